@@ -1,0 +1,191 @@
+/*
+ * atomic.c - output files that appear whole or not at all.
+ *
+ * A file is written under a temporary name in its destination directory
+ * (rename is atomic only within one file system), flushed, fsynced, renamed
+ * over the final name, and the directory is fsynced.  Temporaries still open
+ * when SIGINT, SIGTERM, SIGHUP or SIGPIPE arrives are unlinked by the handler
+ * before the signal is re-raised, so an interrupted run leaves nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cg.h"
+
+/* Temporaries that exist now; read by the signal handler, so plain
+ * pointers to strings that stay alive until the slot is cleared. */
+#define MAXTMP 256
+static char *volatile tmps[MAXTMP];
+static int handler_installed;
+
+static void
+on_signal(int sig)
+{
+	for (int i = 0; i < MAXTMP; i++)
+		if (tmps[i])
+			unlink(tmps[i]);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+install_handler(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+	struct sigaction sa;
+
+	if (handler_installed)
+		return;
+	handler_installed = 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigfillset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+		/* Leave an inherited "ignore" alone (nohup, background jobs). */
+		if (sigaction(sigs[i], NULL, &old) == 0 &&
+		    old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+static void
+track(char *tmp, int on)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	for (int i = 0; i < MAXTMP; i++) {
+		if (on && tmps[i] == NULL) {
+			tmps[i] = tmp;
+			break;
+		}
+		if (!on && tmps[i] == tmp) {
+			tmps[i] = NULL;
+			break;
+		}
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+int
+cg_out_open(struct cg_out *o, const char *path)
+{
+	char *d = NULL, *b = NULL;
+	mode_t mask;
+
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+	if (strcmp(path, "-") == 0) {
+		if (isatty(STDOUT_FILENO))
+			return cg_seterr("refusing to write binary data to a "
+					 "terminal (use -o FILE or a pipe)");
+		o->fp = stdout;
+		o->fd = STDOUT_FILENO;
+		return 0;
+	}
+	install_handler();
+	if ((o->path = strdup(path)) == NULL || (d = strdup(path)) == NULL ||
+	    (b = strdup(path)) == NULL)
+		goto oom;
+	const char *dir = dirname(d), *base = basename(b);
+	size_t n = strlen(dir) + strlen(base) + 16;
+	if ((o->tmp = malloc(n)) == NULL)
+		goto oom;
+	snprintf(o->tmp, n, "%s/.%s.XXXXXX", dir, base);
+	track(o->tmp, 1);
+	if ((o->fd = mkstemp(o->tmp)) < 0) {
+		track(o->tmp, 0);
+		cg_seterr("%s: cannot create: %s", path, strerror(errno));
+		goto fail;
+	}
+	mask = umask(0);
+	umask(mask);
+	fchmod(o->fd, 0666 & ~mask);
+	if ((o->fp = fdopen(o->fd, "wb")) == NULL) {
+		cg_seterr("%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	free(d);
+	free(b);
+	return 0;
+oom:
+	cg_seterr("out of memory");
+fail:
+	free(d);
+	free(b);
+	cg_out_abort(o);
+	return -1;
+}
+
+int
+cg_out_commit(struct cg_out *o)
+{
+	char *d = NULL;
+	int dfd;
+
+	if (o->tmp == NULL) { /* stdout */
+		if (o->fp && fflush(o->fp) != 0)
+			return cg_seterr("standard output: %s", strerror(errno));
+		return 0;
+	}
+	if (fflush(o->fp) != 0 || fsync(o->fd) != 0) {
+		cg_seterr("%s: write failed: %s", o->path, strerror(errno));
+		goto fail;
+	}
+	if (fclose(o->fp) != 0) {
+		o->fp = NULL;
+		o->fd = -1;
+		cg_seterr("%s: write failed: %s", o->path, strerror(errno));
+		goto fail;
+	}
+	o->fp = NULL;
+	o->fd = -1;
+	if (rename(o->tmp, o->path) != 0) {
+		cg_seterr("%s: cannot rename into place: %s", o->path,
+			  strerror(errno));
+		goto fail;
+	}
+	track(o->tmp, 0);
+	if ((d = strdup(o->path)) != NULL &&
+	    (dfd = open(dirname(d), O_RDONLY | O_DIRECTORY)) >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	free(d);
+	free(o->tmp);
+	free(o->path);
+	o->tmp = o->path = NULL;
+	return 0;
+fail:
+	cg_out_abort(o);
+	return -1;
+}
+
+void
+cg_out_abort(struct cg_out *o)
+{
+	if (o->tmp == NULL) {
+		free(o->path);
+		o->path = NULL;
+		return;
+	}
+	if (o->fp)
+		fclose(o->fp);
+	else if (o->fd >= 0)
+		close(o->fd);
+	unlink(o->tmp);
+	track(o->tmp, 0);
+	free(o->tmp);
+	free(o->path);
+	memset(o, 0, sizeof(*o));
+	o->fd = -1;
+}

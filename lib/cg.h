@@ -1,0 +1,191 @@
+/*
+ * cg.h - the public interface of libcg, the library every cg program links.
+ *
+ * Conventions: functions return 0 on success and -1 on failure (or NULL),
+ * after recording a one-line message that cg_errmsg() returns.  The library
+ * never prints and never exits.  Objects are created by _init/_read/_new and
+ * released by _free; every _free accepts NULL.
+ */
+#ifndef CG_H
+#define CG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* Record a message for the caller (printf format).  Always returns -1 so
+ * that "return cg_seterr(...)" reads naturally. */
+int cg_seterr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prefix the recorded message with "prefix: " (e.g. a file name). */
+void cg_errprefix(const char *prefix);
+/* The last recorded message; never NULL. */
+const char *cg_errmsg(void);
+
+/* --------------------------------------------------------------- random */
+
+/* xoshiro256** seeded through splitmix64: the one source of randomness.
+ * Same seed, same stream, on every machine. */
+struct cg_rng {
+	uint64_t s[4];
+};
+
+void cg_rng_seed(struct cg_rng *r, uint64_t seed);
+uint64_t cg_rng_u64(struct cg_rng *r);
+/* Uniform in [0, n) without modulo bias; n > 0. */
+uint64_t cg_rng_below(struct cg_rng *r, uint64_t n);
+/* Uniform float in [0, 1). */
+float cg_rng_uniform(struct cg_rng *r);
+/* Standard normal (Box-Muller, both values used in turn is not kept:
+ * one call, one fresh pair, first value returned - stateless). */
+float cg_rng_normal(struct cg_rng *r);
+/* Derive an independent stream from (seed, a, b): used to make batch
+ * choice a pure function of seed, step and shard. */
+void cg_rng_derive(struct cg_rng *r, uint64_t seed, uint64_t a, uint64_t b);
+
+/* ---------------------------------------------------------------- dtypes */
+
+enum cg_dtype {
+	CG_F32,
+	CG_F16,
+	CG_BF16,
+	CG_I8,
+	CG_U8,
+	CG_U16,
+	CG_U32,
+	CG_U64,
+	CG_Q8_0,
+	CG_Q4_0,
+	CG_NDTYPES
+};
+
+const char *cg_dtype_name(enum cg_dtype t);
+/* Parse a dtype name; returns -1 (with message) if unknown. */
+int cg_dtype_parse(const char *s, enum cg_dtype *out);
+/* Bytes needed for n elements of t, or -1 on overflow or a block dtype
+ * whose n is not a multiple of the block size (32). */
+int cg_dtype_bytes(enum cg_dtype t, uint64_t n, uint64_t *out);
+
+float cg_f16_to_f32(uint16_t h);
+uint16_t cg_f32_to_f16(float f);
+float cg_bf16_to_f32(uint16_t h);
+uint16_t cg_f32_to_bf16(float f);
+
+/* ------------------------------------------------------------ container */
+
+#define CG_FORMAT "cg/1"
+#define CG_MAX_DIMS 8
+#define CG_MAX_NAME 128
+#define CG_MAX_TENSORS 65536
+#define CG_MAX_MANIFEST (16u << 20)
+
+struct cg_tensor {
+	char name[CG_MAX_NAME];
+	enum cg_dtype dtype;
+	int ndim;
+	uint64_t shape[CG_MAX_DIMS];
+	uint64_t nelem;  /* product of shape */
+	uint64_t nbytes; /* length of the member */
+	unsigned char sha256[32];
+	void *data; /* nbytes, 64-byte aligned; owned by the cg_file */
+};
+
+/*
+ * A whole cg file in memory: the manifest (cJSON, owned) and the tensors in
+ * manifest order.  Reading verifies every digest.
+ */
+struct cJSON;
+struct cg_file {
+	struct cJSON *manifest; /* everything of cg.json but "tensors" */
+	size_t ntensors;
+	struct cg_tensor *tensors;
+	size_t cap;
+};
+
+/* A new empty file with a manifest {"format":"cg/1","kind":kind}. */
+struct cg_file *cg_file_new(const char *kind);
+void cg_file_free(struct cg_file *f);
+/* Manifest "kind", or "" if absent. */
+const char *cg_file_kind(const struct cg_file *f);
+
+/*
+ * Add a tensor; the file takes a copy of data (nbytes as the dtype and
+ * shape say).  Returns the new tensor, or NULL on error.
+ */
+struct cg_tensor *cg_file_add(struct cg_file *f, const char *name,
+			      enum cg_dtype dtype, int ndim,
+			      const uint64_t *shape, const void *data);
+/* Like cg_file_add but the data is left zeroed for the caller to fill. */
+struct cg_tensor *cg_file_add_zero(struct cg_file *f, const char *name,
+				   enum cg_dtype dtype, int ndim,
+				   const uint64_t *shape);
+/* The tensor called name, or NULL (no message recorded). */
+struct cg_tensor *cg_file_find(const struct cg_file *f, const char *name);
+/* Like cg_file_find, but records "tensor NAME: missing" or a dtype
+ * mismatch message and returns NULL. */
+struct cg_tensor *cg_file_need(const struct cg_file *f, const char *name,
+			       enum cg_dtype dtype);
+
+/*
+ * Read a cg file from path ("-" is stdin): plain, gzip or zstd tar.  Every
+ * size is checked against limits before allocation and every digest is
+ * verified.  Returns NULL with a message naming the file (and tensor).
+ */
+struct cg_file *cg_file_read(const char *path);
+/* Same, from an open stream (display name used in messages). */
+struct cg_file *cg_file_read_fp(FILE *fp, const char *display);
+
+enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
+
+/*
+ * Write f to path ("-" is stdout): digests are computed, cg.json comes
+ * first, then the tensors in order.  A path is written atomically
+ * (temporary file in the same directory, fsync, rename).  Output is a pure
+ * function of f (no time, owner or host inside).  Returns 0 or -1.
+ */
+int cg_file_write(struct cg_file *f, const char *path, enum cg_compress c);
+
+/* Bytes of the largest file a reader accepts (CG_MAX_BYTES in the
+ * environment overrides; default 8 GiB). */
+uint64_t cg_max_bytes(void);
+
+/* ---------------------------------------------------------------- atomic */
+
+/*
+ * Atomic output: a temporary file beside path, renamed over it by
+ * cg_out_commit.  Temporaries still open are removed on SIGINT, SIGTERM,
+ * SIGHUP and SIGPIPE (the handler is installed on first use).  For "-", fp is
+ * stdout and commit only flushes.
+ */
+struct cg_out {
+	FILE *fp;
+	char *path;
+	char *tmp;
+	int fd;
+};
+
+int cg_out_open(struct cg_out *o, const char *path);
+/* Flush, fsync, rename, fsync the directory.  Returns 0 or -1 (the
+ * temporary is removed on failure). */
+int cg_out_commit(struct cg_out *o);
+/* Remove the temporary; safe after commit and on a zeroed struct. */
+void cg_out_abort(struct cg_out *o);
+
+/* ------------------------------------------------------------------ util */
+
+/* 64-byte aligned zeroed allocation (free with free()); NULL on failure
+ * with a message. */
+void *cg_alloc(size_t n);
+/* Lower-case hex of a SHA-256 digest into out[65]. */
+void cg_hex(char out[65], const unsigned char d[32]);
+void cg_sha256(unsigned char out[32], const void *data, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

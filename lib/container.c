@@ -1,0 +1,700 @@
+/*
+ * container.c - reading and writing cg files (a tar archive of tensors).
+ *
+ * A cg file is a ustar/pax archive: "cg.json" first (the manifest, with each
+ * tensor's name, dtype, shape, byte length and SHA-256), then one member per
+ * tensor in manifest order, then optionally "cg.sig".  Readers accept plain,
+ * gzip and zstd input from a file or a pipe and trust nothing: every size is
+ * checked against limits and against the member's real length before memory
+ * is committed, and every digest is verified.  Writers produce the same bytes
+ * for the same tensors: no time, owner or host goes into the archive.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include "cg.h"
+
+#define MANIFEST_NAME "cg.json"
+#define SIG_NAME "cg.sig"
+
+uint64_t
+cg_max_bytes(void)
+{
+	const char *s = getenv("CG_MAX_BYTES");
+	char *end;
+	unsigned long long v;
+
+	if (s && *s) {
+		errno = 0;
+		v = strtoull(s, &end, 10);
+		if (errno == 0 && *end == '\0' && v > 0)
+			return v;
+	}
+	return 8ULL << 30;
+}
+
+/* ------------------------------------------------------------ in memory */
+
+struct cg_file *
+cg_file_new(const char *kind)
+{
+	struct cg_file *f = calloc(1, sizeof(*f));
+
+	if (f == NULL || (f->manifest = cJSON_CreateObject()) == NULL) {
+		free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	cJSON_AddStringToObject(f->manifest, "format", CG_FORMAT);
+	cJSON_AddStringToObject(f->manifest, "kind", kind);
+	return f;
+}
+
+void
+cg_file_free(struct cg_file *f)
+{
+	if (f == NULL)
+		return;
+	for (size_t i = 0; i < f->ntensors; i++)
+		free(f->tensors[i].data);
+	free(f->tensors);
+	cJSON_Delete(f->manifest);
+	free(f);
+}
+
+const char *
+cg_file_kind(const struct cg_file *f)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(f->manifest, "kind");
+
+	return cJSON_IsString(k) ? k->valuestring : "";
+}
+
+/*
+ * A member name must be a plain relative name: no "/", no leading ".", no
+ * control bytes, not the manifest's or the signature's name.  Tensor names
+ * use dots for structure ("enc.0.w"), so nothing legitimate is lost.
+ */
+static int
+valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= CG_MAX_NAME || s[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c <= ' ' || c == '/' || c == '\\' || c >= 0x7f)
+			return 0;
+	}
+	return strcmp(s, MANIFEST_NAME) != 0 && strcmp(s, SIG_NAME) != 0;
+}
+
+/* Fill the shape fields of t; -1 with a message if they make no sense. */
+static int
+set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
+	  const uint64_t *shape)
+{
+	uint64_t n = 1;
+
+	if (ndim < 0 || ndim > CG_MAX_DIMS)
+		return cg_seterr("tensor %s: %d dimensions (at most %d)",
+				 t->name, ndim, CG_MAX_DIMS);
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] != 0 && n > UINT64_MAX / shape[i])
+			return cg_seterr("tensor %s: shape overflows", t->name);
+		n *= shape[i];
+		t->shape[i] = shape[i];
+	}
+	t->dtype = dtype;
+	t->ndim = ndim;
+	t->nelem = n;
+	if (cg_dtype_bytes(dtype, n, &t->nbytes) != 0) {
+		cg_errprefix(t->name);
+		cg_errprefix("tensor");
+		return -1;
+	}
+	return 0;
+}
+
+struct cg_tensor *
+cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		 int ndim, const uint64_t *shape)
+{
+	struct cg_tensor *t;
+
+	if (!valid_name(name)) {
+		cg_seterr("bad tensor name '%.64s'", name);
+		return NULL;
+	}
+	if (cg_file_find(f, name)) {
+		cg_seterr("tensor %s: defined twice", name);
+		return NULL;
+	}
+	if (f->ntensors == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+		void *p = realloc(f->tensors, cap * sizeof(*f->tensors));
+		if (p == NULL) {
+			cg_seterr("out of memory");
+			return NULL;
+		}
+		f->tensors = p;
+		f->cap = cap;
+	}
+	t = &f->tensors[f->ntensors];
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	if (set_shape(t, dtype, ndim, shape) != 0)
+		return NULL;
+	if ((t->data = cg_alloc(t->nbytes)) == NULL)
+		return NULL;
+	f->ntensors++;
+	return t;
+}
+
+struct cg_tensor *
+cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype,
+	    int ndim, const uint64_t *shape, const void *data)
+{
+	struct cg_tensor *t = cg_file_add_zero(f, name, dtype, ndim, shape);
+
+	if (t && t->nbytes)
+		memcpy(t->data, data, t->nbytes);
+	return t;
+}
+
+struct cg_tensor *
+cg_file_find(const struct cg_file *f, const char *name)
+{
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (strcmp(f->tensors[i].name, name) == 0)
+			return &f->tensors[i];
+	return NULL;
+}
+
+struct cg_tensor *
+cg_file_need(const struct cg_file *f, const char *name, enum cg_dtype dtype)
+{
+	struct cg_tensor *t = cg_file_find(f, name);
+
+	if (t == NULL)
+		cg_seterr("tensor %s: missing", name);
+	else if (t->dtype != dtype) {
+		cg_seterr("tensor %s: dtype %s, expected %s", name,
+			  cg_dtype_name(t->dtype), cg_dtype_name(dtype));
+		t = NULL;
+	}
+	return t;
+}
+
+/* -------------------------------------------------------------- writing */
+
+static cJSON *
+build_manifest(struct cg_file *f)
+{
+	cJSON *m = cJSON_Duplicate(f->manifest, 1), *arr;
+	char hex[65];
+
+	if (m == NULL)
+		return NULL;
+	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
+	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
+		goto fail;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = &f->tensors[i];
+		cJSON *o = cJSON_CreateObject(), *sh;
+		if (o == NULL)
+			goto fail;
+		cJSON_AddItemToArray(arr, o);
+		cg_sha256(t->sha256, t->data, t->nbytes);
+		cg_hex(hex, t->sha256);
+		cJSON_AddStringToObject(o, "name", t->name);
+		cJSON_AddStringToObject(o, "dtype", cg_dtype_name(t->dtype));
+		if ((sh = cJSON_AddArrayToObject(o, "shape")) == NULL)
+			goto fail;
+		for (int d = 0; d < t->ndim; d++)
+			cJSON_AddItemToArray(
+			    sh, cJSON_CreateNumber((double)t->shape[d]));
+		cJSON_AddNumberToObject(o, "bytes", (double)t->nbytes);
+		cJSON_AddStringToObject(o, "sha256", hex);
+	}
+	return m;
+fail:
+	cJSON_Delete(m);
+	return NULL;
+}
+
+static int
+write_member(struct archive *a, const char *name, const void *data,
+	     uint64_t n)
+{
+	struct archive_entry *e = archive_entry_new();
+	const char *p = data;
+	int rc = -1;
+
+	if (e == NULL)
+		return cg_seterr("out of memory");
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_size(e, (la_int64_t)n);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_mtime(e, 0, 0);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	if (archive_write_header(a, e) != ARCHIVE_OK) {
+		cg_seterr("%s: %s", name, archive_error_string(a));
+		goto out;
+	}
+	while (n > 0) {
+		size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
+		la_ssize_t w = archive_write_data(a, p, chunk);
+		if (w <= 0) {
+			cg_seterr("%s: %s", name,
+				  archive_error_string(a)
+				      ? archive_error_string(a)
+				      : "write failed");
+			goto out;
+		}
+		p += w;
+		n -= (uint64_t)w;
+	}
+	rc = 0;
+out:
+	archive_entry_free(e);
+	return rc;
+}
+
+int
+cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
+{
+	struct cg_out out;
+	struct archive *a = NULL;
+	cJSON *m = NULL;
+	char *json = NULL;
+	int rc = -1;
+
+	if ((m = build_manifest(f)) == NULL ||
+	    (json = cJSON_Print(m)) == NULL) {
+		cg_seterr("%s: out of memory", path);
+		goto done;
+	}
+	if (cg_out_open(&out, path) != 0)
+		goto done;
+	if ((a = archive_write_new()) == NULL) {
+		cg_seterr("out of memory");
+		goto abort;
+	}
+	archive_write_set_format_pax_restricted(a);
+	archive_write_set_bytes_in_last_block(a, 1);
+	if (c == CG_COMPRESS_GZIP) {
+		archive_write_add_filter_gzip(a);
+		/* no name or time in the gzip header: same input, same bytes */
+		archive_write_set_filter_option(a, "gzip", "timestamp", NULL);
+	} else if (c == CG_COMPRESS_ZSTD) {
+		archive_write_add_filter_zstd(a);
+	}
+	if (archive_write_open_fd(a, out.fd) != ARCHIVE_OK) {
+		cg_seterr("%s: %s", path, archive_error_string(a));
+		goto abort;
+	}
+	fflush(out.fp);
+	if (write_member(a, MANIFEST_NAME, json, strlen(json)) != 0)
+		goto fail_prefix;
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (write_member(a, f->tensors[i].name, f->tensors[i].data,
+				 f->tensors[i].nbytes) != 0)
+			goto fail_prefix;
+	if (archive_write_close(a) != ARCHIVE_OK) {
+		cg_seterr("%s: %s", path, archive_error_string(a));
+		goto abort;
+	}
+	if (cg_out_commit(&out) != 0)
+		goto done;
+	rc = 0;
+	goto done;
+fail_prefix:
+	cg_errprefix(path);
+abort:
+	cg_out_abort(&out);
+done:
+	if (a)
+		archive_write_free(a);
+	cJSON_Delete(m);
+	free(json);
+	return rc;
+}
+
+/* -------------------------------------------------------------- reading */
+
+struct reader {
+	struct archive *a;
+	const char *name; /* for messages */
+	uint64_t avail;	  /* most tensor bytes the input may hold */
+	uint64_t fsize;	  /* size of a regular input file, else 0 */
+	int compressed;
+};
+
+/*
+ * Read exactly n bytes of the current member into a fresh aligned buffer.
+ * Plain files are bounded by their size already, so the buffer is taken
+ * whole; a compressed stream may lie about sizes, so the buffer grows only
+ * as data really arrives and memory stays proportional to real content.
+ */
+static void *
+read_member(struct reader *r, const char *what, uint64_t n)
+{
+	size_t cap, have = 0;
+	char *buf;
+
+	if (n > SIZE_MAX - 64) {
+		cg_seterr("%s: too large", what);
+		return NULL;
+	}
+	cap = r->compressed && n > (64u << 20) ? (64u << 20) : (size_t)n;
+	if ((buf = cg_alloc(cap)) == NULL)
+		return NULL;
+	while (have < n) {
+		if (have == cap) {
+			size_t ncap = cap * 2 > n ? (size_t)n : cap * 2;
+			char *nb = cg_alloc(ncap);
+			if (nb == NULL)
+				goto fail;
+			memcpy(nb, buf, have);
+			free(buf);
+			buf = nb;
+			cap = ncap;
+		}
+		la_ssize_t got = archive_read_data(r->a, buf + have, cap - have);
+		if (got < 0) {
+			cg_seterr("%s: %s", what, archive_error_string(r->a));
+			goto fail;
+		}
+		if (got == 0) {
+			cg_seterr("%s: truncated (%zu of %llu bytes)", what,
+				  have, (unsigned long long)n);
+			goto fail;
+		}
+		have += (size_t)got;
+	}
+	return buf;
+fail:
+	free(buf);
+	return NULL;
+}
+
+/* Next member header; -1 with a message on error, 1 at the end. */
+static int
+next_header(struct reader *r, struct archive_entry **e, const char *want)
+{
+	int rc = archive_read_next_header(r->a, e);
+
+	if (rc == ARCHIVE_EOF)
+		return 1;
+	if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+		const char *msg = archive_error_string(r->a);
+		return cg_seterr("%s%s%s", want ? want : "",
+				 want ? ": " : "",
+				 msg ? msg : "not a cg file");
+	}
+	if (archive_entry_filetype(*e) != AE_IFREG)
+		return cg_seterr("member '%.64s' is not a regular file",
+				 archive_entry_pathname(*e)
+				     ? archive_entry_pathname(*e)
+				     : "?");
+	if (archive_entry_pathname(*e) == NULL)
+		return cg_seterr("member without a name");
+	return 0;
+}
+
+static int
+parse_u64(const cJSON *j, uint64_t *out)
+{
+	if (!cJSON_IsNumber(j) || j->valuedouble < 0 ||
+	    j->valuedouble >= 18446744073709551616.0 ||
+	    j->valuedouble != (double)(uint64_t)j->valuedouble)
+		return -1;
+	*out = (uint64_t)j->valuedouble;
+	return 0;
+}
+
+static int
+parse_hex(unsigned char out[32], const char *s)
+{
+	if (strlen(s) != 64)
+		return -1;
+	for (int i = 0; i < 64; i++) {
+		int c = s[i], v;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else
+			return -1;
+		if (i & 1)
+			out[i / 2] |= (unsigned char)v;
+		else
+			out[i / 2] = (unsigned char)(v << 4);
+	}
+	return 0;
+}
+
+/* Check the manifest's tensor table and fill f->tensors (no data yet). */
+static int
+parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
+{
+	int n = cJSON_GetArraySize(arr);
+	uint64_t total = 0;
+	const cJSON *o;
+
+	if (!cJSON_IsArray(arr))
+		return cg_seterr("manifest: \"tensors\" is not an array");
+	if (n > CG_MAX_TENSORS)
+		return cg_seterr("manifest: %d tensors (at most %d)", n,
+				 CG_MAX_TENSORS);
+	if (n > 0 && (f->tensors = calloc((size_t)n, sizeof(*f->tensors))) ==
+			 NULL)
+		return cg_seterr("out of memory");
+	f->cap = (size_t)n;
+	cJSON_ArrayForEach(o, arr)
+	{
+		struct cg_tensor *t = &f->tensors[f->ntensors];
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+		const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "bytes");
+		const cJSON *dg = cJSON_GetObjectItemCaseSensitive(o, "sha256");
+		uint64_t shape[CG_MAX_DIMS], bytes;
+		enum cg_dtype dtype;
+		const cJSON *d;
+		int nd = 0;
+
+		if (!cJSON_IsString(name) || !valid_name(name->valuestring))
+			return cg_seterr("manifest: tensor %zu: bad or "
+					 "unsafe name",
+					 f->ntensors);
+		snprintf(t->name, sizeof(t->name), "%s", name->valuestring);
+		for (size_t i = 0; i < f->ntensors; i++)
+			if (strcmp(f->tensors[i].name, t->name) == 0)
+				return cg_seterr("tensor %s: listed twice",
+						 t->name);
+		if (!cJSON_IsString(dt) ||
+		    cg_dtype_parse(dt->valuestring, &dtype) != 0)
+			return cg_seterr("tensor %s: bad dtype", t->name);
+		if (!cJSON_IsArray(sh) ||
+		    cJSON_GetArraySize(sh) > CG_MAX_DIMS)
+			return cg_seterr("tensor %s: bad shape", t->name);
+		cJSON_ArrayForEach(d, sh)
+		{
+			if (parse_u64(d, &shape[nd]) != 0)
+				return cg_seterr("tensor %s: bad shape",
+						 t->name);
+			nd++;
+		}
+		if (set_shape(t, dtype, nd, shape) != 0)
+			return -1;
+		if (parse_u64(by, &bytes) != 0 || bytes != t->nbytes)
+			return cg_seterr("tensor %s: byte length does not "
+					 "match dtype and shape",
+					 t->name);
+		if (!cJSON_IsString(dg) ||
+		    parse_hex(t->sha256, dg->valuestring) != 0)
+			return cg_seterr("tensor %s: bad sha256", t->name);
+		if (t->nbytes > avail || total + t->nbytes > avail)
+			return cg_seterr("tensor %s: %llu bytes claimed, more "
+					 "than the file can hold",
+					 t->name,
+					 (unsigned long long)t->nbytes);
+		total += t->nbytes;
+		f->ntensors++;
+	}
+	return 0;
+}
+
+static struct cg_file *
+read_archive(struct reader *r)
+{
+	struct cg_file *f = NULL;
+	struct archive_entry *e;
+	cJSON *m = NULL;
+	char *json = NULL;
+	const cJSON *fmt;
+	int rc;
+
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	rc = next_header(r, &e, NULL);
+	if (rc == 1) {
+		cg_seterr("empty archive, not a cg file");
+		goto fail;
+	}
+	if (rc != 0)
+		goto fail;
+	r->compressed = archive_filter_count(r->a) > 1;
+	/* An uncompressed regular file cannot hold more than its size. */
+	if (!r->compressed && r->fsize && r->fsize < r->avail)
+		r->avail = r->fsize;
+	if (strcmp(archive_entry_pathname(e), MANIFEST_NAME) != 0) {
+		cg_seterr("not a cg file (first member is '%.64s', not "
+			  "cg.json)",
+			  archive_entry_pathname(e));
+		goto fail;
+	}
+	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
+	    archive_entry_size(e) > (la_int64_t)CG_MAX_MANIFEST) {
+		cg_seterr("cg.json: too large (limit %u bytes)",
+			  CG_MAX_MANIFEST);
+		goto fail;
+	}
+	size_t mlen = (size_t)archive_entry_size(e);
+	if ((json = read_member(r, "cg.json", mlen)) == NULL)
+		goto fail;
+	if ((m = cJSON_ParseWithLength(json, mlen)) == NULL ||
+	    !cJSON_IsObject(m)) {
+		cg_seterr("cg.json: not valid JSON");
+		goto fail;
+	}
+	fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CG_FORMAT) != 0) {
+		cg_seterr("cg.json: unsupported format (want \"%s\")",
+			  CG_FORMAT);
+		goto fail;
+	}
+	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "kind"))) {
+		cg_seterr("cg.json: no \"kind\"");
+		goto fail;
+	}
+	cJSON *arr = cJSON_DetachItemFromObjectCaseSensitive(m, "tensors");
+	if (arr == NULL) {
+		cg_seterr("cg.json: no \"tensors\"");
+		goto fail;
+	}
+	rc = parse_tensors(f, arr, r->avail);
+	cJSON_Delete(arr);
+	if (rc != 0)
+		goto fail;
+	f->manifest = m;
+	m = NULL;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = &f->tensors[i];
+		unsigned char dg[32];
+		char what[CG_MAX_NAME + 8];
+
+		snprintf(what, sizeof(what), "tensor %s", t->name);
+		rc = next_header(r, &e, what);
+		if (rc == 1) {
+			cg_seterr("tensor %s: missing (file truncated)",
+				  t->name);
+			goto fail;
+		}
+		if (rc != 0)
+			goto fail;
+		if (strcmp(archive_entry_pathname(e), t->name) != 0) {
+			cg_seterr("tensor %s: found member '%.64s' in its "
+				  "place",
+				  t->name, archive_entry_pathname(e));
+			goto fail;
+		}
+		if (!archive_entry_size_is_set(e) ||
+		    (uint64_t)archive_entry_size(e) != t->nbytes) {
+			cg_seterr("tensor %s: member length differs from the "
+				  "manifest",
+				  t->name);
+			goto fail;
+		}
+		if ((t->data = read_member(r, what, t->nbytes)) == NULL)
+			goto fail;
+		cg_sha256(dg, t->data, t->nbytes);
+		if (memcmp(dg, t->sha256, 32) != 0) {
+			cg_seterr("tensor %s: digest mismatch (file truncated "
+				  "or altered)",
+				  t->name);
+			goto fail;
+		}
+	}
+	rc = next_header(r, &e, "after the tensors");
+	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0)
+		rc = next_header(r, &e, "after the signature");
+	if (rc == 0) {
+		cg_seterr("unexpected member '%.64s'", archive_entry_pathname(e));
+		goto fail;
+	}
+	if (rc < 0)
+		goto fail;
+	free(json);
+	return f;
+fail:
+	free(json);
+	cJSON_Delete(m);
+	cg_file_free(f);
+	return NULL;
+}
+
+static struct cg_file *
+read_fd(int fd, const char *display)
+{
+	struct reader r = {.name = display, .avail = cg_max_bytes()};
+	struct cg_file *f = NULL;
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (st.st_size == 0) {
+			cg_seterr("%s: empty file, not a cg file", display);
+			return NULL;
+		}
+	}
+	if ((r.a = archive_read_new()) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	archive_read_support_filter_gzip(r.a);
+	archive_read_support_filter_zstd(r.a);
+	archive_read_support_format_tar(r.a);
+	if (archive_read_open_fd(r.a, fd, 1 << 16) != ARCHIVE_OK) {
+		cg_seterr("%s", archive_error_string(r.a)
+				    ? archive_error_string(r.a)
+				    : "cannot read");
+		goto out;
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		r.fsize = (uint64_t)st.st_size;
+	f = read_archive(&r);
+out:
+	if (f == NULL)
+		cg_errprefix(display);
+	archive_read_free(r.a);
+	return f;
+}
+
+struct cg_file *
+cg_file_read_fp(FILE *fp, const char *display)
+{
+	return read_fd(fileno(fp), display);
+}
+
+struct cg_file *
+cg_file_read(const char *path)
+{
+	struct cg_file *f;
+	int fd;
+
+	if (strcmp(path, "-") == 0)
+		return read_fd(STDIN_FILENO, "(stdin)");
+	if ((fd = open(path, O_RDONLY)) < 0) {
+		cg_seterr("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	f = read_fd(fd, path);
+	close(fd);
+	return f;
+}

@@ -1,0 +1,43 @@
+/*
+ * gemm.h - single-precision matrix product, row-major.
+ *
+ * cg_sgemm is the one entry point the kernels use; it calls cblas_sgemm
+ * when libcg is built with -DCG_HAVE_CBLAS and a portable blocked kernel
+ * otherwise.  The built-in kernel and a naive reference are always compiled
+ * so that tests can compare every path.
+ */
+#ifndef CG_GEMM_H
+#define CG_GEMM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * C = alpha * op(A) * op(B) + beta * C, all row-major.
+ * op(A) is [M, K]: A is [M, lda] (lda >= K), or [K, lda] (lda >= M) when
+ * transA.  op(B) is [K, N]: B is [K, ldb] (ldb >= N), or [N, ldb] (ldb >= K)
+ * when transB.  C is [M, ldc], ldc >= N.  As in BLAS, C is not read when
+ * beta == 0.  C must not overlap A or B.  Never fails.
+ */
+void cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+	      const float *A, int lda, const float *B, int ldb, float beta,
+	      float *C, int ldc);
+
+/* The portable blocked kernel (OpenMP over tiles of C when _OPENMP). */
+void cg_sgemm_builtin(int transA, int transB, int M, int N, int K,
+		      float alpha, const float *A, int lda, const float *B,
+		      int ldb, float beta, float *C, int ldc);
+
+/* The naive triple loop, accumulating in double: the reference for tests. */
+void cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
+		  const float *A, int lda, const float *B, int ldb, float beta,
+		  float *C, int ldc);
+
+/* "cblas" or "builtin": which path cg_sgemm takes. */
+const char *cg_sgemm_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

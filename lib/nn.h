@@ -1,0 +1,139 @@
+/*
+ * nn.h - neural-network kernels over flat float arrays.
+ *
+ * Plain functions in the manner of llm.c: outputs first, then inputs, then
+ * sizes; every array's shape is in the comment.  No kernel allocates, does
+ * I/O or fails.  Forward and backward come in pairs; a backward ACCUMULATES
+ * (+=) into its gradient outputs, and zeroing them is the caller's job.
+ * Dimension letters: B batch, C input features, OC output features,
+ * N a flat element count, L latent size, K number of conditions.
+ */
+#ifndef CG_NN_H
+#define CG_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef CG_VIEW_DEFINED
+#define CG_VIEW_DEFINED
+/*
+ * A named slice of a model's flat parameter buffer: elements [off, off+n),
+ * row-major with the given shape.  decay is 1 where weight decay applies
+ * (matrices) and 0 where it does not (biases).
+ */
+struct cg_view {
+	char name[64];
+	size_t off;
+	size_t n;
+	int ndim;
+	uint64_t shape[4];
+	int decay;
+};
+#endif
+
+/* ---------------------------------------------------------------- linear */
+
+/*
+ * out = inp @ w^T + b, as PyTorch's nn.Linear.
+ * out [B, OC], inp [B, C], w [OC, C], b [OC] or NULL.
+ */
+void cg_linear_forward(float *out, const float *inp, const float *w,
+		       const float *b, int B, int C, int OC);
+/*
+ * dinp += dout @ w, dw += dout^T @ inp, db += sum over B of dout.
+ * dinp [B, C] or NULL (not wanted), dw [OC, C], db [OC] or NULL,
+ * dout [B, OC], inp [B, C], w [OC, C].
+ */
+void cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
+			const float *inp, const float *w, int B, int C, int OC);
+
+/* ------------------------------------------------------------------ relu */
+
+/* out = max(inp, 0); out [N], inp [N]; out may be inp. */
+void cg_relu_forward(float *out, const float *inp, size_t N);
+/*
+ * dinp += dout where out > 0 (the gradient at 0 is taken as 0).
+ * dinp [N], dout [N], out [N] (the forward output, or its input: the sign
+ * test is the same).  dinp must not alias dout.
+ */
+void cg_relu_backward(float *dinp, const float *dout, const float *out,
+		      size_t N);
+
+/* --------------------------------------------------------------- sigmoid */
+
+/* out = 1 / (1 + exp(-inp)); out [N], inp [N]; out may be inp. */
+void cg_sigmoid_forward(float *out, const float *inp, size_t N);
+
+/* ----------------------------------------------- binary cross-entropy */
+
+/*
+ * Per-example BCE-with-logits summed over features, computed stably as
+ * max(l, 0) - l*t + log1p(exp(-|l|)).
+ * loss [B] (double: written, not accumulated), logits [B, N], targets
+ * [B, N] (in [0, 1]).
+ */
+void cg_bce_logits_forward(double *loss, const float *logits,
+			   const float *targets, int B, int N);
+/*
+ * dlogits += scale * (sigmoid(logits) - targets); scale is d(total)/d(each
+ * example's loss), e.g. 1/B for a batch mean.
+ * dlogits [B, N], logits [B, N], targets [B, N].
+ */
+void cg_bce_logits_backward(float *dlogits, const float *logits,
+			    const float *targets, float scale, int B, int N);
+
+/* --------------------------------------------------- Gaussian KL to N(0,I) */
+
+/*
+ * kl = -0.5 * sum over L of (1 + logvar - mu^2 - exp(logvar)), per example.
+ * kl [B] (double: written), mu [B, L], logvar [B, L].
+ */
+void cg_gauss_kl_forward(double *kl, const float *mu, const float *logvar,
+			 int B, int L);
+/*
+ * dmu += scale * mu, dlogvar += scale * 0.5 * (exp(logvar) - 1).
+ * dmu [B, L], dlogvar [B, L], mu [B, L], logvar [B, L].
+ */
+void cg_gauss_kl_backward(float *dmu, float *dlogvar, const float *mu,
+			  const float *logvar, float scale, int B, int L);
+
+/* -------------------------------------------------- reparameterisation */
+
+/*
+ * z = mu + exp(0.5 * logvar) * eps.
+ * z [N], mu [N], logvar [N], eps [N] (standard normal, from the caller).
+ */
+void cg_reparam_forward(float *z, const float *mu, const float *logvar,
+			const float *eps, size_t N);
+/*
+ * dmu += dz, dlogvar += dz * eps * 0.5 * exp(0.5 * logvar).
+ * dmu [N], dlogvar [N], dz [N], logvar [N], eps [N].
+ */
+void cg_reparam_backward(float *dmu, float *dlogvar, const float *dz,
+			 const float *logvar, const float *eps, size_t N);
+
+/* ------------------------------------------------ concat with one-hot */
+
+/*
+ * out = inp ⊕ onehot(cond): each row is inp's D values, then K values that
+ * are 1 at cond and 0 elsewhere.  A cond outside [0, K) gives an all-zero
+ * one-hot part (callers check conditions before they get here).
+ * out [B, D+K], inp [B, D], cond [B].
+ */
+void cg_concat_onehot_forward(float *out, const float *inp, const int *cond,
+			      int B, int D, int K);
+/*
+ * dinp += the first D columns of dout (the one-hot part has no gradient).
+ * dinp [B, D], dout [B, D+K].
+ */
+void cg_concat_onehot_backward(float *dinp, const float *dout, int B, int D,
+			       int K);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,46 @@
+/*
+ * util.c - small shared helpers: aligned allocation, digests, hex.
+ *
+ * Kept apart so that kernels and file code can share them without pulling
+ * each other in.  SHA-256 comes from OpenSSL's EVP interface.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "cg.h"
+
+void *
+cg_alloc(size_t n)
+{
+	void *p = NULL;
+	size_t sz = (n + 63) & ~(size_t)63;
+
+	if (sz < n || posix_memalign(&p, 64, sz ? sz : 64) != 0) {
+		cg_seterr("out of memory (%zu bytes)", n);
+		return NULL;
+	}
+	memset(p, 0, sz ? sz : 64);
+	return p;
+}
+
+void
+cg_hex(char out[65], const unsigned char d[32])
+{
+	static const char hx[] = "0123456789abcdef";
+
+	for (int i = 0; i < 32; i++) {
+		out[2 * i] = hx[d[i] >> 4];
+		out[2 * i + 1] = hx[d[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+void
+cg_sha256(unsigned char out[32], const void *data, size_t n)
+{
+	unsigned int len = 32;
+
+	EVP_Digest(data, n, out, &len, EVP_sha256(), NULL);
+}

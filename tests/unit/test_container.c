@@ -1,0 +1,260 @@
+/*
+ * test_container.c - round trips and hostile inputs for the cg container.
+ *
+ * Writes files of every compression, reads them back, checks bytes are
+ * identical across writes, then damages copies (truncation, a flipped byte,
+ * a lying manifest) and checks that every reader call fails with a message
+ * naming the tensor.  Exit 0 pass, 1 fail (automake convention).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cg.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+
+static char *
+slurp(const char *path, size_t *n)
+{
+	FILE *fp = fopen(path, "rb");
+	char *buf;
+	long len;
+
+	if (fp == NULL)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	len = ftell(fp);
+	rewind(fp);
+	buf = malloc((size_t)len + 1);
+	if (fread(buf, 1, (size_t)len, fp) != (size_t)len)
+		len = 0;
+	fclose(fp);
+	*n = (size_t)len;
+	return buf;
+}
+
+static void
+spit(const char *path, const char *buf, size_t n)
+{
+	FILE *fp = fopen(path, "wb");
+
+	fwrite(buf, 1, n, fp);
+	fclose(fp);
+}
+
+static struct cg_file *
+sample_file(void)
+{
+	struct cg_file *f = cg_file_new("model");
+	uint64_t sh[2] = {3, 5}, sh1[1] = {7};
+	float w[15];
+	uint32_t u[7];
+
+	for (int i = 0; i < 15; i++)
+		w[i] = (float)i * 0.25f - 1.0f;
+	for (int i = 0; i < 7; i++)
+		u[i] = (uint32_t)(i * 1000003u);
+	cg_file_add(f, "enc.0.w", CG_F32, 2, sh, w);
+	cg_file_add(f, "idx", CG_U32, 1, sh1, u);
+	cg_file_add_zero(f, "empty", CG_F32, 1, (uint64_t[]){0});
+	return f;
+}
+
+static void
+test_roundtrip(const char *dir)
+{
+	static const char *ext[] = {"plain", "gz", "zst"};
+	char p1[512], p2[512];
+
+	for (int c = 0; c < 3; c++) {
+		struct cg_file *f = sample_file(), *g;
+		size_t n1, n2;
+		char *b1, *b2;
+
+		snprintf(p1, sizeof(p1), "%s/a.%s", dir, ext[c]);
+		snprintf(p2, sizeof(p2), "%s/b.%s", dir, ext[c]);
+		CHECK(cg_file_write(f, p1, (enum cg_compress)c) == 0, "%s",
+		      cg_errmsg());
+		CHECK(cg_file_write(f, p2, (enum cg_compress)c) == 0, "%s",
+		      cg_errmsg());
+		b1 = slurp(p1, &n1);
+		b2 = slurp(p2, &n2);
+		CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0,
+		      "%s: two writes differ", ext[c]);
+		free(b1);
+		free(b2);
+		g = cg_file_read(p1);
+		CHECK(g != NULL, "read %s: %s", ext[c], cg_errmsg());
+		if (g) {
+			CHECK(strcmp(cg_file_kind(g), "model") == 0, "kind");
+			CHECK(g->ntensors == 3, "ntensors %zu", g->ntensors);
+			struct cg_tensor *t = cg_file_need(g, "enc.0.w", CG_F32);
+			CHECK(t && t->ndim == 2 && t->shape[1] == 5 &&
+				  memcmp(t->data, f->tensors[0].data, 60) == 0,
+			      "tensor content");
+			CHECK(cg_file_need(g, "idx", CG_F32) == NULL &&
+				  strstr(cg_errmsg(), "dtype"),
+			      "dtype check");
+		}
+		cg_file_free(g);
+		cg_file_free(f);
+	}
+}
+
+/* Damage a plain file and expect the message to contain want. */
+static void
+expect_bad(const char *dir, const char *buf, size_t n, const char *want)
+{
+	char p[512];
+	struct cg_file *g;
+
+	snprintf(p, sizeof(p), "%s/bad", dir);
+	spit(p, buf, n);
+	g = cg_file_read(p);
+	CHECK(g == NULL, "damaged file (%s) was accepted", want);
+	if (g == NULL)
+		CHECK(strstr(cg_errmsg(), want) != NULL,
+		      "message '%s' lacks '%s'", cg_errmsg(), want);
+	cg_file_free(g);
+}
+
+static void
+test_hostile(const char *dir)
+{
+	struct cg_file *f = sample_file();
+	char p[512], *b, *c;
+	size_t n;
+
+	snprintf(p, sizeof(p), "%s/good", dir);
+	CHECK(cg_file_write(f, p, CG_COMPRESS_NONE) == 0, "%s", cg_errmsg());
+	b = slurp(p, &n);
+	c = malloc(n);
+
+	expect_bad(dir, b, 0, "empty");
+	expect_bad(dir, "hello world, this is not a tar file\n", 36, "bad");
+	/* cut inside the last tensor's data */
+	memcpy(c, b, n);
+	/* The last 1024 bytes are the end-of-archive blocks: a cut there
+	 * loses no data, so only earlier cuts must fail. */
+	for (size_t cut = 600; cut < n - 1024; cut += 517) {
+		memcpy(c, b, n);
+		char p2[512];
+		snprintf(p2, sizeof(p2), "%s/cut", dir);
+		spit(p2, c, cut);
+		struct cg_file *g = cg_file_read(p2);
+		CHECK(g == NULL, "file cut at %zu of %zu accepted", cut, n);
+		cg_file_free(g);
+	}
+	/* flip one byte of the first tensor's data: find the float -1.0 */
+	memcpy(c, b, n);
+	float m1 = -1.0f;
+	char *at = memmem(c, n, &m1, 4);
+	CHECK(at != NULL, "tensor bytes not found");
+	if (at) {
+		at[1] ^= 0x40;
+		expect_bad(dir, c, n, "enc.0.w: digest mismatch");
+	}
+	/* a manifest claiming an enormous tensor */
+	memcpy(c, b, n);
+	char *sh = memmem(c, n, "\"shape\":\t[3, 5]", 15);
+	if (sh == NULL)
+		sh = memmem(c, n, "[3, 5]", 6);
+	CHECK(sh != NULL, "shape text not found");
+	if (sh) {
+		char *q = memmem(c, n, "[3, 5]", 6);
+		memcpy(q, "[9e12]", 6);
+		expect_bad(dir, c, n, "enc.0.w");
+	}
+	free(b);
+	free(c);
+	cg_file_free(f);
+
+	/* bad names are refused on the way in */
+	f = cg_file_new("model");
+	CHECK(cg_file_add_zero(f, "../x", CG_F32, 1, (uint64_t[]){1}) == NULL,
+	      "../x accepted");
+	CHECK(cg_file_add_zero(f, "a/b", CG_F32, 1, (uint64_t[]){1}) == NULL,
+	      "a/b accepted");
+	CHECK(cg_file_add_zero(f, "q", CG_Q8_0, 1, (uint64_t[]){33}) == NULL,
+	      "q8_0 of 33 accepted");
+	cg_file_free(f);
+}
+
+static void
+test_halves(void)
+{
+	float worst = 0;
+
+	for (int i = -2000; i <= 2000; i++) {
+		float x = (float)i * 0.173f;
+		float y = cg_f16_to_f32(cg_f32_to_f16(x));
+		float e = x != 0 ? (y - x) / x : y;
+		if (e < 0)
+			e = -e;
+		if (e > worst)
+			worst = e;
+		CHECK(cg_bf16_to_f32(cg_f32_to_bf16(x)) == x ||
+			      (cg_bf16_to_f32(cg_f32_to_bf16(x)) - x) / x <
+				  0.0079f,
+		      "bf16 %g", x);
+	}
+	CHECK(worst < 0.0005f, "f16 relative error %g", worst);
+	CHECK(cg_f32_to_f16(65504.0f) == 0x7bff, "f16 max");
+	CHECK(cg_f32_to_f16(1e6f) == 0x7c00, "f16 overflow to inf");
+	CHECK(cg_f16_to_f32(0x0001) == 5.9604645e-8f, "f16 subnormal");
+	printf("f16 round-trip worst relative error %.3g\n", worst);
+}
+
+static void
+test_rng(void)
+{
+	struct cg_rng a, b;
+	double s = 0, s2 = 0;
+
+	cg_rng_seed(&a, 42);
+	cg_rng_seed(&b, 42);
+	for (int i = 0; i < 1000; i++)
+		CHECK(cg_rng_u64(&a) == cg_rng_u64(&b), "same seed differs");
+	for (int i = 0; i < 100000; i++) {
+		double x = cg_rng_normal(&a);
+		s += x;
+		s2 += x * x;
+	}
+	s /= 100000;
+	s2 = s2 / 100000 - s * s;
+	CHECK(s > -0.02 && s < 0.02 && s2 > 0.98 && s2 < 1.02,
+	      "normal mean %g var %g", s, s2);
+	for (int i = 0; i < 1000; i++)
+		CHECK(cg_rng_below(&a, 7) < 7, "below");
+}
+
+int
+main(void)
+{
+	char dir[] = "/tmp/cgtest.XXXXXX";
+
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	test_roundtrip(dir);
+	test_hostile(dir);
+	test_halves();
+	test_rng();
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		failures++;
+	printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}
