@@ -41,8 +41,8 @@
 #endif
 #define NR (2 * VLEN)
 #define MC (16 * MR) /* rows of C per tile, at most */
-#define NC 256	     /* columns of C per tile, at most */
-#define KC 256	     /* slice of K packed at a time */
+#define NC 256       /* columns of C per tile, at most */
+#define KC 256       /* slice of K packed at a time */
 
 /* Work (M*N*K) under which threads cost more than they save. */
 #define PAR_MIN_WORK (64 * 64 * 64)
@@ -51,17 +51,17 @@
 
 void
 cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
-	     const float *A, int lda, const float *B, int ldb, float beta,
-	     float *C, int ldc)
+             const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc)
 {
 	for (int i = 0; i < M; i++) {
 		for (int j = 0; j < N; j++) {
 			double s = 0;
 			for (int k = 0; k < K; k++) {
 				float a = transA ? A[(size_t)k * lda + i]
-						 : A[(size_t)i * lda + k];
+				                 : A[(size_t)i * lda + k];
 				float b = transB ? B[(size_t)j * ldb + k]
-						 : B[(size_t)k * ldb + j];
+				                 : B[(size_t)k * ldb + j];
 				s += (double)a * b;
 			}
 			float *c = &C[(size_t)i * ldc + j];
@@ -77,8 +77,8 @@ cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
  * past mc.
  */
 static void
-pack_a(float *restrict ap, const float *A, int lda, int transA, int i0,
-       int k0, int mc, int kc)
+pack_a(float *restrict ap, const float *A, int lda, int transA, int i0, int k0,
+       int mc, int kc)
 {
 	for (int p = 0; p < mc; p += MR) {
 		int mr = mc - p < MR ? mc - p : MR;
@@ -106,8 +106,8 @@ pack_a(float *restrict ap, const float *A, int lda, int transA, int i0,
 
 /* bp: [kc][NR], columns j0..j0+nr of op(B), rows k0.., zero-padded. */
 static void
-pack_b(float *restrict bp, const float *B, int ldb, int transB, int k0,
-       int j0, int kc, int nr)
+pack_b(float *restrict bp, const float *B, int ldb, int transB, int k0, int j0,
+       int kc, int nr)
 {
 	for (int k = 0; k < kc; k++) {
 		float *dst = bp + (size_t)k * NR;
@@ -228,8 +228,9 @@ tile(int transA, int transB, int K, float alpha, const float *A, int lda,
 
 				kernel(kc, ap + (size_t)ir * kc, bp, acc);
 				for (int r = 0; r < mr; r++) {
-					float *c = C + (size_t)(i0 + ir + r) * ldc +
-						   j0 + jr;
+					float *c = C +
+					           (size_t)(i0 + ir + r) * ldc +
+					           j0 + jr;
 					const float *s = acc + r * NR;
 					for (int j = 0; j < nr; j++)
 						c[j] += alpha * s[j];
@@ -241,8 +242,8 @@ tile(int transA, int transB, int K, float alpha, const float *A, int lda,
 
 void
 cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
-		 const float *A, int lda, const float *B, int ldb, float beta,
-		 float *C, int ldc)
+                 const float *A, int lda, const float *B, int ldb, float beta,
+                 float *C, int ldc)
 {
 	int mc = MC, nc = NC, nthreads = 1;
 	double work = (double)M * N * K;
@@ -291,19 +292,19 @@ cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
 
 void
 cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
-	 const float *A, int lda, const float *B, int ldb, float beta,
-	 float *C, int ldc)
+         const float *A, int lda, const float *B, int ldb, float beta, float *C,
+         int ldc)
 {
 #ifdef CG_HAVE_CBLAS
 	if (M <= 0 || N <= 0)
 		return;
 	/* BLAS wants lda >= 1 even when a dimension is empty. */
 	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-		    transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-		    lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1, beta, C, ldc);
+	            transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+	            lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1, beta, C, ldc);
 #else
 	cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
-			 C, ldc);
+	                 C, ldc);
 #endif
 }
 

@@ -21,18 +21,18 @@ extern "C" {
  * beta == 0.  C must not overlap A or B.  Never fails.
  */
 void cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
-	      const float *A, int lda, const float *B, int ldb, float beta,
-	      float *C, int ldc);
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
 
 /* The portable blocked kernel (OpenMP over tiles of C when _OPENMP). */
-void cg_sgemm_builtin(int transA, int transB, int M, int N, int K,
-		      float alpha, const float *A, int lda, const float *B,
-		      int ldb, float beta, float *C, int ldc);
+void cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb,
+                      float beta, float *C, int ldc);
 
 /* The naive triple loop, accumulating in double: the reference for tests. */
 void cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
-		  const float *A, int lda, const float *B, int ldb, float beta,
-		  float *C, int ldc);
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
 
 /* "cblas" or "builtin": which path cg_sgemm takes. */
 const char *cg_sgemm_backend(void);

@@ -42,14 +42,14 @@ struct cg_view {
  * out [B, OC], inp [B, C], w [OC, C], b [OC] or NULL.
  */
 void cg_linear_forward(float *out, const float *inp, const float *w,
-		       const float *b, int B, int C, int OC);
+                       const float *b, int B, int C, int OC);
 /*
  * dinp += dout @ w, dw += dout^T @ inp, db += sum over B of dout.
  * dinp [B, C] or NULL (not wanted), dw [OC, C], db [OC] or NULL,
  * dout [B, OC], inp [B, C], w [OC, C].
  */
 void cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
-			const float *inp, const float *w, int B, int C, int OC);
+                        const float *inp, const float *w, int B, int C, int OC);
 
 /* ------------------------------------------------------------------ relu */
 
@@ -61,7 +61,7 @@ void cg_relu_forward(float *out, const float *inp, size_t N);
  * test is the same).  dinp must not alias dout.
  */
 void cg_relu_backward(float *dinp, const float *dout, const float *out,
-		      size_t N);
+                      size_t N);
 
 /* --------------------------------------------------------------- sigmoid */
 
@@ -77,14 +77,22 @@ void cg_sigmoid_forward(float *out, const float *inp, size_t N);
  * [B, N] (in [0, 1]).
  */
 void cg_bce_logits_forward(double *loss, const float *logits,
-			   const float *targets, int B, int N);
+                           const float *targets, int B, int N);
 /*
  * dlogits += scale * (sigmoid(logits) - targets); scale is d(total)/d(each
  * example's loss), e.g. 1/B for a batch mean.
  * dlogits [B, N], logits [B, N], targets [B, N].
  */
 void cg_bce_logits_backward(float *dlogits, const float *logits,
-			    const float *targets, float scale, int B, int N);
+                            const float *targets, float scale, int B, int N);
+
+/*
+ * Both at once, sharing one exp per element (what a training step wants):
+ * loss as cg_bce_logits_forward, dlogits as cg_bce_logits_backward.
+ */
+void cg_bce_logits_forward_backward(double *loss, float *dlogits,
+                                    const float *logits, const float *targets,
+                                    float scale, int B, int N);
 
 /* --------------------------------------------------- Gaussian KL to N(0,I) */
 
@@ -93,13 +101,13 @@ void cg_bce_logits_backward(float *dlogits, const float *logits,
  * kl [B] (double: written), mu [B, L], logvar [B, L].
  */
 void cg_gauss_kl_forward(double *kl, const float *mu, const float *logvar,
-			 int B, int L);
+                         int B, int L);
 /*
  * dmu += scale * mu, dlogvar += scale * 0.5 * (exp(logvar) - 1).
  * dmu [B, L], dlogvar [B, L], mu [B, L], logvar [B, L].
  */
 void cg_gauss_kl_backward(float *dmu, float *dlogvar, const float *mu,
-			  const float *logvar, float scale, int B, int L);
+                          const float *logvar, float scale, int B, int L);
 
 /* -------------------------------------------------- reparameterisation */
 
@@ -108,13 +116,13 @@ void cg_gauss_kl_backward(float *dmu, float *dlogvar, const float *mu,
  * z [N], mu [N], logvar [N], eps [N] (standard normal, from the caller).
  */
 void cg_reparam_forward(float *z, const float *mu, const float *logvar,
-			const float *eps, size_t N);
+                        const float *eps, size_t N);
 /*
  * dmu += dz, dlogvar += dz * eps * 0.5 * exp(0.5 * logvar).
  * dmu [N], dlogvar [N], dz [N], logvar [N], eps [N].
  */
 void cg_reparam_backward(float *dmu, float *dlogvar, const float *dz,
-			 const float *logvar, const float *eps, size_t N);
+                         const float *logvar, const float *eps, size_t N);
 
 /* ------------------------------------------------ concat with one-hot */
 
@@ -125,13 +133,13 @@ void cg_reparam_backward(float *dmu, float *dlogvar, const float *dz,
  * out [B, D+K], inp [B, D], cond [B].
  */
 void cg_concat_onehot_forward(float *out, const float *inp, const int *cond,
-			      int B, int D, int K);
+                              int B, int D, int K);
 /*
  * dinp += the first D columns of dout (the one-hot part has no gradient).
  * dinp [B, D], dout [B, D+K].
  */
 void cg_concat_onehot_backward(float *dinp, const float *dout, int B, int D,
-			       int K);
+                               int K);
 
 #ifdef __cplusplus
 }

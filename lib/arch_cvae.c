@@ -1,0 +1,191 @@
+/*
+ * arch_cvae.c - the cvae architecture as the model layer sees it.
+ *
+ * Binds lib/cvae.c's kernels to struct cg_arch: config from JSON, the
+ * shard's bytes turned into Bernoulli targets (pixel / 255), and the
+ * reparameterisation noise drawn per example from (noise seed, example
+ * index), so that a batch split over workers sees the same noise as the
+ * whole batch on one machine.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cvae.h"
+#include "model.h"
+
+struct cvae_ws {
+	struct cg_cvae_config c;
+	struct cg_cvae_ws *ws;
+	int cap;
+	float *x, *eps;
+	int *cond;
+};
+
+static int
+get_config(const cJSON *j, struct cg_cvae_config *c)
+{
+	static const char *keys[] = {"in_dim", "ncond", "hidden", "layers",
+				     "latent"};
+	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden, &c->layers,
+		      &c->latent};
+
+	for (int i = 0; i < 5; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+		if (!cJSON_IsNumber(v) || v->valuedouble < 1 ||
+		    v->valuedouble > CG_CVAE_MAX_DIM ||
+		    v->valuedouble != (int)v->valuedouble)
+			return cg_seterr("config: \"%s\" missing or out of "
+					 "range",
+					 keys[i]);
+		*dst[i] = (int)v->valuedouble;
+	}
+	return cg_cvae_check_config(c);
+}
+
+static int
+cvae_layout(struct cg_model *m)
+{
+	struct cg_cvae_config c;
+	int nv;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	m->nparams = cg_cvae_nparams(&c);
+	nv = 4 * c.layers + 6;
+	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
+		return cg_seterr("out of memory");
+	if ((m->nviews = cg_cvae_views(&c, m->views, nv)) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+cvae_init(struct cg_model *m, struct cg_rng *r)
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) == 0)
+		cg_cvae_init(&c, m->params, r);
+}
+
+static int
+cvae_check_data(struct cg_model *m, const struct cg_shard *s)
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	if (s->kind != CG_PAYLOAD_IMAGE)
+		return cg_seterr("cvae needs image data");
+	if ((uint64_t)s->height * s->width * s->channels != (uint64_t)c.in_dim)
+		return cg_seterr("images of %ux%ux%u do not fit a model of "
+				 "%d inputs",
+				 s->height, s->width, s->channels, c.in_dim);
+	if (s->nconditions != (size_t)c.ncond)
+		return cg_seterr("%zu conditions in the data, %d in the model",
+				 s->nconditions, c.ncond);
+	return 0;
+}
+
+static void
+cvae_free_ws(struct cg_model *m)
+{
+	struct cvae_ws *w = m->ws;
+
+	if (w == NULL)
+		return;
+	cg_cvae_ws_free(w->ws);
+	free(w->x);
+	free(w->eps);
+	free(w->cond);
+	free(w);
+	m->ws = NULL;
+	m->ws_batch = 0;
+}
+
+static struct cvae_ws *
+get_ws(struct cg_model *m, int B)
+{
+	struct cvae_ws *w = m->ws;
+
+	if (w && w->cap >= B)
+		return w;
+	cvae_free_ws(m);
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	m->ws = w;
+	if (get_config(m->config, &w->c) != 0 ||
+	    (w->ws = cg_cvae_ws_new(&w->c, B)) == NULL ||
+	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
+		NULL ||
+	    (w->eps = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
+		NULL ||
+	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL) {
+		cvae_free_ws(m);
+		return NULL;
+	}
+	w->cap = m->ws_batch = B;
+	return w;
+}
+
+static int
+cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+	   int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cvae_ws *w = get_ws(m, B);
+	double loss, rec, kl;
+
+	if (w == NULL)
+		return -1;
+	const int D = w->c.in_dim, L = w->c.latent;
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+		struct cg_rng r;
+
+		for (int i = 0; i < D; i++)
+			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
+		w->cond[b] = (int)s->cond[ex[b]];
+		cg_rng_derive(&r, noise_seed, s->index[ex[b]], 0);
+		for (int i = 0; i < L; i++)
+			w->eps[(size_t)b * L + i] = cg_rng_normal(&r);
+	}
+	if (cg_cvae_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
+				     w->eps, B, grad, &loss, &rec, &kl) != 0)
+		return -1;
+	out->loss = loss;
+	out->part[0] = rec;
+	out->part[1] = kl;
+	out->part[2] = 0;
+	out->n = (uint64_t)B;
+	out->bits_per = 0;
+	return 0;
+}
+
+static int
+cvae_sample_image(struct cg_model *m, const int *cond, int n,
+		  double temperature, struct cg_rng *r, float *out)
+{
+	struct cvae_ws *w = get_ws(m, n);
+
+	if (w == NULL)
+		return -1;
+	for (size_t i = 0; i < (size_t)n * w->c.latent; i++)
+		w->eps[i] = (float)(temperature * cg_rng_normal(r));
+	return cg_cvae_decode(&w->c, m->params, w->ws, w->eps, cond, n, out);
+}
+
+const struct cg_arch cg_arch_cvae = {
+	.name = "cvae",
+	.part_names = {"rec", "kl", NULL},
+	.layout = cvae_layout,
+	.init = cvae_init,
+	.check_data = cvae_check_data,
+	.batch = cvae_batch,
+	.sample_image = cvae_sample_image,
+	.free_ws = cvae_free_ws,
+};

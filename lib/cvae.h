@@ -1,0 +1,104 @@
+/*
+ * cvae.h - conditional variational auto-encoder (MLP, label concatenated).
+ *
+ * Encoder: x ⊕ onehot(cond) -> layers x (Linear, ReLU) of width hidden ->
+ * two Linear heads for mu and logvar [latent].  Decoder: z ⊕ onehot(cond)
+ * -> layers x (Linear, ReLU) -> Linear to in_dim logits.  The loss per
+ * example is BCE-with-logits summed over pixels (x is a Bernoulli target in
+ * [0, 1]) plus KL(N(mu, exp(logvar)) || N(0, I)); reported losses are batch
+ * means.  All parameters live in one flat float buffer laid out as
+ * cg_cvae_views says.
+ */
+#ifndef CG_CVAE_H
+#define CG_CVAE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cg.h"
+#include "nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cg_cvae_config {
+	int in_dim; /* pixels per image */
+	int ncond;  /* number of conditions (classes) */
+	int hidden; /* width of every hidden layer */
+	int layers; /* hidden layers in the encoder, and in the decoder */
+	int latent; /* size of z */
+};
+
+/* Largest value of any config field, largest parameter count and batch. */
+#define CG_CVAE_MAX_DIM (1 << 20)
+#define CG_CVAE_MAX_PARAMS ((uint64_t)1 << 34)
+#define CG_CVAE_MAX_BATCH (1 << 24)
+
+/*
+ * Returns 0 if c is usable: every field in [1, CG_CVAE_MAX_DIM] and the
+ * parameter count at most CG_CVAE_MAX_PARAMS; else -1 with a message.
+ */
+int cg_cvae_check_config(const struct cg_cvae_config *c);
+
+/* Number of floats in the parameter buffer; 0 (with a message) if c fails
+ * cg_cvae_check_config. */
+size_t cg_cvae_nparams(const struct cg_cvae_config *c);
+
+/*
+ * Fill v[0..] with the named views of the parameter buffer, in buffer
+ * order: enc.0.w, enc.0.b, ..., enc.mu.w, enc.mu.b, enc.logvar.w,
+ * enc.logvar.b, dec.0.w, ..., dec.out.w, dec.out.b (4*layers + 6 views).
+ * Weights are [out, in] like nn.Linear, decay 1; biases [out], decay 0.
+ * Returns the count, or -1 with a message if c is bad or max is too small.
+ */
+int cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max);
+
+/*
+ * PyTorch's default nn.Linear init: W and b uniform in
+ * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order.
+ * params [nparams].  c must pass cg_cvae_check_config (else nothing is
+ * written).
+ */
+void cg_cvae_init(const struct cg_cvae_config *c, float *params,
+                  struct cg_rng *r);
+
+/*
+ * Activations workspace for batches of up to max_batch examples, allocated
+ * once; forward, backward and decode allocate nothing.  A workspace serves
+ * one call at a time.  Returns NULL with a message on a bad config or
+ * max_batch, or out of memory; the caller owns it.
+ */
+struct cg_cvae_ws;
+struct cg_cvae_ws *cg_cvae_ws_new(const struct cg_cvae_config *c,
+                                  int max_batch);
+void cg_cvae_ws_free(struct cg_cvae_ws *w);
+
+/*
+ * One forward pass and, if grad != NULL, the backward pass.
+ * params [nparams], x [B, in_dim] in [0, 1], cond [B] in [0, ncond),
+ * eps [B, latent] standard-normal noise drawn by the caller.
+ * *loss = mean over the batch of (rec + kl), *rec and *kl its two parts
+ * (any of the three may be NULL).  grad [nparams] += d(loss)/d(params).
+ * Returns 0, or -1 with a message (B outside [1, max_batch], a condition
+ * out of range, a workspace made for another config); on error nothing
+ * is written.
+ */
+int cg_cvae_forward_backward(const struct cg_cvae_config *c,
+                             const float *params, struct cg_cvae_ws *w,
+                             const float *x, const int *cond, const float *eps,
+                             int B, float *grad, double *loss, double *rec,
+                             double *kl);
+
+/*
+ * Decode: probs [B, in_dim] = sigmoid(decoder(z ⊕ onehot(cond))).
+ * z [B, latent], cond [B].  Returns 0, or -1 with a message as above.
+ */
+int cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
+                   struct cg_cvae_ws *w, const float *z, const int *cond, int B,
+                   float *probs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,372 @@
+/*
+ * train.c - one worker call: choose batches, accumulate, step, emit.
+ *
+ * Batches are a pure function of (seed, shard, cursor): the cursor counts
+ * examples consumed, epoch e = cursor / n is a Fisher-Yates permutation
+ * seeded from (seed, e), and example cursor % n of that epoch comes next.
+ * Without a state file the cursor is derived from the model's step, so a
+ * rerun of the same command gives the same bits.  Model noise is seeded
+ * from (seed, model step, micro-batch) and each example's input index, so
+ * four workers with batch 32 see exactly what one worker with batch 128
+ * sees when the shards are a round-robin split read in order.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "train.h"
+
+/* ------------------------------------------------------------ batches */
+
+struct order {
+	uint64_t n;
+	uint64_t epoch; /* epoch perm holds, or UINT64_MAX */
+	uint64_t *perm;	/* [n] or NULL for sequential */
+	uint64_t seed;
+};
+
+static int
+order_init(struct order *o, uint64_t n, enum cg_order kind, uint64_t seed)
+{
+	memset(o, 0, sizeof(*o));
+	o->n = n;
+	o->seed = seed;
+	o->epoch = UINT64_MAX;
+	if (kind == CG_ORDER_SHUFFLE &&
+	    (o->perm = cg_alloc(n * sizeof(uint64_t))) == NULL)
+		return -1;
+	return 0;
+}
+
+static uint64_t
+order_at(struct order *o, uint64_t pos)
+{
+	uint64_t e = pos / o->n;
+
+	if (o->perm == NULL)
+		return pos % o->n;
+	if (e != o->epoch) {
+		struct cg_rng r;
+
+		cg_rng_derive(&r, o->seed, 0x6f72646572ULL, e);
+		for (uint64_t i = 0; i < o->n; i++)
+			o->perm[i] = i;
+		for (uint64_t i = o->n - 1; i > 0; i--) {
+			uint64_t j = cg_rng_below(&r, i + 1);
+			uint64_t t = o->perm[i];
+			o->perm[i] = o->perm[j];
+			o->perm[j] = t;
+		}
+		o->epoch = e;
+	}
+	return o->perm[pos % o->n];
+}
+
+/* ------------------------------------------------------------- state */
+
+int
+cg_state_read(struct cg_train_state *st, const char *path,
+	      const struct cg_model *m)
+{
+	struct cg_file *f;
+	struct cg_tensor *t;
+	int rc = -1;
+
+	memset(st, 0, sizeof(*st));
+	st->nparams = m->nparams;
+	if (access(path, F_OK) != 0)
+		return 0;
+	if ((f = cg_file_read(path)) == NULL)
+		return -1;
+	if (strcmp(cg_file_kind(f), "state") != 0) {
+		cg_seterr("%s: a %s file, not a state file", path,
+			  cg_file_kind(f));
+		goto out;
+	}
+	st->cursor = cg_json_u64(f->manifest, "cursor", 0);
+	st->t = cg_json_u64(f->manifest, "t", 0);
+	const char *names[2] = {"opt.m", "opt.v"};
+	float **dst[2] = {&st->m, &st->v};
+	for (int i = 0; i < 2; i++) {
+		if ((t = cg_file_find(f, names[i])) == NULL)
+			continue;
+		if (t->dtype != CG_F32 || t->nelem != m->nparams) {
+			cg_seterr("%s: tensor %s: expected f32 [%zu] for this "
+				  "model",
+				  path, names[i], m->nparams);
+			goto out;
+		}
+		if ((*dst[i] = cg_alloc(t->nbytes)) == NULL)
+			goto out;
+		memcpy(*dst[i], t->data, t->nbytes);
+	}
+	st->have = 1;
+	rc = 0;
+out:
+	cg_file_free(f);
+	if (rc != 0)
+		cg_state_free(st);
+	return rc;
+}
+
+int
+cg_state_write(const struct cg_train_state *st, const char *path)
+{
+	struct cg_file *f = cg_file_new("state");
+	uint64_t n[1] = {st->nparams};
+	int rc = -1;
+
+	if (f == NULL)
+		return -1;
+	cJSON_AddNumberToObject(f->manifest, "cursor", (double)st->cursor);
+	cJSON_AddNumberToObject(f->manifest, "t", (double)st->t);
+	if (st->m && !cg_file_add(f, "opt.m", CG_F32, 1, n, st->m))
+		goto out;
+	if (st->v && !cg_file_add(f, "opt.v", CG_F32, 1, n, st->v))
+		goto out;
+	rc = cg_file_write(f, path, CG_COMPRESS_NONE);
+out:
+	cg_file_free(f);
+	return rc;
+}
+
+void
+cg_state_free(struct cg_train_state *st)
+{
+	if (st == NULL)
+		return;
+	free(st->m);
+	free(st->v);
+	st->m = st->v = NULL;
+}
+
+/* ---------------------------------------------------------- the loop */
+
+static void
+add_metrics(struct cg_metrics *acc, const struct cg_metrics *b)
+{
+	acc->loss += b->loss * b->n;
+	for (int i = 0; i < 3; i++)
+		acc->part[i] += b->part[i] * b->n;
+	acc->bits_per += b->bits_per * b->n;
+	acc->n += b->n;
+}
+
+static void
+finish_metrics(struct cg_metrics *acc)
+{
+	if (acc->n == 0)
+		return;
+	acc->loss /= acc->n;
+	for (int i = 0; i < 3; i++)
+		acc->part[i] /= acc->n;
+	acc->bits_per /= acc->n;
+}
+
+/* One optimizer step on every view, so weight decay skips biases. */
+static void
+opt_step(const struct cg_model *m, const struct cg_optim *o, uint64_t t,
+	 float *p, const float *g, float *mm, float *vv)
+{
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		cg_optim_step(o, t, p + v->off, g + v->off,
+			      mm ? mm + v->off : NULL, vv ? vv + v->off : NULL,
+			      v->n, v->decay);
+	}
+}
+
+int
+cg_train_run(struct cg_model *m, const struct cg_shard *s,
+	     const struct cg_train_opts *o, struct cg_train_state *st,
+	     float *out, struct cg_train_result *res)
+{
+	const size_t P = m->nparams;
+	const int K = o->steps, B = o->batch;
+	struct order ord;
+	uint64_t *ex = NULL, cursor;
+	float *grad = NULL, *start = NULL, *mm = NULL, *vv = NULL;
+	uint64_t *tp, t_local = 0;
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (K < 1 || B < 1)
+		return cg_seterr("steps and batch must be positive");
+	if (s->n == 0)
+		return cg_seterr("the shard holds no examples");
+	if (m->arch->check_data(m, s) != 0)
+		return -1;
+	if (order_init(&ord, s->n, o->order, o->seed) != 0)
+		return -1;
+	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL ||
+	    (grad = cg_alloc(P * sizeof(float))) == NULL)
+		goto out;
+
+	/* Where the data stream stands and whose optimizer moments step. */
+	if (st && st->have)
+		cursor = st->cursor;
+	else if (o->emit == CG_EMIT_MODEL)
+		cursor = m->step * (uint64_t)B;
+	else
+		cursor = m->step * (uint64_t)K * (uint64_t)B;
+	int need_m = cg_optim_needs_m(o->opt.kind);
+	int need_v = cg_optim_needs_v(o->opt.kind);
+	if (o->emit == CG_EMIT_MODEL) {
+		if (cg_model_ensure_opt(m, need_m, need_v) != 0)
+			goto out;
+		mm = m->opt_m;
+		vv = m->opt_v;
+		tp = &m->opt_t;
+	} else if (o->emit == CG_EMIT_DELTA) {
+		if (st) {
+			if (need_m && !st->m &&
+			    (st->m = cg_alloc(P * sizeof(float))) == NULL)
+				goto out;
+			if (need_v && !st->v &&
+			    (st->v = cg_alloc(P * sizeof(float))) == NULL)
+				goto out;
+			mm = st->m;
+			vv = st->v;
+			tp = &st->t;
+		} else {
+			if ((need_m &&
+			     (mm = cg_alloc(P * sizeof(float))) == NULL) ||
+			    (need_v &&
+			     (vv = cg_alloc(P * sizeof(float))) == NULL))
+				goto out;
+			tp = &t_local;
+		}
+		if ((start = cg_alloc(P * sizeof(float))) == NULL)
+			goto out;
+		memcpy(start, m->params, P * sizeof(float));
+	} else {
+		tp = NULL;
+		memset(out, 0, P * sizeof(float));
+	}
+
+	const uint64_t step0 = m->step;
+	for (int k = 0; k < K; k++) {
+		struct cg_metrics bm;
+		uint64_t noise = o->emit == CG_EMIT_MODEL
+					 ? m->step
+					 : step0 * (uint64_t)K + (uint64_t)k;
+		struct cg_rng nr;
+
+		for (int b = 0; b < B; b++)
+			ex[b] = order_at(&ord, cursor + (uint64_t)b);
+		cursor += (uint64_t)B;
+		cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
+		uint64_t nseed = cg_rng_u64(&nr);
+		float *g = o->emit == CG_EMIT_GRAD ? out : grad;
+		if (o->emit != CG_EMIT_GRAD)
+			memset(grad, 0, P * sizeof(float));
+		if (m->arch->batch(m, s, ex, B, nseed, g, &bm) != 0)
+			goto out;
+		add_metrics(&res->mean, &bm);
+		if (o->emit != CG_EMIT_GRAD) {
+			if (o->clip > 0)
+				cg_clip_norm(grad, P, o->clip);
+			*tp += 1;
+			opt_step(m, &o->opt, *tp, m->params, grad, mm, vv);
+			if (o->emit == CG_EMIT_MODEL)
+				m->step++;
+		}
+		if (o->progress)
+			o->progress(o->progress_ctx, k + 1, K, bm.loss);
+	}
+	finish_metrics(&res->mean);
+	res->samples = (uint64_t)K * (uint64_t)B;
+	if (o->emit == CG_EMIT_GRAD) {
+		/* The batch function gives means; K of them make K times
+		 * the mean gradient. */
+		const float inv = 1.0f / (float)K;
+		for (size_t i = 0; i < P; i++)
+			out[i] *= inv;
+		res->grad_norm = cg_clip_norm(out, P, o->clip);
+	} else if (o->emit == CG_EMIT_DELTA) {
+		for (size_t i = 0; i < P; i++)
+			out[i] = m->params[i] - start[i];
+		memcpy(m->params, start, P * sizeof(float));
+	}
+	if (st) {
+		st->cursor = cursor;
+		st->have = 1;
+	}
+	rc = 0;
+out:
+	if (!(st && o->emit == CG_EMIT_DELTA) && o->emit != CG_EMIT_MODEL) {
+		free(mm);
+		free(vv);
+	}
+	free(ord.perm);
+	free(ex);
+	free(grad);
+	free(start);
+	return rc;
+}
+
+/* ------------------------------------------------------------- output */
+
+struct cg_file *
+cg_update_file(const struct cg_model *base, const char *kind, const float *buf,
+	       const struct cg_train_result *res)
+{
+	struct cg_file *f = cg_file_new(kind);
+	unsigned char d[32];
+	char hex[65];
+	cJSON *b, *arch;
+
+	if (f == NULL)
+		return NULL;
+	arch = cJSON_GetObjectItemCaseSensitive(base->manifest, "arch");
+	cJSON_AddStringToObject(f->manifest, "arch",
+				cJSON_IsString(arch) ? arch->valuestring : "");
+	cg_model_digest(base, d);
+	cg_hex(hex, d);
+	if ((b = cJSON_AddObjectToObject(f->manifest, "base")) == NULL)
+		goto fail;
+	cJSON_AddStringToObject(b, "sha256", hex);
+	cJSON_AddNumberToObject(b, "step", (double)base->step);
+	cJSON_AddNumberToObject(f->manifest, "samples", (double)res->samples);
+	cJSON_AddNumberToObject(f->manifest, "loss", res->mean.loss);
+	cJSON_AddNumberToObject(f->manifest, "inputs", 1);
+	if (cg_model_put_views(base, f, buf) != 0)
+		goto fail;
+	return f;
+fail:
+	cg_file_free(f);
+	return NULL;
+}
+
+int
+cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
+	      uint64_t seed, struct cg_metrics *out)
+{
+	uint64_t *ex;
+	struct cg_rng r;
+
+	memset(out, 0, sizeof(*out));
+	if (m->arch->check_data(m, s) != 0)
+		return -1;
+	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
+		return -1;
+	cg_rng_derive(&r, seed, 0x6576616cULL, 0);
+	uint64_t nseed = cg_rng_u64(&r);
+	for (uint64_t i = 0; i < s->n; i += (uint64_t)B) {
+		int nb = s->n - i < (uint64_t)B ? (int)(s->n - i) : B;
+		struct cg_metrics bm;
+		for (int b = 0; b < nb; b++)
+			ex[b] = i + (uint64_t)b;
+		if (m->arch->batch(m, s, ex, nb, nseed, NULL, &bm) != 0) {
+			free(ex);
+			return -1;
+		}
+		add_metrics(out, &bm);
+	}
+	finish_metrics(out);
+	free(ex);
+	return 0;
+}

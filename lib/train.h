@@ -1,0 +1,78 @@
+/*
+ * train.h - the training loop of one worker call: batches, gradient
+ * accumulation, local optimizer steps, and what a call emits.
+ */
+#ifndef CG_TRAIN_H
+#define CG_TRAIN_H
+
+#include "model.h"
+#include "optim.h"
+#include "shard.h"
+
+enum cg_emit { CG_EMIT_GRAD, CG_EMIT_DELTA, CG_EMIT_MODEL };
+enum cg_order { CG_ORDER_SHUFFLE, CG_ORDER_SEQUENTIAL };
+
+struct cg_train_opts {
+	int steps;	 /* K micro-batches (grad) or optimizer steps */
+	int batch;	 /* B examples per micro-batch */
+	uint64_t seed;	 /* data order and model noise */
+	enum cg_emit emit;
+	enum cg_order order;
+	struct cg_optim opt; /* inner optimizer (delta, model) */
+	double clip;	     /* global gradient norm limit; 0 = none */
+	/* Called after each micro-batch (may be NULL). */
+	void (*progress)(void *ctx, int done, int total, double loss);
+	void *progress_ctx;
+};
+
+/*
+ * Worker state kept between calls: the data cursor (examples consumed)
+ * and the inner optimizer's moments.  A state file is kind "state".
+ */
+struct cg_train_state {
+	uint64_t cursor;
+	uint64_t t;	    /* inner optimizer steps taken */
+	float *m, *v;	    /* [nparams] or NULL */
+	size_t nparams;
+	int have;	    /* 1 when loaded from a file or filled by a run */
+};
+
+/* Read a state file for model m; a missing path gives an empty state
+ * (returns 0).  -1 with a message on a bad file. */
+int cg_state_read(struct cg_train_state *st, const char *path,
+		  const struct cg_model *m);
+int cg_state_write(const struct cg_train_state *st, const char *path);
+void cg_state_free(struct cg_train_state *st);
+
+/* Summary of one call. */
+struct cg_train_result {
+	struct cg_metrics mean; /* over every micro-batch of the call */
+	uint64_t samples;
+	double grad_norm; /* of the emitted gradient (grad mode) */
+};
+
+/*
+ * Run one call on model m and shard s.  In grad mode, out receives the
+ * mean gradient [nparams]; in delta mode the new - old weights and m is
+ * left as it was; in model mode m is trained in place (m->step += K) and
+ * out is unused.  st may be NULL (no state between calls).  Returns 0 or
+ * -1 with a message.
+ */
+int cg_train_run(struct cg_model *m, const struct cg_shard *s,
+		 const struct cg_train_opts *o, struct cg_train_state *st,
+		 float *out, struct cg_train_result *res);
+
+/*
+ * The file a grad or delta call emits: one f32 tensor per view of buf and
+ * a manifest with arch, base (digest and step of base), samples, loss.
+ */
+struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
+			       const float *buf,
+			       const struct cg_train_result *res);
+
+/* Evaluate m over all of s in batches of B (no gradient); noise from
+ * seed.  Returns 0 or -1. */
+int cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
+		  uint64_t seed, struct cg_metrics *out);
+
+#endif

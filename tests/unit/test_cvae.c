@@ -1,0 +1,575 @@
+/*
+ * test_cvae.c - the conditional VAE against a naive double model and
+ * finite differences.
+ *
+ * Checks the config limits, the view table (names, order, contiguity),
+ * the init, the error returns, the loss and decode against an independent
+ * double-precision implementation that walks the views, batch invariance
+ * (a batch is the mean of its examples), determinism, and every parameter
+ * gradient against central differences, reported per view.  A corrupted
+ * gradient must be caught.  Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+#include "cli.h"
+#include "cvae.h"
+
+/*
+ * A gradient g passes against a central difference fd when
+ * |g - fd| <= FD_RTOL * (|fd| + FD_FLOOR), i.e. the relative error with
+ * an absolute floor stays under FD_RTOL.  The floor covers the noise of
+ * differencing a float forward pass: the loss (about 10) carries rounding
+ * of about 1e-7 relative, and dividing by 2h = 2e-3 makes that ~1e-4 in
+ * fd.  The directional check below has far more signal than noise and
+ * catches what the floor lets through.
+ */
+#define FD_H 1e-3     /* finite-difference step */
+#define FD_TOL 1e-2   /* largest relative error accepted */
+#define FD_FLOOR 5e-2 /* absolute floor: FD_TOL * FD_FLOOR = 5e-4 */
+#define MAXV 64
+
+static int failures;
+static struct cg_rng rng;
+
+static void
+expect(int cond, const char *what)
+{
+	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
+	if (!cond)
+		failures++;
+}
+
+static void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz);
+
+	if (p == NULL) {
+		fprintf(stderr, "test_cvae: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* ------------------------------------------------------ the test case */
+
+struct tcase {
+	struct cg_cvae_config c;
+	int B;
+	size_t np;
+	struct cg_view v[MAXV];
+	int nv;
+	float *params, *grad, *x, *eps;
+	int *cond;
+	struct cg_cvae_ws *ws;
+};
+
+static void
+tcase_init(struct tcase *t, struct cg_cvae_config c, int B, int max_batch)
+{
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->B = B;
+	t->np = cg_cvae_nparams(&c);
+	t->nv = cg_cvae_views(&c, t->v, MAXV);
+	t->params = xcalloc(t->np, sizeof(float));
+	t->grad = xcalloc(t->np, sizeof(float));
+	t->x = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	t->eps = xcalloc((size_t)B * c.latent, sizeof(float));
+	t->cond = xcalloc(B, sizeof(int));
+	cg_cvae_init(&c, t->params, &rng);
+	/* Inits are small; bigger weights make the gradients less trivial. */
+	for (size_t i = 0; i < t->np; i++)
+		t->params[i] *= 2;
+	for (size_t i = 0; i < (size_t)B * c.in_dim; i++)
+		t->x[i] = cg_rng_uniform(&rng);
+	for (size_t i = 0; i < (size_t)B * c.latent; i++)
+		t->eps[i] = cg_rng_normal(&rng);
+	for (int b = 0; b < B; b++)
+		t->cond[b] = (int)cg_rng_below(&rng, c.ncond);
+	if ((t->ws = cg_cvae_ws_new(&c, max_batch)) == NULL) {
+		fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
+		exit(1);
+	}
+}
+
+static void
+tcase_free(struct tcase *t)
+{
+	free(t->params);
+	free(t->grad);
+	free(t->x);
+	free(t->eps);
+	free(t->cond);
+	cg_cvae_ws_free(t->ws);
+}
+
+static double
+tloss(struct tcase *t, float *grad)
+{
+	double loss;
+
+	if (cg_cvae_forward_backward(&t->c, t->params, t->ws, t->x, t->cond,
+	                             t->eps, t->B, grad, &loss, NULL,
+	                             NULL) != 0) {
+		fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
+		exit(1);
+	}
+	return loss;
+}
+
+/* ------------------------------------------- a naive model in double */
+
+/* out[nout] = w[nout, nin] in + b, optionally ReLU. */
+static void
+ref_linear(double *out, const double *in, const float *w, const float *b,
+           int nin, int nout, int relu)
+{
+	for (int o = 0; o < nout; o++) {
+		double s = b[o];
+		for (int i = 0; i < nin; i++)
+			s += (double)w[(size_t)o * nin + i] * in[i];
+		out[o] = relu && s < 0 ? 0 : s;
+	}
+}
+
+/* Linear layer i of the view table: W is v[2i], b is v[2i+1]. */
+static void
+ref_layer(const struct tcase *t, int i, double *out, const double *in, int relu)
+{
+	const struct cg_view *w = &t->v[2 * i], *b = &t->v[2 * i + 1];
+
+	ref_linear(out, in, t->params + w->off, t->params + b->off,
+	           (int)w->shape[1], (int)w->shape[0], relu);
+}
+
+/* Decoder for one example: logits [in_dim] from z [latent]. */
+static void
+ref_decoder(const struct tcase *t, const double *z, int cond, double *logits)
+{
+	int L = t->c.layers, Z = t->c.latent, H = t->c.hidden;
+	double *a = xcalloc(Z + t->c.ncond + H, sizeof(double));
+	double *h = xcalloc(H, sizeof(double));
+
+	memcpy(a, z, Z * sizeof(double));
+	a[Z + cond] = 1;
+	for (int l = 0; l < L; l++) {
+		ref_layer(t, L + 2 + l, h, a, 1);
+		memcpy(a, h, H * sizeof(double));
+	}
+	ref_layer(t, 2 * L + 2, logits, a, 0);
+	free(a);
+	free(h);
+}
+
+static double
+ref_loss(const struct tcase *t, double *rec, double *kl)
+{
+	int D = t->c.in_dim, K = t->c.ncond, H = t->c.hidden;
+	int L = t->c.layers, Z = t->c.latent;
+	double *a = xcalloc(D + K + H, sizeof(double));
+	double *h = xcalloc(H, sizeof(double));
+	double *mu = xcalloc(Z, sizeof(double)),
+	       *lv = xcalloc(Z, sizeof(double));
+	double *z = xcalloc(Z, sizeof(double)),
+	       *lg = xcalloc(D, sizeof(double));
+	double srec = 0, skl = 0;
+
+	for (int b = 0; b < t->B; b++) {
+		memset(a, 0, (D + K + H) * sizeof(double));
+		for (int i = 0; i < D; i++)
+			a[i] = t->x[(size_t)b * D + i];
+		a[D + t->cond[b]] = 1;
+		for (int l = 0; l < L; l++) {
+			ref_layer(t, l, h, a, 1);
+			memcpy(a, h, H * sizeof(double));
+		}
+		ref_layer(t, L, mu, a, 0);
+		ref_layer(t, L + 1, lv, a, 0);
+		for (int i = 0; i < Z; i++) {
+			z[i] = mu[i] +
+			       exp(0.5 * lv[i]) * t->eps[(size_t)b * Z + i];
+			skl += 0.5 * (exp(lv[i]) + mu[i] * mu[i] - 1 - lv[i]);
+		}
+		ref_decoder(t, z, t->cond[b], lg);
+		for (int i = 0; i < D; i++) {
+			double p = 1 / (1 + exp(-lg[i]));
+			double x = t->x[(size_t)b * D + i];
+			srec -= x * log(p) + (1 - x) * log(1 - p);
+		}
+	}
+	free(a);
+	free(h);
+	free(mu);
+	free(lv);
+	free(z);
+	free(lg);
+	*rec = srec / t->B;
+	*kl = skl / t->B;
+	return *rec + *kl;
+}
+
+/* ---------------------------------------------------------- the checks */
+
+static void
+test_config(void)
+{
+	struct cg_cvae_config good = {784, 10, 400, 2, 20};
+	struct cg_cvae_config bad[] = {
+	    {0, 10, 400, 2, 20},
+	    {784, 0, 400, 2, 20},
+	    {784, 10, -1, 2, 20},
+	    {784, 10, 400, 0, 20},
+	    {784, 10, 400, 2, 0},
+	    {(1 << 20) + 1, 10, 4, 1, 2},
+	    {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20},
+	    {64, 10, 1 << 20, 64, 20},
+	};
+	int ok = 1;
+
+	expect(cg_cvae_check_config(&good) == 0, "config 784/10/400x2/20 ok");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cg_seterr("none");
+		ok &= cg_cvae_check_config(&bad[i]) == -1 &&
+		      strcmp(cg_errmsg(), "none") != 0 &&
+		      cg_cvae_nparams(&bad[i]) == 0 &&
+		      cg_cvae_ws_new(&bad[i], 4) == NULL;
+	}
+	printf("     e.g. \"%s\"\n", cg_errmsg());
+	expect(ok, "bad configs rejected with a message (<= 0, > 2^20, "
+	           "too many parameters)");
+
+	/* Hand count: enc 794*400+400 + 400*400+400, heads 2*(20*400+20),
+	 * dec 30*400+400 + 400*400+400, out 400*784+784. */
+	size_t want = 794 * 400 + 400 + 400 * 400 + 400 + 2 * (20 * 400 + 20) +
+	              30 * 400 + 400 + 400 * 400 + 400 + 400 * 784 + 784;
+	expect(cg_cvae_nparams(&good) == want, "nparams matches hand count");
+	expect(cg_cvae_ws_new(&good, 0) == NULL &&
+	           cg_cvae_ws_new(&good, CG_CVAE_MAX_BATCH + 1) == NULL,
+	       "workspace rejects batch 0 and batch > max");
+	cg_cvae_ws_free(NULL);
+}
+
+static void
+test_views(void)
+{
+	struct cg_cvae_config c = {5, 3, 4, 3, 2};
+	struct cg_view v[MAXV];
+	const char *names[] = {
+	    "enc.0.w", "enc.0.b",   "enc.1.w",   "enc.1.b",      "enc.2.w",
+	    "enc.2.b", "enc.mu.w",  "enc.mu.b",  "enc.logvar.w", "enc.logvar.b",
+	    "dec.0.w", "dec.0.b",   "dec.1.w",   "dec.1.b",      "dec.2.w",
+	    "dec.2.b", "dec.out.w", "dec.out.b",
+	};
+	/* [out, in] of each Linear, in order. */
+	const int shp[][2] = {{4, 8}, {4, 4}, {4, 4}, {2, 4}, {2, 4},
+	                      {4, 5}, {4, 4}, {4, 4}, {5, 4}};
+	int n = cg_cvae_views(&c, v, MAXV), ok = n == 18;
+	size_t off = 0;
+
+	for (int i = 0; ok && i < n; i++) {
+		const int *s = shp[i / 2];
+		ok &= strcmp(v[i].name, names[i]) == 0 && v[i].off == off;
+		if (i % 2 == 0)
+			ok &= v[i].ndim == 2 &&
+			      v[i].shape[0] == (uint64_t)s[0] &&
+			      v[i].shape[1] == (uint64_t)s[1] &&
+			      v[i].n == (size_t)s[0] * s[1] && v[i].decay == 1;
+		else
+			ok &= v[i].ndim == 1 &&
+			      v[i].shape[0] == (uint64_t)s[0] &&
+			      v[i].n == (size_t)s[0] && v[i].decay == 0;
+		off += v[i].n;
+	}
+	ok &= off == cg_cvae_nparams(&c);
+	expect(ok, "views: names, order, shapes, decay, contiguous, cover "
+	           "nparams");
+	expect(cg_cvae_views(&c, v, 17) == -1, "views: max too small is -1");
+}
+
+static void
+test_init(void)
+{
+	struct cg_cvae_config c = {9, 3, 7, 2, 3};
+	size_t n = cg_cvae_nparams(&c);
+	float *p = xcalloc(n, sizeof(float)), *q = xcalloc(n, sizeof(float));
+	struct cg_view v[MAXV];
+	struct cg_rng r;
+	int nv = cg_cvae_views(&c, v, MAXV), inb = 1;
+
+	cg_rng_seed(&r, 7);
+	cg_cvae_init(&c, p, &r);
+	cg_rng_seed(&r, 7);
+	cg_cvae_init(&c, q, &r);
+	expect(memcmp(p, q, n * sizeof(float)) == 0, "init: same seed, same "
+	                                             "params");
+	cg_rng_seed(&r, 8);
+	cg_cvae_init(&c, q, &r);
+	expect(memcmp(p, q, n * sizeof(float)) != 0, "init: seeds differ");
+	for (int i = 0; i < nv; i++) {
+		/* The fan-in is the matching weight's column count. */
+		double bound = 1 / sqrt((double)v[i & ~1].shape[1]);
+		double mx = 0;
+		for (size_t j = 0; j < v[i].n; j++)
+			mx = fmax(mx, fabs(p[v[i].off + j]));
+		inb &= mx <= bound && mx > 0.5 * bound;
+	}
+	expect(inb, "init: each tensor in U(-1/sqrt(fan_in), 1/sqrt(fan_in))");
+	free(p);
+	free(q);
+}
+
+static void
+test_errors(void)
+{
+	struct cg_cvae_config c = {6, 3, 5, 1, 2}, other = {6, 3, 5, 2, 2};
+	struct tcase t;
+	double loss;
+	int ok = 1;
+
+	tcase_init(&t, c, 3, 4);
+	for (size_t i = 0; i < t.np; i++)
+		t.grad[i] = 0.5f;
+	ok &= cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond, t.eps,
+	                               0, t.grad, &loss, NULL, NULL) == -1;
+	ok &= cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond, t.eps,
+	                               5, t.grad, &loss, NULL, NULL) == -1;
+	t.cond[1] = 3;
+	ok &= cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond, t.eps,
+	                               3, t.grad, &loss, NULL, NULL) == -1;
+	printf("     e.g. \"%s\"\n", cg_errmsg());
+	t.cond[1] = -1;
+	ok &= cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond, t.eps,
+	                               3, t.grad, &loss, NULL, NULL) == -1;
+	ok &= cg_cvae_decode(&c, t.params, t.ws, t.eps, t.cond, 3, t.x) == -1;
+	t.cond[1] = 0;
+	ok &=
+	    cg_cvae_forward_backward(&other, t.params, t.ws, t.x, t.cond, t.eps,
+	                             3, t.grad, &loss, NULL, NULL) == -1;
+	for (size_t i = 0; i < t.np; i++)
+		ok &= t.grad[i] == 0.5f;
+	expect(ok, "bad batch, condition or workspace: -1, grad untouched");
+	tcase_free(&t);
+}
+
+/* Loss, decode and batch invariance against the naive model. */
+static void
+test_forward(struct cg_cvae_config c, int B)
+{
+	struct tcase t;
+	double loss, rec, kl, loss2, rrec, rkl, rloss;
+	char what[160];
+
+	tcase_init(&t, c, B, B + 3);
+	if (cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond, t.eps, B,
+	                             t.grad, &loss, &rec, &kl) != 0 ||
+	    cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond, t.eps, B,
+	                             NULL, &loss2, NULL, NULL) != 0) {
+		fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
+		exit(1);
+	}
+	rloss = ref_loss(&t, &rrec, &rkl);
+	snprintf(what, sizeof(what),
+	         "layers=%d: loss %.6f rec %.6f kl %.6f vs double model "
+	         "(rel diff %.2g)",
+	         c.layers, loss, rec, kl, fabs(loss - rloss) / rloss);
+	expect(fabs(loss - rloss) <= 1e-5 * rloss &&
+	           fabs(rec - rrec) <= 1e-5 * rrec &&
+	           fabs(kl - rkl) <= 1e-5 * fabs(rkl) + 1e-6 && loss2 == loss &&
+	           fabs(rec + kl - loss) < 1e-12 * loss,
+	       what);
+
+	/* Decode on z = eps against the naive decoder. */
+	float *probs = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	double *z = xcalloc(c.latent, sizeof(double));
+	double *lg = xcalloc(c.in_dim, sizeof(double));
+	double worst = 0;
+
+	if (cg_cvae_decode(&c, t.params, t.ws, t.eps, t.cond, B, probs) != 0) {
+		fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
+		exit(1);
+	}
+	for (int b = 0; b < B; b++) {
+		for (int i = 0; i < c.latent; i++)
+			z[i] = t.eps[(size_t)b * c.latent + i];
+		ref_decoder(&t, z, t.cond[b], lg);
+		for (int i = 0; i < c.in_dim; i++) {
+			double p = 1 / (1 + exp(-lg[i]));
+			double e = fabs(p - probs[(size_t)b * c.in_dim + i]);
+			if (!(e <= worst))
+				worst = e;
+		}
+	}
+	snprintf(what, sizeof(what),
+	         "layers=%d: decode vs double decoder (max diff %.2g)",
+	         c.layers, worst);
+	expect(worst < 1e-5, what);
+
+	/* A batch is the mean of its examples, loss and gradient. */
+	float *gsum = xcalloc(t.np, sizeof(float));
+	double lsum = 0, gdiff = 0, gmax = 0;
+	for (int b = 0; b < B; b++) {
+		double l;
+		if (cg_cvae_forward_backward(
+		        &c, t.params, t.ws, t.x + (size_t)b * c.in_dim,
+		        t.cond + b, t.eps + (size_t)b * c.latent, 1, gsum, &l,
+		        NULL, NULL) != 0) {
+			fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
+			exit(1);
+		}
+		lsum += l;
+	}
+	for (size_t i = 0; i < t.np; i++) {
+		gdiff = fmax(gdiff, fabs(gsum[i] / B - t.grad[i]));
+		gmax = fmax(gmax, fabs(t.grad[i]));
+	}
+	snprintf(what, sizeof(what),
+	         "layers=%d: batch of %d = mean of single examples (loss "
+	         "diff %.2g, grad diff %.2g)",
+	         c.layers, B, fabs(lsum / B - loss), gdiff);
+	expect(fabs(lsum / B - loss) < 1e-5 * loss && gdiff < 1e-5 * gmax,
+	       what);
+
+	/* Same inputs, same bits (threads included). */
+	float *g2 = xcalloc(t.np, sizeof(float));
+	tloss(&t, g2);
+	expect(memcmp(g2, t.grad, t.np * sizeof(float)) == 0,
+	       "deterministic gradient");
+
+	free(g2);
+	free(gsum);
+	free(probs);
+	free(z);
+	free(lg);
+	tcase_free(&t);
+}
+
+/*
+ * Central differences of every parameter, one at a time, and along one
+ * random +-1 direction per view (sum of g*s against the difference of the
+ * loss at params +- h*s).  Returns the largest relative error over all
+ * views and both checks, printing each view's unless quiet.
+ */
+static double
+fdcheck(struct tcase *t, const float *grad, int quiet)
+{
+	double all = 0;
+	float *save = xcalloc(t->np, sizeof(float));
+	float *sgn = xcalloc(t->np, sizeof(float));
+
+	for (int i = 0; i < t->nv; i++) {
+		const struct cg_view *v = &t->v[i];
+		float *p = t->params + v->off;
+		double maxrel = 0, maxabs = 0, dg = 0;
+
+		for (size_t j = 0; j < v->n; j++) {
+			float orig = p[j];
+			float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
+
+			p[j] = hi;
+			double lp = tloss(t, NULL);
+			p[j] = lo;
+			double lm = tloss(t, NULL);
+			p[j] = orig;
+			double fd = (lp - lm) / ((double)hi - (double)lo);
+			double g = grad[v->off + j], ad = fabs(g - fd);
+			double rel = ad / (FD_FLOOR + fabs(fd));
+
+			if (!(rel <= maxrel))
+				maxrel = rel;
+			maxabs = fmax(maxabs, ad);
+		}
+
+		/* Directional: the step actually taken, element by element. */
+		memcpy(save, p, v->n * sizeof(float));
+		for (size_t j = 0; j < v->n; j++)
+			sgn[j] = cg_rng_uniform(&rng) < 0.5f ? -1.0f : 1.0f;
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] + sgn[j] * (float)FD_H;
+		double lp = tloss(t, NULL);
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] - sgn[j] * (float)FD_H;
+		double lm = tloss(t, NULL);
+		for (size_t j = 0; j < v->n; j++) {
+			double step = (double)(save[j] + sgn[j] * (float)FD_H) -
+			              (double)(save[j] - sgn[j] * (float)FD_H);
+			dg += grad[v->off + j] * step;
+		}
+		memcpy(p, save, v->n * sizeof(float));
+		double drel = fabs(dg - (lp - lm)) / (2 * FD_H) /
+		              (FD_FLOOR + fabs(lp - lm) / (2 * FD_H));
+
+		if (!quiet)
+			printf("%-4s %-14s n=%-5zu max rel err %.3g (max abs "
+			       "diff %.3g), directional %.3g\n",
+			       maxrel <= FD_TOL && drel <= FD_TOL ? "ok"
+			                                          : "FAIL",
+			       v->name, v->n, maxrel, maxabs, drel);
+		if (!(maxrel <= all))
+			all = maxrel;
+		if (!(drel <= all))
+			all = drel;
+	}
+	free(save);
+	free(sgn);
+	return all;
+}
+
+static void
+test_grad(struct cg_cvae_config c, int B)
+{
+	struct tcase t;
+	char what[128];
+
+	tcase_init(&t, c, B, B);
+	tloss(&t, t.grad);
+	printf("     config in=%d cond=%d hidden=%d layers=%d latent=%d, "
+	       "B=%d, %zu params\n",
+	       c.in_dim, c.ncond, c.hidden, c.layers, c.latent, B, t.np);
+	double worst = fdcheck(&t, t.grad, 0);
+	snprintf(what, sizeof(what),
+	         "layers=%d: every gradient vs central differences (worst "
+	         "rel err %.3g)",
+	         c.layers, worst);
+	expect(worst <= FD_TOL, what);
+
+	/* The check must be able to fail: spoil one decoder weight. */
+	t.grad[t.v[2 * c.layers + 4].off + 1] += 0.05f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects a gradient off by 0.05 in one element");
+	t.grad[t.v[2 * c.layers + 4].off + 1] -= 0.05f;
+
+	/* And a whole view 3% off, which no single element shows. */
+	const struct cg_view *v = &t.v[2];
+	for (size_t j = 0; j < v->n; j++)
+		t.grad[v->off + j] *= 0.97f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects a view's gradient scaled by 0.97");
+	tcase_free(&t);
+}
+
+int
+main(void)
+{
+	/* The BLAS as the programs run it (see lib/runtime.c). */
+	cg_set_threads(0);
+	cg_rng_seed(&rng, 42);
+	test_config();
+	test_views();
+	test_init();
+	test_errors();
+	test_forward((struct cg_cvae_config){13, 4, 9, 1, 3}, 5);
+	test_forward((struct cg_cvae_config){13, 4, 9, 3, 3}, 5);
+	test_grad((struct cg_cvae_config){7, 3, 6, 1, 3}, 4);
+	test_grad((struct cg_cvae_config){7, 3, 6, 2, 3}, 4);
+	if (failures) {
+		printf("test_cvae: %d check(s) FAILED\n", failures);
+		return 1;
+	}
+	printf("test_cvae: all checks passed\n");
+	return 0;
+}

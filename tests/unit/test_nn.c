@@ -1,0 +1,619 @@
+/*
+ * test_nn.c - gemm paths against the reference, nn kernels against finite
+ * differences.
+ *
+ * Every backward kernel is checked on a scalar loss (a random weighting of
+ * its outputs, summed in double) by central differences; forward kernels
+ * against naive double formulas; the built-in and BLAS gemm against the
+ * naive triple loop for all transposes, odd sizes, padded strides and the
+ * BLAS beta rules.  A deliberately wrong gradient must be caught, so the
+ * checker itself is tested.  Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cg.h"
+#include "cli.h"
+#include "gemm.h"
+#include "nn.h"
+
+#define FD_H 1e-3     /* finite-difference step */
+#define FD_TOL 1e-2   /* largest relative error accepted */
+#define FD_FLOOR 1e-3 /* absolute floor of the relative error */
+
+static int failures;
+static struct cg_rng rng;
+
+static void
+fill(float *p, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = lo + (hi - lo) * cg_rng_uniform(&rng);
+}
+
+/* Fill with values of magnitude in [lo, hi], random sign: keeps finite
+ * differences away from a kink at 0. */
+static void
+fill_away(float *p, size_t n, float lo, float hi)
+{
+	fill(p, n, lo, hi);
+	for (size_t i = 0; i < n; i++)
+		if (cg_rng_uniform(&rng) < 0.5f)
+			p[i] = -p[i];
+}
+
+static float *
+falloc(size_t n)
+{
+	float *p = calloc(n ? n : 1, sizeof(float));
+
+	if (p == NULL) {
+		fprintf(stderr, "test_nn: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static double
+dot(const float *a, const float *r, size_t n)
+{
+	double s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * r[i];
+	return s;
+}
+
+/* ------------------------------------------------------- the FD checker */
+
+typedef double (*lossfn)(void *ctx);
+
+/*
+ * Compare g [n] with central differences of f with respect to p [n].
+ * Returns the largest relative error |g - fd| / (FD_FLOOR + |fd|); prints
+ * it with the largest absolute difference unless quiet.
+ */
+static double
+fdcheck(const char *name, float *p, const float *g, size_t n, lossfn f,
+        void *ctx, int quiet)
+{
+	double maxrel = 0, maxabs = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		float orig = p[i];
+		float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
+
+		p[i] = hi;
+		double lp = f(ctx);
+		p[i] = lo;
+		double lm = f(ctx);
+		p[i] = orig;
+		/* The step actually taken, after rounding to float. */
+		double fd = (lp - lm) / ((double)hi - (double)lo);
+		double ad = fabs(g[i] - fd);
+		double rel = ad / (FD_FLOOR + fabs(fd));
+
+		if (!(rel <= maxrel))
+			maxrel = rel;
+		if (ad > maxabs)
+			maxabs = ad;
+	}
+	if (!quiet) {
+		int ok = maxrel <= FD_TOL;
+		printf("%-4s %-24s n=%-5zu max rel err %.3g  max abs diff "
+		       "%.3g\n",
+		       ok ? "ok" : "FAIL", name, n, maxrel, maxabs);
+		if (!ok)
+			failures++;
+	}
+	return maxrel;
+}
+
+static void
+expect(int cond, const char *what)
+{
+	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
+	if (!cond)
+		failures++;
+}
+
+/* ----------------------------------------------------------------- gemm */
+
+typedef void (*gemmfn)(int, int, int, int, int, float, const float *, int,
+                       const float *, int, float, float *, int);
+
+/* Largest error of fn against the reference, scaled by the tolerance. */
+static double
+gemm_case(gemmfn fn, int ta, int tb, int M, int N, int K, float alpha,
+          float beta, int pad)
+{
+	int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+	size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
+	size_t nc = (size_t)M * ldc;
+	float *A = falloc(na), *B = falloc(nb), *C = falloc(nc),
+	      *R = falloc(nc);
+	double worst = 0;
+
+	fill(A, na, -1, 1);
+	fill(B, nb, -1, 1);
+	fill(C, nc, -1, 1);
+	if (beta == 0) /* BLAS: C is not read when beta is 0 */
+		for (size_t i = 0; i < nc; i++)
+			C[i] = NAN;
+	memcpy(R, C, nc * sizeof(float));
+	fn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	cg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+	for (int i = 0; i < M; i++) {
+		for (int j = 0; j < ldc; j++) {
+			float c = C[(size_t)i * ldc + j],
+			      r = R[(size_t)i * ldc + j];
+			double tol = 1e-6 * (K + 1) + 1e-5 * fabs(r);
+			double e;
+
+			if (j >= N) /* padding must be left alone */
+				e = memcmp(&c, &r, sizeof(c)) ? INFINITY : 0;
+			else
+				e = fabs(c - r) / tol;
+			if (!(e <= worst))
+				worst = e;
+		}
+	}
+	free(A);
+	free(B);
+	free(C);
+	free(R);
+	return worst;
+}
+
+static void
+test_gemm(void)
+{
+	static const int sz[][3] = {
+	    {1, 1, 1},      {1, 7, 3},       {5, 1, 9},      {3, 5, 7},
+	    {7, 17, 1},     {13, 31, 29},    {17, 33, 65},   {64, 64, 64},
+	    {97, 130, 257}, {100, 300, 300}, {200, 37, 513},
+	};
+	static const float ab[][2] = {
+	    {1, 0}, {1, 1}, {1.5f, -0.5f}, {-2, 0}, {0, 0.5f}};
+	struct {
+		const char *name;
+		gemmfn fn;
+	} paths[] = {{"builtin", cg_sgemm_builtin}, {"cg_sgemm", cg_sgemm}};
+
+	for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+		double worst = 0;
+		char what[128];
+
+		for (size_t s = 0; s < sizeof(sz) / sizeof(sz[0]); s++)
+			for (int t = 0; t < 4; t++)
+				for (size_t a = 0; a < 5; a++) {
+					double e = gemm_case(paths[p].fn, t & 1,
+					                     t >> 1, sz[s][0],
+					                     sz[s][1], sz[s][2],
+					                     ab[a][0], ab[a][1],
+					                     (int)(s + a) % 3);
+					if (!(e <= worst))
+						worst = e;
+				}
+		/* Empty products: C = beta * C, and nothing for M or N = 0. */
+		worst = fmax(worst,
+		             gemm_case(paths[p].fn, 0, 0, 4, 5, 0, 1, 0.5f, 1));
+		worst = fmax(worst,
+		             gemm_case(paths[p].fn, 1, 1, 0, 5, 3, 1, 0.5f, 1));
+		snprintf(what, sizeof(what),
+		         "gemm %s (%s) vs reference: 4 transposes x %zu "
+		         "sizes x 5 alpha/beta, worst error/tol %.3g",
+		         paths[p].name,
+		         p == 0 ? "built-in" : cg_sgemm_backend(),
+		         sizeof(sz) / sizeof(sz[0]), worst);
+		expect(worst <= 1, what);
+	}
+}
+
+/* Not a pass/fail check: how fast each path is on a CVAE-sized product. */
+static void
+bench_gemm(void)
+{
+	int M = 128, N = 512, K = 784, reps = 20;
+	float *A = falloc((size_t)M * K), *B = falloc((size_t)N * K),
+	      *C = falloc((size_t)M * N);
+	gemmfn fn[2] = {cg_sgemm_builtin, cg_sgemm};
+	const char *name[2] = {"builtin", cg_sgemm_backend()};
+
+	fill(A, (size_t)M * K, -1, 1);
+	fill(B, (size_t)N * K, -1, 1);
+	for (int p = 0; p < 2; p++) {
+		struct timespec t0, t1;
+
+		fn[p](0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int r = 0; r < reps; r++)
+			fn[p](0, 1, M, N, K, 1, A, K, B, K, 0, C, N);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double s =
+		    (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		printf("info gemm %-8s %dx%dx%d: %.1f GFLOP/s\n", name[p], M, N,
+		       K, 2.0 * M * N * K * reps / s * 1e-9);
+	}
+	free(A);
+	free(B);
+	free(C);
+}
+
+/* --------------------------------------------------------------- linear */
+
+struct lin_ctx {
+	int B, C, OC;
+	float *inp, *w, *b, *out, *r;
+};
+
+static double
+lin_loss(void *p)
+{
+	struct lin_ctx *c = p;
+
+	cg_linear_forward(c->out, c->inp, c->w, c->b, c->B, c->C, c->OC);
+	return dot(c->out, c->r, (size_t)c->B * c->OC);
+}
+
+static void
+test_linear(void)
+{
+	struct lin_ctx c = {.B = 3, .C = 5, .OC = 4};
+	size_t ni = (size_t)c.B * c.C, nw = (size_t)c.OC * c.C,
+	       no = (size_t)c.B * c.OC;
+	float *dinp = falloc(ni), *dw = falloc(nw), *db = falloc(c.OC);
+	double worst = 0;
+
+	c.inp = falloc(ni);
+	c.w = falloc(nw);
+	c.b = falloc(c.OC);
+	c.out = falloc(no);
+	c.r = falloc(no);
+	fill(c.inp, ni, -1, 1);
+	fill(c.w, nw, -1, 1);
+	fill(c.b, c.OC, -1, 1);
+	fill(c.r, no, -1, 1);
+
+	/* Forward against the definition. */
+	lin_loss(&c);
+	for (int i = 0; i < c.B; i++)
+		for (int o = 0; o < c.OC; o++) {
+			double s = c.b[o];
+			for (int k = 0; k < c.C; k++)
+				s += (double)c.inp[i * c.C + k] *
+				     c.w[o * c.C + k];
+			worst = fmax(worst, fabs(s - c.out[i * c.OC + o]));
+		}
+	expect(worst < 1e-5, "linear forward vs definition");
+
+	/* Backward accumulates: start from 1 and subtract it after. */
+	for (size_t i = 0; i < ni; i++)
+		dinp[i] = 1;
+	for (size_t i = 0; i < nw; i++)
+		dw[i] = 1;
+	for (int i = 0; i < c.OC; i++)
+		db[i] = 1;
+	cg_linear_backward(dinp, dw, db, c.r, c.inp, c.w, c.B, c.C, c.OC);
+	for (size_t i = 0; i < ni; i++)
+		dinp[i] -= 1;
+	for (size_t i = 0; i < nw; i++)
+		dw[i] -= 1;
+	for (int i = 0; i < c.OC; i++)
+		db[i] -= 1;
+	fdcheck("linear dinp", c.inp, dinp, ni, lin_loss, &c, 0);
+	fdcheck("linear dw", c.w, dw, nw, lin_loss, &c, 0);
+	fdcheck("linear db", c.b, db, c.OC, lin_loss, &c, 0);
+
+	/* No bias: out = inp @ w^T exactly, whatever out held. */
+	for (size_t i = 0; i < no; i++)
+		c.out[i] = NAN;
+	cg_linear_forward(c.out, c.inp, c.w, NULL, c.B, c.C, c.OC);
+	worst = 0;
+	for (int i = 0; i < c.B; i++)
+		for (int o = 0; o < c.OC; o++) {
+			double s = 0;
+			for (int k = 0; k < c.C; k++)
+				s += (double)c.inp[i * c.C + k] *
+				     c.w[o * c.C + k];
+			double e = fabs(s - c.out[i * c.OC + o]);
+			if (!(e <= worst))
+				worst = e;
+		}
+	expect(worst < 1e-5, "linear forward without bias");
+
+	/* The checker must catch a wrong gradient. */
+	dw[3] += 0.05f;
+	expect(fdcheck("", c.w, dw, nw, lin_loss, &c, 1) > FD_TOL,
+	       "checker rejects a gradient off by 0.05 in one element");
+
+	free(c.inp);
+	free(c.w);
+	free(c.b);
+	free(c.out);
+	free(c.r);
+	free(dinp);
+	free(dw);
+	free(db);
+}
+
+/* ----------------------------------------------------- relu, sigmoid */
+
+struct ew_ctx {
+	size_t n;
+	int B, N;
+	float *a, *b, *c, *out, *r;
+	float scale;
+};
+
+static double
+relu_loss(void *p)
+{
+	struct ew_ctx *c = p;
+
+	cg_relu_forward(c->out, c->a, c->n);
+	return dot(c->out, c->r, c->n);
+}
+
+static void
+test_relu_sigmoid(void)
+{
+	struct ew_ctx c = {.n = 40};
+	float *d = falloc(c.n), *s = falloc(8);
+	double worst = 0;
+
+	c.a = falloc(c.n);
+	c.out = falloc(c.n);
+	c.r = falloc(c.n);
+	fill_away(c.a, c.n, 0.05f, 2);
+	fill(c.r, c.n, -1, 1);
+	relu_loss(&c);
+	cg_relu_backward(d, c.r, c.out, c.n);
+	fdcheck("relu dinp", c.a, d, c.n, relu_loss, &c, 0);
+	/* In place. */
+	memcpy(c.out, c.a, c.n * sizeof(float));
+	cg_relu_forward(c.out, c.out, c.n);
+	for (size_t i = 0; i < c.n; i++)
+		worst = fmax(worst, fabs(c.out[i] - fmax(c.a[i], 0)));
+	expect(worst == 0, "relu forward in place");
+
+	float x[8] = {-100, -20, -1, -1e-3f, 0, 0.5f, 20, 100};
+	worst = 0;
+	cg_sigmoid_forward(s, x, 8);
+	for (int i = 0; i < 8; i++) {
+		double ref = 1 / (1 + exp(-(double)x[i]));
+		double e = fabs(s[i] - ref) / fmax(ref, 1e-30);
+		if (!(e <= worst))
+			worst = e;
+	}
+	printf("     sigmoid worst rel err %.3g\n", worst);
+	expect(worst < 1e-5, "sigmoid forward, -100..100, no overflow");
+
+	free(c.a);
+	free(c.out);
+	free(c.r);
+	free(d);
+	free(s);
+}
+
+/* --------------------------------------------------------------- BCE */
+
+static double
+bce_loss(void *p)
+{
+	struct ew_ctx *c = p;
+	double loss[16], s = 0;
+
+	cg_bce_logits_forward(loss, c->a, c->b, c->B, c->N);
+	for (int i = 0; i < c->B; i++)
+		s += loss[i];
+	return c->scale * s;
+}
+
+static void
+test_bce(void)
+{
+	struct ew_ctx c = {.B = 3, .N = 7, .scale = 0.25f};
+	size_t n = (size_t)c.B * c.N;
+	float *d = falloc(n), *d2 = falloc(n);
+	double loss[3], loss2[3], worst = 0;
+
+	c.a = falloc(n);
+	c.b = falloc(n);
+	fill(c.a, n, -4, 4);
+	fill(c.b, n, 0, 1);
+	c.b[0] = 0;
+	c.b[1] = 1;
+
+	/* Forward against the naive formula, in double. */
+	cg_bce_logits_forward(loss, c.a, c.b, c.B, c.N);
+	for (int i = 0; i < c.B; i++) {
+		double s = 0;
+		for (int j = 0; j < c.N; j++) {
+			double l = c.a[i * c.N + j], t = c.b[i * c.N + j];
+			double p = 1 / (1 + exp(-l));
+			s -= t * log(p) + (1 - t) * log(1 - p);
+		}
+		worst = fmax(worst, fabs(s - loss[i]) / s);
+	}
+	expect(worst < 1e-5, "bce forward vs -t log p - (1-t) log(1-p)");
+
+	cg_bce_logits_backward(d, c.a, c.b, c.scale, c.B, c.N);
+	fdcheck("bce dlogits", c.a, d, n, bce_loss, &c, 0);
+
+	/* The fused kernel gives the same loss and gradient. */
+	cg_bce_logits_forward_backward(loss2, d2, c.a, c.b, c.scale, c.B, c.N);
+	worst = 0;
+	for (int i = 0; i < c.B; i++)
+		worst = fmax(worst, fabs(loss[i] - loss2[i]));
+	for (size_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs(d[i] - d2[i]));
+	expect(worst < 1e-6, "bce fused forward+backward = forward, backward");
+
+	/* Extreme logits stay finite and exact. */
+	float l[4] = {-200, 200, -200, 200}, t[4] = {0, 1, 1, 0};
+	cg_bce_logits_forward(loss, l, t, 1, 2);
+	cg_bce_logits_forward(loss + 1, l + 2, t + 2, 1, 2);
+	expect(loss[0] < 1e-30 && fabs(loss[1] - 400) < 1e-3,
+	       "bce at logits +-200 (no overflow)");
+
+	free(c.a);
+	free(c.b);
+	free(d);
+	free(d2);
+}
+
+/* ----------------------------------------------------- KL, reparam */
+
+static double
+kl_loss(void *p)
+{
+	struct ew_ctx *c = p;
+	double kl[16], s = 0;
+
+	cg_gauss_kl_forward(kl, c->a, c->b, c->B, c->N);
+	for (int i = 0; i < c->B; i++)
+		s += kl[i];
+	return c->scale * s;
+}
+
+static double
+rep_loss(void *p)
+{
+	struct ew_ctx *c = p;
+
+	cg_reparam_forward(c->out, c->a, c->b, c->c, c->n);
+	return dot(c->out, c->r, c->n);
+}
+
+static void
+test_kl_reparam(void)
+{
+	struct ew_ctx c = {.B = 3, .N = 4, .scale = 0.5f};
+	size_t n = (size_t)c.B * c.N;
+	float *dmu = falloc(n), *dlv = falloc(n);
+	double kl[3], worst = 0;
+
+	c.n = n;
+	c.a = falloc(n);
+	c.b = falloc(n);
+	c.c = falloc(n);
+	c.out = falloc(n);
+	c.r = falloc(n);
+	fill(c.a, n, -2, 2);
+	fill(c.b, n, -2, 1);
+	for (size_t i = 0; i < n; i++)
+		c.c[i] = cg_rng_normal(&rng);
+	fill(c.r, n, -1, 1);
+
+	/* KL of N(mu, s^2) to N(0, 1) is log(1/s) + (s^2 + mu^2)/2 - 1/2. */
+	cg_gauss_kl_forward(kl, c.a, c.b, c.B, c.N);
+	for (int i = 0; i < c.B; i++) {
+		double s = 0;
+		for (int j = 0; j < c.N; j++) {
+			double mu = c.a[i * c.N + j], lv = c.b[i * c.N + j];
+			s += -0.5 * lv + 0.5 * (exp(lv) + mu * mu) - 0.5;
+		}
+		worst = fmax(worst, fabs(s - kl[i]));
+	}
+	expect(worst < 1e-6, "kl forward vs closed form");
+	cg_gauss_kl_backward(dmu, dlv, c.a, c.b, c.scale, c.B, c.N);
+	fdcheck("kl dmu", c.a, dmu, n, kl_loss, &c, 0);
+	fdcheck("kl dlogvar", c.b, dlv, n, kl_loss, &c, 0);
+
+	memset(dmu, 0, n * sizeof(float));
+	memset(dlv, 0, n * sizeof(float));
+	rep_loss(&c);
+	cg_reparam_backward(dmu, dlv, c.r, c.b, c.c, n);
+	fdcheck("reparam dmu", c.a, dmu, n, rep_loss, &c, 0);
+	fdcheck("reparam dlogvar", c.b, dlv, n, rep_loss, &c, 0);
+
+	free(c.a);
+	free(c.b);
+	free(c.c);
+	free(c.out);
+	free(c.r);
+	free(dmu);
+	free(dlv);
+}
+
+/* ------------------------------------------------------------- concat */
+
+struct cat_ctx {
+	int B, D, K;
+	int *cond;
+	float *inp, *out, *r;
+};
+
+static double
+cat_loss(void *p)
+{
+	struct cat_ctx *c = p;
+
+	cg_concat_onehot_forward(c->out, c->inp, c->cond, c->B, c->D, c->K);
+	return dot(c->out, c->r, (size_t)c->B * (c->D + c->K));
+}
+
+static void
+test_concat(void)
+{
+	int cond[3] = {2, 0, 1};
+	struct cat_ctx c = {.B = 3, .D = 4, .K = 3, .cond = cond};
+	size_t ni = (size_t)c.B * c.D, no = (size_t)c.B * (c.D + c.K);
+	float *d = falloc(ni);
+	int ok = 1;
+
+	c.inp = falloc(ni);
+	c.out = falloc(no);
+	c.r = falloc(no);
+	fill(c.inp, ni, -1, 1);
+	fill(c.r, no, -1, 1);
+	for (size_t i = 0; i < no; i++)
+		c.out[i] = NAN;
+	cat_loss(&c);
+	for (int b = 0; b < c.B; b++)
+		for (int j = 0; j < c.D + c.K; j++) {
+			float v = c.out[b * (c.D + c.K) + j];
+			float want =
+			    j < c.D ? c.inp[b * c.D + j] : (j - c.D == cond[b]);
+			ok &= v == want;
+		}
+	expect(ok, "concat one-hot forward layout");
+	cg_concat_onehot_backward(d, c.r, c.B, c.D, c.K);
+	fdcheck("concat dinp", c.inp, d, ni, cat_loss, &c, 0);
+	free(c.inp);
+	free(c.out);
+	free(c.r);
+	free(d);
+}
+
+int
+main(void)
+{
+	/* The BLAS as the programs run it (see lib/runtime.c). */
+	cg_set_threads(0);
+	cg_rng_seed(&rng, 1234);
+#ifdef _OPENMP
+	printf("info OpenMP, %d threads\n", omp_get_max_threads());
+#endif
+	test_gemm();
+	test_linear();
+	test_relu_sigmoid();
+	test_bce();
+	test_kl_reparam();
+	test_concat();
+	bench_gemm();
+	if (failures) {
+		printf("test_nn: %d check(s) FAILED\n", failures);
+		return 1;
+	}
+	printf("test_nn: all checks passed\n");
+	return 0;
+}
