@@ -82,12 +82,12 @@ def load(data_dir, split):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--hidden", type=int, default=400)
-    ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--latent", type=int, default=20)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--latent", type=int, default=32)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--json", action="store_true",

@@ -223,6 +223,9 @@ main(int argc, char **argv)
 		return bad_usage("no model (-m)");
 	if (data == NULL)
 		return bad_usage("no data shard (-d)");
+	if (strcmp(model, "-") == 0 && strcmp(data, "-") == 0)
+		return bad_usage("the model and the shard cannot both be "
+				 "standard input");
 	if (out == NULL)
 		out = "-";
 

@@ -345,9 +345,10 @@ struct reader {
 
 /*
  * Read exactly n bytes of the current member into a fresh aligned buffer.
- * Plain files are bounded by their size already, so the buffer is taken
- * whole; a compressed stream may lie about sizes, so the buffer grows only
- * as data really arrives and memory stays proportional to real content.
+ * Plain regular files are bounded by their size already, so the buffer is
+ * taken whole; a compressed stream or a pipe may lie about sizes, so the
+ * buffer grows only as data really arrives and memory stays proportional
+ * to real content.
  */
 static void *
 read_member(struct reader *r, const char *what, uint64_t n)
@@ -359,7 +360,9 @@ read_member(struct reader *r, const char *what, uint64_t n)
 		cg_seterr("%s: too large", what);
 		return NULL;
 	}
-	cap = r->compressed && n > (64u << 20) ? (64u << 20) : (size_t)n;
+	cap = (r->compressed || r->fsize == 0) && n > (64u << 20)
+		  ? (64u << 20)
+		  : (size_t)n;
 	if ((buf = cg_alloc(cap)) == NULL)
 		return NULL;
 	while (have < n) {

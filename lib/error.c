@@ -21,6 +21,11 @@ cg_seterr(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
 	va_end(ap);
+	/* Names from hostile files end up here: keep the message one line
+	 * and free of terminal escapes. */
+	for (char *p = errbuf; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f)
+			*p = '?';
 	return -1;
 }
 

@@ -236,7 +236,8 @@ cg_model_write(struct cg_model *m, const char *path, enum cg_compress c)
 	if (f == NULL)
 		return -1;
 	set_num(m->manifest, "step", (double)m->step);
-	if (m->opt_m || m->opt_v)
+	/* Plain SGD has no moments but its schedule still counts steps. */
+	if (m->opt_m || m->opt_v || m->opt_t > 0)
 		set_num(m->manifest, "opt_t", (double)m->opt_t);
 	for (cJSON *it = m->manifest->child; it; it = it->next) {
 		cJSON *dup = cJSON_Duplicate(it, 1);

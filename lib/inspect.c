@@ -1,0 +1,778 @@
+/*
+ * inspect.c - tensor statistics, text dumps and file summaries.
+ *
+ * The reading side of cg-inspect.  Elements of any dtype are decoded to
+ * double a chunk at a time into a buffer on the stack, so statistics of a
+ * tensor of any size cost two passes and no allocation; only a data
+ * shard's condition counts take a sorted copy of its "cond" tensor.  The
+ * input is a struct cg_file that cg_file_read has already checked (shapes
+ * agree with byte lengths, digests match), but the manifest's free-form
+ * fields are still somebody else's bytes: they are printed with control
+ * characters replaced.  Raw tensor bytes are little-endian and are read as
+ * such, whatever the host.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "inspect.h"
+
+/* Elements decoded per step: a multiple of the 32-element quant block. */
+#define CHUNK 2048
+
+/* Manifest key of a data shard's condition vocabulary (an array of names,
+ * index = the value stored in the "cond" tensor), as shard.c writes it. */
+#define VOCAB_KEY "conditions"
+/* Conditions listed one per line in the table; --json lists them all. */
+#define TABLE_CONDS 32
+/* Longest free-form manifest value the table shows before "...". */
+#define TABLE_VALUE 200
+/* Column where the values of "key: value" lines start ("conditions: "). */
+#define KEY_WIDTH 12
+
+/* ------------------------------------------------------------- decoding */
+
+static uint16_t
+le16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t
+le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+le64(const unsigned char *p)
+{
+	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+int
+cg_tensor_decode(double *out, const struct cg_tensor *t, uint64_t first,
+                 size_t n)
+{
+	const unsigned char *p = t->data;
+
+	if (first > t->nelem || n > t->nelem - first)
+		return cg_seterr("tensor %s: elements %" PRIu64 "+%zu outside "
+		                 "its %" PRIu64,
+		                 t->name, first, n, t->nelem);
+	switch (t->dtype) {
+	case CG_F32:
+		for (size_t i = 0; i < n; i++) {
+			uint32_t u = le32(p + 4 * (first + i));
+			float v;
+			memcpy(&v, &u, 4);
+			out[i] = v;
+		}
+		break;
+	case CG_F16:
+		for (size_t i = 0; i < n; i++)
+			out[i] = cg_f16_to_f32(le16(p + 2 * (first + i)));
+		break;
+	case CG_BF16:
+		for (size_t i = 0; i < n; i++)
+			out[i] = cg_bf16_to_f32(le16(p + 2 * (first + i)));
+		break;
+	case CG_I8:
+		for (size_t i = 0; i < n; i++)
+			out[i] = (int8_t)p[first + i];
+		break;
+	case CG_U8:
+		for (size_t i = 0; i < n; i++)
+			out[i] = p[first + i];
+		break;
+	case CG_U16:
+		for (size_t i = 0; i < n; i++)
+			out[i] = le16(p + 2 * (first + i));
+		break;
+	case CG_U32:
+		for (size_t i = 0; i < n; i++)
+			out[i] = le32(p + 4 * (first + i));
+		break;
+	case CG_U64:
+		for (size_t i = 0; i < n; i++)
+			out[i] = (double)le64(p + 8 * (first + i));
+		break;
+	case CG_Q8_0:
+		/* block: f16 scale, 32 x int8; the product is taken in
+		 * float, as ggml's dequantize_row_q8_0 does */
+		for (size_t i = 0; i < n; i++) {
+			uint64_t e = first + i;
+			const unsigned char *b = p + (e / 32) * 34;
+			float d = cg_f16_to_f32(le16(b));
+			out[i] = d * (float)(int8_t)b[2 + e % 32];
+		}
+		break;
+	case CG_Q4_0:
+		/* block: f16 scale, 16 bytes; element j < 16 is the low
+		 * nibble of byte j, element j >= 16 the high nibble of
+		 * byte j - 16 */
+		for (size_t i = 0; i < n; i++) {
+			uint64_t e = first + i;
+			const unsigned char *b = p + (e / 32) * 18;
+			unsigned j = (unsigned)(e % 32);
+			unsigned q =
+			    j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
+			float d = cg_f16_to_f32(le16(b));
+			out[i] = d * (float)((int)q - 8);
+		}
+		break;
+	default:
+		return cg_seterr("tensor %s: unknown dtype", t->name);
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------------- statistics */
+
+int
+cg_tensor_stats(struct cg_stats *s, const struct cg_tensor *t)
+{
+	double buf[CHUNK], mean = 0, m2 = 0, lo = 0, hi = 0, half;
+	uint64_t nf = 0;
+	size_t k;
+
+	memset(s, 0, sizeof(*s));
+	s->count = t->nelem;
+	/*
+	 * Pass 1: count, extremes and moments.  Each chunk's mean and sum of
+	 * squared deviations are exact enough on their own and are merged
+	 * with Chan et al.'s pairwise update, which keeps the variance of a
+	 * large tensor with a large mean from cancelling to nonsense.
+	 */
+	for (uint64_t first = 0; first < t->nelem; first += k) {
+		double sum = 0, cm, cm2 = 0, delta;
+		uint64_t c = 0, tot;
+
+		k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first)
+		                             : CHUNK;
+		if (cg_tensor_decode(buf, t, first, k) != 0)
+			return -1;
+		for (size_t i = 0; i < k; i++) {
+			double x = buf[i];
+			if (isnan(x)) {
+				s->nan++;
+				continue;
+			}
+			if (isinf(x)) {
+				s->inf++;
+				continue;
+			}
+			if (x == 0)
+				s->zeros++;
+			if (nf + c == 0 || x < lo)
+				lo = x;
+			if (nf + c == 0 || x > hi)
+				hi = x;
+			sum += x;
+			c++;
+		}
+		if (c == 0)
+			continue;
+		cm = sum / (double)c;
+		for (size_t i = 0; i < k; i++)
+			if (isfinite(buf[i]))
+				cm2 += (buf[i] - cm) * (buf[i] - cm);
+		tot = nf + c;
+		delta = cm - mean;
+		mean += delta * ((double)c / (double)tot);
+		m2 += cm2 +
+		      delta * delta * ((double)nf * (double)c / (double)tot);
+		nf = tot;
+	}
+	s->nfinite = nf;
+	if (nf == 0)
+		return 0;
+	s->min = lo;
+	s->max = hi;
+	s->mean = mean;
+	s->std = sqrt(m2 / (double)nf);
+	/* Pass 2: the histogram.  Halves keep hi - lo finite even for
+	 * extremes of opposite sign near DBL_MAX. */
+	half = hi / 2 - lo / 2;
+	for (uint64_t first = 0; first < t->nelem; first += k) {
+		k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first)
+		                             : CHUNK;
+		if (cg_tensor_decode(buf, t, first, k) != 0)
+			return -1;
+		for (size_t i = 0; i < k; i++) {
+			double x = buf[i];
+			int b = 0;
+			if (!isfinite(x))
+				continue;
+			if (half > 0)
+				b = (int)((x / 2 - lo / 2) / half *
+				          CG_HIST_BINS);
+			if (b >= CG_HIST_BINS)
+				b = CG_HIST_BINS - 1;
+			if (b < 0)
+				b = 0;
+			s->hist[b]++;
+		}
+	}
+	return 0;
+}
+
+void
+cg_hist_draw(char *out, const struct cg_stats *s, int utf8)
+{
+	static const char *const blocks[] = {"\u2581", "\u2582", "\u2583",
+	                                     "\u2584", "\u2585", "\u2586",
+	                                     "\u2587", "\u2588"};
+	static const char ramp[] = ".:-=+*#%@";
+	int levels = utf8 ? 8 : (int)sizeof(ramp) - 1;
+	uint64_t top = 0;
+	char *p = out;
+
+	for (int i = 0; i < CG_HIST_BINS; i++)
+		if (s->hist[i] > top)
+			top = s->hist[i];
+	for (int i = 0; i < CG_HIST_BINS; i++) {
+		int lv;
+		if (s->hist[i] == 0) {
+			*p++ = ' ';
+			continue;
+		}
+		/* ceil, so that 1 of a billion still shows */
+		lv = (int)ceil((double)s->hist[i] * levels / (double)top);
+		if (lv > levels)
+			lv = levels;
+		if (utf8) {
+			memcpy(p, blocks[lv - 1], 3);
+			p += 3;
+		} else {
+			*p++ = ramp[lv - 1];
+		}
+	}
+	*p = '\0';
+}
+
+/* ----------------------------------------------------------------- dump */
+
+int
+cg_tensor_dump(FILE *fp, const struct cg_tensor *t, int rows)
+{
+	const unsigned char *p = t->data;
+	uint64_t rowlen = rows && t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+	double buf[CHUNK];
+	size_t k = 0;
+
+	for (uint64_t i = 0; i < t->nelem; i++) {
+		int sep = (i + 1) % rowlen == 0 ? '\n' : ' ';
+
+		switch (t->dtype) {
+		case CG_I8:
+			fprintf(fp, "%d%c", (int8_t)p[i], sep);
+			break;
+		case CG_U8:
+			fprintf(fp, "%u%c", p[i], sep);
+			break;
+		case CG_U16:
+			fprintf(fp, "%u%c", le16(p + 2 * i), sep);
+			break;
+		case CG_U32:
+			fprintf(fp, "%" PRIu32 "%c", le32(p + 4 * i), sep);
+			break;
+		case CG_U64:
+			fprintf(fp, "%" PRIu64 "%c", le64(p + 8 * i), sep);
+			break;
+		default:
+			if (i % CHUNK == 0) {
+				k = t->nelem - i < CHUNK
+				        ? (size_t)(t->nelem - i)
+				        : CHUNK;
+				if (cg_tensor_decode(buf, t, i, k) != 0)
+					return -1;
+			}
+			fprintf(fp, "%.9g%c", buf[i % CHUNK], sep);
+			break;
+		}
+		if (ferror(fp))
+			break;
+	}
+	if (ferror(fp))
+		return cg_seterr("write error");
+	return 0;
+}
+
+/* ----------------------------------------------------------- formatting */
+
+void
+cg_shape_str(char *out, size_t n, const struct cg_tensor *t)
+{
+	size_t len = 0;
+
+	if (n == 0)
+		return;
+	if (t->ndim == 0) {
+		snprintf(out, n, "scalar");
+		return;
+	}
+	out[0] = '\0';
+	for (int d = 0; d < t->ndim && len < n; d++) {
+		int w = snprintf(out + len, n - len, "%s%" PRIu64, d ? "x" : "",
+		                 t->shape[d]);
+		if (w < 0)
+			break;
+		len += (size_t)w;
+	}
+}
+
+void
+cg_human_size(char out[16], uint64_t bytes)
+{
+	static const char *const unit[] = {"KiB", "MiB", "GiB",
+	                                   "TiB", "PiB", "EiB"};
+	double v = (double)bytes;
+	int u = -1;
+
+	if (bytes < 1024) {
+		snprintf(out, 16, "%" PRIu64 " B", bytes);
+		return;
+	}
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, 16, "%.1f %s", v, unit[u]);
+}
+
+/* Write s with control bytes shown as '?', cut after max bytes. */
+static void
+put_clean(FILE *fp, const char *s, size_t max)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < max; i++) {
+		unsigned char c = (unsigned char)s[i];
+		putc(c < 0x20 || c == 0x7f ? '?' : c, fp);
+	}
+	if (s[i])
+		fputs("...", fp);
+}
+
+/* A manifest value for people: strings bare, integral numbers without
+ * exponent, anything else as compact JSON. */
+static int
+put_value(FILE *fp, const cJSON *v, size_t max)
+{
+	char *s;
+
+	if (cJSON_IsString(v)) {
+		put_clean(fp, v->valuestring, max);
+		return 0;
+	}
+	if (cJSON_IsNumber(v)) {
+		double x = v->valuedouble;
+		if (x == floor(x) && fabs(x) < 1e17)
+			fprintf(fp, "%.0f", x);
+		else
+			fprintf(fp, "%.9g", x);
+		return 0;
+	}
+	if ((s = cJSON_PrintUnformatted(v)) == NULL)
+		return cg_seterr("out of memory");
+	put_clean(fp, s, max);
+	free(s);
+	return 0;
+}
+
+/* "key:" padded to the column where values start; the key may come from
+ * the file. */
+static void
+put_key(FILE *fp, const char *key)
+{
+	size_t n = strlen(key) > 64 ? 64 : strlen(key);
+
+	put_clean(fp, key, 64);
+	fprintf(fp, ":%*s", n + 2 < KEY_WIDTH ? (int)(KEY_WIDTH - n - 1) : 1,
+	        "");
+}
+
+/* The line "key: value" for manifest field key, if the manifest has it. */
+static int
+put_field(FILE *fp, const char *key, const struct cg_file *f, size_t max)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(f->manifest, key);
+
+	if (v == NULL)
+		return 0;
+	put_key(fp, key);
+	if (put_value(fp, v, max) != 0)
+		return -1;
+	fputc('\n', fp);
+	return 0;
+}
+
+/* ------------------------------------------------------------ data shards */
+
+struct cond_count {
+	uint32_t cond;
+	uint64_t count;
+	const char *name; /* from the vocabulary, or NULL */
+	int oov;          /* a value past the end of a vocabulary */
+};
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Count the examples of each condition of a data shard from its "cond"
+ * tensor (u32, one per example).  Every vocabulary entry is listed, in
+ * order and with a zero count if absent, then any value the vocabulary
+ * does not cover.  Sorting a copy keeps memory linear in the examples
+ * whatever values a hostile shard stores.  *out (malloc'd, caller frees)
+ * is NULL and *n 0 for a file that is no shard or lacks the tensor.
+ * Returns 0, or -1 with a message when out of memory.
+ */
+static int
+cond_counts(const struct cg_file *f, struct cond_count **out, size_t *n)
+{
+	const struct cg_tensor *t = cg_file_find(f, "cond");
+	const cJSON *vocab =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, VOCAB_KEY);
+	const cJSON *v;
+	uint32_t *vals = NULL;
+	size_t nv = 0, nextra = 0, i, k;
+	struct cond_count *c = NULL;
+
+	*out = NULL;
+	*n = 0;
+	if (strcmp(cg_file_kind(f), "data") != 0 || t == NULL ||
+	    t->dtype != CG_U32)
+		return 0;
+	if (cJSON_IsArray(vocab))
+		nv = (size_t)cJSON_GetArraySize(vocab);
+	if ((vals = malloc(t->nelem ? (size_t)t->nelem * 4 : 1)) == NULL)
+		return cg_seterr("out of memory");
+	for (i = 0; i < t->nelem; i++)
+		vals[i] = le32((const unsigned char *)t->data + 4 * i);
+	qsort(vals, (size_t)t->nelem, 4, cmp_u32);
+	for (i = 0; i < t->nelem; i++)
+		if (vals[i] >= nv && (i == 0 || vals[i] != vals[i - 1]))
+			nextra++;
+	if (nv + nextra > 0 && (c = calloc(nv + nextra, sizeof(*c))) == NULL) {
+		free(vals);
+		return cg_seterr("out of memory");
+	}
+	k = 0;
+	if (nv > 0)
+		cJSON_ArrayForEach(v, vocab)
+		{
+			c[k].cond = (uint32_t)k;
+			c[k].name = cJSON_IsString(v) ? v->valuestring : NULL;
+			k++;
+		}
+	for (i = 0; i < t->nelem; i++) {
+		if (vals[i] < nv) {
+			c[vals[i]].count++;
+			continue;
+		}
+		if (i == 0 || vals[i] != vals[i - 1]) {
+			c[k].cond = vals[i];
+			c[k++].oov = nv > 0;
+		}
+		c[k - 1].count++;
+	}
+	free(vals);
+	*out = c;
+	*n = k;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- table */
+
+/* Manifest fields the table shows first, in this order; the rest follow
+ * as they come. */
+static const char *const known[] = {"arch",    "config", "step",  "seed",
+                                    "samples", "loss",   "base",  "examples",
+                                    "payload", "image",  "shard", "source"};
+
+static int
+is_known(const char *k)
+{
+	if (strcmp(k, "format") == 0 || strcmp(k, "kind") == 0 ||
+	    strcmp(k, VOCAB_KEY) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(k, known[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+table_conds(FILE *fp, const struct cg_file *f)
+{
+	struct cond_count *c;
+	size_t n, w = 4;
+
+	if (cond_counts(f, &c, &n) != 0)
+		return -1;
+	if (c == NULL)
+		return 0;
+	for (size_t i = 0; i < n && i < TABLE_CONDS; i++)
+		if (c[i].name && strlen(c[i].name) > w)
+			w = strlen(c[i].name) > 40 ? 40 : strlen(c[i].name);
+	put_key(fp, "conditions");
+	fprintf(fp, "%zu\n", n);
+	for (size_t i = 0; i < n && i < TABLE_CONDS; i++) {
+		char num[16];
+		const char *name = c[i].name;
+		if (name == NULL) {
+			snprintf(num, sizeof(num), "%" PRIu32, c[i].cond);
+			name = num;
+		}
+		fputs("  ", fp);
+		put_clean(fp, name, 40);
+		fprintf(fp, "%*s %10" PRIu64 "%s\n",
+		        (int)(w - (strlen(name) > w ? w : strlen(name))), "",
+		        c[i].count,
+		        c[i].oov ? "  (not in the vocabulary)" : "");
+	}
+	if (n > TABLE_CONDS)
+		fprintf(fp, "  (%zu more; --json lists all)\n",
+		        n - TABLE_CONDS);
+	free(c);
+	return 0;
+}
+
+static void
+put_stat(FILE *fp, const struct cg_stats *s, double x)
+{
+	if (s->nfinite)
+		fprintf(fp, " %10.4g", x);
+	else
+		fprintf(fp, " %10s", "-");
+}
+
+int
+cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
+                 const struct cg_inspect_opts *o)
+{
+	const cJSON *v;
+	uint64_t total = 0;
+	int wname = 4, wshape = 5;
+	char size[16], shape[CG_MAX_DIMS * 21 + 8];
+
+	put_key(fp, "file");
+	put_clean(fp, display, SIZE_MAX);
+	fputc('\n', fp);
+	put_key(fp, "kind");
+	put_clean(fp, cg_file_kind(f), TABLE_VALUE);
+	fputc('\n', fp);
+	if (put_field(fp, "format", f, TABLE_VALUE) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		/* config is the one field people read whole */
+		if (put_field(fp, known[i], f,
+		              strcmp(known[i], "config") == 0
+		                  ? SIZE_MAX
+		                  : TABLE_VALUE) != 0)
+			return -1;
+	if (table_conds(fp, f) != 0)
+		return -1;
+	cJSON_ArrayForEach(v, f->manifest)
+	{
+		if (v->string == NULL || is_known(v->string))
+			continue;
+		if (put_field(fp, v->string, f, TABLE_VALUE) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = &f->tensors[i];
+		int len = (int)strlen(t->name);
+		total += t->nbytes;
+		if (len > wname)
+			wname = len;
+		cg_shape_str(shape, sizeof(shape), t);
+		len = (int)strlen(shape);
+		if (len > wshape)
+			wshape = len;
+	}
+	cg_human_size(size, total);
+	put_key(fp, "tensors");
+	fprintf(fp, "%zu, %s\n", f->ntensors, size);
+	if (f->ntensors == 0)
+		goto out;
+	fprintf(fp, "\n%-*s  %-5s  %-*s  %10s", wname, "NAME", "DTYPE", wshape,
+	        "SHAPE", "SIZE");
+	if (o->stats)
+		fprintf(fp, " %10s %10s %10s %10s %6s  %s", "MIN", "MAX",
+		        "MEAN", "STD", "ZERO%", "HISTOGRAM");
+	fputc('\n', fp);
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = &f->tensors[i];
+		struct cg_stats s;
+		char hist[CG_HIST_DRAWN];
+
+		cg_shape_str(shape, sizeof(shape), t);
+		cg_human_size(size, t->nbytes);
+		/* names were checked by the reader: printable ASCII */
+		fprintf(fp, "%-*s  %-5s  %-*s  %10s", wname, t->name,
+		        cg_dtype_name(t->dtype), wshape, shape, size);
+		if (o->stats) {
+			if (cg_tensor_stats(&s, t) != 0)
+				return -1;
+			put_stat(fp, &s, s.min);
+			put_stat(fp, &s, s.max);
+			put_stat(fp, &s, s.mean);
+			put_stat(fp, &s, s.std);
+			if (s.count)
+				fprintf(fp, " %6.1f",
+				        100.0 * (double)s.zeros /
+				            (double)s.count);
+			else
+				fprintf(fp, " %6s", "-");
+			cg_hist_draw(hist, &s, o->utf8);
+			fprintf(fp, "  %s", hist);
+			if (s.nan || s.inf)
+				fprintf(fp, "  nan %" PRIu64 " inf %" PRIu64,
+				        s.nan, s.inf);
+		}
+		fputc('\n', fp);
+	}
+out:
+	if (ferror(fp))
+		return cg_seterr("write error");
+	return 0;
+}
+
+/* ----------------------------------------------------------------- json */
+
+/* Add a number, or null where there are no finite elements. */
+static void
+add_stat(cJSON *o, const char *key, const struct cg_stats *s, double x)
+{
+	if (s->nfinite)
+		cJSON_AddNumberToObject(o, key, x);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *
+json_tensor(const struct cg_tensor *t, const struct cg_inspect_opts *o)
+{
+	cJSON *j = cJSON_CreateObject(), *a;
+	struct cg_stats s;
+	char hex[65];
+
+	if (j == NULL)
+		goto nomem;
+	cJSON_AddStringToObject(j, "name", t->name);
+	cJSON_AddStringToObject(j, "dtype", cg_dtype_name(t->dtype));
+	if ((a = cJSON_AddArrayToObject(j, "shape")) == NULL)
+		goto nomem;
+	for (int d = 0; d < t->ndim; d++)
+		cJSON_AddItemToArray(a,
+		                     cJSON_CreateNumber((double)t->shape[d]));
+	cJSON_AddNumberToObject(j, "bytes", (double)t->nbytes);
+	cg_hex(hex, t->sha256);
+	cJSON_AddStringToObject(j, "sha256", hex);
+	if (!o->stats)
+		return j;
+	if (cg_tensor_stats(&s, t) != 0)
+		goto fail;
+	cJSON_AddNumberToObject(j, "count", (double)s.count);
+	add_stat(j, "min", &s, s.min);
+	add_stat(j, "max", &s, s.max);
+	add_stat(j, "mean", &s, s.mean);
+	add_stat(j, "std", &s, s.std);
+	cJSON_AddNumberToObject(j, "zeros", (double)s.zeros);
+	cJSON_AddNumberToObject(
+	    j, "zero_frac", s.count ? (double)s.zeros / (double)s.count : 0);
+	cJSON_AddNumberToObject(j, "nan", (double)s.nan);
+	cJSON_AddNumberToObject(j, "inf", (double)s.inf);
+	if ((a = cJSON_AddArrayToObject(j, "hist")) == NULL)
+		goto nomem;
+	for (int b = 0; b < CG_HIST_BINS; b++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.hist[b]));
+	return j;
+nomem:
+	cg_seterr("out of memory");
+fail:
+	cJSON_Delete(j);
+	return NULL;
+}
+
+static int
+json_conds(cJSON *j, const struct cg_file *f)
+{
+	struct cond_count *c;
+	cJSON *a;
+	size_t n;
+
+	if (cond_counts(f, &c, &n) != 0)
+		return -1;
+	if (c == NULL)
+		return 0;
+	if ((a = cJSON_AddArrayToObject(j, "cond_counts")) == NULL)
+		goto nomem;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *e = cJSON_CreateObject();
+		if (e == NULL)
+			goto nomem;
+		cJSON_AddItemToArray(a, e);
+		cJSON_AddNumberToObject(e, "cond", c[i].cond);
+		if (c[i].name)
+			cJSON_AddStringToObject(e, "name", c[i].name);
+		else
+			cJSON_AddNullToObject(e, "name");
+		cJSON_AddNumberToObject(e, "count", (double)c[i].count);
+	}
+	free(c);
+	return 0;
+nomem:
+	free(c);
+	return cg_seterr("out of memory");
+}
+
+struct cJSON *
+cg_inspect_json(const char *display, const struct cg_file *f,
+                const struct cg_inspect_opts *o)
+{
+	cJSON *j = cJSON_CreateObject(), *a, *t;
+	const cJSON *v;
+
+	if (j == NULL || cJSON_AddStringToObject(j, "path", display) == NULL)
+		goto nomem;
+	/* The keys this summary adds win over a manifest's own. */
+	cJSON_ArrayForEach(v, f->manifest)
+	{
+		if (v->string == NULL || strcmp(v->string, "path") == 0 ||
+		    strcmp(v->string, "tensors") == 0 ||
+		    strcmp(v->string, "cond_counts") == 0)
+			continue;
+		cJSON *d = cJSON_Duplicate(v, 1);
+		if (d == NULL)
+			goto nomem;
+		cJSON_AddItemToObject(j, v->string, d);
+	}
+	if ((a = cJSON_AddArrayToObject(j, "tensors")) == NULL)
+		goto nomem;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		if ((t = json_tensor(&f->tensors[i], o)) == NULL)
+			goto fail;
+		cJSON_AddItemToArray(a, t);
+	}
+	if (json_conds(j, f) != 0)
+		goto fail;
+	return j;
+nomem:
+	cg_seterr("out of memory");
+fail:
+	cJSON_Delete(j);
+	return NULL;
+}

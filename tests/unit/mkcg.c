@@ -1,0 +1,161 @@
+/*
+ * mkcg.c - write a small, known cg file for the shell tests.
+ *
+ * usage: mkcg [-k model|data] OUT [none|gzip|zstd]   (OUT "-": stdout)
+ *
+ * "model" (the default) holds one tensor of every dtype with values the
+ * tests can check by hand, including nan, inf, a scalar and an empty
+ * tensor; "data" is a ten-example shard with three named conditions, laid
+ * out as lib/shard.c writes one.
+ * Output is a pure function of the arguments, so a test may compare bytes.
+ * Exit 0 on success, 1 on failure, 2 on a usage error.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cg.h"
+
+static int
+add_model(struct cg_file *f)
+{
+	float w[32], b[8] = {0}, odd[4] = {NAN, INFINITY, -INFINITY, 1.0f};
+	float half[6] = {-1.5f, 0, 0.5f, 1, 2, 65504}, bh[3] = {1, -2, 0.5f};
+	float scalar = 3.5f;
+	uint16_t h[6], bf[3], u16[3] = {0, 1, 65535};
+	unsigned char q8[2 * 34], q4[18], mask[16];
+	int8_t i8[4] = {-128, -1, 0, 127};
+	uint32_t idx[7];
+	uint64_t u64[2] = {0, UINT64_MAX};
+	cJSON *cfg;
+
+	for (int i = 0; i < 32; i++)
+		w[i] = (float)(i - 8) * 0.25f; /* -2 .. 5.75, one zero */
+	for (int i = 0; i < 6; i++)
+		h[i] = cg_f32_to_f16(half[i]);
+	for (int i = 0; i < 3; i++)
+		bf[i] = cg_f32_to_bf16(bh[i]);
+	/* q8_0: block 0 scale 0.5, q = j - 16; block 1 scale 0.25, q = j */
+	for (int k = 0; k < 2; k++) {
+		uint16_t s = cg_f32_to_f16(k ? 0.25f : 0.5f);
+		memcpy(q8 + 34 * k, &s, 2);
+		for (int j = 0; j < 32; j++)
+			q8[34 * k + 2 + j] =
+			    (unsigned char)(int8_t)(k ? j : j - 16);
+	}
+	/* q4_0: scale 1; elements 0..15 are -8..7 (low nibbles), 16..31
+	 * are 7..-8 (high nibbles) */
+	{
+		uint16_t s = cg_f32_to_f16(1.0f);
+		memcpy(q4, &s, 2);
+		for (int j = 0; j < 16; j++)
+			q4[2 + j] = (unsigned char)(j | (15 - j) << 4);
+	}
+	for (int i = 0; i < 16; i++)
+		mask[i] = (unsigned char)(i % 2);
+	for (int i = 0; i < 7; i++)
+		idx[i] = (uint32_t)i * 1000003u;
+
+	cJSON_AddStringToObject(f->manifest, "arch", "cvae");
+	cfg = cJSON_AddObjectToObject(f->manifest, "config");
+	cJSON_AddNumberToObject(cfg, "in", 32);
+	cJSON_AddNumberToObject(cfg, "hidden", 8);
+	cJSON_AddNumberToObject(cfg, "latent", 4);
+	cJSON_AddNumberToObject(f->manifest, "step", 1200);
+	cJSON_AddNumberToObject(f->manifest, "seed", 42);
+	cJSON_AddNumberToObject(f->manifest, "samples", 64);
+	cJSON_AddNumberToObject(f->manifest, "loss", 0.5);
+
+	if (!cg_file_add(f, "enc.0.w", CG_F32, 2, (uint64_t[]){4, 8}, w) ||
+	    !cg_file_add(f, "enc.0.b", CG_F32, 1, (uint64_t[]){8}, b) ||
+	    !cg_file_add(f, "dec.w", CG_F16, 2, (uint64_t[]){2, 3}, h) ||
+	    !cg_file_add(f, "dec.b", CG_BF16, 1, (uint64_t[]){3}, bf) ||
+	    !cg_file_add(f, "q8", CG_Q8_0, 1, (uint64_t[]){64}, q8) ||
+	    !cg_file_add(f, "q4", CG_Q4_0, 1, (uint64_t[]){32}, q4) ||
+	    !cg_file_add(f, "mask", CG_U8, 2, (uint64_t[]){4, 4}, mask) ||
+	    !cg_file_add(f, "i8", CG_I8, 1, (uint64_t[]){4}, i8) ||
+	    !cg_file_add(f, "u16", CG_U16, 1, (uint64_t[]){3}, u16) ||
+	    !cg_file_add(f, "idx", CG_U32, 1, (uint64_t[]){7}, idx) ||
+	    !cg_file_add(f, "u64", CG_U64, 1, (uint64_t[]){2}, u64) ||
+	    !cg_file_add(f, "odd", CG_F32, 1, (uint64_t[]){4}, odd) ||
+	    !cg_file_add(f, "scalar", CG_F32, 0, NULL, &scalar) ||
+	    !cg_file_add_zero(f, "empty", CG_F32, 1, (uint64_t[]){0}))
+		return -1;
+	return 0;
+}
+
+static int
+add_data(struct cg_file *f)
+{
+	static const char *const names[] = {"zero", "one", "two"};
+	uint32_t cond[10] = {0, 1, 2, 0, 1, 0, 2, 0, 1, 0};
+	uint64_t index[10], off[11];
+	unsigned char payload[40];
+	cJSON *v;
+
+	/* the layout of lib/shard.c: 2x2 one-channel images */
+	for (int i = 0; i < 10; i++)
+		index[i] = (uint64_t)i * 3;
+	for (int i = 0; i < 11; i++)
+		off[i] = (uint64_t)i * 4;
+	for (int i = 0; i < 40; i++)
+		payload[i] = (unsigned char)(i * 7);
+	cJSON_AddNumberToObject(f->manifest, "examples", 10);
+	v = cJSON_AddArrayToObject(f->manifest, "conditions");
+	for (int i = 0; i < 3; i++)
+		cJSON_AddItemToArray(v, cJSON_CreateString(names[i]));
+	cJSON_AddStringToObject(f->manifest, "payload", "image");
+	v = cJSON_AddObjectToObject(f->manifest, "image");
+	cJSON_AddNumberToObject(v, "height", 2);
+	cJSON_AddNumberToObject(v, "width", 2);
+	cJSON_AddNumberToObject(v, "channels", 1);
+	if (!cg_file_add(f, "cond", CG_U32, 1, (uint64_t[]){10}, cond) ||
+	    !cg_file_add(f, "index", CG_U64, 1, (uint64_t[]){10}, index) ||
+	    !cg_file_add(f, "offset", CG_U64, 1, (uint64_t[]){11}, off) ||
+	    !cg_file_add(f, "payload", CG_U8, 1, (uint64_t[]){40}, payload))
+		return -1;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *kind = "model";
+	enum cg_compress comp = CG_COMPRESS_NONE;
+	struct cg_file *f;
+	int c, rc;
+
+	while ((c = getopt(argc, argv, "k:")) != -1) {
+		if (c != 'k')
+			goto usage;
+		kind = optarg;
+	}
+	if (argc - optind < 1 || argc - optind > 2 ||
+	    (strcmp(kind, "model") != 0 && strcmp(kind, "data") != 0))
+		goto usage;
+	if (argc - optind == 2) {
+		const char *z = argv[optind + 1];
+		if (strcmp(z, "gzip") == 0)
+			comp = CG_COMPRESS_GZIP;
+		else if (strcmp(z, "zstd") == 0)
+			comp = CG_COMPRESS_ZSTD;
+		else if (strcmp(z, "none") != 0)
+			goto usage;
+	}
+	if ((f = cg_file_new(kind)) == NULL ||
+	    (strcmp(kind, "data") == 0 ? add_data(f) : add_model(f)) != 0 ||
+	    cg_file_write(f, argv[optind], comp) != 0) {
+		fprintf(stderr, "mkcg: %s\n", cg_errmsg());
+		rc = 1;
+	} else {
+		rc = 0;
+	}
+	cg_file_free(f);
+	return rc;
+usage:
+	fputs("usage: mkcg [-k model|data] OUT [none|gzip|zstd]\n", stderr);
+	return 2;
+}
