@@ -18,6 +18,8 @@ bin=${CG_BIN:-build/cmd}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 olr=${OUTER_LR:-0.7}
 omu=${OUTER_MOMENTUM:-0.9}
+# four workers share this machine: one thread each by default
+wt=${WORKER_THREADS:-1}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 size() { stat -c %s "$@" | awk '{ s += $1 } END { print s }'; }
@@ -44,7 +46,7 @@ while [ "$r" -lt "$outer" ]; do
 	for w in 0 1 2 3; do
 		"$bin/cg-train-step" -q -m "$tmp/dl.cgm" -d "$tmp/fm-$w.cgd" \
 			--emit delta --steps "$inner" --batch 32 --seed 1 \
-			--state "$tmp/w$w.state" -o "$tmp/d$w.cgg" &
+			--state "$tmp/w$w.state" -j "$wt" -o "$tmp/d$w.cgg" &
 		pids="$pids $!"
 	done
 	for p in $pids; do wait "$p"; done
@@ -66,7 +68,7 @@ while [ "$r" -lt "$srounds" ]; do
 	pids=
 	for w in 0 1 2 3; do
 		"$bin/cg-train-step" -q -m "$tmp/sy.cgm" -d "$tmp/fm-$w.cgd" \
-			--steps 1 --batch 32 --seed 1 -o "$tmp/g$w.cgg" &
+			--steps 1 --batch 32 --seed 1 -j "$wt" -o "$tmp/g$w.cgg" &
 		pids="$pids $!"
 	done
 	for p in $pids; do wait "$p"; done
@@ -85,7 +87,12 @@ printf '# %d samples seen by each run; DiLoCo %d rounds x %d inner steps, outer 
 printf '%-22s %10s %14s %8s\n' run test_nelbo bytes_moved wall_s
 printf '%-22s %10.3f %14s %8d\n' "single (batch 128)" "$single" - $((t1 - t0))
 printf '%-22s %10.3f %14d %8d\n' "diloco (4 x 32)" "$diloco" "$dbytes" $((t2 - t1))
-printf '%-22s %10.3f %14d %8d\n' "sync (4 x 32)" "$sync" "$sfull" $((t3 - t2))
+if [ "$srounds" -eq "$steps" ]; then
+	printf '%-22s %10.3f %14d %8d\n' "sync (4 x 32)" "$sync" "$sfull" $((t3 - t2))
+else
+	printf '%-22s %10s %14d %8s\n' "sync (4 x 32)" "(partial)" "$sfull" \
+		"$((t3 - t2))/$srounds"
+fi
 printf 'diloco/single nelbo: %.4f   sync/diloco bytes: %.1fx (sync: %d of %d rounds run)\n' \
 	"$(echo "$diloco / $single" | bc -l)" "$(echo "$sfull / $dbytes" | bc -l)" \
 	"$srounds" "$steps"

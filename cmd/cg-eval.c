@@ -205,42 +205,11 @@ parse_args(int argc, char **argv, struct opts *o)
 	}
 }
 
-/*
- * The architectures check that a shard has as many conditions as the
- * model; a model that recorded its vocabulary must also agree on the
- * names, or condition 3 would mean one class in training and another here.
- */
-static int
-check_conditions(const struct cg_model *m, const struct cg_shard *s)
-{
-	const cJSON *names, *v;
-	size_t i = 0;
-
-	names = cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
-	if (!cJSON_IsArray(names))
-		return 0;
-	if ((size_t)cJSON_GetArraySize(names) != s->nconditions)
-		return cg_seterr("%zu conditions in the data, %d in the model",
-		                 s->nconditions, cJSON_GetArraySize(names));
-	cJSON_ArrayForEach(v, names)
-	{
-		if (!cJSON_IsString(v) ||
-		    strcmp(v->valuestring, s->conditions[i]) != 0)
-			return cg_seterr("condition %zu is \"%.64s\" in the "
-			                 "data but \"%.64s\" in the model",
-			                 i, s->conditions[i],
-			                 cJSON_IsString(v) ? v->valuestring
-			                                   : "?");
-		i++;
-	}
-	return 0;
-}
-
-/* The arch's name for its objective: the cvae's is the negative ELBO. */
+/* The arch's name for its objective (the cvae's: the negative ELBO). */
 static const char *
 loss_name(const struct cg_model *m)
 {
-	return strcmp(m->arch->name, "cvae") == 0 ? "nelbo" : "loss";
+	return m->arch->loss_name ? m->arch->loss_name : "loss";
 }
 
 /* Bits per dimension (images: per pixel channel) or per byte (text). */
@@ -326,8 +295,8 @@ eval_one(const struct opts *o, struct cg_model *m, const char *data,
 	}
 	/* A batch larger than the shard would only cost memory. */
 	int B = (uint64_t)o->batch > s->n ? (int)s->n : o->batch;
-	if (check_conditions(m, s) != 0 ||
-	    cg_eval_shard(m, s, B, o->seed, &r) != 0) {
+	/* cg_eval_shard checks the data fits, condition names included. */
+	if (cg_eval_shard(m, s, B, o->seed, &r) != 0) {
 		cg_errprefix(data);
 		goto done;
 	}

@@ -1,10 +1,13 @@
 /*
  * cg-shard.c - split a dataset into data shards for N workers.
  *
- * Reads IDX image and label files (plain or gzip), or a directory holding
- * the MNIST-style train or t10k pair, splits the examples with one of the
+ * Reads IDX image and label files (plain or gzip), a directory holding
+ * the MNIST-style train or t10k pair, or text (a directory of fortune
+ * files, JSON Lines, TSV: lib/text.c), splits the examples with one of the
  * strategies of lib/shard.c, optionally weighted and with a held-out shard,
- * and writes PREFIX-0.cgd ... PREFIX-(N-1).cgd.  Each file is written
+ * and writes PREFIX-0.cgd ... PREFIX-(N-1).cgd.  The input's kind is told
+ * from what it is (a directory with or without IDX files) and its name
+ * (.jsonl, .json, .tsv), unless --format says.  Each file is written
  * atomically; if one fails, the ones this run already wrote are removed so
  * that no partial set is left.  An interrupt between two files still leaves
  * the files finished so far.
@@ -29,8 +32,10 @@ static const char *progname = "cg-shard";
 static void
 usage(FILE *fp)
 {
-	fprintf(fp, "usage: cg-shard [options] -o PREFIX IMAGES LABELS\n"
-	            "       cg-shard [options] -o PREFIX DIR\n");
+	fprintf(fp,
+	        "usage: cg-shard [options] -o PREFIX IMAGES LABELS\n"
+	        "       cg-shard [options] -o PREFIX DIR\n"
+	        "       cg-shard [options] -o PREFIX FILE.jsonl|FILE.tsv\n");
 }
 
 static void
@@ -44,7 +49,15 @@ help(void)
 	      "of them\n"
 	      "from stdin); DIR holds train-images-idx3-ubyte and "
 	      "train-labels-idx1-ubyte\n"
-	      "(or .gz).\n"
+	      "(or .gz).  A DIR without them holds fortune files: each file "
+	      "whose name has\n"
+	      "no dot is a condition, and its entries are separated by lines "
+	      "holding \"%\".\n"
+	      "FILE.jsonl has one {\"cond\":...,\"text\":...} or "
+	      "{\"prompt\":...,\"text\":...}\n"
+	      "per line; FILE.tsv one cond<TAB>text per line, with \\n \\t \\r "
+	      "\\\\ escapes.\n"
+	      "Both may be gzip files, or \"-\" (stdin) with --format.\n"
 	      "\n"
 	      "  -n, --shards N            number of shards (default: the "
 	      "number of weights,\n"
@@ -67,7 +80,15 @@ help(void)
 	      "      --limit N             use only the first N examples\n"
 	      "      --test                in DIR, read t10k-* instead of "
 	      "train-*\n"
-	      "      --conditions FILE     condition names, one per line\n"
+	      "      --conditions FILE     condition names of IDX labels, one "
+	      "per line\n"
+	      "      --format NAME         read the input as idx, fortunes, "
+	      "jsonl or tsv\n"
+	      "                            (default: told from the input as "
+	      "above)\n"
+	      "      --max-entry SIZE      longest text example in bytes, K, M "
+	      "or G suffix\n"
+	      "                            (default 1M)\n"
 	      "  -z, --compress TYPE       none (default), gzip or zstd\n"
 	      "      --json                one JSON line per written shard on "
 	      "stdout\n"
@@ -144,6 +165,20 @@ find_idx(const char *dir, const char *set, const char *what)
 		free(p);
 	}
 	return NULL;
+}
+
+/* Whether dir holds an IDX pair (of either set), and so is no text. */
+static int
+has_idx(const char *dir)
+{
+	char *p = find_idx(dir, "train", "images");
+	int found;
+
+	if (p == NULL)
+		p = find_idx(dir, "t10k", "images");
+	found = p != NULL;
+	free(p);
+	return found;
 }
 
 /* Whether a path names Fashion-MNIST, whose labels have known names. */
@@ -309,11 +344,13 @@ out:
 
 enum {
 	OPT_CONDITIONS = 256,
+	OPT_FORMAT,
 	OPT_HOLDOUT,
 	OPT_HOLDOUT_COUNT,
 	OPT_HOLDOUT_FRACTION,
 	OPT_JSON,
 	OPT_LIMIT,
+	OPT_MAX_ENTRY,
 	OPT_SEED,
 	OPT_TEST,
 	OPT_VERSION,
@@ -322,12 +359,14 @@ enum {
 static const struct option longopts[] = {
     {"compress", required_argument, NULL, 'z'},
     {"conditions", required_argument, NULL, OPT_CONDITIONS},
+    {"format", required_argument, NULL, OPT_FORMAT},
     {"help", no_argument, NULL, 'h'},
     {"holdout", required_argument, NULL, OPT_HOLDOUT},
     {"holdout-count", required_argument, NULL, OPT_HOLDOUT_COUNT},
     {"holdout-fraction", required_argument, NULL, OPT_HOLDOUT_FRACTION},
     {"json", no_argument, NULL, OPT_JSON},
     {"limit", required_argument, NULL, OPT_LIMIT},
+    {"max-entry", required_argument, NULL, OPT_MAX_ENTRY},
     {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
     {"seed", required_argument, NULL, OPT_SEED},
@@ -346,6 +385,7 @@ main(int argc, char **argv)
 	static double wbuf[CG_SHARD_MAX_SHARDS];
 	struct cg_split split = {.strategy = CG_SPLIT_STRATIFIED};
 	struct cg_dataset d = {0};
+	struct cg_text_options topts = {.format = CG_TEXT_AUTO};
 	enum cg_compress compress = CG_COMPRESS_NONE;
 	const char *prefix = NULL, *holdout = NULL, *conditions = NULL;
 	const char *images = NULL, *labels = NULL;
@@ -354,6 +394,8 @@ main(int argc, char **argv)
 	uint64_t nshards = 0, limit = 0, count = 0;
 	int have_count = 0, have_fraction = 0, test = 0, json = 0;
 	int verbose = 0, quiet = 0, nweights = 0, rc = 1, ch;
+	int idx = 0, text = 0; /* --format idx, or a text format */
+	struct stat st;
 	int *assign = NULL;
 	long long v;
 
@@ -396,6 +438,17 @@ main(int argc, char **argv)
 		case OPT_CONDITIONS:
 			conditions = optarg;
 			break;
+		case OPT_FORMAT:
+			idx = strcmp(optarg, "idx") == 0;
+			text = 0;
+			if (!idx &&
+			    cg_text_format_parse(optarg, &topts.format) != 0)
+				return bad_usage(
+				    "--format: unknown format '%s' "
+				    "(idx, fortunes, jsonl or tsv)",
+				    optarg);
+			text = !idx;
+			break;
 		case OPT_HOLDOUT:
 			holdout = optarg;
 			break;
@@ -425,6 +478,17 @@ main(int argc, char **argv)
 			                 &v) != 0)
 				return bad_usage("%s", cg_errmsg());
 			limit = (uint64_t)v;
+			break;
+		case OPT_MAX_ENTRY:
+			if (cg_parse_size("--max-entry", optarg,
+			                  &topts.max_entry) != 0)
+				return bad_usage("%s", cg_errmsg());
+			if (topts.max_entry < 1 ||
+			    topts.max_entry > CG_TEXT_MAX_ENTRY_LIMIT)
+				return bad_usage(
+				    "--max-entry: '%s' is not a size "
+				    "from 1 to 1G",
+				    optarg);
 			break;
 		case OPT_SEED:
 			if (cg_parse_i64("--seed", optarg, 0, (1LL << 53) - 1,
@@ -479,6 +543,13 @@ main(int argc, char **argv)
 		                       "need --holdout FILE");
 	if (test && argc != 1)
 		return bad_usage("%s", "--test needs a directory input");
+	if (text && argc != 1)
+		return bad_usage("--format %s reads one input, not IMAGES "
+		                 "LABELS",
+		                 cg_text_format_name(topts.format));
+	if (test && text)
+		return bad_usage("--test reads IDX files, not --format %s",
+		                 cg_text_format_name(topts.format));
 	if (strcmp(prefix, "-") == 0 && (nshards != 1 || holdout))
 		return bad_usage("%s", "-o - writes one shard: it needs -n 1 "
 		                       "and no --holdout");
@@ -490,18 +561,56 @@ main(int argc, char **argv)
 	if (quiet)
 		verbose = 0;
 
-	if (find_inputs(argc, argv, test, &images, &labels, found) != 0)
-		goto out;
-	if (cg_idx_load(images, labels, limit, &d) != 0) {
-		fail("%s", cg_errmsg());
-		goto out;
+	/* Which kind of input: IDX unless it is one text file or directory
+	 * without IDX files, or --format says. */
+	if (argc == 1 && !idx && !test && !text) {
+		if (strcmp(argv[0], "-") == 0)
+			return bad_usage("%s", "standard input needs --format "
+			                       "jsonl or tsv");
+		if (stat(argv[0], &st) != 0) {
+			fail("%s: %s", argv[0], strerror(errno));
+			goto out;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			text = !has_idx(argv[0]);
+		} else {
+			text = cg_text_format_guess(argv[0]) != CG_TEXT_AUTO;
+			if (!text) {
+				fail("%s: not a directory, and not named "
+				     ".jsonl, .json or .tsv (give IMAGES "
+				     "LABELS, or --format)",
+				     argv[0]);
+				goto out;
+			}
+		}
+	}
+	if (text && conditions)
+		return bad_usage("%s", "--conditions names IDX labels; text "
+		                       "names its own conditions");
+	if (!text && topts.max_entry)
+		return bad_usage("%s", "--max-entry applies to text input "
+		                       "only");
+
+	if (text) {
+		topts.limit = limit;
+		if (cg_text_load(argv[0], &topts, &d) != 0) {
+			fail("%s", cg_errmsg());
+			goto out;
+		}
+	} else {
+		if (find_inputs(argc, argv, test, &images, &labels, found) != 0)
+			goto out;
+		if (cg_idx_load(images, labels, limit, &d) != 0) {
+			fail("%s", cg_errmsg());
+			goto out;
+		}
 	}
 	if (conditions) {
 		if (cg_dataset_read_conditions(&d, conditions) != 0) {
 			fail("%s", cg_errmsg());
 			goto out;
 		}
-	} else if (is_fashion(images) && d.nconditions == 10 &&
+	} else if (!text && is_fashion(images) && d.nconditions == 10 &&
 	           cg_dataset_set_conditions(&d, cg_fashion_mnist_names, 10) !=
 	               0) {
 		fail("%s", cg_errmsg());

@@ -131,7 +131,8 @@ main(int argc, char **argv)
 	struct cg_train_state st;
 	struct cg_train_result res;
 	struct cg_progress pb;
-	struct cg_file *f = NULL;
+	struct cg_file *f = NULL, *sf = NULL;
+	struct cg_out oout = {.fd = -1}, sout = {.fd = -1};
 	float *buf = NULL;
 
 	memset(&o, 0, sizeof(o));
@@ -226,6 +227,9 @@ main(int argc, char **argv)
 	if (strcmp(model, "-") == 0 && strcmp(data, "-") == 0)
 		return bad_usage("the model and the shard cannot both be "
 				 "standard input");
+	/* A state is read and written back: it must be a file. */
+	if (state && strcmp(state, "-") == 0)
+		return bad_usage("--state: '-' is not a file");
 	if (out == NULL)
 		out = "-";
 
@@ -238,6 +242,13 @@ main(int argc, char **argv)
 
 	if ((m = cg_model_read(model)) == NULL ||
 	    (s = cg_shard_open(data)) == NULL) {
+		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
+		goto out;
+	}
+	/* Open the outputs first: a terminal on stdout or an unwritable
+	 * directory is refused before any work is done. */
+	if (cg_out_open(&oout, out) != 0 ||
+	    (state && cg_out_open(&sout, state) != 0)) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
@@ -269,19 +280,22 @@ main(int argc, char **argv)
 		cJSON_AddNumberToObject(m->manifest, "loss", res.mean.loss);
 		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "samples");
 		cJSON_AddNumberToObject(m->manifest, "samples", seen);
-		if (cg_model_write(m, out, comp) != 0) {
-			fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-			goto out;
-		}
+		f = cg_model_file(m);
 	} else {
 		f = cg_update_file(m, o.emit == CG_EMIT_GRAD ? "grad" : "delta",
 				   buf, &res);
-		if (f == NULL || cg_file_write(f, out, comp) != 0) {
-			fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-			goto out;
-		}
 	}
-	if (state && cg_state_write(&st, state) != 0) {
+	/*
+	 * Both files are written in full before either is renamed into
+	 * place, so a failure leaves neither.  The output is renamed first:
+	 * should the state's rename then fail, the state is unchanged and
+	 * rerunning the command gives the same output again.
+	 */
+	if (f == NULL || cg_file_write_to(f, &oout, comp) != 0 ||
+	    (state && ((sf = cg_state_file(&st)) == NULL ||
+		       cg_file_write_to(sf, &sout, CG_COMPRESS_NONE) != 0)) ||
+	    cg_out_commit(&oout) != 0 ||
+	    (state && cg_out_commit(&sout) != 0)) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
@@ -295,8 +309,11 @@ main(int argc, char **argv)
 			secs > 0 ? res.samples / secs : 0);
 	rc = 0;
 out:
+	cg_out_abort(&oout);
+	cg_out_abort(&sout);
 	free(buf);
 	cg_file_free(f);
+	cg_file_free(sf);
 	cg_state_free(&st);
 	cg_shard_free(s);
 	cg_model_free(m);

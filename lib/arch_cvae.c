@@ -86,7 +86,7 @@ cvae_check_data(struct cg_model *m, const struct cg_shard *s)
 	if (s->nconditions != (size_t)c.ncond)
 		return cg_seterr("%zu conditions in the data, %d in the model",
 				 s->nconditions, c.ncond);
-	return 0;
+	return cg_model_check_conditions(m, s);
 }
 
 static void
@@ -181,6 +181,7 @@ cvae_sample_image(struct cg_model *m, const int *cond, int n,
 
 const struct cg_arch cg_arch_cvae = {
 	.name = "cvae",
+	.loss_name = "nelbo",
 	.part_names = {"rec", "kl", NULL},
 	.layout = cvae_layout,
 	.init = cvae_init,

@@ -150,6 +150,15 @@ enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
  */
 int cg_file_write(struct cg_file *f, const char *path, enum cg_compress c);
 
+/*
+ * Write f into an output already opened with cg_out_open, without
+ * committing it: a program that writes several files commits them all
+ * only once every one is written.  Returns 0 or -1 (o is left open; the
+ * caller aborts it).
+ */
+struct cg_out;
+int cg_file_write_to(struct cg_file *f, struct cg_out *o, enum cg_compress c);
+
 /* Bytes of the largest file a reader accepts (CG_MAX_BYTES in the
  * environment overrides; default 8 GiB). */
 uint64_t cg_max_bytes(void);

@@ -274,9 +274,9 @@ out:
 }
 
 int
-cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
+cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 {
-	struct cg_out out;
+	const char *path = out->path ? out->path : "(stdout)";
 	struct archive *a = NULL;
 	cJSON *m = NULL;
 	char *json = NULL;
@@ -287,11 +287,9 @@ cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
 		cg_seterr("%s: out of memory", path);
 		goto done;
 	}
-	if (cg_out_open(&out, path) != 0)
-		goto done;
 	if ((a = archive_write_new()) == NULL) {
 		cg_seterr("out of memory");
-		goto abort;
+		goto done;
 	}
 	archive_write_set_format_pax_restricted(a);
 	archive_write_set_bytes_in_last_block(a, 1);
@@ -302,11 +300,11 @@ cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
 	} else if (c == CG_COMPRESS_ZSTD) {
 		archive_write_add_filter_zstd(a);
 	}
-	if (archive_write_open_fd(a, out.fd) != ARCHIVE_OK) {
+	fflush(out->fp);
+	if (archive_write_open_fd(a, out->fd) != ARCHIVE_OK) {
 		cg_seterr("%s: %s", path, archive_error_string(a));
-		goto abort;
+		goto done;
 	}
-	fflush(out.fp);
 	if (write_member(a, MANIFEST_NAME, json, strlen(json)) != 0)
 		goto fail_prefix;
 	for (size_t i = 0; i < f->ntensors; i++)
@@ -315,22 +313,32 @@ cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
 			goto fail_prefix;
 	if (archive_write_close(a) != ARCHIVE_OK) {
 		cg_seterr("%s: %s", path, archive_error_string(a));
-		goto abort;
-	}
-	if (cg_out_commit(&out) != 0)
 		goto done;
+	}
 	rc = 0;
 	goto done;
 fail_prefix:
 	cg_errprefix(path);
-abort:
-	cg_out_abort(&out);
 done:
 	if (a)
 		archive_write_free(a);
 	cJSON_Delete(m);
 	free(json);
 	return rc;
+}
+
+int
+cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
+{
+	struct cg_out out;
+
+	if (cg_out_open(&out, path) != 0)
+		return -1;
+	if (cg_file_write_to(f, &out, c) != 0) {
+		cg_out_abort(&out);
+		return -1;
+	}
+	return cg_out_commit(&out);
 }
 
 /* -------------------------------------------------------------- reading */

@@ -1,7 +1,8 @@
 /*
  * inspect.c - tensor statistics, text dumps and file summaries.
  *
- * The reading side of cg-inspect.  Elements of any dtype are decoded to
+ * The reading side of cg-inspect, and the comparison of two files behind
+ * cg-inspect --diff.  Elements of any dtype are decoded to
  * double a chunk at a time into a buffer on the stack, so statistics of a
  * tensor of any size cost two passes and no allocation; only a data
  * shard's condition counts take a sorted copy of its "cond" tensor.  The
@@ -32,6 +33,8 @@
 #define TABLE_VALUE 200
 /* Column where the values of "key: value" lines start ("conditions: "). */
 #define KEY_WIDTH 12
+/* Bytes cg_shape_str needs for any shape: 8 dimensions of 20 digits. */
+#define SHAPE_LEN (CG_MAX_DIMS * 21 + 8)
 
 /* ------------------------------------------------------------- decoding */
 
@@ -386,8 +389,8 @@ put_value(FILE *fp, const cJSON *v, size_t max)
 }
 
 /* "key:" padded to the column where values start; the key may come from
- * the file. */
-static void
+ * the file.  Returns that column, for a value continued on more lines. */
+static int
 put_key(FILE *fp, const char *key)
 {
 	size_t n = strlen(key) > 64 ? 64 : strlen(key);
@@ -395,6 +398,7 @@ put_key(FILE *fp, const char *key)
 	put_clean(fp, key, 64);
 	fprintf(fp, ":%*s", n + 2 < KEY_WIDTH ? (int)(KEY_WIDTH - n - 1) : 1,
 	        "");
+	return n + 2 < KEY_WIDTH ? KEY_WIDTH : (int)n + 2;
 }
 
 /* The line "key: value" for manifest field key, if the manifest has it. */
@@ -565,7 +569,7 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	const cJSON *v;
 	uint64_t total = 0;
 	int wname = 4, wshape = 5;
-	char size[16], shape[CG_MAX_DIMS * 21 + 8];
+	char size[16], shape[SHAPE_LEN];
 
 	put_key(fp, "file");
 	put_clean(fp, display, SIZE_MAX);
@@ -773,6 +777,536 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 nomem:
 	cg_seterr("out of memory");
 fail:
+	cJSON_Delete(j);
+	return NULL;
+}
+
+/* ----------------------------------------------------------------- diff */
+
+/*
+ * A name and where it sits in its file, sorted by name then position, so
+ * that matching the names of two files costs n log n even for a hostile
+ * file with 65536 tensors or a manifest of a million keys, and a name
+ * given twice matches its first use.
+ */
+struct entry {
+	const char *name;
+	size_t pos;
+};
+
+static int
+cmp_entry(const void *x, const void *y)
+{
+	const struct entry *a = x, *b = y;
+	int c = strcmp(a->name, b->name);
+
+	if (c != 0)
+		return c;
+	return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* The first entry of sorted e[n] called name, or NULL. */
+static const struct entry *
+find_entry(const struct entry *e, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(e[mid].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && strcmp(e[lo].name, name) == 0 ? &e[lo] : NULL;
+}
+
+static int
+same_shape(const struct cg_tensor *a, const struct cg_tensor *b)
+{
+	if (a->ndim != b->ndim)
+		return 0;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return 0;
+	return 1;
+}
+
+int
+cg_tensor_diff(struct cg_tensor_diff *td, const struct cg_tensor *a,
+               const struct cg_tensor *b, double tolerance)
+{
+	double xa[CHUNK], xb[CHUNK], saa = 0, sbb = 0, sab = 0, sdd = 0;
+	double thr = tolerance < 0 ? 0 : tolerance;
+	int shape = same_shape(a, b);
+	size_t k;
+
+	memset(td, 0, sizeof(*td));
+	td->a = a;
+	td->b = b;
+	td->status = CG_DIFF_DIFFERS;
+	if (a->dtype == b->dtype && shape && a->nbytes == b->nbytes &&
+	    (a->nbytes == 0 || memcmp(a->data, b->data, a->nbytes) == 0))
+		td->status = CG_DIFF_IDENTICAL;
+	if (a->nelem != b->nelem)
+		return 0;
+	td->compared = 1;
+	/*
+	 * Both sides a chunk at a time, side by side, so that neither is
+	 * ever widened whole.  Each chunk's sums are added to the totals
+	 * on their own, which keeps the rounding of a long sum in check.
+	 * Squares of decoded values stay far below DBL_MAX (f32: 1e77).
+	 */
+	for (uint64_t first = 0; first < a->nelem; first += k) {
+		double caa = 0, cbb = 0, cab = 0, cdd = 0;
+
+		k = a->nelem - first < CHUNK ? (size_t)(a->nelem - first)
+		                             : CHUNK;
+		if (cg_tensor_decode(xa, a, first, k) != 0 ||
+		    cg_tensor_decode(xb, b, first, k) != 0)
+			return -1;
+		for (size_t i = 0; i < k; i++) {
+			double x = xa[i], y = xb[i], e;
+			if (isfinite(x) && isfinite(y)) {
+				e = x - y;
+				caa += x * x;
+				cbb += y * y;
+				cab += x * y;
+				cdd += e * e;
+				e = fabs(e);
+			} else if (x == y || (isnan(x) && isnan(y))) {
+				e = 0;
+			} else {
+				e = INFINITY;
+			}
+			if (e > td->max_abs)
+				td->max_abs = e;
+			if (e > thr)
+				td->ndiff++;
+		}
+		saa += caa;
+		sbb += cbb;
+		sab += cab;
+		sdd += cdd;
+	}
+	if (saa > 0)
+		td->rel_l2 = sqrt(sdd) / sqrt(saa);
+	else
+		td->rel_l2 = sdd > 0 ? INFINITY : 0;
+	if (saa > 0 && sbb > 0) {
+		td->cosine = sab / (sqrt(saa) * sqrt(sbb));
+		/* rounding can step past the bounds by an ulp */
+		td->cosine = fmax(-1, fmin(1, td->cosine));
+	} else {
+		td->cosine = NAN;
+	}
+	if (td->status != CG_DIFF_IDENTICAL && tolerance >= 0 && shape &&
+	    td->max_abs <= tolerance)
+		td->status = CG_DIFF_EQUAL;
+	return 0;
+}
+
+/* Sorted entries for the tensors of f; NULL with a message. */
+static struct entry *
+tensor_entries(const struct cg_file *f)
+{
+	struct entry *e = malloc((f->ntensors + 1) * sizeof(*e));
+
+	if (e == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		e[i].name = f->tensors[i].name;
+		e[i].pos = i;
+	}
+	qsort(e, f->ntensors, sizeof(*e), cmp_entry);
+	return e;
+}
+
+/* Tensors of a and b into d->tensors; 0 or -1 with a message. */
+static int
+diff_tensors(struct cg_diff *d, const struct cg_file *a,
+             const struct cg_file *b)
+{
+	struct entry *eb = tensor_entries(b);
+	unsigned char *seen = calloc(b->ntensors + 1, 1);
+	int rc = -1;
+
+	if (eb == NULL || seen == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < a->ntensors; i++) {
+		const struct cg_tensor *ta = &a->tensors[i];
+		const struct entry *hit = find_entry(eb, b->ntensors, ta->name);
+		struct cg_tensor_diff *td = &d->tensors[d->ntensors++];
+
+		if (hit == NULL) {
+			td->a = ta;
+			td->status = CG_DIFF_ONLY_A;
+		} else {
+			seen[hit->pos] = 1;
+			if (cg_tensor_diff(td, ta, &b->tensors[hit->pos],
+			                   d->tolerance) != 0)
+				goto out;
+		}
+		d->count[td->status]++;
+	}
+	for (size_t j = 0; j < b->ntensors; j++) {
+		struct cg_tensor_diff *td;
+		if (seen[j])
+			continue;
+		td = &d->tensors[d->ntensors++];
+		td->b = &b->tensors[j];
+		td->status = CG_DIFF_ONLY_B;
+		d->count[td->status]++;
+	}
+	rc = 0;
+out:
+	free(seen);
+	free(eb);
+	return rc;
+}
+
+/* Manifest fields of a and b that differ into d->fields; 0 or -1. */
+static int
+diff_fields(struct cg_diff *d, const struct cg_file *a, const struct cg_file *b)
+{
+	size_t nb, n;
+	const cJSON **items = NULL, *v;
+	struct entry *eb = NULL;
+	unsigned char *seen = NULL;
+	int rc = -1;
+
+	/* objects count their members as arrays do */
+	nb = (size_t)cJSON_GetArraySize(b->manifest);
+	n = (size_t)cJSON_GetArraySize(a->manifest);
+	items = malloc((nb + 1) * sizeof(*items));
+	eb = malloc((nb + 1) * sizeof(*eb));
+	seen = calloc(nb + 1, 1);
+	d->fields = calloc(n + nb + 1, sizeof(*d->fields));
+	if (items == NULL || eb == NULL || seen == NULL || d->fields == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	nb = 0;
+	cJSON_ArrayForEach(v, b->manifest)
+	{
+		if (v->string == NULL)
+			continue;
+		items[nb] = v;
+		eb[nb].name = v->string;
+		eb[nb].pos = nb;
+		nb++;
+	}
+	qsort(eb, nb, sizeof(*eb), cmp_entry);
+	cJSON_ArrayForEach(v, a->manifest)
+	{
+		const struct entry *hit;
+		const cJSON *w = NULL;
+
+		if (v->string == NULL)
+			continue;
+		if ((hit = find_entry(eb, nb, v->string)) != NULL) {
+			seen[hit->pos] = 1;
+			w = items[hit->pos];
+			if (cJSON_Compare(v, w, 1))
+				continue;
+		}
+		d->fields[d->nfields++] =
+		    (struct cg_field_diff){v->string, v, w};
+	}
+	for (size_t j = 0; j < nb; j++)
+		if (!seen[j])
+			d->fields[d->nfields++] = (struct cg_field_diff){
+			    items[j]->string, NULL, items[j]};
+	rc = 0;
+out:
+	free(seen);
+	free(eb);
+	free(items);
+	return rc;
+}
+
+struct cg_diff *
+cg_diff_new(const struct cg_file *a, const struct cg_file *b, double tolerance)
+{
+	struct cg_diff *d = calloc(1, sizeof(*d));
+
+	if (d == NULL || (d->tensors = calloc(a->ntensors + b->ntensors + 1,
+	                                      sizeof(*d->tensors))) == NULL) {
+		cg_seterr("out of memory");
+		goto fail;
+	}
+	d->tolerance = tolerance;
+	d->na = a->ntensors;
+	d->nb = b->ntensors;
+	if (diff_tensors(d, a, b) != 0 || diff_fields(d, a, b) != 0)
+		goto fail;
+	return d;
+fail:
+	cg_diff_free(d);
+	return NULL;
+}
+
+void
+cg_diff_free(struct cg_diff *d)
+{
+	if (d == NULL)
+		return;
+	free(d->tensors);
+	free(d->fields);
+	free(d);
+}
+
+int
+cg_diff_differs(const struct cg_diff *d)
+{
+	return d->count[CG_DIFF_DIFFERS] + d->count[CG_DIFF_ONLY_A] +
+	           d->count[CG_DIFF_ONLY_B] >
+	       0;
+}
+
+/* Words for the statuses: the table's, and --json's. */
+static const char *const status_word[CG_DIFF_NSTATUS] = {
+    "identical", "equal", "differs", "only in A", "only in B"};
+static const char *const status_key[CG_DIFF_NSTATUS] = {
+    "identical", "equal", "differs", "only_a", "only_b"};
+
+/* "a", or "a->b" where the two sides differ. */
+static void
+pair_str(char *out, size_t n, const char *a, const char *b)
+{
+	if (strcmp(a, b) == 0)
+		snprintf(out, n, "%s", a);
+	else
+		snprintf(out, n, "%s->%s", a, b);
+}
+
+/* The DTYPE and SHAPE cells of a row: the side present, or both. */
+static void
+diff_cells(char *dt, size_t ndt, char *sh, size_t nsh,
+           const struct cg_tensor_diff *td)
+{
+	const struct cg_tensor *a = td->a ? td->a : td->b;
+	const struct cg_tensor *b = td->b ? td->b : td->a;
+	char sa[SHAPE_LEN], sb[SHAPE_LEN];
+
+	cg_shape_str(sa, sizeof(sa), a);
+	cg_shape_str(sb, sizeof(sb), b);
+	pair_str(dt, ndt, cg_dtype_name(a->dtype), cg_dtype_name(b->dtype));
+	pair_str(sh, nsh, sa, sb);
+}
+
+/* One side of a manifest field: its value, or "(absent)". */
+static int
+put_side(FILE *fp, const cJSON *v, const char *key)
+{
+	if (v == NULL) {
+		fputs("(absent)", fp);
+		return 0;
+	}
+	/* config is the one field people read whole */
+	return put_value(fp, v,
+	                 strcmp(key, "config") == 0 ? SIZE_MAX : TABLE_VALUE);
+}
+
+int
+cg_diff_table(FILE *fp, const char *da, const char *db, const struct cg_diff *d)
+{
+	/* what the tensors: line counts, in this order */
+	static const enum cg_diff_status order[] = {
+	    CG_DIFF_IDENTICAL, CG_DIFF_EQUAL, CG_DIFF_DIFFERS, CG_DIFF_ONLY_A,
+	    CG_DIFF_ONLY_B};
+	char dt[2 * 16 + 4], sh[2 * SHAPE_LEN + 4];
+	int wname = 4, wdt = 5, wsh = 5, listed = 0;
+
+	put_key(fp, "A");
+	put_clean(fp, da, SIZE_MAX);
+	fputc('\n', fp);
+	put_key(fp, "B");
+	put_clean(fp, db, SIZE_MAX);
+	fputc('\n', fp);
+	for (size_t i = 0; i < d->nfields; i++) {
+		const struct cg_field_diff *fd = &d->fields[i];
+		int col = put_key(fp, fd->key);
+
+		fputs("A ", fp);
+		if (put_side(fp, fd->a, fd->key) != 0)
+			return -1;
+		fprintf(fp, "\n%*sB ", col, "");
+		if (put_side(fp, fd->b, fd->key) != 0)
+			return -1;
+		fputc('\n', fp);
+	}
+	if (d->tolerance >= 0) {
+		put_key(fp, "tolerance");
+		fprintf(fp, "%g\n", d->tolerance);
+	}
+	put_key(fp, "tensors");
+	fprintf(fp, "%zu in A, %zu in B:", d->na, d->nb);
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		size_t n = d->count[order[i]];
+		const char *w = status_word[order[i]];
+		if (n == 0 && (order[i] != CG_DIFF_IDENTICAL || d->ntensors))
+			continue;
+		/* "2 differ", but "1 differs" */
+		fprintf(fp, "%s %zu %s", listed++ ? "," : "", n,
+		        order[i] == CG_DIFF_DIFFERS && n != 1 ? "differ" : w);
+	}
+	fputc('\n', fp);
+	if (d->ntensors == 0)
+		goto out;
+	for (size_t i = 0; i < d->ntensors; i++) {
+		const struct cg_tensor_diff *td = &d->tensors[i];
+		int len = (int)strlen(td->a ? td->a->name : td->b->name);
+		if (len > wname)
+			wname = len;
+		diff_cells(dt, sizeof(dt), sh, sizeof(sh), td);
+		if ((len = (int)strlen(dt)) > wdt)
+			wdt = len;
+		if ((len = (int)strlen(sh)) > wsh)
+			wsh = len;
+	}
+	fprintf(fp, "\n%-*s  %-9s  %-*s  %-*s %10s %10s %10s %10s\n", wname,
+	        "NAME", "STATUS", wdt, "DTYPE", wsh, "SHAPE", "MAX|A-B|",
+	        "REL-L2", "NDIFF", "COSINE");
+	for (size_t i = 0; i < d->ntensors; i++) {
+		const struct cg_tensor_diff *td = &d->tensors[i];
+
+		diff_cells(dt, sizeof(dt), sh, sizeof(sh), td);
+		/* names were checked by the reader: printable ASCII */
+		fprintf(fp, "%-*s  %-9s  %-*s  %-*s", wname,
+		        td->a ? td->a->name : td->b->name,
+		        status_word[td->status], wdt, dt, wsh, sh);
+		if (!td->compared) {
+			fprintf(fp, " %10s %10s %10s %10s\n", "-", "-", "-",
+			        "-");
+			continue;
+		}
+		fprintf(fp, " %10.4g %10.4g %10" PRIu64, td->max_abs,
+		        td->rel_l2, td->ndiff);
+		/* fixed decimals: a cosine of 0.9999999 is not 1 */
+		if (isnan(td->cosine))
+			fprintf(fp, " %10s\n", "-");
+		else
+			fprintf(fp, " %10.7f\n", td->cosine);
+	}
+out:
+	if (ferror(fp))
+		return cg_seterr("write error");
+	return 0;
+}
+
+/* A number, or null where it is not finite (JSON has no inf or nan). */
+static cJSON *
+add_finite(cJSON *o, const char *key, double x)
+{
+	return isfinite(x) ? cJSON_AddNumberToObject(o, key, x)
+	                   : cJSON_AddNullToObject(o, key);
+}
+
+/* {"dtype", "shape"} of t, or null. */
+static cJSON *
+json_side(const struct cg_tensor *t)
+{
+	cJSON *o, *a;
+
+	if (t == NULL)
+		return cJSON_CreateNull();
+	if ((o = cJSON_CreateObject()) == NULL)
+		return NULL;
+	if (cJSON_AddStringToObject(o, "dtype", cg_dtype_name(t->dtype)) ==
+	        NULL ||
+	    (a = cJSON_AddArrayToObject(o, "shape")) == NULL) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	for (int d = 0; d < t->ndim; d++)
+		cJSON_AddItemToArray(a,
+		                     cJSON_CreateNumber((double)t->shape[d]));
+	return o;
+}
+
+struct cJSON *
+cg_diff_json_tensor(const struct cg_tensor_diff *td)
+{
+	cJSON *j = cJSON_CreateObject(), *s;
+
+	if (j == NULL ||
+	    cJSON_AddStringToObject(
+	        j, "tensor", td->a ? td->a->name : td->b->name) == NULL ||
+	    cJSON_AddStringToObject(j, "status", status_key[td->status]) ==
+	        NULL)
+		goto nomem;
+	if ((s = json_side(td->a)) == NULL)
+		goto nomem;
+	cJSON_AddItemToObject(j, "a", s);
+	if ((s = json_side(td->b)) == NULL)
+		goto nomem;
+	cJSON_AddItemToObject(j, "b", s);
+	if (td->a == NULL || td->b == NULL)
+		return j;
+	cJSON_AddBoolToObject(j, "same_dtype", td->a->dtype == td->b->dtype);
+	cJSON_AddBoolToObject(j, "same_shape", same_shape(td->a, td->b));
+	if (!td->compared)
+		return j;
+	cJSON_AddNumberToObject(j, "count", (double)td->a->nelem);
+	add_finite(j, "max_abs", td->max_abs);
+	add_finite(j, "rel_l2", td->rel_l2);
+	cJSON_AddNumberToObject(j, "ndiff", (double)td->ndiff);
+	if (add_finite(j, "cosine", td->cosine) == NULL)
+		goto nomem;
+	return j;
+nomem:
+	cg_seterr("out of memory");
+	cJSON_Delete(j);
+	return NULL;
+}
+
+struct cJSON *
+cg_diff_json_summary(const char *da, const char *db, const struct cg_diff *d)
+{
+	cJSON *j = cJSON_CreateObject(), *a, *e, *v;
+
+	if (j == NULL || cJSON_AddStringToObject(j, "a", da) == NULL ||
+	    cJSON_AddStringToObject(j, "b", db) == NULL)
+		goto nomem;
+	if (d->tolerance >= 0)
+		cJSON_AddNumberToObject(j, "tolerance", d->tolerance);
+	else
+		cJSON_AddNullToObject(j, "tolerance");
+	cJSON_AddBoolToObject(j, "differ", cg_diff_differs(d));
+	cJSON_AddNumberToObject(j, "tensors_a", (double)d->na);
+	cJSON_AddNumberToObject(j, "tensors_b", (double)d->nb);
+	for (int s = 0; s < CG_DIFF_NSTATUS; s++)
+		cJSON_AddNumberToObject(j, status_key[s], (double)d->count[s]);
+	if ((a = cJSON_AddArrayToObject(j, "fields")) == NULL)
+		goto nomem;
+	for (size_t i = 0; i < d->nfields; i++) {
+		const struct cg_field_diff *fd = &d->fields[i];
+		if ((e = cJSON_CreateObject()) == NULL)
+			goto nomem;
+		cJSON_AddItemToArray(a, e);
+		if (cJSON_AddStringToObject(e, "key", fd->key) == NULL)
+			goto nomem;
+		/* a side that lacks the field has no key at all: a
+		 * manifest may hold a real null */
+		if (fd->a) {
+			if ((v = cJSON_Duplicate(fd->a, 1)) == NULL)
+				goto nomem;
+			cJSON_AddItemToObject(e, "a", v);
+		}
+		if (fd->b) {
+			if ((v = cJSON_Duplicate(fd->b, 1)) == NULL)
+				goto nomem;
+			cJSON_AddItemToObject(e, "b", v);
+		}
+	}
+	return j;
+nomem:
+	cg_seterr("out of memory");
 	cJSON_Delete(j);
 	return NULL;
 }

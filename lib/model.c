@@ -16,8 +16,9 @@
 #include "model.h"
 
 extern const struct cg_arch cg_arch_cvae;
+extern const struct cg_arch cg_arch_cgpt;
 
-static const struct cg_arch *const archs[] = {&cg_arch_cvae};
+static const struct cg_arch *const archs[] = {&cg_arch_cvae, &cg_arch_cgpt};
 
 const struct cg_arch *
 cg_arch_find(const char *name)
@@ -46,6 +47,33 @@ cg_json_num(const cJSON *obj, const char *key, double dflt)
 	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
 
 	return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+int
+cg_model_check_conditions(const struct cg_model *m, const struct cg_shard *s)
+{
+	const cJSON *names =
+	    cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
+	const cJSON *n;
+	size_t i = 0;
+
+	if (!cJSON_IsArray(names))
+		return 0;
+	if ((size_t)cJSON_GetArraySize(names) != s->nconditions)
+		return cg_seterr("%zu conditions in the data, %d in the model",
+				 s->nconditions, cJSON_GetArraySize(names));
+	cJSON_ArrayForEach(n, names)
+	{
+		if (!cJSON_IsString(n) ||
+		    strcmp(n->valuestring, s->conditions[i]) != 0)
+			return cg_seterr("condition %zu is \"%.64s\" in the "
+					 "data but \"%.64s\" in the model",
+					 i, s->conditions[i],
+					 cJSON_IsString(n) ? n->valuestring
+							   : "?");
+		i++;
+	}
+	return 0;
 }
 
 void
@@ -226,15 +254,14 @@ set_num(cJSON *o, const char *key, double v)
 	cJSON_AddNumberToObject(o, key, v);
 }
 
-int
-cg_model_write(struct cg_model *m, const char *path, enum cg_compress c)
+struct cg_file *
+cg_model_file(struct cg_model *m)
 {
 	struct cg_file *f = cg_file_new("model");
 	uint64_t n[1] = {m->nparams};
-	int rc = -1;
 
 	if (f == NULL)
-		return -1;
+		return NULL;
 	set_num(m->manifest, "step", (double)m->step);
 	/* Plain SGD has no moments but its schedule still counts steps. */
 	if (m->opt_m || m->opt_v || m->opt_t > 0)
@@ -242,20 +269,33 @@ cg_model_write(struct cg_model *m, const char *path, enum cg_compress c)
 	for (cJSON *it = m->manifest->child; it; it = it->next) {
 		cJSON *dup = cJSON_Duplicate(it, 1);
 		if (dup == NULL)
-			goto out;
+			goto fail;
 		cJSON_AddItemToObject(f->manifest, it->string, dup);
 	}
 	if (cg_model_put_views(m, f, m->params) != 0)
-		goto out;
+		goto fail;
 	if (m->opt_m && !cg_file_add(f, "opt.m", CG_F32, 1, n, m->opt_m))
-		goto out;
+		goto fail;
 	if (m->opt_v && !cg_file_add(f, "opt.v", CG_F32, 1, n, m->opt_v))
-		goto out;
+		goto fail;
 	if (m->outer_mom &&
 	    !cg_file_add(f, "outer.mom", CG_F32, 1, n, m->outer_mom))
-		goto out;
+		goto fail;
+	return f;
+fail:
+	cg_file_free(f);
+	return NULL;
+}
+
+int
+cg_model_write(struct cg_model *m, const char *path, enum cg_compress c)
+{
+	struct cg_file *f = cg_model_file(m);
+	int rc;
+
+	if (f == NULL)
+		return -1;
 	rc = cg_file_write(f, path, c);
-out:
 	cg_file_free(f);
 	return rc;
 }

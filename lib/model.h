@@ -31,6 +31,7 @@ struct cg_metrics {
 
 struct cg_arch {
 	const char *name;
+	const char *loss_name;	    /* the objective's name in reports */
 	const char *part_names[3];
 	/*
 	 * Check m->config and set m->nparams, m->views, m->nviews.
@@ -97,6 +98,8 @@ struct cg_model *cg_model_read(const char *path);
  * f is left alone. */
 struct cg_model *cg_model_from_file(const struct cg_file *f,
 				    const char *display);
+/* The model as a cg file (the caller frees it), or NULL. */
+struct cg_file *cg_model_file(struct cg_model *m);
 /* Write atomically (path "-": stdout).  Returns 0 or -1. */
 int cg_model_write(struct cg_model *m, const char *path, enum cg_compress c);
 void cg_model_free(struct cg_model *m);
@@ -107,6 +110,15 @@ void cg_model_digest(const struct cg_model *m, unsigned char out[32]);
 /* Allocate zeroed optimizer arrays if missing.  Returns 0 or -1. */
 int cg_model_ensure_opt(struct cg_model *m, int need_m, int need_v);
 int cg_model_ensure_outer(struct cg_model *m);
+
+/*
+ * Whether shard s names its conditions as m's manifest does (same names,
+ * same order): a model trained on "Dress" = 3 must not be fed data where
+ * 3 means something else.  A model without names accepts any.  Returns 0
+ * or -1 with a message.
+ */
+int cg_model_check_conditions(const struct cg_model *m,
+			      const struct cg_shard *s);
 
 /* Integer field of the manifest, or dflt when absent. */
 uint64_t cg_json_u64(const struct cJSON *obj, const char *key, uint64_t dflt);

@@ -44,6 +44,7 @@ cg_dataset_free(struct cg_dataset *d)
 	free(d->index);
 	free(d->offset);
 	free(d->payload);
+	free(d->prompt_len);
 	if (d->conditions)
 		for (size_t i = 0; i < d->nconditions; i++)
 			free(d->conditions[i]);
@@ -82,9 +83,8 @@ valid_utf8(const unsigned char *s)
 	return 1;
 }
 
-/* Why name is not acceptable as a condition name, or NULL. */
-static const char *
-bad_name(const char *name)
+const char *
+cg_condition_name_check(const char *name)
 {
 	size_t len = strlen(name);
 
@@ -142,7 +142,7 @@ cg_dataset_set_conditions(struct cg_dataset *d, const char *const *names,
 		return cg_seterr("%zu condition names (1 to %d allowed)", n,
 		                 CG_SHARD_MAX_CONDITIONS);
 	for (size_t i = 0; i < n; i++)
-		if ((why = bad_name(names[i])) != NULL)
+		if ((why = cg_condition_name_check(names[i])) != NULL)
 			return cg_seterr("condition %zu: %s", i, why);
 	if ((dup = duplicate_name(names, n, &err)) != NULL)
 		return cg_seterr("condition name \"%.64s\" given twice", dup);
@@ -195,7 +195,7 @@ cg_dataset_read_conditions(struct cg_dataset *d, const char *path)
 			          lineno);
 			goto out;
 		}
-		if ((why = bad_name(line)) != NULL) {
+		if ((why = cg_condition_name_check(line)) != NULL) {
 			cg_seterr("%s: line %zu: %s", path, lineno, why);
 			goto out;
 		}
@@ -1053,7 +1053,7 @@ struct cg_file *
 cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
                const struct cg_split *s)
 {
-	struct cg_tensor *tc, *ti, *to, *tp;
+	struct cg_tensor *tc, *ti, *to, *tp, *tl;
 	uint64_t n = 0, bytes = 0, j = 0;
 	struct cg_file *f;
 
@@ -1061,6 +1061,10 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 		return NULL;
 	if (shard < -1 || shard >= s->nshards) {
 		cg_seterr("shard %d out of range", shard);
+		return NULL;
+	}
+	if (d->prompt_len && d->kind != CG_PAYLOAD_TEXT) {
+		cg_seterr("prompts in a dataset that is not text");
 		return NULL;
 	}
 	for (uint64_t i = 0; i < d->n; i++)
@@ -1080,11 +1084,19 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 	                           (uint64_t[]){n + 1})) == NULL ||
 	    (tp = cg_file_add_zero(f, "payload", CG_U8, 1, &bytes)) == NULL)
 		goto fail;
+	/* Last, so that the first four members are the same for every kind
+	 * of shard. */
+	if (d->prompt_len &&
+	    cg_file_add_zero(f, "prompt_len", CG_U32, 1, &n) == NULL)
+		goto fail;
 	/* cg_file_add_zero may move the tensor table: look them up again. */
 	tc = cg_file_find(f, "cond");
 	ti = cg_file_find(f, "index");
 	to = cg_file_find(f, "offset");
+	tp = cg_file_find(f, "payload");
+	tl = cg_file_find(f, "prompt_len");
 	uint32_t *cond = tc->data;
+	uint32_t *plen = tl ? tl->data : NULL;
 	uint64_t *index = ti->data, *offset = to->data;
 	uint8_t *payload = tp->data;
 	offset[0] = 0;
@@ -1092,6 +1104,15 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 		if (assign[i] != shard)
 			continue;
 		uint64_t len = d->offset[i + 1] - d->offset[i];
+		if (plen && d->prompt_len[i] > len) {
+			cg_seterr("example %llu: prompt of %u bytes, longer "
+			          "than the example's %llu",
+			          (unsigned long long)i, d->prompt_len[i],
+			          (unsigned long long)len);
+			goto fail;
+		}
+		if (plen)
+			plen[j] = d->prompt_len[i];
 		cond[j] = d->cond[i];
 		index[j] = d->index[i];
 		memcpy(payload + offset[j], d->payload + d->offset[i], len);
@@ -1190,7 +1211,7 @@ shard_manifest(struct cg_shard *s)
 			return cg_seterr("manifest: condition %d is not a "
 			                 "string",
 			                 i);
-		if ((why = bad_name(o->valuestring)) != NULL)
+		if ((why = cg_condition_name_check(o->valuestring)) != NULL)
 			return cg_seterr("manifest: condition %d: %s", i, why);
 		s->conditions[i++] = o->valuestring;
 	}
@@ -1255,7 +1276,7 @@ static int
 shard_tensors(struct cg_shard *s)
 {
 	const struct cg_file *f = s->file;
-	struct cg_tensor *tc, *ti, *to, *tp;
+	struct cg_tensor *tc, *ti, *to, *tp, *tl = NULL;
 	uint64_t per = (uint64_t)s->height * s->width * s->channels;
 
 	if ((tc = need_vector(f, "cond", CG_U32, s->n, 1)) == NULL ||
@@ -1268,6 +1289,16 @@ shard_tensors(struct cg_shard *s)
 	s->offset = to->data;
 	s->payload = tp->data;
 	s->payload_bytes = tp->nbytes;
+	/* Optional: only text with prompts has it. */
+	if (cg_file_find(f, "prompt_len") != NULL) {
+		if (s->kind != CG_PAYLOAD_TEXT)
+			return cg_seterr("tensor prompt_len: in a shard that "
+			                 "is not text");
+		if ((tl = need_vector(f, "prompt_len", CG_U32, s->n, 1)) ==
+		    NULL)
+			return -1;
+		s->prompt_len = tl->data;
+	}
 	if (s->offset[0] != 0)
 		return cg_seterr("tensor offset: does not start at 0");
 	for (uint64_t i = 0; i < s->n; i++) {
@@ -1283,6 +1314,12 @@ shard_tensors(struct cg_shard *s)
 			                 (unsigned long long)i,
 			                 (unsigned long long)len,
 			                 (unsigned long long)per);
+		if (s->prompt_len && s->prompt_len[i] > len)
+			return cg_seterr("tensor prompt_len: example %llu has "
+			                 "a prompt of %u bytes in %llu",
+			                 (unsigned long long)i,
+			                 s->prompt_len[i],
+			                 (unsigned long long)len);
 		if (s->cond[i] >= s->nconditions)
 			return cg_seterr("tensor cond: example %llu has "
 			                 "condition %u of %zu",

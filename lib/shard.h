@@ -3,11 +3,13 @@
  *
  * A dataset is N examples, each a condition (an index into a vocabulary of
  * condition names) and a variable-length byte payload: an image's pixels
- * now, a text's bytes later.  cg_split() decides which shard each example
- * goes to; cg_shard_write() stores one shard as a cg file of kind "data";
- * cg_shard_open() reads one back and checks every count and offset, so that
- * training code can index it without further checks.  All functions follow
- * cg.h: 0/-1 or NULL with a message in cg_errmsg(), nothing printed.
+ * or a text's bytes (a text may begin with a prompt).  Datasets come from
+ * IDX files (idx.c) or text files (text.c).  cg_split() decides which shard
+ * each example goes to; cg_shard_write() stores one shard as a cg file of
+ * kind "data"; cg_shard_open() reads one back and checks every count and
+ * offset, so that training code can index it without further checks.  All
+ * functions follow cg.h: 0/-1 or NULL with a message in cg_errmsg(),
+ * nothing printed.
  *
  * Limits: at most CG_SHARD_MAX_EXAMPLES examples (the assignment array is
  * int), CG_SHARD_MAX_SHARDS shards, CG_SHARD_MAX_CONDITIONS names of at most
@@ -40,15 +42,18 @@ enum cg_payload { CG_PAYLOAD_IMAGE, CG_PAYLOAD_TEXT };
  * A dataset in memory.  Every array is owned by the struct and released by
  * cg_dataset_free().  Example i has condition cond[i] and the payload bytes
  * payload[offset[i] .. offset[i+1]); index[i] is its position in the input
- * it was read from.
+ * it was read from.  A text example with a prompt stores the prompt's
+ * prompt_len[i] bytes first and its text after them; prompt_len is NULL
+ * when no example has a prompt (and always for images).
  */
 struct cg_dataset {
 	uint64_t n;
-	uint32_t *cond;    /* [n], each < nconditions */
-	uint64_t *index;   /* [n] */
-	uint64_t *offset;  /* [n + 1], offset[0] = 0, non-decreasing */
-	uint8_t *payload;  /* [offset[n]] */
-	char **conditions; /* [nconditions] distinct non-empty names */
+	uint32_t *cond;       /* [n], each < nconditions */
+	uint64_t *index;      /* [n] */
+	uint64_t *offset;     /* [n + 1], offset[0] = 0, non-decreasing */
+	uint8_t *payload;     /* [offset[n]] */
+	uint32_t *prompt_len; /* [n], each <= its payload's length, or NULL */
+	char **conditions;    /* [nconditions] distinct non-empty names */
 	size_t nconditions;
 	enum cg_payload kind;
 	uint32_t height, width, channels; /* images: every payload is h*w*c */
@@ -76,10 +81,15 @@ int cg_idx_load(const char *images, const char *labels, uint64_t limit,
 extern const char *const cg_fashion_mnist_names[10];
 
 /*
- * Replace the vocabulary of d by a copy of names[0..n).  Names must be
- * non-empty, free of control characters, distinct and at most
- * CG_SHARD_MAX_NAME bytes, and every condition in d must be below n.
- * Returns 0, or -1 with d unchanged.
+ * Why name cannot be a condition name (a static string: empty, too long,
+ * a control character, not valid UTF-8), or NULL if it can.
+ */
+const char *cg_condition_name_check(const char *name);
+
+/*
+ * Replace the vocabulary of d by a copy of names[0..n).  Names must pass
+ * cg_condition_name_check and be distinct, and every condition in d must be
+ * below n.  Returns 0, or -1 with d unchanged.
  */
 int cg_dataset_set_conditions(struct cg_dataset *d, const char *const *names,
                               size_t n);
@@ -91,6 +101,72 @@ int cg_dataset_set_conditions(struct cg_dataset *d, const char *const *names,
  * line.
  */
 int cg_dataset_read_conditions(struct cg_dataset *d, const char *path);
+
+/* ----------------------------------------------------------- text input */
+
+enum cg_text_format {
+	CG_TEXT_AUTO, /* a directory: fortunes; a file: by its name */
+	CG_TEXT_FORTUNES,
+	CG_TEXT_JSONL,
+	CG_TEXT_TSV
+};
+
+#define CG_TEXT_MAX_ENTRY ((uint64_t)1 << 20) /* default cap, bytes */
+#define CG_TEXT_MAX_ENTRY_LIMIT ((uint64_t)1 << 30)
+/* The condition of JSON Lines records that give a prompt and no "cond". */
+#define CG_TEXT_PROMPT_CONDITION "(prompt)"
+
+struct cg_text_options {
+	enum cg_text_format format;
+	uint64_t max_entry; /* bytes of one example, 1 .. CG_TEXT_MAX_ENTRY_
+	                     * LIMIT; 0: CG_TEXT_MAX_ENTRY */
+	uint64_t limit;     /* > 0: keep the first limit examples only */
+};
+
+/* "auto", "fortunes", "jsonl", "tsv". */
+const char *cg_text_format_name(enum cg_text_format f);
+/* Parse "fortunes", "jsonl" or "tsv"; -1 with a message otherwise. */
+int cg_text_format_parse(const char *name, enum cg_text_format *out);
+/*
+ * The format a file name says: .jsonl or .json is JSON Lines, .tsv is
+ * TSV, each also with .gz after it; CG_TEXT_AUTO if the name says nothing.
+ */
+enum cg_text_format cg_text_format_guess(const char *path);
+
+/*
+ * Load a text dataset (kind CG_PAYLOAD_TEXT) from path:
+ *
+ * fortunes  a directory of fortune(6) files: each regular file whose name
+ *           has no dot (so not *.dat, *.u8, hidden files) is one
+ *           condition, named after the file; subdirectories are not read.
+ *           Entries are separated by lines holding only "%"; each entry
+ *           keeps its bytes but for the newline before the separator (or
+ *           before the end of the file), and empty entries are dropped.
+ *           A path that is a file is read as one such file.
+ * jsonl     one JSON object per line with a string "text" and a string
+ *           "cond" or "prompt" or both; other members are ignored.  The
+ *           payload is the prompt's bytes, then the text's;
+ *           d->prompt_len is set if any record has a prompt, and records
+ *           with a prompt but no cond get CG_TEXT_PROMPT_CONDITION.
+ * tsv       one "cond<TAB>text" per line; in both fields \n, \t, \r
+ *           and \\ stand for newline, tab, carriage return and
+ *           backslash, and any other backslash is an error.
+ *
+ * JSON Lines and TSV may be gzip-compressed and may be "-" for standard
+ * input; their empty lines are skipped, as is a UTF-8 byte order mark at
+ * the start.  Bytes are kept exactly: NUL bytes and invalid UTF-8 in text
+ * are data, but condition names must pass cg_condition_name_check.
+ * Examples are in input order (fortunes: files by name, then entries in
+ * file order) and index[i] = i.  Conditions are sorted by name (strcmp);
+ * for fortunes every file is a condition, even one without entries.
+ * An example longer than max_entry bytes is an error, as are more than
+ * CG_SHARD_MAX_EXAMPLES examples or more than cg_max_bytes() of payload.
+ * Returns 0 with *out filled (free it with cg_dataset_free), or -1 with
+ * *out zeroed and a message naming the file and, for a bad record, its
+ * line.
+ */
+int cg_text_load(const char *path, const struct cg_text_options *o,
+                 struct cg_dataset *out);
 
 /* ------------------------------------------------------------ splitting */
 
@@ -173,9 +249,11 @@ uint64_t cg_split_count(const struct cg_dataset *d, const int *assign,
 /*
  * Build the cg file of one shard (shard -1: the holdout): the examples with
  * assign[i] == shard in input order, tensors "cond" u32 [N], "index" u64
- * [N], "offset" u64 [N+1], "payload" u8 [bytes], and a manifest recording
- * the vocabulary, payload kind, image shape and split s.  Returns a new
- * file the caller frees with cg_file_free, or NULL.
+ * [N], "offset" u64 [N+1], "payload" u8 [bytes], and "prompt_len" u32 [N]
+ * if d->prompt_len is set (in every shard of the split, so that all share
+ * one layout), and a manifest recording the vocabulary, payload kind
+ * ("image" with an "image" shape object, or "text"), and split s.
+ * Returns a new file the caller frees with cg_file_free, or NULL.
  */
 struct cg_file *cg_shard_build(const struct cg_dataset *d, const int *assign,
                                int shard, const struct cg_split *s);
@@ -194,15 +272,17 @@ int cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
  * tensors and manifest, valid until cg_shard_free().  Guarantees: offset[0]
  * is 0, offsets never decrease and offset[n] == payload_bytes; every cond
  * is below nconditions; index strictly increases; for images every payload
- * is height * width * channels bytes.
+ * is height * width * channels bytes; prompt_len, present in text shards
+ * only, never exceeds its example's payload length.
  */
 struct cg_shard {
 	struct cg_file *file;
 	uint64_t n;
-	const uint32_t *cond;   /* [n] */
-	const uint64_t *index;  /* [n] */
-	const uint64_t *offset; /* [n + 1] */
-	const uint8_t *payload; /* [payload_bytes] */
+	const uint32_t *cond;       /* [n] */
+	const uint64_t *index;      /* [n] */
+	const uint64_t *offset;     /* [n + 1] */
+	const uint8_t *payload;     /* [payload_bytes] */
+	const uint32_t *prompt_len; /* [n], or NULL: no prompts */
 	uint64_t payload_bytes;
 	const char **conditions; /* [nconditions] */
 	size_t nconditions;

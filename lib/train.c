@@ -112,23 +112,33 @@ out:
 	return rc;
 }
 
-int
-cg_state_write(const struct cg_train_state *st, const char *path)
+struct cg_file *
+cg_state_file(const struct cg_train_state *st)
 {
 	struct cg_file *f = cg_file_new("state");
 	uint64_t n[1] = {st->nparams};
-	int rc = -1;
+
+	if (f == NULL)
+		return NULL;
+	cJSON_AddNumberToObject(f->manifest, "cursor", (double)st->cursor);
+	cJSON_AddNumberToObject(f->manifest, "t", (double)st->t);
+	if ((st->m && !cg_file_add(f, "opt.m", CG_F32, 1, n, st->m)) ||
+	    (st->v && !cg_file_add(f, "opt.v", CG_F32, 1, n, st->v))) {
+		cg_file_free(f);
+		return NULL;
+	}
+	return f;
+}
+
+int
+cg_state_write(const struct cg_train_state *st, const char *path)
+{
+	struct cg_file *f = cg_state_file(st);
+	int rc;
 
 	if (f == NULL)
 		return -1;
-	cJSON_AddNumberToObject(f->manifest, "cursor", (double)st->cursor);
-	cJSON_AddNumberToObject(f->manifest, "t", (double)st->t);
-	if (st->m && !cg_file_add(f, "opt.m", CG_F32, 1, n, st->m))
-		goto out;
-	if (st->v && !cg_file_add(f, "opt.v", CG_F32, 1, n, st->v))
-		goto out;
 	rc = cg_file_write(f, path, CG_COMPRESS_NONE);
-out:
 	cg_file_free(f);
 	return rc;
 }

@@ -42,6 +42,8 @@ struct cg_train_state {
 int cg_state_read(struct cg_train_state *st, const char *path,
 		  const struct cg_model *m);
 int cg_state_write(const struct cg_train_state *st, const char *path);
+/* The state as a cg file of kind "state" (caller frees), or NULL. */
+struct cg_file *cg_state_file(const struct cg_train_state *st);
 void cg_state_free(struct cg_train_state *st);
 
 /* Summary of one call. */

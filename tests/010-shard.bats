@@ -130,8 +130,11 @@ spread() {
 	[ -z "$output" ]
 	run -1 --separate-stderr cg-shard -o "$T/s" "$T/nodir"
 	assert_equal "$stderr" "cg-shard: $T/nodir: No such file or directory"
-	run -1 --separate-stderr cg-shard -o "$T/s" "$T"
+	run -1 --separate-stderr cg-shard --format idx -o "$T/s" "$T"
 	assert_equal "$stderr" "cg-shard: $T: no train-images-idx3-ubyte[.gz] here"
+	# without IDX files, a directory is text (011-shard-text.bats)
+	run -1 --separate-stderr cg-shard -o "$T/s" "$T"
+	assert_equal "$stderr" "cg-shard: $T: no fortune files here (regular files whose names have no dot)"
 	run -1 --separate-stderr cg-shard -o "$T/s" "$IMAGES"
 	assert_output ''
 	assert_equal "${#stderr_lines[@]}" 1

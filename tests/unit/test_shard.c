@@ -1,6 +1,6 @@
 /*
  * test_shard.c - invariants of cg_split, shard round trips, hostile IDX
- * files and hostile shards.
+ * files and hostile shards, and the text readers.
  *
  * The split tests are property tests: a few thousand random datasets
  * (skewed and empty conditions, duplicate payloads), strategies, shard
@@ -8,10 +8,14 @@
  * stratified holdout, weighted totals within one example, even per-
  * condition counts, order properties and determinism.  Shards are built,
  * written, read back and compared; damaged shards and IDX files must fail
- * with a message.  Exit 0 pass, 1 fail, 77 skip (no temporary directory).
+ * with a message.  The text readers are fed edge cases whose exact bytes
+ * are known (separators, escapes, NULs, invalid UTF-8, byte order marks,
+ * gzip, limits) and hostile files that must fail naming their line.
+ * Exit 0 pass, 1 fail, 77 skip (no temporary directory).
  */
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -651,6 +655,97 @@ test_shards(void)
 	cg_dataset_free(&d);
 }
 
+/* ------------------------------------------------------------- prompts */
+
+static void
+bad_prompt_long(struct cg_file *f)
+{
+	struct cg_tensor *t = cg_file_find(f, "prompt_len");
+	((uint32_t *)t->data)[t->nelem - 1] = 1000;
+}
+
+static void
+bad_prompt_dtype(struct cg_file *f)
+{
+	cg_file_find(f, "prompt_len")->dtype = CG_I8;
+}
+
+static void
+bad_prompt_shape(struct cg_file *f)
+{
+	cg_file_find(f, "prompt_len")->shape[0] += 1;
+}
+
+/* Shards of a text dataset with prompts carry prompt_len, checked. */
+static void
+test_prompt_shards(void)
+{
+	struct cg_rng r;
+	struct cg_dataset d;
+	struct cg_split s = {.strategy = CG_SPLIT_STRATIFIED,
+	                     .nshards = 2,
+	                     .holdout = 5,
+	                     .seed = 4};
+	char path[512];
+	int *a;
+
+	cg_rng_seed(&r, 7);
+	make_dataset(&d, &r, 60, 3);
+	d.prompt_len = malloc(d.n * sizeof(*d.prompt_len));
+	for (uint64_t i = 0; i < d.n; i++)
+		d.prompt_len[i] = (uint32_t)cg_rng_below(
+		    &r, d.offset[i + 1] - d.offset[i] + 1);
+	a = malloc(d.n * sizeof(int));
+	CHECK(cg_split_assign(&d, &s, a) == 0, "split: %s", cg_errmsg());
+	for (int shard = -1; shard < s.nshards; shard++) {
+		struct cg_shard *sh;
+
+		snprintf(path, sizeof(path), "%s/p%d.cgd", tmpdir, shard);
+		CHECK(cg_shard_write(&d, a, shard, &s, path,
+		                     CG_COMPRESS_NONE) == 0,
+		      "write %s: %s", path, cg_errmsg());
+		if ((sh = cg_shard_open(path)) == NULL) {
+			CHECK(0, "open %s: %s", path, cg_errmsg());
+			continue;
+		}
+		CHECK(sh->prompt_len != NULL, "%s: no prompt_len", path);
+		for (uint64_t j = 0; sh->prompt_len && j < sh->n; j++)
+			CHECK(sh->prompt_len[j] == d.prompt_len[sh->index[j]],
+			      "%s: example %llu: prompt_len %u, want %u", path,
+			      (unsigned long long)j, sh->prompt_len[j],
+			      d.prompt_len[sh->index[j]]);
+		cg_shard_free(sh);
+	}
+	expect_bad(&d, a, &s, bad_prompt_long, "tensor prompt_len");
+	expect_bad(&d, a, &s, bad_prompt_dtype, "dtype");
+	expect_bad(&d, a, &s, bad_prompt_shape, "elements");
+	expect_bad(&d, a, &s, bad_image, "not text");
+
+	/* the builder refuses a prompt longer than its example */
+	for (uint64_t i = 0; i < d.n; i++)
+		if (a[i] == 0) {
+			d.prompt_len[i] = 9;
+			break;
+		}
+	CHECK(cg_shard_build(&d, a, 0, &s) == NULL &&
+	          strstr(cg_errmsg(), "prompt") != NULL,
+	      "prompt longer than its example accepted: '%s'", cg_errmsg());
+
+	/* without prompts, no tensor and a NULL pointer */
+	free(d.prompt_len);
+	d.prompt_len = NULL;
+	snprintf(path, sizeof(path), "%s/np.cgd", tmpdir);
+	CHECK(cg_shard_write(&d, a, 0, &s, path, CG_COMPRESS_NONE) == 0, "%s",
+	      cg_errmsg());
+	struct cg_shard *sh = cg_shard_open(path);
+	CHECK(sh && sh->prompt_len == NULL &&
+	          cg_file_find(sh->file, "prompt_len") == NULL,
+	      "shard without prompts: %s", sh ? "has prompt_len" : cg_errmsg());
+	cg_shard_free(sh);
+	free(a);
+	cg_dataset_free(&d);
+}
+
 /* ----------------------------------------------------------------- IDX */
 
 /* Write an IDX file: header (magic type ndim, dims) then body. */
@@ -803,6 +898,347 @@ test_idx(void)
 	expect_idx("-", "-", 0, 0, "both be standard input");
 }
 
+/* ---------------------------------------------------------------- text */
+
+/* Write n bytes to tmpdir/name; its path into path. */
+static void
+put(char *path, size_t cap, const char *name, const void *data, size_t n)
+{
+	FILE *fp;
+
+	snprintf(path, cap, "%s/%s", tmpdir, name);
+	if ((fp = fopen(path, "wb")) == NULL) {
+		CHECK(0, "cannot write %s", path);
+		return;
+	}
+	if (n)
+		fwrite(data, 1, n, fp);
+	fclose(fp);
+}
+
+#define PUT(path, name, lit) put(path, sizeof(path), name, lit, sizeof(lit) - 1)
+
+struct want {
+	const char *cond;
+	const char *bytes;
+	size_t len;
+	uint32_t prompt;
+};
+#define W(c, lit, p)                                                           \
+	{                                                                      \
+		c, lit, sizeof(lit) - 1, p                                     \
+	}
+
+static int
+load(const char *path, enum cg_text_format f, uint64_t max, uint64_t limit,
+     struct cg_dataset *d)
+{
+	struct cg_text_options o = {
+	    .format = f, .max_entry = max, .limit = limit};
+
+	return cg_text_load(path, &o, d);
+}
+
+/* d holds exactly w[n], in order; prompts says whether prompt_len is set */
+static void
+expect_text(const char *what, const struct cg_dataset *d, const struct want *w,
+            size_t n, int prompts)
+{
+	CHECK(d->kind == CG_PAYLOAD_TEXT, "%s: not text", what);
+	CHECK(d->n == n, "%s: %llu examples, want %zu", what,
+	      (unsigned long long)d->n, n);
+	CHECK((d->prompt_len != NULL) == prompts, "%s: prompt_len %s", what,
+	      d->prompt_len ? "set" : "missing");
+	for (uint64_t i = 0; i < d->n && i < n; i++) {
+		uint64_t len = d->offset[i + 1] - d->offset[i];
+		CHECK(d->index[i] == i, "%s: index[%llu]", what,
+		      (unsigned long long)i);
+		CHECK(strcmp(d->conditions[d->cond[i]], w[i].cond) == 0,
+		      "%s: example %llu: condition '%s', want '%s'", what,
+		      (unsigned long long)i, d->conditions[d->cond[i]],
+		      w[i].cond);
+		CHECK(len == w[i].len && memcmp(d->payload + d->offset[i],
+		                                w[i].bytes, len) == 0,
+		      "%s: example %llu: %llu bytes '%.*s', want %zu '%s'",
+		      what, (unsigned long long)i, (unsigned long long)len,
+		      (int)len, d->payload + d->offset[i], w[i].len,
+		      w[i].bytes);
+		if (d->prompt_len)
+			CHECK(d->prompt_len[i] == w[i].prompt,
+			      "%s: example %llu: prompt_len %u, want %u", what,
+			      (unsigned long long)i, d->prompt_len[i],
+			      w[i].prompt);
+	}
+}
+
+static void
+expect_names(const char *what, const struct cg_dataset *d, const char *joined)
+{
+	char buf[512] = "";
+
+	for (size_t c = 0; c < d->nconditions; c++) {
+		if (c)
+			strncat(buf, ",", sizeof(buf) - strlen(buf) - 1);
+		strncat(buf, d->conditions[c], sizeof(buf) - strlen(buf) - 1);
+	}
+	CHECK(strcmp(buf, joined) == 0, "%s: conditions '%s', want '%s'", what,
+	      buf, joined);
+}
+
+static void
+expect_text_error(const char *path, enum cg_text_format f, uint64_t max,
+                  const char *want)
+{
+	struct cg_dataset d;
+	int rc = load(path, f, max, 0, &d);
+
+	CHECK(rc == -1 && strstr(cg_errmsg(), want) != NULL,
+	      "%s: expected '%s', got rc %d '%s'", path, want, rc,
+	      rc ? cg_errmsg() : "");
+	CHECK(d.n == 0 && d.payload == NULL && d.conditions == NULL,
+	      "%s: *out not zeroed on error", path);
+	cg_dataset_free(&d);
+}
+
+static void
+test_fortunes(void)
+{
+	char dir[512], p[512];
+	struct cg_dataset d;
+	static const struct want all[] = {
+	    W("a", "a1\r\n%\r\nstill a1", 0),
+	    W("b", "b1", 0),
+	    W("b", "b2\n", 0),
+	    W("b", "b3 \0 \377", 0),
+	};
+
+	snprintf(dir, sizeof(dir), "%s/fort", tmpdir);
+	mkdir(dir, 0777);
+	snprintf(p, sizeof(p), "%s/fort/sub", tmpdir);
+	mkdir(p, 0777);
+	/* "%\r" separates nothing; a leading "%", "%%" and an entry of one
+	 * empty line make empty entries, which are dropped */
+	PUT(p, "fort/a", "%\na1\r\n%\r\nstill a1\n%\n");
+	PUT(p, "fort/b", "b1\n%\n\n%\nb2\n\n%\n%\nb3 \0 \377");
+	PUT(p, "fort/c", "");
+	PUT(p, "fort/a.dat", "x\n%\ny\n");
+	PUT(p, "fort/a.u8", "x\n%\ny\n");
+	PUT(p, "fort/.hidden", "x\n%\ny\n");
+	PUT(p, "fort/sub/d", "x\n%\ny\n");
+
+	CHECK(load(dir, CG_TEXT_AUTO, 0, 0, &d) == 0, "fortunes: %s",
+	      cg_errmsg());
+	expect_text("fortunes", &d, all, 4, 0);
+	expect_names("fortunes", &d, "a,b,c");
+	cg_dataset_free(&d);
+
+	CHECK(load(dir, CG_TEXT_FORTUNES, 0, 2, &d) == 0, "limit: %s",
+	      cg_errmsg());
+	expect_text("fortunes --limit 2", &d, all, 2, 0);
+	expect_names("fortunes --limit 2", &d, "a,b,c");
+	cg_dataset_free(&d);
+
+	/* one file, named by its base name */
+	snprintf(p, sizeof(p), "%s/fort/b", tmpdir);
+	CHECK(load(p, CG_TEXT_FORTUNES, 0, 0, &d) == 0, "one file: %s",
+	      cg_errmsg());
+	expect_text("one fortune file", &d, all + 1, 3, 0);
+	cg_dataset_free(&d);
+
+	/* the entry cap, at and past the boundary */
+	PUT(p, "ten", "0123456789\n%\n");
+	CHECK(load(p, CG_TEXT_FORTUNES, 10, 0, &d) == 0, "cap 10: %s",
+	      cg_errmsg());
+	cg_dataset_free(&d);
+	expect_text_error(p, CG_TEXT_FORTUNES, 9, "line 1: longer than 9");
+	PUT(p, "lines", "01234\n56789\n%\n");
+	expect_text_error(p, CG_TEXT_FORTUNES, 10, "line 2: entry longer");
+	PUT(p, "last", "01234\n56789");
+	expect_text_error(p, CG_TEXT_FORTUNES, 10, "entry ending at line 2");
+
+	snprintf(dir, sizeof(dir), "%s/blank", tmpdir);
+	mkdir(dir, 0777);
+	PUT(p, "blank/e", "%\n%\n");
+	PUT(p, "blank/f", "\n");
+	expect_text_error(dir, CG_TEXT_AUTO, 0, "no entries in 2");
+	snprintf(dir, sizeof(dir), "%s/empty", tmpdir);
+	mkdir(dir, 0777);
+	expect_text_error(dir, CG_TEXT_AUTO, 0, "no fortune files");
+	expect_text_error("-", CG_TEXT_FORTUNES, 0, "standard input");
+	expect_text_error("/nonexistent", CG_TEXT_FORTUNES, 0,
+	                  "/nonexistent: No such file");
+}
+
+static void
+test_jsonl(void)
+{
+	static const char text[] =
+	    "\xef\xbb\xbf{\"cond\":\"z\",\"text\":\"nul\\u0000end\"}\n"
+	    "   \n"
+	    "{\"te\\u0078t\":\"\\ud83d\\ude00\\b\\f\\/\\\"\",\"prompt\":\"P\","
+	    "\"cond\":\"a\"}\n"
+	    "{\"prompt\":\"only prompt\",\"text\":\"\"}\n"
+	    "{\"cond\":\"m\",\"text\":\"raw \xff\xfe "
+	    "bytes\",\"x\":[1,{\"y\":\"}\"}],"
+	    "\"n\":-1.5e3,\"t\":true,\"f\":null}";
+	static const struct want all[] = {
+	    W("z", "nul\0end", 0),
+	    W("a", "P\xf0\x9f\x98\x80\b\f/\"", 1),
+	    W("(prompt)", "only prompt", 11),
+	    W("m", "raw \xff\xfe bytes", 0),
+	};
+	char p[512], g[512];
+	struct cg_dataset d;
+	gzFile gz;
+
+	PUT(p, "a.jsonl", text);
+	CHECK(load(p, CG_TEXT_AUTO, 0, 0, &d) == 0, "jsonl: %s", cg_errmsg());
+	expect_text("jsonl", &d, all, 4, 1);
+	expect_names("jsonl", &d, "(prompt),a,m,z");
+	cg_dataset_free(&d);
+
+	snprintf(g, sizeof(g), "%s/a.jsonl.gz", tmpdir);
+	gz = gzopen(g, "wb");
+	gzwrite(gz, text, sizeof(text) - 1);
+	gzclose(gz);
+	CHECK(load(g, CG_TEXT_AUTO, 0, 0, &d) == 0, "jsonl.gz: %s",
+	      cg_errmsg());
+	expect_text("jsonl.gz", &d, all, 4, 1);
+	cg_dataset_free(&d);
+
+	/* without a prompt anywhere, no prompt_len */
+	PUT(p, "np.json", "{\"cond\":\"x\",\"text\":\"t\"}\n");
+	CHECK(load(p, CG_TEXT_AUTO, 0, 0, &d) == 0, "%s", cg_errmsg());
+	expect_text("no prompts", &d, (struct want[]){W("x", "t", 0)}, 1, 0);
+	cg_dataset_free(&d);
+
+	/* the cap counts prompt and text together, after decoding */
+	PUT(p, "cap.jsonl",
+	    "{\"prompt\":\"ab\",\"text\":\"\\u00e9\\u00e9\",\"cond\":\"c\"}\n");
+	CHECK(load(p, CG_TEXT_JSONL, 6, 0, &d) == 0, "cap 6: %s", cg_errmsg());
+	cg_dataset_free(&d);
+	expect_text_error(p, CG_TEXT_JSONL, 5, "line 1: 6 bytes of prompt");
+
+	PUT(p, "b1.jsonl", "{\"cond\":\"a\",\"text\":\"x\"}\n[1]\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 2: not a JSON object");
+	PUT(p, "b2.jsonl",
+	    "{\"cond\":\"a\",\"text\":\"x\",\"te\\u0078t\":\"y\"}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 1: \"text\" given twice");
+	PUT(p, "b3.jsonl", "{\"cond\":\"a\",\"text\":\"x\ty\"}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 1: control character");
+	PUT(p, "b4.jsonl", "{\"cond\":\"a\",\"text\":null}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "\"text\" is not a string");
+	PUT(p, "b5.jsonl", "{\"cond\":\"a\\u0000\",\"text\":\"x\"}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "NUL byte in condition");
+	PUT(p, "b6.jsonl", "{\"cond\":\"\\u00ff\\u0001\",\"text\":\"x\"}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "control character in name");
+	PUT(p, "b7.jsonl", "{\"cond\":\"a\",\"text\":\"x\"}\x01");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 1: ");
+	PUT(p, "b8.jsonl", "{\"cond\":\"a\",\"text\":\"x\"}{}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "more after the JSON value");
+	PUT(p, "b9.jsonl", "{\"cond\":\"a\",\"text\":\"\\udc00\"}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 1: ");
+	PUT(p, "b10.jsonl",
+	    "{\"cond\":\"a\",\"text\":\"x\"}\n\n{\"cond\":\"a\"}");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 3: no \"text\"");
+
+	/* a line that never ends is cut off at its cap, not read whole */
+	{
+		size_t n = 8u << 20;
+		char *big = malloc(n);
+		memset(big, 'a', n);
+		memcpy(big, "{\"cond\":\"a\",\"text\":\"", 21);
+		put(p, sizeof(p), "big.jsonl", big, n);
+		free(big);
+		expect_text_error(p, CG_TEXT_AUTO, 0, "line 1: longer than");
+	}
+
+	/* the whole payload is capped by CG_MAX_BYTES */
+	PUT(p, "many.jsonl",
+	    "{\"cond\":\"a\",\"text\":\"0123456789\"}\n"
+	    "{\"cond\":\"a\",\"text\":\"0123456789\"}\n");
+	setenv("CG_MAX_BYTES", "15", 1);
+	expect_text_error(p, CG_TEXT_AUTO, 0, "CG_MAX_BYTES");
+	unsetenv("CG_MAX_BYTES");
+}
+
+static void
+test_tsv(void)
+{
+	static const struct want all[] = {
+	    W("x", "a\nb\tc\rd\\e", 0),
+	    W("y", "", 0),
+	    W("q\\r", "raw \0\377", 0),
+	};
+	char p[512];
+	struct cg_dataset d;
+	FILE *fp;
+
+	PUT(p, "a.tsv", "x\ta\\nb\\tc\\rd\\\\e\n\ny\t\nq\\\\r\traw \0\377\n");
+	CHECK(load(p, CG_TEXT_AUTO, 0, 0, &d) == 0, "tsv: %s", cg_errmsg());
+	expect_text("tsv", &d, all, 3, 0);
+	expect_names("tsv", &d, "q\\r,x,y");
+	cg_dataset_free(&d);
+	CHECK(load(p, CG_TEXT_TSV, 0, 1, &d) == 0, "%s", cg_errmsg());
+	expect_text("tsv --limit 1", &d, all, 1, 0);
+	cg_dataset_free(&d);
+	expect_text_error(p, CG_TEXT_TSV, 8, "line 1: text of 9 bytes");
+
+	PUT(p, "b1.tsv", "x\ty\nnotab\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 2: no tab");
+	PUT(p, "b2.tsv", "x\ty\tz\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "line 1: more than two fields");
+	PUT(p, "b3.tsv", "x\ty\\0\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "unknown escape \\0");
+	PUT(p, "b4.tsv", "x\ty\\\x01\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "before byte 0x01");
+	PUT(p, "b5.tsv", "x\\\ty\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "a backslash ends a field");
+	PUT(p, "b6.tsv", "\ty\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "condition: empty name");
+	PUT(p, "b7.tsv", "a\\tb\ty\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "control character in name");
+	PUT(p, "b8.tsv", "\xc3(\ty\n");
+	expect_text_error(p, CG_TEXT_AUTO, 0, "not valid UTF-8");
+
+	/* the vocabulary has a size limit */
+	snprintf(p, sizeof(p), "%s/many.tsv", tmpdir);
+	if ((fp = fopen(p, "w")) != NULL) {
+		for (int i = 0; i <= CG_SHARD_MAX_CONDITIONS; i++)
+			fprintf(fp, "c%d\tx\n", i);
+		fclose(fp);
+	}
+	expect_text_error(p, CG_TEXT_AUTO, 0, "distinct conditions");
+}
+
+static void
+test_text(void)
+{
+	struct cg_dataset d;
+	enum cg_text_format f;
+
+	CHECK(cg_text_format_guess("a/b.jsonl") == CG_TEXT_JSONL &&
+	          cg_text_format_guess("b.json.gz") == CG_TEXT_JSONL &&
+	          cg_text_format_guess("b.tsv.gz") == CG_TEXT_TSV &&
+	          cg_text_format_guess("b.tsv.bz2") == CG_TEXT_AUTO &&
+	          cg_text_format_guess("b.gz") == CG_TEXT_AUTO &&
+	          cg_text_format_guess(".tsv") == CG_TEXT_AUTO &&
+	          cg_text_format_guess("-") == CG_TEXT_AUTO,
+	      "cg_text_format_guess");
+	CHECK(cg_text_format_parse("tsv", &f) == 0 && f == CG_TEXT_TSV &&
+	          cg_text_format_parse("auto", &f) == -1 &&
+	          strcmp(cg_text_format_name(CG_TEXT_FORTUNES), "fortunes") ==
+	              0,
+	      "cg_text_format_parse");
+	expect_text_error("x.txt", CG_TEXT_AUTO, 0, "cannot tell");
+	CHECK(load("x.tsv", CG_TEXT_TSV, CG_TEXT_MAX_ENTRY_LIMIT + 1, 0, &d) ==
+	          -1,
+	      "entry cap above the limit accepted");
+	test_fortunes();
+	test_jsonl();
+	test_tsv();
+}
+
 int
 main(void)
 {
@@ -817,7 +1253,9 @@ main(void)
 	test_split_cases();
 	test_split_properties();
 	test_shards();
+	test_prompt_shards();
 	test_idx();
+	test_text();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "warning: could not remove %s\n", tmpdir);

@@ -1,0 +1,280 @@
+/*
+ * arch_cgpt.c - the cgpt architecture as the model layer sees it.
+ *
+ * Binds lib/cgpt.c to struct cg_arch: config from JSON, and text shard
+ * examples turned into token sequences.  Example i (condition k, payload
+ * p[0..n), the first P bytes of it a prompt when the shard has a u32
+ * "prompt_len" tensor, else P = 0) is the sequence
+ *
+ *     COND = 256 + k,  p[0], ..., p[n-1],  EOT = 256 + ncond
+ *
+ * and the model predicts each token from those before it; only the text
+ * bytes p[P..n) and EOT are scored (never the condition token or the
+ * prompt).  Call rest = p ⊕ EOT (R = n + 1 tokens).  With R <= T the
+ * inputs are COND, rest[0 .. R-1) and the tail is padding (EOT tokens,
+ * weight 0).  With R > T the sequence is cut to a window: COND is kept at
+ * position 0 and followed by rest[o .. o+T-1), the targets being rest[o ..
+ * o+T); the offset o is uniform in [max(0, P+1-T), R-T], so that the
+ * window always scores at least one token, drawn with cg_rng_below from
+ * cg_rng_derive(noise_seed, index[i], WINDOW_TAG), index[i] being the
+ * example's position in the input: the same example gets the same window
+ * whichever worker and batch it lands in.  Evaluation uses one window per
+ * long example.
+ *
+ * The loss of a batch is the mean cross-entropy in nats per scored token
+ * over the whole batch (not per example).  cg_metrics: loss = that mean,
+ * bits_per = loss / ln 2 (bits per byte, EOT counted as a byte), part[0]
+ * ("tokens") = scored tokens per example in this batch, so that a
+ * per-token mean over batches weighs each batch's loss by part[0] * n;
+ * n = examples.
+ *
+ * Memory: a batch is run through the model in chunks of at most
+ * CHUNK_BYTES of workspace (activations and their gradients); gradients
+ * accumulate over chunks, so chunking changes only rounding.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cgpt.h"
+#include "model.h"
+
+#define WINDOW_TAG 0x77696e646f77ULL /* "window" */
+#define CHUNK_BYTES ((size_t)512 << 20)
+
+struct cgpt_ws {
+	struct cg_cgpt_config c;
+	struct cg_cgpt_ws *ws;
+	int cap;       /* sequences the model workspace holds */
+	int seq_cap;   /* sequences tokens, targets and weight hold */
+	int *tokens;   /* [seq_cap, T] */
+	int *targets;  /* [seq_cap, T] */
+	float *weight; /* [seq_cap, T] */
+};
+
+static int
+get_config(const cJSON *j, struct cg_cgpt_config *c)
+{
+	static const char *keys[] = {"ncond",  "context", "width",
+	                             "layers", "heads",   "tied"};
+	int *dst[] = {&c->ncond, &c->T, &c->C, &c->L, &c->NH, &c->tied};
+
+	for (int i = 0; i < 6; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+		if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
+		    v->valuedouble > CG_CGPT_MAX_C * 2.0 ||
+		    v->valuedouble != (int)v->valuedouble)
+			return cg_seterr("config: \"%s\" missing or out of "
+			                 "range",
+			                 keys[i]);
+		*dst[i] = (int)v->valuedouble;
+	}
+	return cg_cgpt_check_config(c);
+}
+
+static int
+cgpt_layout(struct cg_model *m)
+{
+	struct cg_cgpt_config c;
+	int nv;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	m->nparams = cg_cgpt_nparams(&c);
+	nv = cg_cgpt_nviews(&c);
+	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
+		return cg_seterr("out of memory");
+	if ((m->nviews = cg_cgpt_views(&c, m->views, nv)) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+cgpt_init(struct cg_model *m, struct cg_rng *r)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) == 0)
+		cg_cgpt_init(&c, m->params, r);
+}
+
+static int
+cgpt_check_data(struct cg_model *m, const struct cg_shard *s)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	if (s->kind != CG_PAYLOAD_TEXT)
+		return cg_seterr("cgpt needs text data");
+	if (s->nconditions != (size_t)c.ncond)
+		return cg_seterr("%zu conditions in the data, %d in the model",
+		                 s->nconditions, c.ncond);
+	return cg_model_check_conditions(m, s);
+}
+
+static void
+cgpt_free_ws(struct cg_model *m)
+{
+	struct cgpt_ws *w = m->ws;
+
+	if (w == NULL)
+		return;
+	cg_cgpt_ws_free(w->ws);
+	free(w->tokens);
+	free(w->targets);
+	free(w->weight);
+	free(w);
+	m->ws = NULL;
+	m->ws_batch = 0;
+}
+
+/* Sequences per chunk for a batch of B: as many as CHUNK_BYTES allow,
+ * the batch cut into equal chunks. */
+static int
+chunk_size(const struct cg_cgpt_config *c, int B)
+{
+	/* Floats per sequence, as cg_cgpt_ws_new lays them out (roughly). */
+	double C = c->C, T = c->T, V = cg_cgpt_vocab(c);
+	double per =
+	    T * (c->L * (16 * C + c->NH * T + 4) + 17 * C + 2 * V + c->NH + 8);
+	double most = CHUNK_BYTES / (4 * per);
+	int cap = most < 1 ? 1 : most > B ? B : (int)most;
+	int nchunks = (B + cap - 1) / cap;
+
+	return (B + nchunks - 1) / nchunks;
+}
+
+/* The workspace for batches of B (model chunks of cap); NULL on error. */
+static struct cgpt_ws *
+get_ws(struct cg_model *m, int B)
+{
+	struct cgpt_ws *w = m->ws;
+	struct cg_cgpt_config c;
+	int cap;
+
+	if (get_config(m->config, &c) != 0)
+		return NULL;
+	cap = chunk_size(&c, B);
+	if (w && w->cap >= cap && w->seq_cap >= B)
+		return w;
+	cgpt_free_ws(m);
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	m->ws = w;
+	w->c = c;
+	size_t n = (size_t)B * c.T;
+	if ((w->ws = cg_cgpt_ws_new(&c, cap)) == NULL ||
+	    (w->tokens = cg_alloc(n * sizeof(int))) == NULL ||
+	    (w->targets = cg_alloc(n * sizeof(int))) == NULL ||
+	    (w->weight = cg_alloc(n * sizeof(float))) == NULL) {
+		cgpt_free_ws(m);
+		return NULL;
+	}
+	w->cap = m->ws_batch = cap;
+	w->seq_cap = B;
+	return w;
+}
+
+/*
+ * Example i of s as one row of T tokens, targets and weights (1 scored,
+ * 0 not), windowed as the file comment says.  P is its prompt length.
+ * Returns the number of scored tokens.
+ */
+static int
+make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
+         uint64_t P, uint64_t noise_seed, int *tok, int *tgt, float *wt)
+{
+	const int T = c->T, EOT = 256 + c->ncond;
+	uint64_t n, R, o = 0;
+	const uint8_t *p = cg_shard_example(s, i, &n);
+	int count = 0;
+
+	R = n + 1;
+	if (R > (uint64_t)T) {
+		uint64_t lo = P + 1 > (uint64_t)T ? P + 1 - T : 0;
+		uint64_t hi = R - T;
+		struct cg_rng r;
+
+		cg_rng_derive(&r, noise_seed, s->index[i], WINDOW_TAG);
+		o = lo + cg_rng_below(&r, hi - lo + 1);
+	}
+	tok[0] = 256 + (int)s->cond[i];
+	for (int t = 0; t < T; t++) {
+		uint64_t j = o + t; /* target's index in rest */
+		if (t > 0)
+			tok[t] = j - 1 < n ? p[j - 1] : EOT;
+		tgt[t] = j < n ? p[j] : EOT;
+		wt[t] = j < R && j >= P;
+		count += j < R && j >= P;
+	}
+	return count;
+}
+
+static int
+cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cgpt_ws *w;
+	uint64_t count = 0;
+	double loss = 0;
+
+	if (B < 1)
+		return cg_seterr("cgpt: batch %d: not positive", B);
+	if ((w = get_ws(m, B)) == NULL)
+		return -1;
+	const int T = w->c.T;
+	for (int b = 0; b < B; b++) {
+		uint64_t i = ex[b];
+		size_t r = (size_t)b * T;
+
+		if (i >= s->n)
+			return cg_seterr("cgpt: example %llu: the shard has "
+			                 "%llu",
+			                 (unsigned long long)i,
+			                 (unsigned long long)s->n);
+		/* cg_shard_open checked prompt_len[i] <= the length. */
+		uint64_t P = s->prompt_len ? s->prompt_len[i] : 0;
+		count += make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
+		                  w->targets + r, w->weight + r);
+	}
+	memset(out, 0, sizeof(*out));
+	out->n = (uint64_t)B;
+	if (count == 0)
+		return 0;
+	/* Weights 1/count make the summed loss a mean per scored token. */
+	float inv = (float)(1.0 / (double)count);
+	for (size_t j = 0; j < (size_t)B * T; j++)
+		w->weight[j] *= inv;
+	for (int b0 = 0; b0 < B; b0 += w->cap) {
+		int nb = B - b0 < w->cap ? B - b0 : w->cap;
+		size_t r = (size_t)b0 * T;
+		double part;
+
+		if (cg_cgpt_forward_backward(
+		        &w->c, m->params, w->ws, w->tokens + r, w->targets + r,
+		        w->weight + r, nb, T, grad, &part) != 0)
+			return -1;
+		loss += part;
+	}
+	out->loss = loss;
+	out->bits_per = loss / M_LN2;
+	out->part[0] = (double)count / B;
+	return 0;
+}
+
+const struct cg_arch cg_arch_cgpt = {
+    .name = "cgpt",
+    .loss_name = "loss",
+    .part_names = {"tokens", NULL, NULL},
+    .layout = cgpt_layout,
+    .init = cgpt_init,
+    .check_data = cgpt_check_data,
+    .batch = cgpt_batch,
+    .sample_image = NULL,
+    .free_ws = cgpt_free_ws,
+};

@@ -1,0 +1,842 @@
+/*
+ * test_cgpt.c - the conditional GPT: layout, init, gradients against
+ * finite differences, and the arch's sequences from text shards.
+ *
+ * Checks the config limits, the view table (names, shapes, order,
+ * contiguity, weight decay), GPT-2's init, that a fresh model's loss is
+ * about ln V, every parameter gradient of a tiny model (tied and untied)
+ * against central differences, reported per view, plus a directional
+ * derivative; that a corrupted gradient is caught; that a batch equals the
+ * sum of its halves, that a prefix of a sequence gets the same logits as
+ * the whole (causality), and the error returns.  Through struct cg_arch:
+ * text shards with and without prompts become the sequences arch_cgpt.c
+ * documents (rebuilt here independently, windows included), counted and
+ * scored as documented, the same wherever an example lands.
+ * Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cg.h"
+#include "cgpt.h"
+#include "model.h"
+#include "shard.h"
+
+/*
+ * Extrapolated central differences (fd_range) with steps FD_H and 2 FD_H
+ * on a float model whose loss is O(1): rounding contributes a few 1e-7
+ * to each difference quotient, truncation (h^4 times a fifth derivative)
+ * less; a gradient passes when |g - fd| <= FD_TOL * (FD_FLOOR + |fd|).
+ */
+#define FD_H 3e-2
+#define FD_TOL 1e-2
+#define FD_FLOOR 1e-3
+#define MAXV 256
+
+static int failures;
+static struct cg_rng rng;
+
+static void
+expect(int cond, const char *what)
+{
+	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
+	if (!cond)
+		failures++;
+}
+
+static void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz);
+
+	if (p == NULL) {
+		fprintf(stderr, "test_cgpt: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static void
+die(const char *what)
+{
+	fprintf(stderr, "test_cgpt: %s: %s\n", what, cg_errmsg());
+	exit(1);
+}
+
+/* ------------------------------------------------------------- config */
+
+static void
+test_config(void)
+{
+	struct cg_cgpt_config ok = {3, 16, 12, 2, 3, 0};
+	struct cg_cgpt_config bad[] = {
+	    {0, 16, 12, 2, 3, 0},                        /* no conditions */
+	    {3, 0, 12, 2, 3, 0},                         /* no context */
+	    {3, 16, 12, 2, 5, 0},                        /* 5 heads in 12 */
+	    {3, 16, 12, 0, 3, 0},                        /* no layers */
+	    {3, 16, 12, 2, 3, 2},                        /* tied = 2 */
+	    {3, CG_CGPT_MAX_T + 1, 12, 2, 3, 0},         /* context too long */
+	    {3, 16, CG_CGPT_MAX_C, CG_CGPT_MAX_L, 1, 0}, /* too many params */
+	};
+	int all = 1;
+
+	expect(cg_cgpt_check_config(&ok) == 0, "a good config passes");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (cg_cgpt_check_config(&bad[i]) == 0 ||
+		    cg_cgpt_nparams(&bad[i]) != 0) {
+			printf("     bad config %zu accepted\n", i);
+			all = 0;
+		}
+	expect(all, "bad configs are refused with a message");
+	expect(cg_cgpt_ws_new(&ok, 0) == NULL, "a batch of 0 is refused");
+}
+
+/* ------------------------------------------------------------- views */
+
+static const char *const decayed[] = {"attn.qkv.w", "attn.proj.w", "mlp.fc.w",
+                                      "mlp.proj.w"};
+
+static int
+should_decay(const char *name)
+{
+	if (strcmp(name, "lm_head.w") == 0)
+		return 1;
+	for (size_t i = 0; i < 4; i++) {
+		size_t n = strlen(name), m = strlen(decayed[i]);
+		if (n > m && strcmp(name + n - m, decayed[i]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static const struct cg_view *
+find_view(const struct cg_view *v, int nv, const char *name)
+{
+	for (int i = 0; i < nv; i++)
+		if (strcmp(v[i].name, name) == 0)
+			return &v[i];
+	return NULL;
+}
+
+static int
+has_shape(const struct cg_view *v, int ndim, uint64_t d0, uint64_t d1)
+{
+	return v != NULL && v->ndim == ndim && v->shape[0] == d0 &&
+	       (ndim == 1 || v->shape[1] == d1);
+}
+
+static void
+test_views(int tied)
+{
+	struct cg_cgpt_config c = {5, 16, 12, 3, 3, tied};
+	struct cg_view v[MAXV];
+	int nv = cg_cgpt_views(&c, v, MAXV);
+	uint64_t V = 256 + 5 + 1, C = 12;
+	size_t off = 0;
+	int contiguous = 1, decay = 1;
+	char what[96];
+
+	snprintf(what, sizeof(what), "%s: %d views, 12 L + %d",
+	         tied ? "tied" : "untied", nv, tied ? 4 : 5);
+	expect(nv == cg_cgpt_nviews(&c) && nv == 12 * 3 + 4 + !tied, what);
+	for (int i = 0; i < nv; i++) {
+		contiguous &= v[i].off == off;
+		off += v[i].n;
+		decay &= v[i].decay == should_decay(v[i].name);
+	}
+	expect(contiguous && off == cg_cgpt_nparams(&c),
+	       "views tile the buffer in order");
+	expect(decay, "decay on Linear weights only (not embeddings, "
+	              "biases, LayerNorm)");
+	expect(strcmp(v[0].name, "wte") == 0 && has_shape(&v[0], 2, V, C) &&
+	           strcmp(v[1].name, "wpe") == 0 && has_shape(&v[1], 2, 16, C),
+	       "wte [V, C] then wpe [T, C]");
+	expect(strcmp(v[2].name, "h.0.ln1.w") == 0 &&
+	           has_shape(find_view(v, nv, "h.2.attn.qkv.w"), 2, 3 * C, C) &&
+	           has_shape(find_view(v, nv, "h.2.attn.qkv.b"), 1, 3 * C, 0) &&
+	           has_shape(find_view(v, nv, "h.1.attn.proj.w"), 2, C, C) &&
+	           has_shape(find_view(v, nv, "h.1.mlp.fc.w"), 2, 4 * C, C) &&
+	           has_shape(find_view(v, nv, "h.1.mlp.fc.b"), 1, 4 * C, 0) &&
+	           has_shape(find_view(v, nv, "h.0.mlp.proj.w"), 2, C, 4 * C) &&
+	           has_shape(find_view(v, nv, "h.0.ln2.b"), 1, C, 0),
+	       "block tensors named and shaped as GPT-2's");
+	expect(tied ? strcmp(v[nv - 1].name, "lnf.b") == 0 &&
+	                  find_view(v, nv, "lm_head.w") == NULL
+	            : strcmp(v[nv - 1].name, "lm_head.w") == 0 &&
+	                  has_shape(&v[nv - 1], 2, V, C),
+	       tied ? "tied: no lm_head.w" : "untied: lm_head.w [V, C] last");
+	expect(cg_cgpt_views(&c, v, nv - 1) == -1, "a short view table fails");
+}
+
+/* -------------------------------------------------------------- init */
+
+static void
+stats(const float *p, size_t n, double *mean, double *sd)
+{
+	double s = 0, ss = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += p[i];
+	*mean = s / n;
+	for (size_t i = 0; i < n; i++)
+		ss += (p[i] - *mean) * (p[i] - *mean);
+	*sd = sqrt(ss / n);
+}
+
+static void
+test_init(void)
+{
+	struct cg_cgpt_config c = {3, 64, 64, 4, 4, 0};
+	struct cg_view v[MAXV];
+	int nv = cg_cgpt_views(&c, v, MAXV);
+	size_t np = cg_cgpt_nparams(&c);
+	float *p = xcalloc(np, sizeof(float)), *q = xcalloc(np, sizeof(float));
+	int ok = 1;
+	struct cg_rng r;
+
+	cg_rng_seed(&r, 7);
+	cg_cgpt_init(&c, p, &r);
+	cg_rng_seed(&r, 7);
+	cg_cgpt_init(&c, q, &r);
+	expect(memcmp(p, q, np * sizeof(float)) == 0, "init is seeded");
+	for (int i = 0; i < nv; i++) {
+		const char *name = v[i].name;
+		size_t len = strlen(name);
+		double mean, sd, want;
+		int ln = strstr(name, "ln") != NULL;
+
+		stats(p + v[i].off, v[i].n, &mean, &sd);
+		if (name[len - 1] == 'b')
+			ok &= mean == 0 && sd == 0;
+		else if (ln)
+			ok &= mean == 1 && sd == 0;
+		else {
+			want = strstr(name, "proj.w") ? 0.02 / sqrt(2.0 * c.L)
+			                              : 0.02;
+			if (fabs(sd - want) > 0.1 * want ||
+			    fabs(mean) > 4 * want / sqrt((double)v[i].n)) {
+				printf("     %s: mean %.3g sd %.4g, want sd "
+				       "%.4g\n",
+				       name, mean, sd, want);
+				ok = 0;
+			}
+		}
+	}
+	expect(ok, "GPT-2 init: N(0, 0.02), residual projections / sqrt(2L), "
+	           "biases 0, gains 1");
+	free(p);
+	free(q);
+}
+
+/* ------------------------------------------------------ the test case */
+
+struct tcase {
+	struct cg_cgpt_config c;
+	int B, T;
+	size_t np;
+	struct cg_view v[MAXV];
+	int nv;
+	float *params, *grad, *weight;
+	int *tokens, *targets;
+	struct cg_cgpt_ws *ws;
+};
+
+/*
+ * A case of B sequences of T positions; weights positive on about 3 in 4
+ * positions and summing to 1, the rest 0 with garbage targets.
+ * big: parameters far from init (N(0, 0.3), gains 1 + N(0, 0.2)) so
+ * that no gradient is trivially small.
+ */
+static void
+tcase_init(struct tcase *t, struct cg_cgpt_config c, int B, int T, int big)
+{
+	int V = cg_cgpt_vocab(&c);
+	double wsum = 0;
+
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->B = B;
+	t->T = T;
+	t->np = cg_cgpt_nparams(&c);
+	t->nv = cg_cgpt_views(&c, t->v, MAXV);
+	t->params = xcalloc(t->np, sizeof(float));
+	t->grad = xcalloc(t->np, sizeof(float));
+	t->weight = xcalloc((size_t)B * T, sizeof(float));
+	t->tokens = xcalloc((size_t)B * T, sizeof(int));
+	t->targets = xcalloc((size_t)B * T, sizeof(int));
+	cg_cgpt_init(&c, t->params, &rng);
+	if (big)
+		for (int i = 0; i < t->nv; i++) {
+			const struct cg_view *v = &t->v[i];
+			int gain = strstr(v->name, "ln") &&
+			           v->name[strlen(v->name) - 1] == 'w';
+			for (size_t j = 0; j < v->n; j++)
+				t->params[v->off + j] =
+				    gain ? 1 + 0.2f * cg_rng_normal(&rng)
+				         : 0.3f * cg_rng_normal(&rng);
+		}
+	for (int i = 0; i < B * T; i++) {
+		t->tokens[i] = (int)cg_rng_below(&rng, V);
+		if (cg_rng_below(&rng, 4) == 0) {
+			t->targets[i] = -1 - (int)cg_rng_below(&rng, 9);
+			t->weight[i] = 0;
+		} else {
+			t->targets[i] = (int)cg_rng_below(&rng, V);
+			t->weight[i] = 0.5f + cg_rng_uniform(&rng);
+		}
+		wsum += t->weight[i];
+	}
+	for (int i = 0; i < B * T; i++)
+		t->weight[i] = (float)(t->weight[i] / wsum);
+	if ((t->ws = cg_cgpt_ws_new(&c, B)) == NULL)
+		die("cg_cgpt_ws_new");
+}
+
+static void
+tcase_free(struct tcase *t)
+{
+	free(t->params);
+	free(t->grad);
+	free(t->weight);
+	free(t->tokens);
+	free(t->targets);
+	cg_cgpt_ws_free(t->ws);
+}
+
+static double
+tloss(struct tcase *t, float *grad)
+{
+	double loss;
+
+	if (cg_cgpt_forward_backward(&t->c, t->params, t->ws, t->tokens,
+	                             t->targets, t->weight, t->B, t->T, grad,
+	                             &loss) != 0)
+		die("cg_cgpt_forward_backward");
+	return loss;
+}
+
+/* ---------------------------------------------------- gradient checks */
+
+/* The loss with parameter i at v (restored after). */
+static double
+loss_at(struct tcase *t, size_t i, float v)
+{
+	float orig = t->params[i];
+	double l;
+
+	t->params[i] = v;
+	l = tloss(t, NULL);
+	t->params[i] = orig;
+	return l;
+}
+
+/*
+ * Largest relative error over elements [off, off+n) of t's gradient
+ * against a Richardson-extrapolated central difference: (4 D(h) - D(2h))
+ * / 3 cancels the h^2 term, so the step can be large enough for float
+ * rounding to stay small.
+ */
+static double
+fd_range(struct tcase *t, size_t off, size_t n, double *maxabs)
+{
+	double maxrel = 0;
+
+	for (size_t i = off; i < off + n; i++) {
+		float p = t->params[i];
+		float h1 = p + (float)FD_H, l1 = p - (float)FD_H;
+		float h2 = p + 2 * (float)FD_H, l2 = p - 2 * (float)FD_H;
+		/* The steps actually taken, after rounding to float. */
+		double d1 =
+		    (loss_at(t, i, h1) - loss_at(t, i, l1)) / ((double)h1 - l1);
+		double d2 =
+		    (loss_at(t, i, h2) - loss_at(t, i, l2)) / ((double)h2 - l2);
+		double fd = (4 * d1 - d2) / 3;
+		double ad = fabs(t->grad[i] - fd);
+		double rel = ad / (FD_FLOOR + fabs(fd));
+		if (!(rel <= maxrel))
+			maxrel = rel;
+		if (ad > *maxabs)
+			*maxabs = ad;
+	}
+	return maxrel;
+}
+
+static void
+test_gradients(int tied)
+{
+	struct cg_cgpt_config c = {2, 6, 8, 2, 2, tied};
+	struct tcase t;
+	double worst = 0;
+	const char *worst_name = "";
+	char what[128];
+
+	tcase_init(&t, c, 3, 6, 1);
+	/* Non-zero on entry: backward must add to it. */
+	for (size_t i = 0; i < t.np; i++)
+		t.grad[i] = 1.0f;
+	tloss(&t, t.grad);
+	for (size_t i = 0; i < t.np; i++)
+		t.grad[i] -= 1.0f;
+	printf("     %s model, %zu parameters, loss %.6f\n",
+	       tied ? "tied" : "untied", t.np, tloss(&t, NULL));
+	for (int i = 0; i < t.nv; i++) {
+		double maxabs = 0;
+		double rel = fd_range(&t, t.v[i].off, t.v[i].n, &maxabs);
+		int ok = rel <= FD_TOL;
+
+		printf("%-4s   %-18s n=%-5zu max rel err %.3g  max abs diff "
+		       "%.3g\n",
+		       ok ? "ok" : "FAIL", t.v[i].name, t.v[i].n, rel, maxabs);
+		if (!ok)
+			failures++;
+		if (rel > worst) {
+			worst = rel;
+			worst_name = t.v[i].name;
+		}
+	}
+	snprintf(what, sizeof(what),
+	         "%s: every gradient matches finite differences (worst %.3g, "
+	         "%s)",
+	         tied ? "tied" : "untied", worst, worst_name);
+	expect(worst <= FD_TOL, what);
+
+	/* A directional derivative has far more signal than one entry. */
+	float *d = xcalloc(t.np, sizeof(float)),
+	      *p0 = xcalloc(t.np, sizeof(float));
+	double gd = 0, h = 1e-3;
+	memcpy(p0, t.params, t.np * sizeof(float));
+	for (size_t i = 0; i < t.np; i++) {
+		d[i] = cg_rng_normal(&rng);
+		gd += (double)t.grad[i] * d[i];
+	}
+	for (size_t i = 0; i < t.np; i++)
+		t.params[i] = p0[i] + (float)h * d[i];
+	double lp = tloss(&t, NULL);
+	for (size_t i = 0; i < t.np; i++)
+		t.params[i] = p0[i] - (float)h * d[i];
+	double lm = tloss(&t, NULL);
+	memcpy(t.params, p0, t.np * sizeof(float));
+	double fd = (lp - lm) / (2 * h), rel = fabs(fd - gd) / fabs(gd);
+	snprintf(what, sizeof(what),
+	         "%s: directional derivative g.d %.6g, fd %.6g (rel %.2g)",
+	         tied ? "tied" : "untied", gd, fd, rel);
+	expect(rel < 1e-3, what);
+
+	/* The checker catches a 2% error in one entry of a gradient. */
+	size_t at = t.v[4].off + 3; /* inside h.0.attn.qkv.w */
+	double maxabs = 0;
+	t.grad[at] *= 1.02f;
+	expect(fabs(t.grad[at]) > 1e-2 && fd_range(&t, at, 1, &maxabs) > FD_TOL,
+	       "a corrupted gradient entry is caught");
+	free(d);
+	free(p0);
+	tcase_free(&t);
+}
+
+/* ------------------------------------------------------ loss of a fresh
+ * model, batch halves, causality, errors */
+
+static void
+test_fresh_loss(void)
+{
+	struct cg_cgpt_config c = {3, 32, 64, 2, 4, 1};
+	struct tcase t;
+	char what[96];
+
+	tcase_init(&t, c, 4, 32, 0);
+	double loss = tloss(&t, NULL), lnv = log(cg_cgpt_vocab(&c));
+	snprintf(what, sizeof(what), "fresh model: loss %.4f, ln V = %.4f",
+	         loss, lnv);
+	expect(fabs(loss - lnv) < 0.05, what);
+	tcase_free(&t);
+}
+
+static void
+test_halves(void)
+{
+	struct cg_cgpt_config c = {2, 7, 16, 2, 4, 0};
+	struct tcase t;
+	float *g2;
+	double l1, l2;
+	double worst = 0;
+
+	tcase_init(&t, c, 4, 7, 1);
+	g2 = xcalloc(t.np, sizeof(float));
+	l1 = tloss(&t, t.grad);
+	/* First two sequences, then the last two, into one gradient. */
+	t.B = 2;
+	l2 = tloss(&t, g2);
+	t.tokens += 2 * 7;
+	t.targets += 2 * 7;
+	t.weight += 2 * 7;
+	l2 += tloss(&t, g2);
+	t.tokens -= 2 * 7;
+	t.targets -= 2 * 7;
+	t.weight -= 2 * 7;
+	t.B = 4;
+	for (size_t i = 0; i < t.np; i++) {
+		double d = fabs(t.grad[i] - g2[i]) / (1e-4 + fabs(t.grad[i]));
+		worst = d > worst ? d : worst;
+	}
+	expect(fabs(l1 - l2) <= 1e-6 * fabs(l1) && worst < 1e-4,
+	       "a batch gives the sum of its halves (loss and gradient)");
+	free(g2);
+	tcase_free(&t);
+}
+
+static void
+test_prefix(void)
+{
+	struct cg_cgpt_config c = {2, 9, 16, 2, 2, 1};
+	struct tcase t;
+	int V = cg_cgpt_vocab(&c);
+	float *full;
+	double worst = 0;
+
+	tcase_init(&t, c, 2, 9, 1);
+	full = xcalloc((size_t)2 * 9 * V, sizeof(float));
+	if (cg_cgpt_forward(&c, t.params, t.ws, t.tokens, 2, 9) != 0)
+		die("cg_cgpt_forward");
+	memcpy(full, cg_cgpt_logits(t.ws), (size_t)2 * 9 * V * sizeof(float));
+	/* The first 4 positions of each sequence, packed as [2, 4]. */
+	int pre[2 * 4];
+	for (int b = 0; b < 2; b++)
+		for (int i = 0; i < 4; i++)
+			pre[b * 4 + i] = t.tokens[b * 9 + i];
+	if (cg_cgpt_forward(&c, t.params, t.ws, pre, 2, 4) != 0)
+		die("cg_cgpt_forward");
+	const float *lg = cg_cgpt_logits(t.ws);
+	for (int b = 0; b < 2; b++)
+		for (int i = 0; i < 4 * V; i++) {
+			double a = lg[b * 4 * V + i], r = full[b * 9 * V + i];
+			double d = fabs(a - r) / (1e-5 + fabs(r));
+			worst = d > worst ? d : worst;
+		}
+	expect(worst < 1e-4, "causal: a prefix gets the logits it gets in the "
+	                     "whole sequence");
+	free(full);
+	tcase_free(&t);
+}
+
+static void
+test_errors(void)
+{
+	struct cg_cgpt_config c = {2, 6, 8, 1, 2, 0}, other = c;
+	struct tcase t;
+	int V = cg_cgpt_vocab(&c);
+	int ok = 1;
+
+	tcase_init(&t, c, 2, 6, 0);
+	for (size_t i = 0; i < t.np; i++)
+		t.grad[i] = 3;
+	double loss = 42;
+	t.tokens[3] = V;
+	ok &= cg_cgpt_forward_backward(&c, t.params, t.ws, t.tokens, t.targets,
+	                               t.weight, 2, 6, t.grad, &loss) == -1 &&
+	      strstr(cg_errmsg(), "token") != NULL;
+	t.tokens[3] = -1;
+	ok &= cg_cgpt_forward(&c, t.params, t.ws, t.tokens, 2, 6) == -1;
+	t.tokens[3] = 0;
+	t.weight[5] = 0.1f;
+	t.targets[5] = V;
+	ok &= cg_cgpt_forward_backward(&c, t.params, t.ws, t.tokens, t.targets,
+	                               t.weight, 2, 6, t.grad, &loss) == -1 &&
+	      strstr(cg_errmsg(), "target") != NULL;
+	/* With weight 0 the same target is padding and never read. */
+	t.weight[5] = 0;
+	ok &= cg_cgpt_forward_backward(&c, t.params, t.ws, t.tokens, t.targets,
+	                               t.weight, 2, 6, NULL, NULL) == 0;
+	ok &= cg_cgpt_forward(&c, t.params, t.ws, t.tokens, 3, 6) == -1;
+	ok &= cg_cgpt_forward(&c, t.params, t.ws, t.tokens, 0, 6) == -1;
+	ok &= cg_cgpt_forward(&c, t.params, t.ws, t.tokens, 1, 7) == -1;
+	other.tied = 1;
+	ok &= cg_cgpt_forward(&other, t.params, t.ws, t.tokens, 1, 6) == -1 &&
+	      strstr(cg_errmsg(), "another config") != NULL;
+	for (size_t i = 0; i < t.np; i++)
+		ok &= t.grad[i] == 3;
+	ok &= loss == 42;
+	expect(ok, "bad tokens, targets, sizes and configs fail, writing "
+	           "nothing");
+	tcase_free(&t);
+}
+
+/* ----------------------------------------------------------- the arch */
+
+#define WINDOW_TAG 0x77696e646f77ULL /* as in arch_cgpt.c */
+
+/* A text dataset: conditions "a", "b", "c"; example i has prompt_len pl[i]
+ * (all 0 and no tensor when pl is NULL). */
+static struct cg_shard *
+text_shard(const char *const *texts, const uint32_t *pl, const uint32_t *cond,
+           int n)
+{
+	static const char *const names[] = {"a", "b", "c"};
+	struct cg_dataset d;
+	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
+	uint64_t bytes = 0;
+	int *assign = xcalloc(n, sizeof(int));
+
+	memset(&d, 0, sizeof(d));
+	d.kind = CG_PAYLOAD_TEXT;
+	d.n = n;
+	d.cond = xcalloc(n, sizeof(uint32_t));
+	d.index = xcalloc(n, sizeof(uint64_t));
+	d.offset = xcalloc(n + 1, sizeof(uint64_t));
+	for (int i = 0; i < n; i++)
+		bytes += strlen(texts[i]);
+	d.payload = xcalloc(bytes, 1);
+	if (pl)
+		d.prompt_len = xcalloc(n, sizeof(uint32_t));
+	bytes = 0;
+	for (int i = 0; i < n; i++) {
+		d.cond[i] = cond[i];
+		d.index[i] = 100 + 3 * i; /* positions in some larger input */
+		d.offset[i] = bytes;
+		memcpy(d.payload + bytes, texts[i], strlen(texts[i]));
+		bytes += strlen(texts[i]);
+		if (pl)
+			d.prompt_len[i] = pl[i];
+	}
+	d.offset[n] = bytes;
+	if (cg_dataset_set_conditions(&d, names, 3) != 0)
+		die("cg_dataset_set_conditions");
+	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
+	if (f == NULL)
+		die("cg_shard_build");
+	/* A split input has at least 100 + 3 n examples. */
+	cJSON *src = cJSON_GetObjectItemCaseSensitive(f->manifest, "source");
+	cJSON_ReplaceItemInObject(src, "examples",
+	                          cJSON_CreateNumber(100 + 3 * n));
+	struct cg_shard *s = cg_shard_from_file(f, "test");
+	if (s == NULL)
+		die("cg_shard_from_file");
+	cg_dataset_free(&d);
+	free(assign);
+	return s;
+}
+
+/*
+ * The documented rule, written out again: example i as tokens, targets and
+ * 0/1 weights of T positions.  Returns the scored count.
+ */
+static int
+ref_seq(const struct cg_shard *s, uint64_t i, int ncond, int T, uint64_t noise,
+        int *tok, int *tgt, float *wt)
+{
+	uint64_t n = s->offset[i + 1] - s->offset[i];
+	uint64_t P = s->prompt_len ? s->prompt_len[i] : 0, R = n + 1, o = 0;
+	const uint8_t *p = s->payload + s->offset[i];
+	int EOT = 256 + ncond, count = 0;
+	/* The whole sequence COND, payload, EOT. */
+	int *seq = xcalloc(n + 2, sizeof(int));
+
+	seq[0] = 256 + (int)s->cond[i];
+	for (uint64_t j = 0; j < n; j++)
+		seq[1 + j] = p[j];
+	seq[n + 1] = EOT;
+	if (R > (uint64_t)T) {
+		struct cg_rng r;
+		uint64_t lo = P + 1 > (uint64_t)T ? P + 1 - T : 0;
+		cg_rng_derive(&r, noise, s->index[i], WINDOW_TAG);
+		o = lo + cg_rng_below(&r, R - T - lo + 1);
+	}
+	/* Position t > 0 holds seq[1 + o + t - 1]; its target is seq[1+o+t]. */
+	for (int t = 0; t < T; t++) {
+		uint64_t k = t == 0 ? 0 : 1 + o + t - 1;
+		uint64_t kt = 1 + o + t;
+		tok[t] = k < n + 2 ? seq[k] : EOT;
+		int scored = kt < n + 2 && kt >= 1 + P;
+		tgt[t] = scored ? seq[kt] : 0;
+		wt[t] = (float)scored;
+		count += scored;
+	}
+	free(seq);
+	return count;
+}
+
+static struct cg_model *
+make_model(int ncond, int T, int tied)
+{
+	cJSON *cfg = cJSON_CreateObject();
+	struct cg_model *m;
+
+	cJSON_AddNumberToObject(cfg, "ncond", ncond);
+	cJSON_AddNumberToObject(cfg, "context", T);
+	cJSON_AddNumberToObject(cfg, "width", 16);
+	cJSON_AddNumberToObject(cfg, "layers", 2);
+	cJSON_AddNumberToObject(cfg, "heads", 2);
+	cJSON_AddNumberToObject(cfg, "tied", tied);
+	if ((m = cg_model_create("cgpt", cfg, NULL, 5)) == NULL)
+		die("cg_model_create");
+	return m;
+}
+
+/*
+ * Batch ex[0..B) of s through the arch and through the model on the
+ * sequences ref_seq builds: the same loss, count and gradient.
+ */
+static int
+arch_vs_ref(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+            int B, uint64_t noise, struct cg_metrics *out)
+{
+	struct cg_cgpt_config c = {3, 0, 16, 2, 2, 0};
+	int T = (int)cg_json_u64(m->config, "context", 0);
+	float *g1 = xcalloc(m->nparams, sizeof(float));
+	float *g2 = xcalloc(m->nparams, sizeof(float));
+	int *tok = xcalloc((size_t)B * T, sizeof(int));
+	int *tgt = xcalloc((size_t)B * T, sizeof(int));
+	float *wt = xcalloc((size_t)B * T, sizeof(float));
+	int count = 0, ok;
+	double loss;
+
+	c.T = T;
+	c.tied = (int)cg_json_u64(m->config, "tied", 0);
+	if (m->arch->batch(m, s, ex, B, noise, g1, out) != 0)
+		die("arch batch");
+	for (int b = 0; b < B; b++)
+		count += ref_seq(s, ex[b], 3, T, noise, tok + b * T,
+		                 tgt + b * T, wt + b * T);
+	for (int i = 0; i < B * T; i++)
+		wt[i] /= count;
+	struct cg_cgpt_ws *ws = cg_cgpt_ws_new(&c, B);
+	if (ws == NULL || cg_cgpt_forward_backward(&c, m->params, ws, tok, tgt,
+	                                           wt, B, T, g2, &loss) != 0)
+		die("reference batch");
+	double worst = 0;
+	for (size_t i = 0; i < m->nparams; i++) {
+		double d = fabs(g1[i] - g2[i]) / (1e-5 + fabs(g2[i]));
+		worst = d > worst ? d : worst;
+	}
+	ok = out->n == (uint64_t)B && fabs(out->part[0] * B - count) < 1e-9 &&
+	     fabs(out->loss - loss) <= 1e-6 * loss && worst < 1e-4 &&
+	     fabs(out->bits_per - out->loss / M_LN2) < 1e-12;
+	if (!ok)
+		printf("     arch loss %.9g tokens %.3f, reference %.9g %d; "
+		       "gradients differ by %.3g\n",
+		       out->loss, out->part[0] * B, loss, count, worst);
+	cg_cgpt_ws_free(ws);
+	free(g1);
+	free(g2);
+	free(tok);
+	free(tgt);
+	free(wt);
+	return ok;
+}
+
+static void
+test_arch(void)
+{
+	static const char *const texts[] = {
+	    "hi",           /* short, no prompt */
+	    "",             /* empty: only EOT is scored */
+	    "Q: 2+2? A: 4", /* prompt "Q: 2+2? " */
+	    "the quick brown fox jumps over the lazy dog",  /* long */
+	    "PROMPT THAT IS LONGER THAN THE CONTEXT: text", /* long prompt */
+	    "abcdefghijklmno", /* R = T: fits exactly */
+	};
+	const uint32_t pl[] = {0, 0, 8, 4, 40, 3};
+	const uint32_t cond[] = {0, 1, 2, 0, 1, 2};
+	const int T = 16;
+	struct cg_shard *s = text_shard(texts, pl, cond, 6);
+	struct cg_shard *s0 = text_shard(texts, NULL, cond, 6);
+	struct cg_metrics mt, m1, m2;
+	int ok;
+
+	for (int tied = 0; tied <= 1; tied++) {
+		struct cg_model *m = make_model(3, T, tied);
+		uint64_t all[] = {0, 1, 2, 3, 4, 5}, rev[] = {5, 3, 1};
+		char what[96];
+
+		expect(m->arch->check_data(m, s) == 0 &&
+		           m->arch->check_data(m, s0) == 0,
+		       "text shards with and without prompts fit");
+		snprintf(what, sizeof(what),
+		         "%s: arch batches are the documented sequences",
+		         tied ? "tied" : "untied");
+		ok = arch_vs_ref(m, s, all, 6, 11, &mt) &&
+		     arch_vs_ref(m, s, rev, 3, 11, &m1) &&
+		     arch_vs_ref(m, s0, all, 6, 12, &m2) &&
+		     arch_vs_ref(m, s, all + 3, 2, 99, &m2);
+		expect(ok, what);
+		cg_model_free(m);
+	}
+
+	/* Counts: T tokens at most, prompts unscored, EOT scored. */
+	struct cg_model *m = make_model(3, T, 0);
+	int counts[6];
+	for (uint64_t i = 0; i < 6; i++) {
+		if (m->arch->batch(m, s, &i, 1, 3, NULL, &mt) != 0)
+			die("arch batch");
+		counts[i] = (int)lround(mt.part[0]);
+	}
+	expect(counts[0] == 3 && counts[1] == 1 && counts[2] == 5 &&
+	           counts[5] == 13,
+	       "scored: text bytes and EOT, never the prompt");
+	expect(counts[3] >= 1 && counts[3] <= T && counts[4] >= 1 &&
+	           counts[4] <= 5,
+	       "long examples: a window that scores at least one token");
+
+	/* Each example's share is the same wherever it lands. */
+	uint64_t a[] = {0, 3}, b[] = {4, 2, 1}, ab[] = {3, 1, 4, 0, 2};
+	if (m->arch->batch(m, s, a, 2, 8, NULL, &m1) != 0 ||
+	    m->arch->batch(m, s, b, 3, 8, NULL, &m2) != 0 ||
+	    m->arch->batch(m, s, ab, 5, 8, NULL, &mt) != 0)
+		die("arch batch");
+	double sum1 = m1.loss * m1.part[0] * 2 + m2.loss * m2.part[0] * 3;
+	double sumt = mt.loss * mt.part[0] * 5;
+	expect(fabs(sum1 - sumt) <= 1e-5 * sumt &&
+	           fabs(m1.part[0] * 2 + m2.part[0] * 3 - mt.part[0] * 5) <
+	               1e-9,
+	       "batches split anyhow give the same total loss and count");
+
+	/* Same noise seed, same windows; another seed moves them. */
+	uint64_t longs[] = {3};
+	double l[8];
+	int differ = 0;
+	for (int k = 0; k < 8; k++) {
+		if (m->arch->batch(m, s, longs, 1, (uint64_t)k, NULL, &mt) != 0)
+			die("arch batch");
+		l[k] = mt.loss;
+		differ |= k > 0 && l[k] != l[0];
+	}
+	if (m->arch->batch(m, s, longs, 1, 0, NULL, &mt) != 0)
+		die("arch batch");
+	expect(mt.loss == l[0] && differ,
+	       "windows: a pure function of the noise seed");
+
+	/* Image data and a model of other conditions do not fit. */
+	struct cg_model *m4 = make_model(4, T, 0);
+	expect(m4->arch->check_data(m4, s) == -1,
+	       "a shard with another condition count is refused");
+	cg_model_free(m4);
+	cg_model_free(m);
+	cg_shard_free(s);
+	cg_shard_free(s0);
+}
+
+int
+main(void)
+{
+	cg_rng_seed(&rng, 424242);
+	test_config();
+	test_views(0);
+	test_views(1);
+	test_init();
+	test_fresh_loss();
+	test_gradients(0);
+	test_gradients(1);
+	test_halves();
+	test_prefix();
+	test_errors();
+	test_arch();
+	if (failures) {
+		printf("test_cgpt: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_cgpt: all passed\n");
+	return 0;
+}

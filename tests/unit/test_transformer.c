@@ -1,0 +1,673 @@
+/*
+ * test_transformer.c - the decoder kernels against naive double formulas
+ * and finite differences.
+ *
+ * Every backward kernel (embedding, layernorm, GELU, attention, residual,
+ * masked softmax cross-entropy) is checked on a scalar loss, a random
+ * weighting of its outputs summed in double, by central differences with
+ * respect to every input; the gradient buffers start non-zero, so that
+ * accumulation (+=) is checked too.  Forward kernels are compared with
+ * naive double implementations (attention as the full masked T x T
+ * matrix), the fused cross-entropy with the separate passes, and every
+ * kernel run on one thread with the same kernel on several: the results
+ * must agree bit for bit.  A deliberately wrong gradient must be caught.
+ * Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cg.h"
+#include "transformer.h"
+
+/*
+ * The kernels are float, so a difference of two losses carries rounding
+ * of about 1e-7 of each output it touches; over a step of 2 * FD_H = 2e-2
+ * that is a few 1e-6 in the derivative, while the truncation error of a
+ * central difference, h^2 / 6 times a third derivative of order one, is
+ * about 2e-5.  Both stay well inside FD_TOL * (FD_FLOOR + |fd|).
+ */
+#define FD_H 1e-2     /* finite-difference step */
+#define FD_TOL 1e-2   /* largest relative error accepted */
+#define FD_FLOOR 1e-3 /* absolute floor of the relative error */
+/* Forward kernels against double: |got - ref| <= FWD_ATOL + FWD_RTOL |ref|. */
+#define FWD_ATOL 1e-6
+#define FWD_RTOL 1e-5
+
+static int failures;
+static struct cg_rng rng;
+
+static void
+expect(int cond, const char *what)
+{
+	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
+	if (!cond)
+		failures++;
+}
+
+static float *
+falloc(size_t n)
+{
+	float *p = calloc(n ? n : 1, sizeof(float));
+
+	if (p == NULL) {
+		fprintf(stderr, "test_transformer: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static void
+fill(float *p, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = lo + (hi - lo) * cg_rng_uniform(&rng);
+}
+
+static double
+dot(const float *a, const float *r, size_t n)
+{
+	double s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * r[i];
+	return s;
+}
+
+/* ------------------------------------------------------- the FD checker */
+
+typedef double (*lossfn)(void *ctx);
+
+/*
+ * Compare g [n] (the gradient minus what the buffer held before) with
+ * central differences of f with respect to p [n].  Returns the largest
+ * relative error |g - fd| / (FD_FLOOR + |fd|), printed with the largest
+ * absolute difference unless quiet.
+ */
+static double
+fdcheck(const char *name, float *p, const float *g, size_t n, lossfn f,
+        void *ctx, int quiet)
+{
+	double maxrel = 0, maxabs = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		float orig = p[i];
+		float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
+
+		p[i] = hi;
+		double lp = f(ctx);
+		p[i] = lo;
+		double lm = f(ctx);
+		p[i] = orig;
+		double fd = (lp - lm) / ((double)hi - (double)lo);
+		double ad = fabs(g[i] - fd);
+		double rel = ad / (FD_FLOOR + fabs(fd));
+
+		if (!(rel <= maxrel))
+			maxrel = rel;
+		if (ad > maxabs)
+			maxabs = ad;
+	}
+	if (!quiet) {
+		int ok = maxrel <= FD_TOL;
+		printf("%-4s %-28s n=%-5zu max rel err %.3g  max abs diff "
+		       "%.3g\n",
+		       ok ? "ok" : "FAIL", name, n, maxrel, maxabs);
+		if (!ok)
+			failures++;
+	}
+	return maxrel;
+}
+
+/* Gradient buffers start at a known random state g0; this leaves g - g0. */
+static float *
+gstart(size_t n, float **g0)
+{
+	float *g = falloc(n);
+
+	*g0 = falloc(n);
+	fill(*g0, n, -1, 1);
+	memcpy(g, *g0, n * sizeof(float));
+	return g;
+}
+
+static void
+gdelta(float *g, const float *g0, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		g[i] -= g0[i];
+}
+
+/* Largest |a - ref| / (FWD_ATOL + FWD_RTOL |ref|): at most 1 passes. */
+static double
+fwdcheck(const float *a, const double *ref, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d =
+		    fabs(a[i] - ref[i]) / (FWD_ATOL + FWD_RTOL * fabs(ref[i]));
+		if (!(d <= m))
+			m = d;
+	}
+	return m;
+}
+
+/* ------------------------------------------------------------ embedding */
+
+enum { EB = 2, ET = 5, EC = 7, EV = 4 };
+
+struct emb {
+	float wte[EV * EC], wpe[ET * EC], out[EB * ET * EC], r[EB * ET * EC];
+	int tok[EB * ET];
+};
+
+static double
+emb_loss(void *ctx)
+{
+	struct emb *e = ctx;
+
+	cg_embed_forward(e->out, e->tok, e->wte, e->wpe, EB, ET, EC);
+	return dot(e->out, e->r, EB * ET * EC);
+}
+
+static void
+test_embedding(void)
+{
+	struct emb e;
+	float *g0w, *g0p;
+	float *dwte = gstart(EV * EC, &g0w), *dwpe = gstart(ET * EC, &g0p);
+	double ref[EB * ET * EC];
+
+	fill(e.wte, EV * EC, -1, 1);
+	fill(e.wpe, ET * EC, -1, 1);
+	fill(e.r, EB * ET * EC, -1, 1);
+	/* Fewer tokens than positions: rows repeat, gradients add up. */
+	for (int i = 0; i < EB * ET; i++)
+		e.tok[i] = (int)cg_rng_below(&rng, EV);
+	emb_loss(&e);
+	for (int i = 0; i < EB * ET; i++)
+		for (int c = 0; c < EC; c++)
+			ref[i * EC + c] = (double)e.wte[e.tok[i] * EC + c] +
+			                  e.wpe[(i % ET) * EC + c];
+	expect(fwdcheck(e.out, ref, EB * ET * EC) <= 1,
+	       "embed_forward matches wte[token] + wpe[t]");
+	cg_embed_backward(dwte, dwpe, e.r, e.tok, EB, ET, EC);
+	gdelta(dwte, g0w, EV * EC);
+	gdelta(dwpe, g0p, ET * EC);
+	fdcheck("embed_backward dwte", e.wte, dwte, EV * EC, emb_loss, &e, 0);
+	fdcheck("embed_backward dwpe", e.wpe, dwpe, ET * EC, emb_loss, &e, 0);
+	free(dwte);
+	free(dwpe);
+	free(g0w);
+	free(g0p);
+}
+
+/* ------------------------------------------------------------ layernorm */
+
+enum { LB = 2, LT = 3, LC = 9 };
+
+struct ln {
+	float inp[LB * LT * LC], w[LC], b[LC], out[LB * LT * LC];
+	float mean[LB * LT], rstd[LB * LT], r[LB * LT * LC];
+};
+
+static double
+ln_loss(void *ctx)
+{
+	struct ln *l = ctx;
+
+	cg_layernorm_forward(l->out, l->mean, l->rstd, l->inp, l->w, l->b, LB,
+	                     LT, LC);
+	return dot(l->out, l->r, LB * LT * LC);
+}
+
+static void
+test_layernorm(void)
+{
+	struct ln l;
+	float *g0i, *g0w, *g0b;
+	float *dinp = gstart(LB * LT * LC, &g0i), *dw = gstart(LC, &g0w);
+	float *db = gstart(LC, &g0b);
+	double ref[LB * LT * LC];
+
+	fill(l.inp, LB * LT * LC, -2, 3);
+	fill(l.w, LC, 0.5f, 1.5f);
+	fill(l.b, LC, -0.5f, 0.5f);
+	fill(l.r, LB * LT * LC, -1, 1);
+	ln_loss(&l);
+	for (int i = 0; i < LB * LT; i++) {
+		const float *x = l.inp + i * LC;
+		double m = 0, v = 0;
+		for (int c = 0; c < LC; c++)
+			m += x[c];
+		m /= LC;
+		for (int c = 0; c < LC; c++)
+			v += (x[c] - m) * (x[c] - m);
+		v /= LC;
+		for (int c = 0; c < LC; c++)
+			ref[i * LC + c] =
+			    (x[c] - m) / sqrt(v + CG_LN_EPS) * l.w[c] + l.b[c];
+	}
+	expect(fwdcheck(l.out, ref, LB * LT * LC) <= 1,
+	       "layernorm_forward matches the double formula");
+	cg_layernorm_backward(dinp, dw, db, l.r, l.inp, l.w, l.mean, l.rstd, LB,
+	                      LT, LC);
+	gdelta(dinp, g0i, LB * LT * LC);
+	gdelta(dw, g0w, LC);
+	gdelta(db, g0b, LC);
+	fdcheck("layernorm_backward dinp", l.inp, dinp, LB * LT * LC, ln_loss,
+	        &l, 0);
+	fdcheck("layernorm_backward dw", l.w, dw, LC, ln_loss, &l, 0);
+	fdcheck("layernorm_backward db", l.b, db, LC, ln_loss, &l, 0);
+	free(dinp);
+	free(dw);
+	free(db);
+	free(g0i);
+	free(g0w);
+	free(g0b);
+}
+
+/* ----------------------------------------------------------------- gelu */
+
+enum { GN = 64 };
+
+struct gelu {
+	float inp[GN], out[GN], r[GN];
+};
+
+static double
+gelu_loss(void *ctx)
+{
+	struct gelu *g = ctx;
+
+	cg_gelu_forward(g->out, g->inp, GN);
+	return dot(g->out, g->r, GN);
+}
+
+static void
+test_gelu(void)
+{
+	struct gelu g;
+	float *g0, *dinp = gstart(GN, &g0);
+	double ref[GN];
+
+	fill(g.inp, GN, -4, 4);
+	fill(g.r, GN, -1, 1);
+	gelu_loss(&g);
+	for (int i = 0; i < GN; i++) {
+		double x = g.inp[i];
+		ref[i] =
+		    0.5 * x *
+		    (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+	}
+	/* Where 1 + tanh cancels (x near -4) only the absolute part holds. */
+	expect(fwdcheck(g.out, ref, GN) <= 1,
+	       "gelu_forward matches the tanh formula");
+	cg_gelu_backward(dinp, g.r, g.inp, GN);
+	gdelta(dinp, g0, GN);
+	fdcheck("gelu_backward dinp", g.inp, dinp, GN, gelu_loss, &g, 0);
+	free(dinp);
+	free(g0);
+}
+
+/* ------------------------------------------------------------ attention */
+
+enum { AB = 2, AT = 5, AC = 8, ANH = 2 };
+
+struct attn {
+	float qkv[AB * AT * 3 * AC], out[AB * AT * AC], r[AB * AT * AC];
+	float att[AB * ANH * AT * AT];
+};
+
+static double
+attn_loss(void *ctx)
+{
+	struct attn *a = ctx;
+
+	cg_attention_forward(a->out, a->att, a->qkv, AB, AT, AC, ANH);
+	return dot(a->out, a->r, AB * AT * AC);
+}
+
+/* Naive double attention: full T x T scores, mask, softmax, sum. */
+static void
+ref_attention(double *out, double *att, const float *qkv, int B, int T, int C,
+              int NH)
+{
+	int hs = C / NH;
+	double *s = malloc((size_t)T * sizeof(double));
+
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++)
+			for (int t = 0; t < T; t++) {
+				double mx = -INFINITY, sum = 0;
+				const float *q =
+				    qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+				for (int j = 0; j < T; j++) {
+					const float *k =
+					    qkv + ((size_t)b * T + j) * 3 * C +
+					    C + h * hs;
+					double d = 0;
+					for (int i = 0; i < hs; i++)
+						d += (double)q[i] * k[i];
+					s[j] =
+					    j <= t ? d / sqrt(hs) : -INFINITY;
+					if (s[j] > mx)
+						mx = s[j];
+				}
+				for (int j = 0; j < T; j++)
+					sum += s[j] = exp(s[j] - mx);
+				double *a =
+				    att + (((size_t)b * NH + h) * T + t) * T;
+				for (int j = 0; j < T; j++)
+					a[j] = s[j] / sum;
+				for (int i = 0; i < hs; i++) {
+					double o = 0;
+					for (int j = 0; j < T; j++)
+						o += a[j] *
+						     qkv[((size_t)b * T + j) *
+						             3 * C +
+						         2 * C + h * hs + i];
+					out[((size_t)b * T + t) * C + h * hs +
+					    i] = o;
+				}
+			}
+	free(s);
+}
+
+static void
+test_attention(void)
+{
+	struct attn a;
+	float *g0, *dqkv = gstart(AB * AT * 3 * AC, &g0);
+	float scratch[AB * ANH * AT];
+	double rout[AB * AT * AC], ratt[AB * ANH * AT * AT];
+	int causal = 1;
+
+	/* Spread of q . k / sqrt(hs) about 1: softmax neither flat nor hard. */
+	fill(a.qkv, AB * AT * 3 * AC, -1, 1);
+	fill(a.r, AB * AT * AC, -1, 1);
+	attn_loss(&a);
+	ref_attention(rout, ratt, a.qkv, AB, AT, AC, ANH);
+	expect(fwdcheck(a.out, rout, AB * AT * AC) <= 1,
+	       "attention_forward output matches the naive double version");
+	expect(fwdcheck(a.att, ratt, AB * ANH * AT * AT) <= 1,
+	       "attention_forward weights match (zero above the diagonal)");
+	cg_attention_backward(dqkv, scratch, a.r, a.qkv, a.att, AB, AT, AC,
+	                      ANH);
+	gdelta(dqkv, g0, AB * AT * 3 * AC);
+	fdcheck("attention_backward dqkv", a.qkv, dqkv, AB * AT * 3 * AC,
+	        attn_loss, &a, 0);
+	/* Causality: an output never depends on a later position's q, k, v. */
+	for (int b = 0; b < AB; b++) {
+		float keep[AB * AT * AC];
+		memcpy(keep, a.out, sizeof(keep));
+		for (int i = 0; i < 3 * AC; i++)
+			a.qkv[((size_t)b * AT + AT - 1) * 3 * AC + i] += 1;
+		attn_loss(&a);
+		for (int t = 0; t < AT - 1; t++)
+			for (int c = 0; c < AC; c++) {
+				size_t o = ((size_t)b * AT + t) * AC + c;
+				causal &= a.out[o] == keep[o];
+			}
+		for (int i = 0; i < 3 * AC; i++)
+			a.qkv[((size_t)b * AT + AT - 1) * 3 * AC + i] -= 1;
+	}
+	expect(causal, "attention: earlier outputs ignore the last position");
+	free(dqkv);
+	free(g0);
+}
+
+/* ------------------------------------------------------------- residual */
+
+enum { RN = 23 };
+
+struct resid {
+	float a[RN], b[RN], out[RN], r[RN];
+};
+
+static double
+resid_loss(void *ctx)
+{
+	struct resid *x = ctx;
+
+	cg_residual_forward(x->out, x->a, x->b, RN);
+	return dot(x->out, x->r, RN);
+}
+
+static void
+test_residual(void)
+{
+	struct resid x;
+	float *g0a, *g0b, *da = gstart(RN, &g0a), *db = gstart(RN, &g0b);
+	int same = 1;
+
+	fill(x.a, RN, -1, 1);
+	fill(x.b, RN, -1, 1);
+	fill(x.r, RN, -1, 1);
+	resid_loss(&x);
+	for (int i = 0; i < RN; i++)
+		same &= x.out[i] == x.a[i] + x.b[i];
+	expect(same, "residual_forward is inp1 + inp2");
+	cg_residual_backward(da, db, x.r, RN);
+	gdelta(da, g0a, RN);
+	gdelta(db, g0b, RN);
+	fdcheck("residual_backward dinp1", x.a, da, RN, resid_loss, &x, 0);
+	fdcheck("residual_backward dinp2", x.b, db, RN, resid_loss, &x, 0);
+	free(da);
+	free(db);
+	free(g0a);
+	free(g0b);
+}
+
+/* ------------------------------------------------ softmax cross-entropy */
+
+enum { XB = 2, XT = 4, XV = 11 };
+
+struct xent {
+	float logits[XB * XT * XV], weight[XB * XT];
+	int targets[XB * XT];
+	double loss[XB * XT];
+};
+
+static double
+xent_loss(void *ctx)
+{
+	struct xent *x = ctx;
+	double s = 0;
+
+	cg_xent_forward(x->loss, x->logits, x->targets, x->weight, XB, XT, XV);
+	for (int i = 0; i < XB * XT; i++)
+		s += x->weight[i] * x->loss[i];
+	return s;
+}
+
+static void
+test_xent(void)
+{
+	struct xent x;
+	float *g0, *dl = gstart(XB * XT * XV, &g0);
+	float *dl2 = falloc(XB * XT * XV);
+	double ref[XB * XT], loss2[XB * XT];
+	int masked_zero = 1, same = 1;
+
+	fill(x.logits, XB * XT * XV, -3, 3);
+	/* One big logit: the max-subtraction must keep exp() finite. */
+	x.logits[5] = 80;
+	for (int i = 0; i < XB * XT; i++) {
+		x.targets[i] = (int)cg_rng_below(&rng, XV);
+		x.weight[i] = i % 3 == 1 ? 0 : 0.25f + cg_rng_uniform(&rng);
+	}
+	/* Padding may carry any target: it must not be read. */
+	x.targets[1] = -7;
+	xent_loss(&x);
+	for (int i = 0; i < XB * XT; i++) {
+		const float *l = x.logits + i * XV;
+		double mx = l[0], s = 0;
+		for (int v = 1; v < XV; v++)
+			mx = l[v] > mx ? l[v] : mx;
+		for (int v = 0; v < XV; v++)
+			s += exp(l[v] - mx);
+		ref[i] = x.weight[i] == 0 ? 0 : log(s) + mx - l[x.targets[i]];
+		if (x.weight[i] == 0)
+			masked_zero &= x.loss[i] == 0;
+	}
+	double m = 0;
+	for (int i = 0; i < XB * XT; i++) {
+		double d = fabs(x.loss[i] - ref[i]) / (1e-9 + fabs(ref[i]));
+		m = d > m ? d : m;
+	}
+	expect(m < 1e-6, "xent_forward matches log-sum-exp in double");
+	expect(masked_zero, "xent_forward: weight-0 positions give 0");
+	cg_xent_backward(dl, x.logits, x.targets, x.weight, XB, XT, XV);
+	gdelta(dl, g0, XB * XT * XV);
+	fdcheck("xent_backward dlogits", x.logits, dl, XB * XT * XV, xent_loss,
+	        &x, 0);
+	/* The fused pass gives the same numbers as the two separate ones. */
+	cg_xent_forward_backward(loss2, dl2, x.logits, x.targets, x.weight, XB,
+	                         XT, XV);
+	for (int i = 0; i < XB * XT; i++)
+		same &= loss2[i] == x.loss[i];
+	for (int i = 0; i < XB * XT * XV; i++)
+		same &= fabsf(dl2[i] - dl[i]) <= 1e-6f;
+	expect(same, "xent_forward_backward equals forward + backward");
+	free(dl);
+	free(dl2);
+	free(g0);
+}
+
+/* ----------------------------------------------- the checker catches */
+
+static void
+test_checker(void)
+{
+	struct ln l;
+	float dinp[LB * LT * LC] = {0}, dw[LC] = {0}, db[LC] = {0};
+
+	fill(l.inp, LB * LT * LC, -2, 3);
+	fill(l.w, LC, 0.5f, 1.5f);
+	fill(l.b, LC, -0.5f, 0.5f);
+	fill(l.r, LB * LT * LC, -1, 1);
+	ln_loss(&l);
+	cg_layernorm_backward(dinp, dw, db, l.r, l.inp, l.w, l.mean, l.rstd, LB,
+	                      LT, LC);
+	dinp[4] *= 1.05f;
+	expect(fdcheck("", l.inp, dinp, LB * LT * LC, ln_loss, &l, 1) > FD_TOL,
+	       "a 5% error in one gradient entry is caught");
+}
+
+/* ------------------------------------------- threads change nothing */
+
+#ifdef _OPENMP
+/* Run every kernel at a size that goes parallel; out [n] gets the
+ * concatenated results. */
+static size_t
+run_all(float *out, int threads)
+{
+	enum { B = 4, T = 64, C = 64, NH = 4, V = 300 };
+	static float *qkv, *x, *w, *b, *wte, *wpe, *logits, *wt;
+	static int *tok;
+	size_t n = 0, R = (size_t)B * T;
+
+	if (qkv == NULL) {
+		qkv = falloc(R * 3 * C);
+		x = falloc(R * C);
+		w = falloc(C);
+		b = falloc(C);
+		wte = falloc((size_t)V * C);
+		wpe = falloc((size_t)T * C);
+		logits = falloc(R * V);
+		wt = falloc(R);
+		tok = calloc(R, sizeof(int));
+		fill(qkv, R * 3 * C, -1, 1);
+		fill(x, R * C, -2, 2);
+		fill(w, C, 0.5f, 1.5f);
+		fill(b, C, -1, 1);
+		fill(wte, (size_t)V * C, -1, 1);
+		fill(wpe, (size_t)T * C, -1, 1);
+		fill(logits, R * V, -3, 3);
+		fill(wt, R, 0, 1);
+		for (size_t i = 0; i < R; i++)
+			tok[i] = (int)cg_rng_below(&rng, V);
+	}
+	omp_set_num_threads(threads);
+	float *att = falloc(R * NH * T), *scratch = falloc(R * NH);
+	double *loss = calloc(R, sizeof(double));
+
+	/* Outputs land in out[] one after another. */
+	cg_attention_forward(out + n, att, qkv, B, T, C, NH);
+	n += R * C;
+	memset(out + n, 0, R * 3 * C * sizeof(float));
+	cg_attention_backward(out + n, scratch, x, qkv, att, B, T, C, NH);
+	n += R * 3 * C;
+	float *mean = out + n + R * C, *rstd = mean + R;
+	cg_layernorm_forward(out + n, mean, rstd, x, w, b, B, T, C);
+	n += R * C + 2 * R;
+	memset(out + n, 0, (R * C + 2 * C) * sizeof(float));
+	cg_layernorm_backward(out + n, out + n + R * C, out + n + R * C + C,
+	                      qkv, x, w, mean, rstd, B, T, C);
+	n += R * C + 2 * C;
+	cg_gelu_forward(out + n, x, R * C);
+	n += R * C;
+	memset(out + n, 0, R * C * sizeof(float));
+	cg_gelu_backward(out + n, qkv, x, R * C);
+	n += R * C;
+	cg_embed_forward(out + n, tok, wte, wpe, B, T, C);
+	n += R * C;
+	memset(out + n, 0, ((size_t)V * C + (size_t)T * C) * sizeof(float));
+	cg_embed_backward(out + n, out + n + (size_t)V * C, x, tok, B, T, C);
+	n += (size_t)V * C + (size_t)T * C;
+	memset(out + n, 0, R * V * sizeof(float));
+	cg_xent_forward_backward(loss, out + n, logits, tok, wt, B, T, V);
+	n += R * V;
+	for (size_t i = 0; i < R; i++)
+		out[n++] = (float)loss[i];
+	free(att);
+	free(scratch);
+	free(loss);
+	return n;
+}
+
+static void
+test_threads(void)
+{
+	size_t cap = 4u << 20;
+	float *one = falloc(cap), *many = falloc(cap);
+	int max = omp_get_max_threads();
+	size_t n = run_all(one, 1);
+
+	run_all(many, max < 4 ? 4 : max);
+	omp_set_num_threads(max);
+	expect(memcmp(one, many, n * sizeof(float)) == 0,
+	       "every kernel gives the same bits on 1 thread and on many");
+	free(one);
+	free(many);
+}
+#endif
+
+int
+main(void)
+{
+	cg_rng_seed(&rng, 20240607);
+	test_embedding();
+	test_layernorm();
+	test_gelu();
+	test_attention();
+	test_residual();
+	test_xent();
+	test_checker();
+#ifdef _OPENMP
+	test_threads();
+#endif
+	if (failures) {
+		printf("test_transformer: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_transformer: all passed\n");
+	return 0;
+}
