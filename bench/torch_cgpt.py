@@ -21,11 +21,11 @@ splitmix64, reimplemented here) from the step's noise seed and the
 example's index.  The data order and the noise seeds are those of
 `cg-train-step --emit model --batch 16 --seed SEED` (lib/train.c), and the
 held-out figure is computed as `cg-eval --seed 0 --batch EVAL_BATCH`
-computes it (lib/train.c cg_eval_shard: each batch's mean per scored token,
-averaged over batches weighted by examples).  So with --init MODEL.cgm
-(cg's initial weights) both programs see the same bits of data from the
-same start.  Without --init the weights are drawn by torch with GPT-2's
-init, N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)).
+computes it (lib/train.c cg_eval_shard: the mean per scored token over the
+whole shard, each batch's mean weighted by its scored tokens).  So with
+--init MODEL.cgm (cg's initial weights) both programs see the same bits of
+data from the same start.  Without --init the weights are drawn by torch
+with GPT-2's init, N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)).
 
 Prints, every --eval-every steps and at the end, the mean training loss
 (nats per scored token) since the last report, the held-out loss and bits
@@ -292,17 +292,18 @@ def batch_loss(model, tok, tgt, w):
 
 
 def evaluate(model, s, ncond, T, batch):
-    """cg-eval's figure: per-batch means per scored token, averaged over
-    batches weighted by examples, noise from seed 0."""
+    """cg-eval's figure: the mean per scored token over the shard (batch
+    means weighted by their token counts), noise from seed 0."""
     noise = Rng.derive(0, EVAL_TAG, 0).u64()
     total, n = 0.0, 0
     model.eval()
     with torch.no_grad():
         for i in range(0, s.n, batch):
             ex = range(i, min(i + batch, s.n))
-            loss, _ = batch_loss(model, *make_batch(s, ex, ncond, T, noise))
-            total += loss.item() * len(ex)
-            n += len(ex)
+            loss, count = batch_loss(model,
+                                     *make_batch(s, ex, ncond, T, noise))
+            total += loss.item() * count
+            n += count
     model.train()
     return total / max(n, 1)
 

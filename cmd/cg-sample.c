@@ -1,15 +1,26 @@
 /*
- * cg-sample.c - draw images from a model, one grid row per condition.
+ * cg-sample.c - draw images or text from a model.
  *
- * Each row holds -n samples of one condition; the conditions are the
- * ones named with -c, in the order given, or all of the model's, in
- * vocabulary order.  A row's noise comes from (seed, condition index)
- * alone, so "-c Dress" draws the very row that the full grid shows for
- * Dress, and the same seed always gives the same bytes.  Image models
- * only: sampling text is not written yet.  The image shape and the
- * condition names come from the model's manifest, as cg-init copied them
- * from the data.
+ * Image models: a grid, one row per condition.  Each row holds -n samples
+ * of one condition; the conditions are the ones named with -c, in the
+ * order given, or all of the model's, in vocabulary order.  A row's noise
+ * comes from (seed, condition index) alone, so "-c Dress" draws the very
+ * row that the full grid shows for Dress, and the same seed always gives
+ * the same bytes.  The image shape and the condition names come from the
+ * model's manifest, as cg-init copied them from the data.
+ *
+ * Text models: -n texts for each condition given with -c, in order,
+ * streamed to the output byte by byte as the model draws them (flushed
+ * per byte on a terminal), the separator between texts.  Text i of
+ * condition k draws from (seed, k, i) alone, so it is the same in any
+ * run that asks for it.  Without -c, the one condition of a model that
+ * has one is used, or with a prompt the "(prompt)" condition where the
+ * model has it; otherwise -c is required, since a model's categories are
+ * too different to pick one silently.  The prompt is context, not output.
+ * Options of the other kind of model are usage errors, found once the
+ * model is read.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +36,12 @@
 
 #define PROG "cg-sample"
 #define DEFAULT_COUNT 10
+#define DEFAULT_TEXT_COUNT 1
+#define DEFAULT_MAX_BYTES 512
+#define MAX_MAX_BYTES (1LL << 40)
+#define MAX_TOP_K 1000000
+/* Bytes of a prompt file; only the last context - 1 are used. */
+#define MAX_PROMPT (16 << 20)
 #define MAX_COUNT 4096
 #define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0
@@ -33,7 +50,15 @@
 #define MAX_LISTED 32
 
 /* Codes of the options that have no short form. */
-enum { OPT_SEED = 256, OPT_TEMPERATURE };
+enum {
+	OPT_MAX_BYTES = 256,
+	OPT_PROMPT_FILE,
+	OPT_SEED,
+	OPT_SEPARATOR,
+	OPT_TEMPERATURE,
+	OPT_TOP_K,
+	OPT_TOP_P
+};
 
 struct opts {
 	const char *model;
@@ -41,28 +66,48 @@ struct opts {
 	const char **conds; /* [nconds] as given */
 	int nconds;
 	int count;
+	int have_count;
 	int have_format;
 	enum cg_image_format format;
 	uint64_t seed;
 	double temperature;
 	int threads;
+	/* Text only; text_opt names one that was given, for the message. */
+	const char *text_opt;
+	const char *prompt;	 /* --prompt, or NULL */
+	const char *prompt_file; /* --prompt-file, or NULL */
+	struct cg_sampler sampler;
+	char *separator; /* owned, escapes expanded */
 };
 
 /* What the manifest says about the images and their conditions. */
 struct vocab {
-	const char **names; /* [n], borrowed from the manifest */
+	const char **names; /* [n], borrowed from the manifest; NULL: the
+	                     * model has no names (indices only) */
 	int n;
 	int height, width, channels;
 };
 
+/* The synopsis, for a usage error (exit 2) that the caller returns. */
 static void
-usage(void)
+print_usage(void)
 {
 	fprintf(stderr,
 	        "usage: " PROG " -m MODEL [-c COND ...] [-n N] [--seed N] "
 	        "[--temperature T]\n"
 	        "                 [--format png|pgm] [--threads N] [-o FILE]\n"
+	        "       " PROG " -m TEXT-MODEL [-c COND ...] [-p TEXT | "
+	        "--prompt-file FILE] [-n N]\n"
+	        "                 [--temperature T] [--top-k K] [--top-p P] "
+	        "[--max-bytes N]\n"
+	        "                 [--separator STR] [--seed N] [-o FILE]\n"
 	        "Try '" PROG " --help' for more information.\n");
+}
+
+static void
+usage(void)
+{
+	print_usage();
 	exit(2);
 }
 
@@ -70,26 +115,44 @@ static void
 help(void)
 {
 	printf("usage: " PROG " -m MODEL [options] [-o FILE]\n"
-	       "Draw images from a model: a grid with one row per "
-	       "condition.\n"
+	       "Draw from a model: images (a grid with one row per "
+	       "condition) or text.\n"
 	       "\n"
 	       "  -c, --cond NAME|INDEX  a condition to draw (repeatable; "
-	       "default: all)\n"
-	       "  -n, --count N          images per condition (default %d)\n"
+	       "images: default all;\n"
+	       "                         text: needed unless the model has "
+	       "one, or a prompt\n"
+	       "                         is given and it has \"(prompt)\")\n"
+	       "  -n, --count N          samples per condition (default: "
+	       "images %d, text %d)\n"
 	       "  -f, --format FMT       png or pgm (default: from FILE's "
 	       "suffix, else png)\n"
 	       "  -h, --help             show this help and exit\n"
 	       "  -m, --model FILE       the model (- is stdin)\n"
-	       "  -o, --output FILE      where to write (default -: stdout, "
-	       "not a terminal)\n"
+	       "  -o, --output FILE      where to write (default -: stdout; "
+	       "images: not a\n"
+	       "                         terminal)\n"
 	       "      --seed N           seed of the noise (default 0)\n"
-	       "      --temperature T    scale of the latent noise (default "
-	       "1)\n"
+	       "      --temperature T    images: scale of the latent noise; "
+	       "text: of the logits\n"
+	       "                         (0: greedy) (default 1)\n"
 	       "  -j, --threads N        threads (default 0: all cores)\n"
 	       "  -V, --version          show the version and exit\n"
 	       "\n"
+	       "Text models:\n"
+	       "      --max-bytes N      stop a text after N bytes (default "
+	       "%d)\n"
+	       "  -p, --prompt TEXT      continue TEXT (not printed)\n"
+	       "      --prompt-file FILE continue FILE's bytes (- is stdin)\n"
+	       "      --separator STR    between texts (default \"\\n%%\\n\"; "
+	       "\\n \\t \\\\ expanded)\n"
+	       "      --top-k K          draw from the K likeliest bytes "
+	       "(default 0: all)\n"
+	       "      --top-p P          draw from the likeliest bytes of "
+	       "mass P (default 1)\n"
+	       "\n"
 	       "Exit status: 0 ok, 1 a failure, 2 a usage error.\n",
-	       DEFAULT_COUNT);
+	       DEFAULT_COUNT, DEFAULT_TEXT_COUNT, DEFAULT_MAX_BYTES);
 	exit(0);
 }
 
@@ -107,6 +170,31 @@ bad_arg(void)
 	usage();
 }
 
+/*
+ * s with the escapes \n, \t and \\ expanded (any other backslash stays
+ * as it is), in a new string; exits 1 when out of memory.
+ */
+static char *
+unescape(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *d = out;
+
+	if (out == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		exit(1);
+	}
+	for (; *s; s++) {
+		if (s[0] == '\\' &&
+		    (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
+			*d++ = s[1] == 'n' ? '\n' : s[1] == 't' ? '\t' : '\\';
+			s++;
+		} else
+			*d++ = *s;
+	}
+	*d = '\0';
+	return out;
+}
+
 static void
 parse_args(int argc, char **argv, struct opts *o)
 {
@@ -116,11 +204,17 @@ parse_args(int argc, char **argv, struct opts *o)
 	    {"count", required_argument, NULL, 'n'},
 	    {"format", required_argument, NULL, 'f'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
 	    {"model", required_argument, NULL, 'm'},
 	    {"output", required_argument, NULL, 'o'},
+	    {"prompt", required_argument, NULL, 'p'},
+	    {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
 	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"separator", required_argument, NULL, OPT_SEPARATOR},
 	    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
 	    {"threads", required_argument, NULL, 'j'},
+	    {"top-k", required_argument, NULL, OPT_TOP_K},
+	    {"top-p", required_argument, NULL, OPT_TOP_P},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -132,11 +226,13 @@ parse_args(int argc, char **argv, struct opts *o)
 	o->output = "-";
 	o->count = DEFAULT_COUNT;
 	o->temperature = 1.0;
+	o->sampler.top_p = 1.0;
+	o->sampler.max_bytes = DEFAULT_MAX_BYTES;
 	if ((o->conds = calloc((size_t)argc + 1, sizeof(*o->conds))) == NULL) {
 		fprintf(stderr, PROG ": out of memory\n");
 		exit(1);
 	}
-	while ((ch = getopt_long(argc, argv, ":c:f:hj:m:n:o:V", longopts,
+	while ((ch = getopt_long(argc, argv, ":c:f:hj:m:n:o:p:V", longopts,
 	                         NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -164,16 +260,50 @@ parse_args(int argc, char **argv, struct opts *o)
 			    0)
 				bad_arg();
 			o->count = (int)v;
+			o->have_count = 1;
 			break;
 		case 'o':
 			o->output = optarg;
 			break;
+		case 'p':
+			o->prompt = optarg;
+			o->text_opt = "--prompt";
+			break;
 		case 'V':
 			version();
+			break;
+		case OPT_MAX_BYTES:
+			if (cg_parse_i64("--max-bytes", optarg, 1,
+			                 MAX_MAX_BYTES, &v) != 0)
+				bad_arg();
+			o->sampler.max_bytes = (size_t)v;
+			o->text_opt = "--max-bytes";
+			break;
+		case OPT_PROMPT_FILE:
+			o->prompt_file = optarg;
+			o->text_opt = "--prompt-file";
 			break;
 		case OPT_SEED:
 			if (cg_parse_u64("--seed", optarg, &o->seed) != 0)
 				bad_arg();
+			break;
+		case OPT_SEPARATOR:
+			free(o->separator);
+			o->separator = unescape(optarg);
+			o->text_opt = "--separator";
+			break;
+		case OPT_TOP_K:
+			if (cg_parse_i64("--top-k", optarg, 0, MAX_TOP_K, &v) !=
+			    0)
+				bad_arg();
+			o->sampler.top_k = (int)v;
+			o->text_opt = "--top-k";
+			break;
+		case OPT_TOP_P:
+			if (cg_parse_f64("--top-p", optarg, 0, 1,
+			                 &o->sampler.top_p) != 0)
+				bad_arg();
+			o->text_opt = "--top-p";
 			break;
 		case OPT_TEMPERATURE:
 			if (cg_parse_f64("--temperature", optarg, 0,
@@ -212,8 +342,22 @@ parse_args(int argc, char **argv, struct opts *o)
 		        CG_SHARD_MAX_CONDITIONS);
 		usage();
 	}
+	if (o->prompt && o->prompt_file) {
+		fprintf(stderr, PROG ": --prompt and --prompt-file exclude "
+		                     "each other\n");
+		usage();
+	}
+	if (o->prompt_file && strcmp(o->prompt_file, "-") == 0 &&
+	    strcmp(o->model, "-") == 0) {
+		fprintf(stderr,
+		        PROG ": only one input can be standard input\n");
+		usage();
+	}
 	if (!o->have_format)
 		o->format = cg_image_format_guess(o->output);
+	o->sampler.temperature = o->temperature;
+	if (o->separator == NULL)
+		o->separator = unescape("\\n%\\n");
 }
 
 /* A positive whole number under key of obj, at most max; else -1. */
@@ -229,36 +373,32 @@ json_int(const cJSON *obj, const char *key, int max)
 }
 
 /*
- * Read the vocabulary and image shape from m's manifest into *vb, and
- * check them against the architecture's config, which fixes how many
- * floats one image is: a manifest that disagrees would make the grid
- * read past the sampled buffer.  Returns 0 or -1 with a message.
+ * The condition names of m's manifest into *vb, checked against the
+ * config's "ncond" (which fixes the tokens or one-hot width a condition
+ * index selects: a manifest that disagrees would index past them).  With
+ * need_names 0 a model without a "conditions" list gets vb->names NULL
+ * and its conditions by index.  Returns 0 or -1 with a message.
  */
 static int
-get_vocab(const struct cg_model *m, struct vocab *vb)
+get_names(const struct cg_model *m, struct vocab *vb, int need_names)
 {
-	const cJSON *names, *img, *v;
-	uint64_t in_dim, ncond;
+	const cJSON *names, *v;
+	uint64_t ncond;
 	int i = 0;
 
 	memset(vb, 0, sizeof(*vb));
+	ncond = cg_json_u64(m->config, "ncond", 0);
 	names = cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
+	if (names == NULL && !need_names) {
+		if (ncond < 1 || ncond > CG_SHARD_MAX_CONDITIONS)
+			return cg_seterr("config: \"ncond\" missing or out of "
+			                 "range");
+		vb->n = (int)ncond;
+		return 0;
+	}
 	if (!cJSON_IsArray(names) || cJSON_GetArraySize(names) < 1 ||
 	    cJSON_GetArraySize(names) > CG_SHARD_MAX_CONDITIONS)
 		return cg_seterr("manifest: no \"conditions\" list");
-	img = cJSON_GetObjectItemCaseSensitive(m->manifest, "image");
-	if ((vb->height = json_int(img, "height", CG_IMAGE_MAX_SIDE)) < 0 ||
-	    (vb->width = json_int(img, "width", CG_IMAGE_MAX_SIDE)) < 0 ||
-	    (vb->channels = json_int(img, "channels", 4)) < 0)
-		return cg_seterr("manifest: no valid \"image\" "
-		                 "{height, width, channels}");
-	in_dim = cg_json_u64(m->config, "in_dim", 0);
-	ncond = cg_json_u64(m->config, "ncond", 0);
-	if (in_dim != (uint64_t)vb->height * vb->width * vb->channels)
-		return cg_seterr("manifest: images of %dx%dx%d, but the model "
-		                 "makes %llu values per image",
-		                 vb->height, vb->width, vb->channels,
-		                 (unsigned long long)in_dim);
 	if (ncond != (uint64_t)cJSON_GetArraySize(names))
 		return cg_seterr("manifest: %d condition names, but the model "
 		                 "has %llu conditions",
@@ -281,6 +421,42 @@ get_vocab(const struct cg_model *m, struct vocab *vb)
 	return 0;
 }
 
+/*
+ * Read the vocabulary and image shape from m's manifest into *vb, and
+ * check them against the architecture's config, which fixes how many
+ * floats one image is: a manifest that disagrees would make the grid
+ * read past the sampled buffer.  Returns 0 or -1 with a message.
+ */
+static int
+get_vocab(const struct cg_model *m, struct vocab *vb)
+{
+	const cJSON *img;
+	uint64_t in_dim;
+	int height, width, channels;
+
+	img = cJSON_GetObjectItemCaseSensitive(m->manifest, "image");
+	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(m->manifest,
+	                                                     "conditions")))
+		return cg_seterr("manifest: no \"conditions\" list");
+	if ((height = json_int(img, "height", CG_IMAGE_MAX_SIDE)) < 0 ||
+	    (width = json_int(img, "width", CG_IMAGE_MAX_SIDE)) < 0 ||
+	    (channels = json_int(img, "channels", 4)) < 0)
+		return cg_seterr("manifest: no valid \"image\" "
+		                 "{height, width, channels}");
+	in_dim = cg_json_u64(m->config, "in_dim", 0);
+	if (in_dim != (uint64_t)height * width * channels)
+		return cg_seterr("manifest: images of %dx%dx%d, but the model "
+		                 "makes %llu values per image",
+		                 height, width, channels,
+		                 (unsigned long long)in_dim);
+	if (get_names(m, vb, 1) != 0)
+		return -1;
+	vb->height = height;
+	vb->width = width;
+	vb->channels = channels;
+	return 0;
+}
+
 /* The index of condition s, given by name or, failing that, by index;
  * -1 if neither. */
 static int
@@ -288,7 +464,7 @@ find_cond(const struct vocab *vb, const char *s)
 {
 	long long v;
 
-	for (int i = 0; i < vb->n; i++)
+	for (int i = 0; vb->names && i < vb->n; i++)
 		if (strcmp(vb->names[i], s) == 0)
 			return i;
 	if (cg_parse_i64("condition", s, 0, vb->n - 1, &v) == 0)
@@ -296,17 +472,25 @@ find_cond(const struct vocab *vb, const char *s)
 	return -1;
 }
 
+/* After "...; valid: ", the names a condition may be given by. */
+static void
+list_conds(const struct vocab *vb)
+{
+	for (int i = 0; vb->names && i < vb->n && i < MAX_LISTED; i++)
+		fprintf(stderr, "%s\"%s\"", i ? ", " : "", vb->names[i]);
+	fprintf(stderr, "%s%san index 0 to %d\n",
+	        vb->names && vb->n > MAX_LISTED ? ", ..." : "",
+	        vb->names ? ", or " : "", vb->n - 1);
+}
+
 /* An unknown condition is the user's slip, not a failure: say which
- * names would do, and exit 2. */
+ * names would do; the caller exits 2. */
 static void
 unknown_cond(const struct vocab *vb, const char *s)
 {
 	fprintf(stderr, PROG ": unknown condition '%s'; valid: ", s);
-	for (int i = 0; i < vb->n && i < MAX_LISTED; i++)
-		fprintf(stderr, "%s\"%s\"", i ? ", " : "", vb->names[i]);
-	fprintf(stderr, "%s, or an index 0 to %d\n",
-	        vb->n > MAX_LISTED ? ", ..." : "", vb->n - 1);
-	usage();
+	list_conds(vb);
+	print_usage();
 }
 
 /*
@@ -337,68 +521,67 @@ draw(struct cg_model *m, const struct opts *o, const int *rows, int nrows,
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+/* The image grid: returns the exit status. */
+static int
+run_image(struct cg_model *m, const struct opts *o)
 {
-	struct opts o;
-	struct cg_model *m = NULL;
 	struct vocab vb = {0};
 	int *rows = NULL, nrows;
 	float *imgs = NULL;
 	uint32_t gw, gh;
 	int status = 1;
 
-	parse_args(argc, argv, &o);
+	if (o->text_opt) {
+		fprintf(stderr, PROG ": %s: %s is for text models (%s makes "
+		                     "images)\n",
+		        o->model, o->text_opt, m->arch->name);
+		print_usage();
+		return 2;
+	}
 	/* cg_out_open refuses too, but only after all the work. */
-	if (strcmp(o.output, "-") == 0 && isatty(STDOUT_FILENO)) {
+	if (strcmp(o->output, "-") == 0 && isatty(STDOUT_FILENO)) {
 		fprintf(stderr, PROG ": refusing to write an image to a "
 		                     "terminal (use -o FILE or a pipe)\n");
-		goto done;
-	}
-	cg_set_threads(o.threads);
-	if ((m = cg_model_read(o.model)) == NULL)
-		goto fail;
-	if (m->arch->sample_image == NULL) {
-		fprintf(stderr,
-		        PROG ": %s: text sampling is not available yet (%s "
-		             "is a text model)\n",
-		        o.model, m->arch->name);
-		goto done;
+		return 1;
 	}
 	if (get_vocab(m, &vb) != 0) {
-		cg_errprefix(o.model);
+		cg_errprefix(o->model);
 		goto fail;
 	}
-	nrows = o.nconds > 0 ? o.nconds : vb.n;
+	nrows = o->nconds > 0 ? o->nconds : vb.n;
 	if ((rows = calloc((size_t)nrows, sizeof(*rows))) == NULL) {
 		cg_seterr("out of memory");
 		goto fail;
 	}
 	for (int i = 0; i < nrows; i++) {
-		rows[i] = o.nconds > 0 ? find_cond(&vb, o.conds[i]) : i;
-		if (rows[i] < 0)
-			unknown_cond(&vb, o.conds[i]);
+		rows[i] = o->nconds > 0 ? find_cond(&vb, o->conds[i]) : i;
+		if (rows[i] < 0) {
+			unknown_cond(&vb, o->conds[i]);
+			status = 2;
+			goto done;
+		}
 	}
 	/* Refuse a picture too large before drawing a single image. */
-	if (cg_image_grid_size(nrows * o.count, vb.height, vb.width,
-	                       vb.channels, o.count, GRID_PAD, &gw, &gh) != 0) {
-		cg_errprefix(strcmp(o.output, "-") == 0 ? "standard output"
-		                                        : o.output);
+	if (cg_image_grid_size(nrows * o->count, vb.height, vb.width,
+	                       vb.channels, o->count, GRID_PAD, &gw,
+	                       &gh) != 0) {
+		cg_errprefix(strcmp(o->output, "-") == 0 ? "standard output"
+		                                         : o->output);
 		goto fail;
 	}
 	size_t pixels = (size_t)vb.height * vb.width * vb.channels;
-	if ((imgs = malloc((size_t)nrows * o.count * pixels * sizeof(*imgs))) ==
-	    NULL) {
+	if ((imgs = malloc((size_t)nrows * o->count * pixels *
+	                   sizeof(*imgs))) == NULL) {
 		cg_seterr("out of memory");
 		goto fail;
 	}
-	if (draw(m, &o, rows, nrows, pixels, imgs) != 0) {
-		cg_errprefix(o.model);
+	if (draw(m, o, rows, nrows, pixels, imgs) != 0) {
+		cg_errprefix(o->model);
 		goto fail;
 	}
-	if (cg_image_grid_write(o.output, imgs, nrows * o.count, vb.height,
-	                        vb.width, vb.channels, o.count, GRID_PAD,
-	                        o.format) != 0)
+	if (cg_image_grid_write(o->output, imgs, nrows * o->count, vb.height,
+	                        vb.width, vb.channels, o->count, GRID_PAD,
+	                        o->format) != 0)
 		goto fail;
 	status = 0;
 	goto done;
@@ -408,7 +591,255 @@ done:
 	free(imgs);
 	free(rows);
 	free(vb.names);
+	return status;
+}
+
+/* ------------------------------------------------------------------ text */
+
+/* Where generated bytes go. */
+struct sink {
+	FILE *fp;
+	int tty;  /* flush every byte */
+	int err;  /* errno of the first failed write; 0 if none */
+	int last; /* the last byte written, or -1 */
+};
+
+static int
+emit_byte(void *ctx, int byte)
+{
+	struct sink *k = ctx;
+
+	if (putc(byte, k->fp) == EOF || (k->tty && fflush(k->fp) != 0)) {
+		k->err = errno ? errno : EIO;
+		return 1;
+	}
+	k->last = byte;
+	return 0;
+}
+
+static int
+put_str(struct sink *k, const char *s)
+{
+	for (; *s; s++)
+		if (emit_byte(k, (unsigned char)*s) != 0)
+			return -1;
+	return 0;
+}
+
+/* The prompt's bytes into *p [*n] (malloc'd; NULL when there is none). */
+static int
+read_prompt(const struct opts *o, uint8_t **p, size_t *n)
+{
+	FILE *fp;
+	size_t cap = 0;
+	int is_stdin;
+
+	*p = NULL;
+	*n = 0;
+	if (o->prompt) {
+		*n = strlen(o->prompt);
+		if ((*p = malloc(*n + 1)) == NULL)
+			return cg_seterr("out of memory");
+		memcpy(*p, o->prompt, *n);
+		return 0;
+	}
+	if (o->prompt_file == NULL)
+		return 0;
+	is_stdin = strcmp(o->prompt_file, "-") == 0;
+	if ((fp = is_stdin ? stdin : fopen(o->prompt_file, "rb")) == NULL)
+		return cg_seterr("%s: %s", o->prompt_file, strerror(errno));
+	for (;;) {
+		if (*n == cap) {
+			uint8_t *q;
+			if (cap >= MAX_PROMPT) {
+				cg_seterr("%s: more than %d bytes",
+				          is_stdin ? "standard input"
+				                   : o->prompt_file,
+				          MAX_PROMPT);
+				goto fail;
+			}
+			cap = cap ? 2 * cap : 4096;
+			if ((q = realloc(*p, cap)) == NULL) {
+				cg_seterr("out of memory");
+				goto fail;
+			}
+			*p = q;
+		}
+		size_t got = fread(*p + *n, 1, cap - *n, fp);
+		*n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(fp)) {
+		cg_seterr("%s: read error",
+		          is_stdin ? "standard input" : o->prompt_file);
+		goto fail;
+	}
+	if (!is_stdin)
+		fclose(fp);
+	return 0;
+fail:
+	if (!is_stdin)
+		fclose(fp);
+	free(*p);
+	*p = NULL;
+	return -1;
+}
+
+/*
+ * Which conditions to sample, into *rows [*nrows] (malloc'd).  Returns
+ * 0, -1 with a message, or 2 after saying why they are unknown or none
+ * can be chosen (a usage error).
+ */
+static int
+text_conds(const struct opts *o, const struct vocab *vb, int **rows,
+           int *nrows)
+{
+	int n = o->nconds > 0 ? o->nconds : 1, pick = -1;
+
+	if ((*rows = calloc((size_t)n, sizeof(**rows))) == NULL)
+		return cg_seterr("out of memory");
+	*nrows = n;
+	for (int i = 0; i < o->nconds; i++)
+		if (((*rows)[i] = find_cond(vb, o->conds[i])) < 0) {
+			unknown_cond(vb, o->conds[i]);
+			return 2;
+		}
+	if (o->nconds > 0)
+		return 0;
+	if (vb->n == 1)
+		pick = 0;
+	for (int i = 0; vb->names && i < vb->n; i++)
+		if ((o->prompt || o->prompt_file) &&
+		    strcmp(vb->names[i], CG_TEXT_PROMPT_CONDITION) == 0)
+			pick = i;
+	if (pick < 0) {
+		fprintf(stderr,
+		        PROG ": %s: %d conditions: choose one with -c; "
+		             "valid: ",
+		        o->model, vb->n);
+		list_conds(vb);
+		print_usage();
+		return 2;
+	}
+	(*rows)[0] = pick;
+	return 0;
+}
+
+/* Text from a text model: returns the exit status. */
+static int
+run_text(struct cg_model *m, const struct opts *o)
+{
+	struct vocab vb = {0};
+	struct cg_out out = {0};
+	struct sink k = {0};
+	uint8_t *prompt = NULL;
+	size_t plen = 0;
+	int *rows = NULL, nrows = 0, status = 1;
+	int to_stdout = strcmp(o->output, "-") == 0;
+	const char *where = to_stdout ? "standard output" : o->output;
+	int count = o->have_count ? o->count : DEFAULT_TEXT_COUNT;
+
+	if (o->have_format) {
+		fprintf(stderr,
+		        PROG ": %s: --format is for image models (%s makes "
+		             "text)\n",
+		        o->model, m->arch->name);
+		print_usage();
+		return 2;
+	}
+	if (get_names(m, &vb, 0) != 0) {
+		cg_errprefix(o->model);
+		goto fail;
+	}
+	switch (text_conds(o, &vb, &rows, &nrows)) {
+	case 0:
+		break;
+	case 2:
+		status = 2;
+		goto done;
+	default:
+		goto fail;
+	}
+	if (read_prompt(o, &prompt, &plen) != 0)
+		goto fail;
+	if (to_stdout) {
+		k.fp = stdout;
+		k.tty = isatty(STDOUT_FILENO);
+	} else if (cg_out_open(&out, o->output) != 0)
+		goto fail;
+	else
+		k.fp = out.fp;
+	k.last = -1;
+	for (int r = 0; r < nrows && !k.err; r++)
+		for (int i = 0; i < count && !k.err; i++) {
+			struct cg_rng rng;
+			long n;
+
+			if ((r > 0 || i > 0) && put_str(&k, o->separator) != 0)
+				break;
+			cg_rng_derive(&rng, o->seed, (uint64_t)rows[r],
+			              (uint64_t)i);
+			n = m->arch->sample_text(m, rows[r], prompt, plen,
+			                         &o->sampler, &rng, emit_byte,
+			                         &k);
+			if (n < 0) {
+				cg_errprefix(o->model);
+				goto fail;
+			}
+		}
+	/* A terminal's prompt should not follow the text on its line. */
+	if (k.tty && !k.err && k.last >= 0 && k.last != '\n')
+		emit_byte(&k, '\n');
+	if (!k.err && fflush(k.fp) != 0)
+		k.err = errno ? errno : EIO;
+	if (k.err == EPIPE && to_stdout) {
+		/* The reader has gone (SIGPIPE ignored): not worth a word. */
+		status = 1;
+		goto done;
+	}
+	if (k.err) {
+		cg_seterr("%s: %s", where, strerror(k.err));
+		goto fail;
+	}
+	if (!to_stdout && cg_out_commit(&out) != 0)
+		goto fail;
+	status = 0;
+	goto done;
+fail:
+	fprintf(stderr, PROG ": %s\n", cg_errmsg());
+done:
+	if (!to_stdout)
+		cg_out_abort(&out);
+	free(prompt);
+	free(rows);
+	free(vb.names);
+	return status;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o;
+	struct cg_model *m = NULL;
+	int status = 1;
+
+	parse_args(argc, argv, &o);
+	cg_set_threads(o.threads);
+	if ((m = cg_model_read(o.model)) == NULL) {
+		fprintf(stderr, PROG ": %s\n", cg_errmsg());
+		goto done;
+	}
+	if (m->arch->sample_text != NULL)
+		status = run_text(m, &o);
+	else if (m->arch->sample_image != NULL)
+		status = run_image(m, &o);
+	else
+		fprintf(stderr, PROG ": %s: %s models cannot be sampled\n",
+		        o.model, m->arch->name);
+done:
 	cg_model_free(m);
 	free(o.conds);
+	free(o.separator);
 	return status;
 }

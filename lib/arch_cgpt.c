@@ -267,6 +267,19 @@ cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	return 0;
 }
 
+static long
+cgpt_sample_text(struct cg_model *m, int cond, const uint8_t *prompt,
+                 size_t plen, const struct cg_sampler *s, struct cg_rng *r,
+                 cg_emit_fn emit, void *ctx)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_cgpt_sample(&c, m->params, cond, prompt, plen, s, r, emit,
+	                      ctx);
+}
+
 const struct cg_arch cg_arch_cgpt = {
     .name = "cgpt",
     .loss_name = "loss",
@@ -276,5 +289,6 @@ const struct cg_arch cg_arch_cgpt = {
     .check_data = cgpt_check_data,
     .batch = cgpt_batch,
     .sample_image = NULL,
+    .sample_text = cgpt_sample_text,
     .free_ws = cgpt_free_ws,
 };

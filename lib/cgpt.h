@@ -129,6 +129,91 @@ int cg_cgpt_forward_backward(const struct cg_cgpt_config *c,
                              const float *weight, int B, int T, float *grad,
                              double *loss);
 
+/* ------------------------------------------------------------ generation */
+
+/*
+ * Incremental decoding with a key/value cache (lib/cgpt_sample.c).  A
+ * generator holds a window of at most c->T tokens, the condition token
+ * first, and every layer's keys and values for it [L, NH, T, hs], so that
+ * one more token costs one position's pass (O(L C^2 + L T C)) instead of
+ * a pass over the whole window.  Its logits are those cg_cgpt_forward
+ * gives at the window's last position, to float rounding.
+ *
+ * When the window is full, pushing a token slides it: the condition token
+ * stays at position 0, the (T - 1) / 2 most recent tokens follow, then the
+ * new one, and the cache is rebuilt by one pass over that window (as the
+ * model was trained on windows that keep the condition and cut the text).
+ * Sliding by half a window at a time keeps the cost linear in the length
+ * generated: each rebuild of about T/2 positions buys about T/2 cheap
+ * steps, so a token costs about twice a plain step, at the price of a
+ * context that shrinks to half after each slide.  With T = 1 the window
+ * holds the condition only and the logits never change.
+ */
+struct cg_cgpt_gen;
+
+/*
+ * A generator for a model of config c with parameters params [nparams]
+ * (borrowed: they must outlive it and not change while it is used).
+ * Returns NULL with a message on a bad config or out of memory; the
+ * caller frees it with cg_cgpt_gen_free.
+ */
+struct cg_cgpt_gen *cg_cgpt_gen_new(const struct cg_cgpt_config *c,
+                                    const float *params);
+void cg_cgpt_gen_free(struct cg_cgpt_gen *g);
+
+/*
+ * Start a window: the token of condition cond in [0, c->ncond), then the
+ * last min(plen, T - 1) bytes of prompt [plen] (prompt may be NULL when
+ * plen is 0).  Returns 0, or -1 with a message on a bad condition.
+ */
+int cg_cgpt_gen_start(struct cg_cgpt_gen *g, int cond, const uint8_t *prompt,
+                      size_t plen);
+
+/*
+ * Append token in [0, V) to the window, sliding it first if it is full
+ * (see above).  Returns 0, or -1 with a message (a token out of range, no
+ * window started).
+ */
+int cg_cgpt_gen_push(struct cg_cgpt_gen *g, int token);
+
+/* The logits [V] of the next token after the window (valid until the next
+ * start or push; NULL before the first start). */
+const float *cg_cgpt_gen_logits(const struct cg_cgpt_gen *g);
+
+/* The window's tokens [*len] (len may be NULL): what the logits are
+ * conditioned on, position 0 being the condition token. */
+const int *cg_cgpt_gen_window(const struct cg_cgpt_gen *g, int *len);
+
+/*
+ * Pick the next token from logits [V] (V = 257 + ncond) as s says:
+ * only the bytes 0..255 and EOT (256 + ncond) are candidates, never a
+ * condition token; NaN logits count as -infinity.  The candidates are
+ * ranked by logit (ties: the lower token first); temperature 0 takes the
+ * first, else logits / temperature are softmaxed over the top_k first
+ * (top_k 0: all), the smallest leading set whose probability reaches top_p
+ * is kept (top_p >= 1: all; it always keeps at least one), and one token
+ * is drawn from that set, renormalised, with one cg_rng_u64 from r (none
+ * at temperature 0).
+ * s->temperature >= 0, s->top_k >= 0, s->top_p in [0, 1] are the
+ * caller's to check (cg_cgpt_sample does).  Returns the token.
+ */
+struct cg_sampler;
+int cg_cgpt_pick(const float *logits, int ncond, const struct cg_sampler *s,
+                 struct cg_rng *r);
+
+/*
+ * Generate text: start a window with cond and prompt [plen], then pick a
+ * token (cg_cgpt_pick), stop at EOT, else hand the byte to emit(ctx, byte)
+ * and push it, until s->max_bytes bytes or emit returns nonzero (a stop,
+ * not an error).  The prompt is not emitted.  Returns the number of bytes
+ * handed to emit, or -1 with a message (a bad condition or sampler, out
+ * of memory).  The arch's sample_text hook (struct cg_arch) is this.
+ */
+long cg_cgpt_sample(const struct cg_cgpt_config *c, const float *params,
+                    int cond, const uint8_t *prompt, size_t plen,
+                    const struct cg_sampler *s, struct cg_rng *r,
+                    int (*emit)(void *ctx, int byte), void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

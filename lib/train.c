@@ -176,6 +176,42 @@ finish_metrics(struct cg_metrics *acc)
 	acc->bits_per /= acc->n;
 }
 
+/*
+ * Text archs give means per scored token, and part[0] = scored tokens per
+ * example (arch_cgpt.c), while batches differ in tokens (the last one is
+ * short, and texts differ in length).  Weighting each batch by its tokens
+ * rather than its examples makes the sums exact per-token means, whatever
+ * the batch size; part[0] stays a mean per example.  *tokens counts.
+ */
+static void
+add_text_metrics(struct cg_metrics *acc, const struct cg_metrics *b,
+		 double *tokens)
+{
+	/* part[0] * n is the batch's whole count, up to rounding. */
+	double w = round(b->part[0] * (double)b->n);
+
+	acc->loss += b->loss * w;
+	acc->bits_per += b->bits_per * w;
+	acc->part[0] += w;
+	for (int i = 1; i < 3; i++)
+		acc->part[i] += b->part[i] * b->n;
+	acc->n += b->n;
+	*tokens += w;
+}
+
+static void
+finish_text_metrics(struct cg_metrics *acc, double tokens)
+{
+	if (acc->n == 0)
+		return;
+	if (tokens > 0) {
+		acc->loss /= tokens;
+		acc->bits_per /= tokens;
+	}
+	for (int i = 0; i < 3; i++)
+		acc->part[i] /= acc->n;
+}
+
 /* One optimizer step on every view, so weight decay skips biases. */
 static void
 opt_step(const struct cg_model *m, const struct cg_optim *o, uint64_t t,
@@ -357,6 +393,8 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 {
 	uint64_t *ex;
 	struct cg_rng r;
+	const int text = s->kind == CG_PAYLOAD_TEXT;
+	double tokens = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (m->arch->check_data(m, s) != 0)
@@ -374,9 +412,15 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 			free(ex);
 			return -1;
 		}
-		add_metrics(out, &bm);
+		if (text)
+			add_text_metrics(out, &bm, &tokens);
+		else
+			add_metrics(out, &bm);
 	}
-	finish_metrics(out);
+	if (text)
+		finish_text_metrics(out, tokens);
+	else
+		finish_metrics(out);
 	free(ex);
 	return 0;
 }

@@ -73,7 +73,9 @@ struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 			       const struct cg_train_result *res);
 
 /* Evaluate m over all of s in batches of B (no gradient); noise from
- * seed.  Returns 0 or -1. */
+ * seed.  The means are per example, but for text shards loss and
+ * bits_per are exact means per scored token over the whole shard (part[0]
+ * is then tokens per example; see train.c).  Returns 0 or -1. */
 int cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		  uint64_t seed, struct cg_metrics *out);
 
