@@ -228,7 +228,7 @@ attend(float *out, float *att, const float *q, const float *kc, const float *vc,
 		mx = att[j] > mx ? att[j] : mx;
 	}
 	for (int j = 0; j <= p; j++) {
-		att[j] = cg_exp_approx(att[j] - mx);
+		att[j] = expf(att[j] - mx);
 		sum += att[j];
 	}
 	float inv = 1.0f / sum;
