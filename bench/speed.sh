@@ -1,0 +1,219 @@
+#!/bin/sh
+# speed.sh - cg against PyTorch on training throughput, same models, same
+# hyper-parameters, same thread count, PyTorch in its fastest configuration;
+# and cg-reduce against cat on the same bytes.  One command, one report.
+#
+# usage: bench/speed.sh (from the top of the source tree, after a build)
+#
+# Environment (defaults in brackets):
+#   CG_BIN       cg programs [build/cmd]
+#   VENV         virtual environment for PyPI's newest torch, made and
+#                filled with `pip install torch numpy` on first use
+#                [/opt/cg-bench-venv]
+#   DEB_PYTHON   interpreter with Debian's python3-torch [/usr/bin/python3]
+#   THREADS      threads for everything [2]
+#   CVAE_STEPS, CGPT_STEPS   steps of a timed call [100, 20]
+#   CVAE_RUNS, CGPT_RUNS     timed calls of each program [5, 3]
+#   REDUCE_RUNS  runs of each cg-reduce and cat line [5]
+#   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS   steps of each tuning run [30, 4]
+#   TUNE_MAX_SECONDS  time box of one tuning candidate [10]
+#   RESULTS      also keep the raw JSON lines in this file
+#
+# Wall times are medians of the runs, with min-max.  cg, PyTorch (PyPI)
+# and PyTorch (Debian) take turns in each round so that load from other
+# jobs falls on all of them alike.  bench/README says what is measured and
+# how FLOPs are counted.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${CG_BIN:-build/cmd}
+venv=${VENV:-/opt/cg-bench-venv}
+deb_py=${DEB_PYTHON:-/usr/bin/python3}
+threads=${THREADS:-2}
+cvae_steps=${CVAE_STEPS:-100}
+cgpt_steps=${CGPT_STEPS:-20}
+cvae_runs=${CVAE_RUNS:-5}
+cgpt_runs=${CGPT_RUNS:-3}
+reduce_runs=${REDUCE_RUNS:-5}
+tune_cvae=${TUNE_CVAE_STEPS:-30}
+tune_cgpt=${TUNE_CGPT_STEPS:-4}
+tune_max=${TUNE_MAX_SECONDS:-10}
+fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
+fortunes=${FORTUNES:-/usr/share/games/fortunes}
+# the PyTorch interpreters are started from a clean slate (torch_speed.py
+# removes these too); cg programs set their own (lib/runtime.c)
+unset OMP_WAIT_POLICY OMP_NUM_THREADS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE \
+	OPENBLAS_NUM_THREADS MKL_NUM_THREADS GOMP_SPINCOUNT || :
+
+say() { echo "speed.sh: $(date +%T): $*" >&2; }
+
+for p in cg-shard cg-init cg-train-step cg-reduce cg-inspect; do
+	[ -x "$bin/$p" ] || { say "$bin/$p missing: build first, or set CG_BIN"; exit 1; }
+done
+if [ ! -x /usr/bin/time ]; then
+	say "installing GNU time (for peak RSS)"
+	apt-get install -y -q time >/dev/null
+fi
+for t in cc pkg-config jq bc; do
+	command -v "$t" >/dev/null || { say "$t missing"; exit 1; }
+done
+if [ ! -x "$venv/bin/python" ] ||
+	! "$venv/bin/python" -c 'import torch, numpy' 2>/dev/null; then
+	say "making $venv: python3 -m venv, pip install torch numpy (PyPI)"
+	python3 -m venv "$venv"
+	"$venv/bin/pip" install -q torch numpy >&2
+fi
+pypi_py=$venv/bin/python
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+res=$tmp/results.jsonl
+: >"$res"
+
+meta() { jq -nc --arg k "$1" --arg v "$2" '{type: "meta", key: $k, value: $v}' >>"$res"; }
+# now: seconds since the epoch, to the nanosecond
+now() { date +%s.%N; }
+
+meta threads "$threads"
+meta cg_version "$("$bin/cg-train-step" --version | awk '{ print $NF }')"
+meta load_before "$(uptime | sed 's/.*load average: //')"
+say "load average before: $(uptime | sed 's/.*load average: //')"
+
+# ------------------------------------------------------------ data, models
+"$bin/cg-shard" -q -n 1 -o "$tmp/fm" "$fmnist"
+"$bin/cg-shard" -q -n 1 -o "$tmp/ft" "$fortunes"
+"$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --hidden 512 --layers 2 \
+	--latent 32 --seed 1 -o "$tmp/cvae.cgm"
+"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 --width 256 \
+	--layers 4 --heads 4 --seed 1 -o "$tmp/cgpt.cgm"
+ncond=$("$bin/cg-inspect" --json "$tmp/cgpt.cgm" | jq .config.ncond)
+meta cgpt_vocab $((256 + ncond + 1))
+
+# -------------------------------------------------------------- GEMM peak
+# shellcheck disable=SC2046 # pkg-config's flags are words
+cc -O2 -o "$tmp/gemm-peak" "$here/gemm-peak.c" \
+	$(pkg-config --cflags --libs openblas)
+for ct in unset Haswell SkylakeX; do
+	say "GEMM peak, OPENBLAS_CORETYPE=$ct"
+	if [ "$ct" = unset ]; then
+		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$tmp/gemm-peak" 2048 "$threads" 5
+	else
+		env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$ct "$tmp/gemm-peak" 2048 "$threads" 5
+	fi | jq -c --arg l "$ct" '. + {type: "gemm", label: $l}' >>"$res"
+done
+
+# ------------------------------------------------------- PyTorch: tune
+for impl in pypi debian; do
+	py=$pypi_py
+	[ "$impl" = debian ] && py=$deb_py
+	/usr/bin/time -f %M -o "$tmp/rss" "$py" -c 'import torch' 2>/dev/null
+	jq -nc --arg i "$impl" --argjson r "$(tail -n 1 "$tmp/rss")" \
+		'{type: "torch-import", impl: $i, rss_kb: $r}' >>"$res"
+	say "tuning PyTorch ($impl: $("$py" -c 'import torch; print(torch.__version__)'))"
+	"$deb_py" "$here/torch_speed.py" tune --python "$py" --impl "$impl" \
+		--threads "$threads" --data "$fmnist" --shard "$tmp/ft-0.cgd" \
+		--cvae-steps "$tune_cvae" --cgpt-steps "$tune_cgpt" \
+		--max-seconds "$tune_max" \
+		>>"$tmp/tune.jsonl"
+done
+cat "$tmp/tune.jsonl" >>"$res"
+
+# ------------------------------------------------------ training rounds
+# cg_call MODEL STEPS: one timed cg-train-step call
+cg_call() {
+	case $1 in
+	cvae) set -- "$@" -m "$tmp/cvae.cgm" -d "$tmp/fm-0.cgd" --batch 128 \
+		--opt adam --lr 1e-3 ;;
+	cgpt) set -- "$@" -m "$tmp/cgpt.cgm" -d "$tmp/ft-0.cgd" --batch 16 \
+		--opt adamw --lr 3e-4 --wd 0.1 ;;
+	esac
+	m=$1 k=$2
+	shift 2
+	t0=$(now)
+	/usr/bin/time -f %M -o "$tmp/rss" "$bin/cg-train-step" -q "$@" \
+		--emit model --steps "$k" --seed 1 --threads "$threads" \
+		-o "$tmp/out.cgm"
+	t1=$(now)
+	jq -nc --arg m "$m" --argjson k "$k" --argjson w "$(echo "$t1 - $t0" | bc -l | sed 's/^\./0./')" \
+		--argjson r "$(tail -n 1 "$tmp/rss")" \
+		'{type: "cg", model: $m, steps: $k, wall: $w, rss_kb: $r}' >>"$res"
+}
+# torch_call IMPL MODEL STEPS: one timed PyTorch run (a fresh process)
+torch_call() {
+	"$deb_py" "$here/torch_speed.py" measure --tuned "$tmp/tune.jsonl" \
+		--impl "$1" --model "$2" --steps "$3" --threads "$threads" \
+		--data "$fmnist" --shard "$tmp/ft-0.cgd" >>"$res"
+}
+runs=$cvae_runs
+[ "$cgpt_runs" -gt "$runs" ] && runs=$cgpt_runs
+r=1
+while [ "$r" -le "$runs" ]; do
+	say "round $r of $runs"
+	if [ "$r" -le "$cvae_runs" ]; then
+		cg_call cvae 1
+		cg_call cvae "$cvae_steps"
+		torch_call pypi cvae "$cvae_steps"
+		torch_call debian cvae "$cvae_steps"
+	fi
+	if [ "$r" -le "$cgpt_runs" ]; then
+		cg_call cgpt 1
+		cg_call cgpt "$cgpt_steps"
+		torch_call pypi cgpt "$cgpt_steps"
+		torch_call debian cgpt "$cgpt_steps"
+	fi
+	r=$((r + 1))
+done
+
+# ------------------------------------------------------ cg-reduce vs cat
+# A ~10M-parameter cgpt (width 448, 4 blocks: 9,984,128 parameters) and one
+# gradient of it, copied to 8 files; 32 inputs are the 8 files hard-linked
+# 4 times over.  Output to /dev/null; the inputs are in the page cache.
+say "cg-reduce"
+"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --width 448 --layers 4 --heads 7 \
+	--seed 1 -o "$tmp/big.cgm"
+"$bin/cg-train-step" -q -m "$tmp/big.cgm" -d "$tmp/ft-0.cgd" --emit grad \
+	--steps 1 --batch 2 --threads "$threads" -o "$tmp/g.cgg"
+meta reduce_params "$("$bin/cg-inspect" --json "$tmp/g.cgg" |
+	jq '[.tensors[].count] | add')"
+rm "$tmp/out.cgm" "$tmp/big.cgm"
+mkdir "$tmp/g"
+i=0
+while [ "$i" -lt 32 ]; do
+	if [ "$i" -lt 8 ]; then
+		cp "$tmp/g.cgg" "$tmp/g/$i.cgg"
+	else
+		ln "$tmp/g/$((i % 8)).cgg" "$tmp/g/$i.cgg"
+	fi
+	i=$((i + 1))
+done
+cat "$tmp"/g/*.cgg >/dev/null
+# $files is split on purpose: mktemp's names have no blanks
+# shellcheck disable=SC2086
+for n in 2 8 32; do
+	files=$(i=0; while [ "$i" -lt "$n" ]; do echo "$tmp/g/$i.cgg"; i=$((i + 1)); done)
+	bytes=$(cat $files | wc -c)
+	for prog in cat cg-reduce; do
+		j=0
+		while [ "$j" -lt "$reduce_runs" ]; do
+			t0=$(now)
+			if [ "$prog" = cat ]; then
+				/usr/bin/time -f %M -o "$tmp/rss" cat $files >/dev/null
+			else
+				/usr/bin/time -f %M -o "$tmp/rss" "$bin/cg-reduce" -q \
+					--threads "$threads" -o - $files >/dev/null
+			fi
+			t1=$(now)
+			jq -nc --arg p "$prog" --argjson n "$n" --argjson b "$bytes" \
+				--argjson w "$(echo "$t1 - $t0" | bc -l | sed 's/^\./0./')" \
+				--argjson r "$(tail -n 1 "$tmp/rss")" \
+				'{type: "reduce", prog: $p, inputs: $n, bytes: $b, wall: $w, rss_kb: $r}' >>"$res"
+			j=$((j + 1))
+		done
+	done
+done
+
+meta load_after "$(uptime | sed 's/.*load average: //')"
+say "load average after: $(uptime | sed 's/.*load average: //')"
+[ -n "${RESULTS:-}" ] && cp "$res" "$RESULTS"
+echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before: $(jq -r 'select(.key == "load_before") | .value' "$res"), after: $(jq -r 'select(.key == "load_after") | .value' "$res")"
+echo
+"$deb_py" "$here/torch_speed.py" report "$res"

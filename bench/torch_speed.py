@@ -1,0 +1,629 @@
+#!/usr/bin/python3
+"""torch_speed.py - PyTorch's side of bench/speed.sh, and its report.
+
+usage: torch_speed.py run --model cvae|cgpt [options]    (needs torch)
+       torch_speed.py tune --python PY --impl NAME [options]
+       torch_speed.py measure --tuned TUNE.jsonl --impl NAME --model M ...
+       torch_speed.py report RESULTS.jsonl
+
+run: trains the PyTorch reference of cg's cvae (bench/torch_cvae.py) or
+cgpt (bench/torch_cgpt.py) on real data for --warmup untimed steps, then
+--reps times --steps timed steps, and prints one JSON object per variant.
+The same architecture, hyper-parameters and batch as cg's benchmark:
+cvae 784-512-512-32, batch 128, Adam 1e-3 on Fashion-MNIST (images kept
+as bytes and scaled per batch, as cg does); cgpt context 128, width 256,
+4 layers, 4 heads, batch 16, AdamW 3e-4 / wd 0.1 on a cg text shard, the
+batches built beforehand (the reference's pure-Python batch builder is not
+what is being timed).  Variants change how, never what, is computed:
+--attn naive (the reference: masked_fill + softmax) or sdpa
+(F.scaled_dot_product_attention, is_causal), --opt loop, foreach or fused
+(torch.optim's three implementations of the same update).
+
+tune (standard library only): finds PyTorch's fastest configuration for
+one interpreter, in three greedy stages of short runs, each a fresh
+process: (1) the process environment (OpenMP wait policy, BLAS kernel set
+and thread counts; see envs_for), (2) the in-process variants, (3)
+torch.set_num_interop_threads(1) or not.  Prints one JSON line per model
+with the winner and every candidate's rate.
+
+measure (standard library only): one timed run of a tuned configuration
+in a fresh process under /usr/bin/time, printed as one JSON line with its
+peak RSS.
+
+report (standard library only): the tables of bench/speed.sh from its
+JSON lines.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+THREAD_VARS = ("OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "GOMP_",
+               "CG_NO_REEXEC")
+
+# ------------------------------------------------------------ formulas
+
+CVAE = dict(in_dim=784, ncond=10, hidden=512, layers=2, latent=32,
+            batch=128, lr=1e-3)
+CGPT = dict(context=128, width=256, layers=4, heads=4, batch=16, lr=3e-4,
+            wd=0.1)
+
+
+def cvae_flops(in_dim=784, ncond=10, hidden=512, layers=2, latent=32):
+    """Training FLOPs per example: 3 x forward, forward = 2 x the weights
+    of the matrix products (encoder, mu and logvar heads, decoder, output
+    layer); biases and element-wise work are not counted."""
+    w = (in_dim + ncond) * hidden + (layers - 1) * hidden * hidden
+    w += 2 * hidden * latent
+    w += (latent + ncond) * hidden + (layers - 1) * hidden * hidden
+    w += hidden * in_dim
+    return 6 * w
+
+
+def cgpt_flops(V, T=128, C=256, L=4):
+    """Training FLOPs per token (PaLM's count): 6 N + 12 L T C, N = the
+    matrix-product weights 12 L C^2 + C V (qkv 3C^2, proj C^2, fc 4C^2,
+    mlp proj 4C^2 per block; the output projection C V); 12 L T C is
+    attention's two T x T products (Q K^T and att V, 2 T C each forward
+    per token and layer, the whole square, causal mask not subtracted)
+    times 3.  Embedding lookups, layer norms, softmax, GELU not counted."""
+    return 6 * (12 * L * C * C + C * V) + 12 * L * T * C
+
+# ------------------------------------------------------------------ run
+
+
+def run(a):
+    import torch
+    torch.set_num_threads(a.threads)
+    if a.interop:
+        torch.set_num_interop_threads(a.interop)
+    models = a.model.split(",")
+    steps, warmup = a.steps.split(","), a.warmup.split(",")
+    variants = a.variants.split("|")
+    for i, model in enumerate(models):
+        b = argparse.Namespace(**vars(a))
+        b.steps = int(steps[min(i, len(steps) - 1)])
+        b.warmup = int(warmup[min(i, len(warmup) - 1)])
+        b.variants = variants[min(i, len(variants) - 1)]
+        run_model(b, model, torch)
+
+
+def run_model(a, model, torch):
+    """Time one model's variants; one JSON line each."""
+    import numpy as np
+    import torch.nn.functional as F
+    sys.path.insert(0, HERE)
+
+    def make_opt(kind, groups, cls, **kw):
+        if kind == "foreach":
+            kw["foreach"] = True
+        elif kind == "loop":
+            kw["foreach"] = False
+        elif kind == "fused":
+            kw["fused"] = True
+        return cls(groups, **kw)
+
+    if model == "cvae":
+        import torch_cvae as R
+        x8 = R.read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
+        y8 = R.read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
+        x8 = torch.from_numpy(x8.reshape(len(x8), -1).copy())
+        y = torch.from_numpy(y8.astype(np.int64))
+        B, unit = CVAE["batch"], "examples"
+        per_step = B
+
+        def setup(variant):
+            torch.manual_seed(1)
+            m = R.CVAE(784, 10, CVAE["hidden"], CVAE["layers"],
+                       CVAE["latent"])
+            opt = make_opt(variant["opt"], m.parameters(), torch.optim.Adam,
+                           lr=CVAE["lr"])
+            gen = torch.Generator().manual_seed(1)
+            state = {"perm": torch.randperm(len(x8), generator=gen), "i": 0}
+
+            def step(k):
+                i = state["i"]
+                if i + B > len(x8):
+                    state["perm"] = torch.randperm(len(x8), generator=gen)
+                    i = 0
+                idx = state["perm"][i:i + B]
+                state["i"] = i + B
+                x = x8[idx].float().div_(255.0)
+                eps = torch.randn(B, CVAE["latent"], generator=gen)
+                rec, kl = m(x, y[idx], eps)
+                loss = (rec + kl).mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                return loss.item()
+            return step
+        attns = ["none"]
+    else:
+        import torch_cgpt as R
+        train = R.Shard(a.shard)
+        ncond = len(train.conditions)
+        T, B = CGPT["context"], CGPT["batch"]
+        V = 256 + ncond + 1
+        unit, per_step = "tokens", B * T
+        order = R.Order(train.n, 1)
+        nb = a.warmup + a.steps
+        batches = []
+        for s in range(nb):
+            ex = [order.at(s * B + b) for b in range(B)]
+            noise = R.Rng.derive(1, R.NOISE_TAG, s).u64()
+            batches.append(R.make_batch(train, ex, ncond, T, noise))
+
+        def sdpa_forward(self, x, mask):
+            Bx, Tx, C = x.shape
+            hs = C // self.NH
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q = q.view(Bx, Tx, self.NH, hs).transpose(1, 2)
+            k = k.view(Bx, Tx, self.NH, hs).transpose(1, 2)
+            v = v.view(Bx, Tx, self.NH, hs).transpose(1, 2)
+            yy = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            yy = yy.transpose(1, 2).contiguous().view(Bx, Tx, C)
+            x = x + self.proj(yy)
+            return x + self.mproj(self.gelu(self.fc(self.ln2(x))))
+
+        def setup(variant):
+            torch.manual_seed(1)
+            m = R.CGPT(V, T, CGPT["width"], CGPT["layers"], CGPT["heads"],
+                       0)
+            if variant["attn"] == "sdpa":
+                if not hasattr(F, "scaled_dot_product_attention"):
+                    raise RuntimeError("this torch has no "
+                                       "scaled_dot_product_attention")
+                for b in m.h:
+                    b.forward = sdpa_forward.__get__(b)
+            named = m.named_tensors()
+            groups = [{"params": [p for _, p, d in named if d],
+                       "weight_decay": CGPT["wd"]},
+                      {"params": [p for _, p, d in named if not d],
+                       "weight_decay": 0.0}]
+            opt = make_opt(variant["opt"], groups, torch.optim.AdamW,
+                           lr=CGPT["lr"], betas=(0.9, 0.999), eps=1e-8)
+
+            def step(k):
+                loss, _ = R.batch_loss(m, *batches[k % nb])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                return loss.item()
+            return step
+        attns = ["naive", "sdpa"]
+
+    def measure_variant(variant):
+        row = {"model": model, "torch": torch.__version__,
+               "threads": torch.get_num_threads(),
+               "interop": torch.get_num_interop_threads(),
+               "attn": variant["attn"], "opt": variant["opt"],
+               "steps": a.steps, "per_step": per_step, "unit": unit}
+        try:
+            step = setup(variant)
+            start = time.perf_counter()
+            late = lambda: (a.max_seconds and
+                            time.perf_counter() - start > a.max_seconds)
+            k = 0
+            for _ in range(a.warmup):
+                step(k)
+                k += 1
+                if late():
+                    break
+            times, cut = [], 0
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                for done in range(1, a.steps + 1):
+                    loss = step(k)
+                    k += 1
+                    if late():
+                        break
+                times.append(time.perf_counter() - t0)
+                if done < a.steps:
+                    cut = done
+                    break
+            if cut:
+                # a hopeless candidate: its rate from the steps it did
+                row.update(times=times, loss=loss, cut_after=cut,
+                           rate=per_step * cut / times[-1])
+            else:
+                row.update(times=times, loss=loss,
+                           rate=per_step * a.steps /
+                           statistics.median(times))
+        except (RuntimeError, TypeError, ValueError) as e:
+            row.update(error=str(e).splitlines()[0][:200])
+        print(json.dumps(row))
+        sys.stdout.flush()
+        return row
+
+    if a.variants != "greedy":
+        # ATTN,OPT[;ATTN,OPT...]; cvae has no attention to choose
+        for v in a.variants.split(";"):
+            at, opt = v.split(",")
+            measure_variant({"attn": at if model == "cgpt" else "none",
+                             "opt": opt})
+        return
+    # greedy: the reference's variant, the other attentions with its
+    # optimizer, then the other optimizers with the best attention
+    rate = lambda r: r.get("rate", 0.0)
+    best = measure_variant({"attn": attns[0], "opt": "foreach"})
+    for at in attns[1:]:
+        best = max(best, measure_variant({"attn": at, "opt": "foreach"}),
+                   key=rate)
+    for opt in ("fused", "loop"):
+        best = max(best, measure_variant({"attn": best["attn"],
+                                          "opt": opt}), key=rate)
+
+# ----------------------------------------------------------------- tune
+
+
+def clean_env(extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(THREAD_VARS)}
+    env.update(extra)
+    return env
+
+
+def spawn(py, env, args, rss=False):
+    """JSON lines printed by `py torch_speed.py run ARGS` under env, and
+    with rss its peak RSS in KiB (from /usr/bin/time)."""
+    cmd = [py, os.path.abspath(__file__), "run"] + args
+    tf = None
+    if rss:
+        tf = tempfile.NamedTemporaryFile("r", suffix=".rss")
+        cmd = ["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd
+    p = subprocess.run(cmd, env=clean_env(env), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit("torch_speed: %s failed (%d): %s" % (
+            " ".join(cmd), p.returncode, p.stderr.strip()[-2000:]))
+    rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+    peak = int(open(tf.name).read().split()[-1]) if rss else None
+    return rows, peak
+
+
+def probe(py):
+    code = ("import json, torch; c = torch.__config__.show(); "
+            "print(json.dumps({'version': torch.__version__, "
+            "'mkl': torch.backends.mkl.is_available(), "
+            "'blas': [w for w in c.replace(',', ' ').split() "
+            "if w.startswith('BLAS_INFO=')]}))")
+    p = subprocess.run([py, "-c", code], env=clean_env({}),
+                       stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(p.stdout)
+
+
+def envs_for(info, threads):
+    """Candidate process environments: torch's defaults, the OpenMP wait
+    policy, and the knobs of the BLAS this build calls (MKL inside PyPI's
+    wheels; the system's libblas, OpenBLAS here, under Debian's)."""
+    n = str(threads)
+    omp = {"OMP_NUM_THREADS": n}
+    out = [("defaults", {}),
+           ("OMP_WAIT_POLICY=passive", dict(omp, OMP_WAIT_POLICY="PASSIVE")),
+           ("OMP_WAIT_POLICY=active", dict(omp, OMP_WAIT_POLICY="ACTIVE"))]
+    if info["mkl"]:
+        out += [("OMP_WAIT_POLICY=passive MKL_NUM_THREADS=%s MKL_DYNAMIC="
+                 "FALSE" % n, dict(omp, OMP_WAIT_POLICY="PASSIVE",
+                                   MKL_NUM_THREADS=n, MKL_DYNAMIC="FALSE")),
+                ("GOMP_SPINCOUNT=10000", dict(omp, GOMP_SPINCOUNT="10000"))]
+    else:
+        skx = dict(omp, OPENBLAS_CORETYPE="SkylakeX")
+        out += [("OMP_WAIT_POLICY=passive OPENBLAS_CORETYPE=SkylakeX",
+                 dict(skx, OMP_WAIT_POLICY="PASSIVE")),
+                ("OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=SkylakeX",
+                 dict(skx, OMP_WAIT_POLICY="ACTIVE")),
+                ("OMP_WAIT_POLICY=passive OPENBLAS_CORETYPE=SkylakeX "
+                 "OPENBLAS_NUM_THREADS=1",
+                 dict(skx, OMP_WAIT_POLICY="PASSIVE",
+                      OPENBLAS_NUM_THREADS="1"))]
+    return out
+
+
+def tune(a):
+    info = probe(a.python)
+    common = ["--threads", str(a.threads), "--data", a.data,
+              "--shard", a.shard]
+    short = {"cvae": (a.cvae_steps, 3), "cgpt": (a.cgpt_steps, 2)}
+    ref = {"cvae": "none,foreach", "cgpt": "naive,foreach"}
+    cands = {"cvae": [], "cgpt": []}
+    envs = envs_for(info, a.threads)
+    envd = dict(envs)
+
+    def best_of(m):
+        return max((c for c in cands[m] if "rate" in c),
+                   key=lambda c: c["rate"])
+
+    def note(stage, m, c):
+        sys.stderr.write("torch_speed: %s %s stage %d: %s, interop %s, "
+                         "%s/%s: %s\n" % (
+                             a.impl, m, stage, c["env"], c.get("interop"),
+                             c["attn"], c["opt"],
+                             "%.0f" % c["rate"] if "rate" in c
+                             else c.get("error")))
+
+    # (1) the environment, with the reference's variant; both models in
+    # one process
+    for name, env in envs:
+        rows, _ = spawn(a.python, env, common + [
+            "--model", "cvae,cgpt", "--steps", "%d,%d" % (
+                short["cvae"][0], short["cgpt"][0]),
+            "--warmup", "%d,%d" % (short["cvae"][1], short["cgpt"][1]),
+            "--variants=%s|%s" % (ref["cvae"], ref["cgpt"]),
+            "--max-seconds", str(a.max_seconds)])
+        for r in rows:
+            cands[r["model"]].append(dict(r, env=name, stage=1))
+            note(1, r["model"], cands[r["model"]][-1])
+    out = []
+    for m in ("cvae", "cgpt"):
+        steps = ["--model", m, "--steps", str(short[m][0]),
+                 "--warmup", str(short[m][1])]
+        env_name = best_of(m)["env"]
+        # (2) the in-process variants under that environment
+        rows, _ = spawn(a.python, envd[env_name], common + steps + [
+            "--max-seconds", str(a.max_seconds)])
+        for r in rows:
+            cands[m].append(dict(r, env=env_name, stage=2))
+            note(2, m, cands[m][-1])
+        best = best_of(m)
+        # (3) one inter-op thread, with the best so far, unless that is
+        # already the default
+        if best["interop"] != 1:
+            rows, _ = spawn(a.python, envd[best["env"]], common + steps + [
+                "--interop", "1", "--max-seconds", str(a.max_seconds),
+                "--variants=%s,%s" % (best["attn"], best["opt"])])
+            for r in rows:
+                cands[m].append(dict(r, env=best["env"], stage=3))
+                note(3, m, cands[m][-1])
+            best = best_of(m)
+        out.append({"type": "tune", "impl": a.impl, "python": a.python,
+                    "torch": info["version"], "blas": info["blas"],
+                    "model": m, "env_name": best["env"],
+                    "env": envd[best["env"]],
+                    "interop": 1 if best["stage"] == 3 else 0,
+                    "attn": best["attn"], "opt": best["opt"],
+                    "rate": best["rate"],
+                    "candidates": [{k: c.get(k) for k in (
+                        "stage", "env", "interop", "attn", "opt", "rate",
+                        "error")} for c in cands[m]]})
+    for o in out:
+        print(json.dumps(o))
+
+# -------------------------------------------------------------- measure
+
+
+def measure(a):
+    tuned = None
+    with open(a.tuned) as f:
+        for line in f:
+            r = json.loads(line)
+            if (r.get("type") == "tune" and r["impl"] == a.impl and
+                    r["model"] == a.model):
+                tuned = r
+    if tuned is None:
+        sys.exit("torch_speed: %s: no tuned %s configuration for %s"
+                 % (a.tuned, a.model, a.impl))
+    args = ["--model", a.model, "--steps", str(a.steps), "--warmup",
+            str(a.warmup), "--threads", str(a.threads), "--data", a.data,
+            "--shard", a.shard, "--interop", str(tuned["interop"]),
+            "--variants=%s,%s" % (tuned["attn"], tuned["opt"])]
+    rows, peak = spawn(tuned["python"], tuned["env"], args, rss=True)
+    r = rows[0]
+    if "error" in r:
+        sys.exit("torch_speed: %s %s: %s" % (a.impl, a.model, r["error"]))
+    print(json.dumps({"type": "torch", "impl": a.impl, "model": a.model,
+                      "torch": r["torch"], "steps": a.steps,
+                      "wall": r["times"][0], "rate": r["rate"],
+                      "rss_kb": peak, "threads": r["threads"],
+                      "interop": r["interop"]}))
+
+# --------------------------------------------------------------- report
+
+
+def spread(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def report(a):
+    rows = [json.loads(l) for l in open(a.results) if l.startswith("{")]
+    get = lambda t: [r for r in rows if r.get("type") == t]
+    meta = {r["key"]: r["value"] for r in get("meta")}
+    gemm = get("gemm")
+    peak = max(g["gflops_best"] for g in gemm)
+    V = int(meta.get("cgpt_vocab", 300))
+    fl = {"cvae": cvae_flops(), "cgpt": cgpt_flops(V)}
+    unit = {"cvae": "examples/s", "cgpt": "tokens/s"}
+    per = {"cvae": CVAE["batch"], "cgpt": CGPT["batch"] * CGPT["context"]}
+    tuned = {(r["impl"], r["model"]): r for r in get("tune")}
+    impls = []
+    for r in get("tune"):
+        if r["impl"] not in impls:
+            impls.append(r["impl"])
+
+    print("GEMM peak (bench/gemm-peak.c: cblas_sgemm, N=%d, %d threads, "
+          "best of %d)" % (gemm[0]["n"], gemm[0]["threads"],
+                           gemm[0]["reps"]))
+    print()
+    print("| OPENBLAS_CORETYPE | core OpenBLAS used | GFLOP/s best | median |")
+    print("|---|---|--:|--:|")
+    for g in gemm:
+        print("| %s | %s | %.1f | %.1f |" % (g["label"], g["core"],
+                                            g["gflops_best"],
+                                            g["gflops_median"]))
+    print()
+    print("MFU below = achieved model FLOP/s / %.1f GFLOP/s (the best row "
+          "above).  FLOPs: cvae %.2f MFLOP per example, cgpt %.2f MFLOP "
+          "per token (bench/README).\n" % (peak, fl["cvae"] / 1e6,
+                                            fl["cgpt"] / 1e6))
+
+    print("Training throughput, %s threads each: median of runs [min-max]"
+          % meta.get("threads", "2"))
+    print()
+    print("| workload | implementation | throughput | cg / it | MFU | "
+          "peak RSS | runs |")
+    print("|---|---|--:|--:|--:|--:|--:|")
+    desc = {"cvae": "cvae 784-512-512-32, batch 128, Adam",
+            "cgpt": "cgpt T128 C256 L4 H4, batch 16, AdamW"}
+    over = {}
+    for m in ("cvae", "cgpt"):
+        cg = [r for r in get("cg") if r["model"] == m]
+        one = [r["wall"] for r in cg if r["steps"] == 1]
+        many = [r for r in cg if r["steps"] > 1]
+        n = many[0]["steps"]
+        t1 = statistics.median(one)
+        tn = statistics.median([r["wall"] for r in many])
+        s = (tn - t1) / (n - 1)
+        overhead = t1 - s
+        rates = [per[m] * (n - 1) / (r["wall"] - t1) for r in many]
+        over[m] = (overhead, s, n, one, [r["wall"] for r in many],
+                   [r["rss_kb"] for r in cg])
+        med_cg, lo, hi = spread(rates)
+        rss = max(r["rss_kb"] for r in many)
+        print("| %s | cg (%s) | %.0f %s [%.0f-%.0f] | 1.00 | %.1f%% | "
+              "%.0f MiB | %d |" % (desc[m], meta.get("cg_version", "cg"),
+                                   med_cg, unit[m], lo, hi,
+                                   100 * med_cg * fl[m] / (peak * 1e9),
+                                   rss / 1024, len(many)))
+        for impl in impls:
+            tr = [r for r in get("torch")
+                  if r["model"] == m and r["impl"] == impl]
+            if not tr:
+                continue
+            med, lo, hi = spread([r["rate"] for r in tr])
+            rss = max(r["rss_kb"] for r in tr)
+            print("| | torch %s (%s) | %.0f %s [%.0f-%.0f] | %.2f | %.1f%% | "
+                  "%.0f MiB | %d |" % (tr[0]["torch"], impl, med, unit[m],
+                                       lo, hi, med_cg / med,
+                                       100 * med * fl[m] / (peak * 1e9),
+                                       rss / 1024, len(tr)))
+    print()
+    print("PyTorch configurations used (fastest found by `torch_speed.py "
+          "tune`; every candidate's rate is in the JSON lines):")
+    print()
+    for impl in impls:
+        for m in ("cvae", "cgpt"):
+            t = tuned.get((impl, m))
+            if not t:
+                continue
+            rates = sorted({(c["env"], c["interop"], c["attn"], c["opt"]):
+                            c["rate"] for c in t["candidates"]
+                            if c.get("rate")}.items(), key=lambda kv: kv[1])
+            worst = rates[0][1]
+            print("- torch %s (%s), %s: %s; set_num_threads(%s)%s; "
+                  "attention %s, optimizer %s (tune: %.0f %s; the slowest "
+                  "candidate %.0f, %s)" % (
+                      t["torch"], impl, m, t["env_name"],
+                      meta.get("threads", "2"),
+                      ", set_num_interop_threads(1)" if t["interop"] else "",
+                      t["attn"], t["opt"], t["rate"], unit[m], worst,
+                      rates[0][0][0]))
+    print()
+    print("cg per-call overhead (load + save + start: t(1 step) - one step "
+          "time; step time = (t(N) - t(1)) / (N - 1))")
+    print()
+    print("| workload | t(1) s [min-max] | t(N) s [min-max] | N | step s | "
+          "overhead s | share of a 100-step call | peak RSS |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    for m in ("cvae", "cgpt"):
+        o, s, n, one, many, rss = over[m]
+        print("| %s | %.3f [%.3f-%.3f] | %.2f [%.2f-%.2f] | %d | %.4f | "
+              "%.3f | %.1f%% | %.0f MiB |" % (
+                  m, *spread(one), *spread(many), n, s, o,
+                  100 * o / (o + 100 * s), max(rss) / 1024))
+    print()
+    red = get("reduce")
+    if red:
+        print("cg-reduce against cat (%s-parameter gradient, %.1f MB a "
+              "file; output to /dev/null, inputs in the page cache)" % (
+                  meta.get("reduce_params", "?"),
+                  red[0]["bytes"] / red[0]["inputs"] / 1e6))
+        print()
+        print("| program | inputs | input MB | wall s [min-max] | GB/s | "
+              "peak RSS | runs |")
+        print("|---|--:|--:|--:|--:|--:|--:|")
+        keys = []
+        for r in red:
+            if (r["prog"], r["inputs"]) not in keys:
+                keys.append((r["prog"], r["inputs"]))
+        for prog, k in keys:
+            rs = [r for r in red if r["prog"] == prog and r["inputs"] == k]
+            med, lo, hi = spread([r["wall"] for r in rs])
+            print("| %s | %d | %.0f | %.3f [%.3f-%.3f] | %.2f | %.0f MiB | "
+                  "%d |" % (prog, k, rs[0]["bytes"] / 1e6, med, lo, hi,
+                            rs[0]["bytes"] / med / 1e9,
+                            max(r["rss_kb"] for r in rs) / 1024, len(rs)))
+        print()
+    base = get("torch-import")
+    if base:
+        print("For scale: `import torch` alone peaks at " + ", ".join(
+            "%.0f MiB (%s)" % (r["rss_kb"] / 1024, r["impl"]) for r in base)
+            + ".")
+        print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--model", required=True,
+                   help="cvae, cgpt or cvae,cgpt (in that order)")
+    r.add_argument("--steps", default="20",
+                   help="timed steps, or N,M: one per model")
+    r.add_argument("--warmup", default="3",
+                   help="untimed steps, or N,M: one per model")
+    r.add_argument("--reps", type=int, default=1)
+    r.add_argument("--max-seconds", type=float, default=0,
+                   help="cut a variant short after this long (tuning)")
+    r.add_argument("--threads", type=int, default=2)
+    r.add_argument("--interop", type=int, default=0,
+                   help="set_num_interop_threads (0: leave it)")
+    r.add_argument("--variants", default="greedy",
+                   help="ATTN,OPT[;ATTN,OPT...] or greedy (the default: "
+                   "attention first, then the optimizer)")
+    r.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    r.add_argument("--shard")
+    t = sub.add_parser("tune")
+    t.add_argument("--python", required=True)
+    t.add_argument("--impl", required=True)
+    t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--cvae-steps", type=int, default=30)
+    t.add_argument("--cgpt-steps", type=int, default=4)
+    t.add_argument("--max-seconds", type=float, default=10,
+                   help="time box of one candidate (warm-up included)")
+    t.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    t.add_argument("--shard", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("--tuned", required=True)
+    m.add_argument("--impl", required=True)
+    m.add_argument("--model", choices=("cvae", "cgpt"), required=True)
+    m.add_argument("--steps", type=int, required=True)
+    m.add_argument("--warmup", type=int, default=3)
+    m.add_argument("--threads", type=int, default=2)
+    m.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    m.add_argument("--shard", required=True)
+    p = sub.add_parser("report")
+    p.add_argument("results")
+    a = ap.parse_args()
+    if a.cmd == "run":
+        if not set(a.model.split(",")) <= {"cvae", "cgpt"}:
+            ap.error("--model: cvae, cgpt or cvae,cgpt")
+        if "cgpt" in a.model and not a.shard:
+            ap.error("run --model cgpt needs --shard")
+        try:
+            ok = (min(int(v) for v in a.steps.split(",")) >= 1 and
+                  min(int(v) for v in a.warmup.split(",")) >= 0)
+        except ValueError:
+            ok = False
+        if not ok or min(a.reps, a.threads) < 1:
+            ap.error("--steps, --reps and --threads must be positive")
+        run(a)
+    else:
+        {"tune": tune, "measure": measure, "report": report}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
