@@ -13,10 +13,12 @@ of 16 sequences of 128 positions.
 The shards are read directly (tarfile + json: cg.json, then the raw
 little-endian tensors "cond" u32, "index" u64, "offset" u64, "payload" u8
 and optional "prompt_len" u32; plain or gzip, not zstd), and sequences are
-built exactly as lib/arch_cgpt.c builds them: COND = 256 + cond, the prompt
-and text bytes, EOT = 256 + ncond; only text bytes and EOT are scored; an
-example longer than context + 1 tokens keeps COND and a window of the rest
-whose offset is drawn with cg's generator (xoshiro256** seeded through
+built exactly as lib/arch_cgpt.c builds them: COND = 256 + cond, EOT =
+256 + ncond as the mark of a text's start, the prompt and text bytes, EOT
+as its end; only text bytes and the end are scored; an example longer than
+context + 1 tokens keeps COND and a window of the rest, the start window
+(with the mark) one time in four where it scores, else one from the middle
+(without it), drawn with cg's generator (xoshiro256** seeded through
 splitmix64, reimplemented here) from the step's noise seed and the
 example's index.  The data order and the noise seeds are those of
 `cg-train-step --emit model --batch 16 --seed SEED` (lib/train.c), and the
@@ -106,6 +108,7 @@ ORDER_TAG = 0x6F72646572      # "order", lib/train.c
 NOISE_TAG = 0x6E6F697365      # "noise", lib/train.c
 EVAL_TAG = 0x6576616C         # "eval", lib/train.c
 WINDOW_TAG = 0x77696E646F77   # "window", lib/arch_cgpt.c
+START_ODDS = 4                # lib/arch_cgpt.c: 1 in 4 windows a start
 
 # ---------------------------------------------------------------- data
 
@@ -149,27 +152,32 @@ class Shard:
 
 def make_seq(s, i, ncond, T, noise):
     """Example i of s as (tokens [T], targets [T], scored [T]), as
-    lib/arch_cgpt.c make_seq."""
+    lib/arch_cgpt.c make_seq: rest = EOT (the start mark), the payload,
+    EOT (the end); a window at offset o is COND, rest[o:o+T-1] with the
+    targets rest[o:o+T]; o = 0 (the start window) one time in START_ODDS
+    where it scores, else uniform over the middle offsets that score."""
     EOT = 256 + ncond
     lo_, hi_ = int(s.offset[i]), int(s.offset[i + 1])
     p = s.payload[lo_:hi_]
     n = hi_ - lo_
     P = int(s.prompt_len[i]) if s.prompt_len is not None else 0
-    R = n + 1
+    R = n + 2
     o = 0
     if R > T:
-        lo = P + 1 - T if P + 1 > T else 0
+        lo = P + 2 - T if P + 2 > T else 0
         r = Rng.derive(noise, int(s.index[i]), WINDOW_TAG)
-        o = lo + r.below(R - T - lo + 1)
+        if lo > 0 or r.below(START_ODDS) != 0:
+            lo = max(lo, 1)
+            o = lo + r.below(R - T - lo + 1)
     rest = np.full(o + T + 1, EOT, dtype=np.int64)
-    m = min(n, o + T + 1)
-    rest[:m] = p[:m]
+    m = min(n, o + T)  # payload bytes that reach rest[1 .. o+T]
+    rest[1:1 + m] = p[:m]
     j = np.arange(o, o + T)
     tok = np.empty(T, dtype=np.int64)
     tok[0] = 256 + int(s.cond[i])
     tok[1:] = rest[o:o + T - 1]
     tgt = rest[o:o + T]
-    scored = (j < R) & (j >= P)
+    scored = (j < R) & (j > P)
     return tok, tgt, scored
 
 

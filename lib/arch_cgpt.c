@@ -6,20 +6,39 @@
  * p[0..n), the first P bytes of it a prompt when the shard has a u32
  * "prompt_len" tensor, else P = 0) is the sequence
  *
- *     COND = 256 + k,  p[0], ..., p[n-1],  EOT = 256 + ncond
+ *     COND = 256 + k,  EOT,  p[0], ..., p[n-1],  EOT        (EOT = 256 + ncond)
  *
- * and the model predicts each token from those before it; only the text
- * bytes p[P..n) and EOT are scored (never the condition token or the
- * prompt).  Call rest = p ⊕ EOT (R = n + 1 tokens).  With R <= T the
- * inputs are COND, rest[0 .. R-1) and the tail is padding (EOT tokens,
- * weight 0).  With R > T the sequence is cut to a window: COND is kept at
- * position 0 and followed by rest[o .. o+T-1), the targets being rest[o ..
- * o+T); the offset o is uniform in [max(0, P+1-T), R-T], so that the
- * window always scores at least one token, drawn with cg_rng_below from
- * cg_rng_derive(noise_seed, index[i], WINDOW_TAG), index[i] being the
- * example's position in the input: the same example gets the same window
- * whichever worker and batch it lands in.  Evaluation uses one window per
- * long example.
+ * and the model predicts each token from those before it.  The first EOT
+ * marks the start of a text (it reads "the previous text ended"), so that
+ * the model learns how a text begins from windows that hold its beginning
+ * and not from the middles of long texts; it needs no token of its own.
+ * Call rest = EOT ⊕ p ⊕ EOT (R = n + 2 tokens, rest[0] the start mark,
+ * rest[1 + j] = p[j], rest[R - 1] the end).  Scored are the text bytes and
+ * the end, rest[1 + P .. R): never the condition, the start mark or the
+ * prompt.  A window at offset o has the inputs COND, rest[o .. o+T-1) and
+ * the targets rest[o .. o+T) (past R, inputs and targets are EOT padding
+ * of weight 0): o = 0 is a start window, COND EOT prompt text; o >= 1 is a
+ * window from the middle, COND then the bytes from rest[o] on, without the
+ * start mark (generation drops it too when its window slides).
+ *
+ * With R <= T the whole example fits: o = 0.  With R > T, a window scores
+ * at least one token iff its last target index o + T - 1 >= 1 + P, so the
+ * offsets are [lo, R - T] with lo = max(0, P + 2 - T) (R - T >= lo since
+ * P <= n).  When lo = 0 (the start window scores T - 1 - P >= 1 tokens),
+ * o = 0 with probability 1/START_ODDS, else o is uniform in [1, R - T];
+ * when lo > 0 (a prompt of T - 1 bytes or more leaves nothing to score in
+ * the start window) o is uniform in [lo, R - T].  Uniform offsets alone
+ * would give a text's opening once in R - T + 1 draws (3 in 4 fortunes
+ * are longer than T = 64, and for those that is once in 62 draws at the
+ * median), while every generation starts from an opening; a fixed 1 in 4
+ * makes openings a steady share of the training signal for texts of any
+ * length and leaves 3/4 of the windows to the middles and ends.  The
+ * draws, from one generator cg_rng_derive(noise_seed, index[i],
+ * WINDOW_TAG), are cg_rng_below(START_ODDS) when lo = 0 (0: the start
+ * window), then, for a middle window, m = cg_rng_below(R - T - l + 1) and
+ * o = l + m with l = max(lo, 1); index[i] is the example's position in
+ * the input, so the same example gets the same window whichever worker
+ * and batch it lands in.  Evaluation uses one window per long example.
  *
  * The loss of a batch is the mean cross-entropy in nats per scored token
  * over the whole batch (not per example).  cg_metrics: loss = that mean,
@@ -42,6 +61,8 @@
 #include "model.h"
 
 #define WINDOW_TAG 0x77696e646f77ULL /* "window" */
+/* A long example's window is its start window one time in START_ODDS. */
+#define START_ODDS 4
 #define CHUNK_BYTES ((size_t)512 << 20)
 
 struct cgpt_ws {
@@ -194,23 +215,27 @@ make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
 	const uint8_t *p = cg_shard_example(s, i, &n);
 	int count = 0;
 
-	R = n + 1;
+	R = n + 2;
 	if (R > (uint64_t)T) {
-		uint64_t lo = P + 1 > (uint64_t)T ? P + 1 - T : 0;
+		uint64_t lo = P + 2 > (uint64_t)T ? P + 2 - T : 0;
 		uint64_t hi = R - T;
 		struct cg_rng r;
 
 		cg_rng_derive(&r, noise_seed, s->index[i], WINDOW_TAG);
-		o = lo + cg_rng_below(&r, hi - lo + 1);
+		if (lo > 0 || cg_rng_below(&r, START_ODDS) != 0) {
+			lo = lo > 0 ? lo : 1;
+			o = lo + cg_rng_below(&r, hi - lo + 1);
+		}
 	}
 	tok[0] = 256 + (int)s->cond[i];
 	for (int t = 0; t < T; t++) {
 		uint64_t j = o + t; /* target's index in rest */
+		/* rest[k] is p[k - 1] for 1 <= k <= n, else EOT. */
 		if (t > 0)
-			tok[t] = j - 1 < n ? p[j - 1] : EOT;
-		tgt[t] = j < n ? p[j] : EOT;
-		wt[t] = j < R && j >= P;
-		count += j < R && j >= P;
+			tok[t] = j - 1 >= 1 && j - 1 <= n ? p[j - 2] : EOT;
+		tgt[t] = j >= 1 && j <= n ? p[j - 1] : EOT;
+		wt[t] = j < R && j > P;
+		count += j < R && j > P;
 	}
 	return count;
 }

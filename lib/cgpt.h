@@ -139,10 +139,15 @@ int cg_cgpt_forward_backward(const struct cg_cgpt_config *c,
  * a pass over the whole window.  Its logits are those cg_cgpt_forward
  * gives at the window's last position, to float rounding.
  *
+ * The windows are those the model was trained on (lib/arch_cgpt.c).  A
+ * text starts as a start window: the condition, EOT (256 + ncond, here
+ * the mark of a text's start), the prompt, when the prompt fits beside
+ * them (plen <= T - 2); a longer prompt gives a window from the middle:
+ * the condition and the prompt's last T - 1 bytes, without the mark.
  * When the window is full, pushing a token slides it: the condition token
  * stays at position 0, the (T - 1) / 2 most recent tokens follow, then the
- * new one, and the cache is rebuilt by one pass over that window (as the
- * model was trained on windows that keep the condition and cut the text).
+ * new one, and the cache is rebuilt by one pass over that window; the
+ * start mark is dropped, as in training's windows from the middle.
  * Sliding by half a window at a time keeps the cost linear in the length
  * generated: each rebuild of about T/2 positions buys about T/2 cheap
  * steps, so a token costs about twice a plain step, at the price of a
@@ -162,9 +167,10 @@ struct cg_cgpt_gen *cg_cgpt_gen_new(const struct cg_cgpt_config *c,
 void cg_cgpt_gen_free(struct cg_cgpt_gen *g);
 
 /*
- * Start a window: the token of condition cond in [0, c->ncond), then the
- * last min(plen, T - 1) bytes of prompt [plen] (prompt may be NULL when
- * plen is 0).  Returns 0, or -1 with a message on a bad condition.
+ * Start a window: the token of condition cond in [0, c->ncond), then EOT
+ * and the whole prompt [plen] when plen <= T - 2, else the prompt's last
+ * T - 1 bytes (prompt may be NULL when plen is 0).  Returns 0, or -1
+ * with a message on a bad condition.
  */
 int cg_cgpt_gen_start(struct cg_cgpt_gen *g, int cond, const uint8_t *prompt,
                       size_t plen);
@@ -181,7 +187,8 @@ int cg_cgpt_gen_push(struct cg_cgpt_gen *g, int token);
 const float *cg_cgpt_gen_logits(const struct cg_cgpt_gen *g);
 
 /* The window's tokens [*len] (len may be NULL): what the logits are
- * conditioned on, position 0 being the condition token. */
+ * conditioned on, position 0 being the condition token, position 1 the
+ * start mark EOT while the window holds the text's start. */
 const int *cg_cgpt_gen_window(const struct cg_cgpt_gen *g, int *len);
 
 /*

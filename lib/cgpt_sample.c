@@ -10,12 +10,14 @@
  * a prompt or a rebuilt window goes through cg_sgemm as matrices while a
  * generated token goes through as one row; only the last row of a chunk
  * reaches the final LayerNorm and the head, since only the next token's
- * logits are wanted.  The Linear, LayerNorm, GELU and residual kernels are
- * those of nn.h and transformer.h, so the numbers are cg_cgpt_forward's
- * but for summation order and the attention softmax (libm's expf here,
- * transformer.c's 2-ulp exp there).  The window and how it slides are
- * described in cgpt.h.  The parameter offsets come from cg_cgpt_views, in
- * the order cgpt.h documents.
+ * logits are wanted.  The Linear, LayerNorm, GELU, residual and
+ * attention-row kernels are those of nn.h and transformer.h, so the
+ * numbers are cg_cgpt_forward's but for the summation order of cg_sgemm
+ * (a BLAS may sum a product of M rows otherwise than M products of one
+ * row: with OpenBLAS the logits differ by a few ulp; with a GEMM whose
+ * rows do not depend on M they are the same bits).  The window and how it
+ * starts and slides are described in cgpt.h.  The parameter offsets come
+ * from cg_cgpt_views, in the order cgpt.h documents.
  */
 #include <limits.h>
 #include <math.h>
@@ -208,40 +210,6 @@ cg_cgpt_gen_free(struct cg_cgpt_gen *g)
 /* ------------------------------------------------------------ kernels */
 
 /*
- * Attention of one query over the cached positions 0..p of one head:
- * out [hs] = sum over j <= p of softmax_j(q . k_j / sqrt(hs)) v_j.
- * att [p + 1] scratch, q [hs], kc [T, hs], vc [T, hs] (the head's cache).
- */
-static void
-attend(float *out, float *att, const float *q, const float *kc, const float *vc,
-       int p, int hs)
-{
-	const float scale = 1.0f / sqrtf((float)hs);
-	float mx = -INFINITY, sum = 0;
-
-	for (int j = 0; j <= p; j++) {
-		const float *k = kc + (size_t)j * hs;
-		float s = 0;
-		for (int i = 0; i < hs; i++)
-			s += q[i] * k[i];
-		att[j] = scale * s;
-		mx = att[j] > mx ? att[j] : mx;
-	}
-	for (int j = 0; j <= p; j++) {
-		att[j] = expf(att[j] - mx);
-		sum += att[j];
-	}
-	float inv = 1.0f / sum;
-	memset(out, 0, (size_t)hs * sizeof(float));
-	for (int j = 0; j <= p; j++) {
-		const float *v = vc + (size_t)j * hs;
-		float a = att[j] * inv;
-		for (int i = 0; i < hs; i++)
-			out[i] += a * v[i];
-	}
-}
-
-/*
  * Run n rows of tokens [n] at positions g->len .. g->len + n - 1 (all
  * within T, n <= g->R) through the blocks, appending their keys and
  * values to the cache; g->x ends as the last block's output.
@@ -282,11 +250,12 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
 #endif
 			for (int h = 0; h < NH; h++)
-				attend(g->atty + (size_t)i * C + h * hs,
-				       g->att + (size_t)h * T,
-				       g->qkv + (size_t)i * 3 * C + h * hs,
-				       kc + (size_t)h * T * hs,
-				       vc + (size_t)h * T * hs, p, hs);
+				cg_attention_row(
+				    g->atty + (size_t)i * C + h * hs,
+				    g->att + (size_t)h * T,
+				    g->qkv + (size_t)i * 3 * C + h * hs,
+				    kc + (size_t)h * T * hs,
+				    vc + (size_t)h * T * hs, hs, p, hs);
 			(void)work;
 		}
 		cg_linear_forward(g->branch, g->atty, k->projw, k->projb, n, C,
@@ -328,17 +297,27 @@ cg_cgpt_gen_start(struct cg_cgpt_gen *g, int cond, const uint8_t *prompt,
                   size_t plen)
 {
 	const int T = g->c.T;
+	int at = 1;
+	size_t n;
 
 	if (cond < 0 || cond >= g->c.ncond)
 		return cg_seterr("cgpt: condition %d: not in [0, %d)", cond,
 		                 g->c.ncond);
-	size_t n = plen < (size_t)T - 1 ? plen : (size_t)T - 1;
 	g->win[0] = 256 + cond;
+	if (T >= 2 && plen <= (size_t)T - 2) {
+		/* A start window, as training's offset 0. */
+		g->win[at++] = 256 + g->c.ncond;
+		n = plen;
+	} else {
+		/* A window from the middle: the prompt's tail (plen >=
+		 * T - 1 here). */
+		n = (size_t)T - 1;
+	}
 	for (size_t i = 0; i < n; i++)
-		g->win[1 + i] = prompt[plen - n + i];
+		g->win[at + i] = prompt[plen - n + i];
 	g->len = 0;
 	g->started = 1;
-	feed(g, 1 + (int)n);
+	feed(g, at + (int)n);
 	return 0;
 }
 
@@ -358,7 +337,8 @@ cg_cgpt_gen_push(struct cg_cgpt_gen *g, int token)
 		feed(g, g->len + 1);
 		return 0;
 	}
-	/* Full: the condition, the most recent keep tokens, the new one. */
+	/* Full: the condition, the most recent keep tokens, the new one.
+	 * keep <= T - 2, so a start mark at position 1 is never kept. */
 	int keep = (T - 1) / 2;
 	memmove(g->win + 1, g->win + T - keep, (size_t)keep * sizeof(int));
 	g->win[1 + keep] = token;

@@ -12,9 +12,10 @@
  * the sizes cgpt uses, so it is plain C rather than cg_sgemm calls (which
  * would also nest BLAS threads inside OpenMP's).  Inner loops carry
  * "omp simd" so that reductions vectorize too, and the exponentials of
- * GELU's tanh and of the softmaxes use exp_approx (2 ulp), which the
- * compiler vectorizes where libm's expf and tanhf stay scalar calls: they
- * were a third of a training step.  Losses are summed in double per row.
+ * GELU's tanh and of the softmaxes use cg_exp_approx (transformer.h, 2
+ * ulp), which the compiler vectorizes where libm's expf and tanhf stay
+ * scalar calls: they were a third of a training step.  Losses are summed
+ * in double per row.
  */
 #include <math.h>
 #include <stdint.h>
@@ -66,52 +67,12 @@ dotf(const float *a, const float *b, int n)
 	return s;
 }
 
-/*
- * e^x for x <= 0 (every caller passes a difference from a maximum, or
- * -2|u|), within 2 ulp, in straight-line code the compiler vectorizes
- * (libm's expf and tanhf are calls it cannot): x = n ln 2 + r with
- * |r| <= ln 2 / 2 (Cody-Waite), Cephes' polynomial for e^r, 2^n built in
- * the exponent bits.  Below -87 the result is e^-87 rather than smaller:
- * beside the 1 of a softmax maximum or of 1 + e^-2|u| that is 0.
- */
-static inline float
-exp_approx(float x)
-{
-	/*
-	 * The clamp is done on the bits: a negative float's bits, unsigned,
-	 * grow with its magnitude, and an integer min vectorizes where a
-	 * float comparison (which may trap) blocks if-conversion.
-	 */
-	union {
-		float f;
-		uint32_t u;
-	} c = {.f = x};
-	c.u = c.u > 0xc2ae0000u ? 0xc2ae0000u : c.u; /* -87.0f */
-	x = c.f;
-	/* Round to nearest by the 1.5 * 2^23 trick. */
-	float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-	float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-	float p = 1.9875691500e-4f;
-
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r * r + r + 1.0f;
-	union {
-		int32_t i;
-		float f;
-	} two = {.i = ((int32_t)n + 127) << 23};
-	return p * two.f;
-}
-
 /* tanh(u) = sign(u) (1 - e) / (1 + e), e = e^-2|u|: no overflow, and the
  * absolute error (what GELU's 1 + tanh needs) stays within a few ulp. */
 static inline float
 tanh_approx(float u)
 {
-	float e = exp_approx(-2.0f * fabsf(u));
+	float e = cg_exp_approx(-2.0f * fabsf(u));
 	return copysignf((1.0f - e) / (1.0f + e), u);
 }
 
@@ -284,36 +245,40 @@ cg_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N)
 /* ----------------------------------------------------- causal attention */
 
 /*
- * One row of attention: position t of one sequence, one head.  o [hs]
- * (the head's slice of out), a [T] (att[b, h, t]), seq [T, 3C] (the
- * sequence's qkv, q already offset to this head: seq + h * hs).
+ * One row of attention (see transformer.h): keys and values ld floats
+ * apart.  Inline here so that the training kernel's loop keeps it in
+ * place; cg_attention_row is the same code for other callers.
  */
-static void
-attention_row(float *o, float *a, const float *seq, int t, int T, int C, int hs)
+static inline void
+attention_row(float *o, float *a, const float *q, const float *k,
+              const float *v, size_t ld, int t, int hs)
 {
-	const size_t C3 = 3 * (size_t)C;
-	const float *q = seq + t * C3;
 	const float scale = 1.0f / sqrtf((float)hs);
 	float mx = -INFINITY, sum = 0;
 
 	for (int j = 0; j <= t; j++) {
-		a[j] = scale * dotf(q, seq + j * C3 + C, hs);
+		a[j] = scale * dotf(q, k + j * ld, hs);
 		mx = a[j] > mx ? a[j] : mx;
 	}
 	SIMD_SUM(sum)
 	for (int j = 0; j <= t; j++) {
-		a[j] = exp_approx(a[j] - mx);
+		a[j] = cg_exp_approx(a[j] - mx);
 		sum += a[j];
 	}
 	float inv = 1.0f / sum;
 	SIMD()
 	for (int j = 0; j <= t; j++)
 		a[j] *= inv;
-	for (int j = t + 1; j < T; j++)
-		a[j] = 0;
 	memset(o, 0, (size_t)hs * sizeof(float));
 	for (int j = 0; j <= t; j++)
-		axpy(o, a[j], seq + j * C3 + 2 * C, hs);
+		axpy(o, a[j], v + j * ld, hs);
+}
+
+void
+cg_attention_row(float *o, float *a, const float *q, const float *k,
+                 const float *v, size_t ld, int t, int hs)
+{
+	attention_row(o, a, q, k, v, ld, t, hs);
 }
 
 void
@@ -321,6 +286,7 @@ cg_attention_forward(float *out, float *att, const float *qkv, int B, int T,
                      int C, int NH)
 {
 	const int hs = C / NH;
+	const size_t C3 = 3 * (size_t)C;
 	/* Row t costs t + 1 dot products: hand out rows dynamically. */
 	const size_t work = (size_t)B * NH * T * T / 2 * hs;
 
@@ -329,12 +295,19 @@ cg_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 #endif
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++)
-			for (int h = 0; h < NH; h++)
-				attention_row(
-				    out + ((size_t)b * T + t) * C + h * hs,
-				    att + (((size_t)b * NH + h) * T + t) * T,
-				    qkv + (size_t)b * T * 3 * C + h * hs, t, T,
-				    C, hs);
+			for (int h = 0; h < NH; h++) {
+				/* The sequence's qkv [T, 3C] at head h. */
+				const float *seq =
+				    qkv + (size_t)b * T * C3 + h * hs;
+				float *a =
+				    att + (((size_t)b * NH + h) * T + t) * T;
+				attention_row(out + ((size_t)b * T + t) * C +
+				                  h * hs,
+				              a, seq + t * C3, seq + C,
+				              seq + 2 * C, C3, t, hs);
+				for (int j = t + 1; j < T; j++)
+					a[j] = 0;
+			}
 	(void)work;
 }
 
@@ -422,12 +395,12 @@ xent_row(float *d, const float *l, int target, float wt, int V)
 		mx = l[v] > mx ? l[v] : mx;
 	SIMD_SUM(sum)
 	for (int v = 0; v < V; v++)
-		sum += exp_approx(l[v] - mx);
+		sum += cg_exp_approx(l[v] - mx);
 	if (d != NULL) {
 		float scale = (float)(wt / sum);
 		SIMD()
 		for (int v = 0; v < V; v++)
-			d[v] += scale * exp_approx(l[v] - mx);
+			d[v] += scale * cg_exp_approx(l[v] - mx);
 		d[target] -= wt;
 	}
 	return log(sum) + mx - l[target];

@@ -5,9 +5,12 @@
 # Made once per file: a cgpt model on the fortunes fixture (three
 # conditions) trained for 50 steps; "hi.cgm", a tiny model trained until
 # condition a always says "hi" and b "yo" and then EOT, so that greedy
-# output is known exactly; "pj.cgm", a fresh model on JSON Lines with a
-# "(prompt)" condition; and a fresh cvae image model, for the options
-# that belong to the other kind.  The programs come from PATH.
+# output is known exactly; "st.cgm", a tiny model of context 8 on texts
+# three to five contexts long that all open alike per condition, so that
+# only the start mark tells a text's opening from its middle; "pj.cgm", a
+# fresh model on JSON Lines with a "(prompt)" condition; and a fresh cvae
+# image model, for the options that belong to the other kind.  The
+# programs come from PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -29,6 +32,15 @@ setup_file() {
 		--heads 2 --seed 1 -o hi.cgm
 	cg-train-step -q -m hi.cgm -d hi-0.cgd --emit model --steps 60 \
 		--batch 8 --lr 1e-2 --opt adamw -o hi.cgm
+	for i in $(seq 20); do
+		printf 'a\thello there, this is text %d of many, long\n' "$i"
+		printf 'b\tyo, and here is another one, %d\n' "$i"
+	done >st.tsv
+	cg-shard -q -n 1 -o st st.tsv
+	cg-init -a cgpt -d st-0.cgd --context 8 --width 16 --layers 1 \
+		--heads 2 --seed 1 -o st.cgm
+	cg-train-step -q -m st.cgm -d st-0.cgd --emit model --steps 100 \
+		--batch 8 --lr 1e-2 --opt adamw -o st.cgm
 	printf '%s\n' '{"prompt":"q: ","text":"yes"}' \
 		'{"cond":"story","text":"once"}' >p.jsonl
 	cg-shard -q -n 1 -o pj p.jsonl
@@ -116,6 +128,15 @@ setup() {
 	# Exactly the bytes, no newline added off a terminal.
 	cg-sample -m "$D/hi.cgm" -c 1 --temperature 0 >yo.txt
 	[ "$(od -An -c yo.txt | tr -d ' ')" = yo ]
+}
+
+@test "cg-sample: texts longer than the context start at their start" {
+	# Training saw each text's opening after the start mark, its middles
+	# without it; generation starts after the mark.
+	run -0 cg-sample -m "$D/st.cgm" -c a --temperature 0 --max-bytes 12
+	[ "$output" = 'hello there ' ]
+	run -0 cg-sample -m "$D/st.cgm" -c b --temperature 0 --max-bytes 8
+	[ "$output" = 'yo, and ' ]
 }
 
 @test "cg-sample: -n texts per condition, fortune-style separators" {

@@ -10,8 +10,9 @@
  * sum of its halves, that a prefix of a sequence gets the same logits as
  * the whole (causality), and the error returns.  Through struct cg_arch:
  * text shards with and without prompts become the sequences arch_cgpt.c
- * documents (rebuilt here independently, windows included), counted and
- * scored as documented, the same wherever an example lands.
+ * documents (rebuilt here independently, start marks and windows
+ * included, start windows about one in four), counted and scored as
+ * documented, the same wherever an example lands.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -621,35 +622,47 @@ text_shard(const char *const *texts, const uint32_t *pl, const uint32_t *cond,
 
 /*
  * The documented rule, written out again: example i as tokens, targets and
- * 0/1 weights of T positions.  Returns the scored count.
+ * 0/1 weights of T positions.  Returns the scored count; *start says
+ * whether the window holds the example's start.
  */
 static int
 ref_seq(const struct cg_shard *s, uint64_t i, int ncond, int T, uint64_t noise,
-        int *tok, int *tgt, float *wt)
+        int *tok, int *tgt, float *wt, int *start)
 {
 	uint64_t n = s->offset[i + 1] - s->offset[i];
-	uint64_t P = s->prompt_len ? s->prompt_len[i] : 0, R = n + 1, o = 0;
+	uint64_t P = s->prompt_len ? s->prompt_len[i] : 0, L = n + 3, o = 0;
 	const uint8_t *p = s->payload + s->offset[i];
 	int EOT = 256 + ncond, count = 0;
-	/* The whole sequence COND, payload, EOT. */
-	int *seq = xcalloc(n + 2, sizeof(int));
+	/* The whole sequence: COND, the start mark, payload, the end. */
+	int *seq = xcalloc(L, sizeof(int));
 
 	seq[0] = 256 + (int)s->cond[i];
+	seq[1] = EOT;
 	for (uint64_t j = 0; j < n; j++)
-		seq[1 + j] = p[j];
-	seq[n + 1] = EOT;
-	if (R > (uint64_t)T) {
+		seq[2 + j] = p[j];
+	seq[L - 1] = EOT;
+	/* A window: COND, then seq[1 + o ..]; it holds T inputs and the
+	 * next target, so everything fits when L <= T + 1. */
+	if (L > (uint64_t)T + 1) {
 		struct cg_rng r;
-		uint64_t lo = P + 1 > (uint64_t)T ? P + 1 - T : 0;
+		/* The start window's last target is seq[T], the first text
+		 * byte seq[2 + P]: it scores iff T >= 2 + P. */
+		int can_start = (uint64_t)T >= 2 + P;
 		cg_rng_derive(&r, noise, s->index[i], WINDOW_TAG);
-		o = lo + cg_rng_below(&r, R - T - lo + 1);
+		if (!can_start || cg_rng_below(&r, 4) != 0) {
+			/* Offsets 1..L-1-T; the last target seq[o + T] must
+			 * reach seq[2 + P]. */
+			uint64_t first = can_start ? 1 : 2 + P - T;
+			o = first + cg_rng_below(&r, L - 1 - T - first + 1);
+		}
 	}
+	*start = o == 0;
 	/* Position t > 0 holds seq[1 + o + t - 1]; its target is seq[1+o+t]. */
 	for (int t = 0; t < T; t++) {
 		uint64_t k = t == 0 ? 0 : 1 + o + t - 1;
 		uint64_t kt = 1 + o + t;
-		tok[t] = k < n + 2 ? seq[k] : EOT;
-		int scored = kt < n + 2 && kt >= 1 + P;
+		tok[t] = k < L ? seq[k] : EOT;
+		int scored = kt < L && kt >= 2 + P;
 		tgt[t] = scored ? seq[kt] : 0;
 		wt[t] = (float)scored;
 		count += scored;
@@ -677,11 +690,12 @@ make_model(int ncond, int T, int tied)
 
 /*
  * Batch ex[0..B) of s through the arch and through the model on the
- * sequences ref_seq builds: the same loss, count and gradient.
+ * sequences ref_seq builds: the same loss, count and gradient.  *starts
+ * (may be NULL) += the windows that hold their example's start.
  */
 static int
 arch_vs_ref(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-            int B, uint64_t noise, struct cg_metrics *out)
+            int B, uint64_t noise, struct cg_metrics *out, int *starts)
 {
 	struct cg_cgpt_config c = {3, 0, 16, 2, 2, 0};
 	int T = (int)cg_json_u64(m->config, "context", 0);
@@ -697,9 +711,13 @@ arch_vs_ref(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	c.tied = (int)cg_json_u64(m->config, "tied", 0);
 	if (m->arch->batch(m, s, ex, B, noise, g1, out) != 0)
 		die("arch batch");
-	for (int b = 0; b < B; b++)
+	for (int b = 0; b < B; b++) {
+		int start;
 		count += ref_seq(s, ex[b], 3, T, noise, tok + b * T,
-		                 tgt + b * T, wt + b * T);
+		                 tgt + b * T, wt + b * T, &start);
+		if (starts)
+			*starts += start;
+	}
 	for (int i = 0; i < B * T; i++)
 		wt[i] /= count;
 	struct cg_cgpt_ws *ws = cg_cgpt_ws_new(&c, B);
@@ -736,19 +754,22 @@ test_arch(void)
 	    "Q: 2+2? A: 4", /* prompt "Q: 2+2? " */
 	    "the quick brown fox jumps over the lazy dog",  /* long */
 	    "PROMPT THAT IS LONGER THAN THE CONTEXT: text", /* long prompt */
-	    "abcdefghijklmno", /* R = T: fits exactly */
+	    "abcdefghijklmn",  /* COND EOT text EOT = T + 1: fits exactly */
+	    "abcdefghijklmno", /* one too long: two windows */
 	};
-	const uint32_t pl[] = {0, 0, 8, 4, 40, 3};
-	const uint32_t cond[] = {0, 1, 2, 0, 1, 2};
+	const uint32_t pl[] = {0, 0, 8, 4, 40, 3, 0};
+	const uint32_t cond[] = {0, 1, 2, 0, 1, 2, 0};
 	const int T = 16;
-	struct cg_shard *s = text_shard(texts, pl, cond, 6);
-	struct cg_shard *s0 = text_shard(texts, NULL, cond, 6);
+	struct cg_shard *s = text_shard(texts, pl, cond, 7);
+	struct cg_shard *s0 = text_shard(texts, NULL, cond, 7);
 	struct cg_metrics mt, m1, m2;
 	int ok;
 
 	for (int tied = 0; tied <= 1; tied++) {
 		struct cg_model *m = make_model(3, T, tied);
-		uint64_t all[] = {0, 1, 2, 3, 4, 5}, rev[] = {5, 3, 1};
+		uint64_t all[] = {0, 1, 2, 3, 4, 5, 6}, rev[] = {5, 3, 1};
+		uint64_t longs[] = {3, 6}, longp[] = {4};
+		int starts = 0, starts_p = 0;
 		char what[96];
 
 		expect(m->arch->check_data(m, s) == 0 &&
@@ -757,28 +778,52 @@ test_arch(void)
 		snprintf(what, sizeof(what),
 		         "%s: arch batches are the documented sequences",
 		         tied ? "tied" : "untied");
-		ok = arch_vs_ref(m, s, all, 6, 11, &mt) &&
-		     arch_vs_ref(m, s, rev, 3, 11, &m1) &&
-		     arch_vs_ref(m, s0, all, 6, 12, &m2) &&
-		     arch_vs_ref(m, s, all + 3, 2, 99, &m2);
+		ok = arch_vs_ref(m, s, all, 7, 11, &mt, NULL) &&
+		     arch_vs_ref(m, s, rev, 3, 11, &m1, NULL) &&
+		     arch_vs_ref(m, s0, all, 7, 12, &m2, NULL) &&
+		     arch_vs_ref(m, s, all + 3, 2, 99, &m2, NULL);
+		/* Many windows of the long examples: start windows about
+		 * one in four (64 draws each: 32 expected, sd 4.9), none
+		 * where the prompt fills the context. */
+		for (uint64_t k = 0; k < 64 && ok; k++)
+			ok = arch_vs_ref(m, s, longs, 2, 1000 + k, &mt,
+			                 &starts) &&
+			     arch_vs_ref(m, s, longp, 1, 1000 + k, &mt,
+			                 &starts_p);
 		expect(ok, what);
+		snprintf(what, sizeof(what),
+		         "    start windows: %d of 128 (long prompt: %d of 64)",
+		         starts, starts_p);
+		expect(starts >= 12 && starts <= 52 && starts_p == 0, what);
 		cg_model_free(m);
 	}
 
 	/* Counts: T tokens at most, prompts unscored, EOT scored. */
 	struct cg_model *m = make_model(3, T, 0);
-	int counts[6];
-	for (uint64_t i = 0; i < 6; i++) {
+	int counts[7];
+	for (uint64_t i = 0; i < 7; i++) {
 		if (m->arch->batch(m, s, &i, 1, 3, NULL, &mt) != 0)
 			die("arch batch");
 		counts[i] = (int)lround(mt.part[0]);
 	}
 	expect(counts[0] == 3 && counts[1] == 1 && counts[2] == 5 &&
-	           counts[5] == 13,
+	           counts[5] == 12,
 	       "scored: text bytes and EOT, never the prompt");
 	expect(counts[3] >= 1 && counts[3] <= T && counts[4] >= 1 &&
-	           counts[4] <= 5,
+	           counts[4] <= 5 && (counts[6] == 15 || counts[6] == 16),
 	       "long examples: a window that scores at least one token");
+	/* Example 6: the start window scores 15 (its first target is the
+	 * start mark), the one middle window 16; both turn up. */
+	int seen15 = 0, seen16 = 0;
+	for (uint64_t k = 0; k < 32; k++) {
+		uint64_t six = 6;
+		if (m->arch->batch(m, s, &six, 1, k, NULL, &mt) != 0)
+			die("arch batch");
+		seen15 |= lround(mt.part[0]) == 15;
+		seen16 |= lround(mt.part[0]) == 16;
+	}
+	expect(seen15 && seen16,
+	       "one token too long: a start window or the middle one");
 
 	/* Each example's share is the same wherever it lands. */
 	uint64_t a[] = {0, 3}, b[] = {4, 2, 1}, ab[] = {3, 1, 4, 0, 2};

@@ -4,19 +4,24 @@
  *
  * The cache: for several configs (tied and untied, a context shorter and
  * longer than a prefill chunk, the edge contexts 1, 2 and 3), a window is
- * started with a prompt (short, chunked, longer than the context) and fed
- * token after token well past several slides; at every step the window
- * must be the condition token then a suffix of everything fed, as cgpt.h
- * says, and the generator's logits must match cg_cgpt_forward over that
- * window at its last position within ATOL + RTOL |ref|.  The weights are
- * larger than GPT-2's init so that attention is far from uniform and a
- * wrong cache row shows.  The sampler: greedy is the argmax of the
- * allowed tokens, top-k 1 and a tiny top-p are greedy at any temperature,
- * ties go to the lower token, condition tokens are never drawn even when
- * they dominate, the frequencies of many draws match the (filtered,
- * tempered) softmax within 5 standard deviations, a seed fixes the draws;
- * and cg_cgpt_sample stops at EOT, at max_bytes and when emit says so,
- * and refuses bad arguments.  Exit 0 pass, 1 fail (automake convention).
+ * started with a prompt (short, chunked, just fitting beside the start
+ * mark, just not, longer than the context) and fed token after token well
+ * past several slides; at every step the window must be as cgpt.h says
+ * (the condition token, the start mark EOT and everything fed until the
+ * first slide when the prompt fits beside it, else the condition token
+ * then a suffix of everything fed), and the generator's logits must match
+ * cg_cgpt_forward over that window at its last position within ATOL +
+ * RTOL |ref| (cg_attention_row gives the full pass's bits, checked here
+ * too, so what differs is cg_sgemm's summation order for one row and for
+ * many).  The weights are larger than GPT-2's init so that attention is
+ * far from uniform and a wrong cache row shows.  The sampler: greedy is
+ * the argmax of the allowed tokens, top-k 1 and a tiny top-p are greedy
+ * at any temperature, ties go to the lower token, condition tokens are
+ * never drawn even when they dominate, the frequencies of many draws
+ * match the (filtered, tempered) softmax within 5 standard deviations, a
+ * seed fixes the draws; and cg_cgpt_sample stops at EOT, at max_bytes and
+ * when emit says so, and refuses bad arguments.  Exit 0 pass, 1 fail
+ * (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +31,7 @@
 #include "cg.h"
 #include "cgpt.h"
 #include "model.h"
+#include "transformer.h"
 
 #define ATOL 1e-4
 #define RTOL 1e-4
@@ -124,6 +130,9 @@ check_cache(const struct cg_cgpt_config *c, int tied_tag, size_t plen,
 	uint8_t *prompt = xcalloc(plen, 1);
 	double diff = 0, worst = -INFINITY;
 	int win_ok = 1, prev_len = 0, cond = c->ncond - 1;
+	/* Whether the window holds the start mark: a prompt that fits beside
+	 * it, until the first slide. */
+	int marked = T >= 2 && plen <= (size_t)T - 2;
 	char what[160];
 
 	if (g == NULL || ws == NULL)
@@ -144,22 +153,30 @@ check_cache(const struct cg_cgpt_config *c, int tied_tag, size_t plen,
 			if (cg_cgpt_gen_push(g, tok) != 0)
 				die("push");
 			w = cg_cgpt_gen_window(g, &len);
-			if (len <= prev_len && T > 1)
+			if (len <= prev_len && T > 1) {
 				(*slides)++;
+				marked = 0;
+			}
 		}
 		prev_len = len;
-		/* The condition, then the last len - 1 tokens fed. */
-		if (len < 1 || len > T || w[0] != 256 + cond ||
-		    (size_t)(len - 1) > fed)
+		/* The condition, the start mark EOT and everything fed; or,
+		 * unmarked, the condition and the last len - 1 tokens fed. */
+		int at = 1 + marked;
+		if (len < at || len > T || w[0] != 256 + cond ||
+		    (marked && w[1] != 256 + c->ncond) ||
+		    (size_t)(len - at) > fed ||
+		    (marked && (size_t)len != 2 + fed))
 			win_ok = 0;
 		else
-			for (int i = 1; i < len; i++)
-				if (w[i] != hist[fed - (len - 1) + i - 1])
+			for (int i = at; i < len; i++)
+				if (w[i] != hist[fed - (len - at) + i - at])
 					win_ok = 0;
 		/* A fresh window holds everything that fits. */
 		if (s == 0 &&
 		    (size_t)len !=
-		        1 + (plen < (size_t)T - 1 ? plen : (size_t)T - 1))
+		        (marked ? 2 + plen
+		                : 1 + (plen < (size_t)T - 1 ? plen
+		                                            : (size_t)T - 1)))
 			win_ok = 0;
 		if (cg_cgpt_forward(c, params, ws, w, 1, len) != 0)
 			die("forward");
@@ -196,15 +213,19 @@ test_cache(void)
 		size_t plen;
 		int steps, min_slides;
 	} t[] = {
-	    /* Chunked prefill (64 + 12 rows), then slides of 39 rows. */
+	    /* Chunked prefill (64 + 13 rows), then slides of 39 rows. */
 	    {{3, 80, 32, 2, 4, 0}, 75, 150, 3},
 	    {{3, 80, 32, 2, 4, 1}, 0, 100, 1},
-	    /* A prompt longer than the context. */
+	    /* A prompt longer than the context: no start mark. */
 	    {{2, 9, 16, 2, 2, 1}, 30, 40, 8},
 	    {{2, 9, 16, 3, 4, 0}, 3, 40, 8},
+	    /* The prompt just fits beside the mark (7), or just not (8). */
+	    {{2, 9, 16, 2, 2, 0}, 7, 20, 4},
+	    {{2, 9, 16, 2, 2, 0}, 8, 20, 4},
 	    {{1, 16, 8, 1, 1, 0}, 0, 60, 6},
 	    /* Edge contexts: slide every step (3, 2), or never feed (1). */
 	    {{2, 3, 8, 1, 2, 0}, 5, 10, 9},
+	    {{2, 3, 8, 1, 2, 0}, 1, 10, 9},
 	    {{2, 2, 8, 1, 2, 1}, 0, 10, 9},
 	    {{2, 1, 8, 1, 2, 0}, 4, 5, 0},
 	};
@@ -225,6 +246,42 @@ test_cache(void)
 	}
 	expect(slides_ok, "the windows slid as often as expected");
 	printf("     largest |cached - full| logit difference: %.3g\n", most);
+}
+
+/*
+ * The cache's attention rows are cg_attention_forward's arithmetic: the
+ * same bits from keys and values copied out of the packed qkv into
+ * per-head arrays [T, hs] (as the cache keeps them).
+ */
+static void
+test_attention_row(void)
+{
+	enum { T = 13, C = 24, NH = 3, hs = C / NH };
+	static float qkv[T * 3 * C], out[T * C], att[NH * T * T];
+	static float kc[T * hs], vc[T * hs], o[hs], a[T];
+	int same = 1;
+
+	for (int i = 0; i < T * 3 * C; i++)
+		qkv[i] = 2.0f * cg_rng_normal(&rng);
+	cg_attention_forward(out, att, qkv, 1, T, C, NH);
+	for (int h = 0; h < NH; h++) {
+		for (int j = 0; j < T; j++) {
+			memcpy(kc + j * hs, qkv + j * 3 * C + C + h * hs,
+			       sizeof(float) * hs);
+			memcpy(vc + j * hs, qkv + j * 3 * C + 2 * C + h * hs,
+			       sizeof(float) * hs);
+		}
+		for (int t = 0; t < T; t++) {
+			cg_attention_row(o, a, qkv + t * 3 * C + h * hs, kc, vc,
+			                 hs, t, hs);
+			same &= memcmp(o, out + t * C + h * hs,
+			               sizeof(float) * hs) == 0 &&
+			        memcmp(a, att + (h * T + t) * T,
+			               sizeof(float) * (t + 1)) == 0;
+		}
+	}
+	expect(same, "cg_attention_row: cg_attention_forward's rows, bit for "
+	             "bit");
 }
 
 static void
@@ -608,6 +665,7 @@ int
 main(void)
 {
 	cg_rng_seed(&rng, 5150);
+	test_attention_row();
 	test_cache();
 	test_gen_errors();
 	test_greedy();
