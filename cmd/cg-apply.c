@@ -42,13 +42,7 @@ usage(FILE *fp)
 static int
 bad_usage(const char *msg)
 {
-	if (msg)
-		fprintf(stderr, "%s: %s\n", prog, msg);
-	fprintf(stderr,
-		"usage: %s -m MODEL [options] [UPDATE] [-o OUT]\n"
-		"Try '%s --help' for more.\n",
-		prog, prog);
-	return 2;
+	return cg_usage_error(prog, "-m MODEL [options] [UPDATE] [-o OUT]", msg);
 }
 
 int

@@ -54,12 +54,7 @@ fail(const char *msg)
 static int
 bad_usage(const char *msg)
 {
-	if (msg)
-		fprintf(stderr, "%s: %s\n", prog, msg);
-	fprintf(stderr, "usage: %s -a ARCH -d SHARD [options] -o MODEL\n"
-			"Try '%s --help' for more.\n",
-		prog, prog);
-	return 2;
+	return cg_usage_error(prog, "-a ARCH -d SHARD [options] -o MODEL", msg);
 }
 
 int

@@ -35,11 +35,7 @@ usage(FILE *fp)
 static int
 bad_usage(const char *msg)
 {
-	if (msg)
-		fprintf(stderr, "%s: %s\n", prog, msg);
-	fprintf(stderr, "usage: %s [options] [FILE...]\nTry '%s --help' for more.\n",
-		prog, prog);
-	return 2;
+	return cg_usage_error(prog, "[options] [FILE...]", msg);
 }
 
 static int

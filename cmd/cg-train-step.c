@@ -46,13 +46,7 @@ usage(FILE *fp)
 static int
 bad_usage(const char *msg)
 {
-	if (msg)
-		fprintf(stderr, "%s: %s\n", prog, msg);
-	fprintf(stderr,
-		"usage: %s -m MODEL -d SHARD [options] [-o OUT]\n"
-		"Try '%s --help' for more.\n",
-		prog, prog);
-	return 2;
+	return cg_usage_error(prog, "-m MODEL -d SHARD [options] [-o OUT]", msg);
 }
 
 static void

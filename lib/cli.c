@@ -139,6 +139,16 @@ cg_parse_list(const char *what, const char *s, double *out, int max)
 }
 
 int
+cg_usage_error(const char *prog, const char *synopsis, const char *msg)
+{
+	if (msg)
+		fprintf(stderr, "%s: %s\n", prog, msg);
+	fprintf(stderr, "usage: %s %s\nTry '%s --help' for more.\n", prog,
+		synopsis, prog);
+	return 2;
+}
+
+int
 cg_compress_parse(const char *s, enum cg_compress *out)
 {
 	if (strcmp(s, "none") == 0)

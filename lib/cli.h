@@ -29,6 +29,13 @@ int cg_parse_size(const char *what, const char *s, uint64_t *out);
 /* Comma-separated positive numbers; returns the count, or -1. */
 int cg_parse_list(const char *what, const char *s, double *out, int max);
 
+/*
+ * A usage error as every program reports it: "PROG: MSG" (when msg is not
+ * NULL), then "usage: PROG SYNOPSIS" and a pointer to --help, on stderr.
+ * Returns 2, the exit status of a usage error.
+ */
+int cg_usage_error(const char *prog, const char *synopsis, const char *msg);
+
 /* "none", "gzip" or "zstd"; -1 with a message otherwise. */
 int cg_compress_parse(const char *s, enum cg_compress *out);
 
