@@ -27,6 +27,9 @@
 #include "model.h"
 #include "shard.h"
 
+#define TEST_NAME "test_cgpt"
+#include "check.h"
+
 /*
  * Extrapolated central differences (fd_range) with steps FD_H and 2 FD_H
  * on a float model whose loss is O(1): rounding contributes a few 1e-7
@@ -38,35 +41,7 @@
 #define FD_FLOOR 1e-3
 #define MAXV 256
 
-static int failures;
 static struct cg_rng rng;
-
-static void
-expect(int cond, const char *what)
-{
-	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
-	if (!cond)
-		failures++;
-}
-
-static void *
-xcalloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz);
-
-	if (p == NULL) {
-		fprintf(stderr, "test_cgpt: out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static void
-die(const char *what)
-{
-	fprintf(stderr, "test_cgpt: %s: %s\n", what, cg_errmsg());
-	exit(1);
-}
 
 /* ------------------------------------------------------------- config */
 

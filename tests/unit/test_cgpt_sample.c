@@ -33,39 +33,14 @@
 #include "model.h"
 #include "transformer.h"
 
+#define TEST_NAME "test_cgpt_sample"
+#include "check.h"
+
 #define ATOL 1e-4
 #define RTOL 1e-4
 #define DRAWS 200000
 
-static int failures;
 static struct cg_rng rng;
-
-static void
-expect(int cond, const char *what)
-{
-	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
-	if (!cond)
-		failures++;
-}
-
-static void *
-xcalloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz);
-
-	if (p == NULL) {
-		fprintf(stderr, "test_cgpt_sample: out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static void
-die(const char *what)
-{
-	fprintf(stderr, "test_cgpt_sample: %s: %s\n", what, cg_errmsg());
-	exit(1);
-}
 
 /* Weights with some spread: normal(0, 0.3) everywhere, LayerNorm gains
  * around 1 (every view of one element per channel is a gain or bias). */

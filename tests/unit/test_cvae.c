@@ -18,6 +18,9 @@
 #include "cli.h"
 #include "cvae.h"
 
+#define TEST_NAME "test_cvae"
+#include "check.h"
+
 /*
  * A gradient g passes against a central difference fd when
  * |g - fd| <= FD_RTOL * (|fd| + FD_FLOOR), i.e. the relative error with
@@ -32,28 +35,7 @@
 #define FD_FLOOR 5e-2 /* absolute floor: FD_TOL * FD_FLOOR = 5e-4 */
 #define MAXV 64
 
-static int failures;
 static struct cg_rng rng;
-
-static void
-expect(int cond, const char *what)
-{
-	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
-	if (!cond)
-		failures++;
-}
-
-static void *
-xcalloc(size_t n, size_t sz)
-{
-	void *p = calloc(n ? n : 1, sz);
-
-	if (p == NULL) {
-		fprintf(stderr, "test_cvae: out of memory\n");
-		exit(1);
-	}
-	return p;
-}
 
 /* ------------------------------------------------------ the test case */
 

@@ -24,11 +24,13 @@
 #include "gemm.h"
 #include "nn.h"
 
+#define TEST_NAME "test_nn"
+#include "check.h"
+
 #define FD_H 1e-3     /* finite-difference step */
 #define FD_TOL 1e-2   /* largest relative error accepted */
 #define FD_FLOOR 1e-3 /* absolute floor of the relative error */
 
-static int failures;
 static struct cg_rng rng;
 
 static void
@@ -114,14 +116,6 @@ fdcheck(const char *name, float *p, const float *g, size_t n, lossfn f,
 			failures++;
 	}
 	return maxrel;
-}
-
-static void
-expect(int cond, const char *what)
-{
-	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
-	if (!cond)
-		failures++;
 }
 
 /* ----------------------------------------------------------------- gemm */

@@ -25,6 +25,9 @@
 #include "cg.h"
 #include "transformer.h"
 
+#define TEST_NAME "test_transformer"
+#include "check.h"
+
 /*
  * The kernels are float, so a difference of two losses carries rounding
  * of about 1e-7 of each output it touches; over a step of 2 * FD_H = 2e-2
@@ -39,16 +42,7 @@
 #define FWD_ATOL 1e-6
 #define FWD_RTOL 1e-5
 
-static int failures;
 static struct cg_rng rng;
-
-static void
-expect(int cond, const char *what)
-{
-	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
-	if (!cond)
-		failures++;
-}
 
 static float *
 falloc(size_t n)
