@@ -35,6 +35,10 @@ usage(FILE *fp)
 		"      --order NAME       shuffle or sequential (shuffle)\n"
 		"      --seed N           data order and model noise (0)\n"
 		"      --log FILE         append one JSON line of metrics\n"
+		"      --max-memory SIZE  fit the call in SIZE (256M, 2G): "
+		"chunks, checkpointing\n"
+		"      --checkpoint-activations  recompute activations in "
+		"the backward pass\n"
 		"  -j, --threads N        threads (all cores)\n"
 		"  -z, --compress ALG     none, gzip or zstd (none)\n"
 		"  -q, --quiet            no progress bar or summary\n"
@@ -57,7 +61,8 @@ progress(void *ctx, int done, int total, double loss)
 
 static int
 write_log(const char *path, const struct cg_model *m,
-	  const struct cg_train_result *res, double secs, const char *emit)
+	  const struct cg_train_result *res, double secs, const char *emit,
+	  const struct cg_memplan *plan)
 {
 	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
@@ -77,6 +82,10 @@ write_log(const char *path, const struct cg_model *m,
 			cJSON_AddNumberToObject(o, m->arch->part_names[i],
 						res->mean.part[i]);
 	cJSON_AddNumberToObject(o, "seconds", secs);
+	cJSON_AddNumberToObject(o, "chunk", plan->chunk);
+	cJSON_AddBoolToObject(o, "checkpoint", plan->checkpoint);
+	cJSON_AddNumberToObject(o, "memory_plan", (double)plan->estimate);
+	cJSON_AddNumberToObject(o, "memory_peak", (double)cg_rss_peak());
 	if ((s = cJSON_PrintUnformatted(o)) == NULL)
 		goto out;
 	fprintf(fp, "%s\n", s);
@@ -94,12 +103,14 @@ main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"batch", required_argument, NULL, 'b'},
+	    {"checkpoint-activations", no_argument, NULL, 14},
 	    {"clip", required_argument, NULL, 3},
 	    {"compress", required_argument, NULL, 'z'},
 	    {"data", required_argument, NULL, 'd'},
 	    {"emit", required_argument, NULL, 'e'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"log", required_argument, NULL, 5},
+	    {"max-memory", required_argument, NULL, 13},
 	    {"model", required_argument, NULL, 'm'},
 	    {"order", required_argument, NULL, 10},
 	    {"output", required_argument, NULL, 'o'},
@@ -118,8 +129,9 @@ main(int argc, char **argv)
 	enum cg_compress comp = CG_COMPRESS_NONE;
 	double clip = 0;
 	long long steps = 1, batch = 128, threads = 0;
-	uint64_t seed = 0;
-	int quiet = 0, c, rc = 1;
+	uint64_t seed = 0, max_memory = 0;
+	int quiet = 0, ckpt = 0, c, rc = 1;
+	struct cg_memplan plan;
 	struct cg_model *m = NULL;
 	struct cg_shard *s = NULL;
 	struct cg_train_state st;
@@ -203,6 +215,14 @@ main(int argc, char **argv)
 		case 12:
 			e = cg_parse_u64("--seed", optarg, &seed);
 			break;
+		case 13:
+			e = cg_parse_size("--max-memory", optarg, &max_memory);
+			if (e == 0 && max_memory == 0)
+				e = cg_seterr("--max-memory: must be positive");
+			break;
+		case 14:
+			ckpt = 1;
+			break;
 		default:
 			if ((e = cg_optim_cli_option(&oc, c, optarg)) == 0)
 				return bad_usage(NULL);
@@ -250,6 +270,14 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
+	if (cg_train_plan(m, &o, state ? &st : NULL, max_memory, cg_rss_now(),
+			  ckpt, &plan) != 0) {
+		fprintf(stderr, "%s: %s%s%s\n", prog,
+			max_memory ? "--max-memory: " : "",
+			ckpt && !max_memory ? "--checkpoint-activations: " : "",
+			cg_errmsg());
+		goto out;
+	}
 	if (o.emit != CG_EMIT_MODEL &&
 	    (buf = cg_alloc(m->nparams * sizeof(float))) == NULL) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
@@ -266,6 +294,9 @@ main(int argc, char **argv)
 	}
 	double secs = cg_now() - t0;
 	cg_progress_done(&pb);
+	/* The activations are done with: the output has their room. */
+	if (m->arch->free_ws)
+		m->arch->free_ws(m);
 
 	if (o.emit == CG_EMIT_MODEL) {
 		double seen = cg_json_num(m->manifest, "samples", 0) +
@@ -293,21 +324,28 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
-	if (logpath && write_log(logpath, m, &res, secs, emit_name) != 0) {
+	if (logpath &&
+	    write_log(logpath, m, &res, secs, emit_name, &plan) != 0) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
-	if (pb.on)
-		fprintf(stderr, "%s: %llu examples, loss %.4f, %.0f examples/s\n",
+	if (pb.on) {
+		fprintf(stderr, "%s: %llu examples, loss %.4f, %.0f examples/s",
 			prog, (unsigned long long)res.samples, res.mean.loss,
 			secs > 0 ? res.samples / secs : 0);
+		if (plan.chunk || plan.checkpoint)
+			fprintf(stderr, ", chunks of %d%s", plan.chunk,
+				plan.checkpoint ? " checkpointed" : "");
+		fprintf(stderr, ", peak memory %.0f MiB (planned %.0f)\n",
+			cg_rss_peak() / 1048576.0, plan.estimate / 1048576.0);
+	}
 	rc = 0;
 out:
 	cg_out_abort(&oout);
 	cg_out_abort(&sout);
-	free(buf);
 	cg_file_free(f);
 	cg_file_free(sf);
+	free(buf);
 	cg_state_free(&st);
 	cg_shard_free(s);
 	cg_model_free(m);

@@ -47,9 +47,11 @@
  * per-token mean over batches weighs each batch's loss by part[0] * n;
  * n = examples.
  *
- * Memory: a batch is run through the model in chunks of at most
- * CHUNK_BYTES of workspace (activations and their gradients); gradients
- * accumulate over chunks, so chunking changes only rounding.
+ * Memory: a batch is run through the model in equal chunks of at most
+ * m->chunk sequences (0: as many as CHUNK_BYTES of workspace allow), with
+ * activation checkpointing when m->checkpoint is set; gradients
+ * accumulate over chunks, so chunking changes only rounding, and
+ * checkpointing changes nothing.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -69,6 +71,8 @@ struct cgpt_ws {
 	struct cg_cgpt_config c;
 	struct cg_cgpt_ws *ws;
 	int cap;       /* sequences the model workspace holds */
+	int ckpt;      /* whether it checkpoints */
+	int run;       /* sequences per chunk in this call (<= cap) */
 	int seq_cap;   /* sequences tokens, targets and weight hold */
 	int *tokens;   /* [seq_cap, T] */
 	int *targets;  /* [seq_cap, T] */
@@ -152,20 +156,47 @@ cgpt_free_ws(struct cg_model *m)
 	m->ws_batch = 0;
 }
 
-/* Sequences per chunk for a batch of B: as many as CHUNK_BYTES allow,
- * the batch cut into equal chunks. */
+/* Sequences per chunk for a batch of B: at most most (0: as many as
+ * CHUNK_BYTES of workspace allow), the batch cut into equal chunks.  0
+ * with a message if the config is bad. */
 static int
-chunk_size(const struct cg_cgpt_config *c, int B)
+chunk_size(const struct cg_cgpt_config *c, int B, int most, int ckpt)
 {
-	/* Floats per sequence, as cg_cgpt_ws_new lays them out (roughly). */
-	double C = c->C, T = c->T, V = cg_cgpt_vocab(c);
-	double per =
-	    T * (c->L * (16 * C + c->NH * T + 4) + 17 * C + 2 * V + c->NH + 8);
-	double most = CHUNK_BYTES / (4 * per);
-	int cap = most < 1 ? 1 : most > B ? B : (int)most;
-	int nchunks = (B + cap - 1) / cap;
-
+	if (most < 1) {
+		/* The most sequences whose workspace fits CHUNK_BYTES (one
+		 * at least), by bisection: it grows with the batch. */
+		int lo = 1, hi = B;
+		if (cg_cgpt_ws_bytes(c, 1, ckpt) == 0)
+			return 0;
+		while (lo < hi) {
+			int mid = lo + (hi - lo + 1) / 2;
+			size_t n = cg_cgpt_ws_bytes(c, mid, ckpt);
+			if (n != 0 && n <= CHUNK_BYTES)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		most = lo;
+	}
+	if (most > B)
+		most = B;
+	int nchunks = (B + most - 1) / most;
 	return (B + nchunks - 1) / nchunks;
+}
+
+static size_t
+cgpt_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
+{
+	struct cg_cgpt_config c;
+	size_t n;
+
+	if (get_config(m->config, &c) != 0 || B < 1)
+		return 0;
+	if ((chunk = chunk_size(&c, B, chunk, checkpoint)) == 0 ||
+	    (n = cg_cgpt_ws_bytes(&c, chunk, checkpoint)) == 0)
+		return 0;
+	/* tokens, targets and weight of the whole batch */
+	return n + sizeof(struct cgpt_ws) + (size_t)B * c.T * 12;
 }
 
 /* The workspace for batches of B (model chunks of cap); NULL on error. */
@@ -174,13 +205,16 @@ get_ws(struct cg_model *m, int B)
 {
 	struct cgpt_ws *w = m->ws;
 	struct cg_cgpt_config c;
-	int cap;
+	int cap, ckpt = m->checkpoint != 0;
 
 	if (get_config(m->config, &c) != 0)
 		return NULL;
-	cap = chunk_size(&c, B);
-	if (w && w->cap >= cap && w->seq_cap >= B)
+	if ((cap = chunk_size(&c, B, m->chunk, ckpt)) == 0)
+		return NULL;
+	if (w && w->cap >= cap && w->seq_cap >= B && w->ckpt == ckpt) {
+		w->run = cap;
 		return w;
+	}
 	cgpt_free_ws(m);
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		cg_seterr("out of memory");
@@ -189,14 +223,15 @@ get_ws(struct cg_model *m, int B)
 	m->ws = w;
 	w->c = c;
 	size_t n = (size_t)B * c.T;
-	if ((w->ws = cg_cgpt_ws_new(&c, cap)) == NULL ||
+	if ((w->ws = cg_cgpt_ws_new(&c, cap, ckpt)) == NULL ||
 	    (w->tokens = cg_alloc(n * sizeof(int))) == NULL ||
 	    (w->targets = cg_alloc(n * sizeof(int))) == NULL ||
 	    (w->weight = cg_alloc(n * sizeof(float))) == NULL) {
 		cgpt_free_ws(m);
 		return NULL;
 	}
-	w->cap = m->ws_batch = cap;
+	w->cap = w->run = m->ws_batch = cap;
+	w->ckpt = ckpt;
 	w->seq_cap = B;
 	return w;
 }
@@ -275,8 +310,8 @@ cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	float inv = (float)(1.0 / (double)count);
 	for (size_t j = 0; j < (size_t)B * T; j++)
 		w->weight[j] *= inv;
-	for (int b0 = 0; b0 < B; b0 += w->cap) {
-		int nb = B - b0 < w->cap ? B - b0 : w->cap;
+	for (int b0 = 0; b0 < B; b0 += w->run) {
+		int nb = B - b0 < w->run ? B - b0 : w->run;
 		size_t r = (size_t)b0 * T;
 		double part;
 
@@ -316,4 +351,5 @@ const struct cg_arch cg_arch_cgpt = {
     .sample_image = NULL,
     .sample_text = cgpt_sample_text,
     .free_ws = cgpt_free_ws,
+    .ws_bytes = cgpt_ws_bytes,
 };

@@ -93,6 +93,7 @@ struct cg_tensor {
 	uint64_t nbytes; /* length of the member */
 	unsigned char sha256[32];
 	void *data; /* nbytes, 64-byte aligned; owned by the cg_file */
+	int borrowed; /* data is the caller's (cg_file_add_ref) */
 };
 
 /*
@@ -120,6 +121,14 @@ const char *cg_file_kind(const struct cg_file *f);
 struct cg_tensor *cg_file_add(struct cg_file *f, const char *name,
 			      enum cg_dtype dtype, int ndim,
 			      const uint64_t *shape, const void *data);
+/*
+ * Like cg_file_add but without a copy: the file points at data, which
+ * must stay unchanged until the file is written and freed (saving a model
+ * needs no second copy of it).
+ */
+struct cg_tensor *cg_file_add_ref(struct cg_file *f, const char *name,
+				  enum cg_dtype dtype, int ndim,
+				  const uint64_t *shape, const void *data);
 /* Like cg_file_add but the data is left zeroed for the caller to fill. */
 struct cg_tensor *cg_file_add_zero(struct cg_file *f, const char *name,
 				   enum cg_dtype dtype, int ndim,
@@ -190,6 +199,10 @@ void cg_out_abort(struct cg_out *o);
 /* 64-byte aligned zeroed allocation (free with free()); NULL on failure
  * with a message. */
 void *cg_alloc(size_t n);
+/* This process's resident memory now, and the most it has had, in
+ * bytes (0 where the system does not say). */
+uint64_t cg_rss_now(void);
+uint64_t cg_rss_peak(void);
 /* Lower-case hex of a SHA-256 digest into out[65]. */
 void cg_hex(char out[65], const unsigned char d[32]);
 void cg_sha256(unsigned char out[32], const void *data, size_t n);

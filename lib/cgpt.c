@@ -7,8 +7,9 @@
  * are contiguous, in GPT-2's order.  The workspace holds every activation
  * of a batch of up to max_batch sequences of c->T positions in one
  * allocation, and the gradients of activations once (reused by every
- * block, top down).  A call with fewer sequences or positions uses the
- * leading B * T rows of each buffer.  The residual stream's gradient is
+ * block, top down), or, checkpointed, only each block's output and one
+ * block's scratch (see carve).  A call with fewer sequences or positions
+ * uses the leading B * T rows of each buffer.  The residual stream's gradient is
  * carried in one buffer through the blocks: a residual add passes its
  * gradient through unchanged, so the branch's backward adds into it in
  * place.
@@ -271,6 +272,7 @@ struct acts {
 struct cg_cgpt_ws {
 	struct cg_cgpt_config c;
 	int max_batch;
+	int ckpt; /* 1: blk[] share one scratch set but for res3 */
 	void *mem;
 	float *encoded;                   /* [B, T, C] */
 	struct acts *blk;                 /* [L] */
@@ -283,7 +285,6 @@ struct cg_cgpt_ws {
 	float *dln;       /* [B, T, C] of a LayerNorm output */
 	float *dqkv;      /* [B, T, 3C] */
 	float *datty;     /* [B, T, C] */
-	float *dfch;      /* [B, T, 4C] */
 	float *dfch_gelu; /* [B, T, 4C] */
 	float *dlogits;   /* [B, T, V] */
 	float *dscratch;  /* [B, NH, T] */
@@ -303,8 +304,11 @@ grow(size_t *n, size_t a, size_t b)
 }
 
 /*
- * Lay the buffers out from base (NULL: only count).  Returns the floats
- * needed, or 0 on overflow.
+ * Lay the buffers out from base (NULL: only count).  With checkpointing
+ * the blocks keep only their outputs (res3); every other activation lives
+ * in one scratch set that all blocks' pointers share, refilled by
+ * recomputing a block's forward pass before its backward pass.  Returns
+ * the floats needed, or 0 on overflow.
  */
 static size_t
 carve(struct cg_cgpt_ws *w, float *base)
@@ -313,6 +317,7 @@ carve(struct cg_cgpt_ws *w, float *base)
 	size_t V = cg_cgpt_vocab(&w->c), NH = w->c.NH;
 	size_t att = (size_t)w->max_batch * NH * w->c.T;
 	size_t n = 0;
+	struct acts shared, dummy;
 
 #define TAKE(ptr, rows, width)                                                 \
 	do {                                                                   \
@@ -321,21 +326,30 @@ carve(struct cg_cgpt_ws *w, float *base)
 		if (grow(&n, (rows), (width)) != 0)                            \
 			return 0;                                              \
 	} while (0)
+#define TAKE_ACTS(a)                                                           \
+	do {                                                                   \
+		TAKE((a)->ln1, R, C);                                          \
+		TAKE((a)->ln1_mean, R, 1);                                     \
+		TAKE((a)->ln1_rstd, R, 1);                                     \
+		TAKE((a)->qkv, R, 3 * C);                                      \
+		TAKE((a)->atty, R, C);                                         \
+		TAKE((a)->att, att, w->c.T);                                   \
+		TAKE((a)->res2, R, C);                                         \
+		TAKE((a)->ln2, R, C);                                          \
+		TAKE((a)->ln2_mean, R, 1);                                     \
+		TAKE((a)->ln2_rstd, R, 1);                                     \
+		TAKE((a)->fch, R, 4 * C);                                      \
+		TAKE((a)->fch_gelu, R, 4 * C);                                 \
+	} while (0)
 	TAKE(w->encoded, R, C);
+	if (w->ckpt)
+		TAKE_ACTS(&shared);
 	for (int l = 0; l < w->c.L; l++) {
-		struct acts dummy, *a = base ? &w->blk[l] : &dummy;
-		TAKE(a->ln1, R, C);
-		TAKE(a->ln1_mean, R, 1);
-		TAKE(a->ln1_rstd, R, 1);
-		TAKE(a->qkv, R, 3 * C);
-		TAKE(a->atty, R, C);
-		TAKE(a->att, att, w->c.T);
-		TAKE(a->res2, R, C);
-		TAKE(a->ln2, R, C);
-		TAKE(a->ln2_mean, R, 1);
-		TAKE(a->ln2_rstd, R, 1);
-		TAKE(a->fch, R, 4 * C);
-		TAKE(a->fch_gelu, R, 4 * C);
+		struct acts *a = base ? &w->blk[l] : &dummy;
+		if (w->ckpt)
+			*a = shared;
+		else
+			TAKE_ACTS(a);
 		TAKE(a->res3, R, C);
 	}
 	TAKE(w->lnf, R, C);
@@ -350,27 +364,23 @@ carve(struct cg_cgpt_ws *w, float *base)
 	TAKE(w->dln, R, C);
 	TAKE(w->dqkv, R, 3 * C);
 	TAKE(w->datty, R, C);
-	TAKE(w->dfch, R, 4 * C);
 	TAKE(w->dfch_gelu, R, 4 * C);
 	TAKE(w->dlogits, R, V);
 	TAKE(w->dscratch, att, 1);
+#undef TAKE_ACTS
 #undef TAKE
 	return n;
 }
 
-struct cg_cgpt_ws *
-cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch)
+/* Arguments of a workspace, checked; 0 or -1 with a message. */
+static int
+check_ws(const struct cg_cgpt_config *c, int max_batch)
 {
-	struct cg_cgpt_ws *w;
-	size_t n;
-
 	if (cg_cgpt_check_config(c) != 0)
-		return NULL;
-	if (max_batch < 1 || max_batch > CG_CGPT_MAX_BATCH) {
-		cg_seterr("cgpt: batch %d: not in [1, %d]", max_batch,
-		          CG_CGPT_MAX_BATCH);
-		return NULL;
-	}
+		return -1;
+	if (max_batch < 1 || max_batch > CG_CGPT_MAX_BATCH)
+		return cg_seterr("cgpt: batch %d: not in [1, %d]", max_batch,
+		                 CG_CGPT_MAX_BATCH);
 	/*
 	 * cg_sgemm takes int sizes: the rows of a call (B * T) and each
 	 * buffer's elements must stay below 2^31.
@@ -381,10 +391,39 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch)
 		wide = cg_cgpt_vocab(c);
 	if ((uint64_t)c->NH * c->T > wide)
 		wide = (uint64_t)c->NH * c->T;
-	if (rows * wide > INT32_MAX) {
-		cg_seterr("cgpt: workspace for batch %d: too large", max_batch);
-		return NULL;
+	if (rows * wide > INT32_MAX)
+		return cg_seterr("cgpt: workspace for batch %d: too large",
+		                 max_batch);
+	return 0;
+}
+
+size_t
+cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
+                 int checkpoint)
+{
+	struct cg_cgpt_ws w = {.c = *c, .max_batch = max_batch,
+	                       .ckpt = checkpoint != 0};
+	size_t n;
+
+	if (check_ws(c, max_batch) != 0)
+		return 0;
+	if ((n = carve(&w, NULL)) == 0 || n > SIZE_MAX / sizeof(float)) {
+		cg_seterr("cgpt: workspace for batch %d: too large",
+		          max_batch);
+		return 0;
 	}
+	return n * sizeof(float) + sizeof(w) +
+	       (size_t)c->L * sizeof(struct acts);
+}
+
+struct cg_cgpt_ws *
+cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
+{
+	struct cg_cgpt_ws *w;
+	size_t n;
+
+	if (check_ws(c, max_batch) != 0)
+		return NULL;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
 	    (w->blk = calloc((size_t)c->L, sizeof(*w->blk))) == NULL) {
 		free(w);
@@ -393,6 +432,7 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	w->ckpt = checkpoint != 0;
 	if ((n = carve(w, NULL)) == 0) {
 		cg_seterr("cgpt: workspace for batch %d: too large", max_batch);
 		goto fail;
@@ -450,46 +490,56 @@ check_call(const struct cg_cgpt_config *c, const struct cg_cgpt_ws *w,
 	return 0;
 }
 
+/* Block l's forward pass from its input res into w->blk[l]. */
+static void
+block_forward(const struct cg_cgpt_config *c, const float *p,
+              struct cg_cgpt_ws *w, int l, const float *res, int B, int T)
+{
+	const int C = c->C, NH = c->NH, BT = B * T;
+	const size_t N = (size_t)BT * C;
+	struct block k = block_at(c, l);
+	struct acts *a = &w->blk[l];
+
+	cg_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p + k.ln1w,
+	                     p + k.ln1b, B, T, C);
+	cg_linear_forward(a->qkv, a->ln1, p + k.qkvw, p + k.qkvb, BT, C, 3 * C);
+	cg_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+	cg_linear_forward(w->branch, a->atty, p + k.projw, p + k.projb, BT, C,
+	                  C);
+	cg_residual_forward(a->res2, res, w->branch, N);
+	cg_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
+	                     p + k.ln2w, p + k.ln2b, B, T, C);
+	cg_linear_forward(a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C, 4 * C);
+	cg_gelu_forward(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
+	cg_linear_forward(w->branch, a->fch_gelu, p + k.mprojw, p + k.mprojb,
+	                  BT, 4 * C, C);
+	cg_residual_forward(a->res3, a->res2, w->branch, N);
+}
+
+/* Block l's input: the previous block's output, or the embeddings. */
+static const float *
+block_input(const struct cg_cgpt_ws *w, int l)
+{
+	return l > 0 ? w->blk[l - 1].res3 : w->encoded;
+}
+
 /* The forward pass on checked arguments. */
 static void
 forward(const struct cg_cgpt_config *c, const float *params,
         struct cg_cgpt_ws *w, const int *tokens, int B, int T)
 {
-	const int C = c->C, NH = c->NH, V = cg_cgpt_vocab(c);
-	const int BT = B * T;
-	const size_t N = (size_t)BT * C;
-	const float *res = w->encoded;
+	const int C = c->C, V = cg_cgpt_vocab(c);
 
 	cg_embed_forward(w->encoded, tokens, params, params + wpe_off(c), B, T,
 	                 C);
-	for (int l = 0; l < c->L; l++) {
-		struct block k = block_at(c, l);
-		struct acts *a = &w->blk[l];
-		const float *p = params;
-
-		cg_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res,
-		                     p + k.ln1w, p + k.ln1b, B, T, C);
-		cg_linear_forward(a->qkv, a->ln1, p + k.qkvw, p + k.qkvb, BT, C,
-		                  3 * C);
-		cg_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
-		cg_linear_forward(w->branch, a->atty, p + k.projw, p + k.projb,
-		                  BT, C, C);
-		cg_residual_forward(a->res2, res, w->branch, N);
-		cg_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
-		                     p + k.ln2w, p + k.ln2b, B, T, C);
-		cg_linear_forward(a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C,
-		                  4 * C);
-		cg_gelu_forward(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
-		cg_linear_forward(w->branch, a->fch_gelu, p + k.mprojw,
-		                  p + k.mprojb, BT, 4 * C, C);
-		cg_residual_forward(a->res3, a->res2, w->branch, N);
-		res = a->res3;
-	}
+	for (int l = 0; l < c->L; l++)
+		block_forward(c, params, w, l, block_input(w, l), B, T);
 	size_t f = lnf_off(c);
-	cg_layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd, res, params + f,
-	                     params + f + C, B, T, C);
-	cg_linear_forward(w->logits, w->lnf, params + head_off(c), NULL, BT, C,
-	                  V);
+	cg_layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd,
+	                     block_input(w, c->L), params + f, params + f + C,
+	                     B, T, C);
+	cg_linear_forward(w->logits, w->lnf, params + head_off(c), NULL, B * T,
+	                  C, V);
 }
 
 int
@@ -545,7 +595,7 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 		return 0;
 
 	/* Head and final LayerNorm. */
-	const float *last = c->L > 0 ? w->blk[c->L - 1].res3 : w->encoded;
+	const float *last = block_input(w, c->L);
 	size_t f = lnf_off(c);
 	zero(w->dln, N);
 	cg_linear_backward(w->dln, grad + head_off(c), NULL, w->dlogits, w->lnf,
@@ -558,21 +608,28 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 	for (int l = c->L - 1; l >= 0; l--) {
 		struct block k = block_at(c, l);
 		struct acts *a = &w->blk[l];
-		const float *res = l > 0 ? w->blk[l - 1].res3 : w->encoded;
+		const float *res = block_input(w, l);
 		const float *p = params;
 		float *g = grad;
 		size_t N4 = 4 * N;
+
+		/* Checkpointed: the scratch set holds the top block's
+		 * activations since the forward pass; others recompute. */
+		if (w->ckpt && l < c->L - 1)
+			block_forward(c, params, w, l, res, B, T);
 
 		/* res3 = res2 + mlp(ln2(res2)) */
 		zero(w->dfch_gelu, N4);
 		cg_linear_backward(w->dfch_gelu, g + k.mprojw, g + k.mprojb,
 		                   w->dres, a->fch_gelu, p + k.mprojw, BT,
 		                   4 * C, C);
-		zero(w->dfch, N4);
-		cg_gelu_backward(w->dfch, w->dfch_gelu, a->fch, N4);
+		/* fch_gelu is spent: it takes d(loss)/d(fch). */
+		float *dfch = a->fch_gelu;
+		zero(dfch, N4);
+		cg_gelu_backward(dfch, w->dfch_gelu, a->fch, N4);
 		zero(w->dln, N);
-		cg_linear_backward(w->dln, g + k.fcw, g + k.fcb, w->dfch,
-		                   a->ln2, p + k.fcw, BT, C, 4 * C);
+		cg_linear_backward(w->dln, g + k.fcw, g + k.fcb, dfch, a->ln2,
+		                   p + k.fcw, BT, C, 4 * C);
 		cg_layernorm_backward(w->dres, g + k.ln2w, g + k.ln2b, w->dln,
 		                      a->res2, p + k.ln2w, a->ln2_mean,
 		                      a->ln2_rstd, B, T, C);

@@ -92,13 +92,22 @@ void cg_cgpt_init(const struct cg_cgpt_config *c, float *params,
 
 /*
  * Activations and their gradients for up to max_batch sequences of up to
- * c->T positions, allocated once; the passes allocate nothing.  A
- * workspace serves one call at a time.  Returns NULL with a message on a
- * bad config or max_batch, or out of memory; the caller owns it.
+ * c->T positions, allocated once; the passes allocate nothing.  With
+ * checkpoint != 0 the workspace keeps only each block's output and one
+ * block's other activations: the backward pass recomputes each block's
+ * forward pass (but the top one's) just before it needs it, for the same
+ * results (the same kernels run on the same inputs) at about a third more
+ * work and a fraction of the memory.  A workspace serves one call at a
+ * time.  Returns NULL with a message on a bad config or max_batch, or out
+ * of memory; the caller owns it.
  */
 struct cg_cgpt_ws;
 struct cg_cgpt_ws *cg_cgpt_ws_new(const struct cg_cgpt_config *c,
-                                  int max_batch);
+                                  int max_batch, int checkpoint);
+/* The bytes cg_cgpt_ws_new(c, max_batch, checkpoint) allocates, or 0
+ * with a message when it would fail its checks. */
+size_t cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
+                        int checkpoint);
 void cg_cgpt_ws_free(struct cg_cgpt_ws *w);
 
 /*

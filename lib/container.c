@@ -65,7 +65,8 @@ cg_file_free(struct cg_file *f)
 	if (f == NULL)
 		return;
 	for (size_t i = 0; i < f->ntensors; i++)
-		free(f->tensors[i].data);
+		if (!f->tensors[i].borrowed)
+			free(f->tensors[i].data);
 	free(f->tensors);
 	cJSON_Delete(f->manifest);
 	free(f);
@@ -126,9 +127,10 @@ set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
 	return 0;
 }
 
-struct cg_tensor *
-cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
-		 int ndim, const uint64_t *shape)
+/* A new tensor at the end of f, its data not yet set; NULL on error. */
+static struct cg_tensor *
+new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
+	   const uint64_t *shape)
 {
 	struct cg_tensor *t;
 
@@ -155,8 +157,31 @@ cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	if (set_shape(t, dtype, ndim, shape) != 0)
 		return NULL;
-	if ((t->data = cg_alloc(t->nbytes)) == NULL)
+	return t;
+}
+
+struct cg_tensor *
+cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		 int ndim, const uint64_t *shape)
+{
+	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
+
+	if (t == NULL || (t->data = cg_alloc(t->nbytes)) == NULL)
 		return NULL;
+	f->ntensors++;
+	return t;
+}
+
+struct cg_tensor *
+cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		int ndim, const uint64_t *shape, const void *data)
+{
+	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
+
+	if (t == NULL)
+		return NULL;
+	t->data = (void *)data;
+	t->borrowed = 1;
 	f->ntensors++;
 	return t;
 }

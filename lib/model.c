@@ -158,8 +158,8 @@ cg_model_put_views(const struct cg_model *m, struct cg_file *f,
 {
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
-		if (cg_file_add(f, v->name, CG_F32, v->ndim, v->shape,
-				buf + v->off) == NULL)
+		if (cg_file_add_ref(f, v->name, CG_F32, v->ndim, v->shape,
+				    buf + v->off) == NULL)
 			return -1;
 	}
 	return 0;
@@ -184,10 +184,13 @@ cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 	return 0;
 }
 
-/* Copy flat tensor name [nparams] into *dst (allocated); absent is fine. */
+/*
+ * Flat tensor name [nparams] of f into *dst: a copy, or with steal the
+ * file's own buffer (f gives it up); absent is fine.
+ */
 static int
 get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
-	 float **dst)
+	 float **dst, int steal)
 {
 	struct cg_tensor *t = cg_file_find(f, name);
 
@@ -196,14 +199,24 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 	if (t->dtype != CG_F32 || t->nelem != m->nparams)
 		return cg_seterr("tensor %s: expected f32 [%zu]", name,
 				 m->nparams);
+	if (steal && !t->borrowed) {
+		*dst = t->data;
+		t->data = NULL;
+		return 0;
+	}
 	if ((*dst = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
 	memcpy(*dst, t->data, t->nbytes);
 	return 0;
 }
 
-struct cg_model *
-cg_model_from_file(const struct cg_file *f, const char *display)
+/*
+ * The model in f.  With steal, f's buffers are taken or freed as they are
+ * used (f is left fit only for cg_file_free), so that a model and its
+ * optimizer state are never held twice over.
+ */
+static struct cg_model *
+from_file(struct cg_file *f, const char *display, int steal)
 {
 	struct cg_model *m = NULL;
 	cJSON *man;
@@ -221,10 +234,19 @@ cg_model_from_file(const struct cg_file *f, const char *display)
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
 	if ((m = model_new(man)) == NULL)
 		goto fail;
-	if (cg_model_get_views(m, f, m->params) != 0 ||
-	    get_flat(m, f, "opt.m", &m->opt_m) != 0 ||
-	    get_flat(m, f, "opt.v", &m->opt_v) != 0 ||
-	    get_flat(m, f, "outer.mom", &m->outer_mom) != 0)
+	if (cg_model_get_views(m, f, m->params) != 0)
+		goto fail;
+	if (steal)
+		for (int i = 0; i < m->nviews; i++) {
+			struct cg_tensor *t = cg_file_find(f, m->views[i].name);
+			if (t && !t->borrowed) {
+				free(t->data);
+				t->data = NULL;
+			}
+		}
+	if (get_flat(m, f, "opt.m", &m->opt_m, steal) != 0 ||
+	    get_flat(m, f, "opt.v", &m->opt_v, steal) != 0 ||
+	    get_flat(m, f, "outer.mom", &m->outer_mom, steal) != 0)
 		goto fail;
 	m->opt_t = cg_json_u64(m->manifest, "opt_t", 0);
 	return m;
@@ -235,6 +257,12 @@ fail:
 }
 
 struct cg_model *
+cg_model_from_file(const struct cg_file *f, const char *display)
+{
+	return from_file((struct cg_file *)f, display, 0);
+}
+
+struct cg_model *
 cg_model_read(const char *path)
 {
 	struct cg_file *f = cg_file_read(path);
@@ -242,7 +270,7 @@ cg_model_read(const char *path)
 
 	if (f == NULL)
 		return NULL;
-	m = cg_model_from_file(f, strcmp(path, "-") ? path : "(stdin)");
+	m = from_file(f, strcmp(path, "-") ? path : "(stdin)", 1);
 	cg_file_free(f);
 	return m;
 }
@@ -274,12 +302,12 @@ cg_model_file(struct cg_model *m)
 	}
 	if (cg_model_put_views(m, f, m->params) != 0)
 		goto fail;
-	if (m->opt_m && !cg_file_add(f, "opt.m", CG_F32, 1, n, m->opt_m))
+	if (m->opt_m && !cg_file_add_ref(f, "opt.m", CG_F32, 1, n, m->opt_m))
 		goto fail;
-	if (m->opt_v && !cg_file_add(f, "opt.v", CG_F32, 1, n, m->opt_v))
+	if (m->opt_v && !cg_file_add_ref(f, "opt.v", CG_F32, 1, n, m->opt_v))
 		goto fail;
 	if (m->outer_mom &&
-	    !cg_file_add(f, "outer.mom", CG_F32, 1, n, m->outer_mom))
+	    !cg_file_add_ref(f, "outer.mom", CG_F32, 1, n, m->outer_mom))
 		goto fail;
 	return f;
 fail:

@@ -86,6 +86,16 @@ struct cg_arch {
 			    struct cg_rng *r, cg_emit_fn emit, void *ctx);
 	/* Release the workspace the arch hung on m (m->ws). */
 	void (*free_ws)(struct cg_model *m);
+	/*
+	 * Bytes of workspace that batches of B examples take, run in
+	 * equal chunks of at most chunk examples (as few chunks as that
+	 * allows, their sizes evened out; chunk 0: the arch's default), with activation checkpointing
+	 * when checkpoint != 0; 0 with a message if impossible.  NULL when
+	 * the arch neither chunks nor checkpoints (its batch function then
+	 * ignores m->checkpoint and m->ws_budget).
+	 */
+	size_t (*ws_bytes)(struct cg_model *m, int B, int chunk,
+			   int checkpoint);
 };
 
 struct cg_model {
@@ -102,6 +112,9 @@ struct cg_model {
 	uint64_t opt_t;			  /* steps taken with opt_m/opt_v */
 	void *ws;			  /* arch workspace */
 	int ws_batch;			  /* its batch capacity */
+	/* How the arch may spend memory on a batch (see ws_bytes). */
+	int checkpoint;	 /* recompute activations instead of keeping them */
+	int chunk;	 /* most examples through the model at once; 0: any */
 };
 
 /* The architecture called name, or NULL with a message. */
@@ -120,7 +133,8 @@ struct cg_model *cg_model_read(const char *path);
  * f is left alone. */
 struct cg_model *cg_model_from_file(const struct cg_file *f,
 				    const char *display);
-/* The model as a cg file (the caller frees it), or NULL. */
+/* The model as a cg file (the caller frees it, before m: the file
+ * borrows m's arrays), or NULL. */
 struct cg_file *cg_model_file(struct cg_model *m);
 /* Write atomically (path "-": stdout).  Returns 0 or -1. */
 int cg_model_write(struct cg_model *m, const char *path, enum cg_compress c);
@@ -147,8 +161,9 @@ uint64_t cg_json_u64(const struct cJSON *obj, const char *key, uint64_t dflt);
 double cg_json_num(const struct cJSON *obj, const char *key, double dflt);
 
 /*
- * Copy the flat buffer buf [nparams] into file f as one f32 tensor per
- * view (or from f back into buf, checking names and shapes: -1 with a
+ * Put the flat buffer buf [nparams] into file f as one f32 tensor per
+ * view, borrowed (cg_file_add_ref: buf must outlive f), or copy from f
+ * back into buf, checking names and shapes: -1 with a
  * message when a view is missing or misshapen).
  */
 int cg_model_put_views(const struct cg_model *m, struct cg_file *f,

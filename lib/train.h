@@ -42,7 +42,8 @@ struct cg_train_state {
 int cg_state_read(struct cg_train_state *st, const char *path,
 		  const struct cg_model *m);
 int cg_state_write(const struct cg_train_state *st, const char *path);
-/* The state as a cg file of kind "state" (caller frees), or NULL. */
+/* The state as a cg file of kind "state" (caller frees it, before st:
+ * it borrows st's arrays), or NULL. */
 struct cg_file *cg_state_file(const struct cg_train_state *st);
 void cg_state_free(struct cg_train_state *st);
 
@@ -65,8 +66,37 @@ int cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		 float *out, struct cg_train_result *res);
 
 /*
- * The file a grad or delta call emits: one f32 tensor per view of buf and
- * a manifest with arch, base (digest and step of base), samples, loss.
+ * How a call spends memory: model chunks of at most chunk examples (0:
+ * the arch's default) with or without activation checkpointing, and what
+ * that is expected to cost in all (bytes of resident memory).
+ */
+struct cg_memplan {
+	int chunk;
+	int checkpoint;
+	uint64_t estimate;
+	uint64_t floor; /* the least any plan needs */
+};
+
+/*
+ * Plan a call of cg_train_run(m, s, o, st, ...) so that the process stays
+ * within budget bytes (0: no limit), given that it holds resident bytes
+ * now (model, shard and state loaded) and that out (nparams floats, grad
+ * and delta calls) is still to be allocated.  Keeping every activation of
+ * whole batches comes first; then smaller chunks, down to 4 examples, with
+ * gradients accumulated over them (the same mean gradient); then
+ * activation checkpointing, the largest chunk that fits.  checkpoint != 0
+ * asks for checkpointing whatever the budget.  Sets m->chunk and
+ * m->checkpoint, and *p.  Returns 0, or -1 with a message when nothing
+ * fits or the arch cannot checkpoint.
+ */
+int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
+		  const struct cg_train_state *st, uint64_t budget,
+		  uint64_t resident, int checkpoint, struct cg_memplan *p);
+
+/*
+ * The file a grad or delta call emits: one f32 tensor per view of buf
+ * (borrowed: buf must outlive the file) and a manifest with arch, base
+ * (digest and step of base), samples, loss.
  */
 struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 			       const float *buf,

@@ -4,8 +4,11 @@
  * Kept apart so that kernels and file code can share them without pulling
  * each other in.  SHA-256 comes from OpenSSL's EVP interface.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -23,6 +26,31 @@ cg_alloc(size_t n)
 	}
 	memset(p, 0, sz ? sz : 64);
 	return p;
+}
+
+uint64_t
+cg_rss_now(void)
+{
+	FILE *fp = fopen("/proc/self/statm", "r");
+	unsigned long long size, res;
+	long page = sysconf(_SC_PAGESIZE);
+	int n;
+
+	if (fp == NULL)
+		return 0;
+	n = fscanf(fp, "%llu %llu", &size, &res);
+	fclose(fp);
+	return n == 2 && page > 0 ? (uint64_t)res * (uint64_t)page : 0;
+}
+
+uint64_t
+cg_rss_peak(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss < 0)
+		return 0;
+	return (uint64_t)ru.ru_maxrss * 1024; /* Linux: kilobytes */
 }
 
 void

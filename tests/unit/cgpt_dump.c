@@ -128,7 +128,7 @@ main(int argc, char **argv)
 	weight = calloc((size_t)B * T, sizeof(float));
 	tokens = calloc((size_t)B * T, sizeof(int32_t));
 	targets = calloc((size_t)B * T, sizeof(int32_t));
-	ws = cg_cgpt_ws_new(&c, B);
+	ws = cg_cgpt_ws_new(&c, B, 0);
 	if (!v || !params || !grad || !weight || !tokens || !targets || !ws) {
 		fprintf(stderr, "cgpt_dump: %s\n",
 		        ws ? "out of memory" : cg_errmsg());

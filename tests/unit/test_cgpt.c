@@ -68,7 +68,7 @@ test_config(void)
 			all = 0;
 		}
 	expect(all, "bad configs are refused with a message");
-	expect(cg_cgpt_ws_new(&ok, 0) == NULL, "a batch of 0 is refused");
+	expect(cg_cgpt_ws_new(&ok, 0, 0) == NULL, "a batch of 0 is refused");
 }
 
 /* ------------------------------------------------------------- views */
@@ -268,7 +268,7 @@ tcase_init(struct tcase *t, struct cg_cgpt_config c, int B, int T, int big)
 	}
 	for (int i = 0; i < B * T; i++)
 		t->weight[i] = (float)(t->weight[i] / wsum);
-	if ((t->ws = cg_cgpt_ws_new(&c, B)) == NULL)
+	if ((t->ws = cg_cgpt_ws_new(&c, B, 0)) == NULL)
 		die("cg_cgpt_ws_new");
 }
 
@@ -695,7 +695,7 @@ arch_vs_ref(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	}
 	for (int i = 0; i < B * T; i++)
 		wt[i] /= count;
-	struct cg_cgpt_ws *ws = cg_cgpt_ws_new(&c, B);
+	struct cg_cgpt_ws *ws = cg_cgpt_ws_new(&c, B, 0);
 	if (ws == NULL || cg_cgpt_forward_backward(&c, m->params, ws, tok, tgt,
 	                                           wt, B, T, g2, &loss) != 0)
 		die("reference batch");
@@ -838,6 +838,119 @@ test_arch(void)
 	cg_shard_free(s0);
 }
 
+/* ------------------------------------------------------- checkpointing */
+
+/*
+ * A checkpointed workspace recomputes each block's activations from the
+ * same inputs with the same kernels: the loss, the logits and every
+ * gradient are the same bits as without, for calls that use part of the
+ * workspace too; and it is smaller once there are two blocks or more.
+ */
+static void
+test_checkpoint(void)
+{
+	const struct cg_cgpt_config cs[] = {
+	    {2, 9, 16, 1, 2, 0}, {3, 9, 16, 3, 4, 0}, {2, 12, 24, 2, 3, 1}};
+
+	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+		struct cg_cgpt_config c = cs[i];
+		struct tcase t;
+		struct cg_cgpt_ws *ck;
+		char what[128];
+		int same = 1;
+
+		tcase_init(&t, c, 3, c.T, 1);
+		if ((ck = cg_cgpt_ws_new(&c, 3, 1)) == NULL)
+			die("cg_cgpt_ws_new");
+		float *g2 = xcalloc(t.np, sizeof(float));
+		size_t V = cg_cgpt_vocab(&c);
+		/* The whole workspace, then 2 sequences of T - 3. */
+		for (int k = 0; k < 2; k++) {
+			int B = k ? 2 : 3, T = k ? c.T - 3 : c.T;
+			double l1, l2;
+			memset(t.grad, 0, t.np * sizeof(float));
+			memset(g2, 0, t.np * sizeof(float));
+			if (cg_cgpt_forward_backward(&c, t.params, t.ws,
+			                             t.tokens, t.targets,
+			                             t.weight, B, T, t.grad,
+			                             &l1) != 0 ||
+			    cg_cgpt_forward_backward(&c, t.params, ck,
+			                             t.tokens, t.targets,
+			                             t.weight, B, T, g2,
+			                             &l2) != 0)
+				die("cg_cgpt_forward_backward");
+			same &= l1 == l2 &&
+			        memcmp(t.grad, g2, t.np * sizeof(float)) == 0 &&
+			        memcmp(cg_cgpt_logits(t.ws),
+			               cg_cgpt_logits(ck),
+			               (size_t)B * T * V * sizeof(float)) == 0;
+		}
+		snprintf(what, sizeof(what),
+		         "checkpointed, %d block%s%s: loss, logits, gradients "
+		         "bit for bit",
+		         c.L, c.L > 1 ? "s" : "", c.tied ? ", tied" : "");
+		expect(same, what);
+
+		size_t b1 = cg_cgpt_ws_bytes(&c, 1, 1);
+		size_t b2 = cg_cgpt_ws_bytes(&c, 2, 1);
+		size_t b3 = cg_cgpt_ws_bytes(&c, 3, 1);
+		size_t full = cg_cgpt_ws_bytes(&c, 3, 0);
+		snprintf(what, sizeof(what),
+		         "    workspace for 3: %zu bytes checkpointed, %zu "
+		         "not",
+		         b3, full);
+		expect(b1 > 0 && b1 < b2 && b2 < b3 &&
+		           (c.L > 1 ? b3 < full : b3 == full),
+		       what);
+		free(g2);
+		cg_cgpt_ws_free(ck);
+		tcase_free(&t);
+	}
+
+	/* Through the arch: checkpointing alone changes nothing; chunks
+	 * of one sequence only the rounding. */
+	static const char *const texts[] = {"alpha beta", "gamma",
+	                                    "delta epsilon zeta eta theta",
+	                                    "iota", "kappa lambda mu"};
+	const uint32_t cond[] = {0, 1, 2, 0, 1};
+	struct cg_shard *s = text_shard(texts, NULL, cond, 5);
+	struct cg_model *m = make_model(3, 16, 0);
+	uint64_t ex[] = {4, 0, 2, 1, 3};
+	float *g[3];
+	struct cg_metrics mt[3];
+	for (int k = 0; k < 3; k++) {
+		g[k] = xcalloc(m->nparams, sizeof(float));
+		m->checkpoint = k > 0;
+		m->chunk = k == 2 ? 1 : 0;
+		m->arch->free_ws(m);
+		if (m->arch->batch(m, s, ex, 5, 7, g[k], &mt[k]) != 0)
+			die("arch batch");
+	}
+	/* The largest difference against the largest gradient. */
+	double worst = 0, big = 0;
+	for (size_t i = 0; i < m->nparams; i++) {
+		double d = fabs(g[2][i] - g[0][i]);
+		worst = d > worst ? d : worst;
+		big = fabs(g[0][i]) > big ? fabs(g[0][i]) : big;
+	}
+	worst /= big;
+	expect(mt[1].loss == mt[0].loss &&
+	           memcmp(g[0], g[1], m->nparams * sizeof(float)) == 0,
+	       "arch batch checkpointed: the same loss and gradient");
+	expect(fabs(mt[2].loss - mt[0].loss) <= 1e-6 * mt[0].loss &&
+	           worst < 1e-5 && m->ws_batch == 1,
+	       "arch batch in chunks of one: the same to rounding");
+	size_t whole = m->arch->ws_bytes(m, 5, 0, 0);
+	size_t ck = m->arch->ws_bytes(m, 5, 0, 1);
+	size_t one = m->arch->ws_bytes(m, 5, 1, 1);
+	expect(whole > ck && ck > one && one > 0,
+	       "arch workspace: chunks and checkpointing shrink it");
+	for (int k = 0; k < 3; k++)
+		free(g[k]);
+	cg_model_free(m);
+	cg_shard_free(s);
+}
+
 int
 main(void)
 {
@@ -853,6 +966,7 @@ main(void)
 	test_prefix();
 	test_errors();
 	test_arch();
+	test_checkpoint();
 	if (failures) {
 		printf("test_cgpt: %d failure(s)\n", failures);
 		return 1;

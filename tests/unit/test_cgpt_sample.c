@@ -99,7 +99,7 @@ check_cache(const struct cg_cgpt_config *c, int tied_tag, size_t plen,
 	const int T = c->T, V = cg_cgpt_vocab(c);
 	float *params = random_params(c);
 	struct cg_cgpt_gen *g = cg_cgpt_gen_new(c, params);
-	struct cg_cgpt_ws *ws = cg_cgpt_ws_new(c, 1);
+	struct cg_cgpt_ws *ws = cg_cgpt_ws_new(c, 1, 0);
 	size_t nhist = plen + (size_t)steps;
 	int *hist = xcalloc(nhist, sizeof(int)); /* everything fed */
 	uint8_t *prompt = xcalloc(plen, 1);

@@ -1,0 +1,124 @@
+#!/usr/bin/env bats
+#
+# 063-memory.bats - cg-train-step's memory options on a text model whose
+# activations outweigh its weights (context 128, 4 blocks, batch 32).
+# --checkpoint-activations recomputes activations in the backward pass and
+# changes no bit of the result; --max-memory picks chunks and
+# checkpointing to fit a budget, keeps the effective batch (the same
+# model to float rounding), and refuses a budget nothing fits.  Measured
+# peaks are checked only in the plain build: the sanitizers' shadow
+# memory is not the program's.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+setup_file() {
+	cd "$BATS_FILE_TMPDIR"
+	cg-shard -q -n 1 -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
+	cg-init -a cgpt -d fort-0.cgd --context 128 --width 64 --layers 4 \
+		--heads 2 --seed 1 -o init.cgm
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+	cp "$BATS_FILE_TMPDIR/fort-0.cgd" "$BATS_FILE_TMPDIR/init.cgm" .
+}
+
+# train OUT [options]: two AdamW steps of batch 32 from init.cgm
+train() {
+	local out=$1
+	shift
+	cg-train-step -q -m init.cgm -d fort-0.cgd --emit model --steps 2 \
+		--batch 32 --opt adamw --lr 1e-3 --seed 2 -j 1 "$@" -o "$out"
+}
+
+@test "--checkpoint-activations: the same model and gradient, bit for bit" {
+	train a.cgm
+	train b.cgm --checkpoint-activations
+	cmp a.cgm b.cgm
+	cg-train-step -q -m init.cgm -d fort-0.cgd --batch 32 --seed 2 \
+		-o ga.cgg
+	cg-train-step -q -m init.cgm -d fort-0.cgd --batch 32 --seed 2 \
+		--checkpoint-activations -o gb.cgg
+	cmp ga.cgg gb.cgg
+}
+
+@test "--checkpoint-activations: a smaller plan, logged" {
+	train a.cgm --log a.jsonl
+	train b.cgm --checkpoint-activations --log b.jsonl
+	[ "$(jq -r .checkpoint a.jsonl)" = false ]
+	[ "$(jq -r .checkpoint b.jsonl)" = true ]
+	pa=$(jq -r .memory_plan a.jsonl)
+	pb=$(jq -r .memory_plan b.jsonl)
+	echo "planned bytes: $pa, checkpointed $pb"
+	# four blocks of 4096 positions: about 60 MB of activations saved
+	[ "$pb" -lt $((pa - 40000000)) ]
+	if [ "${CG_SANITIZED:-0}" != 1 ]; then
+		ka=$(jq -r .memory_peak a.jsonl)
+		kb=$(jq -r .memory_peak b.jsonl)
+		echo "peak bytes: $ka, checkpointed $kb"
+		[ "$kb" -lt $((ka - 40000000)) ]
+	fi
+}
+
+@test "--max-memory: a tight budget chunks the batch and stays under it" {
+	train a.cgm --log a.jsonl
+	full=$(jq -r .memory_plan a.jsonl)
+	# 48 MiB less than the whole batch wants: chunks, checkpointing
+	budget=$(((full >> 20) - 48))
+	train b.cgm --max-memory ${budget}M --log b.jsonl
+	cat b.jsonl
+	chunk=$(jq -r .chunk b.jsonl)
+	[ "$chunk" -ge 1 ] && [ "$chunk" -lt 32 ]
+	[ "$(jq -r .memory_plan b.jsonl)" -le $((budget << 20)) ]
+	if [ "${CG_SANITIZED:-0}" != 1 ]; then
+		[ "$(jq -r .memory_peak b.jsonl)" -le $((budget << 20)) ]
+	fi
+	[ "$(tar xOf b.cgm cg.json | jq -r .samples)" = 64 ]
+	# the same effective batch: the same gradient to float rounding
+	cg-train-step -q -m init.cgm -d fort-0.cgd --batch 32 --seed 2 \
+		-o ga.cgg
+	cg-train-step -q -m init.cgm -d fort-0.cgd --batch 32 --seed 2 \
+		--max-memory ${budget}M -o gb.cgg
+	run -1 cg-inspect --diff -q ga.cgg gb.cgg
+	run -0 cg-inspect --diff -q --tolerance 1e-6 ga.cgg gb.cgg
+}
+
+@test "--max-memory: a roomy budget changes nothing" {
+	train a.cgm
+	train b.cgm --max-memory 64G --log b.jsonl
+	cmp a.cgm b.cgm
+	[ "$(jq -r .checkpoint b.jsonl)" = false ]
+}
+
+@test "--max-memory: a budget nothing fits is one line, exit 1, no output" {
+	run -1 --separate-stderr train a.cgm --max-memory 1M
+	[ "${#lines[@]}" -eq 0 ]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	assert_equal "${stderr%%:*}" "cg-train-step"
+	[[ "$stderr" == *"--max-memory: a step needs at least"* ]]
+	[ -z "$(ls -A | grep a.cgm)" ]
+}
+
+@test "--max-memory and --checkpoint-activations: bad values, exit 2" {
+	run -2 train a.cgm --max-memory 0
+	run -2 train a.cgm --max-memory 12Q
+	run -2 train a.cgm --max-memory -5M
+	run -2 train a.cgm --checkpoint-activations=yes
+	[ ! -e a.cgm ]
+}
+
+@test "--checkpoint-activations on a model without it: one line, exit 1" {
+	cg-shard -q -n 1 -o img "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
+	cg-init -a cvae -d img-0.cgd --hidden 16 --latent 2 -o cvae.cgm
+	run -1 --separate-stderr cg-train-step -q -m cvae.cgm -d img-0.cgd \
+		--checkpoint-activations -o g.cgg
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	[[ "$stderr" == *"cvae has no activation checkpointing"* ]]
+	[ ! -e g.cgg ]
+	# a budget works for it all the same
+	run -0 cg-train-step -q -m cvae.cgm -d img-0.cgd --max-memory 1G \
+		-o g.cgg
+}
