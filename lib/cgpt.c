@@ -287,7 +287,7 @@ struct cg_cgpt_ws {
 	float *datty;     /* [B, T, C] */
 	float *dfch_gelu; /* [B, T, 4C] */
 	float *dlogits;   /* [B, T, V] */
-	float *dscratch;  /* [B, NH, T] */
+	float *dscratch;  /* [B, NH, T, T] */
 };
 
 /* *n += a * b floats, rounded up to 16 (64-byte aligned); -1 on overflow. */
@@ -366,7 +366,7 @@ carve(struct cg_cgpt_ws *w, float *base)
 	TAKE(w->datty, R, C);
 	TAKE(w->dfch_gelu, R, 4 * C);
 	TAKE(w->dlogits, R, V);
-	TAKE(w->dscratch, att, 1);
+	TAKE(w->dscratch, att, w->c.T);
 #undef TAKE_ACTS
 #undef TAKE
 	return n;

@@ -6,21 +6,27 @@
  * the outer loops.  Each parallel loop writes disjoint outputs, so results
  * do not depend on the thread count: reductions across rows (layernorm's
  * dw and db, the embedding tables' gradients) are split by column, not by
- * row.  Attention works on one (sequence, head) at a time with contiguous
- * inner loops over the head's hs channels and touches only j <= t; its
- * cost is O(B NH T^2 hs), small beside the Linear layers' O(B T C^2) for
- * the sizes cgpt uses, so it is plain C rather than cg_sgemm calls (which
- * would also nest BLAS threads inside OpenMP's).  Inner loops carry
- * "omp simd" so that reductions vectorize too, and the exponentials of
- * GELU's tanh and of the softmaxes use cg_exp_approx (transformer.h, 2
- * ulp), which the compiler vectorizes where libm's expf and tanhf stay
- * scalar calls: they were a third of a training step.  Losses are summed
+ * row.  Attention works on one (sequence, head) per task: its products
+ * (scores, weighted values and their gradients) are cg_sgemm calls on
+ * the head's strided slices of qkv, by blocks of ATT_BLOCK rows or
+ * columns that skip the blocks above the diagonal, and the softmax rows
+ * between them are plain loops.  The blocks are small enough (32 x 128
+ * x 64 for cgpt's defaults) that OpenBLAS runs each on the calling
+ * thread, so they nest in OpenMP's loop without threads of their own;
+ * the built-in kernel does the same inside a parallel region.  This does
+ * a little more than the causal work, at matrix-kernel speed, where dot
+ * products of hs floats one key at a time ran at a fraction of it.
+ * Inner loops carry "omp simd" so that reductions vectorize too, and the
+ * exponentials of GELU's tanh and of the softmaxes use cg_exp_approx
+ * (transformer.h, 2 ulp), which the compiler vectorizes where libm's expf
+ * and tanhf stay scalar calls: they were a third of a training step.  Losses are summed
  * in double per row.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "transformer.h"
 
 /* Element counts under which OpenMP costs more than it saves. */
@@ -244,14 +250,9 @@ cg_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N)
 
 /* ----------------------------------------------------- causal attention */
 
-/*
- * One row of attention (see transformer.h): keys and values ld floats
- * apart.  Inline here so that the training kernel's loop keeps it in
- * place; cg_attention_row is the same code for other callers.
- */
-static inline void
-attention_row(float *o, float *a, const float *q, const float *k,
-              const float *v, size_t ld, int t, int hs)
+void
+cg_attention_row(float *o, float *a, const float *q, const float *k,
+                 const float *v, size_t ld, int t, int hs)
 {
 	const float scale = 1.0f / sqrtf((float)hs);
 	float mx = -INFINITY, sum = 0;
@@ -274,41 +275,67 @@ attention_row(float *o, float *a, const float *q, const float *k,
 		axpy(o, a[j], v + j * ld, hs);
 }
 
-void
-cg_attention_row(float *o, float *a, const float *q, const float *k,
-                 const float *v, size_t ld, int t, int hs)
+/*
+ * Softmax of scores row t over j <= t, in place; zero beyond.  The
+ * arithmetic of cg_attention_row's, for the same scores.
+ */
+static inline void
+causal_softmax_row(float *a, int t, int T)
 {
-	attention_row(o, a, q, k, v, ld, t, hs);
+	float mx = -INFINITY, sum = 0;
+
+	for (int j = 0; j <= t; j++)
+		mx = a[j] > mx ? a[j] : mx;
+	SIMD_SUM(sum)
+	for (int j = 0; j <= t; j++) {
+		a[j] = cg_exp_approx(a[j] - mx);
+		sum += a[j];
+	}
+	float inv = 1.0f / sum;
+	SIMD()
+	for (int j = 0; j <= t; j++)
+		a[j] *= inv;
+	for (int j = t + 1; j < T; j++)
+		a[j] = 0;
 }
+
+/*
+ * Rows per block of the causal products: queries of block r see keys of
+ * blocks 0..r only, so the products skip the blocks above the diagonal
+ * (with 4 blocks, 10 of 16 are computed).
+ */
+#define ATT_BLOCK 32
 
 void
 cg_attention_forward(float *out, float *att, const float *qkv, int B, int T,
                      int C, int NH)
 {
-	const int hs = C / NH;
-	const size_t C3 = 3 * (size_t)C;
-	/* Row t costs t + 1 dot products: hand out rows dynamically. */
-	const size_t work = (size_t)B * NH * T * T / 2 * hs;
+	const int hs = C / NH, C3 = 3 * C, BH = B * NH;
+	const float scale = 1.0f / sqrtf((float)hs);
 
-#ifdef _OPENMP
-#pragma omp parallel for collapse(3) schedule(dynamic, 8) if (work >= PAR_MIN)
-#endif
-	for (int b = 0; b < B; b++)
-		for (int t = 0; t < T; t++)
-			for (int h = 0; h < NH; h++) {
-				/* The sequence's qkv [T, 3C] at head h. */
-				const float *seq =
-				    qkv + (size_t)b * T * C3 + h * hs;
-				float *a =
-				    att + (((size_t)b * NH + h) * T + t) * T;
-				attention_row(out + ((size_t)b * T + t) * C +
-				                  h * hs,
-				              a, seq + t * C3, seq + C,
-				              seq + 2 * C, C3, t, hs);
-				for (int j = t + 1; j < T; j++)
-					a[j] = 0;
-			}
-	(void)work;
+	PAR_FOR_DYN((size_t)BH * T * T * hs)
+	for (int bh = 0; bh < BH; bh++) {
+		const int b = bh / NH, h = bh % NH;
+		/* Head h of sequence b: q, k, v rows 3C apart. */
+		const float *q = qkv + (size_t)b * T * C3 + h * hs;
+		float *a = att + (size_t)bh * T * T;
+		float *o = out + (size_t)b * T * C + h * hs;
+
+		for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+			int m = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
+			int n = r0 + m; /* keys 0..n-1 */
+			float *ar = a + (size_t)r0 * T;
+			/* scores = q k^T / sqrt(hs), then row softmaxes */
+			cg_sgemm(0, 1, m, n, hs, scale,
+			                 q + (size_t)r0 * C3, C3, q + C, C3, 0,
+			                 ar, T);
+			for (int t = r0; t < r0 + m; t++)
+				causal_softmax_row(a + (size_t)t * T, t, T);
+			/* out = att v over the keys it sees */
+			cg_sgemm(0, 0, m, hs, n, 1, ar, T, q + 2 * C,
+			                 C3, 0, o + (size_t)r0 * C, C);
+		}
+	}
 }
 
 void
@@ -316,44 +343,57 @@ cg_attention_backward(float *dqkv, float *scratch, const float *dout,
                       const float *qkv, const float *att, int B, int T, int C,
                       int NH)
 {
-	const int hs = C / NH;
-	const size_t C3 = 3 * (size_t)C;
+	const int hs = C / NH, C3 = 3 * C, BH = B * NH;
 	const float scale = 1.0f / sqrtf((float)hs);
-	const int BH = B * NH;
 
-	/*
-	 * Every position's dk and dv collect from all later rows, so one task
-	 * is a whole (sequence, head): tasks write disjoint channels.
-	 */
-	PAR_FOR_DYN((size_t)BH * T * T / 2 * hs)
+	/* Each (sequence, head) writes its own channels of dqkv. */
+	PAR_FOR_DYN((size_t)BH * T * T * hs)
 	for (int bh = 0; bh < BH; bh++) {
 		const int b = bh / NH, h = bh % NH;
-		const float *seq = qkv + (size_t)b * T * C3;
-		float *dseq = dqkv + (size_t)b * T * C3;
-		float *d = scratch + (size_t)bh * T; /* d(loss)/d(att row) */
+		const size_t at = (size_t)b * T * C3 + h * hs;
+		const float *q = qkv + at, *k = q + C, *v = q + 2 * C;
+		float *dq = dqkv + at, *dk = dq + C, *dv = dq + 2 * C;
+		const float *go = dout + (size_t)b * T * C + h * hs;
+		const float *a = att + (size_t)bh * T * T;
+		float *d = scratch + (size_t)bh * T * T;
 
-		for (int t = 0; t < T; t++) {
-			const float *a = att + ((size_t)bh * T + t) * T;
-			const float *go =
-			    dout + ((size_t)b * T + t) * C + h * hs;
-			const float *q = seq + t * C3 + h * hs;
-			float *dq = dseq + t * C3 + h * hs;
-			float s = 0;
-
-			/* Through out = att @ v. */
-			for (int j = 0; j <= t; j++) {
-				size_t vo = j * C3 + 2 * C + h * hs;
-				d[j] = dotf(go, seq + vo, hs);
-				axpy(dseq + vo, a[j], go, hs);
-				s += a[j] * d[j];
+		/* Row blocks: d = dout v^T, then through the softmax,
+		 * d = att * (d - sum_j att d) / sqrt(hs), then dq += d k. */
+		for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+			int m = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
+			int n = r0 + m;
+			float *dr0 = d + (size_t)r0 * T;
+			cg_sgemm(0, 1, m, n, hs, 1, go + (size_t)r0 * C,
+			                 C, v, C3, 0, dr0, T);
+			for (int t = r0; t < r0 + m; t++) {
+				const float *ar = a + (size_t)t * T;
+				float *dr = d + (size_t)t * T;
+				float s = 0;
+				SIMD_SUM(s)
+				for (int j = 0; j <= t; j++)
+					s += ar[j] * dr[j];
+				SIMD()
+				for (int j = 0; j <= t; j++)
+					dr[j] = ar[j] * (dr[j] - s) * scale;
+				for (int j = t + 1; j < n; j++)
+					dr[j] = 0;
 			}
-			/* Through the softmax and the scaled q . k. */
-			for (int j = 0; j <= t; j++) {
-				size_t ko = j * C3 + C + h * hs;
-				float g = a[j] * (d[j] - s) * scale;
-				axpy(dq, g, seq + ko, hs);
-				axpy(dseq + ko, g, q, hs);
-			}
+			cg_sgemm(0, 0, m, hs, n, 1, dr0, T, k, C3, 1,
+			                 dq + (size_t)r0 * C3, C3);
+		}
+		/* Column blocks: keys and values of block c are seen by the
+		 * queries from c0 on: dv += att^T dout, dk += d^T q. */
+		for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
+			int m = T - c0 < ATT_BLOCK ? T - c0 : ATT_BLOCK;
+			int n = T - c0; /* queries c0..T-1 */
+			const float *ac = a + (size_t)c0 * T + c0;
+			const float *dc = d + (size_t)c0 * T + c0;
+			cg_sgemm(1, 0, m, hs, n, 1, ac, T,
+			                 go + (size_t)c0 * C, C, 1,
+			                 dv + (size_t)c0 * C3, C3);
+			cg_sgemm(1, 0, m, hs, n, 1, dc, T,
+			                 q + (size_t)c0 * C3, C3, 1,
+			                 dk + (size_t)c0 * C3, C3);
 		}
 	}
 }

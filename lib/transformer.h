@@ -129,16 +129,16 @@ void cg_gelu_backward(float *dinp, const float *dout, const float *inp,
 void cg_attention_forward(float *out, float *att, const float *qkv, int B,
                           int T, int C, int NH);
 /*
- * One query of one head over positions 0..t, the arithmetic of
- * cg_attention_forward's rows (so that a key/value cache reproduces the
- * full pass): a[j] = softmax over j <= t of q . k_j / sqrt(hs), o = sum
+ * One query of one head over positions 0..t, cg_attention_forward's rows
+ * to float rounding (it sums the same products in another order), for a
+ * key/value cache: a[j] = softmax over j <= t of q . k_j / sqrt(hs), o = sum
  * over j of a[j] v_j.  o [hs], a [t + 1], q [hs]; key j is k + j * ld
  * [hs], value j is v + j * ld [hs].
  */
 void cg_attention_row(float *o, float *a, const float *q, const float *k,
                       const float *v, size_t ld, int t, int hs);
 /*
- * dqkv [B, T, 3C] += gradient; scratch [B, NH, T] is clobbered;
+ * dqkv [B, T, 3C] += gradient; scratch [B, NH, T, T] is clobbered;
  * dout [B, T, C], qkv [B, T, 3C] and att [B, NH, T, T] from the forward.
  */
 void cg_attention_backward(float *dqkv, float *scratch, const float *dout,

@@ -224,9 +224,10 @@ test_cache(void)
 }
 
 /*
- * The cache's attention rows are cg_attention_forward's arithmetic: the
- * same bits from keys and values copied out of the packed qkv into
- * per-head arrays [T, hs] (as the cache keeps them).
+ * The cache's attention rows are cg_attention_forward's, from keys and
+ * values copied out of the packed qkv into per-head arrays [T, hs] (as
+ * the cache keeps them): the same to float rounding, as the forward pass
+ * sums the same products in the order of a matrix kernel.
  */
 static void
 test_attention_row(void)
@@ -234,7 +235,7 @@ test_attention_row(void)
 	enum { T = 13, C = 24, NH = 3, hs = C / NH };
 	static float qkv[T * 3 * C], out[T * C], att[NH * T * T];
 	static float kc[T * hs], vc[T * hs], o[hs], a[T];
-	int same = 1;
+	double worst = 0;
 
 	for (int i = 0; i < T * 3 * C; i++)
 		qkv[i] = 2.0f * cg_rng_normal(&rng);
@@ -249,14 +250,21 @@ test_attention_row(void)
 		for (int t = 0; t < T; t++) {
 			cg_attention_row(o, a, qkv + t * 3 * C + h * hs, kc, vc,
 			                 hs, t, hs);
-			same &= memcmp(o, out + t * C + h * hs,
-			               sizeof(float) * hs) == 0 &&
-			        memcmp(a, att + (h * T + t) * T,
-			               sizeof(float) * (t + 1)) == 0;
+			/* Outputs are O(|v|) = O(2), weights in [0, 1]. */
+			for (int i = 0; i < hs; i++) {
+				double d = fabs(o[i] - out[t * C + h * hs + i]);
+				worst = d > worst ? d : worst;
+			}
+			for (int j = 0; j < T; j++) {
+				double d = fabs((j <= t ? a[j] : 0) -
+				                att[(h * T + t) * T + j]);
+				worst = d > worst ? d : worst;
+			}
 		}
 	}
-	expect(same, "cg_attention_row: cg_attention_forward's rows, bit for "
-	             "bit");
+	printf("     largest difference: %.3g\n", worst);
+	expect(worst < 1e-5, "cg_attention_row: cg_attention_forward's rows "
+	                     "to float rounding");
 }
 
 static void

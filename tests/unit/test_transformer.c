@@ -379,7 +379,7 @@ test_attention(void)
 {
 	struct attn a;
 	float *g0, *dqkv = gstart(AB * AT * 3 * AC, &g0);
-	float scratch[AB * ANH * AT];
+	float scratch[AB * ANH * AT * AT];
 	double rout[AB * AT * AC], ratt[AB * ANH * AT * AT];
 	int causal = 1;
 
@@ -415,6 +415,89 @@ test_attention(void)
 	expect(causal, "attention: earlier outputs ignore the last position");
 	free(dqkv);
 	free(g0);
+}
+
+/*
+ * Long sequences go by blocks of rows and columns (lib/transformer.c):
+ * T = 70 is three blocks, the last one short.  Finite differences of a
+ * float loss over so many terms are too coarse to judge, so forward and
+ * backward are checked against the naive double versions.
+ */
+static void
+ref_attention_backward(double *dqkv, const double *att, const float *dout,
+                       const float *qkv, int B, int T, int C, int NH)
+{
+	int hs = C / NH;
+	double *d = malloc((size_t)T * sizeof(double));
+
+	memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(double));
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++)
+			for (int t = 0; t < T; t++) {
+				const double *a =
+				    att + (((size_t)b * NH + h) * T + t) * T;
+				const float *go = dout + ((size_t)b * T + t) * C +
+				                  h * hs;
+				size_t qo = ((size_t)b * T + t) * 3 * C + h * hs;
+				double s = 0;
+				for (int j = 0; j <= t; j++) {
+					size_t jo = ((size_t)b * T + j) * 3 * C +
+					            h * hs;
+					d[j] = 0;
+					for (int i = 0; i < hs; i++) {
+						d[j] += (double)go[i] *
+						        qkv[jo + 2 * C + i];
+						dqkv[jo + 2 * C + i] +=
+						    a[j] * go[i];
+					}
+					s += a[j] * d[j];
+				}
+				for (int j = 0; j <= t; j++) {
+					size_t jo = ((size_t)b * T + j) * 3 * C +
+					            h * hs;
+					double g = a[j] * (d[j] - s) / sqrt(hs);
+					for (int i = 0; i < hs; i++) {
+						dqkv[qo + i] +=
+						    g * qkv[jo + C + i];
+						dqkv[jo + C + i] += g * qkv[qo + i];
+					}
+				}
+			}
+	free(d);
+}
+
+static void
+test_attention_blocks(void)
+{
+	enum { B = 2, T = 70, C = 16, NH = 2 };
+	size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+	size_t na = (size_t)B * NH * T * T;
+	float *qkv = falloc(nq), *out = falloc(no), *dout = falloc(no);
+	float *att = falloc(na), *scratch = falloc(na), *dqkv = falloc(nq);
+	double *rout = calloc(no, sizeof(double));
+	double *ratt = calloc(na, sizeof(double));
+	double *rdqkv = calloc(nq, sizeof(double));
+
+	fill(qkv, nq, -1, 1);
+	fill(dout, no, -1, 1);
+	cg_attention_forward(out, att, qkv, B, T, C, NH);
+	ref_attention(rout, ratt, qkv, B, T, C, NH);
+	expect(fwdcheck(out, rout, no) <= 1 && fwdcheck(att, ratt, na) <= 1,
+	       "attention_forward, 3 blocks: the naive double version");
+	memset(dqkv, 0, nq * sizeof(float));
+	cg_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+	ref_attention_backward(rdqkv, ratt, dout, qkv, B, T, C, NH);
+	expect(fwdcheck(dqkv, rdqkv, nq) <= 1,
+	       "attention_backward, 3 blocks: the naive double version");
+	free(qkv);
+	free(out);
+	free(dout);
+	free(att);
+	free(scratch);
+	free(dqkv);
+	free(rout);
+	free(ratt);
+	free(rdqkv);
 }
 
 /* ------------------------------------------------------------- residual */
@@ -590,7 +673,7 @@ run_all(float *out, int threads)
 			tok[i] = (int)cg_rng_below(&rng, V);
 	}
 	omp_set_num_threads(threads);
-	float *att = falloc(R * NH * T), *scratch = falloc(R * NH);
+	float *att = falloc(R * NH * T), *scratch = falloc(R * NH * T);
 	double *loss = calloc(R, sizeof(double));
 
 	/* Outputs land in out[] one after another. */
@@ -652,6 +735,7 @@ main(void)
 	test_layernorm();
 	test_gelu();
 	test_attention();
+	test_attention_blocks();
 	test_residual();
 	test_xent();
 	test_checker();
