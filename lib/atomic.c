@@ -6,6 +6,8 @@
  * over the final name, and the directory is fsynced.  Temporaries still open
  * when SIGINT, SIGTERM, SIGHUP or SIGPIPE arrives are unlinked by the handler
  * before the signal is re-raised, so an interrupted run leaves nothing.
+ * SIGBUS from a mapped input that shrank is a failure like a bad input:
+ * the temporaries go, one line, exit 1.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +34,43 @@ on_signal(int sig)
 			unlink(tmps[i]);
 	signal(sig, SIG_DFL);
 	raise(sig);
+}
+
+/*
+ * A file mapped for reading (lib/container.c) that another process
+ * truncates turns a read of the lost pages into SIGBUS: say so in one
+ * line, remove the temporaries and exit 1, as for any bad input.
+ */
+static void
+on_sigbus(int sig)
+{
+	static const char msg[] = ": an input file shrank while it was being "
+				  "read\n";
+	const char *p = program_invocation_short_name;
+
+	(void)sig;
+	for (int i = 0; i < MAXTMP; i++)
+		if (tmps[i])
+			unlink(tmps[i]);
+	if (write(STDERR_FILENO, p, strlen(p)) < 0 ||
+	    write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+void
+cg_guard_mapped_reads(void)
+{
+	static int done;
+	struct sigaction sa;
+
+	if (done)
+		return;
+	done = 1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sigbus;
+	sigfillset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
 }
 
 static void

@@ -106,6 +106,8 @@ struct cg_file {
 	size_t ntensors;
 	struct cg_tensor *tensors;
 	size_t cap;
+	void *blob; /* a plain file mapped whole: its members lie in it */
+	size_t blob_size;
 };
 
 /* A new empty file with a manifest {"format":"cg/1","kind":kind}. */
@@ -143,9 +145,17 @@ struct cg_tensor *cg_file_need(const struct cg_file *f, const char *name,
 /*
  * Read a cg file from path ("-" is stdin): plain, gzip or zstd tar.  Every
  * size is checked against limits before allocation and every digest is
- * verified.  Returns NULL with a message naming the file (and tensor).
+ * verified (the digests in parallel).  A plain (uncompressed) regular file
+ * is mapped whole (private: writing to a tensor changes only this
+ * process's copy) and its tensors are used where they lie (f->blob; the
+ * tensors are marked borrowed), so reading copies nothing; compressed
+ * files and pipes are read member by member.  Returns NULL with a message naming the file (and
+ * tensor).
  */
 struct cg_file *cg_file_read(const char *path);
+/* The same, but every tensor in a buffer of its own (no blob), which a
+ * caller may take over (set data to NULL) and the rest free early. */
+struct cg_file *cg_file_read_copy(const char *path);
 /* Same, from an open stream (display name used in messages). */
 struct cg_file *cg_file_read_fp(FILE *fp, const char *display);
 
@@ -199,6 +209,9 @@ void cg_out_abort(struct cg_out *o);
 /* 64-byte aligned zeroed allocation (free with free()); NULL on failure
  * with a message. */
 void *cg_alloc(size_t n);
+/* Turn SIGBUS (a mapped input truncated under us) into a one-line
+ * error, exit 1, temporaries removed.  Idempotent. */
+void cg_guard_mapped_reads(void);
 /* This process's resident memory now, and the most it has had, in
  * bytes (0 where the system does not say). */
 uint64_t cg_rss_now(void);

@@ -10,9 +10,11 @@
  * for the same tensors: no time, owner or host goes into the archive.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +70,8 @@ cg_file_free(struct cg_file *f)
 		if (!f->tensors[i].borrowed)
 			free(f->tensors[i].data);
 	free(f->tensors);
+	if (f->blob)
+		munmap(f->blob, f->blob_size);
 	cJSON_Delete(f->manifest);
 	free(f);
 }
@@ -374,7 +378,36 @@ struct reader {
 	uint64_t avail;	  /* most tensor bytes the input may hold */
 	uint64_t fsize;	  /* size of a regular input file, else 0 */
 	int compressed;
+	const char *blob; /* the whole plain file, when read in place */
+	size_t blob_size;
 };
+
+/*
+ * Where the current member of n bytes lies in r->blob, or NULL when it
+ * cannot be used in place (then nothing of it has been consumed).  The
+ * memory reader hands out a member as one block into the blob; tar puts
+ * members at multiples of 512 bytes, so they are as aligned as the blob.
+ */
+static void *
+member_in_place(struct reader *r, uint64_t n)
+{
+	const void *p;
+	size_t sz;
+	la_int64_t off;
+
+	if (r->blob == NULL || r->compressed || n == 0)
+		return NULL;
+	if (archive_read_data_block(r->a, &p, &sz, &off) != ARCHIVE_OK)
+		return NULL;
+	/* Not where expected: the blob is the only source, so the block
+	 * must still be in it; copy it out (the caller's fallback cannot
+	 * rewind). */
+	if (off != 0 || sz != n || (const char *)p < r->blob ||
+	    (const char *)p + n > r->blob + r->blob_size ||
+	    ((uintptr_t)p & 63) != 0)
+		return NULL;
+	return (void *)p;
+}
 
 /*
  * Read exactly n bytes of the current member into a fresh aligned buffer.
@@ -623,7 +656,6 @@ read_archive(struct reader *r)
 	m = NULL;
 	for (size_t i = 0; i < f->ntensors; i++) {
 		struct cg_tensor *t = &f->tensors[i];
-		unsigned char dg[32];
 		char what[CG_MAX_NAME + 8];
 
 		snprintf(what, sizeof(what), "tensor %s", t->name);
@@ -648,15 +680,28 @@ read_archive(struct reader *r)
 				  t->name);
 			goto fail;
 		}
-		if ((t->data = read_member(r, what, t->nbytes)) == NULL)
+		if ((t->data = member_in_place(r, t->nbytes)) != NULL)
+			t->borrowed = 1;
+		else if ((t->data = read_member(r, what, t->nbytes)) == NULL)
 			goto fail;
-		cg_sha256(dg, t->data, t->nbytes);
-		if (memcmp(dg, t->sha256, 32) != 0) {
-			cg_seterr("tensor %s: digest mismatch (file truncated "
-				  "or altered)",
-				  t->name);
-			goto fail;
-		}
+	}
+	/* The digests, tensors shared out among threads; the first
+	 * mismatch in file order is the one reported. */
+	size_t bad = f->ntensors;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) reduction(min : bad)
+#endif
+	for (size_t i = 0; i < f->ntensors; i++) {
+		unsigned char dg[32];
+		cg_sha256(dg, f->tensors[i].data, f->tensors[i].nbytes);
+		if (memcmp(dg, f->tensors[i].sha256, 32) != 0 && i < bad)
+			bad = i;
+	}
+	if (bad < f->ntensors) {
+		cg_seterr("tensor %s: digest mismatch (file truncated or "
+			  "altered)",
+			  f->tensors[bad].name);
+		goto fail;
 	}
 	rc = next_header(r, &e, "after the tensors");
 	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0)
@@ -676,61 +721,148 @@ fail:
 	return NULL;
 }
 
+/*
+ * Regular file fd from offset pos, size bytes, mapped private, its pages
+ * read in now; NULL with a message.  Populated read-only, the mapping
+ * shares the page cache's pages (a writable one would copy them all);
+ * it is then made writable, so that only pages written to are copied.
+ */
+static char *
+map_whole(int fd, off_t pos, size_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	if (page <= 0 || pos % page != 0) {
+		cg_seterr("cannot map from offset %lld", (long long)pos);
+		return NULL;
+	}
+	cg_guard_mapped_reads();
+	p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, pos);
+	if (p == MAP_FAILED) {
+		cg_seterr("%s", strerror(errno));
+		return NULL;
+	}
+	if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0) {
+		cg_seterr("%s", strerror(errno));
+		munmap(p, size);
+		return NULL;
+	}
+	return p;
+}
+
+/* Whether buf [n] starts as a gzip or zstd stream. */
+static int
+is_compressed(const unsigned char *buf, size_t n)
+{
+	return (n >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) ||
+	       (n >= 4 && buf[0] == 0x28 && buf[1] == 0xb5 && buf[2] == 0x2f &&
+		buf[3] == 0xfd);
+}
+
 static struct cg_file *
-read_fd(int fd, const char *display)
+read_fd(int fd, const char *display, int in_place)
 {
 	struct reader r = {.name = display, .avail = cg_max_bytes()};
 	struct cg_file *f = NULL;
 	struct stat st;
+	char *blob = NULL;
+	size_t got = 0;
+	int rc;
 
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		if (st.st_size == 0) {
 			cg_seterr("%s: empty file, not a cg file", display);
 			return NULL;
 		}
+		r.fsize = (uint64_t)st.st_size;
+		/* A plain file within the limit is mapped whole; the read
+		 * position tells where it starts (stdin may be a file that
+		 * someone has read from), and must be on a page. */
+		off_t pos = lseek(fd, 0, SEEK_CUR);
+		if (in_place && pos >= 0 && pos < st.st_size &&
+		    pos % sysconf(_SC_PAGESIZE) == 0 &&
+		    (uint64_t)(st.st_size - pos) <= r.avail &&
+		    (uint64_t)(st.st_size - pos) <= SIZE_MAX) {
+			size_t size = (size_t)(st.st_size - pos);
+			unsigned char magic[4] = {0};
+			if (pread(fd, magic, sizeof(magic), pos) >= 2 &&
+			    !is_compressed(magic, sizeof(magic)) &&
+			    (blob = map_whole(fd, pos, size)) != NULL) {
+				r.blob = blob;
+				r.blob_size = got = size;
+				/* as if read: a stream moves past it */
+				lseek(fd, (off_t)size, SEEK_CUR);
+			}
+			/* Else read as a stream (and the error, if any,
+			 * comes from there). */
+		}
 	}
 	if ((r.a = archive_read_new()) == NULL) {
+		if (blob)
+			munmap(blob, got);
 		cg_seterr("out of memory");
 		return NULL;
 	}
 	archive_read_support_filter_gzip(r.a);
 	archive_read_support_filter_zstd(r.a);
 	archive_read_support_format_tar(r.a);
-	if (archive_read_open_fd(r.a, fd, 1 << 16) != ARCHIVE_OK) {
+	if (blob)
+		rc = archive_read_open_memory(r.a, blob, got);
+	else
+		rc = archive_read_open_fd(r.a, fd, 1 << 16);
+	if (rc != ARCHIVE_OK) {
 		cg_seterr("%s", archive_error_string(r.a)
 				    ? archive_error_string(r.a)
 				    : "cannot read");
 		goto out;
 	}
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-		r.fsize = (uint64_t)st.st_size;
 	f = read_archive(&r);
+	if (f && blob) {
+		f->blob = blob;
+		f->blob_size = got;
+		blob = NULL;
+	}
 out:
 	if (f == NULL)
 		cg_errprefix(display);
 	archive_read_free(r.a);
+	if (blob)
+		munmap(blob, got);
 	return f;
 }
 
 struct cg_file *
 cg_file_read_fp(FILE *fp, const char *display)
 {
-	return read_fd(fileno(fp), display);
+	return read_fd(fileno(fp), display, 1);
 }
 
-struct cg_file *
-cg_file_read(const char *path)
+static struct cg_file *
+read_path(const char *path, int in_place)
 {
 	struct cg_file *f;
 	int fd;
 
 	if (strcmp(path, "-") == 0)
-		return read_fd(STDIN_FILENO, "(stdin)");
+		return read_fd(STDIN_FILENO, "(stdin)", in_place);
 	if ((fd = open(path, O_RDONLY)) < 0) {
 		cg_seterr("%s: %s", path, strerror(errno));
 		return NULL;
 	}
-	f = read_fd(fd, path);
+	f = read_fd(fd, path, in_place);
 	close(fd);
 	return f;
+}
+
+struct cg_file *
+cg_file_read(const char *path)
+{
+	return read_path(path, 1);
+}
+
+struct cg_file *
+cg_file_read_copy(const char *path)
+{
+	return read_path(path, 0);
 }

@@ -265,7 +265,7 @@ cg_model_from_file(const struct cg_file *f, const char *display)
 struct cg_model *
 cg_model_read(const char *path)
 {
-	struct cg_file *f = cg_file_read(path);
+	struct cg_file *f = cg_file_read_copy(path);
 	struct cg_model *m;
 
 	if (f == NULL)
