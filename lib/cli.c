@@ -19,10 +19,6 @@
 #include "cg.h"
 #include "cli.h"
 
-#ifdef CG_HAVE_CBLAS
-void openblas_set_num_threads(int);
-#endif
-
 int
 cg_parse_i64(const char *what, const char *s, long long min, long long max,
 	     long long *out)
@@ -176,9 +172,8 @@ cg_set_threads(int n)
 #ifdef _OPENMP
 	omp_set_num_threads(n);
 #endif
-#ifdef CG_HAVE_CBLAS
-	openblas_set_num_threads(n);
-#endif
+	/* The BLAS stays on one thread: cg_sgemm shares products out among
+	 * OpenMP's threads (lib/gemm.c). */
 }
 
 double

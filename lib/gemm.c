@@ -290,18 +290,74 @@ cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
 
 /* ---------------------------------------------------------------- entry */
 
+#ifdef CG_HAVE_CBLAS
+/*
+ * One thread pool for everything: OpenBLAS runs every product on the
+ * calling thread, and cg_sgemm shares a product out among OpenMP's
+ * threads itself.  OpenBLAS's own threads spin (sched_yield) between
+ * products, taking the cores from the element-wise kernels that run
+ * between them: a third of a cvae step went to that.
+ */
+__attribute__((constructor)) static void
+blas_on_calling_thread(void)
+{
+	openblas_set_num_threads(1);
+}
+
+static void
+blas(int transA, int transB, int M, int N, int K, float alpha, const float *A,
+     int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	/* BLAS wants lda >= 1 even when a dimension is empty. */
+	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+	            transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+	            lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1, beta, C, ldc);
+}
+#endif
+
 void
 cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
          const float *A, int lda, const float *B, int ldb, float beta, float *C,
          int ldc)
 {
 #ifdef CG_HAVE_CBLAS
+	int nt = 1;
+
 	if (M <= 0 || N <= 0)
 		return;
-	/* BLAS wants lda >= 1 even when a dimension is empty. */
-	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-	            transB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-	            lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1, beta, C, ldc);
+#ifdef _OPENMP
+	if ((double)M * N * K >= PAR_MIN_WORK && !omp_in_parallel())
+		nt = omp_get_max_threads();
+#endif
+	if (nt <= 1) {
+		blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+		     ldc);
+		return;
+	}
+	/*
+	 * Rows of C in blocks of 16 (or columns, when there are more of
+	 * those), one share per thread; every element is still one product
+	 * over the whole of K, so the result does not depend on the share.
+	 */
+	int rows = M >= N, len = rows ? M : N;
+	int step = ((len + nt - 1) / nt + 15) & ~15;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+	for (int i = 0; i < nt; i++) {
+		int o = i * step;
+		int n = len - o < step ? len - o : step;
+		if (n <= 0)
+			continue;
+		if (rows)
+			blas(transA, transB, n, N, K, alpha,
+			     transA ? A + o : A + (size_t)o * lda, lda, B, ldb,
+			     beta, C + (size_t)o * ldc, ldc);
+		else
+			blas(transA, transB, M, n, K, alpha, A, lda,
+			     transB ? B + (size_t)o * ldb : B + o, ldb, beta,
+			     C + o, ldc);
+	}
 #else
 	cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
 	                 C, ldc);

@@ -2,7 +2,9 @@
  * gemm.h - single-precision matrix product, row-major.
  *
  * cg_sgemm is the one entry point the kernels use; it calls cblas_sgemm
- * when libcg is built with -DCG_HAVE_CBLAS and a portable blocked kernel
+ * when libcg is built with -DCG_HAVE_CBLAS (OpenBLAS on the calling
+ * thread, the product's rows or columns shared out among OpenMP's threads
+ * when called outside a parallel region) and a portable blocked kernel
  * otherwise.  The built-in kernel and a naive reference are always compiled
  * so that tests can compare every path.
  */
