@@ -3,10 +3,12 @@
  *
  * Every input must be of one kind (all grads or all deltas) and computed
  * from one base model (the digest in "base").  A weighted mean uses each
- * input's "samples" as its weight; keeping the running weighted sum and
- * the total weight makes any tree of reductions equal to one flat
- * reduction, up to float rounding.
+ * input's "weight" (the examples, or for text the scored tokens: a text
+ * model's gradient is a mean per token) or, missing, its "samples";
+ * keeping the running weighted sum and the total weight makes any tree of
+ * reductions equal to one flat reduction, up to float rounding.
  */
+#include <math.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -58,9 +60,10 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 		cg_seterr("no base model digest");
 		goto out;
 	}
-	w = cg_json_num(f->manifest, "samples", 0);
-	if (!(w > 0)) {
-		cg_seterr("no positive sample count");
+	double ns = cg_json_num(f->manifest, "samples", 0);
+	w = cg_json_num(f->manifest, "weight", ns);
+	if (!(ns > 0) || !(w > 0) || !isfinite(w)) {
+		cg_seterr("no positive sample count and weight");
 		goto out;
 	}
 	for (size_t i = 0; i < f->ntensors; i++)
@@ -122,7 +125,8 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 				a[j] += kf * t[j];
 		}
 	}
-	r->samples += w;
+	r->weight += w;
+	r->samples += ns;
 	r->loss += w * cg_json_num(f ? f->manifest : r->acc->manifest, "loss",
 				   0);
 	r->inputs += cg_json_u64(f ? f->manifest : r->acc->manifest,
@@ -151,7 +155,7 @@ cg_reducer_finish(struct cg_reducer *r)
 	}
 	r->acc = NULL;
 	if (r->op == CG_REDUCE_MEAN) {
-		const float inv = (float)(1.0 / r->samples);
+		const float inv = (float)(1.0 / r->weight);
 		for (size_t i = 0; i < f->ntensors; i++) {
 			float *a = f->tensors[i].data;
 			for (uint64_t j = 0; j < f->tensors[i].nelem; j++)
@@ -159,7 +163,8 @@ cg_reducer_finish(struct cg_reducer *r)
 		}
 	}
 	set_num(f->manifest, "samples", r->samples);
-	set_num(f->manifest, "loss", r->loss / r->samples);
+	set_num(f->manifest, "weight", r->weight);
+	set_num(f->manifest, "loss", r->loss / r->weight);
 	set_num(f->manifest, "inputs", (double)r->inputs);
 	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "reduce");
 	cJSON_AddStringToObject(f->manifest, "reduce",

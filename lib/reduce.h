@@ -10,14 +10,17 @@ enum cg_reduce_op { CG_REDUCE_MEAN, CG_REDUCE_SUM };
 
 /*
  * A running reduction.  Inputs are added one at a time and released, so
- * memory is one accumulator plus one input whatever their number.  The
- * result is a valid input again: a mean carries its total sample count,
+ * memory is one accumulator plus one input whatever their number.  An
+ * input weighs its manifest's "weight" (scored tokens for text, samples
+ * otherwise), or its "samples" when it has no weight.  The result is a
+ * valid input again: a mean carries its total weight and sample count,
  * so reducing partial means gives the mean of everything.
  */
 struct cg_reducer {
 	enum cg_reduce_op op;
 	struct cg_file *acc; /* first input's layout, data = running sums */
-	double samples;	     /* total weight */
+	double weight;	     /* total weight */
+	double samples;	     /* total samples */
 	double loss;	     /* weighted loss sum */
 	uint64_t inputs;
 	char base[65];	    /* base digest every input must share */

@@ -239,6 +239,8 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	uint64_t *ex = NULL, cursor;
 	float *grad = NULL, *start = NULL, *mm = NULL, *vv = NULL;
 	uint64_t *tp, t_local = 0;
+	const int text = s->kind == CG_PAYLOAD_TEXT;
+	double tokens = 0;
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -309,12 +311,23 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		cursor += (uint64_t)B;
 		cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
 		uint64_t nseed = cg_rng_u64(&nr);
-		float *g = o->emit == CG_EMIT_GRAD ? out : grad;
-		if (o->emit != CG_EMIT_GRAD)
+		/* Text in grad mode: each micro-batch's per-token mean
+		 * gradient is added in weighted by its tokens. */
+		float *g = o->emit == CG_EMIT_GRAD && !text ? out : grad;
+		if (g == grad)
 			memset(grad, 0, P * sizeof(float));
 		if (m->arch->batch(m, s, ex, B, nseed, g, &bm) != 0)
 			goto out;
-		add_metrics(&res->mean, &bm);
+		if (text) {
+			double before = tokens;
+			add_text_metrics(&res->mean, &bm, &tokens);
+			if (o->emit == CG_EMIT_GRAD) {
+				const float w = (float)(tokens - before);
+				for (size_t i = 0; i < P; i++)
+					out[i] += w * grad[i];
+			}
+		} else
+			add_metrics(&res->mean, &bm);
 		if (o->emit != CG_EMIT_GRAD) {
 			if (o->clip > 0)
 				cg_clip_norm(grad, P, o->clip);
@@ -326,12 +339,18 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		if (o->progress)
 			o->progress(o->progress_ctx, k + 1, K, bm.loss);
 	}
-	finish_metrics(&res->mean);
+	if (text)
+		finish_text_metrics(&res->mean, tokens);
+	else
+		finish_metrics(&res->mean);
 	res->samples = (uint64_t)K * (uint64_t)B;
+	res->weight = text ? tokens : (double)res->samples;
 	if (o->emit == CG_EMIT_GRAD) {
 		/* The batch function gives means; K of them make K times
-		 * the mean gradient. */
-		const float inv = 1.0f / (float)K;
+		 * the mean gradient (text: tokens times it). */
+		const float inv =
+		    text ? (tokens > 0 ? (float)(1.0 / tokens) : 0.0f)
+			 : 1.0f / (float)K;
 		for (size_t i = 0; i < P; i++)
 			out[i] *= inv;
 		res->grad_norm = cg_clip_norm(out, P, o->clip);
@@ -491,6 +510,7 @@ cg_update_file(const struct cg_model *base, const char *kind, const float *buf,
 	cJSON_AddStringToObject(b, "sha256", hex);
 	cJSON_AddNumberToObject(b, "step", (double)base->step);
 	cJSON_AddNumberToObject(f->manifest, "samples", (double)res->samples);
+	cJSON_AddNumberToObject(f->manifest, "weight", res->weight);
 	cJSON_AddNumberToObject(f->manifest, "loss", res->mean.loss);
 	cJSON_AddNumberToObject(f->manifest, "inputs", 1);
 	if (cg_model_put_views(base, f, buf) != 0)

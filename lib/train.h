@@ -51,12 +51,15 @@ void cg_state_free(struct cg_train_state *st);
 struct cg_train_result {
 	struct cg_metrics mean; /* over every micro-batch of the call */
 	uint64_t samples;
+	double weight;	  /* what a reduction weighs it by: scored tokens
+			     for text, else samples */
 	double grad_norm; /* of the emitted gradient (grad mode) */
 };
 
 /*
  * Run one call on model m and shard s.  In grad mode, out receives the
- * mean gradient [nparams]; in delta mode the new - old weights and m is
+ * mean gradient [nparams] (for text, the mean per scored token over all
+ * micro-batches: each weighted by its tokens); in delta mode the new - old weights and m is
  * left as it was; in model mode m is trained in place (m->step += K) and
  * out is unused.  st may be NULL (no state between calls).  Returns 0 or
  * -1 with a message.
@@ -96,7 +99,8 @@ int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 /*
  * The file a grad or delta call emits: one f32 tensor per view of buf
  * (borrowed: buf must outlive the file) and a manifest with arch, base
- * (digest and step of base), samples, loss.
+ * (digest and step of base), samples, loss and weight (res->weight:
+ * what cg-reduce weighs it by).
  */
 struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 			       const float *buf,

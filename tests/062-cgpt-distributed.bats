@@ -31,6 +31,39 @@ bpb() {
 	cg-eval --json -m "$1" -d all-0.cgd | jq -r .bpb
 }
 
+# examples SHARD: how many examples it holds
+examples() {
+	tar xOf "$1" cg.json | jq '.tensors[] | select(.name == "cond") | .shape[0]'
+}
+
+@test "cgpt: two workers' reduced gradient is one worker's over their union" {
+	# Each worker's whole shard in one batch, the one worker's whole
+	# set: the same examples, the same windows (seeded per example).
+	# A text gradient is a mean per scored token, so the mean of the
+	# two must weigh them by tokens, not by examples: their tokens per
+	# example differ here, and an example-weighted mean would not match.
+	local n0 n1 na w0 w1
+	n0=$(examples fort-0.cgd)
+	n1=$(examples fort-1.cgd)
+	na=$(examples all-0.cgd)
+	[ $((n0 + n1)) -eq "$na" ]
+	cg-train-step -q -m init.cgm -d fort-0.cgd --order sequential \
+		--batch "$n0" --seed 3 -o g0.cgg
+	cg-train-step -q -m init.cgm -d fort-1.cgd --order sequential \
+		--batch "$n1" --seed 3 -o g1.cgg
+	cg-train-step -q -m init.cgm -d all-0.cgd --order sequential \
+		--batch "$na" --seed 3 -o ga.cgg
+	cg-reduce g0.cgg g1.cgg -o r.cgg
+	w0=$(tar xOf g0.cgg cg.json | jq .weight)
+	w1=$(tar xOf g1.cgg cg.json | jq .weight)
+	echo "tokens: $w0 for $n0 examples, $w1 for $n1"
+	[ $((w0 * n1)) -ne $((w1 * n0)) ]
+	[ "$(tar xOf r.cgg cg.json | jq .weight)" = "$(tar xOf ga.cgg cg.json | jq .weight)" ]
+	[ "$(tar xOf r.cgg cg.json | jq .samples)" = "$na" ]
+	run -0 cg-inspect --diff -q --tolerance 1e-6 r.cgg ga.cgg
+	run -1 cg-inspect --diff -q --tolerance 1e-6 g0.cgg ga.cgg
+}
+
 @test "cgpt: synchronous rounds of grad, reduce and apply" {
 	cp init.cgm m.cgm
 	for r in 1 2 3 4 5 6 7 8; do
