@@ -6,6 +6,8 @@
  * over the final name, and the directory is fsynced.  Temporaries still open
  * when SIGINT, SIGTERM, SIGHUP or SIGPIPE arrives are unlinked by the handler
  * before the signal is re-raised, so an interrupted run leaves nothing.
+ * A path that exists and is not a regular file (/dev/null, a FIFO) is
+ * opened and written in place instead: renaming over it would replace it.
  * SIGBUS from a mapped input that shrank is a failure like a bad input:
  * the temporaries go, one line, exit 1.
  */
@@ -131,6 +133,34 @@ cg_out_open(struct cg_out *o, const char *path)
 		o->fd = STDOUT_FILENO;
 		return 0;
 	}
+	/*
+	 * A device, a FIFO or a socket (/dev/null, /dev/stdout, a named
+	 * pipe) is written as it is: a temporary renamed over it would
+	 * replace it with a regular file.
+	 */
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode))
+			return cg_seterr("%s: is a directory", path);
+		if ((o->path = strdup(path)) == NULL)
+			goto oom;
+		if ((o->fd = open(path, O_WRONLY)) < 0) {
+			cg_seterr("%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		if (isatty(o->fd)) {
+			cg_seterr("refusing to write binary data to a "
+				  "terminal (%s)",
+				  path);
+			goto fail;
+		}
+		if ((o->fp = fdopen(o->fd, "wb")) == NULL) {
+			cg_seterr("%s: %s", path, strerror(errno));
+			goto fail;
+		}
+		o->direct = 1;
+		return 0;
+	}
 	install_handler();
 	if ((o->path = strdup(path)) == NULL || (d = strdup(path)) == NULL ||
 	    (b = strdup(path)) == NULL)
@@ -171,6 +201,18 @@ cg_out_commit(struct cg_out *o)
 	char *d = NULL;
 	int dfd;
 
+	if (o->direct) {
+		int rc = fclose(o->fp);
+		o->fp = NULL;
+		o->fd = -1;
+		if (rc != 0)
+			cg_seterr("%s: write failed: %s", o->path,
+				  strerror(errno));
+		free(o->path);
+		o->path = NULL;
+		o->direct = 0;
+		return rc != 0 ? -1 : 0;
+	}
 	if (o->tmp == NULL) { /* stdout */
 		if (o->fp && fflush(o->fp) != 0)
 			return cg_seterr("standard output: %s", strerror(errno));
@@ -212,6 +254,17 @@ fail:
 void
 cg_out_abort(struct cg_out *o)
 {
+	if (o->direct || (o->tmp == NULL && o->path != NULL && o->fd >= 0)) {
+		/* Written in place: nothing to remove. */
+		if (o->fp)
+			fclose(o->fp);
+		else if (o->fd >= 0)
+			close(o->fd);
+		free(o->path);
+		memset(o, 0, sizeof(*o));
+		o->fd = -1;
+		return;
+	}
 	if (o->tmp == NULL) {
 		free(o->path);
 		o->path = NULL;

@@ -188,13 +188,16 @@ uint64_t cg_max_bytes(void);
  * Atomic output: a temporary file beside path, renamed over it by
  * cg_out_commit.  Temporaries still open are removed on SIGINT, SIGTERM,
  * SIGHUP and SIGPIPE (the handler is installed on first use).  For "-", fp is
- * stdout and commit only flushes.
+ * stdout and commit only flushes.  A path that exists and is not a regular
+ * file (a device such as /dev/null, a FIFO) is opened and written directly,
+ * never replaced; a terminal is refused there too.
  */
 struct cg_out {
 	FILE *fp;
 	char *path;
 	char *tmp;
 	int fd;
+	int direct; /* path is not a regular file: written in place */
 };
 
 int cg_out_open(struct cg_out *o, const char *path);

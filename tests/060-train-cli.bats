@@ -546,6 +546,26 @@ big() {
 	[[ $stderr == *'standard input named twice'* ]]
 }
 
+@test "-o to a FIFO or a device writes into it; -o a directory fails" {
+	cg-reduce "$D/g0.cgg" "$D/g1.cgg" -o flat.cgg
+	mkfifo fifo
+	cat fifo >got.cgg &
+	cg-reduce "$D/g0.cgg" "$D/g1.cgg" -o fifo
+	wait
+	[ -p fifo ]
+	cmp got.cgg flat.cgg
+	cat fifo >got2.cgg &
+	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-0.cgd" --batch 16 -o fifo
+	wait
+	[ -p fifo ]
+	run -0 cg-inspect --verify -q got2.cgg
+	# a device stays a device
+	cg-reduce "$D/g0.cgg" -o /dev/null
+	[ -c /dev/null ]
+	run -1 --separate-stderr cg-reduce "$D/g0.cgg" -o .
+	[[ $stderr == *'is a directory'* ]]
+}
+
 @test "cg-reduce refuses to write to a terminal" {
 	need_script
 	run -1 script -qec "cg-reduce '$D/g0.cgg' '$D/g1.cgg'" /dev/null
