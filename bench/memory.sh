@@ -16,7 +16,9 @@
 #
 # Peak memory is the process's own (getrusage, in the --log line) and GNU
 # time's maximum resident set size, which agree; wall time is the median
-# of the training loop's seconds, with min-max.
+# of the training loop's seconds, with min-max.  A budget near the edge
+# can get different plans in different runs (the plan counts what is
+# resident when it is made): each plan then has its own row.
 set -eu
 bin=${CG_BIN:-build/cmd}
 threads=${THREADS:-2}
@@ -68,20 +70,21 @@ done
 echo "cg-train-step, cgpt 128/256/4/4, batch 16, $steps AdamW steps," \
 	"$threads threads, median of $runs"
 echo
-echo "| configuration | plan | wall s (min-max) | time | peak RSS MiB | RSS | planned MiB |"
-echo "|---|---|---|---|---|---|---|"
+echo "| configuration | plan | runs | wall s (min-max) | time | peak RSS MiB | RSS | planned MiB |"
+echo "|---|---|--:|---|---|---|---|---|"
 jq -s -r '
   def med: sort | if length % 2 == 1 then .[length / 2 | floor]
                   else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def mib: . / 1048576 | . * 10 | round / 10;
-  group_by(.name) | map({
-    name: .[0].name,
+  group_by([.name, .chunk, .checkpoint]) | map({
+    name: .[0].name, runs: length,
     plan: ((if .[0].chunk > 0 then "chunks of \(.[0].chunk)" else "whole batch" end)
            + (if .[0].checkpoint then ", checkpointed" else "" end)),
     s: (map(.seconds) | med), lo: (map(.seconds) | min),
     hi: (map(.seconds) | max), peak: (map(.memory_peak) | max),
-    trss: (map(.time_rss) | max), planned: .[0].memory_plan }) as $rows
+    trss: (map(.time_rss) | max), planned: (map(.memory_plan) | max) })
+  as $rows
   | ($rows[] | select(.name == "plain")) as $p
   | ($rows | sort_by(.name != "plain", .name != "checkpoint", -.planned))[]
-  | "| \(.name) | \(.plan) | \(.s * 100 | round / 100) (\(.lo * 100 | round / 100)-\(.hi * 100 | round / 100)) | \((.s / $p.s - 1) * 1000 | round / 10)% | \(.peak | mib) (time: \(.trss | mib)) | \((.peak / $p.peak - 1) * 1000 | round / 10)% | \(.planned | mib) |"
+  | "| \(.name) | \(.plan) | \(.runs) | \(.s * 100 | round / 100) (\(.lo * 100 | round / 100)-\(.hi * 100 | round / 100)) | \((.s / $p.s - 1) * 1000 | round / 10)% | \(.peak | mib) (time: \(.trss | mib)) | \((.peak / $p.peak - 1) * 1000 | round / 10)% | \(.planned | mib) |"
 ' "$work/all"
