@@ -54,9 +54,11 @@ on_sigbus(int sig)
 	for (int i = 0; i < MAXTMP; i++)
 		if (tmps[i])
 			unlink(tmps[i]);
-	if (write(STDERR_FILENO, p, strlen(p)) < 0 ||
-	    write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
-		_exit(1);
+	/* If the message cannot be written, exit 1 all the same. */
+	ssize_t w = write(STDERR_FILENO, p, strlen(p));
+	if (w >= 0)
+		w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)w;
 	_exit(1);
 }
 
@@ -144,6 +146,7 @@ cg_out_open(struct cg_out *o, const char *path)
 			return cg_seterr("%s: is a directory", path);
 		if ((o->path = strdup(path)) == NULL)
 			goto oom;
+		o->direct = 1;
 		if ((o->fd = open(path, O_WRONLY)) < 0) {
 			cg_seterr("%s: %s", path, strerror(errno));
 			goto fail;
@@ -158,7 +161,6 @@ cg_out_open(struct cg_out *o, const char *path)
 			cg_seterr("%s: %s", path, strerror(errno));
 			goto fail;
 		}
-		o->direct = 1;
 		return 0;
 	}
 	install_handler();
@@ -254,7 +256,7 @@ fail:
 void
 cg_out_abort(struct cg_out *o)
 {
-	if (o->direct || (o->tmp == NULL && o->path != NULL && o->fd >= 0)) {
+	if (o->direct) {
 		/* Written in place: nothing to remove. */
 		if (o->fp)
 			fclose(o->fp);

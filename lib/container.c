@@ -383,43 +383,18 @@ struct reader {
 };
 
 /*
- * Where the current member of n bytes lies in r->blob, or NULL when it
- * cannot be used in place (then nothing of it has been consumed).  The
- * memory reader hands out a member as one block into the blob; tar puts
- * members at multiples of 512 bytes, so they are as aligned as the blob.
- */
-static void *
-member_in_place(struct reader *r, uint64_t n)
-{
-	const void *p;
-	size_t sz;
-	la_int64_t off;
-
-	if (r->blob == NULL || r->compressed || n == 0)
-		return NULL;
-	if (archive_read_data_block(r->a, &p, &sz, &off) != ARCHIVE_OK)
-		return NULL;
-	/* Not where expected: the blob is the only source, so the block
-	 * must still be in it; copy it out (the caller's fallback cannot
-	 * rewind). */
-	if (off != 0 || sz != n || (const char *)p < r->blob ||
-	    (const char *)p + n > r->blob + r->blob_size ||
-	    ((uintptr_t)p & 63) != 0)
-		return NULL;
-	return (void *)p;
-}
-
-/*
- * Read exactly n bytes of the current member into a fresh aligned buffer.
+ * Read exactly n bytes of the current member into a fresh aligned buffer,
+ * the first npre of them already read (pre, may be NULL when npre is 0).
  * Plain regular files are bounded by their size already, so the buffer is
  * taken whole; a compressed stream or a pipe may lie about sizes, so the
  * buffer grows only as data really arrives and memory stays proportional
  * to real content.
  */
 static void *
-read_member(struct reader *r, const char *what, uint64_t n)
+read_member(struct reader *r, const char *what, uint64_t n, const void *pre,
+	    size_t npre)
 {
-	size_t cap, have = 0;
+	size_t cap, have = npre;
 	char *buf;
 
 	if (n > SIZE_MAX - 64) {
@@ -429,8 +404,12 @@ read_member(struct reader *r, const char *what, uint64_t n)
 	cap = (r->compressed || r->fsize == 0) && n > (64u << 20)
 		  ? (64u << 20)
 		  : (size_t)n;
+	if (cap < npre)
+		cap = npre;
 	if ((buf = cg_alloc(cap)) == NULL)
 		return NULL;
+	if (npre)
+		memcpy(buf, pre, npre);
 	while (have < n) {
 		if (have == cap) {
 			size_t ncap = cap * 2 > n ? (size_t)n : cap * 2;
@@ -458,6 +437,44 @@ read_member(struct reader *r, const char *what, uint64_t n)
 fail:
 	free(buf);
 	return NULL;
+}
+
+/*
+ * The current member of n bytes: where it lies in r->blob (*borrowed set)
+ * when the file is mapped, else in a buffer of its own.  The memory reader
+ * hands a member out as one block into the blob, and tar puts members at
+ * multiples of 512 bytes, so they are as aligned as the blob; a block that
+ * is not the whole member is copied and the rest read after it.
+ */
+static void *
+member_data(struct reader *r, const char *what, uint64_t n, int *borrowed)
+{
+	const void *p;
+	size_t sz;
+	la_int64_t off;
+	int rc;
+
+	*borrowed = 0;
+	if (r->blob == NULL || r->compressed || n == 0)
+		return read_member(r, what, n, NULL, 0);
+	rc = archive_read_data_block(r->a, &p, &sz, &off);
+	if (rc == ARCHIVE_EOF) {
+		cg_seterr("%s: truncated (0 of %llu bytes)", what,
+			  (unsigned long long)n);
+		return NULL;
+	}
+	if (rc != ARCHIVE_OK || off != 0 || sz > n) {
+		const char *msg = archive_error_string(r->a);
+		cg_seterr("%s: %s", what, msg ? msg : "unreadable");
+		return NULL;
+	}
+	if (sz == n && (const char *)p >= r->blob &&
+	    (const char *)p + n <= r->blob + r->blob_size &&
+	    ((uintptr_t)p & 63) == 0) {
+		*borrowed = 1;
+		return (void *)p;
+	}
+	return read_member(r, what, n, p, sz);
 }
 
 /* Next member header; -1 with a message on error, 1 at the end. */
@@ -626,7 +643,7 @@ read_archive(struct reader *r)
 		goto fail;
 	}
 	size_t mlen = (size_t)archive_entry_size(e);
-	if ((json = read_member(r, "cg.json", mlen)) == NULL)
+	if ((json = read_member(r, "cg.json", mlen, NULL, 0)) == NULL)
 		goto fail;
 	if ((m = cJSON_ParseWithLength(json, mlen)) == NULL ||
 	    !cJSON_IsObject(m)) {
@@ -680,9 +697,8 @@ read_archive(struct reader *r)
 				  t->name);
 			goto fail;
 		}
-		if ((t->data = member_in_place(r, t->nbytes)) != NULL)
-			t->borrowed = 1;
-		else if ((t->data = read_member(r, what, t->nbytes)) == NULL)
+		if ((t->data = member_data(r, what, t->nbytes,
+					   &t->borrowed)) == NULL)
 			goto fail;
 	}
 	/* The digests, tensors shared out among threads; the first
