@@ -180,14 +180,8 @@ main(int argc, char **argv)
 			goto out;
 		}
 		m->opt_t++;
-		for (int i = 0; i < m->nviews; i++) {
-			const struct cg_view *v = &m->views[i];
-			cg_optim_step(&opt, m->opt_t, m->params + v->off,
-				      g + v->off,
-				      m->opt_m ? m->opt_m + v->off : NULL,
-				      m->opt_v ? m->opt_v + v->off : NULL, v->n,
-				      v->decay);
-		}
+		cg_optim_step_views(&opt, m->opt_t, m->params, g, m->opt_m,
+				    m->opt_v, m->views, m->nviews, 0);
 	} else if (nesterov) {
 		if (cg_model_ensure_outer(m) != 0) {
 			fprintf(stderr, "%s: %s\n", prog, cg_errmsg());

@@ -10,7 +10,12 @@
 #include <math.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "cg.h"
+#include "nn.h"
 #include "optim.h"
 
 static const char *names[] = {"sgd", "momentum", "adam", "adamw"};
@@ -76,50 +81,147 @@ cg_optim_lr(const struct cg_optim *o, uint64_t t)
 	return (float)lr;
 }
 
-void
-cg_optim_step(const struct cg_optim *o, uint64_t t, float *p, const float *g,
-	      float *m, float *v, size_t N, int decay)
-{
-	const float lr = cg_optim_lr(o, t);
-	const float wd = decay ? o->wd : 0.0f;
+/* What every element of one step shares. */
+struct step {
+	enum cg_opt_kind kind;
+	uint64_t t;
+	float lr, wd, mu;    /* SGD, momentum */
+	float b1, b2, eps;   /* Adam family */
+	float size, rbc2;    /* lr / bias correction 1, 1 / sqrt(bc2) */
+	float shrink;        /* AdamW: 1 - lr wd */
+};
 
-	switch (o->kind) {
+static void
+step_init(struct step *k, const struct cg_optim *o, uint64_t t)
+{
+	const double bc1 = 1.0 - pow(o->beta1, (double)t);
+	const double bc2 = 1.0 - pow(o->beta2, (double)t);
+
+	k->kind = o->kind;
+	k->t = t;
+	k->lr = cg_optim_lr(o, t);
+	k->wd = o->wd;
+	k->mu = o->momentum;
+	k->b1 = o->beta1;
+	k->b2 = o->beta2;
+	k->eps = o->eps;
+	k->size = (float)(k->lr / bc1);
+	k->rbc2 = (float)(1.0 / sqrt(bc2));
+	k->shrink = 1.0f - k->lr * o->wd;
+}
+
+/*
+ * The step on n elements, on the calling thread; decay 0 skips weight
+ * decay.  With zero_g, each gradient element is set to 0 once read, so
+ * that the next step's accumulation needs no pass of its own to clear it.
+ */
+static void
+step_slice(const struct step *k, float *p, float *g, float *m, float *v,
+	   size_t n, int decay, int zero_g)
+{
+	const float lr = k->lr, wd = decay ? k->wd : 0.0f;
+
+	switch (k->kind) {
 	case CG_OPT_SGD:
-		for (size_t i = 0; i < N; i++)
+#pragma omp simd
+		for (size_t i = 0; i < n; i++)
 			p[i] -= lr * (g[i] + wd * p[i]);
 		break;
 	case CG_OPT_MOMENTUM: {
-		const float mu = o->momentum;
-		for (size_t i = 0; i < N; i++) {
+		const float mu = k->mu;
+		const int first = k->t == 1;
+#pragma omp simd
+		for (size_t i = 0; i < n; i++) {
 			float gi = g[i] + wd * p[i];
 			/* PyTorch starts the buffer at g; mu*0 + g is that. */
-			m[i] = t == 1 ? gi : mu * m[i] + gi;
+			m[i] = first ? gi : mu * m[i] + gi;
 			p[i] -= lr * m[i];
 		}
 		break;
 	}
 	case CG_OPT_ADAM:
 	case CG_OPT_ADAMW: {
-		const float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-		const double bc1 = 1.0 - pow(b1, (double)t);
-		const double bc2 = 1.0 - pow(b2, (double)t);
-		const float step = (float)(lr / bc1);
-		const float rbc2 = (float)(1.0 / sqrt(bc2));
-		const int adamw = o->kind == CG_OPT_ADAMW;
-		const float shrink = 1.0f - lr * wd;
-#pragma omp parallel for simd if (N > 65536) schedule(static)
-		for (size_t i = 0; i < N; i++) {
-			float gi = g[i];
-			if (adamw)
+		const float b1 = k->b1, b2 = k->b2, eps = k->eps;
+		const float size = k->size, rbc2 = k->rbc2;
+		const float shrink = decay ? k->shrink : 1.0f;
+		if (k->kind == CG_OPT_ADAMW) {
+#pragma omp simd
+			for (size_t i = 0; i < n; i++) {
+				float gi = g[i];
 				p[i] *= shrink;
-			else
-				gi += wd * p[i];
-			m[i] = b1 * m[i] + (1.0f - b1) * gi;
-			v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-			p[i] -= step * m[i] / (sqrtf(v[i]) * rbc2 + eps);
+				m[i] = b1 * m[i] + (1.0f - b1) * gi;
+				v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+				p[i] -= size * m[i] / (sqrtf(v[i]) * rbc2 + eps);
+			}
+		} else {
+#pragma omp simd
+			for (size_t i = 0; i < n; i++) {
+				float gi = g[i] + wd * p[i];
+				m[i] = b1 * m[i] + (1.0f - b1) * gi;
+				v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+				p[i] -= size * m[i] / (sqrtf(v[i]) * rbc2 + eps);
+			}
 		}
 		break;
 	}
+	}
+	if (zero_g)
+		memset(g, 0, n * sizeof(float));
+}
+
+/* Elements under which one thread steps alone. */
+#define PAR_MIN 65536
+
+void
+cg_optim_step(const struct cg_optim *o, uint64_t t, float *p, const float *g,
+	      float *m, float *v, size_t N, int decay)
+{
+	struct cg_view one = {.off = 0, .n = N, .decay = decay};
+
+	cg_optim_step_views(o, t, p, (float *)g, m, v, &one, 1, 0);
+}
+
+void
+cg_optim_step_views(const struct cg_optim *o, uint64_t t, float *p, float *g,
+		    float *m, float *v, const struct cg_view *views,
+		    int nviews, int zero_g)
+{
+	struct step k;
+	size_t total = 0;
+
+	step_init(&k, o, t);
+	for (int i = 0; i < nviews; i++)
+		total += views[i].n;
+	/*
+	 * The views laid end to end are split into one run per thread (at
+	 * multiples of 16 elements); a thread steps the parts of the views
+	 * that fall in its run.  One parallel region for the whole model.
+	 */
+#pragma omp parallel if (total >= PAR_MIN)
+	{
+		size_t lo = 0, hi = total, at = 0;
+#ifdef _OPENMP
+		const size_t nt = (size_t)omp_get_num_threads();
+		const size_t id = (size_t)omp_get_thread_num();
+		const size_t chunks = (total + 15) / 16;
+		lo = chunks * id / nt * 16;
+		hi = chunks * (id + 1) / nt * 16;
+		lo = lo < total ? lo : total;
+		hi = hi < total ? hi : total;
+#endif
+		for (int i = 0; i < nviews && at < hi; i++) {
+			const struct cg_view *w = &views[i];
+			size_t a = lo > at ? lo - at : 0;
+			size_t b = hi - at < w->n ? hi - at : w->n;
+			if (a < b) {
+				size_t off = w->off + a;
+				step_slice(&k, p + off, g + off,
+					   m ? m + off : NULL,
+					   v ? v + off : NULL, b - a,
+					   w->decay, zero_g);
+			}
+			at += w->n;
+		}
 	}
 }
 

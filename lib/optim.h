@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct cg_view;
+
 enum cg_opt_kind { CG_OPT_SGD, CG_OPT_MOMENTUM, CG_OPT_ADAM, CG_OPT_ADAMW };
 enum cg_sched { CG_SCHED_CONSTANT, CG_SCHED_COSINE };
 
@@ -48,6 +50,15 @@ float cg_optim_lr(const struct cg_optim *o, uint64_t t);
  */
 void cg_optim_step(const struct cg_optim *o, uint64_t t, float *p,
 		   const float *g, float *m, float *v, size_t N, int decay);
+/*
+ * The same step on every view of a model's flat buffers p, g, m, v (each
+ * view's slice [off, off+n), weight decay where its decay is 1), in one
+ * pass shared among threads.  With zero_g, g is all zeros afterwards (each
+ * element cleared once read), ready for the next step's accumulation.
+ */
+void cg_optim_step_views(const struct cg_optim *o, uint64_t t, float *p,
+			 float *g, float *m, float *v,
+			 const struct cg_view *views, int nviews, int zero_g);
 
 /*
  * Scale g [N] so that its L2 norm is at most maxnorm (skip if maxnorm <=

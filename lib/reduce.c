@@ -120,7 +120,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 			const float *t = f->tensors[i].data;
 			const float kf = (float)k;
 			const uint64_t n = f->tensors[i].nelem;
-#pragma omp parallel for simd if (n > 262144) schedule(static)
+#pragma omp parallel for simd if (parallel : n > 262144) schedule(static)
 			for (uint64_t j = 0; j < n; j++)
 				a[j] += kf * t[j];
 		}

@@ -215,19 +215,6 @@ finish_text_metrics(struct cg_metrics *acc, double tokens)
 		acc->part[i] /= acc->n;
 }
 
-/* One optimizer step on every view, so weight decay skips biases. */
-static void
-opt_step(const struct cg_model *m, const struct cg_optim *o, uint64_t t,
-	 float *p, const float *g, float *mm, float *vv)
-{
-	for (int i = 0; i < m->nviews; i++) {
-		const struct cg_view *v = &m->views[i];
-		cg_optim_step(o, t, p + v->off, g + v->off,
-			      mm ? mm + v->off : NULL, vv ? vv + v->off : NULL,
-			      v->n, v->decay);
-	}
-}
-
 int
 cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	     const struct cg_train_opts *o, struct cg_train_state *st,
@@ -241,6 +228,7 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	uint64_t *tp, t_local = 0;
 	const int text = s->kind == CG_PAYLOAD_TEXT;
 	double tokens = 0;
+	int grad_clear = 0; /* grad is all zeros: the optimizer cleared it */
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -314,8 +302,9 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		/* Text in grad mode: each micro-batch's per-token mean
 		 * gradient is added in weighted by its tokens. */
 		float *g = o->emit == CG_EMIT_GRAD && !text ? out : grad;
-		if (g == grad)
+		if (g == grad && !grad_clear)
 			memset(grad, 0, P * sizeof(float));
+		grad_clear = 0;
 		if (m->arch->batch(m, s, ex, B, nseed, g, &bm) != 0)
 			goto out;
 		if (text) {
@@ -332,7 +321,10 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			if (o->clip > 0)
 				cg_clip_norm(grad, P, o->clip);
 			*tp += 1;
-			opt_step(m, &o->opt, *tp, m->params, grad, mm, vv);
+			/* Weight decay skips biases: one step per view. */
+			cg_optim_step_views(&o->opt, *tp, m->params, grad, mm,
+					    vv, m->views, m->nviews, 1);
+			grad_clear = 1;
 			if (o->emit == CG_EMIT_MODEL)
 				m->step++;
 		}

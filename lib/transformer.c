@@ -39,7 +39,7 @@
 	PRAGMA(omp parallel for schedule(dynamic, 1) if ((n) >= PAR_MIN))
 /* Threads over the loop and SIMD lanes within each thread's part. */
 #define PAR_FOR_SIMD(n)                                                        \
-	PRAGMA(omp parallel for simd schedule(static) if ((n) >= PAR_MIN))
+	PRAGMA(omp parallel for simd schedule(static) if (parallel : (n) >= PAR_MIN))
 #else
 #define PAR_FOR(n)
 #define PAR_FOR_DYN(n)

@@ -1,7 +1,7 @@
 /*
  * transformer.h - kernels of a GPT-style decoder: embedding, layernorm,
- * GELU, causal self-attention, residual add, masked softmax cross-entropy,
- * and the fast exponential they share.
+ * GELU, causal self-attention, residual add, masked softmax cross-entropy.
+ * Their exponentials are cg_exp_approx of vmath.h.
  *
  * Plain functions in the manner of llm.c and lib/nn.h: outputs first, then
  * inputs, then sizes; every array's shape is in the comment.  No kernel
@@ -21,53 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vmath.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------- exponential */
-
-/*
- * e^x for x <= 0 (every caller passes a difference from a maximum, or
- * -2|u|), within 2 ulp, in straight-line code the compiler vectorizes
- * (libm's expf and tanhf are calls it cannot): x = n ln 2 + r with
- * |r| <= ln 2 / 2 (Cody-Waite), Cephes' polynomial for e^r, 2^n built in
- * the exponent bits.  Below -87 the result is e^-87 rather than smaller:
- * beside the 1 of a softmax maximum or of 1 + e^-2|u| that is 0.  Here,
- * inline, so that every softmax of the model (the kernels below, the
- * key/value cache of lib/cgpt_sample.c) takes the same exponentials.
- */
-static inline float
-cg_exp_approx(float x)
-{
-	/*
-	 * The clamp is done on the bits: a negative float's bits, unsigned,
-	 * grow with its magnitude, and an integer min vectorizes where a
-	 * float comparison (which may trap) blocks if-conversion.
-	 */
-	union {
-		float f;
-		uint32_t u;
-	} c = {.f = x};
-	c.u = c.u > 0xc2ae0000u ? 0xc2ae0000u : c.u; /* -87.0f */
-	x = c.f;
-	/* Round to nearest by the 1.5 * 2^23 trick. */
-	float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
-	float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-	float p = 1.9875691500e-4f;
-
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r * r + r + 1.0f;
-	union {
-		int32_t i;
-		float f;
-	} two = {.i = ((int32_t)n + 127) << 23};
-	return p * two.f;
-}
 
 /* ------------------------------------------------------------ embedding */
 
