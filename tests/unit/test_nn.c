@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "gemm.h"
 #include "nn.h"
+#include "vmath.h"
 
 #define TEST_NAME "test_nn"
 #include "check.h"
@@ -588,6 +589,51 @@ test_concat(void)
 	free(d);
 }
 
+/* Distance of a from ref in units of the float spacing at ref. */
+static double
+ulps(float a, double ref)
+{
+	float r = (float)ref;
+	double u = (double)nextafterf(r, INFINITY) - r;
+
+	return fabs(a - ref) / u;
+}
+
+/*
+ * vmath.h against libm in double: every 97th float of e^x's range of use
+ * [-87, 0] and of log1p's [0, 1], and log1p above 1; within 2 ulp.
+ */
+static void
+test_vmath(void)
+{
+	double we = 0, wl = 0;
+	char what[128];
+
+	for (uint32_t b = 0x80000000u; b <= 0xc2ae0000u; b += 97) {
+		float x;
+		memcpy(&x, &b, sizeof(x));
+		double e = ulps(cg_exp_approx(x), exp((double)x));
+		we = e > we ? e : we;
+	}
+	for (uint32_t b = 0; b <= 0x3f800000u; b += 97) {
+		float x;
+		memcpy(&x, &b, sizeof(x));
+		double e = ulps(cg_log1p_approx(x), log1p((double)x));
+		wl = e > wl ? e : wl;
+	}
+	for (float x = 1; x < 1e7f; x *= 1.001f) {
+		double e = ulps(cg_log1p_approx(x), log1p((double)x));
+		wl = e > wl ? e : wl;
+	}
+	snprintf(what, sizeof(what), "cg_exp_approx on [-87, 0]: %.2f ulp", we);
+	expect(we <= 2, what);
+	snprintf(what, sizeof(what), "cg_log1p_approx on [0, 1e7]: %.2f ulp",
+		 wl);
+	expect(wl <= 2, what);
+	expect(cg_exp_approx(0) == 1 && cg_log1p_approx(0) == 0,
+	       "e^0 is 1 and log1p(0) is 0 exactly");
+}
+
 int
 main(void)
 {
@@ -599,6 +645,7 @@ main(void)
 #endif
 	test_gemm();
 	test_linear();
+	test_vmath();
 	test_relu_sigmoid();
 	test_bce();
 	test_kl_reparam();
