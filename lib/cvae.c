@@ -304,38 +304,31 @@ mlp_forward(const struct cg_cvae_config *c, const float *params, int first,
 	for (int l = 0; l < c->layers; l++) {
 		struct linear ln = linear_at(c, first + l);
 		float *out = h + l * stride;
-		size_t n = (size_t)B * ln.out;
 
-		cg_linear_forward(out, l == 0 ? inp : out - stride,
-		                  params + ln.w, params + ln.b, B, ln.in,
-		                  ln.out);
-		cg_relu_forward(out, out, n);
+		cg_linear_relu_forward(out, l == 0 ? inp : out - stride,
+		                       params + ln.w, params + ln.b, B, ln.in,
+		                       ln.out);
 	}
 }
 
 /*
  * Backward through the Linear+ReLU stack of mlp_forward.  dh [B, hidden]
  * holds d(loss)/d(last h) on entry and is clobbered; tmp [B, hidden] is
- * scratch; dinp [B, in] += d(loss)/d(inp), or NULL.
+ * scratch; dinp [B, in] = d(loss)/d(inp) (written), or NULL.
  */
 static void
 mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
              int first, const float *h, const float *inp, float *dh, float *tmp,
              float *dinp, int B, size_t stride)
 {
-	size_t n = (size_t)B * c->hidden;
-
 	for (int l = c->layers - 1; l >= 0; l--) {
 		struct linear ln = linear_at(c, first + l);
 		const float *out = h + l * stride;
 
-		memset(tmp, 0, n * sizeof(float));
-		cg_relu_backward(tmp, dh, out, n);
-		if (l > 0)
-			memset(dh, 0, n * sizeof(float));
-		cg_linear_backward(l > 0 ? dh : dinp, grad + ln.w, grad + ln.b,
-		                   tmp, l > 0 ? out - stride : inp,
-		                   params + ln.w, B, ln.in, ln.out);
+		cg_linear_relu_backward(l > 0 ? dh : dinp, grad + ln.w,
+		                        grad + ln.b, tmp, dh, out,
+		                        l > 0 ? out - stride : inp,
+		                        params + ln.w, B, ln.in, ln.out);
 	}
 }
 
@@ -399,7 +392,6 @@ cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
 	memset(w->dh0, 0, nh * sizeof(float));
 	cg_linear_backward(w->dh0, grad + out.w, grad + out.b, w->dlogits, dtop,
 	                   params + out.w, B, out.in, out.out);
-	memset(w->ddec_in, 0, (size_t)B * (Z + K) * sizeof(float));
 	mlp_backward(c, params, grad, L + 2, w->dec_h, w->dec_in, w->dh0,
 	             w->dh1, w->ddec_in, B, hstride);
 	memset(w->dz, 0, nz * sizeof(float));

@@ -315,48 +315,87 @@ blas(int transA, int transB, int M, int N, int K, float alpha, const float *A,
 }
 #endif
 
+int
+cg_sgemm_threads(int M, int N, int K)
+{
+#ifdef _OPENMP
+	if ((double)M * N * K >= PAR_MIN_WORK && !omp_in_parallel())
+		return omp_get_max_threads();
+#endif
+	(void)M, (void)N, (void)K;
+	return 1;
+}
+
+/*
+ * Rows of C in blocks of 16 (or columns, when there are more of those),
+ * one share per part; every element is still one product over the whole
+ * of K, so the result does not depend on the share.
+ */
+struct cg_block
+cg_sgemm_block(int part, int parts, int M, int N)
+{
+	struct cg_block b = {0, M, 0, N};
+	int rows = M >= N, len = rows ? M : N;
+	int step = ((len + parts - 1) / parts + 15) & ~15;
+	int o = part * step;
+	int n = len - o < step ? len - o : step;
+
+	if (n < 0)
+		n = 0;
+	if (o > len)
+		o = len;
+	if (rows) {
+		b.i0 = o;
+		b.m = n;
+	} else {
+		b.j0 = o;
+		b.n = n;
+	}
+	return b;
+}
+
+void
+cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
+              float alpha, const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc)
+{
+	const float *a = transA ? A + b->i0 : A + (size_t)b->i0 * lda;
+	const float *bb = transB ? B + (size_t)b->j0 * ldb : B + b->j0;
+	float *c = C + (size_t)b->i0 * ldc + b->j0;
+
+	if (b->m <= 0 || b->n <= 0)
+		return;
+#ifdef CG_HAVE_CBLAS
+	blas(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb, beta, c,
+	     ldc);
+#else
+	cg_sgemm_builtin(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb,
+	                 beta, c, ldc);
+#endif
+}
+
 void
 cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
          const float *A, int lda, const float *B, int ldb, float beta, float *C,
          int ldc)
 {
 #ifdef CG_HAVE_CBLAS
-	int nt = 1;
+	int nt = cg_sgemm_threads(M, N, K);
 
 	if (M <= 0 || N <= 0)
 		return;
-#ifdef _OPENMP
-	if ((double)M * N * K >= PAR_MIN_WORK && !omp_in_parallel())
-		nt = omp_get_max_threads();
-#endif
 	if (nt <= 1) {
 		blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
 		     ldc);
 		return;
 	}
-	/*
-	 * Rows of C in blocks of 16 (or columns, when there are more of
-	 * those), one share per thread; every element is still one product
-	 * over the whole of K, so the result does not depend on the share.
-	 */
-	int rows = M >= N, len = rows ? M : N;
-	int step = ((len + nt - 1) / nt + 15) & ~15;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nt)
 #endif
 	for (int i = 0; i < nt; i++) {
-		int o = i * step;
-		int n = len - o < step ? len - o : step;
-		if (n <= 0)
-			continue;
-		if (rows)
-			blas(transA, transB, n, N, K, alpha,
-			     transA ? A + o : A + (size_t)o * lda, lda, B, ldb,
-			     beta, C + (size_t)o * ldc, ldc);
-		else
-			blas(transA, transB, M, n, K, alpha, A, lda,
-			     transB ? B + (size_t)o * ldb : B + o, ldb, beta,
-			     C + o, ldc);
+		struct cg_block b = cg_sgemm_block(i, nt, M, N);
+		cg_sgemm_part(&b, transA, transB, K, alpha, A, lda, B, ldb,
+		              beta, C, ldc);
 	}
 #else
 	cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,

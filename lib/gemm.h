@@ -26,6 +26,26 @@ void cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
               const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);
 
+/*
+ * A product shared out by the caller's own threads, so that work before
+ * and after it (a bias, an activation) runs in the same parallel region:
+ * cg_sgemm_threads is how many threads cg_sgemm would use for an M x N x K
+ * product (1 inside a parallel region or for a small one);
+ * cg_sgemm_block is the part-th of parts blocks of C, rows [i0, i0+m) and
+ * columns [j0, j0+n) (m or n is 0 for a part left without work); and
+ * cg_sgemm_part computes that block of cg_sgemm's product (same arguments
+ * but M and N) on the calling thread.  The parts together give the same
+ * bits as cg_sgemm.
+ */
+struct cg_block {
+	int i0, m, j0, n;
+};
+int cg_sgemm_threads(int M, int N, int K);
+struct cg_block cg_sgemm_block(int part, int parts, int M, int N);
+void cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
+                   float alpha, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc);
+
 /* The portable blocked kernel (OpenMP over tiles of C when _OPENMP). */
 void cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb,

@@ -40,45 +40,156 @@
 
 /* ---------------------------------------------------------------- linear */
 
+/*
+ * The Linear kernels run as one parallel region each: every thread takes
+ * its block of the product as cg_sgemm would share it (cg_sgemm_block)
+ * and does the element-wise work of that block (the bias before, the
+ * ReLU after) while it is in cache, so a layer costs one fork and join
+ * instead of one per pass.  Below cg_sgemm's threshold, or inside a
+ * parallel region, the same code runs on one thread.
+ */
+#ifdef _OPENMP
+#include <omp.h>
+#define PART_ID() omp_get_thread_num()
+#define PART_COUNT() omp_get_num_threads()
+#else
+#define PART_ID() 0
+#define PART_COUNT() 1
+#endif
+
+static void
+linear_forward(float *out, const float *inp, const float *w, const float *b,
+               int B, int C, int OC, int relu)
+{
+	int nt = cg_sgemm_threads(B, OC, C);
+
+	(void)nt;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+	{
+		struct cg_block k = cg_sgemm_block(PART_ID(), PART_COUNT(), B, OC);
+
+		if (b != NULL && k.m > 0 && k.n > 0)
+			for (int i = k.i0; i < k.i0 + k.m; i++)
+				memcpy(out + (size_t)i * OC + k.j0, b + k.j0,
+				       (size_t)k.n * sizeof(float));
+		/* out[B, OC] (+)= inp[B, C] @ w[OC, C]^T */
+		cg_sgemm_part(&k, 0, 1, C, 1.0f, inp, C, w, C,
+		              b != NULL ? 1.0f : 0.0f, out, OC);
+		if (relu && k.n > 0)
+			for (int i = k.i0; i < k.i0 + k.m; i++) {
+				float *o = out + (size_t)i * OC + k.j0;
+				for (int j = 0; j < k.n; j++)
+					o[j] = o[j] > 0 ? o[j] : 0;
+			}
+	}
+}
+
 void
 cg_linear_forward(float *out, const float *inp, const float *w, const float *b,
                   int B, int C, int OC)
 {
-	if (b != NULL) {
-		for (int i = 0; i < B; i++)
-			memcpy(out + (size_t)i * OC, b,
-			       (size_t)OC * sizeof(float));
+	linear_forward(out, inp, w, b, B, C, OC, 0);
+}
+
+void
+cg_linear_relu_forward(float *out, const float *inp, const float *w,
+                       const float *b, int B, int C, int OC)
+{
+	linear_forward(out, inp, w, b, B, C, OC, 1);
+}
+
+/*
+ * The share of [0, len) of part id of n, in blocks of 16 (so threads
+ * never write the same cache line of a row).
+ */
+static void
+share(int len, int id, int n, int *o, int *cnt)
+{
+	int step = ((len + n - 1) / n + 15) & ~15;
+
+	*o = id * step < len ? id * step : len;
+	*cnt = len - *o < step ? len - *o : step;
+}
+
+/*
+ * Backward of out = act(inp @ w^T + b) given dout = d(loss)/d(out): with
+ * relu, dpre [B, OC] first gets d(loss)/d(pre-activation) (each thread a
+ * share of rows; then a barrier); without, dout is used as it is.  Then,
+ * with no barrier (they only read dpre): dinp's blocks, dw's and db's
+ * rows, shared among the threads.  With relu, dinp is written, not added
+ * to, and may be dout: dout is not read after the barrier.
+ */
+static void
+linear_backward(float *dinp, float *dw, float *db, float *dpre,
+                const float *dout, const float *out, const float *inp,
+                const float *w, int B, int C, int OC, int relu)
+{
+	int nt = cg_sgemm_threads(OC, C, B), nd = cg_sgemm_threads(B, C, OC);
+	const float *d = relu ? dpre : dout;
+
+	nt = nt > nd ? nt : nd;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt) if (nt > 1)
+#endif
+	{
+		const int id = PART_ID(), n = PART_COUNT();
+		int o, cnt;
+
+		if (relu) {
+			share(B, id, n, &o, &cnt);
+			const size_t a = (size_t)o * OC, e = a + (size_t)cnt * OC;
+			/* + 0.0f: a -0 gradient enters as +0, as it would
+			 * added to a cleared buffer. */
+			for (size_t i = a; i < e; i++)
+				dpre[i] = out[i] > 0 ? dout[i] + 0.0f : 0.0f;
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+		}
+		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with relu, = */
+		if (dinp != NULL) {
+			struct cg_block k = cg_sgemm_block(id, n, B, C);
+			cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
+			              relu ? 0.0f : 1.0f, dinp, C);
+		}
+		/* dw[OC, C] += d[B, OC]^T @ inp[B, C] */
+		struct cg_block k = cg_sgemm_block(id, n, OC, C);
+		cg_sgemm_part(&k, 1, 0, B, 1.0f, d, OC, inp, C, 1.0f, dw, C);
+		/* db: column sums of d, by blocks of 64 of this part's
+		 * columns: rows stream, sums stay hot. */
+		if (db != NULL) {
+			share(OC, id, n, &o, &cnt);
+			for (int o0 = o; o0 < o + cnt; o0 += 64) {
+				int m = o + cnt - o0 < 64 ? o + cnt - o0 : 64;
+				float s[64] = {0};
+
+				for (int i = 0; i < B; i++) {
+					const float *r = d + (size_t)i * OC + o0;
+					for (int j = 0; j < m; j++)
+						s[j] += r[j];
+				}
+				for (int j = 0; j < m; j++)
+					db[o0 + j] += s[j];
+			}
+		}
 	}
-	/* out[B, OC] (+)= inp[B, C] @ w[OC, C]^T */
-	cg_sgemm(0, 1, B, OC, C, 1.0f, inp, C, w, C, b != NULL ? 1.0f : 0.0f,
-	         out, OC);
 }
 
 void
 cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                    const float *inp, const float *w, int B, int C, int OC)
 {
-	/* dinp[B, C] += dout[B, OC] @ w[OC, C] */
-	if (dinp != NULL)
-		cg_sgemm(0, 0, B, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
-	/* dw[OC, C] += dout[B, OC]^T @ inp[B, C] */
-	cg_sgemm(1, 0, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
-	if (db == NULL)
-		return;
-	/* Column sums in blocks of 64 outputs: rows stream, sums stay hot. */
-	PAR_FOR((size_t)B * OC)
-	for (int o0 = 0; o0 < OC; o0 += 64) {
-		int n = OC - o0 < 64 ? OC - o0 : 64;
-		float s[64] = {0};
+	linear_backward(dinp, dw, db, NULL, dout, NULL, inp, w, B, C, OC, 0);
+}
 
-		for (int i = 0; i < B; i++) {
-			const float *d = dout + (size_t)i * OC + o0;
-			for (int o = 0; o < n; o++)
-				s[o] += d[o];
-		}
-		for (int o = 0; o < n; o++)
-			db[o0 + o] += s[o];
-	}
+void
+cg_linear_relu_backward(float *dinp, float *dw, float *db, float *dpre,
+                        const float *dout, const float *out, const float *inp,
+                        const float *w, int B, int C, int OC)
+{
+	linear_backward(dinp, dw, db, dpre, dout, out, inp, w, B, C, OC, 1);
 }
 
 /* ------------------------------------------------------------------ relu */

@@ -50,6 +50,25 @@ void cg_linear_forward(float *out, const float *inp, const float *w,
  */
 void cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int B, int C, int OC);
+/*
+ * Linear then ReLU in one pass over threads: out = max(inp @ w^T + b, 0).
+ * Same shapes as cg_linear_forward; the same bits as it and
+ * cg_relu_forward in turn.
+ */
+void cg_linear_relu_forward(float *out, const float *inp, const float *w,
+                            const float *b, int B, int C, int OC);
+/*
+ * Backward of cg_linear_relu_forward, given dout [B, OC] = d(loss)/d(out)
+ * and out [B, OC] its output: dpre [B, OC] (scratch, written) gets
+ * d(loss)/d(inp @ w^T + b); dw and db accumulate as in cg_linear_backward,
+ * but dinp [B, C] is WRITTEN (= d(loss)/d(inp)), and may be dout when C
+ * == OC (dout is read before dinp is written).  dinp or db NULL when not
+ * wanted; dpre must not alias any other array.
+ */
+void cg_linear_relu_backward(float *dinp, float *dw, float *db, float *dpre,
+                             const float *dout, const float *out,
+                             const float *inp, const float *w, int B, int C,
+                             int OC);
 
 /* ------------------------------------------------------------------ relu */
 

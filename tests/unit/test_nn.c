@@ -357,6 +357,91 @@ relu_loss(void *p)
 	return dot(c->out, c->r, c->n);
 }
 
+/*
+ * Linear+ReLU in one pass against Linear, then ReLU, in turn, on sizes
+ * that are shared among threads (B and OC not multiples of 16) and at 1,
+ * 2 and 3 threads: the same values (dinp written, dw and db accumulated),
+ * also where dinp is dout.
+ */
+static void
+test_linear_relu(void)
+{
+	const int B = 70, C = 96, OC = 96;
+	size_t ni = (size_t)B * C, nw = (size_t)OC * C, no = (size_t)B * OC;
+	float *inp = falloc(ni), *w = falloc(nw), *b = falloc(OC);
+	float *out = falloc(no), *ref = falloc(no), *dout = falloc(no);
+	float *tmp = falloc(no), *dinp = falloc(ni), *dw = falloc(nw);
+	float *db = falloc(OC), *rdinp = falloc(ni), *rdw = falloc(nw);
+	float *rdb = falloc(OC), *dw0 = falloc(nw), *db0 = falloc(OC);
+	char what[128];
+
+	fill(inp, ni, -1, 1);
+	fill(w, nw, -0.2f, 0.2f);
+	fill(b, OC, -0.5f, 0.5f);
+	fill(dout, no, -1, 1);
+	fill(dw0, nw, -1, 1);
+	fill(db0, OC, -1, 1);
+#ifdef _OPENMP
+	omp_set_num_threads(1);
+#endif
+	cg_linear_forward(ref, inp, w, b, B, C, OC);
+	cg_relu_forward(ref, ref, no);
+	memset(tmp, 0, no * sizeof(float));
+	cg_relu_backward(tmp, dout, ref, no);
+	memcpy(rdw, dw0, nw * sizeof(float));
+	memcpy(rdb, db0, OC * sizeof(float));
+	cg_linear_backward(rdinp, rdw, rdb, tmp, inp, w, B, C, OC);
+
+	for (int nt = 1; nt <= 3; nt++) {
+		int same = 1, zeros = 0;
+#ifdef _OPENMP
+		omp_set_num_threads(nt);
+#endif
+		cg_linear_relu_forward(out, inp, w, b, B, C, OC);
+		for (size_t i = 0; i < no; i++) {
+			same &= out[i] == ref[i];
+			zeros += out[i] == 0;
+		}
+		snprintf(what, sizeof(what),
+			 "linear+relu forward, %d thread(s): linear then relu "
+			 "(%d of %zu zero)",
+			 nt, zeros, no);
+		expect(same && zeros > 0 && zeros < (int)no, what);
+
+		for (int alias = 0; alias <= 1; alias++) {
+			float *din = dinp;
+			memcpy(dw, dw0, nw * sizeof(float));
+			memcpy(db, db0, OC * sizeof(float));
+			if (alias) {
+				din = falloc(no);
+				memcpy(din, dout, no * sizeof(float));
+			} else
+				fill(dinp, ni, 5, 6); /* written, not added */
+			cg_linear_relu_backward(din, dw, db, tmp,
+						alias ? din : dout, out, inp,
+						w, B, C, OC);
+			same = 1;
+			for (size_t i = 0; i < ni; i++)
+				same &= din[i] == rdinp[i];
+			for (size_t i = 0; i < nw; i++)
+				same &= dw[i] == rdw[i];
+			for (int i = 0; i < OC; i++)
+				same &= db[i] == rdb[i];
+			snprintf(what, sizeof(what),
+				 "linear+relu backward, %d thread(s)%s: relu "
+				 "then linear backward",
+				 nt, alias ? ", dinp is dout" : "");
+			expect(same, what);
+			if (alias)
+				free(din);
+		}
+	}
+	float *bufs[] = {inp, w, b, out, ref, dout, tmp, dinp, dw, db,
+			 rdinp, rdw, rdb, dw0, db0};
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		free(bufs[i]);
+}
+
 static void
 test_relu_sigmoid(void)
 {
@@ -647,6 +732,7 @@ main(void)
 	test_linear();
 	test_vmath();
 	test_relu_sigmoid();
+	test_linear_relu();
 	test_bce();
 	test_kl_reparam();
 	test_concat();
