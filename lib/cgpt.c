@@ -597,9 +597,8 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 	/* Head and final LayerNorm. */
 	const float *last = block_input(w, c->L);
 	size_t f = lnf_off(c);
-	zero(w->dln, N);
-	cg_linear_backward(w->dln, grad + head_off(c), NULL, w->dlogits, w->lnf,
-	                   params + head_off(c), BT, C, V);
+	cg_linear_backward_set(w->dln, grad + head_off(c), NULL, w->dlogits,
+	                       w->lnf, params + head_off(c), BT, C, V);
 	zero(w->dres, N);
 	cg_layernorm_backward(w->dres, grad + f, grad + f + C, w->dln, last,
 	                      params + f, w->lnf_mean, w->lnf_rstd, B, T, C);
@@ -619,30 +618,26 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 			block_forward(c, params, w, l, res, B, T);
 
 		/* res3 = res2 + mlp(ln2(res2)) */
-		zero(w->dfch_gelu, N4);
-		cg_linear_backward(w->dfch_gelu, g + k.mprojw, g + k.mprojb,
-		                   w->dres, a->fch_gelu, p + k.mprojw, BT,
-		                   4 * C, C);
+		cg_linear_backward_set(w->dfch_gelu, g + k.mprojw,
+		                       g + k.mprojb, w->dres, a->fch_gelu,
+		                       p + k.mprojw, BT, 4 * C, C);
 		/* fch_gelu is spent: it takes d(loss)/d(fch). */
 		float *dfch = a->fch_gelu;
-		zero(dfch, N4);
-		cg_gelu_backward(dfch, w->dfch_gelu, a->fch, N4);
-		zero(w->dln, N);
-		cg_linear_backward(w->dln, g + k.fcw, g + k.fcb, dfch, a->ln2,
-		                   p + k.fcw, BT, C, 4 * C);
+		cg_gelu_backward_set(dfch, w->dfch_gelu, a->fch, N4);
+		cg_linear_backward_set(w->dln, g + k.fcw, g + k.fcb, dfch,
+		                       a->ln2, p + k.fcw, BT, C, 4 * C);
 		cg_layernorm_backward(w->dres, g + k.ln2w, g + k.ln2b, w->dln,
 		                      a->res2, p + k.ln2w, a->ln2_mean,
 		                      a->ln2_rstd, B, T, C);
 		/* res2 = res + proj(attention(qkv(ln1(res)))) */
-		zero(w->datty, N);
-		cg_linear_backward(w->datty, g + k.projw, g + k.projb, w->dres,
-		                   a->atty, p + k.projw, BT, C, C);
+		cg_linear_backward_set(w->datty, g + k.projw, g + k.projb,
+		                       w->dres, a->atty, p + k.projw, BT, C, C);
 		zero(w->dqkv, 3 * N);
 		cg_attention_backward(w->dqkv, w->dscratch, w->datty, a->qkv,
 		                      a->att, B, T, C, NH);
-		zero(w->dln, N);
-		cg_linear_backward(w->dln, g + k.qkvw, g + k.qkvb, w->dqkv,
-		                   a->ln1, p + k.qkvw, BT, C, 3 * C);
+		cg_linear_backward_set(w->dln, g + k.qkvw, g + k.qkvb,
+		                       w->dqkv, a->ln1, p + k.qkvw, BT, C,
+		                       3 * C);
 		cg_layernorm_backward(w->dres, g + k.ln1w, g + k.ln1b, w->dln,
 		                      res, p + k.ln1w, a->ln1_mean, a->ln1_rstd,
 		                      B, T, C);

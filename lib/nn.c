@@ -118,13 +118,13 @@ share(int len, int id, int n, int *o, int *cnt)
  * relu, dpre [B, OC] first gets d(loss)/d(pre-activation) (each thread a
  * share of rows; then a barrier); without, dout is used as it is.  Then,
  * with no barrier (they only read dpre): dinp's blocks, dw's and db's
- * rows, shared among the threads.  With relu, dinp is written, not added
- * to, and may be dout: dout is not read after the barrier.
+ * rows, shared among the threads.  With set, dinp is written, not added
+ * to; with relu too, it may be dout: dout is not read after the barrier.
  */
 static void
 linear_backward(float *dinp, float *dw, float *db, float *dpre,
                 const float *dout, const float *out, const float *inp,
-                const float *w, int B, int C, int OC, int relu)
+                const float *w, int B, int C, int OC, int relu, int set)
 {
 	int nt = cg_sgemm_threads(OC, C, B), nd = cg_sgemm_threads(B, C, OC);
 	const float *d = relu ? dpre : dout;
@@ -148,11 +148,11 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 #pragma omp barrier
 #endif
 		}
-		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with relu, = */
+		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with set, = */
 		if (dinp != NULL) {
 			struct cg_block k = cg_sgemm_block(id, n, B, C);
 			cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
-			              relu ? 0.0f : 1.0f, dinp, C);
+			              set ? 0.0f : 1.0f, dinp, C);
 		}
 		/* dw[OC, C] += d[B, OC]^T @ inp[B, C] */
 		struct cg_block k = cg_sgemm_block(id, n, OC, C);
@@ -181,7 +181,14 @@ void
 cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                    const float *inp, const float *w, int B, int C, int OC)
 {
-	linear_backward(dinp, dw, db, NULL, dout, NULL, inp, w, B, C, OC, 0);
+	linear_backward(dinp, dw, db, NULL, dout, NULL, inp, w, B, C, OC, 0, 0);
+}
+
+void
+cg_linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
+                       const float *inp, const float *w, int B, int C, int OC)
+{
+	linear_backward(dinp, dw, db, NULL, dout, NULL, inp, w, B, C, OC, 0, 1);
 }
 
 void
@@ -189,7 +196,7 @@ cg_linear_relu_backward(float *dinp, float *dw, float *db, float *dpre,
                         const float *dout, const float *out, const float *inp,
                         const float *w, int B, int C, int OC)
 {
-	linear_backward(dinp, dw, db, dpre, dout, out, inp, w, B, C, OC, 1);
+	linear_backward(dinp, dw, db, dpre, dout, out, inp, w, B, C, OC, 1, 1);
 }
 
 /* ------------------------------------------------------------------ relu */

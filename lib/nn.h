@@ -50,6 +50,10 @@ void cg_linear_forward(float *out, const float *inp, const float *w,
  */
 void cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int B, int C, int OC);
+/* The same, but dinp is WRITTEN (= dout @ w): no pass to clear it first. */
+void cg_linear_backward_set(float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp,
+                            const float *w, int B, int C, int OC);
 /*
  * Linear then ReLU in one pass over threads: out = max(inp @ w^T + b, 0).
  * Same shapes as cg_linear_forward; the same bits as it and

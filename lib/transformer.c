@@ -233,8 +233,9 @@ cg_gelu_forward(float *out, const float *inp, size_t N)
 	}
 }
 
-void
-cg_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N)
+static void
+gelu_backward(float *dinp, const float *dout, const float *inp, size_t N,
+              int set)
 {
 	PAR_FOR_SIMD(N)
 	for (size_t i = 0; i < N; i++) {
@@ -244,8 +245,23 @@ cg_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N)
 		float g =
 		    0.5f * (1.0f + th) +
 		    0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-		dinp[i] += g * dout[i];
+		/* set: + 0.0f gives what adding to a cleared array gives,
+		 * a -0 included. */
+		dinp[i] = (set ? 0.0f : dinp[i]) + g * dout[i];
 	}
+}
+
+void
+cg_gelu_backward(float *dinp, const float *dout, const float *inp, size_t N)
+{
+	gelu_backward(dinp, dout, inp, N, 0);
+}
+
+void
+cg_gelu_backward_set(float *dinp, const float *dout, const float *inp,
+                     size_t N)
+{
+	gelu_backward(dinp, dout, inp, N, 1);
 }
 
 /* ----------------------------------------------------- causal attention */

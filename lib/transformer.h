@@ -73,6 +73,9 @@ void cg_gelu_forward(float *out, const float *inp, size_t N);
 /* dinp [N] += dout * gelu'(inp); dout [N], inp [N] (the forward input). */
 void cg_gelu_backward(float *dinp, const float *dout, const float *inp,
                       size_t N);
+/* The same, but dinp is WRITTEN: no pass to clear it first. */
+void cg_gelu_backward_set(float *dinp, const float *dout, const float *inp,
+                          size_t N);
 
 /* ----------------------------------------------------- causal attention */
 

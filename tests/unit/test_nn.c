@@ -436,6 +436,17 @@ test_linear_relu(void)
 				free(din);
 		}
 	}
+	/* The writing Linear backward: what accumulating into zeros gives
+	 * (here at 3 threads, beside the reference's one). */
+	memset(rdinp, 0, ni * sizeof(float));
+	cg_linear_backward(rdinp, rdw, rdb, dout, inp, w, B, C, OC);
+	fill(dinp, ni, 5, 6);
+	cg_linear_backward_set(dinp, dw, db, dout, inp, w, B, C, OC);
+	int same = 1;
+	for (size_t i = 0; i < ni; i++)
+		same &= dinp[i] == rdinp[i];
+	expect(same, "linear_backward_set writes what linear_backward adds "
+		     "to zeros");
 	float *bufs[] = {inp, w, b, out, ref, dout, tmp, dinp, dw, db,
 			 rdinp, rdw, rdb, dw0, db0};
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)

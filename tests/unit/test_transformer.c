@@ -306,6 +306,14 @@ test_gelu(void)
 	cg_gelu_backward(dinp, g.r, g.inp, GN);
 	gdelta(dinp, g0, GN);
 	fdcheck("gelu_backward dinp", g.inp, dinp, GN, gelu_loss, &g, 0);
+	/* The writing variant: what accumulating into zeros gives. */
+	float set[GN], acc[GN] = {0};
+	for (int i = 0; i < GN; i++)
+		set[i] = NAN;
+	cg_gelu_backward(acc, g.r, g.inp, GN);
+	cg_gelu_backward_set(set, g.r, g.inp, GN);
+	expect(memcmp(set, acc, sizeof(set)) == 0,
+	       "gelu_backward_set writes what gelu_backward adds to zeros");
 	free(dinp);
 	free(g0);
 }
