@@ -9,6 +9,7 @@
  * reductions equal to one flat reduction, up to float rounding.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -43,10 +44,48 @@ cg_update_base(const struct cg_file *f, char hex[65], uint64_t *step)
 	return 0;
 }
 
+/* Elements a thread takes at a time where an input is folded in. */
+#define FOLD_CHUNK 16384
+
+/*
+ * a = k t (first) or a += k t, one tensor of n elements; the caller's
+ * thread, or its share of the tensor inside fold_all's parallel region.
+ */
+static void
+fold(float *a, const float *t, uint64_t n, double k, int first)
+{
+	const float kf = (float)k;
+
+	if (first) {
+#pragma omp for simd schedule(simd : dynamic, FOLD_CHUNK) nowait
+		for (uint64_t j = 0; j < n; j++)
+			a[j] = (float)(t[j] * k);
+	} else {
+#pragma omp for simd schedule(simd : dynamic, FOLD_CHUNK) nowait
+		for (uint64_t j = 0; j < n; j++)
+			a[j] += kf * t[j];
+	}
+}
+
+/*
+ * fold src[i] into acc[i] for every tensor in one parallel region: the
+ * threads share each tensor's chunks and go on to the next without
+ * waiting, so the small tensors cost no fork of their own.
+ */
+static void
+fold_all(struct cg_tensor *acc, const float *const *src, size_t nt, double k,
+	 int first)
+{
+#pragma omp parallel
+	for (size_t i = 0; i < nt; i++)
+		fold(acc[i].data, src[i], acc[i].nelem, k, first);
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 {
 	const char *kind = cg_file_kind(f);
+	const float **src = NULL;
 	char hex[65];
 	uint64_t step;
 	double w;
@@ -79,11 +118,26 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 		snprintf(r->kind, sizeof(r->kind), "%s", kind);
 		memcpy(r->base, hex, 65);
 		r->base_step = step;
+		/*
+		 * The running sum starts as k times the first input, in
+		 * memory of its own where the input lies in a mapped file:
+		 * writing the mapping would copy it page by page, each copy
+		 * a TLB flush on every core.
+		 */
+		if ((src = cg_alloc(f->ntensors * sizeof(*src))) == NULL)
+			goto out;
 		for (size_t i = 0; i < f->ntensors; i++) {
-			float *p = f->tensors[i].data;
-			for (uint64_t j = 0; j < f->tensors[i].nelem; j++)
-				p[j] = (float)(p[j] * k);
+			struct cg_tensor *t = &f->tensors[i];
+			src[i] = t->data;
+			if (t->borrowed) {
+				if ((t->data = cg_alloc(t->nbytes)) == NULL) {
+					t->data = (void *)src[i];
+					goto out;
+				}
+				t->borrowed = 0;
+			}
 		}
+		fold_all(f->tensors, src, f->ntensors, k, 1);
 		r->acc = f;
 		f = NULL;
 	} else {
@@ -115,15 +169,11 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 				goto out;
 			}
 		}
-		for (size_t i = 0; i < f->ntensors; i++) {
-			float *a = r->acc->tensors[i].data;
-			const float *t = f->tensors[i].data;
-			const float kf = (float)k;
-			const uint64_t n = f->tensors[i].nelem;
-#pragma omp parallel for simd if (parallel : n > 262144) schedule(static)
-			for (uint64_t j = 0; j < n; j++)
-				a[j] += kf * t[j];
-		}
+		if ((src = cg_alloc(f->ntensors * sizeof(*src))) == NULL)
+			goto out;
+		for (size_t i = 0; i < f->ntensors; i++)
+			src[i] = f->tensors[i].data;
+		fold_all(r->acc->tensors, src, f->ntensors, k, 0);
 	}
 	r->weight += w;
 	r->samples += ns;
@@ -133,6 +183,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 				 "inputs", 1);
 	rc = 0;
 out:
+	free((void *)src);
 	cg_file_free(f);
 	return rc;
 }

@@ -18,6 +18,9 @@
  * 1.35 s) and little of the cost when another process competes for the
  * cores (1.75, 1.83, 2.23 s).  Other OpenMP runtimes get
  * OMP_WAIT_POLICY=passive.
+ * OPENBLAS_NUM_THREADS=1: the BLAS runs on our threads (lib/gemm.c), and
+ * OpenBLAS otherwise starts threads of its own at load, which spin for a
+ * while on the cores we need (7% of a cg-reduce run).
  * OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512 (F, BW, VL):
  * OpenBLAS builds that do not recognise a newer CPU fall back to their
  * oldest x86-64 kernels, several times slower.  The unit tests compare
@@ -56,6 +59,15 @@ cg_runtime_init(int argc, char **argv, char **envp)
 		change = 1;
 #endif
 	}
+#if defined(CG_HAVE_CBLAS)
+	/* lib/gemm.c runs the BLAS on the calling thread; told so only
+	 * after start, OpenBLAS has already made its own threads, which
+	 * spin (sched_yield) for a while on cores we need. */
+	if (getenv("OPENBLAS_NUM_THREADS") == NULL) {
+		setenv("OPENBLAS_NUM_THREADS", "1", 1);
+		change = 1;
+	}
+#endif
 #if defined(CG_HAVE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 	__builtin_cpu_init();
 	if (getenv("OPENBLAS_CORETYPE") == NULL &&
