@@ -158,6 +158,9 @@ struct cg_file *cg_file_read(const char *path);
 struct cg_file *cg_file_read_copy(const char *path);
 /* Same, from an open stream (display name used in messages). */
 struct cg_file *cg_file_read_fp(FILE *fp, const char *display);
+/* Unmap f's file once no tensor lies in it any more (all copied out and
+ * marked not borrowed); otherwise nothing. */
+void cg_file_drop_blob(struct cg_file *f);
 
 enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
 

@@ -76,6 +76,22 @@ cg_file_free(struct cg_file *f)
 	free(f);
 }
 
+void
+cg_file_drop_blob(struct cg_file *f)
+{
+	if (f == NULL || f->blob == NULL)
+		return;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const char *d = f->tensors[i].data;
+		if (d >= (const char *)f->blob &&
+		    d < (const char *)f->blob + f->blob_size)
+			return;
+	}
+	munmap(f->blob, f->blob_size);
+	f->blob = NULL;
+	f->blob_size = 0;
+}
+
 const char *
 cg_file_kind(const struct cg_file *f)
 {

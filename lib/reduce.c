@@ -138,6 +138,8 @@ cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
 			}
 		}
 		fold_all(f->tensors, src, f->ntensors, k, 1);
+		/* The mapping is spent: the sum has memory of its own. */
+		cg_file_drop_blob(f);
 		r->acc = f;
 		f = NULL;
 	} else {
