@@ -31,6 +31,7 @@
 #define FD_H 1e-3     /* finite-difference step */
 #define FD_TOL 1e-2   /* largest relative error accepted */
 #define FD_FLOOR 1e-3 /* absolute floor of the relative error */
+#include "fd.h"
 
 static struct cg_rng rng;
 
@@ -50,73 +51,6 @@ fill_away(float *p, size_t n, float lo, float hi)
 	for (size_t i = 0; i < n; i++)
 		if (cg_rng_uniform(&rng) < 0.5f)
 			p[i] = -p[i];
-}
-
-static float *
-falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof(float));
-
-	if (p == NULL) {
-		fprintf(stderr, "test_nn: out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static double
-dot(const float *a, const float *r, size_t n)
-{
-	double s = 0;
-
-	for (size_t i = 0; i < n; i++)
-		s += (double)a[i] * r[i];
-	return s;
-}
-
-/* ------------------------------------------------------- the FD checker */
-
-typedef double (*lossfn)(void *ctx);
-
-/*
- * Compare g [n] with central differences of f with respect to p [n].
- * Returns the largest relative error |g - fd| / (FD_FLOOR + |fd|); prints
- * it with the largest absolute difference unless quiet.
- */
-static double
-fdcheck(const char *name, float *p, const float *g, size_t n, lossfn f,
-        void *ctx, int quiet)
-{
-	double maxrel = 0, maxabs = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		float orig = p[i];
-		float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
-
-		p[i] = hi;
-		double lp = f(ctx);
-		p[i] = lo;
-		double lm = f(ctx);
-		p[i] = orig;
-		/* The step actually taken, after rounding to float. */
-		double fd = (lp - lm) / ((double)hi - (double)lo);
-		double ad = fabs(g[i] - fd);
-		double rel = ad / (FD_FLOOR + fabs(fd));
-
-		if (!(rel <= maxrel))
-			maxrel = rel;
-		if (ad > maxabs)
-			maxabs = ad;
-	}
-	if (!quiet) {
-		int ok = maxrel <= FD_TOL;
-		printf("%-4s %-24s n=%-5zu max rel err %.3g  max abs diff "
-		       "%.3g\n",
-		       ok ? "ok" : "FAIL", name, n, maxrel, maxabs);
-		if (!ok)
-			failures++;
-	}
-	return maxrel;
 }
 
 /* ----------------------------------------------------------------- gemm */

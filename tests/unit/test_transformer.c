@@ -38,84 +38,18 @@
 #define FD_H 1e-2     /* finite-difference step */
 #define FD_TOL 1e-2   /* largest relative error accepted */
 #define FD_FLOOR 1e-3 /* absolute floor of the relative error */
+#include "fd.h"
 /* Forward kernels against double: |got - ref| <= FWD_ATOL + FWD_RTOL |ref|. */
 #define FWD_ATOL 1e-6
 #define FWD_RTOL 1e-5
 
 static struct cg_rng rng;
 
-static float *
-falloc(size_t n)
-{
-	float *p = calloc(n ? n : 1, sizeof(float));
-
-	if (p == NULL) {
-		fprintf(stderr, "test_transformer: out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
 static void
 fill(float *p, size_t n, float lo, float hi)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = lo + (hi - lo) * cg_rng_uniform(&rng);
-}
-
-static double
-dot(const float *a, const float *r, size_t n)
-{
-	double s = 0;
-
-	for (size_t i = 0; i < n; i++)
-		s += (double)a[i] * r[i];
-	return s;
-}
-
-/* ------------------------------------------------------- the FD checker */
-
-typedef double (*lossfn)(void *ctx);
-
-/*
- * Compare g [n] (the gradient minus what the buffer held before) with
- * central differences of f with respect to p [n].  Returns the largest
- * relative error |g - fd| / (FD_FLOOR + |fd|), printed with the largest
- * absolute difference unless quiet.
- */
-static double
-fdcheck(const char *name, float *p, const float *g, size_t n, lossfn f,
-        void *ctx, int quiet)
-{
-	double maxrel = 0, maxabs = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		float orig = p[i];
-		float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
-
-		p[i] = hi;
-		double lp = f(ctx);
-		p[i] = lo;
-		double lm = f(ctx);
-		p[i] = orig;
-		double fd = (lp - lm) / ((double)hi - (double)lo);
-		double ad = fabs(g[i] - fd);
-		double rel = ad / (FD_FLOOR + fabs(fd));
-
-		if (!(rel <= maxrel))
-			maxrel = rel;
-		if (ad > maxabs)
-			maxabs = ad;
-	}
-	if (!quiet) {
-		int ok = maxrel <= FD_TOL;
-		printf("%-4s %-28s n=%-5zu max rel err %.3g  max abs diff "
-		       "%.3g\n",
-		       ok ? "ok" : "FAIL", name, n, maxrel, maxabs);
-		if (!ok)
-			failures++;
-	}
-	return maxrel;
 }
 
 /* Gradient buffers start at a known random state g0; this leaves g - g0. */
