@@ -25,7 +25,8 @@
 #define PAR_FOR(n) PRAGMA(omp parallel for schedule(static) if ((n) >= PAR_MIN))
 /* Threads over the loop and SIMD lanes within each thread's part. */
 #define PAR_FOR_SIMD(n)                                                        \
-	PRAGMA(omp parallel for simd schedule(static) if (parallel : (n) >= PAR_MIN))
+	PRAGMA(omp parallel for simd schedule(static)                          \
+	       if (parallel : (n) >= PAR_MIN))
 #else
 #define PAR_FOR(n)
 #define PAR_FOR_SIMD(n)
@@ -68,7 +69,8 @@ linear_forward(float *out, const float *inp, const float *w, const float *b,
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
 	{
-		struct cg_block k = cg_sgemm_block(PART_ID(), PART_COUNT(), B, OC);
+		struct cg_block k =
+		    cg_sgemm_block(PART_ID(), PART_COUNT(), B, OC);
 
 		if (b != NULL && k.m > 0 && k.n > 0)
 			for (int i = k.i0; i < k.i0 + k.m; i++)
@@ -139,7 +141,8 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 
 		if (relu) {
 			share(B, id, n, &o, &cnt);
-			const size_t a = (size_t)o * OC, e = a + (size_t)cnt * OC;
+			const size_t a = (size_t)o * OC;
+			const size_t e = a + (size_t)cnt * OC;
 			/* + 0.0f: a -0 gradient enters as +0, as it would
 			 * added to a cleared buffer. */
 			for (size_t i = a; i < e; i++)
@@ -148,30 +151,49 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 #pragma omp barrier
 #endif
 		}
+		/*
+		 * The two products are independent and of the same size:
+		 * with two threads or more, half of them (the first) make
+		 * dinp and the others dw and db, each product shared among
+		 * fewer threads in bigger blocks (a whole product a thread,
+		 * with two), which the BLAS runs faster than two halves.
+		 */
+		int split = dinp != NULL && n >= 2, half = n / 2;
+		int xid = id, xn = n, wid = id, wn = n;
+		if (split) {
+			xn = half;
+			wid = id - half;
+			wn = n - half;
+		}
 		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with set, = */
-		if (dinp != NULL) {
-			struct cg_block k = cg_sgemm_block(id, n, B, C);
+		if (dinp != NULL && (!split || id < half)) {
+			struct cg_block k = cg_sgemm_block(xid, xn, B, C);
 			cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
 			              set ? 0.0f : 1.0f, dinp, C);
 		}
-		/* dw[OC, C] += d[B, OC]^T @ inp[B, C] */
-		struct cg_block k = cg_sgemm_block(id, n, OC, C);
-		cg_sgemm_part(&k, 1, 0, B, 1.0f, d, OC, inp, C, 1.0f, dw, C);
-		/* db: column sums of d, by blocks of 64 of this part's
-		 * columns: rows stream, sums stay hot. */
-		if (db != NULL) {
-			share(OC, id, n, &o, &cnt);
-			for (int o0 = o; o0 < o + cnt; o0 += 64) {
-				int m = o + cnt - o0 < 64 ? o + cnt - o0 : 64;
-				float s[64] = {0};
+		if (!split || id >= half) {
+			/* dw[OC, C] += d[B, OC]^T @ inp[B, C] */
+			struct cg_block k = cg_sgemm_block(wid, wn, OC, C);
+			cg_sgemm_part(&k, 1, 0, B, 1.0f, d, OC, inp, C, 1.0f,
+			              dw, C);
+			/* db: column sums of d, by blocks of 64 of this part's
+			 * columns: rows stream, sums stay hot. */
+			if (db != NULL) {
+				share(OC, wid, wn, &o, &cnt);
+				for (int o0 = o; o0 < o + cnt; o0 += 64) {
+					int e = o + cnt;
+					int m = e - o0 < 64 ? e - o0 : 64;
+					float s[64] = {0};
 
-				for (int i = 0; i < B; i++) {
-					const float *r = d + (size_t)i * OC + o0;
+					for (int i = 0; i < B; i++) {
+						const float *r =
+						    d + (size_t)i * OC + o0;
+						for (int j = 0; j < m; j++)
+							s[j] += r[j];
+					}
 					for (int j = 0; j < m; j++)
-						s[j] += r[j];
+						db[o0 + j] += s[j];
 				}
-				for (int j = 0; j < m; j++)
-					db[o0 + j] += s[j];
 			}
 		}
 	}

@@ -151,7 +151,8 @@ step_slice(const struct step *k, float *p, float *g, float *m, float *v,
 				p[i] *= shrink;
 				m[i] = b1 * m[i] + (1.0f - b1) * gi;
 				v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-				p[i] -= size * m[i] / (sqrtf(v[i]) * rbc2 + eps);
+				p[i] -= size * m[i] /
+				        (sqrtf(v[i]) * rbc2 + eps);
 			}
 		} else {
 #pragma omp simd
@@ -159,7 +160,8 @@ step_slice(const struct step *k, float *p, float *g, float *m, float *v,
 				float gi = g[i] + wd * p[i];
 				m[i] = b1 * m[i] + (1.0f - b1) * gi;
 				v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-				p[i] -= size * m[i] / (sqrtf(v[i]) * rbc2 + eps);
+				p[i] -= size * m[i] /
+				        (sqrtf(v[i]) * rbc2 + eps);
 			}
 		}
 		break;

@@ -18,9 +18,9 @@
  * products of hs floats one key at a time ran at a fraction of it.
  * Inner loops carry "omp simd" so that reductions vectorize too, and the
  * exponentials of GELU's tanh and of the softmaxes use cg_exp_approx
- * (transformer.h, 2 ulp), which the compiler vectorizes where libm's expf
- * and tanhf stay scalar calls: they were a third of a training step.  Losses are summed
- * in double per row.
+ * (vmath.h, within 2 ulp), which the compiler vectorizes where libm's expf
+ * and tanhf stay scalar calls: they were a third of a training step.
+ * Losses are summed in double per row.
  */
 #include <math.h>
 #include <stdint.h>
@@ -39,7 +39,8 @@
 	PRAGMA(omp parallel for schedule(dynamic, 1) if ((n) >= PAR_MIN))
 /* Threads over the loop and SIMD lanes within each thread's part. */
 #define PAR_FOR_SIMD(n)                                                        \
-	PRAGMA(omp parallel for simd schedule(static) if (parallel : (n) >= PAR_MIN))
+	PRAGMA(omp parallel for simd schedule(static)                          \
+	       if (parallel : (n) >= PAR_MIN))
 #else
 #define PAR_FOR(n)
 #define PAR_FOR_DYN(n)
