@@ -326,6 +326,15 @@ cg_sgemm_threads(int M, int N, int K)
 	return 1;
 }
 
+void
+cg_split(int len, int part, int parts, int *off, int *n)
+{
+	int step = ((len + parts - 1) / parts + 15) & ~15;
+
+	*off = part * step < len ? part * step : len;
+	*n = len - *off < step ? len - *off : step;
+}
+
 /*
  * Rows of C in blocks of 16 (or columns, when there are more of those),
  * one share per part; every element is still one product over the whole
@@ -335,22 +344,11 @@ struct cg_block
 cg_sgemm_block(int part, int parts, int M, int N)
 {
 	struct cg_block b = {0, M, 0, N};
-	int rows = M >= N, len = rows ? M : N;
-	int step = ((len + parts - 1) / parts + 15) & ~15;
-	int o = part * step;
-	int n = len - o < step ? len - o : step;
 
-	if (n < 0)
-		n = 0;
-	if (o > len)
-		o = len;
-	if (rows) {
-		b.i0 = o;
-		b.m = n;
-	} else {
-		b.j0 = o;
-		b.n = n;
-	}
+	if (M >= N)
+		cg_split(M, part, parts, &b.i0, &b.m);
+	else
+		cg_split(N, part, parts, &b.j0, &b.n);
 	return b;
 }
 

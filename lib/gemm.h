@@ -41,6 +41,10 @@ struct cg_block {
 	int i0, m, j0, n;
 };
 int cg_sgemm_threads(int M, int N, int K);
+/* The part-th of parts shares of [0, len) in blocks of 16 (so that threads
+ * never write one cache line of a row): offset and count, the count 0 for
+ * a part left without work.  cg_sgemm_block splits rows or columns so. */
+void cg_split(int len, int part, int parts, int *off, int *n);
 struct cg_block cg_sgemm_block(int part, int parts, int M, int N);
 void cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
                    float alpha, const float *A, int lda, const float *B,

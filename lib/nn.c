@@ -103,19 +103,6 @@ cg_linear_relu_forward(float *out, const float *inp, const float *w,
 }
 
 /*
- * The share of [0, len) of part id of n, in blocks of 16 (so threads
- * never write the same cache line of a row).
- */
-static void
-share(int len, int id, int n, int *o, int *cnt)
-{
-	int step = ((len + n - 1) / n + 15) & ~15;
-
-	*o = id * step < len ? id * step : len;
-	*cnt = len - *o < step ? len - *o : step;
-}
-
-/*
  * Backward of out = act(inp @ w^T + b) given dout = d(loss)/d(out): with
  * relu, dpre [B, OC] first gets d(loss)/d(pre-activation) (each thread a
  * share of rows; then a barrier); without, dout is used as it is.  Then,
@@ -128,10 +115,10 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
                 const float *dout, const float *out, const float *inp,
                 const float *w, int B, int C, int OC, int relu, int set)
 {
-	int nt = cg_sgemm_threads(OC, C, B), nd = cg_sgemm_threads(B, C, OC);
+	/* Both products are B x C x OC multiply-adds. */
+	int nt = cg_sgemm_threads(B, C, OC);
 	const float *d = relu ? dpre : dout;
 
-	nt = nt > nd ? nt : nd;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
@@ -140,7 +127,7 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 		int o, cnt;
 
 		if (relu) {
-			share(B, id, n, &o, &cnt);
+			cg_split(B, id, n, &o, &cnt);
 			const size_t a = (size_t)o * OC;
 			const size_t e = a + (size_t)cnt * OC;
 			/* + 0.0f: a -0 gradient enters as +0, as it would
@@ -159,15 +146,11 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 		 * with two), which the BLAS runs faster than two halves.
 		 */
 		int split = dinp != NULL && n >= 2, half = n / 2;
-		int xid = id, xn = n, wid = id, wn = n;
-		if (split) {
-			xn = half;
-			wid = id - half;
-			wn = n - half;
-		}
+		int wid = split ? id - half : id, wn = split ? n - half : n;
 		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with set, = */
 		if (dinp != NULL && (!split || id < half)) {
-			struct cg_block k = cg_sgemm_block(xid, xn, B, C);
+			struct cg_block k =
+			    cg_sgemm_block(id, split ? half : n, B, C);
 			cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
 			              set ? 0.0f : 1.0f, dinp, C);
 		}
@@ -179,7 +162,7 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 			/* db: column sums of d, by blocks of 64 of this part's
 			 * columns: rows stream, sums stay hot. */
 			if (db != NULL) {
-				share(OC, wid, wn, &o, &cnt);
+				cg_split(OC, wid, wn, &o, &cnt);
 				for (int o0 = o; o0 < o + cnt; o0 += 64) {
 					int e = o + cnt;
 					int m = e - o0 < 64 ? e - o0 : 64;

@@ -267,34 +267,10 @@ cg_gelu_backward_set(float *dinp, const float *dout, const float *inp,
 
 /* ----------------------------------------------------- causal attention */
 
-void
-cg_attention_row(float *o, float *a, const float *q, const float *k,
-                 const float *v, size_t ld, int t, int hs)
-{
-	const float scale = 1.0f / sqrtf((float)hs);
-	float mx = -INFINITY, sum = 0;
-
-	for (int j = 0; j <= t; j++) {
-		a[j] = scale * dotf(q, k + j * ld, hs);
-		mx = a[j] > mx ? a[j] : mx;
-	}
-	SIMD_SUM(sum)
-	for (int j = 0; j <= t; j++) {
-		a[j] = cg_exp_approx(a[j] - mx);
-		sum += a[j];
-	}
-	float inv = 1.0f / sum;
-	SIMD()
-	for (int j = 0; j <= t; j++)
-		a[j] *= inv;
-	memset(o, 0, (size_t)hs * sizeof(float));
-	for (int j = 0; j <= t; j++)
-		axpy(o, a[j], v + j * ld, hs);
-}
-
 /*
- * Softmax of scores row t over j <= t, in place; zero beyond.  The
- * arithmetic of cg_attention_row's, for the same scores.
+ * Softmax of scores row t over j <= t, in place; zero beyond: the
+ * training kernels' and cg_attention_row's, so a cached row and the full
+ * forward take the same exponentials.
  */
 static inline void
 causal_softmax_row(float *a, int t, int T)
@@ -314,6 +290,20 @@ causal_softmax_row(float *a, int t, int T)
 		a[j] *= inv;
 	for (int j = t + 1; j < T; j++)
 		a[j] = 0;
+}
+
+void
+cg_attention_row(float *o, float *a, const float *q, const float *k,
+                 const float *v, size_t ld, int t, int hs)
+{
+	const float scale = 1.0f / sqrtf((float)hs);
+
+	for (int j = 0; j <= t; j++)
+		a[j] = scale * dotf(q, k + j * ld, hs);
+	causal_softmax_row(a, t, t + 1);
+	memset(o, 0, (size_t)hs * sizeof(float));
+	for (int j = 0; j <= t; j++)
+		axpy(o, a[j], v + j * ld, hs);
 }
 
 /*
