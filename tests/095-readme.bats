@@ -1,0 +1,153 @@
+#!/usr/bin/env bats
+#
+# 095-readme.bats - every command of the README runs as written, and so do
+# the examples in examples/, at small sizes.
+#
+# The README's commands are its indented blocks: runs of non-empty lines
+# that each start with four spaces, after a blank line.  Every block is run
+# as a user would type it, top to bottom, in one scratch directory, each by
+# a shell of its own (bash -euo pipefail), so that a block may use the
+# files of the blocks above it but none of their shell variables; the
+# first block that fails is named by its line and section, with its text
+# and the end of its output.  Not run is a block whose first line
+#   - starts with scripts/: scripts/demo, scripts/test-all and
+#     scripts/install-deps install packages as root, build cg and run this
+#     very suite;
+#   - starts with "==": a program's output (the sample fortunes);
+#   - is a name, two spaces or more and a word: a table (the programs).
+# Any other block is run, so an output block of a new shape fails here
+# rather than going unseen.
+#
+# Sizes are made small by these substitutions, and no others:
+#   /usr/share/datasets/fashion-mnist  tests/fixtures/fashion-mnist-mini
+#                                      (100 training and 20 test images)
+#   /usr/share/games/fortunes          tests/fixtures/text/fortunes
+#   --steps N, --total N, --limit N    N = 2
+# The examples' Makefiles take their sizes as variables, given below.
+# The programs come from PATH.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+setup() {
+	top=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+	fx=$top/tests/fixtures
+	cd "$BATS_TEST_TMPDIR"
+	export LC_ALL=C
+}
+
+# blocks README DIR: write each indented block of README to DIR/N.sh
+# (its lines less the indent) and print "N LINE SECTION" for each.
+blocks() {
+	awk -v dir="$2" '
+		/^(-+|=+)$/ && prev != "" { section = prev }
+		/^    / && (inblock || prev == "") {
+			if (!inblock) {
+				n++
+				inblock = 1
+				print n, NR, section
+			}
+			print substr($0, 5) > (dir "/" n ".sh")
+			prev = $0
+			next
+		}
+		{ inblock = 0; prev = $0 }
+	' "$1"
+}
+
+# small FILE: the block with the sizes of this test (see the header)
+small() {
+	sed -E -e "s|/usr/share/datasets/fashion-mnist|$fx/fashion-mnist-mini|g" \
+		-e "s|/usr/share/games/fortunes|$fx/text/fortunes|g" \
+		-e 's/--(steps|total|limit) [0-9]+/--\1 2/g' "$1"
+}
+
+# readme_runs README: run README's command blocks as the header says
+readme_runs() {
+	local n line section first ran=0 training=0
+	mkdir blocks work
+	blocks "$1" blocks > blocks/index
+	while read -r n line section; do
+		first=$(head -n 1 "blocks/$n.sh")
+		case $first in
+		scripts/* | ==*) continue ;;
+		esac
+		if grep -Eq '^[A-Za-z0-9_-]+  +[A-Za-z]' <<<"$first"; then
+			continue
+		fi
+		small "blocks/$n.sh" > "blocks/$n.small"
+		if ! (cd work && bash -euo pipefail "../blocks/$n.small") \
+			> "blocks/$n.log" 2>&1; then
+			echo "README line $line ($section): this block failed:"
+			sed 's/^/    /' "blocks/$n.sh"
+			echo "run as:"
+			sed 's/^/    /' "blocks/$n.small"
+			echo "the end of its output:"
+			tail -n 20 "blocks/$n.log" | cat -v
+			return 1
+		fi
+		ran=$((ran + 1))
+		[ "$section" != "Training, three ways" ] || training=$((training + 1))
+	done < blocks/index
+	# a README whose blocks were not found would pass unread
+	if [ "$training" -lt 4 ]; then
+		echo "$ran blocks run, $training of Training, three ways (4 expected)"
+		return 1
+	fi
+}
+
+@test "README: every command block runs as written, in order (small sizes)" {
+	readme_runs "$top/README"
+	# what the blocks say they make
+	for f in model.cgm samples.png sync.cgm diloco.cgm fort.cgm; do
+		[ -s "work/$f" ] || { echo "no $f"; false; }
+	done
+}
+
+@test "README: a block that fails is named" {
+	printf '%s\n' 'A title' '-------' '' '    true' '' 'Text:' '' \
+		'    cg-init -a nosuch -o x.cgm' > README.bad
+	run -1 readme_runs README.bad
+	assert_line --index 0 "README line 8 (A title): this block failed:"
+	assert_line "    cg-init -a nosuch -o x.cgm"
+}
+
+# make_small DIR LOG TARGETS... VARIABLES...: make in examples/DIR, output
+# to LOG, shown when it fails
+make_small() {
+	local dir=$1 log=$2
+	shift 2
+	make -s -C "$top/examples/$dir" "$@" > "$log" 2>&1 ||
+		{ cat -v "$log"; false; }
+}
+
+@test "examples/fashion-cvae: make single sync diloco (small sizes)" {
+	make_small fashion-cvae log single sync diloco OUT="$PWD/out" \
+		DATA="$fx/fashion-mnist-mini" STEPS=2 ROUNDS=2 OUTER=2 INNER=2 \
+		HIDDEN=32 LAYERS=1 LATENT=4
+	for w in single sync diloco; do
+		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
+		grep -q "out/$w/model.cgm (cvae, step 2)" log
+	done
+}
+
+@test "examples/fortunes-cgpt: make train eval sample diloco (small sizes)" {
+	make_small fortunes-cgpt log train eval sample diloco OUT="$PWD/out" \
+		DATA="$fx/text/fortunes" STEPS=2 OUTER=2 INNER=2 CONTEXT=32 \
+		WIDTH=16 LAYERS=1 HEADS=2 CATS="computers wisdom"
+	grep -q '^== computers$' log
+	grep -q '^== wisdom$' log
+	grep -q "out/model.cgm (cgpt, step 2)" log
+	grep -q "out/diloco/model.cgm (cgpt, step 2)" log
+}
+
+@test "examples/shard-fashion/run.sh and examples/inspect/run.sh" {
+	run -0 "$top/examples/shard-fashion/run.sh" "$PWD/shards"
+	assert_line "reproducible: yes"
+	assert_line "shards in $PWD/shards"
+	run -0 --separate-stderr "$top/examples/inspect/run.sh" "$PWD/inspect"
+	assert_line "files in $PWD/inspect"
+	[[ $stderr == *"damaged.cgm: tensor "*": digest mismatch"* ]]
+}
