@@ -10,7 +10,7 @@
 set -eu
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-PATH="$top/build/cmd:$top/cmd:$PATH"
+PATH="$PATH:$top/build/cmd:$top/cmd"
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"
 

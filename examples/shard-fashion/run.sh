@@ -10,7 +10,7 @@
 set -eu
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-PATH="$top/build/cmd:$top/cmd:$PATH"
+PATH="$PATH:$top/build/cmd:$top/cmd"
 data=/usr/share/datasets/fashion-mnist
 [ -d "$data" ] || data=$top/tests/fixtures/fashion-mnist-mini
 out=${1:-$(mktemp -d)}
