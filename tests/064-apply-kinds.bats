@@ -3,8 +3,9 @@
 # 064-apply-kinds.bats - cg-apply's options checked against the kind of
 # update it is given: an outer option with a gradient and a gradient
 # option with a delta are usage errors that name the option; a delta
-# without --outer is averaged and says so once; and cg-reduce lists the
-# operations of its table.  The programs come from PATH.
+# without --outer is averaged and says so once; cg-reduce lists the
+# operations of its table; cg-inspect shows the digest a model's updates
+# carry as their base.  The programs come from PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -74,4 +75,15 @@ setup() {
 	run -2 --separate-stderr cg-reduce --op median "$D/g.cgg" -o r.cgg
 	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'median' (mean, sum)" ]
 	[ ! -e r.cgg ]
+}
+
+@test "cg-inspect shows a model's digest, which its updates carry as base" {
+	run -0 cg-inspect "$D/model.cgm"
+	local want
+	want=$(tar xOf "$D/g.cgg" cg.json | jq -r .base.sha256)
+	assert_line "params:     sha256 $want (an update's base)"
+	# an update shows its base (digest and step) and no params line
+	run -0 cg-inspect "$D/g.cgg"
+	assert_line --partial "\"sha256\":\"$want\",\"step\":0"
+	refute_line --partial 'params:'
 }
