@@ -163,7 +163,7 @@ parse(int argc, char **argv, struct args *a)
 }
 
 /* Whether a's options fit u's kind: 0, or the exit status of a usage
- * error.  A delta without --outer is averaged, and says so. */
+ * error. */
 static int
 validate(const struct args *a, const struct cg_update *u)
 {
@@ -183,12 +183,19 @@ validate(const struct args *a, const struct cg_update *u)
 		         u->name, a->grad_only);
 		return cg_usage_error(prog, synopsis, msg);
 	}
+	return 0;
+}
+
+/* What the user did not choose but should know: said once, on stderr,
+ * once the new model is written. */
+static void
+report(const struct args *a, const struct cg_update *u)
+{
 	if (u->kind == CG_UPDATE_DELTA && !a->outer_given)
 		fprintf(stderr,
 		        "%s: %s: delta added as it is (--outer avg); --outer "
 		        "nesterov for DiLoCo's outer step\n",
 		        prog, u->name);
-	return 0;
 }
 
 int
@@ -217,6 +224,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
+	report(&a, u);
 	rc = 0;
 out:
 	cg_update_free(u);

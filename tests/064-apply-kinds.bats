@@ -65,6 +65,11 @@ setup() {
 	# a gradient applies silently
 	run -0 --separate-stderr cg-apply -m "$D/model.cgm" "$D/g.cgg" -o c.cgm
 	[ -z "$stderr" ]
+	# a delta refused is the refusal alone
+	run -1 --separate-stderr cg-apply -m a.cgm "$D/d.cgg" -o x.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-apply: $D/d.cgg: computed from another model"* ]]
+	[ ! -e x.cgm ]
 }
 
 @test "cg-reduce --help lists the operations, and an unknown one the same" {
