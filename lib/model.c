@@ -198,8 +198,9 @@ cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 }
 
 /*
- * Flat tensor name [nparams] of f into *dst: a copy, or with steal the
- * file's own buffer (f gives it up); absent is fine.
+ * Flat tensor name [nparams] of f into *dst (replacing what it held): a
+ * copy, or with steal the file's own buffer (f gives it up); absent is
+ * fine.
  */
 static int
 get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
@@ -212,6 +213,8 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 	if (t->dtype != CG_F32 || t->nelem != m->nparams)
 		return cg_seterr("tensor %s: expected f32 [%zu]", name,
 				 m->nparams);
+	free(*dst);
+	*dst = NULL;
 	if (steal && !t->borrowed) {
 		*dst = t->data;
 		t->data = NULL;

@@ -170,8 +170,9 @@ int cg_model_set_groups(struct cg_model *m, const struct cg_group *g, int n);
 /*
  * The optimizer state of f into m, which has f's layout: tensors
  * "opt.m", "opt.v", "outer.mom" where present and the groups' step
- * counts ("opt_t", or "groups" for several).  Returns 0, or -1 with a
- * message when they do not fit m.
+ * counts ("opt_t", or "groups" for several), replacing what m held.
+ * Returns 0, or -1 with a message when they do not fit m (m may then
+ * hold part of them).
  */
 int cg_model_load_opt(struct cg_model *m, const struct cg_file *f);
 
