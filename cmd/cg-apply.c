@@ -3,213 +3,231 @@
  *
  * A gradient goes through the optimizer (SGD, momentum, Adam, AdamW, with
  * a learning-rate schedule); a delta is added as it is (model averaging)
- * or through DiLoCo's outer Nesterov step.  The optimizer's state lives in
- * the model file.  An update computed from another model is refused.
+ * or through DiLoCo's outer Nesterov step.  The work is the library's
+ * (apply.c); this program parses, checks the options against the kind of
+ * update it was given, and reports.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
+#include "apply.h"
 #include "cli.h"
 #include "model.h"
-#include "reduce.h"
+#include "update.h"
 
 static const char *prog = "cg-apply";
+static const char *synopsis = "-m MODEL [options] [UPDATE] [-o OUT]";
+
+enum {
+	OPT_CLIP = 1,
+	OPT_OUTER,
+	OPT_OUTER_LR,
+	OPT_OUTER_MOMENTUM,
+};
+
+static const struct option opts[] = {
+    {"clip", required_argument, NULL, OPT_CLIP},
+    {"compress", required_argument, NULL, 'z'},
+    {"help", no_argument, NULL, 'h'},
+    {"model", required_argument, NULL, 'm'},
+    {"outer", required_argument, NULL, OPT_OUTER},
+    {"outer-lr", required_argument, NULL, OPT_OUTER_LR},
+    {"outer-momentum", required_argument, NULL, OPT_OUTER_MOMENTUM},
+    {"output", required_argument, NULL, 'o'},
+    {"threads", required_argument, NULL, 'j'},
+    {"version", no_argument, NULL, 'V'},
+    CG_OPTIM_LONGOPTS,
+    {NULL, 0, NULL, 0}};
+
+struct args {
+	const char *model, *update, *out;
+	struct cg_apply_opts ao;
+	enum cg_compress comp;
+	long long threads;
+	/* The first option given that only a gradient (a delta) takes. */
+	const char *grad_only, *delta_only;
+	int outer_given;
+};
 
 static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: %s -m MODEL [options] [UPDATE] [-o OUT]\n"
-		"Apply a gradient or delta (- or none: standard input).\n"
-		"  -m, --model FILE       the model to update\n"
-		"  -o, --output FILE      the new model (- or a pipe: stdout)\n"
-		"      --outer NAME       for deltas: avg (add the mean delta)\n"
-		"                         or nesterov (DiLoCo outer step) (avg)\n"
-		"      --outer-lr X       outer learning rate (0.7)\n"
-		"      --outer-momentum X outer Nesterov momentum (0.9)\n"
-		"      --clip X           clip a gradient's norm to X\n"
-		"  -z, --compress ALG     none, gzip or zstd (none)\n"
-		"  -j, --threads N        threads (all cores)\n"
-		"  -h, --help, -V, --version\n"
-		"For gradients:\n%s",
-		prog, cg_optim_help);
+	        "usage: %s %s\n"
+	        "Apply a gradient or delta (- or none: standard input).\n"
+	        "  -m, --model FILE       the model to update\n"
+	        "  -o, --output FILE      the new model (- or a pipe: stdout)\n"
+	        "  -z, --compress ALG     none, gzip or zstd (none)\n"
+	        "  -j, --threads N        threads (all cores)\n"
+	        "  -h, --help, -V, --version\n"
+	        "For deltas:\n"
+	        "      --outer NAME       avg (add the mean delta) or\n"
+	        "                         nesterov (DiLoCo outer step) (avg)\n"
+	        "      --outer-lr X       outer learning rate (0.7)\n"
+	        "      --outer-momentum X outer Nesterov momentum (0.9)\n"
+	        "For gradients:\n"
+	        "      --clip X           clip the gradient's norm to X\n%s",
+	        prog, synopsis, cg_optim_help);
 }
 
+/* One option of opts (index li) into a; 0, or -1 with a message, or 1
+ * when it is no option of ours. */
 static int
-bad_usage(const char *msg)
+option(struct args *a, struct cg_optim_cli *oc, int c, int li)
 {
-	return cg_usage_error(prog, "-m MODEL [options] [UPDATE] [-o OUT]", msg);
+	double x;
+
+	switch (c) {
+	case 'j':
+		return cg_parse_i64("--threads", optarg, 0, 4096, &a->threads);
+	case 'm':
+		a->model = optarg;
+		return 0;
+	case 'o':
+		a->out = optarg;
+		return 0;
+	case 'z':
+		return cg_compress_parse(optarg, &a->comp);
+	case OPT_OUTER:
+		a->delta_only = a->delta_only ? a->delta_only : "outer";
+		a->outer_given = 1;
+		return cg_outer_parse(optarg, &a->ao.outer);
+	case OPT_OUTER_LR:
+	case OPT_OUTER_MOMENTUM:
+		a->delta_only = a->delta_only ? a->delta_only : opts[li].name;
+		if (cg_parse_f64(
+		        c == OPT_OUTER_LR ? "--outer-lr" : "--outer-momentum",
+		        optarg, 0, c == OPT_OUTER_LR ? 1e3 : 1, &x) != 0)
+			return -1;
+		*(c == OPT_OUTER_LR ? &a->ao.outer_lr : &a->ao.outer_mu) =
+		    (float)x;
+		return 0;
+	case OPT_CLIP:
+		a->grad_only = a->grad_only ? a->grad_only : "clip";
+		return cg_parse_f64("--clip", optarg, 0, 1e30, &a->ao.clip);
+	default:
+		switch (cg_optim_cli_option(oc, c, optarg)) {
+		case 0:
+			return 1;
+		case 1:
+			if (a->grad_only == NULL && li >= 0)
+				a->grad_only = opts[li].name;
+			return 0;
+		default:
+			return -1;
+		}
+	}
+}
+
+/* The command line into a: -1 to go on, else the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	struct cg_optim_cli oc;
+	int c, li, e;
+
+	memset(a, 0, sizeof(*a));
+	a->update = a->out = "-";
+	cg_apply_defaults(&a->ao);
+	cg_optim_cli_init(&oc, CG_OPT_ADAM);
+	while (li = -1,
+	       (c = getopt_long(argc, argv, "hj:m:o:Vz:", opts, &li)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (c == 'V') {
+			printf("%s (cg) %s\n", prog, CG_VERSION);
+			return 0;
+		}
+		if ((e = option(a, &oc, c, li)) != 0)
+			return cg_usage_error(prog, synopsis,
+			                      e < 0 ? cg_errmsg() : NULL);
+	}
+	if (optind < argc)
+		a->update = argv[optind++];
+	if (optind < argc)
+		return cg_usage_error(prog, synopsis,
+		                      "more than one update (reduce them "
+		                      "first)");
+	if (a->model == NULL)
+		return cg_usage_error(prog, synopsis, "no model (-m)");
+	if (strcmp(a->model, "-") == 0 && strcmp(a->update, "-") == 0)
+		return cg_usage_error(prog, synopsis,
+		                      "the model and the update cannot both "
+		                      "be standard input");
+	cg_optim_cli_finish(&oc, &a->ao.opt);
+	return -1;
+}
+
+/* Whether a's options fit u's kind: 0, or the exit status of a usage
+ * error. */
+static int
+validate(const struct args *a, const struct cg_update *u)
+{
+	char msg[256];
+
+	if (u->kind == CG_UPDATE_GRAD && a->delta_only) {
+		snprintf(msg, sizeof(msg),
+		         "%s: a gradient, but --%s is for deltas: outer steps "
+		         "apply to deltas",
+		         u->name, a->delta_only);
+		return cg_usage_error(prog, synopsis, msg);
+	}
+	if (u->kind == CG_UPDATE_DELTA && a->grad_only) {
+		snprintf(msg, sizeof(msg),
+		         "%s: a delta, but --%s is for gradients: the "
+		         "optimizer steps on gradients",
+		         u->name, a->grad_only);
+		return cg_usage_error(prog, synopsis, msg);
+	}
+	return 0;
+}
+
+/* What the user did not choose but should know: said once, on stderr,
+ * once the new model is written. */
+static void
+report(const struct args *a, const struct cg_update *u)
+{
+	if (u->kind == CG_UPDATE_DELTA && !a->outer_given)
+		fprintf(stderr,
+		        "%s: %s: delta added as it is (--outer avg); --outer "
+		        "nesterov for DiLoCo's outer step\n",
+		        prog, u->name);
 }
 
 int
 main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"clip", required_argument, NULL, 3},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"model", required_argument, NULL, 'm'},
-	    {"outer", required_argument, NULL, 4},
-	    {"outer-lr", required_argument, NULL, 5},
-	    {"outer-momentum", required_argument, NULL, 6},
-	    {"output", required_argument, NULL, 'o'},
-	    {"threads", required_argument, NULL, 'j'},
-	    {"version", no_argument, NULL, 'V'},
-	    CG_OPTIM_LONGOPTS,
-	    {NULL, 0, NULL, 0}};
-	const char *model = NULL, *upath = "-", *out = "-", *uname;
-	struct cg_optim_cli oc;
-	struct cg_optim opt;
-	enum cg_compress comp = CG_COMPRESS_NONE;
-	double clip = 0, olr = 0.7, omu = 0.9;
-	long long threads = 0;
-	int nesterov = 0, c, e, rc = 1;
+	struct args a;
 	struct cg_model *m = NULL;
-	struct cg_file *u = NULL;
-	float *g = NULL;
+	struct cg_update *u = NULL;
+	int rc = parse(argc, argv, &a);
 
-	cg_optim_cli_init(&oc, CG_OPT_ADAM);
-	while ((c = getopt_long(argc, argv, "hj:m:o:Vz:", opts, NULL)) != -1) {
-		e = 0;
-		switch (c) {
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'j':
-			e = cg_parse_i64("--threads", optarg, 0, 4096,
-					 &threads);
-			break;
-		case 'm':
-			model = optarg;
-			break;
-		case 'o':
-			out = optarg;
-			break;
-		case 'V':
-			printf("%s (cg) %s\n", prog, CG_VERSION);
-			return 0;
-		case 'z':
-			e = cg_compress_parse(optarg, &comp);
-			break;
-		case 3:
-			e = cg_parse_f64("--clip", optarg, 0, 1e30, &clip);
-			break;
-		case 4:
-			if (strcmp(optarg, "avg") == 0)
-				nesterov = 0;
-			else if (strcmp(optarg, "nesterov") == 0)
-				nesterov = 1;
-			else
-				e = cg_seterr("--outer: '%s' is not avg or "
-					      "nesterov",
-					      optarg);
-			break;
-		case 5:
-			e = cg_parse_f64("--outer-lr", optarg, 0, 1e3, &olr);
-			break;
-		case 6:
-			e = cg_parse_f64("--outer-momentum", optarg, 0, 1,
-					 &omu);
-			break;
-		default:
-			if ((e = cg_optim_cli_option(&oc, c, optarg)) == 0)
-				return bad_usage(NULL);
-			e = e < 0;
-			break;
-		}
-		if (e)
-			return bad_usage(cg_errmsg());
-	}
-	if (optind < argc)
-		upath = argv[optind++];
-	if (optind < argc)
-		return bad_usage("more than one update (reduce them first)");
-	if (model == NULL)
-		return bad_usage("no model (-m)");
-	if (strcmp(model, "-") == 0 && strcmp(upath, "-") == 0)
-		return bad_usage("the model and the update cannot both be "
-				 "standard input");
-	uname = strcmp(upath, "-") == 0 ? "(stdin)" : upath;
-	cg_optim_cli_finish(&oc, &opt);
-	cg_set_threads((int)threads);
-
-	if ((m = cg_model_read(model)) == NULL ||
-	    (u = cg_file_read(upath)) == NULL) {
+	if (rc >= 0)
+		return rc;
+	cg_set_threads((int)a.threads);
+	rc = 1;
+	if ((m = cg_model_read(a.model)) == NULL ||
+	    (u = cg_update_read(a.update)) == NULL) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
-	const char *kind = cg_file_kind(u);
-	int is_grad = strcmp(kind, "grad") == 0;
-	if (!is_grad && strcmp(kind, "delta") != 0) {
-		fprintf(stderr, "%s: %s: a %s file, not a grad or delta\n",
-			prog, uname, kind);
+	if ((rc = validate(&a, u)) != 0)
 		goto out;
-	}
-	char hex[65], mine[65];
-	unsigned char d[32];
-	uint64_t bstep;
-	cg_model_digest(m, d);
-	cg_hex(mine, d);
-	if (cg_update_base(u, hex, &bstep) != 0) {
-		fprintf(stderr, "%s: %s: no base model digest\n", prog, uname);
-		goto out;
-	}
-	if (strcmp(hex, mine) != 0) {
-		fprintf(stderr,
-			"%s: %s: computed from another model (step %llu, "
-			"sha256 %.12s...), not %s (step %llu, %.12s...)\n",
-			prog, uname, (unsigned long long)bstep, hex, model,
-			(unsigned long long)m->step, mine);
-		goto out;
-	}
-	if ((g = cg_alloc(m->nparams * sizeof(float))) == NULL ||
-	    cg_model_get_views(m, u, g) != 0) {
-		fprintf(stderr, "%s: %s: %s\n", prog, uname, cg_errmsg());
-		goto out;
-	}
-	if (is_grad) {
-		if (clip > 0)
-			cg_clip_norm(g, m->nparams, clip);
-		if (cg_model_ensure_opt(m, cg_optim_needs_m(opt.kind),
-					cg_optim_needs_v(opt.kind)) != 0) {
-			fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-			goto out;
-		}
-		m->opt_t++;
-		cg_optim_step_views(&opt, m->opt_t, m->params, g, m->opt_m,
-				    m->opt_v, m->views, m->nviews, 0);
-	} else if (nesterov) {
-		if (cg_model_ensure_outer(m) != 0) {
-			fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-			goto out;
-		}
-		cg_outer_nesterov(m->params, g, m->outer_mom, m->nparams,
-				  (float)olr, (float)omu);
-	} else {
-		for (size_t i = 0; i < m->nparams; i++)
-			m->params[i] += g[i];
-	}
-	m->step++;
-	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "loss");
-	cJSON_AddNumberToObject(m->manifest, "loss",
-				cg_json_num(u->manifest, "loss", 0));
-	/* "samples" counts the examples the model has learnt from. */
-	double seen = cg_json_num(m->manifest, "samples", 0) +
-		      cg_json_num(u->manifest, "samples", 0);
-	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "samples");
-	cJSON_AddNumberToObject(m->manifest, "samples", seen);
-	if (cg_model_write(m, out, comp) != 0) {
+	rc = 1;
+	if (cg_apply_update(m, strcmp(a.model, "-") ? a.model : "(stdin)", u,
+	                    &a.ao) != 0 ||
+	    cg_model_write(m, a.out, a.comp) != 0) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
+	report(&a, u);
 	rc = 0;
 out:
-	free(g);
-	cg_file_free(u);
+	cg_update_free(u);
 	cg_model_free(m);
 	return rc;
 }

@@ -1,8 +1,9 @@
 /*
  * cg-reduce - combine many gradients or deltas into one.
  *
- * Inputs are read one after another and folded into one accumulator, so
- * memory does not grow with their number.  The output is a valid input
+ * Inputs are read one after another and handed to the reducer
+ * (lib/reduce.c), which folds a streaming operation into one accumulator,
+ * so memory does not grow with their number.  The output is a valid input
  * again, so a reduction tree over ssh is a shell expression:
  * cg-reduce a b | cg-reduce - c equals cg-reduce a b c.
  */
@@ -16,84 +17,67 @@
 #include "reduce.h"
 
 static const char *prog = "cg-reduce";
+static const char *synopsis = "[options] [FILE...]";
+
+enum { OPT_OP = 1 };
+
+struct args {
+	const char *out;
+	const struct cg_reduce_op *op;
+	enum cg_compress comp;
+	long long threads;
+};
 
 static void
 usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: %s [options] [FILE...]\n"
-		"Combine gradients or deltas (- or none: standard input).\n"
-		"  -o, --output FILE    where to write (- or a pipe: stdout)\n"
-		"      --op NAME        mean (weighted by samples) or sum\n"
-		"  -z, --compress ALG   none, gzip or zstd (none)\n"
-		"  -j, --threads N      threads (all cores)\n"
-		"  -q, --quiet          nothing on stderr but errors\n"
-		"  -h, --help, -V, --version\n",
-		prog);
+	        "usage: %s %s\n"
+	        "Combine gradients or deltas (- or none: standard input).\n"
+	        "  -o, --output FILE    where to write (- or a pipe: stdout)\n"
+	        "      --op NAME        how to combine (%s):\n",
+	        prog, synopsis, cg_reduce_ops[0].name);
+	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++)
+		fprintf(fp, "                         %-9s %s\n", op->name,
+		        op->help);
+	fputs("  -z, --compress ALG   none, gzip or zstd (none)\n"
+	      "  -j, --threads N      threads (all cores)\n"
+	      "  -q, --quiet          nothing on stderr but errors\n"
+	      "  -h, --help, -V, --version\n",
+	      fp);
 }
 
+/* The command line into a: -1 to go on, else the exit status. */
 static int
-bad_usage(const char *msg)
-{
-	return cg_usage_error(prog, "[options] [FILE...]", msg);
-}
-
-static int
-add_one(struct cg_reducer *r, const char *path, int *stdin_used)
-{
-	struct cg_file *f;
-	const char *name = strcmp(path, "-") == 0 ? "(stdin)" : path;
-
-	if (strcmp(path, "-") == 0) {
-		if ((*stdin_used)++) {
-			fprintf(stderr, "%s: standard input named twice\n",
-				prog);
-			return -1;
-		}
-	}
-	if ((f = cg_file_read(path)) == NULL) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		return -1;
-	}
-	if (cg_reducer_add(r, f) != 0) {
-		fprintf(stderr, "%s: %s: %s\n", prog, name, cg_errmsg());
-		return -1;
-	}
-	return 0;
-}
-
-int
-main(int argc, char **argv)
+parse(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
 	    {"compress", required_argument, NULL, 'z'},
 	    {"help", no_argument, NULL, 'h'},
-	    {"op", required_argument, NULL, 1},
+	    {"op", required_argument, NULL, OPT_OP},
 	    {"output", required_argument, NULL, 'o'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"threads", required_argument, NULL, 'j'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0}};
-	const char *out = "-";
-	enum cg_reduce_op op = CG_REDUCE_MEAN;
-	enum cg_compress comp = CG_COMPRESS_NONE;
-	struct cg_reducer r;
-	struct cg_file *f = NULL;
-	long long threads = 0;
-	int c, errors = 0, stdin_used = 0;
+	int c, e;
 
+	a->out = "-";
+	a->op = &cg_reduce_ops[0];
+	a->comp = CG_COMPRESS_NONE;
+	a->threads = 0;
 	while ((c = getopt_long(argc, argv, "hj:o:qVz:", opts, NULL)) != -1) {
+		e = 0;
 		switch (c) {
 		case 'h':
 			usage(stdout);
 			return 0;
 		case 'j':
-			if (cg_parse_i64("--threads", optarg, 0, 4096,
-					 &threads) != 0)
-				return bad_usage(cg_errmsg());
+			e = cg_parse_i64("--threads", optarg, 0, 4096,
+			                 &a->threads);
 			break;
 		case 'o':
-			out = optarg;
+			a->out = optarg;
 			break;
 		case 'q':
 			break;
@@ -101,51 +85,88 @@ main(int argc, char **argv)
 			printf("%s (cg) %s\n", prog, CG_VERSION);
 			return 0;
 		case 'z':
-			if (cg_compress_parse(optarg, &comp) != 0)
-				return bad_usage(cg_errmsg());
+			e = cg_compress_parse(optarg, &a->comp);
 			break;
-		case 1:
-			if (strcmp(optarg, "mean") == 0)
-				op = CG_REDUCE_MEAN;
-			else if (strcmp(optarg, "sum") == 0)
-				op = CG_REDUCE_SUM;
-			else
-				return bad_usage("--op: not mean or sum");
+		case OPT_OP:
+			if ((a->op = cg_reduce_op_find(optarg)) == NULL) {
+				cg_errprefix("--op");
+				e = 1;
+			}
 			break;
 		default:
-			return bad_usage(NULL);
+			return cg_usage_error(prog, synopsis, NULL);
 		}
+		if (e)
+			return cg_usage_error(prog, synopsis, cg_errmsg());
 	}
-	cg_set_threads((int)threads);
-	cg_reducer_init(&r, op);
-	if (optind == argc)
-		errors += add_one(&r, "-", &stdin_used) != 0;
-	for (int i = optind; i < argc; i++) {
+	return -1;
+}
+
+/* Read path into r; 1 (reported on stderr) if it fails. */
+static int
+add_one(struct cg_reducer *r, const char *path, int *stdin_used)
+{
+	struct cg_update *u;
+
+	if (strcmp(path, "-") == 0 && (*stdin_used)++) {
+		fprintf(stderr, "%s: standard input named twice\n", prog);
+		return 1;
+	}
+	if ((u = cg_update_read(path)) == NULL || cg_reducer_add(r, u) != 0) {
+		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
+		return 1;
+	}
+	return 0;
+}
+
+/* Every input named on the command line into r; the failures counted. */
+static int
+add_all(struct cg_reducer *r, char **names, int n)
+{
+	int errors = 0, stdin_used = 0;
+
+	if (n == 0)
+		return add_one(r, "-", &stdin_used);
+	for (int i = 0; i < n; i++) {
 		glob_t g;
 		/* A pattern the shell left alone (quoted, or for a remote
 		 * inbox) is expanded here; a plain name is taken as is. */
-		if (strpbrk(argv[i], "*?[") && access(argv[i], F_OK) != 0 &&
-		    glob(argv[i], 0, NULL, &g) == 0) {
+		if (strpbrk(names[i], "*?[") && access(names[i], F_OK) != 0 &&
+		    glob(names[i], 0, NULL, &g) == 0) {
 			for (size_t j = 0; j < g.gl_pathc; j++)
-				errors += add_one(&r, g.gl_pathv[j],
-						  &stdin_used) != 0;
+				errors +=
+				    add_one(r, g.gl_pathv[j], &stdin_used);
 			globfree(&g);
 		} else {
-			errors += add_one(&r, argv[i], &stdin_used) != 0;
+			errors += add_one(r, names[i], &stdin_used);
 		}
 	}
-	if (errors) {
-		cg_reducer_free(&r);
-		return 1;
-	}
+	return errors;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a;
+	struct cg_reducer r;
+	struct cg_file *f = NULL;
+	int rc = parse(argc, argv, &a);
+
+	if (rc >= 0)
+		return rc;
+	cg_set_threads((int)a.threads);
+	cg_reducer_init(&r, a.op);
+	rc = 1;
+	if (add_all(&r, argv + optind, argc - optind) != 0)
+		goto out;
 	if ((f = cg_reducer_finish(&r)) == NULL ||
-	    cg_file_write(f, out, comp) != 0) {
+	    cg_file_write(f, a.out, a.comp) != 0) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		cg_file_free(f);
-		cg_reducer_free(&r);
-		return 1;
+		goto out;
 	}
+	rc = 0;
+out:
 	cg_file_free(f);
 	cg_reducer_free(&r);
-	return 0;
+	return rc;
 }

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "inspect.h"
+#include "update.h"
 
 /* Elements decoded per step: a multiple of the 32-element quant block. */
 #define CHUNK 2048
@@ -586,6 +587,11 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		                  ? SIZE_MAX
 		                  : TABLE_VALUE) != 0)
 			return -1;
+	/* A model's identity: what the base of an update of it must be. */
+	char hex[65];
+	if (strcmp(cg_file_kind(f), "model") == 0 &&
+	    cg_update_base_of_model(f, hex) == 0 && put_key(fp, "params"))
+		fprintf(fp, "sha256 %s (an update's base)\n", hex);
 	if (table_conds(fp, f) != 0)
 		return -1;
 	cJSON_ArrayForEach(v, f->manifest)

@@ -7,6 +7,13 @@
  * optimizer's flat state.  Reading rebuilds the layout from the config and
  * demands every view with its exact shape, so a file cannot smuggle in a
  * buffer of another size.
+ *
+ * A model of one parameter group (every arch so far) keeps that group's
+ * step count in the manifest's "opt_t", as it always has.  A model of
+ * several keeps instead "groups": one object per group in layout order,
+ * {"name", "offset", "size", "frozen", "opt_t"} (offset and size in
+ * parameters); the reader demands the layout's names, ranges and frozen
+ * flags and takes only the step counts.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +93,7 @@ cg_model_free(struct cg_model *m)
 	cJSON_Delete(m->manifest);
 	free(m->params);
 	free(m->views);
+	free(m->groups);
 	free(m->opt_m);
 	free(m->opt_v);
 	free(m->outer_mom);
@@ -118,6 +126,11 @@ model_new(cJSON *man)
 	}
 	if (m->arch->layout(m) != 0)
 		goto fail;
+	if (m->ngroups == 0) {
+		struct cg_group all = {.name = "all", .n = m->nparams};
+		if (cg_model_set_groups(m, &all, 1) != 0)
+			goto fail;
+	}
 	if ((m->params = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		goto fail;
 	m->step = cg_json_u64(man, "step", 0);
@@ -185,8 +198,9 @@ cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 }
 
 /*
- * Flat tensor name [nparams] of f into *dst: a copy, or with steal the
- * file's own buffer (f gives it up); absent is fine.
+ * Flat tensor name [nparams] of f into *dst (replacing what it held): a
+ * copy, or with steal the file's own buffer (f gives it up); absent is
+ * fine.
  */
 static int
 get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
@@ -199,6 +213,8 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 	if (t->dtype != CG_F32 || t->nelem != m->nparams)
 		return cg_seterr("tensor %s: expected f32 [%zu]", name,
 				 m->nparams);
+	free(*dst);
+	*dst = NULL;
 	if (steal && !t->borrowed) {
 		*dst = t->data;
 		t->data = NULL;
@@ -208,6 +224,60 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 		return -1;
 	memcpy(*dst, t->data, t->nbytes);
 	return 0;
+}
+
+/* The step counts of m's groups from manifest man. */
+static int
+load_groups(struct cg_model *m, const cJSON *man)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(man, "groups");
+	const cJSON *it;
+	int i = 0;
+
+	if (m->ngroups == 1 && arr == NULL) {
+		m->groups[0].opt_t = cg_json_u64(man, "opt_t", 0);
+		return 0;
+	}
+	if (arr == NULL)
+		return 0; /* several groups, none has stepped yet */
+	if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != m->ngroups)
+		return cg_seterr("manifest: \"groups\" is not the %d group%s "
+		                 "of the layout",
+		                 m->ngroups, m->ngroups == 1 ? "" : "s");
+	cJSON_ArrayForEach(it, arr)
+	{
+		struct cg_group *g = &m->groups[i++];
+		const cJSON *name =
+		    cJSON_GetObjectItemCaseSensitive(it, "name");
+		const cJSON *fz =
+		    cJSON_GetObjectItemCaseSensitive(it, "frozen");
+		if (!cJSON_IsString(name) ||
+		    strcmp(name->valuestring, g->name) != 0 ||
+		    cg_json_u64(it, "offset", UINT64_MAX) != g->off ||
+		    cg_json_u64(it, "size", UINT64_MAX) != g->n ||
+		    !cJSON_IsBool(fz) || cJSON_IsTrue(fz) != (g->frozen != 0))
+			return cg_seterr("manifest: group %d differs from the "
+			                 "layout's %s",
+			                 i - 1, g->name);
+		g->opt_t = cg_json_u64(it, "opt_t", 0);
+	}
+	return 0;
+}
+
+static int
+load_opt(struct cg_model *m, const struct cg_file *f, int steal)
+{
+	if (get_flat(m, f, "opt.m", &m->opt_m, steal) != 0 ||
+	    get_flat(m, f, "opt.v", &m->opt_v, steal) != 0 ||
+	    get_flat(m, f, "outer.mom", &m->outer_mom, steal) != 0)
+		return -1;
+	return load_groups(m, f->manifest);
+}
+
+int
+cg_model_load_opt(struct cg_model *m, const struct cg_file *f)
+{
+	return load_opt(m, f, 0);
 }
 
 /*
@@ -244,11 +314,8 @@ from_file(struct cg_file *f, const char *display, int steal)
 				t->data = NULL;
 			}
 		}
-	if (get_flat(m, f, "opt.m", &m->opt_m, steal) != 0 ||
-	    get_flat(m, f, "opt.v", &m->opt_v, steal) != 0 ||
-	    get_flat(m, f, "outer.mom", &m->outer_mom, steal) != 0)
+	if (load_opt(m, f, steal) != 0)
 		goto fail;
-	m->opt_t = cg_json_u64(m->manifest, "opt_t", 0);
 	return m;
 fail:
 	cg_model_free(m);
@@ -282,6 +349,39 @@ set_num(cJSON *o, const char *key, double v)
 	cJSON_AddNumberToObject(o, key, v);
 }
 
+/* The groups' step counts into m's manifest (see the top of the file). */
+static int
+put_groups(struct cg_model *m)
+{
+	cJSON *arr, *o;
+
+	if (m->ngroups == 1) {
+		/* Plain SGD has no moments but its schedule still counts
+		 * steps. */
+		if (m->opt_m || m->opt_v || m->groups[0].opt_t > 0)
+			set_num(m->manifest, "opt_t",
+			        (double)m->groups[0].opt_t);
+		return 0;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "opt_t");
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "groups");
+	if ((arr = cJSON_AddArrayToObject(m->manifest, "groups")) == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < m->ngroups; i++) {
+		const struct cg_group *g = &m->groups[i];
+		if ((o = cJSON_CreateObject()) == NULL)
+			return cg_seterr("out of memory");
+		cJSON_AddItemToArray(arr, o);
+		if (!cJSON_AddStringToObject(o, "name", g->name) ||
+		    !cJSON_AddNumberToObject(o, "offset", (double)g->off) ||
+		    !cJSON_AddNumberToObject(o, "size", (double)g->n) ||
+		    !cJSON_AddBoolToObject(o, "frozen", g->frozen != 0) ||
+		    !cJSON_AddNumberToObject(o, "opt_t", (double)g->opt_t))
+			return cg_seterr("out of memory");
+	}
+	return 0;
+}
+
 struct cg_file *
 cg_model_file(struct cg_model *m)
 {
@@ -291,9 +391,8 @@ cg_model_file(struct cg_model *m)
 	if (f == NULL)
 		return NULL;
 	set_num(m->manifest, "step", (double)m->step);
-	/* Plain SGD has no moments but its schedule still counts steps. */
-	if (m->opt_m || m->opt_v || m->opt_t > 0)
-		set_num(m->manifest, "opt_t", (double)m->opt_t);
+	if (put_groups(m) != 0)
+		goto fail;
 	for (cJSON *it = m->manifest->child; it; it = it->next) {
 		cJSON *dup = cJSON_Duplicate(it, 1);
 		if (dup == NULL)
@@ -332,6 +431,68 @@ void
 cg_model_digest(const struct cg_model *m, unsigned char out[32])
 {
 	cg_sha256(out, m->params, m->nparams * sizeof(float));
+}
+
+int
+cg_model_file_digest(const struct cg_file *f, unsigned char out[32])
+{
+	struct cg_model *m;
+	cJSON *man;
+	int rc;
+
+	if (strcmp(cg_file_kind(f), "model") != 0)
+		return cg_seterr("a %s file, not a model", cg_file_kind(f));
+	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL)
+		return cg_seterr("out of memory");
+	/* The parameters alone: no optimizer state is copied. */
+	if ((m = model_new(man)) == NULL)
+		return -1;
+	if ((rc = cg_model_get_views(m, f, m->params)) == 0)
+		cg_model_digest(m, out);
+	cg_model_free(m);
+	return rc;
+}
+
+int
+cg_model_set_groups(struct cg_model *m, const struct cg_group *g, int n)
+{
+	struct cg_group *out;
+	int v = 0;
+	size_t at = 0;
+
+	if (n < 1 || n > m->nviews)
+		return cg_seterr("layout: %d parameter groups for %d views", n,
+		                 m->nviews);
+	if ((out = calloc((size_t)n, sizeof(*out))) == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < n; i++) {
+		out[i] = g[i];
+		out[i].name[CG_GROUP_NAME - 1] = '\0';
+		out[i].opt_t = 0;
+		out[i].view0 = v;
+		/* The group's views: the next ones, end to end, exactly. */
+		if (g[i].off == at && g[i].n > 0)
+			while (v < m->nviews && m->views[v].off == at &&
+			       at + m->views[v].n <= g[i].off + g[i].n)
+				at += m->views[v++].n;
+		out[i].nviews = v - out[i].view0;
+		if (out[i].nviews == 0 || at != g[i].off + g[i].n) {
+			free(out);
+			return cg_seterr("layout: group %.32s is not a run of "
+			                 "whole views",
+			                 g[i].name);
+		}
+	}
+	if (v != m->nviews || at != m->nparams) {
+		free(out);
+		return cg_seterr("layout: the parameter groups end at %zu of "
+		                 "%zu parameters",
+		                 at, m->nparams);
+	}
+	free(m->groups);
+	m->groups = out;
+	m->ngroups = n;
+	return 0;
 }
 
 int

@@ -7,6 +7,13 @@
  * file (kind "model") holds one f32 tensor per view, and, when an optimizer
  * has run, flat tensors "opt.m", "opt.v" (moments) and "outer.mom" (the
  * DiLoCo outer momentum).
+ *
+ * Parameters come in groups (struct cg_group, optim.h), each a
+ * contiguous run of views with its own optimizer step count, perhaps
+ * frozen.  An arch's layout may declare them (cg_model_set_groups); one
+ * that does not gets one group "all" over everything.  The moments stay
+ * flat buffers over every group.  On disk one group is the manifest's
+ * "opt_t"; several are its "groups" array (see model.c).
  */
 #ifndef CG_MODEL_H
 #define CG_MODEL_H
@@ -16,6 +23,7 @@
 
 #include "cg.h"
 #include "nn.h"
+#include "optim.h"
 #include "shard.h"
 
 struct cJSON;
@@ -46,8 +54,9 @@ struct cg_arch {
 	const char *loss_name;	    /* the objective's name in reports */
 	const char *part_names[3];
 	/*
-	 * Check m->config and set m->nparams, m->views, m->nviews.
-	 * Returns 0 or -1 with a message.
+	 * Check m->config and set m->nparams, m->views, m->nviews, and
+	 * the parameter groups if the arch has several
+	 * (cg_model_set_groups).  Returns 0 or -1 with a message.
 	 */
 	int (*layout)(struct cg_model *m);
 	/* Seeded initial weights into m->params. */
@@ -107,9 +116,12 @@ struct cg_model {
 	int nviews;
 	struct cg_view *views;
 	uint64_t step; /* optimizer steps applied */
+	/* Parameter groups in layout order, covering every view; each
+	 * keeps its optimizer step count (opt_t). */
+	int ngroups;
+	struct cg_group *groups;
 	/* Optimizer state; NULL when absent. */
 	float *opt_m, *opt_v, *outer_mom; /* [nparams] each */
-	uint64_t opt_t;			  /* steps taken with opt_m/opt_v */
 	void *ws;			  /* arch workspace */
 	int ws_batch;			  /* its batch capacity */
 	/* How the arch may spend memory on a batch (see ws_bytes). */
@@ -142,6 +154,27 @@ void cg_model_free(struct cg_model *m);
 
 /* SHA-256 of the parameters' bytes: the identity of a grad's base. */
 void cg_model_digest(const struct cg_model *m, unsigned char out[32]);
+/* The same for the model in file f, copying only its parameters.
+ * Returns 0, or -1 with a message when f is no model of a known arch. */
+int cg_model_file_digest(const struct cg_file *f, unsigned char out[32]);
+
+/*
+ * Declare m's parameter groups (from an arch's layout, after the views):
+ * g [n] with name, off, n and frozen set, in layout order, each the exact
+ * range of a run of consecutive views, together covering every view.
+ * view0, nviews are filled in and opt_t starts at 0.  Returns 0, or -1
+ * with a message when the groups do not tile the views.
+ */
+int cg_model_set_groups(struct cg_model *m, const struct cg_group *g, int n);
+
+/*
+ * The optimizer state of f into m, which has f's layout: tensors
+ * "opt.m", "opt.v", "outer.mom" where present and the groups' step
+ * counts ("opt_t", or "groups" for several), replacing what m held.
+ * Returns 0, or -1 with a message when they do not fit m (m may then
+ * hold part of them).
+ */
+int cg_model_load_opt(struct cg_model *m, const struct cg_file *f);
 
 /* Allocate zeroed optimizer arrays if missing.  Returns 0 or -1. */
 int cg_model_ensure_opt(struct cg_model *m, int need_m, int need_v);

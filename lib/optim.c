@@ -227,6 +227,33 @@ cg_optim_step_views(const struct cg_optim *o, uint64_t t, float *p, float *g,
 	}
 }
 
+void
+cg_optim_step_groups(const struct cg_optim *o, struct cg_group *groups,
+                     int ngroups, float *p, float *g, float *m, float *v,
+                     const struct cg_view *views, int zero_g)
+{
+	for (int i = 0; i < ngroups; i++) {
+		struct cg_group *gr = &groups[i];
+		if (gr->frozen) {
+			if (zero_g)
+				memset(g + gr->off, 0, gr->n * sizeof(float));
+			continue;
+		}
+		gr->opt_t++;
+		cg_optim_step_views(o, gr->opt_t, p, g, m, v, views + gr->view0,
+		                    gr->nviews, zero_g);
+	}
+}
+
+void
+cg_optim_mask_frozen(float *g, const struct cg_group *groups, int ngroups)
+{
+	for (int i = 0; i < ngroups; i++)
+		if (groups[i].frozen)
+			memset(g + groups[i].off, 0,
+			       groups[i].n * sizeof(float));
+}
+
 double
 cg_clip_norm(float *g, size_t N, double maxnorm)
 {

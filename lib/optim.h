@@ -14,6 +14,22 @@
 
 struct cg_view;
 
+/*
+ * A parameter group: the range [off, off + n) of a model's flat buffer
+ * (and of its gradient and moment buffers, which share the layout), made
+ * of the views views[view0 .. view0 + nviews), stepped by the optimizer
+ * with a step count of its own, or never when frozen.  A GAN's generator
+ * and discriminator are two groups; a frozen teacher is a third.
+ */
+#define CG_GROUP_NAME 32
+struct cg_group {
+	char name[CG_GROUP_NAME];
+	size_t off, n;
+	int view0, nviews;
+	uint64_t opt_t; /* steps this group has taken */
+	int frozen;     /* never stepped: its parameters stay as they are */
+};
+
 enum cg_opt_kind { CG_OPT_SGD, CG_OPT_MOMENTUM, CG_OPT_ADAM, CG_OPT_ADAMW };
 enum cg_sched { CG_SCHED_CONSTANT, CG_SCHED_COSINE };
 
@@ -59,6 +75,21 @@ void cg_optim_step(const struct cg_optim *o, uint64_t t, float *p,
 void cg_optim_step_views(const struct cg_optim *o, uint64_t t, float *p,
 			 float *g, float *m, float *v,
 			 const struct cg_view *views, int nviews, int zero_g);
+
+/*
+ * One step of every group that is not frozen, each with its own count
+ * (groups[i].opt_t is incremented, then used as that group's t), over
+ * the model's flat buffers as cg_optim_step_views takes them.  With
+ * zero_g, g is all zeros afterwards, frozen groups' ranges included.
+ * One group over all views is exactly cg_optim_step_views.
+ */
+void cg_optim_step_groups(const struct cg_optim *o, struct cg_group *groups,
+                          int ngroups, float *p, float *g, float *m, float *v,
+                          const struct cg_view *views, int zero_g);
+
+/* Set the ranges of frozen groups of g to zero: what clipping and
+ * stepping must not see. */
+void cg_optim_mask_frozen(float *g, const struct cg_group *groups, int ngroups);
 
 /*
  * Scale g [N] so that its L2 norm is at most maxnorm (skip if maxnorm <=

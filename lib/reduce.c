@@ -1,194 +1,355 @@
 /*
- * reduce.c - combining gradients and deltas, one input at a time.
+ * reduce.c - combining gradients and deltas: the operations and the
+ * reducer that runs them, streaming or slice by slice.
  *
- * Every input must be of one kind (all grads or all deltas) and computed
- * from one base model (the digest in "base").  A weighted mean uses each
- * input's "weight" (the examples, or for text the scored tokens: a text
- * model's gradient is a mean per token) or, missing, its "samples";
- * keeping the running weighted sum and the total weight makes any tree of
- * reductions equal to one flat reduction, up to float rounding.
+ * A weighted mean uses each input's weight (the examples, or for text the
+ * scored tokens: a text model's gradient is a mean per token); keeping
+ * the running weighted sum and the total weight makes any tree of
+ * reductions equal to one flat reduction, up to float rounding.  Which
+ * inputs may be combined is the update module's rule (update.c); this
+ * file only adds them up.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "model.h"
 #include "reduce.h"
 
+/* ------------------------------------------------------- operations */
+
+/*
+ * acc = k x in double then rounded (the first input), acc += (float)k x
+ * (the others): the arithmetic every weighted fold has used, kept so
+ * that outputs stay byte for byte what they were.
+ */
+static void
+scale_into(float *acc, const float *x, size_t n, double k)
+{
+#pragma omp simd
+	for (size_t j = 0; j < n; j++)
+		acc[j] = (float)(x[j] * k);
+}
+
+static void
+add_scaled(float *acc, const float *x, size_t n, double k)
+{
+	const float kf = (float)k;
+
+#pragma omp simd
+	for (size_t j = 0; j < n; j++)
+		acc[j] += kf * x[j];
+}
+
+static void
+mean_finish(float *acc, size_t n, double wsum)
+{
+	const float inv = (float)(1.0 / wsum);
+
+	for (size_t j = 0; j < n; j++)
+		acc[j] *= inv;
+}
+
+static void
+sum_init(float *acc, const float *x, size_t n, double w)
+{
+	(void)w;
+	scale_into(acc, x, n, 1.0);
+}
+
+static void
+sum_add(float *acc, const float *x, size_t n, double w)
+{
+	(void)w;
+	add_scaled(acc, x, n, 1.0);
+}
+
+const struct cg_reduce_op cg_reduce_ops[] = {
+    {"mean", "the mean weighted by each input's weight", 1, scale_into,
+     add_scaled, mean_finish, NULL},
+    {"sum", "the plain sum", 1, sum_init, sum_add, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL, NULL, NULL},
+};
+
+const struct cg_reduce_op *
+cg_reduce_op_find(const char *name)
+{
+	char list[256] = "";
+	size_t len = 0;
+
+	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+		if (strcmp(op->name, name) == 0)
+			return op;
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+		                        len ? ", " : "", op->name);
+		if (len >= sizeof(list))
+			len = sizeof(list) - 1;
+	}
+	cg_seterr("unknown operation '%.32s' (%s)", name, list);
+	return NULL;
+}
+
+/* ---------------------------------------------------------- reducer */
+
+/* Elements a thread takes at a time. */
+#define FOLD_CHUNK 16384
+
 void
-cg_reducer_init(struct cg_reducer *r, enum cg_reduce_op op)
+cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op)
 {
 	memset(r, 0, sizeof(*r));
 	r->op = op;
+	r->sliced = !op->streams;
+	r->slice = CG_REDUCE_SLICE;
 }
 
 void
 cg_reducer_free(struct cg_reducer *r)
 {
-	cg_file_free(r->acc);
-	r->acc = NULL;
+	for (size_t i = 0; i < r->nkept; i++)
+		if (r->kept[i] != r->first)
+			cg_update_free(r->kept[i]);
+	free(r->kept);
+	cg_update_free(r->first);
+	r->kept = NULL;
+	r->first = NULL;
+	r->nkept = r->capkept = 0;
 }
 
-int
-cg_update_base(const struct cg_file *f, char hex[65], uint64_t *step)
+/*
+ * Fold src[i] into acc[i] for every tensor (init when first) in one
+ * parallel region: the threads share each tensor's chunks and go on to
+ * the next without waiting, so the small tensors cost no fork of their
+ * own.
+ */
+static void
+fold_all(const struct cg_reduce_op *op, struct cg_tensor *acc,
+         const float *const *src, size_t nt, double w, int first)
 {
-	const cJSON *b = cJSON_GetObjectItemCaseSensitive(f->manifest, "base");
-	const cJSON *d = cJSON_GetObjectItemCaseSensitive(b, "sha256");
+	void (*fn)(float *, const float *, size_t, double) =
+	    first ? op->init : op->add;
 
-	if (!cJSON_IsString(d) || strlen(d->valuestring) != 64)
+#pragma omp parallel
+	for (size_t i = 0; i < nt; i++) {
+		float *a = acc[i].data;
+		const uint64_t n = acc[i].nelem;
+		const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+#pragma omp for schedule(dynamic) nowait
+		for (uint64_t c = 0; c < nc; c++) {
+			uint64_t lo = c * FOLD_CHUNK;
+			uint64_t len =
+			    n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
+			fn(a + lo, src[i] + lo, len, w);
+		}
+	}
+}
+
+/* Whether u may join the reduction whose first input is r->first. */
+static int
+check_input(const struct cg_reducer *r, const struct cg_update *u)
+{
+	const struct cg_file *f = u->file, *a = r->first->file;
+
+	if (u->kind != r->first->kind) {
+		cg_seterr("a %s among %ss", cg_update_kind_name(u->kind),
+		          cg_update_kind_name(r->first->kind));
+		goto fail;
+	}
+	if (cg_update_check_base_of(u, r->first->base, r->first->base_step,
+	                            "the first input's") < 0)
 		return -1;
-	memcpy(hex, d->valuestring, 65);
-	*step = cg_json_u64(b, "step", 0);
+	if (f->ntensors != a->ntensors) {
+		cg_seterr("%zu tensors, the first input has %zu", f->ntensors,
+		          a->ntensors);
+		goto fail;
+	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *x = &a->tensors[i], *t = &f->tensors[i];
+		if (strcmp(x->name, t->name) != 0 || x->nelem != t->nelem) {
+			cg_seterr("tensor %s: differs from the first input's "
+			          "%s",
+			          t->name, x->name);
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	cg_errprefix(u->name);
+	return -1;
+}
+
+/* The f32 data of each of u's tensors into src [ntensors]. */
+static int
+input_floats(const struct cg_update *u, const float **src)
+{
+	for (size_t i = 0; i < u->file->ntensors; i++)
+		if ((src[i] = cg_update_f32(&u->file->tensors[i])) == NULL) {
+			cg_errprefix(u->name);
+			return -1;
+		}
 	return 0;
 }
 
-/* Elements a thread takes at a time where an input is folded in. */
-#define FOLD_CHUNK 16384
-
-/*
- * a = k t (first) or a += k t, one tensor of n elements; the caller's
- * thread, or its share of the tensor inside fold_all's parallel region.
- */
-static void
-fold(float *a, const float *t, uint64_t n, double k, int first)
+/* Start the streaming fold with u: its tensors become the running
+ * result, in memory of their own. */
+static int
+stream_first(struct cg_reducer *r, struct cg_update *u, const float **src)
 {
-	const float kf = (float)k;
+	struct cg_file *f = u->file;
 
-	if (first) {
-#pragma omp for simd schedule(simd : dynamic, FOLD_CHUNK) nowait
-		for (uint64_t j = 0; j < n; j++)
-			a[j] = (float)(t[j] * k);
-	} else {
-#pragma omp for simd schedule(simd : dynamic, FOLD_CHUNK) nowait
-		for (uint64_t j = 0; j < n; j++)
-			a[j] += kf * t[j];
+	/*
+	 * Where the input lies in a mapped file the sum gets memory of its
+	 * own: writing the mapping would copy it page by page, each copy a
+	 * TLB flush on every core.
+	 */
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = &f->tensors[i];
+		if (t->borrowed) {
+			if ((t->data = cg_alloc(t->nbytes)) == NULL) {
+				t->data = (void *)src[i];
+				return -1;
+			}
+			t->borrowed = 0;
+		}
 	}
+	fold_all(r->op, f->tensors, src, f->ntensors, u->weight, 1);
+	/* The mapping is spent: the sum has memory of its own. */
+	cg_file_drop_blob(f);
+	return 0;
 }
 
-/*
- * fold src[i] into acc[i] for every tensor in one parallel region: the
- * threads share each tensor's chunks and go on to the next without
- * waiting, so the small tensors cost no fork of their own.
- */
-static void
-fold_all(struct cg_tensor *acc, const float *const *src, size_t nt, double k,
-	 int first)
+static int
+keep(struct cg_reducer *r, struct cg_update *u)
 {
-#pragma omp parallel
-	for (size_t i = 0; i < nt; i++)
-		fold(acc[i].data, src[i], acc[i].nelem, k, first);
+	if (r->nkept == r->capkept) {
+		size_t cap = r->capkept ? 2 * r->capkept : 16;
+		void *p = realloc(r->kept, cap * sizeof(*r->kept));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->kept = p;
+		r->capkept = cap;
+	}
+	r->kept[r->nkept++] = u;
+	return 0;
 }
 
 int
-cg_reducer_add(struct cg_reducer *r, struct cg_file *f)
+cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
-	const char *kind = cg_file_kind(f);
 	const float **src = NULL;
-	char hex[65];
-	uint64_t step;
-	double w;
+	const double w = u->weight, ns = u->samples, loss = u->loss;
+	const uint64_t inputs = u->inputs;
 	int rc = -1;
 
-	if (strcmp(kind, "grad") != 0 && strcmp(kind, "delta") != 0) {
-		cg_seterr("a %s file, not a grad or delta", kind);
+	if (cg_update_check_weight(u) != 0)
 		goto out;
-	}
-	if (cg_update_base(f, hex, &step) != 0) {
-		cg_seterr("no base model digest");
+	if ((src = cg_alloc((u->file->ntensors + 1) * sizeof(*src))) == NULL ||
+	    input_floats(u, src) != 0)
 		goto out;
-	}
-	double ns = cg_json_num(f->manifest, "samples", 0);
-	w = cg_json_num(f->manifest, "weight", ns);
-	if (!(ns > 0) || !(w > 0) || !isfinite(w)) {
-		cg_seterr("no positive sample count and weight");
+	if (r->first != NULL && check_input(r, u) != 0)
 		goto out;
-	}
-	for (size_t i = 0; i < f->ntensors; i++)
-		if (f->tensors[i].dtype != CG_F32) {
-			cg_seterr("tensor %s: dtype %s (only f32 updates can "
-				  "be reduced)",
-				  f->tensors[i].name,
-				  cg_dtype_name(f->tensors[i].dtype));
+	if (r->sliced) {
+		if (keep(r, u) != 0)
 			goto out;
-		}
-	double k = r->op == CG_REDUCE_MEAN ? w : 1.0;
-	if (r->acc == NULL) {
-		snprintf(r->kind, sizeof(r->kind), "%s", kind);
-		memcpy(r->base, hex, 65);
-		r->base_step = step;
-		/*
-		 * The running sum starts as k times the first input, in
-		 * memory of its own where the input lies in a mapped file:
-		 * writing the mapping would copy it page by page, each copy
-		 * a TLB flush on every core.
-		 */
-		if ((src = cg_alloc(f->ntensors * sizeof(*src))) == NULL)
+		if (r->first == NULL)
+			r->first = u;
+		u = NULL;
+	} else if (r->first == NULL) {
+		if (stream_first(r, u, src) != 0)
 			goto out;
-		for (size_t i = 0; i < f->ntensors; i++) {
-			struct cg_tensor *t = &f->tensors[i];
-			src[i] = t->data;
-			if (t->borrowed) {
-				if ((t->data = cg_alloc(t->nbytes)) == NULL) {
-					t->data = (void *)src[i];
-					goto out;
-				}
-				t->borrowed = 0;
-			}
-		}
-		fold_all(f->tensors, src, f->ntensors, k, 1);
-		/* The mapping is spent: the sum has memory of its own. */
-		cg_file_drop_blob(f);
-		r->acc = f;
-		f = NULL;
+		r->first = u;
+		u = NULL;
 	} else {
-		if (strcmp(kind, r->kind) != 0) {
-			cg_seterr("a %s among %ss", kind, r->kind);
-			goto out;
-		}
-		if (strcmp(hex, r->base) != 0) {
-			cg_seterr("computed from another model (step %llu, "
-				  "sha256 %.12s...), not the first input's "
-				  "(step %llu, %.12s...)",
-				  (unsigned long long)step, hex,
-				  (unsigned long long)r->base_step, r->base);
-			goto out;
-		}
-		if (f->ntensors != r->acc->ntensors) {
-			cg_seterr("%zu tensors, the first input has %zu",
-				  f->ntensors, r->acc->ntensors);
-			goto out;
-		}
-		for (size_t i = 0; i < f->ntensors; i++) {
-			struct cg_tensor *a = &r->acc->tensors[i];
-			struct cg_tensor *t = &f->tensors[i];
-			if (strcmp(a->name, t->name) != 0 ||
-			    a->nelem != t->nelem) {
-				cg_seterr("tensor %s: differs from the first "
-					  "input's %s",
-					  t->name, a->name);
-				goto out;
-			}
-		}
-		if ((src = cg_alloc(f->ntensors * sizeof(*src))) == NULL)
-			goto out;
-		for (size_t i = 0; i < f->ntensors; i++)
-			src[i] = f->tensors[i].data;
-		fold_all(r->acc->tensors, src, f->ntensors, k, 0);
+		fold_all(r->op, r->first->file->tensors, src, u->file->ntensors,
+		         w, 0);
 	}
 	r->weight += w;
 	r->samples += ns;
-	r->loss += w * cg_json_num(f ? f->manifest : r->acc->manifest, "loss",
-				   0);
-	r->inputs += cg_json_u64(f ? f->manifest : r->acc->manifest,
-				 "inputs", 1);
+	r->loss += w * loss;
+	r->inputs += inputs;
 	rc = 0;
 out:
 	free((void *)src);
-	cg_file_free(f);
+	cg_update_free(u);
 	return rc;
 }
+
+/* ----------------------------------------------------- sliced path */
+
+/*
+ * out [n] from the slices in[0..k) [n]: the operation's own slice, or a
+ * streaming operation's init, add... and finish on the slice, in chunks
+ * shared among threads.
+ */
+static void
+run_slice(const struct cg_reduce_op *op, float *out, const float *const *in,
+          const double *w, size_t k, size_t n, double wsum)
+{
+	if (op->slice) {
+		op->slice(out, in, w, k, n);
+		return;
+	}
+	const size_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+#pragma omp parallel for schedule(dynamic)
+	for (size_t c = 0; c < nc; c++) {
+		size_t lo = c * FOLD_CHUNK;
+		size_t len = n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
+		op->init(out + lo, in[0] + lo, len, w[0]);
+		for (size_t i = 1; i < k; i++)
+			op->add(out + lo, in[i] + lo, len, w[i]);
+		if (op->finish)
+			op->finish(out + lo, len, wsum);
+	}
+}
+
+/* Reduce every kept input into the first one's tensors, slice by slice;
+ * each tensor's result replaces the first input's data once made. */
+static int
+finish_sliced(struct cg_reducer *r)
+{
+	struct cg_file *f = r->first->file;
+	const size_t k = r->nkept, step = r->slice ? r->slice : 1;
+	const float **in = cg_alloc(k * sizeof(*in));
+	const float **base = cg_alloc(k * sizeof(*base));
+	double *w = cg_alloc(k * sizeof(*w));
+	int rc = -1;
+
+	if (in == NULL || base == NULL || w == NULL)
+		goto out;
+	for (size_t i = 0; i < k; i++)
+		w[i] = r->kept[i]->weight;
+	for (size_t t = 0; t < f->ntensors; t++) {
+		struct cg_tensor *x = &f->tensors[t];
+		float *out = cg_alloc(x->nbytes ? x->nbytes : 1);
+		if (out == NULL)
+			goto out;
+		for (size_t i = 0; i < k; i++)
+			if ((base[i] = cg_update_f32(
+			         &r->kept[i]->file->tensors[t])) == NULL) {
+				free(out);
+				goto out;
+			}
+		for (uint64_t lo = 0; lo < x->nelem; lo += step) {
+			size_t n = x->nelem - lo < step ? x->nelem - lo : step;
+			for (size_t i = 0; i < k; i++)
+				in[i] = base[i] + lo;
+			run_slice(r->op, out + lo, in, w, k, n, r->weight);
+		}
+		if (!x->borrowed)
+			free(x->data);
+		x->data = out;
+		x->borrowed = 0;
+	}
+	cg_file_drop_blob(f);
+	rc = 0;
+out:
+	free((void *)in);
+	free((void *)base);
+	free(w);
+	return rc;
+}
+
+/* ---------------------------------------------------------- result */
 
 static void
 set_num(cJSON *o, const char *key, double v)
@@ -200,27 +361,29 @@ set_num(cJSON *o, const char *key, double v)
 struct cg_file *
 cg_reducer_finish(struct cg_reducer *r)
 {
-	struct cg_file *f = r->acc;
+	struct cg_file *f;
 
-	if (f == NULL) {
+	if (r->first == NULL) {
 		cg_seterr("no inputs");
 		return NULL;
 	}
-	r->acc = NULL;
-	if (r->op == CG_REDUCE_MEAN) {
-		const float inv = (float)(1.0 / r->weight);
-		for (size_t i = 0; i < f->ntensors; i++) {
-			float *a = f->tensors[i].data;
-			for (uint64_t j = 0; j < f->tensors[i].nelem; j++)
-				a[j] *= inv;
-		}
+	if (r->sliced) {
+		if (finish_sliced(r) != 0)
+			return NULL;
+	} else if (r->op->finish) {
+		f = r->first->file;
+		for (size_t i = 0; i < f->ntensors; i++)
+			r->op->finish(f->tensors[i].data, f->tensors[i].nelem,
+			              r->weight);
 	}
+	f = r->first->file;
+	r->first->file = NULL;
+	cg_reducer_free(r);
 	set_num(f->manifest, "samples", r->samples);
 	set_num(f->manifest, "weight", r->weight);
 	set_num(f->manifest, "loss", r->loss / r->weight);
 	set_num(f->manifest, "inputs", (double)r->inputs);
 	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "reduce");
-	cJSON_AddStringToObject(f->manifest, "reduce",
-				r->op == CG_REDUCE_MEAN ? "mean" : "sum");
+	cJSON_AddStringToObject(f->manifest, "reduce", r->op->name);
 	return f;
 }

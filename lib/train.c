@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "train.h"
+#include "update.h"
 
 /* ------------------------------------------------------------ batches */
 
@@ -225,7 +226,10 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	struct order ord;
 	uint64_t *ex = NULL, cursor;
 	float *grad = NULL, *start = NULL, *mm = NULL, *vv = NULL;
-	uint64_t *tp, t_local = 0;
+	/* The groups that step, with their step counts: the model's own
+	 * (model mode), or a copy counting from the state's (delta). */
+	struct cg_group *groups = NULL;
+	uint64_t t_local = 0, *tp = NULL;
 	const int text = s->kind == CG_PAYLOAD_TEXT;
 	double tokens = 0;
 	int grad_clear = 0; /* grad is all zeros: the optimizer cleared it */
@@ -258,7 +262,7 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			goto out;
 		mm = m->opt_m;
 		vv = m->opt_v;
-		tp = &m->opt_t;
+		groups = m->groups;
 	} else if (o->emit == CG_EMIT_DELTA) {
 		if (st) {
 			if (need_m && !st->m &&
@@ -278,11 +282,17 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 				goto out;
 			tp = &t_local;
 		}
-		if ((start = cg_alloc(P * sizeof(float))) == NULL)
+		if ((start = cg_alloc(P * sizeof(float))) == NULL ||
+		    (groups = cg_alloc((size_t)m->ngroups * sizeof(*groups))) ==
+		        NULL)
 			goto out;
 		memcpy(start, m->params, P * sizeof(float));
+		/* A state keeps one step count: every group that steps
+		 * steps on each inner step, so they share it. */
+		memcpy(groups, m->groups, (size_t)m->ngroups * sizeof(*groups));
+		for (int i = 0; i < m->ngroups; i++)
+			groups[i].opt_t = *tp;
 	} else {
-		tp = NULL;
 		memset(out, 0, P * sizeof(float));
 	}
 
@@ -318,12 +328,16 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		} else
 			add_metrics(&res->mean, &bm);
 		if (o->emit != CG_EMIT_GRAD) {
+			if (m->ngroups > 1)
+				cg_optim_mask_frozen(grad, groups, m->ngroups);
 			if (o->clip > 0)
 				cg_clip_norm(grad, P, o->clip);
-			*tp += 1;
 			/* Weight decay skips biases: one step per view. */
-			cg_optim_step_views(&o->opt, *tp, m->params, grad, mm,
-					    vv, m->views, m->nviews, 1);
+			cg_optim_step_groups(&o->opt, groups, m->ngroups,
+			                     m->params, grad, mm, vv, m->views,
+			                     1);
+			if (tp)
+				*tp += 1;
 			grad_clear = 1;
 			if (o->emit == CG_EMIT_MODEL)
 				m->step++;
@@ -361,6 +375,8 @@ out:
 		free(mm);
 		free(vv);
 	}
+	if (groups != m->groups)
+		free(groups);
 	free(ord.perm);
 	free(ex);
 	free(grad);
@@ -485,32 +501,9 @@ struct cg_file *
 cg_update_file(const struct cg_model *base, const char *kind, const float *buf,
 	       const struct cg_train_result *res)
 {
-	struct cg_file *f = cg_file_new(kind);
-	unsigned char d[32];
-	char hex[65];
-	cJSON *b, *arch;
-
-	if (f == NULL)
-		return NULL;
-	arch = cJSON_GetObjectItemCaseSensitive(base->manifest, "arch");
-	cJSON_AddStringToObject(f->manifest, "arch",
-				cJSON_IsString(arch) ? arch->valuestring : "");
-	cg_model_digest(base, d);
-	cg_hex(hex, d);
-	if ((b = cJSON_AddObjectToObject(f->manifest, "base")) == NULL)
-		goto fail;
-	cJSON_AddStringToObject(b, "sha256", hex);
-	cJSON_AddNumberToObject(b, "step", (double)base->step);
-	cJSON_AddNumberToObject(f->manifest, "samples", (double)res->samples);
-	cJSON_AddNumberToObject(f->manifest, "weight", res->weight);
-	cJSON_AddNumberToObject(f->manifest, "loss", res->mean.loss);
-	cJSON_AddNumberToObject(f->manifest, "inputs", 1);
-	if (cg_model_put_views(base, f, buf) != 0)
-		goto fail;
-	return f;
-fail:
-	cg_file_free(f);
-	return NULL;
+	return cg_update_new(
+	    base, strcmp(kind, "grad") == 0 ? CG_UPDATE_GRAD : CG_UPDATE_DELTA,
+	    buf, (double)res->samples, res->weight, res->mean.loss);
 }
 
 int

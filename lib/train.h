@@ -97,10 +97,9 @@ int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 		  uint64_t resident, int checkpoint, struct cg_memplan *p);
 
 /*
- * The file a grad or delta call emits: one f32 tensor per view of buf
- * (borrowed: buf must outlive the file) and a manifest with arch, base
- * (digest and step of base), samples, loss and weight (res->weight:
- * what cg-reduce weighs it by).
+ * The file a grad or delta call emits (kind "grad" or "delta"): the
+ * update module's cg_update_new with the call's samples, weight and mean
+ * loss; buf is borrowed and must outlive the file.
  */
 struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 			       const float *buf,

@@ -1,0 +1,50 @@
+/*
+ * apply.h - applying an update to a model: the one place where a
+ * gradient meets the optimizer and a delta meets the outer step.
+ */
+#ifndef CG_APPLY_H
+#define CG_APPLY_H
+
+#include "model.h"
+#include "optim.h"
+#include "update.h"
+
+/* How a delta is applied. */
+enum cg_outer {
+	CG_OUTER_AVG,     /* add it as it is: model averaging */
+	CG_OUTER_NESTEROV /* DiLoCo's outer step (cg_outer_nesterov) */
+};
+
+/* "avg", "nesterov"; -1 with a message otherwise. */
+int cg_outer_parse(const char *s, enum cg_outer *out);
+
+struct cg_apply_opts {
+	/* gradients */
+	struct cg_optim opt;
+	double clip; /* the gradient's norm limit; 0: none */
+	/* deltas */
+	enum cg_outer outer;
+	float outer_lr, outer_mu;
+};
+
+/* Defaults: Adam with PyTorch's settings, no clip; avg, outer lr 0.7 and
+ * momentum 0.9 (DiLoCo's). */
+void cg_apply_defaults(struct cg_apply_opts *o);
+
+/*
+ * Apply u to m in place, m named mname in messages.  First the update's
+ * base must be m (cg_update_check_base) and its tensors m's views.  A
+ * gradient then steps the optimizer o->opt on every group that is not
+ * frozen, each with its own step count, after clipping its norm (over
+ * the groups that step) to o->clip; the moments are allocated when
+ * missing.  A delta is added as it is (avg) or through the outer
+ * Nesterov step (outer.mom allocated when missing), frozen groups left
+ * as they are.  Either way m->step goes up by one, the manifest's
+ * "samples" by u's and its "loss" becomes u's.  Returns 0, or -1 with a
+ * message (m is then unchanged unless the failure came after the step,
+ * which only an allocation in the manifest can).
+ */
+int cg_apply_update(struct cg_model *m, const char *mname,
+                    const struct cg_update *u, const struct cg_apply_opts *o);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * update.c - the update file: writing, reading and the rules it obeys.
+ *
+ * Writing lays out one f32 tensor per view of the base model and records
+ * the base's digest and step; reading checks the kind and the base digest
+ * and parses the figures a reduction needs.  The staleness rule and the
+ * weight rule are one function each, used by cg-reduce and cg-apply
+ * alike, so their messages exist once.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "model.h"
+#include "update.h"
+
+static const char *const kind_names[] = {"grad", "delta"};
+
+const char *
+cg_update_kind_name(enum cg_update_kind k)
+{
+	return (unsigned)k < 2 ? kind_names[k] : "?";
+}
+
+/* ------------------------------------------------------------ writing */
+
+struct cg_file *
+cg_update_new(const struct cg_model *base, enum cg_update_kind kind,
+              const float *buf, double samples, double weight, double loss)
+{
+	struct cg_file *f = cg_file_new(cg_update_kind_name(kind));
+	unsigned char d[32];
+	char hex[65];
+	cJSON *b, *arch;
+
+	if (f == NULL)
+		return NULL;
+	arch = cJSON_GetObjectItemCaseSensitive(base->manifest, "arch");
+	cJSON_AddStringToObject(f->manifest, "arch",
+	                        cJSON_IsString(arch) ? arch->valuestring : "");
+	cg_model_digest(base, d);
+	cg_hex(hex, d);
+	if ((b = cJSON_AddObjectToObject(f->manifest, "base")) == NULL)
+		goto fail;
+	cJSON_AddStringToObject(b, "sha256", hex);
+	cJSON_AddNumberToObject(b, "step", (double)base->step);
+	cJSON_AddNumberToObject(f->manifest, "samples", samples);
+	cJSON_AddNumberToObject(f->manifest, "weight", weight);
+	cJSON_AddNumberToObject(f->manifest, "loss", loss);
+	cJSON_AddNumberToObject(f->manifest, "inputs", 1);
+	if (cg_model_put_views(base, f, buf) != 0)
+		goto fail;
+	return f;
+fail:
+	cg_file_free(f);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ reading */
+
+void
+cg_update_free(struct cg_update *u)
+{
+	if (u == NULL)
+		return;
+	cg_file_free(u->file);
+	free(u->name);
+	free(u);
+}
+
+struct cg_update *
+cg_update_from_file(struct cg_file *f, const char *name)
+{
+	struct cg_update *u = calloc(1, sizeof(*u));
+	const char *kind = cg_file_kind(f);
+	const cJSON *b, *d;
+
+	if (u == NULL || (u->name = strdup(name)) == NULL) {
+		free(u);
+		cg_file_free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	u->file = f;
+	if (strcmp(kind, "grad") == 0)
+		u->kind = CG_UPDATE_GRAD;
+	else if (strcmp(kind, "delta") == 0)
+		u->kind = CG_UPDATE_DELTA;
+	else {
+		cg_seterr("a %s file, not a grad or delta", kind);
+		goto fail;
+	}
+	b = cJSON_GetObjectItemCaseSensitive(f->manifest, "base");
+	d = cJSON_GetObjectItemCaseSensitive(b, "sha256");
+	if (!cJSON_IsString(d) || strlen(d->valuestring) != 64) {
+		cg_seterr("no base model digest");
+		goto fail;
+	}
+	memcpy(u->base, d->valuestring, 65);
+	u->base_step = cg_json_u64(b, "step", 0);
+	u->samples = cg_json_num(f->manifest, "samples", 0);
+	u->weight = cg_json_num(f->manifest, "weight", u->samples);
+	u->loss = cg_json_num(f->manifest, "loss", 0);
+	u->inputs = cg_json_u64(f->manifest, "inputs", 1);
+	return u;
+fail:
+	cg_errprefix(u->name);
+	cg_update_free(u);
+	return NULL;
+}
+
+struct cg_update *
+cg_update_read(const char *path)
+{
+	struct cg_file *f = cg_file_read(path);
+
+	if (f == NULL)
+		return NULL;
+	return cg_update_from_file(f, strcmp(path, "-") ? path : "(stdin)");
+}
+
+/* -------------------------------------------------------------- rules */
+
+int
+cg_update_check_weight(const struct cg_update *u)
+{
+	if (!(u->samples > 0) || !(u->weight > 0) || !isfinite(u->weight)) {
+		cg_seterr("no positive sample count and weight");
+		cg_errprefix(u->name);
+		return -1;
+	}
+	return 0;
+}
+
+int64_t
+cg_update_check_base_of(const struct cg_update *u, const char base_hex[65],
+                        uint64_t base_step, const char *whose)
+{
+	if (strcmp(u->base, base_hex) != 0) {
+		cg_seterr("computed from another model (step %llu, sha256 "
+		          "%.12s...), not %s (step %llu, %.12s...)",
+		          (unsigned long long)u->base_step, u->base, whose,
+		          (unsigned long long)base_step, base_hex);
+		cg_errprefix(u->name);
+		return -1;
+	}
+	/* Equal digests: the same parameters, hence no step in between. */
+	return 0;
+}
+
+int64_t
+cg_update_check_base(const struct cg_update *u, const struct cg_model *m,
+                     const char *mname)
+{
+	unsigned char d[32];
+	char hex[65];
+
+	cg_model_digest(m, d);
+	cg_hex(hex, d);
+	return cg_update_check_base_of(u, hex, m->step, mname);
+}
+
+int
+cg_update_base_of_model(const struct cg_file *f, char hex[65])
+{
+	unsigned char d[32];
+
+	if (cg_model_file_digest(f, d) != 0)
+		return -1;
+	cg_hex(hex, d);
+	return 0;
+}
+
+/* ------------------------------------------------------------ numbers */
+
+const float *
+cg_update_f32(const struct cg_tensor *t)
+{
+	if (t->dtype != CG_F32) {
+		cg_seterr("tensor %s: dtype %s (only f32 updates are read)",
+		          t->name, cg_dtype_name(t->dtype));
+		return NULL;
+	}
+	return t->data;
+}
+
+int
+cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
+{
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		const struct cg_tensor *t = cg_file_find(u->file, v->name);
+		const float *x;
+		if (t == NULL) {
+			cg_seterr("tensor %s: missing", v->name);
+			goto fail;
+		}
+		if ((x = cg_update_f32(t)) == NULL)
+			goto fail;
+		if (t->ndim != v->ndim || t->nelem != v->n ||
+		    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t))) {
+			cg_seterr("tensor %s: shape differs from the model's",
+			          v->name);
+			goto fail;
+		}
+		memcpy(buf + v->off, x, v->n * sizeof(float));
+	}
+	return 0;
+fail:
+	cg_errprefix(u->name);
+	return -1;
+}

@@ -1,0 +1,105 @@
+/*
+ * update.h - the update file (kinds "grad" and "delta"): writing it,
+ * reading it, and the rules an update must satisfy.
+ *
+ * An update is what a worker call emits and what cg-reduce and cg-apply
+ * consume: one f32 tensor per view of the model it was computed from,
+ * and a manifest saying which model that was ("base": the digest of its
+ * parameters and its step), how much it weighs in a mean ("weight",
+ * falling back to "samples"), how many examples and worker outputs it
+ * sums up ("samples", "inputs") and its mean loss.  Every rule about
+ * those fields is here, once: a program that meets an update reads it
+ * with cg_update_read and asks this module whether it may use it.
+ */
+#ifndef CG_UPDATE_H
+#define CG_UPDATE_H
+
+#include <stdint.h>
+
+#include "cg.h"
+
+struct cg_model;
+
+enum cg_update_kind { CG_UPDATE_GRAD, CG_UPDATE_DELTA };
+
+/* An update read and parsed; its manifest fields, checked. */
+struct cg_update {
+	struct cg_file *file; /* owned: manifest and tensors */
+	char *name;           /* for messages: the path, or "(stdin)" */
+	enum cg_update_kind kind;
+	char base[65];      /* hex SHA-256 of the base model's parameters */
+	uint64_t base_step; /* the base model's step */
+	double samples;     /* examples it was computed from */
+	double weight;      /* "weight", or "samples" where absent */
+	double loss;        /* its mean loss (0 where absent) */
+	uint64_t inputs;    /* worker outputs it sums up (1 where absent) */
+};
+
+/* "grad" or "delta". */
+const char *cg_update_kind_name(enum cg_update_kind k);
+
+/*
+ * The file a grad or delta call emits for model base: one f32 tensor per
+ * view of buf [nparams] (borrowed: buf must outlive the file) and a
+ * manifest with arch, base (digest and step of base), samples, weight
+ * (what a mean weighs it by), loss and inputs 1.  NULL with a message.
+ */
+struct cg_file *cg_update_new(const struct cg_model *base,
+                              enum cg_update_kind kind, const float *buf,
+                              double samples, double weight, double loss);
+
+/*
+ * Take over f (freed in all cases) as an update named name in messages:
+ * NULL with a message starting with name when f is not a grad or delta
+ * or has no base digest.  The caller frees the result (cg_update_free).
+ */
+struct cg_update *cg_update_from_file(struct cg_file *f, const char *name);
+/* Read path ("-": stdin) as cg_file_read does (mapped where it can) and
+ * parse it; NULL with a message naming the file. */
+struct cg_update *cg_update_read(const char *path);
+void cg_update_free(struct cg_update *u);
+
+/*
+ * The weight rule: a mean needs a positive, finite weight and a positive
+ * sample count.  Returns 0, or -1 with a message starting with u's name.
+ */
+int cg_update_check_weight(const struct cg_update *u);
+
+/*
+ * The staleness rule, in one place.  The staleness of u against a model
+ * is the model's step now minus u's base step.  For now an update is
+ * accepted only when its base is the model itself (digest equal), so the
+ * staleness accepted is always 0; asynchronous training changes this
+ * function and nothing else.  base_hex and base_step describe the model
+ * (whose: how a message names it, e.g. a path or "the first input's").
+ * Returns the staleness (>= 0), or -1 with a message starting with u's
+ * name.
+ */
+int64_t cg_update_check_base_of(const struct cg_update *u,
+                                const char base_hex[65], uint64_t base_step,
+                                const char *whose);
+/* The same against model m (its digest, cg_model_digest), named mname. */
+int64_t cg_update_check_base(const struct cg_update *u,
+                             const struct cg_model *m, const char *mname);
+
+/* For a model file f, the hex digest that an update computed from it
+ * carries as its base (what cg-inspect shows); -1 with a message when f
+ * is no model of a known arch. */
+int cg_update_base_of_model(const struct cg_file *f, char hex[65]);
+
+/*
+ * The floats of tensor t of an update, or NULL with a message naming the
+ * tensor when they are not f32.  Every place where reduce and apply read
+ * an update's numbers goes through this one function.
+ */
+const float *cg_update_f32(const struct cg_tensor *t);
+
+/*
+ * Copy u's tensors into buf [nparams] in m's layout, checking that every
+ * view is there with its shape; -1 with a message starting with u's name
+ * otherwise.
+ */
+int cg_update_get(const struct cg_update *u, const struct cg_model *m,
+                  float *buf);
+
+#endif

@@ -1,0 +1,94 @@
+#!/usr/bin/env bats
+#
+# 064-apply-kinds.bats - cg-apply's options checked against the kind of
+# update it is given: an outer option with a gradient and a gradient
+# option with a delta are usage errors that name the option; a delta
+# without --outer is averaged and says so once; cg-reduce lists the
+# operations of its table; cg-inspect shows the digest a model's updates
+# carry as their base.  The programs come from PATH.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+setup_file() {
+	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
+	cd "$BATS_FILE_TMPDIR"
+	cg-shard -q -n 2 --strategy round-robin -o fm "$fx"
+	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
+		--seed 1 -o model.cgm
+	cg-train-step -q -m model.cgm -d fm-0.cgd --batch 8 -o g.cgg
+	cg-train-step -q -m model.cgm -d fm-0.cgd --batch 8 --emit delta \
+		-o d.cgg
+}
+
+setup() {
+	D=$BATS_FILE_TMPDIR
+	cd "$BATS_TEST_TMPDIR"
+	export LC_ALL=C
+}
+
+@test "cg-apply: an outer option with a gradient is a usage error" {
+	local o
+	for o in "--outer nesterov" "--outer avg" "--outer-lr 0.5" \
+		"--outer-momentum 0.5"; do
+		# shellcheck disable=SC2086
+		run -2 --separate-stderr cg-apply $o -m "$D/model.cgm" \
+			"$D/g.cgg" -o m.cgm
+		[ -z "$output" ]
+		[[ ${stderr_lines[0]} == "cg-apply: $D/g.cgg: a gradient, but ${o%% *} is for deltas: outer steps apply to deltas" ]]
+		[[ $stderr == *'usage: cg-apply'* ]]
+		[ ! -e m.cgm ]
+	done
+}
+
+@test "cg-apply: a gradient option with a delta is a usage error" {
+	local o
+	for o in "--lr 0.1" "--opt sgd" "--clip 1" "--warmup 3" "--wd 0"; do
+		# shellcheck disable=SC2086
+		run -2 --separate-stderr cg-apply $o --outer nesterov \
+			-m "$D/model.cgm" "$D/d.cgg" -o m.cgm
+		[[ ${stderr_lines[0]} == "cg-apply: $D/d.cgg: a delta, but ${o%% *} is for gradients: the optimizer steps on gradients" ]]
+		[ ! -e m.cgm ]
+	done
+}
+
+@test "cg-apply: a delta without --outer is averaged, and says so once" {
+	run -0 --separate-stderr cg-apply -m "$D/model.cgm" "$D/d.cgg" -o a.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[ "$stderr" = "cg-apply: $D/d.cgg: delta added as it is (--outer avg); --outer nesterov for DiLoCo's outer step" ]
+	run -0 --separate-stderr cg-apply --outer avg -m "$D/model.cgm" \
+		"$D/d.cgg" -o b.cgm
+	[ -z "$stderr" ]
+	cmp a.cgm b.cgm
+	# a gradient applies silently
+	run -0 --separate-stderr cg-apply -m "$D/model.cgm" "$D/g.cgg" -o c.cgm
+	[ -z "$stderr" ]
+	# a delta refused is the refusal alone
+	run -1 --separate-stderr cg-apply -m a.cgm "$D/d.cgg" -o x.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-apply: $D/d.cgg: computed from another model"* ]]
+	[ ! -e x.cgm ]
+}
+
+@test "cg-reduce --help lists the operations, and an unknown one the same" {
+	run -0 cg-reduce --help
+	assert_output --regexp '--op NAME +how to combine \(mean\)'
+	assert_line --regexp '^ +mean +the mean weighted'
+	assert_line --regexp '^ +sum +the plain sum'
+	run -2 --separate-stderr cg-reduce --op median "$D/g.cgg" -o r.cgg
+	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'median' (mean, sum)" ]
+	[ ! -e r.cgg ]
+}
+
+@test "cg-inspect shows a model's digest, which its updates carry as base" {
+	run -0 cg-inspect "$D/model.cgm"
+	local want
+	want=$(tar xOf "$D/g.cgg" cg.json | jq -r .base.sha256)
+	assert_line "params:     sha256 $want (an update's base)"
+	# an update shows its base (digest and step) and no params line
+	run -0 cg-inspect "$D/g.cgg"
+	assert_line --partial "\"sha256\":\"$want\",\"step\":0"
+	refute_line --partial 'params:'
+}

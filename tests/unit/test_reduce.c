@@ -1,0 +1,296 @@
+/*
+ * test_reduce.c - the reduce operations and the reducer's two paths.
+ *
+ * The streaming path (one accumulator, inputs folded as they come) and
+ * the sliced path (every input kept, the parameter vector walked slice by
+ * slice, as operations that need all inputs at once will run) must give
+ * the same bits for sum and mean, at slice sizes that cut tensors
+ * anywhere; the weighted mean of partial means must be the mean of all;
+ * the sum must be exact where the float sum is; and the rules of the
+ * update module (one kind, one base, the same tensors) must hold on both
+ * paths, one message per input.  The operation names that cg-reduce's
+ * --help lists come from the table; its manual must name each one.
+ * Exit 0 pass, 1 fail.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cg.h"
+#include "model.h"
+#include "reduce.h"
+#include "update.h"
+
+#define TEST_NAME "test_reduce"
+#include "check.h"
+#include "toy.h"
+
+#define NIN 5
+
+static float bufs[NIN][TOY_P];
+static const double weights[NIN] = {8, 3, 16, 1, 5};
+
+/* Input i of model m: bufs[i], weight weights[i] (borrowed buffers). */
+static struct cg_update *
+input(const struct cg_model *m, int i, enum cg_update_kind k)
+{
+	struct cg_file *f =
+	    cg_update_new(m, k, bufs[i], weights[i], weights[i], 1.0 + i);
+	char name[16];
+
+	if (f == NULL)
+		die("cg_update_new");
+	snprintf(name, sizeof(name), "in%d.cgg", i);
+	return cg_update_from_file(f, name);
+}
+
+/* Reduce inputs [lo, hi) with op; sliced with slice elements when
+ * slice > 0.  The result file (caller frees). */
+static struct cg_file *
+reduce(const struct cg_model *m, const char *op, int lo, int hi, size_t slice)
+{
+	struct cg_reducer r;
+	struct cg_file *f;
+
+	cg_reducer_init(&r, cg_reduce_op_find(op));
+	if (slice) {
+		r.sliced = 1;
+		r.slice = slice;
+	}
+	for (int i = lo; i < hi; i++)
+		if (cg_reducer_add(&r, input(m, i, CG_UPDATE_GRAD)) != 0)
+			die("cg_reducer_add");
+	if ((f = cg_reducer_finish(&r)) == NULL)
+		die("cg_reducer_finish");
+	cg_reducer_free(&r);
+	return f;
+}
+
+/* Whether two results hold the same manifest and the same bits. */
+static int
+same_file(const struct cg_file *a, const struct cg_file *b)
+{
+	char *ja = cJSON_PrintUnformatted(a->manifest);
+	char *jb = cJSON_PrintUnformatted(b->manifest);
+	int ok = ja && jb && strcmp(ja, jb) == 0 && a->ntensors == b->ntensors;
+
+	free(ja);
+	free(jb);
+	for (size_t i = 0; ok && i < a->ntensors; i++)
+		ok = a->tensors[i].nbytes == b->tensors[i].nbytes &&
+		     memcmp(a->tensors[i].data, b->tensors[i].data,
+		            a->tensors[i].nbytes) == 0;
+	return ok;
+}
+
+/* The result's tensors back into a flat buffer in m's layout. */
+static void
+flat(const struct cg_model *m, struct cg_file *f, float *out)
+{
+	/* f stays the caller's: a view of it, not taken over */
+	struct cg_update u = {.file = f, .name = "result"};
+
+	if (cg_update_get(&u, m, out) != 0)
+		die("result");
+}
+
+static void
+two_paths(const struct cg_model *m)
+{
+	static const size_t slices[] = {1, 7, 16, 1000};
+	static const char *ops[] = {"sum", "mean"};
+
+	/* numbers whose sums round, so that an order would show */
+	for (int i = 0; i < NIN; i++)
+		toy_fill(bufs[i], TOY_P, 70 + (uint64_t)i, 1);
+
+	for (int o = 0; o < 2; o++) {
+		struct cg_file *s = reduce(m, ops[o], 0, NIN, 0);
+		int ok = 1;
+		for (size_t k = 0; k < sizeof(slices) / sizeof(slices[0]);
+		     k++) {
+			struct cg_file *t =
+			    reduce(m, ops[o], 0, NIN, slices[k]);
+			ok &= same_file(s, t);
+			cg_file_free(t);
+		}
+		char what[80];
+		snprintf(what, sizeof(what),
+		         "%s: streaming and sliced (1, 7, 16, 1000) agree bit "
+		         "for bit",
+		         ops[o]);
+		expect(ok, what);
+		cg_file_free(s);
+	}
+	/* and one input alone */
+	struct cg_file *a = reduce(m, "mean", 2, 3, 0);
+	struct cg_file *b = reduce(m, "mean", 2, 3, 3);
+	expect(same_file(a, b), "one input: both paths agree");
+	cg_file_free(a);
+	cg_file_free(b);
+}
+
+static void
+sums_and_means(const struct cg_model *m)
+{
+	float got[TOY_P], part[TOY_P];
+	double worst = 0;
+
+	for (int i = 0; i < NIN; i++)
+		for (int j = 0; j < TOY_P; j++)
+			bufs[i][j] = (float)((i * 7 + j * 3) % 17 - 8);
+
+	/* sum of small integers: exact in float whatever the order */
+	struct cg_file *f = reduce(m, "sum", 0, NIN, 0);
+	flat(m, f, got);
+	int ok = 1;
+	for (int j = 0; j < TOY_P; j++) {
+		float want = 0;
+		for (int i = 0; i < NIN; i++)
+			want += bufs[i][j];
+		ok &= got[j] == want;
+	}
+	expect(ok && strcmp(cJSON_GetStringValue(
+	                        cJSON_GetObjectItem(f->manifest, "reduce")),
+	                    "sum") == 0,
+	       "sum: the elementwise sum, reduce \"sum\"");
+	cg_file_free(f);
+
+	/* mean of partial means = mean of all: (0 1) (2 3 4) then both */
+	struct cg_reducer r;
+	struct cg_file *p1 = reduce(m, "mean", 0, 2, 0);
+	struct cg_file *p2 = reduce(m, "mean", 2, NIN, 0);
+	cg_reducer_init(&r, cg_reduce_op_find("mean"));
+	if (cg_reducer_add(&r, cg_update_from_file(p1, "p1")) != 0 ||
+	    cg_reducer_add(&r, cg_update_from_file(p2, "p2")) != 0 ||
+	    (f = cg_reducer_finish(&r)) == NULL)
+		die("tree");
+	cg_reducer_free(&r);
+	struct cg_file *all = reduce(m, "mean", 0, NIN, 0);
+	flat(m, all, got);
+	flat(m, f, part);
+	double wsum = 0;
+	for (int i = 0; i < NIN; i++)
+		wsum += weights[i];
+	for (int j = 0; j < TOY_P; j++) {
+		double want = 0;
+		for (int i = 0; i < NIN; i++)
+			want += weights[i] * bufs[i][j];
+		want /= wsum;
+		double e1 = fabs(got[j] - want), e2 = fabs(part[j] - want);
+		worst = fmax(worst, fmax(e1, e2));
+	}
+	/*
+	 * Inputs are integers in [-8, 8], weights at most 16, 33 in all: a
+	 * flat mean rounds each product and running sum once (float, under
+	 * 2^-24 relative of at most 33 * 8), the tree once more per level
+	 * and scale; 1e-4 is over ten times that bound.
+	 */
+	printf("     (largest difference from the exact mean: %.3g)\n", worst);
+	expect(worst < 1e-4, "mean: partial means reduce to the mean of all");
+	expect(cg_json_num(f->manifest, "weight", 0) == wsum &&
+	           cg_json_num(f->manifest, "samples", 0) == wsum &&
+	           cg_json_u64(f->manifest, "inputs", 0) == NIN &&
+	           fabs(cg_json_num(f->manifest, "loss", 0) -
+	                cg_json_num(all->manifest, "loss", 0)) < 1e-12,
+	       "mean of means: weight, samples, inputs and loss of all");
+	cg_file_free(f);
+	cg_file_free(all);
+}
+
+static void
+rules(const struct cg_model *m, const struct cg_model *other)
+{
+	for (int sliced = 0; sliced < 2; sliced++) {
+		struct cg_reducer r;
+		int ok = 1;
+
+		cg_reducer_init(&r, cg_reduce_op_find("mean"));
+		r.sliced = sliced;
+		ok &= cg_reducer_add(&r, input(m, 0, CG_UPDATE_GRAD)) == 0;
+		ok &= cg_reducer_add(&r, input(m, 1, CG_UPDATE_DELTA)) == -1 &&
+		      strcmp(cg_errmsg(), "in1.cgg: a delta among grads") == 0;
+		const char *stale = "in2.cgg: computed from another model "
+		                    "(step 3, sha256 ";
+		ok &=
+		    cg_reducer_add(&r, input(other, 2, CG_UPDATE_GRAD)) == -1 &&
+		    strncmp(cg_errmsg(), stale, strlen(stale)) == 0 &&
+		    strstr(cg_errmsg(), "not the first input's (step 0, ");
+		struct cg_update *u = input(m, 3, CG_UPDATE_GRAD);
+		u->file->ntensors = 3;
+		ok &= cg_reducer_add(&r, u) == -1 &&
+		      strcmp(cg_errmsg(),
+		             "in3.cgg: 3 tensors, the first input has 4") == 0;
+		ok &= cg_reducer_add(&r, input(m, 4, CG_UPDATE_GRAD)) == 0;
+		struct cg_file *f = cg_reducer_finish(&r);
+		ok &= f && cg_json_u64(f->manifest, "inputs", 0) == 2;
+		cg_file_free(f);
+		cg_reducer_free(&r);
+		expect(ok, sliced ? "sliced: each rule broken, one message each"
+		                  : "streaming: each rule broken, one message "
+		                    "each");
+	}
+	struct cg_reducer r;
+	cg_reducer_init(&r, cg_reduce_op_find("sum"));
+	expect(cg_reducer_finish(&r) == NULL &&
+	           strcmp(cg_errmsg(), "no inputs") == 0,
+	       "no inputs: no result");
+	cg_reducer_free(&r);
+}
+
+static void
+table(void)
+{
+	int n = 0, streams = 1;
+
+	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+		n++;
+		streams &= !op->streams || (op->init && op->add);
+		streams &= op->streams || op->slice;
+		expect(cg_reduce_op_find(op->name) == op, op->name);
+	}
+	expect(n >= 2 && strcmp(cg_reduce_ops[0].name, "mean") == 0 && streams,
+	       "the table: mean first, every row callable");
+	expect(cg_reduce_op_find("median") == NULL &&
+	           strcmp(cg_errmsg(),
+	                  "unknown operation 'median' (mean, sum)") == 0,
+	       "an unknown operation: the message lists the table");
+
+	/* the manual names every operation of the table */
+	const char *src = getenv("CG_SRCDIR");
+	char path[4096];
+	if (src == NULL)
+		return;
+	snprintf(path, sizeof(path), "%s/man/cg-reduce.1", src);
+	FILE *fp = fopen(path, "r");
+	static char text[1 << 16];
+	size_t len = fp ? fread(text, 1, sizeof(text) - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	text[len] = '\0';
+	int ok = len > 0;
+	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+		char want[64];
+		snprintf(want, sizeof(want), ".It Cm %s\n", op->name);
+		ok &= strstr(text, want) != NULL;
+	}
+	expect(ok, "cg-reduce(1) has an entry for each operation");
+}
+
+int
+main(void)
+{
+	struct cg_model *m = toy_model(1, 0, 1, 0);
+	struct cg_model *other = toy_model(2, 3, 1, 0);
+
+	two_paths(m);
+	sums_and_means(m);
+	rules(m, other);
+	table();
+	cg_model_free(m);
+	cg_model_free(other);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,239 @@
+/*
+ * test_update.c - the update file: written and read back field for field
+ * and bit for bit, its base checked against the model with one message,
+ * its weight falling back to its sample count, and what is not an update
+ * (another kind, no base, a tensor that is not f32 or not the model's)
+ * refused with a message naming the file.  Exit 0 pass, 1 fail.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cg.h"
+#include "model.h"
+#include "update.h"
+
+#define TEST_NAME "test_update"
+#include "check.h"
+#include "toy.h"
+
+static char dir[] = "/tmp/test_update.XXXXXX";
+
+/* The number of times needle occurs in hay. */
+static int
+count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+		n++;
+	return n;
+}
+
+static void
+round_trip(void)
+{
+	struct cg_model *m = toy_model(1, 7, 1, 0);
+	float buf[TOY_P], got[TOY_P];
+	unsigned char d[32];
+	char hex[65], path[64];
+	struct cg_file *f;
+	struct cg_update *u;
+
+	toy_fill(buf, TOY_P, 2, 0.5f);
+	snprintf(path, sizeof(path), "%s/g.cgg", dir);
+	if ((f = cg_update_new(m, CG_UPDATE_DELTA, buf, 48, 123.5, 2.25)) ==
+	        NULL ||
+	    cg_file_write(f, path, CG_COMPRESS_NONE) != 0)
+		die("write");
+	cg_file_free(f);
+	if ((u = cg_update_read(path)) == NULL)
+		die("cg_update_read");
+	cg_model_digest(m, d);
+	cg_hex(hex, d);
+	expect(u->kind == CG_UPDATE_DELTA &&
+	           strcmp(cg_file_kind(u->file), "delta") == 0,
+	       "round trip: the kind");
+	expect(strcmp(u->base, hex) == 0 && u->base_step == 7,
+	       "round trip: the base is the model's digest and step");
+	expect(u->samples == 48 && u->weight == 123.5 && u->loss == 2.25 &&
+	           u->inputs == 1,
+	       "round trip: samples, weight, loss, inputs");
+	expect(strcmp(u->name, path) == 0, "round trip: named by its path");
+	expect(cg_update_get(u, m, got) == 0 && same_bits(got, buf, TOY_P),
+	       "round trip: the tensors, bit for bit");
+	expect(cg_update_check_base(u, m, "m.cgm") == 0,
+	       "its own model: staleness 0");
+	expect(cg_update_check_weight(u) == 0, "a positive weight passes");
+
+	/* the model moves on: the update is stale, and refused */
+	m->params[3] += 1.0f;
+	m->step = 8;
+	expect(cg_update_check_base(u, m, "m.cgm") == -1,
+	       "another model's update is refused");
+	const char *e = cg_errmsg();
+	printf("     (%s)\n", e);
+	expect(strncmp(e, path, strlen(path)) == 0 &&
+	           count(e, "computed from another model") == 1 &&
+	           strstr(e, "not m.cgm (step 8, ") != NULL &&
+	           strstr(e, "(step 7, sha256 ") != NULL,
+	       "one message: the update's name, both steps");
+	cg_update_free(u);
+	unlink(path);
+	cg_model_free(m);
+}
+
+/* An update file in memory with its manifest edited by edit. */
+static struct cg_update *
+edited(struct cg_model *m, const float *buf, void (*edit)(cJSON *),
+       const char *name)
+{
+	struct cg_file *f = cg_update_new(m, CG_UPDATE_GRAD, buf, 16, 16, 1);
+
+	if (f == NULL)
+		die("cg_update_new");
+	edit(f->manifest);
+	return cg_update_from_file(f, name);
+}
+
+static void
+no_weight(cJSON *j)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "weight");
+}
+static void
+zero_samples(cJSON *j)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "samples",
+	                                       cJSON_CreateNumber(0));
+}
+static void
+bad_weight(cJSON *j)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "weight",
+	                                       cJSON_CreateNumber(-2));
+}
+static void
+model_kind(cJSON *j)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "kind",
+	                                       cJSON_CreateString("model"));
+}
+static void
+no_base(cJSON *j)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "base");
+}
+static void
+short_base(cJSON *j)
+{
+	cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "base");
+	cJSON_ReplaceItemInObjectCaseSensitive(b, "sha256",
+	                                       cJSON_CreateString("abc"));
+}
+
+static void
+rules(void)
+{
+	struct cg_model *m = toy_model(3, 0, 1, 0);
+	float buf[TOY_P];
+	struct cg_update *u;
+
+	toy_fill(buf, TOY_P, 4, 1);
+	u = edited(m, buf, no_weight, "nw.cgg");
+	expect(u && u->weight == 16 && u->samples == 16 &&
+	           cg_update_check_weight(u) == 0,
+	       "no weight: the sample count is the weight");
+	cg_update_free(u);
+
+	u = edited(m, buf, zero_samples, "z.cgg");
+	expect(u && cg_update_check_weight(u) == -1 &&
+	           strcmp(cg_errmsg(),
+	                  "z.cgg: no positive sample count and weight") == 0,
+	       "no samples: refused, named");
+	cg_update_free(u);
+	u = edited(m, buf, bad_weight, "w.cgg");
+	expect(u && cg_update_check_weight(u) == -1, "a negative weight: "
+	                                             "refused");
+	cg_update_free(u);
+
+	u = edited(m, buf, model_kind, "m.cgm");
+	expect(u == NULL && strcmp(cg_errmsg(), "m.cgm: a model file, not a "
+	                                        "grad or delta") == 0,
+	       "a model is not an update");
+	u = edited(m, buf, no_base, "nb.cgg");
+	expect(u == NULL &&
+	           strcmp(cg_errmsg(), "nb.cgg: no base model digest") == 0,
+	       "no base: refused");
+	u = edited(m, buf, short_base, "sb.cgg");
+	expect(u == NULL, "a base digest that is no digest: refused");
+	cg_model_free(m);
+}
+
+static void
+tensors(void)
+{
+	struct cg_model *m = toy_model(5, 0, 1, 0);
+	float buf[TOY_P];
+	struct cg_file *f;
+	struct cg_update *u;
+	uint64_t shape[2] = {3, 5};
+
+	toy_fill(buf, TOY_P, 6, 1);
+	/* a.w as f16: not read, whatever the codec of the day */
+	f = cg_file_new("grad");
+	cJSON *b = cJSON_AddObjectToObject(f->manifest, "base");
+	cJSON_AddStringToObject(b, "sha256",
+	                        "0000000000000000000000000000000000000000000000"
+	                        "000000000000000000");
+	cJSON_AddNumberToObject(f->manifest, "samples", 1);
+	uint16_t half[15] = {0};
+	cg_file_add(f, "a.w", CG_F16, 2, shape, half);
+	if ((u = cg_update_from_file(f, "h.cgg")) == NULL)
+		die("from_file");
+	expect(cg_update_f32(&u->file->tensors[0]) == NULL &&
+	           strcmp(cg_errmsg(), "tensor a.w: dtype f16 (only f32 "
+	                               "updates are read)") == 0,
+	       "an f16 tensor is refused by name");
+	expect(cg_update_get(u, m, buf) == -1 &&
+	           strncmp(cg_errmsg(), "h.cgg: tensor a.w: dtype f16", 28) ==
+	               0,
+	       "and so is the update, named");
+	cg_update_free(u);
+
+	/* a view missing, a view misshapen */
+	f = cg_update_new(m, CG_UPDATE_GRAD, buf, 1, 1, 0);
+	f->ntensors = 3; /* b.b dropped */
+	u = cg_update_from_file(f, "s.cgg");
+	expect(u && cg_update_get(u, m, buf) == -1 &&
+	           strcmp(cg_errmsg(), "s.cgg: tensor b.b: missing") == 0,
+	       "a missing view is named");
+	cg_update_free(u);
+	f = cg_update_new(m, CG_UPDATE_GRAD, buf, 1, 1, 0);
+	f->tensors[0].shape[0] = 5;
+	f->tensors[0].shape[1] = 3;
+	u = cg_update_from_file(f, "t.cgg");
+	expect(u && cg_update_get(u, m, buf) == -1 &&
+	           strcmp(cg_errmsg(), "t.cgg: tensor a.w: shape differs "
+	                               "from the model's") == 0,
+	       "a transposed view is named");
+	cg_update_free(u);
+	cg_model_free(m);
+}
+
+int
+main(void)
+{
+	if (mkdtemp(dir) == NULL) {
+		perror(TEST_NAME ": mkdtemp");
+		return 1;
+	}
+	round_trip();
+	rules();
+	tensors();
+	rmdir(dir);
+	return failures ? 1 : 0;
+}
