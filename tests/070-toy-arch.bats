@@ -167,3 +167,16 @@ true"
 		-o x.png
 	[[ ${stderr_lines[0]} == "cg-sample: unknown condition '99'"* ]]
 }
+
+@test "cg-init(1) documents every option cg-init --help lists" {
+	local opt n=0
+	run -0 cg-init --help
+	for opt in $(grep -o -- '--[a-z][a-z0-9-]*' <<<"$output" | sort -u); do
+		grep -Eq -- "^\.It .*Fl -${opt#--}( |$)" \
+			"$CG_SRCDIR/man/cg-init.1" ||
+			{ echo "cg-init.1 lacks $opt"; return 1; }
+		n=$((n + 1))
+	done
+	echo "$n options"
+	[ "$n" -ge 14 ]
+}
