@@ -324,9 +324,9 @@ bits_per_dim(const struct cg_shard *s, const struct cg_metrics *r)
 
 /*
  * The figures of a text shard.  A text arch's loss is in nats per scored
- * token (train.h), and it counts end-of-text as a byte (arch_cgpt.c), so
- * that a model is also scored on where a text ends: bits_per is then per
- * token and per byte at once.
+ * token, and it counts end-of-text as a byte (struct cg_metrics, model.h),
+ * so that a model is also scored on where a text ends: bits_per is then
+ * per token and per byte at once.
  */
 struct text_figures {
 	double nats; /* per token */

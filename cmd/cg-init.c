@@ -1,10 +1,14 @@
 /*
  * cg-init - create a model with seeded weights.
  *
- * The architecture's sizes come from options; the input shape (cvae) and
- * the condition vocabulary come from a data shard, so a model always fits
- * the data it was made for.  The vocabulary is copied into the model,
- * which is how cg-sample later names its rows.
+ * The architecture's sizes come from its options, which the architecture
+ * declares (struct cg_arch_opt): this program knows no architecture and
+ * parses, checks and lists whatever options the registry's rows declare.
+ * getopt sees every option of every architecture; one the chosen
+ * architecture lacks is a usage error naming it.  What the data fixes
+ * (input shape, the condition vocabulary) comes from a data shard, so a
+ * model always fits the data it was made for.  The vocabulary is copied
+ * into the model, which is how cg-sample later names its rows.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -13,218 +17,269 @@
 
 #include <cjson/cJSON.h>
 
-#include "cgpt.h"
 #include "cli.h"
 #include "model.h"
 
-static const char *prog = "cg-init";
+#define PROG "cg-init"
+#define SYNOPSIS "-a ARCH -d SHARD [options] -o MODEL"
+/* Distinct architecture option names getopt is given, at most. */
+#define MAX_NAMES 256
 
-static void
-usage(FILE *fp)
-{
-	fprintf(fp,
-		"usage: %s -a ARCH -d SHARD [options] -o MODEL\n"
-		"  -a, --arch NAME      architecture: cvae or cgpt\n"
-		"      --context N      positions per sequence (cgpt: 128)\n"
-		"  -d, --data SHARD     a data shard: input shape, conditions\n"
-		"      --heads N        attention heads (cgpt: 4)\n"
-		"      --hidden N       hidden width (cvae: 512)\n"
-		"      --latent N       latent size (cvae: 32)\n"
-		"      --layers N       hidden layers (cvae: 2) or blocks "
-		"(cgpt: 4)\n"
-		"  -o, --output FILE    model to write (- for stdout)\n"
-		"      --seed N         weight seed (0)\n"
-		"      --tied[=0|1]     cgpt: output projection tied to the "
-		"token\n"
-		"                       embedding (default 0; --tied alone: 1)\n"
-		"      --width N        model width (cgpt: 256)\n"
-		"  -z, --compress ALG   none, gzip or zstd (none)\n"
-		"  -h, --help           this help\n"
-		"  -V, --version        version\n",
-		prog);
-}
+/* Codes of the options that have no short form; the architectures'
+ * options get OPT_ARCH + their index in names[]. */
+enum { OPT_SEED = 256, OPT_ARCH = 512 };
 
-static int
-fail(const char *msg)
-{
-	fprintf(stderr, "%s: %s\n", prog, msg);
-	return 1;
-}
+struct args {
+	const char *arch_name, *data, *out;
+	const struct cg_arch *arch; /* after validate() */
+	uint64_t seed;
+	enum cg_compress comp;
+	int help;
+	/* The architectures' option names getopt knows, and what each was
+	 * given (the last time it was given). */
+	const char *names[MAX_NAMES];
+	int nnames;
+	int given[MAX_NAMES];
+	const char *value[MAX_NAMES];  /* NULL: alone */
+	double vals[CG_ARCH_MAX_OPTS]; /* arch->opts' values */
+};
 
 static int
 bad_usage(const char *msg)
 {
-	return cg_usage_error(prog, "-a ARCH -d SHARD [options] -o MODEL", msg);
+	return cg_usage_error(PROG, SYNOPSIS, msg);
 }
 
-int
-main(int argc, char **argv)
+/* One option's help: "      --NAME N             help (default D; A to B)",
+ * the parenthesis on a line of its own when the line would pass 79. */
+static void
+print_opt(const struct cg_arch_opt *o)
 {
-	static const struct option opts[] = {
+	char flag[64], range[96];
+
+	snprintf(flag, sizeof(flag), "--%s%s", o->name,
+	         o->type == CG_ARCH_OPT_BOOL  ? "[=0|1]"
+	         : o->type == CG_ARCH_OPT_INT ? " N"
+	                                      : " X");
+	if (o->type == CG_ARCH_OPT_BOOL)
+		snprintf(range, sizeof(range), "(default %.0f; --%s alone: 1)",
+		         o->dflt, o->name);
+	else if (o->type == CG_ARCH_OPT_INT)
+		snprintf(range, sizeof(range), "(default %.0f; %.0f to %.0f)",
+		         o->dflt, o->min, o->max);
+	else
+		snprintf(range, sizeof(range), "(default %g; %g to %g)",
+		         o->dflt, o->min, o->max);
+	int wrap = 27 + strlen(o->help) + 1 + strlen(range) > 79;
+	printf("      %-20s %s%s%*s%s\n", flag, o->help, wrap ? "\n" : " ",
+	       wrap ? 27 : 0, "", range);
+}
+
+/* --help: the generic options, then each architecture's (only's, when
+ * not NULL) from its table. */
+static void
+help(const struct cg_arch *only)
+{
+	printf("usage: " PROG " " SYNOPSIS "\n"
+	       "Create a model of architecture ARCH with seeded weights.\n\n"
+	       "  -a, --arch NAME          architecture:");
+	for (int i = 0; i < cg_arch_count(); i++)
+		printf("%s %s", i ? "," : "", cg_arch_at(i)->name);
+	printf("\n"
+	       "  -d, --data SHARD         a data shard: input shape, "
+	       "conditions\n"
+	       "  -o, --output FILE        model to write (- for stdout)\n"
+	       "      --seed N             weight seed (0)\n"
+	       "  -z, --compress ALG       none, gzip or zstd (none)\n"
+	       "  -h, --help               this help (after -a ARCH: that "
+	       "architecture's only)\n"
+	       "  -V, --version            version\n");
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *a = cg_arch_at(i);
+		if (only && a != only)
+			continue;
+		printf("\n-a %s: %s\n", a->name, a->summary);
+		for (int j = 0; j < a->nopts; j++)
+			print_opt(&a->opts[j]);
+	}
+	printf("\nExit status: 0 ok, 1 a failure, 2 a usage error.\n");
+}
+
+/*
+ * The long options: cg-init's own, then each architecture option name
+ * once (the registry keeps options of one name alike in taking an
+ * argument), recorded in a->names.  Returns a malloc'd table or NULL.
+ */
+static struct option *
+long_options(struct args *a)
+{
+	static const struct option own[] = {
 	    {"arch", required_argument, NULL, 'a'},
 	    {"compress", required_argument, NULL, 'z'},
-	    {"context", required_argument, NULL, 5},
 	    {"data", required_argument, NULL, 'd'},
-	    {"heads", required_argument, NULL, 6},
 	    {"help", no_argument, NULL, 'h'},
-	    {"hidden", required_argument, NULL, 1},
-	    {"latent", required_argument, NULL, 2},
-	    {"layers", required_argument, NULL, 3},
 	    {"output", required_argument, NULL, 'o'},
-	    {"seed", required_argument, NULL, 4},
-	    {"tied", optional_argument, NULL, 7},
+	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"version", no_argument, NULL, 'V'},
-	    {"width", required_argument, NULL, 8},
-	    {NULL, 0, NULL, 0}};
-	const char *arch = NULL, *data = NULL, *out = NULL;
-	long long hidden = 512, latent = 32, layers = -1;
-	long long context = 128, heads = 4, tied = 0, width = 256;
-	uint64_t seed = 0;
-	enum cg_compress comp = CG_COMPRESS_NONE;
-	struct cg_shard *s = NULL;
-	struct cg_model *m = NULL;
-	int c, rc = 1;
+	};
+	const size_t nown = sizeof(own) / sizeof(own[0]);
+	struct option *t = calloc(nown + MAX_NAMES + 1, sizeof(*t));
 
-	while ((c = getopt_long(argc, argv, "a:d:ho:Vz:", opts, NULL)) != -1) {
+	if (t == NULL)
+		return NULL;
+	memcpy(t, own, sizeof(own));
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *ar = cg_arch_at(i);
+		for (int j = 0; j < ar->nopts; j++) {
+			const struct cg_arch_opt *o = &ar->opts[j];
+			int k = 0;
+			while (k < a->nnames && strcmp(a->names[k], o->name))
+				k++;
+			if (k < a->nnames || a->nnames == MAX_NAMES)
+				continue;
+			a->names[k] = o->name;
+			t[nown + k] = (struct option){
+			    o->name,
+			    o->type == CG_ARCH_OPT_BOOL ? optional_argument
+			                                : required_argument,
+			    NULL, OPT_ARCH + k};
+			a->nnames++;
+		}
+	}
+	return t;
+}
+
+/* Parse argv into *a: returns -1 to go on, else the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	struct option *opts = long_options(a);
+	int c, rc = -1;
+
+	if (opts == NULL) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	a->out = "-";
+	while (rc < 0 &&
+	       (c = getopt_long(argc, argv, "a:d:ho:Vz:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			arch = optarg;
+			a->arch_name = optarg;
 			break;
 		case 'd':
-			data = optarg;
+			a->data = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return 0;
+			a->help = 1;
+			break;
 		case 'o':
-			out = optarg;
+			a->out = optarg;
 			break;
 		case 'V':
-			printf("%s (cg) %s\n", prog, CG_VERSION);
-			return 0;
+			printf("%s (cg) %s\n", PROG, CG_VERSION);
+			rc = 0;
+			break;
 		case 'z':
-			if (cg_compress_parse(optarg, &comp) != 0)
-				return bad_usage(cg_errmsg());
+			if (cg_compress_parse(optarg, &a->comp) != 0)
+				rc = bad_usage(cg_errmsg());
 			break;
-		case 1:
-			if (cg_parse_i64("--hidden", optarg, 1, 1 << 20,
-					 &hidden) != 0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 2:
-			if (cg_parse_i64("--latent", optarg, 1, 1 << 20,
-					 &latent) != 0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 3:
-			if (cg_parse_i64("--layers", optarg, 1, 64, &layers) !=
-			    0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 4:
-			if (cg_parse_u64("--seed", optarg, &seed) != 0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 5:
-			if (cg_parse_i64("--context", optarg, 1, CG_CGPT_MAX_T,
-					 &context) != 0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 6:
-			if (cg_parse_i64("--heads", optarg, 1, CG_CGPT_MAX_C,
-					 &heads) != 0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 7:
-			tied = 1;
-			if (optarg &&
-			    cg_parse_i64("--tied", optarg, 0, 1, &tied) != 0)
-				return bad_usage(cg_errmsg());
-			break;
-		case 8:
-			if (cg_parse_i64("--width", optarg, 1, CG_CGPT_MAX_C,
-					 &width) != 0)
-				return bad_usage(cg_errmsg());
+		case OPT_SEED:
+			if (cg_parse_u64("--seed", optarg, &a->seed) != 0)
+				rc = bad_usage(cg_errmsg());
 			break;
 		default:
-			return bad_usage(NULL);
+			if (c < OPT_ARCH || c >= OPT_ARCH + a->nnames) {
+				rc = bad_usage(NULL);
+				break;
+			}
+			a->given[c - OPT_ARCH] = 1;
+			a->value[c - OPT_ARCH] = optarg;
 		}
 	}
-	if (optind != argc)
-		return bad_usage("unexpected argument");
-	if (arch == NULL)
-		return bad_usage("no architecture (-a)");
-	if (data == NULL)
-		return bad_usage("no data shard (-d)");
-	if (out == NULL)
-		out = "-";
-	if (cg_arch_find(arch) == NULL)
-		return bad_usage(cg_errmsg());
-	if ((s = cg_shard_open(data)) == NULL)
-		return fail(cg_errmsg());
+	free(opts);
+	if (rc < 0 && optind != argc)
+		rc = bad_usage("unexpected argument");
+	return rc;
+}
 
-	cJSON *config = cJSON_CreateObject(), *extra = cJSON_CreateObject();
-	cJSON *conds = cJSON_CreateArray();
-	if (config == NULL || extra == NULL || conds == NULL) {
-		cJSON_Delete(config);
-		cJSON_Delete(extra);
-		cJSON_Delete(conds);
-		fail("out of memory");
-		goto out;
+/*
+ * Check what parse() left and find the architecture; fill a->vals from
+ * its defaults and the options given.  -1 to go on, else the exit status
+ * (--help is handled here).
+ */
+static int
+validate(struct args *a)
+{
+	char msg[160];
+
+	if (a->arch_name && (a->arch = cg_arch_find(a->arch_name)) == NULL)
+		return bad_usage(cg_errmsg());
+	if (a->help) {
+		help(a->arch);
+		return 0;
 	}
-	for (size_t i = 0; i < s->nconditions; i++)
-		cJSON_AddItemToArray(conds,
-				     cJSON_CreateString(s->conditions[i]));
-	cJSON_AddItemToObject(extra, "conditions", conds);
-	if (strcmp(arch, "cvae") == 0) {
-		if (s->kind != CG_PAYLOAD_IMAGE) {
-			cJSON_Delete(config);
-			cJSON_Delete(extra);
-			fprintf(stderr, "%s: %s: cvae needs image data\n", prog,
-				data);
-			goto out;
+	if (a->arch == NULL)
+		return bad_usage("no architecture (-a)");
+	if (a->data == NULL)
+		return bad_usage("no data shard (-d)");
+	for (int i = 0; i < a->arch->nopts; i++)
+		a->vals[i] = a->arch->opts[i].dflt;
+	for (int k = 0; k < a->nnames; k++) {
+		const struct cg_arch_opt *o;
+		if (!a->given[k])
+			continue;
+		if ((o = cg_arch_opt_find(a->arch, a->names[k])) == NULL) {
+			snprintf(msg, sizeof(msg),
+			         "--%s is not an option of %s (see " PROG
+			         " -a %s --help)",
+			         a->names[k], a->arch->name, a->arch->name);
+			return bad_usage(msg);
 		}
-		cJSON *img = cJSON_AddObjectToObject(extra, "image");
-		cJSON_AddNumberToObject(img, "height", s->height);
-		cJSON_AddNumberToObject(img, "width", s->width);
-		cJSON_AddNumberToObject(img, "channels", s->channels);
-		cJSON_AddNumberToObject(
-		    config, "in_dim",
-		    (double)s->height * s->width * s->channels);
-		cJSON_AddNumberToObject(config, "ncond",
-					(double)s->nconditions);
-		cJSON_AddNumberToObject(config, "hidden", (double)hidden);
-		cJSON_AddNumberToObject(config, "layers",
-					layers < 0 ? 2 : (double)layers);
-		cJSON_AddNumberToObject(config, "latent", (double)latent);
-	} else if (strcmp(arch, "cgpt") == 0) {
-		if (s->kind != CG_PAYLOAD_TEXT) {
-			cJSON_Delete(config);
-			cJSON_Delete(extra);
-			fprintf(stderr, "%s: %s: cgpt needs text data\n", prog,
-				data);
-			goto out;
-		}
-		cJSON_AddNumberToObject(config, "ncond",
-					(double)s->nconditions);
-		cJSON_AddNumberToObject(config, "context", (double)context);
-		cJSON_AddNumberToObject(config, "width", (double)width);
-		cJSON_AddNumberToObject(config, "layers",
-					layers < 0 ? 4 : (double)layers);
-		cJSON_AddNumberToObject(config, "heads", (double)heads);
-		cJSON_AddNumberToObject(config, "tied", (double)tied);
+		if (cg_arch_opt_parse(o, a->value[k],
+		                      &a->vals[o - a->arch->opts]) != 0)
+			return bad_usage(cg_errmsg());
 	}
-	if ((m = cg_model_create(arch, config, extra, seed)) == NULL) {
-		fail(cg_errmsg());
+	return -1;
+}
+
+/* Make the model and write it.  Returns 0 or -1 with a message. */
+static int
+run(const struct args *a)
+{
+	struct cg_shard *s;
+	struct cg_model *m = NULL;
+	cJSON *config, *extra;
+	int rc = -1;
+
+	if ((s = cg_shard_open(a->data)) == NULL)
+		return -1;
+	if (cg_arch_config(a->arch, s, a->vals, &config, &extra) != 0) {
+		cg_errprefix(a->data);
 		goto out;
 	}
-	if (cg_model_write(m, out, comp) != 0) {
-		fail(cg_errmsg());
+	if ((m = cg_model_create(a->arch->name, config, extra, a->seed)) ==
+	        NULL ||
+	    cg_model_write(m, a->out, a->comp) != 0)
 		goto out;
-	}
 	rc = 0;
 out:
 	cg_model_free(m);
 	cg_shard_free(s);
 	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct args a;
+	int rc;
+
+	if ((rc = parse(argc, argv, &a)) >= 0 || (rc = validate(&a)) >= 0)
+		return rc;
+	if (run(&a) != 0) {
+		fprintf(stderr, PROG ": %s\n", cg_errmsg());
+		return 1;
+	}
+	return 0;
 }

@@ -140,6 +140,26 @@ cgpt_check_data(struct cg_model *m, const struct cg_shard *s)
 	return cg_model_check_conditions(m, s);
 }
 
+static int
+cgpt_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+{
+	(void)extra;
+	if (s->kind != CG_PAYLOAD_TEXT)
+		return cg_seterr("cgpt needs text data");
+	if (cJSON_AddNumberToObject(config, "ncond", (double)s->nconditions) ==
+	    NULL)
+		return cg_seterr("out of memory");
+	return 0;
+}
+
+static int
+cgpt_nconds(const struct cg_model *m)
+{
+	struct cg_cgpt_config c;
+
+	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
+}
+
 static void
 cgpt_free_ws(struct cg_model *m)
 {
@@ -340,10 +360,28 @@ cgpt_sample_text(struct cg_model *m, int cond, const uint8_t *prompt,
 	                      ctx);
 }
 
+/* cg-init's options; their keys follow ncond in the config. */
+static const struct cg_arch_opt cgpt_opts[] = {
+    {"context", CG_ARCH_OPT_INT, 128, 1, CG_CGPT_MAX_T,
+     "positions per sequence"},
+    {"width", CG_ARCH_OPT_INT, 256, 1, CG_CGPT_MAX_C,
+     "model width: residual stream and embeddings"},
+    {"layers", CG_ARCH_OPT_INT, 4, 1, 64, "transformer blocks"},
+    {"heads", CG_ARCH_OPT_INT, 4, 1, CG_CGPT_MAX_C,
+     "attention heads (they divide --width)"},
+    {"tied", CG_ARCH_OPT_BOOL, 0, 0, 1,
+     "output projection tied to the token embedding"},
+};
+
 const struct cg_arch cg_arch_cgpt = {
     .name = "cgpt",
+    .summary = "conditional byte-level transformer (GPT-2) for text",
     .loss_name = "loss",
     .part_names = {"tokens", NULL, NULL},
+    .opts = cgpt_opts,
+    .nopts = sizeof(cgpt_opts) / sizeof(cgpt_opts[0]),
+    .config_from_shard = cgpt_config_from_shard,
+    .nconds = cgpt_nconds,
     .layout = cgpt_layout,
     .init = cgpt_init,
     .check_data = cgpt_check_data,

@@ -89,6 +89,30 @@ cvae_check_data(struct cg_model *m, const struct cg_shard *s)
 	return cg_model_check_conditions(m, s);
 }
 
+static int
+cvae_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+{
+	return cg_arch_image_config("cvae", s, config, extra);
+}
+
+static int
+cvae_nconds(const struct cg_model *m)
+{
+	struct cg_cvae_config c;
+
+	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
+}
+
+static int
+cvae_image_shape(const struct cg_model *m, int shape[3])
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
+}
+
 static void
 cvae_free_ws(struct cg_model *m)
 {
@@ -179,14 +203,28 @@ cvae_sample_image(struct cg_model *m, const int *cond, int n,
 	return cg_cvae_decode(&w->c, m->params, w->ws, w->eps, cond, n, out);
 }
 
+/* cg-init's options; their keys follow in_dim and ncond in the config. */
+static const struct cg_arch_opt cvae_opts[] = {
+    {"hidden", CG_ARCH_OPT_INT, 512, 1, 1 << 20, "hidden width"},
+    {"layers", CG_ARCH_OPT_INT, 2, 1, 64,
+     "hidden layers of the encoder, and of the decoder"},
+    {"latent", CG_ARCH_OPT_INT, 32, 1, 1 << 20, "latent size"},
+};
+
 const struct cg_arch cg_arch_cvae = {
-	.name = "cvae",
-	.loss_name = "nelbo",
-	.part_names = {"rec", "kl", NULL},
-	.layout = cvae_layout,
-	.init = cvae_init,
-	.check_data = cvae_check_data,
-	.batch = cvae_batch,
-	.sample_image = cvae_sample_image,
-	.free_ws = cvae_free_ws,
+    .name = "cvae",
+    .summary = "conditional VAE (MLP encoder and decoder) for images",
+    .loss_name = "nelbo",
+    .part_names = {"rec", "kl", NULL},
+    .opts = cvae_opts,
+    .nopts = sizeof(cvae_opts) / sizeof(cvae_opts[0]),
+    .config_from_shard = cvae_config_from_shard,
+    .nconds = cvae_nconds,
+    .image_shape = cvae_image_shape,
+    .layout = cvae_layout,
+    .init = cvae_init,
+    .check_data = cvae_check_data,
+    .batch = cvae_batch,
+    .sample_image = cvae_sample_image,
+    .free_ws = cvae_free_ws,
 };

@@ -222,6 +222,13 @@ void cg_guard_mapped_reads(void);
  * bytes (0 where the system does not say). */
 uint64_t cg_rss_now(void);
 uint64_t cg_rss_peak(void);
+/*
+ * The byte to show people for byte c of somebody else's text: '?' for
+ * a control byte (below 0x20, and DEL), but newline and tab when
+ * keep_space; c itself otherwise, so UTF-8 passes.  A terminal then never
+ * sees an escape sequence it would act on.
+ */
+int cg_shown_byte(int c, int keep_space);
 /* Lower-case hex of a SHA-256 digest into out[65]. */
 void cg_hex(char out[65], const unsigned char d[32]);
 void cg_sha256(unsigned char out[32], const void *data, size_t n);

@@ -355,10 +355,8 @@ put_clean(FILE *fp, const char *s, size_t max)
 {
 	size_t i;
 
-	for (i = 0; s[i] && i < max; i++) {
-		unsigned char c = (unsigned char)s[i];
-		putc(c < 0x20 || c == 0x7f ? '?' : c, fp);
-	}
+	for (i = 0; s[i] && i < max; i++)
+		putc(cg_shown_byte((unsigned char)s[i], 0), fp);
 	if (s[i])
 		fputs("...", fp);
 }

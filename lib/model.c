@@ -22,21 +22,6 @@
 
 #include "model.h"
 
-extern const struct cg_arch cg_arch_cvae;
-extern const struct cg_arch cg_arch_cgpt;
-
-static const struct cg_arch *const archs[] = {&cg_arch_cvae, &cg_arch_cgpt};
-
-const struct cg_arch *
-cg_arch_find(const char *name)
-{
-	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
-		if (strcmp(archs[i]->name, name) == 0)
-			return archs[i];
-	cg_seterr("unknown architecture '%.32s'", name);
-	return NULL;
-}
-
 uint64_t
 cg_json_u64(const cJSON *obj, const char *key, uint64_t dflt)
 {

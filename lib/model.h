@@ -41,18 +41,78 @@ struct cg_sampler {
  * return stops generation (and is not an error). */
 typedef int (*cg_emit_fn)(void *ctx, int byte);
 
-/* Figures one batch (or a whole evaluation) produced, all means. */
+/*
+ * Figures one batch (or a whole evaluation) produced, all means.  Image
+ * archs give the objective per example.  Text archs give it in nats per
+ * scored token, bits_per = loss / ln 2 in bits per byte (end-of-text
+ * counted as a byte), and part[0] = scored tokens per example, which
+ * lib/train.c uses to weigh batches by their tokens.
+ */
 struct cg_metrics {
-	double loss;	 /* the training objective, per example */
+	double loss;     /* the training objective */
 	double part[3];	 /* named parts of it (cvae: rec, kl) */
 	uint64_t n;	 /* examples */
 	double bits_per; /* text: bits per byte; else 0 */
 };
 
+/* What kind of value an architecture's config option takes. */
+enum cg_arch_opt_type {
+	CG_ARCH_OPT_INT,   /* a whole number in [min, max] */
+	CG_ARCH_OPT_BOOL,  /* 0 or 1; the option alone means 1 */
+	CG_ARCH_OPT_FLOAT, /* a finite number in [min, max] */
+};
+
+/*
+ * One config option an architecture declares: cg-init's --NAME, and the
+ * config key of the same name.  cg-init parses, checks and documents it
+ * from this row alone; the value is stored as a JSON number.
+ */
+struct cg_arch_opt {
+	const char *name; /* [a-z0-9-]+, not one of cg-init's own options */
+	enum cg_arch_opt_type type;
+	double dflt, min, max; /* bool: 0 or 1, [0, 1] */
+	const char *help;      /* one line, without the default */
+};
+
+#define CG_ARCH_MAX_OPTS 32
+
+/*
+ * An architecture: a row of the registry (lib/arch.c says how to add
+ * one).  Programs never name an architecture; they find it by the name a
+ * model file or cg-init's -a gives, and meet it only through this struct.
+ */
 struct cg_arch {
 	const char *name;
+	const char *summary;        /* one line for help: what it models */
 	const char *loss_name;	    /* the objective's name in reports */
 	const char *part_names[3];
+	/*
+	 * The config options, in the order their keys follow the keys
+	 * config_from_shard adds: the manifest's key order is part of a
+	 * model's bytes.
+	 */
+	const struct cg_arch_opt *opts;
+	int nopts;
+	/*
+	 * The config keys and manifest entries that come from data shard s:
+	 * adds them to config (before the options' keys) and to extra
+	 * (after "conditions", which the caller adds).  Returns 0, or -1
+	 * with a message when s does not suit the arch.
+	 */
+	int (*config_from_shard)(const struct cg_shard *s, struct cJSON *config,
+	                         struct cJSON *extra);
+	/*
+	 * The number of conditions the model was built for (its config
+	 * fixes what a condition index selects), or -1 with a message.
+	 */
+	int (*nconds)(const struct cg_model *m);
+	/*
+	 * Image models: the shape of one sample, {height, width, channels},
+	 * from the manifest and checked against the config (see
+	 * cg_arch_image_shape).  Returns 0 or -1 with a message.  NULL for
+	 * text models.
+	 */
+	int (*image_shape)(const struct cg_model *m, int shape[3]);
 	/*
 	 * Check m->config and set m->nparams, m->views, m->nviews, and
 	 * the parameter groups if the arch has several
@@ -129,8 +189,67 @@ struct cg_model {
 	int chunk;	 /* most examples through the model at once; 0: any */
 };
 
+/* ------------------------------------------------------------ registry */
+
 /* The architecture called name, or NULL with a message. */
 const struct cg_arch *cg_arch_find(const char *name);
+/* How many architectures there are, and the i-th (0 <= i < count), the
+ * table's in table order, then registered ones in registration order. */
+int cg_arch_count(void);
+const struct cg_arch *cg_arch_at(int i);
+/*
+ * Add an architecture that is not in the table (a test's, a plug-in's),
+ * e.g. from a constructor function.  a must outlive every use.  Returns
+ * 0, or -1 with a message when a fails cg_arch_check or the registry is
+ * full.
+ */
+int cg_arch_register(const struct cg_arch *a);
+/*
+ * Whether a is well formed and fits beside the registered ones: a new
+ * name, the callbacks every arch needs, an option table of valid,
+ * distinct names whose defaults lie in range, and options named as
+ * another arch's take an argument as those do.  Returns 0 or -1.
+ */
+int cg_arch_check(const struct cg_arch *a);
+
+/* The option of a called name, or NULL. */
+const struct cg_arch_opt *cg_arch_opt_find(const struct cg_arch *a,
+                                           const char *name);
+/*
+ * arg as a value of option o (arg NULL: the option given alone, allowed
+ * for a bool only) into *out; -1 with a message naming --NAME otherwise.
+ */
+int cg_arch_opt_parse(const struct cg_arch_opt *o, const char *arg,
+                      double *out);
+/*
+ * A new model's config and manifest extras for arch a and data shard s:
+ * extra gets "conditions" (s's vocabulary) and what a adds; config the
+ * keys from s, then each option's value vals[i] (vals NULL: defaults),
+ * in table order.  The caller owns *config and *extra (cg_model_create
+ * takes them).  Returns 0, or -1 with a message.
+ */
+int cg_arch_config(const struct cg_arch *a, const struct cg_shard *s,
+                   const double *vals, struct cJSON **config,
+                   struct cJSON **extra);
+
+/*
+ * For image archs: config_from_shard's work for a model that reads and
+ * makes whole images of s: refuses data that is not images (naming arch),
+ * adds extra "image" {height, width, channels} and config "in_dim"
+ * (values per image) and "ncond".  Returns 0 or -1.
+ */
+int cg_arch_image_config(const char *arch, const struct cg_shard *s,
+                         struct cJSON *config, struct cJSON *extra);
+/*
+ * The image shape of m's manifest into shape {height, width, channels},
+ * checked against the values per image (in_dim) the arch's config makes:
+ * a manifest that disagrees would have a reader run past a sample.
+ * Returns 0 or -1 with a message.
+ */
+int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
+                        int shape[3]);
+
+/* --------------------------------------------------------------- models */
 
 /*
  * A new model of arch with config (taken over: the model owns it) and

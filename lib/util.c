@@ -1,5 +1,6 @@
 /*
- * util.c - small shared helpers: aligned allocation, digests, hex.
+ * util.c - small shared helpers: aligned allocation, digests, hex, the
+ * bytes of text shown to people.
  *
  * Kept apart so that kernels and file code can share them without pulling
  * each other in.  SHA-256 comes from OpenSSL's EVP interface.
@@ -51,6 +52,14 @@ cg_rss_peak(void)
 	if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss < 0)
 		return 0;
 	return (uint64_t)ru.ru_maxrss * 1024; /* Linux: kilobytes */
+}
+
+int
+cg_shown_byte(int c, int keep_space)
+{
+	if (keep_space && (c == '\n' || c == '\t'))
+		return c;
+	return c < 0x20 || c == 0x7f ? '?' : c;
 }
 
 void

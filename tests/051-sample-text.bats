@@ -257,6 +257,26 @@ print("ok")' both a
 	[ "$output" = "$(printf 'hi\r\n%%\r\nhi\r')" ]
 }
 
+@test "cg-sample: control bytes show as '?' on a terminal, raw to a pipe" {
+	command -v script >/dev/null || skip 'no script(1) for a terminal'
+	local cmd="cg-sample -m '$D/pj.cgm' -c story -n 3 --max-bytes 300 \
+		--seed 4"
+	eval "$cmd" >pipe.out
+	# The untrained model draws bytes near uniformly, controls among them.
+	local all kept
+	all=$(wc -c <pipe.out)
+	kept=$(tr -d '\000-\010\013-\037\177' <pipe.out | wc -c)
+	echo "$all bytes, $((all - kept)) of them control bytes"
+	[ "$kept" -lt "$all" ]
+	script -qec "$cmd" /dev/null </dev/null >tty.raw
+	# The terminal makes each newline CR LF; a CR the model drew is '?'.
+	tr -d '\r' <tty.raw >tty.out
+	tr '\000-\010\013-\037\177' '?' <pipe.out >want
+	# and cg-sample ends a terminal's last line
+	[ "$(tail -c 1 want | od -An -tx1)" = " 0a" ] || printf '\n' >>want
+	cmp tty.out want
+}
+
 @test "cg-sample: an interrupted -o FILE leaves nothing" {
 	mkdir dir
 	cg-sample -m "$D/m.cgm" -c 0 -n 4096 --max-bytes 4096 \

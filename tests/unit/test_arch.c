@@ -1,0 +1,315 @@
+/*
+ * test_arch.c - the registry of architectures, the option rows cg-init
+ * reads, the configs it writes, and the test-only toy architecture
+ * (arch_toy.c): its loss, and its gradient against finite differences.
+ *
+ * The toy joins the registry from its constructor, so that this program
+ * sees three architectures: the table's two and the toy.
+ */
+#define TEST_NAME "test_arch"
+#include <math.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+#include "model.h"
+#include "shard.h"
+
+/*
+ * The toy's loss is a sum of softplus terms of the parameters, computed
+ * in double from float parameters.  The central difference with step h
+ * is off by h^2/6 |f'''| at most per term, |softplus'''| <= 0.1, so
+ * below 2e-6 for h = 1e-2 (each parameter enters one term per example,
+ * and the loss is a mean over examples); the double sums add ~1e-16 |f| /
+ * h, and the gradient's float rounding 6e-8 relative.  Relative errors
+ * (against a floor of 1e-2) under 1e-3 leave a margin of five over that.
+ */
+#define FD_H 1e-2
+#define FD_TOL 1e-3
+#define FD_FLOOR 1e-2
+#include "fd.h"
+
+extern const struct cg_arch cg_arch_toy;
+
+#define H 2
+#define W 3
+#define N 6
+
+/* An image shard: conditions "a", "b", "c"; example i of condition
+ * i % 3, pixels of every value from 0 to 255. */
+static struct cg_shard *
+image_shard(void)
+{
+	static const char *const names[] = {"a", "b", "c"};
+	struct cg_dataset d;
+	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
+	int assign[N] = {0};
+
+	memset(&d, 0, sizeof(d));
+	d.kind = CG_PAYLOAD_IMAGE;
+	d.n = N;
+	d.height = H;
+	d.width = W;
+	d.channels = 1;
+	d.cond = xcalloc(N, sizeof(uint32_t));
+	d.index = xcalloc(N, sizeof(uint64_t));
+	d.offset = xcalloc(N + 1, sizeof(uint64_t));
+	d.payload = xcalloc(N * H * W, 1);
+	for (int i = 0; i < N; i++) {
+		d.cond[i] = (uint32_t)(i % 3);
+		d.index[i] = (uint64_t)i;
+		d.offset[i + 1] = (uint64_t)(i + 1) * H * W;
+		for (int j = 0; j < H * W; j++)
+			d.payload[i * H * W + j] =
+			    (uint8_t)((i * 37 + j * 101) % 256);
+	}
+	d.payload[0] = 0;
+	d.payload[1] = 255;
+	if (cg_dataset_set_conditions(&d, names, 3) != 0)
+		die("cg_dataset_set_conditions");
+	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
+	if (f == NULL)
+		die("cg_shard_build");
+	struct cg_shard *s = cg_shard_from_file(f, "test");
+	if (s == NULL)
+		die("cg_shard_from_file");
+	cg_dataset_free(&d);
+	return s;
+}
+
+/* Whether obj's keys are keys[0..n), in that order. */
+static int
+keys_are(const cJSON *obj, const char *const *keys, int n)
+{
+	const cJSON *it = obj ? obj->child : NULL;
+
+	for (int i = 0; i < n; i++, it = it->next)
+		if (it == NULL || strcmp(it->string, keys[i]) != 0)
+			return 0;
+	return it == NULL;
+}
+
+static void
+test_registry(void)
+{
+	static const struct cg_arch_opt seed_opt[] = {
+	    {"seed", CG_ARCH_OPT_INT, 1, 0, 9, "shadows cg-init's --seed"}};
+	static const struct cg_arch_opt tied_int[] = {
+	    {"tied", CG_ARCH_OPT_INT, 1, 0, 9,
+	     "an int where cgpt's is a "
+	     "bool"}};
+	static const struct cg_arch_opt bad_dflt[] = {
+	    {"depth", CG_ARCH_OPT_INT, 0, 1, 9, "default below the range"}};
+	struct cg_arch a;
+	int found = 0, ok = 1;
+
+	expect(cg_arch_count() == 3, "three architectures: cvae, cgpt, toy");
+	expect(cg_arch_at(0) == cg_arch_find("cvae") &&
+	           cg_arch_at(1) == cg_arch_find("cgpt") &&
+	           cg_arch_at(2) == &cg_arch_toy &&
+	           cg_arch_find("toy") == &cg_arch_toy &&
+	           cg_arch_at(3) == NULL && cg_arch_at(-1) == NULL,
+	       "the table's rows, then the registered toy");
+	expect(cg_arch_find("nope") == NULL &&
+	           strstr(cg_errmsg(), "unknown architecture 'nope'"),
+	       "an unknown name: NULL and a message");
+	for (int i = 0; i < cg_arch_count(); i++)
+		ok &= cg_arch_check(cg_arch_at(i)) == 0;
+	expect(ok, "every architecture passes cg_arch_check");
+	expect(cg_arch_register(&cg_arch_toy) == 0 && cg_arch_count() == 3,
+	       "registering the toy again changes nothing");
+
+	a = cg_arch_toy;
+	a.name = "cvae";
+	expect(cg_arch_register(&a) == -1 && strstr(cg_errmsg(), "taken"),
+	       "a second arch named cvae is refused");
+	a.name = "toy2";
+	a.opts = seed_opt;
+	a.nopts = 1;
+	expect(cg_arch_register(&a) == -1 && strstr(cg_errmsg(), "cg-init"),
+	       "an option named as one of cg-init's own is refused");
+	a.opts = tied_int;
+	expect(cg_arch_register(&a) == -1 && strstr(cg_errmsg(), "bool"),
+	       "--tied as an int beside cgpt's bool --tied is refused");
+	a.opts = bad_dflt;
+	expect(cg_arch_register(&a) == -1 && strstr(cg_errmsg(), "default"),
+	       "a default outside its range is refused");
+	a = cg_arch_toy;
+	a.name = "toy2";
+	a.sample_text = NULL;
+	a.image_shape = NULL;
+	expect(cg_arch_register(&a) == -1,
+	       "an image arch without image_shape is refused");
+	expect(cg_arch_count() == 3, "refused archs are not registered");
+	for (int i = 0; i < cg_arch_count(); i++)
+		found += cg_arch_opt_find(cg_arch_at(i), "layers") != NULL;
+	expect(found == 2, "cvae and cgpt both declare --layers");
+}
+
+static void
+test_opts(void)
+{
+	const struct cg_arch *cvae = cg_arch_find("cvae");
+	const struct cg_arch *cgpt = cg_arch_find("cgpt");
+	const struct cg_arch_opt *o;
+	double v = -1;
+
+	o = cg_arch_opt_find(cvae, "layers");
+	expect(o && o->dflt == 2 && cg_arch_opt_find(cgpt, "layers")->dflt == 4,
+	       "--layers: default 2 for cvae, 4 for cgpt");
+	expect(cg_arch_opt_parse(o, "7", &v) == 0 && v == 7,
+	       "an int option parses");
+	expect(cg_arch_opt_parse(o, "65", &v) == -1 &&
+	           strstr(cg_errmsg(), "--layers"),
+	       "out of range: refused, the message names --layers");
+	expect(cg_arch_opt_parse(o, NULL, &v) == -1,
+	       "an int option needs a value");
+	o = cg_arch_opt_find(cgpt, "tied");
+	expect(o && cg_arch_opt_parse(o, NULL, &v) == 0 && v == 1 &&
+	           cg_arch_opt_parse(o, "0", &v) == 0 && v == 0 &&
+	           cg_arch_opt_parse(o, "2", &v) == -1,
+	       "a bool: alone 1, =0 0, =2 refused");
+	o = cg_arch_opt_find(&cg_arch_toy, "spread");
+	expect(o && cg_arch_opt_parse(o, "0.25", &v) == 0 && v == 0.25 &&
+	           cg_arch_opt_parse(o, "11", &v) == -1 &&
+	           cg_arch_opt_parse(o, "nan", &v) == -1,
+	       "a float: 0.25 parses, 11 and nan are refused");
+	expect(cg_arch_opt_find(cvae, "width") == NULL, "cvae has no --width");
+}
+
+static void
+test_config(const struct cg_shard *s)
+{
+	static const char *const cvae_keys[] = {"in_dim", "ncond", "hidden",
+	                                        "layers", "latent"};
+	static const char *const toy_keys[] = {"in_dim", "ncond", "spread",
+	                                       "shared"};
+	static const char *const extra_keys[] = {"conditions", "image"};
+	const double vals[] = {0.25, 1};
+	cJSON *config, *extra;
+
+	if (cg_arch_config(cg_arch_find("cvae"), s, NULL, &config, &extra) != 0)
+		die("cg_arch_config cvae");
+	expect(keys_are(config, cvae_keys, 5) && keys_are(extra, extra_keys, 2),
+	       "cvae: config keys in the order models have them");
+	expect(cg_json_u64(config, "in_dim", 0) == H * W &&
+	           cg_json_u64(config, "ncond", 0) == 3 &&
+	           cg_json_u64(config, "hidden", 0) == 512 &&
+	           cg_json_u64(config, "layers", 0) == 2 &&
+	           cg_json_u64(config, "latent", 0) == 32,
+	       "cvae: the shard's sizes and the defaults");
+	cJSON_Delete(config);
+	cJSON_Delete(extra);
+	if (cg_arch_config(&cg_arch_toy, s, vals, &config, &extra) != 0)
+		die("cg_arch_config toy");
+	expect(keys_are(config, toy_keys, 4) &&
+	           cg_json_num(config, "spread", 0) == 0.25 &&
+	           cg_json_num(config, "shared", 0) == 1,
+	       "toy: data keys, then the options as given");
+	cJSON_Delete(config);
+	cJSON_Delete(extra);
+	expect(cg_arch_config(cg_arch_find("cgpt"), s, NULL, &config, &extra) ==
+	               -1 &&
+	           strcmp(cg_errmsg(), "cgpt needs text data") == 0 &&
+	           config == NULL && extra == NULL,
+	       "cgpt refuses an image shard");
+}
+
+struct fd_ctx {
+	struct cg_model *m;
+	const struct cg_shard *s;
+	const uint64_t *ex;
+	int B;
+};
+
+static double
+toy_loss(void *p)
+{
+	struct fd_ctx *c = p;
+	struct cg_metrics r;
+
+	if (c->m->arch->batch(c->m, c->s, c->ex, c->B, 0, NULL, &r) != 0)
+		die("toy batch");
+	return r.loss;
+}
+
+static void
+test_toy(const struct cg_shard *s)
+{
+	const double vals[] = {0.7, 1};
+	const uint64_t ex[] = {0, 1, 2, 3, 5, 3};
+	cJSON *config, *extra;
+	struct cg_model *m;
+	struct cg_metrics r;
+	float *g, *g2;
+	struct fd_ctx c;
+	int shape[3];
+
+	if (cg_arch_config(&cg_arch_toy, s, vals, &config, &extra) != 0 ||
+	    (m = cg_model_create("toy", config, extra, 5)) == NULL)
+		die("toy model");
+	expect(m->nparams == 3 * H * W + H * W && m->nviews == 2 &&
+	           strcmp(m->views[1].name, "shared.logit") == 0,
+	       "toy --shared: cond.logit [3, 6] and shared.logit [6]");
+	expect(m->arch->check_data(m, s) == 0, "the shard fits the toy");
+	expect(m->arch->image_shape(m, shape) == 0 && shape[0] == H &&
+	           shape[1] == W && shape[2] == 1 && m->arch->nconds(m) == 3,
+	       "its image shape and conditions");
+
+	/* All logits 0: each pixel costs ln 2, whatever its value. */
+	float *keep = xcalloc(m->nparams, sizeof(float));
+	memcpy(keep, m->params, m->nparams * sizeof(float));
+	memset(m->params, 0, m->nparams * sizeof(float));
+	if (m->arch->batch(m, s, ex, 6, 0, NULL, &r) != 0)
+		die("toy batch");
+	printf("     zero logits: loss %.17g, H W ln 2 = %.17g\n", r.loss,
+	       H * W * M_LN2);
+	/* 36 terms of ln 2 summed, then divided by 6: tens of ulps of 4.2,
+	 * under 1e-14. */
+	expect(fabs(r.loss - H * W * M_LN2) < 1e-14 && r.n == 6,
+	       "zero logits: the loss is H W ln 2 per image");
+	memcpy(m->params, keep, m->nparams * sizeof(float));
+	free(keep);
+
+	/* The shared logits are not drawn: make them count. */
+	for (int i = 0; i < H * W; i++)
+		m->params[3 * H * W + i] = 0.3f * (float)(i - 2);
+	g = xcalloc(m->nparams, sizeof(float));
+	g2 = xcalloc(m->nparams, sizeof(float));
+	if (m->arch->batch(m, s, ex, 6, 0, g, &r) != 0)
+		die("toy batch with gradient");
+	c = (struct fd_ctx){m, s, ex, 6};
+	fdcheck("toy gradient (repeats too)", m->params, g, m->nparams,
+	        toy_loss, &c, 0);
+	/*
+	 * Backward adds: a second batch doubles what the first gave, up
+	 * to the rounding of adding its six terms (each at most 1/6, the
+	 * sum at most 2) one by one into a float: 6 half-ulps of 2, 1.5e-6.
+	 */
+	memcpy(g2, g, m->nparams * sizeof(float));
+	if (m->arch->batch(m, s, ex, 6, 0, g2, &r) != 0)
+		die("toy batch with gradient");
+	double worst = 0;
+	for (size_t i = 0; i < m->nparams; i++)
+		worst = fmax(worst, fabs(g2[i] - 2.0 * g[i]));
+	printf("     two batches against twice one: max abs diff %.3g\n",
+	       worst);
+	expect(worst <= 1.5e-6, "the gradient accumulates (+=)");
+	free(g);
+	free(g2);
+	cg_model_free(m);
+}
+
+int
+main(void)
+{
+	struct cg_shard *s = image_shard();
+
+	test_registry();
+	test_opts();
+	test_config(s);
+	test_toy(s);
+	cg_shard_free(s);
+	return failures ? 1 : 0;
+}
