@@ -140,9 +140,9 @@ set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
 	t->ndim = ndim;
 	t->nelem = n;
 	if (cg_dtype_bytes(dtype, n, &t->nbytes) != 0) {
-		cg_errprefix(t->name);
-		cg_errprefix("tensor");
-		return -1;
+		char why[128];
+		snprintf(why, sizeof(why), "%s", cg_errmsg());
+		return cg_seterr("tensor %s: %s", t->name, why);
 	}
 	return 0;
 }
@@ -592,9 +592,12 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 			if (strcmp(f->tensors[i].name, t->name) == 0)
 				return cg_seterr("tensor %s: listed twice",
 						 t->name);
-		if (!cJSON_IsString(dt) ||
-		    cg_dtype_parse(dt->valuestring, &dtype) != 0)
+		if (!cJSON_IsString(dt))
 			return cg_seterr("tensor %s: bad dtype", t->name);
+		if (cg_dtype_parse(dt->valuestring, &dtype) != 0)
+			return cg_seterr("tensor %s: bad dtype: unknown "
+					 "'%.32s'",
+					 t->name, dt->valuestring);
 		if (!cJSON_IsArray(sh) ||
 		    cJSON_GetArraySize(sh) > CG_MAX_DIMS)
 			return cg_seterr("tensor %s: bad shape", t->name);
