@@ -125,9 +125,9 @@ uint16_t cg_f32_to_bf16(float f);
 
 /*
  * The values of a tensor (struct cg_tensor, below) of any dtype, through
- * its row.  Each first checks that t->nbytes is what dtype and shape say
- * and that [first, first + n) lies in t, and returns -1 with a message
- * ("tensor NAME: ...") otherwise; 0 on success.  t is only read, nothing
+ * its row.  Each first checks that t->nbytes is what dtype and shape say,
+ * that t->data is there and that [first, first + n) lies in t, and
+ * returns -1 with a message ("tensor NAME: ...") otherwise; 0 on success.  t is only read, nothing
  * is allocated (a few KiB of stack), and any number of threads may
  * decode the same tensor at once.  No cost is paid for f32 beyond a copy.
  *

@@ -147,11 +147,24 @@ put64(unsigned char *p, uint64_t v)
 
 /* -------------------------------------------------------- float types */
 
+/* On a little-endian host the stored f32 is the float: a copy (a model's
+ * views are read at memory speed, nan payloads and all). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define F32_IS_STORED 1
+#else
+#define F32_IS_STORED 0
+#endif
+
 static void
 f32_decode(float *dst, const void *src, size_t n)
 {
 	const unsigned char *p = src;
 
+	if (F32_IS_STORED) {
+		if (n)
+			memcpy(dst, src, n * 4);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t u = get32(p + 4 * i);
 		memcpy(&dst[i], &u, 4);
@@ -163,6 +176,11 @@ f32_encode(void *dst, const float *src, size_t n)
 {
 	unsigned char *p = dst;
 
+	if (F32_IS_STORED) {
+		if (n)
+			memcpy(dst, src, n * 4);
+		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t u;
 		memcpy(&u, &src[i], 4);
@@ -487,6 +505,10 @@ check_range(const struct cg_tensor *t, uint64_t first, size_t n)
 		cg_seterr("tensor %s: %" PRIu64 " bytes, but %s [%" PRIu64
 		          "] takes %" PRIu64,
 		          t->name, t->nbytes, c->name, t->nelem, need);
+		return NULL;
+	}
+	if (t->data == NULL && t->nbytes > 0) { /* given up (stolen) */
+		cg_seterr("tensor %s: its data was released", t->name);
 		return NULL;
 	}
 	if (first > t->nelem || n > t->nelem - first) {
