@@ -4,8 +4,8 @@
  * The reading side of cg-inspect, and the comparison of two files behind
  * cg-inspect --diff.  Elements of any dtype are decoded through the
  * codec table (cg_tensor_decode_f64) to double a chunk at a time into a
- * buffer on the stack, so statistics of a
- * tensor of any size cost two passes and no allocation; only a data
+ * buffer on the stack, so statistics of a tensor of any size cost two
+ * passes and no allocation; only a data
  * shard's condition counts take a sorted copy of its "cond" tensor.  The
  * input is a struct cg_file that cg_file_read has already checked (shapes
  * agree with byte lengths, digests match), but the manifest's free-form
