@@ -50,6 +50,11 @@ void cg_rng_derive(struct cg_rng *r, uint64_t seed, uint64_t a, uint64_t b);
 
 /* ---------------------------------------------------------------- dtypes */
 
+/*
+ * The element types of tensors.  Each has one row in the codec table
+ * (lib/codec.c), as ggml's type_traits: its name, its size, and its
+ * conversions to and from f32.  Nothing else in cg switches on a dtype.
+ */
 enum cg_dtype {
 	CG_F32,
 	CG_F16,
@@ -64,17 +69,88 @@ enum cg_dtype {
 	CG_NDTYPES
 };
 
+/* What the stored values are: how a reader should print them. */
+enum cg_codec_kind {
+	CG_KIND_FLOAT, /* real numbers, decoded through f32 */
+	CG_KIND_UINT,  /* unsigned integers, exact through to_u64 */
+	CG_KIND_SINT   /* signed integers, exact through to_u64 */
+};
+
+/*
+ * One row of the codec table.  Stored bytes are little-endian on every
+ * host.  n counts elements and is always a multiple of block; src and dst
+ * hold n / block blocks of bytes bytes each.  None of the functions
+ * allocates, and all may run on several threads at once.
+ *
+ * decode (all rows; never fails): f32 exactly; f16 and bf16 exactly
+ *   (nan, inf, -0 and subnormals kept); integers exactly up to 2^24 in
+ *   magnitude, beyond that rounded to the nearest float, ties to even
+ *   (u32 4294967295 decodes as 4294967296); q8_0 as d * q and q4_0 as
+ *   d * (q - 8), the product taken in float as ggml's dequantize_row_*.
+ * encode: f32 exactly; f16 and bf16 rounded to nearest even, beyond the
+ *   range to inf, nan stays nan; integers rounded to nearest, ties to
+ *   even, then saturated to the type's range (inf too), and a nan is
+ *   refused; q8_0 and q4_0 as ggml's quantize_row_*_reference, bit for
+ *   bit, refusing nan, inf and a block whose scale would overflow f16
+ *   (|x| > 65504 * 127 for q8_0, 65504 * 8 for q4_0).  Returns 0, or -1
+ *   with a message naming the first element refused and dst untouched.
+ * to_u64 (integer rows; NULL for float kinds): the exact values, a signed
+ *   one as its two's complement in 64 bits.
+ */
+struct cg_codec {
+	const char *name; /* as in a manifest: "f32", "q8_0", ... */
+	unsigned block;	  /* elements per block; 1 for plain types */
+	unsigned bytes;	  /* bytes per block */
+	enum cg_codec_kind kind;
+	void (*decode)(float *dst, const void *src, size_t n);
+	int (*encode)(void *dst, const float *src, size_t n);
+	void (*to_u64)(uint64_t *dst, const void *src, size_t n);
+};
+
+/* The row of t, or NULL with a message for a value outside the enum. */
+const struct cg_codec *cg_codec(enum cg_dtype t);
+/* Its name, or "?" outside the enum. */
 const char *cg_dtype_name(enum cg_dtype t);
 /* Parse a dtype name; returns -1 (with message) if unknown. */
 int cg_dtype_parse(const char *s, enum cg_dtype *out);
-/* Bytes needed for n elements of t, or -1 on overflow or a block dtype
- * whose n is not a multiple of the block size (32). */
+/* Bytes needed for n elements of t, or -1 with a message on overflow, an
+ * unknown dtype or a block dtype whose n is not a multiple of its block. */
 int cg_dtype_bytes(enum cg_dtype t, uint64_t n, uint64_t *out);
 
+/* One element of the half-precision rows, as their decode and encode. */
 float cg_f16_to_f32(uint16_t h);
 uint16_t cg_f32_to_f16(float f);
 float cg_bf16_to_f32(uint16_t h);
 uint16_t cg_f32_to_bf16(float f);
+
+/*
+ * The values of a tensor (struct cg_tensor, below) of any dtype, through
+ * its row.  Each first checks that t->nbytes is what dtype and shape say,
+ * that t->data is there and that [first, first + n) lies in t, and
+ * returns -1 with a message ("tensor NAME: ...") otherwise; 0 on success.  t is only read, nothing
+ * is allocated (a few KiB of stack), and any number of threads may
+ * decode the same tensor at once.  No cost is paid for f32 beyond a copy.
+ *
+ * cg_tensor_to_f32: all t->nelem elements into out[nelem].
+ * cg_tensor_decode: elements [first, first + n) into out[n], for reading
+ *   a large tensor a slice at a time.  first and n need not be multiples
+ *   of a block: a block cut by either end is decoded whole on the stack
+ *   and the wanted part copied, so slices decode to exactly the values
+ *   cg_tensor_to_f32 gives.
+ * cg_tensor_decode_f64: the same as doubles: the f32 value widened for
+ *   float kinds, the exact integer for integer kinds up to 2^53 (beyond,
+ *   the nearest double).
+ * cg_tensor_get_u64: integer dtypes only (-1 for a float kind): the exact
+ *   values, a signed one as its two's complement.
+ */
+struct cg_tensor;
+int cg_tensor_to_f32(const struct cg_tensor *t, float *out);
+int cg_tensor_decode(const struct cg_tensor *t, uint64_t first, size_t n,
+		     float *out);
+int cg_tensor_decode_f64(const struct cg_tensor *t, uint64_t first, size_t n,
+			 double *out);
+int cg_tensor_get_u64(const struct cg_tensor *t, uint64_t first, size_t n,
+		      uint64_t *out);
 
 /* ------------------------------------------------------------ container */
 
@@ -137,6 +213,14 @@ struct cg_tensor *cg_file_add_zero(struct cg_file *f, const char *name,
 				   const uint64_t *shape);
 /* The tensor called name, or NULL (no message recorded). */
 struct cg_tensor *cg_file_find(const struct cg_file *f, const char *name);
+/*
+ * Turn t into an f32 tensor in memory of its own, its values decoded
+ * through its dtype's codec row (cg_tensor_to_f32); an f32 tensor is left
+ * as it is.  The digest in t no longer describes t->data afterwards: for
+ * readers that go on to compute, not for files to write again.  Returns
+ * 0 or -1 with a message ("tensor NAME: ...").
+ */
+int cg_tensor_make_f32(struct cg_tensor *t);
 /* Like cg_file_find, but records "tensor NAME: missing" or a dtype
  * mismatch message and returns NULL. */
 struct cg_tensor *cg_file_need(const struct cg_file *f, const char *name,

@@ -2,9 +2,10 @@
  * inspect.c - tensor statistics, text dumps and file summaries.
  *
  * The reading side of cg-inspect, and the comparison of two files behind
- * cg-inspect --diff.  Elements of any dtype are decoded to
- * double a chunk at a time into a buffer on the stack, so statistics of a
- * tensor of any size cost two passes and no allocation; only a data
+ * cg-inspect --diff.  Elements of any dtype are decoded through the
+ * codec table (cg_tensor_decode_f64) to double a chunk at a time into a
+ * buffer on the stack, so statistics of a tensor of any size cost two
+ * passes and no allocation; only a data
  * shard's condition counts take a sorted copy of its "cond" tensor.  The
  * input is a struct cg_file that cg_file_read has already checked (shapes
  * agree with byte lengths, digests match), but the manifest's free-form
@@ -37,104 +38,6 @@
 /* Bytes cg_shape_str needs for any shape: 8 dimensions of 20 digits. */
 #define SHAPE_LEN (CG_MAX_DIMS * 21 + 8)
 
-/* ------------------------------------------------------------- decoding */
-
-static uint16_t
-le16(const unsigned char *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t
-le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-le64(const unsigned char *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-int
-cg_tensor_decode(double *out, const struct cg_tensor *t, uint64_t first,
-                 size_t n)
-{
-	const unsigned char *p = t->data;
-
-	if (first > t->nelem || n > t->nelem - first)
-		return cg_seterr("tensor %s: elements %" PRIu64 "+%zu outside "
-		                 "its %" PRIu64,
-		                 t->name, first, n, t->nelem);
-	switch (t->dtype) {
-	case CG_F32:
-		for (size_t i = 0; i < n; i++) {
-			uint32_t u = le32(p + 4 * (first + i));
-			float v;
-			memcpy(&v, &u, 4);
-			out[i] = v;
-		}
-		break;
-	case CG_F16:
-		for (size_t i = 0; i < n; i++)
-			out[i] = cg_f16_to_f32(le16(p + 2 * (first + i)));
-		break;
-	case CG_BF16:
-		for (size_t i = 0; i < n; i++)
-			out[i] = cg_bf16_to_f32(le16(p + 2 * (first + i)));
-		break;
-	case CG_I8:
-		for (size_t i = 0; i < n; i++)
-			out[i] = (int8_t)p[first + i];
-		break;
-	case CG_U8:
-		for (size_t i = 0; i < n; i++)
-			out[i] = p[first + i];
-		break;
-	case CG_U16:
-		for (size_t i = 0; i < n; i++)
-			out[i] = le16(p + 2 * (first + i));
-		break;
-	case CG_U32:
-		for (size_t i = 0; i < n; i++)
-			out[i] = le32(p + 4 * (first + i));
-		break;
-	case CG_U64:
-		for (size_t i = 0; i < n; i++)
-			out[i] = (double)le64(p + 8 * (first + i));
-		break;
-	case CG_Q8_0:
-		/* block: f16 scale, 32 x int8; the product is taken in
-		 * float, as ggml's dequantize_row_q8_0 does */
-		for (size_t i = 0; i < n; i++) {
-			uint64_t e = first + i;
-			const unsigned char *b = p + (e / 32) * 34;
-			float d = cg_f16_to_f32(le16(b));
-			out[i] = d * (float)(int8_t)b[2 + e % 32];
-		}
-		break;
-	case CG_Q4_0:
-		/* block: f16 scale, 16 bytes; element j < 16 is the low
-		 * nibble of byte j, element j >= 16 the high nibble of
-		 * byte j - 16 */
-		for (size_t i = 0; i < n; i++) {
-			uint64_t e = first + i;
-			const unsigned char *b = p + (e / 32) * 18;
-			unsigned j = (unsigned)(e % 32);
-			unsigned q =
-			    j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4;
-			float d = cg_f16_to_f32(le16(b));
-			out[i] = d * (float)((int)q - 8);
-		}
-		break;
-	default:
-		return cg_seterr("tensor %s: unknown dtype", t->name);
-	}
-	return 0;
-}
-
 /* ----------------------------------------------------------- statistics */
 
 int
@@ -158,7 +61,7 @@ cg_tensor_stats(struct cg_stats *s, const struct cg_tensor *t)
 
 		k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first)
 		                             : CHUNK;
-		if (cg_tensor_decode(buf, t, first, k) != 0)
+		if (cg_tensor_decode_f64(t, first, k, buf) != 0)
 			return -1;
 		for (size_t i = 0; i < k; i++) {
 			double x = buf[i];
@@ -205,7 +108,7 @@ cg_tensor_stats(struct cg_stats *s, const struct cg_tensor *t)
 	for (uint64_t first = 0; first < t->nelem; first += k) {
 		k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first)
 		                             : CHUNK;
-		if (cg_tensor_decode(buf, t, first, k) != 0)
+		if (cg_tensor_decode_f64(t, first, k, buf) != 0)
 			return -1;
 		for (size_t i = 0; i < k; i++) {
 			double x = buf[i];
@@ -264,41 +167,36 @@ cg_hist_draw(char *out, const struct cg_stats *s, int utf8)
 int
 cg_tensor_dump(FILE *fp, const struct cg_tensor *t, int rows)
 {
-	const unsigned char *p = t->data;
+	const struct cg_codec *c = cg_codec(t->dtype);
 	uint64_t rowlen = rows && t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
-	double buf[CHUNK];
+	union {
+		double f[CHUNK];
+		uint64_t u[CHUNK];
+	} buf;
 	size_t k = 0;
 
+	if (c == NULL)
+		return -1;
 	for (uint64_t i = 0; i < t->nelem; i++) {
 		int sep = (i + 1) % rowlen == 0 ? '\n' : ' ';
+		size_t j = (size_t)(i % CHUNK);
 
-		switch (t->dtype) {
-		case CG_I8:
-			fprintf(fp, "%d%c", (int8_t)p[i], sep);
-			break;
-		case CG_U8:
-			fprintf(fp, "%u%c", p[i], sep);
-			break;
-		case CG_U16:
-			fprintf(fp, "%u%c", le16(p + 2 * i), sep);
-			break;
-		case CG_U32:
-			fprintf(fp, "%" PRIu32 "%c", le32(p + 4 * i), sep);
-			break;
-		case CG_U64:
-			fprintf(fp, "%" PRIu64 "%c", le64(p + 8 * i), sep);
-			break;
-		default:
-			if (i % CHUNK == 0) {
-				k = t->nelem - i < CHUNK
-				        ? (size_t)(t->nelem - i)
-				        : CHUNK;
-				if (cg_tensor_decode(buf, t, i, k) != 0)
-					return -1;
-			}
-			fprintf(fp, "%.9g%c", buf[i % CHUNK], sep);
-			break;
+		if (j == 0) {
+			int rc;
+			k = t->nelem - i < CHUNK ? (size_t)(t->nelem - i)
+			                         : CHUNK;
+			rc = c->kind == CG_KIND_FLOAT
+			         ? cg_tensor_decode_f64(t, i, k, buf.f)
+			         : cg_tensor_get_u64(t, i, k, buf.u);
+			if (rc != 0)
+				return -1;
 		}
+		if (c->kind == CG_KIND_SINT)
+			fprintf(fp, "%" PRId64 "%c", (int64_t)buf.u[j], sep);
+		else if (c->kind == CG_KIND_UINT)
+			fprintf(fp, "%" PRIu64 "%c", buf.u[j], sep);
+		else
+			fprintf(fp, "%.9g%c", buf.f[j], sep);
 		if (ferror(fp))
 			break;
 	}
@@ -461,8 +359,11 @@ cond_counts(const struct cg_file *f, struct cond_count **out, size_t *n)
 		nv = (size_t)cJSON_GetArraySize(vocab);
 	if ((vals = malloc(t->nelem ? (size_t)t->nelem * 4 : 1)) == NULL)
 		return cg_seterr("out of memory");
-	for (i = 0; i < t->nelem; i++)
-		vals[i] = le32((const unsigned char *)t->data + 4 * i);
+	for (i = 0; i < t->nelem; i++) {
+		const unsigned char *p = (const unsigned char *)t->data + 4 * i;
+		vals[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
+		          (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	}
 	qsort(vals, (size_t)t->nelem, 4, cmp_u32);
 	for (i = 0; i < t->nelem; i++)
 		if (vals[i] >= nv && (i == 0 || vals[i] != vals[i - 1]))
@@ -866,8 +767,8 @@ cg_tensor_diff(struct cg_tensor_diff *td, const struct cg_tensor *a,
 
 		k = a->nelem - first < CHUNK ? (size_t)(a->nelem - first)
 		                             : CHUNK;
-		if (cg_tensor_decode(xa, a, first, k) != 0 ||
-		    cg_tensor_decode(xb, b, first, k) != 0)
+		if (cg_tensor_decode_f64(a, first, k, xa) != 0 ||
+		    cg_tensor_decode_f64(b, first, k, xb) != 0)
 			return -1;
 		for (size_t i = 0; i < k; i++) {
 			double x = xa[i], y = xb[i], e;

@@ -2,10 +2,10 @@
  * inspect.h - what is inside a cg file: tensor statistics, text dumps, and
  * the table and JSON summaries that cg-inspect prints.
  *
- * Every dtype is read as double on the fly, a chunk at a time, so nothing
- * here allocates in proportion to a tensor.  The element decoder is public
- * because comparing two files tensor by tensor (cg_diff_new, for
- * cg-inspect --diff) needs the same view of the values.
+ * Every dtype is read as double on the fly through the codec table
+ * (cg_tensor_decode_f64 in cg.h), a chunk at a time, so nothing here
+ * allocates in proportion to a tensor; comparing two files tensor by
+ * tensor (cg_diff_new, for cg-inspect --diff) sees the same values.
  */
 #ifndef CG_INSPECT_H
 #define CG_INSPECT_H
@@ -38,15 +38,6 @@ struct cg_stats {
 	double mean, std; /* std is the population one (divide by n) */
 	uint64_t hist[CG_HIST_BINS]; /* equal-width bins from min to max */
 };
-
-/*
- * Decode elements [first, first + n) of t into out[n] as doubles: halves
- * through cg_f16_to_f32/cg_bf16_to_f32, q8_0 and q4_0 as ggml does
- * (scale * q, scale * (nibble - 8)).  Integers above 2^53 round.  Returns
- * 0, or -1 with a message if the range is outside the tensor.
- */
-int cg_tensor_decode(double *out, const struct cg_tensor *t, uint64_t first,
-                     size_t n);
 
 /* Fill s for t (two passes over the data).  Returns 0, or -1 with a
  * message for a tensor whose dtype is unknown. */

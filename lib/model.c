@@ -169,15 +169,17 @@ cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 {
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
-		struct cg_tensor *t = cg_file_need(f, v->name, CG_F32);
+		struct cg_tensor *t = cg_file_find(f, v->name);
 		if (t == NULL)
-			return -1;
+			return cg_seterr("tensor %s: missing", v->name);
 		if (t->ndim != v->ndim || t->nelem != v->n ||
 		    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t)))
 			return cg_seterr("tensor %s: shape differs from the "
 					 "model's",
 					 v->name);
-		memcpy(buf + v->off, t->data, v->n * sizeof(float));
+		/* any dtype: an f16, bf16 or quantized view is decoded */
+		if (cg_tensor_to_f32(t, buf + v->off) != 0)
+			return -1;
 	}
 	return 0;
 }
@@ -195,9 +197,11 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 
 	if (t == NULL)
 		return 0;
-	if (t->dtype != CG_F32 || t->nelem != m->nparams)
-		return cg_seterr("tensor %s: expected f32 [%zu]", name,
+	if (t->nelem != m->nparams)
+		return cg_seterr("tensor %s: expected [%zu] values", name,
 				 m->nparams);
+	if (cg_tensor_make_f32(t) != 0)
+		return -1;
 	free(*dst);
 	*dst = NULL;
 	if (steal && !t->borrowed) {

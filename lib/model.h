@@ -314,9 +314,10 @@ double cg_json_num(const struct cJSON *obj, const char *key, double dflt);
 
 /*
  * Put the flat buffer buf [nparams] into file f as one f32 tensor per
- * view, borrowed (cg_file_add_ref: buf must outlive f), or copy from f
- * back into buf, checking names and shapes: -1 with a
- * message when a view is missing or misshapen).
+ * view, borrowed (cg_file_add_ref: buf must outlive f), or decode from
+ * f back into buf, checking names and shapes (a view of any dtype is
+ * decoded to f32 through the codec table: cg_tensor_to_f32): -1 with a
+ * message when a view is missing, misshapen or cannot be decoded).
  */
 int cg_model_put_views(const struct cg_model *m, struct cg_file *f,
 		       const float *buf);

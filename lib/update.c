@@ -84,6 +84,11 @@ cg_update_from_file(struct cg_file *f, const char *name)
 		return NULL;
 	}
 	u->file = f;
+	/* Updates of any dtype are read as their f32 values: reduce and
+	 * apply compute in f32. */
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (cg_tensor_make_f32(&f->tensors[i]) != 0)
+			goto fail;
 	if (strcmp(kind, "grad") == 0)
 		u->kind = CG_UPDATE_GRAD;
 	else if (strcmp(kind, "delta") == 0)
@@ -178,9 +183,11 @@ cg_update_base_of_model(const struct cg_file *f, char hex[65])
 const float *
 cg_update_f32(const struct cg_tensor *t)
 {
+	/* cg_update_from_file decoded every tensor to f32; this holds for
+	 * files put together by hand too. */
 	if (t->dtype != CG_F32) {
-		cg_seterr("tensor %s: dtype %s (only f32 updates are read)",
-		          t->name, cg_dtype_name(t->dtype));
+		cg_seterr("tensor %s: dtype %s, not decoded to f32", t->name,
+		          cg_dtype_name(t->dtype));
 		return NULL;
 	}
 	return t->data;

@@ -89,8 +89,10 @@ int cg_update_base_of_model(const struct cg_file *f, char hex[65]);
 
 /*
  * The floats of tensor t of an update, or NULL with a message naming the
- * tensor when they are not f32.  Every place where reduce and apply read
- * an update's numbers goes through this one function.
+ * tensor when they are not f32.  cg_update_from_file decodes tensors of
+ * every dtype to f32 through the codec table, so an f16 or q8_0 update is
+ * read as its values.  Every place where reduce and apply read an
+ * update's numbers goes through this one function.
  */
 const float *cg_update_f32(const struct cg_tensor *t);
 

@@ -108,6 +108,13 @@ cases = {
     "no-kind": lambda: tar({k: v for k, v in man.items() if k != "kind"}),
     "tensors-object": lambda: tar(dict(man, tensors={"a": 1})),
     "bad-dtype": lambda: tar(first(dtype="f128")),
+    "evil-dtype": lambda: tar(first(dtype="\x1b[2Jq8_0\n")),
+    "num-dtype": lambda: tar(first(dtype=3)),
+    # 4x8 elements: f16 takes 64 bytes, the member has f32's 128
+    "f16-bytes": lambda: tar(first(dtype="f16")),
+    # 5x8 = 40 elements: not whole blocks of 32
+    "q8-count": lambda: tar(first(dtype="q8_0", shape=[5, 8], bytes=34)),
+    "q4-count": lambda: tar(first(dtype="q4_0", shape=[4, 4], bytes=9)),
     "bad-sha": lambda: tar(first(sha256="zz" * 32)),
     "neg-shape": lambda: tar(first(shape=[-4, -8])),
     "frac-shape": lambda: tar(first(shape=[4.5, 8])),
@@ -298,6 +305,22 @@ reject() {
 	reject many-dims.bad 'enc\.0\.w: bad shape'
 	mkbad bytes-lie
 	reject bytes-lie.bad 'enc\.0\.w: byte length'
+}
+
+@test "dtypes: an unknown name, a length or a count the dtype rules out" {
+	mkbad bad-dtype
+	reject bad-dtype.bad "enc\\.0\\.w: bad dtype: unknown 'f128'"
+	# the name is echoed with its control bytes replaced
+	mkbad evil-dtype
+	reject evil-dtype.bad "enc\\.0\\.w: bad dtype: unknown '\\?\\[2Jq8_0\\?'"
+	mkbad num-dtype
+	reject num-dtype.bad 'enc\.0\.w: bad dtype$'
+	mkbad f16-bytes
+	reject f16-bytes.bad 'enc\.0\.w: byte length does not match dtype'
+	mkbad q8-count
+	reject q8-count.bad 'enc\.0\.w: q8_0 needs a multiple of 32 elements, not 40$'
+	mkbad q4-count
+	reject q4-count.bad 'enc\.0\.w: q4_0 needs a multiple of 32 elements, not 16$'
 }
 
 @test "duplicate tensor names" {

@@ -2,16 +2,22 @@
  * mkcg.c - write a small, known cg file for the shell tests.
  *
  * usage: mkcg [-k model|data] OUT [none|gzip|zstd]   (OUT "-": stdout)
+ *        mkcg -t DTYPE IN OUT [none|gzip|zstd]
  *
  * "model" (the default) holds one tensor of every dtype with values the
  * tests can check by hand, including nan, inf, a scalar and an empty
  * tensor; "data" is a ten-example shard with three named conditions, laid
- * out as lib/shard.c writes one.
+ * out as lib/shard.c writes one.  -t copies the cg file IN with every
+ * tensor of a float dtype (f32, f16, bf16, q8_0, q4_0) whose element
+ * count is a whole number of DTYPE's blocks decoded and re-encoded as
+ * DTYPE through the codec table (a model stored in f16, say); the others
+ * are copied as they are.
  * Output is a pure function of the arguments, so a test may compare bytes.
  * Exit 0 on success, 1 on failure, 2 on a usage error.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -120,20 +126,83 @@ add_data(struct cg_file *f)
 	return 0;
 }
 
+/* in, its float tensors re-encoded as dt (see the top); NULL on error. */
+static struct cg_file *
+convert(const char *in, enum cg_dtype dt)
+{
+	const struct cg_codec *c = cg_codec(dt);
+	struct cg_file *src = cg_file_read(in), *f = NULL;
+	float *x = NULL;
+
+	if (src == NULL || (f = cg_file_new(cg_file_kind(src))) == NULL)
+		goto fail;
+	for (cJSON *it = src->manifest->child; it; it = it->next)
+		if (strcmp(it->string, "format") != 0 &&
+		    strcmp(it->string, "kind") != 0)
+			cJSON_AddItemToObject(f->manifest, it->string,
+					      cJSON_Duplicate(it, 1));
+	for (size_t i = 0; i < src->ntensors; i++) {
+		const struct cg_tensor *t = &src->tensors[i];
+		struct cg_tensor *o;
+
+		if (cg_codec(t->dtype)->kind != CG_KIND_FLOAT ||
+		    t->nelem % c->block != 0) {
+			if (!cg_file_add(f, t->name, t->dtype, t->ndim,
+					 t->shape, t->data))
+				goto fail;
+			continue;
+		}
+		free(x);
+		if ((x = malloc(t->nelem ? t->nelem * sizeof(float) : 1)) ==
+		    NULL) {
+			cg_seterr("out of memory");
+			goto fail;
+		}
+		if (cg_tensor_to_f32(t, x) != 0 ||
+		    (o = cg_file_add_zero(f, t->name, dt, t->ndim, t->shape)) ==
+			NULL ||
+		    c->encode(o->data, x, (size_t)t->nelem) != 0) {
+			char why[200];
+			snprintf(why, sizeof(why), "%s", cg_errmsg());
+			cg_seterr("tensor %s: %s", t->name, why);
+			goto fail;
+		}
+	}
+	free(x);
+	cg_file_free(src);
+	return f;
+fail:
+	free(x);
+	cg_file_free(src);
+	cg_file_free(f);
+	return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
-	const char *kind = "model";
+	const char *kind = "model", *to = NULL, *in = NULL;
+	enum cg_dtype dt = CG_F32;
 	enum cg_compress comp = CG_COMPRESS_NONE;
 	struct cg_file *f;
 	int c, rc;
 
-	while ((c = getopt(argc, argv, "k:")) != -1) {
-		if (c != 'k')
+	while ((c = getopt(argc, argv, "k:t:")) != -1) {
+		if (c == 'k')
+			kind = optarg;
+		else if (c == 't')
+			to = optarg;
+		else
 			goto usage;
-		kind = optarg;
 	}
-	if (argc - optind < 1 || argc - optind > 2 ||
+	if (to && argc - optind >= 2) {
+		in = argv[optind++];
+		if (cg_dtype_parse(to, &dt) != 0) {
+			fprintf(stderr, "mkcg: %s\n", cg_errmsg());
+			return 2;
+		}
+	}
+	if (argc - optind < 1 || argc - optind > 2 || (to && !in) ||
 	    (strcmp(kind, "model") != 0 && strcmp(kind, "data") != 0))
 		goto usage;
 	if (argc - optind == 2) {
@@ -145,9 +214,14 @@ main(int argc, char **argv)
 		else if (strcmp(z, "none") != 0)
 			goto usage;
 	}
-	if ((f = cg_file_new(kind)) == NULL ||
-	    (strcmp(kind, "data") == 0 ? add_data(f) : add_model(f)) != 0 ||
-	    cg_file_write(f, argv[optind], comp) != 0) {
+	if (in)
+		f = convert(in, dt);
+	else if ((f = cg_file_new(kind)) != NULL &&
+		 (strcmp(kind, "data") == 0 ? add_data(f) : add_model(f)) != 0) {
+		cg_file_free(f);
+		f = NULL;
+	}
+	if (f == NULL || cg_file_write(f, argv[optind], comp) != 0) {
 		fprintf(stderr, "mkcg: %s\n", cg_errmsg());
 		rc = 1;
 	} else {
@@ -156,6 +230,8 @@ main(int argc, char **argv)
 	cg_file_free(f);
 	return rc;
 usage:
-	fputs("usage: mkcg [-k model|data] OUT [none|gzip|zstd]\n", stderr);
+	fputs("usage: mkcg [-k model|data] OUT [none|gzip|zstd]\n"
+	      "       mkcg -t DTYPE IN OUT [none|gzip|zstd]\n",
+	      stderr);
 	return 2;
 }

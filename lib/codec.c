@@ -1,0 +1,617 @@
+/*
+ * codec.c - the codec table: one row per dtype, its size and its
+ * conversions to and from f32, as ggml's type_traits.
+ *
+ * Every reader and writer of tensor values goes through this table; no
+ * other file switches on a dtype.  Stored bytes are little-endian and are
+ * read and written as such, whatever the host.  Block types (q8_0, q4_0)
+ * follow ggml's layout and its reference quantizers bit for bit: blocks
+ * of 32 elements, each with one f16 scale first; q8_0 holds 32 int8, q4_0
+ * 16 bytes of 4-bit values.  Half conversions round to nearest even.  The
+ * rules for values a dtype cannot hold are in cg.h, beside the table.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cg.h"
+
+/* Elements decoded at a time onto the stack by cg_tensor_decode_f64 and
+ * for the partial blocks of a slice: a multiple of every block size. */
+#define CHUNK 256
+#define QK 32 /* elements per q8_0 / q4_0 block */
+
+/* ------------------------------------------------------- half precision */
+
+float
+cg_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = (h >> 10) & 0x1f;
+	uint32_t man = h & 0x3ff;
+	uint32_t bits;
+	float f;
+
+	if (exp == 0) {
+		/* zero or subnormal: value = man * 2^-24 */
+		f = (float)man * (1.0f / 16777216.0f);
+		return sign ? -f : f;
+	}
+	if (exp == 31)
+		bits = sign | 0x7f800000u | (man << 13);
+	else
+		bits = sign | ((exp + 112) << 23) | (man << 13);
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+uint16_t
+cg_f32_to_f16(float f)
+{
+	uint32_t x;
+	uint32_t sign, exp, man;
+
+	memcpy(&x, &f, 4);
+	sign = (x >> 16) & 0x8000;
+	exp = (x >> 23) & 0xff;
+	man = x & 0x7fffff;
+	if (exp == 0xff) /* inf or nan (keep a nan a nan) */
+		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+	int e = (int)exp - 127 + 15;
+	if (e >= 31)
+		return (uint16_t)(sign | 0x7c00);
+	if (e <= 0) {
+		if (e < -10)
+			return (uint16_t)sign;
+		/* subnormal: shift the mantissa with its implicit bit */
+		man |= 0x800000;
+		int shift = 14 - e;
+		uint32_t half = man >> shift;
+		uint32_t rem = man & ((1u << shift) - 1);
+		uint32_t mid = 1u << (shift - 1);
+		if (rem > mid || (rem == mid && (half & 1)))
+			half++;
+		return (uint16_t)(sign | half);
+	}
+	uint32_t h = sign | ((uint32_t)e << 10) | (man >> 13);
+	uint32_t rem = man & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+		h++; /* may carry into the exponent, which is still right */
+	return (uint16_t)h;
+}
+
+float
+cg_bf16_to_f32(uint16_t h)
+{
+	uint32_t bits = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+uint16_t
+cg_f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	if ((x & 0x7fffffff) > 0x7f800000) /* nan stays nan */
+		return (uint16_t)((x >> 16) | 0x40);
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+/* ------------------------------------------------------- little-endian */
+
+static uint16_t
+get16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t
+get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void
+put16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void
+put32(unsigned char *p, uint32_t v)
+{
+	put16(p, (uint16_t)v);
+	put16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void
+put64(unsigned char *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* -------------------------------------------------------- float types */
+
+/* On a little-endian host the stored f32 is the float: a copy (a model's
+ * views are read at memory speed, nan payloads and all). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define F32_IS_STORED 1
+#else
+#define F32_IS_STORED 0
+#endif
+
+static void
+f32_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *p = src;
+
+	if (F32_IS_STORED) {
+		if (n)
+			memcpy(dst, src, n * 4);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = get32(p + 4 * i);
+		memcpy(&dst[i], &u, 4);
+	}
+}
+
+static int
+f32_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *p = dst;
+
+	if (F32_IS_STORED) {
+		if (n)
+			memcpy(dst, src, n * 4);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &src[i], 4);
+		put32(p + 4 * i, u);
+	}
+	return 0;
+}
+
+static void
+f16_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *p = src;
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = cg_f16_to_f32(get16(p + 2 * i));
+}
+
+static int
+f16_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *p = dst;
+
+	for (size_t i = 0; i < n; i++)
+		put16(p + 2 * i, cg_f32_to_f16(src[i]));
+	return 0;
+}
+
+static void
+bf16_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *p = src;
+
+	for (size_t i = 0; i < n; i++)
+		dst[i] = cg_bf16_to_f32(get16(p + 2 * i));
+}
+
+static int
+bf16_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *p = dst;
+
+	for (size_t i = 0; i < n; i++)
+		put16(p + 2 * i, cg_f32_to_bf16(src[i]));
+	return 0;
+}
+
+/* ------------------------------------------------------ integer types */
+
+/* -1 with a message if src[n] holds a nan (the integer encoders' one
+ * refusal), naming the first. */
+static int
+refuse_nan(const float *src, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (isnan(src[i]))
+			return cg_seterr("element %zu is nan, which %s cannot "
+			                 "hold",
+			                 i, name);
+	return 0;
+}
+
+/* x rounded to the nearest integer, ties to even, whatever the rounding
+ * mode the caller left (an infinity stays itself). */
+static double
+round_even(float x)
+{
+	float r = floorf(x);
+	float d = x - r; /* exact: x and r share their exponent range */
+
+	if (d > 0.5f || (d == 0.5f && fmodf(r, 2.0f) != 0))
+		r += 1.0f;
+	return r;
+}
+
+#define INT_CODEC(NAME, T, BYTES, GET, PUT, LO, HI)                            \
+	static void NAME##_decode(float *dst, const void *src, size_t n)       \
+	{                                                                      \
+		const unsigned char *p = src;                                  \
+		for (size_t i = 0; i < n; i++)                                 \
+			dst[i] = (float)(T)GET(p + (BYTES)*i);                 \
+	}                                                                      \
+	static void NAME##_to_u64(uint64_t *dst, const void *src, size_t n)    \
+	{                                                                      \
+		const unsigned char *p = src;                                  \
+		for (size_t i = 0; i < n; i++)                                 \
+			dst[i] = (uint64_t)(T)GET(p + (BYTES)*i);              \
+	}                                                                      \
+	static int NAME##_encode(void *dst, const float *src, size_t n)        \
+	{                                                                      \
+		unsigned char *p = dst;                                        \
+		if (refuse_nan(src, n, #NAME) != 0)                            \
+			return -1;                                             \
+		for (size_t i = 0; i < n; i++) {                               \
+			double r = round_even(src[i]);                         \
+			T v = r <= (double)(LO)   ? (T)(LO)                    \
+			      : r >= (double)(HI) ? (T)(HI)                    \
+			                          : (T)r;                      \
+			PUT(p + (BYTES)*i, v);                                 \
+		}                                                              \
+		return 0;                                                      \
+	}
+
+static uint8_t
+get8(const unsigned char *p)
+{
+	return *p;
+}
+
+static void
+put8(unsigned char *p, uint8_t v)
+{
+	*p = v;
+}
+
+/* The two's complement byte of v, without an implementation-defined
+ * conversion of a negative value to unsigned. */
+#define PUT_I8(p, v) put8(p, (uint8_t)((v) < 0 ? (v) + 256 : (v)))
+#define GET_I8(p) ((int)get8(p) - (get8(p) & 0x80 ? 256 : 0))
+
+/*
+ * The rounded value is compared in double with the range's ends, exact
+ * there (UINT64_MAX becomes 2^64, the first value above the range, which
+ * is where saturation starts anyway): every integral float inside the
+ * range converts exactly, everything beyond it saturates.
+ */
+INT_CODEC(i8, int8_t, 1, GET_I8, PUT_I8, -128, 127)
+INT_CODEC(u8, uint8_t, 1, get8, put8, 0, 255)
+INT_CODEC(u16, uint16_t, 2, get16, put16, 0, 65535)
+INT_CODEC(u32, uint32_t, 4, get32, put32, 0, UINT32_MAX)
+INT_CODEC(u64, uint64_t, 8, get64, put64, 0, UINT64_MAX)
+
+/* --------------------------------------------------------- block types */
+
+/* -1 with a message if a block of src[n] is not finite or needs a scale
+ * beyond f16 (|x| > 65504 * qmax): ggml's quantizers are undefined there. */
+static int
+check_blocks(const float *src, size_t n, float qmax, const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!isfinite(src[i]))
+			return cg_seterr("element %zu is not finite, which %s "
+			                 "cannot hold",
+			                 i, name);
+		if (fabsf(src[i]) / qmax > 65504.0f)
+			return cg_seterr("element %zu (%g) needs a scale "
+			                 "beyond f16, which %s cannot hold",
+			                 i, (double)src[i], name);
+	}
+	return 0;
+}
+
+static void
+q8_0_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *b = src;
+
+	/* the product is taken in float, as ggml's dequantize_row_q8_0 */
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK) {
+		float d = cg_f16_to_f32(get16(b));
+		for (int j = 0; j < QK; j++)
+			dst[i + j] = d * (float)GET_I8(b + 2 + j);
+	}
+}
+
+/* ggml's quantize_row_q8_0_reference: d = max|x| / 127, q = roundf(x / d)
+ * taken as x * (1/d) with the float d (the stored scale is d in f16). */
+static int
+q8_0_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 127.0f, "q8_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK) {
+		float amax = 0, d, id;
+		for (int j = 0; j < QK; j++)
+			if (fabsf(src[i + j]) > amax)
+				amax = fabsf(src[i + j]);
+		d = amax / 127;
+		id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		for (int j = 0; j < QK; j++) {
+			int q = (int)roundf(src[i + j] * id);
+			PUT_I8(b + 2 + j, q);
+		}
+	}
+	return 0;
+}
+
+static void
+q4_0_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *b = src;
+
+	/* element j < 16 is the low nibble of byte j, element j >= 16 the
+	 * high nibble of byte j - 16 */
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
+		float d = cg_f16_to_f32(get16(b));
+		for (int j = 0; j < QK / 2; j++) {
+			dst[i + j] = d * (float)((b[2 + j] & 15) - 8);
+			dst[i + j + QK / 2] = d * (float)((b[2 + j] >> 4) - 8);
+		}
+	}
+}
+
+/*
+ * ggml's quantize_row_q4_0_reference: max is the element of largest
+ * magnitude with its sign (the first of equals), d = max / -8, and
+ * q = min(15, trunc(x * (1/d) + 8.5)).  The product is rounded to float
+ * before the sum (the house build is ISO C: no contraction into an FMA),
+ * which is what ggml's reference computes when compiled the same way.
+ */
+static int
+q4_0_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 8.0f, "q4_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
+		float amax = 0, max = 0, d, id;
+		for (int j = 0; j < QK; j++)
+			if (amax < fabsf(src[i + j])) {
+				amax = fabsf(src[i + j]);
+				max = src[i + j];
+			}
+		d = max / -8;
+		id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		for (int j = 0; j < QK / 2; j++) {
+			float x0 = src[i + j] * id;
+			float x1 = src[i + j + QK / 2] * id;
+			int q0 = (int)(x0 + 8.5f), q1 = (int)(x1 + 8.5f);
+			q0 = q0 > 15 ? 15 : q0;
+			q1 = q1 > 15 ? 15 : q1;
+			b[2 + j] = (unsigned char)(q0 | q1 << 4);
+		}
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------------- table */
+
+static const struct cg_codec codecs[CG_NDTYPES] = {
+    [CG_F32] = {"f32", 1, 4, CG_KIND_FLOAT, f32_decode, f32_encode, NULL},
+    [CG_F16] = {"f16", 1, 2, CG_KIND_FLOAT, f16_decode, f16_encode, NULL},
+    [CG_BF16] = {"bf16", 1, 2, CG_KIND_FLOAT, bf16_decode, bf16_encode, NULL},
+    [CG_I8] = {"i8", 1, 1, CG_KIND_SINT, i8_decode, i8_encode, i8_to_u64},
+    [CG_U8] = {"u8", 1, 1, CG_KIND_UINT, u8_decode, u8_encode, u8_to_u64},
+    [CG_U16] = {"u16", 1, 2, CG_KIND_UINT, u16_decode, u16_encode, u16_to_u64},
+    [CG_U32] = {"u32", 1, 4, CG_KIND_UINT, u32_decode, u32_encode, u32_to_u64},
+    [CG_U64] = {"u64", 1, 8, CG_KIND_UINT, u64_decode, u64_encode, u64_to_u64},
+    [CG_Q8_0] = {"q8_0", QK, 2 + QK, CG_KIND_FLOAT, q8_0_decode, q8_0_encode,
+                 NULL},
+    [CG_Q4_0] = {"q4_0", QK, 2 + QK / 2, CG_KIND_FLOAT, q4_0_decode,
+                 q4_0_encode, NULL},
+};
+
+const struct cg_codec *
+cg_codec(enum cg_dtype t)
+{
+	if ((unsigned)t >= CG_NDTYPES) {
+		cg_seterr("unknown dtype %d", (int)t);
+		return NULL;
+	}
+	return &codecs[t];
+}
+
+const char *
+cg_dtype_name(enum cg_dtype t)
+{
+	return (unsigned)t < CG_NDTYPES ? codecs[t].name : "?";
+}
+
+int
+cg_dtype_parse(const char *s, enum cg_dtype *out)
+{
+	for (int i = 0; i < CG_NDTYPES; i++)
+		if (strcmp(s, codecs[i].name) == 0) {
+			*out = (enum cg_dtype)i;
+			return 0;
+		}
+	return cg_seterr("unknown dtype '%.32s'", s);
+}
+
+int
+cg_dtype_bytes(enum cg_dtype t, uint64_t n, uint64_t *out)
+{
+	const struct cg_codec *c = cg_codec(t);
+	uint64_t blocks;
+
+	if (c == NULL)
+		return -1;
+	if (n % c->block != 0)
+		return cg_seterr(
+		    "%s needs a multiple of %u elements, not %" PRIu64, c->name,
+		    c->block, n);
+	blocks = n / c->block;
+	if (blocks > UINT64_MAX / c->bytes)
+		return cg_seterr("tensor size overflows");
+	*out = blocks * c->bytes;
+	return 0;
+}
+
+/* ------------------------------------------------------ tensor values */
+
+/* t's row, after checking that [first, first + n) lies in t and that its
+ * byte length is what its dtype and shape say; NULL with a message. */
+static const struct cg_codec *
+check_range(const struct cg_tensor *t, uint64_t first, size_t n)
+{
+	const struct cg_codec *c = cg_codec(t->dtype);
+	uint64_t need;
+
+	if (c == NULL || cg_dtype_bytes(t->dtype, t->nelem, &need) != 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "%s", cg_errmsg());
+		cg_seterr("tensor %s: %s", t->name, why);
+		return NULL;
+	}
+	if (need != t->nbytes) {
+		cg_seterr("tensor %s: %" PRIu64 " bytes, but %s [%" PRIu64
+		          "] takes %" PRIu64,
+		          t->name, t->nbytes, c->name, t->nelem, need);
+		return NULL;
+	}
+	if (t->data == NULL && t->nbytes > 0) { /* given up (stolen) */
+		cg_seterr("tensor %s: its data was released", t->name);
+		return NULL;
+	}
+	if (first > t->nelem || n > t->nelem - first) {
+		cg_seterr("tensor %s: elements %" PRIu64 "+%zu outside its "
+		          "%" PRIu64,
+		          t->name, first, n, t->nelem);
+		return NULL;
+	}
+	return c;
+}
+
+int
+cg_tensor_decode(const struct cg_tensor *t, uint64_t first, size_t n,
+                 float *out)
+{
+	const struct cg_codec *c = check_range(t, first, n);
+	const unsigned char *p = t->data;
+	float part[CHUNK];
+	uint64_t b0, b1, end = first + n;
+
+	if (c == NULL)
+		return -1;
+	if (n == 0)
+		return 0;
+	/* whole blocks [b0, b1) straight into out; a partial block at
+	 * either end through part[] */
+	b0 = (first + c->block - 1) / c->block;
+	b1 = end / c->block;
+	if (b0 > b1) { /* the range lies inside one block */
+		uint64_t b = first / c->block;
+		c->decode(part, p + b * c->bytes, c->block);
+		memcpy(out, part + (first - b * c->block), n * sizeof(float));
+		return 0;
+	}
+	if (first < b0 * c->block) {
+		size_t k = (size_t)(b0 * c->block - first);
+		c->decode(part, p + (b0 - 1) * c->bytes, c->block);
+		memcpy(out, part + (c->block - k), k * sizeof(float));
+	}
+	c->decode(out + (b0 * c->block - first), p + b0 * c->bytes,
+	          (size_t)((b1 - b0) * c->block));
+	if (end > b1 * c->block) {
+		c->decode(part, p + b1 * c->bytes, c->block);
+		memcpy(out + (b1 * c->block - first), part,
+		       (size_t)(end - b1 * c->block) * sizeof(float));
+	}
+	return 0;
+}
+
+int
+cg_tensor_to_f32(const struct cg_tensor *t, float *out)
+{
+	if (t->nelem > SIZE_MAX)
+		return cg_seterr("tensor %s: too large", t->name);
+	return cg_tensor_decode(t, 0, (size_t)t->nelem, out);
+}
+
+int
+cg_tensor_decode_f64(const struct cg_tensor *t, uint64_t first, size_t n,
+                     double *out)
+{
+	const struct cg_codec *c = check_range(t, first, n);
+	const unsigned char *p = t->data;
+
+	if (c == NULL)
+		return -1;
+	if (c->to_u64) {
+		/* integers: exact through u64 (a signed value comes as its
+		 * two's complement), then to double, exact up to 2^53 */
+		uint64_t v[CHUNK];
+		for (size_t i = 0; i < n; i += CHUNK) {
+			size_t k = n - i < CHUNK ? n - i : CHUNK;
+			c->to_u64(v, p + (first + i) * c->bytes, k);
+			for (size_t j = 0; j < k; j++)
+				out[i + j] = c->kind == CG_KIND_SINT
+				                 ? (double)(int64_t)v[j]
+				                 : (double)v[j];
+		}
+		return 0;
+	}
+	/* float kinds: the f32 decode, widened (exact) */
+	for (size_t i = 0; i < n; i += CHUNK) {
+		float v[CHUNK];
+		size_t k = n - i < CHUNK ? n - i : CHUNK;
+		if (cg_tensor_decode(t, first + i, k, v) != 0)
+			return -1;
+		for (size_t j = 0; j < k; j++)
+			out[i + j] = v[j];
+	}
+	return 0;
+}
+
+int
+cg_tensor_get_u64(const struct cg_tensor *t, uint64_t first, size_t n,
+                  uint64_t *out)
+{
+	const struct cg_codec *c = check_range(t, first, n);
+
+	if (c == NULL)
+		return -1;
+	if (c->to_u64 == NULL)
+		return cg_seterr("tensor %s: %s is not an integer dtype",
+		                 t->name, c->name);
+	c->to_u64(out, (const unsigned char *)t->data + first * c->bytes, n);
+	return 0;
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bats
+# 022-codec.bats - tensors of every float dtype are read through the codec
+# table: a model stored in f16, bf16 or q8_0 is a model.
+#
+# One fresh cvae model is made once per file and rewritten by mkcg -t
+# (tests/unit/mkcg.c) with its views in another dtype, and that copy
+# rewritten back to f32: both hold the same values, so every program must
+# give the same figures and bytes from either.  The decoders' own values
+# are checked bit for bit by tests/unit/test_codec.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+setup_file() {
+	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini" t
+	cd "$BATS_FILE_TMPDIR"
+	cg-shard -q --holdout test.cgd -o train "$fx"
+	cg-init -a cvae -d train-0.cgd --hidden 32 --layers 1 --latent 4 \
+		--seed 1 -o model.cgm
+	for t in f16 bf16 q8_0; do
+		mkcg -t $t model.cgm m-$t.cgm
+		mkcg -t f32 m-$t.cgm m-$t-f32.cgm
+	done
+}
+
+setup() {
+	D=$BATS_FILE_TMPDIR
+	cd "$BATS_TEST_TMPDIR"
+	export LC_ALL=C
+}
+
+# dtypes FILE: the distinct dtypes of FILE's tensors, one line
+dtypes() {
+	cg-inspect --json --no-stats "$1" | jq -r '[.tensors[].dtype] | unique | join(" ")'
+}
+
+@test "mkcg -t rewrites the views; the f32 copy is f32 again" {
+	run -0 dtypes "$D/m-f16.cgm"
+	assert_output f16
+	run -0 dtypes "$D/m-q8_0.cgm"
+	# views whose size is not a whole number of 32-element blocks stay f32
+	assert_output 'f32 q8_0'
+	run -0 dtypes "$D/m-q8_0-f32.cgm"
+	assert_output f32
+	# f16 rounds: the values moved, by at most half an f16 ulp, which is
+	# below 1e-3 for any |x| < 2 (the fresh model's weights are < 0.3)
+	run -0 cg-inspect --diff --tolerance 1e-3 "$D/model.cgm" "$D/m-f16.cgm"
+	run -1 cg-inspect --diff "$D/model.cgm" "$D/m-f16.cgm"
+}
+
+@test "cg-eval: a model in f16, bf16 or q8_0 gives the figures of its f32 copy" {
+	local t a
+	for t in f16 bf16 q8_0; do
+		run -0 cg-eval --json -m "$D/m-$t.cgm" -d "$D/test.cgd"
+		a=$(jq -c 'del(.model)' <<<"$output")
+		run -0 cg-eval --json -m "$D/m-$t-f32.cgm" -d "$D/test.cgd"
+		assert_equal "$(jq -c 'del(.model)' <<<"$output")" "$a"
+	done
+	# and it is read from a pipe the same way
+	run -0 cg-eval --json -m - -d "$D/test.cgd" <"$D/m-f16.cgm"
+	assert_equal "$(jq -c 'del(.model)' <<<"$output")" \
+		"$(cg-eval --json -m "$D/m-f16-f32.cgm" -d "$D/test.cgd" |
+			jq -c 'del(.model)')"
+}
+
+@test "cg-sample: the same picture from an f16 model and its f32 copy" {
+	cg-sample -m "$D/m-f16.cgm" --seed 3 -n 2 -o a.png
+	cg-sample -m "$D/m-f16-f32.cgm" --seed 3 -n 2 -o b.png
+	cmp a.png b.png
+	cg-sample -m "$D/m-q8_0.cgm" --seed 3 -n 2 -o c.png
+	cg-sample -m "$D/m-q8_0-f32.cgm" --seed 3 -n 2 -o d.png
+	cmp c.png d.png
+}
+
+@test "cg-train-step: an f16 model trains as its f32 copy and is written f32" {
+	cg-train-step -q -m "$D/m-f16.cgm" -d "$D/train-0.cgd" --emit model \
+		--batch 8 -o a.cgm
+	cg-train-step -q -m "$D/m-f16-f32.cgm" -d "$D/train-0.cgd" \
+		--emit model --batch 8 -o b.cgm
+	run -0 dtypes a.cgm
+	assert_output f32
+	cmp a.cgm b.cgm
+	# a gradient names its base by the digest of the decoded values
+	cg-train-step -q -m "$D/m-f16.cgm" -d "$D/train-0.cgd" --batch 8 \
+		-o a.cgg
+	cg-train-step -q -m "$D/m-f16-f32.cgm" -d "$D/train-0.cgd" \
+		--batch 8 -o b.cgg
+	cmp a.cgg b.cgg
+}
+
+@test "cg-inspect --tensor shows a q8_0 tensor's values as its f32 copy" {
+	run -0 cg-inspect --tensor enc.0.w "$D/m-q8_0.cgm"
+	a=$output
+	[ "${#lines[@]}" -gt 32 ]
+	run -0 cg-inspect --tensor enc.0.w "$D/m-q8_0-f32.cgm"
+	assert_equal "$output" "$a"
+	# the stats line up too: the table row after the dtype column
+	run -0 bash -c "cg-inspect '$D/m-q8_0.cgm' | awk '\$1 == \"enc.0.w\" { \$2 = \$4 = \"\"; print }'"
+	a=$output
+	run -0 bash -c "cg-inspect '$D/m-q8_0-f32.cgm' | awk '\$1 == \"enc.0.w\" { \$2 = \$4 = \"\"; print }'"
+	assert_equal "$output" "$a"
+	[ -n "$a" ]
+}
+
+@test "mkcg -t: a value the dtype cannot hold is refused, nothing written" {
+	mkcg m.cgm
+	# 'odd' holds nan, which no integer dtype takes
+	run -1 --separate-stderr mkcg -t u8 m.cgm u.cgm
+	assert_equal "$stderr" 'mkcg: tensor odd: element 0 is nan, which u8 cannot hold'
+	[ ! -e u.cgm ]
+	run -2 --separate-stderr mkcg -t q9 m.cgm u.cgm
+	assert_equal "$stderr" "mkcg: unknown dtype 'q9'"
+}

@@ -1,0 +1,503 @@
+/*
+ * test_codec.c - the codec table against stored vectors and its own rules.
+ *
+ * tests/codec-vectors/DTYPE.txt hold what independent implementations
+ * (numpy's float16, exact rounding in Python, the gguf package's ggml
+ * quantizers; see gen.py there) say each row must give: every encode and
+ * decode there is checked bit for bit.  Then round trips, the edge cases
+ * (nan, inf, -0, subnormals, saturation), the rules for block sizes and
+ * byte lengths, and slices of a tensor against the whole.  Exit 0 pass, 1
+ * fail (automake convention).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fputc('\n', stderr);                                   \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+static float
+from_bits(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint32_t
+to_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* ------------------------------------------------------ stored vectors */
+
+/* Parse hex bytes from *s up to a space, '=' or the end into out (at most
+ * max); returns the count, or -1. */
+static int
+parse_bytes(char **s, unsigned char *out, int max)
+{
+	int n = 0;
+
+	while (**s == ' ')
+		(*s)++;
+	while ((*s)[0] && (*s)[0] != ' ' && (*s)[0] != '\n') {
+		unsigned v;
+		if (n == max || sscanf(*s, "%2x", &v) != 1)
+			return -1;
+		out[n++] = (unsigned char)v;
+		*s += 2;
+	}
+	return n;
+}
+
+/* n f32 bit patterns from *s into out; 0 or -1. */
+static int
+parse_f32(char **s, float *out, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		char *end;
+		unsigned long u = strtoul(*s, &end, 16);
+		if (end == *s || u > 0xffffffffUL)
+			return -1;
+		out[i] = from_bits((uint32_t)u);
+		*s = end;
+	}
+	return 0;
+}
+
+static int
+expect_eq(char **s)
+{
+	while (**s == ' ')
+		(*s)++;
+	if (**s != '=')
+		return -1;
+	(*s)++;
+	return 0;
+}
+
+/* Check one dtype against its stored file; the number of checks made. */
+static int
+test_vectors(const char *dir, enum cg_dtype t)
+{
+	const struct cg_codec *c = cg_codec(t);
+	char path[1024], line[8192];
+	int checks = 0, lineno = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/tests/codec-vectors/%s.txt", dir,
+	         c->name);
+	if ((fp = fopen(path, "r")) == NULL) {
+		CHECK(0, "%s: cannot open", path);
+		return 0;
+	}
+	while (fgets(line, sizeof(line), fp)) {
+		float x[32], y[32];
+		unsigned char b[64], want[64];
+		char *s = line + 4;
+		int nb;
+
+		lineno++;
+		if (line[0] == '#')
+			continue;
+		memset(b, 0xab, sizeof(b));
+		if (strncmp(line, "enc ", 4) == 0) {
+			if (parse_f32(&s, x, c->block) != 0 ||
+			    expect_eq(&s) != 0 ||
+			    (nb = parse_bytes(&s, want, 64)) != (int)c->bytes) {
+				CHECK(0, "%s:%d: bad line", path, lineno);
+				continue;
+			}
+			CHECK(c->encode(b, x, c->block) == 0, "%s:%d: %s", path,
+			      lineno, cg_errmsg());
+			CHECK(memcmp(b, want, c->bytes) == 0,
+			      "%s:%d: %s encode of %g (x[0]) gives bytes "
+			      "%02x%02x..., "
+			      "not %02x%02x...",
+			      path, lineno, c->name, (double)x[0], b[0], b[1],
+			      want[0], want[1]);
+		} else if (strncmp(line, "dec ", 4) == 0) {
+			if ((nb = parse_bytes(&s, b, 64)) != (int)c->bytes ||
+			    expect_eq(&s) != 0 ||
+			    parse_f32(&s, x, c->block) != 0) {
+				CHECK(0, "%s:%d: bad line", path, lineno);
+				continue;
+			}
+			c->decode(y, b, c->block);
+			for (unsigned i = 0; i < c->block; i++)
+				CHECK(to_bits(y[i]) == to_bits(x[i]),
+				      "%s:%d: %s decode element %u: %08x, "
+				      "not %08x",
+				      path, lineno, c->name, i, to_bits(y[i]),
+				      to_bits(x[i]));
+		} else if (strncmp(line, "nan ", 4) == 0) {
+			if (parse_f32(&s, x, c->block) != 0) {
+				CHECK(0, "%s:%d: bad line", path, lineno);
+				continue;
+			}
+			CHECK(c->encode(b, x, c->block) == -1,
+			      "%s:%d: %s encode accepted what it must refuse",
+			      path, lineno, c->name);
+			for (int i = 0; i < 64; i++)
+				CHECK(b[i] == 0xab,
+				      "%s:%d: refused encode wrote byte %d",
+				      path, lineno, i);
+		} else {
+			CHECK(0, "%s:%d: bad line", path, lineno);
+			continue;
+		}
+		checks++;
+	}
+	fclose(fp);
+	CHECK(checks >= 100, "%s: only %d checks", path, checks);
+	return checks;
+}
+
+/* ----------------------------------------------------------- the table */
+
+static void
+test_table(void)
+{
+	for (int i = 0; i < CG_NDTYPES; i++) {
+		const struct cg_codec *c = cg_codec((enum cg_dtype)i);
+		enum cg_dtype back;
+		uint64_t n;
+
+		CHECK(c && c->name && c->decode && c->encode, "row %d", i);
+		if (c == NULL)
+			continue;
+		CHECK(cg_dtype_parse(c->name, &back) == 0 && (int)back == i,
+		      "parse(name(%d))", i);
+		CHECK(strcmp(cg_dtype_name((enum cg_dtype)i), c->name) == 0,
+		      "name %d", i);
+		CHECK((c->to_u64 != NULL) == (c->kind != CG_KIND_FLOAT),
+		      "%s: to_u64 exactly for integers", c->name);
+		CHECK(cg_dtype_bytes((enum cg_dtype)i, 3 * c->block, &n) == 0 &&
+		          n == 3 * c->bytes,
+		      "%s: bytes of 3 blocks", c->name);
+	}
+	CHECK(cg_codec(CG_NDTYPES) == NULL, "row past the end");
+	CHECK(strcmp(cg_dtype_name(CG_NDTYPES), "?") == 0, "name past the end");
+	enum cg_dtype t;
+	CHECK(cg_dtype_parse("f128", &t) == -1 &&
+	          strstr(cg_errmsg(), "unknown dtype") != NULL,
+	      "unknown name: %s", cg_errmsg());
+	uint64_t n;
+	CHECK(cg_dtype_bytes(CG_Q8_0, 33, &n) == -1 &&
+	          strstr(cg_errmsg(), "multiple of 32") != NULL,
+	      "q8_0 of 33: %s", cg_errmsg());
+	CHECK(cg_dtype_bytes(CG_Q4_0, 64, &n) == 0 && n == 36, "q4_0 of 64");
+	CHECK(cg_dtype_bytes(CG_U64, UINT64_MAX / 4, &n) == -1, "overflow");
+	CHECK(cg_dtype_bytes(CG_F16, 0, &n) == 0 && n == 0, "empty");
+}
+
+/* ---------------------------------------------------------- round trips */
+
+static void
+test_roundtrips(void)
+{
+	const struct cg_codec *f16 = cg_codec(CG_F16);
+	const struct cg_codec *bf16 = cg_codec(CG_BF16);
+
+	/* every non-nan half pattern decodes to a float that encodes back
+	 * to it (both halves are subsets of f32) */
+	for (uint32_t p = 0; p < 65536; p++) {
+		unsigned char b[2] = {(unsigned char)p,
+		                      (unsigned char)(p >> 8)};
+		unsigned char e[2];
+		float x;
+
+		f16->decode(&x, b, 1);
+		if (!isnan(x)) {
+			f16->encode(e, &x, 1);
+			CHECK(memcmp(b, e, 2) == 0, "f16 %04x round trip", p);
+		} else {
+			CHECK((p & 0x7c00) == 0x7c00 && (p & 0x3ff),
+			      "f16 %04x is not nan", p);
+		}
+		bf16->decode(&x, b, 1);
+		if (!isnan(x)) {
+			bf16->encode(e, &x, 1);
+			CHECK(memcmp(b, e, 2) == 0, "bf16 %04x round trip", p);
+		}
+	}
+	/* small integer types: every value decodes exactly and back */
+	static const enum cg_dtype small[] = {CG_I8, CG_U8, CG_U16};
+	for (size_t k = 0; k < 3; k++) {
+		const struct cg_codec *c = cg_codec(small[k]);
+		uint32_t top = c->bytes == 1 ? 256 : 65536;
+		for (uint32_t p = 0; p < top; p++) {
+			unsigned char b[2] = {(unsigned char)p,
+			                      (unsigned char)(p >> 8)};
+			unsigned char e[2] = {0, 0};
+			uint64_t u;
+			float x;
+			c->decode(&x, b, 1);
+			c->to_u64(&u, b, 1);
+			CHECK(c->encode(e, &x, 1) == 0 &&
+			          memcmp(b, e, c->bytes) == 0,
+			      "%s %u round trip", c->name, p);
+			CHECK(c->kind == CG_KIND_SINT ? (double)(int64_t)u == x
+			                              : (double)u == x,
+			      "%s %u: to_u64 and decode agree", c->name, p);
+		}
+	}
+	/*
+	 * Quantized: each element comes back within the rounding the format
+	 * allows.  q8_0: |q d - x| <= d/2 with d = max|x|/127; the scale is
+	 * stored in f16, off by e <= max(d 2^-11, 2^-25) (relative rounding,
+	 * or half the spacing 2^-24 of f16's subnormals), which moves q d by
+	 * at most 127 e; the float products add 2^-23 relative.  q4_0: the
+	 * element of opposite sign to the extreme can need q = 16, clamped
+	 * to 15, an error of up to d (not d/2); the f16 scale moves it by at
+	 * most 8 e.
+	 */
+	struct cg_rng r;
+	cg_rng_seed(&r, 7);
+	for (int trial = 0; trial < 200; trial++) {
+		float x[32], y[32], amax = 0, max = 0;
+		unsigned char b[34];
+		float scale = powf(10.0f, (float)(trial % 11) - 6); /* to 1e4 */
+
+		for (int j = 0; j < 32; j++) {
+			x[j] = cg_rng_normal(&r) * scale;
+			if (fabsf(x[j]) > amax) {
+				amax = fabsf(x[j]);
+				max = x[j];
+			}
+		}
+		const struct cg_codec *q8 = cg_codec(CG_Q8_0);
+		const struct cg_codec *q4 = cg_codec(CG_Q4_0);
+		double d8 = amax / 127.0, d4 = fabs(max) / 8.0;
+		double e8 = fmax(d8 * 0x1p-11, 0x1p-25);
+		double e4 = fmax(d4 * 0x1p-11, 0x1p-25);
+		CHECK(q8->encode(b, x, 32) == 0, "q8_0 encode");
+		q8->decode(y, b, 32);
+		for (int j = 0; j < 32; j++)
+			CHECK(fabs(y[j] - x[j]) <=
+			          d8 / 2 + 127 * e8 + 0x1p-23 * fabs(x[j]),
+			      "q8_0 trial %d element %d: %g for %g", trial, j,
+			      (double)y[j], (double)x[j]);
+		CHECK(q4->encode(b, x, 32) == 0, "q4_0 encode");
+		q4->decode(y, b, 32);
+		for (int j = 0; j < 32; j++)
+			CHECK(fabs(y[j] - x[j]) <=
+			          d4 + 8 * e4 + 0x1p-22 * fabs(x[j]),
+			      "q4_0 trial %d element %d: %g for %g", trial, j,
+			      (double)y[j], (double)x[j]);
+	}
+}
+
+/* ----------------------------------------------------------- edge cases */
+
+static uint16_t
+enc16(enum cg_dtype t, float x)
+{
+	unsigned char b[2];
+
+	cg_codec(t)->encode(b, &x, 1);
+	return (uint16_t)(b[0] | b[1] << 8);
+}
+
+static uint64_t
+enc_int(enum cg_dtype t, float x)
+{
+	const struct cg_codec *c = cg_codec(t);
+	unsigned char b[8];
+	uint64_t u = 0;
+
+	if (c->encode(b, &x, 1) != 0)
+		return 0xdeadbeef;
+	c->to_u64(&u, b, 1);
+	return u;
+}
+
+static void
+test_edges(void)
+{
+	/* f16: -0 keeps its sign, subnormals round to nearest even, the
+	 * top of the range goes to inf, nan stays nan */
+	CHECK(enc16(CG_F16, -0.0f) == 0x8000, "f16 -0");
+	CHECK(enc16(CG_F16, 0x1p-24f) == 0x0001, "f16 smallest subnormal");
+	CHECK(enc16(CG_F16, 0x1p-25f) == 0x0000, "f16 half of it: tie to 0");
+	CHECK(enc16(CG_F16, 0x3p-26f) == 0x0001, "f16 0.75 of it: to 1");
+	CHECK(enc16(CG_F16, 0x3p-25f) == 0x0002, "f16 1.5 of it: tie to 2");
+	CHECK(enc16(CG_F16, 0x1p-14f) == 0x0400, "f16 smallest normal");
+	CHECK(enc16(CG_F16, 65519.0f) == 0x7bff, "f16 65519 to max");
+	CHECK(enc16(CG_F16, 65520.0f) == 0x7c00, "f16 65520 to inf");
+	CHECK(enc16(CG_F16, -INFINITY) == 0xfc00, "f16 -inf");
+	CHECK((enc16(CG_F16, NAN) & 0x7fff) > 0x7c00, "f16 nan");
+	CHECK(cg_f16_to_f32(0x8001) == -0x1p-24f, "f16 negative subnormal");
+	CHECK(signbit(cg_f16_to_f32(0x8000)), "f16 -0 decodes to -0");
+	/* bf16 likewise, its subnormals being f32's */
+	CHECK(enc16(CG_BF16, -0.0f) == 0x8000, "bf16 -0");
+	CHECK(enc16(CG_BF16, 0x1p-133f) == 0x0001, "bf16 subnormal");
+	CHECK(enc16(CG_BF16, 0x1.01p0f) == 0x3f80, "bf16 tie to even");
+	CHECK(enc16(CG_BF16, 0x1.03p0f) == 0x3f82, "bf16 tie to even up");
+	CHECK(enc16(CG_BF16, 3.4e38f) == 0x7f80, "bf16 overflow to inf");
+	CHECK((enc16(CG_BF16, -NAN) & 0x7fff) > 0x7f80, "bf16 nan");
+	/* integers: nearest, ties to even, saturated, nan refused */
+	CHECK(enc_int(CG_U8, 2.5f) == 2 && enc_int(CG_U8, 3.5f) == 4,
+	      "u8 ties to even");
+	CHECK(enc_int(CG_U8, 300) == 255 && enc_int(CG_U8, -5) == 0,
+	      "u8 saturates");
+	CHECK(enc_int(CG_U8, INFINITY) == 255 && enc_int(CG_U8, -0.0f) == 0,
+	      "u8 inf, -0");
+	CHECK((int64_t)enc_int(CG_I8, -1e9f) == -128 &&
+	          (int64_t)enc_int(CG_I8, -0.5f) == 0 &&
+	          (int64_t)enc_int(CG_I8, -1.5f) == -2,
+	      "i8 saturates, ties to even");
+	CHECK(enc_int(CG_U32, 4294967296.0f) == UINT32_MAX &&
+	          enc_int(CG_U32, 4294967040.0f) == 4294967040u,
+	      "u32 top");
+	CHECK(enc_int(CG_U64, INFINITY) == UINT64_MAX &&
+	          enc_int(CG_U64, 0x1p64f) == UINT64_MAX &&
+	          enc_int(CG_U64, 0x1.fffffep63f) == 0xffffff0000000000u,
+	      "u64 top");
+	for (int t = CG_I8; t <= CG_U64; t++)
+		CHECK(enc_int((enum cg_dtype)t, NAN) == 0xdeadbeef &&
+		          strstr(cg_errmsg(), "nan") != NULL,
+		      "%s refuses nan: %s", cg_dtype_name((enum cg_dtype)t),
+		      cg_errmsg());
+	/* integers beyond 2^24 decode to the nearest float, ties to even */
+	unsigned char b[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+	float x;
+	cg_codec(CG_U32)->decode(&x, b, 1);
+	CHECK(x == 4294967296.0f, "u32 max decodes to 2^32");
+	b[0] = 0x01, b[1] = 0x00, b[2] = 0x00, b[3] = 0x01; /* 2^24 + 1 */
+	cg_codec(CG_U32)->decode(&x, b, 1);
+	CHECK(x == 16777216.0f, "2^24 + 1 ties to even 2^24");
+	b[0] = 0x03; /* 2^24 + 3 */
+	cg_codec(CG_U32)->decode(&x, b, 1);
+	CHECK(x == 16777220.0f, "2^24 + 3 ties to even 2^24 + 4");
+	memset(b, 0xff, 8);
+	cg_codec(CG_U64)->decode(&x, b, 1);
+	CHECK(x == 0x1p64f, "u64 max decodes to 2^64");
+	/* quantized: an all-zero block has scale 0 and decodes to zeros;
+	 * inf, nan and a scale beyond f16 are refused */
+	float z[32] = {0}, y[32];
+	unsigned char q[34];
+	CHECK(cg_codec(CG_Q8_0)->encode(q, z, 32) == 0 && q[0] == 0 &&
+	          q[1] == 0,
+	      "q8_0 zeros");
+	cg_codec(CG_Q8_0)->decode(y, q, 32);
+	CHECK(y[0] == 0 && y[31] == 0, "q8_0 zeros decode");
+	z[3] = 65504.0f * 127 * 1.01f;
+	CHECK(cg_codec(CG_Q8_0)->encode(q, z, 32) == -1 &&
+	          strstr(cg_errmsg(), "beyond f16") != NULL,
+	      "q8_0 scale overflow: %s", cg_errmsg());
+	z[3] = 65504.0f * 127 * 0.99f;
+	CHECK(cg_codec(CG_Q8_0)->encode(q, z, 32) == 0, "q8_0 scale near max");
+	z[3] = NAN;
+	CHECK(cg_codec(CG_Q4_0)->encode(q, z, 32) == -1, "q4_0 nan");
+}
+
+/* --------------------------------------------------------------- tensors */
+
+static void
+test_tensors(void)
+{
+	struct cg_file *f = cg_file_new("test");
+	float x[96], whole[96], part[96];
+	unsigned char q[3 * 18];
+	struct cg_tensor *t;
+	struct cg_rng r;
+
+	cg_rng_seed(&r, 11);
+	for (int i = 0; i < 96; i++)
+		x[i] = cg_rng_normal(&r);
+	if (f == NULL || cg_codec(CG_Q4_0)->encode(q, x, 96) != 0 ||
+	    (t = cg_file_add(f, "w", CG_Q4_0, 2, (uint64_t[]){3, 32}, q)) ==
+	        NULL) {
+		CHECK(0, "setup: %s", cg_errmsg());
+		cg_file_free(f);
+		return;
+	}
+	CHECK(cg_tensor_to_f32(t, whole) == 0, "whole: %s", cg_errmsg());
+	/* every slice, whatever its alignment to the blocks, gives the
+	 * values of the whole */
+	for (uint64_t first = 0; first <= 96; first++)
+		for (size_t n = 0; first + n <= 96; n += 7) {
+			memset(part, 0xff, sizeof(part));
+			CHECK(cg_tensor_decode(t, first, n, part) == 0,
+			      "slice %d+%zu", (int)first, n);
+			CHECK(memcmp(part, whole + first, n * 4) == 0,
+			      "slice %d+%zu differs", (int)first, n);
+			CHECK(to_bits(part[n]) == 0xffffffffu || n == 96,
+			      "slice %d+%zu wrote past its end", (int)first, n);
+		}
+	double dd[96];
+	CHECK(cg_tensor_decode_f64(t, 5, 60, dd) == 0 && dd[0] == whole[5] &&
+	          dd[59] == whole[64],
+	      "f64 slice");
+	CHECK(cg_tensor_decode(t, 90, 7, part) == -1 &&
+	          strstr(cg_errmsg(), "tensor w") != NULL,
+	      "slice past the end: %s", cg_errmsg());
+	uint64_t u[4];
+	CHECK(cg_tensor_get_u64(t, 0, 1, u) == -1, "get_u64 of q4_0");
+	/* a byte length that does not match dtype x shape is refused */
+	t->nbytes--;
+	CHECK(cg_tensor_to_f32(t, whole) == -1 &&
+	          strstr(cg_errmsg(), "tensor w: 53 bytes") != NULL,
+	      "short member: %s", cg_errmsg());
+	t->nbytes++;
+	/* an element count that is not a multiple of the block */
+	CHECK(cg_file_add(f, "v", CG_Q8_0, 1, (uint64_t[]){40}, q) == NULL &&
+	          strstr(cg_errmsg(), "tensor v") != NULL &&
+	          strstr(cg_errmsg(), "multiple of 32") != NULL,
+	      "q8_0 [40]: %s", cg_errmsg());
+	/* integers: exact through get_u64 and f64, rounded through f32 */
+	uint64_t big[2] = {(1ull << 53), UINT64_MAX};
+	t = cg_file_add(f, "u", CG_U64, 1, (uint64_t[]){2}, big);
+	CHECK(t && cg_tensor_get_u64(t, 0, 2, u) == 0 && u[0] == big[0] &&
+	          u[1] == UINT64_MAX,
+	      "get_u64");
+	CHECK(t && cg_tensor_decode_f64(t, 0, 1, dd) == 0 &&
+	          dd[0] == 9007199254740992.0,
+	      "f64 of 2^53");
+	int8_t neg[2] = {-128, -1};
+	t = cg_file_add(f, "i", CG_I8, 1, (uint64_t[]){2}, neg);
+	CHECK(t && cg_tensor_decode_f64(t, 0, 2, dd) == 0 && dd[0] == -128 &&
+	          dd[1] == -1,
+	      "f64 of i8");
+	CHECK(t && cg_tensor_get_u64(t, 0, 2, u) == 0 && (int64_t)u[0] == -128,
+	      "i8 two's complement");
+	cg_file_free(f);
+}
+
+int
+main(void)
+{
+	const char *dir = getenv("CG_SRCDIR");
+	int checks = 0;
+
+	if (dir == NULL)
+		dir = ".";
+	for (int t = 0; t < CG_NDTYPES; t++)
+		checks += test_vectors(dir, (enum cg_dtype)t);
+	test_table();
+	test_roundtrips();
+	test_edges();
+	test_tensors();
+	printf("%s: %d stored vectors, %d failures\n",
+	       failures ? "FAIL" : "PASS", checks, failures);
+	return failures ? 1 : 0;
+}
