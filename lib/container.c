@@ -123,13 +123,13 @@ valid_name(const char *s)
 /* Fill the shape fields of t; -1 with a message if they make no sense. */
 static int
 set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
-          const uint64_t *shape)
+	  const uint64_t *shape)
 {
 	uint64_t n = 1;
 
 	if (ndim < 0 || ndim > CG_MAX_DIMS)
 		return cg_seterr("tensor %s: %d dimensions (at most %d)",
-		                 t->name, ndim, CG_MAX_DIMS);
+				 t->name, ndim, CG_MAX_DIMS);
 	for (int i = 0; i < ndim; i++) {
 		if (shape[i] != 0 && n > UINT64_MAX / shape[i])
 			return cg_seterr("tensor %s: shape overflows", t->name);
@@ -150,7 +150,7 @@ set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
 /* A new tensor at the end of f, its data not yet set; NULL on error. */
 static struct cg_tensor *
 new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
-           const uint64_t *shape)
+	   const uint64_t *shape)
 {
 	struct cg_tensor *t;
 
@@ -182,7 +182,7 @@ new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
 
 struct cg_tensor *
 cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
-                 int ndim, const uint64_t *shape)
+		 int ndim, const uint64_t *shape)
 {
 	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
 
@@ -194,7 +194,7 @@ cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
 
 struct cg_tensor *
 cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
-                int ndim, const uint64_t *shape, const void *data)
+		int ndim, const uint64_t *shape, const void *data)
 {
 	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
 
@@ -207,8 +207,8 @@ cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
 }
 
 struct cg_tensor *
-cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
-            const uint64_t *shape, const void *data)
+cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype,
+	    int ndim, const uint64_t *shape, const void *data)
 {
 	struct cg_tensor *t = cg_file_add_zero(f, name, dtype, ndim, shape);
 
@@ -235,7 +235,7 @@ cg_file_need(const struct cg_file *f, const char *name, enum cg_dtype dtype)
 		cg_seterr("tensor %s: missing", name);
 	else if (t->dtype != dtype) {
 		cg_seterr("tensor %s: dtype %s, expected %s", name,
-		          cg_dtype_name(t->dtype), cg_dtype_name(dtype));
+			  cg_dtype_name(t->dtype), cg_dtype_name(dtype));
 		t = NULL;
 	}
 	return t;
@@ -275,12 +275,11 @@ build_manifest(struct cg_file *f)
 
 	if (m == NULL)
 		return NULL;
-		/* The digests first, shared among threads: the bulk of a write.
-		 */
+	/* The digests first, shared among threads: the bulk of a write. */
 #pragma omp parallel for schedule(dynamic, 1)
 	for (size_t i = 0; i < f->ntensors; i++)
 		cg_sha256(f->tensors[i].sha256, f->tensors[i].data,
-		          f->tensors[i].nbytes);
+			  f->tensors[i].nbytes);
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
 	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
 		goto fail;
@@ -308,7 +307,8 @@ fail:
 }
 
 static int
-write_member(struct archive *a, const char *name, const void *data, uint64_t n)
+write_member(struct archive *a, const char *name, const void *data,
+	     uint64_t n)
 {
 	struct archive_entry *e = archive_entry_new();
 	const char *p = data;
@@ -332,9 +332,9 @@ write_member(struct archive *a, const char *name, const void *data, uint64_t n)
 		la_ssize_t w = archive_write_data(a, p, chunk);
 		if (w <= 0) {
 			cg_seterr("%s: %s", name,
-			          archive_error_string(a)
-			              ? archive_error_string(a)
-			              : "write failed");
+				  archive_error_string(a)
+				      ? archive_error_string(a)
+				      : "write failed");
 			goto out;
 		}
 		p += w;
@@ -382,7 +382,7 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 		goto fail_prefix;
 	for (size_t i = 0; i < f->ntensors; i++)
 		if (write_member(a, f->tensors[i].name, f->tensors[i].data,
-		                 f->tensors[i].nbytes) != 0)
+				 f->tensors[i].nbytes) != 0)
 			goto fail_prefix;
 	if (archive_write_close(a) != ARCHIVE_OK) {
 		cg_seterr("%s: %s", path, archive_error_string(a));
@@ -419,8 +419,8 @@ cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
 struct reader {
 	struct archive *a;
 	const char *name; /* for messages */
-	uint64_t avail;   /* most tensor bytes the input may hold */
-	uint64_t fsize;   /* size of a regular input file, else 0 */
+	uint64_t avail;	  /* most tensor bytes the input may hold */
+	uint64_t fsize;	  /* size of a regular input file, else 0 */
 	int compressed;
 	const char *blob; /* the whole plain file, when read in place */
 	size_t blob_size;
@@ -436,7 +436,7 @@ struct reader {
  */
 static void *
 read_member(struct reader *r, const char *what, uint64_t n, const void *pre,
-            size_t npre)
+	    size_t npre)
 {
 	size_t cap, have = npre;
 	char *buf;
@@ -445,8 +445,9 @@ read_member(struct reader *r, const char *what, uint64_t n, const void *pre,
 		cg_seterr("%s: too large", what);
 		return NULL;
 	}
-	cap = (r->compressed || r->fsize == 0) && n > (64u << 20) ? (64u << 20)
-	                                                          : (size_t)n;
+	cap = (r->compressed || r->fsize == 0) && n > (64u << 20)
+		  ? (64u << 20)
+		  : (size_t)n;
 	if (cap < npre)
 		cap = npre;
 	if ((buf = cg_alloc(cap)) == NULL)
@@ -464,15 +465,14 @@ read_member(struct reader *r, const char *what, uint64_t n, const void *pre,
 			buf = nb;
 			cap = ncap;
 		}
-		la_ssize_t got =
-		    archive_read_data(r->a, buf + have, cap - have);
+		la_ssize_t got = archive_read_data(r->a, buf + have, cap - have);
 		if (got < 0) {
 			cg_seterr("%s: %s", what, archive_error_string(r->a));
 			goto fail;
 		}
 		if (got == 0) {
 			cg_seterr("%s: truncated (%zu of %llu bytes)", what,
-			          have, (unsigned long long)n);
+				  have, (unsigned long long)n);
 			goto fail;
 		}
 		have += (size_t)got;
@@ -504,7 +504,7 @@ member_data(struct reader *r, const char *what, uint64_t n, int *borrowed)
 	rc = archive_read_data_block(r->a, &p, &sz, &off);
 	if (rc == ARCHIVE_EOF) {
 		cg_seterr("%s: truncated (0 of %llu bytes)", what,
-		          (unsigned long long)n);
+			  (unsigned long long)n);
 		return NULL;
 	}
 	if (rc != ARCHIVE_OK || off != 0 || sz > n) {
@@ -531,14 +531,15 @@ next_header(struct reader *r, struct archive_entry **e, const char *want)
 		return 1;
 	if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
 		const char *msg = archive_error_string(r->a);
-		return cg_seterr("%s%s%s", want ? want : "", want ? ": " : "",
-		                 msg ? msg : "not a cg file");
+		return cg_seterr("%s%s%s", want ? want : "",
+				 want ? ": " : "",
+				 msg ? msg : "not a cg file");
 	}
 	if (archive_entry_filetype(*e) != AE_IFREG)
 		return cg_seterr("member '%.64s' is not a regular file",
-		                 archive_entry_pathname(*e)
-		                     ? archive_entry_pathname(*e)
-		                     : "?");
+				 archive_entry_pathname(*e)
+				     ? archive_entry_pathname(*e)
+				     : "?");
 	if (archive_entry_pathname(*e) == NULL)
 		return cg_seterr("member without a name");
 	return 0;
@@ -588,9 +589,9 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 		return cg_seterr("manifest: \"tensors\" is not an array");
 	if (n > CG_MAX_TENSORS)
 		return cg_seterr("manifest: %d tensors (at most %d)", n,
-		                 CG_MAX_TENSORS);
-	if (n > 0 &&
-	    (f->tensors = calloc((size_t)n, sizeof(*f->tensors))) == NULL)
+				 CG_MAX_TENSORS);
+	if (n > 0 && (f->tensors = calloc((size_t)n, sizeof(*f->tensors))) ==
+			 NULL)
 		return cg_seterr("out of memory");
 	f->cap = (size_t)n;
 	cJSON_ArrayForEach(o, arr)
@@ -608,42 +609,43 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 
 		if (!cJSON_IsString(name) || !valid_name(name->valuestring))
 			return cg_seterr("manifest: tensor %zu: bad or "
-			                 "unsafe name",
-			                 f->ntensors);
+					 "unsafe name",
+					 f->ntensors);
 		snprintf(t->name, sizeof(t->name), "%s", name->valuestring);
 		for (size_t i = 0; i < f->ntensors; i++)
 			if (strcmp(f->tensors[i].name, t->name) == 0)
 				return cg_seterr("tensor %s: listed twice",
-				                 t->name);
+						 t->name);
 		if (!cJSON_IsString(dt))
 			return cg_seterr("tensor %s: bad dtype", t->name);
 		if (cg_dtype_parse(dt->valuestring, &dtype) != 0)
 			return cg_seterr("tensor %s: bad dtype: unknown "
-			                 "'%.32s'",
-			                 t->name, dt->valuestring);
-		if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > CG_MAX_DIMS)
+					 "'%.32s'",
+					 t->name, dt->valuestring);
+		if (!cJSON_IsArray(sh) ||
+		    cJSON_GetArraySize(sh) > CG_MAX_DIMS)
 			return cg_seterr("tensor %s: bad shape", t->name);
 		cJSON_ArrayForEach(d, sh)
 		{
 			if (parse_u64(d, &shape[nd]) != 0)
 				return cg_seterr("tensor %s: bad shape",
-				                 t->name);
+						 t->name);
 			nd++;
 		}
 		if (set_shape(t, dtype, nd, shape) != 0)
 			return -1;
 		if (parse_u64(by, &bytes) != 0 || bytes != t->nbytes)
 			return cg_seterr("tensor %s: byte length does not "
-			                 "match dtype and shape",
-			                 t->name);
+					 "match dtype and shape",
+					 t->name);
 		if (!cJSON_IsString(dg) ||
 		    parse_hex(t->sha256, dg->valuestring) != 0)
 			return cg_seterr("tensor %s: bad sha256", t->name);
 		if (t->nbytes > avail || total + t->nbytes > avail)
 			return cg_seterr("tensor %s: %llu bytes claimed, more "
-			                 "than the file can hold",
-			                 t->name,
-			                 (unsigned long long)t->nbytes);
+					 "than the file can hold",
+					 t->name,
+					 (unsigned long long)t->nbytes);
 		total += t->nbytes;
 		f->ntensors++;
 	}
@@ -677,14 +679,14 @@ read_archive(struct reader *r)
 		r->avail = r->fsize;
 	if (strcmp(archive_entry_pathname(e), MANIFEST_NAME) != 0) {
 		cg_seterr("not a cg file (first member is '%.64s', not "
-		          "cg.json)",
-		          archive_entry_pathname(e));
+			  "cg.json)",
+			  archive_entry_pathname(e));
 		goto fail;
 	}
 	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
 	    archive_entry_size(e) > (la_int64_t)CG_MAX_MANIFEST) {
 		cg_seterr("cg.json: too large (limit %u bytes)",
-		          CG_MAX_MANIFEST);
+			  CG_MAX_MANIFEST);
 		goto fail;
 	}
 	size_t mlen = (size_t)archive_entry_size(e);
@@ -698,7 +700,7 @@ read_archive(struct reader *r)
 	fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
 	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CG_FORMAT) != 0) {
 		cg_seterr("cg.json: unsupported format (want \"%s\")",
-		          CG_FORMAT);
+			  CG_FORMAT);
 		goto fail;
 	}
 	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "kind"))) {
@@ -724,26 +726,26 @@ read_archive(struct reader *r)
 		rc = next_header(r, &e, what);
 		if (rc == 1) {
 			cg_seterr("tensor %s: missing (file truncated)",
-			          t->name);
+				  t->name);
 			goto fail;
 		}
 		if (rc != 0)
 			goto fail;
 		if (strcmp(archive_entry_pathname(e), t->name) != 0) {
 			cg_seterr("tensor %s: found member '%.64s' in its "
-			          "place",
-			          t->name, archive_entry_pathname(e));
+				  "place",
+				  t->name, archive_entry_pathname(e));
 			goto fail;
 		}
 		if (!archive_entry_size_is_set(e) ||
 		    (uint64_t)archive_entry_size(e) != t->nbytes) {
 			cg_seterr("tensor %s: member length differs from the "
-			          "manifest",
-			          t->name);
+				  "manifest",
+				  t->name);
 			goto fail;
 		}
-		if ((t->data = member_data(r, what, t->nbytes, &t->borrowed)) ==
-		    NULL)
+		if ((t->data = member_data(r, what, t->nbytes,
+					   &t->borrowed)) == NULL)
 			goto fail;
 	}
 	/* The digests, tensors shared out among threads; the first
@@ -760,16 +762,15 @@ read_archive(struct reader *r)
 	}
 	if (bad < f->ntensors) {
 		cg_seterr("tensor %s: digest mismatch (file truncated or "
-		          "altered)",
-		          f->tensors[bad].name);
+			  "altered)",
+			  f->tensors[bad].name);
 		goto fail;
 	}
 	rc = next_header(r, &e, "after the tensors");
 	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0)
 		rc = next_header(r, &e, "after the signature");
 	if (rc == 0) {
-		cg_seterr("unexpected member '%.64s'",
-		          archive_entry_pathname(e));
+		cg_seterr("unexpected member '%.64s'", archive_entry_pathname(e));
 		goto fail;
 	}
 	if (rc < 0)
@@ -819,7 +820,7 @@ is_compressed(const unsigned char *buf, size_t n)
 {
 	return (n >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) ||
 	       (n >= 4 && buf[0] == 0x28 && buf[1] == 0xb5 && buf[2] == 0x2f &&
-	        buf[3] == 0xfd);
+		buf[3] == 0xfd);
 }
 
 static struct cg_file *
@@ -875,8 +876,8 @@ read_fd(int fd, const char *display, int in_place)
 		rc = archive_read_open_fd(r.a, fd, 1 << 16);
 	if (rc != ARCHIVE_OK) {
 		cg_seterr("%s", archive_error_string(r.a)
-		                    ? archive_error_string(r.a)
-		                    : "cannot read");
+				    ? archive_error_string(r.a)
+				    : "cannot read");
 		goto out;
 	}
 	f = read_archive(&r);

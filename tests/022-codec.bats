@@ -113,3 +113,22 @@ dtypes() {
 	run -2 --separate-stderr mkcg -t q9 m.cgm u.cgm
 	assert_equal "$stderr" "mkcg: unknown dtype 'q9'"
 }
+
+@test "cg-reduce and cg-apply: an update in f16 or q8_0 counts as its f32 copy" {
+	local t
+	cg-train-step -q -m "$D/model.cgm" -d "$D/train-0.cgd" --steps 2 \
+		--batch 8 -o g.cgg
+	for t in f16 q8_0; do
+		mkcg -t $t g.cgg g-$t.cgg
+		mkcg -t f32 g-$t.cgg g-$t-f32.cgg
+		run -0 cg-reduce -o r-$t.cgg g-$t.cgg g.cgg
+		run -0 cg-reduce -o r-$t-f32.cgg g-$t-f32.cgg g.cgg
+		cmp r-$t.cgg r-$t-f32.cgg
+		run -0 cg-apply -m "$D/model.cgm" -o a-$t.cgm g-$t.cgg
+		run -0 cg-apply -m "$D/model.cgm" -o a-$t-f32.cgm g-$t-f32.cgg
+		cmp a-$t.cgm a-$t-f32.cgm
+	done
+	# and the rounding did move the values: not the same as the f32 run
+	run -0 cg-apply -m "$D/model.cgm" -o a.cgm g.cgg
+	run ! cmp -s a.cgm a-f16.cgm
+}
