@@ -75,7 +75,7 @@ static const struct cg_opt opts[] = {
      "draw from the K likeliest bytes (default 0: all)"},
     {"top-p", OPT_TOP_P, "P",
      "draw from the likeliest bytes of mass P (default 1: all)"},
-    {NULL},
+    {0},
 };
 
 static const struct cg_cli cli = {

@@ -50,7 +50,7 @@ static const struct cg_opt opts[] = {
     {"verify", OPT_VERIFY, NULL, "check every digest; print FILE: OK"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
-    {NULL},
+    {0},
 };
 
 static const struct cg_cli cli = {

@@ -70,7 +70,7 @@ static const struct cg_opt opts[] = {
     {"quiet", 'q', NULL, "print nothing but errors (and no progress)"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
-    {NULL},
+    {0},
 };
 
 static const struct cg_cli cli = {

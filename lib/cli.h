@@ -36,7 +36,7 @@
  *	    {"seed", OPT_SEED, "N", "seed (default 0)"},
  *	    CG_OPT_HELP,
  *	    CG_OPT_VERSION,
- *	    {NULL},
+ *	    {0},
  *	};
  *	static const struct cg_cli cli = {
  *	    .name = "cg-frob",
@@ -83,6 +83,15 @@
  *		rc = run(&a);
  *		return cg_finish_stdout(rc);
  *	}
+ *
+ * Moving a program that calls getopt_long itself onto the table: its
+ * struct option array, short-option string and help() text become one
+ * cg_opt table and a cg_cli; bare option numbers become an enum from
+ * CG_KEY_OWN; CG_OPTIM_LONGOPTS becomes CG_OPTIM_OPTS (same keys, so
+ * cg_optim_cli_option is unchanged) and cg_optim_help goes; its
+ * bad_usage(msg) and "fprintf(stderr, "%s: %s\n", prog, cg_errmsg())"
+ * become cg_usage and cg_fail(NULL).  Until then cg_usage_error,
+ * CG_OPTIM_LONGOPTS and cg_optim_help serve it, worded the same way.
  */
 #ifndef CG_CLI_H
 #define CG_CLI_H
@@ -166,7 +175,7 @@ struct cg_cli {
 	 * a line starting with a space continues the form above. */
 	const char *synopsis;
 	const char *about;         /* --help: what the program does */
-	const struct cg_opt *opts; /* ends with {NULL} */
+	const struct cg_opt *opts; /* ends with {0} */
 	const char *epilog;        /* --help: after the options (or NULL) */
 };
 

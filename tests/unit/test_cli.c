@@ -27,7 +27,7 @@ static const struct cg_opt opts[] = {
     CG_OPTIM_OPTS,
     CG_OPT_HELP,
     CG_OPT_VERSION,
-    {NULL},
+    {0},
 };
 
 static const struct cg_cli cli = {
