@@ -126,8 +126,13 @@ teardown() {
 	run pgrep -x cg-train-step
 	assert_line "$PID"
 	exec {fd}>&-
-	run -1 wait $PID
+	# an empty model: one line, exit 1 (wait here, not in run's subshell,
+	# of which the process is no child)
+	local st=0
+	wait $PID || st=$?
 	PID=
+	assert_equal "$st" 1
+	[[ $(cat err) == 'cg-train-step: m.fifo: '* ]]
 }
 
 # Run a command in a tmux window of 50 columns; the window's rows, with
