@@ -13,7 +13,6 @@
  * A shard that cannot be read or does not fit the model is reported and
  * skipped; the exit status says whether any was.
  */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,17 +27,18 @@
 #include "shard.h"
 #include "train.h"
 
-#define PROG "cg-eval"
 #define DEFAULT_BATCH 500
 #define MAX_BATCH (1 << 20)
 #define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0 /* as cg-sample */
 #define MAX_TOP_K 1000000
 #define MAX_MAX_BYTES (1 << 24) /* one buffer of this is allocated */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
-/* Codes of the options that have no short form. */
+/* Keys of the options that have no short form. */
 enum {
-	OPT_GENERATE = 256,
+	OPT_GENERATE = CG_KEY_OWN,
 	OPT_JSON,
 	OPT_LIMIT,
 	OPT_MAX_BYTES,
@@ -46,6 +46,60 @@ enum {
 	OPT_TEMPERATURE,
 	OPT_TOP_K,
 	OPT_TOP_P
+};
+
+static const struct cg_opt opts[] = {
+    {"batch", 'b', "N",
+     "examples per forward pass (default " STR(DEFAULT_BATCH) ")"},
+    {"data", 'd', "SHARD", "a data shard to score (repeatable; - is stdin)"},
+    CG_OPT_HELP,
+    {"json", OPT_JSON, NULL, "one JSON object per shard, one per line"},
+    {"model", 'm', "FILE", "the model (- is stdin)"},
+    {"quiet", 'q', NULL,
+     "no progress bar (--generate draws one on a terminal)"},
+    {"seed", OPT_SEED, "N",
+     "seed of the model's noise and of --generate (default 0)"},
+    {"threads", 'j', "N", "threads (default 0: all cores)"},
+    CG_OPT_VERSION,
+    {NULL, 0, NULL, "Text models:"},
+    {"generate", OPT_GENERATE, NULL,
+     "also continue each example's condition and prompt, and score that "
+     "against its text: bleu, rouge_l"},
+    {"limit", OPT_LIMIT, "N",
+     "generate for the first N examples only (default: all)"},
+    {"max-bytes", OPT_MAX_BYTES, "N",
+     "stop a continuation after N bytes (default: its reference's length "
+     "+ " STR(CG_GEN_EXTRA) ", at most " STR(CG_GEN_CAP) ")"},
+    {"temperature", OPT_TEMPERATURE, "T", "of the logits (default 0: greedy)"},
+    {"top-k", OPT_TOP_K, "K",
+     "draw from the K likeliest bytes (default 0: all)"},
+    {"top-p", OPT_TOP_P, "P",
+     "draw from the likeliest bytes of mass P (default 1: all)"},
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-eval",
+    .synopsis = "-m MODEL -d SHARD [-d SHARD ...] [--batch N] [--json]\n"
+                " [--seed N] [--threads N] [-q] [SHARD ...]\n"
+                "-m TEXT-MODEL -d SHARD ... --generate [--limit N]\n"
+                " [--temperature T] [--top-k K] [--top-p P] [--max-bytes N]",
+    .about = "Score a model on data shards and print the mean loss.",
+    .opts = opts,
+    .epilog =
+        "Operands are shards too.  For cvae the columns are nelbo (negative "
+        "ELBO,\n"
+        "nats per image), rec, kl and bits/dim.  For text: nats_per_token, "
+        "tokens\n"
+        "(scored per example: text bytes and end-of-text), bpb (bits per "
+        "byte, the\n"
+        "end-of-text counted as a byte), ppl (2^bpb), and with --generate "
+        "bleu\n"
+        "(corpus BLEU-4) and rouge_l (mean ROUGE-L F1), both in [0, 1] "
+        "over\n"
+        "whitespace-separated tokens.  Exit status: 0 ok, 1 a failure, 2 a "
+        "usage\n"
+        "error.",
 };
 
 struct opts {
@@ -58,252 +112,120 @@ struct opts {
 	int threads;
 	int quiet;
 	int generate;
-	/* Generation only; gen_opt names one that was given, for the
-	 * message when --generate is not. */
+	/* Generation only; gen_opt is the long name of one that was
+	 * given, for the message when --generate is not. */
 	const char *gen_opt;
 	struct cg_gen_opts gen; /* sampler.max_bytes 0: per reference */
 };
 
-static void
-usage(void)
-{
-	fprintf(stderr,
-	        "usage: " PROG " -m MODEL -d SHARD [-d SHARD ...] [--batch N] "
-	        "[--json]\n"
-	        "               [--seed N] [--threads N] [-q] [SHARD ...]\n"
-	        "       " PROG " -m TEXT-MODEL -d SHARD ... --generate "
-	        "[--limit N]\n"
-	        "               [--temperature T] [--top-k K] [--top-p P] "
-	        "[--max-bytes N]\n"
-	        "Try '" PROG " --help' for more information.\n");
-	exit(2);
-}
-
-static void
-help(void)
-{
-	printf("usage: " PROG " -m MODEL -d SHARD [options] [SHARD ...]\n"
-	       "Score a model on data shards and print the mean loss.\n"
-	       "\n"
-	       "  -b, --batch N       examples per forward pass (default %d)\n"
-	       "  -d, --data SHARD    a data shard to score (repeatable; - is "
-	       "stdin)\n"
-	       "  -h, --help          show this help and exit\n"
-	       "      --json          one JSON object per shard, one per line\n"
-	       "  -m, --model FILE    the model (- is stdin)\n"
-	       "  -q, --quiet         no progress output (cg-eval draws none "
-	       "yet)\n"
-	       "      --seed N        seed of the model's noise and of "
-	       "--generate (default 0)\n"
-	       "  -j, --threads N     threads (default 0: all cores)\n"
-	       "  -V, --version       show the version and exit\n"
-	       "\n"
-	       "Text models:\n"
-	       "      --generate      also continue each example's condition "
-	       "and prompt, and\n"
-	       "                      score that against its text: bleu, "
-	       "rouge_l\n"
-	       "      --limit N       generate for the first N examples only "
-	       "(default: all)\n"
-	       "      --max-bytes N   stop a continuation after N bytes "
-	       "(default: its\n"
-	       "                      reference's length + %d, at most %d)\n"
-	       "      --temperature T of the logits (default 0: greedy)\n"
-	       "      --top-k K       draw from the K likeliest bytes "
-	       "(default 0: all)\n"
-	       "      --top-p P       draw from the likeliest bytes of mass P "
-	       "(default 1: all)\n"
-	       "\n"
-	       "Operands are shards too.  For cvae the columns are nelbo "
-	       "(negative ELBO,\n"
-	       "nats per image), rec, kl and bits/dim.  For text: "
-	       "nats_per_token, tokens\n"
-	       "(scored per example: text bytes and end-of-text), bpb (bits "
-	       "per byte, the\n"
-	       "end-of-text counted as a byte), ppl (2^bpb), and with "
-	       "--generate bleu\n"
-	       "(corpus BLEU-4) and rouge_l (mean ROUGE-L F1), both in [0, 1] "
-	       "over\n"
-	       "whitespace-separated tokens.  Exit status: 0 ok, 1 a failure, "
-	       "2 a usage\n"
-	       "error.\n",
-	       DEFAULT_BATCH, CG_GEN_EXTRA, CG_GEN_CAP);
-	exit(0);
-}
-
-static void
-version(void)
-{
-	printf(PROG " (cg) " CG_VERSION "\n");
-	exit(0);
-}
-
-/* Print "cg-eval: message" (the library's message names the file). */
-static void
-fail(void)
-{
-	fprintf(stderr, PROG ": %s\n", cg_errmsg());
-}
-
+/* The value of option c of g into o; CG_CONTINUE, or a usage error. */
 static int
-num_opt(const char *what, const char *s, long long min, long long max)
+set_option(struct opts *o, const struct cg_getopt *g, int c)
 {
-	long long v;
+	struct cg_sampler *sm = &o->gen.sampler;
+	const char *a = g->arg;
+	long long v = 0;
+	double x = 0;
+	int e = 0;
 
-	if (cg_parse_i64(what, s, min, max, &v) != 0) {
-		fprintf(stderr, PROG ": %s\n", cg_errmsg());
-		usage();
+	switch (c) {
+	case 'b':
+		e = cg_parse_i64(g->name, a, 1, MAX_BATCH, &v);
+		o->batch = (int)v;
+		break;
+	case 'd':
+		o->data[o->ndata++] = a;
+		break;
+	case 'j':
+		e = cg_parse_i64(g->name, a, 0, MAX_THREADS, &v);
+		o->threads = (int)v;
+		break;
+	case 'm':
+		o->model = a;
+		break;
+	case 'q':
+		o->quiet = 1;
+		break;
+	case OPT_GENERATE:
+		o->generate = 1;
+		break;
+	case OPT_JSON:
+		o->json = 1;
+		break;
+	case OPT_SEED:
+		e = cg_parse_u64(g->name, a, &o->seed);
+		break;
+	case OPT_LIMIT:
+		e = cg_parse_i64(g->name, a, 1, INT32_MAX, &v);
+		o->gen.limit = (uint64_t)v;
+		break;
+	case OPT_MAX_BYTES:
+		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
+		sm->max_bytes = (size_t)v;
+		break;
+	case OPT_TEMPERATURE:
+		e = cg_parse_f64(g->name, a, 0, MAX_TEMPERATURE, &x);
+		sm->temperature = x;
+		break;
+	case OPT_TOP_K:
+		e = cg_parse_i64(g->name, a, 0, MAX_TOP_K, &v);
+		sm->top_k = (int)v;
+		break;
+	case OPT_TOP_P:
+		e = cg_parse_f64(g->name, a, 0, 1, &x);
+		sm->top_p = x;
+		break;
 	}
-	return (int)v;
+	if (c == OPT_LIMIT || c == OPT_MAX_BYTES || c == OPT_TEMPERATURE ||
+	    c == OPT_TOP_K || c == OPT_TOP_P)
+		o->gen_opt = g->opt->name;
+	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 
-static double
-dbl_opt(const char *what, const char *s, double min, double max)
+/* The command line into o (whose data the caller frees); CG_CONTINUE or
+ * the exit status. */
+static int
+parse(int argc, char **argv, struct opts *o)
 {
-	double v;
+	struct cg_getopt g;
+	int c, rc;
 
-	if (cg_parse_f64(what, s, min, max, &v) != 0) {
-		fprintf(stderr, PROG ": %s\n", cg_errmsg());
-		usage();
-	}
-	return v;
-}
-
-static void
-parse_args(int argc, char **argv, struct opts *o)
-{
-	/* Sorted by long name. */
-	static const struct option longopts[] = {
-	    {"batch", required_argument, NULL, 'b'},
-	    {"data", required_argument, NULL, 'd'},
-	    {"generate", no_argument, NULL, OPT_GENERATE},
-	    {"help", no_argument, NULL, 'h'},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"limit", required_argument, NULL, OPT_LIMIT},
-	    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
-	    {"model", required_argument, NULL, 'm'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"seed", required_argument, NULL, OPT_SEED},
-	    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
-	    {"threads", required_argument, NULL, 'j'},
-	    {"top-k", required_argument, NULL, OPT_TOP_K},
-	    {"top-p", required_argument, NULL, OPT_TOP_P},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0},
-	};
-	int ch, nstdin = 0;
-
-	opterr = 0; /* said below, after the program's name */
 	memset(o, 0, sizeof(*o));
 	o->batch = DEFAULT_BATCH;
 	o->gen.sampler.top_p = 1.0; /* greedy, all bytes, auto budget */
+	cg_getopt_init(&g, &cli, argc, argv);
 	/* Every argument at most is a shard: -d's and operands together. */
-	if ((o->data = calloc((size_t)argc + 1, sizeof(*o->data))) == NULL) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(1);
-	}
-	while ((ch = getopt_long(argc, argv, ":b:d:hj:m:qV", longopts, NULL)) !=
-	       -1) {
-		switch (ch) {
-		case 'b':
-			o->batch = num_opt("--batch", optarg, 1, MAX_BATCH);
-			break;
-		case 'd':
-			o->data[o->ndata++] = optarg;
-			break;
-		case 'h':
-			help();
-			break;
-		case 'j':
-			o->threads =
-			    num_opt("--threads", optarg, 0, MAX_THREADS);
-			break;
-		case 'm':
-			o->model = optarg;
-			break;
-		case 'q':
-			o->quiet = 1;
-			break;
-		case 'V':
-			version();
-			break;
-		case OPT_GENERATE:
-			o->generate = 1;
-			break;
-		case OPT_JSON:
-			o->json = 1;
-			break;
-		case OPT_LIMIT:
-			o->gen.limit =
-			    (uint64_t)num_opt("--limit", optarg, 1, INT32_MAX);
-			o->gen_opt = "--limit";
-			break;
-		case OPT_MAX_BYTES:
-			o->gen.sampler.max_bytes = (size_t)num_opt(
-			    "--max-bytes", optarg, 1, MAX_MAX_BYTES);
-			o->gen_opt = "--max-bytes";
-			break;
-		case OPT_SEED:
-			if (cg_parse_u64("--seed", optarg, &o->seed) != 0) {
-				fprintf(stderr, PROG ": %s\n", cg_errmsg());
-				usage();
-			}
-			break;
-		case OPT_TEMPERATURE:
-			o->gen.sampler.temperature = dbl_opt(
-			    "--temperature", optarg, 0, MAX_TEMPERATURE);
-			o->gen_opt = "--temperature";
-			break;
-		case OPT_TOP_K:
-			o->gen.sampler.top_k =
-			    num_opt("--top-k", optarg, 0, MAX_TOP_K);
-			o->gen_opt = "--top-k";
-			break;
-		case OPT_TOP_P:
-			o->gen.sampler.top_p = dbl_opt("--top-p", optarg, 0, 1);
-			o->gen_opt = "--top-p";
-			break;
-		case ':':
-			fprintf(stderr,
-			        PROG ": option '%s' needs an argument\n",
-			        argv[optind - 1]);
-			usage();
-			break;
-		default:
-			/* optopt is the letter of a bad short option, or 0 or
-			 * a code above 255 for a long one. */
-			if (optopt > 0 && optopt < 256)
-				fprintf(stderr, PROG ": unknown option '-%c'\n",
-				        optopt);
-			else
-				fprintf(stderr, PROG ": unknown option '%s'\n",
-				        argv[optind - 1]);
-			usage();
-		}
-	}
-	for (int i = optind; i < argc; i++)
+	if ((o->data = calloc((size_t)argc + 1, sizeof(*o->data))) == NULL)
+		return cg_failx("out of memory");
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
+		if (c == CG_OPT_EXIT)
+			return g.status;
+		else if ((rc = set_option(o, &g, c)) != CG_CONTINUE)
+			return rc;
+	for (int i = g.ind; i < argc; i++)
 		o->data[o->ndata++] = argv[i];
-	if (o->model == NULL) {
-		fprintf(stderr, PROG ": no model given (-m MODEL)\n");
-		usage();
-	}
-	if (o->ndata == 0) {
-		fprintf(stderr, PROG ": no data given (-d SHARD)\n");
-		usage();
-	}
+	o->gen.seed = o->seed;
+	return CG_CONTINUE;
+}
+
+/* Conflicts and what is missing, each with its own message. */
+static int
+validate(const struct opts *o)
+{
+	int nstdin;
+
+	if (o->model == NULL)
+		return cg_usage("no model given (-m MODEL)");
+	if (o->ndata == 0)
+		return cg_usage("no data given (-d SHARD)");
 	nstdin = strcmp(o->model, "-") == 0;
 	for (int i = 0; i < o->ndata; i++)
 		nstdin += strcmp(o->data[i], "-") == 0;
-	if (nstdin > 1) {
-		fprintf(stderr, PROG ": only one input can be standard "
-		                     "input\n");
-		usage();
-	}
-	if (o->gen_opt && !o->generate) {
-		fprintf(stderr, PROG ": %s needs --generate\n", o->gen_opt);
-		usage();
-	}
-	o->gen.seed = o->seed;
+	if (nstdin > 1)
+		return cg_usage("only one input can be standard input");
+	if (o->gen_opt && !o->generate)
+		return cg_usage("--%s needs --generate", o->gen_opt);
+	return CG_CONTINUE;
 }
 
 /* The arch's name for its objective (the cvae's: the negative ELBO). */
@@ -440,6 +362,8 @@ static int
 eval_one(const struct opts *o, struct cg_model *m, const char *data,
          int *header)
 {
+	struct cg_gen_opts gen = o->gen;
+	struct cg_progress pb;
 	struct cg_shard *s;
 	struct cg_metrics r;
 	struct cg_gen_result g;
@@ -453,12 +377,18 @@ eval_one(const struct opts *o, struct cg_model *m, const char *data,
 	}
 	/* A batch larger than the shard would only cost memory. */
 	int B = (uint64_t)o->batch > s->n ? (int)s->n : o->batch;
+	/* Generation is what takes long: a line on a terminal. */
+	cg_progress_init(&pb, stderr, cg_getprogname(), o->quiet);
+	gen.progress = cg_progress_cb;
+	gen.progress_ctx = &pb;
 	/* cg_eval_shard checks the data fits, condition names included. */
 	if (cg_eval_shard(m, s, B, o->seed, &r) != 0 ||
-	    (o->generate && cg_eval_generate(m, s, &o->gen, &g) != 0)) {
+	    (o->generate && cg_eval_generate(m, s, &gen, &g) != 0)) {
+		cg_progress_done(&pb);
 		cg_errprefix(data);
 		goto done;
 	}
+	cg_progress_done(&pb);
 	if (o->json) {
 		if (print_json(o, m, data, s, &r, o->generate ? &g : NULL) != 0)
 			goto done;
@@ -474,41 +404,36 @@ int
 main(int argc, char **argv)
 {
 	struct opts o;
-	struct cg_model *m;
-	int status = 0, header = 0;
+	struct cg_model *m = NULL;
+	int rc, header = 0;
 
-	parse_args(argc, argv, &o);
+	if ((rc = parse(argc, argv, &o)) != CG_CONTINUE ||
+	    (rc = validate(&o)) != CG_CONTINUE)
+		goto out;
 	cg_set_threads(o.threads);
 	if ((m = cg_model_read(o.model)) == NULL) {
-		fail();
-		free(o.data);
-		return 1;
+		rc = cg_fail(NULL);
+		goto out;
 	}
 	if (o.generate && m->arch->sample_image) {
-		fprintf(stderr,
-		        PROG ": %s: --generate is for text models (%s "
-		             "makes images)\n",
-		        o.model, m->arch->name);
-		cg_model_free(m);
-		free(o.data);
-		usage();
+		rc = cg_usage("%s: --generate is for text models (%s makes "
+		              "images)",
+		              o.model, m->arch->name);
+		goto out;
 	}
 	if (!o.json)
 		printf("model %s (%s, step %llu)\n", o.model, m->arch->name,
 		       (unsigned long long)m->step);
+	rc = CG_EXIT_OK;
 	for (int i = 0; i < o.ndata; i++) {
-		if (eval_one(&o, m, o.data[i], &header) != 0) {
-			fail();
-			status = 1;
-		}
+		if (eval_one(&o, m, o.data[i], &header) != 0)
+			rc = cg_fail(NULL);
 		/* Lines appear as shards finish, not all at the end. */
 		fflush(stdout);
 	}
+	rc = cg_finish_stdout(rc);
+out:
 	cg_model_free(m);
 	free(o.data);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, PROG ": standard output: write error\n");
-		return 1;
-	}
-	return status;
+	return rc;
 }

@@ -13,7 +13,6 @@
  * the weights change?": 0 the same, 1 different, 2 trouble (a usage error
  * or a file that cannot be read).
  */
-#include <getopt.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <stdio.h>
@@ -27,70 +26,62 @@
 #include "cli.h"
 #include "inspect.h"
 
-#define PROG "cg-inspect"
+enum {
+	OPT_DIFF = CG_KEY_OWN,
+	OPT_NO_STATS,
+	OPT_ROWS,
+	OPT_TOLERANCE,
+	OPT_VERIFY
+};
+
+static const struct cg_opt opts[] = {
+    {"diff", OPT_DIFF, NULL, "compare files A and B tensor by tensor"},
+    {"json", 'j', NULL, "one JSON object per file, one per line"},
+    {"no-stats", OPT_NO_STATS, NULL, "skip min/max/mean/std/histogram (fast)"},
+    {"quiet", 'q', NULL,
+     "--verify: print nothing for good files;\n--diff: print nothing at all"},
+    {"rows", OPT_ROWS, NULL,
+     "--tensor: one line per row of the last\ndimension instead of one "
+     "value per line"},
+    {"tensor", 't', "NAME", "print the values of tensor NAME as text"},
+    {"tolerance", OPT_TOLERANCE, "X",
+     "--diff: tensors of the same shape whose\nvalues differ by at most X "
+     "are equal"},
+    {"verify", OPT_VERIFY, NULL, "check every digest; print FILE: OK"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-inspect",
+    .synopsis = "[-q] [--no-stats] [FILE...]\n"
+                "--json [-q] [--no-stats] [FILE...]\n"
+                "--verify [-q] [FILE...]\n"
+                "--tensor NAME [--rows] [FILE]\n"
+                "--diff [-jq] [--tolerance X] A B",
+    .about = "Show the manifest and per-tensor statistics of cg files; no\n"
+             "FILE, or -, reads standard input.",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 a file could not be read or failed\n"
+              "verification, 2 usage error.  --diff as diff(1): 0 no tensor\n"
+              "differs, 1 some tensor differs or is in one file only, 2\n"
+              "trouble.",
+};
 
 static struct {
 	int json;
 	int quiet;
 	int rows;
+	int diff;
+	int verify;
 	const char *tensor;
 	double tolerance; /* --diff; < 0: identical bytes only */
 	struct cg_inspect_opts io;
+	char **files; /* NULL-terminated */
+	int nfiles;
+	int (*run)(const char *); /* every mode but --diff */
 } opt = {.tolerance = -1, .io = {.stats = 1}};
-
-static void
-usage(FILE *fp)
-{
-	fprintf(fp, "usage: " PROG " [-q] [--no-stats] [FILE...]\n"
-	            "       " PROG " --json [-q] [--no-stats] [FILE...]\n"
-	            "       " PROG " --verify [-q] [FILE...]\n"
-	            "       " PROG " --tensor NAME [--rows] [FILE]\n"
-	            "       " PROG " --diff [-jq] [--tolerance X] A B\n");
-}
-
-static void
-help(void)
-{
-	usage(stdout);
-	fputs("\n"
-	      "Show the manifest and per-tensor statistics of cg files; no\n"
-	      "FILE, or -, reads standard input.\n"
-	      "\n"
-	      "      --diff         compare files A and B tensor by tensor\n"
-	      "  -j, --json         one JSON object per file, one per line\n"
-	      "      --no-stats     skip min/max/mean/std/histogram (fast)\n"
-	      "  -q, --quiet        --verify: print nothing for good files;\n"
-	      "                     --diff: print nothing at all\n"
-	      "      --rows         --tensor: one line per row of the last\n"
-	      "                     dimension instead of one value per line\n"
-	      "  -t, --tensor NAME  print the values of tensor NAME as text\n"
-	      "      --tolerance X  --diff: tensors of the same shape whose\n"
-	      "                     values differ by at most X are equal\n"
-	      "      --verify       check every digest; print FILE: OK\n"
-	      "  -h, --help         show this help\n"
-	      "  -V, --version      show the version\n"
-	      "\n"
-	      "Exit status: 0 success, 1 a file could not be read or failed\n"
-	      "verification, 2 usage error.  --diff as diff(1): 0 no tensor\n"
-	      "differs, 1 some tensor differs or is in one file only, 2\n"
-	      "trouble.\n",
-	      stdout);
-}
-
-/*
- * Print "cg-inspect: msg" as exactly one line: the message may quote a
- * file name or a member name taken from a hostile archive.
- */
-static void
-report(const char *msg)
-{
-	fputs(PROG ": ", stderr);
-	for (; *msg; msg++) {
-		unsigned char c = (unsigned char)*msg;
-		fputc(c < 0x20 || c == 0x7f ? '?' : c, stderr);
-	}
-	fputc('\n', stderr);
-}
 
 /* The name cg_file_read uses for path in its messages. */
 static const char *
@@ -195,9 +186,9 @@ do_diff(const char *pa, const char *pb)
 	/* both are read whatever becomes of the first, so that two bad
 	 * files give two lines */
 	if ((a = cg_file_read(pa)) == NULL)
-		report(cg_errmsg());
+		cg_warn(NULL);
 	if ((b = cg_file_read(pb)) == NULL)
-		report(cg_errmsg());
+		cg_warn(NULL);
 	if (a == NULL || b == NULL) {
 		rc = 2;
 		goto out;
@@ -231,7 +222,7 @@ do_diff(const char *pa, const char *pb)
 out:
 	if (rc < 0) {
 		fflush(stdout);
-		report(cg_errmsg());
+		cg_warn(NULL);
 		rc = 2;
 	}
 	free(s);
@@ -244,49 +235,22 @@ out:
 
 /* ----------------------------------------------------------------- main */
 
-/* A usage error: the message, the synopsis, exit status 2. */
+/* The command line into opt; CG_CONTINUE or the exit status. */
 static int
-bad_usage(const char *msg)
+parse(int argc, char **argv)
 {
-	report(msg);
-	usage(stderr);
-	return 2;
-}
-
-enum { OPT_DIFF = 256, OPT_NO_STATS, OPT_ROWS, OPT_TOLERANCE, OPT_VERIFY };
-
-int
-main(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-	    {"diff", no_argument, NULL, OPT_DIFF},
-	    {"help", no_argument, NULL, 'h'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"no-stats", no_argument, NULL, OPT_NO_STATS},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"rows", no_argument, NULL, OPT_ROWS},
-	    {"tensor", required_argument, NULL, 't'},
-	    {"tolerance", required_argument, NULL, OPT_TOLERANCE},
-	    {"verify", no_argument, NULL, OPT_VERIFY},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0},
-	};
 	static char *stdin_only[] = {"-", NULL};
-	int (*run)(const char *);
-	int c, diff = 0, verify = 0, failed = 0, rc;
-	char **files;
+	struct cg_getopt g;
+	int c;
 
-	/* getopt_long names the program by argv[0] in its messages, which
-	 * must start with the name alone, whatever path ran it */
-	argv[0] = PROG;
-	while ((c = getopt_long(argc, argv, "hjqt:V", longopts, NULL)) != -1) {
+	cg_getopt_init(&g, &cli, argc, argv);
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END) {
 		switch (c) {
+		case CG_OPT_EXIT:
+			return g.status;
 		case OPT_DIFF:
-			diff = 1;
+			opt.diff = 1;
 			break;
-		case 'h':
-			help();
-			return fflush(stdout) == 0 ? 0 : 1;
 		case 'j':
 			opt.json = 1;
 			break;
@@ -300,87 +264,90 @@ main(int argc, char **argv)
 			opt.rows = 1;
 			break;
 		case 't':
-			opt.tensor = optarg;
+			opt.tensor = g.arg;
 			break;
 		case OPT_TOLERANCE:
-			if (cg_parse_f64("--tolerance", optarg, 0, 1e30,
+			if (cg_parse_f64(g.name, g.arg, 0, 1e30,
 			                 &opt.tolerance) != 0)
-				return bad_usage(cg_errmsg());
+				return cg_usage(NULL);
 			break;
 		case OPT_VERIFY:
-			verify = 1;
+			opt.verify = 1;
 			break;
-		case 'V':
-			puts(PROG " (cg) " CG_VERSION);
-			return fflush(stdout) == 0 ? 0 : 1;
-		default:
-			usage(stderr);
-			return 2;
 		}
 	}
-	if (diff && verify)
-		return bad_usage("--diff and --verify cannot be combined");
-	if (diff && opt.tensor)
-		return bad_usage("--tensor cannot be combined with --diff");
-	if (diff && !opt.io.stats)
-		return bad_usage("--no-stats cannot be combined with --diff");
-	if (!diff && opt.tolerance >= 0)
-		return bad_usage("--tolerance needs --diff");
-	if (diff && argc - optind != 2)
-		return bad_usage("--diff compares two files");
-	if (opt.json && verify)
-		return bad_usage("--json and --verify cannot be combined");
-	if (opt.tensor && opt.json)
-		return bad_usage("--tensor cannot be combined with --json");
-	if (opt.tensor && verify)
-		return bad_usage("--tensor cannot be combined with --verify");
-	if (opt.rows && opt.tensor == NULL)
-		return bad_usage("--rows needs --tensor");
-	if (opt.tensor && argc - optind > 1)
-		return bad_usage("--tensor reads one file");
-	if (opt.tensor)
-		run = do_tensor;
-	else if (verify)
-		run = do_verify;
-	else if (opt.json)
-		run = do_json;
-	else
-		run = do_table;
+	opt.nfiles = argc - g.ind;
+	opt.files = g.ind < argc ? argv + g.ind : stdin_only;
+	return CG_CONTINUE;
+}
 
+/* Conflicts, each with its own message; then the mode. */
+static int
+validate(void)
+{
+	const int diff = opt.diff, verify = opt.verify;
+
+	if (diff && verify)
+		return cg_usage("--diff and --verify cannot be combined");
+	if (diff && opt.tensor)
+		return cg_usage("--tensor cannot be combined with --diff");
+	if (diff && !opt.io.stats)
+		return cg_usage("--no-stats cannot be combined with --diff");
+	if (!diff && opt.tolerance >= 0)
+		return cg_usage("--tolerance needs --diff");
+	if (diff && opt.nfiles != 2)
+		return cg_usage("--diff compares two files");
+	if (opt.json && verify)
+		return cg_usage("--json and --verify cannot be combined");
+	if (opt.tensor && opt.json)
+		return cg_usage("--tensor cannot be combined with --json");
+	if (opt.tensor && verify)
+		return cg_usage("--tensor cannot be combined with --verify");
+	if (opt.rows && opt.tensor == NULL)
+		return cg_usage("--rows needs --tensor");
+	if (opt.tensor && opt.nfiles > 1)
+		return cg_usage("--tensor reads one file");
+	for (int i = 0, n = 0; opt.files[i]; i++) {
+		if (strcmp(opt.files[i], "-") != 0)
+			continue;
+		if (n++)
+			return cg_usage("standard input named twice");
+		/* as gzip does: nobody types a tar archive, so a bare
+		 * "cg-inspect" at a prompt shows the usage, not a hang */
+		if (isatty(STDIN_FILENO))
+			return cg_usage("standard input is a terminal");
+	}
+	opt.run = opt.tensor ? do_tensor
+	          : verify   ? do_verify
+	          : opt.json ? do_json
+	                     : do_table;
+	return CG_CONTINUE;
+}
+
+int
+main(int argc, char **argv)
+{
+	int rc;
+
+	if ((rc = parse(argc, argv)) != CG_CONTINUE ||
+	    (rc = validate()) != CG_CONTINUE)
+		return rc;
 	/* Only the character type: numbers keep their C spelling, which
 	 * --json and the dumps depend on. */
 	setlocale(LC_CTYPE, "");
 	opt.io.utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-
-	files = optind < argc ? argv + optind : stdin_only;
-	for (int i = 0, n = 0; files[i]; i++) {
-		if (strcmp(files[i], "-") != 0)
-			continue;
-		if (n++)
-			return bad_usage("standard input named twice");
-		/* as gzip does: nobody types a tar archive, so a bare
-		 * "cg-inspect" at a prompt shows the usage, not a hang */
-		if (isatty(STDIN_FILENO))
-			return bad_usage("standard input is a terminal");
+	if (opt.diff) {
+		rc = do_diff(opt.files[0], opt.files[1]);
+		/* trouble writing is trouble: 2, as diff(1) */
+		return cg_finish_stdout(CG_EXIT_OK) == CG_EXIT_OK ? rc : 2;
 	}
-	if (diff) {
-		rc = do_diff(files[0], files[1]);
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			report("standard output: write error");
-			return 2;
-		}
-		return rc;
-	}
-	for (int i = 0; files[i]; i++) {
-		if (run(files[i]) != 0) {
+	rc = CG_EXIT_OK;
+	for (int i = 0; opt.files[i]; i++) {
+		if (opt.run(opt.files[i]) != 0) {
 			fflush(stdout);
-			report(cg_errmsg());
-			failed = 1;
+			cg_warn(NULL);
+			rc = CG_EXIT_FAILURE;
 		}
 	}
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		report("standard output: write error");
-		return 1;
-	}
-	return failed;
+	return cg_finish_stdout(rc);
 }

@@ -13,8 +13,7 @@
  * the files finished so far.
  */
 #include <errno.h>
-#include <getopt.h>
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,123 +26,91 @@
 #include "cli.h"
 #include "shard.h"
 
-static const char *progname = "cg-shard";
+enum {
+	OPT_CONDITIONS = CG_KEY_OWN,
+	OPT_FORMAT,
+	OPT_HOLDOUT,
+	OPT_HOLDOUT_COUNT,
+	OPT_HOLDOUT_FRACTION,
+	OPT_JSON,
+	OPT_LIMIT,
+	OPT_MAX_ENTRY,
+	OPT_SEED,
+	OPT_TEST
+};
 
-static void
-usage(FILE *fp)
-{
-	fprintf(fp,
-	        "usage: cg-shard [options] -o PREFIX IMAGES LABELS\n"
-	        "       cg-shard [options] -o PREFIX DIR\n"
-	        "       cg-shard [options] -o PREFIX FILE.jsonl|FILE.tsv\n");
-}
+/* In the order of --help, by topic. */
+static const struct cg_opt opts[] = {
+    {"shards", 'n', "N",
+     "number of shards (default: the number of weights, or 1)"},
+    {"output", 'o', "PREFIX",
+     "write PREFIX-I.cgd; \"-\" writes one shard to stdout"},
+    {"strategy", 's', "NAME",
+     "contiguous, round-robin, random, stratified (default) or hashed"},
+    {"weights", 'w', "W,W,...", "relative share of each shard (one per shard)"},
+    {"holdout", OPT_HOLDOUT, "FILE", "also write a held-out shard to FILE"},
+    {"holdout-fraction", OPT_HOLDOUT_FRACTION, "X",
+     "hold out this fraction (default 0.1)"},
+    {"holdout-count", OPT_HOLDOUT_COUNT, "K", "hold out exactly K examples"},
+    {"seed", OPT_SEED, "N",
+     "seed of the holdout, random, stratified and hashed choices (default "
+     "0)"},
+    {"limit", OPT_LIMIT, "N", "use only the first N examples"},
+    {"test", OPT_TEST, NULL, "in DIR, read t10k-* instead of train-*"},
+    {"conditions", OPT_CONDITIONS, "FILE",
+     "condition names of IDX labels, one per line"},
+    {"format", OPT_FORMAT, "NAME",
+     "read the input as idx, fortunes, jsonl or tsv (default: told from the "
+     "input as above)"},
+    {"max-entry", OPT_MAX_ENTRY, "SIZE",
+     "longest text example in bytes, K, M or G suffix (default 1M)"},
+    {"compress", 'z', "TYPE", "none (default), gzip or zstd"},
+    {"json", OPT_JSON, NULL, "one JSON line per written shard on stdout"},
+    {"verbose", 'v', NULL, "a table of the shards on stderr"},
+    {"quiet", 'q', NULL, "print nothing but errors (and no progress)"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
 
-static void
-help(void)
-{
-	usage(stdout);
-	fputs("\n"
-	      "Split a dataset into N data shards PREFIX-0.cgd ... "
-	      "PREFIX-(N-1).cgd.\n"
-	      "IMAGES and LABELS are IDX files, plain or gzip (\"-\" reads one "
-	      "of them\n"
-	      "from stdin); DIR holds train-images-idx3-ubyte and "
-	      "train-labels-idx1-ubyte\n"
-	      "(or .gz).  A DIR without them holds fortune files: each file "
-	      "whose name has\n"
-	      "no dot is a condition, and its entries are separated by lines "
-	      "holding \"%\".\n"
-	      "FILE.jsonl has one {\"cond\":...,\"text\":...} or "
-	      "{\"prompt\":...,\"text\":...}\n"
-	      "per line; FILE.tsv one cond<TAB>text per line, with \\n \\t \\r "
-	      "\\\\ escapes.\n"
-	      "Both may be gzip files, or \"-\" (stdin) with --format.\n"
-	      "\n"
-	      "  -n, --shards N            number of shards (default: the "
-	      "number of weights,\n"
-	      "                            or 1)\n"
-	      "  -o, --output PREFIX       write PREFIX-I.cgd; \"-\" writes "
-	      "one shard to stdout\n"
-	      "  -s, --strategy NAME       contiguous, round-robin, random, "
-	      "stratified\n"
-	      "                            (default) or hashed\n"
-	      "  -w, --weights W,W,...     relative share of each shard (one "
-	      "per shard)\n"
-	      "      --holdout FILE        also write a held-out shard to "
-	      "FILE\n"
-	      "      --holdout-fraction X  hold out this fraction (default "
-	      "0.1)\n"
-	      "      --holdout-count K     hold out exactly K examples\n"
-	      "      --seed N              seed of the holdout, random, "
-	      "stratified and hashed\n"
-	      "                            choices (default 0)\n"
-	      "      --limit N             use only the first N examples\n"
-	      "      --test                in DIR, read t10k-* instead of "
-	      "train-*\n"
-	      "      --conditions FILE     condition names of IDX labels, one "
-	      "per line\n"
-	      "      --format NAME         read the input as idx, fortunes, "
-	      "jsonl or tsv\n"
-	      "                            (default: told from the input as "
-	      "above)\n"
-	      "      --max-entry SIZE      longest text example in bytes, K, M "
-	      "or G suffix\n"
-	      "                            (default 1M)\n"
-	      "  -z, --compress TYPE       none (default), gzip or zstd\n"
-	      "      --json                one JSON line per written shard on "
-	      "stdout\n"
-	      "  -v, --verbose             a table of the shards on stderr\n"
-	      "  -q, --quiet               print nothing but errors\n"
-	      "  -h, --help                show this help and exit\n"
-	      "      --version             show the version and exit\n"
-	      "\n"
-	      "Exit status: 0 on success, 1 on failure, 2 on a usage "
-	      "error.\n",
-	      stdout);
-}
+static const struct cg_cli cli = {
+    .name = "cg-shard",
+    .synopsis = "[options] -o PREFIX IMAGES LABELS\n"
+                "[options] -o PREFIX DIR\n"
+                "[options] -o PREFIX FILE.jsonl|FILE.tsv",
+    .about =
+        "Split a dataset into N data shards PREFIX-0.cgd ... "
+        "PREFIX-(N-1).cgd.\n"
+        "IMAGES and LABELS are IDX files, plain or gzip (\"-\" reads one of "
+        "them\n"
+        "from stdin); DIR holds train-images-idx3-ubyte and "
+        "train-labels-idx1-ubyte\n"
+        "(or .gz).  A DIR without them holds fortune files: each file whose "
+        "name has\n"
+        "no dot is a condition, and its entries are separated by lines "
+        "holding \"%\".\n"
+        "FILE.jsonl has one {\"cond\":...,\"text\":...} or "
+        "{\"prompt\":...,\"text\":...}\n"
+        "per line; FILE.tsv one cond<TAB>text per line, with \\n \\t \\r "
+        "\\\\ escapes.\n"
+        "Both may be gzip files, or \"-\" (stdin) with --format.",
+    .opts = opts,
+    .epilog = "Exit status: 0 on success, 1 on failure, 2 on a usage error.",
+};
 
-static int bad_usage(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* A usage error: one line, the synopsis, exit status 2. */
-static int
-bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	usage(stderr);
-	fprintf(stderr, "Try 'cg-shard --help' for more information.\n");
-	return 2;
-}
-
-/*
- * A failure: "cg-shard: msg" as exactly one line, since the message may
- * quote file names or text taken from a hostile file.  Returns -1.
- */
-static int
-fail(const char *fmt, ...)
-{
-	char buf[2048];
-	const char *msg = buf;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "%s: ", progname);
-	for (; *msg; msg++) {
-		unsigned char c = (unsigned char)*msg;
-		fputc(c < 0x20 || c == 0x7f ? '?' : c, stderr);
-	}
-	fputc('\n', stderr);
-	return -1;
-}
+/* What the command line asks for. */
+struct args {
+	struct cg_split split;
+	struct cg_text_options topts;
+	enum cg_compress compress;
+	const char *prefix, *holdout, *conditions;
+	double *weights, fraction;
+	uint64_t nshards, limit, count;
+	int have_count, have_fraction, test, json, verbose, quiet, nweights;
+	int idx, text; /* --format idx, or a text format */
+	char **inputs; /* [ninputs] */
+	int ninputs;
+};
 
 /*
  * DIR/SET-WHAT-idxD-ubyte, or the same with ".idx" or a ".gz" suffix:
@@ -205,16 +172,19 @@ find_inputs(int argc, char **argv, int test, const char **images,
 		return 0;
 	}
 	if (stat(argv[0], &st) != 0)
-		return fail("%s: %s", argv[0], strerror(errno));
+		return cg_warnx("%s: %s", argv[0], strerror(errno)), -1;
 	if (!S_ISDIR(st.st_mode))
-		return fail("%s: not a directory (give IMAGES LABELS, or a "
-		            "directory holding them)",
-		            argv[0]);
+		return cg_warnx("%s: not a directory (give IMAGES LABELS, or "
+		                "a directory holding them)",
+		                argv[0]),
+		       -1;
 	found[0] = find_idx(argv[0], set, "images");
 	found[1] = find_idx(argv[0], set, "labels");
 	if (found[0] == NULL || found[1] == NULL)
-		return fail("%s: no %s-%s-idx%d-ubyte[.gz] here", argv[0], set,
-		            found[0] ? "labels" : "images", found[0] ? 1 : 3);
+		return cg_warnx("%s: no %s-%s-idx%d-ubyte[.gz] here", argv[0],
+		                set, found[0] ? "labels" : "images",
+		                found[0] ? 1 : 3),
+		       -1;
 	*images = found[0];
 	*labels = found[1];
 	return 0;
@@ -237,7 +207,7 @@ shard_paths(const char *prefix, uint64_t n, const char *holdout)
 		if (paths[i] == NULL)
 			goto oom;
 		if (holdout && strcmp(paths[i], holdout) == 0) {
-			fail("%s: both a shard and the holdout", holdout);
+			cg_warnx("%s: both a shard and the holdout", holdout);
 			goto fail;
 		}
 	}
@@ -245,7 +215,7 @@ shard_paths(const char *prefix, uint64_t n, const char *holdout)
 		goto oom;
 	return paths;
 oom:
-	fail("%s", "out of memory");
+	cg_warnx("out of memory");
 fail:
 	for (uint64_t i = 0; paths && i <= n; i++)
 		free(paths[i]);
@@ -254,27 +224,33 @@ fail:
 }
 
 /*
- * Write every shard, then the holdout.  On a failure, remove the files
- * this run already wrote, so that no partial set is left; returns -1.
+ * Write every shard, then the holdout, with a progress line on a terminal
+ * unless quiet.  On a failure, remove the files this run already wrote,
+ * so that no partial set is left; returns -1.
  */
 static int
 write_shards(const struct cg_dataset *d, const int *assign,
-             const struct cg_split *s, char **paths, enum cg_compress c)
+             const struct cg_split *s, char **paths, enum cg_compress c,
+             int quiet)
 {
+	struct cg_progress pb;
 	int n = s->nshards;
 
+	cg_progress_init(&pb, stderr, cg_getprogname(), quiet);
 	for (int i = 0; i <= n; i++) {
-		if (paths[i] == NULL)
-			continue;
-		if (cg_shard_write(d, assign, i < n ? i : -1, s, paths[i], c) ==
-		    0)
-			continue;
-		fail("%s", cg_errmsg());
-		while (i-- > 0)
-			if (paths[i] && strcmp(paths[i], "-") != 0)
-				unlink(paths[i]);
-		return -1;
+		if (paths[i] != NULL &&
+		    cg_shard_write(d, assign, i < n ? i : -1, s, paths[i], c) !=
+		        0) {
+			cg_progress_done(&pb);
+			cg_warn(NULL);
+			while (i-- > 0)
+				if (paths[i] && strcmp(paths[i], "-") != 0)
+					unlink(paths[i]);
+			return -1;
+		}
+		cg_progress_update(&pb, i + 1, n + 1, NAN);
 	}
+	cg_progress_done(&pb);
 	return 0;
 }
 
@@ -342,317 +318,296 @@ out:
 	return rc;
 }
 
-enum {
-	OPT_CONDITIONS = 256,
-	OPT_FORMAT,
-	OPT_HOLDOUT,
-	OPT_HOLDOUT_COUNT,
-	OPT_HOLDOUT_FRACTION,
-	OPT_JSON,
-	OPT_LIMIT,
-	OPT_MAX_ENTRY,
-	OPT_SEED,
-	OPT_TEST,
-	OPT_VERSION,
-};
-
-static const struct option longopts[] = {
-    {"compress", required_argument, NULL, 'z'},
-    {"conditions", required_argument, NULL, OPT_CONDITIONS},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"help", no_argument, NULL, 'h'},
-    {"holdout", required_argument, NULL, OPT_HOLDOUT},
-    {"holdout-count", required_argument, NULL, OPT_HOLDOUT_COUNT},
-    {"holdout-fraction", required_argument, NULL, OPT_HOLDOUT_FRACTION},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"limit", required_argument, NULL, OPT_LIMIT},
-    {"max-entry", required_argument, NULL, OPT_MAX_ENTRY},
-    {"output", required_argument, NULL, 'o'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"shards", required_argument, NULL, 'n'},
-    {"strategy", required_argument, NULL, 's'},
-    {"test", no_argument, NULL, OPT_TEST},
-    {"verbose", no_argument, NULL, 'v'},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {"weights", required_argument, NULL, 'w'},
-    {NULL, 0, NULL, 0},
-};
-
-int
-main(int argc, char **argv)
+/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+static int
+set_option(struct args *a, const struct cg_getopt *g, int c)
 {
 	static double wbuf[CG_SHARD_MAX_SHARDS];
-	struct cg_split split = {.strategy = CG_SPLIT_STRATIFIED};
-	struct cg_dataset d = {0};
-	struct cg_text_options topts = {.format = CG_TEXT_AUTO};
-	enum cg_compress compress = CG_COMPRESS_NONE;
-	const char *prefix = NULL, *holdout = NULL, *conditions = NULL;
-	const char *images = NULL, *labels = NULL;
-	char *found[2] = {NULL, NULL}, **paths = NULL;
-	double *weights = NULL, fraction = 0.1;
-	uint64_t nshards = 0, limit = 0, count = 0;
-	int have_count = 0, have_fraction = 0, test = 0, json = 0;
-	int verbose = 0, quiet = 0, nweights = 0, rc = 1, ch;
-	int idx = 0, text = 0; /* --format idx, or a text format */
+	const char *s = g->arg;
+	long long v = 0;
+
+	switch (c) {
+	case 'n':
+		if (cg_parse_i64(g->name, s, 1, CG_SHARD_MAX_SHARDS, &v) != 0)
+			return cg_usage(NULL);
+		a->nshards = (uint64_t)v;
+		break;
+	case 'o':
+		a->prefix = s;
+		break;
+	case 'q':
+		a->quiet = 1;
+		break;
+	case 's':
+		if (cg_split_parse(s, &a->split.strategy) != 0)
+			return cg_usage("%s: %s", g->name, cg_errmsg());
+		break;
+	case 'v':
+		a->verbose = 1;
+		break;
+	case 'w':
+		if ((a->nweights = cg_parse_list(g->name, s, wbuf,
+		                                 CG_SHARD_MAX_SHARDS)) < 0)
+			return cg_usage(NULL);
+		a->weights = wbuf;
+		break;
+	case 'z':
+		if (cg_compress_parse(s, &a->compress) != 0)
+			return cg_usage("%s: %s", g->name, cg_errmsg());
+		break;
+	case OPT_CONDITIONS:
+		a->conditions = s;
+		break;
+	case OPT_FORMAT:
+		a->idx = strcmp(s, "idx") == 0;
+		a->text = 0;
+		if (!a->idx && cg_text_format_parse(s, &a->topts.format) != 0)
+			return cg_usage("--format: unknown format '%s' (idx, "
+			                "fortunes, jsonl or tsv)",
+			                s);
+		a->text = !a->idx;
+		break;
+	case OPT_HOLDOUT:
+		a->holdout = s;
+		break;
+	case OPT_HOLDOUT_COUNT:
+		if (cg_parse_i64(g->name, s, 0,
+		                 (long long)CG_SHARD_MAX_EXAMPLES, &v) != 0)
+			return cg_usage(NULL);
+		a->count = (uint64_t)v;
+		a->have_count = 1;
+		break;
+	case OPT_HOLDOUT_FRACTION:
+		if (cg_parse_f64(g->name, s, 0, 1, &a->fraction) != 0 ||
+		    a->fraction == 1)
+			return cg_usage("--holdout-fraction: '%s' is not a "
+			                "number in [0, 1)",
+			                s);
+		a->have_fraction = 1;
+		break;
+	case OPT_JSON:
+		a->json = 1;
+		break;
+	case OPT_LIMIT:
+		if (cg_parse_i64(g->name, s, 1,
+		                 (long long)CG_SHARD_MAX_EXAMPLES, &v) != 0)
+			return cg_usage(NULL);
+		a->limit = (uint64_t)v;
+		break;
+	case OPT_MAX_ENTRY:
+		if (cg_parse_size(g->name, s, &a->topts.max_entry) != 0)
+			return cg_usage(NULL);
+		if (a->topts.max_entry < 1 ||
+		    a->topts.max_entry > CG_TEXT_MAX_ENTRY_LIMIT)
+			return cg_usage("--max-entry: '%s' is not a size from "
+			                "1 to 1G",
+			                s);
+		break;
+	case OPT_SEED:
+		if (cg_parse_i64(g->name, s, 0, (1LL << 53) - 1, &v) != 0)
+			return cg_usage(NULL);
+		a->split.seed = (uint64_t)v;
+		break;
+	case OPT_TEST:
+		a->test = 1;
+		break;
+	}
+	return CG_CONTINUE;
+}
+
+/* The command line into a; CG_CONTINUE or the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	struct cg_getopt g;
+	int c, rc;
+
+	cg_getopt_init(&g, &cli, argc, argv);
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
+		if (c == CG_OPT_EXIT)
+			return g.status;
+		else if ((rc = set_option(a, &g, c)) != CG_CONTINUE)
+			return rc;
+	a->inputs = argv + g.ind;
+	a->ninputs = argc - g.ind;
+	return CG_CONTINUE;
+}
+
+/* Conflicts, each with its own message. */
+static int
+validate(struct args *a)
+{
+	const int out_stdout = a->prefix && strcmp(a->prefix, "-") == 0;
+	const char *fmt = cg_text_format_name(a->topts.format);
+
+	if (a->ninputs < 1)
+		return cg_usage("no input given");
+	if (a->ninputs > 2)
+		return cg_usage("too many inputs (give IMAGES LABELS, or DIR)");
+	if (a->prefix == NULL)
+		return cg_usage("no output: give -o PREFIX");
+	if (a->nshards == 0)
+		a->nshards = a->weights ? (uint64_t)a->nweights : 1;
+	if (a->weights && (uint64_t)a->nweights != a->nshards)
+		return cg_usage("-w: %d weights for %llu shards", a->nweights,
+		                (unsigned long long)a->nshards);
+	if (a->have_count && a->have_fraction)
+		return cg_usage("--holdout-count and --holdout-fraction "
+		                "exclude each other");
+	if ((a->have_count || a->have_fraction) && a->holdout == NULL)
+		return cg_usage("--holdout-count and --holdout-fraction need "
+		                "--holdout FILE");
+	if (a->test && a->ninputs != 1)
+		return cg_usage("--test needs a directory input");
+	if (a->text && a->ninputs != 1)
+		return cg_usage(
+		    "--format %s reads one input, not IMAGES LABELS", fmt);
+	if (a->test && a->text)
+		return cg_usage("--test reads IDX files, not --format %s", fmt);
+	if (out_stdout && (a->nshards != 1 || a->holdout))
+		return cg_usage("-o - writes one shard: it needs -n 1 and no "
+		                "--holdout");
+	if (out_stdout && a->json)
+		return cg_usage("--json and -o - both want standard output");
+	if (a->holdout && strcmp(a->holdout, "-") == 0)
+		return cg_usage("--holdout needs a file name, not -");
+	if (a->quiet)
+		a->verbose = 0;
+	return CG_CONTINUE;
+}
+
+/*
+ * Which kind of input: IDX unless it is one text file or a directory
+ * without IDX files, or --format says; then what only the kind allows.
+ * CG_CONTINUE, or the exit status.
+ */
+static int
+input_kind(struct args *a)
+{
+	const char *in = a->inputs[0];
 	struct stat st;
-	int *assign = NULL;
-	long long v;
 
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":hn:o:qs:vw:z:", longopts,
-	                         NULL)) != -1) {
-		switch (ch) {
-		case 'h':
-			help();
-			return fflush(stdout) == 0 ? 0 : 1;
-		case 'n':
-			if (cg_parse_i64("-n", optarg, 1, CG_SHARD_MAX_SHARDS,
-			                 &v) != 0)
-				return bad_usage("%s", cg_errmsg());
-			nshards = (uint64_t)v;
-			break;
-		case 'o':
-			prefix = optarg;
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 's':
-			if (cg_split_parse(optarg, &split.strategy) != 0)
-				return bad_usage("-s: %s", cg_errmsg());
-			break;
-		case 'v':
-			verbose = 1;
-			break;
-		case 'w':
-			if ((nweights = cg_parse_list("-w", optarg, wbuf,
-			                              CG_SHARD_MAX_SHARDS)) < 0)
-				return bad_usage("%s", cg_errmsg());
-			weights = wbuf;
-			break;
-		case 'z':
-			if (cg_compress_parse(optarg, &compress) != 0)
-				return bad_usage("-z: %s", cg_errmsg());
-			break;
-		case OPT_CONDITIONS:
-			conditions = optarg;
-			break;
-		case OPT_FORMAT:
-			idx = strcmp(optarg, "idx") == 0;
-			text = 0;
-			if (!idx &&
-			    cg_text_format_parse(optarg, &topts.format) != 0)
-				return bad_usage(
-				    "--format: unknown format '%s' "
-				    "(idx, fortunes, jsonl or tsv)",
-				    optarg);
-			text = !idx;
-			break;
-		case OPT_HOLDOUT:
-			holdout = optarg;
-			break;
-		case OPT_HOLDOUT_COUNT:
-			if (cg_parse_i64("--holdout-count", optarg, 0,
-			                 (long long)CG_SHARD_MAX_EXAMPLES,
-			                 &v) != 0)
-				return bad_usage("%s", cg_errmsg());
-			count = (uint64_t)v;
-			have_count = 1;
-			break;
-		case OPT_HOLDOUT_FRACTION:
-			if (cg_parse_f64("--holdout-fraction", optarg, 0, 1,
-			                 &fraction) != 0 ||
-			    fraction == 1)
-				return bad_usage("--holdout-fraction: '%s' is "
-				                 "not a number in [0, 1)",
-				                 optarg);
-			have_fraction = 1;
-			break;
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_LIMIT:
-			if (cg_parse_i64("--limit", optarg, 1,
-			                 (long long)CG_SHARD_MAX_EXAMPLES,
-			                 &v) != 0)
-				return bad_usage("%s", cg_errmsg());
-			limit = (uint64_t)v;
-			break;
-		case OPT_MAX_ENTRY:
-			if (cg_parse_size("--max-entry", optarg,
-			                  &topts.max_entry) != 0)
-				return bad_usage("%s", cg_errmsg());
-			if (topts.max_entry < 1 ||
-			    topts.max_entry > CG_TEXT_MAX_ENTRY_LIMIT)
-				return bad_usage(
-				    "--max-entry: '%s' is not a size "
-				    "from 1 to 1G",
-				    optarg);
-			break;
-		case OPT_SEED:
-			if (cg_parse_i64("--seed", optarg, 0, (1LL << 53) - 1,
-			                 &v) != 0)
-				return bad_usage("%s", cg_errmsg());
-			split.seed = (uint64_t)v;
-			break;
-		case OPT_TEST:
-			test = 1;
-			break;
-		case OPT_VERSION:
-			printf("cg-shard (cg) %s\n", CG_VERSION);
-			return fflush(stdout) == 0 ? 0 : 1;
-		case ':':
-			return bad_usage("option '%s' needs an argument",
-			                 argv[optind - 1]);
-		default:
-			/* optopt is 0 for an unknown long option, the
-			 * option's value for "--flag=arg", else the letter */
-			if (optopt == 0)
-				return bad_usage("unknown option '%s'",
-				                 argv[optind - 1]);
-			if (strncmp(argv[optind - 1], "--", 2) == 0 &&
-			    strchr(argv[optind - 1], '=') != NULL)
-				return bad_usage("option '%s' takes no "
-				                 "argument",
-				                 argv[optind - 1]);
-			return bad_usage("unknown option '-%c'", optopt);
-		}
+	if (a->ninputs == 1 && !a->idx && !a->test && !a->text) {
+		if (strcmp(in, "-") == 0)
+			return cg_usage("standard input needs --format jsonl "
+			                "or tsv");
+		if (stat(in, &st) != 0)
+			return cg_failx("%s: %s", in, strerror(errno));
+		if (S_ISDIR(st.st_mode))
+			a->text = !has_idx(in);
+		else if (cg_text_format_guess(in) != CG_TEXT_AUTO)
+			a->text = 1;
+		else
+			return cg_failx("%s: not a directory, and not named "
+			                ".jsonl, .json or .tsv (give IMAGES "
+			                "LABELS, or --format)",
+			                in);
 	}
-	argc -= optind;
-	argv += optind;
+	if (a->text && a->conditions)
+		return cg_usage("--conditions names IDX labels; text names its "
+		                "own conditions");
+	if (!a->text && a->topts.max_entry)
+		return cg_usage("--max-entry applies to text input only");
+	return CG_CONTINUE;
+}
 
-	/* Conflicts, each with its own message. */
-	if (argc < 1 || argc > 2)
-		return bad_usage("%s", argc < 1
-		                           ? "no input given"
-		                           : "too many inputs (give IMAGES "
-		                             "LABELS, or DIR)");
-	if (prefix == NULL)
-		return bad_usage("%s", "no output: give -o PREFIX");
-	if (nshards == 0)
-		nshards = weights ? (uint64_t)nweights : 1;
-	if (weights && (uint64_t)nweights != nshards)
-		return bad_usage("-w: %d weights for %llu shards", nweights,
-		                 (unsigned long long)nshards);
-	if (have_count && have_fraction)
-		return bad_usage("%s", "--holdout-count and --holdout-fraction "
-		                       "exclude each other");
-	if ((have_count || have_fraction) && holdout == NULL)
-		return bad_usage("%s", "--holdout-count and --holdout-fraction "
-		                       "need --holdout FILE");
-	if (test && argc != 1)
-		return bad_usage("%s", "--test needs a directory input");
-	if (text && argc != 1)
-		return bad_usage("--format %s reads one input, not IMAGES "
-		                 "LABELS",
-		                 cg_text_format_name(topts.format));
-	if (test && text)
-		return bad_usage("--test reads IDX files, not --format %s",
-		                 cg_text_format_name(topts.format));
-	if (strcmp(prefix, "-") == 0 && (nshards != 1 || holdout))
-		return bad_usage("%s", "-o - writes one shard: it needs -n 1 "
-		                       "and no --holdout");
-	if (strcmp(prefix, "-") == 0 && json)
-		return bad_usage("%s", "--json and -o - both want standard "
-		                       "output");
-	if (holdout && strcmp(holdout, "-") == 0)
-		return bad_usage("%s", "--holdout needs a file name, not -");
-	if (quiet)
-		verbose = 0;
+/* The examples of the input into d, named; 0, or -1 said. */
+static int
+load(struct args *a, struct cg_dataset *d)
+{
+	const char *images = NULL, *labels = NULL;
+	char *found[2] = {NULL, NULL};
+	int rc = -1, said = 0;
 
-	/* Which kind of input: IDX unless it is one text file or directory
-	 * without IDX files, or --format says. */
-	if (argc == 1 && !idx && !test && !text) {
-		if (strcmp(argv[0], "-") == 0)
-			return bad_usage("%s", "standard input needs --format "
-			                       "jsonl or tsv");
-		if (stat(argv[0], &st) != 0) {
-			fail("%s: %s", argv[0], strerror(errno));
+	if (a->text) {
+		a->topts.limit = a->limit;
+		if (cg_text_load(a->inputs[0], &a->topts, d) != 0)
 			goto out;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			text = !has_idx(argv[0]);
-		} else {
-			text = cg_text_format_guess(argv[0]) != CG_TEXT_AUTO;
-			if (!text) {
-				fail("%s: not a directory, and not named "
-				     ".jsonl, .json or .tsv (give IMAGES "
-				     "LABELS, or --format)",
-				     argv[0]);
-				goto out;
-			}
-		}
-	}
-	if (text && conditions)
-		return bad_usage("%s", "--conditions names IDX labels; text "
-		                       "names its own conditions");
-	if (!text && topts.max_entry)
-		return bad_usage("%s", "--max-entry applies to text input "
-		                       "only");
-
-	if (text) {
-		topts.limit = limit;
-		if (cg_text_load(argv[0], &topts, &d) != 0) {
-			fail("%s", cg_errmsg());
-			goto out;
-		}
 	} else {
-		if (find_inputs(argc, argv, test, &images, &labels, found) != 0)
-			goto out;
-		if (cg_idx_load(images, labels, limit, &d) != 0) {
-			fail("%s", cg_errmsg());
+		/* find_inputs says what is wrong itself */
+		if (find_inputs(a->ninputs, a->inputs, a->test, &images,
+		                &labels, found) != 0) {
+			said = 1;
 			goto out;
 		}
+		if (cg_idx_load(images, labels, a->limit, d) != 0)
+			goto out;
 	}
-	if (conditions) {
-		if (cg_dataset_read_conditions(&d, conditions) != 0) {
-			fail("%s", cg_errmsg());
+	if (a->conditions) {
+		if (cg_dataset_read_conditions(d, a->conditions) != 0)
 			goto out;
-		}
-	} else if (!text && is_fashion(images) && d.nconditions == 10 &&
-	           cg_dataset_set_conditions(&d, cg_fashion_mnist_names, 10) !=
-	               0) {
-		fail("%s", cg_errmsg());
+	} else if (!a->text && is_fashion(images) && d->nconditions == 10 &&
+	           cg_dataset_set_conditions(d, cg_fashion_mnist_names, 10) !=
+	               0)
 		goto out;
-	}
+	rc = 0;
+out:
+	if (rc != 0 && !said)
+		cg_warn(NULL);
+	free(found[0]);
+	free(found[1]);
+	return rc;
+}
 
-	split.nshards = (int)nshards;
-	split.weights = weights;
-	if (holdout)
-		split.holdout =
-		    have_count ? count : cg_split_holdout_count(d.n, fraction);
-	if ((assign = malloc(d.n * sizeof(*assign))) == NULL) {
-		fail("%s", "out of memory");
+/* Split d, write the shards, say what was written; 0, or -1 said. */
+static int
+split_write(struct args *a, struct cg_dataset *d)
+{
+	char **paths = NULL;
+	int *assign = NULL, rc = -1;
+
+	a->split.nshards = (int)a->nshards;
+	a->split.weights = a->weights;
+	if (a->holdout)
+		a->split.holdout =
+		    a->have_count ? a->count
+		                  : cg_split_holdout_count(d->n, a->fraction);
+	if ((assign = malloc(d->n * sizeof(*assign))) == NULL) {
+		cg_warnx("out of memory");
 		goto out;
 	}
-	if (cg_split_assign(&d, &split, assign) != 0) {
-		fail("%s", cg_errmsg());
+	if (cg_split_assign(d, &a->split, assign) != 0) {
+		cg_warn(NULL);
 		goto out;
 	}
-	if ((paths = shard_paths(prefix, nshards, holdout)) == NULL)
+	if ((paths = shard_paths(a->prefix, a->nshards, a->holdout)) == NULL ||
+	    write_shards(d, assign, &a->split, paths, a->compress, a->quiet) !=
+	        0)
 		goto out;
-	if (write_shards(&d, assign, &split, paths, compress) != 0)
-		goto out;
-	if (verbose)
-		print_table(&d, assign, paths, nshards);
-	if (json && print_json(&d, assign, paths, nshards) != 0) {
-		fail("%s", "out of memory");
-		goto out;
-	}
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fail("standard output: %s", strerror(errno));
+	if (a->verbose)
+		print_table(d, assign, paths, a->nshards);
+	if (a->json && print_json(d, assign, paths, a->nshards) != 0) {
+		cg_warnx("out of memory");
 		goto out;
 	}
 	rc = 0;
 out:
-	if (paths)
-		for (uint64_t i = 0; i <= nshards; i++)
-			free(paths[i]);
+	for (uint64_t i = 0; paths && i <= a->nshards; i++)
+		free(paths[i]);
 	free(paths);
 	free(assign);
-	free(found[0]);
-	free(found[1]);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a = {
+	    .split = {.strategy = CG_SPLIT_STRATIFIED},
+	    .topts = {.format = CG_TEXT_AUTO},
+	    .compress = CG_COMPRESS_NONE,
+	    .fraction = 0.1,
+	};
+	struct cg_dataset d = {0};
+	int rc;
+
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+	    (rc = validate(&a)) != CG_CONTINUE ||
+	    (rc = input_kind(&a)) != CG_CONTINUE)
+		return rc;
+	rc = CG_EXIT_FAILURE;
+	if (load(&a, &d) == 0 && split_write(&a, &d) == 0)
+		rc = cg_finish_stdout(CG_EXIT_OK);
 	cg_dataset_free(&d);
 	return rc;
 }

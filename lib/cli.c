@@ -1,15 +1,20 @@
 /*
- * cli.c - strict number parsing, thread control and progress bars shared
- * by the programs.
+ * cli.c - the programs' side of the library: their name and messages,
+ * options from one table, strict numbers, the thread count.
  *
+ * Messages go to stderr as one line each ("NAME: ...").  The option table
+ * of cli.h is turned into what getopt_long wants when parsing starts, and
+ * into the --help text when asked; getopt_long's own messages are off
+ * (opterr = 0) so that every program words a bad option the same way.
  * Numbers go through strtoll/strtod with the end pointer and range
  * checked, so "12abc", "" and "1e999" are errors, not 12, 0 and inf.
  */
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -19,9 +24,378 @@
 #include "cg.h"
 #include "cli.h"
 
+/* ------------------------------------------------ names and messages */
+
+static const char *progname = "cg";
+static const struct cg_cli *usage_cli; /* the last cg_getopt_init's */
+
+void
+cg_setprogname(const char *name)
+{
+	progname = name;
+}
+
+const char *
+cg_getprogname(void)
+{
+	return progname;
+}
+
+/* "NAME: MSG[: LIBMSG]" as exactly one line: control bytes, which a
+ * message may quote from a hostile file, are shown as '?'. */
+static void
+vmessage(int lib, const char *fmt, va_list ap)
+{
+	char buf[4096];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (fmt) {
+		int k = vsnprintf(buf, sizeof(buf), fmt, ap);
+		n = k < 0                     ? 0
+		    : (size_t)k < sizeof(buf) ? (size_t)k
+		                              : sizeof(buf) - 1;
+	}
+	if (lib)
+		snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? ": " : "",
+		         cg_errmsg());
+	fprintf(stderr, "%s: ", progname);
+	for (const char *p = buf; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		fputc(c < 0x20 || c == 0x7f ? '?' : c, stderr);
+	}
+	fputc('\n', stderr);
+}
+
+void
+cg_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(0, fmt, ap);
+	va_end(ap);
+}
+
+void
+cg_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(1, fmt, ap);
+	va_end(ap);
+}
+
+int
+cg_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(1, fmt, ap);
+	va_end(ap);
+	return CG_EXIT_FAILURE;
+}
+
+int
+cg_failx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(0, fmt, ap);
+	va_end(ap);
+	return CG_EXIT_FAILURE;
+}
+
+/* "usage: NAME FORM" per form of synopsis; lines that start with a space
+ * continue the form above, under its first word. */
+static void
+print_synopsis(FILE *fp, const char *name, const char *synopsis)
+{
+	const char *p = synopsis;
+	int first = 1;
+
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+
+		if (*p == ' ') {
+			while (*p == ' ' && n > 0)
+				p++, n--;
+			fprintf(fp, "%*s",
+			        (int)(strlen("usage: ") + strlen(name) + 1),
+			        "");
+		} else
+			fprintf(fp, "%s%s ", first ? "usage: " : "       ",
+			        name);
+		fprintf(fp, "%.*s\n", (int)n, p);
+		first = 0;
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+}
+
+static void
+usage_tail(const char *name)
+{
+	fprintf(stderr, "Try '%s --help' for more information.\n", name);
+}
+
+int
+cg_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(fmt == NULL, fmt, ap);
+	va_end(ap);
+	if (usage_cli)
+		print_synopsis(stderr, progname, usage_cli->synopsis);
+	usage_tail(progname);
+	return CG_EXIT_USAGE;
+}
+
+int
+cg_usage_error(const char *prog, const char *synopsis, const char *msg)
+{
+	if (msg)
+		fprintf(stderr, "%s: %s\n", prog, msg);
+	print_synopsis(stderr, prog, synopsis);
+	usage_tail(prog);
+	return CG_EXIT_USAGE;
+}
+
+/* Whether stdout took everything; says so when not. */
+static int
+stdout_ok(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 1;
+	cg_warnx("standard output: write error");
+	return 0;
+}
+
+int
+cg_finish_stdout(int status)
+{
+	if (stdout_ok())
+		return status;
+	return status > CG_EXIT_FAILURE ? status : CG_EXIT_FAILURE;
+}
+
+/* --------------------------------------------------- the option table */
+
+#define HELP_COLUMN_MAX 30 /* longer option names put their help below */
+#define HELP_WIDTH 79
+
+/* "  -b, --batch N" or "      --json N" in buf. */
+static int
+opt_left(char *buf, size_t cap, const struct cg_opt *o)
+{
+	int k = o->key > 0 && o->key < 0x80 ? o->key : 0;
+
+	return snprintf(buf, cap, "  %c%c%c --%s%s%s", k ? '-' : ' ',
+	                k ? k : ' ', k ? ',' : ' ', o->name, o->arg ? " " : "",
+	                o->arg ? o->arg : "");
+}
+
+/* text from column col, its words wrapped at HELP_WIDTH, its "\n"s
+ * kept; the cursor is at column at. */
+static void
+print_wrapped(FILE *fp, const char *text, int col, int at)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t n = strcspn(p, " \n");
+
+		if (at > col && at + 1 + (int)n > HELP_WIDTH) {
+			fprintf(fp, "\n%*s", col, "");
+			at = col;
+		} else if (at > col) {
+			fputc(' ', fp);
+			at++;
+		}
+		fprintf(fp, "%.*s", (int)n, p);
+		at += (int)n;
+		p += n;
+		if (*p == '\n') {
+			fprintf(fp, "\n%*s", col, "");
+			at = col;
+			p++;
+		} else
+			while (*p == ' ')
+				p++;
+	}
+	fputc('\n', fp);
+}
+
+void
+cg_cli_help(FILE *fp, const struct cg_cli *cli)
+{
+	const struct cg_opt *o;
+	char left[128];
+	int col = 0;
+
+	for (o = cli->opts; o->name || o->help; o++) {
+		int n =
+		    o->name && o->help ? opt_left(left, sizeof(left), o) : 0;
+		if (n + 2 > col && n + 2 <= HELP_COLUMN_MAX)
+			col = n + 2;
+	}
+	print_synopsis(fp, cli->name, cli->synopsis);
+	if (cli->about)
+		fprintf(fp, "\n%s\n", cli->about);
+	fputc('\n', fp);
+	for (o = cli->opts; o->name || o->help; o++) {
+		if (o->name == NULL) {
+			fprintf(fp, "\n%s\n", o->help);
+			continue;
+		}
+		if (o->help == NULL)
+			continue;
+		int n = opt_left(left, sizeof(left), o);
+		fputs(left, fp);
+		if (n + 2 > col) {
+			fprintf(fp, "\n%*s", col, "");
+			n = col;
+		} else {
+			fprintf(fp, "%*s", col - n, "");
+			n = col;
+		}
+		print_wrapped(fp, o->help, col, n);
+	}
+	if (cli->epilog)
+		fprintf(fp, "\n%s\n", cli->epilog);
+}
+
+void
+cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
+               char **argv)
+{
+	const struct cg_opt *o;
+	char *s;
+	int n = 0;
+
+	memset(g, 0, sizeof(*g));
+	g->cli = cli;
+	g->argc = argc;
+	g->argv = argv;
+	s = g->shortopts;
+	*s++ = ':'; /* a missing argument is ':', not '?' */
+	for (o = cli->opts; o->name || o->help; o++) {
+		if (o->name == NULL)
+			continue;
+		assert(n < CG_OPT_MAX && o->key > 0);
+		for (int i = 0; i < n; i++)
+			assert(g->longopts[i].val != o->key);
+		g->longopts[n].name = o->name;
+		g->longopts[n].has_arg =
+		    o->arg ? required_argument : no_argument;
+		g->longopts[n].flag = NULL;
+		g->longopts[n].val = o->key;
+		n++;
+		if (o->key < 0x80) {
+			*s++ = (char)o->key;
+			if (o->arg)
+				*s++ = ':';
+		}
+	}
+	*s = '\0';
+	cg_setprogname(cli->name);
+	usage_cli = cli;
+	opterr = 0;
+	optind = 0; /* glibc: start afresh, as for a new argv */
+}
+
+/* The row of key, or NULL. */
+static const struct cg_opt *
+find_key(const struct cg_cli *cli, int key)
+{
+	for (const struct cg_opt *o = cli->opts; o->name || o->help; o++)
+		if (o->name && o->key == key)
+			return o;
+	return NULL;
+}
+
+/* A bad option, reported as a usage error: CG_OPT_EXIT. */
+static int
+bad_option(struct cg_getopt *g, int c)
+{
+	const char *word =
+	    optind > 0 && optind <= g->argc ? g->argv[optind - 1] : "";
+	const struct cg_opt *o = find_key(g->cli, optopt);
+	size_t len = strcspn(word, "=");
+	int matches = 0;
+
+	g->status = CG_EXIT_USAGE;
+	/* A short option lacks its argument only at the end of its word,
+	 * and so getopt has moved past it: word is the option either way. */
+	if (c == ':' && strncmp(word, "--", 2) == 0 && o)
+		return cg_usage("option '--%s' needs an argument", o->name),
+		       CG_OPT_EXIT;
+	if (c == ':')
+		return cg_usage("option '-%c' needs an argument", optopt),
+		       CG_OPT_EXIT;
+	if (optopt == 0) {
+		/* getopt_long says the same of a prefix of two names */
+		for (o = g->cli->opts; o->name || o->help; o++)
+			if (o->name && len > 2 &&
+			    strncmp(o->name, word + 2, len - 2) == 0)
+				matches++;
+		if (matches > 1)
+			return cg_usage("option '%.*s' is ambiguous", (int)len,
+			                word),
+			       CG_OPT_EXIT;
+		return cg_usage("unknown option '%.*s'", (int)len, word),
+		       CG_OPT_EXIT;
+	}
+	if (o && strncmp(word, "--", 2) == 0)
+		return cg_usage("option '--%s' takes no argument", o->name),
+		       CG_OPT_EXIT;
+	if (optopt > 0 && optopt < 0x80)
+		return cg_usage("unknown option '-%c'", optopt), CG_OPT_EXIT;
+	return cg_usage("unknown option '%.*s'", (int)len, word), CG_OPT_EXIT;
+}
+
+int
+cg_getopt_next(struct cg_getopt *g)
+{
+	const struct cg_opt *o;
+	int c;
+
+	g->opt = NULL;
+	g->arg = NULL;
+	g->name = NULL;
+	c = getopt_long(g->argc, g->argv, g->shortopts, g->longopts, NULL);
+	if (c == -1) {
+		g->ind = optind;
+		return CG_OPT_END;
+	}
+	if (c == ':' || c == '?' || (o = find_key(g->cli, c)) == NULL)
+		return bad_option(g, c);
+	snprintf(g->namebuf, sizeof(g->namebuf), "--%s", o->name);
+	g->name = g->namebuf;
+	g->opt = o;
+	g->arg = optarg;
+	if (strcmp(o->name, "help") == 0 || strcmp(o->name, "version") == 0) {
+		if (o->name[0] == 'h')
+			cg_cli_help(stdout, g->cli);
+		else
+			printf("%s (cg) %s\n", g->cli->name, CG_VERSION);
+		g->status = stdout_ok() ? CG_EXIT_OK : CG_EXIT_FAILURE;
+		return CG_OPT_EXIT;
+	}
+	return c;
+}
+
+/* ---------------------------------------------------------- numbers */
+
 int
 cg_parse_i64(const char *what, const char *s, long long min, long long max,
-	     long long *out)
+             long long *out)
 {
 	char *end;
 	long long v;
@@ -30,8 +404,8 @@ cg_parse_i64(const char *what, const char *s, long long min, long long max,
 	v = strtoll(s, &end, 10);
 	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
 		return cg_seterr("%s: '%s' is not a whole number in [%lld, "
-				 "%lld]",
-				 what, s, min, max);
+		                 "%lld]",
+		                 what, s, min, max);
 	*out = v;
 	return 0;
 }
@@ -46,14 +420,14 @@ cg_parse_u64(const char *what, const char *s, uint64_t *out)
 	v = strtoull(s, &end, 10);
 	if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0)
 		return cg_seterr("%s: '%s' is not a non-negative whole number",
-				 what, s);
+		                 what, s);
 	*out = v;
 	return 0;
 }
 
 int
 cg_parse_f64(const char *what, const char *s, double min, double max,
-	     double *out)
+             double *out)
 {
 	char *end;
 	double v;
@@ -62,8 +436,8 @@ cg_parse_f64(const char *what, const char *s, double min, double max,
 	v = strtod(s, &end);
 	if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v) ||
 	    v < min || v > max)
-		return cg_seterr("%s: '%s' is not a number in [%g, %g]", what, s,
-				 min, max);
+		return cg_seterr("%s: '%s' is not a number in [%g, %g]", what,
+		                 s, min, max);
 	*out = v;
 	return 0;
 }
@@ -135,16 +509,6 @@ cg_parse_list(const char *what, const char *s, double *out, int max)
 }
 
 int
-cg_usage_error(const char *prog, const char *synopsis, const char *msg)
-{
-	if (msg)
-		fprintf(stderr, "%s: %s\n", prog, msg);
-	fprintf(stderr, "usage: %s %s\nTry '%s --help' for more.\n", prog,
-		synopsis, prog);
-	return 2;
-}
-
-int
 cg_compress_parse(const char *s, enum cg_compress *out)
 {
 	if (strcmp(s, "none") == 0)
@@ -155,7 +519,7 @@ cg_compress_parse(const char *s, enum cg_compress *out)
 		*out = CG_COMPRESS_ZSTD;
 	else
 		return cg_seterr("unknown compression '%s' (none, gzip, zstd)",
-				 s);
+		                 s);
 	return 0;
 }
 
@@ -176,71 +540,20 @@ cg_set_threads(int n)
 	 * OpenMP's threads (lib/gemm.c). */
 }
 
-double
-cg_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-void
-cg_progress_init(struct cg_progress *p, FILE *fp, const char *label,
-		 int quiet)
-{
-	memset(p, 0, sizeof(*p));
-	p->fp = fp;
-	p->label = label;
-	p->on = !quiet && isatty(fileno(fp));
-	p->t0 = cg_now();
-	p->last_pct = -1;
-}
-
-void
-cg_progress_update(struct cg_progress *p, long done, long total, double loss)
-{
-	char bar[31];
-	int pct, fill;
-
-	if (!p->on || total <= 0)
-		return;
-	pct = (int)(100 * done / total);
-	if (pct == p->last_pct && done != total)
-		return;
-	p->last_pct = pct;
-	fill = (int)(30 * done / total);
-	memset(bar, '#', (size_t)fill);
-	memset(bar + fill, '.', (size_t)(30 - fill));
-	bar[30] = '\0';
-	double el = cg_now() - p->t0;
-	double eta = done > 0 ? el * (double)(total - done) / done : 0;
-	fprintf(p->fp, "\r%s [%s] %3d%% %ld/%ld loss %.4f eta %.0fs ",
-		p->label, bar, pct, done, total, loss, eta);
-	fflush(p->fp);
-}
-
-void
-cg_progress_done(struct cg_progress *p)
-{
-	if (p->on)
-		fputc('\n', p->fp);
-}
-
 /* ---------------------------------------------- optimizer options */
 
 const char cg_optim_help[] =
-    "      --opt NAME         sgd, momentum, adam or adamw (adam)\n"
-    "      --lr X             learning rate (adam: 1e-3, sgd: 1e-2)\n"
-    "      --wd X             weight decay, matrices only (adamw: 0.01)\n"
-    "      --beta1 X          Adam's first moment decay (0.9)\n"
-    "      --beta2 X          Adam's second moment decay (0.999)\n"
-    "      --eps X            Adam's epsilon (1e-8)\n"
-    "      --momentum X       SGD momentum (0.9)\n"
-    "      --schedule NAME    constant or cosine (constant)\n"
-    "      --warmup N         linear warm-up steps (0)\n"
-    "      --total N          cosine: steps to decay over\n"
-    "      --lr-min X         cosine: final learning rate (0)\n";
+    "      --opt NAME         " CG_OPTIM_HELP_OPT "\n"
+    "      --lr X             " CG_OPTIM_HELP_LR "\n"
+    "      --wd X             " CG_OPTIM_HELP_WD "\n"
+    "      --beta1 X          " CG_OPTIM_HELP_BETA1 "\n"
+    "      --beta2 X          " CG_OPTIM_HELP_BETA2 "\n"
+    "      --eps X            " CG_OPTIM_HELP_EPS "\n"
+    "      --momentum X       " CG_OPTIM_HELP_MOMENTUM "\n"
+    "      --schedule NAME    " CG_OPTIM_HELP_SCHEDULE "\n"
+    "      --warmup N         " CG_OPTIM_HELP_WARMUP "\n"
+    "      --total N          " CG_OPTIM_HELP_TOTAL "\n"
+    "      --lr-min X         " CG_OPTIM_HELP_LR_MIN "\n";
 
 void
 cg_optim_cli_init(struct cg_optim_cli *a, enum cg_opt_kind dflt)
@@ -258,44 +571,44 @@ cg_optim_cli_option(struct cg_optim_cli *a, int c, const char *arg)
 	int e = 0;
 
 	switch (c) {
-	case 0x101:
+	case CG_KEY_BETA1:
 		e = cg_parse_f64("--beta1", arg, 0, 0.999999, &a->beta1);
 		break;
-	case 0x102:
+	case CG_KEY_BETA2:
 		e = cg_parse_f64("--beta2", arg, 0, 0.99999999, &a->beta2);
 		break;
-	case 0x103:
+	case CG_KEY_EPS:
 		e = cg_parse_f64("--eps", arg, 0, 1, &a->eps);
 		break;
-	case 0x104:
+	case CG_KEY_LR:
 		e = cg_parse_f64("--lr", arg, 0, 1e6, &a->lr);
 		break;
-	case 0x105:
+	case CG_KEY_LR_MIN:
 		e = cg_parse_f64("--lr-min", arg, 0, 1e6, &a->lr_min);
 		break;
-	case 0x106:
+	case CG_KEY_MOMENTUM:
 		e = cg_parse_f64("--momentum", arg, 0, 1, &a->momentum);
 		break;
-	case 0x107:
+	case CG_KEY_OPT:
 		e = cg_optim_parse(arg, &a->kind);
 		break;
-	case 0x108:
+	case CG_KEY_SCHEDULE:
 		if (strcmp(arg, "constant") == 0)
 			a->sched = CG_SCHED_CONSTANT;
 		else if (strcmp(arg, "cosine") == 0)
 			a->sched = CG_SCHED_COSINE;
 		else
 			e = cg_seterr("--schedule: '%s' is not constant or "
-				      "cosine",
-				      arg);
+			              "cosine",
+			              arg);
 		break;
-	case 0x109:
+	case CG_KEY_TOTAL:
 		e = cg_parse_u64("--total", arg, &a->total);
 		break;
-	case 0x10a:
+	case CG_KEY_WARMUP:
 		e = cg_parse_u64("--warmup", arg, &a->warmup);
 		break;
-	case 0x10b:
+	case CG_KEY_WD:
 		e = cg_parse_f64("--wd", arg, 0, 1e6, &a->wd);
 		break;
 	default:

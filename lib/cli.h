@@ -1,40 +1,236 @@
 /*
- * cli.h - what every cg program does the same way: parse numbers and
- * sizes strictly, set the thread count, draw a progress bar.
+ * cli.h - what every cg program does the same way: its name in messages,
+ * errors and exit statuses, options from one table, strict numbers, the
+ * thread count, and (progress.h) the progress line.
  *
- * These helpers print only to the stream they are handed; parse errors
- * are recorded with cg_seterr like the rest of the library.
+ * This is the programs' side of the library: unlike the rest, its message
+ * helpers print, on stderr, and nothing else here prints unless asked to.
+ * They still never exit: a main returns its status, so that its cleanup
+ * runs and each failure of a multi-input run is reported before the end.
+ *
+ * The dialect, as OpenBSD's err(3) and git's usage.c/parse-options.c:
+ *
+ *   - The program's name is set once (cg_setprogname, or by the option
+ *     table's cg_cli); every message starts "NAME: ".
+ *   - cg_warnx(fmt, ...) prints "NAME: MSG"; cg_warn(fmt, ...) appends
+ *     the library's message (cg_errmsg) as warn(3) appends strerror:
+ *     "NAME: MSG: LIBMSG", or "NAME: LIBMSG" when fmt is NULL.
+ *     cg_fail and cg_failx do the same and return CG_EXIT_FAILURE (1);
+ *     cg_usage says the message, the synopsis and "Try 'NAME --help'"
+ *     and returns CG_EXIT_USAGE (2).  Control bytes in a message (it may
+ *     quote a hostile file's names) are printed as '?'.
+ *   - Options come from one table of struct cg_opt rows; it makes the
+ *     getopt_long array, the short-option string and the --help lines.
+ *     A row's key is what the parser returns: a letter is also the short
+ *     option, anything else is an enum constant from CG_KEY_OWN up.
+ *     "help" and "version" rows are answered by the parser itself, so
+ *     --version prints "NAME (cg) VERSION" in every program.
+ *
+ * A program, whole:
+ *
+ *	enum { OPT_JSON = CG_KEY_OWN, OPT_SEED };
+ *
+ *	static const struct cg_opt opts[] = {
+ *	    {"batch", 'b', "N", "examples per step (default 32)"},
+ *	    {"json", OPT_JSON, NULL, "one JSON object per line"},
+ *	    {"seed", OPT_SEED, "N", "seed (default 0)"},
+ *	    CG_OPT_HELP,
+ *	    CG_OPT_VERSION,
+ *	    {0},
+ *	};
+ *	static const struct cg_cli cli = {
+ *	    .name = "cg-frob",
+ *	    .synopsis = "[-b N] [--json] FILE...",
+ *	    .about = "Frobnicate cg files.",
+ *	    .opts = opts,
+ *	    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+ *	};
+ *
+ *	static int
+ *	parse(int argc, char **argv, struct args *a)
+ *	{
+ *		struct cg_getopt g;
+ *		long long v;
+ *		int c;
+ *
+ *		cg_getopt_init(&g, &cli, argc, argv);
+ *		while ((c = cg_getopt_next(&g)) != CG_OPT_END) {
+ *			switch (c) {
+ *			case CG_OPT_EXIT: // --help, --version or a bad option
+ *				return g.status;
+ *			case 'b':
+ *				if (cg_parse_i64(g.name, g.arg, 1, 1 << 20,
+ *						 &v) != 0)
+ *					return cg_usage(NULL);
+ *				a->batch = (int)v;
+ *				break;
+ *			...
+ *			}
+ *		}
+ *		a->files = argv + g.ind;
+ *		return CG_CONTINUE;
+ *	}
+ *
+ *	int
+ *	main(int argc, char **argv)
+ *	{
+ *		struct args a = {.batch = 32};
+ *		int rc;
+ *
+ *		if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+ *		    (rc = validate(&a)) != CG_CONTINUE)
+ *			return rc;
+ *		rc = run(&a);
+ *		return cg_finish_stdout(rc);
+ *	}
+ *
+ * Moving a program that calls getopt_long itself onto the table: its
+ * struct option array, short-option string and help() text become one
+ * cg_opt table and a cg_cli; bare option numbers become an enum from
+ * CG_KEY_OWN; CG_OPTIM_LONGOPTS becomes CG_OPTIM_OPTS (same keys, so
+ * cg_optim_cli_option is unchanged) and cg_optim_help goes; its
+ * bad_usage(msg) and "fprintf(stderr, "%s: %s\n", prog, cg_errmsg())"
+ * become cg_usage and cg_fail(NULL).  Until then cg_usage_error,
+ * CG_OPTIM_LONGOPTS and cg_optim_help serve it, worded the same way.
  */
 #ifndef CG_CLI_H
 #define CG_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "cg.h"
+#include "optim.h"
+#include "progress.h"
 
 #define CG_VERSION "0.1.0"
 
+/* ------------------------------------------------ names and messages */
+
+/* Exit statuses; CG_CONTINUE is what parse and validate functions return
+ * when main is to go on. */
+enum {
+	CG_CONTINUE = -1,
+	CG_EXIT_OK = 0,
+	CG_EXIT_FAILURE = 1,
+	CG_EXIT_USAGE = 2
+};
+
+/* The name every message starts with (set once, early in main; a
+ * struct cg_cli sets it too). */
+void cg_setprogname(const char *name);
+const char *cg_getprogname(void);
+
+/* "NAME: MSG" on stderr. */
+void cg_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "NAME: MSG: LIBMSG", or "NAME: LIBMSG" with fmt NULL. */
+void cg_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* As cg_warn and cg_warnx; return CG_EXIT_FAILURE. */
+int cg_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int cg_failx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * A usage error: "NAME: MSG" (the library's message with fmt NULL), the
+ * synopsis of the cg_cli given to cg_getopt_init, and "Try 'NAME --help'
+ * for more information.", on stderr.  Returns CG_EXIT_USAGE.
+ */
+int cg_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same for a program with no cg_cli: "PROG: MSG" (msg NULL: none),
+ * "usage: PROG SYNOPSIS", the pointer to --help.  Returns 2. */
+int cg_usage_error(const char *prog, const char *synopsis, const char *msg);
+
+/*
+ * Flush stdout at the end of main: status when the data reached it,
+ * else "NAME: standard output: write error" and CG_EXIT_FAILURE (or
+ * status, if that says more, as a 2 of cg-inspect --diff).
+ */
+int cg_finish_stdout(int status);
+
+/* --------------------------------------------------- the option table */
+
+/* Keys of long-only options: 0x100-0x1ff are the library's groups
+ * (CG_OPTIM_OPTS), a program's own start at CG_KEY_OWN. */
+#define CG_KEY_LIB 0x100
+#define CG_KEY_OWN 0x200
+#define CG_OPT_MAX 64 /* rows of a table, headings included */
+
+struct cg_opt {
+	/* Long name, without "--".  NULL with help set: a heading line in
+	 * --help; NULL and help NULL: the end of the table. */
+	const char *name;
+	int key;          /* a letter (also -KEY) or an enum from CG_KEY_OWN */
+	const char *arg;  /* the argument's name in --help; NULL: takes none */
+	const char *help; /* may hold "\n"; longer lines are wrapped */
+};
+
+/* The rows every program has, answered by the parser. */
+/* clang-format off */
+#define CG_OPT_HELP {"help", 'h', NULL, "show this help and exit"}
+#define CG_OPT_VERSION {"version", 'V', NULL, "show the version and exit"}
+/* clang-format on */
+
+struct cg_cli {
+	const char *name; /* "cg-eval": the name in every message */
+	/* The forms of a call, one per line, each after "usage: NAME ";
+	 * a line starting with a space continues the form above. */
+	const char *synopsis;
+	const char *about;         /* --help: what the program does */
+	const struct cg_opt *opts; /* ends with {0} */
+	const char *epilog;        /* --help: after the options (or NULL) */
+};
+
+/* Print --help: the synopsis, about, the options, the epilog. */
+void cg_cli_help(FILE *fp, const struct cg_cli *cli);
+
+#define CG_OPT_END (-1)  /* cg_getopt_next: no more options */
+#define CG_OPT_EXIT (-2) /* cg_getopt_next: return g.status from main */
+
+/* The parser of one command line; everything in it is its own. */
+struct cg_getopt {
+	const struct cg_cli *cli;
+	int argc;
+	char **argv;
+	const struct cg_opt *opt; /* the current option's row */
+	const char *arg;          /* its argument, or NULL */
+	const char *name; /* its long name with "--", for messages; valid
+	                     until the next call */
+	int ind;          /* after CG_OPT_END: argv[ind] is the first operand */
+	int status;       /* after CG_OPT_EXIT: what main returns */
+	struct option longopts[CG_OPT_MAX + 1];
+	char shortopts[3 * CG_OPT_MAX + 2];
+	char namebuf[64];
+};
+
+/* Get ready to parse argv with cli's table; sets the program's name.
+ * A table that is too long or repeats a key is a bug, caught by
+ * assert. */
+void cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
+                    char **argv);
+/*
+ * The key of the next option, with g->opt, g->arg and g->name set; CG_OPT_END
+ * when the options end (operands may have stood among them: they are
+ * moved after, from g->ind on); CG_OPT_EXIT after --help or --version
+ * (g->status 0, or 1 when stdout failed) or after a usage error already
+ * reported (g->status 2): an unknown or ambiguous option, a missing
+ * argument, or one given to an option that takes none.
+ */
+int cg_getopt_next(struct cg_getopt *g);
+
+/* --------------------------------------------------------- numbers */
+
 /* Whole string s as an integer in [min, max]; -1 with a message naming
  * what (an option name) otherwise. */
-int cg_parse_i64(const char *what, const char *s, long long min,
-		 long long max, long long *out);
+int cg_parse_i64(const char *what, const char *s, long long min, long long max,
+                 long long *out);
 int cg_parse_u64(const char *what, const char *s, uint64_t *out);
 /* Whole string s as a finite number in [min, max]. */
 int cg_parse_f64(const char *what, const char *s, double min, double max,
-		 double *out);
+                 double *out);
 /* A byte size: digits with an optional K, M, G or T suffix (powers of
  * 1024, an optional trailing "B" or "iB"). */
 int cg_parse_size(const char *what, const char *s, uint64_t *out);
 /* Comma-separated positive numbers; returns the count, or -1. */
 int cg_parse_list(const char *what, const char *s, double *out, int max);
-
-/*
- * A usage error as every program reports it: "PROG: MSG" (when msg is not
- * NULL), then "usage: PROG SYNOPSIS" and a pointer to --help, on stderr.
- * Returns 2, the exit status of a usage error.
- */
-int cg_usage_error(const char *prog, const char *synopsis, const char *msg);
 
 /* "none", "gzip" or "zstd"; -1 with a message otherwise. */
 int cg_compress_parse(const char *s, enum cg_compress *out);
@@ -42,46 +238,68 @@ int cg_compress_parse(const char *s, enum cg_compress *out);
 /* Use n threads for OpenMP and the BLAS (n <= 0: all cores). */
 void cg_set_threads(int n);
 
-/* A progress bar on fp when fp is a terminal and quiet is 0. */
-struct cg_progress {
-	FILE *fp;
-	int on;
-	const char *label;
-	double t0;
-	int last_pct;
-};
-void cg_progress_init(struct cg_progress *p, FILE *fp, const char *label,
-		      int quiet);
-void cg_progress_update(struct cg_progress *p, long done, long total,
-			double loss);
-void cg_progress_done(struct cg_progress *p);
-
-/* Seconds from a monotonic clock (for progress and benchmarks only;
- * never written into a file). */
-double cg_now(void);
-
-#endif
-
 /* ---------------------------------------------- optimizer options */
 
-#include "optim.h"
+/* Keys of the options shared by the programs that step an optimizer. */
+enum {
+	CG_KEY_BETA1 = CG_KEY_LIB + 1,
+	CG_KEY_BETA2,
+	CG_KEY_EPS,
+	CG_KEY_LR,
+	CG_KEY_LR_MIN,
+	CG_KEY_MOMENTUM,
+	CG_KEY_OPT,
+	CG_KEY_SCHEDULE,
+	CG_KEY_TOTAL,
+	CG_KEY_WARMUP,
+	CG_KEY_WD
+};
 
-/* getopt_long entries shared by the programs that step an optimizer;
- * their values are 0x100 and up, clear of any short option. */
-#define CG_OPTIM_LONGOPTS                                                   \
-	{"beta1", required_argument, NULL, 0x101},                         \
-	    {"beta2", required_argument, NULL, 0x102},                     \
-	    {"eps", required_argument, NULL, 0x103},                       \
-	    {"lr", required_argument, NULL, 0x104},                        \
-	    {"lr-min", required_argument, NULL, 0x105},                    \
-	    {"momentum", required_argument, NULL, 0x106},                  \
-	    {"opt", required_argument, NULL, 0x107},                       \
-	    {"schedule", required_argument, NULL, 0x108},                  \
-	    {"total", required_argument, NULL, 0x109},                     \
-	    {"warmup", required_argument, NULL, 0x10a},                    \
-	    {"wd", required_argument, NULL, 0x10b}
+/* Their help, said once for both spellings below. */
+#define CG_OPTIM_HELP_OPT "sgd, momentum, adam or adamw (adam)"
+#define CG_OPTIM_HELP_LR "learning rate (adam: 1e-3, sgd: 1e-2)"
+#define CG_OPTIM_HELP_WD "weight decay, matrices only (adamw: 0.01)"
+#define CG_OPTIM_HELP_BETA1 "Adam's first moment decay (0.9)"
+#define CG_OPTIM_HELP_BETA2 "Adam's second moment decay (0.999)"
+#define CG_OPTIM_HELP_EPS "Adam's epsilon (1e-8)"
+#define CG_OPTIM_HELP_MOMENTUM "SGD momentum (0.9)"
+#define CG_OPTIM_HELP_SCHEDULE "constant or cosine (constant)"
+#define CG_OPTIM_HELP_WARMUP "linear warm-up steps (0)"
+#define CG_OPTIM_HELP_TOTAL "cosine: steps to decay over"
+#define CG_OPTIM_HELP_LR_MIN "cosine: final learning rate (0)"
 
-/* Their lines for --help. */
+/* Their rows in a struct cg_opt table. */
+#define CG_OPTIM_OPTS                                                          \
+	{"opt", CG_KEY_OPT, "NAME", CG_OPTIM_HELP_OPT},                        \
+	    {"lr", CG_KEY_LR, "X", CG_OPTIM_HELP_LR},                          \
+	    {"wd", CG_KEY_WD, "X", CG_OPTIM_HELP_WD},                          \
+	    {"beta1", CG_KEY_BETA1, "X", CG_OPTIM_HELP_BETA1},                 \
+	    {"beta2", CG_KEY_BETA2, "X", CG_OPTIM_HELP_BETA2},                 \
+	    {"eps", CG_KEY_EPS, "X", CG_OPTIM_HELP_EPS},                       \
+	    {"momentum", CG_KEY_MOMENTUM, "X", CG_OPTIM_HELP_MOMENTUM},        \
+	    {"schedule", CG_KEY_SCHEDULE, "NAME", CG_OPTIM_HELP_SCHEDULE},     \
+	    {"warmup", CG_KEY_WARMUP, "N", CG_OPTIM_HELP_WARMUP},              \
+	    {"total", CG_KEY_TOTAL, "N", CG_OPTIM_HELP_TOTAL},                 \
+	{                                                                      \
+		"lr-min", CG_KEY_LR_MIN, "X", CG_OPTIM_HELP_LR_MIN             \
+	}
+
+/* The same as getopt_long entries and --help lines, for a program that
+ * has no cg_cli table yet. */
+#define CG_OPTIM_LONGOPTS                                                      \
+	{"beta1", required_argument, NULL, CG_KEY_BETA1},                      \
+	    {"beta2", required_argument, NULL, CG_KEY_BETA2},                  \
+	    {"eps", required_argument, NULL, CG_KEY_EPS},                      \
+	    {"lr", required_argument, NULL, CG_KEY_LR},                        \
+	    {"lr-min", required_argument, NULL, CG_KEY_LR_MIN},                \
+	    {"momentum", required_argument, NULL, CG_KEY_MOMENTUM},            \
+	    {"opt", required_argument, NULL, CG_KEY_OPT},                      \
+	    {"schedule", required_argument, NULL, CG_KEY_SCHEDULE},            \
+	    {"total", required_argument, NULL, CG_KEY_TOTAL},                  \
+	    {"warmup", required_argument, NULL, CG_KEY_WARMUP},                \
+	{                                                                      \
+		"wd", required_argument, NULL, CG_KEY_WD                       \
+	}
 extern const char cg_optim_help[];
 
 struct cg_optim_cli {
@@ -92,8 +310,10 @@ struct cg_optim_cli {
 };
 
 void cg_optim_cli_init(struct cg_optim_cli *a, enum cg_opt_kind dflt);
-/* Handle option c (from CG_OPTIM_LONGOPTS): 1 if handled, 0 if c is not
- * one of them, -1 with a message on a bad value. */
+/* Handle option c (a CG_OPT_ key of CG_OPTIM_OPTS): 1 if handled, 0 if c
+ * is not one of them, -1 with a message on a bad value. */
 int cg_optim_cli_option(struct cg_optim_cli *a, int c, const char *arg);
 /* The optimizer the options describe. */
 void cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o);
+
+#endif

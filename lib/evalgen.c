@@ -10,6 +10,8 @@
  * BLEU is meant to be used; ROUGE-L F1 is averaged over examples.  One
  * buffer holds the continuation, grown to the largest budget.
  */
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +89,12 @@ cg_eval_generate(struct cg_model *m, const struct cg_shard *s,
 			goto done;
 		rouge += f;
 		out->bytes += k.len;
+		if (o->progress) {
+			/* counted in an int: scaled down past INT_MAX */
+			uint64_t tot = n > INT_MAX ? INT_MAX : n;
+			o->progress(o->progress_ctx, (int)((i + 1) * tot / n),
+			            (int)tot, NAN);
+		}
 	}
 	out->n = n;
 	out->bleu = cg_bleu_score(&st);

@@ -23,6 +23,10 @@ struct cg_gen_opts {
 	struct cg_sampler sampler;
 	uint64_t limit; /* the first limit examples only; 0: all */
 	uint64_t seed;  /* example i draws from (seed, its index[i]) */
+	/* Called after each example (may be NULL): examples done of total,
+	 * and NAN for the loss, which generation has none of. */
+	void (*progress)(void *ctx, int done, int total, double loss);
+	void *progress_ctx;
 };
 
 struct cg_gen_result {

@@ -27,12 +27,62 @@
  * the BLAS results with a reference kernel.
  *
  * Anything the user set is left alone; CG_NO_REEXEC=1 turns this off.
+ *
+ * The kernel names a process (its "comm", what ps, top and pgrep show)
+ * after the file it executes, here "exe"; the name the process had
+ * before travels in the mark CG_NO_REEXEC=exec:NAME and is given back
+ * after the exec, so that `pgrep -x cg-train-step` finds the program.
+ * /proc/self/exe is executed rather than a path read from it, as that
+ * is the very file running even if the path has been replaced since.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "cg.h"
+
+/* Our mark from the exec below: "exec", or "exec:NAME" with the name the
+ * process had before it. */
+static int
+is_mark(const char *v)
+{
+	return strncmp(v, "exec", 4) == 0 && (v[4] == '\0' || v[4] == ':');
+}
+
+/* Give the process back its name from the mark (comm is at most 15
+ * bytes; the kernel cuts a longer one). */
+static void
+keep_name(const char *mark)
+{
+#if defined(__linux__) && defined(PR_SET_NAME)
+	char name[16];
+
+	if (mark[4] != ':' || mark[5] == '\0')
+		return;
+	snprintf(name, sizeof(name), "%s", mark + 5);
+	prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+#else
+	(void)mark;
+#endif
+}
+
+/* CG_NO_REEXEC's value for the exec: the mark with the process's name. */
+static void
+make_mark(char *buf, size_t cap)
+{
+	snprintf(buf, cap, "exec");
+#if defined(__linux__) && defined(PR_GET_NAME)
+	char name[17] = "";
+
+	if (prctl(PR_GET_NAME, (unsigned long)name, 0UL, 0UL, 0UL) == 0 &&
+	    name[0] != '\0')
+		snprintf(buf, cap, "exec:%.16s", name);
+#endif
+}
 
 __attribute__((constructor)) static void
 cg_runtime_init(int argc, char **argv, char **envp)
@@ -44,8 +94,11 @@ cg_runtime_init(int argc, char **argv, char **envp)
 		return;
 	if (getenv("CG_NO_REEXEC") != NULL) {
 		/* Our own mark from the exec below, or the user's wish. */
-		if (strcmp(getenv("CG_NO_REEXEC"), "exec") == 0)
+		const char *mark = getenv("CG_NO_REEXEC");
+		if (is_mark(mark)) {
+			keep_name(mark);
 			unsetenv("CG_NO_REEXEC");
+		}
 		return;
 	}
 	if (getenv("OMP_WAIT_POLICY") == NULL) {
@@ -79,8 +132,11 @@ cg_runtime_init(int argc, char **argv, char **envp)
 	}
 #endif
 	if (change) {
+		char mark[32];
+
 		/* Mark the attempt so that a failed exec is not retried. */
-		setenv("CG_NO_REEXEC", "exec", 1);
+		make_mark(mark, sizeof(mark));
+		setenv("CG_NO_REEXEC", mark, 1);
 		execv("/proc/self/exe", argv);
 		/* No /proc: carry on with the settings as they were. */
 		unsetenv("CG_NO_REEXEC");

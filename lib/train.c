@@ -342,8 +342,11 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			if (o->emit == CG_EMIT_MODEL)
 				m->step++;
 		}
+		/* The running mean so far, the figure of the summary. */
 		if (o->progress)
-			o->progress(o->progress_ctx, k + 1, K, bm.loss);
+			o->progress(o->progress_ctx, k + 1, K,
+				    res->mean.loss /
+					(text ? tokens : (double)res->mean.n));
 	}
 	if (text)
 		finish_text_metrics(&res->mean, tokens);

@@ -20,7 +20,8 @@ struct cg_train_opts {
 	enum cg_order order;
 	struct cg_optim opt; /* inner optimizer (delta, model) */
 	double clip;	     /* global gradient norm limit; 0 = none */
-	/* Called after each micro-batch (may be NULL). */
+	/* Called after each micro-batch with the mean loss so far (may be
+	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
 	void *progress_ctx;
 };

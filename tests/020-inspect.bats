@@ -40,16 +40,16 @@ setup() {
 	run -2 --separate-stderr cg-inspect --bogus m.cgm
 	assert_output ''
 	assert_equal "${stderr_lines[0]}" \
-		"cg-inspect: unrecognized option '--bogus'"
+		"cg-inspect: unknown option '--bogus'"
 	assert_equal "${stderr_lines[1]%% *}" 'usage:'
 	run -2 --separate-stderr cg-inspect -qZ m.cgm
-	assert_equal "${stderr_lines[0]}" "cg-inspect: invalid option -- 'Z'"
+	assert_equal "${stderr_lines[0]}" "cg-inspect: unknown option '-Z'"
 	run -2 --separate-stderr cg-inspect --json=3 m.cgm
 	assert_equal "${stderr_lines[0]}" \
-		"cg-inspect: option '--json' doesn't allow an argument"
+		"cg-inspect: option '--json' takes no argument"
 	run -2 --separate-stderr cg-inspect --tensor
 	assert_equal "${stderr_lines[0]}" \
-		"cg-inspect: option '--tensor' requires an argument"
+		"cg-inspect: option '--tensor' needs an argument"
 }
 
 @test "conflicting options are usage errors, each with its own message" {

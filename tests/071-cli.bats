@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# 071-cli.bats - what the programs share: --version and -V, usage errors
+# worded alike, --help made from the option table, the process name
+# after the start-up re-exec, and the progress line on a terminal of 50
+# columns (in tmux), redrawn in place rather than scrolled.
+#
+# Made once per file: a cvae model and shard from the Fashion-MNIST
+# fixture, and a cgpt model and shard from the fortunes fixture.  The
+# programs under test come from PATH.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+PROGS="cg-apply cg-eval cg-init cg-inspect cg-reduce cg-sample cg-shard
+cg-train-step"
+# the programs whose --help comes from a cg_cli option table
+TABLED="cg-eval cg-inspect cg-shard"
+
+setup_file() {
+	cd "$BATS_FILE_TMPDIR"
+	cg-shard -q -o fm "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
+	cg-init -a cvae -d fm-0.cgd --hidden 8 --layers 1 --latent 2 \
+		--seed 1 -o cvae.cgm
+	cg-shard -q -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
+	cg-init -a cgpt -d fort-0.cgd --context 32 --width 16 --layers 1 \
+		--heads 2 --seed 1 -o cgpt.cgm
+}
+
+setup() {
+	D=$BATS_FILE_TMPDIR
+	cd "$BATS_TEST_TMPDIR"
+	export LC_ALL=C
+}
+
+teardown() {
+	[ -S "$BATS_TEST_TMPDIR/tmux" ] &&
+		tmux -S "$BATS_TEST_TMPDIR/tmux" kill-server 2>/dev/null
+	[ -n "${PID:-}" ] && kill "$PID" 2>/dev/null
+	true
+}
+
+@test "every program: --version and -V print 'PROG (cg) VERSION'" {
+	for p in $PROGS; do
+		run -0 --separate-stderr "$p" --version
+		assert_output --regexp "^$p \\(cg\\) [0-9]+\\.[0-9]+\\.[0-9]+\$"
+		local v=$output
+		run -0 --separate-stderr "$p" -V
+		assert_equal "$output" "$v"
+		[ -z "$stderr" ]
+	done
+}
+
+@test "bad options are worded alike, then the synopsis and a pointer to --help" {
+	for p in $TABLED; do
+		run -2 --separate-stderr "$p" --bogus
+		assert_equal "${stderr_lines[0]}" "$p: unknown option '--bogus'"
+		[[ ${stderr_lines[1]} == "usage: $p "* ]]
+		assert_equal "${stderr_lines[-1]}" \
+			"Try '$p --help' for more information."
+		[ -z "$output" ]
+		run -2 --separate-stderr "$p" -Z
+		assert_equal "${stderr_lines[0]}" "$p: unknown option '-Z'"
+		run -2 --separate-stderr "$p" --json=1
+		assert_equal "${stderr_lines[0]}" \
+			"$p: option '--json' takes no argument"
+		run -2 --separate-stderr "$p" --version=1
+		assert_equal "${stderr_lines[0]}" \
+			"$p: option '--version' takes no argument"
+	done
+	run -2 --separate-stderr cg-eval --seed
+	assert_equal "${stderr_lines[0]}" "cg-eval: option '--seed' needs an argument"
+	run -2 --separate-stderr cg-shard -o
+	assert_equal "${stderr_lines[0]}" "cg-shard: option '-o' needs an argument"
+	run -2 --separate-stderr cg-inspect --t x
+	assert_equal "${stderr_lines[0]}" "cg-inspect: option '--t' is ambiguous"
+}
+
+@test "--help: every option of the table, aligned, within 79 columns" {
+	for p in $TABLED; do
+		run -0 --separate-stderr "$p" --help
+		[ -z "$stderr" ]
+		assert_line --index 0 --regexp "^usage: $p "
+		assert_line --regexp '^  -h, --help +show this help and exit$'
+		assert_line --regexp '^  -V, --version +show the version and exit$'
+		assert_output --partial 'Exit status'
+		# every long option getopt knows is listed
+		for o in $(grep -o '^ *\(-[a-zA-Z], \)\?--[a-z0-9-]*' <<<"$output" |
+			sed 's/.*--//'); do
+			run -2 --separate-stderr "$p" "--$o=x" "--$o"
+			[[ ${stderr_lines[0]} != *"unknown option"* ]]
+		done
+		run -0 "$p" --help
+		local wide
+		wide=$(awk 'length > 79' <<<"$output")
+		assert_equal "$wide" ''
+		# each option's help starts in one column
+		run -0 bash -c "$p --help | awk '/^  (-[a-zA-Z], |    )--/ {
+			if (match(\$0, /[^ ]  +[^ ]/)) print RSTART + RLENGTH }' |
+			sort -u | wc -l"
+		assert_output 1
+	done
+}
+
+@test "cg-eval --help: the quiet option now says what it silences" {
+	run -0 cg-eval --help
+	assert_line --regexp '^  -q, --quiet +no progress bar'
+	refute_output --partial 'draws none yet'
+}
+
+# The process is held inside main by a FIFO it opens (open blocks until
+# a writer comes), which is after the re-exec of lib/runtime.c.
+@test "after the start-up re-exec the process keeps its name (ps, pgrep -x)" {
+	mkfifo m.fifo
+	env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_NUM_THREADS \
+		-u OPENBLAS_CORETYPE -u CG_NO_REEXEC \
+		cg-train-step -m m.fifo -d "$D/fm-0.cgd" -o g.cgg 2>err &
+	PID=$!
+	local fd
+	exec {fd}>m.fifo # returns once cg-train-step has opened it
+	# the re-exec did happen: our mark is in the environment it got
+	tr '\0' '\n' </proc/$PID/environ | grep -qx 'CG_NO_REEXEC=exec:cg-train-step'
+	assert_equal "$(cat /proc/$PID/comm)" cg-train-step
+	assert_equal "$(ps -o comm= -p $PID)" cg-train-step
+	run pgrep -x cg-train-step
+	assert_line "$PID"
+	exec {fd}>&-
+	# an empty model: one line, exit 1 (wait here, not in run's subshell,
+	# of which the process is no child)
+	local st=0
+	wait $PID || st=$?
+	PID=
+	assert_equal "$st" 1
+	[[ $(cat err) == 'cg-train-step: m.fifo: '* ]]
+}
+
+# Run a command in a tmux window of 50 columns; the window's rows, with
+# what scrolled off, are in $pane after.
+run_in_tmux() {
+	local sock=$BATS_TEST_TMPDIR/tmux i
+	tmux -S "$sock" -f /dev/null new-session -d -x 50 -y 40 \
+		"cd '$PWD' && $1; echo EXIT=\$?; sleep 600"
+	for ((i = 0; i < 600; i++)); do
+		tmux -S "$sock" capture-pane -p -S - | grep -q '^EXIT=' && break
+		sleep 0.2
+	done
+	pane=$(tmux -S "$sock" capture-pane -p -S -)
+	tmux -S "$sock" kill-server
+	printf '%s\n' "$pane" # shown when a test fails
+}
+
+@test "cg-train-step on a 50-column terminal: one progress line, redrawn" {
+	command -v tmux >/dev/null || skip 'tmux is missing (scripts/install-deps)'
+	run_in_tmux "cg-train-step -m '$D/cvae.cgm' -d '$D/fm-0.cgd' \
+		--steps 300 --batch 2 -o g.cgg"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	# the bar's line is one row: loss (the running mean), h:mm:ss left
+	assert_line --regexp '^cg-train-step +100% .*loss [0-9.]+ eta 0:00:00 *$'
+	run -0 grep -c 'eta ' <<<"$pane"
+	assert_output 1
+	local wide
+	wide=$(grep 'eta ' <<<"$pane" | awk 'length > 49')
+	assert_equal "$wide" ''
+	# no lines between the bar and the summary
+	run -0 grep -A1 'eta ' <<<"$pane"
+	assert_line --index 1 --regexp '^cg-train-step: '
+	# the figure at the end is the summary's mean
+	local bar sum
+	bar=$(grep -o 'loss [0-9.]*' <<<"${lines[0]}")
+	sum=$(grep -o 'loss [0-9.]*' <<<"${lines[1]}")
+	assert_equal "$bar" "$sum"
+}
+
+@test "cg-eval --generate on a 50-column terminal: a progress line; -q: none" {
+	command -v tmux >/dev/null || skip 'tmux is missing (scripts/install-deps)'
+	run_in_tmux "cg-eval --generate -m '$D/cgpt.cgm' -d '$D/fort-0.cgd' \
+		>out.txt"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	assert_line --regexp '^cg-eval +100% 12/12 .*eta 0:00:00 *$'
+	refute_output --partial 'loss'
+	run -0 grep -c 'eta ' <<<"$pane"
+	assert_output 1
+	grep -q 'bleu' out.txt
+	run_in_tmux "cg-eval -q --generate -m '$D/cgpt.cgm' -d '$D/fort-0.cgd' \
+		>out.txt"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	refute_output --partial 'eta '
+}
+
+@test "not a terminal: no progress line, and stdout is the same" {
+	run -0 --separate-stderr cg-eval --generate -m "$D/cgpt.cgm" \
+		-d "$D/fort-0.cgd"
+	[ -z "$stderr" ]
+	local a=$output
+	run -0 --separate-stderr cg-eval -q --generate -m "$D/cgpt.cgm" \
+		-d "$D/fort-0.cgd"
+	assert_equal "$output" "$a"
+	run -0 --separate-stderr cg-train-step -m "$D/cvae.cgm" \
+		-d "$D/fm-0.cgd" --steps 3 --batch 2 -o g.cgg
+	refute_output --partial 'eta'
+	[[ $stderr != *eta* ]]
+}

@@ -1,0 +1,272 @@
+/*
+ * test_cli.c - the programs' dialect: an option table parsed and turned
+ * into --help, and the messages of cli.h.
+ *
+ * stderr and stdout are caught in temporary files to compare the lines
+ * the helpers print.  Exit 0 pass, 1 fail.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#define TEST_NAME "test_cli"
+#include "check.h"
+#include "cli.h"
+
+enum { OPT_JSON = CG_KEY_OWN, OPT_SEED, OPT_SEQUENTIAL };
+
+static const struct cg_opt opts[] = {
+    {"batch", 'b', "N", "examples per step (default 32)"},
+    {"json", OPT_JSON, NULL, "one JSON object per line"},
+    {"seed", OPT_SEED, "N", "the seed"},
+    {"sequential", OPT_SEQUENTIAL, NULL,
+     "read the examples in order rather than shuffled, which is what a "
+     "long help text looks like when it is wrapped"},
+    {"quiet", 'q', NULL, "say nothing\nbut errors"},
+    {"hidden", 'H', NULL, NULL},
+    {NULL, 0, NULL, "Optimizer:"},
+    CG_OPTIM_OPTS,
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-test",
+    .synopsis = "[-b N] [--json] FILE...\n [--seed N]\n--version",
+    .about = "Test the dialect.",
+    .opts = opts,
+    .epilog = "Exit status: 0.",
+};
+
+/* Output of fd (1 or 2) caught in a temporary file. */
+struct catch
+{
+	FILE *tmp;
+	int saved, fd;
+	char text[8192];
+};
+
+static void
+catch_start(struct catch *c, int fd)
+{
+	fflush(fd == 1 ? stdout : stderr);
+	c->fd = fd;
+	c->tmp = tmpfile();
+	c->saved = dup(fd);
+	if (c->tmp == NULL || c->saved < 0 || dup2(fileno(c->tmp), fd) < 0) {
+		fprintf(stderr, TEST_NAME ": cannot catch fd %d\n", fd);
+		exit(1);
+	}
+}
+
+static const char *
+catch_end(struct catch *c)
+{
+	size_t n;
+
+	fflush(c->fd == 1 ? stdout : stderr);
+	dup2(c->saved, c->fd);
+	close(c->saved);
+	rewind(c->tmp);
+	n = fread(c->text, 1, sizeof(c->text) - 1, c->tmp);
+	c->text[n] = '\0';
+	fclose(c->tmp);
+	return c->text;
+}
+
+/* Parse argv to the end; the keys seen in keys[], their arguments in
+ * args[].  Returns the last cg_getopt_next result. */
+static int
+parse(struct cg_getopt *g, int argc, char **argv, int *keys, const char **args,
+      int *n)
+{
+	int c;
+
+	*n = 0;
+	cg_getopt_init(g, &cli, argc, argv);
+	while ((c = cg_getopt_next(g)) >= 0) {
+		keys[*n] = c;
+		args[(*n)++] = g->arg;
+	}
+	return c;
+}
+
+static void
+test_parse(void)
+{
+	char *argv[] = {"x",        "-b",   "3",    "f1", "--json",
+	                "--seed=7", "-qb4", "--ba", "5",  "f2",
+	                "--lr",     "0.5",  "--",   "-x", NULL};
+	struct cg_getopt g;
+	struct cg_optim_cli oc;
+	struct cg_optim o;
+	const char *args[16];
+	int keys[16], n;
+
+	int c = parse(&g, 14, argv, keys, args, &n);
+	expect(c == CG_OPT_END && n == 7, "parse: seven options, then end");
+	expect(keys[0] == 'b' && strcmp(args[0], "3") == 0, "-b 3");
+	expect(keys[1] == OPT_JSON && args[1] == NULL, "--json: no argument");
+	expect(keys[2] == OPT_SEED && strcmp(args[2], "7") == 0, "--seed=7");
+	expect(keys[3] == 'q' && keys[4] == 'b' && strcmp(args[4], "4") == 0,
+	       "-qb4: -q and -b 4");
+	expect(keys[5] == 'b' && strcmp(args[5], "5") == 0,
+	       "--ba: a unique prefix of --batch");
+	expect(keys[6] == CG_KEY_LR && strcmp(args[6], "0.5") == 0,
+	       "--lr from CG_OPTIM_OPTS");
+	expect(g.ind == 11 && strcmp(argv[g.ind], "f1") == 0 &&
+	           strcmp(argv[g.ind + 1], "f2") == 0 &&
+	           strcmp(argv[g.ind + 2], "-x") == 0,
+	       "operands moved after the options, -x after -- among them");
+	expect(strcmp(cg_getprogname(), "cg-test") == 0,
+	       "the table names the program");
+
+	cg_optim_cli_init(&oc, CG_OPT_ADAM);
+	expect(cg_optim_cli_option(&oc, CG_KEY_LR, "0.5") == 1 &&
+	           cg_optim_cli_option(&oc, 'b', "1") == 0,
+	       "cg_optim_cli_option takes CG_KEY_LR, not another key");
+	cg_optim_cli_finish(&oc, &o);
+	expect(o.lr == 0.5f, "--lr 0.5 reaches the optimizer");
+}
+
+/* The first line a bad command line prints, and its status. */
+static void
+bad(const char *word, const char *word2, const char *line)
+{
+	char *argv[] = {"x", (char *)word, (char *)word2, NULL};
+	struct cg_getopt g;
+	struct catch k;
+	const char *args[4], *t;
+	int keys[4], n, c;
+	char what[160];
+
+	catch_start(&k, 2);
+	c = parse(&g, word2 ? 3 : 2, argv, keys, args, &n);
+	t = catch_end(&k);
+	snprintf(what, sizeof(what), "%s: \"%s\"", word, line);
+	expect(c == CG_OPT_EXIT && g.status == 2 &&
+	           strncmp(t, line, strlen(line)) == 0 &&
+	           t[strlen(line)] == '\n' &&
+	           strncmp(t + strlen(line) + 1, "usage: cg-test [-b N]", 21) ==
+	               0 &&
+	           strstr(t, "\nTry 'cg-test --help' for more information.\n"),
+	       what);
+}
+
+static void
+test_errors(void)
+{
+	bad("--bogus", NULL, "cg-test: unknown option '--bogus'");
+	bad("--bogus=1", NULL, "cg-test: unknown option '--bogus'");
+	bad("-Z", NULL, "cg-test: unknown option '-Z'");
+	bad("-qZ", NULL, "cg-test: unknown option '-Z'");
+	bad("-b", NULL, "cg-test: option '-b' needs an argument");
+	bad("-qb", NULL, "cg-test: option '-b' needs an argument");
+	bad("--batch", NULL, "cg-test: option '--batch' needs an argument");
+	bad("--seed", NULL, "cg-test: option '--seed' needs an argument");
+	bad("--json=1", NULL, "cg-test: option '--json' takes no argument");
+	bad("--quiet=1", NULL, "cg-test: option '--quiet' takes no argument");
+	bad("--se", "1", "cg-test: option '--se' is ambiguous");
+}
+
+static void
+test_help_version(void)
+{
+	char *argv[] = {"x", "--help", NULL};
+	char *argv2[] = {"x", "-V", NULL};
+	struct cg_getopt g;
+	struct catch k;
+	const char *args[4], *t, *p;
+	int keys[4], n, c, col = -1, wide = 0, aligned = 1;
+
+	catch_start(&k, 1);
+	c = parse(&g, 2, argv, keys, args, &n);
+	t = catch_end(&k);
+	expect(c == CG_OPT_EXIT && g.status == 0, "--help: exit 0");
+	static const char head[] = "usage: cg-test [-b N] [--json] FILE...\n"
+	                           "               [--seed N]\n"
+	                           "       cg-test --version\n"
+	                           "\nTest the dialect.\n\n";
+	expect(strncmp(t, head, strlen(head)) == 0,
+	       "--help: synopsis with a continued form, then about");
+	expect(strstr(t, "  -b, --batch N") && strstr(t, "      --json ") &&
+	           strstr(t, "\nOptimizer:\n") &&
+	           strstr(t, "  -V, --version") && strstr(t, "      --lr X ") &&
+	           !strstr(t, "hidden") && strstr(t, "\n\nExit status: 0.\n"),
+	       "--help: each listed option, the heading, the epilog");
+	/* every option's help starts in one column; no line over 79 */
+	for (p = t; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "") {
+		size_t len = strcspn(p, "\n");
+		if (len > 79)
+			wide++;
+		if (strncmp(p, "  -", 3) == 0 ||
+		    strncmp(p, "      --", 8) == 0) {
+			/* "  -b, --batch N  help": the help starts after
+			 * the first two spaces past the option */
+			const char *o = p + strspn(p, " ");
+			const char *gap = strstr(o, "  ");
+			int at = gap && gap < p + len
+			             ? (int)(gap + strspn(gap, " ") - p)
+			             : -1;
+			if (col < 0)
+				col = at;
+			else if (at != col)
+				aligned = 0;
+		}
+	}
+	expect(wide == 0, "--help: no line over 79 columns");
+	expect(aligned && col > 0, "--help: the help texts in one column");
+	expect(strstr(t, "read the examples in order rather than shuffled,") &&
+	           strstr(t, "\n                       ") != NULL,
+	       "--help: a long help text wrapped under its column");
+	expect(strstr(t, "say nothing\n                       but errors") !=
+	           NULL,
+	       "--help: a \\n in a help text starts a line in the column");
+
+	catch_start(&k, 1);
+	c = parse(&g, 2, argv2, keys, args, &n);
+	t = catch_end(&k);
+	expect(c == CG_OPT_EXIT && g.status == 0 &&
+	           strcmp(t, "cg-test (cg) " CG_VERSION "\n") == 0,
+	       "-V: 'NAME (cg) VERSION', exit 0");
+}
+
+static void
+test_messages(void)
+{
+	struct catch k;
+	const char *t;
+	int a, b, c;
+
+	cg_setprogname("cg-frob");
+	cg_seterr("m.cgm: tensor\tdec.w: bad\n");
+	catch_start(&k, 2);
+	cg_warnx("plain %d", 1);
+	cg_warn(NULL);
+	a = cg_fail("%s", "while reading");
+	b = cg_failx("x\033[2Jy");
+	c = cg_usage(NULL);
+	t = catch_end(&k);
+	expect(a == 1 && b == 1 && c == 2, "cg_fail 1, cg_usage 2");
+	static const char want[] =
+	    "cg-frob: plain 1\n"
+	    "cg-frob: m.cgm: tensor?dec.w: bad?\n"
+	    "cg-frob: while reading: m.cgm: tensor?dec.w: bad?\n"
+	    "cg-frob: x?[2Jy\n"
+	    "cg-frob: m.cgm: tensor?dec.w: bad?\n"
+	    "usage: cg-frob [-b N]";
+	expect(strncmp(t, want, strlen(want)) == 0,
+	       "messages: one line each, control bytes as '?', the library's "
+	       "message after");
+	printf("%s", t);
+}
+
+int
+main(void)
+{
+	test_parse();
+	test_errors();
+	test_help_version();
+	test_messages();
+	return failures ? 1 : 0;
+}
