@@ -311,16 +311,16 @@ main(int argc, char **argv)
 				   buf, &res);
 	}
 	/*
-	 * Both files are written in full before either is renamed into
+	 * Both files are written and fsynced before either is renamed into
 	 * place, so a failure leaves neither.  The output is renamed first:
 	 * should the state's rename then fail, the state is unchanged and
 	 * rerunning the command gives the same output again.
 	 */
+	struct cg_out *outs[2] = {&oout, &sout};
 	if (f == NULL || cg_file_write_to(f, &oout, comp) != 0 ||
 	    (state && ((sf = cg_state_file(&st)) == NULL ||
 		       cg_file_write_to(sf, &sout, CG_COMPRESS_NONE) != 0)) ||
-	    cg_out_commit(&oout) != 0 ||
-	    (state && cg_out_commit(&sout) != 0)) {
+	    cg_out_commit_all(outs, state ? 2 : 1) != 0) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
