@@ -134,16 +134,16 @@ main(int argc, char **argv)
 	struct cg_memplan plan;
 	struct cg_model *m = NULL;
 	struct cg_shard *s = NULL;
-	struct cg_train_state st;
+	struct cg_state *st = NULL;
+	struct cg_state_call call;
 	struct cg_train_result res;
 	struct cg_progress pb;
-	struct cg_file *f = NULL, *sf = NULL;
+	struct cg_file *f = NULL;
 	struct cg_out oout = {.fd = -1}, sout = {.fd = -1};
 	float *buf = NULL;
 
 	memset(&o, 0, sizeof(o));
 	cg_optim_cli_init(&oc, CG_OPT_ADAM);
-	memset(&st, 0, sizeof(st));
 	while ((c = getopt_long(argc, argv, "b:d:e:hj:k:m:o:qs:Vz:", opts,
 				NULL)) != -1) {
 		int e = 0;
@@ -246,6 +246,8 @@ main(int argc, char **argv)
 		return bad_usage("--state: '-' is not a file");
 	if (out == NULL)
 		out = "-";
+	if (state && strcmp(state, out) == 0)
+		return bad_usage("--state and -o name the same file");
 
 	cg_optim_cli_finish(&oc, &o.opt);
 	o.steps = (int)(steps > 1 << 30 ? 1 << 30 : steps);
@@ -266,16 +268,24 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
-	if (state && cg_state_read(&st, state, m) != 0) {
+	/* A state must belong to this call: see cg_state_check. */
+	if (state)
+		cg_state_call_init(&call, emit_name, s, m, out);
+	if (state && (cg_state_read(&st, state) != 0 ||
+		      cg_state_check(st, state, &call) != 0)) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
-	if (cg_train_plan(m, &o, state ? &st : NULL, max_memory, cg_rss_now(),
-			  ckpt, &plan) != 0) {
+	if (cg_train_plan(m, &o, st, max_memory, cg_rss_now(), ckpt,
+			  &plan) != 0) {
 		fprintf(stderr, "%s: %s%s%s\n", prog,
 			max_memory ? "--max-memory: " : "",
 			ckpt && !max_memory ? "--checkpoint-activations: " : "",
 			cg_errmsg());
+		goto out;
+	}
+	if (st && cg_train_state_init(st, m, &o) != 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, state, cg_errmsg());
 		goto out;
 	}
 	if (o.emit != CG_EMIT_MODEL &&
@@ -287,7 +297,7 @@ main(int argc, char **argv)
 	o.progress = progress;
 	o.progress_ctx = &pb;
 	double t0 = cg_now();
-	if (cg_train_run(m, s, &o, state ? &st : NULL, buf, &res) != 0) {
+	if (cg_train_run(m, s, &o, st, buf, &res) != 0) {
 		cg_progress_done(&pb);
 		fprintf(stderr, "%s: %s: %s\n", prog, data, cg_errmsg());
 		goto out;
@@ -306,21 +316,24 @@ main(int argc, char **argv)
 		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "samples");
 		cJSON_AddNumberToObject(m->manifest, "samples", seen);
 		f = cg_model_file(m);
+		if (st)
+			cg_state_call_next(&call, m);
 	} else {
 		f = cg_update_file(m, o.emit == CG_EMIT_GRAD ? "grad" : "delta",
 				   buf, &res);
 	}
 	/*
-	 * Both files are written in full before either is renamed into
-	 * place, so a failure leaves neither.  The output is renamed first:
-	 * should the state's rename then fail, the state is unchanged and
-	 * rerunning the command gives the same output again.
+	 * Both files are written and fsynced before either is renamed into
+	 * place, so a failure leaves neither; the state records the
+	 * output's digest.  The output is renamed first: a crash between the
+	 * renames leaves a new output beside the old state, which the next
+	 * call refuses (the output is not the one the state names), and
+	 * removing the output and rerunning the call writes both again.
 	 */
+	struct cg_out *outs[2] = {&oout, &sout};
 	if (f == NULL || cg_file_write_to(f, &oout, comp) != 0 ||
-	    (state && ((sf = cg_state_file(&st)) == NULL ||
-		       cg_file_write_to(sf, &sout, CG_COMPRESS_NONE) != 0)) ||
-	    cg_out_commit(&oout) != 0 ||
-	    (state && cg_out_commit(&sout) != 0)) {
+	    (st && cg_state_write_to(st, &sout, &call, &oout) != 0) ||
+	    cg_out_commit_all(outs, st ? 2 : 1) != 0) {
 		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
 		goto out;
 	}
@@ -344,9 +357,8 @@ out:
 	cg_out_abort(&oout);
 	cg_out_abort(&sout);
 	cg_file_free(f);
-	cg_file_free(sf);
 	free(buf);
-	cg_state_free(&st);
+	cg_state_free(st);
 	cg_shard_free(s);
 	cg_model_free(m);
 	return rc;

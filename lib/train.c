@@ -71,90 +71,49 @@ order_at(struct order *o, uint64_t pos)
 
 /* ------------------------------------------------------------- state */
 
-int
-cg_state_read(struct cg_train_state *st, const char *path,
-	      const struct cg_model *m)
+/* Where a call without a state starts reading: one round of K batches
+ * per model step for a grad or delta, a batch per step for a model. */
+static uint64_t
+start_cursor(const struct cg_model *m, const struct cg_train_opts *o)
 {
-	struct cg_file *f;
-	struct cg_tensor *t;
-	int rc = -1;
+	if (o->emit == CG_EMIT_MODEL)
+		return m->step * (uint64_t)o->batch;
+	return m->step * (uint64_t)o->steps * (uint64_t)o->batch;
+}
 
-	memset(st, 0, sizeof(*st));
-	st->nparams = m->nparams;
-	if (access(path, F_OK) != 0)
+/* What a call of o keeps in a state: see train.h.  A fresh state's
+ * cursor is where a call without one starts; it comes first, so that a
+ * state file lists it first. */
+int
+cg_train_state_init(struct cg_state *st, const struct cg_model *m,
+		    const struct cg_train_opts *o)
+{
+	const uint64_t P = m->nparams;
+	uint64_t c;
+	int have = cg_state_get_u64(st, "cursor", &c);
+
+	if (have < 0 ||
+	    (!have && cg_state_put_u64(st, "cursor", start_cursor(m, o)) != 0))
+		return -1;
+	if (o->emit != CG_EMIT_DELTA)
 		return 0;
-	if ((f = cg_file_read(path)) == NULL)
+	if (cg_state_put(st, "opt.t", CG_U64, 1) == NULL ||
+	    (cg_optim_needs_m(o->opt.kind) &&
+	     cg_state_put(st, "opt.m", CG_F32, P) == NULL) ||
+	    (cg_optim_needs_v(o->opt.kind) &&
+	     cg_state_put(st, "opt.v", CG_F32, P) == NULL))
 		return -1;
-	if (strcmp(cg_file_kind(f), "state") != 0) {
-		cg_seterr("%s: a %s file, not a state file", path,
-			  cg_file_kind(f));
-		goto out;
-	}
-	st->cursor = cg_json_u64(f->manifest, "cursor", 0);
-	st->t = cg_json_u64(f->manifest, "t", 0);
-	const char *names[2] = {"opt.m", "opt.v"};
-	float **dst[2] = {&st->m, &st->v};
-	for (int i = 0; i < 2; i++) {
-		if ((t = cg_file_find(f, names[i])) == NULL)
-			continue;
-		if (t->dtype != CG_F32 || t->nelem != m->nparams) {
-			cg_seterr("%s: tensor %s: expected f32 [%zu] for this "
-				  "model",
-				  path, names[i], m->nparams);
-			goto out;
-		}
-		if ((*dst[i] = cg_alloc(t->nbytes)) == NULL)
-			goto out;
-		memcpy(*dst[i], t->data, t->nbytes);
-	}
-	st->have = 1;
-	rc = 0;
-out:
-	cg_file_free(f);
-	if (rc != 0)
-		cg_state_free(st);
-	return rc;
+	return 0;
 }
 
-struct cg_file *
-cg_state_file(const struct cg_train_state *st)
+/* Whether st was read with a tensor name of n f32 (already resident). */
+static int
+state_holds(const struct cg_state *st, const char *name, uint64_t n)
 {
-	struct cg_file *f = cg_file_new("state");
-	uint64_t n[1] = {st->nparams};
+	void *p;
 
-	if (f == NULL)
-		return NULL;
-	cJSON_AddNumberToObject(f->manifest, "cursor", (double)st->cursor);
-	cJSON_AddNumberToObject(f->manifest, "t", (double)st->t);
-	if ((st->m && !cg_file_add_ref(f, "opt.m", CG_F32, 1, n, st->m)) ||
-	    (st->v && !cg_file_add_ref(f, "opt.v", CG_F32, 1, n, st->v))) {
-		cg_file_free(f);
-		return NULL;
-	}
-	return f;
-}
-
-int
-cg_state_write(const struct cg_train_state *st, const char *path)
-{
-	struct cg_file *f = cg_state_file(st);
-	int rc;
-
-	if (f == NULL)
-		return -1;
-	rc = cg_file_write(f, path, CG_COMPRESS_NONE);
-	cg_file_free(f);
-	return rc;
-}
-
-void
-cg_state_free(struct cg_train_state *st)
-{
-	if (st == NULL)
-		return;
-	free(st->m);
-	free(st->v);
-	st->m = st->v = NULL;
+	return st && cg_state_loaded(st) &&
+	       cg_state_get(st, name, CG_F32, n, &p) == 1;
 }
 
 /* ---------------------------------------------------------- the loop */
@@ -218,13 +177,13 @@ finish_text_metrics(struct cg_metrics *acc, double tokens)
 
 int
 cg_train_run(struct cg_model *m, const struct cg_shard *s,
-	     const struct cg_train_opts *o, struct cg_train_state *st,
-	     float *out, struct cg_train_result *res)
+	     const struct cg_train_opts *o, struct cg_state *st, float *out,
+	     struct cg_train_result *res)
 {
 	const size_t P = m->nparams;
 	const int K = o->steps, B = o->batch;
 	struct order ord;
-	uint64_t *ex = NULL, cursor;
+	uint64_t *ex = NULL, cursor, *st_cursor = NULL;
 	float *grad = NULL, *start = NULL, *mm = NULL, *vv = NULL;
 	/* The groups that step, with their step counts: the model's own
 	 * (model mode), or a copy counting from the state's (delta). */
@@ -249,12 +208,13 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		goto out;
 
 	/* Where the data stream stands and whose optimizer moments step. */
-	if (st && st->have)
-		cursor = st->cursor;
-	else if (o->emit == CG_EMIT_MODEL)
-		cursor = m->step * (uint64_t)B;
-	else
-		cursor = m->step * (uint64_t)K * (uint64_t)B;
+	cursor = start_cursor(m, o);
+	if (st) {
+		if (cg_train_state_init(st, m, o) != 0 ||
+		    (st_cursor = cg_state_put(st, "cursor", CG_U64, 1)) == NULL)
+			goto out;
+		memcpy(&cursor, st_cursor, sizeof(cursor));
+	}
 	int need_m = cg_optim_needs_m(o->opt.kind);
 	int need_v = cg_optim_needs_v(o->opt.kind);
 	if (o->emit == CG_EMIT_MODEL) {
@@ -265,15 +225,12 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		groups = m->groups;
 	} else if (o->emit == CG_EMIT_DELTA) {
 		if (st) {
-			if (need_m && !st->m &&
-			    (st->m = cg_alloc(P * sizeof(float))) == NULL)
-				goto out;
-			if (need_v && !st->v &&
-			    (st->v = cg_alloc(P * sizeof(float))) == NULL)
-				goto out;
-			mm = st->m;
-			vv = st->v;
-			tp = &st->t;
+			/* Put there by cg_train_state_init. */
+			tp = cg_state_put(st, "opt.t", CG_U64, 1);
+			if (need_m)
+				mm = cg_state_put(st, "opt.m", CG_F32, P);
+			if (need_v)
+				vv = cg_state_put(st, "opt.v", CG_F32, P);
 		} else {
 			if ((need_m &&
 			     (mm = cg_alloc(P * sizeof(float))) == NULL) ||
@@ -368,10 +325,8 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			out[i] = m->params[i] - start[i];
 		memcpy(m->params, start, P * sizeof(float));
 	}
-	if (st) {
-		st->cursor = cursor;
-		st->have = 1;
-	}
+	if (st_cursor)
+		memcpy(st_cursor, &cursor, sizeof(cursor));
 	rc = 0;
 out:
 	if (!(st && o->emit == CG_EMIT_DELTA) && o->emit != CG_EMIT_MODEL) {
@@ -426,7 +381,7 @@ largest_chunk(struct cg_model *m, int B, int ckpt, uint64_t avail)
 
 int
 cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
-	      const struct cg_train_state *st, uint64_t budget,
+	      const struct cg_state *st, uint64_t budget,
 	      uint64_t resident, int checkpoint, struct cg_memplan *p)
 {
 	const uint64_t P = (uint64_t)m->nparams * sizeof(float);
@@ -445,10 +400,13 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 	} else {
 		fixed += P; /* out */
 		if (o->emit == CG_EMIT_DELTA) {
-			int have = st && st->have;
 			fixed += P; /* the starting weights */
-			fixed += need_m && !(have && st->m) ? P : 0;
-			fixed += need_v && !(have && st->v) ? P : 0;
+			fixed += need_m && !state_holds(st, "opt.m", m->nparams)
+				     ? P
+				     : 0;
+			fixed += need_v && !state_holds(st, "opt.v", m->nparams)
+				     ? P
+				     : 0;
 		}
 	}
 	p->floor = fixed;

@@ -8,6 +8,7 @@
 #include "model.h"
 #include "optim.h"
 #include "shard.h"
+#include "state.h"
 
 enum cg_emit { CG_EMIT_GRAD, CG_EMIT_DELTA, CG_EMIT_MODEL };
 enum cg_order { CG_ORDER_SHUFFLE, CG_ORDER_SEQUENTIAL };
@@ -27,26 +28,17 @@ struct cg_train_opts {
 };
 
 /*
- * Worker state kept between calls: the data cursor (examples consumed)
- * and the inner optimizer's moments.  A state file is kind "state".
+ * Worker state kept between calls (lib/state.h), by name: "cursor" (u64,
+ * examples consumed) for every emit kind and, for delta, the inner
+ * optimizer's "opt.t" (u64, steps taken), "opt.m" and "opt.v" (f32 [P],
+ * as the optimizer needs them).  Put them into st where st has none (the
+ * cursor where a call without a state starts, the rest zeroed), checking
+ * that those st has fit m: 0, or -1 with a message.
+ * cg_train_run does the same itself; a caller that calls this first gets
+ * a misfit state reported apart from the run's errors.
  */
-struct cg_train_state {
-	uint64_t cursor;
-	uint64_t t;	    /* inner optimizer steps taken */
-	float *m, *v;	    /* [nparams] or NULL */
-	size_t nparams;
-	int have;	    /* 1 when loaded from a file or filled by a run */
-};
-
-/* Read a state file for model m; a missing path gives an empty state
- * (returns 0).  -1 with a message on a bad file. */
-int cg_state_read(struct cg_train_state *st, const char *path,
-		  const struct cg_model *m);
-int cg_state_write(const struct cg_train_state *st, const char *path);
-/* The state as a cg file of kind "state" (caller frees it, before st:
- * it borrows st's arrays), or NULL. */
-struct cg_file *cg_state_file(const struct cg_train_state *st);
-void cg_state_free(struct cg_train_state *st);
+int cg_train_state_init(struct cg_state *st, const struct cg_model *m,
+			const struct cg_train_opts *o);
 
 /* Summary of one call. */
 struct cg_train_result {
@@ -60,14 +52,15 @@ struct cg_train_result {
 /*
  * Run one call on model m and shard s.  In grad mode, out receives the
  * mean gradient [nparams] (for text, the mean per scored token over all
- * micro-batches: each weighted by its tokens); in delta mode the new - old weights and m is
- * left as it was; in model mode m is trained in place (m->step += K) and
- * out is unused.  st may be NULL (no state between calls).  Returns 0 or
- * -1 with a message.
+ * micro-batches: each weighted by its tokens); in delta mode the new - old
+ * weights and m is left as it was; in model mode m is trained in place
+ * (m->step += K) and out is unused.  st may be NULL (no state between
+ * calls): the cursor is then derived from m's step, as it is for a state
+ * that has none.  Returns 0 or -1 with a message.
  */
 int cg_train_run(struct cg_model *m, const struct cg_shard *s,
-		 const struct cg_train_opts *o, struct cg_train_state *st,
-		 float *out, struct cg_train_result *res);
+		 const struct cg_train_opts *o, struct cg_state *st, float *out,
+		 struct cg_train_result *res);
 
 /*
  * How a call spends memory: model chunks of at most chunk examples (0:
@@ -94,7 +87,7 @@ struct cg_memplan {
  * fits or the arch cannot checkpoint.
  */
 int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
-		  const struct cg_train_state *st, uint64_t budget,
+		  const struct cg_state *st, uint64_t budget,
 		  uint64_t resident, int checkpoint, struct cg_memplan *p);
 
 /*
