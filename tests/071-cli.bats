@@ -137,8 +137,12 @@ teardown() {
 
 # Run a command in a tmux window of 50 columns; the window's rows, with
 # what scrolled off, are in $pane after.
+# Each run has a server of its own: a new session on the socket of one
+# just killed can meet it still exiting ("server exited unexpectedly").
 run_in_tmux() {
-	local sock=$BATS_TEST_TMPDIR/tmux i
+	local sock i
+	TMUX_RUNS=$((${TMUX_RUNS:-0} + 1))
+	sock=$BATS_TEST_TMPDIR/tmux.$TMUX_RUNS
 	tmux -S "$sock" -f /dev/null new-session -d -x 50 -y 40 \
 		"cd '$PWD' && $1; echo EXIT=\$?; sleep 600"
 	for ((i = 0; i < 600; i++)); do

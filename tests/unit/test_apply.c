@@ -23,6 +23,7 @@
 #include "apply.h"
 #include "cg.h"
 #include "model.h"
+#include "state.h"
 #include "train.h"
 #include "update.h"
 
@@ -333,8 +334,12 @@ groups_train(void)
 	struct cg_shard s = {.n = 4, .kind = CG_PAYLOAD_IMAGE};
 	struct cg_train_opts o = {.steps = 3, .batch = 2, .seed = 1};
 	struct cg_train_result res;
-	struct cg_train_state st = {.nparams = TOY_P, .t = 10};
+	struct cg_state *st = cg_state_new();
 	float p0[TOY_P], out[TOY_P];
+	uint64_t st_t = 0;
+
+	if (st == NULL || cg_state_put_u64(st, "opt.t", 10) != 0)
+		die("cg_state_new");
 
 	cg_optim_defaults(&o.opt, CG_OPT_ADAM);
 	/* model mode: the open group steps three times, the frozen none */
@@ -362,16 +367,17 @@ groups_train(void)
 	/* delta mode with a state: one count, the frozen group's delta 0 */
 	memcpy(m->params, p0, sizeof(p0));
 	o.emit = CG_EMIT_DELTA;
-	if (cg_train_run(m, &s, &o, &st, out, &res) != 0)
+	if (cg_train_run(m, &s, &o, st, out, &res) != 0 ||
+	    cg_state_get_u64(st, "opt.t", &st_t) != 1)
 		die("cg_train_run delta");
 	int zero = 1;
 	for (int i = 20; i < TOY_P; i++)
 		zero &= out[i] == 0.0f;
-	expect(zero && st.t == 13 && same_bits(p0, m->params, TOY_P) &&
+	expect(zero && st_t == 13 && same_bits(p0, m->params, TOY_P) &&
 	           m->groups[0].opt_t == 3,
 	       "inner steps, delta mode: frozen delta 0, the state counts "
 	       "13, the model's counts alone");
-	cg_state_free(&st);
+	cg_state_free(st);
 	cg_model_free(m);
 }
 
