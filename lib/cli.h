@@ -39,7 +39,8 @@ int cg_usage_error(const char *prog, const char *synopsis, const char *msg);
 /* "none", "gzip" or "zstd"; -1 with a message otherwise. */
 int cg_compress_parse(const char *s, enum cg_compress *out);
 
-/* Use n threads for OpenMP and the BLAS (n <= 0: all cores). */
+/* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
+ * set, else all cores). */
 void cg_set_threads(int n);
 
 /* A progress bar on fp when fp is a terminal and quiet is 0. */
