@@ -3,9 +3,11 @@
 # 091-threads.bats - which byte identity holds across thread counts.
 #
 # The promise (README, "Identical bytes"): every build gives the same
-# bytes from run to run for the same inputs, seed and thread count; the
-# portable build (--without-blas --disable-native) gives the same bytes
-# whatever the thread count, and on any x86-64 (090-golden.bats).  The
+# bytes from run to run for the same inputs, seed and thread count, and
+# cg-reduce and cg-apply (element-wise: no matrix products) at any thread
+# count; the portable build (--without-blas --disable-native) gives the
+# same bytes whatever the thread count, and on any x86-64
+# (090-golden.bats).  The
 # built-in matrix kernel sums every element of a product in one order
 # whatever share of the product a thread gets, and every other kernel
 # writes each output from one thread's work; a BLAS need not: OpenBLAS's
@@ -113,6 +115,21 @@ portable_only() {
 	done
 	[ -s "$BATS_TEST_TMPDIR/a.sha256" ]
 	all_same "$BATS_TEST_TMPDIR/a.sha256" "$BATS_TEST_TMPDIR/b.sha256"
+}
+
+@test "every build: cg-reduce and cg-apply (element-wise) give the same bytes at 1, 2 and 3 threads" {
+	(THREADS=1 OMP_NUM_THREADS=1 pipeline "$BATS_TEST_TMPDIR/in") >/dev/null
+	cd "$BATS_TEST_TMPDIR/in"
+	for t in 1 2 3; do
+		cg-reduce -j $t -q -o r$t.cgg cvae-g.cgg cvae-r.cgg cvae-g.cgg
+		cg-reduce -j $t -q --op sum -o s$t.cgg cgpt-g.cgg cgpt-g.cgg
+		cg-apply -j $t -m cvae.cgm --opt adam -o a$t.cgm r$t.cgg
+		cg-apply -j $t -m cgpt.cgm --outer nesterov -o n$t.cgm cgpt-r.cgg
+	done
+	for f in r s a n; do
+		cmp ${f}1.* ${f}2.*
+		cmp ${f}1.* ${f}3.*
+	done
 }
 
 @test "OMP_NUM_THREADS is the programs' default thread count" {
