@@ -18,6 +18,12 @@
 #   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS   steps of each tuning run [30, 4]
 #   TUNE_MAX_SECONDS  time box of one tuning candidate [10]
 #   RESULTS      also keep the raw JSON lines in this file
+#   GEMM_EXTRA_CORETYPE, CG_BENCH_EXTRA_ENV   one more GEMM kernel set,
+#                one more PyTorch environment ("NAME=VALUE ..."), to try
+#                one; a run killed by a signal is reported as skipped
+#
+# OpenBLAS kernel sets are forced only where /proc/cpuinfo shows their
+# instructions (torch_speed.py cores).
 #
 # Wall times are medians of the runs, with min-max.  cg, PyTorch (PyPI)
 # and PyTorch (Debian) take turns in each round so that load from other
@@ -92,13 +98,27 @@ meta cgpt_vocab $((256 + ncond + 1))
 # shellcheck disable=SC2046 # pkg-config's flags are words
 cc -O2 -o "$tmp/gemm-peak" "$here/gemm-peak.c" \
 	$(pkg-config --cflags --libs openblas)
-for ct in unset Haswell SkylakeX; do
+# OpenBLAS's own choice, then each kernel set the benches force that this
+# CPU can run (torch_speed.py cores: from /proc/cpuinfo's flags).  A run
+# killed all the same (SIGILL: an instruction the CPU lacks) is reported
+# as skipped, and the bench goes on.
+for ct in unset $("$deb_py" "$here/torch_speed.py" cores) ${GEMM_EXTRA_CORETYPE:-}; do
 	say "GEMM peak, OPENBLAS_CORETYPE=$ct"
+	rc=0
 	if [ "$ct" = unset ]; then
 		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$tmp/gemm-peak" 2048 "$threads" 5
 	else
 		env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$ct "$tmp/gemm-peak" 2048 "$threads" 5
-	fi | jq -c --arg l "$ct" '. + {type: "gemm", label: $l}' >>"$res"
+	fi >"$tmp/gemm.json" || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		jq -c --arg l "$ct" '. + {type: "gemm", label: $l}' "$tmp/gemm.json" >>"$res"
+		continue
+	fi
+	why="exit status $rc"
+	[ "$rc" -gt 128 ] && why="killed by SIG$(kill -l "$rc")"
+	say "GEMM peak, OPENBLAS_CORETYPE=$ct: skipped: $why"
+	jq -nc --arg l "$ct" --arg e "skipped: $why" \
+		'{type: "gemm", label: $l, error: $e}' >>"$res"
 done
 
 # ------------------------------------------------------- PyTorch: tune

@@ -5,6 +5,7 @@ usage: torch_speed.py run --model cvae|cgpt [options]    (needs torch)
        torch_speed.py tune --python PY --impl NAME [options]
        torch_speed.py measure --tuned TUNE.jsonl --impl NAME --model M ...
        torch_speed.py report RESULTS.jsonl
+       torch_speed.py cores
 
 run: trains the PyTorch reference of cg's cvae (bench/torch_cvae.py) or
 cgpt (bench/torch_cgpt.py) on real data for --warmup untimed steps, then
@@ -32,10 +33,18 @@ peak RSS.
 
 report (standard library only): the tables of bench/speed.sh from its
 JSON lines.
+
+cores (standard library only): the OpenBLAS kernel sets this CPU can run
+among those the benches force (SkylakeX, Haswell), best first, one a
+line, from the flags in /proc/cpuinfo (or $CG_CPUINFO).  Forced on a CPU
+without its instructions a kernel set dies on an illegal instruction, so
+the benches force only these; and a candidate whose process is killed
+all the same (by SIGILL or any signal) is reported as skipped, not fatal.
 """
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +54,36 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 THREAD_VARS = ("OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "GOMP_",
                "CG_NO_REEXEC")
+
+# OpenBLAS kernel sets the benches may force, best first, with the CPU
+# flags each needs.
+OPENBLAS_CORES = [
+    ("SkylakeX", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}),
+    ("Haswell", {"avx2", "fma"}),
+]
+
+
+def cpu_flags():
+    """The instruction-set flags of the first CPU in /proc/cpuinfo."""
+    path = os.environ.get("CG_CPUINFO", "/proc/cpuinfo")
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def openblas_cores():
+    flags = cpu_flags()
+    return [name for name, need in OPENBLAS_CORES if need <= flags]
+
+
+def cores(a):
+    for name in openblas_cores():
+        print(name)
 
 # ------------------------------------------------------------ formulas
 
@@ -268,9 +307,21 @@ def clean_env(extra):
     return env
 
 
+class Killed(Exception):
+    """A run's process was killed by a signal (the message names it)."""
+
+
+def signal_name(n):
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return "signal %d" % n
+
+
 def spawn(py, env, args, rss=False):
     """JSON lines printed by `py torch_speed.py run ARGS` under env, and
-    with rss its peak RSS in KiB (from /usr/bin/time)."""
+    with rss its peak RSS in KiB (from /usr/bin/time).  Raises Killed if
+    the process dies by a signal; exits on any other failure."""
     cmd = [py, os.path.abspath(__file__), "run"] + args
     tf = None
     if rss:
@@ -278,6 +329,11 @@ def spawn(py, env, args, rss=False):
         cmd = ["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd
     p = subprocess.run(cmd, env=clean_env(env), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
+    # killed: -N from subprocess, 128 + N through a shell or GNU time
+    sig = (-p.returncode if p.returncode < 0 else
+           p.returncode - 128 if p.returncode > 128 else 0)
+    if sig:
+        raise Killed("killed by " + signal_name(sig))
     if p.returncode != 0:
         sys.exit("torch_speed: %s failed (%d): %s" % (
             " ".join(cmd), p.returncode, p.stderr.strip()[-2000:]))
@@ -312,15 +368,24 @@ def envs_for(info, threads):
                                    MKL_NUM_THREADS=n, MKL_DYNAMIC="FALSE")),
                 ("GOMP_SPINCOUNT=10000", dict(omp, GOMP_SPINCOUNT="10000"))]
     else:
-        skx = dict(omp, OPENBLAS_CORETYPE="SkylakeX")
-        out += [("OMP_WAIT_POLICY=passive OPENBLAS_CORETYPE=SkylakeX",
-                 dict(skx, OMP_WAIT_POLICY="PASSIVE")),
-                ("OMP_WAIT_POLICY=active OPENBLAS_CORETYPE=SkylakeX",
-                 dict(skx, OMP_WAIT_POLICY="ACTIVE")),
-                ("OMP_WAIT_POLICY=passive OPENBLAS_CORETYPE=SkylakeX "
-                 "OPENBLAS_NUM_THREADS=1",
-                 dict(skx, OMP_WAIT_POLICY="PASSIVE",
-                      OPENBLAS_NUM_THREADS="1"))]
+        # the best kernel set the CPU has (OpenBLAS 0.3.21 takes a CPU it
+        # does not know for its oldest), none where it has neither
+        for core in openblas_cores()[:1]:
+            ct = "OPENBLAS_CORETYPE=" + core
+            forced = dict(omp, OPENBLAS_CORETYPE=core)
+            out += [("OMP_WAIT_POLICY=passive " + ct,
+                     dict(forced, OMP_WAIT_POLICY="PASSIVE")),
+                    ("OMP_WAIT_POLICY=active " + ct,
+                     dict(forced, OMP_WAIT_POLICY="ACTIVE")),
+                    ("OMP_WAIT_POLICY=passive %s OPENBLAS_NUM_THREADS=1"
+                     % ct, dict(forced, OMP_WAIT_POLICY="PASSIVE",
+                                OPENBLAS_NUM_THREADS="1"))]
+    # CG_BENCH_EXTRA_ENV="NAME=VALUE ...": one more candidate, to try a
+    # setting (or to see a crashing candidate skipped)
+    extra = os.environ.get("CG_BENCH_EXTRA_ENV", "").split()
+    if extra:
+        out.append((" ".join(extra),
+                    dict(omp, **dict(kv.split("=", 1) for kv in extra))))
     return out
 
 
@@ -335,8 +400,10 @@ def tune(a):
     envd = dict(envs)
 
     def best_of(m):
-        return max((c for c in cands[m] if "rate" in c),
-                   key=lambda c: c["rate"])
+        ok = [c for c in cands[m] if "rate" in c]
+        if not ok:
+            sys.exit("torch_speed: %s %s: no candidate ran" % (a.impl, m))
+        return max(ok, key=lambda c: c["rate"])
 
     def note(stage, m, c):
         sys.stderr.write("torch_speed: %s %s stage %d: %s, interop %s, "
@@ -349,12 +416,18 @@ def tune(a):
     # (1) the environment, with the reference's variant; both models in
     # one process
     for name, env in envs:
-        rows, _ = spawn(a.python, env, common + [
-            "--model", "cvae,cgpt", "--steps", "%d,%d" % (
-                short["cvae"][0], short["cgpt"][0]),
-            "--warmup", "%d,%d" % (short["cvae"][1], short["cgpt"][1]),
-            "--variants=%s|%s" % (ref["cvae"], ref["cgpt"]),
-            "--max-seconds", str(a.max_seconds)])
+        try:
+            rows, _ = spawn(a.python, env, common + [
+                "--model", "cvae,cgpt", "--steps", "%d,%d" % (
+                    short["cvae"][0], short["cgpt"][0]),
+                "--warmup", "%d,%d" % (short["cvae"][1], short["cgpt"][1]),
+                "--variants=%s|%s" % (ref["cvae"], ref["cgpt"]),
+                "--max-seconds", str(a.max_seconds)])
+        except Killed as e:
+            # the candidate, not the bench: say so and go on
+            rows = [{"model": m, "attn": ref[m].split(",")[0],
+                     "opt": ref[m].split(",")[1], "interop": 0,
+                     "error": "skipped: %s" % e} for m in ("cvae", "cgpt")]
         for r in rows:
             cands[r["model"]].append(dict(r, env=name, stage=1))
             note(1, r["model"], cands[r["model"]][-1])
@@ -364,8 +437,12 @@ def tune(a):
                  "--warmup", str(short[m][1])]
         env_name = best_of(m)["env"]
         # (2) the in-process variants under that environment
-        rows, _ = spawn(a.python, envd[env_name], common + steps + [
-            "--max-seconds", str(a.max_seconds)])
+        try:
+            rows, _ = spawn(a.python, envd[env_name], common + steps + [
+                "--max-seconds", str(a.max_seconds)])
+        except Killed as e:
+            rows = [{"model": m, "attn": "greedy", "opt": "greedy",
+                     "interop": 0, "error": "skipped: %s" % e}]
         for r in rows:
             cands[m].append(dict(r, env=env_name, stage=2))
             note(2, m, cands[m][-1])
@@ -373,9 +450,16 @@ def tune(a):
         # (3) one inter-op thread, with the best so far, unless that is
         # already the default
         if best["interop"] != 1:
-            rows, _ = spawn(a.python, envd[best["env"]], common + steps + [
-                "--interop", "1", "--max-seconds", str(a.max_seconds),
-                "--variants=%s,%s" % (best["attn"], best["opt"])])
+            try:
+                rows, _ = spawn(a.python, envd[best["env"]],
+                                common + steps + [
+                                    "--interop", "1", "--max-seconds",
+                                    str(a.max_seconds), "--variants=%s,%s"
+                                    % (best["attn"], best["opt"])])
+            except Killed as e:
+                rows = [{"model": m, "attn": best["attn"],
+                         "opt": best["opt"], "interop": 1,
+                         "error": "skipped: %s" % e}]
             for r in rows:
                 cands[m].append(dict(r, env=best["env"], stage=3))
                 note(3, m, cands[m][-1])
@@ -411,7 +495,15 @@ def measure(a):
             str(a.warmup), "--threads", str(a.threads), "--data", a.data,
             "--shard", a.shard, "--interop", str(tuned["interop"]),
             "--variants=%s,%s" % (tuned["attn"], tuned["opt"])]
-    rows, peak = spawn(tuned["python"], tuned["env"], args, rss=True)
+    try:
+        rows, peak = spawn(tuned["python"], tuned["env"], args, rss=True)
+    except Killed as e:
+        # one run lost, not the bench: the report counts the others
+        sys.stderr.write("torch_speed: %s %s: skipped: %s\n"
+                         % (a.impl, a.model, e))
+        print(json.dumps({"type": "torch", "impl": a.impl,
+                          "model": a.model, "error": "skipped: %s" % e}))
+        return
     r = rows[0]
     if "error" in r:
         sys.exit("torch_speed: %s %s: %s" % (a.impl, a.model, r["error"]))
@@ -432,7 +524,8 @@ def report(a):
     rows = [json.loads(l) for l in open(a.results) if l.startswith("{")]
     get = lambda t: [r for r in rows if r.get("type") == t]
     meta = {r["key"]: r["value"] for r in get("meta")}
-    gemm = get("gemm")
+    skipped = [g for g in get("gemm") if "error" in g]
+    gemm = [g for g in get("gemm") if "error" not in g]
     peak = max(g["gflops_best"] for g in gemm)
     V = int(meta.get("cgpt_vocab", 300))
     fl = {"cvae": cvae_flops(), "cgpt": cgpt_flops(V)}
@@ -454,6 +547,8 @@ def report(a):
         print("| %s | %s | %.1f | %.1f |" % (g["label"], g["core"],
                                             g["gflops_best"],
                                             g["gflops_median"]))
+    for g in skipped:
+        print("| %s | %s | | |" % (g["label"], g["error"]))
     print()
     print("MFU below = achieved model FLOP/s / %.1f GFLOP/s (the best row "
           "above).  FLOPs: cvae %.2f MFLOP per example, cgpt %.2f MFLOP "
@@ -489,8 +584,8 @@ def report(a):
                                    100 * med_cg * fl[m] / (peak * 1e9),
                                    rss / 1024, len(many)))
         for impl in impls:
-            tr = [r for r in get("torch")
-                  if r["model"] == m and r["impl"] == impl]
+            tr = [r for r in get("torch") if r["model"] == m and
+                  r["impl"] == impl and "error" not in r]
             if not tr:
                 continue
             med, lo, hi = spread([r["rate"] for r in tr])
@@ -521,6 +616,10 @@ def report(a):
                       ", set_num_interop_threads(1)" if t["interop"] else "",
                       t["attn"], t["opt"], t["rate"], unit[m], worst,
                       rates[0][0][0]))
+            for c in t["candidates"]:
+                if (c.get("error") or "").startswith("skipped"):
+                    print("  - candidate %s (stage %d): %s"
+                          % (c["env"], c["stage"], c["error"]))
     print()
     print("cg per-call overhead (load + save + start: t(1 step) - one step "
           "time; step time = (t(N) - t(1)) / (N - 1))")
@@ -607,6 +706,7 @@ def main():
     m.add_argument("--shard", required=True)
     p = sub.add_parser("report")
     p.add_argument("results")
+    sub.add_parser("cores")
     a = ap.parse_args()
     if a.cmd == "run":
         if not set(a.model.split(",")) <= {"cvae", "cgpt"}:
@@ -622,7 +722,8 @@ def main():
             ap.error("--steps, --reps and --threads must be positive")
         run(a)
     else:
-        {"tune": tune, "measure": measure, "report": report}[a.cmd](a)
+        {"tune": tune, "measure": measure, "report": report,
+         "cores": cores}[a.cmd](a)
 
 
 if __name__ == "__main__":

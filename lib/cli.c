@@ -529,6 +529,10 @@ void
 cg_set_threads(int n)
 {
 	cg_runtime_linked = 1;
+	/* OpenMP read OMP_NUM_THREADS at start: by default, keep that. */
+	if (n <= 0 && getenv("OMP_NUM_THREADS") != NULL &&
+	    *getenv("OMP_NUM_THREADS") != '\0')
+		return;
 	if (n <= 0) {
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		n = c > 0 ? (int)c : 1;

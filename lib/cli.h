@@ -235,7 +235,8 @@ int cg_parse_list(const char *what, const char *s, double *out, int max);
 /* "none", "gzip" or "zstd"; -1 with a message otherwise. */
 int cg_compress_parse(const char *s, enum cg_compress *out);
 
-/* Use n threads for OpenMP and the BLAS (n <= 0: all cores). */
+/* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
+ * set, else all cores). */
 void cg_set_threads(int n);
 
 /* ---------------------------------------------- optimizer options */

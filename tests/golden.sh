@@ -12,15 +12,18 @@
 #     tests/golden.sh SCRATCH-DIR > tests/golden.sha256
 #
 # The cg programs are taken from PATH; CG_SRCDIR (default: this file's
-# folder's parent) locates the fixtures.
+# folder's parent) locates the fixtures.  THREADS (default 1) is the
+# thread count every program is given (091-threads.bats compares the
+# digests at 1, 2 and 3).
 set -eu
 dir=$1
 src=${CG_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 fix=$src/tests/fixtures
-export OMP_NUM_THREADS=1 LC_ALL=C
+threads=${THREADS:-1}
+export OMP_NUM_THREADS="$threads" LC_ALL=C
 mkdir -p "$dir"
 cd "$dir"
-j="--threads 1"
+j="--threads $threads"
 
 # ------------------------------------------------------------ images
 cg-shard -q -n 2 -s round-robin -o fm "$fix/fashion-mnist-mini"

@@ -10,7 +10,11 @@
  * naive double implementations (attention as the full masked T x T
  * matrix), the fused cross-entropy with the separate passes, and every
  * kernel run on one thread with the same kernel on several: the results
- * must agree bit for bit.  A deliberately wrong gradient must be caught.
+ * must agree bit for bit, whatever the matrix kernel, because each output
+ * is made by one task whose work does not depend on the thread count
+ * (attention's products are one matrix call per block of one (sequence,
+ * head) on the calling thread, below the size at which cg_sgemm would
+ * share a product out).  A deliberately wrong gradient must be caught.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>

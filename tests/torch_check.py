@@ -1,0 +1,396 @@
+#!/usr/bin/python3
+"""torch_check.py - cg's losses and gradients against PyTorch's, per architecture.
+
+usage: torch_check.py [--arch ARCH]... [DIR | MODEL_DUMP]
+
+DIR holds what tests/unit/model_dump wrote for one architecture (arch.txt,
+config.txt, views.txt, params.bin, grad.bin, loss.txt and the inputs).  Given the model_dump program instead
+(default: $MODEL_DUMP, else unit/model_dump beside this script), it is run
+on a few configs of every architecture below (or of those --arch names)
+into temporary directories.  Each architecture is built here from torch.nn
+in float64, loaded with cg's parameters in view order, and run on the same
+inputs; the loss and its parts, every parameter gradient and the arch's
+other outputs (cgpt's logits) must match within atol + rtol*|ref|.
+
+What is shared: reading a dump, loading the views, comparing.  What an
+architecture adds (class Cvae, class Cgpt): its configs, its torch.nn
+model with its tensors in cg's order, its inputs and its forward pass.
+
+Tolerances: cg computes in float (u = 2^-24, about 6e-8), PyTorch here in
+float64, so the difference is cg's own rounding: a float sum of n terms is
+within n u of the sum of its terms' magnitudes, and the longest sums here
+(a softmax row over V = 260 to 262 tokens, a layer of up to 4 * 32 inputs,
+a batch of up to 16 positions) give a few 1e-6 to 1e-5 of an entry's
+scale, compounded through the layers.  rtol 1e-4 on gradients and logits
+and 1e-5 on losses (summed in double by cg) leave a margin of several
+times that; the atol floors cover the entries that cancel to much less
+than their terms.  Each line prints the worst ratio to its tolerance.
+
+Exit status: 0 pass, 1 mismatch or error, 2 usage, 77 (skip) if torch is
+missing.
+"""
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:
+    print("torch_check: skipped: %s" % e)
+    sys.exit(77)
+
+
+# ------------------------------------------------------------------ cvae
+
+class Cvae:
+    """The model of lib/cvae.c (and of bench/torch_cvae.py)."""
+
+    name = "cvae"
+    configs = [
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "latent=5",
+         "batch=6", "seed=1"],
+        ["in_dim=33", "ncond=10", "hidden=24", "layers=1", "latent=7",
+         "batch=9", "seed=2"],
+        ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "latent=2",
+         "batch=4", "seed=3"],
+    ]
+    tol = {"loss": (1e-5, 1e-5), "grad": (1e-4, 1e-5)}
+    outputs = []
+
+    class Net(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            hidden, layers = cfg["hidden"], cfg["layers"]
+            self.ncond = cfg["ncond"]
+
+            def mlp(d):
+                out = []
+                for _ in range(layers):
+                    out += [nn.Linear(d, hidden), nn.ReLU()]
+                    d = hidden
+                return nn.Sequential(*out)
+
+            self.enc = mlp(cfg["in_dim"] + self.ncond)
+            self.mu = nn.Linear(hidden, cfg["latent"])
+            self.logvar = nn.Linear(hidden, cfg["latent"])
+            self.dec = mlp(cfg["latent"] + self.ncond)
+            self.out = nn.Linear(hidden, cfg["in_dim"])
+
+        def named_tensors(self):
+            """(cg view name, parameter) in cg's buffer order."""
+            enc = [m for m in self.enc if isinstance(m, nn.Linear)]
+            dec = [m for m in self.dec if isinstance(m, nn.Linear)]
+            lin = ([("enc.%d" % i, m) for i, m in enumerate(enc)] +
+                   [("enc.mu", self.mu), ("enc.logvar", self.logvar)] +
+                   [("dec.%d" % i, m) for i, m in enumerate(dec)] +
+                   [("dec.out", self.out)])
+            out = []
+            for name, m in lin:
+                out += [(name + ".w", m.weight), (name + ".b", m.bias)]
+            return out
+
+    @staticmethod
+    def run(net, cfg, d):
+        """Batch means of (rec + kl), rec and kl; no other outputs."""
+        B, D, Z = cfg["batch"], cfg["in_dim"], cfg["latent"]
+        x = f64(read_bin(d, "x.bin", "<f4", B * D)).view(B, D)
+        eps = f64(read_bin(d, "eps.bin", "<f4", B * Z)).view(B, Z)
+        cond = i64(read_bin(d, "cond.bin", "<i4", B))
+        c = F.one_hot(cond, net.ncond).to(x.dtype)
+        h = net.enc(torch.cat([x, c], 1))
+        mu, logvar = net.mu(h), net.logvar(h)
+        z = mu + torch.exp(0.5 * logvar) * eps
+        logits = net.out(net.dec(torch.cat([z, c], 1)))
+        rec = F.binary_cross_entropy_with_logits(
+            logits, x, reduction="none").sum(1)
+        kl = -0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)
+        return {"loss": (rec + kl).mean(), "rec": rec.mean(),
+                "kl": kl.mean()}, {}
+
+
+# ------------------------------------------------------------------ cgpt
+
+class Block(nn.Module):
+    """Pre-LayerNorm block: x + attn(ln1(x)), then + mlp(ln2(x))."""
+
+    def __init__(self, C, NH):
+        super().__init__()
+        self.NH = NH
+        self.ln1 = nn.LayerNorm(C)
+        self.qkv = nn.Linear(C, 3 * C)
+        self.proj = nn.Linear(C, C)
+        self.ln2 = nn.LayerNorm(C)
+        self.fc = nn.Linear(C, 4 * C)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.mproj = nn.Linear(4 * C, C)
+
+    def attn(self, x):
+        B, T, C = x.shape
+        hs = C // self.NH
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.NH, hs).transpose(1, 2)
+        k = k.view(B, T, self.NH, hs).transpose(1, 2)
+        v = v.view(B, T, self.NH, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mproj(self.gelu(self.fc(self.ln2(x))))
+
+
+class Cgpt:
+    """The model of lib/cgpt.c (and of bench/torch_cgpt.py): tied and
+    untied, one head and several, fewer positions than the context."""
+
+    name = "cgpt"
+    configs = [
+        ["ncond=3", "context=8", "width=16", "layers=2", "heads=2",
+         "tied=0", "batch=3", "positions=7", "seed=1"],
+        ["ncond=2", "context=6", "width=12", "layers=1", "heads=3",
+         "tied=1", "batch=2", "positions=6", "seed=2"],
+        ["ncond=5", "context=16", "width=32", "layers=3", "heads=4",
+         "tied=0", "batch=4", "positions=16", "seed=3"],
+        ["ncond=1", "context=12", "width=24", "layers=2", "heads=1",
+         "tied=1", "batch=3", "positions=5", "seed=4"],
+    ]
+    tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-7),
+           "logits": (1e-4, 1e-5)}
+    outputs = ["logits"]
+
+    class Net(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            V, C = 257 + cfg["ncond"], cfg["width"]
+            self.wte = nn.Embedding(V, C)
+            self.wpe = nn.Embedding(cfg["context"], C)
+            self.h = nn.ModuleList([Block(C, cfg["heads"])
+                                    for _ in range(cfg["layers"])])
+            self.lnf = nn.LayerNorm(C)
+            self.lm_head = (None if cfg["tied"] else
+                            nn.Linear(C, V, bias=False))
+
+        def named_tensors(self):
+            """(cg view name, parameter) in cg's buffer order."""
+            out = [("wte", self.wte.weight), ("wpe", self.wpe.weight)]
+            for i, b in enumerate(self.h):
+                for name, p in (("ln1.w", b.ln1.weight),
+                                ("ln1.b", b.ln1.bias),
+                                ("attn.qkv.w", b.qkv.weight),
+                                ("attn.qkv.b", b.qkv.bias),
+                                ("attn.proj.w", b.proj.weight),
+                                ("attn.proj.b", b.proj.bias),
+                                ("ln2.w", b.ln2.weight),
+                                ("ln2.b", b.ln2.bias),
+                                ("mlp.fc.w", b.fc.weight),
+                                ("mlp.fc.b", b.fc.bias),
+                                ("mlp.proj.w", b.mproj.weight),
+                                ("mlp.proj.b", b.mproj.bias)):
+                    out.append(("h.%d.%s" % (i, name), p))
+            out += [("lnf.w", self.lnf.weight), ("lnf.b", self.lnf.bias)]
+            if self.lm_head is not None:
+                out.append(("lm_head.w", self.lm_head.weight))
+            return out
+
+    @staticmethod
+    def run(net, cfg, d):
+        """The loss sum(weight * cross-entropy), and the logits."""
+        B, T, V = cfg["batch"], cfg["positions"], 257 + cfg["ncond"]
+        tokens = i64(read_bin(d, "tokens.bin", "<i4", B * T)).view(B, T)
+        targets = i64(read_bin(d, "targets.bin", "<i4", B * T))
+        weight = f64(read_bin(d, "weight.bin", "<f4", B * T))
+        x = net.wte(tokens) + net.wpe(torch.arange(T))
+        for b in net.h:
+            x = b(x)
+        x = net.lnf(x)
+        out = (x @ net.wte.weight.t() if net.lm_head is None
+               else net.lm_head(x))
+        # Weight-0 positions carry target -1: never read, as in cg.
+        tgt = torch.where(weight > 0, targets, torch.zeros_like(targets))
+        ce = F.cross_entropy(out.view(B * T, V), tgt, reduction="none")
+        return {"loss": (weight * ce).sum()}, {"logits": out}
+
+
+ARCHS = {a.name: a for a in (Cvae, Cgpt)}
+
+
+# ---------------------------------------------------------- shared code
+
+class DumpError(Exception):
+    pass
+
+
+def f64(a):
+    return torch.from_numpy(a.astype(np.float64))
+
+
+def i64(a):
+    return torch.from_numpy(a.astype(np.int64))
+
+
+def read_kv(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, v = line.split()
+            out[k] = v
+    return out
+
+
+def read_bin(d, name, dtype, count=None):
+    a = np.fromfile(os.path.join(d, name), dtype=dtype)
+    if count is not None and a.size != count:
+        raise DumpError("%s: %d values, config.txt says %d"
+                        % (name, a.size, count))
+    return a
+
+
+def compare(label, got, ref, rtol, atol):
+    """Print one line; True if every |got - ref| <= atol + rtol |ref|."""
+    diff = np.abs(got - ref)
+    ratio = float((diff / (atol + rtol * np.abs(ref))).max())
+    good = ratio <= 1
+    print("  %-4s %-18s n=%-6d max |diff| %.3g (%.3g of tolerance)"
+          % ("ok" if good else "FAIL", label, got.size, diff.max(), ratio))
+    return good, float(diff.max())
+
+
+def load_views(d, net, params):
+    """Copy params into net's tensors in view order; the view list."""
+    views = []
+    with open(os.path.join(d, "views.txt")) as f:
+        for line in f:
+            w = line.split()
+            views.append((w[0], int(w[1]), int(w[2]),
+                          [int(s) for s in w[3:]]))
+    tensors = net.named_tensors()
+    if [v[0] for v in views] != [t[0] for t in tensors]:
+        raise DumpError("view names differ from the model's")
+    off = 0
+    with torch.no_grad():
+        for (name, voff, n, shape), (_, p) in zip(views, tensors):
+            if voff != off or list(p.shape) != shape or p.numel() != n:
+                raise DumpError("view %s: offset %d shape %s, model wants "
+                                "%d %s" % (name, voff, shape, off,
+                                           list(p.shape)))
+            p.copy_(f64(params[off:off + n]).view(p.shape))
+            off += n
+    if off != params.size:
+        raise DumpError("views cover %d of %d params" % (off, params.size))
+    return views, tensors
+
+
+def check(arch, d):
+    """Compare one dump directory of arch; True if it matches."""
+    cfg = {k: int(float(v))
+           for k, v in read_kv(os.path.join(d, "config.txt")).items()}
+    want = {k: float(v)
+            for k, v in read_kv(os.path.join(d, "loss.txt")).items()}
+    print("%s: %s %s" % (d, arch.name, " ".join(
+        "%s=%d" % kv for kv in cfg.items() if kv[0] != "nparams")))
+    params = read_bin(d, "params.bin", "<f4", cfg["nparams"])
+    grad = read_bin(d, "grad.bin", "<f4", cfg["nparams"])
+    net = arch.Net(cfg).double()
+    views, tensors = load_views(d, net, params)
+
+    losses, outs = arch.run(net, cfg, d)
+    losses["loss"].backward()
+    ok = True
+    for name in arch.outputs:
+        ref = outs[name].detach().reshape(-1).numpy()
+        got = read_bin(d, name + ".bin", "<f4", ref.size).astype(np.float64)
+        good, _ = compare(name, got, ref, *arch.tol[name])
+        ok &= good
+    if sorted(want) != sorted(losses):
+        raise DumpError("loss.txt has %s, the model %s"
+                        % (sorted(want), sorted(losses)))
+    rtol, atol = arch.tol["loss"]
+    for key, ref in losses.items():
+        ref = ref.item()
+        diff = abs(want[key] - ref)
+        good = diff <= atol + rtol * abs(ref)
+        ok &= good
+        print("  %-4s %-18s cg %.9g torch %.9g diff %.3g"
+              % ("ok" if good else "FAIL", key, want[key], ref, diff))
+    worst_name, worst = "", 0.0
+    off = 0
+    for (name, _, n, _), (_, p) in zip(views, tensors):
+        got = grad[off:off + n].astype(np.float64)
+        off += n
+        good, dmax = compare(name, got, p.grad.detach().reshape(-1).numpy(),
+                             *arch.tol["grad"])
+        ok &= good
+        if dmax > worst:
+            worst_name, worst = name, dmax
+    print("  largest gradient difference %.3g in %s" % (worst, worst_name))
+    return ok
+
+
+def check_dir(arch, d):
+    try:
+        return check(arch, d)
+    except (DumpError, OSError, KeyError, ValueError) as e:
+        print("torch_check: %s: %s" % (d, e))
+        return False
+
+
+def usage(code):
+    print("usage: torch_check.py [--arch ARCH]... [DIR | MODEL_DUMP]",
+          file=sys.stderr if code else sys.stdout)
+    sys.exit(code)
+
+
+def main():
+    args, archs = sys.argv[1:], []
+    while args and args[0] in ("--arch", "-h", "--help"):
+        if args[0] != "--arch":
+            usage(0)
+        if len(args) < 2 or args[1] not in ARCHS:
+            print("torch_check: --arch: one of %s" % ", ".join(ARCHS),
+                  file=sys.stderr)
+            usage(2)
+        archs.append(ARCHS[args[1]])
+        args = args[2:]
+    if len(args) > 1:
+        usage(2)
+    torch.set_num_threads(1)
+    here = os.path.dirname(os.path.abspath(__file__))
+    target = (args[0] if args else os.environ.get(
+        "MODEL_DUMP", os.path.join(here, "unit", "model_dump")))
+    if os.path.isdir(target):
+        try:
+            with open(os.path.join(target, "arch.txt")) as f:
+                arch = ARCHS[f.read().strip()]
+        except (OSError, KeyError) as e:
+            print("torch_check: %s: arch.txt: %s" % (target, e))
+            sys.exit(1)
+        ok = check_dir(arch, target)
+    elif os.access(target, os.X_OK):
+        ok = True
+        for arch in archs or ARCHS.values():
+            for cfg in arch.configs:
+                with tempfile.TemporaryDirectory() as d:
+                    r = subprocess.run([target, d, arch.name] + cfg)
+                    if r.returncode != 0:
+                        print("torch_check: %s %s failed (%d)"
+                              % (target, arch.name, r.returncode))
+                        ok = False
+                        continue
+                    ok &= check_dir(arch, d)
+    else:
+        print("torch_check: %s: not a dump directory nor a program" % target)
+        sys.exit(1)
+    print("torch_check: %s" % ("pass" if ok else "FAIL"))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+/*
+ * model_dump.c - write a model case and cg's loss and gradient (and, for
+ * cgpt, its logits) for PyTorch, for any architecture listed below.
+ *
+ * usage: model_dump DIR ARCH [KEY=VALUE ...]
+ *
+ * The model is made as cg-init makes it (cg_model_create, through the
+ * architecture registry): every KEY=VALUE is a number of its config,
+ * after the row's defaults below, except seed (of the weights and the
+ * inputs), batch and, for cgpt, positions, which shape the case.  Writes
+ * to DIR (which must exist): arch.txt (ARCH), config.txt (the config's
+ * numbers, the case's keys and nparams), views.txt (name, offset, count and
+ * shape of each view), params.bin, grad.bin (little-endian f32), loss.txt (the
+ * loss and its parts, %.17g) and the inputs, which are the one part that
+ * differs by architecture:
+ *
+ *   cvae  x.bin [B, in_dim] (half the pixels 0 or 1, half grey), eps.bin
+ *         [B, latent] (f32), cond.bin [B] (int32); loss, rec and kl.
+ *   cgpt  tokens.bin, targets.bin [B, positions] (int32), weight.bin
+ *         (f32: about one position in four 0, with a target of -1 that
+ *         must not be read, the others 1 / count, as arch_cgpt.c weighs
+ *         a batch), logits.bin [B, positions, V] (f32); the loss.  The
+ *         weights are moved well away from the init (N(0, 0.1) noise on
+ *         every tensor, so that biases and gains matter).
+ *
+ * tests/torch_check.py recomputes all of it in PyTorch.  Exit 0 on
+ * success, 1 on failure, 2 on a usage error.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cg.h"
+#include "cgpt.h"
+#include "cvae.h"
+#include "model.h"
+
+#define PROG "model_dump"
+
+static const char *dir;
+
+/* ------------------------------------------------------------- output */
+
+static FILE *
+openout(const char *name)
+{
+	char path[4096];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((fp = fopen(path, "wb")) == NULL)
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+	return fp;
+}
+
+static int
+closeout(FILE *fp, const char *name)
+{
+	if (ferror(fp) | (fclose(fp) != 0)) {
+		fprintf(stderr, PROG ": %s/%s: write error\n", dir, name);
+		return -1;
+	}
+	return 0;
+}
+
+/* 32-bit words in little-endian order, whatever the host's. */
+static int
+write32(const char *name, const void *p, size_t n)
+{
+	FILE *fp = openout(name);
+	const uint32_t *w = p;
+
+	if (fp == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b[4] = {w[i] & 0xff, (w[i] >> 8) & 0xff,
+		                      (w[i] >> 16) & 0xff, w[i] >> 24};
+		fwrite(b, 1, 4, fp);
+	}
+	return closeout(fp, name);
+}
+
+/* --------------------------------------------------- the architectures */
+
+/* What a case computed: the loss and its named parts. */
+struct result {
+	double loss;
+	const char *part_name[2];
+	double part[2];
+};
+
+/* A case's inputs and one forward and backward pass: inputs written to
+ * dir, grad [nparams] += the gradient.  0, or -1 with a message. */
+typedef int (*case_fn)(struct cg_model *m, int B, int T, struct cg_rng *r,
+                       float *grad, struct result *res);
+
+static int
+int_of(const struct cg_model *m, const char *key)
+{
+	return (int)cg_json_u64(m->config, key, 0);
+}
+
+static int
+cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
+          struct result *res)
+{
+	struct cg_cvae_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
+	                           int_of(m, "hidden"), int_of(m, "layers"),
+	                           int_of(m, "latent")};
+	size_t nx = (size_t)B * c.in_dim, ne = (size_t)B * c.latent;
+	float *x = calloc(nx, sizeof(float)), *eps = calloc(ne, sizeof(float));
+	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
+	struct cg_cvae_ws *ws = cg_cvae_ws_new(&c, B);
+	int rc = -1;
+
+	(void)T;
+	if (!x || !eps || !cond || !ws) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nx; i++) {
+		float u = cg_rng_uniform(r);
+		x[i] = i % 2 ? u : (u < 0.5f ? 0.0f : 1.0f);
+	}
+	for (size_t i = 0; i < ne; i++)
+		eps[i] = cg_rng_normal(r);
+	for (int b = 0; b < B; b++)
+		cond[b] = (int32_t)(b % c.ncond);
+	res->part_name[0] = "rec";
+	res->part_name[1] = "kl";
+	if (cg_cvae_forward_backward(&c, m->params, ws, x, cond, eps, B, grad,
+	                             &res->loss, &res->part[0],
+	                             &res->part[1]) != 0 ||
+	    write32("x.bin", x, nx) != 0 || write32("eps.bin", eps, ne) != 0 ||
+	    write32("cond.bin", cond, (size_t)B) != 0)
+		goto out;
+	rc = 0;
+out:
+	cg_cvae_ws_free(ws);
+	free(x);
+	free(eps);
+	free(cond);
+	return rc;
+}
+
+static int
+cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
+          struct result *res)
+{
+	struct cg_cgpt_config c = {int_of(m, "ncond"), int_of(m, "context"),
+	                           int_of(m, "width"), int_of(m, "layers"),
+	                           int_of(m, "heads"), int_of(m, "tied")};
+	size_t n = (size_t)B * T;
+	int V = cg_cgpt_vocab(&c), count = 0, rc = -1;
+	float *weight = calloc(n, sizeof(float));
+	int32_t *tokens = calloc(n, sizeof(int32_t));
+	int32_t *targets = calloc(n, sizeof(int32_t));
+	struct cg_cgpt_ws *ws = NULL;
+
+	if (T < 1 || T > c.T) {
+		cg_seterr("%d positions: not in [1, context %d]", T, c.T);
+		goto out;
+	}
+	if (!weight || !tokens || !targets ||
+	    (ws = cg_cgpt_ws_new(&c, B, 0)) == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->nparams; i++)
+		m->params[i] += 0.1f * cg_rng_normal(r);
+	for (size_t i = 0; i < n; i++) {
+		tokens[i] = (int32_t)cg_rng_below(r, V);
+		if (cg_rng_below(r, 4) == 0) {
+			targets[i] = -1;
+		} else {
+			targets[i] = (int32_t)cg_rng_below(r, V);
+			weight[i] = 1;
+			count++;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		weight[i] /= count > 0 ? count : 1;
+	if (cg_cgpt_forward_backward(&c, m->params, ws, tokens, targets, weight,
+	                             B, T, grad, &res->loss) != 0 ||
+	    write32("tokens.bin", tokens, n) != 0 ||
+	    write32("targets.bin", targets, n) != 0 ||
+	    write32("weight.bin", weight, n) != 0 ||
+	    write32("logits.bin", cg_cgpt_logits(ws), n * V) != 0)
+		goto out;
+	rc = 0;
+out:
+	cg_cgpt_ws_free(ws);
+	free(weight);
+	free(tokens);
+	free(targets);
+	return rc;
+}
+
+/* One row per architecture: its default config and case keys, and its
+ * case. */
+static const struct {
+	const char *arch;
+	const char *defaults;
+	case_fn run;
+} rows[] = {
+    {"cvae", "in_dim=20 ncond=4 hidden=16 layers=2 latent=5 batch=6",
+     cvae_case},
+    {"cgpt",
+     "ncond=3 context=8 width=16 layers=2 heads=2 tied=0 batch=3 "
+     "positions=7",
+     cgpt_case},
+};
+
+/* ------------------------------------------------------------- main */
+
+/* Case keys: what the dump takes, not the model's config. */
+struct keys {
+	long seed, batch, positions;
+};
+
+/* KEY=VALUE into k or cfg; -1 with a message on stderr. */
+static int
+parse_kv(const char *s, cJSON *cfg, struct keys *k)
+{
+	const char *eq = strchr(s, '=');
+	char key[64], *end;
+	long v;
+
+	if (eq == NULL || eq == s || (size_t)(eq - s) >= sizeof(key)) {
+		fprintf(stderr, PROG ": %s: not KEY=VALUE\n", s);
+		return -1;
+	}
+	memcpy(key, s, (size_t)(eq - s));
+	key[eq - s] = '\0';
+	errno = 0;
+	v = strtol(eq + 1, &end, 10);
+	if (errno || end == eq + 1 || *end != '\0' || v < 0 || v > 1 << 20) {
+		fprintf(stderr, PROG ": %s: not a number in [0, %d]\n", s,
+		        1 << 20);
+		return -1;
+	}
+	if (strcmp(key, "seed") == 0)
+		k->seed = v;
+	else if (strcmp(key, "batch") == 0)
+		k->batch = v;
+	else if (strcmp(key, "positions") == 0)
+		k->positions = v;
+	else {
+		cJSON_DeleteItemFromObjectCaseSensitive(cfg, key);
+		cJSON_AddNumberToObject(cfg, key, (double)v);
+	}
+	return 0;
+}
+
+/* The row's defaults, then argv[3..]. */
+static int
+parse_args(int argc, char **argv, const char *defaults, cJSON *cfg,
+           struct keys *k)
+{
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "%s", defaults);
+	for (char *t = strtok(buf, " "); t != NULL; t = strtok(NULL, " "))
+		if (parse_kv(t, cfg, k) != 0)
+			return -1;
+	for (int i = 3; i < argc; i++)
+		if (parse_kv(argv[i], cfg, k) != 0)
+			return -1;
+	if (k->batch < 1) {
+		fprintf(stderr, PROG ": batch=%ld: at least 1\n", k->batch);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+write_text(const struct cg_model *m, const struct keys *k,
+           const struct result *res)
+{
+	FILE *fp;
+	const cJSON *e;
+
+	if ((fp = openout("arch.txt")) == NULL)
+		return -1;
+	fprintf(fp, "%s\n", m->arch->name);
+	if (closeout(fp, "arch.txt") != 0)
+		return -1;
+	if ((fp = openout("config.txt")) == NULL)
+		return -1;
+	cJSON_ArrayForEach(e, m->config)
+	{
+		if (cJSON_IsNumber(e))
+			fprintf(fp, "%s %.17g\n", e->string, e->valuedouble);
+	}
+	fprintf(fp, "seed %ld\nbatch %ld\npositions %ld\nnparams %zu\n",
+	        k->seed, k->batch, k->positions, m->nparams);
+	if (closeout(fp, "config.txt") != 0)
+		return -1;
+	if ((fp = openout("views.txt")) == NULL)
+		return -1;
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		fprintf(fp, "%s %zu %zu", v->name, v->off, v->n);
+		for (int d = 0; d < v->ndim; d++)
+			fprintf(fp, " %llu", (unsigned long long)v->shape[d]);
+		fputc('\n', fp);
+	}
+	if (closeout(fp, "views.txt") != 0)
+		return -1;
+	if ((fp = openout("loss.txt")) == NULL)
+		return -1;
+	fprintf(fp, "loss %.17g\n", res->loss);
+	for (int i = 0; i < 2; i++)
+		if (res->part_name[i] != NULL)
+			fprintf(fp, "%s %.17g\n", res->part_name[i],
+			        res->part[i]);
+	return closeout(fp, "loss.txt");
+}
+
+int
+main(int argc, char **argv)
+{
+	struct keys k = {1, 0, 0};
+	struct result res = {0};
+	struct cg_model *m = NULL;
+	struct cg_rng r;
+	cJSON *cfg;
+	float *grad = NULL;
+	size_t row = 0;
+	int rc = 1;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: " PROG " DIR ARCH [KEY=VALUE ...]\n");
+		return 2;
+	}
+	dir = argv[1];
+	while (row < sizeof(rows) / sizeof(rows[0]) &&
+	       strcmp(rows[row].arch, argv[2]) != 0)
+		row++;
+	if (row == sizeof(rows) / sizeof(rows[0])) {
+		fprintf(stderr, PROG ": %s: no case for this architecture\n",
+		        argv[2]);
+		return 2;
+	}
+	if ((cfg = cJSON_CreateObject()) == NULL ||
+	    parse_args(argc, argv, rows[row].defaults, cfg, &k) != 0) {
+		cJSON_Delete(cfg);
+		return 2;
+	}
+	/* The weights from seed, as cg-init's; the inputs from seed + 1. */
+	if ((m = cg_model_create(argv[2], cfg, NULL, (uint64_t)k.seed)) == NULL)
+		goto fail;
+	if ((grad = calloc(m->nparams, sizeof(float))) == NULL) {
+		cg_seterr("out of memory");
+		goto fail;
+	}
+	cg_rng_seed(&r, (uint64_t)k.seed + 1);
+	if (rows[row].run(m, (int)k.batch, (int)k.positions, &r, grad, &res) !=
+	    0)
+		goto fail;
+	if (write_text(m, &k, &res) != 0 ||
+	    write32("params.bin", m->params, m->nparams) != 0 ||
+	    write32("grad.bin", grad, m->nparams) != 0)
+		goto out;
+	rc = 0;
+	goto out;
+fail:
+	fprintf(stderr, PROG ": %s: %s\n", argv[2], cg_errmsg());
+out:
+	cg_model_free(m);
+	free(grad);
+	return rc;
+}
