@@ -84,14 +84,9 @@
  *		return cg_finish_stdout(rc);
  *	}
  *
- * Moving a program that calls getopt_long itself onto the table: its
- * struct option array, short-option string and help() text become one
- * cg_opt table and a cg_cli; bare option numbers become an enum from
- * CG_KEY_OWN; CG_OPTIM_LONGOPTS becomes CG_OPTIM_OPTS (same keys, so
- * cg_optim_cli_option is unchanged) and cg_optim_help goes; its
- * bad_usage(msg) and "fprintf(stderr, "%s: %s\n", prog, cg_errmsg())"
- * become cg_usage and cg_fail(NULL).  Until then cg_usage_error,
- * CG_OPTIM_LONGOPTS and cg_optim_help serve it, worded the same way.
+ * Every program is written this way: there is no other dialect.  The
+ * shared optimizer options are the rows CG_OPTIM_OPTS, whose keys
+ * cg_optim_cli_option takes.
  */
 #ifndef CG_CLI_H
 #define CG_CLI_H
@@ -135,10 +130,6 @@ int cg_failx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * for more information.", on stderr.  Returns CG_EXIT_USAGE.
  */
 int cg_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same for a program with no cg_cli: "PROG: MSG" (msg NULL: none),
- * "usage: PROG SYNOPSIS", the pointer to --help.  Returns 2. */
-int cg_usage_error(const char *prog, const char *synopsis, const char *msg);
-
 /*
  * Flush stdout at the end of main: status when the data reached it,
  * else "NAME: standard output: write error" and CG_EXIT_FAILURE (or
@@ -158,8 +149,11 @@ struct cg_opt {
 	/* Long name, without "--".  NULL with help set: a heading line in
 	 * --help; NULL and help NULL: the end of the table. */
 	const char *name;
-	int key;          /* a letter (also -KEY) or an enum from CG_KEY_OWN */
-	const char *arg;  /* the argument's name in --help; NULL: takes none */
+	int key; /* a letter (also -KEY) or an enum from CG_KEY_OWN */
+	/* The argument's name in --help; NULL: takes none; "[=...]": it is
+	 * optional, and given only as --NAME=ARG (getopt's
+	 * optional_argument; g->arg is NULL without it). */
+	const char *arg;
 	const char *help; /* may hold "\n"; longer lines are wrapped */
 };
 
@@ -255,7 +249,7 @@ enum {
 	CG_KEY_WD
 };
 
-/* Their help, said once for both spellings below. */
+/* Their help. */
 #define CG_OPTIM_HELP_OPT "sgd, momentum, adam or adamw (adam)"
 #define CG_OPTIM_HELP_LR "learning rate (adam: 1e-3, sgd: 1e-2)"
 #define CG_OPTIM_HELP_WD "weight decay, matrices only (adamw: 0.01)"
@@ -283,24 +277,6 @@ enum {
 	{                                                                      \
 		"lr-min", CG_KEY_LR_MIN, "X", CG_OPTIM_HELP_LR_MIN             \
 	}
-
-/* The same as getopt_long entries and --help lines, for a program that
- * has no cg_cli table yet. */
-#define CG_OPTIM_LONGOPTS                                                      \
-	{"beta1", required_argument, NULL, CG_KEY_BETA1},                      \
-	    {"beta2", required_argument, NULL, CG_KEY_BETA2},                  \
-	    {"eps", required_argument, NULL, CG_KEY_EPS},                      \
-	    {"lr", required_argument, NULL, CG_KEY_LR},                        \
-	    {"lr-min", required_argument, NULL, CG_KEY_LR_MIN},                \
-	    {"momentum", required_argument, NULL, CG_KEY_MOMENTUM},            \
-	    {"opt", required_argument, NULL, CG_KEY_OPT},                      \
-	    {"schedule", required_argument, NULL, CG_KEY_SCHEDULE},            \
-	    {"total", required_argument, NULL, CG_KEY_TOTAL},                  \
-	    {"warmup", required_argument, NULL, CG_KEY_WARMUP},                \
-	{                                                                      \
-		"wd", required_argument, NULL, CG_KEY_WD                       \
-	}
-extern const char cg_optim_help[];
 
 struct cg_optim_cli {
 	enum cg_opt_kind kind;
