@@ -55,8 +55,7 @@ static const struct cg_opt opts[] = {
     CG_OPT_HELP,
     {"json", OPT_JSON, NULL, "one JSON object per shard, one per line"},
     {"model", 'm', "FILE", "the model (- is stdin)"},
-    {"quiet", 'q', NULL,
-     "no progress bar (--generate draws one on a terminal)"},
+    {"quiet", 'q', NULL, "no progress bar (one is drawn on a terminal)"},
     {"seed", OPT_SEED, "N",
      "seed of the model's noise and of --generate (default 0)"},
     {"threads", 'j', "N", "threads (default 0: all cores)"},
@@ -356,6 +355,17 @@ print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
 	printf("  %s\n", data);
 }
 
+/* The progress line begins again for a second phase: the line drawn so
+ * far is overwritten, not ended. */
+static void
+restart(struct cg_progress *pb)
+{
+	int drawn = pb->drawn;
+
+	cg_progress_init(pb, pb->fp, pb->label, !pb->on);
+	pb->drawn = drawn;
+}
+
 /* Score one shard and print its line.  Returns 0, or -1 with a message
  * naming the shard. */
 static int
@@ -377,18 +387,22 @@ eval_one(const struct opts *o, struct cg_model *m, const char *data,
 	}
 	/* A batch larger than the shard would only cost memory. */
 	int B = (uint64_t)o->batch > s->n ? (int)s->n : o->batch;
-	/* Generation is what takes long: a line on a terminal. */
+	/* A line on a terminal, for the scoring and then, on the same line
+	 * with its clock started again, for the generation. */
 	cg_progress_init(&pb, stderr, cg_getprogname(), o->quiet);
 	gen.progress = cg_progress_cb;
 	gen.progress_ctx = &pb;
 	/* cg_eval_shard checks the data fits, condition names included. */
-	if (cg_eval_shard(m, s, B, o->seed, &r) != 0 ||
-	    (o->generate && cg_eval_generate(m, s, &gen, &g) != 0)) {
-		cg_progress_done(&pb);
+	int e = cg_eval_shard(m, s, B, o->seed, &r, cg_progress_cb, &pb);
+	if (e == 0 && o->generate) {
+		restart(&pb);
+		e = cg_eval_generate(m, s, &gen, &g);
+	}
+	cg_progress_done(&pb);
+	if (e != 0) {
 		cg_errprefix(data);
 		goto done;
 	}
-	cg_progress_done(&pb);
 	if (o->json) {
 		if (print_json(o, m, data, s, &r, o->generate ? &g : NULL) != 0)
 			goto done;
