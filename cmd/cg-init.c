@@ -4,13 +4,13 @@
  * The architecture's sizes come from its options, which the architecture
  * declares (struct cg_arch_opt): this program knows no architecture and
  * parses, checks and lists whatever options the registry's rows declare.
- * The option table holds every architecture option name once (hidden
- * from the generic list: each architecture's options are listed in its
- * own section after it); one the chosen architecture lacks is a usage
- * error naming it.  What the data fixes
- * (input shape, the condition vocabulary) comes from a data shard, so a
- * model always fits the data it was made for.  The vocabulary is copied
- * into the model, which is how cg-sample later names its rows.
+ * The option table holds every architecture option name once, hidden
+ * from the generic list (--help shows each architecture's options in a
+ * section of its own after it); one the chosen architecture lacks is a
+ * usage error naming it.  What the data fixes (input shape, the
+ * condition vocabulary) comes from a data shard, so a model always fits
+ * the data it was made for.  The vocabulary is copied into the model,
+ * which is how cg-sample later names its rows.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -49,7 +49,7 @@ static char arch_help[256];
  * statuses: made by make_epilog. */
 static char epilog[16384];
 
-static struct cg_cli cli = {
+static const struct cg_cli cli = {
     .name = "cg-init",
     .synopsis = "-a ARCH -d SHARD [options] -o MODEL",
     .about = "Create a model of architecture ARCH with seeded weights.  "
@@ -90,9 +90,9 @@ add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
 	*n = k < 0 ? cap : *n + (size_t)k;
 }
 
-/* The column cg_cli_help puts the generic options' help at: two past
- * the widest "  -a, --arch NAME" (an "[=...]" argument follows the name
- * without a space). */
+/* The column cg_cli_help puts the generic options' help at, so that the
+ * sections' help starts there too: two past the widest "  -a, --arch
+ * NAME", at most 30 (lib/cli.c). */
 static int
 help_column(void)
 {
