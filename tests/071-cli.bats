@@ -208,6 +208,23 @@ run_in_tmux() {
 	refute_output --partial 'eta '
 }
 
+@test "cg-eval scoring on a 50-column terminal: a progress line; -q: none" {
+	command -v tmux >/dev/null || skip 'tmux is missing (scripts/install-deps)'
+	run_in_tmux "cg-eval -m '$D/cvae.cgm' -d '$D/fm-0.cgd' >out.txt"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	assert_line --regexp '^cg-eval +100% .*eta 0:00:00 *$'
+	run -0 grep -c 'eta ' <<<"$pane"
+	assert_output 1
+	grep -q 'bits/dim' out.txt
+	run_in_tmux "cg-eval -q -m '$D/cvae.cgm' -d '$D/fm-0.cgd' >out.txt"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	refute_output --partial 'eta '
+}
+
 @test "not a terminal: no progress line, and stdout is the same" {
 	run -0 --separate-stderr cg-eval --generate -m "$D/cgpt.cgm" \
 		-d "$D/fort-0.cgd"
