@@ -65,8 +65,9 @@ struct args {
 
 /* The value of option c of g into a; CG_CONTINUE, or a usage error. */
 static int
-set_option(struct args *a, const struct cg_getopt *g, int c)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
+	struct args *a = ctx;
 	const char *s = g->arg;
 	double x = 0;
 	int e = 0;
@@ -115,22 +116,18 @@ set_option(struct args *a, const struct cg_getopt *g, int c)
 static int
 parse(int argc, char **argv, struct args *a)
 {
-	struct cg_getopt g;
-	int c, rc;
+	int ind, rc;
 
 	memset(a, 0, sizeof(*a));
 	a->update = a->out = "-";
 	cg_apply_defaults(&a->ao);
 	cg_optim_cli_init(&a->oc, CG_OPT_ADAM);
-	cg_getopt_init(&g, &cli, argc, argv);
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
-		if (c == CG_OPT_EXIT)
-			return g.status;
-		else if ((rc = set_option(a, &g, c)) != CG_CONTINUE)
-			return rc;
-	if (g.ind < argc)
-		a->update = argv[g.ind++];
-	if (g.ind < argc)
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind < argc)
+		a->update = argv[ind++];
+	if (ind < argc)
 		return cg_usage("more than one update (reduce them first)");
 	cg_optim_cli_finish(&a->oc, &a->ao.opt);
 	return CG_CONTINUE;

@@ -119,8 +119,9 @@ struct opts {
 
 /* The value of option c of g into o; CG_CONTINUE, or a usage error. */
 static int
-set_option(struct opts *o, const struct cg_getopt *g, int c)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
+	struct opts *o = ctx;
 	struct cg_sampler *sm = &o->gen.sampler;
 	const char *a = g->arg;
 	long long v = 0;
@@ -186,22 +187,19 @@ set_option(struct opts *o, const struct cg_getopt *g, int c)
 static int
 parse(int argc, char **argv, struct opts *o)
 {
-	struct cg_getopt g;
-	int c, rc;
+	int ind, rc;
 
 	memset(o, 0, sizeof(*o));
 	o->batch = DEFAULT_BATCH;
 	o->gen.sampler.top_p = 1.0; /* greedy, all bytes, auto budget */
-	cg_getopt_init(&g, &cli, argc, argv);
+	cg_setprogname(cli.name);   /* for a message before parsing */
 	/* Every argument at most is a shard: -d's and operands together. */
 	if ((o->data = calloc((size_t)argc + 1, sizeof(*o->data))) == NULL)
 		return cg_failx("out of memory");
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
-		if (c == CG_OPT_EXIT)
-			return g.status;
-		else if ((rc = set_option(o, &g, c)) != CG_CONTINUE)
-			return rc;
-	for (int i = g.ind; i < argc; i++)
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, o, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	for (int i = ind; i < argc; i++)
 		o->data[o->ndata++] = argv[i];
 	o->gen.seed = o->seed;
 	return CG_CONTINUE;

@@ -204,8 +204,9 @@ make_table(struct args *a)
 
 /* The value of option c of g into a; CG_CONTINUE, or a usage error. */
 static int
-set_option(struct args *a, const struct cg_getopt *g, int c)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
+	struct args *a = ctx;
 	switch (c) {
 	case 'a':
 		if ((a->arch = cg_arch_find(g->arg)) == NULL)
@@ -238,17 +239,13 @@ set_option(struct args *a, const struct cg_getopt *g, int c)
 static int
 parse(int argc, char **argv, struct args *a)
 {
-	struct cg_getopt g;
-	int c, rc;
+	int ind, rc;
 
 	make_table(a);
-	cg_getopt_init(&g, &cli, argc, argv);
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
-		if (c == CG_OPT_EXIT)
-			return g.status;
-		else if ((rc = set_option(a, &g, c)) != CG_CONTINUE)
-			return rc;
-	if (g.ind != argc)
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind != argc)
 		return cg_usage("unexpected argument");
 	return CG_CONTINUE;
 }

@@ -164,8 +164,9 @@ unescape(const char *s)
 
 /* The value of option c of g into o; CG_CONTINUE, or the exit status. */
 static int
-set_option(struct opts *o, const struct cg_getopt *g, int c)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
+	struct opts *o = ctx;
 	const char *a = g->arg;
 	long long v = 0;
 	int e = 0;
@@ -234,8 +235,7 @@ set_option(struct opts *o, const struct cg_getopt *g, int c)
 static int
 parse(int argc, char **argv, struct opts *o)
 {
-	struct cg_getopt g;
-	int c, rc;
+	int ind, rc;
 
 	memset(o, 0, sizeof(*o));
 	o->output = "-";
@@ -243,16 +243,14 @@ parse(int argc, char **argv, struct opts *o)
 	o->temperature = 1.0;
 	o->sampler.top_p = 1.0;
 	o->sampler.max_bytes = DEFAULT_MAX_BYTES;
-	cg_getopt_init(&g, &cli, argc, argv);
+	cg_setprogname(cli.name); /* for a message before parsing */
 	if ((o->conds = calloc((size_t)argc + 1, sizeof(*o->conds))) == NULL)
 		return cg_failx("out of memory");
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
-		if (c == CG_OPT_EXIT)
-			return g.status;
-		else if ((rc = set_option(o, &g, c)) != CG_CONTINUE)
-			return rc;
-	if (g.ind < argc)
-		return cg_usage("unexpected argument '%s'", argv[g.ind]);
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, o, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind < argc)
+		return cg_usage("unexpected argument '%s'", argv[ind]);
 	return CG_CONTINUE;
 }
 

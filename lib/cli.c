@@ -385,6 +385,23 @@ cg_getopt_next(struct cg_getopt *g)
 	return c;
 }
 
+int
+cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
+              cg_opt_set_fn set, void *ctx, int *ind)
+{
+	struct cg_getopt g;
+	int c, rc;
+
+	cg_getopt_init(&g, cli, argc, argv);
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
+		if (c == CG_OPT_EXIT)
+			return g.status;
+		else if ((rc = set(ctx, &g, c)) != CG_CONTINUE)
+			return rc;
+	*ind = g.ind;
+	return CG_CONTINUE;
+}
+
 /* ---------------------------------------------------------- numbers */
 
 int

@@ -46,28 +46,35 @@
  *	    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
  *	};
  *
+ *	// The value of option c into the struct args ctx.
+ *	static int
+ *	set_option(void *ctx, const struct cg_getopt *g, int c)
+ *	{
+ *		struct args *a = ctx;
+ *		long long v;
+ *
+ *		switch (c) {
+ *		case 'b':
+ *			if (cg_parse_i64(g->name, g->arg, 1, 1 << 20,
+ *					 &v) != 0)
+ *				return cg_usage(NULL);
+ *			a->batch = (int)v;
+ *			break;
+ *		...
+ *		}
+ *		return CG_CONTINUE;
+ *	}
+ *
  *	static int
  *	parse(int argc, char **argv, struct args *a)
  *	{
- *		struct cg_getopt g;
- *		long long v;
- *		int c;
+ *		int ind, rc;
  *
- *		cg_getopt_init(&g, &cli, argc, argv);
- *		while ((c = cg_getopt_next(&g)) != CG_OPT_END) {
- *			switch (c) {
- *			case CG_OPT_EXIT: // --help, --version or a bad option
- *				return g.status;
- *			case 'b':
- *				if (cg_parse_i64(g.name, g.arg, 1, 1 << 20,
- *						 &v) != 0)
- *					return cg_usage(NULL);
- *				a->batch = (int)v;
- *				break;
- *			...
- *			}
- *		}
- *		a->files = argv + g.ind;
+ *		// --help, --version and bad options end it here
+ *		if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a,
+ *					&ind)) != CG_CONTINUE)
+ *			return rc;
+ *		a->files = argv + ind;
  *		return CG_CONTINUE;
  *	}
  *
@@ -209,6 +216,16 @@ void cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
  * argument, or one given to an option that takes none.
  */
 int cg_getopt_next(struct cg_getopt *g);
+
+/*
+ * The whole loop: each option's key to set(ctx, g, key), which returns
+ * CG_CONTINUE or an exit status (a usage error already said).  Returns
+ * CG_CONTINUE with *ind the index of the first operand, or what main
+ * returns: g.status after --help, --version or a bad option, or set's.
+ */
+typedef int (*cg_opt_set_fn)(void *ctx, const struct cg_getopt *g, int key);
+int cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
+                  cg_opt_set_fn set, void *ctx, int *ind);
 
 /* --------------------------------------------------------- numbers */
 
