@@ -7,7 +7,6 @@
  * (apply.c); this program parses, checks the options against the kind of
  * update it was given, and reports.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,33 +16,46 @@
 #include "model.h"
 #include "update.h"
 
-static const char *prog = "cg-apply";
-static const char *synopsis = "-m MODEL [options] [UPDATE] [-o OUT]";
+#define MAX_THREADS 4096
 
 enum {
-	OPT_CLIP = 1,
+	OPT_CLIP = CG_KEY_OWN,
 	OPT_OUTER,
 	OPT_OUTER_LR,
 	OPT_OUTER_MOMENTUM,
 };
 
-static const struct option opts[] = {
-    {"clip", required_argument, NULL, OPT_CLIP},
-    {"compress", required_argument, NULL, 'z'},
-    {"help", no_argument, NULL, 'h'},
-    {"model", required_argument, NULL, 'm'},
-    {"outer", required_argument, NULL, OPT_OUTER},
-    {"outer-lr", required_argument, NULL, OPT_OUTER_LR},
-    {"outer-momentum", required_argument, NULL, OPT_OUTER_MOMENTUM},
-    {"output", required_argument, NULL, 'o'},
-    {"threads", required_argument, NULL, 'j'},
-    {"version", no_argument, NULL, 'V'},
-    CG_OPTIM_LONGOPTS,
-    {NULL, 0, NULL, 0}};
+static const struct cg_opt opts[] = {
+    {"model", 'm', "FILE", "the model to update"},
+    {"output", 'o', "FILE", "the new model (- or a pipe: stdout)"},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    {"threads", 'j', "N", "threads (all cores)"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {NULL, 0, NULL, "For deltas:"},
+    {"outer", OPT_OUTER, "NAME",
+     "avg (add the mean delta) or nesterov (DiLoCo outer step) (avg)"},
+    {"outer-lr", OPT_OUTER_LR, "X", "outer learning rate (0.7)"},
+    {"outer-momentum", OPT_OUTER_MOMENTUM, "X",
+     "outer Nesterov momentum (0.9)"},
+    {NULL, 0, NULL, "For gradients:"},
+    {"clip", OPT_CLIP, "X", "clip the gradient's norm to X"},
+    CG_OPTIM_OPTS,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-apply",
+    .synopsis = "-m MODEL [options] [UPDATE] [-o OUT]",
+    .about = "Apply a gradient or delta (- or none: standard input).",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+};
 
 struct args {
 	const char *model, *update, *out;
 	struct cg_apply_opts ao;
+	struct cg_optim_cli oc;
 	enum cg_compress comp;
 	long long threads;
 	/* The first option given that only a gradient (a delta) takes. */
@@ -51,139 +63,101 @@ struct args {
 	int outer_given;
 };
 
-static void
-usage(FILE *fp)
-{
-	fprintf(fp,
-	        "usage: %s %s\n"
-	        "Apply a gradient or delta (- or none: standard input).\n"
-	        "  -m, --model FILE       the model to update\n"
-	        "  -o, --output FILE      the new model (- or a pipe: stdout)\n"
-	        "  -z, --compress ALG     none, gzip or zstd (none)\n"
-	        "  -j, --threads N        threads (all cores)\n"
-	        "  -h, --help, -V, --version\n"
-	        "For deltas:\n"
-	        "      --outer NAME       avg (add the mean delta) or\n"
-	        "                         nesterov (DiLoCo outer step) (avg)\n"
-	        "      --outer-lr X       outer learning rate (0.7)\n"
-	        "      --outer-momentum X outer Nesterov momentum (0.9)\n"
-	        "For gradients:\n"
-	        "      --clip X           clip the gradient's norm to X\n%s",
-	        prog, synopsis, cg_optim_help);
-}
-
-/* One option of opts (index li) into a; 0, or -1 with a message, or 1
- * when it is no option of ours. */
+/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
 static int
-option(struct args *a, struct cg_optim_cli *oc, int c, int li)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
-	double x;
+	struct args *a = ctx;
+	const char *s = g->arg;
+	double x = 0;
+	int e = 0;
 
 	switch (c) {
 	case 'j':
-		return cg_parse_i64("--threads", optarg, 0, 4096, &a->threads);
+		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
+		break;
 	case 'm':
-		a->model = optarg;
-		return 0;
+		a->model = s;
+		break;
 	case 'o':
-		a->out = optarg;
-		return 0;
+		a->out = s;
+		break;
 	case 'z':
-		return cg_compress_parse(optarg, &a->comp);
+		e = cg_compress_parse(s, &a->comp);
+		break;
 	case OPT_OUTER:
-		a->delta_only = a->delta_only ? a->delta_only : "outer";
 		a->outer_given = 1;
-		return cg_outer_parse(optarg, &a->ao.outer);
+		e = cg_outer_parse(s, &a->ao.outer);
+		break;
 	case OPT_OUTER_LR:
+		e = cg_parse_f64(g->name, s, 0, 1e3, &x);
+		a->ao.outer_lr = (float)x;
+		break;
 	case OPT_OUTER_MOMENTUM:
-		a->delta_only = a->delta_only ? a->delta_only : opts[li].name;
-		if (cg_parse_f64(
-		        c == OPT_OUTER_LR ? "--outer-lr" : "--outer-momentum",
-		        optarg, 0, c == OPT_OUTER_LR ? 1e3 : 1, &x) != 0)
-			return -1;
-		*(c == OPT_OUTER_LR ? &a->ao.outer_lr : &a->ao.outer_mu) =
-		    (float)x;
-		return 0;
+		e = cg_parse_f64(g->name, s, 0, 1, &x);
+		a->ao.outer_mu = (float)x;
+		break;
 	case OPT_CLIP:
-		a->grad_only = a->grad_only ? a->grad_only : "clip";
-		return cg_parse_f64("--clip", optarg, 0, 1e30, &a->ao.clip);
+		e = cg_parse_f64(g->name, s, 0, 1e30, &a->ao.clip);
+		break;
 	default:
-		switch (cg_optim_cli_option(oc, c, optarg)) {
-		case 0:
-			return 1;
-		case 1:
-			if (a->grad_only == NULL && li >= 0)
-				a->grad_only = opts[li].name;
-			return 0;
-		default:
-			return -1;
-		}
+		e = cg_optim_cli_option(&a->oc, c, s) < 0;
+		break;
 	}
+	if (c == OPT_OUTER || c == OPT_OUTER_LR || c == OPT_OUTER_MOMENTUM) {
+		if (a->delta_only == NULL)
+			a->delta_only = g->opt->name;
+	} else if (c >= CG_KEY_LIB && a->grad_only == NULL)
+		a->grad_only = g->opt->name; /* --clip and the optimizer's */
+	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 
-/* The command line into a: -1 to go on, else the exit status. */
+/* The command line into a; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
 {
-	struct cg_optim_cli oc;
-	int c, li, e;
+	int ind, rc;
 
 	memset(a, 0, sizeof(*a));
 	a->update = a->out = "-";
 	cg_apply_defaults(&a->ao);
-	cg_optim_cli_init(&oc, CG_OPT_ADAM);
-	while (li = -1,
-	       (c = getopt_long(argc, argv, "hj:m:o:Vz:", opts, &li)) != -1) {
-		if (c == 'h') {
-			usage(stdout);
-			return 0;
-		}
-		if (c == 'V') {
-			printf("%s (cg) %s\n", prog, CG_VERSION);
-			return 0;
-		}
-		if ((e = option(a, &oc, c, li)) != 0)
-			return cg_usage_error(prog, synopsis,
-			                      e < 0 ? cg_errmsg() : NULL);
-	}
-	if (optind < argc)
-		a->update = argv[optind++];
-	if (optind < argc)
-		return cg_usage_error(prog, synopsis,
-		                      "more than one update (reduce them "
-		                      "first)");
-	if (a->model == NULL)
-		return cg_usage_error(prog, synopsis, "no model (-m)");
-	if (strcmp(a->model, "-") == 0 && strcmp(a->update, "-") == 0)
-		return cg_usage_error(prog, synopsis,
-		                      "the model and the update cannot both "
-		                      "be standard input");
-	cg_optim_cli_finish(&oc, &a->ao.opt);
-	return -1;
+	cg_optim_cli_init(&a->oc, CG_OPT_ADAM);
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind < argc)
+		a->update = argv[ind++];
+	if (ind < argc)
+		return cg_usage("more than one update (reduce them first)");
+	cg_optim_cli_finish(&a->oc, &a->ao.opt);
+	return CG_CONTINUE;
 }
 
-/* Whether a's options fit u's kind: 0, or the exit status of a usage
- * error. */
+/* What is missing or in conflict on the command line. */
 static int
-validate(const struct args *a, const struct cg_update *u)
+validate(const struct args *a)
 {
-	char msg[256];
+	if (a->model == NULL)
+		return cg_usage("no model (-m)");
+	if (strcmp(a->model, "-") == 0 && strcmp(a->update, "-") == 0)
+		return cg_usage("the model and the update cannot both be "
+		                "standard input");
+	return CG_CONTINUE;
+}
 
-	if (u->kind == CG_UPDATE_GRAD && a->delta_only) {
-		snprintf(msg, sizeof(msg),
-		         "%s: a gradient, but --%s is for deltas: outer steps "
-		         "apply to deltas",
-		         u->name, a->delta_only);
-		return cg_usage_error(prog, synopsis, msg);
-	}
-	if (u->kind == CG_UPDATE_DELTA && a->grad_only) {
-		snprintf(msg, sizeof(msg),
-		         "%s: a delta, but --%s is for gradients: the "
-		         "optimizer steps on gradients",
-		         u->name, a->grad_only);
-		return cg_usage_error(prog, synopsis, msg);
-	}
-	return 0;
+/* Whether a's options fit u's kind: CG_CONTINUE, or a usage error. */
+static int
+validate_kind(const struct args *a, const struct cg_update *u)
+{
+	if (u->kind == CG_UPDATE_GRAD && a->delta_only)
+		return cg_usage("%s: a gradient, but --%s is for deltas: "
+		                "outer steps apply to deltas",
+		                u->name, a->delta_only);
+	if (u->kind == CG_UPDATE_DELTA && a->grad_only)
+		return cg_usage("%s: a delta, but --%s is for gradients: the "
+		                "optimizer steps on gradients",
+		                u->name, a->grad_only);
+	return CG_CONTINUE;
 }
 
 /* What the user did not choose but should know: said once, on stderr,
@@ -192,10 +166,9 @@ static void
 report(const struct args *a, const struct cg_update *u)
 {
 	if (u->kind == CG_UPDATE_DELTA && !a->outer_given)
-		fprintf(stderr,
-		        "%s: %s: delta added as it is (--outer avg); --outer "
-		        "nesterov for DiLoCo's outer step\n",
-		        prog, u->name);
+		cg_warnx("%s: delta added as it is (--outer avg); --outer "
+		         "nesterov for DiLoCo's outer step",
+		         u->name);
 }
 
 int
@@ -204,28 +177,27 @@ main(int argc, char **argv)
 	struct args a;
 	struct cg_model *m = NULL;
 	struct cg_update *u = NULL;
-	int rc = parse(argc, argv, &a);
+	int rc;
 
-	if (rc >= 0)
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
 	cg_set_threads((int)a.threads);
-	rc = 1;
 	if ((m = cg_model_read(a.model)) == NULL ||
 	    (u = cg_update_read(a.update)) == NULL) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
+		rc = cg_fail(NULL);
 		goto out;
 	}
-	if ((rc = validate(&a, u)) != 0)
+	if ((rc = validate_kind(&a, u)) != CG_CONTINUE)
 		goto out;
-	rc = 1;
 	if (cg_apply_update(m, strcmp(a.model, "-") ? a.model : "(stdin)", u,
 	                    &a.ao) != 0 ||
 	    cg_model_write(m, a.out, a.comp) != 0) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
+		rc = cg_fail(NULL);
 		goto out;
 	}
 	report(&a, u);
-	rc = 0;
+	rc = CG_EXIT_OK;
 out:
 	cg_update_free(u);
 	cg_model_free(m);

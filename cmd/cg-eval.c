@@ -55,8 +55,7 @@ static const struct cg_opt opts[] = {
     CG_OPT_HELP,
     {"json", OPT_JSON, NULL, "one JSON object per shard, one per line"},
     {"model", 'm', "FILE", "the model (- is stdin)"},
-    {"quiet", 'q', NULL,
-     "no progress bar (--generate draws one on a terminal)"},
+    {"quiet", 'q', NULL, "no progress bar (one is drawn on a terminal)"},
     {"seed", OPT_SEED, "N",
      "seed of the model's noise and of --generate (default 0)"},
     {"threads", 'j', "N", "threads (default 0: all cores)"},
@@ -120,8 +119,9 @@ struct opts {
 
 /* The value of option c of g into o; CG_CONTINUE, or a usage error. */
 static int
-set_option(struct opts *o, const struct cg_getopt *g, int c)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
+	struct opts *o = ctx;
 	struct cg_sampler *sm = &o->gen.sampler;
 	const char *a = g->arg;
 	long long v = 0;
@@ -187,22 +187,19 @@ set_option(struct opts *o, const struct cg_getopt *g, int c)
 static int
 parse(int argc, char **argv, struct opts *o)
 {
-	struct cg_getopt g;
-	int c, rc;
+	int ind, rc;
 
 	memset(o, 0, sizeof(*o));
 	o->batch = DEFAULT_BATCH;
 	o->gen.sampler.top_p = 1.0; /* greedy, all bytes, auto budget */
-	cg_getopt_init(&g, &cli, argc, argv);
+	cg_setprogname(cli.name);   /* for a message before parsing */
 	/* Every argument at most is a shard: -d's and operands together. */
 	if ((o->data = calloc((size_t)argc + 1, sizeof(*o->data))) == NULL)
 		return cg_failx("out of memory");
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
-		if (c == CG_OPT_EXIT)
-			return g.status;
-		else if ((rc = set_option(o, &g, c)) != CG_CONTINUE)
-			return rc;
-	for (int i = g.ind; i < argc; i++)
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, o, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	for (int i = ind; i < argc; i++)
 		o->data[o->ndata++] = argv[i];
 	o->gen.seed = o->seed;
 	return CG_CONTINUE;
@@ -356,6 +353,17 @@ print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
 	printf("  %s\n", data);
 }
 
+/* The progress line begins again for a second phase: the line drawn so
+ * far is overwritten, not ended. */
+static void
+restart(struct cg_progress *pb)
+{
+	int drawn = pb->drawn;
+
+	cg_progress_init(pb, pb->fp, pb->label, !pb->on);
+	pb->drawn = drawn;
+}
+
 /* Score one shard and print its line.  Returns 0, or -1 with a message
  * naming the shard. */
 static int
@@ -377,18 +385,22 @@ eval_one(const struct opts *o, struct cg_model *m, const char *data,
 	}
 	/* A batch larger than the shard would only cost memory. */
 	int B = (uint64_t)o->batch > s->n ? (int)s->n : o->batch;
-	/* Generation is what takes long: a line on a terminal. */
+	/* A line on a terminal, for the scoring and then, on the same line
+	 * with its clock started again, for the generation. */
 	cg_progress_init(&pb, stderr, cg_getprogname(), o->quiet);
 	gen.progress = cg_progress_cb;
 	gen.progress_ctx = &pb;
 	/* cg_eval_shard checks the data fits, condition names included. */
-	if (cg_eval_shard(m, s, B, o->seed, &r) != 0 ||
-	    (o->generate && cg_eval_generate(m, s, &gen, &g) != 0)) {
-		cg_progress_done(&pb);
+	int e = cg_eval_shard(m, s, B, o->seed, &r, cg_progress_cb, &pb);
+	if (e == 0 && o->generate) {
+		restart(&pb);
+		e = cg_eval_generate(m, s, &gen, &g);
+	}
+	cg_progress_done(&pb);
+	if (e != 0) {
 		cg_errprefix(data);
 		goto done;
 	}
-	cg_progress_done(&pb);
 	if (o->json) {
 		if (print_json(o, m, data, s, &r, o->generate ? &g : NULL) != 0)
 			goto done;

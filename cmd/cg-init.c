@@ -4,13 +4,15 @@
  * The architecture's sizes come from its options, which the architecture
  * declares (struct cg_arch_opt): this program knows no architecture and
  * parses, checks and lists whatever options the registry's rows declare.
- * getopt sees every option of every architecture; one the chosen
- * architecture lacks is a usage error naming it.  What the data fixes
- * (input shape, the condition vocabulary) comes from a data shard, so a
- * model always fits the data it was made for.  The vocabulary is copied
- * into the model, which is how cg-sample later names its rows.
+ * The option table holds every architecture option name once, hidden
+ * from the generic list (--help shows each architecture's options in a
+ * section of its own after it); one the chosen architecture lacks is a
+ * usage error naming it.  What the data fixes (input shape, the
+ * condition vocabulary) comes from a data shard, so a model always fits
+ * the data it was made for.  The vocabulary is copied into the model,
+ * which is how cg-sample later names its rows.
  */
-#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,22 +22,49 @@
 #include "cli.h"
 #include "model.h"
 
-#define PROG "cg-init"
-#define SYNOPSIS "-a ARCH -d SHARD [options] -o MODEL"
-/* Distinct architecture option names getopt is given, at most. */
-#define MAX_NAMES 256
+/* Distinct architecture option names the table holds, at most. */
+#define MAX_NAMES (CG_OPT_MAX - 16)
+#define HELP_WIDTH 79
 
-/* Codes of the options that have no short form; the architectures'
+/* Keys of the options that have no short form; the architectures'
  * options get OPT_ARCH + their index in names[]. */
-enum { OPT_SEED = 256, OPT_ARCH = 512 };
+enum { OPT_SEED = CG_KEY_OWN, OPT_ARCH };
+
+/* cg-init's own options: the first rows of the table. */
+static const struct cg_opt own[] = {
+    {"arch", 'a', "NAME", NULL}, /* help: arch_help, the registry's names */
+    {"data", 'd', "SHARD", "a data shard: input shape, conditions"},
+    {"output", 'o', "FILE", "model to write (- for stdout)"},
+    {"seed", OPT_SEED, "N", "weight seed (0)"},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+};
+#define NOWN (sizeof(own) / sizeof(own[0]))
+
+/* The table: own, then a hidden row per architecture option name. */
+static struct cg_opt opts[NOWN + MAX_NAMES + 1];
+static char arch_help[256];
+/* Each architecture's section (or the chosen one's), then the exit
+ * statuses: made by make_epilog. */
+static char epilog[16384];
+
+static const struct cg_cli cli = {
+    .name = "cg-init",
+    .synopsis = "-a ARCH -d SHARD [options] -o MODEL",
+    .about = "Create a model of architecture ARCH with seeded weights.  "
+             "After -a ARCH,\n--help lists that architecture's options "
+             "only.",
+    .opts = opts,
+    .epilog = epilog,
+};
 
 struct args {
-	const char *arch_name, *data, *out;
-	const struct cg_arch *arch; /* after validate() */
+	const char *data, *out;
+	const struct cg_arch *arch;
 	uint64_t seed;
 	enum cg_compress comp;
-	int help;
-	/* The architectures' option names getopt knows, and what each was
+	/* The architectures' option names in the table, and what each was
 	 * given (the last time it was given). */
 	const char *names[MAX_NAMES];
 	int nnames;
@@ -44,20 +73,51 @@ struct args {
 	double vals[CG_ARCH_MAX_OPTS]; /* arch->opts' values */
 };
 
-static int
-bad_usage(const char *msg)
+/* ---------------------------------------------------------------- help */
+
+/* printf into buf [cap] at *n, cut at the end. */
+static void __attribute__((format(printf, 4, 5)))
+add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
 {
-	return cg_usage_error(PROG, SYNOPSIS, msg);
+	va_list ap;
+	int k;
+
+	if (*n >= cap)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+	va_end(ap);
+	*n = k < 0 ? cap : *n + (size_t)k;
 }
 
-/* One option's help: "      --NAME N             help (default D; A to B)",
- * the parenthesis on a line of its own when the line would pass 79. */
-static void
-print_opt(const struct cg_arch_opt *o)
+/* The column cg_cli_help puts the generic options' help at, so that the
+ * sections' help starts there too: two past the widest "  -a, --arch
+ * NAME", at most 30 (lib/cli.c). */
+static int
+help_column(void)
 {
-	char flag[64], range[96];
+	int col = 0;
 
-	snprintf(flag, sizeof(flag), "--%s%s", o->name,
+	for (size_t i = 0; i < NOWN; i++) {
+		const char *arg = own[i].arg;
+		int n = 8 + (int)strlen(own[i].name) +
+		        (arg ? (arg[0] != '[') + (int)strlen(arg) : 0);
+		if (n + 2 > col && n + 2 <= 30)
+			col = n + 2;
+	}
+	return col;
+}
+
+/* One option's lines: "      --NAME N   help (default D; A to B)", the
+ * parenthesis on a line of its own when the line would pass 79, the
+ * help under the name when the name reaches the column. */
+static void
+add_opt(size_t *n, const struct cg_arch_opt *o, int col)
+{
+	char flag[96], range[96];
+	int at;
+
+	snprintf(flag, sizeof(flag), "      --%s%s", o->name,
 	         o->type == CG_ARCH_OPT_BOOL  ? "[=0|1]"
 	         : o->type == CG_ARCH_OPT_INT ? " N"
 	                                      : " X");
@@ -70,66 +130,57 @@ print_opt(const struct cg_arch_opt *o)
 	else
 		snprintf(range, sizeof(range), "(default %g; %g to %g)",
 		         o->dflt, o->min, o->max);
-	int wrap = 27 + strlen(o->help) + 1 + strlen(range) > 79;
-	printf("      %-20s %s%s%*s%s\n", flag, o->help, wrap ? "\n" : " ",
-	       wrap ? 27 : 0, "", range);
+	at = (int)strlen(flag);
+	if (at + 2 > col) {
+		add(epilog, sizeof(epilog), n, "%s\n", flag);
+		at = 0;
+		flag[0] = '\0';
+	}
+	int wrap =
+	    col + (int)(strlen(o->help) + 1 + strlen(range)) > HELP_WIDTH;
+	add(epilog, sizeof(epilog), n, "%s%*s%s%s%*s%s\n", flag, col - at, "",
+	    o->help, wrap ? "\n" : " ", wrap ? col : 0, "", range);
 }
 
-/* --help: the generic options, then each architecture's (only's, when
- * not NULL) from its table. */
+/* The section of each architecture (only's, when not NULL), then the
+ * exit statuses. */
 static void
-help(const struct cg_arch *only)
+make_epilog(const struct cg_arch *only)
 {
-	printf("usage: " PROG " " SYNOPSIS "\n"
-	       "Create a model of architecture ARCH with seeded weights.\n\n"
-	       "  -a, --arch NAME          architecture:");
-	for (int i = 0; i < cg_arch_count(); i++)
-		printf("%s %s", i ? "," : "", cg_arch_at(i)->name);
-	printf("\n"
-	       "  -d, --data SHARD         a data shard: input shape, "
-	       "conditions\n"
-	       "  -o, --output FILE        model to write (- for stdout)\n"
-	       "      --seed N             weight seed (0)\n"
-	       "  -z, --compress ALG       none, gzip or zstd (none)\n"
-	       "  -h, --help               this help (after -a ARCH: that "
-	       "architecture's only)\n"
-	       "  -V, --version            version\n");
+	int col = help_column();
+	size_t n = 0;
+
+	epilog[0] = '\0';
 	for (int i = 0; i < cg_arch_count(); i++) {
 		const struct cg_arch *a = cg_arch_at(i);
 		if (only && a != only)
 			continue;
-		printf("\n-a %s: %s\n", a->name, a->summary);
+		add(epilog, sizeof(epilog), &n, "-a %s: %s\n", a->name,
+		    a->summary);
 		for (int j = 0; j < a->nopts; j++)
-			print_opt(&a->opts[j]);
+			add_opt(&n, &a->opts[j], col);
+		add(epilog, sizeof(epilog), &n, "\n");
 	}
-	printf("\nExit status: 0 ok, 1 a failure, 2 a usage error.\n");
+	add(epilog, sizeof(epilog), &n,
+	    "Exit status: 0 ok, 1 a failure, 2 a usage error.");
 }
 
 /*
- * The long options: cg-init's own, then each architecture option name
- * once (the registry keeps options of one name alike in taking an
- * argument), recorded in a->names.  Returns a malloc'd table or NULL.
+ * The table: cg-init's own rows, then each architecture option name once
+ * (the registry keeps options of one name alike in taking an argument),
+ * recorded in a->names; and the help of --arch and the epilog.
  */
-static struct option *
-long_options(struct args *a)
+static void
+make_table(struct args *a)
 {
-	static const struct option own[] = {
-	    {"arch", required_argument, NULL, 'a'},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"data", required_argument, NULL, 'd'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"seed", required_argument, NULL, OPT_SEED},
-	    {"version", no_argument, NULL, 'V'},
-	};
-	const size_t nown = sizeof(own) / sizeof(own[0]);
-	struct option *t = calloc(nown + MAX_NAMES + 1, sizeof(*t));
+	size_t n = 0;
 
-	if (t == NULL)
-		return NULL;
-	memcpy(t, own, sizeof(own));
+	memcpy(opts, own, sizeof(own));
+	add(arch_help, sizeof(arch_help), &n, "architecture:");
 	for (int i = 0; i < cg_arch_count(); i++) {
 		const struct cg_arch *ar = cg_arch_at(i);
+		add(arch_help, sizeof(arch_help), &n, "%s %s", i ? "," : "",
+		    ar->name);
 		for (int j = 0; j < ar->nopts; j++) {
 			const struct cg_arch_opt *o = &ar->opts[j];
 			int k = 0;
@@ -138,109 +189,94 @@ long_options(struct args *a)
 			if (k < a->nnames || a->nnames == MAX_NAMES)
 				continue;
 			a->names[k] = o->name;
-			t[nown + k] = (struct option){
-			    o->name,
-			    o->type == CG_ARCH_OPT_BOOL ? optional_argument
-			                                : required_argument,
-			    NULL, OPT_ARCH + k};
+			opts[NOWN + k] = (struct cg_opt){
+			    o->name, OPT_ARCH + k,
+			    o->type == CG_ARCH_OPT_BOOL ? "[=0|1]" : "X", NULL};
 			a->nnames++;
 		}
 	}
-	return t;
+	opts[0].help = arch_help;
+	opts[NOWN + a->nnames] = (struct cg_opt){0};
+	make_epilog(NULL);
 }
 
-/* Parse argv into *a: returns -1 to go on, else the exit status. */
+/* -------------------------------------------------------------- parsing */
+
+/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+	switch (c) {
+	case 'a':
+		if ((a->arch = cg_arch_find(g->arg)) == NULL)
+			return cg_usage(NULL);
+		make_epilog(a->arch); /* for a --help after it */
+		break;
+	case 'd':
+		a->data = g->arg;
+		break;
+	case 'o':
+		a->out = g->arg;
+		break;
+	case 'z':
+		if (cg_compress_parse(g->arg, &a->comp) != 0)
+			return cg_usage(NULL);
+		break;
+	case OPT_SEED:
+		if (cg_parse_u64(g->name, g->arg, &a->seed) != 0)
+			return cg_usage(NULL);
+		break;
+	default:
+		a->given[c - OPT_ARCH] = 1;
+		a->value[c - OPT_ARCH] = g->arg;
+		break;
+	}
+	return CG_CONTINUE;
+}
+
+/* The command line into a; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
 {
-	struct option *opts = long_options(a);
-	int c, rc = -1;
+	int ind, rc;
 
-	if (opts == NULL) {
-		fprintf(stderr, PROG ": out of memory\n");
-		return 1;
-	}
-	a->out = "-";
-	while (rc < 0 &&
-	       (c = getopt_long(argc, argv, "a:d:ho:Vz:", opts, NULL)) != -1) {
-		switch (c) {
-		case 'a':
-			a->arch_name = optarg;
-			break;
-		case 'd':
-			a->data = optarg;
-			break;
-		case 'h':
-			a->help = 1;
-			break;
-		case 'o':
-			a->out = optarg;
-			break;
-		case 'V':
-			printf("%s (cg) %s\n", PROG, CG_VERSION);
-			rc = 0;
-			break;
-		case 'z':
-			if (cg_compress_parse(optarg, &a->comp) != 0)
-				rc = bad_usage(cg_errmsg());
-			break;
-		case OPT_SEED:
-			if (cg_parse_u64("--seed", optarg, &a->seed) != 0)
-				rc = bad_usage(cg_errmsg());
-			break;
-		default:
-			if (c < OPT_ARCH || c >= OPT_ARCH + a->nnames) {
-				rc = bad_usage(NULL);
-				break;
-			}
-			a->given[c - OPT_ARCH] = 1;
-			a->value[c - OPT_ARCH] = optarg;
-		}
-	}
-	free(opts);
-	if (rc < 0 && optind != argc)
-		rc = bad_usage("unexpected argument");
-	return rc;
+	make_table(a);
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind != argc)
+		return cg_usage("unexpected argument");
+	return CG_CONTINUE;
 }
 
 /*
- * Check what parse() left and find the architecture; fill a->vals from
- * its defaults and the options given.  -1 to go on, else the exit status
- * (--help is handled here).
+ * Check what parse() left; fill a->vals from the architecture's defaults
+ * and the options given.  CG_CONTINUE, or a usage error.
  */
 static int
 validate(struct args *a)
 {
-	char msg[160];
-
-	if (a->arch_name && (a->arch = cg_arch_find(a->arch_name)) == NULL)
-		return bad_usage(cg_errmsg());
-	if (a->help) {
-		help(a->arch);
-		return 0;
-	}
 	if (a->arch == NULL)
-		return bad_usage("no architecture (-a)");
+		return cg_usage("no architecture (-a)");
 	if (a->data == NULL)
-		return bad_usage("no data shard (-d)");
+		return cg_usage("no data shard (-d)");
 	for (int i = 0; i < a->arch->nopts; i++)
 		a->vals[i] = a->arch->opts[i].dflt;
 	for (int k = 0; k < a->nnames; k++) {
 		const struct cg_arch_opt *o;
 		if (!a->given[k])
 			continue;
-		if ((o = cg_arch_opt_find(a->arch, a->names[k])) == NULL) {
-			snprintf(msg, sizeof(msg),
-			         "--%s is not an option of %s (see " PROG
-			         " -a %s --help)",
-			         a->names[k], a->arch->name, a->arch->name);
-			return bad_usage(msg);
-		}
+		if ((o = cg_arch_opt_find(a->arch, a->names[k])) == NULL)
+			return cg_usage("--%s is not an option of %s (see "
+			                "cg-init -a %s --help)",
+			                a->names[k], a->arch->name,
+			                a->arch->name);
 		if (cg_arch_opt_parse(o, a->value[k],
 		                      &a->vals[o - a->arch->opts]) != 0)
-			return bad_usage(cg_errmsg());
+			return cg_usage(NULL);
 	}
-	return -1;
+	return CG_CONTINUE;
 }
 
 /* Make the model and write it.  Returns 0 or -1 with a message. */
@@ -272,14 +308,11 @@ out:
 int
 main(int argc, char **argv)
 {
-	static struct args a;
+	static struct args a = {.out = "-"};
 	int rc;
 
-	if ((rc = parse(argc, argv, &a)) >= 0 || (rc = validate(&a)) >= 0)
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	if (run(&a) != 0) {
-		fprintf(stderr, PROG ": %s\n", cg_errmsg());
-		return 1;
-	}
-	return 0;
+	return run(&a) == 0 ? CG_EXIT_OK : cg_fail(NULL);
 }

@@ -7,7 +7,6 @@
  * again, so a reduction tree over ssh is a shell expression:
  * cg-reduce a b | cg-reduce - c equals cg-reduce a b c.
  */
-#include <getopt.h>
 #include <glob.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,90 +15,101 @@
 #include "cli.h"
 #include "reduce.h"
 
-static const char *prog = "cg-reduce";
-static const char *synopsis = "[options] [FILE...]";
+#define MAX_THREADS 4096
 
-enum { OPT_OP = 1 };
+enum { OPT_OP = CG_KEY_OWN };
+
+/* After the options, the reducer's table of operations: made by
+ * make_epilog before parsing. */
+static char epilog[2048];
+
+static const struct cg_opt opts[] = {
+    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
+    {"op", OPT_OP, "NAME", "how to combine (mean): one of those below"},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    {"threads", 'j', "N", "threads (all cores)"},
+    {"quiet", 'q', NULL, "nothing on stderr but errors"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-reduce",
+    .synopsis = "[options] [FILE...]",
+    .about = "Combine gradients or deltas (- or none: standard input).",
+    .opts = opts,
+    .epilog = epilog,
+};
 
 struct args {
 	const char *out;
 	const struct cg_reduce_op *op;
 	enum cg_compress comp;
 	long long threads;
+	char **inputs; /* [ninputs] */
+	int ninputs;
 };
 
+/* "Operations (--op):", a line per row of the reducer's table, the exit
+ * statuses. */
 static void
-usage(FILE *fp)
+make_epilog(void)
 {
-	fprintf(fp,
-	        "usage: %s %s\n"
-	        "Combine gradients or deltas (- or none: standard input).\n"
-	        "  -o, --output FILE    where to write (- or a pipe: stdout)\n"
-	        "      --op NAME        how to combine (%s):\n",
-	        prog, synopsis, cg_reduce_ops[0].name);
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++)
-		fprintf(fp, "                         %-9s %s\n", op->name,
-		        op->help);
-	fputs("  -z, --compress ALG   none, gzip or zstd (none)\n"
-	      "  -j, --threads N      threads (all cores)\n"
-	      "  -q, --quiet          nothing on stderr but errors\n"
-	      "  -h, --help, -V, --version\n",
-	      fp);
+	size_t n = 0, cap = sizeof(epilog);
+
+	n += (size_t)snprintf(epilog, cap, "Operations (--op):\n");
+	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name && n < cap;
+	     op++)
+		n += (size_t)snprintf(epilog + n, cap - n, "  %-9s %s\n",
+		                      op->name, op->help);
+	if (n < cap)
+		snprintf(epilog + n, cap - n,
+		         "\nExit status: 0 success, 1 failure, 2 usage error.");
 }
 
-/* The command line into a: -1 to go on, else the exit status. */
+/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+	int e = 0;
+
+	switch (c) {
+	case 'j':
+		e = cg_parse_i64(g->name, g->arg, 0, MAX_THREADS, &a->threads);
+		break;
+	case 'o':
+		a->out = g->arg;
+		break;
+	case 'q':
+		break;
+	case 'z':
+		e = cg_compress_parse(g->arg, &a->comp);
+		break;
+	case OPT_OP:
+		if ((a->op = cg_reduce_op_find(g->arg)) == NULL) {
+			cg_errprefix(g->name);
+			e = -1;
+		}
+		break;
+	}
+	return e ? cg_usage(NULL) : CG_CONTINUE;
+}
+
+/* The command line into a; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
 {
-	static const struct option opts[] = {
-	    {"compress", required_argument, NULL, 'z'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"op", required_argument, NULL, OPT_OP},
-	    {"output", required_argument, NULL, 'o'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"threads", required_argument, NULL, 'j'},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0}};
-	int c, e;
+	int ind, rc;
 
-	a->out = "-";
-	a->op = &cg_reduce_ops[0];
-	a->comp = CG_COMPRESS_NONE;
-	a->threads = 0;
-	while ((c = getopt_long(argc, argv, "hj:o:qVz:", opts, NULL)) != -1) {
-		e = 0;
-		switch (c) {
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'j':
-			e = cg_parse_i64("--threads", optarg, 0, 4096,
-			                 &a->threads);
-			break;
-		case 'o':
-			a->out = optarg;
-			break;
-		case 'q':
-			break;
-		case 'V':
-			printf("%s (cg) %s\n", prog, CG_VERSION);
-			return 0;
-		case 'z':
-			e = cg_compress_parse(optarg, &a->comp);
-			break;
-		case OPT_OP:
-			if ((a->op = cg_reduce_op_find(optarg)) == NULL) {
-				cg_errprefix("--op");
-				e = 1;
-			}
-			break;
-		default:
-			return cg_usage_error(prog, synopsis, NULL);
-		}
-		if (e)
-			return cg_usage_error(prog, synopsis, cg_errmsg());
-	}
-	return -1;
+	make_epilog();
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	a->inputs = argv + ind;
+	a->ninputs = argc - ind;
+	return CG_CONTINUE;
 }
 
 /* Read path into r; 1 (reported on stderr) if it fails. */
@@ -108,14 +118,10 @@ add_one(struct cg_reducer *r, const char *path, int *stdin_used)
 {
 	struct cg_update *u;
 
-	if (strcmp(path, "-") == 0 && (*stdin_used)++) {
-		fprintf(stderr, "%s: standard input named twice\n", prog);
-		return 1;
-	}
-	if ((u = cg_update_read(path)) == NULL || cg_reducer_add(r, u) != 0) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		return 1;
-	}
+	if (strcmp(path, "-") == 0 && (*stdin_used)++)
+		return cg_failx("standard input named twice");
+	if ((u = cg_update_read(path)) == NULL || cg_reducer_add(r, u) != 0)
+		return cg_fail(NULL);
 	return 0;
 }
 
@@ -147,24 +153,24 @@ add_all(struct cg_reducer *r, char **names, int n)
 int
 main(int argc, char **argv)
 {
-	struct args a;
+	struct args a = {.out = "-", .op = &cg_reduce_ops[0]};
 	struct cg_reducer r;
 	struct cg_file *f = NULL;
-	int rc = parse(argc, argv, &a);
+	int rc;
 
-	if (rc >= 0)
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
 	cg_set_threads((int)a.threads);
 	cg_reducer_init(&r, a.op);
-	rc = 1;
-	if (add_all(&r, argv + optind, argc - optind) != 0)
+	rc = CG_EXIT_FAILURE;
+	if (add_all(&r, a.inputs, a.ninputs) != 0)
 		goto out;
 	if ((f = cg_reducer_finish(&r)) == NULL ||
 	    cg_file_write(f, a.out, a.comp) != 0) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
+		cg_warn(NULL);
 		goto out;
 	}
-	rc = 0;
+	rc = CG_EXIT_OK;
 out:
 	cg_file_free(f);
 	cg_reducer_free(&r);

@@ -22,7 +22,6 @@
  * model is read.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +34,6 @@
 #include "image.h"
 #include "model.h"
 
-#define PROG "cg-sample"
 #define DEFAULT_COUNT 10
 #define DEFAULT_TEXT_COUNT 1
 #define DEFAULT_MAX_BYTES 512
@@ -50,9 +48,12 @@
 /* Names listed in the message for an unknown condition. */
 #define MAX_LISTED 32
 
-/* Codes of the options that have no short form. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* Keys of the options that have no short form. */
 enum {
-	OPT_MAX_BYTES = 256,
+	OPT_MAX_BYTES = CG_KEY_OWN,
 	OPT_PROMPT_FILE,
 	OPT_SEED,
 	OPT_SEPARATOR,
@@ -73,9 +74,10 @@ struct opts {
 	uint64_t seed;
 	double temperature;
 	int threads;
-	/* Text only; text_opt names one that was given, for the message. */
+	/* Text only; text_opt is the long name of one that was given, for
+	 * the message. */
 	const char *text_opt;
-	const char *prompt;	 /* --prompt, or NULL */
+	const char *prompt;      /* --prompt, or NULL */
 	const char *prompt_file; /* --prompt-file, or NULL */
 	struct cg_sampler sampler;
 	char *separator; /* owned, escapes expanded */
@@ -89,101 +91,65 @@ struct vocab {
 	int height, width, channels;
 };
 
-/* The synopsis, for a usage error (exit 2) that the caller returns. */
-static void
-print_usage(void)
-{
-	fprintf(stderr,
-	        "usage: " PROG " -m MODEL [-c COND ...] [-n N] [--seed N] "
-	        "[--temperature T]\n"
-	        "                 [--format png|pgm] [--threads N] [-o FILE]\n"
-	        "       " PROG " -m TEXT-MODEL [-c COND ...] [-p TEXT | "
-	        "--prompt-file FILE] [-n N]\n"
-	        "                 [--temperature T] [--top-k K] [--top-p P] "
-	        "[--max-bytes N]\n"
-	        "                 [--separator STR] [--seed N] [-o FILE]\n"
-	        "Try '" PROG " --help' for more information.\n");
-}
+static const struct cg_opt opts[] = {
+    {"cond", 'c', "NAME|INDEX",
+     "a condition to draw (repeatable; images: default all; text: needed "
+     "unless the model has one, or a prompt is given and it has "
+     "\"(prompt)\")"},
+    {"count", 'n', "N",
+     "samples per condition (default: images " STR(DEFAULT_COUNT) ", text " STR(
+         DEFAULT_TEXT_COUNT) ")"},
+    {"format", 'f', "FMT",
+     "png or pgm (default: from FILE's suffix, else png)"},
+    CG_OPT_HELP,
+    {"model", 'm', "FILE", "the model (- is stdin)"},
+    {"output", 'o', "FILE",
+     "where to write (default -: stdout; images: not a terminal)"},
+    {"seed", OPT_SEED, "N", "seed of the noise (default 0)"},
+    {"temperature", OPT_TEMPERATURE, "T",
+     "images: scale of the latent noise; text: of the logits (0: greedy) "
+     "(default 1)"},
+    {"threads", 'j', "N", "threads (default 0: all cores)"},
+    CG_OPT_VERSION,
+    {NULL, 0, NULL, "Text models:"},
+    {"max-bytes", OPT_MAX_BYTES, "N",
+     "stop a text after N bytes (default " STR(DEFAULT_MAX_BYTES) ")"},
+    {"prompt", 'p', "TEXT", "continue TEXT (not printed)"},
+    {"prompt-file", OPT_PROMPT_FILE, "FILE",
+     "continue FILE's bytes (- is stdin)"},
+    {"separator", OPT_SEPARATOR, "STR",
+     "between texts (default \"\\n%\\n\"; \\n \\t \\\\ expanded)"},
+    {"top-k", OPT_TOP_K, "K",
+     "draw from the K likeliest bytes (default 0: all)"},
+    {"top-p", OPT_TOP_P, "P",
+     "draw from the likeliest bytes of mass P (default 1)"},
+    {0},
+};
 
-static void
-usage(void)
-{
-	print_usage();
-	exit(2);
-}
-
-static void
-help(void)
-{
-	printf("usage: " PROG " -m MODEL [options] [-o FILE]\n"
-	       "Draw from a model: images (a grid with one row per "
-	       "condition) or text.\n"
-	       "\n"
-	       "  -c, --cond NAME|INDEX  a condition to draw (repeatable; "
-	       "images: default all;\n"
-	       "                         text: needed unless the model has "
-	       "one, or a prompt\n"
-	       "                         is given and it has \"(prompt)\")\n"
-	       "  -n, --count N          samples per condition (default: "
-	       "images %d, text %d)\n"
-	       "  -f, --format FMT       png or pgm (default: from FILE's "
-	       "suffix, else png)\n"
-	       "  -h, --help             show this help and exit\n"
-	       "  -m, --model FILE       the model (- is stdin)\n"
-	       "  -o, --output FILE      where to write (default -: stdout; "
-	       "images: not a\n"
-	       "                         terminal)\n"
-	       "      --seed N           seed of the noise (default 0)\n"
-	       "      --temperature T    images: scale of the latent noise; "
-	       "text: of the logits\n"
-	       "                         (0: greedy) (default 1)\n"
-	       "  -j, --threads N        threads (default 0: all cores)\n"
-	       "  -V, --version          show the version and exit\n"
-	       "\n"
-	       "Text models:\n"
-	       "      --max-bytes N      stop a text after N bytes (default "
-	       "%d)\n"
-	       "  -p, --prompt TEXT      continue TEXT (not printed)\n"
-	       "      --prompt-file FILE continue FILE's bytes (- is stdin)\n"
-	       "      --separator STR    between texts (default \"\\n%%\\n\"; "
-	       "\\n \\t \\\\ expanded)\n"
-	       "      --top-k K          draw from the K likeliest bytes "
-	       "(default 0: all)\n"
-	       "      --top-p P          draw from the likeliest bytes of "
-	       "mass P (default 1)\n"
-	       "\n"
-	       "Exit status: 0 ok, 1 a failure, 2 a usage error.\n",
-	       DEFAULT_COUNT, DEFAULT_TEXT_COUNT, DEFAULT_MAX_BYTES);
-	exit(0);
-}
-
-static void
-version(void)
-{
-	printf(PROG " (cg) " CG_VERSION "\n");
-	exit(0);
-}
-
-static void
-bad_arg(void)
-{
-	fprintf(stderr, PROG ": %s\n", cg_errmsg());
-	usage();
-}
+static const struct cg_cli cli = {
+    .name = "cg-sample",
+    .synopsis = "-m MODEL [-c COND ...] [-n N] [--seed N] [--temperature T]\n"
+                " [--format png|pgm] [--threads N] [-o FILE]\n"
+                "-m TEXT-MODEL [-c COND ...] [-p TEXT | --prompt-file FILE]\n"
+                " [-n N] [--temperature T] [--top-k K] [--top-p P]\n"
+                " [--max-bytes N] [--separator STR] [--seed N] [-o FILE]",
+    .about = "Draw from a model: images (a grid with one row per condition) "
+             "or text.",
+    .opts = opts,
+    .epilog = "Exit status: 0 ok, 1 a failure, 2 a usage error.",
+};
 
 /*
  * s with the escapes \n, \t and \\ expanded (any other backslash stays
- * as it is), in a new string; exits 1 when out of memory.
+ * as it is), in a new string; NULL when out of memory.
  */
 static char *
 unescape(const char *s)
 {
 	char *out = malloc(strlen(s) + 1), *d = out;
 
-	if (out == NULL) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(1);
-	}
+	if (out == NULL)
+		return NULL;
 	for (; *s; s++) {
 		if (s[0] == '\\' &&
 		    (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
@@ -196,169 +162,120 @@ unescape(const char *s)
 	return out;
 }
 
-static void
-parse_args(int argc, char **argv, struct opts *o)
+/* The value of option c of g into o; CG_CONTINUE, or the exit status. */
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
-	/* Sorted by long name. */
-	static const struct option longopts[] = {
-	    {"cond", required_argument, NULL, 'c'},
-	    {"count", required_argument, NULL, 'n'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
-	    {"model", required_argument, NULL, 'm'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"prompt", required_argument, NULL, 'p'},
-	    {"prompt-file", required_argument, NULL, OPT_PROMPT_FILE},
-	    {"seed", required_argument, NULL, OPT_SEED},
-	    {"separator", required_argument, NULL, OPT_SEPARATOR},
-	    {"temperature", required_argument, NULL, OPT_TEMPERATURE},
-	    {"threads", required_argument, NULL, 'j'},
-	    {"top-k", required_argument, NULL, OPT_TOP_K},
-	    {"top-p", required_argument, NULL, OPT_TOP_P},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0},
-	};
-	long long v;
-	int ch;
+	struct opts *o = ctx;
+	const char *a = g->arg;
+	long long v = 0;
+	int e = 0;
 
-	opterr = 0; /* said below, after the program's name */
+	switch (c) {
+	case 'c':
+		o->conds[o->nconds++] = a;
+		break;
+	case 'f':
+		e = cg_image_format_parse(a, &o->format);
+		o->have_format = 1;
+		break;
+	case 'j':
+		e = cg_parse_i64(g->name, a, 0, MAX_THREADS, &v);
+		o->threads = (int)v;
+		break;
+	case 'm':
+		o->model = a;
+		break;
+	case 'n':
+		e = cg_parse_i64(g->name, a, 1, MAX_COUNT, &v);
+		o->count = (int)v;
+		o->have_count = 1;
+		break;
+	case 'o':
+		o->output = a;
+		break;
+	case 'p':
+		o->prompt = a;
+		break;
+	case OPT_MAX_BYTES:
+		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
+		o->sampler.max_bytes = (size_t)v;
+		break;
+	case OPT_PROMPT_FILE:
+		o->prompt_file = a;
+		break;
+	case OPT_SEED:
+		e = cg_parse_u64(g->name, a, &o->seed);
+		break;
+	case OPT_SEPARATOR:
+		free(o->separator);
+		if ((o->separator = unescape(a)) == NULL)
+			return cg_failx("out of memory");
+		break;
+	case OPT_TOP_K:
+		e = cg_parse_i64(g->name, a, 0, MAX_TOP_K, &v);
+		o->sampler.top_k = (int)v;
+		break;
+	case OPT_TOP_P:
+		e = cg_parse_f64(g->name, a, 0, 1, &o->sampler.top_p);
+		break;
+	case OPT_TEMPERATURE:
+		e = cg_parse_f64(g->name, a, 0, MAX_TEMPERATURE,
+		                 &o->temperature);
+		break;
+	}
+	if (c == 'p' || c == OPT_MAX_BYTES || c == OPT_PROMPT_FILE ||
+	    c == OPT_SEPARATOR || c == OPT_TOP_K || c == OPT_TOP_P)
+		o->text_opt = g->opt->name;
+	return e ? cg_usage(NULL) : CG_CONTINUE;
+}
+
+/* The command line into o (whose conds and separator the caller frees);
+ * CG_CONTINUE or the exit status. */
+static int
+parse(int argc, char **argv, struct opts *o)
+{
+	int ind, rc;
+
 	memset(o, 0, sizeof(*o));
 	o->output = "-";
 	o->count = DEFAULT_COUNT;
 	o->temperature = 1.0;
 	o->sampler.top_p = 1.0;
 	o->sampler.max_bytes = DEFAULT_MAX_BYTES;
-	if ((o->conds = calloc((size_t)argc + 1, sizeof(*o->conds))) == NULL) {
-		fprintf(stderr, PROG ": out of memory\n");
-		exit(1);
-	}
-	while ((ch = getopt_long(argc, argv, ":c:f:hj:m:n:o:p:V", longopts,
-	                         NULL)) != -1) {
-		switch (ch) {
-		case 'c':
-			o->conds[o->nconds++] = optarg;
-			break;
-		case 'f':
-			if (cg_image_format_parse(optarg, &o->format) != 0)
-				bad_arg();
-			o->have_format = 1;
-			break;
-		case 'h':
-			help();
-			break;
-		case 'j':
-			if (cg_parse_i64("--threads", optarg, 0, MAX_THREADS,
-			                 &v) != 0)
-				bad_arg();
-			o->threads = (int)v;
-			break;
-		case 'm':
-			o->model = optarg;
-			break;
-		case 'n':
-			if (cg_parse_i64("--count", optarg, 1, MAX_COUNT, &v) !=
-			    0)
-				bad_arg();
-			o->count = (int)v;
-			o->have_count = 1;
-			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case 'p':
-			o->prompt = optarg;
-			o->text_opt = "--prompt";
-			break;
-		case 'V':
-			version();
-			break;
-		case OPT_MAX_BYTES:
-			if (cg_parse_i64("--max-bytes", optarg, 1,
-			                 MAX_MAX_BYTES, &v) != 0)
-				bad_arg();
-			o->sampler.max_bytes = (size_t)v;
-			o->text_opt = "--max-bytes";
-			break;
-		case OPT_PROMPT_FILE:
-			o->prompt_file = optarg;
-			o->text_opt = "--prompt-file";
-			break;
-		case OPT_SEED:
-			if (cg_parse_u64("--seed", optarg, &o->seed) != 0)
-				bad_arg();
-			break;
-		case OPT_SEPARATOR:
-			free(o->separator);
-			o->separator = unescape(optarg);
-			o->text_opt = "--separator";
-			break;
-		case OPT_TOP_K:
-			if (cg_parse_i64("--top-k", optarg, 0, MAX_TOP_K, &v) !=
-			    0)
-				bad_arg();
-			o->sampler.top_k = (int)v;
-			o->text_opt = "--top-k";
-			break;
-		case OPT_TOP_P:
-			if (cg_parse_f64("--top-p", optarg, 0, 1,
-			                 &o->sampler.top_p) != 0)
-				bad_arg();
-			o->text_opt = "--top-p";
-			break;
-		case OPT_TEMPERATURE:
-			if (cg_parse_f64("--temperature", optarg, 0,
-			                 MAX_TEMPERATURE, &o->temperature) != 0)
-				bad_arg();
-			break;
-		case ':':
-			fprintf(stderr,
-			        PROG ": option '%s' needs an argument\n",
-			        argv[optind - 1]);
-			usage();
-			break;
-		default:
-			/* optopt is the letter of a bad short option, or 0 or
-			 * a code above 255 for a long one. */
-			if (optopt > 0 && optopt < 256)
-				fprintf(stderr, PROG ": unknown option '-%c'\n",
-				        optopt);
-			else
-				fprintf(stderr, PROG ": unknown option '%s'\n",
-				        argv[optind - 1]);
-			usage();
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n",
-		        argv[optind]);
-		usage();
-	}
-	if (o->model == NULL) {
-		fprintf(stderr, PROG ": no model given (-m MODEL)\n");
-		usage();
-	}
-	if (o->nconds > CG_SHARD_MAX_CONDITIONS) {
-		fprintf(stderr, PROG ": more than %d conditions given\n",
-		        CG_SHARD_MAX_CONDITIONS);
-		usage();
-	}
-	if (o->prompt && o->prompt_file) {
-		fprintf(stderr, PROG ": --prompt and --prompt-file exclude "
-		                     "each other\n");
-		usage();
-	}
+	cg_setprogname(cli.name); /* for a message before parsing */
+	if ((o->conds = calloc((size_t)argc + 1, sizeof(*o->conds))) == NULL)
+		return cg_failx("out of memory");
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, o, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind < argc)
+		return cg_usage("unexpected argument '%s'", argv[ind]);
+	return CG_CONTINUE;
+}
+
+/* Conflicts and what is missing; then what follows from the options. */
+static int
+validate(struct opts *o)
+{
+	if (o->model == NULL)
+		return cg_usage("no model given (-m MODEL)");
+	if (o->nconds > CG_SHARD_MAX_CONDITIONS)
+		return cg_usage("more than %d conditions given",
+		                CG_SHARD_MAX_CONDITIONS);
+	if (o->prompt && o->prompt_file)
+		return cg_usage(
+		    "--prompt and --prompt-file exclude each other");
 	if (o->prompt_file && strcmp(o->prompt_file, "-") == 0 &&
-	    strcmp(o->model, "-") == 0) {
-		fprintf(stderr,
-		        PROG ": only one input can be standard input\n");
-		usage();
-	}
+	    strcmp(o->model, "-") == 0)
+		return cg_usage("only one input can be standard input");
 	if (!o->have_format)
 		o->format = cg_image_format_guess(o->output);
 	o->sampler.temperature = o->temperature;
-	if (o->separator == NULL)
-		o->separator = unescape("\\n%\\n");
+	if (o->separator == NULL &&
+	    (o->separator = unescape("\\n%\\n")) == NULL)
+		return cg_failx("out of memory");
+	return CG_CONTINUE;
 }
 
 /*
@@ -422,8 +339,8 @@ get_vocab(const struct cg_model *m, struct vocab *vb)
 {
 	int shape[3];
 
-	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(m->manifest,
-	                                                     "conditions")))
+	if (!cJSON_IsArray(
+	        cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions")))
 		return cg_seterr("manifest: no \"conditions\" list");
 	if (m->arch->image_shape(m, shape) != 0 || get_names(m, vb, 1) != 0)
 		return -1;
@@ -448,25 +365,36 @@ find_cond(const struct vocab *vb, const char *s)
 	return -1;
 }
 
-/* After "...; valid: ", the names a condition may be given by. */
-static void
-list_conds(const struct vocab *vb)
+/* lead ("...; valid: "), then the names a condition may be given by,
+ * as a usage error; returns its status. */
+static int
+usage_conds(const struct vocab *vb, const char *lead)
 {
+	char buf[4096];
+	size_t k = 0;
+
+	k = (size_t)snprintf(buf, sizeof(buf), "%s", lead);
 	for (int i = 0; vb->names && i < vb->n && i < MAX_LISTED; i++)
-		fprintf(stderr, "%s\"%s\"", i ? ", " : "", vb->names[i]);
-	fprintf(stderr, "%s%san index 0 to %d\n",
-	        vb->names && vb->n > MAX_LISTED ? ", ..." : "",
-	        vb->names ? ", or " : "", vb->n - 1);
+		if (k < sizeof(buf))
+			k += (size_t)snprintf(buf + k, sizeof(buf) - k,
+			                      "%s\"%s\"", i ? ", " : "",
+			                      vb->names[i]);
+	if (k < sizeof(buf))
+		snprintf(buf + k, sizeof(buf) - k, "%s%san index 0 to %d",
+		         vb->names && vb->n > MAX_LISTED ? ", ..." : "",
+		         vb->names ? ", or " : "", vb->n - 1);
+	return cg_usage("%s", buf);
 }
 
 /* An unknown condition is the user's slip, not a failure: say which
- * names would do; the caller exits 2. */
-static void
+ * names would do; returns the usage error's status. */
+static int
 unknown_cond(const struct vocab *vb, const char *s)
 {
-	fprintf(stderr, PROG ": unknown condition '%s'; valid: ", s);
-	list_conds(vb);
-	print_usage();
+	char lead[1024];
+
+	snprintf(lead, sizeof(lead), "unknown condition '%s'; valid: ", s);
+	return usage_conds(vb, lead);
 }
 
 /*
@@ -507,18 +435,13 @@ run_image(struct cg_model *m, const struct opts *o)
 	uint32_t gw, gh;
 	int status = 1;
 
-	if (o->text_opt) {
-		fprintf(stderr, PROG ": %s: %s is for text models (%s makes "
-		                     "images)\n",
-		        o->model, o->text_opt, m->arch->name);
-		print_usage();
-		return 2;
-	}
+	if (o->text_opt)
+		return cg_usage("%s: --%s is for text models (%s makes images)",
+		                o->model, o->text_opt, m->arch->name);
 	/* cg_out_open refuses too, but only after all the work. */
 	if (strcmp(o->output, "-") == 0 && isatty(STDOUT_FILENO)) {
-		fprintf(stderr, PROG ": refusing to write an image to a "
-		                     "terminal (use -o FILE or a pipe)\n");
-		return 1;
+		return cg_failx("refusing to write an image to a terminal "
+		                "(use -o FILE or a pipe)");
 	}
 	if (get_vocab(m, &vb) != 0) {
 		cg_errprefix(o->model);
@@ -532,8 +455,7 @@ run_image(struct cg_model *m, const struct opts *o)
 	for (int i = 0; i < nrows; i++) {
 		rows[i] = o->nconds > 0 ? find_cond(&vb, o->conds[i]) : i;
 		if (rows[i] < 0) {
-			unknown_cond(&vb, o->conds[i]);
-			status = 2;
+			status = unknown_cond(&vb, o->conds[i]);
 			goto done;
 		}
 	}
@@ -562,7 +484,7 @@ run_image(struct cg_model *m, const struct opts *o)
 	status = 0;
 	goto done;
 fail:
-	fprintf(stderr, PROG ": %s\n", cg_errmsg());
+	cg_warn(NULL);
 done:
 	free(imgs);
 	free(rows);
@@ -675,12 +597,11 @@ fail:
 
 /*
  * Which conditions to sample, into *rows [*nrows] (malloc'd).  Returns
- * 0, -1 with a message, or 2 after saying why they are unknown or none
- * can be chosen (a usage error).
+ * 0, -1 with a message, or CG_EXIT_USAGE after saying why they are
+ * unknown or none can be chosen.
  */
 static int
-text_conds(const struct opts *o, const struct vocab *vb, int **rows,
-           int *nrows)
+text_conds(const struct opts *o, const struct vocab *vb, int **rows, int *nrows)
 {
 	int n = o->nconds > 0 ? o->nconds : 1, pick = -1;
 
@@ -688,10 +609,8 @@ text_conds(const struct opts *o, const struct vocab *vb, int **rows,
 		return cg_seterr("out of memory");
 	*nrows = n;
 	for (int i = 0; i < o->nconds; i++)
-		if (((*rows)[i] = find_cond(vb, o->conds[i])) < 0) {
-			unknown_cond(vb, o->conds[i]);
-			return 2;
-		}
+		if (((*rows)[i] = find_cond(vb, o->conds[i])) < 0)
+			return unknown_cond(vb, o->conds[i]);
 	if (o->nconds > 0)
 		return 0;
 	if (vb->n == 1)
@@ -701,13 +620,12 @@ text_conds(const struct opts *o, const struct vocab *vb, int **rows,
 		    strcmp(vb->names[i], CG_TEXT_PROMPT_CONDITION) == 0)
 			pick = i;
 	if (pick < 0) {
-		fprintf(stderr,
-		        PROG ": %s: %d conditions: choose one with -c; "
-		             "valid: ",
-		        o->model, vb->n);
-		list_conds(vb);
-		print_usage();
-		return 2;
+		char lead[1024];
+
+		snprintf(lead, sizeof(lead),
+		         "%s: %d conditions: choose one with -c; valid: ",
+		         o->model, vb->n);
+		return usage_conds(vb, lead);
 	}
 	(*rows)[0] = pick;
 	return 0;
@@ -727,14 +645,10 @@ run_text(struct cg_model *m, const struct opts *o)
 	const char *where = to_stdout ? "standard output" : o->output;
 	int count = o->have_count ? o->count : DEFAULT_TEXT_COUNT;
 
-	if (o->have_format) {
-		fprintf(stderr,
-		        PROG ": %s: --format is for image models (%s makes "
-		             "text)\n",
-		        o->model, m->arch->name);
-		print_usage();
-		return 2;
-	}
+	if (o->have_format)
+		return cg_usage("%s: --format is for image models (%s makes "
+		                "text)",
+		                o->model, m->arch->name);
 	if (get_names(m, &vb, 0) != 0) {
 		cg_errprefix(o->model);
 		goto fail;
@@ -742,8 +656,8 @@ run_text(struct cg_model *m, const struct opts *o)
 	switch (text_conds(o, &vb, &rows, &nrows)) {
 	case 0:
 		break;
-	case 2:
-		status = 2;
+	case CG_EXIT_USAGE:
+		status = CG_EXIT_USAGE;
 		goto done;
 	default:
 		goto fail;
@@ -794,7 +708,7 @@ run_text(struct cg_model *m, const struct opts *o)
 	status = 0;
 	goto done;
 fail:
-	fprintf(stderr, PROG ": %s\n", cg_errmsg());
+	cg_warn(NULL);
 done:
 	if (!to_stdout)
 		cg_out_abort(&out);
@@ -809,24 +723,24 @@ main(int argc, char **argv)
 {
 	struct opts o;
 	struct cg_model *m = NULL;
-	int status = 1;
+	int rc;
 
-	parse_args(argc, argv, &o);
-	cg_set_threads(o.threads);
-	if ((m = cg_model_read(o.model)) == NULL) {
-		fprintf(stderr, PROG ": %s\n", cg_errmsg());
+	if ((rc = parse(argc, argv, &o)) != CG_CONTINUE ||
+	    (rc = validate(&o)) != CG_CONTINUE)
 		goto done;
-	}
-	if (m->arch->sample_text != NULL)
-		status = run_text(m, &o);
+	cg_set_threads(o.threads);
+	if ((m = cg_model_read(o.model)) == NULL)
+		rc = cg_fail(NULL);
+	else if (m->arch->sample_text != NULL)
+		rc = run_text(m, &o);
 	else if (m->arch->sample_image != NULL)
-		status = run_image(m, &o);
+		rc = run_image(m, &o);
 	else
-		fprintf(stderr, PROG ": %s: %s models cannot be sampled\n",
-		        o.model, m->arch->name);
+		rc = cg_failx("%s: %s models cannot be sampled", o.model,
+		              m->arch->name);
 done:
 	cg_model_free(m);
 	free(o.conds);
 	free(o.separator);
-	return status;
+	return rc;
 }

@@ -320,8 +320,9 @@ out:
 
 /* The value of option c of g into a; CG_CONTINUE, or a usage error. */
 static int
-set_option(struct args *a, const struct cg_getopt *g, int c)
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
+	struct args *a = ctx;
 	static double wbuf[CG_SHARD_MAX_SHARDS];
 	const char *s = g->arg;
 	long long v = 0;
@@ -419,17 +420,13 @@ set_option(struct args *a, const struct cg_getopt *g, int c)
 static int
 parse(int argc, char **argv, struct args *a)
 {
-	struct cg_getopt g;
-	int c, rc;
+	int ind, rc;
 
-	cg_getopt_init(&g, &cli, argc, argv);
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
-		if (c == CG_OPT_EXIT)
-			return g.status;
-		else if ((rc = set_option(a, &g, c)) != CG_CONTINUE)
-			return rc;
-	a->inputs = argv + g.ind;
-	a->ninputs = argc - g.ind;
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	a->inputs = argv + ind;
+	a->ninputs = argc - ind;
 	return CG_CONTINUE;
 }
 

@@ -7,7 +7,6 @@
  * file keeps what a worker must remember between calls: the data cursor
  * and the inner optimizer's moments.  Same inputs and seed, same bytes.
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,52 +16,282 @@
 #include "cli.h"
 #include "train.h"
 
-static const char *prog = "cg-train-step";
+#define MAX_BATCH (1 << 20)
+#define MAX_STEPS (1LL << 40)
+#define MAX_THREADS 4096
 
-static void
-usage(FILE *fp)
+enum {
+	OPT_CHECKPOINT = CG_KEY_OWN,
+	OPT_CLIP,
+	OPT_LOG,
+	OPT_MAX_MEMORY,
+	OPT_ORDER,
+	OPT_SEED,
+};
+
+static const struct cg_opt opts[] = {
+    {"model", 'm', "FILE", "the model to start from"},
+    {"data", 'd', "SHARD", "the worker's data shard"},
+    {"emit", 'e', "WHAT", "grad, delta or model (grad)"},
+    {"steps", 'k', "K", "micro-batches or optimizer steps (1)"},
+    {"batch", 'b', "B", "examples per micro-batch (128)"},
+    {"state", 's', "FILE", "worker state kept between calls"},
+    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
+    {"clip", OPT_CLIP, "X", "clip the gradient norm to X"},
+    {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)"},
+    {"seed", OPT_SEED, "N", "data order and model noise (0)"},
+    {"log", OPT_LOG, "FILE", "append one JSON line of metrics"},
+    {"max-memory", OPT_MAX_MEMORY, "SIZE",
+     "fit the call in SIZE (256M, 2G): chunks, checkpointing"},
+    {"checkpoint-activations", OPT_CHECKPOINT, NULL,
+     "recompute activations in the backward pass"},
+    {"threads", 'j', "N", "threads (all cores)"},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    {"quiet", 'q', NULL, "no progress bar or summary"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {NULL, 0, NULL, "The inner optimizer (delta and model):"},
+    CG_OPTIM_OPTS,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-train-step",
+    .synopsis = "-m MODEL -d SHARD [options] [-o OUT]",
+    .about = "Run K micro-batches of training on one worker and emit the "
+             "mean gradient,\nthe change of the weights, or the model.",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+};
+
+/* What the command line asks for. */
+struct args {
+	const char *model, *data, *out, *state, *log, *emit_name;
+	struct cg_train_opts o;
+	struct cg_optim_cli oc;
+	enum cg_compress comp;
+	long long steps, batch, threads;
+	uint64_t max_memory;
+	int quiet, ckpt;
+};
+
+/* What one call holds while it runs; freed by job_free. */
+struct job {
+	struct cg_model *m;
+	struct cg_shard *s;
+	struct cg_state *st; /* NULL without --state */
+	struct cg_state_call call;
+	struct cg_memplan plan;
+	struct cg_train_result res;
+	struct cg_file *f;
+	struct cg_out out, sout;
+	float *buf; /* grad and delta: what is emitted [nparams] */
+	double secs;
+	int shown; /* a progress line was drawn: the summary follows */
+};
+
+/* --emit's and --order's names. */
+static int
+parse_emit(const char *s, enum cg_emit *e)
 {
-	fprintf(fp,
-		"usage: %s -m MODEL -d SHARD [options] [-o OUT]\n"
-		"  -m, --model FILE       the model to start from\n"
-		"  -d, --data SHARD       the worker's data shard\n"
-		"  -e, --emit WHAT        grad, delta or model (grad)\n"
-		"  -k, --steps K          micro-batches or optimizer steps (1)\n"
-		"  -b, --batch B          examples per micro-batch (128)\n"
-		"  -s, --state FILE       worker state kept between calls\n"
-		"  -o, --output FILE      where to write (- or a pipe: stdout)\n"
-		"      --clip X           clip the gradient norm to X\n"
-		"      --order NAME       shuffle or sequential (shuffle)\n"
-		"      --seed N           data order and model noise (0)\n"
-		"      --log FILE         append one JSON line of metrics\n"
-		"      --max-memory SIZE  fit the call in SIZE (256M, 2G): "
-		"chunks, checkpointing\n"
-		"      --checkpoint-activations  recompute activations in "
-		"the backward pass\n"
-		"  -j, --threads N        threads (all cores)\n"
-		"  -z, --compress ALG     none, gzip or zstd (none)\n"
-		"  -q, --quiet            no progress bar or summary\n"
-		"  -h, --help, -V, --version\n"
-		"The inner optimizer (delta and model):\n%s",
-		prog, cg_optim_help);
+	if (strcmp(s, "grad") == 0)
+		*e = CG_EMIT_GRAD;
+	else if (strcmp(s, "delta") == 0)
+		*e = CG_EMIT_DELTA;
+	else if (strcmp(s, "model") == 0)
+		*e = CG_EMIT_MODEL;
+	else
+		return cg_seterr("--emit: '%s' is not grad, delta or model", s);
+	return 0;
 }
 
 static int
-bad_usage(const char *msg)
+parse_order(const char *s, enum cg_order *o)
 {
-	return cg_usage_error(prog, "-m MODEL -d SHARD [options] [-o OUT]", msg);
+	if (strcmp(s, "shuffle") == 0)
+		*o = CG_ORDER_SHUFFLE;
+	else if (strcmp(s, "sequential") == 0)
+		*o = CG_ORDER_SEQUENTIAL;
+	else
+		return cg_seterr("--order: '%s' is not shuffle or sequential",
+		                 s);
+	return 0;
 }
 
-static void
-progress(void *ctx, int done, int total, double loss)
+/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
 {
-	cg_progress_update(ctx, done, total, loss);
+	struct args *a = ctx;
+	const char *s = g->arg;
+	int e = 0;
+
+	switch (c) {
+	case 'b':
+		e = cg_parse_i64(g->name, s, 1, MAX_BATCH, &a->batch);
+		break;
+	case 'd':
+		a->data = s;
+		break;
+	case 'e':
+		a->emit_name = s;
+		e = parse_emit(s, &a->o.emit);
+		break;
+	case 'j':
+		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
+		break;
+	case 'k':
+		e = cg_parse_i64(g->name, s, 1, MAX_STEPS, &a->steps);
+		break;
+	case 'm':
+		a->model = s;
+		break;
+	case 'o':
+		a->out = s;
+		break;
+	case 'q':
+		a->quiet = 1;
+		break;
+	case 's':
+		a->state = s;
+		break;
+	case 'z':
+		e = cg_compress_parse(s, &a->comp);
+		break;
+	case OPT_CHECKPOINT:
+		a->ckpt = 1;
+		break;
+	case OPT_CLIP:
+		e = cg_parse_f64(g->name, s, 0, 1e30, &a->o.clip);
+		break;
+	case OPT_LOG:
+		a->log = s;
+		break;
+	case OPT_MAX_MEMORY:
+		e = cg_parse_size(g->name, s, &a->max_memory);
+		if (e == 0 && a->max_memory == 0)
+			e = cg_seterr("--max-memory: must be positive");
+		break;
+	case OPT_ORDER:
+		e = parse_order(s, &a->o.order);
+		break;
+	case OPT_SEED:
+		e = cg_parse_u64(g->name, s, &a->o.seed);
+		break;
+	default:
+		e = cg_optim_cli_option(&a->oc, c, s) < 0;
+		break;
+	}
+	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 
+/* The command line into a; CG_CONTINUE or the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	int ind, rc;
+
+	cg_optim_cli_init(&a->oc, CG_OPT_ADAM);
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind != argc)
+		return cg_usage("unexpected argument");
+	return CG_CONTINUE;
+}
+
+/* What is missing or in conflict; then the training options from a. */
+static int
+validate(struct args *a)
+{
+	if (a->model == NULL)
+		return cg_usage("no model (-m)");
+	if (a->data == NULL)
+		return cg_usage("no data shard (-d)");
+	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
+		return cg_usage("the model and the shard cannot both be "
+		                "standard input");
+	/* A state is read and written back: it must be a file. */
+	if (a->state && strcmp(a->state, "-") == 0)
+		return cg_usage("--state: '-' is not a file");
+	if (a->state && strcmp(a->state, a->out) == 0)
+		return cg_usage("--state and -o name the same file");
+	cg_optim_cli_finish(&a->oc, &a->o.opt);
+	a->o.steps = (int)(a->steps > 1 << 30 ? 1 << 30 : a->steps);
+	a->o.batch = (int)a->batch;
+	return CG_CONTINUE;
+}
+
+/*
+ * Read the inputs, open the outputs, read and check the state, plan the
+ * memory: everything that can fail before the work.  0, or -1 said.
+ */
+static int
+prepare(const struct args *a, struct job *j)
+{
+	if ((j->m = cg_model_read(a->model)) == NULL ||
+	    (j->s = cg_shard_open(a->data)) == NULL)
+		return cg_warn(NULL), -1;
+	/* Open the outputs first: a terminal on stdout or an unwritable
+	 * directory is refused before any work is done. */
+	if (cg_out_open(&j->out, a->out) != 0 ||
+	    (a->state && cg_out_open(&j->sout, a->state) != 0))
+		return cg_warn(NULL), -1;
+	/* A state must belong to this call: see cg_state_check. */
+	if (a->state) {
+		cg_state_call_init(&j->call, a->emit_name, j->s, j->m, a->out);
+		if (cg_state_read(&j->st, a->state) != 0 ||
+		    cg_state_check(j->st, a->state, &j->call) != 0)
+			return cg_warn(NULL), -1;
+	}
+	if (cg_train_plan(j->m, &a->o, j->st, a->max_memory, cg_rss_now(),
+	                  a->ckpt, &j->plan) != 0) {
+		if (a->max_memory)
+			cg_warn("--max-memory");
+		else if (a->ckpt)
+			cg_warn("--checkpoint-activations");
+		else
+			cg_warn(NULL);
+		return -1;
+	}
+	if (j->st && cg_train_state_init(j->st, j->m, &a->o) != 0)
+		return cg_warn("%s", a->state), -1;
+	if (a->o.emit != CG_EMIT_MODEL &&
+	    (j->buf = cg_alloc(j->m->nparams * sizeof(float))) == NULL)
+		return cg_warn(NULL), -1;
+	return 0;
+}
+
+/* The training itself, with its progress line.  0, or -1 said. */
+static int
+train(const struct args *a, struct job *j)
+{
+	struct cg_train_opts o = a->o;
+	struct cg_progress pb;
+	double t0;
+	int rc;
+
+	cg_progress_init(&pb, stderr, cg_getprogname(), a->quiet);
+	o.progress = cg_progress_cb;
+	o.progress_ctx = &pb;
+	t0 = cg_now();
+	rc = cg_train_run(j->m, j->s, &o, j->st, j->buf, &j->res);
+	j->secs = cg_now() - t0;
+	j->shown = pb.on;
+	cg_progress_done(&pb);
+	if (rc != 0)
+		return cg_warn("%s", a->data), -1;
+	/* The activations are done with: the output has their room. */
+	if (j->m->arch->free_ws)
+		j->m->arch->free_ws(j->m);
+	return 0;
+}
+
+/* One JSON line of the call's figures appended to path: 0 or -1. */
 static int
 write_log(const char *path, const struct cg_model *m,
-	  const struct cg_train_result *res, double secs, const char *emit,
-	  const struct cg_memplan *plan)
+          const struct cg_train_result *res, double secs, const char *emit,
+          const struct cg_memplan *plan)
 {
 	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
@@ -80,7 +309,7 @@ write_log(const char *path, const struct cg_model *m,
 	for (int i = 0; i < 3; i++)
 		if (m->arch->part_names[i])
 			cJSON_AddNumberToObject(o, m->arch->part_names[i],
-						res->mean.part[i]);
+			                        res->mean.part[i]);
 	cJSON_AddNumberToObject(o, "seconds", secs);
 	cJSON_AddNumberToObject(o, "chunk", plan->chunk);
 	cJSON_AddBoolToObject(o, "checkpoint", plan->checkpoint);
@@ -98,268 +327,94 @@ out:
 	return rc;
 }
 
+/*
+ * Write the output and the state.  Both files are written and fsynced
+ * before either is renamed into place, so a failure leaves neither; the
+ * state records the output's digest.  The output is renamed first: a
+ * crash between the renames leaves a new output beside the old state,
+ * which the next call refuses (the output is not the one the state
+ * names), and removing the output and rerunning the call writes both
+ * again.  0, or -1 said.
+ */
+static int
+emit(const struct args *a, struct job *j)
+{
+	struct cg_out *outs[2] = {&j->out, &j->sout};
+	struct cg_model *m = j->m;
+
+	if (a->o.emit == CG_EMIT_MODEL) {
+		double seen = cg_json_num(m->manifest, "samples", 0) +
+		              (double)j->res.samples;
+		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "loss");
+		cJSON_AddNumberToObject(m->manifest, "loss", j->res.mean.loss);
+		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "samples");
+		cJSON_AddNumberToObject(m->manifest, "samples", seen);
+		j->f = cg_model_file(m);
+		if (j->st)
+			cg_state_call_next(&j->call, m);
+	} else
+		j->f = cg_update_file(
+		    m, a->o.emit == CG_EMIT_GRAD ? "grad" : "delta", j->buf,
+		    &j->res);
+	if (j->f == NULL || cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
+	    (j->st &&
+	     cg_state_write_to(j->st, &j->sout, &j->call, &j->out) != 0) ||
+	    cg_out_commit_all(outs, j->st ? 2 : 1) != 0)
+		return cg_warn(NULL), -1;
+	if (a->log &&
+	    write_log(a->log, m, &j->res, j->secs, a->emit_name, &j->plan) != 0)
+		return cg_warn(NULL), -1;
+	return 0;
+}
+
+/* The summary line, on a terminal after the progress line. */
+static void
+report(const struct job *j)
+{
+	const struct cg_memplan *p = &j->plan;
+	char chunks[64] = "";
+
+	if (!j->shown)
+		return;
+	if (p->chunk || p->checkpoint)
+		snprintf(chunks, sizeof(chunks), ", chunks of %d%s", p->chunk,
+		         p->checkpoint ? " checkpointed" : "");
+	cg_warnx("%llu examples, loss %.4f, %.0f examples/s%s, peak memory "
+	         "%.0f MiB (planned %.0f)",
+	         (unsigned long long)j->res.samples, j->res.mean.loss,
+	         j->secs > 0 ? j->res.samples / j->secs : 0, chunks,
+	         cg_rss_peak() / 1048576.0, p->estimate / 1048576.0);
+}
+
+static void
+job_free(struct job *j)
+{
+	cg_out_abort(&j->out);
+	cg_out_abort(&j->sout);
+	cg_file_free(j->f);
+	free(j->buf);
+	cg_state_free(j->st);
+	cg_shard_free(j->s);
+	cg_model_free(j->m);
+}
+
 int
 main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"batch", required_argument, NULL, 'b'},
-	    {"checkpoint-activations", no_argument, NULL, 14},
-	    {"clip", required_argument, NULL, 3},
-	    {"compress", required_argument, NULL, 'z'},
-	    {"data", required_argument, NULL, 'd'},
-	    {"emit", required_argument, NULL, 'e'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"log", required_argument, NULL, 5},
-	    {"max-memory", required_argument, NULL, 13},
-	    {"model", required_argument, NULL, 'm'},
-	    {"order", required_argument, NULL, 10},
-	    {"output", required_argument, NULL, 'o'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"seed", required_argument, NULL, 12},
-	    {"state", required_argument, NULL, 's'},
-	    {"steps", required_argument, NULL, 'k'},
-	    {"threads", required_argument, NULL, 'j'},
-	    {"version", no_argument, NULL, 'V'},
-	    CG_OPTIM_LONGOPTS,
-	    {NULL, 0, NULL, 0}};
-	const char *model = NULL, *data = NULL, *out = NULL, *state = NULL;
-	const char *logpath = NULL, *emit_name = "grad";
-	struct cg_train_opts o;
-	struct cg_optim_cli oc;
-	enum cg_compress comp = CG_COMPRESS_NONE;
-	double clip = 0;
-	long long steps = 1, batch = 128, threads = 0;
-	uint64_t seed = 0, max_memory = 0;
-	int quiet = 0, ckpt = 0, c, rc = 1;
-	struct cg_memplan plan;
-	struct cg_model *m = NULL;
-	struct cg_shard *s = NULL;
-	struct cg_state *st = NULL;
-	struct cg_state_call call;
-	struct cg_train_result res;
-	struct cg_progress pb;
-	struct cg_file *f = NULL;
-	struct cg_out oout = {.fd = -1}, sout = {.fd = -1};
-	float *buf = NULL;
+	struct args a = {
+	    .out = "-", .emit_name = "grad", .steps = 1, .batch = 128};
+	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
+	int rc;
 
-	memset(&o, 0, sizeof(o));
-	cg_optim_cli_init(&oc, CG_OPT_ADAM);
-	while ((c = getopt_long(argc, argv, "b:d:e:hj:k:m:o:qs:Vz:", opts,
-				NULL)) != -1) {
-		int e = 0;
-		switch (c) {
-		case 'b':
-			e = cg_parse_i64("--batch", optarg, 1, 1 << 20, &batch);
-			break;
-		case 'd':
-			data = optarg;
-			break;
-		case 'e':
-			emit_name = optarg;
-			if (strcmp(optarg, "grad") == 0)
-				o.emit = CG_EMIT_GRAD;
-			else if (strcmp(optarg, "delta") == 0)
-				o.emit = CG_EMIT_DELTA;
-			else if (strcmp(optarg, "model") == 0)
-				o.emit = CG_EMIT_MODEL;
-			else
-				e = cg_seterr("--emit: '%s' is not grad, "
-					      "delta or model",
-					      optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case 'j':
-			e = cg_parse_i64("--threads", optarg, 0, 4096,
-					 &threads);
-			break;
-		case 'k':
-			e = cg_parse_i64("--steps", optarg, 1, 1LL << 40,
-					 &steps);
-			break;
-		case 'm':
-			model = optarg;
-			break;
-		case 'o':
-			out = optarg;
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 's':
-			state = optarg;
-			break;
-		case 'V':
-			printf("%s (cg) %s\n", prog, CG_VERSION);
-			return 0;
-		case 'z':
-			e = cg_compress_parse(optarg, &comp);
-			break;
-		case 3:
-			e = cg_parse_f64("--clip", optarg, 0, 1e30, &clip);
-			break;
-		case 5:
-			logpath = optarg;
-			break;
-		case 10:
-			if (strcmp(optarg, "shuffle") == 0)
-				o.order = CG_ORDER_SHUFFLE;
-			else if (strcmp(optarg, "sequential") == 0)
-				o.order = CG_ORDER_SEQUENTIAL;
-			else
-				e = cg_seterr("--order: '%s' is not shuffle "
-					      "or sequential",
-					      optarg);
-			break;
-		case 12:
-			e = cg_parse_u64("--seed", optarg, &seed);
-			break;
-		case 13:
-			e = cg_parse_size("--max-memory", optarg, &max_memory);
-			if (e == 0 && max_memory == 0)
-				e = cg_seterr("--max-memory: must be positive");
-			break;
-		case 14:
-			ckpt = 1;
-			break;
-		default:
-			if ((e = cg_optim_cli_option(&oc, c, optarg)) == 0)
-				return bad_usage(NULL);
-			e = e < 0;
-			break;
-		}
-		if (e != 0)
-			return bad_usage(cg_errmsg());
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+	    (rc = validate(&a)) != CG_CONTINUE)
+		return rc;
+	cg_set_threads((int)a.threads);
+	rc = CG_EXIT_FAILURE;
+	if (prepare(&a, &j) == 0 && train(&a, &j) == 0 && emit(&a, &j) == 0) {
+		report(&j);
+		rc = CG_EXIT_OK;
 	}
-	if (optind != argc)
-		return bad_usage("unexpected argument");
-	if (model == NULL)
-		return bad_usage("no model (-m)");
-	if (data == NULL)
-		return bad_usage("no data shard (-d)");
-	if (strcmp(model, "-") == 0 && strcmp(data, "-") == 0)
-		return bad_usage("the model and the shard cannot both be "
-				 "standard input");
-	/* A state is read and written back: it must be a file. */
-	if (state && strcmp(state, "-") == 0)
-		return bad_usage("--state: '-' is not a file");
-	if (out == NULL)
-		out = "-";
-	if (state && strcmp(state, out) == 0)
-		return bad_usage("--state and -o name the same file");
-
-	cg_optim_cli_finish(&oc, &o.opt);
-	o.steps = (int)(steps > 1 << 30 ? 1 << 30 : steps);
-	o.batch = (int)batch;
-	o.seed = seed;
-	o.clip = clip;
-	cg_set_threads((int)threads);
-
-	if ((m = cg_model_read(model)) == NULL ||
-	    (s = cg_shard_open(data)) == NULL) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		goto out;
-	}
-	/* Open the outputs first: a terminal on stdout or an unwritable
-	 * directory is refused before any work is done. */
-	if (cg_out_open(&oout, out) != 0 ||
-	    (state && cg_out_open(&sout, state) != 0)) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		goto out;
-	}
-	/* A state must belong to this call: see cg_state_check. */
-	if (state)
-		cg_state_call_init(&call, emit_name, s, m, out);
-	if (state && (cg_state_read(&st, state) != 0 ||
-		      cg_state_check(st, state, &call) != 0)) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		goto out;
-	}
-	if (cg_train_plan(m, &o, st, max_memory, cg_rss_now(), ckpt,
-			  &plan) != 0) {
-		fprintf(stderr, "%s: %s%s%s\n", prog,
-			max_memory ? "--max-memory: " : "",
-			ckpt && !max_memory ? "--checkpoint-activations: " : "",
-			cg_errmsg());
-		goto out;
-	}
-	if (st && cg_train_state_init(st, m, &o) != 0) {
-		fprintf(stderr, "%s: %s: %s\n", prog, state, cg_errmsg());
-		goto out;
-	}
-	if (o.emit != CG_EMIT_MODEL &&
-	    (buf = cg_alloc(m->nparams * sizeof(float))) == NULL) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		goto out;
-	}
-	cg_progress_init(&pb, stderr, prog, quiet);
-	o.progress = progress;
-	o.progress_ctx = &pb;
-	double t0 = cg_now();
-	if (cg_train_run(m, s, &o, st, buf, &res) != 0) {
-		cg_progress_done(&pb);
-		fprintf(stderr, "%s: %s: %s\n", prog, data, cg_errmsg());
-		goto out;
-	}
-	double secs = cg_now() - t0;
-	cg_progress_done(&pb);
-	/* The activations are done with: the output has their room. */
-	if (m->arch->free_ws)
-		m->arch->free_ws(m);
-
-	if (o.emit == CG_EMIT_MODEL) {
-		double seen = cg_json_num(m->manifest, "samples", 0) +
-			      (double)res.samples;
-		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "loss");
-		cJSON_AddNumberToObject(m->manifest, "loss", res.mean.loss);
-		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "samples");
-		cJSON_AddNumberToObject(m->manifest, "samples", seen);
-		f = cg_model_file(m);
-		if (st)
-			cg_state_call_next(&call, m);
-	} else {
-		f = cg_update_file(m, o.emit == CG_EMIT_GRAD ? "grad" : "delta",
-				   buf, &res);
-	}
-	/*
-	 * Both files are written and fsynced before either is renamed into
-	 * place, so a failure leaves neither; the state records the
-	 * output's digest.  The output is renamed first: a crash between the
-	 * renames leaves a new output beside the old state, which the next
-	 * call refuses (the output is not the one the state names), and
-	 * removing the output and rerunning the call writes both again.
-	 */
-	struct cg_out *outs[2] = {&oout, &sout};
-	if (f == NULL || cg_file_write_to(f, &oout, comp) != 0 ||
-	    (st && cg_state_write_to(st, &sout, &call, &oout) != 0) ||
-	    cg_out_commit_all(outs, st ? 2 : 1) != 0) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		goto out;
-	}
-	if (logpath &&
-	    write_log(logpath, m, &res, secs, emit_name, &plan) != 0) {
-		fprintf(stderr, "%s: %s\n", prog, cg_errmsg());
-		goto out;
-	}
-	if (pb.on) {
-		fprintf(stderr, "%s: %llu examples, loss %.4f, %.0f examples/s",
-			prog, (unsigned long long)res.samples, res.mean.loss,
-			secs > 0 ? res.samples / secs : 0);
-		if (plan.chunk || plan.checkpoint)
-			fprintf(stderr, ", chunks of %d%s", plan.chunk,
-				plan.checkpoint ? " checkpointed" : "");
-		fprintf(stderr, ", peak memory %.0f MiB (planned %.0f)\n",
-			cg_rss_peak() / 1048576.0, plan.estimate / 1048576.0);
-	}
-	rc = 0;
-out:
-	cg_out_abort(&oout);
-	cg_out_abort(&sout);
-	cg_file_free(f);
-	free(buf);
-	cg_state_free(st);
-	cg_shard_free(s);
-	cg_model_free(m);
+	job_free(&j);
 	return rc;
 }

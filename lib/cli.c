@@ -157,16 +157,6 @@ cg_usage(const char *fmt, ...)
 	return CG_EXIT_USAGE;
 }
 
-int
-cg_usage_error(const char *prog, const char *synopsis, const char *msg)
-{
-	if (msg)
-		fprintf(stderr, "%s: %s\n", prog, msg);
-	print_synopsis(stderr, prog, synopsis);
-	usage_tail(prog);
-	return CG_EXIT_USAGE;
-}
-
 /* Whether stdout took everything; says so when not. */
 static int
 stdout_ok(void)
@@ -197,7 +187,8 @@ opt_left(char *buf, size_t cap, const struct cg_opt *o)
 	int k = o->key > 0 && o->key < 0x80 ? o->key : 0;
 
 	return snprintf(buf, cap, "  %c%c%c --%s%s%s", k ? '-' : ' ',
-	                k ? k : ' ', k ? ',' : ' ', o->name, o->arg ? " " : "",
+	                k ? k : ' ', k ? ',' : ' ', o->name,
+	                o->arg && o->arg[0] != '[' ? " " : "",
 	                o->arg ? o->arg : "");
 }
 
@@ -292,14 +283,17 @@ cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
 		for (int i = 0; i < n; i++)
 			assert(g->longopts[i].val != o->key);
 		g->longopts[n].name = o->name;
-		g->longopts[n].has_arg =
-		    o->arg ? required_argument : no_argument;
+		g->longopts[n].has_arg = o->arg == NULL     ? no_argument
+		                         : o->arg[0] == '[' ? optional_argument
+		                                            : required_argument;
 		g->longopts[n].flag = NULL;
 		g->longopts[n].val = o->key;
 		n++;
 		if (o->key < 0x80) {
 			*s++ = (char)o->key;
 			if (o->arg)
+				*s++ = ':';
+			if (o->arg && o->arg[0] == '[')
 				*s++ = ':';
 		}
 	}
@@ -389,6 +383,23 @@ cg_getopt_next(struct cg_getopt *g)
 		return CG_OPT_EXIT;
 	}
 	return c;
+}
+
+int
+cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
+              cg_opt_set_fn set, void *ctx, int *ind)
+{
+	struct cg_getopt g;
+	int c, rc;
+
+	cg_getopt_init(&g, cli, argc, argv);
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
+		if (c == CG_OPT_EXIT)
+			return g.status;
+		else if ((rc = set(ctx, &g, c)) != CG_CONTINUE)
+			return rc;
+	*ind = g.ind;
+	return CG_CONTINUE;
 }
 
 /* ---------------------------------------------------------- numbers */
@@ -545,19 +556,6 @@ cg_set_threads(int n)
 }
 
 /* ---------------------------------------------- optimizer options */
-
-const char cg_optim_help[] =
-    "      --opt NAME         " CG_OPTIM_HELP_OPT "\n"
-    "      --lr X             " CG_OPTIM_HELP_LR "\n"
-    "      --wd X             " CG_OPTIM_HELP_WD "\n"
-    "      --beta1 X          " CG_OPTIM_HELP_BETA1 "\n"
-    "      --beta2 X          " CG_OPTIM_HELP_BETA2 "\n"
-    "      --eps X            " CG_OPTIM_HELP_EPS "\n"
-    "      --momentum X       " CG_OPTIM_HELP_MOMENTUM "\n"
-    "      --schedule NAME    " CG_OPTIM_HELP_SCHEDULE "\n"
-    "      --warmup N         " CG_OPTIM_HELP_WARMUP "\n"
-    "      --total N          " CG_OPTIM_HELP_TOTAL "\n"
-    "      --lr-min X         " CG_OPTIM_HELP_LR_MIN "\n";
 
 void
 cg_optim_cli_init(struct cg_optim_cli *a, enum cg_opt_kind dflt)

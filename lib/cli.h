@@ -46,28 +46,35 @@
  *	    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
  *	};
  *
+ *	// The value of option c into the struct args ctx.
+ *	static int
+ *	set_option(void *ctx, const struct cg_getopt *g, int c)
+ *	{
+ *		struct args *a = ctx;
+ *		long long v;
+ *
+ *		switch (c) {
+ *		case 'b':
+ *			if (cg_parse_i64(g->name, g->arg, 1, 1 << 20,
+ *					 &v) != 0)
+ *				return cg_usage(NULL);
+ *			a->batch = (int)v;
+ *			break;
+ *		...
+ *		}
+ *		return CG_CONTINUE;
+ *	}
+ *
  *	static int
  *	parse(int argc, char **argv, struct args *a)
  *	{
- *		struct cg_getopt g;
- *		long long v;
- *		int c;
+ *		int ind, rc;
  *
- *		cg_getopt_init(&g, &cli, argc, argv);
- *		while ((c = cg_getopt_next(&g)) != CG_OPT_END) {
- *			switch (c) {
- *			case CG_OPT_EXIT: // --help, --version or a bad option
- *				return g.status;
- *			case 'b':
- *				if (cg_parse_i64(g.name, g.arg, 1, 1 << 20,
- *						 &v) != 0)
- *					return cg_usage(NULL);
- *				a->batch = (int)v;
- *				break;
- *			...
- *			}
- *		}
- *		a->files = argv + g.ind;
+ *		// --help, --version and bad options end it here
+ *		if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a,
+ *					&ind)) != CG_CONTINUE)
+ *			return rc;
+ *		a->files = argv + ind;
  *		return CG_CONTINUE;
  *	}
  *
@@ -84,14 +91,9 @@
  *		return cg_finish_stdout(rc);
  *	}
  *
- * Moving a program that calls getopt_long itself onto the table: its
- * struct option array, short-option string and help() text become one
- * cg_opt table and a cg_cli; bare option numbers become an enum from
- * CG_KEY_OWN; CG_OPTIM_LONGOPTS becomes CG_OPTIM_OPTS (same keys, so
- * cg_optim_cli_option is unchanged) and cg_optim_help goes; its
- * bad_usage(msg) and "fprintf(stderr, "%s: %s\n", prog, cg_errmsg())"
- * become cg_usage and cg_fail(NULL).  Until then cg_usage_error,
- * CG_OPTIM_LONGOPTS and cg_optim_help serve it, worded the same way.
+ * Every program is written this way: there is no other dialect.  The
+ * shared optimizer options are the rows CG_OPTIM_OPTS, whose keys
+ * cg_optim_cli_option takes.
  */
 #ifndef CG_CLI_H
 #define CG_CLI_H
@@ -135,10 +137,6 @@ int cg_failx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * for more information.", on stderr.  Returns CG_EXIT_USAGE.
  */
 int cg_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same for a program with no cg_cli: "PROG: MSG" (msg NULL: none),
- * "usage: PROG SYNOPSIS", the pointer to --help.  Returns 2. */
-int cg_usage_error(const char *prog, const char *synopsis, const char *msg);
-
 /*
  * Flush stdout at the end of main: status when the data reached it,
  * else "NAME: standard output: write error" and CG_EXIT_FAILURE (or
@@ -158,8 +156,11 @@ struct cg_opt {
 	/* Long name, without "--".  NULL with help set: a heading line in
 	 * --help; NULL and help NULL: the end of the table. */
 	const char *name;
-	int key;          /* a letter (also -KEY) or an enum from CG_KEY_OWN */
-	const char *arg;  /* the argument's name in --help; NULL: takes none */
+	int key; /* a letter (also -KEY) or an enum from CG_KEY_OWN */
+	/* The argument's name in --help; NULL: takes none; "[=...]": it is
+	 * optional, and given only as --NAME=ARG (getopt's
+	 * optional_argument; g->arg is NULL without it). */
+	const char *arg;
 	const char *help; /* may hold "\n"; longer lines are wrapped */
 };
 
@@ -216,6 +217,16 @@ void cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
  */
 int cg_getopt_next(struct cg_getopt *g);
 
+/*
+ * The whole loop: each option's key to set(ctx, g, key), which returns
+ * CG_CONTINUE or an exit status (a usage error already said).  Returns
+ * CG_CONTINUE with *ind the index of the first operand, or what main
+ * returns: g.status after --help, --version or a bad option, or set's.
+ */
+typedef int (*cg_opt_set_fn)(void *ctx, const struct cg_getopt *g, int key);
+int cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
+                  cg_opt_set_fn set, void *ctx, int *ind);
+
 /* --------------------------------------------------------- numbers */
 
 /* Whole string s as an integer in [min, max]; -1 with a message naming
@@ -256,7 +267,7 @@ enum {
 	CG_KEY_WD
 };
 
-/* Their help, said once for both spellings below. */
+/* Their help. */
 #define CG_OPTIM_HELP_OPT "sgd, momentum, adam or adamw (adam)"
 #define CG_OPTIM_HELP_LR "learning rate (adam: 1e-3, sgd: 1e-2)"
 #define CG_OPTIM_HELP_WD "weight decay, matrices only (adamw: 0.01)"
@@ -284,24 +295,6 @@ enum {
 	{                                                                      \
 		"lr-min", CG_KEY_LR_MIN, "X", CG_OPTIM_HELP_LR_MIN             \
 	}
-
-/* The same as getopt_long entries and --help lines, for a program that
- * has no cg_cli table yet. */
-#define CG_OPTIM_LONGOPTS                                                      \
-	{"beta1", required_argument, NULL, CG_KEY_BETA1},                      \
-	    {"beta2", required_argument, NULL, CG_KEY_BETA2},                  \
-	    {"eps", required_argument, NULL, CG_KEY_EPS},                      \
-	    {"lr", required_argument, NULL, CG_KEY_LR},                        \
-	    {"lr-min", required_argument, NULL, CG_KEY_LR_MIN},                \
-	    {"momentum", required_argument, NULL, CG_KEY_MOMENTUM},            \
-	    {"opt", required_argument, NULL, CG_KEY_OPT},                      \
-	    {"schedule", required_argument, NULL, CG_KEY_SCHEDULE},            \
-	    {"total", required_argument, NULL, CG_KEY_TOTAL},                  \
-	    {"warmup", required_argument, NULL, CG_KEY_WARMUP},                \
-	{                                                                      \
-		"wd", required_argument, NULL, CG_KEY_WD                       \
-	}
-extern const char cg_optim_help[];
 
 struct cg_optim_cli {
 	enum cg_opt_kind kind;

@@ -10,6 +10,7 @@
  * four workers with batch 32 see exactly what one worker with batch 128
  * sees when the shards are a round-robin split read in order.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,7 +470,9 @@ cg_update_file(const struct cg_model *base, const char *kind, const float *buf,
 
 int
 cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
-	      uint64_t seed, struct cg_metrics *out)
+	      uint64_t seed, struct cg_metrics *out,
+	      void (*progress)(void *ctx, int done, int total, double loss),
+	      void *progress_ctx)
 {
 	uint64_t *ex;
 	struct cg_rng r;
@@ -496,6 +499,13 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 			add_text_metrics(out, &bm, &tokens);
 		else
 			add_metrics(out, &bm);
+		if (progress) {
+			/* counted in an int: scaled down past INT_MAX */
+			uint64_t tot = s->n > INT_MAX ? INT_MAX : s->n;
+			progress(progress_ctx,
+				 (int)((i + (uint64_t)nb) * tot / s->n),
+				 (int)tot, NAN);
+		}
 	}
 	if (text)
 		finish_text_metrics(out, tokens);

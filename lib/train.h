@@ -102,8 +102,13 @@ struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 /* Evaluate m over all of s in batches of B (no gradient); noise from
  * seed.  The means are per example, but for text shards loss and
  * bits_per are exact means per scored token over the whole shard (part[0]
- * is then tokens per example; see train.c).  Returns 0 or -1. */
+ * is then tokens per example; see train.c).  progress (may be NULL) is
+ * called after each batch with the examples scored so far and no loss
+ * (NAN).  Returns 0 or -1. */
 int cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
-		  uint64_t seed, struct cg_metrics *out);
+		  uint64_t seed, struct cg_metrics *out,
+		  void (*progress)(void *ctx, int done, int total,
+				   double loss),
+		  void *progress_ctx);
 
 #endif

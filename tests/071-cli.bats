@@ -15,8 +15,8 @@ load '/usr/lib/bats/bats-assert/load'
 
 PROGS="cg-apply cg-eval cg-init cg-inspect cg-reduce cg-sample cg-shard
 cg-train-step"
-# the programs whose --help comes from a cg_cli option table
-TABLED="cg-eval cg-inspect cg-shard"
+# every program's --help comes from a cg_cli option table
+TABLED=$PROGS
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
@@ -62,9 +62,9 @@ teardown() {
 		[ -z "$output" ]
 		run -2 --separate-stderr "$p" -Z
 		assert_equal "${stderr_lines[0]}" "$p: unknown option '-Z'"
-		run -2 --separate-stderr "$p" --json=1
+		run -2 --separate-stderr "$p" --help=1
 		assert_equal "${stderr_lines[0]}" \
-			"$p: option '--json' takes no argument"
+			"$p: option '--help' takes no argument"
 		run -2 --separate-stderr "$p" --version=1
 		assert_equal "${stderr_lines[0]}" \
 			"$p: option '--version' takes no argument"
@@ -75,6 +75,16 @@ teardown() {
 	assert_equal "${stderr_lines[0]}" "cg-shard: option '-o' needs an argument"
 	run -2 --separate-stderr cg-inspect --t x
 	assert_equal "${stderr_lines[0]}" "cg-inspect: option '--t' is ambiguous"
+	run -2 --separate-stderr cg-train-step --max-memory
+	assert_equal "${stderr_lines[0]}" \
+		"cg-train-step: option '--max-memory' needs an argument"
+	run -2 --separate-stderr cg-sample -c
+	assert_equal "${stderr_lines[0]}" "cg-sample: option '-c' needs an argument"
+	# the architectures' options are in cg-init's table too
+	run -2 --separate-stderr cg-init --hidden
+	assert_equal "${stderr_lines[0]}" "cg-init: option '--hidden' needs an argument"
+	run -2 --separate-stderr cg-init --tied 1
+	assert_equal "${stderr_lines[0]}" "cg-init: unexpected argument"
 }
 
 @test "--help: every option of the table, aligned, within 79 columns" {
@@ -192,6 +202,23 @@ run_in_tmux() {
 	grep -q 'bleu' out.txt
 	run_in_tmux "cg-eval -q --generate -m '$D/cgpt.cgm' -d '$D/fort-0.cgd' \
 		>out.txt"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	refute_output --partial 'eta '
+}
+
+@test "cg-eval scoring on a 50-column terminal: a progress line; -q: none" {
+	command -v tmux >/dev/null || skip 'tmux is missing (scripts/install-deps)'
+	run_in_tmux "cg-eval -m '$D/cvae.cgm' -d '$D/fm-0.cgd' >out.txt"
+	output=$pane
+	mapfile -t lines <<<"$pane"
+	assert_line 'EXIT=0'
+	assert_line --regexp '^cg-eval +100% .*eta 0:00:00 *$'
+	run -0 grep -c 'eta ' <<<"$pane"
+	assert_output 1
+	grep -q 'bits/dim' out.txt
+	run_in_tmux "cg-eval -q -m '$D/cvae.cgm' -d '$D/fm-0.cgd' >out.txt"
 	output=$pane
 	mapfile -t lines <<<"$pane"
 	assert_line 'EXIT=0'

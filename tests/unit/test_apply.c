@@ -381,6 +381,46 @@ groups_train(void)
 	cg_model_free(m);
 }
 
+/* ------------------------------------------ the evaluation's progress */
+
+struct calls {
+	int n, done[8], total[8], loss_nan;
+};
+
+static void
+record(void *ctx, int done, int total, double loss)
+{
+	struct calls *c = ctx;
+
+	if (c->n < 8) {
+		c->done[c->n] = done;
+		c->total[c->n] = total;
+	}
+	c->n++;
+	c->loss_nan += isnan(loss) != 0;
+}
+
+static void
+eval_progress(void)
+{
+	struct cg_shard s = {.n = 5, .kind = CG_PAYLOAD_IMAGE};
+	struct cg_metrics r, quiet;
+	struct calls c = {0};
+	struct cg_model *m = toy_model(60, 0, 2, 1);
+
+	m->arch = &toy_arch;
+	if (cg_eval_shard(m, &s, 2, 1, &r, record, &c) != 0 ||
+	    cg_eval_shard(m, &s, 2, 1, &quiet, NULL, NULL) != 0)
+		die("cg_eval_shard");
+	expect(c.n == 3 && c.done[0] == 2 && c.done[1] == 4 && c.done[2] == 5 &&
+	           c.total[0] == 5 && c.total[2] == 5 && c.loss_nan == 3,
+	       "cg_eval_shard: progress after each batch (2, 4, 5 of 5), no "
+	       "loss");
+	expect(memcmp(&r, &quiet, sizeof(r)) == 0,
+	       "cg_eval_shard: the same figures with no callback");
+	cg_model_free(m);
+}
+
 int
 main(void)
 {
@@ -389,5 +429,6 @@ main(void)
 	groups_apply();
 	groups_on_disk();
 	groups_train();
+	eval_progress();
 	return failures ? 1 : 0;
 }

@@ -261,10 +261,71 @@ test_messages(void)
 	printf("%s", t);
 }
 
+/* ------------------------------------ cg_getopt_all, optional arguments */
+
+enum { OPT_TIED = CG_KEY_OWN + 40 };
+
+static const struct cg_opt opts_all[] = {
+    {"tied", OPT_TIED, "[=0|1]", "tie them"},
+    {"stop", 's', NULL, "a key that set refuses"},
+    {0},
+};
+
+static const struct cg_cli cli_all = {
+    .name = "cg-all", .synopsis = "[--tied[=0|1]]", .opts = opts_all};
+
+struct seen {
+	int n, keys[8];
+	const char *args[8];
+};
+
+static int
+record(void *ctx, const struct cg_getopt *g, int key)
+{
+	struct seen *s = ctx;
+
+	if (key == 's')
+		return 7;
+	if (s->n < 8) {
+		s->keys[s->n] = key;
+		s->args[s->n] = g->arg;
+	}
+	s->n++;
+	return CG_CONTINUE;
+}
+
+static void
+test_all(void)
+{
+	char *argv[] = {"x", "--tied", "f", "--tied=1", NULL};
+	char *stop[] = {"x", "--tied", "-s", "--tied", NULL};
+	struct seen s = {0};
+	struct catch c;
+	int ind = -1;
+
+	expect(cg_getopt_all(&cli_all, 4, argv, record, &s, &ind) ==
+	               CG_CONTINUE &&
+	           s.n == 2 && s.keys[0] == OPT_TIED && s.args[0] == NULL &&
+	           s.keys[1] == OPT_TIED && strcmp(s.args[1], "1") == 0 &&
+	           ind == 3 && strcmp(argv[3], "f") == 0,
+	       "cg_getopt_all: each option to set, \"[=...]\" optional, the "
+	       "operand after");
+	s.n = 0;
+	expect(cg_getopt_all(&cli_all, 4, stop, record, &s, &ind) == 7 &&
+	           s.n == 1,
+	       "cg_getopt_all: set's status ends the loop");
+	catch_start(&c, 1);
+	cg_cli_help(stdout, &cli_all);
+	const char *t = catch_end(&c);
+	expect(strstr(t, "\n      --tied[=0|1]  tie them\n") != NULL,
+	       "--help: an optional argument follows its name");
+}
+
 int
 main(void)
 {
 	test_parse();
+	test_all();
 	test_errors();
 	test_help_version();
 	test_messages();
