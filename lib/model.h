@@ -248,6 +248,22 @@ int cg_arch_image_config(const char *arch, const struct cg_shard *s,
  */
 int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
                         int shape[3]);
+/*
+ * For image archs: check_data's work for a model of in_dim values per
+ * image and ncond conditions: refuses data that is not images (naming
+ * arch), images of another size, another number of conditions or other
+ * condition names (cg_model_check_conditions).  Returns 0 or -1 with a
+ * message.
+ */
+int cg_arch_check_image_data(const char *arch, const struct cg_model *m,
+                             const struct cg_shard *s, int in_dim, int ncond);
+/*
+ * The whole number under key of obj (an arch's config) into *out, if it
+ * lies in [lo, hi].  Returns 0, or -1 with the message
+ * 'config: "KEY" missing or out of range'.
+ */
+int cg_arch_config_int(const struct cJSON *obj, const char *key, int lo, int hi,
+                       int *out);
 
 /* --------------------------------------------------------------- models */
 
