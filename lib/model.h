@@ -324,10 +324,6 @@ int cg_model_ensure_outer(struct cg_model *m);
 int cg_model_check_conditions(const struct cg_model *m,
 			      const struct cg_shard *s);
 
-/* Integer field of the manifest, or dflt when absent. */
-uint64_t cg_json_u64(const struct cJSON *obj, const char *key, uint64_t dflt);
-double cg_json_num(const struct cJSON *obj, const char *key, double dflt);
-
 /*
  * Put the flat buffer buf [nparams] into file f as one f32 tensor per
  * view, borrowed (cg_file_add_ref: buf must outlive f), or decode from

@@ -1129,14 +1129,7 @@ int
 cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                const struct cg_split *s, const char *path, enum cg_compress c)
 {
-	struct cg_file *f = cg_shard_build(d, assign, shard, s);
-	int rc;
-
-	if (f == NULL)
-		return -1;
-	rc = cg_file_write(f, path, c);
-	cg_file_free(f);
-	return rc;
+	return cg_file_write_free(cg_shard_build(d, assign, shard, s), path, c);
 }
 
 /* -------------------------------------------------------------- reading */
