@@ -338,6 +338,9 @@ uint64_t cg_rss_peak(void);
  * sees an escape sequence it would act on.
  */
 int cg_shown_byte(int c, int keep_space);
+/* The index i in [lo, hi] of names[] (an enum's names) whose name is s,
+ * or -1 (no message: the caller names what it parses). */
+int cg_name_index(const char *const *names, int lo, int hi, const char *s);
 /* Lower-case hex of a SHA-256 digest into out[65]. */
 void cg_hex(char out[65], const unsigned char d[32]);
 /* The digest that s writes as 64 lower-case hex digits (cg_hex's form)

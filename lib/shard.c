@@ -892,11 +892,12 @@ cg_split_name(enum cg_split_strategy s)
 int
 cg_split_parse(const char *name, enum cg_split_strategy *out)
 {
-	for (int i = 0; i <= CG_SPLIT_HASHED; i++)
-		if (strcmp(name, split_names[i]) == 0) {
-			*out = (enum cg_split_strategy)i;
-			return 0;
-		}
+	int i = cg_name_index(split_names, 0, CG_SPLIT_HASHED, name);
+
+	if (i >= 0) {
+		*out = (enum cg_split_strategy)i;
+		return 0;
+	}
 	return cg_seterr("unknown strategy '%.32s' (contiguous, round-robin, "
 	                 "random, stratified or hashed)",
 	                 name);

@@ -75,6 +75,15 @@ cg_hex(char out[65], const unsigned char d[32])
 }
 
 int
+cg_name_index(const char *const *names, int lo, int hi, const char *s)
+{
+	for (int i = lo; i <= hi; i++)
+		if (names[i] != NULL && strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int
 cg_hex_parse(unsigned char out[32], const char *s)
 {
 	if (strlen(s) != 64)
