@@ -74,13 +74,6 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
 	return 0;
 }
 
-static void
-set_num(cJSON *o, const char *key, double v)
-{
-	cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-	cJSON_AddNumberToObject(o, key, v);
-}
-
 int
 cg_apply_update(struct cg_model *m, const char *mname,
                 const struct cg_update *u, const struct cg_apply_opts *o)
@@ -98,10 +91,10 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	                               : apply_delta(m, g, o)) != 0)
 		goto out;
 	m->step++;
-	set_num(m->manifest, "loss", u->loss);
+	cg_json_set_num(m->manifest, "loss", u->loss);
 	/* "samples" counts the examples the model has learnt from. */
-	set_num(m->manifest, "samples",
-	        cg_json_num(m->manifest, "samples", 0) + u->samples);
+	cg_json_set_num(m->manifest, "samples",
+	                cg_json_num(m->manifest, "samples", 0) + u->samples);
 	rc = 0;
 out:
 	free(g);

@@ -299,16 +299,41 @@ cg_arch_image_config(const char *arch, const struct cg_shard *s, cJSON *config,
 	return 0;
 }
 
+int
+cg_arch_config_int(const cJSON *obj, const char *key, int lo, int hi, int *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
+	    v->valuedouble != (int)v->valuedouble)
+		return cg_seterr("config: \"%s\" missing or out of range", key);
+	*out = (int)v->valuedouble;
+	return 0;
+}
+
 /* A positive whole number under key of obj, at most max; else -1. */
 static int
 json_int(const cJSON *obj, const char *key, int max)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	int v;
 
-	if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > max ||
-	    v->valuedouble != (int)v->valuedouble)
-		return -1;
-	return (int)v->valuedouble;
+	return cg_arch_config_int(obj, key, 1, max, &v) != 0 ? -1 : v;
+}
+
+int
+cg_arch_check_image_data(const char *arch, const struct cg_model *m,
+                         const struct cg_shard *s, int in_dim, int ncond)
+{
+	if (s->kind != CG_PAYLOAD_IMAGE)
+		return cg_seterr("%s needs image data", arch);
+	if ((uint64_t)s->height * s->width * s->channels != (uint64_t)in_dim)
+		return cg_seterr("images of %ux%ux%u do not fit a model of "
+		                 "%d inputs",
+		                 s->height, s->width, s->channels, in_dim);
+	if (s->nconditions != (size_t)ncond)
+		return cg_seterr("%zu conditions in the data, %d in the model",
+		                 s->nconditions, ncond);
+	return cg_model_check_conditions(m, s);
 }
 
 int

@@ -86,16 +86,10 @@ get_config(const cJSON *j, struct cg_cgpt_config *c)
 	                             "layers", "heads",   "tied"};
 	int *dst[] = {&c->ncond, &c->T, &c->C, &c->L, &c->NH, &c->tied};
 
-	for (int i = 0; i < 6; i++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
-		if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
-		    v->valuedouble > CG_CGPT_MAX_C * 2.0 ||
-		    v->valuedouble != (int)v->valuedouble)
-			return cg_seterr("config: \"%s\" missing or out of "
-			                 "range",
-			                 keys[i]);
-		*dst[i] = (int)v->valuedouble;
-	}
+	for (int i = 0; i < 6; i++)
+		if (cg_arch_config_int(j, keys[i], 0, CG_CGPT_MAX_C * 2,
+		                       dst[i]) != 0)
+			return -1;
 	return cg_cgpt_check_config(c);
 }
 

@@ -31,16 +31,10 @@ get_config(const cJSON *j, struct cg_cvae_config *c)
 	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden, &c->layers,
 		      &c->latent};
 
-	for (int i = 0; i < 5; i++) {
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
-		if (!cJSON_IsNumber(v) || v->valuedouble < 1 ||
-		    v->valuedouble > CG_CVAE_MAX_DIM ||
-		    v->valuedouble != (int)v->valuedouble)
-			return cg_seterr("config: \"%s\" missing or out of "
-					 "range",
-					 keys[i]);
-		*dst[i] = (int)v->valuedouble;
-	}
+	for (int i = 0; i < 5; i++)
+		if (cg_arch_config_int(j, keys[i], 1, CG_CVAE_MAX_DIM,
+		                       dst[i]) != 0)
+			return -1;
 	return cg_cvae_check_config(c);
 }
 
@@ -77,16 +71,7 @@ cvae_check_data(struct cg_model *m, const struct cg_shard *s)
 
 	if (get_config(m->config, &c) != 0)
 		return -1;
-	if (s->kind != CG_PAYLOAD_IMAGE)
-		return cg_seterr("cvae needs image data");
-	if ((uint64_t)s->height * s->width * s->channels != (uint64_t)c.in_dim)
-		return cg_seterr("images of %ux%ux%u do not fit a model of "
-				 "%d inputs",
-				 s->height, s->width, s->channels, c.in_dim);
-	if (s->nconditions != (size_t)c.ncond)
-		return cg_seterr("%zu conditions in the data, %d in the model",
-				 s->nconditions, c.ncond);
-	return cg_model_check_conditions(m, s);
+	return cg_arch_check_image_data("cvae", m, s, c.in_dim, c.ncond);
 }
 
 static int

@@ -255,6 +255,9 @@ enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
  * function of f (no time, owner or host inside).  Returns 0 or -1.
  */
 int cg_file_write(struct cg_file *f, const char *path, enum cg_compress c);
+/* cg_file_write, then cg_file_free(f), for a file made only to be
+ * written: f NULL (its maker failed, with a message) returns -1. */
+int cg_file_write_free(struct cg_file *f, const char *path, enum cg_compress c);
 
 /*
  * Write f into an output already opened with cg_out_open, without
@@ -268,6 +271,14 @@ int cg_file_write_to(struct cg_file *f, struct cg_out *o, enum cg_compress c);
 /* Bytes of the largest file a reader accepts (CG_MAX_BYTES in the
  * environment overrides; default 8 GiB). */
 uint64_t cg_max_bytes(void);
+
+/* The number under key of a manifest object obj, or dflt where there is
+ * none: cg_json_u64 takes one in [0, 2^53] (its whole part), cg_json_num
+ * any.  obj may be NULL. */
+uint64_t cg_json_u64(const struct cJSON *obj, const char *key, uint64_t dflt);
+double cg_json_num(const struct cJSON *obj, const char *key, double dflt);
+/* Set key of obj to the number v, replacing what was there. */
+void cg_json_set_num(struct cJSON *obj, const char *key, double v);
 
 /* ---------------------------------------------------------------- atomic */
 
@@ -327,8 +338,15 @@ uint64_t cg_rss_peak(void);
  * sees an escape sequence it would act on.
  */
 int cg_shown_byte(int c, int keep_space);
+/* The index i in [lo, hi] of names[] (an enum's names) whose name is s,
+ * or -1 (no message: the caller names what it parses). */
+int cg_name_index(const char *const *names, int lo, int hi, const char *s);
 /* Lower-case hex of a SHA-256 digest into out[65]. */
 void cg_hex(char out[65], const unsigned char d[32]);
+/* The digest that s writes as 64 lower-case hex digits (cg_hex's form)
+ * into out.  Returns 0, or -1 with a message when s is anything else (out
+ * then undefined). */
+int cg_hex_parse(unsigned char out[32], const char *s);
 void cg_sha256(unsigned char out[32], const void *data, size_t n);
 
 #ifdef __cplusplus

@@ -437,13 +437,11 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 		cg_seterr("cgpt: workspace for batch %d: too large", max_batch);
 		goto fail;
 	}
-	if (posix_memalign(&w->mem, 64, n * sizeof(float)) != 0) {
-		w->mem = NULL;
+	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
 		cg_seterr("cgpt: workspace of %zu bytes: out of memory",
 		          n * sizeof(float));
 		goto fail;
 	}
-	memset(w->mem, 0, n * sizeof(float));
 	carve(w, w->mem);
 	return w;
 fail:

@@ -182,13 +182,11 @@ cg_cgpt_gen_new(const struct cg_cgpt_config *c, const float *params)
 		cg_seterr("cgpt: generator too large");
 		goto fail;
 	}
-	if (posix_memalign(&g->mem, 64, n * sizeof(float)) != 0) {
-		g->mem = NULL;
+	if ((g->mem = cg_alloc(n * sizeof(float))) == NULL) {
 		cg_seterr("cgpt: generator of %zu bytes: out of memory",
 		          n * sizeof(float));
 		goto fail;
 	}
-	memset(g->mem, 0, n * sizeof(float));
 	carve(g, g->mem);
 	return g;
 fail:

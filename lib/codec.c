@@ -189,43 +189,24 @@ f32_encode(void *dst, const float *src, size_t n)
 	return 0;
 }
 
-static void
-f16_decode(float *dst, const void *src, size_t n)
-{
-	const unsigned char *p = src;
+/* The decode and encode of a 16-bit float type over its conversions. */
+#define HALF_CODEC(NAME, TO_F32, FROM_F32)                                     \
+	static void NAME##_decode(float *dst, const void *src, size_t n)       \
+	{                                                                      \
+		const unsigned char *p = src;                                  \
+		for (size_t i = 0; i < n; i++)                                 \
+			dst[i] = TO_F32(get16(p + 2 * i));                     \
+	}                                                                      \
+	static int NAME##_encode(void *dst, const float *src, size_t n)        \
+	{                                                                      \
+		unsigned char *p = dst;                                        \
+		for (size_t i = 0; i < n; i++)                                 \
+			put16(p + 2 * i, FROM_F32(src[i]));                    \
+		return 0;                                                      \
+	}
 
-	for (size_t i = 0; i < n; i++)
-		dst[i] = cg_f16_to_f32(get16(p + 2 * i));
-}
-
-static int
-f16_encode(void *dst, const float *src, size_t n)
-{
-	unsigned char *p = dst;
-
-	for (size_t i = 0; i < n; i++)
-		put16(p + 2 * i, cg_f32_to_f16(src[i]));
-	return 0;
-}
-
-static void
-bf16_decode(float *dst, const void *src, size_t n)
-{
-	const unsigned char *p = src;
-
-	for (size_t i = 0; i < n; i++)
-		dst[i] = cg_bf16_to_f32(get16(p + 2 * i));
-}
-
-static int
-bf16_encode(void *dst, const float *src, size_t n)
-{
-	unsigned char *p = dst;
-
-	for (size_t i = 0; i < n; i++)
-		put16(p + 2 * i, cg_f32_to_bf16(src[i]));
-	return 0;
-}
+HALF_CODEC(f16, cg_f16_to_f32, cg_f32_to_f16)
+HALF_CODEC(bf16, cg_bf16_to_f32, cg_f32_to_bf16)
 
 /* ------------------------------------------------------ integer types */
 

@@ -414,6 +414,46 @@ cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
 	return cg_out_commit(&out);
 }
 
+int
+cg_file_write_free(struct cg_file *f, const char *path, enum cg_compress c)
+{
+	int rc;
+
+	if (f == NULL)
+		return -1;
+	rc = cg_file_write(f, path, c);
+	cg_file_free(f);
+	return rc;
+}
+
+/* ------------------------------------------------------ manifest values */
+
+uint64_t
+cg_json_u64(const cJSON *obj, const char *key, uint64_t dflt)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!cJSON_IsNumber(j) || j->valuedouble < 0 ||
+	    j->valuedouble > 9007199254740992.0)
+		return dflt;
+	return (uint64_t)j->valuedouble;
+}
+
+double
+cg_json_num(const cJSON *obj, const char *key, double dflt)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+void
+cg_json_set_num(cJSON *obj, const char *key, double v)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+	cJSON_AddNumberToObject(obj, key, v);
+}
+
 /* -------------------------------------------------------------- reading */
 
 struct reader {
@@ -556,27 +596,6 @@ parse_u64(const cJSON *j, uint64_t *out)
 	return 0;
 }
 
-static int
-parse_hex(unsigned char out[32], const char *s)
-{
-	if (strlen(s) != 64)
-		return -1;
-	for (int i = 0; i < 64; i++) {
-		int c = s[i], v;
-		if (c >= '0' && c <= '9')
-			v = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v = c - 'a' + 10;
-		else
-			return -1;
-		if (i & 1)
-			out[i / 2] |= (unsigned char)v;
-		else
-			out[i / 2] = (unsigned char)(v << 4);
-	}
-	return 0;
-}
-
 /* Check the manifest's tensor table and fill f->tensors (no data yet). */
 static int
 parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
@@ -639,7 +658,7 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 					 "match dtype and shape",
 					 t->name);
 		if (!cJSON_IsString(dg) ||
-		    parse_hex(t->sha256, dg->valuestring) != 0)
+		    cg_hex_parse(t->sha256, dg->valuestring) != 0)
 			return cg_seterr("tensor %s: bad sha256", t->name);
 		if (t->nbytes > avail || total + t->nbytes > avail)
 			return cg_seterr("tensor %s: %llu bytes claimed, more "

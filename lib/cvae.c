@@ -239,13 +239,12 @@ cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 		cg_seterr("cvae: out of memory");
 		return NULL;
 	}
-	if (posix_memalign(&w->mem, 64, n * sizeof(float)) != 0) {
+	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
 		free(w);
 		cg_seterr("cvae: workspace of %zu bytes: out of memory",
 		          n * sizeof(float));
 		return NULL;
 	}
-	memset(w->mem, 0, n * sizeof(float));
 	w->c = *c;
 	w->max_batch = max_batch;
 

@@ -40,6 +40,16 @@
 
 /* ----------------------------------------------------------- statistics */
 
+/* The elements of t from first on, CHUNK at most, into buf as doubles;
+ * their count into *k.  Returns 0 or -1 with a message. */
+static int
+decode_chunk(const struct cg_tensor *t, uint64_t first, double buf[CHUNK],
+             size_t *k)
+{
+	*k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first) : CHUNK;
+	return cg_tensor_decode_f64(t, first, *k, buf);
+}
+
 int
 cg_tensor_stats(struct cg_stats *s, const struct cg_tensor *t)
 {
@@ -59,9 +69,7 @@ cg_tensor_stats(struct cg_stats *s, const struct cg_tensor *t)
 		double sum = 0, cm, cm2 = 0, delta;
 		uint64_t c = 0, tot;
 
-		k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first)
-		                             : CHUNK;
-		if (cg_tensor_decode_f64(t, first, k, buf) != 0)
+		if (decode_chunk(t, first, buf, &k) != 0)
 			return -1;
 		for (size_t i = 0; i < k; i++) {
 			double x = buf[i];
@@ -106,9 +114,7 @@ cg_tensor_stats(struct cg_stats *s, const struct cg_tensor *t)
 	 * extremes of opposite sign near DBL_MAX. */
 	half = hi / 2 - lo / 2;
 	for (uint64_t first = 0; first < t->nelem; first += k) {
-		k = t->nelem - first < CHUNK ? (size_t)(t->nelem - first)
-		                             : CHUNK;
-		if (cg_tensor_decode_f64(t, first, k, buf) != 0)
+		if (decode_chunk(t, first, buf, &k) != 0)
 			return -1;
 		for (size_t i = 0; i < k; i++) {
 			double x = buf[i];

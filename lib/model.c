@@ -22,25 +22,6 @@
 
 #include "model.h"
 
-uint64_t
-cg_json_u64(const cJSON *obj, const char *key, uint64_t dflt)
-{
-	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	if (!cJSON_IsNumber(j) || j->valuedouble < 0 ||
-	    j->valuedouble > 9007199254740992.0)
-		return dflt;
-	return (uint64_t)j->valuedouble;
-}
-
-double
-cg_json_num(const cJSON *obj, const char *key, double dflt)
-{
-	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	return cJSON_IsNumber(j) ? j->valuedouble : dflt;
-}
-
 int
 cg_model_check_conditions(const struct cg_model *m, const struct cg_shard *s)
 {
@@ -331,13 +312,6 @@ cg_model_read(const char *path)
 	return m;
 }
 
-static void
-set_num(cJSON *o, const char *key, double v)
-{
-	cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-	cJSON_AddNumberToObject(o, key, v);
-}
-
 /* The groups' step counts into m's manifest (see the top of the file). */
 static int
 put_groups(struct cg_model *m)
@@ -348,8 +322,8 @@ put_groups(struct cg_model *m)
 		/* Plain SGD has no moments but its schedule still counts
 		 * steps. */
 		if (m->opt_m || m->opt_v || m->groups[0].opt_t > 0)
-			set_num(m->manifest, "opt_t",
-			        (double)m->groups[0].opt_t);
+			cg_json_set_num(m->manifest, "opt_t",
+			                (double)m->groups[0].opt_t);
 		return 0;
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "opt_t");
@@ -379,7 +353,7 @@ cg_model_file(struct cg_model *m)
 
 	if (f == NULL)
 		return NULL;
-	set_num(m->manifest, "step", (double)m->step);
+	cg_json_set_num(m->manifest, "step", (double)m->step);
 	if (put_groups(m) != 0)
 		goto fail;
 	for (cJSON *it = m->manifest->child; it; it = it->next) {
@@ -406,14 +380,7 @@ fail:
 int
 cg_model_write(struct cg_model *m, const char *path, enum cg_compress c)
 {
-	struct cg_file *f = cg_model_file(m);
-	int rc;
-
-	if (f == NULL)
-		return -1;
-	rc = cg_file_write(f, path, c);
-	cg_file_free(f);
-	return rc;
+	return cg_file_write_free(cg_model_file(m), path, c);
 }
 
 void

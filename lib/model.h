@@ -248,6 +248,22 @@ int cg_arch_image_config(const char *arch, const struct cg_shard *s,
  */
 int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
                         int shape[3]);
+/*
+ * For image archs: check_data's work for a model of in_dim values per
+ * image and ncond conditions: refuses data that is not images (naming
+ * arch), images of another size, another number of conditions or other
+ * condition names (cg_model_check_conditions).  Returns 0 or -1 with a
+ * message.
+ */
+int cg_arch_check_image_data(const char *arch, const struct cg_model *m,
+                             const struct cg_shard *s, int in_dim, int ncond);
+/*
+ * The whole number under key of obj (an arch's config) into *out, if it
+ * lies in [lo, hi].  Returns 0, or -1 with the message
+ * 'config: "KEY" missing or out of range'.
+ */
+int cg_arch_config_int(const struct cJSON *obj, const char *key, int lo, int hi,
+                       int *out);
 
 /* --------------------------------------------------------------- models */
 
@@ -307,10 +323,6 @@ int cg_model_ensure_outer(struct cg_model *m);
  */
 int cg_model_check_conditions(const struct cg_model *m,
 			      const struct cg_shard *s);
-
-/* Integer field of the manifest, or dflt when absent. */
-uint64_t cg_json_u64(const struct cJSON *obj, const char *key, uint64_t dflt);
-double cg_json_num(const struct cJSON *obj, const char *key, double dflt);
 
 /*
  * Put the flat buffer buf [nparams] into file f as one f32 tensor per

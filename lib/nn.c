@@ -14,30 +14,8 @@
 
 #include "gemm.h"
 #include "nn.h"
+#include "par.h"
 #include "vmath.h"
-
-/* Element counts under which OpenMP costs more than it saves. */
-#define PAR_MIN 32768
-
-/* Split the next for loop over threads when n is large enough. */
-#ifdef _OPENMP
-#define PRAGMA(x) _Pragma(#x)
-#define PAR_FOR(n) PRAGMA(omp parallel for schedule(static) if ((n) >= PAR_MIN))
-/* Threads over the loop and SIMD lanes within each thread's part. */
-#define PAR_FOR_SIMD(n)                                                        \
-	PRAGMA(omp parallel for simd schedule(static)                          \
-	       if (parallel : (n) >= PAR_MIN))
-#else
-#define PAR_FOR(n)
-#define PAR_FOR_SIMD(n)
-#endif
-
-/* Vectorize the next loop, its sum in lanes. */
-#if defined(_OPENMP) && _OPENMP >= 201307
-#define SIMD_SUM(v) PRAGMA(omp simd reduction(+ : v))
-#else
-#define SIMD_SUM(v)
-#endif
 
 /* ---------------------------------------------------------------- linear */
 

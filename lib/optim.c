@@ -37,11 +37,12 @@ cg_optim_defaults(struct cg_optim *o, enum cg_opt_kind kind)
 int
 cg_optim_parse(const char *s, enum cg_opt_kind *out)
 {
-	for (int i = 0; i < 4; i++)
-		if (strcmp(s, names[i]) == 0) {
-			*out = (enum cg_opt_kind)i;
-			return 0;
-		}
+	int i = cg_name_index(names, CG_OPT_SGD, CG_OPT_ADAMW, s);
+
+	if (i >= 0) {
+		*out = (enum cg_opt_kind)i;
+		return 0;
+	}
 	return cg_seterr("unknown optimizer '%s' (sgd, momentum, adam, adamw)",
 			 s);
 }

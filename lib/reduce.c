@@ -351,13 +351,6 @@ out:
 
 /* ---------------------------------------------------------- result */
 
-static void
-set_num(cJSON *o, const char *key, double v)
-{
-	cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-	cJSON_AddNumberToObject(o, key, v);
-}
-
 struct cg_file *
 cg_reducer_finish(struct cg_reducer *r)
 {
@@ -379,10 +372,10 @@ cg_reducer_finish(struct cg_reducer *r)
 	f = r->first->file;
 	r->first->file = NULL;
 	cg_reducer_free(r);
-	set_num(f->manifest, "samples", r->samples);
-	set_num(f->manifest, "weight", r->weight);
-	set_num(f->manifest, "loss", r->loss / r->weight);
-	set_num(f->manifest, "inputs", (double)r->inputs);
+	cg_json_set_num(f->manifest, "samples", r->samples);
+	cg_json_set_num(f->manifest, "weight", r->weight);
+	cg_json_set_num(f->manifest, "loss", r->loss / r->weight);
+	cg_json_set_num(f->manifest, "inputs", (double)r->inputs);
 	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "reduce");
 	cJSON_AddStringToObject(f->manifest, "reduce", r->op->name);
 	return f;

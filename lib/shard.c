@@ -892,11 +892,12 @@ cg_split_name(enum cg_split_strategy s)
 int
 cg_split_parse(const char *name, enum cg_split_strategy *out)
 {
-	for (int i = 0; i <= CG_SPLIT_HASHED; i++)
-		if (strcmp(name, split_names[i]) == 0) {
-			*out = (enum cg_split_strategy)i;
-			return 0;
-		}
+	int i = cg_name_index(split_names, 0, CG_SPLIT_HASHED, name);
+
+	if (i >= 0) {
+		*out = (enum cg_split_strategy)i;
+		return 0;
+	}
 	return cg_seterr("unknown strategy '%.32s' (contiguous, round-robin, "
 	                 "random, stratified or hashed)",
 	                 name);
@@ -1129,14 +1130,7 @@ int
 cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                const struct cg_split *s, const char *path, enum cg_compress c)
 {
-	struct cg_file *f = cg_shard_build(d, assign, shard, s);
-	int rc;
-
-	if (f == NULL)
-		return -1;
-	rc = cg_file_write(f, path, c);
-	cg_file_free(f);
-	return rc;
+	return cg_file_write_free(cg_shard_build(d, assign, shard, s), path, c);
 }
 
 /* -------------------------------------------------------------- reading */

@@ -244,25 +244,11 @@ hash_path(const char *path, unsigned char out[32])
 
 /* ------------------------------------------------------------- record */
 
+/* A JSON string of a digest in hex into out: 0 or -1. */
 static int
 parse_hex(const cJSON *j, unsigned char out[32])
 {
-	if (!cJSON_IsString(j) || strlen(j->valuestring) != 64)
-		return -1;
-	for (int i = 0; i < 64; i++) {
-		int c = j->valuestring[i], v;
-		if (c >= '0' && c <= '9')
-			v = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v = c - 'a' + 10;
-		else
-			return -1;
-		if (i % 2 == 0)
-			out[i / 2] = (unsigned char)(v << 4);
-		else
-			out[i / 2] |= (unsigned char)v;
-	}
-	return 0;
+	return cJSON_IsString(j) ? cg_hex_parse(out, j->valuestring) : -1;
 }
 
 /* {"sha256": hex, "step": n} (step only if step != NULL). */

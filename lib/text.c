@@ -1182,11 +1182,13 @@ cg_text_format_name(enum cg_text_format f)
 int
 cg_text_format_parse(const char *name, enum cg_text_format *out)
 {
-	for (int f = CG_TEXT_FORTUNES; f <= CG_TEXT_TSV; f++)
-		if (strcmp(name, format_names[f]) == 0) {
-			*out = (enum cg_text_format)f;
-			return 0;
-		}
+	int f =
+	    cg_name_index(format_names, CG_TEXT_FORTUNES, CG_TEXT_TSV, name);
+
+	if (f >= 0) {
+		*out = (enum cg_text_format)f;
+		return 0;
+	}
 	return cg_seterr("unknown text format '%.32s' (fortunes, jsonl or "
 	                 "tsv)",
 	                 name);

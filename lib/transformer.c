@@ -27,41 +27,11 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "par.h"
 #include "transformer.h"
-
-/* Element counts under which OpenMP costs more than it saves. */
-#define PAR_MIN 32768
-
-#ifdef _OPENMP
-#define PRAGMA(x) _Pragma(#x)
-#define PAR_FOR(n) PRAGMA(omp parallel for schedule(static) if ((n) >= PAR_MIN))
-#define PAR_FOR_DYN(n)                                                         \
-	PRAGMA(omp parallel for schedule(dynamic, 1) if ((n) >= PAR_MIN))
-/* Threads over the loop and SIMD lanes within each thread's part. */
-#define PAR_FOR_SIMD(n)                                                        \
-	PRAGMA(omp parallel for simd schedule(static)                          \
-	       if (parallel : (n) >= PAR_MIN))
-#else
-#define PAR_FOR(n)
-#define PAR_FOR_DYN(n)
-#define PAR_FOR_SIMD(n)
-#endif
 
 /* Columns per task where a reduction over rows is split by column. */
 #define COLS 16
-
-/* Vectorize the next loop; a reduction may then be summed in lanes. */
-#if defined(_OPENMP) && _OPENMP >= 201307
-#define SIMD() PRAGMA(omp simd)
-#define SIMD_SUM(v) PRAGMA(omp simd reduction(+ : v))
-#define SIMD_SUM2(v, w) PRAGMA(omp simd reduction(+ : v, w))
-#define SIMD_MAX(v) PRAGMA(omp simd reduction(max : v))
-#else
-#define SIMD()
-#define SIMD_SUM(v)
-#define SIMD_SUM2(v, w)
-#define SIMD_MAX(v)
-#endif
 
 static inline float
 dotf(const float *a, const float *b, int n)

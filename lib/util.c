@@ -74,6 +74,36 @@ cg_hex(char out[65], const unsigned char d[32])
 	out[64] = '\0';
 }
 
+int
+cg_name_index(const char *const *names, int lo, int hi, const char *s)
+{
+	for (int i = lo; i <= hi; i++)
+		if (names[i] != NULL && strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int
+cg_hex_parse(unsigned char out[32], const char *s)
+{
+	if (strlen(s) != 64)
+		return cg_seterr("not 64 lower-case hex digits");
+	for (int i = 0; i < 64; i++) {
+		int c = s[i], v;
+		if (c >= '0' && c <= '9')
+			v = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v = c - 'a' + 10;
+		else
+			return cg_seterr("not 64 lower-case hex digits");
+		if (i & 1)
+			out[i / 2] |= (unsigned char)v;
+		else
+			out[i / 2] = (unsigned char)(v << 4);
+	}
+	return 0;
+}
+
 void
 cg_sha256(unsigned char out[32], const void *data, size_t n)
 {

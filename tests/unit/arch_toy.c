@@ -47,16 +47,9 @@ get_config(const cJSON *j, struct toy_config *c)
 	const int lo[] = {1, 1, 0}, hi[] = {1 << 24, 1 << 16, 1};
 	const cJSON *v;
 
-	for (int i = 0; i < 3; i++) {
-		v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
-		if (!cJSON_IsNumber(v) || v->valuedouble < lo[i] ||
-		    v->valuedouble > hi[i] ||
-		    v->valuedouble != (int)v->valuedouble)
-			return cg_seterr("config: \"%s\" missing or out of "
-			                 "range",
-			                 keys[i]);
-		*dst[i] = (int)v->valuedouble;
-	}
+	for (int i = 0; i < 3; i++)
+		if (cg_arch_config_int(j, keys[i], lo[i], hi[i], dst[i]) != 0)
+			return -1;
 	v = cJSON_GetObjectItemCaseSensitive(j, "spread");
 	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 10)
 		return cg_seterr("config: \"spread\" missing or out of range");
@@ -139,16 +132,7 @@ toy_check_data(struct cg_model *m, const struct cg_shard *s)
 
 	if (get_config(m->config, &c) != 0)
 		return -1;
-	if (s->kind != CG_PAYLOAD_IMAGE)
-		return cg_seterr("toy needs image data");
-	if ((uint64_t)s->height * s->width * s->channels != (uint64_t)c.in_dim)
-		return cg_seterr("images of %ux%ux%u do not fit a model of "
-		                 "%d inputs",
-		                 s->height, s->width, s->channels, c.in_dim);
-	if (s->nconditions != (size_t)c.ncond)
-		return cg_seterr("%zu conditions in the data, %d in the model",
-		                 s->nconditions, c.ncond);
-	return cg_model_check_conditions(m, s);
+	return cg_arch_check_image_data("toy", m, s, c.in_dim, c.ncond);
 }
 
 /* The logit of pixel i for condition k. */

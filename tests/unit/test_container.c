@@ -325,6 +325,36 @@ test_truncated_mapping(const char *dir)
 	      status);
 }
 
+/* cg_hex_parse reads back what cg_hex writes and nothing else; the
+ * enum name lookup finds a name only inside its range. */
+static void
+test_hex_names(void)
+{
+	static const char *const names[] = {"a", "bb", NULL, "d"};
+	unsigned char d[32], back[32];
+	char hex[65], bad[65];
+
+	for (int i = 0; i < 32; i++)
+		d[i] = (unsigned char)(i * 37 + 11);
+	cg_hex(hex, d);
+	CHECK(cg_hex_parse(back, hex) == 0 && memcmp(back, d, 32) == 0,
+	      "hex: cg_hex_parse reads back cg_hex");
+	memcpy(bad, hex, sizeof(bad));
+	bad[7] = 'A';
+	CHECK(cg_hex_parse(back, bad) != 0, "hex: upper case refused");
+	bad[7] = 'g';
+	CHECK(cg_hex_parse(back, bad) != 0, "hex: a non-digit refused");
+	bad[7] = hex[7];
+	bad[63] = '\0';
+	CHECK(cg_hex_parse(back, bad) != 0 && cg_hex_parse(back, "") != 0,
+	      "hex: 63 digits and none refused");
+	CHECK(cg_name_index(names, 0, 3, "bb") == 1 &&
+	          cg_name_index(names, 0, 3, "d") == 3 &&
+	          cg_name_index(names, 1, 3, "a") == -1 &&
+	          cg_name_index(names, 0, 3, "") == -1,
+	      "names: found in range only, a NULL gap skipped");
+}
+
 int
 main(void)
 {
@@ -337,6 +367,7 @@ main(void)
 	test_truncated_mapping(dir);
 	test_halves();
 	test_rng();
+	test_hex_names();
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
