@@ -29,7 +29,7 @@ static const struct cg_opt opts[] = {
     {"model", 'm', "FILE", "the model to update"},
     {"output", 'o', "FILE", "the new model (- or a pipe: stdout)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"threads", 'j', "N", "threads (all cores)"},
+    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {NULL, 0, NULL, "For deltas:"},

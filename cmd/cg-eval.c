@@ -58,7 +58,7 @@ static const struct cg_opt opts[] = {
     {"quiet", 'q', NULL, "no progress bar (one is drawn on a terminal)"},
     {"seed", OPT_SEED, "N",
      "seed of the model's noise and of --generate (default 0)"},
-    {"threads", 'j', "N", "threads (default 0: all cores)"},
+    {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)"},
     CG_OPT_VERSION,
     {NULL, 0, NULL, "Text models:"},
     {"generate", OPT_GENERATE, NULL,

@@ -27,7 +27,7 @@ static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
     {"op", OPT_OP, "NAME", "how to combine (mean): one of those below"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"threads", 'j', "N", "threads (all cores)"},
+    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     {"quiet", 'q', NULL, "nothing on stderr but errors"},
     CG_OPT_HELP,
     CG_OPT_VERSION,

@@ -109,7 +109,7 @@ static const struct cg_opt opts[] = {
     {"temperature", OPT_TEMPERATURE, "T",
      "images: scale of the latent noise; text: of the logits (0: greedy) "
      "(default 1)"},
-    {"threads", 'j', "N", "threads (default 0: all cores)"},
+    {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)"},
     CG_OPT_VERSION,
     {NULL, 0, NULL, "Text models:"},
     {"max-bytes", OPT_MAX_BYTES, "N",

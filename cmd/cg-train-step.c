@@ -45,7 +45,7 @@ static const struct cg_opt opts[] = {
      "fit the call in SIZE (256M, 2G): chunks, checkpointing"},
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
      "recompute activations in the backward pass"},
-    {"threads", 'j', "N", "threads (all cores)"},
+    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
     {"quiet", 'q', NULL, "no progress bar or summary"},
     CG_OPT_HELP,
