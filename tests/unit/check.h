@@ -24,6 +24,18 @@ expect(int cond, const char *what)
 		failures++;
 }
 
+/* The same for checks that explain a failure in printf's words, on
+ * stderr with the file and line; nothing is printed when cond holds. */
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fputc('\n', stderr);                                   \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
 /* calloc that never returns NULL (n may be 0). */
 static inline void *
 xcalloc(size_t n, size_t sz)

@@ -18,17 +18,8 @@
 
 #include "cg.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                     \
-	do {                                                                 \
-		if (!(cond)) {                                               \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#define TEST_NAME "test_container"
+#include "check.h"
 
 static char *
 slurp(const char *path, size_t *n)

@@ -16,17 +16,8 @@
 #include "cg.h"
 #include "image.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
+#define TEST_NAME "test_image"
+#include "check.h"
 
 /* The whole file at path into a new buffer (NULL if unreadable). */
 static unsigned char *

@@ -26,18 +26,9 @@
 #include "cg.h"
 #include "shard.h"
 
-static int failures;
+#define TEST_NAME "test_shard"
+#include "check.h"
 static char tmpdir[256];
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 /* ---------------------------------------------------------------- data */
 

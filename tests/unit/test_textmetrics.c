@@ -24,17 +24,8 @@
 #define TOL 1e-6
 #define MIN_VECTORS 30
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
+#define TEST_NAME "test_textmetrics"
+#include "check.h"
 
 /* ----------------------------------------------------------- vectors */
 
