@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "apply.h"
 #include "cli.h"
 #include "model.h"
@@ -19,7 +21,11 @@
 #define MAX_THREADS 4096
 
 enum {
-	OPT_CLIP = CG_KEY_OWN,
+	OPT_BUDGET = CG_KEY_OWN,
+	OPT_CHANGE,
+	OPT_CLIP,
+	OPT_CODEC,
+	OPT_NO_FEEDBACK,
 	OPT_OUTER,
 	OPT_OUTER_LR,
 	OPT_OUTER_MOMENTUM,
@@ -32,6 +38,14 @@ static const struct cg_opt opts[] = {
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
+    {NULL, 0, NULL, "The downlink (the model's change, compressed):"},
+    {"codec", OPT_CODEC, "SPEC",
+     "publish the change encoded: f16, q8, q4, q2, topk:F, sign, lowrank:R"},
+    {"budget", OPT_BUDGET, "BYTES", "fit the encoded change in BYTES"},
+    {"change", OPT_CHANGE, "FILE",
+     "where the change goes; workers apply it to rebuild the model"},
+    {"no-error-feedback", OPT_NO_FEEDBACK, NULL,
+     "do not keep what the change did not carry (ef.down)"},
     {NULL, 0, NULL, "For deltas:"},
     {"outer", OPT_OUTER, "NAME",
      "avg (add the mean delta) or nesterov (DiLoCo outer step) (avg)"},
@@ -53,7 +67,10 @@ static const struct cg_cli cli = {
 };
 
 struct args {
-	const char *model, *update, *out;
+	const char *model, *update, *out, *change, *codec_name;
+	struct cg_uspec codec;
+	uint64_t budget;
+	int no_feedback;
 	struct cg_apply_opts ao;
 	struct cg_optim_cli oc;
 	enum cg_compress comp;
@@ -100,11 +117,31 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_CLIP:
 		e = cg_parse_f64(g->name, s, 0, 1e30, &a->ao.clip);
 		break;
+	case OPT_BUDGET:
+		e = cg_parse_size(g->name, s, &a->budget);
+		if (e == 0 && a->budget == 0)
+			e = cg_seterr("--budget: must be positive");
+		break;
+	case OPT_CHANGE:
+		a->change = s;
+		break;
+	case OPT_CODEC:
+		a->codec_name = s;
+		if ((e = cg_uspec_parse(s, &a->codec)) != 0)
+			cg_errprefix("--codec");
+		break;
+	case OPT_NO_FEEDBACK:
+		a->no_feedback = 1;
+		break;
 	default:
 		e = cg_optim_cli_option(&a->oc, c, s) < 0;
 		break;
 	}
-	if (c == OPT_OUTER || c == OPT_OUTER_LR || c == OPT_OUTER_MOMENTUM) {
+	if (c == OPT_BUDGET || c == OPT_CHANGE || c == OPT_CODEC ||
+	    c == OPT_NO_FEEDBACK)
+		; /* either kind */
+	else if (c == OPT_OUTER || c == OPT_OUTER_LR ||
+	         c == OPT_OUTER_MOMENTUM) {
 		if (a->delta_only == NULL)
 			a->delta_only = g->opt->name;
 	} else if (c >= CG_KEY_LIB && a->grad_only == NULL)
@@ -142,6 +179,11 @@ validate(const struct args *a)
 	if (strcmp(a->model, "-") == 0 && strcmp(a->update, "-") == 0)
 		return cg_usage("the model and the update cannot both be "
 		                "standard input");
+	if ((a->codec_name || a->budget) && a->change == NULL)
+		return cg_usage("--codec and --budget publish a change: name "
+		                "its file with --change");
+	if (a->change && strcmp(a->change, a->out) == 0)
+		return cg_usage("--change and -o name the same file");
 	return CG_CONTINUE;
 }
 
@@ -165,10 +207,48 @@ validate_kind(const struct args *a, const struct cg_update *u)
 static void
 report(const struct args *a, const struct cg_update *u)
 {
-	if (u->kind == CG_UPDATE_DELTA && !a->outer_given)
+	if (u->kind == CG_UPDATE_DELTA && !a->outer_given &&
+	    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(u->file->manifest,
+	                                                   "downlink")))
 		cg_warnx("%s: delta added as it is (--outer avg); --outer "
 		         "nesterov for DiLoCo's outer step",
 		         u->name);
+}
+
+/* The new model and, with --change, the change: both written and
+ * fsynced before either is renamed, so a failure leaves neither.  0, or
+ * -1 with a message. */
+static int
+publish(const struct args *a, struct cg_model *m, const char *mname,
+        const struct cg_update *u)
+{
+	struct cg_out outs[2] = {{.fd = -1}, {.fd = -1}};
+	struct cg_out *po[2] = {&outs[0], &outs[1]};
+	struct cg_file *mf = NULL, *ch = NULL;
+	int rc = -1;
+
+	if (a->change == NULL) {
+		if (cg_apply_update(m, mname, u, &a->ao) != 0)
+			return -1;
+		return cg_model_write(m, a->out, a->comp);
+	}
+	if (cg_out_open(&outs[0], a->out) != 0 ||
+	    cg_out_open(&outs[1], a->change) != 0)
+		goto out;
+	if (cg_apply_publish(m, mname, u, &a->ao, &a->codec, a->budget,
+	                     !a->no_feedback, &ch) != 0 ||
+	    (mf = cg_model_file(m)) == NULL ||
+	    cg_file_write_to(mf, &outs[0], a->comp) != 0 ||
+	    cg_file_write_to(ch, &outs[1], a->comp) != 0 ||
+	    cg_out_commit_all(po, 2) != 0)
+		goto out;
+	rc = 0;
+out:
+	cg_out_abort(&outs[0]);
+	cg_out_abort(&outs[1]);
+	cg_file_free(mf);
+	cg_file_free(ch);
+	return rc;
 }
 
 int
@@ -183,6 +263,8 @@ main(int argc, char **argv)
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
 	cg_set_threads((int)a.threads);
+	if (a.change && a.codec_name == NULL)
+		cg_uspec_parse("topk", &a.codec); /* --budget alone */
 	if ((m = cg_model_read(a.model)) == NULL ||
 	    (u = cg_update_read(a.update)) == NULL) {
 		rc = cg_fail(NULL);
@@ -190,9 +272,8 @@ main(int argc, char **argv)
 	}
 	if ((rc = validate_kind(&a, u)) != CG_CONTINUE)
 		goto out;
-	if (cg_apply_update(m, strcmp(a.model, "-") ? a.model : "(stdin)", u,
-	                    &a.ao) != 0 ||
-	    cg_model_write(m, a.out, a.comp) != 0) {
+	if (publish(&a, m, strcmp(a.model, "-") ? a.model : "(stdin)", u) !=
+	    0) {
 		rc = cg_fail(NULL);
 		goto out;
 	}

@@ -15,14 +15,18 @@
 
 #include "cli.h"
 #include "train.h"
+#include "update.h"
 
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)
 #define MAX_THREADS 4096
 
 enum {
-	OPT_CHECKPOINT = CG_KEY_OWN,
+	OPT_BUDGET = CG_KEY_OWN,
+	OPT_CHECKPOINT,
 	OPT_CLIP,
+	OPT_CODEC,
+	OPT_NO_FEEDBACK,
 	OPT_LOG,
 	OPT_MAX_MEMORY,
 	OPT_ORDER,
@@ -47,6 +51,13 @@ static const struct cg_opt opts[] = {
      "recompute activations in the backward pass"},
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    {"codec", OPT_CODEC, "SPEC",
+     "encode the grad or delta: f16, q8, q4, q2[:sr], topk:F, sign, "
+     "lowrank:R"},
+    {"budget", OPT_BUDGET, "BYTES",
+     "fit the encoded update in BYTES (k, bits or rank; topk by default)"},
+    {"no-error-feedback", OPT_NO_FEEDBACK, NULL,
+     "do not keep what the codec did not send"},
     {"quiet", 'q', NULL, "no progress bar or summary"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -71,8 +82,10 @@ struct args {
 	struct cg_optim_cli oc;
 	enum cg_compress comp;
 	long long steps, batch, threads;
-	uint64_t max_memory;
-	int quiet, ckpt;
+	uint64_t max_memory, budget;
+	const char *codec_name;
+	struct cg_uspec codec;
+	int quiet, ckpt, coded, no_feedback;
 };
 
 /* What one call holds while it runs; freed by job_free. */
@@ -87,6 +100,7 @@ struct job {
 	struct cg_out out, sout;
 	float *buf; /* grad and delta: what is emitted [nparams] */
 	double secs;
+	double coded_bytes, dense_bytes; /* --codec: the update's sizes */
 	int shown; /* a progress line was drawn: the summary follows */
 };
 
@@ -158,8 +172,22 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case 'z':
 		e = cg_compress_parse(s, &a->comp);
 		break;
+	case OPT_BUDGET:
+		e = cg_parse_size(g->name, s, &a->budget);
+		if (e == 0 && a->budget == 0)
+			e = cg_seterr("--budget: must be positive");
+		break;
 	case OPT_CHECKPOINT:
 		a->ckpt = 1;
+		break;
+	case OPT_CODEC:
+		a->codec_name = s;
+		e = cg_uspec_parse(s, &a->codec);
+		if (e != 0)
+			cg_errprefix("--codec");
+		break;
+	case OPT_NO_FEEDBACK:
+		a->no_feedback = 1;
 		break;
 	case OPT_CLIP:
 		e = cg_parse_f64(g->name, s, 0, 1e30, &a->o.clip);
@@ -216,6 +244,18 @@ validate(struct args *a)
 		return cg_usage("--state: '-' is not a file");
 	if (a->state && strcmp(a->state, a->out) == 0)
 		return cg_usage("--state and -o name the same file");
+	if (a->budget && a->codec_name == NULL)
+		cg_uspec_parse("topk", &a->codec);
+	a->coded = a->codec_name != NULL || a->budget != 0;
+	if (a->coded && a->o.emit == CG_EMIT_MODEL)
+		return cg_usage("--codec and --budget encode a grad or a delta, "
+		                "not a model");
+	/* What a lossy codec leaves out is kept in the state, unless told
+	 * not to keep it. */
+	if (a->coded && !cg_uspec_lossless(&a->codec) && !a->no_feedback &&
+	    a->state == NULL)
+		return cg_usage("a lossy --codec keeps what it did not send in "
+		                "--state FILE (or give --no-error-feedback)");
 	cg_optim_cli_finish(&a->oc, &a->o.opt);
 	a->o.steps = (int)(a->steps > 1 << 30 ? 1 << 30 : a->steps);
 	a->o.batch = (int)a->batch;
@@ -328,6 +368,66 @@ out:
 }
 
 /*
+ * The update encoded under --codec (fitted to --budget) into j->f.  With
+ * error feedback, the state's residual "ef.residual" is added to the
+ * update first and replaced by what the codec did not send; low-rank
+ * factors are warm-started from "lowrank.q".  0, or -1 with a message.
+ */
+static int
+encode(const struct args *a, struct job *j)
+{
+	const struct cg_model *m = j->m;
+	const uint64_t P = m->nparams;
+	struct cg_uspec spec = a->codec;
+	struct cg_uview *v = NULL;
+	struct cg_uenc e = {0};
+	float *res = NULL, *sent = NULL;
+	unsigned char id[32];
+	uint64_t nq, seedmix;
+	int rc = -1;
+
+	if (cg_update_model_views(m, &v) != 0)
+		return -1;
+	if (a->budget && cg_uspec_fit(&spec, v, m->nviews, a->budget) != 0)
+		goto out;
+	/* stochastic rounding and a first low-rank factor: a function of
+	 * the seed, the model's step and the shard */
+	cg_state_identity(j->s->file, id);
+	memcpy(&seedmix, id, sizeof(seedmix));
+	cg_rng_derive(&e.rng, a->o.seed, m->step, seedmix);
+	nq = cg_uspec_state_floats(&spec, v, m->nviews);
+	if (j->st && nq &&
+	    (e.lowrank_q = cg_state_put(j->st, "lowrank.q", CG_F32, nq)) == NULL)
+		goto out;
+	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec)) {
+		if ((res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
+			goto out;
+		for (uint64_t i = 0; i < P; i++)
+			j->buf[i] += res[i];
+	}
+	if ((sent = cg_alloc(P * sizeof(float))) == NULL)
+		goto out;
+	j->f = cg_update_encode(m,
+	                        a->o.emit == CG_EMIT_GRAD ? CG_UPDATE_GRAD
+	                                                  : CG_UPDATE_DELTA,
+	                        j->buf, (double)j->res.samples, j->res.weight,
+	                        j->res.mean.loss, &spec, &e, sent);
+	if (j->f == NULL)
+		goto out;
+	if (res)
+		for (uint64_t i = 0; i < P; i++)
+			res[i] = j->buf[i] - sent[i];
+	cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest, "codec");
+	j->coded_bytes = cg_json_num(c, "bytes", 0);
+	j->dense_bytes = cg_json_num(c, "dense_bytes", 0);
+	rc = 0;
+out:
+	free(sent);
+	free(v);
+	return rc;
+}
+
+/*
  * Write the output and the state.  Both files are written and fsynced
  * before either is renamed into place, so a failure leaves neither; the
  * state records the output's digest.  The output is renamed first: a
@@ -352,6 +452,9 @@ emit(const struct args *a, struct job *j)
 		j->f = cg_model_file(m);
 		if (j->st)
 			cg_state_call_next(&j->call, m);
+	} else if (a->coded) {
+		if (encode(a, j) != 0)
+			return cg_warn(NULL), -1;
 	} else
 		j->f = cg_update_file(
 		    m, a->o.emit == CG_EMIT_GRAD ? "grad" : "delta", j->buf,
@@ -384,6 +487,11 @@ report(const struct job *j)
 	         (unsigned long long)j->res.samples, j->res.mean.loss,
 	         j->secs > 0 ? j->res.samples / j->secs : 0, chunks,
 	         cg_rss_peak() / 1048576.0, p->estimate / 1048576.0);
+	if (j->dense_bytes > 0)
+		cg_warnx("encoded update: %.0f bytes of %.0f dense (%.1fx "
+		         "smaller)",
+		         j->coded_bytes, j->dense_bytes,
+		         j->dense_bytes / (j->coded_bytes > 0 ? j->coded_bytes : 1));
 }
 
 static void

@@ -38,6 +38,8 @@ cg_apply_defaults(struct cg_apply_opts *o)
 	o->outer_mu = 0.9f;
 }
 
+static void add_unfrozen(const struct cg_model *m, float *p, const float *x);
+
 static int
 apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
 {
@@ -58,18 +60,16 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
 {
 	if (o->outer == CG_OUTER_NESTEROV && cg_model_ensure_outer(m) != 0)
 		return -1;
+	if (o->outer != CG_OUTER_NESTEROV) {
+		add_unfrozen(m, m->params, d);
+		return 0;
+	}
 	for (int i = 0; i < m->ngroups; i++) {
 		const struct cg_group *gr = &m->groups[i];
-		float *p = m->params + gr->off;
-		const float *x = d + gr->off;
-		if (gr->frozen)
-			continue;
-		if (o->outer == CG_OUTER_NESTEROV)
-			cg_outer_nesterov(p, x, m->outer_mom + gr->off, gr->n,
+		if (!gr->frozen)
+			cg_outer_nesterov(m->params + gr->off, d + gr->off,
+			                  m->outer_mom + gr->off, gr->n,
 			                  o->outer_lr, o->outer_mu);
-		else
-			for (size_t j = 0; j < gr->n; j++)
-				p[j] += x[j];
 	}
 	return 0;
 }
@@ -98,5 +98,79 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	rc = 0;
 out:
 	free(g);
+	return rc;
+}
+
+/* p += x over the groups that are not frozen: how a delta is added as it
+ * is (apply_delta's avg), on both ends of the downlink. */
+static void
+add_unfrozen(const struct cg_model *m, float *p, const float *x)
+{
+	for (int i = 0; i < m->ngroups; i++) {
+		const struct cg_group *gr = &m->groups[i];
+		if (gr->frozen)
+			continue;
+		for (size_t j = 0; j < gr->n; j++)
+			p[gr->off + j] += x[gr->off + j];
+	}
+}
+
+int
+cg_apply_publish(struct cg_model *m, const char *mname,
+                 const struct cg_update *u, const struct cg_apply_opts *o,
+                 const struct cg_uspec *s, uint64_t budget, int feedback,
+                 struct cg_file **change)
+{
+	const size_t P = m->nparams;
+	const uint64_t step0 = m->step;
+	struct cg_uspec spec = *s;
+	struct cg_uview *v = NULL;
+	struct cg_uenc e = {0};
+	float *old = cg_alloc(P * sizeof(float));
+	float *d = cg_alloc(P * sizeof(float));
+	float *sent = cg_alloc(P * sizeof(float));
+	struct cg_file *f = NULL;
+	int rc = -1;
+
+	*change = NULL;
+	if (old == NULL || d == NULL || sent == NULL ||
+	    (feedback && cg_model_ensure_ef_down(m) != 0) ||
+	    cg_update_model_views(m, &v) != 0)
+		goto out;
+	if (budget && cg_uspec_fit(&spec, v, m->nviews, budget) != 0)
+		goto out;
+	memcpy(old, m->params, P * sizeof(float));
+	if (cg_apply_update(m, mname, u, o) != 0)
+		goto out;
+	for (size_t i = 0; i < P; i++)
+		d[i] = m->params[i] - old[i] + (feedback ? m->ef_down[i] : 0);
+	/* the change is computed from the model as it was */
+	float *now = m->params;
+	m->params = old;
+	m->step = step0;
+	cg_rng_derive(&e.rng, step0, 0x646f776eULL, 0);
+	f = cg_update_encode(m, CG_UPDATE_DELTA, d, u->samples, u->weight,
+	                     u->loss, &spec, &e, sent);
+	m->params = now;
+	m->step = step0 + 1;
+	if (f == NULL)
+		goto out;
+	cg_json_set_num(f->manifest, "inputs", (double)u->inputs);
+	cJSON_AddBoolToObject(f->manifest, "downlink", 1);
+	/* the model becomes what a worker rebuilds */
+	memcpy(m->params, old, P * sizeof(float));
+	add_unfrozen(m, m->params, sent);
+	if (feedback)
+		for (size_t i = 0; i < P; i++)
+			m->ef_down[i] = d[i] - sent[i];
+	*change = f;
+	f = NULL;
+	rc = 0;
+out:
+	cg_file_free(f);
+	free(v);
+	free(old);
+	free(d);
+	free(sent);
 	return rc;
 }

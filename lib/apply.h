@@ -47,4 +47,24 @@ void cg_apply_defaults(struct cg_apply_opts *o);
 int cg_apply_update(struct cg_model *m, const char *mname,
                     const struct cg_update *u, const struct cg_apply_opts *o);
 
+/*
+ * The downlink: apply u to m as cg_apply_update does, then publish the
+ * change of m compressed under s, so that a worker holding the model m
+ * was rebuilds the model m becomes, bit for bit (same digest), by
+ * applying the change with --outer avg.
+ *
+ * The change is the new parameters minus the old plus, with feedback,
+ * m's residual "ef.down" (what earlier changes did not carry); it is
+ * encoded under s (fitted to budget bytes when budget > 0) into *change,
+ * a delta whose base is m as it was and whose samples, weight, loss and
+ * inputs are u's.  m then becomes the old parameters plus the decoded
+ * change, added as a worker adds it, and the residual keeps the rest:
+ * the coordinator's model is the published one.  Frozen groups stay as
+ * they are.  Returns 0, or -1 with a message (m, half-updated, is then
+ * not to be written).
+ */
+int cg_apply_publish(struct cg_model *m, const char *mname,
+                     const struct cg_update *u, const struct cg_apply_opts *o,
+                     const struct cg_uspec *s, uint64_t budget, int feedback,
+                     struct cg_file **change);
 #endif

@@ -66,6 +66,7 @@ enum cg_dtype {
 	CG_U64,
 	CG_Q8_0,
 	CG_Q4_0,
+	CG_Q2_0,
 	CG_NDTYPES
 };
 
@@ -94,6 +95,22 @@ enum cg_codec_kind {
  *   bit, refusing nan, inf and a block whose scale would overflow f16
  *   (|x| > 65504 * 127 for q8_0, 65504 * 8 for q4_0).  Returns 0, or -1
  *   with a message naming the first element refused and dst untouched.
+ *   q2_0 is cg's own: q4_0's rule with four levels, d = max / -2 and
+ *   q = min(3, trunc(x * (1/d) + 2.5)), decoded as d * (q - 2); 8 bytes
+ *   of 2-bit values after the scale, element j in bits 2(j%4) of byte
+ *   j/4 (2.5 bits an element).
+ * encode_sr (block rows; NULL for the others): the same scale, but each
+ *   value rounded up with probability its fraction (stochastic rounding,
+ *   unbiased inside the range), the uniforms drawn from r in element
+ *   order, so the bytes are a function of src and r's state.
+ * check (block rows; NULL for the others): -1 with a message naming the
+ *   first block whose scale is not finite (no encoder writes one), else
+ *   0.  Readers call it on every tensor they read.
+ * Error bounds, per element of a block of scale d (its f16 value): q8_0
+ *   |x - y| <= |d|/2 + 127 |d - d32| where d32 is the f32 scale before
+ *   rounding to f16; q4_0 and q2_0 |d| + qmax |d - d32| (the value of
+ *   largest magnitude opposite to max is clipped one level short, as in
+ *   ggml); stochastic rounding |d| + qmax |d - d32| for all three.
  * to_u64 (integer rows; NULL for float kinds): the exact values, a signed
  *   one as its two's complement in 64 bits.
  */
@@ -105,6 +122,9 @@ struct cg_codec {
 	void (*decode)(float *dst, const void *src, size_t n);
 	int (*encode)(void *dst, const float *src, size_t n);
 	void (*to_u64)(uint64_t *dst, const void *src, size_t n);
+	int (*encode_sr)(void *dst, const float *src, size_t n,
+	                 struct cg_rng *r);
+	int (*check)(const void *src, size_t n);
 };
 
 /* The row of t, or NULL with a message for a value outside the enum. */

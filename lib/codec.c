@@ -7,7 +7,7 @@
  * read and written as such, whatever the host.  Block types (q8_0, q4_0)
  * follow ggml's layout and its reference quantizers bit for bit: blocks
  * of 32 elements, each with one f16 scale first; q8_0 holds 32 int8, q4_0
- * 16 bytes of 4-bit values.  Half conversions round to nearest even.  The
+ * 16 bytes of 4-bit values; q2_0, cg's own, q4_0's rule at 2 bits.  Half conversions round to nearest even.  The
  * rules for values a dtype cannot hold are in cg.h, beside the table.
  */
 #include <inttypes.h>
@@ -403,21 +403,182 @@ q4_0_encode(void *dst, const float *src, size_t n)
 	return 0;
 }
 
+static void
+q2_0_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *b = src;
+
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 4) {
+		float d = cg_f16_to_f32(get16(b));
+		for (int j = 0; j < QK; j++)
+			dst[i + j] =
+			    d * (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 2);
+	}
+}
+
+/* The scale of a q4_0-style block of levels 0..2h-1 around h: max is the
+ * element of largest magnitude with its sign (the first of equals), and
+ * the block's d = max / -h. */
+static float
+signed_max(const float *x)
+{
+	float amax = 0, max = 0;
+
+	for (int j = 0; j < QK; j++)
+		if (amax < fabsf(x[j])) {
+			amax = fabsf(x[j]);
+			max = x[j];
+		}
+	return max;
+}
+
+static int
+q2_0_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 2.0f, "q2_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 4) {
+		float d = signed_max(src + i) / -2;
+		float id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		memset(b + 2, 0, QK / 4);
+		for (int j = 0; j < QK; j++) {
+			float xs = src[i + j] * id;
+			int q = (int)(xs + 2.5f);
+			q = q > 3 ? 3 : q;
+			b[2 + j / 4] |= (unsigned char)(q << (2 * (j % 4)));
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------ stochastic rounding */
+
+/* floor(v + u) for u uniform in [0, 1): v rounded up with probability
+ * its fraction; clamped to [lo, hi]. */
+static int
+sround(float v, struct cg_rng *r, int lo, int hi)
+{
+	int q = (int)floorf(v + cg_rng_uniform(r));
+
+	return q < lo ? lo : q > hi ? hi : q;
+}
+
+static int
+q8_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 127.0f, "q8_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK) {
+		float amax = 0, d, id;
+		for (int j = 0; j < QK; j++)
+			if (fabsf(src[i + j]) > amax)
+				amax = fabsf(src[i + j]);
+		d = amax / 127;
+		id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		for (int j = 0; j < QK; j++) {
+			int q = sround(src[i + j] * id, r, -127, 127);
+			PUT_I8(b + 2 + j, q);
+		}
+	}
+	return 0;
+}
+
+static int
+q4_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 8.0f, "q4_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
+		float d = signed_max(src + i) / -8;
+		float id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		memset(b + 2, 0, QK / 2);
+		for (int j = 0; j < QK; j++) {
+			int q = sround(src[i + j] * id + 8.0f, r, 0, 15);
+			b[2 + j % 16] |= (unsigned char)(q << (j < 16 ? 0 : 4));
+		}
+	}
+	return 0;
+}
+
+static int
+q2_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 2.0f, "q2_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 4) {
+		float d = signed_max(src + i) / -2;
+		float id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		memset(b + 2, 0, QK / 4);
+		for (int j = 0; j < QK; j++) {
+			int q = sround(src[i + j] * id + 2.0f, r, 0, 3);
+			b[2 + j / 4] |= (unsigned char)(q << (2 * (j % 4)));
+		}
+	}
+	return 0;
+}
+
+/* Every block's f16 scale finite: the one thing a block's bytes can get
+ * wrong (any value bits are a valid value). */
+static int
+check_scales(const void *src, size_t n, unsigned bytes)
+{
+	const unsigned char *b = src;
+
+	for (size_t i = 0; i < n / QK; i++, b += bytes)
+		if (!isfinite(cg_f16_to_f32(get16(b))))
+			return cg_seterr("block %zu has a scale that is not "
+			                 "finite",
+			                 i);
+	return 0;
+}
+
+static int
+q8_0_check(const void *src, size_t n)
+{
+	return check_scales(src, n, 2 + QK);
+}
+
+static int
+q4_0_check(const void *src, size_t n)
+{
+	return check_scales(src, n, 2 + QK / 2);
+}
+
+static int
+q2_0_check(const void *src, size_t n)
+{
+	return check_scales(src, n, 2 + QK / 4);
+}
+
 /* --------------------------------------------------------------- table */
 
 static const struct cg_codec codecs[CG_NDTYPES] = {
-    [CG_F32] = {"f32", 1, 4, CG_KIND_FLOAT, f32_decode, f32_encode, NULL},
-    [CG_F16] = {"f16", 1, 2, CG_KIND_FLOAT, f16_decode, f16_encode, NULL},
-    [CG_BF16] = {"bf16", 1, 2, CG_KIND_FLOAT, bf16_decode, bf16_encode, NULL},
+    [CG_F32] = {"f32", 1, 4, CG_KIND_FLOAT, f32_decode, f32_encode},
+    [CG_F16] = {"f16", 1, 2, CG_KIND_FLOAT, f16_decode, f16_encode},
+    [CG_BF16] = {"bf16", 1, 2, CG_KIND_FLOAT, bf16_decode, bf16_encode},
     [CG_I8] = {"i8", 1, 1, CG_KIND_SINT, i8_decode, i8_encode, i8_to_u64},
     [CG_U8] = {"u8", 1, 1, CG_KIND_UINT, u8_decode, u8_encode, u8_to_u64},
     [CG_U16] = {"u16", 1, 2, CG_KIND_UINT, u16_decode, u16_encode, u16_to_u64},
     [CG_U32] = {"u32", 1, 4, CG_KIND_UINT, u32_decode, u32_encode, u32_to_u64},
     [CG_U64] = {"u64", 1, 8, CG_KIND_UINT, u64_decode, u64_encode, u64_to_u64},
     [CG_Q8_0] = {"q8_0", QK, 2 + QK, CG_KIND_FLOAT, q8_0_decode, q8_0_encode,
-                 NULL},
+                 NULL, q8_0_encode_sr, q8_0_check},
     [CG_Q4_0] = {"q4_0", QK, 2 + QK / 2, CG_KIND_FLOAT, q4_0_decode,
-                 q4_0_encode, NULL},
+                 q4_0_encode, NULL, q4_0_encode_sr, q4_0_check},
+    [CG_Q2_0] = {"q2_0", QK, 2 + QK / 4, CG_KIND_FLOAT, q2_0_decode,
+                 q2_0_encode, NULL, q2_0_encode_sr, q2_0_check},
 };
 
 const struct cg_codec *

@@ -785,6 +785,16 @@ read_archive(struct reader *r)
 			  f->tensors[bad].name);
 		goto fail;
 	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_codec *c = cg_codec(t->dtype);
+		if (c->check && c->check(t->data, t->nelem) != 0) {
+			char who[CG_MAX_NAME + 8];
+			snprintf(who, sizeof(who), "tensor %s", t->name);
+			cg_errprefix(who);
+			goto fail;
+		}
+	}
 	rc = next_header(r, &e, "after the tensors");
 	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0)
 		rc = next_header(r, &e, "after the signature");

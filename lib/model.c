@@ -63,6 +63,7 @@ cg_model_free(struct cg_model *m)
 	free(m->opt_m);
 	free(m->opt_v);
 	free(m->outer_mom);
+	free(m->ef_down);
 	free(m);
 }
 
@@ -239,7 +240,8 @@ load_opt(struct cg_model *m, const struct cg_file *f, int steal)
 {
 	if (get_flat(m, f, "opt.m", &m->opt_m, steal) != 0 ||
 	    get_flat(m, f, "opt.v", &m->opt_v, steal) != 0 ||
-	    get_flat(m, f, "outer.mom", &m->outer_mom, steal) != 0)
+	    get_flat(m, f, "outer.mom", &m->outer_mom, steal) != 0 ||
+	    get_flat(m, f, "ef.down", &m->ef_down, steal) != 0)
 		return -1;
 	return load_groups(m, f->manifest);
 }
@@ -371,6 +373,9 @@ cg_model_file(struct cg_model *m)
 	if (m->outer_mom &&
 	    !cg_file_add_ref(f, "outer.mom", CG_F32, 1, n, m->outer_mom))
 		goto fail;
+	if (m->ef_down &&
+	    !cg_file_add_ref(f, "ef.down", CG_F32, 1, n, m->ef_down))
+		goto fail;
 	return f;
 fail:
 	cg_file_free(f);
@@ -459,6 +464,15 @@ cg_model_ensure_opt(struct cg_model *m, int need_m, int need_v)
 		return -1;
 	if (need_v && m->opt_v == NULL &&
 	    (m->opt_v = cg_alloc(m->nparams * sizeof(float))) == NULL)
+		return -1;
+	return 0;
+}
+
+int
+cg_model_ensure_ef_down(struct cg_model *m)
+{
+	if (m->ef_down == NULL &&
+	    (m->ef_down = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
 	return 0;
 }

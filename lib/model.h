@@ -182,6 +182,9 @@ struct cg_model {
 	struct cg_group *groups;
 	/* Optimizer state; NULL when absent. */
 	float *opt_m, *opt_v, *outer_mom; /* [nparams] each */
+	/* A coordinator's downlink residual: what the compressed changes
+	 * it published have not carried yet (cg_apply_publish). */
+	float *ef_down; /* [nparams] or NULL */
 	void *ws;			  /* arch workspace */
 	int ws_batch;			  /* its batch capacity */
 	/* How the arch may spend memory on a batch (see ws_bytes). */
@@ -304,7 +307,7 @@ int cg_model_set_groups(struct cg_model *m, const struct cg_group *g, int n);
 
 /*
  * The optimizer state of f into m, which has f's layout: tensors
- * "opt.m", "opt.v", "outer.mom" where present and the groups' step
+ * "opt.m", "opt.v", "outer.mom", "ef.down" where present and the groups' step
  * counts ("opt_t", or "groups" for several), replacing what m held.
  * Returns 0, or -1 with a message when they do not fit m (m may then
  * hold part of them).
@@ -314,6 +317,7 @@ int cg_model_load_opt(struct cg_model *m, const struct cg_file *f);
 /* Allocate zeroed optimizer arrays if missing.  Returns 0 or -1. */
 int cg_model_ensure_opt(struct cg_model *m, int need_m, int need_v);
 int cg_model_ensure_outer(struct cg_model *m);
+int cg_model_ensure_ef_down(struct cg_model *m);
 
 /*
  * Whether shard s names its conditions as m's manifest does (same names,

@@ -111,35 +111,56 @@ cg_reducer_free(struct cg_reducer *r)
 			cg_update_free(r->kept[i]);
 	free(r->kept);
 	cg_update_free(r->first);
+	cg_file_free(r->acc);
+	r->acc = NULL;
 	r->kept = NULL;
 	r->first = NULL;
 	r->nkept = r->capkept = 0;
 }
 
+/* Values decoded at a time by a thread, on its stack. */
+#define DECODE_CHUNK 2048
+
 /*
- * Fold src[i] into acc[i] for every tensor (init when first) in one
- * parallel region: the threads share each tensor's chunks and go on to
- * the next without waiting, so the small tensors cost no fork of their
- * own.
+ * Fold u's views into acc's tensors (init when first) in one parallel
+ * region: the threads share each view's chunks and go on to the next
+ * without waiting, so the small views cost no fork of their own.  A view
+ * stored as f32 is folded where it lies; any other is decoded through
+ * its codec a few thousand values at a time, never whole.
  */
 static void
-fold_all(const struct cg_reduce_op *op, struct cg_tensor *acc,
-         const float *const *src, size_t nt, double w, int first)
+fold_all(const struct cg_reduce_op *op, struct cg_file *acc,
+         const struct cg_update *u, double w, int first)
 {
 	void (*fn)(float *, const float *, size_t, double) =
 	    first ? op->init : op->add;
+	const int nv = u->nviews;
 
 #pragma omp parallel
-	for (size_t i = 0; i < nt; i++) {
-		float *a = acc[i].data;
-		const uint64_t n = acc[i].nelem;
-		const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+	{
+		float tmp[DECODE_CHUNK];
+		for (int i = 0; i < nv; i++) {
+			float *a = acc->tensors[i].data;
+			const float *x = cg_update_view_f32(u, i);
+			const uint64_t n = u->views[i].n;
+			const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
 #pragma omp for schedule(dynamic) nowait
-		for (uint64_t c = 0; c < nc; c++) {
-			uint64_t lo = c * FOLD_CHUNK;
-			uint64_t len =
-			    n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
-			fn(a + lo, src[i] + lo, len, w);
+			for (uint64_t c = 0; c < nc; c++) {
+				uint64_t lo = c * FOLD_CHUNK;
+				uint64_t len =
+				    n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
+				if (x) {
+					fn(a + lo, x + lo, len, w);
+					continue;
+				}
+				for (uint64_t d = 0; d < len; d += DECODE_CHUNK) {
+					size_t m = len - d < DECODE_CHUNK
+					               ? (size_t)(len - d)
+					               : DECODE_CHUNK;
+					cg_update_decode(u, i, lo + d, m, tmp);
+					fn(a + lo + d, tmp, m, w);
+				}
+			}
 		}
 	}
 }
@@ -148,24 +169,27 @@ fold_all(const struct cg_reduce_op *op, struct cg_tensor *acc,
 static int
 check_input(const struct cg_reducer *r, const struct cg_update *u)
 {
-	const struct cg_file *f = u->file, *a = r->first->file;
+	const struct cg_update *a = r->first;
 
-	if (u->kind != r->first->kind) {
+	if (u->kind != a->kind) {
 		cg_seterr("a %s among %ss", cg_update_kind_name(u->kind),
-		          cg_update_kind_name(r->first->kind));
+		          cg_update_kind_name(a->kind));
 		goto fail;
 	}
-	if (cg_update_check_base_of(u, r->first->base, r->first->base_step,
+	if (cg_update_check_base_of(u, a->base, a->base_step,
 	                            "the first input's") < 0)
 		return -1;
-	if (f->ntensors != a->ntensors) {
-		cg_seterr("%zu tensors, the first input has %zu", f->ntensors,
-		          a->ntensors);
+	if (u->nviews != a->nviews) {
+		cg_seterr("%d tensors, the first input has %d", u->nviews,
+		          a->nviews);
 		goto fail;
 	}
-	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *x = &a->tensors[i], *t = &f->tensors[i];
-		if (strcmp(x->name, t->name) != 0 || x->nelem != t->nelem) {
+	for (int i = 0; i < u->nviews; i++) {
+		const struct cg_uview *x = &a->views[i], *t = &u->views[i];
+		if (strcmp(x->name, t->name) != 0 || x->n != t->n ||
+		    x->ndim != t->ndim ||
+		    memcmp(x->shape, t->shape,
+		           (size_t)x->ndim * sizeof(uint64_t)) != 0) {
 			cg_seterr("tensor %s: differs from the first input's "
 			          "%s",
 			          t->name, x->name);
@@ -178,44 +202,37 @@ fail:
 	return -1;
 }
 
-/* The f32 data of each of u's tensors into src [ntensors]. */
-static int
-input_floats(const struct cg_update *u, const float **src)
+/*
+ * The result's file from the first input u: its manifest (less its
+ * codec and layout: the result is dense f32) and one f32 tensor per
+ * view, zeroed for the fold.
+ */
+static struct cg_file *
+new_result(const struct cg_update *u)
 {
-	for (size_t i = 0; i < u->file->ntensors; i++)
-		if ((src[i] = cg_update_f32(&u->file->tensors[i])) == NULL) {
-			cg_errprefix(u->name);
-			return -1;
-		}
-	return 0;
-}
+	struct cg_file *f = cg_file_new(cg_update_kind_name(u->kind));
+	cJSON *man;
 
-/* Start the streaming fold with u: its tensors become the running
- * result, in memory of their own. */
-static int
-stream_first(struct cg_reducer *r, struct cg_update *u, const float **src)
-{
-	struct cg_file *f = u->file;
-
-	/*
-	 * Where the input lies in a mapped file the sum gets memory of its
-	 * own: writing the mapping would copy it page by page, each copy a
-	 * TLB flush on every core.
-	 */
-	for (size_t i = 0; i < f->ntensors; i++) {
-		struct cg_tensor *t = &f->tensors[i];
-		if (t->borrowed) {
-			if ((t->data = cg_alloc(t->nbytes)) == NULL) {
-				t->data = (void *)src[i];
-				return -1;
-			}
-			t->borrowed = 0;
+	if (f == NULL)
+		return NULL;
+	if ((man = cJSON_Duplicate(u->file->manifest, 1)) == NULL) {
+		cg_file_free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	cJSON_Delete(f->manifest);
+	f->manifest = man;
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "codec");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "layout");
+	for (int i = 0; i < u->nviews; i++) {
+		const struct cg_uview *v = &u->views[i];
+		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==
+		    NULL) {
+			cg_file_free(f);
+			return NULL;
 		}
 	}
-	fold_all(r->op, f->tensors, src, f->ntensors, u->weight, 1);
-	/* The mapping is spent: the sum has memory of its own. */
-	cg_file_drop_blob(f);
-	return 0;
+	return f;
 }
 
 static int
@@ -236,17 +253,15 @@ keep(struct cg_reducer *r, struct cg_update *u)
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
-	const float **src = NULL;
 	const double w = u->weight, ns = u->samples, loss = u->loss;
 	const uint64_t inputs = u->inputs;
 	int rc = -1;
 
 	if (cg_update_check_weight(u) != 0)
 		goto out;
-	if ((src = cg_alloc((u->file->ntensors + 1) * sizeof(*src))) == NULL ||
-	    input_floats(u, src) != 0)
-		goto out;
 	if (r->first != NULL && check_input(r, u) != 0)
+		goto out;
+	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
 		goto out;
 	if (r->sliced) {
 		if (keep(r, u) != 0)
@@ -254,14 +269,17 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		if (r->first == NULL)
 			r->first = u;
 		u = NULL;
-	} else if (r->first == NULL) {
-		if (stream_first(r, u, src) != 0)
-			goto out;
-		r->first = u;
-		u = NULL;
 	} else {
-		fold_all(r->op, r->first->file->tensors, src, u->file->ntensors,
-		         w, 0);
+		fold_all(r->op, r->acc, u, w, r->first == NULL);
+		if (r->first == NULL) {
+			/* kept for its layout; its numbers are spent */
+			cg_file_free(u->file);
+			u->file = NULL;
+			for (int i = 0; i < u->nviews; i++)
+				u->views[i].t[0] = u->views[i].t[1] = NULL;
+			r->first = u;
+			u = NULL;
+		}
 	}
 	r->weight += w;
 	r->samples += ns;
@@ -269,7 +287,6 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	r->inputs += inputs;
 	rc = 0;
 out:
-	free((void *)src);
 	cg_update_free(u);
 	return rc;
 }
@@ -302,49 +319,50 @@ run_slice(const struct cg_reduce_op *op, float *out, const float *const *in,
 	}
 }
 
-/* Reduce every kept input into the first one's tensors, slice by slice;
- * each tensor's result replaces the first input's data once made. */
+/* Reduce every kept input into the result's tensors, slice by slice;
+ * an input not stored as f32 is decoded a slice at a time. */
 static int
 finish_sliced(struct cg_reducer *r)
 {
-	struct cg_file *f = r->first->file;
+	struct cg_file *f = r->acc;
 	const size_t k = r->nkept, step = r->slice ? r->slice : 1;
 	const float **in = cg_alloc(k * sizeof(*in));
-	const float **base = cg_alloc(k * sizeof(*base));
+	float **dec = calloc(k, sizeof(*dec));
 	double *w = cg_alloc(k * sizeof(*w));
 	int rc = -1;
 
-	if (in == NULL || base == NULL || w == NULL)
+	if (in == NULL || dec == NULL || w == NULL)
 		goto out;
 	for (size_t i = 0; i < k; i++)
 		w[i] = r->kept[i]->weight;
-	for (size_t t = 0; t < f->ntensors; t++) {
-		struct cg_tensor *x = &f->tensors[t];
-		float *out = cg_alloc(x->nbytes ? x->nbytes : 1);
-		if (out == NULL)
-			goto out;
-		for (size_t i = 0; i < k; i++)
-			if ((base[i] = cg_update_f32(
-			         &r->kept[i]->file->tensors[t])) == NULL) {
-				free(out);
-				goto out;
+	for (int t = 0; t < r->first->nviews; t++) {
+		float *out = f->tensors[t].data;
+		const uint64_t n = f->tensors[t].nelem;
+		for (uint64_t lo = 0; lo < n; lo += step) {
+			size_t m = n - lo < step ? (size_t)(n - lo) : step;
+			for (size_t i = 0; i < k; i++) {
+				const struct cg_update *u = r->kept[i];
+				const float *x = cg_update_view_f32(u, t);
+				if (x) {
+					in[i] = x + lo;
+					continue;
+				}
+				if (dec[i] == NULL &&
+				    (dec[i] = cg_alloc(step * sizeof(float))) ==
+				        NULL)
+					goto out;
+				cg_update_decode(u, t, lo, m, dec[i]);
+				in[i] = dec[i];
 			}
-		for (uint64_t lo = 0; lo < x->nelem; lo += step) {
-			size_t n = x->nelem - lo < step ? x->nelem - lo : step;
-			for (size_t i = 0; i < k; i++)
-				in[i] = base[i] + lo;
-			run_slice(r->op, out + lo, in, w, k, n, r->weight);
+			run_slice(r->op, out + lo, in, w, k, m, r->weight);
 		}
-		if (!x->borrowed)
-			free(x->data);
-		x->data = out;
-		x->borrowed = 0;
 	}
-	cg_file_drop_blob(f);
 	rc = 0;
 out:
+	for (size_t i = 0; dec && i < k; i++)
+		free(dec[i]);
+	free(dec);
 	free((void *)in);
-	free((void *)base);
 	free(w);
 	return rc;
 }
@@ -364,13 +382,13 @@ cg_reducer_finish(struct cg_reducer *r)
 		if (finish_sliced(r) != 0)
 			return NULL;
 	} else if (r->op->finish) {
-		f = r->first->file;
+		f = r->acc;
 		for (size_t i = 0; i < f->ntensors; i++)
 			r->op->finish(f->tensors[i].data, f->tensors[i].nelem,
 			              r->weight);
 	}
-	f = r->first->file;
-	r->first->file = NULL;
+	f = r->acc;
+	r->acc = NULL;
 	cg_reducer_free(r);
 	cg_json_set_num(f->manifest, "samples", r->samples);
 	cg_json_set_num(f->manifest, "weight", r->weight);

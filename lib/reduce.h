@@ -78,9 +78,11 @@ struct cg_reducer {
 	const struct cg_reduce_op *op;
 	int sliced;   /* keep the inputs and reduce them slice by slice */
 	size_t slice; /* elements per slice on that path */
-	/* The first input: layout and manifest of the result; streaming,
-	 * its tensors hold the running fold in memory of their own. */
+	/* The first input, whose views and manifest the result takes,
+	 * and the result: one dense f32 tensor per view, the running fold
+	 * when streaming. */
 	struct cg_update *first;
+	struct cg_file *acc;
 	struct cg_update **kept; /* sliced: every input, first included */
 	size_t nkept, capkept;
 	double weight;  /* total weight */

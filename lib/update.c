@@ -8,6 +8,7 @@
  * alike, so their messages exist once.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +27,10 @@ cg_update_kind_name(enum cg_update_kind k)
 
 /* ------------------------------------------------------------ writing */
 
-struct cg_file *
-cg_update_new(const struct cg_model *base, enum cg_update_kind kind,
-              const float *buf, double samples, double weight, double loss)
+/* The manifest of an update of base, without tensors. */
+static struct cg_file *
+update_file(const struct cg_model *base, enum cg_update_kind kind,
+            double samples, double weight, double loss)
 {
 	struct cg_file *f = cg_file_new(cg_update_kind_name(kind));
 	unsigned char d[32];
@@ -42,18 +44,68 @@ cg_update_new(const struct cg_model *base, enum cg_update_kind kind,
 	                        cJSON_IsString(arch) ? arch->valuestring : "");
 	cg_model_digest(base, d);
 	cg_hex(hex, d);
-	if ((b = cJSON_AddObjectToObject(f->manifest, "base")) == NULL)
-		goto fail;
+	if ((b = cJSON_AddObjectToObject(f->manifest, "base")) == NULL) {
+		cg_file_free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
 	cJSON_AddStringToObject(b, "sha256", hex);
 	cJSON_AddNumberToObject(b, "step", (double)base->step);
 	cJSON_AddNumberToObject(f->manifest, "samples", samples);
 	cJSON_AddNumberToObject(f->manifest, "weight", weight);
 	cJSON_AddNumberToObject(f->manifest, "loss", loss);
 	cJSON_AddNumberToObject(f->manifest, "inputs", 1);
-	if (cg_model_put_views(base, f, buf) != 0)
+	return f;
+}
+
+struct cg_file *
+cg_update_new(const struct cg_model *base, enum cg_update_kind kind,
+              const float *buf, double samples, double weight, double loss)
+{
+	struct cg_file *f = update_file(base, kind, samples, weight, loss);
+
+	if (f != NULL && cg_model_put_views(base, f, buf) != 0) {
+		cg_file_free(f);
+		return NULL;
+	}
+	return f;
+}
+
+int
+cg_update_model_views(const struct cg_model *m, struct cg_uview **out)
+{
+	struct cg_uview *v = calloc((size_t)m->nviews, sizeof(*v));
+
+	if (v == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *w = &m->views[i];
+		snprintf(v[i].name, sizeof(v[i].name), "%s", w->name);
+		v[i].ndim = w->ndim;
+		memcpy(v[i].shape, w->shape, (size_t)w->ndim * sizeof(uint64_t));
+		v[i].n = w->n;
+		v[i].off = w->off;
+	}
+	*out = v;
+	return 0;
+}
+
+struct cg_file *
+cg_update_encode(const struct cg_model *base, enum cg_update_kind kind,
+                 const float *buf, double samples, double weight, double loss,
+                 const struct cg_uspec *s, struct cg_uenc *e, float *sent)
+{
+	struct cg_file *f = update_file(base, kind, samples, weight, loss);
+	struct cg_uview *v = NULL;
+
+	if (f == NULL || cg_update_model_views(base, &v) != 0)
 		goto fail;
+	if (cg_uencode(s, v, base->nviews, buf, f, e, sent) != 0)
+		goto fail;
+	free(v);
 	return f;
 fail:
+	free(v);
 	cg_file_free(f);
 	return NULL;
 }
@@ -66,6 +118,7 @@ cg_update_free(struct cg_update *u)
 	if (u == NULL)
 		return;
 	cg_file_free(u->file);
+	free(u->views);
 	free(u->name);
 	free(u);
 }
@@ -84,11 +137,6 @@ cg_update_from_file(struct cg_file *f, const char *name)
 		return NULL;
 	}
 	u->file = f;
-	/* Updates of any dtype are read as their f32 values: reduce and
-	 * apply compute in f32. */
-	for (size_t i = 0; i < f->ntensors; i++)
-		if (cg_tensor_make_f32(&f->tensors[i]) != 0)
-			goto fail;
 	if (strcmp(kind, "grad") == 0)
 		u->kind = CG_UPDATE_GRAD;
 	else if (strcmp(kind, "delta") == 0)
@@ -104,6 +152,9 @@ cg_update_from_file(struct cg_file *f, const char *name)
 		goto fail;
 	}
 	memcpy(u->base, d->valuestring, 65);
+	/* its numbers are read through its codec (ucodec.h) */
+	if (cg_ubind(f, &u->spec, &u->views, &u->nviews) != 0)
+		goto fail;
 	u->base_step = cg_json_u64(b, "step", 0);
 	u->samples = cg_json_num(f->manifest, "samples", 0);
 	u->weight = cg_json_num(f->manifest, "weight", u->samples);
@@ -193,26 +244,54 @@ cg_update_f32(const struct cg_tensor *t)
 	return t->data;
 }
 
+void
+cg_update_decode(const struct cg_update *u, int i, uint64_t lo, size_t n,
+                 float *out)
+{
+	cg_udecode(&u->spec, &u->views[i], lo, n, out);
+}
+
+const float *
+cg_update_view_f32(const struct cg_update *u, int i)
+{
+	return cg_uview_f32(&u->spec, &u->views[i]);
+}
+
+/* u's view called name, trying index hint first; -1 when none. */
+static int
+find_view(const struct cg_update *u, const char *name, int hint)
+{
+	if (hint < u->nviews && strcmp(u->views[hint].name, name) == 0)
+		return hint;
+	for (int i = 0; i < u->nviews; i++)
+		if (strcmp(u->views[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
 int
 cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 {
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
-		const struct cg_tensor *t = cg_file_find(u->file, v->name);
-		const float *x;
-		if (t == NULL) {
+		int k = find_view(u, v->name, i);
+		const struct cg_uview *x;
+		if (k < 0) {
 			cg_seterr("tensor %s: missing", v->name);
 			goto fail;
 		}
-		if ((x = cg_update_f32(t)) == NULL)
-			goto fail;
-		if (t->ndim != v->ndim || t->nelem != v->n ||
-		    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t))) {
+		x = &u->views[k];
+		if (x->ndim != v->ndim || x->n != v->n ||
+		    memcmp(x->shape, v->shape, v->ndim * sizeof(uint64_t))) {
 			cg_seterr("tensor %s: shape differs from the model's",
 			          v->name);
 			goto fail;
 		}
-		memcpy(buf + v->off, x, v->n * sizeof(float));
+		cg_update_decode(u, k, 0, v->n, buf + v->off);
+	}
+	if (u->nviews != m->nviews) {
+		cg_seterr("%d tensors, the model has %d", u->nviews, m->nviews);
+		goto fail;
 	}
 	return 0;
 fail:

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "cg.h"
+#include "ucodec.h"
 
 struct cg_model;
 
@@ -33,6 +34,11 @@ struct cg_update {
 	double weight;      /* "weight", or "samples" where absent */
 	double loss;        /* its mean loss (0 where absent) */
 	uint64_t inputs;    /* worker outputs it sums up (1 where absent) */
+	/* Its dense views and the codec they are stored in (ucodec.h):
+	 * every number of an update is read through these. */
+	struct cg_uspec spec;
+	struct cg_uview *views;
+	int nviews;
 };
 
 /* "grad" or "delta". */
@@ -48,6 +54,18 @@ struct cg_file *cg_update_new(const struct cg_model *base,
                               enum cg_update_kind kind, const float *buf,
                               double samples, double weight, double loss);
 
+/* The views of m, for an encoder: *out [m->nviews], the caller frees. */
+int cg_update_model_views(const struct cg_model *m, struct cg_uview **out);
+/*
+ * The same as cg_update_new with buf encoded under s (ucodec.h): sent
+ * [nparams] gets what a reader decodes, so buf - sent is what the file
+ * did not carry.  NULL with a message.
+ */
+struct cg_file *cg_update_encode(const struct cg_model *base,
+                                 enum cg_update_kind kind, const float *buf,
+                                 double samples, double weight, double loss,
+                                 const struct cg_uspec *s, struct cg_uenc *e,
+                                 float *sent);
 /*
  * Take over f (freed in all cases) as an update named name in messages:
  * NULL with a message starting with name when f is not a grad or delta
@@ -88,13 +106,19 @@ int64_t cg_update_check_base(const struct cg_update *u,
 int cg_update_base_of_model(const struct cg_file *f, char hex[65]);
 
 /*
- * The floats of tensor t of an update, or NULL with a message naming the
- * tensor when they are not f32.  cg_update_from_file decodes tensors of
- * every dtype to f32 through the codec table, so an f16 or q8_0 update is
- * read as its values.  Every place where reduce and apply read an
- * update's numbers goes through this one function.
+ * The floats of tensor t when it is f32, or NULL with a message naming
+ * it.  Readers of updates go through cg_update_decode instead.
  */
 const float *cg_update_f32(const struct cg_tensor *t);
+/*
+ * Elements [lo, lo + n) of u's view i into out [n], decoded through its
+ * codec: the one place where reduce and apply read an update's numbers.
+ * cg_update_view_f32 gives them where they lie when they are stored as
+ * f32 (NULL otherwise), which a reader may use instead.
+ */
+void cg_update_decode(const struct cg_update *u, int i, uint64_t lo, size_t n,
+                      float *out);
+const float *cg_update_view_f32(const struct cg_update *u, int i);
 
 /*
  * Copy u's tensors into buf [nparams] in m's layout, checking that every

@@ -6,7 +6,9 @@ implementations independent of lib/codec.c: numpy's float16 casts (f16),
 exact nearest-value rounding in Python (bf16, the integer dtypes, and the
 decoding of integers to f32), and the quantizers of the gguf package
 (gguf.quants, written as a transcription of ggml's reference
-quantize_row_q8_0_reference / quantize_row_q4_0_reference) for q8_0 and q4_0.
+quantize_row_q8_0_reference / quantize_row_q4_0_reference) for q8_0 and q4_0,
+and for q2_0 (cg's own: q4_0's rule at four levels) a numpy transcription
+of the rule as cg.h states it, in float32 arithmetic.
 tests/unit/test_codec reads the stored files; Python is needed only to
 remake them:
 
@@ -304,12 +306,59 @@ def gen_quant(out, qname):
         out.nan([float(x) for x in b2])
 
 
+def q2_0_quantize(blk):
+    """q2_0 by its stated rule: max the element of largest magnitude with
+    its sign (the first of equals), d = max / -2, q = min(3, trunc(x * (1/d)
+    + 2.5)), the f16 scale first and element j in bits 2(j%4) of byte
+    j/4; every product and sum rounded to float32."""
+    x = blk.astype(np.float32)
+    amax, mx = np.float32(0), np.float32(0)
+    for v in x:
+        if amax < abs(v):
+            amax, mx = abs(v), v
+    d = np.float32(mx / np.float32(-2))
+    idv = np.float32(1) / d if d != 0 else np.float32(0)
+    out = bytearray(np.float16(d).tobytes()) + bytearray(8)
+    for j, v in enumerate(x):
+        q = min(3, int(np.float32(np.float32(v * idv) + np.float32(2.5))))
+        out[2 + j // 4] |= q << (2 * (j % 4))
+    return bytes(out)
+
+
+def q2_0_dequantize(raw):
+    d = np.frombuffer(raw[:2], dtype=np.float16)[0].astype(np.float32)
+    return [np.float32(d * np.float32(((raw[2 + j // 4] >> (2 * (j % 4)))
+                                       & 3) - 2)) for j in range(32)]
+
+
+def gen_q2_0(out):
+    for blk in blocks_for(None):
+        if np.any(~np.isfinite(blk)) or \
+                np.max(np.abs(blk)) / 2 > 65504:
+            continue
+        q = q2_0_quantize(blk)
+        out.enc([float(x) for x in blk], q)
+        out.dec(q, [int(np.float32(y).view(np.uint32))
+                    for y in q2_0_dequantize(q)])
+    for _ in range(40):
+        raw = bytearray(rng.integers(0, 256, 10, dtype=np.uint8).tobytes())
+        if raw[1] & 0x7c == 0x7c:
+            raw[1] &= 0xbf  # keep the scale finite
+        out.dec(bytes(raw), [int(np.float32(y).view(np.uint32))
+                             for y in q2_0_dequantize(bytes(raw))])
+    bad = np.ones(32, dtype=np.float32)
+    for v in [NAN, INF, -INF, 1e30]:
+        b2 = bad.copy()
+        b2[5] = v
+        out.nan([float(x) for x in b2])
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(__file__)
     for name, block, fn in [("f32", 1, gen_f32), ("f16", 1, gen_f16),
                             ("bf16", 1, gen_bf16), ("q8_0", 32, None),
                             ("q4_0", 32, None)] + \
-            [(n, 1, None) for n in INTS]:
+            [(n, 1, None) for n in INTS] + [("q2_0", 32, gen_q2_0)]:
         out = Out(os.path.join(d, name + ".txt"), name, block)
         if fn is not None:
             fn(out)

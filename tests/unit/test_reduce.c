@@ -93,8 +93,10 @@ flat(const struct cg_model *m, struct cg_file *f, float *out)
 	/* f stays the caller's: a view of it, not taken over */
 	struct cg_update u = {.file = f, .name = "result"};
 
-	if (cg_update_get(&u, m, out) != 0)
+	if (cg_ubind(f, &u.spec, &u.views, &u.nviews) != 0 ||
+	    cg_update_get(&u, m, out) != 0)
 		die("result");
+	free(u.views);
 }
 
 static void
@@ -220,7 +222,10 @@ rules(const struct cg_model *m, const struct cg_model *other)
 		    strncmp(cg_errmsg(), stale, strlen(stale)) == 0 &&
 		    strstr(cg_errmsg(), "not the first input's (step 0, ");
 		struct cg_update *u = input(m, 3, CG_UPDATE_GRAD);
-		u->file->ntensors = 3;
+		u->file->ntensors = 3; /* a view dropped: bound again */
+		free(u->views);
+		if (cg_ubind(u->file, &u->spec, &u->views, &u->nviews) != 0)
+			die("bind");
 		ok &= cg_reducer_add(&r, u) == -1 &&
 		      strcmp(cg_errmsg(),
 		             "in3.cgg: 3 tensors, the first input has 4") == 0;

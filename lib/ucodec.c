@@ -1,0 +1,1168 @@
+/*
+ * ucodec.c - the update codec table: dense, block-quantized, top-k, sign
+ * and low-rank forms of a gradient or delta.
+ *
+ * A row gives a view's size under a spec, its encoder, the checks a
+ * reader makes of its tensors (bind) and a decoder of any range of its
+ * elements.  Encoders report what they sent by decoding their own output
+ * through the reader's path, so the error feedback a worker keeps is
+ * exactly what the coordinator did not receive.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "ucodec.h"
+
+#define QK 32            /* elements of a quantization block */
+#define CHUNK 256        /* values decoded at a time on the stack */
+#define MAX_ELEMS (1ULL << 40)
+#define MAX_RANK 1024
+
+struct cg_ucodec {
+	const char *name;
+	const char *help;
+	int (*size)(const struct cg_uspec *s, const struct cg_uview *v,
+	            uint64_t *bytes);
+	/* warm: lowrank's warm-start factors of this view, or NULL */
+	int (*encode)(const struct cg_uspec *s, const struct cg_uview *v,
+	              const float *x, struct cg_file *f, struct cg_uenc *e,
+	              float *warm);
+	int (*bind)(const struct cg_uspec *s, struct cg_uview *v,
+	            const struct cg_file *f);
+	void (*decode)(const struct cg_uspec *s, const struct cg_uview *v,
+	               uint64_t lo, size_t n, float *out);
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static uint32_t
+get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static void
+put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+static uint64_t
+bytes_of(enum cg_dtype t, uint64_t n)
+{
+	uint64_t b = 0;
+
+	cg_dtype_bytes(t, n, &b);
+	return b;
+}
+
+/* name + suffix into out [CG_MAX_NAME]; -1 when it does not fit. */
+static int
+suffixed(char *out, const char *name, const char *suffix)
+{
+	if ((size_t)snprintf(out, CG_MAX_NAME, "%s%s", name, suffix) >=
+	    CG_MAX_NAME)
+		return cg_seterr("tensor %s: name too long", name);
+	return 0;
+}
+
+/* The tensor name+suffix of f, 1-d of n elements of dtype dt (or of any
+ * float dtype when dt is CG_NDTYPES): NULL with a message otherwise. */
+static const struct cg_tensor *
+need(const struct cg_file *f, const char *name, const char *suffix,
+     enum cg_dtype dt, int ndim, const uint64_t *shape)
+{
+	char full[CG_MAX_NAME];
+	const struct cg_tensor *t;
+
+	if (suffixed(full, name, suffix) != 0)
+		return NULL;
+	if ((t = cg_file_find(f, full)) == NULL) {
+		cg_seterr("tensor %s: missing", full);
+		return NULL;
+	}
+	if (dt == CG_NDTYPES ? cg_codec(t->dtype)->kind != CG_KIND_FLOAT
+	                     : t->dtype != dt) {
+		cg_seterr("tensor %s: dtype %s, not %s", full,
+		          cg_dtype_name(t->dtype),
+		          dt == CG_NDTYPES ? "a float type" : cg_dtype_name(dt));
+		return NULL;
+	}
+	if (t->ndim != ndim ||
+	    memcmp(t->shape, shape, (size_t)ndim * sizeof(uint64_t)) != 0) {
+		cg_seterr("tensor %s: its shape is not the layout's", full);
+		return NULL;
+	}
+	return t;
+}
+
+/* -1 with a message when one of t's values is not finite. */
+static int
+check_finite(const struct cg_tensor *t)
+{
+	float buf[CHUNK];
+
+	for (uint64_t i = 0; i < t->nelem; i += CHUNK) {
+		size_t n = t->nelem - i < CHUNK ? (size_t)(t->nelem - i) : CHUNK;
+		if (cg_tensor_decode(t, i, n, buf) != 0)
+			return -1;
+		for (size_t j = 0; j < n; j++)
+			if (!isfinite(buf[j]))
+				return cg_seterr("tensor %s: element %" PRIu64
+				                 " is not finite",
+				                 t->name, i + j);
+	}
+	return 0;
+}
+
+static int
+refuse_nonfinite(const struct cg_uview *v, const float *x)
+{
+	for (uint64_t i = 0; i < v->n; i++)
+		if (!isfinite(x[i]))
+			return cg_seterr("tensor %s: element %" PRIu64
+			                 " is not finite",
+			                 v->name, i);
+	return 0;
+}
+
+/* ------------------------------------------------------------- dense */
+
+static int
+dense_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
+{
+	return cg_dtype_bytes(s->dtype, v->n, b);
+}
+
+static int
+dense_encode(const struct cg_uspec *s, const struct cg_uview *v,
+             const float *x, struct cg_file *f, struct cg_uenc *e, float *warm)
+{
+	struct cg_tensor *t;
+
+	(void)e;
+	(void)warm;
+	if ((t = cg_file_add_zero(f, v->name, s->dtype, v->ndim, v->shape)) ==
+	    NULL)
+		return -1;
+	return cg_codec(s->dtype)->encode(t->data, x, v->n);
+}
+
+static int
+dense_bind(const struct cg_uspec *s, struct cg_uview *v,
+           const struct cg_file *f)
+{
+	(void)s;
+	v->t[0] = need(f, v->name, "", CG_NDTYPES, v->ndim, v->shape);
+	return v->t[0] ? 0 : -1;
+}
+
+static void
+dense_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
+             size_t n, float *out)
+{
+	(void)s;
+	/* bound: the range is inside the tensor, which cannot fail */
+	cg_tensor_decode(v->t[0], lo, n, out);
+}
+
+/* ------------------------------------------------------------- block */
+
+static uint64_t
+padded(uint64_t n)
+{
+	return (n + QK - 1) / QK * QK;
+}
+
+static int
+block_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
+{
+	return cg_dtype_bytes(s->dtype, padded(v->n), b);
+}
+
+static int
+block_encode(const struct cg_uspec *s, const struct cg_uview *v,
+             const float *x, struct cg_file *f, struct cg_uenc *e, float *warm)
+{
+	const struct cg_codec *c = cg_codec(s->dtype);
+	const uint64_t np = padded(v->n);
+	struct cg_tensor *t;
+	float *tmp;
+	int rc;
+
+	(void)warm;
+	if ((t = cg_file_add_zero(f, v->name, s->dtype, 1, &np)) == NULL ||
+	    (tmp = cg_alloc(np * sizeof(float))) == NULL)
+		return -1;
+	memcpy(tmp, x, v->n * sizeof(float));
+	memset(tmp + v->n, 0, (np - v->n) * sizeof(float));
+	rc = s->sr ? c->encode_sr(t->data, tmp, np, &e->rng)
+	           : c->encode(t->data, tmp, np);
+	free(tmp);
+	return rc;
+}
+
+static int
+block_bind(const struct cg_uspec *s, struct cg_uview *v,
+           const struct cg_file *f)
+{
+	const uint64_t np = padded(v->n);
+
+	/* the block scales were checked on reading (codec row's check) */
+	v->t[0] = need(f, v->name, "", s->dtype, 1, &np);
+	return v->t[0] ? 0 : -1;
+}
+
+/* -------------------------------------------------------------- topk */
+
+static uint64_t
+topk_k(const struct cg_uspec *s, uint64_t n)
+{
+	uint64_t k;
+
+	if (s->count)
+		k = s->count;
+	else {
+		double want = ceil(s->frac * (double)n);
+		k = want >= (double)n ? n : (uint64_t)want;
+	}
+	return k > n ? n : k;
+}
+
+static int
+topk_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
+{
+	uint64_t k = topk_k(s, v->n);
+
+	*b = 4 * k + bytes_of(s->dtype, k);
+	return 0;
+}
+
+/* The bits of |x|: for magnitudes, ordered as the values are. */
+static uint32_t
+mag_key(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, 4);
+	return u & 0x7fffffffu;
+}
+
+/*
+ * The k-th largest magnitude of x [n] (1 <= k <= n) as its key: a radix
+ * selection, the high 16 bits and then the low, two passes and no copy.
+ */
+static int
+kth_key(const float *x, uint64_t n, uint64_t k, uint32_t *out)
+{
+	uint64_t *h = calloc(65536, sizeof(*h));
+	uint32_t hi = 0, lo = 0;
+
+	if (h == NULL)
+		return cg_seterr("out of memory");
+	for (uint64_t i = 0; i < n; i++)
+		h[mag_key(x[i]) >> 16]++;
+	for (uint32_t b = 65536; b-- > 0;) {
+		if (h[b] >= k) {
+			hi = b;
+			break;
+		}
+		k -= h[b];
+	}
+	memset(h, 0, 65536 * sizeof(*h));
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t u = mag_key(x[i]);
+		if (u >> 16 == hi)
+			h[u & 0xffff]++;
+	}
+	for (uint32_t b = 65536; b-- > 0;) {
+		if (h[b] >= k) {
+			lo = b;
+			break;
+		}
+		k -= h[b];
+	}
+	free(h);
+	*out = hi << 16 | lo;
+	return 0;
+}
+
+static int
+topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
+            const float *x, struct cg_file *f, struct cg_uenc *e, float *warm)
+{
+	const uint64_t k = topk_k(s, v->n), kk = k;
+	char name[CG_MAX_NAME];
+	struct cg_tensor *ti, *tv;
+	float *val;
+	uint64_t m = 0, ties = k;
+	uint32_t thr = 0;
+	int rc;
+
+	(void)e;
+	(void)warm;
+	if (refuse_nonfinite(v, x) != 0)
+		return -1;
+	if (suffixed(name, v->name, ".idx") != 0 ||
+	    (ti = cg_file_add_zero(f, name, CG_U32, 1, &kk)) == NULL ||
+	    suffixed(name, v->name, ".val") != 0 ||
+	    (tv = cg_file_add_zero(f, name, s->dtype, 1, &kk)) == NULL)
+		return -1;
+	if (k == 0)
+		return 0;
+	if (kth_key(x, v->n, k, &thr) != 0 ||
+	    (val = cg_alloc(k * sizeof(float))) == NULL)
+		return -1;
+	/* every element above the threshold, then the first ties in index
+	 * order until k: the same choice on every machine */
+	for (uint64_t i = 0; i < v->n; i++)
+		if (mag_key(x[i]) > thr)
+			ties--;
+	for (uint64_t i = 0; i < v->n && m < k; i++) {
+		uint32_t a = mag_key(x[i]);
+		if (a > thr || (a == thr && ties > 0)) {
+			if (a == thr)
+				ties--;
+			put32((unsigned char *)ti->data + 4 * m, (uint32_t)i);
+			val[m++] = x[i];
+		}
+	}
+	rc = cg_codec(s->dtype)->encode(tv->data, val, k);
+	free(val);
+	return rc;
+}
+
+static int
+topk_bind(const struct cg_uspec *s, struct cg_uview *v,
+          const struct cg_file *f)
+{
+	const struct cg_tensor *ti, *tv;
+	char name[CG_MAX_NAME];
+	const unsigned char *p;
+	uint64_t k;
+
+	if (suffixed(name, v->name, ".idx") != 0)
+		return -1;
+	if ((ti = cg_file_find(f, name)) == NULL)
+		return cg_seterr("tensor %s: missing", name);
+	k = ti->nelem;
+	if (k > v->n)
+		return cg_seterr("tensor %s: %" PRIu64 " indices for %" PRIu64
+		                 " elements",
+		                 name, k, v->n);
+	if ((ti = need(f, v->name, ".idx", CG_U32, 1, &k)) == NULL ||
+	    (tv = need(f, v->name, ".val", s->dtype, 1, &k)) == NULL)
+		return -1;
+	p = ti->data;
+	for (uint64_t i = 0; i < k; i++) {
+		uint32_t at = get32(p + 4 * i);
+		if (at >= v->n)
+			return cg_seterr("tensor %s: index %" PRIu32
+			                 " outside its %" PRIu64 " elements",
+			                 name, at, v->n);
+		if (i > 0 && at <= get32(p + 4 * (i - 1)))
+			return cg_seterr("tensor %s: index %" PRIu32 " at %" PRIu64
+			                 " repeated or out of order",
+			                 name, at, i);
+	}
+	if (check_finite(tv) != 0)
+		return -1;
+	v->k = k;
+	v->t[0] = ti;
+	v->t[1] = tv;
+	return 0;
+}
+
+/* The first position of the index list whose index is >= at. */
+static uint64_t
+lower_bound(const unsigned char *idx, uint64_t k, uint64_t at)
+{
+	uint64_t lo = 0, hi = k;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (get32(idx + 4 * mid) < at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void
+topk_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
+            size_t n, float *out)
+{
+	const unsigned char *idx = v->t[0]->data;
+	uint64_t p0 = lower_bound(idx, v->k, lo);
+	uint64_t p1 = lower_bound(idx, v->k, lo + n);
+	float buf[CHUNK];
+
+	(void)s;
+	memset(out, 0, n * sizeof(float));
+	for (uint64_t p = p0; p < p1; p += CHUNK) {
+		size_t m = p1 - p < CHUNK ? (size_t)(p1 - p) : CHUNK;
+		cg_tensor_decode(v->t[1], p, m, buf);
+		for (size_t j = 0; j < m; j++)
+			out[get32(idx + 4 * (p + j)) - lo] = buf[j];
+	}
+}
+
+/* -------------------------------------------------------------- sign */
+
+static int
+sign_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
+{
+	(void)s;
+	*b = (v->n + 7) / 8 + 4;
+	return 0;
+}
+
+static int
+sign_encode(const struct cg_uspec *s, const struct cg_uview *v,
+            const float *x, struct cg_file *f, struct cg_uenc *e, float *warm)
+{
+	const uint64_t nb = (v->n + 7) / 8, one = 1;
+	char name[CG_MAX_NAME];
+	struct cg_tensor *tb, *ts;
+	unsigned char *bits;
+	double sum = 0;
+	float scale;
+
+	(void)s;
+	(void)e;
+	(void)warm;
+	if (refuse_nonfinite(v, x) != 0)
+		return -1;
+	if (suffixed(name, v->name, ".sign") != 0 ||
+	    (tb = cg_file_add_zero(f, name, CG_U8, 1, &nb)) == NULL ||
+	    suffixed(name, v->name, ".scale") != 0 ||
+	    (ts = cg_file_add_zero(f, name, CG_F32, 1, &one)) == NULL)
+		return -1;
+	bits = tb->data;
+	for (uint64_t i = 0; i < v->n; i++) {
+		sum += fabs((double)x[i]);
+		if (x[i] < 0)
+			bits[i / 8] |= (unsigned char)(1u << (i % 8));
+	}
+	scale = (float)(sum / (double)v->n);
+	return cg_codec(CG_F32)->encode(ts->data, &scale, 1);
+}
+
+static int
+sign_bind(const struct cg_uspec *s, struct cg_uview *v,
+          const struct cg_file *f)
+{
+	const uint64_t nb = (v->n + 7) / 8, one = 1;
+	const struct cg_tensor *tb, *ts;
+	float scale;
+
+	(void)s;
+	if ((tb = need(f, v->name, ".sign", CG_U8, 1, &nb)) == NULL ||
+	    (ts = need(f, v->name, ".scale", CG_F32, 1, &one)) == NULL)
+		return -1;
+	cg_tensor_decode(ts, 0, 1, &scale);
+	if (!isfinite(scale) || scale < 0)
+		return cg_seterr("tensor %s: scale %g is not a magnitude",
+		                 ts->name, (double)scale);
+	if (v->n % 8 &&
+	    ((const unsigned char *)tb->data)[nb - 1] >> (v->n % 8))
+		return cg_seterr("tensor %s: bits set past its %" PRIu64
+		                 " elements",
+		                 tb->name, v->n);
+	v->t[0] = tb;
+	v->t[1] = ts;
+	return 0;
+}
+
+static void
+sign_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
+            size_t n, float *out)
+{
+	const unsigned char *bits = v->t[0]->data;
+	float scale;
+
+	(void)s;
+	cg_tensor_decode(v->t[1], 0, 1, &scale);
+	for (size_t j = 0; j < n; j++) {
+		uint64_t i = lo + j;
+		out[j] = bits[i / 8] >> (i % 8) & 1 ? -scale : scale;
+	}
+}
+
+/* ----------------------------------------------------------- lowrank */
+
+/* The rank a view is sent at under s: 0 (dense f32) unless it is a
+ * matrix that R (m + n) floats carry in fewer than m n. */
+static uint64_t
+lowrank_rank(const struct cg_uspec *s, const struct cg_uview *v)
+{
+	uint64_t r = (uint64_t)s->rank;
+
+	if (v->ndim != 2 || r == 0)
+		return 0;
+	return r * (v->shape[0] + v->shape[1]) < v->n ? r : 0;
+}
+
+static int
+lowrank_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
+{
+	uint64_t r = lowrank_rank(s, v);
+
+	*b = 4 * (r ? r * (v->shape[0] + v->shape[1]) : v->n);
+	return 0;
+}
+
+/* Q [cols, r] of view v from the warm start where there is one, else a
+ * normal draw from e's stream. */
+static void
+lowrank_start(struct cg_uenc *e, const float *warm, uint64_t len, float *q)
+{
+	int have = 0;
+
+	for (uint64_t i = 0; warm && i < len && !have; i++)
+		have = warm[i] != 0;
+	for (uint64_t i = 0; i < len; i++)
+		q[i] = have ? warm[i] : cg_rng_normal(&e->rng);
+}
+
+static int
+lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
+               const float *x, struct cg_file *f, struct cg_uenc *e,
+               float *warm)
+{
+	const uint64_t r = lowrank_rank(s, v);
+	const uint64_t rows = v->shape[0], cols = v->shape[1];
+	uint64_t shp[2];
+	char name[CG_MAX_NAME];
+	struct cg_tensor *tp, *tq;
+	double *p = NULL, *q2 = NULL;
+	float *q = NULL, *pf = NULL, *qf = NULL;
+	int rc = -1;
+
+	if (refuse_nonfinite(v, x) != 0)
+		return -1;
+	if (r == 0) {
+		struct cg_tensor *t =
+		    cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape);
+		return t ? cg_codec(CG_F32)->encode(t->data, x, v->n) : -1;
+	}
+	shp[0] = rows;
+	shp[1] = r;
+	if (suffixed(name, v->name, ".p") != 0 ||
+	    (tp = cg_file_add_zero(f, name, CG_F32, 2, shp)) == NULL)
+		return -1;
+	shp[0] = cols;
+	if (suffixed(name, v->name, ".q") != 0 ||
+	    (tq = cg_file_add_zero(f, name, CG_F32, 2, shp)) == NULL)
+		return -1;
+	if ((q = cg_alloc(cols * r * sizeof(float))) == NULL ||
+	    (p = cg_alloc(rows * r * sizeof(double))) == NULL ||
+	    (q2 = cg_alloc(cols * r * sizeof(double))) == NULL ||
+	    (pf = cg_alloc(rows * r * sizeof(float))) == NULL ||
+	    (qf = cg_alloc(cols * r * sizeof(float))) == NULL)
+		goto out;
+	lowrank_start(e, warm, cols * r, q);
+	/* P = M Q, in double, each sum in index order */
+	for (uint64_t i = 0; i < rows; i++)
+		for (uint64_t c = 0; c < r; c++) {
+			double a = 0;
+			for (uint64_t j = 0; j < cols; j++)
+				a += (double)x[i * cols + j] * q[j * r + c];
+			p[i * r + c] = a;
+		}
+	/* orthonormal columns (modified Gram-Schmidt); a column with
+	 * nothing left of it becomes zero */
+	for (uint64_t c = 0; c < r; c++) {
+		double nn = 0;
+		for (uint64_t b = 0; b < c; b++) {
+			double d = 0;
+			for (uint64_t i = 0; i < rows; i++)
+				d += p[i * r + c] * p[i * r + b];
+			for (uint64_t i = 0; i < rows; i++)
+				p[i * r + c] -= d * p[i * r + b];
+		}
+		for (uint64_t i = 0; i < rows; i++)
+			nn += p[i * r + c] * p[i * r + c];
+		nn = sqrt(nn);
+		for (uint64_t i = 0; i < rows; i++)
+			p[i * r + c] = nn > 1e-30 ? p[i * r + c] / nn : 0;
+	}
+	for (uint64_t i = 0; i < rows * r; i++)
+		pf[i] = (float)p[i];
+	/* Q = M^T P, with P as sent */
+	memset(q2, 0, cols * r * sizeof(double));
+	for (uint64_t i = 0; i < rows; i++)
+		for (uint64_t j = 0; j < cols; j++) {
+			double m = x[i * cols + j];
+			for (uint64_t c = 0; c < r; c++)
+				q2[j * r + c] += m * pf[i * r + c];
+		}
+	for (uint64_t i = 0; i < cols * r; i++)
+		qf[i] = (float)q2[i];
+	if (warm)
+		memcpy(warm, qf, cols * r * sizeof(float));
+	if (cg_codec(CG_F32)->encode(tp->data, pf, rows * r) == 0 &&
+	    cg_codec(CG_F32)->encode(tq->data, qf, cols * r) == 0)
+		rc = 0;
+out:
+	free(q);
+	free(p);
+	free(q2);
+	free(pf);
+	free(qf);
+	return rc;
+}
+
+static int
+lowrank_bind(const struct cg_uspec *s, struct cg_uview *v,
+             const struct cg_file *f)
+{
+	const uint64_t r = lowrank_rank(s, v);
+	uint64_t shp[2];
+
+	if (r == 0) {
+		v->k = 0;
+		v->t[0] = need(f, v->name, "", CG_F32, v->ndim, v->shape);
+		return v->t[0] ? 0 : -1;
+	}
+	shp[0] = v->shape[0];
+	shp[1] = r;
+	if ((v->t[0] = need(f, v->name, ".p", CG_F32, 2, shp)) == NULL)
+		return -1;
+	shp[0] = v->shape[1];
+	if ((v->t[1] = need(f, v->name, ".q", CG_F32, 2, shp)) == NULL)
+		return -1;
+	if (check_finite(v->t[0]) != 0 || check_finite(v->t[1]) != 0)
+		return -1;
+	v->k = r;
+	return 0;
+}
+
+static void
+lowrank_decode(const struct cg_uspec *s, const struct cg_uview *v,
+               uint64_t lo, size_t n, float *out)
+{
+	const uint64_t r = v->k, cols = v->shape[1];
+	float pr[MAX_RANK], qr[MAX_RANK];
+
+	(void)s;
+	if (r == 0) {
+		cg_tensor_decode(v->t[0], lo, n, out);
+		return;
+	}
+	for (size_t j = 0; j < n; j++) {
+		uint64_t e = lo + j, i = e / cols, c = e % cols;
+		float a = 0;
+		if (j == 0 || c == 0)
+			cg_tensor_decode(v->t[0], i * r, r, pr);
+		cg_tensor_decode(v->t[1], c * r, r, qr);
+		for (uint64_t t = 0; t < r; t++)
+			a += pr[t] * qr[t];
+		out[j] = a;
+	}
+}
+
+/* ------------------------------------------------------------- table */
+
+static const struct cg_ucodec ucodecs[] = {
+    {"dense", "f32, f16, bf16: every element, in that dtype", dense_size,
+     dense_encode, dense_bind, dense_decode},
+    {"q", "q8, q4, q2[:sr]: blocks of 32 with an f16 scale; sr: "
+          "stochastic rounding",
+     block_size, block_encode, block_bind, dense_decode},
+    {"topk", "topk:F or topk:k=N[,val=f16|bf16|f32]: the largest of each "
+             "tensor",
+     topk_size, topk_encode, topk_bind, topk_decode},
+    {"sign", "sign: one bit an element and the mean magnitude", sign_size,
+     sign_encode, sign_bind, sign_decode},
+    {"lowrank", "lowrank:R: matrices as rank-R factors (PowerSGD)",
+     lowrank_size, lowrank_encode, lowrank_bind, lowrank_decode},
+};
+
+enum { U_DENSE, U_BLOCK, U_TOPK, U_SIGN, U_LOWRANK };
+
+const char *
+cg_ucodec_help(void)
+{
+	static char buf[1024];
+
+	if (buf[0] == '\0') {
+		size_t len = 0;
+		for (size_t i = 0; i < sizeof(ucodecs) / sizeof(ucodecs[0]); i++)
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+			                        "%s  %s", i ? "\n" : "",
+			                        ucodecs[i].help);
+	}
+	return buf;
+}
+
+const char *
+cg_uspec_name(const struct cg_uspec *s)
+{
+	if (s->codec == &ucodecs[U_BLOCK])
+		return s->dtype == CG_Q8_0 ? "q8" : s->dtype == CG_Q4_0 ? "q4"
+		                                                        : "q2";
+	if (s->codec == &ucodecs[U_DENSE])
+		return cg_dtype_name(s->dtype);
+	return s->codec->name;
+}
+
+int
+cg_uspec_lossless(const struct cg_uspec *s)
+{
+	return s->codec == &ucodecs[U_DENSE] && s->dtype == CG_F32;
+}
+
+/* One "key=value" or bare "value" of a spec's parameters. */
+static int
+parse_param(struct cg_uspec *s, const char *p, const char *whole)
+{
+	const char *eq = strchr(p, '=');
+	char *end;
+
+	if (s->codec == &ucodecs[U_BLOCK] && strcmp(p, "sr") == 0) {
+		s->sr = 1;
+		return 0;
+	}
+	if (s->codec == &ucodecs[U_TOPK]) {
+		if (eq == NULL || strncmp(p, "frac=", 5) == 0) {
+			double v = strtod(eq ? eq + 1 : p, &end);
+			if (*end != '\0' || !(v > 0) || v > 1)
+				goto bad;
+			s->frac = v;
+			s->count = 0;
+			return 0;
+		}
+		if (strncmp(p, "k=", 2) == 0) {
+			unsigned long long v = strtoull(p + 2, &end, 10);
+			if (*end != '\0' || v == 0 || p[2] == '-')
+				goto bad;
+			s->count = v;
+			return 0;
+		}
+		if (strncmp(p, "val=", 4) == 0) {
+			if (cg_dtype_parse(p + 4, &s->dtype) != 0 ||
+			    cg_codec(s->dtype)->block != 1 ||
+			    cg_codec(s->dtype)->kind != CG_KIND_FLOAT)
+				goto bad;
+			return 0;
+		}
+	}
+	if (s->codec == &ucodecs[U_LOWRANK] &&
+	    (eq == NULL || strncmp(p, "r=", 2) == 0)) {
+		long v = strtol(eq ? eq + 1 : p, &end, 10);
+		if (*end != '\0' || v < 1 || v > MAX_RANK)
+			goto bad;
+		s->rank = (int)v;
+		return 0;
+	}
+bad:
+	return cg_seterr("codec '%.64s': bad parameter '%.32s'", whole, p);
+}
+
+int
+cg_uspec_parse(const char *str, struct cg_uspec *s)
+{
+	static const struct {
+		const char *name;
+		int row;
+		enum cg_dtype dt;
+	} names[] = {
+	    {"f32", U_DENSE, CG_F32},   {"f16", U_DENSE, CG_F16},
+	    {"bf16", U_DENSE, CG_BF16}, {"q8", U_BLOCK, CG_Q8_0},
+	    {"q4", U_BLOCK, CG_Q4_0},   {"q2", U_BLOCK, CG_Q2_0},
+	    {"topk", U_TOPK, CG_F16},   {"sign", U_SIGN, CG_F32},
+	    {"lowrank", U_LOWRANK, CG_F32},
+	};
+	char buf[128], *colon, *p;
+	size_t i;
+
+	memset(s, 0, sizeof(*s));
+	if (strlen(str) >= sizeof(buf))
+		return cg_seterr("codec '%.32s...': too long", str);
+	strcpy(buf, str);
+	if ((colon = strchr(buf, ':')) != NULL)
+		*colon = '\0';
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(buf, names[i].name) == 0)
+			break;
+	if (i == sizeof(names) / sizeof(names[0]))
+		return cg_seterr("unknown codec '%.32s' (f32, f16, bf16, q8, "
+		                 "q4, q2, topk, sign, lowrank)",
+		                 buf);
+	s->codec = &ucodecs[names[i].row];
+	s->dtype = names[i].dt;
+	if (names[i].row == U_TOPK)
+		s->frac = 0.01;
+	if (names[i].row == U_LOWRANK)
+		s->rank = 4;
+	for (p = colon ? colon + 1 : NULL; p;) {
+		char *comma = strchr(p, ',');
+		if (comma)
+			*comma = '\0';
+		if (parse_param(s, p, str) != 0)
+			return -1;
+		p = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
+void
+cg_uspec_format(const struct cg_uspec *s, char *buf, size_t n)
+{
+	const char *name = cg_uspec_name(s);
+
+	if (s->codec == &ucodecs[U_TOPK]) {
+		if (s->count)
+			snprintf(buf, n, "topk:k=%" PRIu64 ",val=%s", s->count,
+			         cg_dtype_name(s->dtype));
+		else
+			snprintf(buf, n, "topk:%.6g,val=%s", s->frac,
+			         cg_dtype_name(s->dtype));
+	} else if (s->codec == &ucodecs[U_LOWRANK])
+		snprintf(buf, n, "lowrank:%d", s->rank);
+	else
+		snprintf(buf, n, "%s%s", name, s->sr ? ":sr" : "");
+}
+
+int
+cg_uspec_size(const struct cg_uspec *s, const struct cg_uview *v, int nv,
+              uint64_t *bytes)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < nv; i++) {
+		uint64_t b;
+		if (s->codec->size(s, &v[i], &b) != 0)
+			return -1;
+		if (b > UINT64_MAX - sum)
+			return cg_seterr("update size overflows");
+		sum += b;
+	}
+	*bytes = sum;
+	return 0;
+}
+
+uint64_t
+cg_uspec_state_floats(const struct cg_uspec *s, const struct cg_uview *v,
+                      int nv)
+{
+	uint64_t n = 0;
+
+	if (s->codec != &ucodecs[U_LOWRANK])
+		return 0;
+	for (int i = 0; i < nv; i++)
+		n += lowrank_rank(s, &v[i]) * v[i].shape[1];
+	return n;
+}
+
+int
+cg_uspec_fit(struct cg_uspec *s, const struct cg_uview *v, int nv,
+             uint64_t budget)
+{
+	uint64_t b;
+
+	if (s->codec == &ucodecs[U_TOPK]) {
+		/* the largest count per element that fits: bisect the
+		 * fraction (sizes only grow with it) */
+		double lo = 0, hi = 1;
+		s->count = 0;
+		for (int it = 0; it < 60; it++) {
+			s->frac = (lo + hi) / 2;
+			if (cg_uspec_size(s, v, nv, &b) != 0)
+				return -1;
+			if (b <= budget)
+				lo = s->frac;
+			else
+				hi = s->frac;
+		}
+		s->frac = lo;
+		if (lo == 0 || cg_uspec_size(s, v, nv, &b) != 0 || b > budget)
+			goto small;
+		return 0;
+	}
+	if (s->codec == &ucodecs[U_BLOCK]) {
+		static const enum cg_dtype q[] = {CG_Q8_0, CG_Q4_0, CG_Q2_0};
+		for (int i = 0; i < 3; i++) {
+			s->dtype = q[i];
+			if (cg_uspec_size(s, v, nv, &b) != 0)
+				return -1;
+			if (b <= budget)
+				return 0;
+		}
+		goto small;
+	}
+	if (s->codec == &ucodecs[U_LOWRANK]) {
+		for (s->rank = MAX_RANK; s->rank > 0; s->rank--) {
+			if (cg_uspec_size(s, v, nv, &b) != 0)
+				return -1;
+			if (b <= budget)
+				return 0;
+		}
+		s->rank = 1;
+		goto small;
+	}
+	if (cg_uspec_size(s, v, nv, &b) != 0)
+		return -1;
+	if (b <= budget)
+		return 0;
+small:
+	if (s->codec == &ucodecs[U_TOPK]) {
+		s->frac = 0;
+		s->count = 1;
+	}
+	if (cg_uspec_size(s, v, nv, &b) != 0)
+		return -1;
+	return cg_seterr("--budget %" PRIu64 ": the smallest %s update "
+	                 "takes %" PRIu64 " bytes",
+	                 budget, s->codec->name, b);
+}
+
+/* ---------------------------------------------------------- manifest */
+
+static int
+put_manifest(const struct cg_uspec *s, const struct cg_uview *v, int nv,
+             struct cg_file *f)
+{
+	char text[64];
+	uint64_t bytes, dense = 0;
+	cJSON *c, *lay;
+
+	if (cg_uspec_size(s, v, nv, &bytes) != 0)
+		return -1;
+	for (int i = 0; i < nv; i++)
+		dense += 4 * v[i].n;
+	cg_uspec_format(s, text, sizeof(text));
+	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "codec");
+	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "layout");
+	if ((c = cJSON_AddObjectToObject(f->manifest, "codec")) == NULL)
+		return cg_seterr("out of memory");
+	cJSON_AddStringToObject(c, "spec", text);
+	cJSON_AddStringToObject(c, "name", cg_uspec_name(s));
+	cJSON_AddStringToObject(c, "dtype", cg_dtype_name(s->dtype));
+	if (s->codec == &ucodecs[U_TOPK]) {
+		if (s->count)
+			cJSON_AddNumberToObject(c, "k", (double)s->count);
+		else
+			cJSON_AddNumberToObject(c, "frac", s->frac);
+	}
+	if (s->codec == &ucodecs[U_LOWRANK])
+		cJSON_AddNumberToObject(c, "rank", s->rank);
+	if (s->codec == &ucodecs[U_BLOCK])
+		cJSON_AddBoolToObject(c, "stochastic", s->sr);
+	cJSON_AddNumberToObject(c, "bytes", (double)bytes);
+	cJSON_AddNumberToObject(c, "dense_bytes", (double)dense);
+	if (s->codec == &ucodecs[U_DENSE])
+		return 0;
+	if ((lay = cJSON_AddArrayToObject(f->manifest, "layout")) == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < nv; i++) {
+		cJSON *o = cJSON_CreateObject(), *sh = cJSON_CreateArray();
+		if (o == NULL || sh == NULL) {
+			cJSON_Delete(o);
+			cJSON_Delete(sh);
+			return cg_seterr("out of memory");
+		}
+		cJSON_AddItemToArray(lay, o);
+		cJSON_AddStringToObject(o, "name", v[i].name);
+		for (int d = 0; d < v[i].ndim; d++)
+			cJSON_AddItemToArray(
+			    sh, cJSON_CreateNumber((double)v[i].shape[d]));
+		cJSON_AddItemToObject(o, "shape", sh);
+	}
+	return 0;
+}
+
+/* The spec of a "codec" object; -1 with a message. */
+static int
+get_spec(const cJSON *c, struct cg_uspec *s)
+{
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(c, "spec");
+
+	if (!cJSON_IsString(spec))
+		return cg_seterr("manifest: codec without a spec");
+	if (cg_uspec_parse(spec->valuestring, s) != 0) {
+		cg_errprefix("manifest");
+		return -1;
+	}
+	return 0;
+}
+
+/* The views of a "layout" array into *out [*nv]. */
+static int
+get_layout(const cJSON *lay, struct cg_uview **out, int *nv)
+{
+	const int n = cJSON_GetArraySize(lay);
+	struct cg_uview *v;
+	uint64_t off = 0;
+	int i = 0;
+
+	if (!cJSON_IsArray(lay) || n < 1 || n > CG_MAX_TENSORS)
+		return cg_seterr("manifest: no layout of 1 to %d views",
+		                 CG_MAX_TENSORS);
+	if ((v = calloc((size_t)n, sizeof(*v))) == NULL)
+		return cg_seterr("out of memory");
+	for (const cJSON *it = lay->child; it; it = it->next, i++) {
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape");
+		int nd = cJSON_GetArraySize(sh), d = 0;
+		if (!cJSON_IsString(nm) ||
+		    strlen(nm->valuestring) + 8 >= CG_MAX_NAME ||
+		    !cJSON_IsArray(sh) || nd < 1 || nd > CG_MAX_DIMS)
+			goto bad;
+		strcpy(v[i].name, nm->valuestring);
+		v[i].ndim = nd;
+		v[i].n = 1;
+		for (const cJSON *e = sh->child; e; e = e->next, d++) {
+			double x = cJSON_IsNumber(e) ? e->valuedouble : -1;
+			if (!(x >= 1) || x > (double)MAX_ELEMS || x != floor(x))
+				goto bad;
+			v[i].shape[d] = (uint64_t)x;
+			if (v[i].shape[d] > MAX_ELEMS / v[i].n)
+				goto bad;
+			v[i].n *= v[i].shape[d];
+		}
+		/* u32 indices reach every element of a view */
+		if (v[i].n > UINT32_MAX || off > MAX_ELEMS - v[i].n)
+			goto bad;
+		v[i].off = off;
+		off += v[i].n;
+	}
+	*out = v;
+	*nv = n;
+	return 0;
+bad:
+	free(v);
+	return cg_seterr("manifest: layout view %d is not a name and a "
+	                 "shape",
+	                 i);
+}
+
+/* A dense update without a codec: its views are its tensors. */
+static int
+tensor_layout(const struct cg_file *f, struct cg_uview **out, int *nv)
+{
+	struct cg_uview *v = calloc(f->ntensors ? f->ntensors : 1, sizeof(*v));
+	uint64_t off = 0;
+
+	if (v == NULL)
+		return cg_seterr("out of memory");
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = &f->tensors[i];
+		memcpy(v[i].name, t->name, CG_MAX_NAME);
+		v[i].ndim = t->ndim;
+		memcpy(v[i].shape, t->shape, sizeof(v[i].shape));
+		v[i].n = t->nelem;
+		v[i].off = off;
+		off += t->nelem;
+	}
+	*out = v;
+	*nv = (int)f->ntensors;
+	return 0;
+}
+
+int
+cg_ubind(const struct cg_file *f, struct cg_uspec *s, struct cg_uview **views,
+         int *nv)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(f->manifest, "codec");
+	const cJSON *lay = cJSON_GetObjectItemCaseSensitive(f->manifest, "layout");
+	struct cg_uview *v = NULL;
+	size_t used = 0;
+	int n = 0;
+
+	if (c == NULL) {
+		cg_uspec_parse("f32", s);
+		if (tensor_layout(f, &v, &n) != 0)
+			return -1;
+	} else {
+		if (get_spec(c, s) != 0)
+			return -1;
+		if (s->codec == &ucodecs[U_DENSE] && lay == NULL) {
+			if (tensor_layout(f, &v, &n) != 0)
+				return -1;
+		} else if (get_layout(lay, &v, &n) != 0)
+			return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < i && c != NULL; j++)
+			if (strcmp(v[i].name, v[j].name) == 0 && n <= 4096) {
+				cg_seterr("manifest: view %s twice", v[i].name);
+				goto fail;
+			}
+		if (s->codec->bind(s, &v[i], f) != 0)
+			goto fail;
+		used += (v[i].t[0] != NULL) + (v[i].t[1] != NULL);
+	}
+	if (used != f->ntensors) {
+		cg_seterr("%zu tensors, of which the codec's layout uses %zu",
+		          f->ntensors, used);
+		goto fail;
+	}
+	*views = v;
+	*nv = n;
+	return 0;
+fail:
+	free(v);
+	return -1;
+}
+
+void
+cg_udecode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
+           size_t n, float *out)
+{
+	s->codec->decode(s, v, lo, n, out);
+}
+
+const float *
+cg_uview_f32(const struct cg_uspec *s, const struct cg_uview *v)
+{
+	if (s->codec != &ucodecs[U_DENSE] || v->t[0]->dtype != CG_F32 ||
+	    v->t[0]->nelem != v->n)
+		return NULL;
+	return v->t[0]->data;
+}
+
+/* ------------------------------------------------------------ encode */
+
+int
+cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
+           const float *x, struct cg_file *f, struct cg_uenc *e, float *sent)
+{
+	struct cg_uview *b = NULL;
+	struct cg_uspec bs;
+	uint64_t woff = 0;
+	int nb;
+
+	for (int i = 0; i < nv; i++) {
+		float *warm = NULL;
+		if (s->codec == &ucodecs[U_LOWRANK] && e->lowrank_q) {
+			warm = e->lowrank_q + woff;
+			woff += lowrank_rank(s, &v[i]) * v[i].shape[1];
+		}
+		if (s->codec->encode(s, &v[i], x + v[i].off, f, e, warm) != 0) {
+			char why[256];
+			snprintf(why, sizeof(why), "%s", cg_errmsg());
+			return cg_seterr("codec %s: %s", cg_uspec_name(s), why);
+		}
+	}
+	if (put_manifest(s, v, nv, f) != 0)
+		return -1;
+	/* what a reader gets, through its own path */
+	if (cg_ubind(f, &bs, &b, &nb) != 0)
+		return -1;
+	for (int i = 0; i < nb; i++)
+		cg_udecode(&bs, &b[i], 0, v[i].n, sent + v[i].off);
+	free(b);
+	return 0;
+}
