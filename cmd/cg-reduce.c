@@ -17,7 +17,7 @@
 
 #define MAX_THREADS 4096
 
-enum { OPT_OP = CG_KEY_OWN };
+enum { OPT_OP = CG_KEY_OWN, OPT_CODEC, OPT_BUDGET };
 
 /* After the options, the reducer's table of operations: made by
  * make_epilog before parsing. */
@@ -26,6 +26,9 @@ static char epilog[2048];
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
     {"op", OPT_OP, "NAME", "how to combine (mean): one of those below"},
+    {"codec", OPT_CODEC, "SPEC",
+     "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
+    {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     {"quiet", 'q', NULL, "nothing on stderr but errors"},
@@ -45,6 +48,9 @@ static const struct cg_cli cli = {
 struct args {
 	const char *out;
 	const struct cg_reduce_op *op;
+	struct cg_uspec codec;
+	int coded;
+	uint64_t budget;
 	enum cg_compress comp;
 	long long threads;
 	char **inputs; /* [ninputs] */
@@ -86,6 +92,20 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case 'z':
 		e = cg_compress_parse(g->arg, &a->comp);
+		break;
+	case OPT_CODEC:
+		a->coded = 1;
+		if ((e = cg_uspec_parse(g->arg, &a->codec)) != 0)
+			cg_errprefix("--codec");
+		break;
+	case OPT_BUDGET:
+		e = cg_parse_size(g->name, g->arg, &a->budget);
+		if (e == 0 && a->budget == 0)
+			e = cg_seterr("--budget: must be positive");
+		if (e == 0 && !a->coded) {
+			a->coded = 1;
+			cg_uspec_parse("topk", &a->codec);
+		}
 		break;
 	case OPT_OP:
 		if ((a->op = cg_reduce_op_find(g->arg)) == NULL) {
@@ -165,8 +185,19 @@ main(int argc, char **argv)
 	rc = CG_EXIT_FAILURE;
 	if (add_all(&r, a.inputs, a.ninputs) != 0)
 		goto out;
-	if ((f = cg_reducer_finish(&r)) == NULL ||
-	    cg_file_write(f, a.out, a.comp) != 0) {
+	if ((f = cg_reducer_finish(&r)) == NULL) {
+		cg_warn(NULL);
+		goto out;
+	}
+	if (a.coded) {
+		struct cg_file *g = cg_update_recode(f, &a.codec, a.budget);
+		cg_file_free(f);
+		if ((f = g) == NULL) {
+			cg_warn(NULL);
+			goto out;
+		}
+	}
+	if (cg_file_write(f, a.out, a.comp) != 0) {
 		cg_warn(NULL);
 		goto out;
 	}

@@ -26,6 +26,7 @@ enum {
 	OPT_CHECKPOINT,
 	OPT_CLIP,
 	OPT_CODEC,
+	OPT_FEEDBACK_DECAY,
 	OPT_NO_FEEDBACK,
 	OPT_LOG,
 	OPT_MAX_MEMORY,
@@ -58,6 +59,8 @@ static const struct cg_opt opts[] = {
      "fit the encoded update in BYTES (k, bits or rank; topk by default)"},
     {"no-error-feedback", OPT_NO_FEEDBACK, NULL,
      "do not keep what the codec did not send"},
+    {"feedback-decay", OPT_FEEDBACK_DECAY, "X",
+     "scale the kept residual by X before adding it (1)"},
     {"quiet", 'q', NULL, "no progress bar or summary"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -85,6 +88,7 @@ struct args {
 	uint64_t max_memory, budget;
 	const char *codec_name;
 	struct cg_uspec codec;
+	double decay;
 	int quiet, ckpt, coded, no_feedback;
 };
 
@@ -188,6 +192,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case OPT_NO_FEEDBACK:
 		a->no_feedback = 1;
+		break;
+	case OPT_FEEDBACK_DECAY:
+		e = cg_parse_f64(g->name, s, 0, 1, &a->decay);
 		break;
 	case OPT_CLIP:
 		e = cg_parse_f64(g->name, s, 0, 1e30, &a->o.clip);
@@ -402,8 +409,9 @@ encode(const struct args *a, struct job *j)
 	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec)) {
 		if ((res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
 			goto out;
+		const float beta = (float)a->decay;
 		for (uint64_t i = 0; i < P; i++)
-			j->buf[i] += res[i];
+			j->buf[i] += beta == 1 ? res[i] : beta * res[i];
 	}
 	if ((sent = cg_alloc(P * sizeof(float))) == NULL)
 		goto out;
@@ -509,8 +517,11 @@ job_free(struct job *j)
 int
 main(int argc, char **argv)
 {
-	struct args a = {
-	    .out = "-", .emit_name = "grad", .steps = 1, .batch = 128};
+	struct args a = {.out = "-",
+	                 .emit_name = "grad",
+	                 .steps = 1,
+	                 .batch = 128,
+	                 .decay = 1};
 	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
 	int rc;
 

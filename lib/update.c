@@ -110,6 +110,51 @@ fail:
 	return NULL;
 }
 
+struct cg_file *
+cg_update_recode(const struct cg_file *f, const struct cg_uspec *s,
+                 uint64_t budget)
+{
+	struct cg_uspec spec = *s, in;
+	struct cg_uview *v = NULL;
+	struct cg_uenc e = {0};
+	struct cg_file *out = NULL;
+	float *x = NULL, *sent = NULL;
+	uint64_t P = 0;
+	int nv;
+
+	if (cg_ubind(f, &in, &v, &nv) != 0)
+		return NULL;
+	for (int i = 0; i < nv; i++)
+		P += v[i].n;
+	if ((x = cg_alloc(P * sizeof(float))) == NULL ||
+	    (sent = cg_alloc(P * sizeof(float))) == NULL)
+		goto fail;
+	for (int i = 0; i < nv; i++)
+		cg_udecode(&in, &v[i], 0, v[i].n, x + v[i].off);
+	if (budget && cg_uspec_fit(&spec, v, nv, budget) != 0)
+		goto fail;
+	if ((out = cg_file_new(cg_file_kind(f))) == NULL)
+		goto fail;
+	cJSON_Delete(out->manifest);
+	if ((out->manifest = cJSON_Duplicate(f->manifest, 1)) == NULL) {
+		cg_seterr("out of memory");
+		goto fail;
+	}
+	cg_rng_seed(&e.rng, 0x7265636fULL);
+	if (cg_uencode(&spec, v, nv, x, out, &e, sent) != 0)
+		goto fail;
+	free(v);
+	free(x);
+	free(sent);
+	return out;
+fail:
+	cg_file_free(out);
+	free(v);
+	free(x);
+	free(sent);
+	return NULL;
+}
+
 /* ------------------------------------------------------------ reading */
 
 void

@@ -67,6 +67,14 @@ struct cg_file *cg_update_encode(const struct cg_model *base,
                                  const struct cg_uspec *s, struct cg_uenc *e,
                                  float *sent);
 /*
+ * A dense update file f (a reduction's result) encoded under s, fitted
+ * to budget bytes when budget > 0, with f's manifest: a new file, f left
+ * as it is.  No error feedback: what s loses is lost.  NULL with a
+ * message.
+ */
+struct cg_file *cg_update_recode(const struct cg_file *f,
+                                 const struct cg_uspec *s, uint64_t budget);
+/*
  * Take over f (freed in all cases) as an update named name in messages:
  * NULL with a message starting with name when f is not a grad or delta
  * or has no base digest.  The caller frees the result (cg_update_free).

@@ -3,6 +3,7 @@
  *
  * usage: mkcg [-k model|data] OUT [none|gzip|zstd]   (OUT "-": stdout)
  *        mkcg -t DTYPE IN OUT [none|gzip|zstd]
+ *        mkcg -x HOW IN OUT
  *
  * "model" (the default) holds one tensor of every dtype with values the
  * tests can check by hand, including nan, inf, a scalar and an empty
@@ -12,6 +13,12 @@
  * count is a whole number of DTYPE's blocks decoded and re-encoded as
  * DTYPE through the codec table (a model stored in f16, say); the others
  * are copied as they are.
+ * -x copies the coded update IN with one thing broken, its digests made
+ * again so that only the codec's checks can tell: HOW is idx-range (the
+ * first index of the first ".idx" tensor past every view), idx-repeat
+ * (its second index equal to the first), scale-nan (the first block
+ * scale of the first q8_0/q4_0/q2_0 tensor a NaN) or blocks (the first
+ * layout view 32 elements longer, so its block count no longer matches).
  * Output is a pure function of the arguments, so a test may compare bytes.
  * Exit 0 on success, 1 on failure, 2 on a usage error.
  */
@@ -178,22 +185,79 @@ fail:
 	return NULL;
 }
 
+/* IN with one thing broken (see -x above), or NULL with a message. */
+static struct cg_file *
+tamper(const char *in, const char *how)
+{
+	struct cg_file *f = cg_file_read_copy(in);
+
+	if (f == NULL)
+		return NULL;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = &f->tensors[i];
+		unsigned char *p = t->data;
+		size_t len = strlen(t->name);
+		int idx = len > 4 && strcmp(t->name + len - 4, ".idx") == 0;
+		int blk = t->dtype == CG_Q8_0 || t->dtype == CG_Q4_0 ||
+		          t->dtype == CG_Q2_0;
+		if (strcmp(how, "idx-range") == 0 && idx && t->nelem > 0) {
+			memset(p, 0xff, 4);
+			return f;
+		}
+		if (strcmp(how, "idx-repeat") == 0 && idx && t->nelem > 1) {
+			memcpy(p + 4, p, 4);
+			return f;
+		}
+		if (strcmp(how, "scale-nan") == 0 && blk) {
+			p[0] = 0x00;
+			p[1] = 0x7e;
+			return f;
+		}
+	}
+	if (strcmp(how, "blocks") == 0) {
+		cJSON *lay = cJSON_GetObjectItemCaseSensitive(f->manifest,
+		                                              "layout");
+		cJSON *sh = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetArrayItem(lay, 0), "shape");
+		cJSON *d0 = cJSON_GetArrayItem(sh, 0);
+		if (cJSON_IsNumber(d0)) {
+			cJSON_SetNumberValue(d0, d0->valuedouble + 32);
+			return f;
+		}
+	}
+	cg_file_free(f);
+	cg_seterr("%s: nothing to break with -x %s", in, how);
+	return NULL;
+}
+
 int
 main(int argc, char **argv)
 {
-	const char *kind = "model", *to = NULL, *in = NULL;
+	const char *kind = "model", *to = NULL, *in = NULL, *how = NULL;
 	enum cg_dtype dt = CG_F32;
 	enum cg_compress comp = CG_COMPRESS_NONE;
 	struct cg_file *f;
 	int c, rc;
 
-	while ((c = getopt(argc, argv, "k:t:")) != -1) {
+	while ((c = getopt(argc, argv, "k:t:x:")) != -1) {
 		if (c == 'k')
 			kind = optarg;
+		else if (c == 'x')
+			how = optarg;
 		else if (c == 't')
 			to = optarg;
 		else
 			goto usage;
+	}
+	if (how) {
+		if (argc - optind != 2)
+			goto usage;
+		f = tamper(argv[optind], how);
+		rc = f && cg_file_write(f, argv[optind + 1], comp) == 0 ? 0 : 1;
+		if (rc)
+			fprintf(stderr, "mkcg: %s\n", cg_errmsg());
+		cg_file_free(f);
+		return rc;
 	}
 	if (to && argc - optind >= 2) {
 		in = argv[optind++];
@@ -231,7 +295,8 @@ main(int argc, char **argv)
 	return rc;
 usage:
 	fputs("usage: mkcg [-k model|data] OUT [none|gzip|zstd]\n"
-	      "       mkcg -t DTYPE IN OUT [none|gzip|zstd]\n",
+	      "       mkcg -t DTYPE IN OUT [none|gzip|zstd]\n"
+	      "       mkcg -x HOW IN OUT\n",
 	      stderr);
 	return 2;
 }

@@ -1,0 +1,640 @@
+/*
+ * test_ucodec - the update codecs: each one's error within the bound its
+ * format promises (against double precision), error feedback's running
+ * sum over 100 rounds, reductions of reductions over mixed codecs, and
+ * the refusal of hostile coded files.
+ */
+#define TEST_NAME "test_ucodec"
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+#include "reduce.h"
+#include "ucodec.h"
+#include "update.h"
+
+/* Three views: a matrix, a vector whose length is no multiple of 32, a
+ * small matrix. */
+#define NV 3
+#define P (48 * 40 + 37 + 6 * 5)
+
+static void
+views(struct cg_uview *v)
+{
+	memset(v, 0, NV * sizeof(*v));
+	strcpy(v[0].name, "w");
+	v[0].ndim = 2;
+	v[0].shape[0] = 48;
+	v[0].shape[1] = 40;
+	strcpy(v[1].name, "b");
+	v[1].ndim = 1;
+	v[1].shape[0] = 37;
+	strcpy(v[2].name, "s");
+	v[2].ndim = 2;
+	v[2].shape[0] = 6;
+	v[2].shape[1] = 5;
+	uint64_t off = 0;
+	for (int i = 0; i < NV; i++) {
+		v[i].n = v[i].shape[0] * (v[i].ndim == 2 ? v[i].shape[1] : 1);
+		v[i].off = off;
+		off += v[i].n;
+	}
+}
+
+static void
+fill(float *x, size_t n, struct cg_rng *r, double scale)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)(scale * cg_rng_normal(r));
+}
+
+/* A delta file (no base needed by the codec layer) encoded under spec. */
+static struct cg_file *
+encode(const char *spec, const float *x, float *sent, struct cg_uenc *e)
+{
+	struct cg_uview v[NV];
+	struct cg_uspec s;
+	struct cg_file *f = cg_file_new("delta");
+
+	views(v);
+	if (f == NULL || cg_uspec_parse(spec, &s) != 0 ||
+	    cg_uencode(&s, v, NV, x, f, e, sent) != 0)
+		die(spec);
+	return f;
+}
+
+/* The scale a ggml-style block of 32 gets: f16 of max / -h (h = 0: the
+ * q8_0 rule amax / 127) and the f32 value before rounding. */
+static void
+block_scale(const float *x, int h, double *d16, double *d32)
+{
+	float amax = 0, max = 0;
+
+	for (int j = 0; j < 32; j++)
+		if (amax < fabsf(x[j])) {
+			amax = fabsf(x[j]);
+			max = x[j];
+		}
+	float d = h ? max / (float)-h : amax / 127;
+	*d32 = d;
+	*d16 = cg_f16_to_f32(cg_f32_to_f16(d));
+}
+
+/* Each element within its block's bound; the worst ratio of error to
+ * bound into *worst. */
+static int
+block_bound(const char *spec, int h, double qmax, double half, double *worst)
+{
+	struct cg_rng r;
+	float x[P], pad[P + 64] = {0}, y[P];
+	struct cg_uenc e = {0};
+	struct cg_uview v[NV];
+	int ok = 1;
+
+	views(v);
+	cg_rng_seed(&r, 11);
+	cg_rng_seed(&e.rng, 5);
+	*worst = 0;
+	for (int trial = 0; trial < 20; trial++) {
+		fill(x, P, &r, pow(10, trial % 7 - 4));
+		cg_file_free(encode(spec, x, y, &e));
+		for (int i = 0; i < NV; i++) {
+			memset(pad, 0, sizeof(pad));
+			memcpy(pad, x + v[i].off, v[i].n * sizeof(float));
+			for (uint64_t j = 0; j < v[i].n; j++) {
+				double d16, d32;
+				block_scale(pad + j / 32 * 32, h, &d16, &d32);
+				double b = half * fabs(d16) +
+				           qmax * fabs(d16 - d32) +
+				           1e-6 * fabs((double)x[v[i].off + j]);
+				double err = fabs((double)x[v[i].off + j] -
+				                  (double)y[v[i].off + j]);
+				if (err > b) {
+					CHECK(0, "%s: element %" PRIu64
+					         " of %s: error %g > bound %g",
+					      spec, j, v[i].name, err, b);
+					ok = 0;
+				}
+				if (b > 0 && err / b > *worst)
+					*worst = err / b;
+			}
+		}
+	}
+	return ok;
+}
+
+static void
+bounds(void)
+{
+	double w;
+
+	expect(block_bound("q8", 0, 127, 0.5, &w), "q8: |x-y| <= d/2 + 127|d-d32|");
+	printf("     (worst error / bound %.3f)\n", w);
+	expect(block_bound("q4", 8, 8, 1, &w), "q4: |x-y| <= d + 8|d-d32|");
+	printf("     (worst error / bound %.3f)\n", w);
+	expect(block_bound("q2", 2, 2, 1, &w), "q2: |x-y| <= d + 2|d-d32|");
+	printf("     (worst error / bound %.3f)\n", w);
+	expect(block_bound("q8:sr", 0, 127, 1, &w) &&
+	           block_bound("q4:sr", 8, 8, 1, &w) &&
+	           block_bound("q2:sr", 2, 2, 1, &w),
+	       "stochastic rounding: |x-y| <= d + qmax|d-d32|");
+
+	/* stochastic rounding is unbiased inside the range: the mean of
+	 * many roundings of one vector comes close to it */
+	struct cg_rng r;
+	struct cg_uenc e = {0};
+	float x[P], y[P];
+	double *acc = xcalloc(P, sizeof(double));
+	cg_rng_seed(&r, 3);
+	cg_rng_seed(&e.rng, 4);
+	fill(x, P, &r, 1);
+	for (int t = 0; t < 400; t++) {
+		cg_file_free(encode("q2:sr", x, y, &e));
+		for (int i = 0; i < P; i++)
+			acc[i] += y[i];
+	}
+	double bias = 0, plain = 0;
+	cg_file_free(encode("q2", x, y, &e));
+	for (int i = 0; i < P; i++) {
+		bias += fabs(acc[i] / 400 - x[i]);
+		plain += fabs((double)y[i] - x[i]);
+	}
+	printf("     (q2 mean |error|: nearest %.4f, mean of 400 "
+	       "stochastic %.4f)\n",
+	       plain / P, bias / P);
+	expect(bias < plain / 3, "q2:sr: the mean of roundings is near x");
+	free(acc);
+
+	/* f16, bf16: relative 2^-11, 2^-8 */
+	cg_rng_seed(&r, 9);
+	fill(x, P, &r, 1);
+	int ok = 1;
+	cg_file_free(encode("f16", x, y, &e));
+	for (int i = 0; i < P; i++)
+		ok &= fabs((double)y[i] - x[i]) <= fabs(x[i]) * 0x1p-11 + 0x1p-25;
+	cg_file_free(encode("bf16", x, y, &e));
+	for (int i = 0; i < P; i++)
+		ok &= fabs((double)y[i] - x[i]) <= fabs(x[i]) * 0x1p-8;
+	cg_file_free(encode("f32", x, y, &e));
+	for (int i = 0; i < P; i++)
+		ok &= y[i] == x[i];
+	expect(ok, "f16 and bf16 to half an ulp, f32 exactly");
+
+	/* top-k: k of each view, the largest, values to f16 */
+	struct cg_uview v[NV];
+	views(v);
+	ok = 1;
+	cg_file_free(encode("topk:0.1", x, y, &e));
+	for (int i = 0; i < NV; i++) {
+		uint64_t k = 0, want = (uint64_t)ceil(0.1 * (double)v[i].n);
+		float minsent = INFINITY, maxleft = 0;
+		for (uint64_t j = 0; j < v[i].n; j++) {
+			float a = x[v[i].off + j], b = y[v[i].off + j];
+			if (b != 0) {
+				k++;
+				ok &= b == cg_f16_to_f32(cg_f32_to_f16(a));
+				minsent = fminf(minsent, fabsf(a));
+			} else
+				maxleft = fmaxf(maxleft, fabsf(a));
+		}
+		CHECK(k == want, "topk: %s kept %" PRIu64 " not %" PRIu64,
+		      v[i].name, k, want);
+		ok &= k == want && maxleft <= minsent;
+	}
+	expect(ok, "topk:0.1: ceil(0.1 n) of each view, none left larger, "
+	           "values as f16");
+
+	/* sign: +-mean|x| with x's sign */
+	ok = 1;
+	cg_file_free(encode("sign", x, y, &e));
+	for (int i = 0; i < NV; i++) {
+		double m = 0;
+		for (uint64_t j = 0; j < v[i].n; j++)
+			m += fabs(x[v[i].off + j]);
+		m /= (double)v[i].n;
+		for (uint64_t j = 0; j < v[i].n; j++) {
+			float a = x[v[i].off + j], b = y[v[i].off + j];
+			ok &= fabs(fabs(b) - m) <= 1e-6 * m &&
+			      (a < 0) == (b < 0);
+		}
+	}
+	expect(ok, "sign: every element +-mean|x| with its sign");
+
+	/* low rank: a rank-2 matrix comes back (one power iteration from
+	 * any start spans its columns); a random one no larger than it is */
+	float *u = xcalloc(P, sizeof(float));
+	for (int a = 0; a < 48; a++)
+		for (int b = 0; b < 40; b++)
+			x[a * 40 + b] = (float)(sin(a + 1.0) * cos(b * 0.3) +
+			                        0.5 * cos(a * 0.7) * sin(b + 2.0));
+	cg_file_free(encode("lowrank:2", x, y, &e));
+	double err = 0, nrm = 0;
+	for (int i = 0; i < 48 * 40; i++) {
+		err += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+		nrm += (double)x[i] * x[i];
+	}
+	int rest = 1;
+	for (int i = 48 * 40; i < 48 * 40 + 37; i++)
+		rest &= y[i] == x[i]; /* the vector: f32 */
+	printf("     (rank-2 matrix through lowrank:2: relative error %.2g)\n",
+	       sqrt(err / nrm));
+	expect(sqrt(err / nrm) < 1e-5 && rest,
+	       "lowrank:2: a rank-2 matrix exactly, a vector as f32");
+	free(u);
+}
+
+/* 100 rounds of error feedback: the sum sent stays within the last
+ * update's error of the sum of the updates; without it, it drifts. */
+static void
+feedback(const char *spec)
+{
+	struct cg_rng r;
+	struct cg_uenc e = {0};
+	float x[P], u[P], y[P], res[P] = {0}, warm[P] = {0};
+	double *sx = xcalloc(P, sizeof(double)), *sy = xcalloc(P, sizeof(double));
+	double *sn = xcalloc(P, sizeof(double));
+	double worst = 0, drift = 0, scale = 0;
+	char what[128];
+
+	cg_rng_seed(&r, 21);
+	cg_rng_seed(&e.rng, 22);
+	e.lowrank_q = warm;
+	for (int t = 0; t < 100; t++) {
+		/* a steady direction plus noise: what compressed updates of
+		 * a training run look like */
+		fill(x, P, &r, 0.01);
+		for (int i = 0; i < P; i++)
+			x[i] += 0.01f * (float)sin(i * 0.37);
+		for (int i = 0; i < P; i++)
+			u[i] = x[i] + res[i];
+		cg_file_free(encode(spec, u, y, &e));
+		for (int i = 0; i < P; i++) {
+			res[i] = u[i] - y[i];
+			sx[i] += x[i];
+			sy[i] += y[i];
+		}
+		e.lowrank_q = NULL; /* no feedback: same codec, fresh */
+		cg_file_free(encode(spec, x, y, &e));
+		e.lowrank_q = warm;
+		for (int i = 0; i < P; i++)
+			sn[i] += y[i];
+	}
+	for (int i = 0; i < P; i++) {
+		/* the invariant, up to the float sums of the residual */
+		double gap = fabs(sx[i] - sy[i] - res[i]);
+		worst = fmax(worst, gap);
+		drift = fmax(drift, fabs(sx[i] - sn[i]));
+		scale = fmax(scale, fabs(sx[i] - sy[i]));
+	}
+	snprintf(what, sizeof(what),
+	         "%s: over 100 rounds sum(x) - sum(sent) is the last "
+	         "residual",
+	         spec);
+	printf("     (%s: |sum x - sum sent| <= %.3g with feedback, %.3g "
+	       "without; off the residual by %.2g)\n",
+	       spec, scale, drift, worst);
+	expect(worst < 1e-4 && scale < drift, what);
+	free(sx);
+	free(sy);
+	free(sn);
+}
+
+/* ----------------------------------------------- reduce of reduces */
+
+/* An update file of the base digest "00..0" holding x encoded by spec,
+ * as a reader gets it. */
+static struct cg_update *
+update(const char *spec, const float *x, const char *name)
+{
+	struct cg_uenc e = {0};
+	float y[P];
+	struct cg_file *f = encode(spec, x, y, &e);
+	cJSON *b = cJSON_AddObjectToObject(f->manifest, "base");
+
+	cJSON_AddStringToObject(b, "sha256",
+	                        "0000000000000000000000000000000000000000000000"
+	                        "000000000000000000");
+	cJSON_AddNumberToObject(b, "step", 0);
+	cJSON_AddNumberToObject(f->manifest, "samples", 1);
+	struct cg_update *u = cg_update_from_file(f, name);
+	if (u == NULL)
+		die(name);
+	return u;
+}
+
+static struct cg_file *
+reduce_of(const char *op, struct cg_update **u, int n)
+{
+	struct cg_reducer r;
+
+	cg_reducer_init(&r, cg_reduce_op_find(op));
+	for (int i = 0; i < n; i++)
+		if (cg_reducer_add(&r, u[i]) != 0)
+			die("add");
+	struct cg_file *f = cg_reducer_finish(&r);
+	if (f == NULL)
+		die("finish");
+	return f;
+}
+
+static int
+same_tensors(const struct cg_file *a, const struct cg_file *b, double tol)
+{
+	if (a->ntensors != b->ntensors)
+		return 0;
+	for (size_t i = 0; i < a->ntensors; i++) {
+		const float *x = a->tensors[i].data, *y = b->tensors[i].data;
+		if (a->tensors[i].nelem != b->tensors[i].nelem)
+			return 0;
+		for (uint64_t j = 0; j < a->tensors[i].nelem; j++)
+			if (fabs((double)x[j] - y[j]) > tol ||
+			    (tol == 0 && memcmp(&x[j], &y[j], 4) != 0 &&
+			     x[j] != 0))
+				return 0;
+	}
+	return 1;
+}
+
+static void
+trees(void)
+{
+	static const char *specs[4] = {"topk:0.25", "q4", "f16", "f32"};
+	float x[4][P];
+	struct cg_rng r;
+
+	/* values on a grid of 2^-8 below 2: every codec holds them and
+	 * every sum of them exactly, so any order of additions agrees */
+	cg_rng_seed(&r, 31);
+	for (int k = 0; k < 4; k++)
+		for (int i = 0; i < P; i++) {
+			int q = (int)cg_rng_below(&r, 16) - 8;
+			/* q4 holds d (q - 8) with d = max / -8: one block
+			 * element is -8 d so the scale is exact */
+			x[k][i] = (float)q / 256.0f;
+			if (i % 32 == 0)
+				x[k][i] = -8.0f / 256.0f;
+		}
+	for (int k = 0; k < 4; k++) {
+		float y[P];
+		struct cg_uenc e = {0};
+		cg_file_free(encode(specs[k], x[k], y, &e));
+		/* top-k keeps a quarter: the grid decides only which */
+		for (int i = 0; k > 0 && i < P; i++)
+			CHECK(y[i] == x[k][i], "%s does not hold the grid",
+			      specs[k]);
+	}
+	struct cg_update *u[4], *w[2];
+	for (int k = 0; k < 4; k++)
+		u[k] = update(specs[k], x[k], specs[k]);
+	struct cg_file *flat = reduce_of("sum", u, 4);
+	for (int k = 0; k < 4; k++)
+		u[k] = update(specs[k], x[k], specs[k]);
+	struct cg_file *left = reduce_of("sum", u, 2);
+	struct cg_file *right = reduce_of("sum", u + 2, 2);
+	w[0] = cg_update_from_file(left, "left");
+	w[1] = cg_update_from_file(right, "right");
+	if (w[0] == NULL || w[1] == NULL)
+		die("tree");
+	struct cg_file *tree = reduce_of("sum", w, 2);
+	expect(same_tensors(flat, tree, 0),
+	       "sum over topk, q4, f16, f32: (a+b)+(c+d) is a+b+c+d, exactly");
+	cg_file_free(flat);
+	cg_file_free(tree);
+
+	/* the weighted mean of partial means: equal to rounding */
+	for (int k = 0; k < 4; k++)
+		fill(x[k], P, &r, 1);
+	for (int k = 0; k < 4; k++)
+		u[k] = update(specs[k], x[k], specs[k]);
+	flat = reduce_of("mean", u, 4);
+	for (int k = 0; k < 4; k++)
+		u[k] = update(specs[k], x[k], specs[k]);
+	w[0] = cg_update_from_file(reduce_of("mean", u, 3), "three");
+	w[1] = u[3];
+	tree = reduce_of("mean", w, 2);
+	expect(same_tensors(flat, tree, 1e-6),
+	       "mean over mixed codecs: the mean of a partial mean and the "
+	       "rest is the mean");
+	cg_file_free(flat);
+	cg_file_free(tree);
+}
+
+/* ---------------------------------------------------------- hostile */
+
+/* f written and read back: the message of the first failure, "" when
+ * reading and binding both succeed. */
+static const char *
+verdict(struct cg_file *f, const char *dir)
+{
+	static char msg[512];
+	char path[1024];
+	struct cg_uspec s;
+	struct cg_uview *v;
+	int nv;
+
+	snprintf(path, sizeof(path), "%s/h.cgu", dir);
+	if (cg_file_write(f, path, CG_COMPRESS_NONE) != 0)
+		die("write");
+	cg_file_free(f);
+	struct cg_file *g = cg_file_read(path);
+	msg[0] = '\0';
+	if (g == NULL || cg_ubind(g, &s, &v, &nv) != 0)
+		snprintf(msg, sizeof(msg), "%s", cg_errmsg());
+	else
+		free(v);
+	cg_file_free(g);
+	return msg;
+}
+
+static struct cg_tensor *
+tensor(struct cg_file *f, const char *name)
+{
+	struct cg_tensor *t = cg_file_find(f, name);
+
+	if (t == NULL) {
+		fprintf(stderr, "no tensor %s\n", name);
+		exit(1);
+	}
+	return t;
+}
+
+static void
+hostile(const char *dir)
+{
+	struct cg_rng r;
+	struct cg_uenc e = {0};
+	float x[P], y[P];
+	struct cg_file *f;
+	const char *m;
+
+	cg_rng_seed(&r, 41);
+	fill(x, P, &r, 1);
+
+	f = encode("topk:0.1", x, y, &e);
+	expect(strcmp(verdict(f, dir), "") == 0, "a sound topk file reads");
+
+	f = encode("topk:0.1", x, y, &e);
+	memset(tensor(f, "w.idx")->data, 0xff, 4);
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "w.idx: index 4294967295 outside") != NULL,
+	       "an index out of range is refused");
+
+	f = encode("topk:0.1", x, y, &e);
+	unsigned char *p = tensor(f, "b.idx")->data;
+	memcpy(p + 4, p, 4);
+	m = verdict(f, dir);
+	expect(strstr(m, "b.idx: index") && strstr(m, "repeated or out of order"),
+	       "a repeated index is refused");
+
+	f = encode("topk:0.1", x, y, &e);
+	uint16_t nan16 = 0x7e00;
+	memcpy(tensor(f, "s.val")->data, &nan16, 2);
+	m = verdict(f, dir);
+	expect(strstr(m, "s.val: element 0 is not finite") != NULL,
+	       "a NaN value is refused");
+
+	f = encode("q4", x, y, &e);
+	memcpy(tensor(f, "w")->data, &nan16, 2);
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "tensor w: block 0 has a scale that is not finite") !=
+	           NULL,
+	       "a NaN block scale is refused on reading");
+
+	/* a block count that does not match the layout's shape */
+	f = encode("q8", x, y, &e);
+	cJSON *lay = cJSON_GetObjectItemCaseSensitive(f->manifest, "layout");
+	cJSON *sh = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(lay, 1),
+	                                             "shape");
+	cJSON_ReplaceItemInArray(sh, 0, cJSON_CreateNumber(90));
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "tensor b: its shape is not the layout's") != NULL,
+	       "blocks that do not match the layout's shape are refused");
+
+	f = encode("sign", x, y, &e);
+	((unsigned char *)tensor(f, "b.sign")->data)[4] |= 0x80;
+	m = verdict(f, dir);
+	expect(strstr(m, "b.sign: bits set past its 37 elements") != NULL,
+	       "sign bits past the end are refused");
+
+	f = encode("sign", x, y, &e);
+	float bad = -1;
+	memcpy(tensor(f, "s.scale")->data, &bad, 4);
+	m = verdict(f, dir);
+	expect(strstr(m, "s.scale: scale -1 is not a magnitude") != NULL,
+	       "a negative sign scale is refused");
+
+	f = encode("lowrank:2", x, y, &e);
+	bad = NAN;
+	memcpy(tensor(f, "w.q")->data, &bad, 4);
+	m = verdict(f, dir);
+	expect(strstr(m, "w.q: element 0 is not finite") != NULL,
+	       "a NaN low-rank factor is refused");
+
+	f = encode("topk:0.1", x, y, &e);
+	cg_file_add_zero(f, "extra", CG_F32, 1, (uint64_t[]){3});
+	m = verdict(f, dir);
+	expect(strstr(m, "7 tensors, of which the codec's layout uses 6") != NULL,
+	       "a tensor the layout does not name is refused");
+
+	f = encode("topk:0.1", x, y, &e);
+	cJSON *c = cJSON_GetObjectItemCaseSensitive(f->manifest, "codec");
+	cJSON_ReplaceItemInObject(c, "spec", cJSON_CreateString("zip"));
+	m = verdict(f, dir);
+	expect(strstr(m, "manifest: unknown codec 'zip'") != NULL,
+	       "an unknown codec is refused");
+
+	f = encode("topk:0.1", x, y, &e);
+	cJSON_DeleteItemFromObject(f->manifest, "layout");
+	cJSON_AddStringToObject(f->manifest, "layout", "w");
+	m = verdict(f, dir);
+	expect(strstr(m, "manifest: no layout") != NULL,
+	       "a layout that is not one is refused");
+
+	f = encode("topk:0.1", x, y, &e);
+	lay = cJSON_GetObjectItemCaseSensitive(f->manifest, "layout");
+	sh = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(lay, 0),
+	                                      "shape");
+	cJSON_ReplaceItemInArray(sh, 0, cJSON_CreateNumber(1e300));
+	m = verdict(f, dir);
+	expect(strstr(m, "layout view 0 is not a name and a shape") != NULL,
+	       "a view of absurd size is refused before anything is "
+	       "allocated");
+}
+
+static void
+specs(void)
+{
+	struct cg_uspec s;
+	char buf[64];
+	int ok = 1;
+	static const char *good[] = {"f32",        "f16",  "bf16",
+	                             "q8",         "q4:sr", "q2",
+	                             "topk:0.01",  "topk:k=100,val=f32",
+	                             "sign",       "lowrank:8"};
+	static const char *bad[] = {"q3", "topk:2", "topk:k=0", "topk:val=q4_0",
+	                            "lowrank:0", "q8:fast", "topk:0.1,x=1", ""};
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		ok &= cg_uspec_parse(good[i], &s) == 0;
+		cg_uspec_format(&s, buf, sizeof(buf));
+		struct cg_uspec t;
+		ok &= cg_uspec_parse(buf, &t) == 0;
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		ok &= cg_uspec_parse(bad[i], &s) == -1;
+	expect(ok, "codec specs: each good one parses and formats back, "
+	           "each bad one is refused");
+
+	/* --budget: the largest k, the most bits, the largest rank */
+	struct cg_uview v[NV];
+	uint64_t b;
+	views(v);
+	cg_uspec_parse("topk", &s);
+	ok = cg_uspec_fit(&s, v, NV, 600) == 0 &&
+	     cg_uspec_size(&s, v, NV, &b) == 0 && b <= 600 && b > 600 - 3 * 6;
+	CHECK(ok, "topk fitted to 600 bytes takes %" PRIu64, b);
+	cg_uspec_parse("q8", &s);
+	ok &= cg_uspec_fit(&s, v, NV, 1200) == 0 && s.dtype == CG_Q4_0;
+	CHECK(ok, "q fitted to 1200 bytes: %s", cg_dtype_name(s.dtype));
+	cg_uspec_parse("lowrank", &s);
+	ok &= cg_uspec_fit(&s, v, NV, 4 * (88 * 3 + 37 + 30)) == 0 &&
+	      s.rank == 3;
+	CHECK(ok, "lowrank fitted: rank %d", s.rank);
+	cg_uspec_parse("q8", &s);
+	ok &= cg_uspec_fit(&s, v, NV, 100) == -1 &&
+	      strstr(cg_errmsg(), "the smallest q update takes") != NULL;
+	expect(ok, "budget: topk, q and lowrank fitted; too small refused");
+}
+
+int
+main(int argc, char **argv)
+{
+	char dir[] = "/tmp/test_ucodec.XXXXXX";
+
+	(void)argc;
+	(void)argv;
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	specs();
+	bounds();
+	feedback("q2");
+	feedback("topk:0.05");
+	feedback("sign");
+	feedback("lowrank:2");
+	trees();
+	hostile(dir);
+	char cmd[1100];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		return 1;
+	return failures ? 1 : 0;
+}
