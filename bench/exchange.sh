@@ -24,7 +24,9 @@
 # equals (tests/061-sync-equivalence.bats).
 #
 # Environment: CG_BIN (programs, default build/cmd), ROUNDS, INNER,
-# BATCH, WORKER_THREADS (1), OUTER_LR (0.7), OUTER_MOMENTUM (0.9).
+# BATCH, WORKER_THREADS (1), OUTER_LR (0.7), OUTER_MOMENTUM (0.9),
+# UP_OPTS (more cg-train-step options for the workers, e.g.
+# "--feedback-decay 0.95").
 set -eu
 arch=${1:?usage: bench/exchange.sh cvae|cgpt [METHOD...]}
 shift
@@ -131,7 +133,7 @@ run() {
 			# shellcheck disable=SC2086
 			"$bin/cg-train-step" -q -m "$d/m$w.cgm" -d "$tmp/w-$w.cgd" \
 				--emit delta --steps "$inner" --batch "$batch" $train \
-				--codec "$up" $noef --state "$d/s$w.state" -j "$wt" \
+				--codec "$up" $noef ${UP_OPTS:-} --state "$d/s$w.state" -j "$wt" \
 				-z zstd -o "$d/up$w.cgu" &
 			pids="$pids $!"
 		done

@@ -224,11 +224,37 @@ block_bind(const struct cg_uspec *s, struct cg_uview *v,
 
 /* -------------------------------------------------------------- topk */
 
+/*
+ * Without a chunk the kept elements of a view are its ceil(frac n) (or
+ * count) largest, indexed by u32.  With chunk C each run of C elements
+ * keeps its kc = min(C, ceil(frac C) or count) largest (the last run at
+ * most its length), indexed within the run by u8 (C <= 256) or u16, so
+ * entry p belongs to run p / kc.  Values of a block dtype are padded with
+ * zeros to whole blocks.
+ */
+static uint64_t
+topk_kc(const struct cg_uspec *s)
+{
+	uint64_t kc;
+
+	if (s->count)
+		kc = s->count;
+	else {
+		double want = ceil(s->frac * (double)s->chunk);
+		kc = want >= (double)s->chunk ? s->chunk : (uint64_t)want;
+	}
+	return kc > s->chunk ? s->chunk : kc;
+}
+
 static uint64_t
 topk_k(const struct cg_uspec *s, uint64_t n)
 {
 	uint64_t k;
 
+	if (s->chunk) {
+		uint64_t kc = topk_kc(s), rem = n % s->chunk;
+		return n / s->chunk * kc + (rem < kc ? rem : kc);
+	}
 	if (s->count)
 		k = s->count;
 	else {
@@ -238,12 +264,28 @@ topk_k(const struct cg_uspec *s, uint64_t n)
 	return k > n ? n : k;
 }
 
+static enum cg_dtype
+topk_idx_dtype(const struct cg_uspec *s)
+{
+	return s->chunk == 0 ? CG_U32 : s->chunk <= 256 ? CG_U8 : CG_U16;
+}
+
+/* Values stored for k kept: k, padded to a whole block. */
+static uint64_t
+topk_nval(const struct cg_uspec *s, uint64_t k)
+{
+	unsigned b = cg_codec(s->dtype)->block;
+
+	return (k + b - 1) / b * b;
+}
+
 static int
 topk_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
 {
 	uint64_t k = topk_k(s, v->n);
 
-	*b = 4 * k + bytes_of(s->dtype, k);
+	*b = bytes_of(topk_idx_dtype(s), k) +
+	     bytes_of(s->dtype, topk_nval(s, k));
 	return 0;
 }
 
@@ -296,47 +338,118 @@ kth_key(const float *x, uint64_t n, uint64_t k, uint32_t *out)
 	return 0;
 }
 
+/* Positions [0, n) of x with the k largest magnitudes, in increasing
+ * order, into at [k]: all above the k-th magnitude, then the first ties
+ * in index order, the same choice on every machine. */
+static void
+pick(const float *x, uint64_t n, uint64_t k, uint32_t thr, uint32_t *at)
+{
+	uint64_t m = 0, ties = k;
+
+	for (uint64_t i = 0; i < n; i++)
+		if (mag_key(x[i]) > thr)
+			ties--;
+	for (uint64_t i = 0; i < n && m < k; i++) {
+		uint32_t a = mag_key(x[i]);
+		if (a > thr || (a == thr && ties > 0)) {
+			if (a == thr)
+				ties--;
+			at[m++] = (uint32_t)i;
+		}
+	}
+}
+
+/* The k-th largest key of a short run, by sorting a copy. */
+static int
+cmp_desc(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void
+put_index(unsigned char *p, enum cg_dtype t, uint64_t i, uint32_t v)
+{
+	if (t == CG_U8)
+		p[i] = (unsigned char)v;
+	else if (t == CG_U16) {
+		p[2 * i] = (unsigned char)v;
+		p[2 * i + 1] = (unsigned char)(v >> 8);
+	} else
+		put32(p + 4 * i, v);
+}
+
+static uint32_t
+get_index(const unsigned char *p, enum cg_dtype t, uint64_t i)
+{
+	if (t == CG_U8)
+		return p[i];
+	if (t == CG_U16)
+		return (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+	return get32(p + 4 * i);
+}
+
 static int
 topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
             const float *x, struct cg_file *f, struct cg_uenc *e, float *warm)
 {
-	const uint64_t k = topk_k(s, v->n), kk = k;
+	const uint64_t k = topk_k(s, v->n), nval = topk_nval(s, k);
+	const enum cg_dtype it = topk_idx_dtype(s);
 	char name[CG_MAX_NAME];
 	struct cg_tensor *ti, *tv;
-	float *val;
-	uint64_t m = 0, ties = k;
-	uint32_t thr = 0;
-	int rc;
+	uint32_t *at = NULL, thr = 0;
+	float *val = NULL;
+	int rc = -1;
 
 	(void)e;
 	(void)warm;
 	if (refuse_nonfinite(v, x) != 0)
 		return -1;
 	if (suffixed(name, v->name, ".idx") != 0 ||
-	    (ti = cg_file_add_zero(f, name, CG_U32, 1, &kk)) == NULL ||
+	    (ti = cg_file_add_zero(f, name, it, 1, &k)) == NULL ||
 	    suffixed(name, v->name, ".val") != 0 ||
-	    (tv = cg_file_add_zero(f, name, s->dtype, 1, &kk)) == NULL)
+	    (tv = cg_file_add_zero(f, name, s->dtype, 1, &nval)) == NULL)
 		return -1;
 	if (k == 0)
 		return 0;
-	if (kth_key(x, v->n, k, &thr) != 0 ||
-	    (val = cg_alloc(k * sizeof(float))) == NULL)
-		return -1;
-	/* every element above the threshold, then the first ties in index
-	 * order until k: the same choice on every machine */
-	for (uint64_t i = 0; i < v->n; i++)
-		if (mag_key(x[i]) > thr)
-			ties--;
-	for (uint64_t i = 0; i < v->n && m < k; i++) {
-		uint32_t a = mag_key(x[i]);
-		if (a > thr || (a == thr && ties > 0)) {
-			if (a == thr)
-				ties--;
-			put32((unsigned char *)ti->data + 4 * m, (uint32_t)i);
-			val[m++] = x[i];
+	if ((at = cg_alloc(k * sizeof(*at))) == NULL ||
+	    (val = cg_alloc(nval * sizeof(float))) == NULL)
+		goto out;
+	if (s->chunk == 0) {
+		if (kth_key(x, v->n, k, &thr) != 0)
+			goto out;
+		pick(x, v->n, k, thr, at);
+		for (uint64_t m = 0; m < k; m++) {
+			put_index(ti->data, it, m, at[m]);
+			val[m] = x[at[m]];
 		}
+	} else {
+		const uint64_t C = s->chunk, kc = topk_kc(s);
+		uint32_t *keys = cg_alloc(C * sizeof(*keys));
+		uint64_t p = 0;
+		if (keys == NULL)
+			goto out;
+		for (uint64_t lo = 0; lo < v->n; lo += C) {
+			uint64_t len = v->n - lo < C ? v->n - lo : C;
+			uint64_t kk = len < kc ? len : kc;
+			if (kk == 0)
+				continue;
+			for (uint64_t j = 0; j < len; j++)
+				keys[j] = mag_key(x[lo + j]);
+			qsort(keys, len, sizeof(*keys), cmp_desc);
+			pick(x + lo, len, kk, keys[kk - 1], at + p);
+			for (uint64_t m = 0; m < kk; m++) {
+				put_index(ti->data, it, p + m, at[p + m]);
+				val[p + m] = x[lo + at[p + m]];
+			}
+			p += kk;
+		}
+		free(keys);
 	}
-	rc = cg_codec(s->dtype)->encode(tv->data, val, k);
+	rc = cg_codec(s->dtype)->encode(tv->data, val, nval);
+out:
+	free(at);
 	free(val);
 	return rc;
 }
@@ -345,34 +458,30 @@ static int
 topk_bind(const struct cg_uspec *s, struct cg_uview *v,
           const struct cg_file *f)
 {
+	const uint64_t k = topk_k(s, v->n), nval = topk_nval(s, k);
+	const enum cg_dtype it = topk_idx_dtype(s);
 	const struct cg_tensor *ti, *tv;
-	char name[CG_MAX_NAME];
 	const unsigned char *p;
-	uint64_t k;
+	const uint64_t C = s->chunk ? s->chunk : v->n;
+	const uint64_t kc = s->chunk ? topk_kc(s) : k;
 
-	if (suffixed(name, v->name, ".idx") != 0)
-		return -1;
-	if ((ti = cg_file_find(f, name)) == NULL)
-		return cg_seterr("tensor %s: missing", name);
-	k = ti->nelem;
-	if (k > v->n)
-		return cg_seterr("tensor %s: %" PRIu64 " indices for %" PRIu64
-		                 " elements",
-		                 name, k, v->n);
-	if ((ti = need(f, v->name, ".idx", CG_U32, 1, &k)) == NULL ||
-	    (tv = need(f, v->name, ".val", s->dtype, 1, &k)) == NULL)
+	if ((ti = need(f, v->name, ".idx", it, 1, &k)) == NULL ||
+	    (tv = need(f, v->name, ".val", s->dtype, 1, &nval)) == NULL)
 		return -1;
 	p = ti->data;
+	/* within each run, strictly increasing and inside the run */
 	for (uint64_t i = 0; i < k; i++) {
-		uint32_t at = get32(p + 4 * i);
-		if (at >= v->n)
+		uint64_t run = kc ? i / kc : 0, lo = run * C;
+		uint64_t len = v->n - lo < C ? v->n - lo : C;
+		uint32_t at = get_index(p, it, i);
+		if (at >= len)
 			return cg_seterr("tensor %s: index %" PRIu32
 			                 " outside its %" PRIu64 " elements",
-			                 name, at, v->n);
-		if (i > 0 && at <= get32(p + 4 * (i - 1)))
+			                 ti->name, at, len);
+		if (i % kc != 0 && at <= get_index(p, it, i - 1))
 			return cg_seterr("tensor %s: index %" PRIu32 " at %" PRIu64
 			                 " repeated or out of order",
-			                 name, at, i);
+			                 ti->name, at, i);
 	}
 	if (check_finite(tv) != 0)
 		return -1;
@@ -382,15 +491,20 @@ topk_bind(const struct cg_uspec *s, struct cg_uview *v,
 	return 0;
 }
 
-/* The first position of the index list whose index is >= at. */
+/* The first entry whose element (its run's start + its index) is >= at:
+ * entries are in increasing element order. */
 static uint64_t
-lower_bound(const unsigned char *idx, uint64_t k, uint64_t at)
+lower_bound(const struct cg_uspec *s, const struct cg_uview *v, uint64_t at)
 {
-	uint64_t lo = 0, hi = k;
+	const enum cg_dtype it = topk_idx_dtype(s);
+	const unsigned char *idx = v->t[0]->data;
+	const uint64_t C = s->chunk, kc = C ? topk_kc(s) : 0;
+	uint64_t lo = 0, hi = v->k;
 
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (get32(idx + 4 * mid) < at)
+		uint64_t el = get_index(idx, it, mid) + (C ? mid / kc * C : 0);
+		if (el < at)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -402,18 +516,25 @@ static void
 topk_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
             size_t n, float *out)
 {
+	const enum cg_dtype it = topk_idx_dtype(s);
 	const unsigned char *idx = v->t[0]->data;
-	uint64_t p0 = lower_bound(idx, v->k, lo);
-	uint64_t p1 = lower_bound(idx, v->k, lo + n);
+	const uint64_t C = s->chunk, kc = C ? topk_kc(s) : 0;
+	uint64_t p0, p1;
 	float buf[CHUNK];
 
-	(void)s;
 	memset(out, 0, n * sizeof(float));
+	if (v->k == 0)
+		return;
+	p0 = lower_bound(s, v, lo);
+	p1 = lower_bound(s, v, lo + n);
 	for (uint64_t p = p0; p < p1; p += CHUNK) {
 		size_t m = p1 - p < CHUNK ? (size_t)(p1 - p) : CHUNK;
 		cg_tensor_decode(v->t[1], p, m, buf);
-		for (size_t j = 0; j < m; j++)
-			out[get32(idx + 4 * (p + j)) - lo] = buf[j];
+		for (size_t j = 0; j < m; j++) {
+			uint64_t q = p + j;
+			uint64_t el = get_index(idx, it, q) + (C ? q / kc * C : 0);
+			out[el - lo] = buf[j];
+		}
 	}
 }
 
@@ -680,8 +801,8 @@ static const struct cg_ucodec ucodecs[] = {
     {"q", "q8, q4, q2[:sr]: blocks of 32 with an f16 scale; sr: "
           "stochastic rounding",
      block_size, block_encode, block_bind, dense_decode},
-    {"topk", "topk:F or topk:k=N[,val=f16|bf16|f32]: the largest of each "
-             "tensor",
+    {"topk", "topk:F or topk:k=N[,val=DTYPE][,chunk=C]: the largest of "
+             "each tensor (or of each run of C)",
      topk_size, topk_encode, topk_bind, topk_decode},
     {"sign", "sign: one bit an element and the mean magnitude", sign_size,
      sign_encode, sign_bind, sign_decode},
@@ -752,9 +873,15 @@ parse_param(struct cg_uspec *s, const char *p, const char *whole)
 		}
 		if (strncmp(p, "val=", 4) == 0) {
 			if (cg_dtype_parse(p + 4, &s->dtype) != 0 ||
-			    cg_codec(s->dtype)->block != 1 ||
 			    cg_codec(s->dtype)->kind != CG_KIND_FLOAT)
 				goto bad;
+			return 0;
+		}
+		if (strncmp(p, "chunk=", 6) == 0) {
+			unsigned long v = strtoul(p + 6, &end, 10);
+			if (*end != '\0' || v < 2 || v > 65536 || p[6] == '-')
+				goto bad;
+			s->chunk = (uint32_t)v;
 			return 0;
 		}
 	}
@@ -823,12 +950,15 @@ cg_uspec_format(const struct cg_uspec *s, char *buf, size_t n)
 	const char *name = cg_uspec_name(s);
 
 	if (s->codec == &ucodecs[U_TOPK]) {
+		char ch[24] = "";
+		if (s->chunk)
+			snprintf(ch, sizeof(ch), ",chunk=%" PRIu32, s->chunk);
 		if (s->count)
-			snprintf(buf, n, "topk:k=%" PRIu64 ",val=%s", s->count,
-			         cg_dtype_name(s->dtype));
+			snprintf(buf, n, "topk:k=%" PRIu64 ",val=%s%s", s->count,
+			         cg_dtype_name(s->dtype), ch);
 		else
-			snprintf(buf, n, "topk:%.6g,val=%s", s->frac,
-			         cg_dtype_name(s->dtype));
+			snprintf(buf, n, "topk:%.17g,val=%s%s", s->frac,
+			         cg_dtype_name(s->dtype), ch);
 	} else if (s->codec == &ucodecs[U_LOWRANK])
 		snprintf(buf, n, "lowrank:%d", s->rank);
 	else
@@ -955,6 +1085,8 @@ put_manifest(const struct cg_uspec *s, const struct cg_uview *v, int nv,
 			cJSON_AddNumberToObject(c, "k", (double)s->count);
 		else
 			cJSON_AddNumberToObject(c, "frac", s->frac);
+		if (s->chunk)
+			cJSON_AddNumberToObject(c, "chunk", s->chunk);
 	}
 	if (s->codec == &ucodecs[U_LOWRANK])
 		cJSON_AddNumberToObject(c, "rank", s->rank);

@@ -16,8 +16,11 @@
  *   topk:F | topk:k=N
  *                   the ceil(F n) (or min(N, n)) elements of largest
  *                   magnitude of each view: NAME.idx u32 [k], strictly
- *                   increasing, and NAME.val [k] (f16; ",val=f32" or
- *                   "bf16")
+ *                   increasing, and NAME.val [k] (f16; ",val=DTYPE" any
+ *                   float dtype, a block one padded to whole blocks);
+ *                   ",chunk=C" keeps ceil(F C) (or N) of each run of C
+ *                   elements instead, indexed within the run (u8 for
+ *                   C <= 256, else u16), entry p in run p / kc
  *   sign            EF-signSGD: NAME.sign u8 [ceil(n/8)], bit j%8 of
  *                   byte j/8 set for a negative element, and NAME.scale
  *                   f32 [1], the mean magnitude; decoded as +-scale
@@ -57,6 +60,7 @@ struct cg_uspec {
 	enum cg_dtype dtype; /* dense, block: the dtype; topk: the values' */
 	double frac;         /* topk: fraction kept of each view */
 	uint64_t count;      /* topk: count kept of each view (wins if > 0) */
+	uint32_t chunk;      /* topk: keep of each run of chunk elements */
 	int rank;            /* lowrank */
 	int sr;              /* block: stochastic rounding */
 };

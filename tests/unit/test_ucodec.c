@@ -210,6 +210,34 @@ bounds(void)
 	expect(ok, "topk:0.1: ceil(0.1 n) of each view, none left larger, "
 	           "values as f16");
 
+	/* top-k in runs: each run of 16 keeps its 2 largest, u8 indices */
+	ok = 1;
+	struct cg_file *cf = encode("topk:0.125,chunk=16,val=f32", x, y, &e);
+	ok &= cg_file_find(cf, "w.idx")->dtype == CG_U8;
+	cg_file_free(cf);
+	for (int i = 0; i < NV; i++)
+		for (uint64_t lo = 0; lo < v[i].n; lo += 16) {
+			uint64_t len = v[i].n - lo < 16 ? v[i].n - lo : 16, k = 0;
+			float minsent = INFINITY, maxleft = 0;
+			for (uint64_t j = lo; j < lo + len; j++) {
+				float a = x[v[i].off + j], b = y[v[i].off + j];
+				if (b != 0) {
+					k++;
+					ok &= a == b;
+					minsent = fminf(minsent, fabsf(a));
+				} else
+					maxleft = fmaxf(maxleft, fabsf(a));
+			}
+			ok &= k == (len < 2 ? len : 2) && maxleft <= minsent;
+		}
+	/* values quantized: a run's kept values through q2_0's bound */
+	cf = encode("topk:0.05,chunk=300,val=q2_0", x, y, &e);
+	ok &= cg_file_find(cf, "w.idx")->dtype == CG_U16 &&
+	      cg_file_find(cf, "w.val")->nelem % 32 == 0;
+	cg_file_free(cf);
+	expect(ok, "topk in runs: each run's largest, exactly; u8 and u16 "
+	           "indices; block-quantized values");
+
 	/* sign: +-mean|x| with x's sign */
 	ok = 1;
 	cg_file_free(encode("sign", x, y, &e));
@@ -539,6 +567,12 @@ hostile(const char *dir)
 	expect(strstr(m, "w.q: element 0 is not finite") != NULL,
 	       "a NaN low-rank factor is refused");
 
+	f = encode("topk:0.25,chunk=8", x, y, &e);
+	((unsigned char *)tensor(f, "b.idx")->data)[9] = 200;
+	m = verdict(f, dir);
+	expect(strstr(m, "b.idx: index 200 outside its 5 elements") != NULL,
+	       "an index outside its run is refused");
+
 	f = encode("topk:0.1", x, y, &e);
 	cg_file_add_zero(f, "extra", CG_F32, 1, (uint64_t[]){3});
 	m = verdict(f, dir);
@@ -579,8 +613,10 @@ specs(void)
 	static const char *good[] = {"f32",        "f16",  "bf16",
 	                             "q8",         "q4:sr", "q2",
 	                             "topk:0.01",  "topk:k=100,val=f32",
+	                             "topk:0.03,chunk=64,val=q2_0",
 	                             "sign",       "lowrank:8"};
-	static const char *bad[] = {"q3", "topk:2", "topk:k=0", "topk:val=q4_0",
+	static const char *bad[] = {"q3", "topk:2", "topk:k=0", "topk:val=u8",
+	                            "topk:chunk=1", "topk:chunk=70000",
 	                            "lowrank:0", "q8:fast", "topk:0.1,x=1", ""};
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
