@@ -26,7 +26,8 @@
 # Environment: CG_BIN (programs, default build/cmd), ROUNDS, INNER,
 # BATCH, WORKER_THREADS (1), OUTER_LR (0.7), OUTER_MOMENTUM (0.9),
 # UP_OPTS (more cg-train-step options for the workers, e.g.
-# "--feedback-decay 0.95").
+# "--feedback-decay 0.95"), INIT_OPTS (more cg-init options: the model's
+# size, e.g. "--hidden 256").
 set -eu
 arch=${1:?usage: bench/exchange.sh cvae|cgpt [METHOD...]}
 shift
@@ -49,7 +50,7 @@ cvae)
 	"$bin/cg-shard" -q -n 1 -o "$tmp/all" "$data"
 	"$bin/cg-shard" -q -n 1 --test -o "$tmp/held" "$data"
 	held=$tmp/held-0.cgd
-	init="-a cvae"
+	init="-a cvae ${INIT_OPTS:-}"
 	train="--seed 1"
 	metric=nelbo
 	;;
@@ -63,7 +64,7 @@ cgpt)
 	"$bin/cg-shard" -q -n 1 --holdout-fraction 0.05 \
 		--holdout "$tmp/held1.cgd" --seed 1 -o "$tmp/all" "$data"
 	held=$tmp/held.cgd
-	init="-a cgpt --context 64 --width 128 --layers 2 --heads 4"
+	init="-a cgpt --context 64 --width 128 --layers 2 --heads 4 ${INIT_OPTS:-}"
 	train="--seed 1 --opt adamw --lr 1e-3 --wd 0.1"
 	metric=bpb
 	;;

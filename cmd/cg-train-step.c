@@ -105,6 +105,7 @@ struct job {
 	float *buf; /* grad and delta: what is emitted [nparams] */
 	double secs;
 	double coded_bytes, dense_bytes; /* --codec: the update's sizes */
+	double enc_secs;                 /* and the time its encoding took */
 	int shown; /* a progress line was drawn: the summary follows */
 };
 
@@ -338,7 +339,7 @@ train(const struct args *a, struct job *j)
 static int
 write_log(const char *path, const struct cg_model *m,
           const struct cg_train_result *res, double secs, const char *emit,
-          const struct cg_memplan *plan)
+          const struct cg_memplan *plan, const struct job *j)
 {
 	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
@@ -362,6 +363,17 @@ write_log(const char *path, const struct cg_model *m,
 	cJSON_AddBoolToObject(o, "checkpoint", plan->checkpoint);
 	cJSON_AddNumberToObject(o, "memory_plan", (double)plan->estimate);
 	cJSON_AddNumberToObject(o, "memory_peak", (double)cg_rss_peak());
+	if (j->dense_bytes > 0) {
+		cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest,
+		                                            "codec");
+		cJSON *sp = cJSON_GetObjectItemCaseSensitive(c, "spec");
+		cJSON_AddStringToObject(o, "codec", cJSON_IsString(sp)
+		                                        ? sp->valuestring
+		                                        : "");
+		cJSON_AddNumberToObject(o, "update_bytes", j->coded_bytes);
+		cJSON_AddNumberToObject(o, "dense_bytes", j->dense_bytes);
+		cJSON_AddNumberToObject(o, "encode_seconds", j->enc_secs);
+	}
 	if ((s = cJSON_PrintUnformatted(o)) == NULL)
 		goto out;
 	fprintf(fp, "%s\n", s);
@@ -392,6 +404,8 @@ encode(const struct args *a, struct job *j)
 	unsigned char id[32];
 	uint64_t nq, seedmix;
 	int rc = -1;
+
+	double t0 = cg_now();
 
 	if (cg_update_model_views(m, &v) != 0)
 		return -1;
@@ -428,6 +442,7 @@ encode(const struct args *a, struct job *j)
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest, "codec");
 	j->coded_bytes = cg_json_num(c, "bytes", 0);
 	j->dense_bytes = cg_json_num(c, "dense_bytes", 0);
+	j->enc_secs = cg_now() - t0;
 	rc = 0;
 out:
 	free(sent);
@@ -473,7 +488,8 @@ emit(const struct args *a, struct job *j)
 	    cg_out_commit_all(outs, j->st ? 2 : 1) != 0)
 		return cg_warn(NULL), -1;
 	if (a->log &&
-	    write_log(a->log, m, &j->res, j->secs, a->emit_name, &j->plan) != 0)
+	    write_log(a->log, m, &j->res, j->secs, a->emit_name, &j->plan, j) !=
+	        0)
 		return cg_warn(NULL), -1;
 	return 0;
 }

@@ -359,13 +359,26 @@ pick(const float *x, uint64_t n, uint64_t k, uint32_t thr, uint32_t *at)
 	}
 }
 
-/* The k-th largest key of a short run, by sorting a copy. */
-static int
-cmp_desc(const void *a, const void *b)
+/* The k-th largest magnitude key of a run x [n] (1 <= k <= n): the k
+ * largest kept in top [k], in decreasing order, by insertion. */
+static uint32_t
+run_kth_key(const float *x, uint64_t n, uint64_t k, uint32_t *top)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint64_t have = 0;
 
-	return x < y ? 1 : x > y ? -1 : 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t key = mag_key(x[i]);
+		uint64_t j;
+		if (have == k && key <= top[k - 1])
+			continue;
+		j = have < k ? have++ : k - 1;
+		while (j > 0 && top[j - 1] < key) {
+			top[j] = top[j - 1];
+			j--;
+		}
+		top[j] = key;
+	}
+	return top[k - 1];
 }
 
 static void
@@ -426,7 +439,7 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		}
 	} else {
 		const uint64_t C = s->chunk, kc = topk_kc(s);
-		uint32_t *keys = cg_alloc(C * sizeof(*keys));
+		uint32_t *keys = cg_alloc((kc ? kc : 1) * sizeof(*keys));
 		uint64_t p = 0;
 		if (keys == NULL)
 			goto out;
@@ -435,10 +448,8 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 			uint64_t kk = len < kc ? len : kc;
 			if (kk == 0)
 				continue;
-			for (uint64_t j = 0; j < len; j++)
-				keys[j] = mag_key(x[lo + j]);
-			qsort(keys, len, sizeof(*keys), cmp_desc);
-			pick(x + lo, len, kk, keys[kk - 1], at + p);
+			pick(x + lo, len, kk,
+			     run_kth_key(x + lo, len, kk, keys), at + p);
 			for (uint64_t m = 0; m < kk; m++) {
 				put_index(ti->data, it, p + m, at[p + m]);
 				val[p + m] = x[lo + at[p + m]];
