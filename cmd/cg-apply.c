@@ -195,6 +195,13 @@ validate_kind(const struct args *a, const struct cg_update *u)
 		return cg_usage("%s: a gradient, but --%s is for deltas: "
 		                "outer steps apply to deltas",
 		                u->name, a->delta_only);
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(u->file->manifest,
+	                                                  "downlink")) &&
+	    a->ao.outer != CG_OUTER_AVG)
+		return cg_usage("%s: a published change is added as it is: "
+		                "--outer %s would make another model than the "
+		                "coordinator's",
+		                u->name, "nesterov");
 	if (u->kind == CG_UPDATE_DELTA && a->grad_only)
 		return cg_usage("%s: a delta, but --%s is for gradients: the "
 		                "optimizer steps on gradients",
@@ -236,7 +243,8 @@ publish(const struct args *a, struct cg_model *m, const char *mname,
 	    cg_out_open(&outs[1], a->change) != 0)
 		goto out;
 	if (cg_apply_publish(m, mname, u, &a->ao, &a->codec, a->budget,
-	                     !a->no_feedback, &ch) != 0 ||
+	                     !a->no_feedback && !cg_uspec_lossless(&a->codec),
+	                     &ch) != 0 ||
 	    (mf = cg_model_file(m)) == NULL ||
 	    cg_file_write_to(mf, &outs[0], a->comp) != 0 ||
 	    cg_file_write_to(ch, &outs[1], a->comp) != 0 ||
@@ -263,8 +271,10 @@ main(int argc, char **argv)
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
 	cg_set_threads((int)a.threads);
+	/* --change alone publishes the change whole (f32); --budget alone
+	 * fits a top-k to it */
 	if (a.change && a.codec_name == NULL)
-		cg_uspec_parse("topk", &a.codec); /* --budget alone */
+		cg_uspec_parse(a.budget ? "topk" : "f32", &a.codec);
 	if ((m = cg_model_read(a.model)) == NULL ||
 	    (u = cg_update_read(a.update)) == NULL) {
 		rc = cg_fail(NULL);

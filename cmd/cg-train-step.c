@@ -99,6 +99,7 @@ struct job {
 	struct cg_state *st; /* NULL without --state */
 	struct cg_state_call call;
 	struct cg_memplan plan;
+	struct cg_uspec spec; /* --codec, fitted to --budget */
 	struct cg_train_result res;
 	struct cg_file *f;
 	struct cg_out out, sout;
@@ -307,6 +308,18 @@ prepare(const struct args *a, struct job *j)
 	if (a->o.emit != CG_EMIT_MODEL &&
 	    (j->buf = cg_alloc(j->m->nparams * sizeof(float))) == NULL)
 		return cg_warn(NULL), -1;
+	/* a budget no update of this model fits is said before the work */
+	j->spec = a->codec;
+	if (a->coded && a->budget) {
+		struct cg_uview *v;
+		int rc;
+		if (cg_update_model_views(j->m, &v) != 0)
+			return cg_warn(NULL), -1;
+		rc = cg_uspec_fit(&j->spec, v, j->m->nviews, a->budget);
+		free(v);
+		if (rc != 0)
+			return cg_warn(NULL), -1;
+	}
 	return 0;
 }
 
@@ -397,7 +410,7 @@ encode(const struct args *a, struct job *j)
 {
 	const struct cg_model *m = j->m;
 	const uint64_t P = m->nparams;
-	struct cg_uspec spec = a->codec;
+	const struct cg_uspec spec = j->spec;
 	struct cg_uview *v = NULL;
 	struct cg_uenc e = {0};
 	float *res = NULL, *sent = NULL;
@@ -409,8 +422,6 @@ encode(const struct args *a, struct job *j)
 
 	if (cg_update_model_views(m, &v) != 0)
 		return -1;
-	if (a->budget && cg_uspec_fit(&spec, v, m->nviews, a->budget) != 0)
-		goto out;
 	/* stochastic rounding and a first low-rank factor: a function of
 	 * the seed, the model's step and the shard */
 	cg_state_identity(j->s->file, id);
@@ -420,6 +431,13 @@ encode(const struct args *a, struct job *j)
 	if (j->st && nq &&
 	    (e.lowrank_q = cg_state_put(j->st, "lowrank.q", CG_F32, nq)) == NULL)
 		goto out;
+	if (j->st && a->no_feedback) {
+		/* a residual kept by earlier calls is dropped, not left to
+		 * be added by a later call with feedback */
+		void *old;
+		if (cg_state_get(j->st, "ef.residual", CG_F32, P, &old) == 1)
+			memset(old, 0, P * sizeof(float));
+	}
 	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec)) {
 		if ((res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
 			goto out;

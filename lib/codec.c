@@ -53,6 +53,16 @@ cg_f32_to_f16(float f)
 	uint32_t sign, exp, man;
 
 	memcpy(&x, &f, 4);
+	/* The common case first: a magnitude that rounds to a normal half
+	 * below 65520 (2^-14 <= |f| < 65520).  The exponent is rebiased by
+	 * subtracting 112 << 23, and rounding to nearest even adds 0xfff
+	 * plus the lowest kept bit before the shift; a carry into the
+	 * exponent is still the right half. */
+	uint32_t ax = x & 0x7fffffffu;
+	if (ax >= 0x38800000u && ax < 0x477ff000u)
+		return (uint16_t)(((x >> 16) & 0x8000) |
+		                  ((ax - 0x38000000u + 0xfffu + ((ax >> 13) & 1)) >>
+		                   13));
 	sign = (x >> 16) & 0x8000;
 	exp = (x >> 23) & 0xff;
 	man = x & 0x7fffff;
@@ -300,15 +310,24 @@ INT_CODEC(u64, uint64_t, 8, get64, put64, 0, UINT64_MAX)
 static int
 check_blocks(const float *src, size_t n, float qmax, const char *name)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(src[i]))
-			return cg_seterr("element %zu is not finite, which %s "
-			                 "cannot hold",
-			                 i, name);
-		if (fabsf(src[i]) / qmax > 65504.0f)
+	for (size_t i = 0; i < n; i += QK) {
+		float amax = 0;
+		size_t at = i;
+		for (size_t j = i; j < i + QK; j++) {
+			if (!isfinite(src[j]))
+				return cg_seterr("element %zu is not finite, which "
+				                 "%s cannot hold",
+				                 j, name);
+			if (fabsf(src[j]) > amax) {
+				amax = fabsf(src[j]);
+				at = j;
+			}
+		}
+		/* x / qmax grows with |x|: the block's largest decides */
+		if (amax / qmax > 65504.0f)
 			return cg_seterr("element %zu (%g) needs a scale "
 			                 "beyond f16, which %s cannot hold",
-			                 i, (double)src[i], name);
+			                 at, (double)src[at], name);
 	}
 	return 0;
 }

@@ -224,6 +224,7 @@ new_result(const struct cg_update *u)
 	f->manifest = man;
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "codec");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "layout");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "downlink");
 	for (int i = 0; i < u->nviews; i++) {
 		const struct cg_uview *v = &u->views[i];
 		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==

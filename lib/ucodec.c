@@ -194,20 +194,27 @@ block_encode(const struct cg_uspec *s, const struct cg_uview *v,
              const float *x, struct cg_file *f, struct cg_uenc *e, float *warm)
 {
 	const struct cg_codec *c = cg_codec(s->dtype);
-	const uint64_t np = padded(v->n);
+	const uint64_t np = padded(v->n), whole = v->n / QK * QK;
 	struct cg_tensor *t;
-	float *tmp;
-	int rc;
+	unsigned char *dst;
+	float tail[QK] = {0};
+	int rc = 0;
 
 	(void)warm;
-	if ((t = cg_file_add_zero(f, v->name, s->dtype, 1, &np)) == NULL ||
-	    (tmp = cg_alloc(np * sizeof(float))) == NULL)
+	if ((t = cg_file_add_zero(f, v->name, s->dtype, 1, &np)) == NULL)
 		return -1;
-	memcpy(tmp, x, v->n * sizeof(float));
-	memset(tmp + v->n, 0, (np - v->n) * sizeof(float));
-	rc = s->sr ? c->encode_sr(t->data, tmp, np, &e->rng)
-	           : c->encode(t->data, tmp, np);
-	free(tmp);
+	dst = t->data;
+	/* the whole blocks where they lie, the last one padded with zeros
+	 * on the stack; stochastic rounding draws in element order */
+	if (whole)
+		rc = s->sr ? c->encode_sr(dst, x, whole, &e->rng)
+		           : c->encode(dst, x, whole);
+	if (rc == 0 && whole < v->n) {
+		memcpy(tail, x + whole, (v->n - whole) * sizeof(float));
+		dst += whole / QK * c->bytes;
+		rc = s->sr ? c->encode_sr(dst, tail, QK, &e->rng)
+		           : c->encode(dst, tail, QK);
+	}
 	return rc;
 }
 
@@ -705,13 +712,17 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		goto out;
 	lowrank_start(e, warm, cols * r, q);
 	/* P = M Q, in double, each sum in index order */
-	for (uint64_t i = 0; i < rows; i++)
-		for (uint64_t c = 0; c < r; c++) {
-			double a = 0;
-			for (uint64_t j = 0; j < cols; j++)
-				a += (double)x[i * cols + j] * q[j * r + c];
-			p[i * r + c] = a;
+	for (uint64_t i = 0; i < rows; i++) {
+		double *pi = p + i * r;
+		for (uint64_t c = 0; c < r; c++)
+			pi[c] = 0;
+		for (uint64_t j = 0; j < cols; j++) {
+			const double m = x[i * cols + j];
+			const float *qj = q + j * r;
+			for (uint64_t c = 0; c < r; c++)
+				pi[c] += m * qj[c];
 		}
+	}
 	/* orthonormal columns (modified Gram-Schmidt); a column with
 	 * nothing left of it becomes zero */
 	for (uint64_t c = 0; c < r; c++) {
@@ -785,21 +796,26 @@ lowrank_decode(const struct cg_uspec *s, const struct cg_uview *v,
                uint64_t lo, size_t n, float *out)
 {
 	const uint64_t r = v->k, cols = v->shape[1];
-	float pr[MAX_RANK], qr[MAX_RANK];
+	const unsigned char *qd;
+	float pr[MAX_RANK];
 
 	(void)s;
 	if (r == 0) {
 		cg_tensor_decode(v->t[0], lo, n, out);
 		return;
 	}
+	/* the factors are f32 (bound so): Q's rows read where they lie */
+	qd = v->t[1]->data;
 	for (size_t j = 0; j < n; j++) {
 		uint64_t e = lo + j, i = e / cols, c = e % cols;
-		float a = 0;
+		float a = 0, qv;
 		if (j == 0 || c == 0)
 			cg_tensor_decode(v->t[0], i * r, r, pr);
-		cg_tensor_decode(v->t[1], c * r, r, qr);
-		for (uint64_t t = 0; t < r; t++)
-			a += pr[t] * qr[t];
+		for (uint64_t t = 0; t < r; t++) {
+			uint32_t u = get32(qd + 4 * (c * r + t));
+			memcpy(&qv, &u, 4);
+			a += pr[t] * qv;
+		}
 		out[j] = a;
 	}
 }
@@ -967,9 +983,17 @@ cg_uspec_format(const struct cg_uspec *s, char *buf, size_t n)
 		if (s->count)
 			snprintf(buf, n, "topk:k=%" PRIu64 ",val=%s%s", s->count,
 			         cg_dtype_name(s->dtype), ch);
-		else
-			snprintf(buf, n, "topk:%.17g,val=%s%s", s->frac,
+		else {
+			/* the shortest decimal that reads back as frac */
+			char fr[32];
+			for (int prec = 6; prec <= 17; prec++) {
+				snprintf(fr, sizeof(fr), "%.*g", prec, s->frac);
+				if (strtod(fr, NULL) == s->frac)
+					break;
+			}
+			snprintf(buf, n, "topk:%s,val=%s%s", fr,
 			         cg_dtype_name(s->dtype), ch);
+		}
 	} else if (s->codec == &ucodecs[U_LOWRANK])
 		snprintf(buf, n, "lowrank:%d", s->rank);
 	else
@@ -1066,7 +1090,7 @@ small:
 		return -1;
 	return cg_seterr("--budget %" PRIu64 ": the smallest %s update "
 	                 "takes %" PRIu64 " bytes",
-	                 budget, s->codec->name, b);
+	                 budget, cg_uspec_name(s), b);
 }
 
 /* ---------------------------------------------------------- manifest */
@@ -1296,7 +1320,12 @@ cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
 		if (s->codec->encode(s, &v[i], x + v[i].off, f, e, warm) != 0) {
 			char why[256];
 			snprintf(why, sizeof(why), "%s", cg_errmsg());
-			return cg_seterr("codec %s: %s", cg_uspec_name(s), why);
+			/* the element codecs' messages do not name the view */
+			if (strncmp(why, "tensor ", 7) == 0)
+				return cg_seterr("codec %s: %s", cg_uspec_name(s),
+				                 why);
+			return cg_seterr("codec %s: tensor %s: %s",
+			                 cg_uspec_name(s), v[i].name, why);
 		}
 	}
 	if (put_manifest(s, v, nv, f) != 0)

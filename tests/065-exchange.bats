@@ -105,6 +105,15 @@ manifest() { tar xOf "$1" cg.json; }
 	run -0 cg-inspect f.state
 	refute_line --regexp '^ef\.residual'
 	! cmp -s u2.cgu u3.cgu
+	# --no-error-feedback drops a residual kept before
+	cp keep.state n.state
+	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-0.cgd" --emit delta \
+		--steps 2 --batch 8 --codec topk:0.02 --no-error-feedback \
+		--state n.state -o u5.cgu
+	run -0 cg-inspect --json n.state
+	run -0 jq -r '.tensors[] | select(.name == "ef.residual") | .zero_frac' \
+		<<<"$output"
+	[ "$output" = 1 ]
 	# the same call from the same state gives the same bytes
 	cp keep.state s.state
 	delta 0 topk:0.02 s.state u4.cgu
@@ -128,7 +137,7 @@ manifest() { tar xOf "$1" cg.json; }
 	run -1 --separate-stderr cg-train-step -q -m "$D/model.cgm" \
 		-d "$D/fm-0.cgd" --emit delta --codec q8 --budget 100 \
 		--state s.state -o w.cgu
-	[[ $stderr == "cg-train-step: --budget 100: the smallest q update takes "*" bytes" ]]
+	[[ $stderr == "cg-train-step: --budget 100: the smallest q2 update takes "*" bytes" ]]
 	[ ! -e w.cgu ] && [ ! -e s.state ]
 }
 
@@ -191,6 +200,9 @@ manifest() { tar xOf "$1" cg.json; }
 	# a change of another base is refused
 	run -1 --separate-stderr cg-apply -m "$D/model.cgm" down.cgu -o x.cgm
 	[[ $stderr == "cg-apply: down.cgu: computed from another model"* ]]
+	run -2 --separate-stderr cg-apply -m w0.cgm --outer nesterov down.cgu \
+		-o x.cgm
+	[[ $stderr == "cg-apply: down.cgu: a published change is added as it is: --outer nesterov would make another model than the coordinator's"* ]]
 	run -2 --separate-stderr cg-apply -m coord.cgm --codec q4 up0.cgu \
 		-o x.cgm
 	[[ $stderr == *"--codec and --budget publish a change: name its file with --change"* ]]

@@ -647,7 +647,7 @@ specs(void)
 	CHECK(ok, "lowrank fitted: rank %d", s.rank);
 	cg_uspec_parse("q8", &s);
 	ok &= cg_uspec_fit(&s, v, NV, 100) == -1 &&
-	      strstr(cg_errmsg(), "the smallest q update takes") != NULL;
+	      strstr(cg_errmsg(), "the smallest q2 update takes") != NULL;
 	expect(ok, "budget: topk, q and lowrank fitted; too small refused");
 }
 
