@@ -4,9 +4,13 @@
 # per-step synchronous averaging, all at the same number of examples.
 #
 # usage: bench/exchange.sh cvae|cgpt [METHOD...]
-#   A METHOD is NAME=UP/DOWN[/noef]: the codec of the workers' deltas,
-#   the codec of the coordinator's published change, and noef to run
-#   both ends without error feedback.  Default: the table's rows.
+#   A METHOD is NAME=UP/DOWN[/OPTION...]: the codec of the workers'
+#   deltas, the codec of the coordinator's published change, and options:
+#   noef (both ends without error feedback), avg (the outer step adds the
+#   mean delta: lr 1, no momentum, as SparseLoCo; default DiLoCo's
+#   Nesterov step, OUTER_LR and OUTER_MOMENTUM), decay=X (the workers'
+#   --feedback-decay), h=N (N local steps a round, ROUNDS * INNER / N
+#   rounds: the same examples).  Default: the table's rows.
 #
 # Every run sees ROUNDS * INNER * 4 * BATCH training examples: 4 workers
 # (stratified shards) run ROUNDS rounds of INNER local steps of batch
@@ -99,18 +103,19 @@ params=$("$bin/cg-inspect" --json "$tmp/init.cgm" | jq -r "[.tensors[].count] | 
 printf '# %s, %s parameters; %d examples a run: 4 workers x %d rounds x %d steps x batch %d; single: %d steps x batch %d\n' \
 	"$arch" "$params" $((steps * 4 * batch)) "$rounds" "$inner" "$batch" \
 	"$steps" $((4 * batch))
-printf '# held-out %s; files exchanged zstd-compressed; outer Nesterov lr %s momentum %s\n' \
+printf '# held-out %s; files exchanged zstd-compressed; outer Nesterov lr %s momentum %s (avg: lr 1, momentum 0)\n' \
 	"$metric" "$olr" "$omu"
-printf '%-26s %14s %14s %10s %10s %8s\n' method bytes_up bytes_down ratio "$metric" gap_%
-printf '%-26s %14s %14s %10s %10.4f %8s\n' "single machine" - - - "$single" -
-printf '%-26s %14d %14d %10.1f %10.4f %8.2f\n' "per-step sync (f32)" \
+printf '%-30s %14s %14s %10s %10s %8s\n' method bytes_up bytes_down ratio "$metric" gap_%
+printf '%-30s %14s %14s %10s %10.4f %8s\n' "single machine" - - - "$single" -
+printf '%-30s %14d %14d %10.1f %10.4f %8.2f\n' "per-step sync (f32)" \
 	"$sync_up" "$sync_down" 1 "$single" 0
 
-# one compressed DiLoCo run: NAME UP DOWN EF(1|0)
+# one compressed DiLoCo run: NAME UP DOWN EF(1|0) LR MOMENTUM DECAY H
 run() {
-	name=$1 up=$2 down=$3 ef=$4
-	noef=
-	[ "$ef" = 1 ] || noef=--no-error-feedback
+	name=$1 up=$2 down=$3 ef=$4 lr=$5 mu=$6 decay=$7 h=$8
+	nr=$((steps / h))
+	noef= upef="--feedback-decay $decay"
+	[ "$ef" = 1 ] || noef=--no-error-feedback upef=--no-error-feedback
 	d=$tmp/run
 	rm -rf "$d"
 	mkdir "$d"
@@ -128,20 +133,20 @@ run() {
 		bdown=$((bdown + 64))
 	done
 	r=0
-	while [ "$r" -lt "$rounds" ]; do
+	while [ "$r" -lt "$nr" ]; do
 		pids=
 		for w in 0 1 2 3; do
 			# shellcheck disable=SC2086
 			"$bin/cg-train-step" -q -m "$d/m$w.cgm" -d "$tmp/w-$w.cgd" \
-				--emit delta --steps "$inner" --batch "$batch" $train \
-				--codec "$up" $noef ${UP_OPTS:-} --state "$d/s$w.state" -j "$wt" \
+				--emit delta --steps "$h" --batch "$batch" $train \
+				--codec "$up" $upef ${UP_OPTS:-} --state "$d/s$w.state" -j "$wt" \
 				-z zstd -o "$d/up$w.cgu" &
 			pids="$pids $!"
 		done
 		for p in $pids; do wait "$p"; done
 		bup=$((bup + $(size "$d"/up?.cgu)))
 		"$bin/cg-reduce" "$d"/up?.cgu | "$bin/cg-apply" -m "$d/coord.cgm" \
-			--outer nesterov --outer-lr "$olr" --outer-momentum "$omu" \
+			--outer nesterov --outer-lr "$lr" --outer-momentum "$mu" \
 			--codec "$down" $noef --change "$d/down.cgu" -z zstd \
 			-o "$d/coord.cgm"
 		bdown=$((bdown + 4 * $(size "$d/down.cgu")))
@@ -158,7 +163,7 @@ run() {
 		}
 	done
 	loss=$(ev "$d/coord.cgm")
-	printf '%-26s %14d %14d %10.1f %10.4f %8.2f\n' "$name" "$bup" "$bdown" \
+	printf '%-30s %14d %14d %10.1f %10.4f %8.2f\n' "$name (H $h)" "$bup" "$bdown" \
 		"$(echo "$sync / ($bup + $bdown)" | bc -l)" "$loss" \
 		"$(echo "100 * ($loss - $single) / $single" | bc -l)"
 }
@@ -174,7 +179,10 @@ for m in "$@"; do
 	up=${spec%%/*}
 	rest=${spec#*/}
 	down=${rest%%/*}
-	ef=1
-	case $rest in */noef) ef=0 ;; esac
-	run "$name" "$up" "$down" "$ef"
+	ef=1 lr=$olr mu=$omu decay=1 h=$inner
+	case /$rest/ in */noef/*) ef=0 ;; esac
+	case /$rest/ in */avg/*) lr=1 mu=0 ;; esac
+	case /$rest/ in */decay=*) decay=${rest##*decay=} decay=${decay%%/*} ;; esac
+	case /$rest/ in */h=*) h=${rest##*h=} h=${h%%/*} ;; esac
+	run "$name" "$up" "$down" "$ef" "$lr" "$mu" "$decay" "$h"
 done
