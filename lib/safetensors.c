@@ -224,7 +224,7 @@ check_tiling(struct entry **sorted, size_t n, uint64_t buflen)
 		at = e->end;
 	}
 	if (at != buflen)
-		return cg_seterr("%llu bytes after the last tensor's data",
+		return cg_seterr("bytes after the last tensor's data (%llu)",
 		                 (unsigned long long)(buflen - at));
 	return 0;
 }
@@ -789,7 +789,7 @@ make_header(const struct cg_tensor *const *order, size_t n,
 int
 cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 {
-	const char *path = o->path ? o->path : "(stdout)";
+	const char *path = o->path ? o->path : "standard output";
 	const struct cg_tensor **order = NULL;
 	cJSON *m = NULL;
 	char *text = NULL, *hdr = NULL;
@@ -826,12 +826,11 @@ cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 		    fwrite(order[i]->data, 1, order[i]->nbytes, o->fp) !=
 		        order[i]->nbytes)
 			goto write_error;
-	if (fflush(o->fp) != 0)
-		goto write_error;
 	rc = 0;
 	goto done;
 write_error:
-	cg_seterr("%s", strerror(errno));
+	cg_seterr("%s: write failed: %s", path, strerror(errno));
+	goto done;
 fail:
 	cg_errprefix(path);
 done:

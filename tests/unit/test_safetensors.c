@@ -248,7 +248,7 @@ test_hostile(void)
 	refused("backwards", "{" W("U8", "[0]", "[8,0]") "}", 8,
 	        "run backwards");
 	refused("trailing bytes", "{" W("U8", "[4]", "[0,4]") "}", 6,
-	        "2 bytes after the last tensor's data");
+	        "bytes after the last tensor's data (2)");
 	refused("a gap first", "{" W("U8", "[4]", "[2,6]") "}", 6,
 	        "tensor w: a gap of 2 bytes before its data");
 	refused("a gap",
