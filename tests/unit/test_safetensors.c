@@ -132,7 +132,7 @@ test_dtypes(void)
 	static const enum cg_dtype want[] = {CG_U8,   CG_I8,  CG_U16, CG_F16,
 	                                     CG_BF16, CG_U32, CG_F32, CG_U64};
 	static const size_t size[] = {1, 1, 2, 2, 2, 4, 4, 8};
-	unsigned char data[24] = {0};
+	unsigned char data[32] = {0};
 	char hdr[256];
 
 	for (int i = 0; i < 8; i++) {
