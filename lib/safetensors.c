@@ -105,6 +105,40 @@ struct entry {
 	uint64_t begin, end; /* offsets into the buffer */
 };
 
+/*
+ * At most how many JSON values a header may hold: a tensor needs at most
+ * 14 (its object, dtype, shape and 8 dimensions, offsets and 2 numbers),
+ * and the metadata is one object of strings (cg.json is one of them, and
+ * is held to a cg file's limits).  cJSON spends some 80 bytes on each
+ * value, so 100 MB of "[0,0,0,..." would cost it 4 GB: they are counted
+ * on the text before it is parsed.
+ */
+#define MAX_VALUES (16ull * CG_MAX_TENSORS)
+
+/* An upper bound on the JSON values in text [n]: one, and one more for
+ * each ',', '[' and '{' outside strings. */
+static uint64_t
+json_values(const char *text, size_t n)
+{
+	uint64_t count = 1;
+	int in_string = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char c = text[i];
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = 0;
+		} else if (c == '"') {
+			in_string = 1;
+		} else if (c == ',' || c == '[' || c == '{') {
+			count++;
+		}
+	}
+	return count;
+}
+
 /* A whole number in [0, 2^53] into *out; -1 otherwise. */
 static int
 json_count(const cJSON *j, uint64_t *out)
@@ -461,6 +495,10 @@ cg_safetensors_read_mem(const void *buf, size_t n, const char *display)
 	}
 	memcpy(text, b + 8, hlen);
 	text[hlen] = '\0';
+	if (json_values(text, hlen) > MAX_VALUES) {
+		cg_seterr("header: more than %llu JSON values", MAX_VALUES);
+		goto fail;
+	}
 	if (hlen < 2 || text[0] != '{' ||
 	    (hdr = cJSON_ParseWithLengthOpts(text, hlen, &end, 0)) == NULL ||
 	    !cJSON_IsObject(hdr)) {
@@ -816,6 +854,12 @@ cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 	                    f->manifest, "safetensors_metadata"),
 	                &hdr, &hlen) != 0)
 		goto fail;
+	if (hlen > CG_SAFETENSORS_MAX_HEADER) {
+		cg_seterr("a header of %zu bytes, more than a reader takes "
+		          "(%llu)",
+		          hlen, CG_SAFETENSORS_MAX_HEADER);
+		goto fail;
+	}
 	for (int i = 0; i < 8; i++)
 		len[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
 	if (fwrite(len, 1, 8, o->fp) != 8 ||

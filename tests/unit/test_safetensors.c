@@ -320,6 +320,27 @@ test_hostile(void)
 	        "\\\"kind\\\":\\\"model\\\",\\\"tensors\\\":[]}\"}," W(
 	            "U8", "[1]", "[0,1]") "}",
 	        1, "cg.json: lists 0 tensors, the header 1");
+	{
+		/* a value bomb: 2 MB of "[0,0,..." would be 80 MB of cJSON;
+		 * as many commas inside a string are no values */
+		size_t nv = 16u * CG_MAX_TENSORS + 1;
+		char *bomb = xcalloc(2 * nv + 64, 1), *p = bomb;
+
+		p += sprintf(p, "{\"x\":[0");
+		for (size_t i = 1; i < nv; i++)
+			p += sprintf(p, ",0");
+		strcpy(p, "]}");
+		refused("a value bomb", bomb, 0,
+		        "header: more than 1048576 JSON values");
+		p = bomb + sprintf(bomb, "{\"__metadata__\":{\"k\":\"");
+		for (size_t i = 0; i < nv; i++)
+			*p++ = ',';
+		strcpy(p, "\"}}");
+		f = read_hdr(bomb, NULL, 0);
+		CHECK(f != NULL, "commas in a string counted: %s", cg_errmsg());
+		cg_file_free(f);
+		free(bomb);
+	}
 	expect(failures == 0, "every hostile header is refused, by name");
 }
 
