@@ -58,9 +58,12 @@ refused() {
 	assert_output ''
 	assert_equal "$stderr" "cg-convert: $1: $2"
 	[ ! -e out.cgm ]
-	run -1 --separate-stderr cg-inspect "$1"
-	assert_output ''
-	assert_equal "$stderr" "cg-inspect: $1: $2"
+	for mode in --no-stats --json '--tensor w'; do
+		# shellcheck disable=SC2086
+		run -1 --separate-stderr cg-inspect $mode "$1"
+		assert_output ''
+		assert_equal "$stderr" "cg-inspect: $1: $2"
+	done
 	run -1 --separate-stderr sh -c 'cat "$1" | cg-convert - out.cgm' sh "$1"
 	assert_equal "$stderr" "cg-convert: (stdin): $2"
 	[ ! -e out.cgm ]
@@ -243,8 +246,9 @@ $name +$dtype +$shape +"
 	run -0 cg-inspect --json --no-stats v.cgm
 	assert_equal "$(jq -r '[.tensors[].name] | join(" ")' <<<"$output")" \
 		'layer.0.weight temperature index layer.1.bf layer.0.half small mask'
-	# and written out again, the same bytes but for cg's manifest
+	# and written out again, its metadata pair beside cg's manifest
 	cg-convert v.cgm v2.st
+	run -0 grep -ac '}]}","format":"pt"},"layer.0.weight":{"dtype":"F32","shape":\[2,4\],"data_offsets":\[0,32\]}' v2.st
 	cg-convert v2.st v2.cgm
 	cmp v.cgm v2.cgm
 }
