@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "cg.h"
+#include "safetensors.h"
 
 #define MANIFEST_NAME "cg.json"
 #define SIG_NAME "cg.sig"
@@ -906,6 +907,14 @@ read_fd_pre(int fd, const char *display, int in_place, const void *pre,
 		 * position tells where it starts (stdin may be a file that
 		 * someone has read from), and must be on a page. */
 		off_t pos = lseek(fd, 0, SEEK_CUR);
+		unsigned char head[CG_SAFETENSORS_PROBE];
+		ssize_t nhead = pos < 0 ? -1 : pread(fd, head, sizeof(head), pos);
+		if (nhead > 0 && cg_safetensors_probe(head, (size_t)nhead)) {
+			cg_seterr("%s: a safetensors file, not a cg file "
+				  "(cg-convert makes one of it)",
+				  display);
+			return NULL;
+		}
 		if (in_place && pos >= 0 && pos < st.st_size &&
 		    pos % sysconf(_SC_PAGESIZE) == 0 &&
 		    (uint64_t)(st.st_size - pos) <= r.avail &&

@@ -222,6 +222,17 @@ empty f32"
 		'cg-inspect: m.st: a safetensors file: no digests to verify'
 }
 
+@test "the other programs read cg files only, and say what to do" {
+	cg-convert "$D/cvae.cgm" m.st
+	run -1 --separate-stderr cg-reduce m.st
+	assert_output ''
+	assert_equal "$stderr" \
+		'cg-reduce: m.st: a safetensors file, not a cg file (cg-convert makes one of it)'
+	run -1 --separate-stderr cg-eval -m m.st -d "$D/fm-0.cgd"
+	assert_equal "$stderr" \
+		'cg-eval: m.st: a safetensors file, not a cg file (cg-convert makes one of it)'
+}
+
 # -------------------------------------------- the reference implementation
 
 @test "a file the safetensors package wrote reads to the values it lists" {
