@@ -4,10 +4,11 @@
  * One mode per run: a table for people (the default), one JSON object per
  * file (--json), digest verification (--verify), the values of one
  * tensor as text (--tensor), or two files compared tensor by tensor
- * (--diff A B).  Each mode is one function.  Every input is read whole
- * and checked by cg_file_read before anything is shown, so a damaged
- * file prints nothing but its one-line error.  With several inputs each
- * failure is reported and the exit status is 1 at the end.
+ * (--diff A B).  Each mode is one function.  Every input, a cg file or a
+ * safetensors file, is read whole and checked by cg_read_any before
+ * anything is shown, so a damaged file prints nothing but its one-line
+ * error.  A safetensors file has no digests, so --verify refuses it.  With
+ * several inputs each failure is reported and the exit status is 1 at the end.
  *
  * --diff alone follows diff(1) and cmp(1), so that scripts can ask "did
  * the weights change?": 0 the same, 1 different, 2 trouble (a usage error
@@ -25,6 +26,7 @@
 #include "cg.h"
 #include "cli.h"
 #include "inspect.h"
+#include "safetensors.h"
 
 enum {
 	OPT_DIFF = CG_KEY_OWN,
@@ -60,8 +62,8 @@ static const struct cg_cli cli = {
                 "--verify [-q] [FILE...]\n"
                 "--tensor NAME [--rows] [FILE]\n"
                 "--diff [-jq] [--tolerance X] A B",
-    .about = "Show the manifest and per-tensor statistics of cg files; no\n"
-             "FILE, or -, reads standard input.",
+    .about = "Show the manifest and per-tensor statistics of cg files (or\n"
+             "safetensors files); no FILE, or -, reads standard input.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 a file could not be read or failed\n"
               "verification, 2 usage error.  --diff as diff(1): 0 no tensor\n"
@@ -83,7 +85,7 @@ static struct {
 	int (*run)(const char *); /* every mode but --diff */
 } opt = {.tolerance = -1, .io = {.stats = 1}};
 
-/* The name cg_file_read uses for path in its messages. */
+/* The name cg_read_any uses for path in its messages. */
 static const char *
 display(const char *path)
 {
@@ -96,7 +98,7 @@ static int
 do_table(const char *path)
 {
 	static int shown; /* tables so far, to separate them */
-	struct cg_file *f = cg_file_read(path);
+	struct cg_file *f = cg_read_any(path, NULL);
 	int rc = 0;
 
 	if (f == NULL)
@@ -114,7 +116,7 @@ do_table(const char *path)
 static int
 do_json(const char *path)
 {
-	struct cg_file *f = cg_file_read(path);
+	struct cg_file *f = cg_read_any(path, NULL);
 	struct cJSON *j = NULL;
 	char *s = NULL;
 	int rc = -1;
@@ -141,10 +143,17 @@ out:
 static int
 do_verify(const char *path)
 {
-	struct cg_file *f = cg_file_read(path);
+	int st;
+	struct cg_file *f = cg_read_any(path, &st);
 
 	if (f == NULL)
 		return -1;
+	if (st) {
+		/* well formed, but nothing in it can prove it unaltered */
+		cg_file_free(f);
+		return cg_seterr("%s: a safetensors file: no digests to verify",
+		                 display(path));
+	}
 	if (!opt.quiet)
 		printf("%s: OK\n", display(path));
 	cg_file_free(f);
@@ -154,7 +163,7 @@ do_verify(const char *path)
 static int
 do_tensor(const char *path)
 {
-	struct cg_file *f = cg_file_read(path);
+	struct cg_file *f = cg_read_any(path, NULL);
 	const struct cg_tensor *t;
 	int rc = -1;
 
@@ -185,9 +194,9 @@ do_diff(const char *pa, const char *pb)
 
 	/* both are read whatever becomes of the first, so that two bad
 	 * files give two lines */
-	if ((a = cg_file_read(pa)) == NULL)
+	if ((a = cg_read_any(pa, NULL)) == NULL)
 		cg_warn(NULL);
-	if ((b = cg_file_read(pb)) == NULL)
+	if ((b = cg_read_any(pb, NULL)) == NULL)
 		cg_warn(NULL);
 	if (a == NULL || b == NULL) {
 		rc = 2;

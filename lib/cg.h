@@ -262,6 +262,11 @@ struct cg_file *cg_file_read(const char *path);
 struct cg_file *cg_file_read_copy(const char *path);
 /* Same, from an open stream (display name used in messages). */
 struct cg_file *cg_file_read_fp(FILE *fp, const char *display);
+/* The same from fd, whose first npre bytes the caller has already read
+ * (to tell a cg file from another format) and hands over in pre; the
+ * rest is read from fd.  npre 0 is cg_file_read_fp's behaviour. */
+struct cg_file *cg_file_read_fd(int fd, const char *display, const void *pre,
+				size_t npre);
 /* Unmap f's file once no tensor lies in it any more (all copied out and
  * marked not borrowed); otherwise nothing. */
 void cg_file_drop_blob(struct cg_file *f);
@@ -278,6 +283,14 @@ int cg_file_write(struct cg_file *f, const char *path, enum cg_compress c);
 /* cg_file_write, then cg_file_free(f), for a file made only to be
  * written: f NULL (its maker failed, with a message) returns -1. */
 int cg_file_write_free(struct cg_file *f, const char *path, enum cg_compress c);
+
+/*
+ * The cg.json that cg_file_write writes for f: a copy of f->manifest with
+ * "tensors" (name, dtype, shape, bytes, sha256) made from f's tensors,
+ * whose digests are computed into them on the way.  Returns a new object
+ * the caller frees with cJSON_Delete, or NULL (out of memory).
+ */
+struct cJSON *cg_file_manifest(struct cg_file *f);
 
 /*
  * Write f into an output already opened with cg_out_open, without

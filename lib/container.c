@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "cg.h"
+#include "safetensors.h"
 
 #define MANIFEST_NAME "cg.json"
 #define SIG_NAME "cg.sig"
@@ -267,8 +268,8 @@ cg_tensor_make_f32(struct cg_tensor *t)
 
 /* -------------------------------------------------------------- writing */
 
-static cJSON *
-build_manifest(struct cg_file *f)
+cJSON *
+cg_file_manifest(struct cg_file *f)
 {
 	cJSON *m = cJSON_Duplicate(f->manifest, 1), *arr;
 	char hex[65];
@@ -355,7 +356,7 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 	char *json = NULL;
 	int rc = -1;
 
-	if ((m = build_manifest(f)) == NULL ||
+	if ((m = cg_file_manifest(f)) == NULL ||
 	    (json = cJSON_Print(m)) == NULL) {
 		cg_seterr("%s: out of memory", path);
 		goto done;
@@ -852,17 +853,51 @@ is_compressed(const unsigned char *buf, size_t n)
 		buf[3] == 0xfd);
 }
 
+/*
+ * A stream whose first bytes were already read by somebody else (who
+ * looked at them to tell a cg file from another format): libarchive is
+ * given those first, then the rest of fd.
+ */
+struct prefixed {
+	int fd;
+	const void *pre;
+	size_t npre;
+	char buf[1 << 16];
+};
+
+static la_ssize_t
+prefixed_read(struct archive *a, void *data, const void **out)
+{
+	struct prefixed *s = data;
+	ssize_t n;
+
+	if (s->npre) {
+		*out = s->pre;
+		n = (ssize_t)s->npre;
+		s->npre = 0;
+		return n;
+	}
+	while ((n = read(s->fd, s->buf, sizeof(s->buf))) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		archive_set_error(a, errno, "%s", strerror(errno));
+	*out = s->buf;
+	return n;
+}
+
 static struct cg_file *
-read_fd(int fd, const char *display, int in_place)
+read_fd_pre(int fd, const char *display, int in_place, const void *pre,
+	    size_t npre)
 {
 	struct reader r = {.name = display, .avail = cg_max_bytes()};
 	struct cg_file *f = NULL;
+	struct prefixed *src = NULL;
 	struct stat st;
 	char *blob = NULL;
 	size_t got = 0;
 	int rc;
 
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+	if (npre == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		if (st.st_size == 0) {
 			cg_seterr("%s: empty file, not a cg file", display);
 			return NULL;
@@ -872,6 +907,14 @@ read_fd(int fd, const char *display, int in_place)
 		 * position tells where it starts (stdin may be a file that
 		 * someone has read from), and must be on a page. */
 		off_t pos = lseek(fd, 0, SEEK_CUR);
+		unsigned char head[CG_SAFETENSORS_PROBE];
+		ssize_t nhead = pos < 0 ? -1 : pread(fd, head, sizeof(head), pos);
+		if (nhead > 0 && cg_safetensors_probe(head, (size_t)nhead)) {
+			cg_seterr("%s: a safetensors file, not a cg file "
+				  "(cg-convert makes one of it)",
+				  display);
+			return NULL;
+		}
 		if (in_place && pos >= 0 && pos < st.st_size &&
 		    pos % sysconf(_SC_PAGESIZE) == 0 &&
 		    (uint64_t)(st.st_size - pos) <= r.avail &&
@@ -901,8 +944,14 @@ read_fd(int fd, const char *display, int in_place)
 	archive_read_support_format_tar(r.a);
 	if (blob)
 		rc = archive_read_open_memory(r.a, blob, got);
-	else
+	else if (npre == 0)
 		rc = archive_read_open_fd(r.a, fd, 1 << 16);
+	else if ((src = malloc(sizeof(*src))) == NULL)
+		rc = ARCHIVE_FATAL;
+	else {
+		*src = (struct prefixed){.fd = fd, .pre = pre, .npre = npre};
+		rc = archive_read_open(r.a, src, NULL, prefixed_read, NULL);
+	}
 	if (rc != ARCHIVE_OK) {
 		cg_seterr("%s", archive_error_string(r.a)
 				    ? archive_error_string(r.a)
@@ -919,9 +968,22 @@ out:
 	if (f == NULL)
 		cg_errprefix(display);
 	archive_read_free(r.a);
+	free(src);
 	if (blob)
 		munmap(blob, got);
 	return f;
+}
+
+static struct cg_file *
+read_fd(int fd, const char *display, int in_place)
+{
+	return read_fd_pre(fd, display, in_place, NULL, 0);
+}
+
+struct cg_file *
+cg_file_read_fd(int fd, const char *display, const void *pre, size_t npre)
+{
+	return read_fd_pre(fd, display, 1, pre, npre);
 }
 
 struct cg_file *

@@ -151,3 +151,10 @@ make_small() {
 	assert_line "files in $PWD/inspect"
 	[[ $stderr == *"damaged.cgm: tensor "*": digest mismatch"* ]]
 }
+
+@test "examples/convert/run.sh" {
+	run -0 --separate-stderr "$top/examples/convert/run.sh" "$PWD/convert"
+	assert_line "round trip: same bytes"
+	assert_line --regexp '^dec\.out\.b	f32$'
+	assert_line "files in $PWD/convert"
+}

@@ -11,8 +11,9 @@
  * to DIR (which must exist): arch.txt (ARCH), config.txt (the config's
  * numbers, the case's keys and nparams), views.txt (name, offset, count and
  * shape of each view), params.bin, grad.bin (little-endian f32), loss.txt (the
- * loss and its parts, %.17g) and the inputs, which are the one part that
- * differs by architecture:
+ * loss and its parts, %.17g), model.cgm (the model with the parameters of
+ * params.bin, as cg-init writes one) and the inputs, which are the one
+ * part that differs by architecture:
  *
  *   cvae  x.bin [B, in_dim] (half the pixels 0 or 1, half grey), eps.bin
  *         [B, latent] (f32), cond.bin [B] (int32); loss, rec and kl.
@@ -323,6 +324,7 @@ write_text(const struct cg_model *m, const struct keys *k,
 int
 main(int argc, char **argv)
 {
+	char path[4096];
 	struct keys k = {1, 0, 0};
 	struct result res = {0};
 	struct cg_model *m = NULL;
@@ -361,10 +363,13 @@ main(int argc, char **argv)
 	if (rows[row].run(m, (int)k.batch, (int)k.positions, &r, grad, &res) !=
 	    0)
 		goto fail;
+	snprintf(path, sizeof(path), "%s/model.cgm", dir);
 	if (write_text(m, &k, &res) != 0 ||
 	    write32("params.bin", m->params, m->nparams) != 0 ||
 	    write32("grad.bin", grad, m->nparams) != 0)
 		goto out;
+	if (cg_model_write(m, path, CG_COMPRESS_NONE) != 0)
+		goto fail;
 	rc = 0;
 	goto out;
 fail:

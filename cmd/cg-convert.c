@@ -1,0 +1,104 @@
+/*
+ * cg-convert - a cg file as a safetensors file, or a safetensors file as
+ * a cg file.
+ *
+ * The input says which way: a safetensors file (an 8-byte header length,
+ * then '{') becomes a cg file, anything else is read as a cg file and
+ * becomes a safetensors file with the manifest under the metadata key
+ * "cg.json", so that converting there and back gives the same file.
+ * lib/safetensors.c does the work: reading either format as hostile,
+ * and which dtypes go across (f32, f16, bf16 and the integers as they
+ * are; q8_0, q4_0 and q2_0 decoded to f32).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "safetensors.h"
+
+static const struct cg_opt opts[] = {
+    {"output", 'o', "FILE", "where to write (- or none: stdout)"},
+    {"compress", 'z', "ALG", "a cg file written: none, gzip or zstd (none)"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-convert",
+    .synopsis = "[-z ALG] [-o OUT] [IN [OUT]]",
+    .about = "Write the cg file IN as a safetensors file, or the safetensors\n"
+             "file IN as a cg file (IN - or none: standard input).",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+};
+
+struct args {
+	const char *in, *out;
+	enum cg_compress comp;
+	int zgiven;
+};
+
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+
+	switch (c) {
+	case 'o':
+		a->out = g->arg;
+		break;
+	case 'z':
+		if (cg_compress_parse(g->arg, &a->comp) != 0)
+			return cg_usage(NULL);
+		a->zgiven = 1;
+		break;
+	}
+	return CG_CONTINUE;
+}
+
+/* The command line into a, checked; CG_CONTINUE or the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	int ind, rc, n;
+
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if ((n = argc - ind) > 2)
+		return cg_usage("too many operands");
+	if (n == 2 && a->out)
+		return cg_usage("the output given twice (-o and OUT)");
+	a->in = n > 0 ? argv[ind] : "-";
+	if (n == 2)
+		a->out = argv[ind + 1];
+	if (a->out == NULL)
+		a->out = "-";
+	if (strcmp(a->in, "-") == 0 && isatty(STDIN_FILENO))
+		return cg_usage("standard input is a terminal");
+	return CG_CONTINUE;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a = {0};
+	struct cg_file *f;
+	int rc, st;
+
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
+		return rc;
+	if ((f = cg_read_any(a.in, &st)) == NULL)
+		return cg_fail(NULL);
+	if (st)
+		rc = cg_file_write(f, a.out, a.comp);
+	else if (a.zgiven && a.comp != CG_COMPRESS_NONE)
+		rc = cg_seterr("--compress: a safetensors file is written "
+		               "uncompressed");
+	else
+		rc = cg_safetensors_write(f, a.out);
+	cg_file_free(f);
+	return rc == 0 ? CG_EXIT_OK : cg_fail(NULL);
+}
