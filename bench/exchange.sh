@@ -171,7 +171,10 @@ run() {
 if [ $# -eq 0 ]; then
 	set -- diloco-f32=f32/f32 q8=q8/q8 q4=q4/q4 q2=q2/q2 q2-noef=q2/q2/noef \
 		q2-sr=q2:sr/q2:sr sign=sign/sign lowrank-4=lowrank:4/lowrank:4 \
-		topk-1%=topk:0.01/topk:0.01 topk-1%-noef=topk:0.01/topk:0.01/noef
+		topk-1%=topk:0.01/topk:0.01 topk-1%-noef=topk:0.01/topk:0.01/noef \
+		sparse-q2=topk:0.0625,chunk=64,val=q2_0/topk:0.0625,chunk=64,val=q2_0/avg \
+		sparse-q2-noef=topk:0.0625,chunk=64,val=q2_0/topk:0.0625,chunk=64,val=q2_0/avg/noef \
+		q2=q2/q2/h=250 q2-sr=q2:sr/q2:sr/h=250
 fi
 for m in "$@"; do
 	name=${m%%=*}

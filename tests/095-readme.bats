@@ -133,6 +133,14 @@ make_small() {
 	done
 }
 
+@test "examples/compressed-diloco: make run (small sizes)" {
+	make_small compressed-diloco log run OUT="$PWD/out" \
+		DATA="$fx/fashion-mnist-mini" ROUNDS=2 INNER=2 HIDDEN=32 LAYERS=1 \
+		LATENT=4
+	# every worker ends with the coordinator's model
+	grep -Eq '^after 2 rounds: params [0-9a-f]{64} on the coordinator and all 4 workers$' log
+}
+
 @test "examples/fortunes-cgpt: make train eval sample diloco (small sizes)" {
 	make_small fortunes-cgpt log train eval sample diloco OUT="$PWD/out" \
 		DATA="$fx/text/fortunes" STEPS=2 OUTER=2 INNER=2 CONTEXT=32 \
