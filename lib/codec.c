@@ -508,44 +508,54 @@ q8_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
 	return 0;
 }
 
-static int
-q4_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
+/* Level q of element j into a q4_0 (h 8) or q2_0 (h 2) block's values
+ * at v, zeroed before: q4_0 keeps element j < 16 in the low nibble of
+ * byte j and j >= 16 in the high nibble of byte j - 16, q2_0 element j in
+ * bits 2(j%4) of byte j/4. */
+static void
+put_level(unsigned char *v, int j, int q, int h)
 {
+	if (h == 8)
+		v[j % 16] |= (unsigned char)(q << (j < 16 ? 0 : 4));
+	else
+		v[j / 4] |= (unsigned char)(q << (2 * (j % 4)));
+}
+
+/* q4_0 (h 8) and q2_0 (h 2) with stochastic rounding: the scale of the
+ * nearest encoders, d = max / -h, and levels 0..2h-1 around h. */
+static int
+offset_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r,
+                 int h, const char *name)
+{
+	const size_t vbytes = QK * (h == 8 ? 4 : 2) / 8;
 	unsigned char *b = dst;
 
-	if (check_blocks(src, n, 8.0f, "q4_0") != 0)
+	if (check_blocks(src, n, (float)h, name) != 0)
 		return -1;
-	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
-		float d = signed_max(src + i) / -8;
+	for (size_t i = 0; i < n; i += QK, b += 2 + vbytes) {
+		float d = signed_max(src + i) / (float)-h;
 		float id = d != 0 ? 1.0f / d : 0.0f;
 		put16(b, cg_f32_to_f16(d));
-		memset(b + 2, 0, QK / 2);
-		for (int j = 0; j < QK; j++) {
-			int q = sround(src[i + j] * id + 8.0f, r, 0, 15);
-			b[2 + j % 16] |= (unsigned char)(q << (j < 16 ? 0 : 4));
-		}
+		memset(b + 2, 0, vbytes);
+		for (int j = 0; j < QK; j++)
+			put_level(b + 2, j,
+			          sround(src[i + j] * id + (float)h, r, 0,
+			                 2 * h - 1),
+			          h);
 	}
 	return 0;
 }
 
 static int
+q4_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
+{
+	return offset_encode_sr(dst, src, n, r, 8, "q4_0");
+}
+
+static int
 q2_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
 {
-	unsigned char *b = dst;
-
-	if (check_blocks(src, n, 2.0f, "q2_0") != 0)
-		return -1;
-	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 4) {
-		float d = signed_max(src + i) / -2;
-		float id = d != 0 ? 1.0f / d : 0.0f;
-		put16(b, cg_f32_to_f16(d));
-		memset(b + 2, 0, QK / 4);
-		for (int j = 0; j < QK; j++) {
-			int q = sround(src[i + j] * id + 2.0f, r, 0, 3);
-			b[2 + j / 4] |= (unsigned char)(q << (2 * (j % 4)));
-		}
-	}
-	return 0;
+	return offset_encode_sr(dst, src, n, r, 2, "q2_0");
 }
 
 /* Every block's f16 scale finite: the one thing a block's bytes can get
