@@ -67,6 +67,7 @@ enum cg_dtype {
 	CG_Q8_0,
 	CG_Q4_0,
 	CG_Q2_0,
+	CG_Q4_1,
 	CG_NDTYPES
 };
 
@@ -98,8 +99,12 @@ enum cg_codec_kind {
  *   q2_0 is cg's own: q4_0's rule with four levels, d = max / -2 and
  *   q = min(3, trunc(x * (1/d) + 2.5)), decoded as d * (q - 2); 8 bytes
  *   of 2-bit values after the scale, element j in bits 2(j%4) of byte
- *   j/4 (2.5 bits an element).
- * encode_sr (block rows; NULL for the others): the same scale, but each
+ *   j/4 (2.5 bits an element).  q4_1 as ggml's quantize_row_q4_1_reference:
+ *   d = (max - min) / 15, q = min(15, trunc((x - min) * (1/d) + 0.5)),
+ *   stored as the f16 d, the f16 min and q4_0's nibbles (5 bits an
+ *   element), decoded as d * q + m (the product rounded to float first);
+ *   refused where |x| > 65504.
+ * encode_sr (q8_0, q4_0, q2_0; NULL for the others): the same scale, but each
  *   value rounded up with probability its fraction (stochastic rounding,
  *   unbiased inside the range), the uniforms drawn from r in element
  *   order, so the bytes are a function of src and r's state.
@@ -110,7 +115,8 @@ enum cg_codec_kind {
  *   |x - y| <= |d|/2 + 127 |d - d32| where d32 is the f32 scale before
  *   rounding to f16; q4_0 and q2_0 |d| + qmax |d - d32| (the value of
  *   largest magnitude opposite to max is clipped one level short, as in
- *   ggml); stochastic rounding |d| + qmax |d - d32| for all three.
+ *   ggml); stochastic rounding |d| + qmax |d - d32| for all three; q4_1
+ *   |d|/2 + 15 |d - d32| + |m - m32| (m32 the block's minimum in f32).
  * to_u64 (integer rows; NULL for float kinds): the exact values, a signed
  *   one as its two's complement in 64 bits.
  */

@@ -473,6 +473,58 @@ q2_0_encode(void *dst, const float *src, size_t n)
 	return 0;
 }
 
+/* q4_1: the f16 scale d, the f16 minimum m, then 16 bytes of 4-bit
+ * levels as q4_0's (element j < 16 the low nibble of byte j, element
+ * j >= 16 the high nibble of byte j - 16); the value d * q + m. */
+static void
+q4_1_decode(float *dst, const void *src, size_t n)
+{
+	const unsigned char *b = src;
+
+	for (size_t i = 0; i < n; i += QK, b += 4 + QK / 2) {
+		float d = cg_f16_to_f32(get16(b)), m = cg_f16_to_f32(get16(b + 2));
+		for (int j = 0; j < QK / 2; j++) {
+			dst[i + j] = d * (float)(b[4 + j] & 15) + m;
+			dst[i + j + QK / 2] = d * (float)(b[4 + j] >> 4) + m;
+		}
+	}
+}
+
+/*
+ * ggml's quantize_row_q4_1_reference: min and max of the block, d =
+ * (max - min) / 15, q = min(15, trunc((x - min) * (1/d) + 0.5)), the
+ * float min (not its f16) subtracted.
+ */
+static int
+q4_1_encode(void *dst, const float *src, size_t n)
+{
+	unsigned char *b = dst;
+
+	/* |x| <= 65504 keeps min in f16, and (max - min) / 15 with it */
+	if (check_blocks(src, n, 1.0f, "q4_1") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 4 + QK / 2) {
+		float min = src[i], max = src[i], d, id;
+		for (int j = 1; j < QK; j++) {
+			min = src[i + j] < min ? src[i + j] : min;
+			max = src[i + j] > max ? src[i + j] : max;
+		}
+		d = (max - min) / 15;
+		id = d != 0 ? 1.0f / d : 0.0f;
+		put16(b, cg_f32_to_f16(d));
+		put16(b + 2, cg_f32_to_f16(min));
+		for (int j = 0; j < QK / 2; j++) {
+			float x0 = (src[i + j] - min) * id;
+			float x1 = (src[i + j + QK / 2] - min) * id;
+			int q0 = (int)(x0 + 0.5f), q1 = (int)(x1 + 0.5f);
+			q0 = q0 > 15 ? 15 : q0;
+			q1 = q1 > 15 ? 15 : q1;
+			b[4 + j] = (unsigned char)(q0 | q1 << 4);
+		}
+	}
+	return 0;
+}
+
 /* ------------------------------------------------ stochastic rounding */
 
 /* floor(v + u) for u uniform in [0, 1): v rounded up with probability
@@ -591,6 +643,21 @@ q2_0_check(const void *src, size_t n)
 	return check_scales(src, n, 2 + QK / 4);
 }
 
+/* q4_1: the scale and the minimum both finite. */
+static int
+q4_1_check(const void *src, size_t n)
+{
+	const unsigned char *b = src;
+
+	for (size_t i = 0; i < n / QK; i++, b += 4 + QK / 2)
+		if (!isfinite(cg_f16_to_f32(get16(b))) ||
+		    !isfinite(cg_f16_to_f32(get16(b + 2))))
+			return cg_seterr("block %zu has a scale or minimum "
+			                 "that is not finite",
+			                 i);
+	return 0;
+}
+
 /* --------------------------------------------------------------- table */
 
 static const struct cg_codec codecs[CG_NDTYPES] = {
@@ -608,6 +675,8 @@ static const struct cg_codec codecs[CG_NDTYPES] = {
                  q4_0_encode, NULL, q4_0_encode_sr, q4_0_check},
     [CG_Q2_0] = {"q2_0", QK, 2 + QK / 4, CG_KIND_FLOAT, q2_0_decode,
                  q2_0_encode, NULL, q2_0_encode_sr, q2_0_check},
+    [CG_Q4_1] = {"q4_1", QK, 4 + QK / 2, CG_KIND_FLOAT, q4_1_decode,
+                 q4_1_encode, NULL, NULL, q4_1_check},
 };
 
 const struct cg_codec *

@@ -8,7 +8,9 @@ decoding of integers to f32), and the quantizers of the gguf package
 (gguf.quants, written as a transcription of ggml's reference
 quantize_row_q8_0_reference / quantize_row_q4_0_reference) for q8_0 and q4_0,
 and for q2_0 (cg's own: q4_0's rule at four levels) a numpy transcription
-of the rule as cg.h states it, in float32 arithmetic.
+of the rule as cg.h states it, in float32 arithmetic; q4_1 by gguf's
+quantizer too (quantize_row_q4_1_reference), the sign of a zero minimum
+or scale taken as ggml's C takes it.
 tests/unit/test_codec reads the stored files; Python is needed only to
 remake them:
 
@@ -353,12 +355,63 @@ def gen_q2_0(out):
         out.nan([float(x) for x in b2])
 
 
+def c_minmax(blk):
+    """ggml's C reading of a block's min and max: the first of equals
+    (numpy may pick the other zero of a block holding 0 and -0)."""
+    mn, mx = blk[0], blk[0]
+    for v in blk[1:]:
+        if v < mn:
+            mn = v
+        if v > mx:
+            mx = v
+    return mn, mx
+
+
+def gen_q4_1(out):
+    import gguf.quants as gq
+    from gguf import GGMLQuantizationType as T
+    for blk in blocks_for(None):
+        if np.max(np.abs(blk)) > 65504:
+            out.nan([float(x) for x in blk])  # min or scale beyond f16
+            continue
+        q = bytearray(gq.quantize(blk.reshape(1, 32), T.Q4_1)
+                      .reshape(-1).tobytes())
+        mn, mx = c_minmax(blk)
+        m16 = np.float16(mn).tobytes()
+        d16 = np.float16((mx - mn) / np.float32(15)).tobytes()
+        # only the sign of a zero minimum or scale may differ
+        assert (q[0:2] == d16 or float(np.frombuffer(d16, np.float16)[0])
+                == 0), (blk, q, d16)
+        assert (q[2:4] == m16 or float(np.frombuffer(m16, np.float16)[0])
+                == 0), (blk, q, m16)
+        q[0:2], q[2:4] = d16, m16
+        q = bytes(q)
+        out.enc([float(x) for x in blk], q)
+        y = gq.dequantize(np.frombuffer(q, np.uint8).reshape(1, -1), T.Q4_1)
+        out.dec(q, [int(u) for u in
+                    y.reshape(-1).astype(np.float32).view(np.uint32)])
+    for _ in range(40):
+        raw = rng.integers(0, 256, 20, dtype=np.uint8)
+        for k in (1, 3):
+            if raw[k] & 0x7c == 0x7c:
+                raw[k] &= 0xbf  # keep the scale and the minimum finite
+        y = gq.dequantize(raw.reshape(1, -1), T.Q4_1).reshape(-1)
+        out.dec(raw.tobytes(), [int(u) for u in
+                                y.astype(np.float32).view(np.uint32)])
+    bad = np.ones(32, dtype=np.float32)
+    for v in [NAN, INF, -INF, 1e30, 65600.0]:
+        b2 = bad.copy()
+        b2[5] = v
+        out.nan([float(x) for x in b2])
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(__file__)
     for name, block, fn in [("f32", 1, gen_f32), ("f16", 1, gen_f16),
                             ("bf16", 1, gen_bf16), ("q8_0", 32, None),
                             ("q4_0", 32, None)] + \
-            [(n, 1, None) for n in INTS] + [("q2_0", 32, gen_q2_0)]:
+            [(n, 1, None) for n in INTS] + [("q2_0", 32, gen_q2_0),
+                                            ("q4_1", 32, gen_q4_1)]:
         out = Out(os.path.join(d, name + ".txt"), name, block)
         if fn is not None:
             fn(out)

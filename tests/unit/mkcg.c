@@ -13,12 +13,16 @@
  * count is a whole number of DTYPE's blocks decoded and re-encoded as
  * DTYPE through the codec table (a model stored in f16, say); the others
  * are copied as they are.
- * -x copies the coded update IN with one thing broken, its digests made
- * again so that only the codec's checks can tell: HOW is idx-range (the
+ * -x copies the cg file IN (a coded update, a quantized model) with one
+ * thing broken, its digests made again so that only the codec's checks
+ * can tell: HOW is idx-range (the
  * first index of the first ".idx" tensor past every view), idx-repeat
  * (its second index equal to the first), scale-nan (the first block
- * scale of the first q8_0/q4_0/q2_0 tensor a NaN) or blocks (the first
- * layout view 32 elements longer, so its block count no longer matches).
+ * scale of the first tensor of a block dtype a NaN), min-nan (the first
+ * block minimum of the first q4_1 tensor a NaN), rows (the first matrix
+ * of a block dtype one row shorter, its bytes as they were) or blocks
+ * (the first layout view 32 elements longer, so its block count no
+ * longer matches).
  * Output is a pure function of the arguments, so a test may compare bytes.
  * Exit 0 on success, 1 on failure, 2 on a usage error.
  */
@@ -198,8 +202,7 @@ tamper(const char *in, const char *how)
 		unsigned char *p = t->data;
 		size_t len = strlen(t->name);
 		int idx = len > 4 && strcmp(t->name + len - 4, ".idx") == 0;
-		int blk = t->dtype == CG_Q8_0 || t->dtype == CG_Q4_0 ||
-		          t->dtype == CG_Q2_0;
+		int blk = cg_codec(t->dtype)->block > 1;
 		if (strcmp(how, "idx-range") == 0 && idx && t->nelem > 0) {
 			memset(p, 0xff, 4);
 			return f;
@@ -211,6 +214,17 @@ tamper(const char *in, const char *how)
 		if (strcmp(how, "scale-nan") == 0 && blk) {
 			p[0] = 0x00;
 			p[1] = 0x7e;
+			return f;
+		}
+		if (strcmp(how, "min-nan") == 0 && t->dtype == CG_Q4_1) {
+			p[2] = 0x00;
+			p[3] = 0x7e;
+			return f;
+		}
+		if (strcmp(how, "rows") == 0 && blk && t->ndim == 2 &&
+		    t->shape[0] > 1) {
+			t->shape[0]--;
+			t->nelem -= t->shape[1];
 			return f;
 		}
 	}

@@ -294,6 +294,26 @@ test_roundtrips(void)
 			          d4 + 8 * e4 + 0x1p-22 * fabs(x[j]),
 			      "q4_0 trial %d element %d: %g for %g", trial, j,
 			      (double)y[j], (double)x[j]);
+		/* q4_1: |x - y| <= d/2 from the rounding with d = (max - min)
+		 * / 15, plus 15 e from the f16 scale and the f16 minimum's own
+		 * rounding em; the float steps add 2^-21 of the block's span. */
+		const struct cg_codec *q41 = cg_codec(CG_Q4_1);
+		double mn = x[0], mx = x[0];
+		for (int j = 1; j < 32; j++) {
+			mn = fmin(mn, x[j]);
+			mx = fmax(mx, x[j]);
+		}
+		double d1 = (mx - mn) / 15, e1 = fmax(d1 * 0x1p-11, 0x1p-25);
+		double em = fmax(fabs(mn) * 0x1p-11, 0x1p-25);
+		unsigned char b1[20];
+		CHECK(q41->encode(b1, x, 32) == 0, "q4_1 encode");
+		q41->decode(y, b1, 32);
+		for (int j = 0; j < 32; j++)
+			CHECK(fabs(y[j] - x[j]) <= d1 / 2 + 15 * e1 + em +
+			                                0x1p-21 * (mx - mn +
+			                                           fabs(mn)),
+			      "q4_1 trial %d element %d: %g for %g", trial, j,
+			      (double)y[j], (double)x[j]);
 	}
 }
 
