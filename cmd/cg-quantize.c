@@ -40,8 +40,7 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-quantize",
-    .synopsis = "[-qv] [--keep PATTERN]... [--all] [-z ALG] [-o OUT] MODEL "
-                "TYPE",
+    .synopsis = "[-qv] [--keep PATTERN]... [--all] [-o OUT] MODEL TYPE",
     .about = "Write MODEL (- : standard input) with its weight matrices in\n"
              "TYPE: f32, f16, bf16, q8_0, q4_1, q4_0 or q2_0.  Norms, biases\n"
              "and embeddings stay f32; f32 takes every view back to f32.",
