@@ -18,18 +18,20 @@
 #include "quantize.h"
 #include "safetensors.h"
 
-enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REQUANT };
+enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REQUANT, OPT_STRIP };
 
 #define MAX_KEEP 64
 
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or none: stdout)"},
-    {"keep", OPT_KEEP, "PATTERN",
-     "views whose names match the glob PATTERN\nstay f32 (repeatable)"},
+    {"keep", OPT_KEEP, "PAT",
+     "views whose names match the glob PAT stay\nf32 (repeatable)"},
     {"all", OPT_ALL, NULL,
      "norms, biases and embeddings take TYPE\ntoo (where their rows fit)"},
     {"allow-requantize", OPT_REQUANT, NULL,
      "take a view stored in one block type to\nanother"},
+    {"strip", OPT_STRIP, NULL,
+     "leave the optimizer's state out (its\nmoments start afresh)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
     {"quiet", 'q', NULL, "no report"},
     {"verbose", 'v', NULL, "the report names every view"},
@@ -40,7 +42,7 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-quantize",
-    .synopsis = "[-qv] [--keep PATTERN]... [--all] [-o OUT] MODEL TYPE",
+    .synopsis = "[-qv] [--keep PAT]... [--all] [--strip] [-o OUT] MODEL TYPE",
     .about = "Write MODEL (- : standard input) with its weight matrices in\n"
              "TYPE: f32, f16, bf16, q8_0, q4_1, q4_0 or q2_0.  Norms, biases\n"
              "and embeddings stay f32; f32 takes every view back to f32.",
@@ -77,6 +79,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case OPT_ALL:
 		a->r.all = 1;
+		break;
+	case OPT_STRIP:
+		a->r.strip = 1;
 		break;
 	case OPT_REQUANT:
 		a->r.allow_requantize = 1;

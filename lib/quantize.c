@@ -46,17 +46,40 @@ cg_quant_choose(const struct cg_model *m, const struct cg_view *v,
 	return 0;
 }
 
-/* The manifest of in into out, but "format" and "kind" (out has them). */
+/* The optimizer's state in a model file (lib/model.c). */
 static int
-copy_manifest(struct cg_file *out, const struct cg_file *in)
+is_state(const char *name)
+{
+	static const char *const names[] = {"opt.m", "opt.v", "outer.mom",
+	                                    "ef.down"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(name, names[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The manifest of in into out, but "format" and "kind" (out has them);
+ * with strip, the optimizer's step counts are 0 (one group: no
+ * "opt_t"; several: each group's "opt_t" 0). */
+static int
+copy_manifest(struct cg_file *out, const struct cg_file *in, int strip)
 {
 	for (const cJSON *it = in->manifest->child; it; it = it->next) {
-		cJSON *d;
+		cJSON *d, *g;
 		if (strcmp(it->string, "format") == 0 ||
-		    strcmp(it->string, "kind") == 0)
+		    strcmp(it->string, "kind") == 0 ||
+		    (strip && strcmp(it->string, "opt_t") == 0))
 			continue;
 		if ((d = cJSON_Duplicate(it, 1)) == NULL)
 			return cg_seterr("out of memory");
+		if (strip && strcmp(it->string, "groups") == 0)
+			cJSON_ArrayForEach(g, d)
+			{
+				cJSON *t = cJSON_GetObjectItemCaseSensitive(
+				    g, "opt_t");
+				if (cJSON_IsNumber(t))
+					cJSON_SetNumberValue(t, 0);
+			}
 		cJSON_AddItemToObject(out->manifest, it->string, d);
 	}
 	return 0;
@@ -112,7 +135,7 @@ cg_quantize(const struct cg_file *in, const struct cg_model *m,
 {
 	struct cg_file *out = cg_file_new("model");
 
-	if (out == NULL || copy_manifest(out, in) != 0)
+	if (out == NULL || copy_manifest(out, in, r->strip) != 0)
 		goto fail;
 	for (int i = 0; i < m->nviews; i++) {
 		rep[i].name = m->views[i].name;
@@ -130,6 +153,8 @@ cg_quantize(const struct cg_file *in, const struct cg_model *m,
 			if (put_view(out, t, m, &m->views[i], rep[i].to, r,
 			             &rep[i]) != 0)
 				goto fail;
+		} else if (r->strip && is_state(t->name)) {
+			continue;
 		} else if (cg_file_add_ref(out, t->name, t->dtype, t->ndim,
 		                           t->shape, t->data) == NULL) {
 			goto fail;

@@ -27,6 +27,10 @@ struct cg_quant_rule {
 	int allow_requantize;
 	const char *const *keep; /* fnmatch(3) patterns: these stay f32 */
 	int nkeep;
+	/* drop the optimizer's state (opt.m, opt.v, outer.mom, ef.down)
+	 * and set its step counts (opt_t) to 0, so that training resumed
+	 * from the file starts its moments afresh */
+	int strip;
 };
 
 /* What became of one view. */
@@ -48,7 +52,8 @@ int cg_quant_choose(const struct cg_model *m, const struct cg_view *v,
 /*
  * The file in (a model file, m read from it) with its views in the dtypes
  * r chooses, every other tensor and the manifest as they are; a view
- * whose dtype does not change keeps its bytes.  rep[m->nviews] receives
+ * whose dtype does not change keeps its bytes (with r->strip, the
+ * optimizer's state is left out).  rep[m->nviews] receives
  * what became of each view, in m's order.  Returns a new file (its
  * tensors may point into in and m: write it before freeing them), or
  * NULL with a message: a refused requantization, or a value the type

@@ -66,6 +66,21 @@ dtype_of() {
 	[ "$(stat -c %s q.cgm)" -lt "$(stat -c %s "$D/cgpt.cgm")" ]
 }
 
+@test "cg-quantize --strip: the optimizer's state left out, its counts 0" {
+	cg-quantize -q --strip -o s.cgm "$D/cgpt.cgm" q8_0
+	run -1 bash -c "tar tf s.cgm | grep '^opt\.'"
+	tar xOf "$D/cgpt.cgm" cg.json | jq -e '.opt_t == 3'
+	tar xOf s.cgm cg.json | jq -e 'has("opt_t") | not'
+	[ "$(stat -c %s s.cgm)" -lt "$(( $(stat -c %s "$D/cgpt.cgm") / 4 ))" ]
+	# it trains on, Adam's moments from zero: as the f32 model stripped
+	cg-quantize -q --strip -o s32.cgm "$D/cgpt.cgm" f32
+	cg-quantize -q -o s8.cgm s32.cgm q8_0
+	cmp s.cgm s8.cgm
+	cg-train-step -q -m s.cgm -d "$D/fort-0.cgd" --emit model --steps 2 \
+		--batch 4 --opt adamw --lr 1e-3 -o t.cgm
+	tar xOf t.cgm cg.json | jq -e '.opt_t == 2 and .step == 5'
+}
+
 @test "cg-quantize -v: every view, and why it stays f32" {
 	run -0 --separate-stderr cg-quantize -v -o q.cgm "$D/cgpt.cgm" q4_0
 	[ "${#stderr_lines[@]}" -eq 30 ]
