@@ -38,8 +38,8 @@ cg_quant_choose(const struct cg_model *m, const struct cg_view *v,
 		*why = "an embedding";
 		return 0;
 	}
-	if (v->ndim < 1 || v->shape[v->ndim - 1] % c->block != 0) {
-		*why = "rows not a whole number of blocks";
+	if (v->n % c->block != 0) {
+		*why = "not a whole number of blocks";
 		return 0;
 	}
 	*to = r->type;

@@ -5,9 +5,12 @@
  * The rule, as llama.cpp's: the weight matrices (the views weight decay
  * applies to: every linear layer's weights, a separate output head
  * included) take the type; one-dimensional views (norms, biases) and
- * the embeddings (token, position) stay f32.  A matrix whose rows are not
- * a whole number of the type's blocks stays f32 too (a block never spans
- * two rows, so that a kernel may read a row as whole blocks).  With type
+ * the embeddings (token, position) stay f32.  A view whose size is not a
+ * whole number of the type's blocks stays f32 too.  Blocks run over a
+ * view's elements in order, so where a matrix's rows are not whole
+ * blocks (cvae's first layer: 784 pixels and the conditions) a block
+ * spans two rows; such a matrix is still stored in the type, but a
+ * kernel that multiplies stored blocks row by row cannot take it.  With type
  * f32 every view goes back to f32.  Other tensors (optimizer moments,
  * residuals, masks) are copied byte for byte.
  */
