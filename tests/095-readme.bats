@@ -166,3 +166,13 @@ make_small() {
 	assert_line --regexp '^dec\.out\.b	f32$'
 	assert_line "files in $PWD/convert"
 }
+
+@test "examples/shrink/run.sh" {
+	run -0 --separate-stderr "$top/examples/shrink/run.sh" "$PWD/shrink"
+	assert_line --regexp '^q8_0 +[0-9]+ [0-9.]+$'
+	assert_line --regexp '^q4_1 +[0-9]+ [0-9.]+$'
+	assert_line --regexp '^h\.0\.attn\.qkv\.w +q4_1 '
+	assert_line "$PWD/shrink/back.cgm: OK"
+	assert_line "files in $PWD/shrink"
+	[ "$(stat -c %s shrink/model-q4_1.cgm)" -lt "$(stat -c %s shrink/model-f32.cgm)" ]
+}
