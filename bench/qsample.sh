@@ -19,12 +19,12 @@
 # the end-to-end bytes per second of the BYTES run, and the median peak
 # RSS with its ratio to f32's.
 #
-# Environment: CG (directory holding cg-shard, cg-init, cg-sample and
-# mkcg; default build/cmd, with mkcg from build/tests/unit), ROUNDS (5),
+# Environment: CG_BIN (directory holding cg-shard, cg-init, cg-sample
+# and mkcg; default build/cmd, with mkcg from build/tests/unit), ROUNDS (5),
 # BYTES (512), THREADS (1), DTYPES ("q8_0 q4_0 f16"), DATA (the fortunes
 # directory), CG_QKERNEL (passed on: the kernel path).
 set -eu
-bin=${CG:-build/cmd}
+bin=${CG_BIN:-build/cmd}
 mkcg=$bin/mkcg
 [ -x "$mkcg" ] || mkcg=$bin/../tests/unit/mkcg
 rounds=${ROUNDS:-5}
