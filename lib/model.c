@@ -118,6 +118,10 @@ model_new(cJSON *man, int lazy)
 			cg_seterr("out of memory (%zu bytes)", n);
 			goto fail;
 		}
+#ifdef MADV_NOHUGEPAGE
+		/* A huge page would make a small view cost 2 MiB. */
+		madvise(p, n, MADV_NOHUGEPAGE);
+#endif
 		m->params = p;
 		m->params_map = n;
 	} else if ((m->params = cg_alloc(m->nparams * sizeof(float))) == NULL)

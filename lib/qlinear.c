@@ -490,6 +490,7 @@ cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
 	const unsigned char *wd = w->data;
 	size_t work = (size_t)B * K * N;
 
+	(void)work; /* read only by OpenMP's if clause */
 	if (w->dtype == CG_F32) {
 		cg_linear_forward(out, inp, w->data, bias, B, K, N);
 		return;
