@@ -423,7 +423,7 @@ main(int argc, char **argv)
 	    (rc = validate(&o)) != CG_CONTINUE)
 		goto out;
 	cg_set_threads(o.threads);
-	if ((m = cg_model_read(o.model)) == NULL) {
+	if ((m = cg_model_read_infer(o.model)) == NULL) {
 		rc = cg_fail(NULL);
 		goto out;
 	}

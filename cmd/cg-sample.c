@@ -729,7 +729,7 @@ main(int argc, char **argv)
 	    (rc = validate(&o)) != CG_CONTINUE)
 		goto done;
 	cg_set_threads(o.threads);
-	if ((m = cg_model_read(o.model)) == NULL)
+	if ((m = cg_model_read_infer(o.model)) == NULL)
 		rc = cg_fail(NULL);
 	else if (m->arch->sample_text != NULL)
 		rc = run_text(m, &o);

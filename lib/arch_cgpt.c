@@ -70,6 +70,7 @@
 struct cgpt_ws {
 	struct cg_cgpt_config c;
 	struct cg_cgpt_ws *ws;
+	struct cg_wmat *mats; /* an inference model's matrices, or NULL */
 	int cap;       /* sequences the model workspace holds */
 	int ckpt;      /* whether it checkpoints */
 	int run;       /* sequences per chunk in this call (<= cap) */
@@ -162,12 +163,73 @@ cgpt_free_ws(struct cg_model *m)
 	if (w == NULL)
 		return;
 	cg_cgpt_ws_free(w->ws);
+	free(w->mats);
 	free(w->tokens);
 	free(w->targets);
 	free(w->weight);
 	free(w);
 	m->ws = NULL;
 	m->ws_batch = 0;
+}
+
+/* The index of view i of a block's 12 that is a Linear weight, as its
+ * entry among the block's 4 matrices (CG_CGPT_NMATS), else -1. */
+static int
+block_mat(int i)
+{
+	switch (i) {
+	case 2: /* attn.qkv.w */
+		return 0;
+	case 4: /* attn.proj.w */
+		return 1;
+	case 8: /* mlp.fc.w */
+		return 2;
+	case 10: /* mlp.proj.w */
+		return 3;
+	default:
+		return -1;
+	}
+}
+
+/* The Linear weights stay as stored (f16, q8_0, q4_0); the embeddings
+ * (wte too when it is the head: its rows are looked up) are decoded. */
+static int
+cgpt_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) != 0 ||
+	    (dt != CG_F16 && dt != CG_Q8_0 && dt != CG_Q4_0))
+		return 0;
+	if (i >= 2 && i < 2 + 12 * c.L)
+		return block_mat((i - 2) % 12) >= 0;
+	return !c.tied && i == 4 + 12 * c.L; /* lm_head.w */
+}
+
+/*
+ * The matrices of inference model m (m->stored) in CG_CGPT_NMATS order
+ * into *out (the caller frees it), or NULL for a model of f32 params.
+ * Returns 0 or -1 with a message.
+ */
+static int
+model_mats(const struct cg_model *m, const struct cg_cgpt_config *c,
+           struct cg_wmat **out)
+{
+	struct cg_wmat *w;
+
+	*out = NULL;
+	if (m->stored == NULL)
+		return 0;
+	if ((w = calloc((size_t)CG_CGPT_NMATS(c->L), sizeof(*w))) == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 2; i < 2 + 12 * c->L; i++) {
+		int j = block_mat((i - 2) % 12);
+		if (j >= 0)
+			w[4 * ((i - 2) / 12) + j] = m->stored[i];
+	}
+	w[4 * c->L] = m->stored[c->tied ? 0 : 4 + 12 * c->L];
+	*out = w;
+	return 0;
 }
 
 /* Sequences per chunk for a batch of B: at most most (0: as many as
@@ -238,6 +300,8 @@ get_ws(struct cg_model *m, int B)
 	w->c = c;
 	size_t n = (size_t)B * c.T;
 	if ((w->ws = cg_cgpt_ws_new(&c, cap, ckpt)) == NULL ||
+	    model_mats(m, &c, &w->mats) != 0 ||
+	    cg_cgpt_ws_set_mats(w->ws, w->mats) != 0 ||
 	    (w->tokens = cg_alloc(n * sizeof(int))) == NULL ||
 	    (w->targets = cg_alloc(n * sizeof(int))) == NULL ||
 	    (w->weight = cg_alloc(n * sizeof(float))) == NULL) {
@@ -347,11 +411,15 @@ cgpt_sample_text(struct cg_model *m, int cond, const uint8_t *prompt,
                  cg_emit_fn emit, void *ctx)
 {
 	struct cg_cgpt_config c;
+	struct cg_wmat *mats;
+	long n;
 
-	if (get_config(m->config, &c) != 0)
+	if (get_config(m->config, &c) != 0 || model_mats(m, &c, &mats) != 0)
 		return -1;
-	return cg_cgpt_sample(&c, m->params, cond, prompt, plen, s, r, emit,
-	                      ctx);
+	n = cg_cgpt_sample_mats(&c, m->params, mats, cond, prompt, plen, s, r,
+	                        emit, ctx);
+	free(mats);
+	return n;
 }
 
 /* cg-init's options; their keys follow ncond in the config. */
@@ -384,4 +452,5 @@ const struct cg_arch cg_arch_cgpt = {
     .sample_text = cgpt_sample_text,
     .free_ws = cgpt_free_ws,
     .ws_bytes = cgpt_ws_bytes,
+    .keeps = cgpt_keeps,
 };

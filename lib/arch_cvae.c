@@ -18,6 +18,7 @@
 struct cvae_ws {
 	struct cg_cvae_config c;
 	struct cg_cvae_ws *ws;
+	struct cg_wmat *mats; /* an inference model's matrices, or NULL */
 	int cap;
 	float *x, *eps;
 	int *cond;
@@ -106,12 +107,43 @@ cvae_free_ws(struct cg_model *m)
 	if (w == NULL)
 		return;
 	cg_cvae_ws_free(w->ws);
+	free(w->mats);
 	free(w->x);
 	free(w->eps);
 	free(w->cond);
 	free(w);
 	m->ws = NULL;
 	m->ws_batch = 0;
+}
+
+/* The weights (even views: each Linear's w, then its b) stay as stored
+ * in f16, q8_0 or q4_0. */
+static int
+cvae_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	(void)m;
+	return i % 2 == 0 && (dt == CG_F16 || dt == CG_Q8_0 || dt == CG_Q4_0);
+}
+
+/*
+ * The matrices of inference model m (m->stored) in CG_CVAE_NMATS order
+ * into *out (the caller frees it), or NULL for a model of f32 params.
+ * Returns 0 or -1 with a message.
+ */
+static int
+model_mats(const struct cg_model *m, const struct cg_cvae_config *c,
+           struct cg_wmat **out)
+{
+	int n = CG_CVAE_NMATS(c->layers);
+
+	*out = NULL;
+	if (m->stored == NULL)
+		return 0;
+	if ((*out = calloc((size_t)n, sizeof(**out))) == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < n; i++)
+		(*out)[i] = m->stored[2 * i];
+	return 0;
 }
 
 static struct cvae_ws *
@@ -129,6 +161,8 @@ get_ws(struct cg_model *m, int B)
 	m->ws = w;
 	if (get_config(m->config, &w->c) != 0 ||
 	    (w->ws = cg_cvae_ws_new(&w->c, B)) == NULL ||
+	    model_mats(m, &w->c, &w->mats) != 0 ||
+	    cg_cvae_ws_set_mats(w->ws, w->mats) != 0 ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 		NULL ||
 	    (w->eps = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
@@ -211,5 +245,6 @@ const struct cg_arch cg_arch_cvae = {
     .check_data = cvae_check_data,
     .batch = cvae_batch,
     .sample_image = cvae_sample_image,
+    .keeps = cvae_keeps,
     .free_ws = cvae_free_ws,
 };

@@ -21,6 +21,7 @@
 
 #include "cgpt.h"
 #include "nn.h"
+#include "qlinear.h"
 #include "transformer.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -288,6 +289,9 @@ struct cg_cgpt_ws {
 	float *dfch_gelu; /* [B, T, 4C] */
 	float *dlogits;   /* [B, T, V] */
 	float *dscratch;  /* [B, NH, T, T] */
+	/* The matrices as stored (cg_cgpt_ws_set_mats), else NULL. */
+	struct cg_wmat *mats; /* [CG_CGPT_NMATS(L)] */
+	void *qscratch;       /* cg_qlinear_scratch(B T, 4C) bytes */
 };
 
 /* *n += a * b floats, rounded up to 16 (64-byte aligned); -1 on overflow. */
@@ -456,7 +460,43 @@ cg_cgpt_ws_free(struct cg_cgpt_ws *w)
 		return;
 	free(w->mem);
 	free(w->blk);
+	free(w->mats);
+	free(w->qscratch);
 	free(w);
+}
+
+int
+cg_cgpt_ws_set_mats(struct cg_cgpt_ws *w, const struct cg_wmat *mats)
+{
+	const int C = w->c.C;
+	const int n = CG_CGPT_NMATS(w->c.L);
+	struct cg_wmat *copy = NULL;
+	void *scratch = NULL;
+
+	if (mats != NULL) {
+		for (int i = 0; i < n; i++) {
+			/* in-widths: qkv, proj, fc take C, mlp.proj 4C */
+			int K = i < 4 * w->c.L && i % 4 == 3 ? 4 * C : C;
+			if (!cg_wmat_ok(mats[i].dtype, (uint64_t)K))
+				return cg_seterr("cgpt: matrix %d: %s [*, %d] "
+				                 "cannot be multiplied as "
+				                 "stored",
+				                 i, cg_dtype_name(mats[i].dtype),
+				                 K);
+		}
+		if ((copy = malloc((size_t)n * sizeof(*copy))) == NULL ||
+		    (scratch = cg_alloc(cg_qlinear_scratch(
+		         w->max_batch * w->c.T, 4 * C))) == NULL) {
+			free(copy);
+			return cg_seterr("cgpt: out of memory");
+		}
+		memcpy(copy, mats, (size_t)n * sizeof(*copy));
+	}
+	free(w->mats);
+	free(w->qscratch);
+	w->mats = copy;
+	w->qscratch = scratch;
+	return 0;
 }
 
 const float *
@@ -488,6 +528,19 @@ check_call(const struct cg_cgpt_config *c, const struct cg_cgpt_ws *w,
 	return 0;
 }
 
+/* Linear layer i (see CG_CGPT_NMATS) on weight wt [N, K] of params, or
+ * on the matrix as stored when the workspace has them. */
+static void
+linear(const struct cg_cgpt_ws *w, int i, float *out, const float *inp,
+       const float *wt, const float *bias, int BT, int K, int N)
+{
+	if (w->mats != NULL)
+		cg_qlinear_forward(out, inp, &w->mats[i], bias, BT, K, N,
+		                   w->qscratch);
+	else
+		cg_linear_forward(out, inp, wt, bias, BT, K, N);
+}
+
 /* Block l's forward pass from its input res into w->blk[l]. */
 static void
 block_forward(const struct cg_cgpt_config *c, const float *p,
@@ -500,17 +553,18 @@ block_forward(const struct cg_cgpt_config *c, const float *p,
 
 	cg_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p + k.ln1w,
 	                     p + k.ln1b, B, T, C);
-	cg_linear_forward(a->qkv, a->ln1, p + k.qkvw, p + k.qkvb, BT, C, 3 * C);
+	linear(w, 4 * l, a->qkv, a->ln1, p + k.qkvw, p + k.qkvb, BT, C, 3 * C);
 	cg_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
-	cg_linear_forward(w->branch, a->atty, p + k.projw, p + k.projb, BT, C,
-	                  C);
+	linear(w, 4 * l + 1, w->branch, a->atty, p + k.projw, p + k.projb, BT,
+	       C, C);
 	cg_residual_forward(a->res2, res, w->branch, N);
 	cg_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
 	                     p + k.ln2w, p + k.ln2b, B, T, C);
-	cg_linear_forward(a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C, 4 * C);
+	linear(w, 4 * l + 2, a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C,
+	       4 * C);
 	cg_gelu_forward(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
-	cg_linear_forward(w->branch, a->fch_gelu, p + k.mprojw, p + k.mprojb,
-	                  BT, 4 * C, C);
+	linear(w, 4 * l + 3, w->branch, a->fch_gelu, p + k.mprojw,
+	       p + k.mprojb, BT, 4 * C, C);
 	cg_residual_forward(a->res3, a->res2, w->branch, N);
 }
 
@@ -536,8 +590,8 @@ forward(const struct cg_cgpt_config *c, const float *params,
 	cg_layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd,
 	                     block_input(w, c->L), params + f, params + f + C,
 	                     B, T, C);
-	cg_linear_forward(w->logits, w->lnf, params + head_off(c), NULL, B * T,
-	                  C, V);
+	linear(w, 4 * c->L, w->logits, w->lnf, params + head_off(c), NULL,
+	       B * T, C, V);
 }
 
 int
@@ -569,6 +623,9 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 
 	if (check_call(c, w, tokens, B, T) != 0)
 		return -1;
+	if (grad != NULL && w->mats != NULL)
+		return cg_seterr("cgpt: no gradient through matrices as "
+		                 "stored");
 	for (size_t i = 0; i < (size_t)BT; i++)
 		if (weight[i] != 0 && (targets[i] < 0 || targets[i] >= V))
 			return cg_seterr("cgpt: target %d (sequence %zu, "

@@ -20,6 +20,7 @@
 
 #include "cg.h"
 #include "nn.h"
+#include "qlinear.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,6 +105,23 @@ void cg_cgpt_init(const struct cg_cgpt_config *c, float *params,
 struct cg_cgpt_ws;
 struct cg_cgpt_ws *cg_cgpt_ws_new(const struct cg_cgpt_config *c,
                                   int max_batch, int checkpoint);
+/*
+ * The Linear layers' matrices, for a model whose matrices stay as a file
+ * stores them (cg_model_read_infer): per block l, entries 4 l .. 4 l + 3
+ * are attn.qkv.w [3C, C], attn.proj.w [C, C], mlp.fc.w [4C, C] and
+ * mlp.proj.w [C, 4C]; entry 4 L is the head (lm_head.w [V, C], or wte
+ * when tied).  An entry of dtype CG_F32 points at its floats.
+ */
+#define CG_CGPT_NMATS(L) (4 * (L) + 1)
+/*
+ * Have the passes on w multiply mats [CG_CGPT_NMATS(c->L)] (copied; the
+ * bytes they point at are borrowed and must outlive w's use) instead of
+ * the matrices in params, which they then do not read; NULL goes back to
+ * params.  Such a workspace runs forward passes and losses only (a
+ * gradient is refused).  Returns 0, or -1 with a message (a matrix that
+ * cannot be multiplied as stored, out of memory).
+ */
+int cg_cgpt_ws_set_mats(struct cg_cgpt_ws *w, const struct cg_wmat *mats);
 /* The bytes cg_cgpt_ws_new(c, max_batch, checkpoint) allocates, or 0
  * with a message when it would fail its checks. */
 size_t cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
@@ -173,6 +191,12 @@ struct cg_cgpt_gen;
  */
 struct cg_cgpt_gen *cg_cgpt_gen_new(const struct cg_cgpt_config *c,
                                     const float *params);
+/* The same, the Linear layers multiplying mats [CG_CGPT_NMATS(c->L)]
+ * (copied; their bytes borrowed) as cg_cgpt_ws_set_mats says; mats NULL
+ * is cg_cgpt_gen_new. */
+struct cg_cgpt_gen *cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c,
+                                         const float *params,
+                                         const struct cg_wmat *mats);
 void cg_cgpt_gen_free(struct cg_cgpt_gen *g);
 
 /*
@@ -229,6 +253,12 @@ long cg_cgpt_sample(const struct cg_cgpt_config *c, const float *params,
                     int cond, const uint8_t *prompt, size_t plen,
                     const struct cg_sampler *s, struct cg_rng *r,
                     int (*emit)(void *ctx, int byte), void *ctx);
+/* The same through a generator of cg_cgpt_gen_new_mats(c, params, mats). */
+long cg_cgpt_sample_mats(const struct cg_cgpt_config *c, const float *params,
+                         const struct cg_wmat *mats, int cond,
+                         const uint8_t *prompt, size_t plen,
+                         const struct cg_sampler *s, struct cg_rng *r,
+                         int (*emit)(void *ctx, int byte), void *ctx);
 
 #ifdef __cplusplus
 }

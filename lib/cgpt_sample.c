@@ -27,6 +27,7 @@
 #include "cgpt.h"
 #include "model.h"
 #include "nn.h"
+#include "qlinear.h"
 #include "transformer.h"
 
 /* Rows per chunk of a prefill: enough for cg_sgemm to run at matrix
@@ -63,6 +64,8 @@ struct cg_cgpt_gen {
 	float *att;         /* [NH, T] attention weights of one row */
 	float *logits;      /* [V] */
 	void *mem;
+	struct cg_wmat *mats; /* [CG_CGPT_NMATS(L)] as stored, or NULL */
+	void *qscratch;       /* cg_qlinear_scratch(R, 4C) bytes */
 };
 
 /* -------------------------------------------------------------- setup */
@@ -154,6 +157,13 @@ carve(struct cg_cgpt_gen *g, float *base)
 struct cg_cgpt_gen *
 cg_cgpt_gen_new(const struct cg_cgpt_config *c, const float *params)
 {
+	return cg_cgpt_gen_new_mats(c, params, NULL);
+}
+
+struct cg_cgpt_gen *
+cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
+                     const struct cg_wmat *mats)
+{
 	struct cg_cgpt_gen *g;
 	size_t n;
 
@@ -188,6 +198,26 @@ cg_cgpt_gen_new(const struct cg_cgpt_config *c, const float *params)
 		goto fail;
 	}
 	carve(g, g->mem);
+	if (mats != NULL) {
+		size_t nm = (size_t)CG_CGPT_NMATS(c->L);
+		for (size_t i = 0; i < nm; i++) {
+			/* in-widths: qkv, proj, fc take C, mlp.proj 4C */
+			int K = i < nm - 1 && i % 4 == 3 ? 4 * c->C : c->C;
+			if (!cg_wmat_ok(mats[i].dtype, (uint64_t)K)) {
+				cg_seterr("cgpt: matrix %zu: %s [*, %d] cannot "
+				          "be multiplied as stored",
+				          i, cg_dtype_name(mats[i].dtype), K);
+				goto fail;
+			}
+		}
+		if ((g->mats = malloc(nm * sizeof(*g->mats))) == NULL ||
+		    (g->qscratch = cg_alloc(cg_qlinear_scratch(
+		         g->R, 4 * c->C))) == NULL) {
+			cg_seterr("cgpt: out of memory");
+			goto fail;
+		}
+		memcpy(g->mats, mats, nm * sizeof(*g->mats));
+	}
 	return g;
 fail:
 	cg_cgpt_gen_free(g);
@@ -202,10 +232,25 @@ cg_cgpt_gen_free(struct cg_cgpt_gen *g)
 	free(g->mem);
 	free(g->win);
 	free(g->blk);
+	free(g->mats);
+	free(g->qscratch);
 	free(g);
 }
 
 /* ------------------------------------------------------------ kernels */
+
+/* Linear layer i (see CG_CGPT_NMATS) on weight w [N, K] from params, or on
+ * the matrix as stored when g has them. */
+static void
+linear(const struct cg_cgpt_gen *g, int i, float *out, const float *inp,
+       const float *w, const float *bias, int n, int K, int N)
+{
+	if (g->mats != NULL)
+		cg_qlinear_forward(out, inp, &g->mats[i], bias, n, K, N,
+		                   g->qscratch);
+	else
+		cg_linear_forward(out, inp, w, bias, n, K, N);
+}
 
 /*
  * Run n rows of tokens [n] at positions g->len .. g->len + n - 1 (all
@@ -229,7 +274,7 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 
 		cg_layernorm_forward(g->ln, g->mean, g->rstd, g->x, k->ln1w,
 		                     k->ln1b, 1, n, C);
-		cg_linear_forward(g->qkv, g->ln, k->qkvw, k->qkvb, n, C, 3 * C);
+		linear(g, 4 * l, g->qkv, g->ln, k->qkvw, k->qkvb, n, C, 3 * C);
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < NH; h++) {
 				const float *r = g->qkv + (size_t)i * 3 * C;
@@ -256,15 +301,16 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 				    vc + (size_t)h * T * hs, hs, p, hs);
 			(void)work;
 		}
-		cg_linear_forward(g->branch, g->atty, k->projw, k->projb, n, C,
-		                  C);
+		linear(g, 4 * l + 1, g->branch, g->atty, k->projw, k->projb, n,
+		       C, C);
 		cg_residual_forward(g->x, g->x, g->branch, N);
 		cg_layernorm_forward(g->ln, g->mean, g->rstd, g->x, k->ln2w,
 		                     k->ln2b, 1, n, C);
-		cg_linear_forward(g->fch, g->ln, k->fcw, k->fcb, n, C, 4 * C);
+		linear(g, 4 * l + 2, g->fch, g->ln, k->fcw, k->fcb, n, C,
+		       4 * C);
 		cg_gelu_forward(g->fch, g->fch, 4 * N);
-		cg_linear_forward(g->branch, g->fch, k->mprojw, k->mprojb, n,
-		                  4 * C, C);
+		linear(g, 4 * l + 3, g->branch, g->fch, k->mprojw, k->mprojb,
+		       n, 4 * C, C);
 		cg_residual_forward(g->x, g->x, g->branch, N);
 	}
 	g->len += n;
@@ -285,7 +331,7 @@ feed(struct cg_cgpt_gen *g, int end)
 	const float *last = g->x + (size_t)(n - 1) * C;
 	cg_layernorm_forward(g->ln, g->mean, g->rstd, last, g->lnfw, g->lnfb, 1,
 	                     1, C);
-	cg_linear_forward(g->logits, g->ln, g->head, NULL, 1, C, g->V);
+	linear(g, 4 * g->c.L, g->logits, g->ln, g->head, NULL, 1, C, g->V);
 }
 
 /* ------------------------------------------------------------- window */
@@ -477,6 +523,17 @@ cg_cgpt_sample(const struct cg_cgpt_config *c, const float *params, int cond,
                const uint8_t *prompt, size_t plen, const struct cg_sampler *s,
                struct cg_rng *r, int (*emit)(void *ctx, int byte), void *ctx)
 {
+	return cg_cgpt_sample_mats(c, params, NULL, cond, prompt, plen, s, r,
+	                           emit, ctx);
+}
+
+long
+cg_cgpt_sample_mats(const struct cg_cgpt_config *c, const float *params,
+                    const struct cg_wmat *mats, int cond,
+                    const uint8_t *prompt, size_t plen,
+                    const struct cg_sampler *s, struct cg_rng *r,
+                    int (*emit)(void *ctx, int byte), void *ctx)
+{
 	struct cg_cgpt_gen *g;
 	const int EOT = 256 + c->ncond;
 	long count = 0;
@@ -489,7 +546,7 @@ cg_cgpt_sample(const struct cg_cgpt_config *c, const float *params, int cond,
 		return cg_seterr("cgpt: top-k %d: negative", s->top_k);
 	if (!(s->top_p >= 0 && s->top_p <= 1))
 		return cg_seterr("cgpt: top-p %g: not in [0, 1]", s->top_p);
-	if ((g = cg_cgpt_gen_new(c, params)) == NULL)
+	if ((g = cg_cgpt_gen_new_mats(c, params, mats)) == NULL)
 		return -1;
 	if (cg_cgpt_gen_start(g, cond, prompt, plen) != 0)
 		goto fail;

@@ -194,6 +194,9 @@ struct cg_cvae_ws {
 	float *dlogvar; /* [B, latent] */
 	double *rec;    /* [B] */
 	double *kl;     /* [B] */
+	/* The matrices as stored (cg_cvae_ws_set_mats), else NULL. */
+	struct cg_wmat *mats; /* [CG_CVAE_NMATS(layers)] */
+	void *qscratch;       /* cg_qlinear_scratch(B, widest input) */
 };
 
 /* *n += a * b (rounded up to 16 floats: 64-byte aligned), or -1 on
@@ -271,7 +274,43 @@ cg_cvae_ws_free(struct cg_cvae_ws *w)
 	if (w == NULL)
 		return;
 	free(w->mem);
+	free(w->mats);
+	free(w->qscratch);
 	free(w);
+}
+
+int
+cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats)
+{
+	const int n = CG_CVAE_NMATS(w->c.layers);
+	struct cg_wmat *copy = NULL;
+	void *scratch = NULL;
+	int widest = 1;
+
+	if (mats != NULL) {
+		for (int i = 0; i < n; i++) {
+			struct linear ln = linear_at(&w->c, i);
+			if (!cg_wmat_ok(mats[i].dtype, (uint64_t)ln.in))
+				return cg_seterr("cvae: matrix %d: %s [*, %d] "
+				                 "cannot be multiplied as "
+				                 "stored",
+				                 i, cg_dtype_name(mats[i].dtype),
+				                 ln.in);
+			widest = ln.in > widest ? ln.in : widest;
+		}
+		if ((copy = malloc((size_t)n * sizeof(*copy))) == NULL ||
+		    (scratch = cg_alloc(cg_qlinear_scratch(w->max_batch,
+		                                           widest))) == NULL) {
+			free(copy);
+			return cg_seterr("cvae: out of memory");
+		}
+		memcpy(copy, mats, (size_t)n * sizeof(*copy));
+	}
+	free(w->mats);
+	free(w->qscratch);
+	w->mats = copy;
+	w->qscratch = scratch;
+	return 0;
 }
 
 /* --------------------------------------------------------------- passes */
@@ -295,18 +334,42 @@ check_call(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
 	return 0;
 }
 
+/* Linear layer idx (then a ReLU with relu) on the weights in params, or
+ * on the matrix as stored when w has them. */
+static void
+linear(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
+       const float *params, int idx, float *out, const float *inp, int B,
+       int relu)
+{
+	struct linear ln = linear_at(c, idx);
+
+	if (w->mats == NULL) {
+		if (relu)
+			cg_linear_relu_forward(out, inp, params + ln.w,
+			                       params + ln.b, B, ln.in, ln.out);
+		else
+			cg_linear_forward(out, inp, params + ln.w,
+			                  params + ln.b, B, ln.in, ln.out);
+		return;
+	}
+	cg_qlinear_forward(out, inp, &w->mats[idx], params + ln.b, B, ln.in,
+	                   ln.out, w->qscratch);
+	if (relu)
+		for (size_t i = 0; i < (size_t)B * ln.out; i++)
+			out[i] = out[i] > 0 ? out[i] : 0;
+}
+
 /* Layers of Linear+ReLU, from inp [B, in] to h [layers][B, hidden]. */
 static void
-mlp_forward(const struct cg_cvae_config *c, const float *params, int first,
-            float *h, const float *inp, int B, size_t stride)
+mlp_forward(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
+            const float *params, int first, float *h, const float *inp, int B,
+            size_t stride)
 {
 	for (int l = 0; l < c->layers; l++) {
-		struct linear ln = linear_at(c, first + l);
 		float *out = h + l * stride;
 
-		cg_linear_relu_forward(out, l == 0 ? inp : out - stride,
-		                       params + ln.w, params + ln.b, B, ln.in,
-		                       ln.out);
+		linear(c, w, params, first + l, out,
+		       l == 0 ? inp : out - stride, B, 1);
 	}
 }
 
@@ -344,6 +407,9 @@ cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
 
 	if (check_call(c, w, cond, B) != 0)
 		return -1;
+	if (grad != NULL && w->mats != NULL)
+		return cg_seterr("cvae: no gradient through matrices as "
+		                 "stored");
 	hstride = (size_t)w->max_batch * c->hidden;
 	mu = linear_at(c, L);
 	lv = linear_at(c, L + 1);
@@ -353,16 +419,13 @@ cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
 
 	/* Encoder, sample, decoder. */
 	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
-	mlp_forward(c, params, 0, w->enc_h, w->enc_in, B, hstride);
-	cg_linear_forward(w->mu, htop, params + mu.w, params + mu.b, B, mu.in,
-	                  mu.out);
-	cg_linear_forward(w->logvar, htop, params + lv.w, params + lv.b, B,
-	                  lv.in, lv.out);
+	mlp_forward(c, w, params, 0, w->enc_h, w->enc_in, B, hstride);
+	linear(c, w, params, L, w->mu, htop, B, 0);
+	linear(c, w, params, L + 1, w->logvar, htop, B, 0);
 	cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
 	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
-	mlp_forward(c, params, L + 2, w->dec_h, w->dec_in, B, hstride);
-	cg_linear_forward(w->logits, dtop, params + out.w, params + out.b, B,
-	                  out.in, out.out);
+	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	linear(c, w, params, 2 * L + 2, w->logits, dtop, B, 0);
 
 	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
 	float scale = 1.0f / B;
@@ -418,16 +481,14 @@ cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
 {
 	int L = c->layers;
 	size_t hstride;
-	struct linear out;
 
 	if (check_call(c, w, cond, B) != 0)
 		return -1;
 	hstride = (size_t)w->max_batch * c->hidden;
-	out = linear_at(c, 2 * L + 2);
 	cg_concat_onehot_forward(w->dec_in, z, cond, B, c->latent, c->ncond);
-	mlp_forward(c, params, L + 2, w->dec_h, w->dec_in, B, hstride);
-	cg_linear_forward(probs, w->dec_h + (L - 1) * hstride, params + out.w,
-	                  params + out.b, B, out.in, out.out);
+	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	linear(c, w, params, 2 * L + 2, probs, w->dec_h + (L - 1) * hstride, B,
+	       0);
 	cg_sigmoid_forward(probs, probs, (size_t)B * c->in_dim);
 	return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "cg.h"
 #include "nn.h"
+#include "qlinear.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,6 +74,22 @@ struct cg_cvae_ws;
 struct cg_cvae_ws *cg_cvae_ws_new(const struct cg_cvae_config *c,
                                   int max_batch);
 void cg_cvae_ws_free(struct cg_cvae_ws *w);
+
+/*
+ * The Linear layers' matrices for a model whose matrices stay as a file
+ * stores them (cg_model_read_infer), in buffer order (the views' order,
+ * weights only): encoder 0 .. layers - 1, the mu and logvar heads, decoder,
+ * output layer.  An entry of dtype CG_F32 points at its floats.
+ */
+#define CG_CVAE_NMATS(layers) (2 * (layers) + 3)
+/*
+ * Have the passes on w multiply mats [CG_CVAE_NMATS(c->layers)] (copied;
+ * their bytes borrowed and must outlive w's use) instead of the matrices
+ * in params; NULL goes back to params.  Such a workspace runs losses and
+ * decoding only (a gradient is refused).  Returns 0, or -1 with a
+ * message (a matrix that cannot be multiplied as stored, out of memory).
+ */
+int cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats);
 
 /*
  * One forward pass and, if grad != NULL, the backward pass.

@@ -15,8 +15,10 @@
  * parameters); the reader demands the layout's names, ranges and frozen
  * flags and takes only the step counts.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cjson/cJSON.h>
 
@@ -57,7 +59,12 @@ cg_model_free(struct cg_model *m)
 	if (m->arch && m->arch->free_ws)
 		m->arch->free_ws(m);
 	cJSON_Delete(m->manifest);
-	free(m->params);
+	if (m->params_map)
+		munmap(m->params, m->params_map);
+	else
+		free(m->params);
+	free(m->stored);
+	cg_file_free(m->src);
 	free(m->views);
 	free(m->groups);
 	free(m->opt_m);
@@ -67,9 +74,14 @@ cg_model_free(struct cg_model *m)
 	free(m);
 }
 
-/* A model with manifest man (taken over) laid out, parameters zeroed. */
+/*
+ * A model with manifest man (taken over) laid out, parameters zeroed.
+ * With lazy, the parameters are an anonymous mapping, whose pages take
+ * memory only once written: the views an inference model keeps as
+ * stored are never written and cost nothing.
+ */
 static struct cg_model *
-model_new(cJSON *man)
+model_new(cJSON *man, int lazy)
 {
 	struct cg_model *m = calloc(1, sizeof(*m));
 	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(man, "arch");
@@ -98,7 +110,21 @@ model_new(cJSON *man)
 		if (cg_model_set_groups(m, &all, 1) != 0)
 			goto fail;
 	}
-	if ((m->params = cg_alloc(m->nparams * sizeof(float))) == NULL)
+	if (lazy) {
+		size_t n = m->nparams ? m->nparams * sizeof(float) : 1;
+		void *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			cg_seterr("out of memory (%zu bytes)", n);
+			goto fail;
+		}
+#ifdef MADV_NOHUGEPAGE
+		/* A huge page would make a small view cost 2 MiB. */
+		madvise(p, n, MADV_NOHUGEPAGE);
+#endif
+		m->params = p;
+		m->params_map = n;
+	} else if ((m->params = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		goto fail;
 	m->step = cg_json_u64(man, "step", 0);
 	return m;
@@ -125,7 +151,7 @@ cg_model_create(const char *arch, cJSON *config, cJSON *extra, uint64_t seed)
 	cJSON_AddItemToObject(man, "config", config);
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "seed");
 	cJSON_AddNumberToObject(man, "seed", (double)seed);
-	if ((m = model_new(man)) == NULL)
+	if ((m = model_new(man, 0)) == NULL)
 		return NULL;
 	cg_rng_seed(&r, seed);
 	m->arch->init(m, &r);
@@ -274,7 +300,7 @@ from_file(struct cg_file *f, const char *display, int steal)
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
-	if ((m = model_new(man)) == NULL)
+	if ((m = model_new(man, 0)) == NULL)
 		goto fail;
 	if (cg_model_get_views(m, f, m->params) != 0)
 		goto fail;
@@ -312,6 +338,113 @@ cg_model_read(const char *path)
 	m = from_file(f, strcmp(path, "-") ? path : "(stdin)", 1);
 	cg_file_free(f);
 	return m;
+}
+
+/* View v's tensor in f, its name and shape checked; NULL with a message. */
+static struct cg_tensor *
+view_tensor(const struct cg_view *v, const struct cg_file *f)
+{
+	struct cg_tensor *t = cg_file_find(f, v->name);
+
+	if (t == NULL) {
+		cg_seterr("tensor %s: missing", v->name);
+		return NULL;
+	}
+	if (t->ndim != v->ndim || t->nelem != v->n ||
+	    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t))) {
+		cg_seterr("tensor %s: shape differs from the model's", v->name);
+		return NULL;
+	}
+	return t;
+}
+
+struct cg_model *
+cg_model_read_infer(const char *path)
+{
+	const char *display = strcmp(path, "-") ? path : "(stdin)";
+	struct cg_model *m = NULL;
+	struct cg_file *f;
+	cJSON *man;
+	int kept = 0;
+
+	if (cg_qpath_init() != 0)
+		return NULL;
+	if ((f = cg_file_read(path)) == NULL)
+		return NULL;
+	if (strcmp(cg_file_kind(f), "model") != 0) {
+		cg_seterr("%s: a %s file, not a model", display,
+		          cg_file_kind(f));
+		cg_file_free(f);
+		return NULL;
+	}
+	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL) {
+		cg_seterr("out of memory");
+		goto fail;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
+	if ((m = model_new(man, 1)) == NULL)
+		goto fail;
+	if ((m->stored = calloc((size_t)m->nviews, sizeof(*m->stored))) ==
+	    NULL) {
+		cg_seterr("out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		struct cg_tensor *t = view_tensor(v, f);
+		uint64_t need;
+
+		if (t == NULL)
+			goto fail;
+		/* The reader checked the byte length and every block's
+		 * scale; checked again here, where the kernels rely on it. */
+		if (cg_dtype_bytes(t->dtype, t->nelem, &need) != 0 ||
+		    need != t->nbytes) {
+			cg_seterr("tensor %s: byte length does not match "
+			          "dtype and shape",
+			          v->name);
+			goto fail;
+		}
+		if (t->dtype != CG_F32 && m->arch->keeps &&
+		    m->arch->keeps(m, i, t->dtype) && v->ndim == 2 &&
+		    cg_wmat_ok(t->dtype, v->shape[1])) {
+			const struct cg_codec *c = cg_codec(t->dtype);
+			if (c->check && c->check(t->data, t->nelem) != 0) {
+				char who[CG_MAX_NAME + 8];
+				snprintf(who, sizeof(who), "tensor %s", v->name);
+				cg_errprefix(who);
+				goto fail;
+			}
+			m->stored[i].dtype = t->dtype;
+			m->stored[i].data = t->data;
+			kept++;
+			continue;
+		}
+		if (cg_tensor_to_f32(t, m->params + v->off) != 0)
+			goto fail;
+		m->stored[i].dtype = CG_F32;
+		m->stored[i].data = m->params + v->off;
+		if (!t->borrowed) {
+			free(t->data);
+			t->data = NULL;
+		}
+	}
+	if (load_groups(m, f->manifest) != 0)
+		goto fail;
+	if (kept == 0) {
+		/* Nothing lies in f: an ordinary model. */
+		free(m->stored);
+		m->stored = NULL;
+		cg_file_free(f);
+	} else
+		m->src = f;
+	return m;
+fail:
+	cg_model_free(m);
+	cg_file_free(f);
+	cg_errprefix(display);
+	return NULL;
 }
 
 /* The groups' step counts into m's manifest (see the top of the file). */
@@ -355,6 +488,10 @@ cg_model_file(struct cg_model *m)
 
 	if (f == NULL)
 		return NULL;
+	if (m->src != NULL) {
+		cg_seterr("a model read for inference has no file of its own");
+		goto fail;
+	}
 	cg_json_set_num(m->manifest, "step", (double)m->step);
 	if (put_groups(m) != 0)
 		goto fail;
@@ -406,7 +543,7 @@ cg_model_file_digest(const struct cg_file *f, unsigned char out[32])
 	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL)
 		return cg_seterr("out of memory");
 	/* The parameters alone: no optimizer state is copied. */
-	if ((m = model_new(man)) == NULL)
+	if ((m = model_new(man, 0)) == NULL)
 		return -1;
 	if ((rc = cg_model_get_views(m, f, m->params)) == 0)
 		cg_model_digest(m, out);

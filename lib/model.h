@@ -23,6 +23,7 @@
 
 #include "cg.h"
 #include "nn.h"
+#include "qlinear.h"
 #include "optim.h"
 #include "shard.h"
 
@@ -165,6 +166,13 @@ struct cg_arch {
 	 */
 	size_t (*ws_bytes)(struct cg_model *m, int B, int chunk,
 			   int checkpoint);
+	/*
+	 * Inference (cg_model_read_infer): whether view i of m, stored in
+	 * a file as dtype dt, may stay so, the arch's forward pass and
+	 * sampling multiplying it through cg_qlinear_forward as m->stored
+	 * gives it.  NULL: every view is decoded to f32.
+	 */
+	int (*keeps)(const struct cg_model *m, int i, enum cg_dtype dt);
 };
 
 struct cg_model {
@@ -190,6 +198,17 @@ struct cg_model {
 	/* How the arch may spend memory on a batch (see ws_bytes). */
 	int checkpoint;	 /* recompute activations instead of keeping them */
 	int chunk;	 /* most examples through the model at once; 0: any */
+	/*
+	 * A model read for inference (cg_model_read_infer), else NULL:
+	 * stored [nviews] gives each view its dtype and bytes, those the
+	 * arch keeps pointing into src (the file, owned: mapped or read),
+	 * the others CG_F32 at params + off.  The parameters of a kept view
+	 * are not in params (they read as zeros), so such a model has no
+	 * gradient, digest or file of its own.
+	 */
+	struct cg_wmat *stored;
+	struct cg_file *src;
+	size_t params_map; /* nonzero: params is a mapping of that many bytes */
 };
 
 /* ------------------------------------------------------------ registry */
@@ -279,6 +298,16 @@ struct cg_model *cg_model_create(const char *arch, struct cJSON *config,
 				 struct cJSON *extra, uint64_t seed);
 /* Read a model file; NULL with a message naming the file and tensor. */
 struct cg_model *cg_model_read(const char *path);
+/*
+ * Read a model file to run it (cg-eval, cg-sample): the views the arch
+ * keeps (struct cg_arch keeps) stay in the file's bytes, mapped where
+ * the file is plain (so a q8_0 model costs about its file's size), and
+ * only the others are decoded to f32; no optimizer state is read.  An
+ * arch that keeps nothing gets the model cg_model_read gives, but for the
+ * optimizer state.  Also chooses the kernels' path (cg_qpath_init).
+ * NULL with a message naming the file and tensor.
+ */
+struct cg_model *cg_model_read_infer(const char *path);
 /* Build from a file already read (views must match the layout exactly);
  * f is left alone. */
 struct cg_model *cg_model_from_file(const struct cg_file *f,

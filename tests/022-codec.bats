@@ -5,7 +5,9 @@
 # One fresh cvae model is made once per file and rewritten by mkcg -t
 # (tests/unit/mkcg.c) with its views in another dtype, and that copy
 # rewritten back to f32: both hold the same values, so every program must
-# give the same figures and bytes from either.  The decoders' own values
+# give the same figures and bytes from either, but for cg-eval and
+# cg-sample on f16 and q8_0 weights, which they multiply as stored and
+# which give figures close to the f32 copy's.  The decoders' own values
 # are checked bit for bit by tests/unit/test_codec.
 
 bats_require_minimum_version 1.5.0
@@ -50,28 +52,58 @@ dtypes() {
 	run -1 cg-inspect --diff "$D/model.cgm" "$D/m-f16.cgm"
 }
 
-@test "cg-eval: a model in f16, bf16 or q8_0 gives the figures of its f32 copy" {
+@test "cg-eval: a bf16 model gives the figures of its f32 copy; f16 and q8_0, run as stored, come close" {
 	local t a
-	for t in f16 bf16 q8_0; do
+	# bf16 views are decoded: the very values of the f32 copy
+	run -0 cg-eval --json -m "$D/m-bf16.cgm" -d "$D/test.cgd"
+	a=$(jq -c 'del(.model)' <<<"$output")
+	run -0 cg-eval --json -m "$D/m-bf16-f32.cgm" -d "$D/test.cgd"
+	assert_equal "$(jq -c 'del(.model)' <<<"$output")" "$a"
+	# f16 and q8_0 weights are multiplied as stored (lib/qlinear.c): f16
+	# as the f32 copy's products summed in another order (1e-5), q8_0
+	# with its inputs rounded to 8 bits (0.5%; tests/053-quantized.bats
+	# says why)
+	for t in f16 q8_0; do
 		run -0 cg-eval --json -m "$D/m-$t.cgm" -d "$D/test.cgd"
-		a=$(jq -c 'del(.model)' <<<"$output")
+		a=$output
 		run -0 cg-eval --json -m "$D/m-$t-f32.cgm" -d "$D/test.cgd"
-		assert_equal "$(jq -c 'del(.model)' <<<"$output")" "$a"
+		jq -ne --argjson a "$a" --argjson b "$output" \
+			--argjson t "$([ $t = f16 ] && echo 1e-5 || echo 5e-3)" \
+			'($a.nelbo - $b.nelbo | fabs) <= $t * $b.nelbo and
+			 $a.examples == $b.examples'
 	done
-	# and it is read from a pipe the same way
+	# and it is read from a pipe (into memory, not mapped) the same way
 	run -0 cg-eval --json -m - -d "$D/test.cgd" <"$D/m-f16.cgm"
 	assert_equal "$(jq -c 'del(.model)' <<<"$output")" \
-		"$(cg-eval --json -m "$D/m-f16-f32.cgm" -d "$D/test.cgd" |
+		"$(cg-eval --json -m "$D/m-f16.cgm" -d "$D/test.cgd" |
 			jq -c 'del(.model)')"
 }
 
-@test "cg-sample: the same picture from an f16 model and its f32 copy" {
-	cg-sample -m "$D/m-f16.cgm" --seed 3 -n 2 -o a.png
-	cg-sample -m "$D/m-f16-f32.cgm" --seed 3 -n 2 -o b.png
+# pixdiff A B: how many pixels of PGM files A and B differ, and by how
+# many levels at most.
+pixdiff() {
+	paste <(od -An -v -tu1 "$1" | tr -s ' ' '\n' | grep .) \
+		<(od -An -v -tu1 "$2" | tr -s ' ' '\n' | grep .) |
+		awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (d) n++ }
+		     END { print n + 0, m + 0 }'
+}
+
+@test "cg-sample: the same picture from a bf16 model and its f32 copy; from f16 and q8_0, within a level of 255" {
+	cg-sample -m "$D/m-bf16.cgm" --seed 3 -n 2 -o a.png
+	cg-sample -m "$D/m-bf16-f32.cgm" --seed 3 -n 2 -o b.png
 	cmp a.png b.png
-	cg-sample -m "$D/m-q8_0.cgm" --seed 3 -n 2 -o c.png
-	cg-sample -m "$D/m-q8_0-f32.cgm" --seed 3 -n 2 -o d.png
-	cmp c.png d.png
+	# Run as stored, the probabilities move by a little (f16: the sums'
+	# order; q8_0: the inputs' rounding), and a pixel near a rounding
+	# boundary changes level: by 1 at most here (0 of 18738 bytes for
+	# f16, 567 for q8_0); 2 is allowed.
+	for t in f16 q8_0; do
+		cg-sample -m "$D/m-$t.cgm" --seed 3 -n 2 --format pgm -o c.pgm
+		cg-sample -m "$D/m-$t-f32.cgm" --seed 3 -n 2 --format pgm -o d.pgm
+		[ "$(stat -c %s c.pgm)" -eq "$(stat -c %s d.pgm)" ]
+		run -0 pixdiff c.pgm d.pgm
+		echo "$t: $output"
+		[ "${output#* }" -le 2 ]
+	done
 }
 
 @test "cg-train-step: an f16 model trains as its f32 copy and is written f32" {

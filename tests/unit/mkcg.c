@@ -20,9 +20,11 @@
  * (its second index equal to the first), scale-nan (the first block
  * scale of the first tensor of a block dtype a NaN), min-nan (the first
  * block minimum of the first q4_1 tensor a NaN), rows (the first matrix
- * of a block dtype one row shorter, its bytes as they were) or blocks
- * (the first layout view 32 elements longer, so its block count no
- * longer matches).
+ * of a block dtype one row shorter, its bytes as they were), blocks (the
+ * first layout view 32 elements longer, so its block count no longer
+ * matches) or row-blocks (a model's first 2-D q8_0/q4_0 tensor one zero
+ * block longer a row: a tensor whole in itself, of more blocks than the
+ * view it stands for).  HOW:NAME breaks tensor NAME only.
  * Output is a pure function of the arguments, so a test may compare bytes.
  * Exit 0 on success, 1 on failure, 2 on a usage error.
  */
@@ -194,11 +196,18 @@ static struct cg_file *
 tamper(const char *in, const char *how)
 {
 	struct cg_file *f = cg_file_read_copy(in);
+	char kind[32];
+	const char *only = strchr(how, ':');
 
 	if (f == NULL)
 		return NULL;
+	snprintf(kind, sizeof(kind), "%.*s",
+	         only ? (int)(only - how) : (int)strlen(how), how);
+	how = kind;
 	for (size_t i = 0; i < f->ntensors; i++) {
 		struct cg_tensor *t = &f->tensors[i];
+		if (only && strcmp(t->name, only + 1) != 0)
+			continue;
 		unsigned char *p = t->data;
 		size_t len = strlen(t->name);
 		int idx = len > 4 && strcmp(t->name + len - 4, ".idx") == 0;
@@ -209,6 +218,24 @@ tamper(const char *in, const char *how)
 		}
 		if (strcmp(how, "idx-repeat") == 0 && idx && t->nelem > 1) {
 			memcpy(p + 4, p, 4);
+			return f;
+		}
+		if (strcmp(how, "row-blocks") == 0 && blk && t->ndim == 2 &&
+		    t->dtype != CG_Q2_0 && t->shape[1] % 32 == 0) {
+			const struct cg_codec *c = cg_codec(t->dtype);
+			size_t row = t->shape[1] / 32 * c->bytes;
+			unsigned char *q = cg_alloc(t->nbytes + t->shape[0] *
+			                                            c->bytes);
+			if (q == NULL)
+				break;
+			for (uint64_t r = 0; r < t->shape[0]; r++)
+				memcpy(q + r * (row + c->bytes), p + r * row,
+				       row);
+			free(t->data);
+			t->data = q;
+			t->shape[1] += 32;
+			t->nelem = t->shape[0] * t->shape[1];
+			t->nbytes += t->shape[0] * c->bytes;
 			return f;
 		}
 		if (strcmp(how, "scale-nan") == 0 && blk) {

@@ -20,7 +20,10 @@
  * never drawn even when they dominate, the frequencies of many draws
  * match the (filtered, tempered) softmax within 5 standard deviations, a
  * seed fixes the draws; and cg_cgpt_sample stops at EOT, at max_bytes and
- * when emit says so, and refuses bad arguments.  Exit 0 pass, 1 fail
+ * when emit says so, and refuses bad arguments.  Generators and
+ * workspaces over matrices as stored (cg_cgpt_gen_new_mats,
+ * cg_cgpt_ws_set_mats): f32 ones give the params path's bits, f16, q8_0
+ * and q4_0 ones logits close to the decoded model's.  Exit 0 pass, 1 fail
  * (automake convention).
  */
 #include <math.h>
@@ -644,6 +647,173 @@ test_sample(void)
 	free(params);
 }
 
+/* ------------------------------------------- matrices as stored */
+
+/* The view indices of the matrices in CG_CGPT_NMATS order. */
+static void
+mat_views(const struct cg_cgpt_config *c, const struct cg_view *v, int *idx)
+{
+	static const int in_block[4] = {2, 4, 8, 10};
+
+	for (int l = 0; l < c->L; l++)
+		for (int j = 0; j < 4; j++)
+			idx[4 * l + j] = 2 + 12 * l + in_block[j];
+	idx[4 * c->L] = c->tied ? 0 : 4 + 12 * c->L;
+	(void)v;
+}
+
+/* Start a window with a prompt and push a few tokens on g, the logits of
+ * every step appended to out [steps + 1, V]. */
+static void
+run_gen(struct cg_cgpt_gen *g, int V, int steps, float *out)
+{
+	static const uint8_t prompt[] = "stored";
+
+	if (cg_cgpt_gen_start(g, 1, prompt, sizeof(prompt) - 1) != 0)
+		die("gen_start");
+	memcpy(out, cg_cgpt_gen_logits(g), (size_t)V * sizeof(float));
+	for (int i = 1; i <= steps; i++) {
+		if (cg_cgpt_gen_push(g, 'a' + i % 26) != 0)
+			die("gen_push");
+		memcpy(out + (size_t)i * V, cg_cgpt_gen_logits(g),
+		       (size_t)V * sizeof(float));
+	}
+}
+
+/*
+ * Generators and workspaces over matrices as stored: f32 entries give
+ * the params path's bits; f16, q8_0 and q4_0 ones come close to the
+ * params path on their decoded values (f16: the same products in another
+ * order: 1e-5 of the largest logit; q8_0, q4_0: every input rounded
+ * to 8 bits, an error of about 0.6% of its size (up to 1/254 of a block's
+ * largest value), through 11 products: 5% allowed, some three times the
+ * 1.5% measured); bad matrices and a gradient are refused.
+ */
+static void
+test_stored(void)
+{
+	const struct cg_cgpt_config c = {.ncond = 3, .T = 12, .C = 64, .L = 2,
+	                                 .NH = 2, .tied = 0};
+	const int V = cg_cgpt_vocab(&c), nm = CG_CGPT_NMATS(c.L), steps = 20;
+	int nv = cg_cgpt_nviews(&c);
+	struct cg_view *v = xcalloc((size_t)nv, sizeof(*v));
+	float *params = xcalloc(cg_cgpt_nparams(&c), sizeof(float));
+	float *deq = xcalloc(cg_cgpt_nparams(&c), sizeof(float));
+	struct cg_wmat *mats = xcalloc((size_t)nm, sizeof(*mats));
+	void **bytes = xcalloc((size_t)nm, sizeof(*bytes));
+	int *idx = xcalloc((size_t)nm, sizeof(int));
+	size_t nl = (size_t)(steps + 1) * V;
+	float *a = xcalloc(nl, sizeof(float)), *b = xcalloc(nl, sizeof(float));
+	static const enum cg_dtype dts[] = {CG_F16, CG_Q8_0, CG_Q4_0};
+	static const double tol[] = {1e-5, 0.05, 0.05};
+
+	/* GPT-2's init, scaled up 5 times (normal(0, 0.1)) so that the
+	 * logits spread; random_params' weights make attention so sharp that
+	 * 8-bit inputs flip which key it picks, which says nothing of the
+	 * kernels */
+	cg_cgpt_init(&c, params, &rng);
+	cg_cgpt_views(&c, v, nv);
+	for (int i = 0; i < nv; i++)
+		if (v[i].ndim == 2)
+			for (size_t j = 0; j < v[i].n; j++)
+				params[v[i].off + j] *= 5;
+	mat_views(&c, v, idx);
+
+	/* f32 entries: the very bits of the params path */
+	for (int i = 0; i < nm; i++)
+		mats[i] = (struct cg_wmat){CG_F32, params + v[idx[i]].off};
+	struct cg_cgpt_gen *g = cg_cgpt_gen_new(&c, params);
+	struct cg_cgpt_gen *h = cg_cgpt_gen_new_mats(&c, params, mats);
+	if (g == NULL || h == NULL)
+		die("gen_new");
+	run_gen(g, V, steps, a);
+	run_gen(h, V, steps, b);
+	expect(memcmp(a, b, nl * sizeof(float)) == 0,
+	       "a generator of f32 matrices as stored: the params path's bits");
+	cg_cgpt_gen_free(h);
+
+	int tokens[8] = {256, 259, 'h', 'e', 'l', 'l', 'o', '!'};
+	struct cg_cgpt_ws *w0 = cg_cgpt_ws_new(&c, 1, 0);
+	struct cg_cgpt_ws *w1 = cg_cgpt_ws_new(&c, 1, 0);
+	if (w0 == NULL || w1 == NULL || cg_cgpt_ws_set_mats(w1, mats) != 0 ||
+	    cg_cgpt_forward(&c, params, w0, tokens, 1, 8) != 0 ||
+	    cg_cgpt_forward(&c, params, w1, tokens, 1, 8) != 0)
+		die("forward");
+	expect(memcmp(cg_cgpt_logits(w0), cg_cgpt_logits(w1),
+	              (size_t)8 * V * sizeof(float)) == 0,
+	       "a workspace of f32 matrices as stored: the params path's bits");
+	float *gr = xcalloc(cg_cgpt_nparams(&c), sizeof(float));
+	float wt[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	expect(cg_cgpt_forward_backward(&c, params, w1, tokens, tokens, wt, 1,
+	                                8, gr, NULL) == -1,
+	       "no gradient through matrices as stored");
+	free(gr);
+
+	for (int t = 0; t < 3; t++) {
+		const struct cg_codec *cd = cg_codec(dts[t]);
+		memcpy(deq, params, cg_cgpt_nparams(&c) * sizeof(float));
+		for (int i = 0; i < nm; i++) {
+			const struct cg_view *x = &v[idx[i]];
+			free(bytes[i]);
+			bytes[i] = xcalloc(x->n / cd->block * cd->bytes, 1);
+			if (cd->encode(bytes[i], params + x->off, x->n) != 0)
+				die("encode");
+			cd->decode(deq + x->off, bytes[i], x->n);
+			mats[i] = (struct cg_wmat){dts[t], bytes[i]};
+		}
+		struct cg_cgpt_gen *gd = cg_cgpt_gen_new(&c, deq);
+		struct cg_cgpt_gen *gq = cg_cgpt_gen_new_mats(&c, deq, mats);
+		if (gd == NULL || gq == NULL)
+			die("gen_new");
+		run_gen(gd, V, steps, a);
+		run_gen(gq, V, steps, b);
+		double big = 0, diff = 0;
+		for (size_t i = 0; i < nl; i++) {
+			big = fabs(a[i]) > big ? fabs(a[i]) : big;
+			diff = fabs(a[i] - b[i]) > diff ? fabs(a[i] - b[i])
+			                                : diff;
+		}
+		printf("     %s as stored: logits within %.3g of the decoded "
+		       "model's (largest %.3g)\n",
+		       cg_dtype_name(dts[t]), diff, big);
+		char what[96];
+		snprintf(what, sizeof(what),
+		         "%s matrices as stored: within %g of the largest "
+		         "logit of the decoded model",
+		         cg_dtype_name(dts[t]), tol[t]);
+		/* q8_0 and q4_0 round the inputs: not the decoded path */
+		expect(diff <= tol[t] * big && (t == 0 || diff > 0), what);
+		cg_cgpt_gen_free(gd);
+		cg_cgpt_gen_free(gq);
+	}
+
+	/* q8_0 rows of 48 inputs are not whole blocks: refused */
+	const struct cg_cgpt_config c48 = {.ncond = 3, .T = 8, .C = 48,
+	                                   .L = 1, .NH = 2, .tied = 1};
+	struct cg_wmat m48[CG_CGPT_NMATS(1)];
+	for (int i = 0; i < CG_CGPT_NMATS(1); i++)
+		m48[i] = (struct cg_wmat){i == 1 ? CG_Q8_0 : CG_F32, params};
+	struct cg_cgpt_ws *w48 = cg_cgpt_ws_new(&c48, 1, 0);
+	expect(w48 && cg_cgpt_ws_set_mats(w48, m48) == -1 &&
+	           cg_cgpt_gen_new_mats(&c48, params, m48) == NULL,
+	       "q8_0 matrices of rows not whole blocks are refused");
+
+	cg_cgpt_ws_free(w48);
+	cg_cgpt_ws_free(w0);
+	cg_cgpt_ws_free(w1);
+	cg_cgpt_gen_free(g);
+	for (int i = 0; i < nm; i++)
+		free(bytes[i]);
+	free(bytes);
+	free(idx);
+	free(mats);
+	free(deq);
+	free(params);
+	free(v);
+	free(a);
+	free(b);
+}
+
 int
 main(void)
 {
@@ -655,6 +825,7 @@ main(void)
 	test_distribution();
 	test_determinism();
 	test_sample();
+	test_stored();
 	if (failures) {
 		printf("test_cgpt_sample: %d failure(s)\n", failures);
 		return 1;
