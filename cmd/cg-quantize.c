@@ -18,7 +18,7 @@
 #include "quantize.h"
 #include "safetensors.h"
 
-enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REQUANT, OPT_STRIP };
+enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REF, OPT_REQUANT, OPT_STRIP };
 
 #define MAX_KEEP 64
 
@@ -30,6 +30,8 @@ static const struct cg_opt opts[] = {
      "norms, biases and embeddings take TYPE\ntoo (where their rows fit)"},
     {"allow-requantize", OPT_REQUANT, NULL,
      "take a view stored in one block type to\nanother"},
+    {"reference", OPT_REF, NULL,
+     "q4_0, q4_1: ggml's reference rule, not the\nfitted scales"},
     {"strip", OPT_STRIP, NULL,
      "leave the optimizer's state out (its\nmoments start afresh)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
@@ -79,6 +81,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case OPT_ALL:
 		a->r.all = 1;
+		break;
+	case OPT_REF:
+		a->r.reference = 1;
 		break;
 	case OPT_STRIP:
 		a->r.strip = 1;

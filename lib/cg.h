@@ -117,6 +117,15 @@ enum cg_codec_kind {
  *   largest magnitude opposite to max is clipped one level short, as in
  *   ggml); stochastic rounding |d| + qmax |d - d32| for all three; q4_1
  *   |d|/2 + 15 |d - d32| + |m - m32| (m32 the block's minimum in f32).
+ * encode_fit (q4_0, q4_1; NULL for the others): encode, but each block's
+ *   stored scale (and minimum) chosen for the least squared error of the
+ *   block as decoded, f16 rounding included, each element's error
+ *   weighted by w = |x| + the block's root mean square: among the
+ *   reference rule's choice and the fixed points of alternating
+ *   weighted least squares (levels, then the scale and minimum that fit
+ *   them) from a few narrower spans.  So a block is never further from
+ *   src than encode's in that weighted error.  The same refusals as
+ *   encode; the bytes a function of src alone.
  * to_u64 (integer rows; NULL for float kinds): the exact values, a signed
  *   one as its two's complement in 64 bits.
  */
@@ -131,6 +140,7 @@ struct cg_codec {
 	int (*encode_sr)(void *dst, const float *src, size_t n,
 	                 struct cg_rng *r);
 	int (*check)(const void *src, size_t n);
+	int (*encode_fit)(void *dst, const float *src, size_t n);
 };
 
 /* The row of t, or NULL with a message for a value outside the enum. */

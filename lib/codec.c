@@ -525,6 +525,201 @@ q4_1_encode(void *dst, const float *src, size_t n)
 	return 0;
 }
 
+/* ------------------------------------------------------ fitted blocks */
+
+/*
+ * The fitted encoders choose, per block, the stored scale (and q4_1's
+ * minimum) whose decoded block lies nearest the input in squared error
+ * weighted by fit_weights, the f16 rounding of the stored values
+ * included: the reference rule's choice, and what alternating weighted
+ * least squares reaches from it and from FIT_STARTS narrower spans of
+ * the block (the levels assigned, then the scale and minimum that fit
+ * those levels best, FIT_ROUNDS times).  The reference is a candidate,
+ * so a fitted block is never further from the input than the
+ * reference's, in that measure.  The bytes are a function of the block
+ * alone and decode as any block of the type.
+ */
+#define FIT_STARTS 8
+#define FIT_ROUNDS 3
+
+/* A q4_1 block of d and m (rounded to f16 here): levels into q, the
+ * squared error of the block as decoded returned. */
+static double
+q4_1_try(const float *x, const float *w, float d32, float m32, uint16_t *dh,
+         uint16_t *mh, unsigned char *q)
+{
+	float d, m, id;
+	double err = 0;
+
+	*dh = cg_f32_to_f16(d32);
+	*mh = cg_f32_to_f16(m32);
+	d = cg_f16_to_f32(*dh);
+	m = cg_f16_to_f32(*mh);
+	if (!isfinite(d) || !isfinite(m))
+		return INFINITY;
+	id = d != 0 ? 1.0f / d : 0.0f;
+	for (int j = 0; j < QK; j++) {
+		float t = (x[j] - m) * id + 0.5f;
+		int l = t <= 0 ? 0 : t >= 15 ? 15 : (int)t;
+		double e = (double)(d * (float)l + m) - (double)x[j];
+		q[j] = (unsigned char)l;
+		err += w[j] * e * e;
+	}
+	return err;
+}
+
+/* The d and m fitting levels q to x best (least squares); 0, or -1 when
+ * the levels are all equal. */
+static int
+fit_line(const float *x, const float *w, const unsigned char *q, float *d,
+         float *m)
+{
+	double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0, det;
+
+	for (int j = 0; j < QK; j++) {
+		sw += w[j];
+		sq += w[j] * q[j];
+		sqq += w[j] * q[j] * q[j];
+		sx += w[j] * x[j];
+		sqx += w[j] * q[j] * x[j];
+	}
+	det = sw * sqq - sq * sq;
+	if (det <= 0)
+		return -1;
+	*d = (float)((sw * sqx - sq * sx) / det);
+	*m = (float)((sqq * sx - sq * sqx) / det);
+	return 0;
+}
+
+/* Each element's weight in a block's error: |x| plus the block's root
+ * mean square, so that the large values, which carry most of a layer's
+ * output, count the more, and the small ones still count. */
+static void
+fit_weights(const float *x, float *w)
+{
+	double ms = 0;
+	float rms;
+
+	for (int j = 0; j < QK; j++)
+		ms += (double)x[j] * x[j];
+	rms = (float)sqrt(ms / QK);
+	for (int j = 0; j < QK; j++)
+		w[j] = fabsf(x[j]) + rms;
+}
+
+static int
+q4_1_encode_fit(void *dst, const float *src, size_t n)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 1.0f, "q4_1") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 4 + QK / 2) {
+		const float *x = src + i;
+		float min = x[0], max = x[0];
+		unsigned char q[QK], bq[QK];
+		uint16_t dh, mh, bd, bm;
+		double best, err;
+		float w[QK];
+
+		fit_weights(x, w);
+		for (int j = 1; j < QK; j++) {
+			min = x[j] < min ? x[j] : min;
+			max = x[j] > max ? x[j] : max;
+		}
+		best = q4_1_try(x, w, (max - min) / 15, min, &bd, &bm, bq);
+		for (int k = 0; k <= FIT_STARTS; k++) {
+			/* a span narrowed by k/64 on both sides */
+			float cut = (max - min) * (float)k / 64;
+			float d = (max - min - 2 * cut) / 15, m = min + cut;
+			for (int r = 0; r < FIT_ROUNDS; r++) {
+				err = q4_1_try(x, w, d, m, &dh, &mh, q);
+				if (err < best) {
+					best = err;
+					bd = dh;
+					bm = mh;
+					memcpy(bq, q, QK);
+				}
+				if (fit_line(x, w, q, &d, &m) != 0 ||
+				    fabsf(d) > 65504.0f || fabsf(m) > 65504.0f)
+					break;
+			}
+		}
+		put16(b, bd);
+		put16(b + 2, bm);
+		for (int j = 0; j < QK / 2; j++)
+			b[4 + j] = (unsigned char)(bq[j] | bq[j + QK / 2] << 4);
+	}
+	return 0;
+}
+
+/* A q4_0 block of scale d (rounded to f16 here), as q4_1_try. */
+static double
+q4_0_try(const float *x, const float *w, float d32, uint16_t *dh,
+         unsigned char *q)
+{
+	float d, id;
+	double err = 0;
+
+	*dh = cg_f32_to_f16(d32);
+	d = cg_f16_to_f32(*dh);
+	if (!isfinite(d))
+		return INFINITY;
+	id = d != 0 ? 1.0f / d : 0.0f;
+	for (int j = 0; j < QK; j++) {
+		float t = x[j] * id + 8.5f;
+		int l = t <= 0 ? 0 : t >= 15 ? 15 : (int)t;
+		double e = (double)(d * (float)(l - 8)) - (double)x[j];
+		q[j] = (unsigned char)l;
+		err += w[j] * e * e;
+	}
+	return err;
+}
+
+static int
+q4_0_encode_fit(void *dst, const float *src, size_t n)
+{
+	unsigned char *b = dst;
+
+	if (check_blocks(src, n, 8.0f, "q4_0") != 0)
+		return -1;
+	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
+		const float *x = src + i;
+		float max = signed_max(x);
+		unsigned char q[QK], bq[QK];
+		uint16_t dh, bd;
+		double best, err;
+		float w[QK];
+
+		fit_weights(x, w);
+		best = q4_0_try(x, w, max / -8, &bd, bq);
+		for (int k = 0; k <= FIT_STARTS; k++) {
+			/* the extreme level at 8 - k/4 steps instead of 8 */
+			float d = max / -(8.0f - (float)k / 4);
+			for (int r = 0; r < FIT_ROUNDS; r++) {
+				double sqx = 0, sqq = 0;
+				err = q4_0_try(x, w, d, &dh, q);
+				if (err < best) {
+					best = err;
+					bd = dh;
+					memcpy(bq, q, QK);
+				}
+				for (int j = 0; j < QK; j++) {
+					sqx += (double)w[j] * (q[j] - 8) * x[j];
+					sqq += (double)w[j] * (q[j] - 8) * (q[j] - 8);
+				}
+				if (sqq == 0)
+					break;
+				d = (float)(sqx / sqq);
+			}
+		}
+		put16(b, bd);
+		for (int j = 0; j < QK / 2; j++)
+			b[2 + j] = (unsigned char)(bq[j] | bq[j + QK / 2] << 4);
+	}
+	return 0;
+}
+
 /* ------------------------------------------------ stochastic rounding */
 
 /* floor(v + u) for u uniform in [0, 1): v rounded up with probability
@@ -672,11 +867,12 @@ static const struct cg_codec codecs[CG_NDTYPES] = {
     [CG_Q8_0] = {"q8_0", QK, 2 + QK, CG_KIND_FLOAT, q8_0_decode, q8_0_encode,
                  NULL, q8_0_encode_sr, q8_0_check},
     [CG_Q4_0] = {"q4_0", QK, 2 + QK / 2, CG_KIND_FLOAT, q4_0_decode,
-                 q4_0_encode, NULL, q4_0_encode_sr, q4_0_check},
+                 q4_0_encode, NULL, q4_0_encode_sr, q4_0_check,
+                 q4_0_encode_fit},
     [CG_Q2_0] = {"q2_0", QK, 2 + QK / 4, CG_KIND_FLOAT, q2_0_decode,
                  q2_0_encode, NULL, q2_0_encode_sr, q2_0_check},
     [CG_Q4_1] = {"q4_1", QK, 4 + QK / 2, CG_KIND_FLOAT, q4_1_decode,
-                 q4_1_encode, NULL, NULL, q4_1_check},
+                 q4_1_encode, NULL, NULL, q4_1_check, q4_1_encode_fit},
 };
 
 const struct cg_codec *

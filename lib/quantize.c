@@ -116,8 +116,11 @@ put_view(struct cg_file *out, const struct cg_tensor *t,
 			                 "(--allow-requantize does it)",
 			                 t->name, cg_dtype_name(t->dtype),
 			                 cg_dtype_name(to));
+		const struct cg_codec *c = cg_codec(to);
+		int (*enc)(void *, const float *, size_t) =
+		    c->encode_fit && !r->reference ? c->encode_fit : c->encode;
 		o = cg_file_add_zero(out, t->name, to, t->ndim, t->shape);
-		if (o && cg_codec(to)->encode(o->data, x, v->n) != 0) {
+		if (o && enc(o->data, x, v->n) != 0) {
 			char why[200];
 			snprintf(why, sizeof(why), "%s", cg_errmsg());
 			return cg_seterr("tensor %s: %s", t->name, why);

@@ -34,6 +34,9 @@ struct cg_quant_rule {
 	 * and set its step counts (opt_t) to 0, so that training resumed
 	 * from the file starts its moments afresh */
 	int strip;
+	/* the reference rule (ggml's quantize_row_*_reference) where the
+	 * type has a fitted encoder (encode_fit) too */
+	int reference;
 };
 
 /* What became of one view. */

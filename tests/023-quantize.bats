@@ -66,6 +66,22 @@ dtype_of() {
 	[ "$(stat -c %s q.cgm)" -lt "$(stat -c %s "$D/cgpt.cgm")" ]
 }
 
+@test "cg-quantize --reference: ggml's rule where the default fits the blocks" {
+	local t
+	for t in q4_0 q4_1; do
+		cg-quantize -q -o fit.cgm "$D/cgpt.cgm" $t
+		cg-quantize -q --reference -o ref.cgm "$D/cgpt.cgm" $t
+		run -1 cmp -s fit.cgm ref.cgm
+		# both a model of that type, both as big
+		assert_equal "$(dtype_of ref.cgm h.0.mlp.fc.w)" $t
+		assert_equal "$(stat -c %s ref.cgm)" "$(stat -c %s fit.cgm)"
+	done
+	# q8_0 has one rule
+	cg-quantize -q -o a.cgm "$D/cgpt.cgm" q8_0
+	cg-quantize -q --reference -o b.cgm "$D/cgpt.cgm" q8_0
+	cmp a.cgm b.cgm
+}
+
 @test "cg-quantize --strip: the optimizer's state left out, its counts 0" {
 	cg-quantize -q --strip -o s.cgm "$D/cgpt.cgm" q8_0
 	run -1 bash -c "tar tf s.cgm | grep '^opt\.'"

@@ -317,6 +317,89 @@ test_roundtrips(void)
 	}
 }
 
+/* ------------------------------------------------------- fitted blocks */
+
+/* The weighted squared error of a decoded block y of x (cg.h's
+ * encode_fit: w = |x| + the block's root mean square). */
+static double
+fit_err(const float *x, const float *y)
+{
+	double ms = 0, e = 0;
+
+	for (int j = 0; j < 32; j++)
+		ms += (double)x[j] * x[j];
+	float rms = (float)sqrt(ms / 32);
+	for (int j = 0; j < 32; j++) {
+		double d = (double)y[j] - x[j];
+		e += (fabsf(x[j]) + rms) * d * d;
+	}
+	return e;
+}
+
+static void
+test_fit(void)
+{
+	static const enum cg_dtype types[] = {CG_Q4_0, CG_Q4_1};
+	/* what the fit measured here leaves of the reference's error
+	 * (q4_0 0.970, q4_1 0.797), with room */
+	static const double most[] = {0.99, 0.9};
+	struct cg_rng r;
+
+	for (size_t k = 0; k < 2; k++) {
+		const struct cg_codec *c = cg_codec(types[k]);
+		double tref = 0, tfit = 0;
+		int worse = 0, better = 0;
+
+		cg_rng_seed(&r, 11);
+		for (int trial = 0; trial < 400; trial++) {
+			float x[32], y[32], z[32];
+			unsigned char a[20], b[20], b2[20];
+			float scale = powf(10.0f, (float)(trial % 9) - 5);
+
+			for (int j = 0; j < 32; j++) {
+				x[j] = cg_rng_normal(&r) * scale;
+				if (trial % 3 == 1) /* skewed blocks */
+					x[j] = fabsf(x[j]) + 0.3f * scale;
+				if (trial % 5 == 2 && j == 7) /* an outlier */
+					x[j] *= 8;
+			}
+			CHECK(c->encode(a, x, 32) == 0 &&
+			          c->encode_fit(b, x, 32) == 0 &&
+			          c->encode_fit(b2, x, 32) == 0,
+			      "%s encode", c->name);
+			CHECK(memcmp(b, b2, c->bytes) == 0,
+			      "%s fitted bytes a function of the block",
+			      c->name);
+			c->decode(y, a, 32);
+			c->decode(z, b, 32);
+			double er = fit_err(x, y), ef = fit_err(x, z);
+			tref += er / (scale * scale * scale);
+			tfit += ef / (scale * scale * scale);
+			worse += ef > er;
+			better += ef < er;
+		}
+		char what[128];
+		snprintf(what, sizeof(what),
+		         "%s fitted: no block worse than the reference, %d of "
+		         "400 better, weighted error %.3f of the reference's",
+		         c->name, better, tfit / tref);
+		expect(worse == 0 && better > 200 && tfit < most[k] * tref, what);
+	}
+	/* the same refusals as encode */
+	float bad[32] = {0};
+	unsigned char q[20];
+	bad[3] = NAN;
+	expect(cg_codec(CG_Q4_1)->encode_fit(q, bad, 32) == -1 &&
+	           cg_codec(CG_Q4_0)->encode_fit(q, bad, 32) == -1,
+	       "fitted encoders refuse nan");
+	bad[3] = 70000.0f;
+	expect(cg_codec(CG_Q4_1)->encode_fit(q, bad, 32) == -1,
+	       "q4_1 fitted refuses a value beyond f16");
+	expect(cg_codec(CG_Q8_0)->encode_fit == NULL &&
+	           cg_codec(CG_F16)->encode_fit == NULL,
+	       "only q4_0 and q4_1 have a fitted encoder");
+}
+
 /* ----------------------------------------------------------- edge cases */
 
 static uint16_t
@@ -506,6 +589,7 @@ main(void)
 		checks += test_vectors(dir, (enum cg_dtype)t);
 	test_table();
 	test_roundtrips();
+	test_fit();
 	test_edges();
 	test_tensors();
 	printf("%s: %d stored vectors, %d failures\n",

@@ -101,12 +101,33 @@ why_of(const struct cg_quant_view *rep, int n, const char *name)
 	return "(absent)";
 }
 
-/* Every view of q (made from m under rule r) checked against m's values. */
+/* The weight of element x of block b in the fitted encoders' error
+ * (cg.h: |x| + the block's root mean square). */
+static double
+fit_w(const float *b, float x)
+{
+	double ms = 0;
+
+	for (int j = 0; j < 32; j++)
+		ms += (double)b[j] * b[j];
+	return fabsf(x) + (float)sqrt(ms / 32);
+}
+
+/*
+ * Every view of q (made from m, to type, by the reference encoder or
+ * with ref 0 the fitted one where the type has it) checked against m's
+ * values: the codec's bytes, and each element within its block's bound,
+ * or for a fitted block its weighted squared error within what the
+ * bounds allow (a fitted block is no further than the reference's).
+ */
 static void
 check_values(const struct cg_model *m, const struct cg_file *q,
-             enum cg_dtype type, const struct cg_quant_view *rep)
+             enum cg_dtype type, const struct cg_quant_view *rep, int ref)
 {
 	const struct cg_codec *c = cg_codec(type);
+	int fit = c->encode_fit != NULL && !ref;
+	int (*encode)(void *, const float *, size_t) =
+	    fit ? c->encode_fit : c->encode;
 	int bad = 0;
 
 	for (int i = 0; i < m->nviews; i++) {
@@ -134,11 +155,24 @@ check_values(const struct cg_model *m, const struct cg_file *q,
 		if (cg_dtype_bytes(t->dtype, v->n, &nb) != 0)
 			die("bytes");
 		enc = xcalloc(nb, 1);
-		CHECK(c->encode(enc, x, v->n) == 0 &&
+		CHECK(encode(enc, x, v->n) == 0 &&
 		          memcmp(enc, t->data, nb) == 0,
 		      "%s: the codec's bytes", v->name);
 		free(enc);
-		for (size_t j = 0; j < v->n; j++) {
+		for (size_t j = 0; fit && j < v->n; j += 32) {
+			double e = 0, lim = 0, l = bound(type, x + j);
+			for (int k = 0; k < 32; k++) {
+				double w = fit_w(x + j, x[j + k]);
+				double d = (double)y[j + k] - x[j + k];
+				e += w * d * d;
+				lim += w * l * l;
+			}
+			if (e > lim && bad++ < 5)
+				CHECK(0, "%s %s block %zu: weighted error %g, "
+				         "bound %g",
+				      c->name, v->name, j / 32, e, lim);
+		}
+		for (size_t j = 0; !fit && j < v->n; j++) {
 			double lim = c->block == 32
 			                 ? bound(type, x + j / 32 * 32)
 			                 : half_bound(type, x[j]);
@@ -153,8 +187,8 @@ check_values(const struct cg_model *m, const struct cg_file *q,
 		free(y);
 	}
 	char what[96];
-	snprintf(what, sizeof(what),
-	         "%s: every element within its block's bound", c->name);
+	snprintf(what, sizeof(what), "%s%s: every %s within its bound",
+	         c->name, fit ? " fitted" : "", fit ? "block" : "element");
 	expect(bad == 0, what);
 }
 
@@ -175,7 +209,15 @@ test_rule_and_values(void)
 
 		if (q == NULL)
 			die("cg_quantize");
-		check_values(m, q, types[k], rep);
+		check_values(m, q, types[k], rep, 0);
+		if (cg_codec(types[k])->encode_fit) {
+			struct cg_quant_rule rr = {.type = types[k],
+			                           .reference = 1};
+			cg_file_free(q);
+			if ((q = cg_quantize(f, m, &rr, rep)) == NULL)
+				die("cg_quantize --reference");
+			check_values(m, q, types[k], rep, 1);
+		}
 		/* the moments keep their bytes */
 		const struct cg_tensor *a = cg_file_find(f, "opt.m"),
 		                       *b = cg_file_find(q, "opt.m");
@@ -276,7 +318,7 @@ test_rows(void)
 	                  "(quantized)") == 0,
 	       "3888 elements stay f32, 5184 take q8_0 (blocks across rows)");
 	if (q)
-		check_values(m, q, CG_Q8_0, rep);
+		check_values(m, q, CG_Q8_0, rep, 0);
 	cg_file_free(q);
 	/* a value q8_0 cannot hold: refused, naming the tensor */
 	int at = 0;
