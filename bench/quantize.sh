@@ -9,7 +9,8 @@
 # a grid of 10 per condition), the median of REPS runs.
 #
 # usage: bench/quantize.sh MODEL HELD [TYPE...]
-#   (default types: f32 f16 bf16 q8_0 q4_1 q4_0 q2_0)
+#   (default types: f32 f16 bf16 q8_0 q4_1 q4_1:ref q4_0 q4_0:ref q2_0;
+#   TYPE:ref is TYPE by ggml's reference rule, cg-quantize --reference)
 # CG_BIN overrides the programs' directory (build/cmd); THREADS the
 # thread count of cg-eval and cg-sample (1); REPS (3); BYTES (256);
 # KEEP, a --keep pattern for every row ("" none).
@@ -23,7 +24,7 @@ keep=${KEEP:-}
 model=$1
 held=$2
 shift 2
-[ $# -gt 0 ] || set -- f32 f16 bf16 q8_0 q4_1 q4_0 q2_0
+[ $# -gt 0 ] || set -- f32 f16 bf16 q8_0 q4_1 q4_1:ref q4_0 q4_0:ref q2_0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 now() { date +%s.%N; }
@@ -45,7 +46,8 @@ base=
 for t in "$@"; do
 	set --
 	[ -n "$keep" ] && set -- --keep "$keep"
-	"$bin/cg-quantize" --strip "$@" -o "$tmp/q.cgm" "$model" "$t" \
+	case $t in *:ref) set -- "$@" --reference ;; esac
+	"$bin/cg-quantize" --strip "$@" -o "$tmp/q.cgm" "$model" "${t%:ref}" \
 		2>"$tmp/report"
 	bpp=$(sed -n 's/.* \([0-9.]*\) bits per parameter$/\1/p' "$tmp/report")
 	size=$(stat -c %s "$tmp/q.cgm")
