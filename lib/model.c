@@ -3,8 +3,8 @@
  *
  * A model file's manifest carries "arch", "config", "step" and whatever
  * the creator added (the condition vocabulary, image shape); its tensors
- * are the views of the flat parameter buffer in layout order, then the
- * optimizer's flat state.  Reading rebuilds the layout from the config and
+ * are the views of the flat parameter buffer in layout order, the mask of
+ * a pruned model (lib/mask.c), then the optimizer's flat state.  Reading rebuilds the layout from the config and
  * demands every view with its exact shape, so a file cannot smuggle in a
  * buffer of another size.
  *
@@ -64,6 +64,7 @@ cg_model_free(struct cg_model *m)
 	free(m->opt_v);
 	free(m->outer_mom);
 	free(m->ef_down);
+	free(m->mask);
 	free(m);
 }
 
@@ -286,7 +287,8 @@ from_file(struct cg_file *f, const char *display, int steal)
 				t->data = NULL;
 			}
 		}
-	if (load_opt(m, f, steal) != 0)
+	/* after the moments: they are masked too */
+	if (load_opt(m, f, steal) != 0 || cg_model_load_mask(m, f) != 0)
 		goto fail;
 	return m;
 fail:
@@ -364,7 +366,8 @@ cg_model_file(struct cg_model *m)
 			goto fail;
 		cJSON_AddItemToObject(f->manifest, it->string, dup);
 	}
-	if (cg_model_put_views(m, f, m->params) != 0)
+	if (cg_model_put_views(m, f, m->params) != 0 ||
+	    cg_model_put_mask(m, f) != 0)
 		goto fail;
 	if (m->opt_m && !cg_file_add_ref(f, "opt.m", CG_F32, 1, n, m->opt_m))
 		goto fail;
@@ -408,7 +411,9 @@ cg_model_file_digest(const struct cg_file *f, unsigned char out[32])
 	/* The parameters alone: no optimizer state is copied. */
 	if ((m = model_new(man)) == NULL)
 		return -1;
-	if ((rc = cg_model_get_views(m, f, m->params)) == 0)
+	/* the parameters as a reader holds them: masked */
+	if ((rc = cg_model_get_views(m, f, m->params)) == 0 &&
+	    (rc = cg_model_load_mask(m, f)) == 0)
 		cg_model_digest(m, out);
 	cg_model_free(m);
 	return rc;
