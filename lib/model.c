@@ -420,6 +420,22 @@ cg_model_file_digest(const struct cg_file *f, unsigned char out[32])
 }
 
 int
+cg_model_file_check_mask(const struct cg_file *f)
+{
+	struct cg_model *m;
+	cJSON *man;
+	int rc;
+
+	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL)
+		return cg_seterr("out of memory");
+	if ((m = model_new(man)) == NULL)
+		return -1;
+	rc = cg_model_load_mask(m, f);
+	cg_model_free(m);
+	return rc;
+}
+
+int
 cg_model_set_groups(struct cg_model *m, const struct cg_group *g, int n)
 {
 	struct cg_group *out;

@@ -402,6 +402,10 @@ void cg_model_mask_all(struct cg_model *m);
  * not keep an exact zero (q4_0) reads as 0.  No mask tensor: m has none.
  */
 int cg_model_load_mask(struct cg_model *m, const struct cg_file *f);
+/* The mask tensors of model file f checked as cg_model_load_mask checks
+ * them, against the layout its config makes (no weight is read).
+ * Returns 0, or -1 with a message. */
+int cg_model_file_check_mask(const struct cg_file *f);
 /* The mask as tensors of f, one per view with a pruned weight, in view
  * order (copies).  Returns 0 or -1. */
 int cg_model_put_mask(const struct cg_model *m, struct cg_file *f);
