@@ -139,9 +139,11 @@ load_one(struct cg_model *m, const struct cg_tensor *t)
 	const size_t nb = mask_bytes(v->n);
 	if (t->dtype != CG_U8 || t->ndim != 1 || t->shape[0] != nb ||
 	    t->nbytes != nb || t->data == NULL)
-		return cg_seterr("tensor %s: expected u8 [%zu] (a bit for each "
-		                 "of the %zu weights of %s)",
-		                 t->name, nb, v->n, vname);
+		return cg_seterr("tensor %s: %s of %llu elements, expected u8 "
+		                 "[%zu] (a bit for each of the %zu weights of "
+		                 "%s)",
+		                 t->name, cg_dtype_name(t->dtype),
+		                 (unsigned long long)t->nelem, nb, v->n, vname);
 	const uint8_t *b = t->data;
 	if (v->n % 8 && (b[nb - 1] >> (v->n % 8)) != 0)
 		return cg_seterr("tensor %s: bits set past the %zu weights of "

@@ -19,6 +19,9 @@
  * (its second index equal to the first), scale-nan (the first block
  * scale of the first q8_0/q4_0/q2_0 tensor a NaN) or blocks (the first
  * layout view 32 elements longer, so its block count no longer matches).
+ * For a pruned model IN, HOW may also break its first mask tensor:
+ * mask-dtype (stored as i8), mask-short (one byte shorter) or mask-name
+ * (renamed mask.wte, a view that cannot be pruned).
  * Output is a pure function of the arguments, so a test may compare bytes.
  * Exit 0 on success, 1 on failure, 2 on a usage error.
  */
@@ -206,6 +209,21 @@ tamper(const char *in, const char *how)
 		}
 		if (strcmp(how, "idx-repeat") == 0 && idx && t->nelem > 1) {
 			memcpy(p + 4, p, 4);
+			return f;
+		}
+		if (strncmp(how, "mask-", 5) == 0 &&
+		    strncmp(t->name, "mask.", 5) == 0) {
+			if (strcmp(how, "mask-dtype") == 0)
+				t->dtype = CG_I8;
+			else if (strcmp(how, "mask-short") == 0 &&
+			         t->nbytes > 1) {
+				t->shape[0]--;
+				t->nelem--;
+				t->nbytes--;
+			} else if (strcmp(how, "mask-name") == 0)
+				snprintf(t->name, sizeof(t->name), "mask.wte");
+			else
+				break;
 			return f;
 		}
 		if (strcmp(how, "scale-nan") == 0 && blk) {
