@@ -214,7 +214,8 @@ validate(struct args *a)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
 	a->po.global = a->global_given;
-	a->po.per_row = a->imp == CG_IMPORTANCE_WANDA;
+	/* N:M ranks within runs of a row already */
+	a->po.per_row = a->imp == CG_IMPORTANCE_WANDA && a->po.nm_m == 0;
 	return CG_CONTINUE;
 }
 
