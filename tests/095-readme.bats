@@ -166,3 +166,11 @@ make_small() {
 	assert_line --regexp '^dec\.out\.b	f32$'
 	assert_line "files in $PWD/convert"
 }
+
+@test "examples/prune/run.sh" {
+	run -0 --separate-stderr "$top/examples/prune/run.sh" "$PWD/prune"
+	assert_line "output in $PWD/prune"
+	# fine-tuned, the pruned weights are still the zeros
+	assert_line "h.0.mlp.fc.w: 2048 pruned, 2048 zeros"
+	assert_line --regexp '^wanda +[0-9.]+ bits per byte$'
+}
