@@ -257,6 +257,31 @@ EOF
 	done
 }
 
+@test "coded deltas up, a coded change down: still 0.0, the same model on both ends" {
+	cg-prune -s 0.5 "$D/gpt.cgm" -o p.cgm
+	cp p.cgm w.cgm
+	local w t
+	for w in 0 1; do
+		cg-train-step -q -m p.cgm -d "$D/t-$w.cgd" --emit delta \
+			--steps 2 --batch 8 --opt adamw --codec lowrank:2 \
+			--state "w$w.state" -o "d$w.cgu"
+		# the residual owes nothing at a pruned weight
+		cg-inspect --tensor ef.residual "w$w.state" >res.txt
+		run -0 jq -r '.tensors[] | select(.name == "ef.residual") | .zeros' \
+			<(cg-inspect --json "w$w.state")
+		[ "$output" -ge "$(jq -r .pruning.pruned <(manifest p.cgm))" ]
+	done
+	cg-reduce d0.cgu d1.cgu | cg-apply -m p.cgm --outer nesterov \
+		--codec q4 --change down.cgu -o c.cgm
+	cg-apply -m w.cgm down.cgu -o w2.cgm
+	run -0 cg-inspect --no-stats c.cgm w2.cgm
+	[ "$(grep -c "$(cg-inspect --no-stats c.cgm | grep '^params:')" <<<"$output")" -eq 2 ]
+	for t in $(masked p.cgm); do
+		run -0 check_zero c.cgm "$t" p.cgm
+		run -0 check_zero w2.cgm "$t"
+	done
+}
+
 @test "a 90%-sparse model is much smaller under zstd" {
 	cg-prune -s 0.9 "$D/gpt.cgm" -z zstd -o s.cgm
 	# the dense model written the same way
