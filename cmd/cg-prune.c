@@ -57,10 +57,10 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-prune",
-    .synopsis = "(-s X [--global] | --nm N:M) [-i NAME] [-d SHARD] "
-                "[-o OUT] MODEL [GRAD]",
-    .about = "Prune a model (- : standard input): the least important "
-             "weights of its Linear layers become 0, and a mask keeps "
+    .synopsis = "-s X [--global] [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]\n"
+                "--nm N:M [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]",
+    .about = "Prune a model (-: standard input): the least important "
+             "weights of its Linear\nlayers become 0, and a mask keeps "
              "them 0 through later training.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
