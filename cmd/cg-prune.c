@@ -209,8 +209,7 @@ validate(struct args *a)
 	if (a->grad && strcmp(a->model, "-") == 0 && strcmp(a->grad, "-") == 0)
 		return cg_usage("the model and the gradient cannot both be "
 		                "standard input");
-	if (a->data && strcmp(a->data, "-") == 0 &&
-	    strcmp(a->model, "-") == 0)
+	if (a->data && strcmp(a->data, "-") == 0 && strcmp(a->model, "-") == 0)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
 	a->po.global = a->global_given;
@@ -247,8 +246,7 @@ choose(const struct args *a, const struct cg_model *m, unsigned char *chosen)
 
 /* The scores of m's weights by a's importance into score [nparams]. */
 static int
-score(const struct args *a, struct cg_model *m, const char *mname,
-      float *score)
+score(const struct args *a, struct cg_model *m, const char *mname, float *score)
 {
 	struct cg_update *u = NULL;
 	struct cg_shard *s = NULL;

@@ -679,10 +679,11 @@ cg_cgpt_input_sq(const struct cg_cgpt_config *c, const float *params,
 		double *q = sq + (size_t)l * 7 * C;
 
 		block_forward(c, params, w, l, block_input(w, l), B, T);
-		add_sq(q, a->ln1, rows, R, C);          /* attn.qkv.w */
-		add_sq(q + C, a->atty, rows, R, C);     /* attn.proj.w */
-		add_sq(q + 2 * C, a->ln2, rows, R, C);  /* mlp.fc.w */
-		add_sq(q + 3 * C, a->fch_gelu, rows, R, 4 * C); /* mlp.proj.w */
+		/* attn.qkv.w, attn.proj.w, mlp.fc.w, mlp.proj.w */
+		add_sq(q, a->ln1, rows, R, C);
+		add_sq(q + C, a->atty, rows, R, C);
+		add_sq(q + 2 * C, a->ln2, rows, R, C);
+		add_sq(q + 3 * C, a->fch_gelu, rows, R, 4 * C);
 	}
 	if (!c->tied) {
 		size_t f = lnf_off(c);

@@ -523,9 +523,11 @@ table_pruned(FILE *fp, const struct cg_file *f, const uint64_t *c)
 			k++;
 		}
 	put_key(fp, "pruned");
-	fprintf(fp, "%" PRIu64 " weights of %zu tensor%s (%.1f%% of their %" PRIu64 ")\n",
-	        n, k, k == 1 ? "" : "s", of ? 100.0 * (double)n / (double)of : 0.0,
-	        of);
+	fprintf(fp,
+	        "%" PRIu64 " weights of %zu tensor%s (%.1f%% of their %" PRIu64
+	        ")\n",
+	        n, k, k == 1 ? "" : "s",
+	        of ? 100.0 * (double)n / (double)of : 0.0, of);
 }
 
 int
@@ -674,10 +676,9 @@ json_tensor(const struct cg_tensor *t, const struct cg_inspect_opts *o,
 	cJSON_AddStringToObject(j, "sha256", hex);
 	if (pruned != UINT64_MAX) {
 		cJSON_AddNumberToObject(j, "pruned", (double)pruned);
-		cJSON_AddNumberToObject(j, "sparsity",
-		                        t->nelem ? (double)pruned /
-		                                       (double)t->nelem
-		                                 : 0);
+		cJSON_AddNumberToObject(
+		    j, "sparsity",
+		    t->nelem ? (double)pruned / (double)t->nelem : 0);
 	}
 	if (!o->stats)
 		return j;

@@ -4,9 +4,9 @@
  * A model file's manifest carries "arch", "config", "step" and whatever
  * the creator added (the condition vocabulary, image shape); its tensors
  * are the views of the flat parameter buffer in layout order, the mask of
- * a pruned model (lib/mask.c), then the optimizer's flat state.  Reading rebuilds the layout from the config and
- * demands every view with its exact shape, so a file cannot smuggle in a
- * buffer of another size.
+ * a pruned model (lib/mask.c), then the optimizer's flat state.  Reading
+ * rebuilds the layout from the config and demands every view with its
+ * exact shape, so a file cannot smuggle in a buffer of another size.
  *
  * A model of one parameter group (every arch so far) keeps that group's
  * step count in the manifest's "opt_t", as it always has.  A model of

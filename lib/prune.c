@@ -177,7 +177,7 @@ cg_prune_apply(struct cg_model *m, const struct cg_prune_opts *o,
 	/* the largest ranking: a run, a row, a view or all of them */
 	for (int i = 0; i < m->nviews; i++)
 		if (chosen[i]) {
-			size_t n = o->nm_m   ? (size_t)o->nm_m
+			size_t n = o->nm_m      ? (size_t)o->nm_m
 			           : o->per_row ? m->views[i].shape[1]
 			                        : m->views[i].n;
 			total += m->views[i].n;

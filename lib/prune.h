@@ -41,7 +41,7 @@ struct cg_prune_opts {
  * not use them.  Returns 0, or -1 with a message (no memory).
  */
 int cg_prune_scores(const struct cg_model *m, enum cg_importance imp,
-                     const float *g, const double *sq, float *score);
+                    const float *g, const double *sq, float *score);
 
 /*
  * Wanda's calibration: the arch's input_sq over n examples of s (drawn

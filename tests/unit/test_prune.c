@@ -133,8 +133,8 @@ test_rule(void)
 /* Whether every pruned weight of [lo, hi) scores at most every kept
  * one (ties allowed). */
 static int
-lowest_pruned(const struct cg_model *m, const float *sc, size_t lo,
-              size_t hi, size_t stride, size_t n_in_row, size_t rows)
+lowest_pruned(const struct cg_model *m, const float *sc, size_t lo, size_t hi,
+              size_t stride, size_t n_in_row, size_t rows)
 {
 	for (size_t r = 0; r < rows; r++) {
 		float maxp = -1, mink = INFINITY;
@@ -235,8 +235,8 @@ test_global(void)
 			continue;
 		N += v->n;
 		pruned += cg_model_pruned(m, i);
-		uneven |= cg_model_pruned(m, i) !=
-		          (uint64_t)floor(0.3 * v->n + 0.5);
+		uneven |=
+		    cg_model_pruned(m, i) != (uint64_t)floor(0.3 * v->n + 0.5);
 		for (size_t j = 0; j < v->n; j++) {
 			size_t p = v->off + j;
 			if (cg_model_pruned_at(m, p))
@@ -280,8 +280,8 @@ test_per_row_and_nm(void)
 				n += cg_model_pruned_at(m, v->off + r * IC + j);
 			rows &= n == k;
 		}
-		order &= lowest_pruned(m, sc, v->off, v->off + v->n, IC, IC,
-		                       OC);
+		order &=
+		    lowest_pruned(m, sc, v->off, v->off + v->n, IC, IC, OC);
 	}
 	expect(rows, "per row 0.4: round(0.4 IC) of every row");
 	expect(order, "per row: the lowest of each row");
@@ -307,8 +307,8 @@ test_per_row_and_nm(void)
 				for (size_t j = 0; j < len; j++)
 					n += cg_model_pruned_at(m, p0 + j);
 				groups &= n == (len > 2 ? len - 2 : 0);
-				order &= lowest_pruned(m, sc, p0, p0 + len,
-				                       len, len, 1);
+				order &= lowest_pruned(m, sc, p0, p0 + len, len,
+				                       len, 1);
 			}
 	}
 	expect(groups, "2:4: exactly 2 of each run of 4 along each row (a "
@@ -429,8 +429,7 @@ with_mask(struct cg_model *m, const char *name, enum cg_dtype dt, uint64_t n,
 	struct cg_tensor *t;
 	struct cg_model *b;
 
-	if (f == NULL ||
-	    (t = cg_file_add_zero(f, name, dt, 1, &n)) == NULL)
+	if (f == NULL || (t = cg_file_add_zero(f, name, dt, 1, &n)) == NULL)
 		die("with_mask");
 	memset(t->data, (int)fill, t->nbytes);
 	b = cg_model_from_file(f, "hostile.cgm");
@@ -482,8 +481,9 @@ test_file(void)
 			names &= (bits[j / 8] >> (j % 8) & 1) ==
 			         !cg_model_pruned_at(m, m->views[i].off + j);
 	}
-	expect(names && nmask == 5,
-	       "one u8 mask [ceil(n/8)] per pruned view, bit j = weight j kept");
+	expect(
+	    names && nmask == 5,
+	    "one u8 mask [ceil(n/8)] per pruned view, bit j = weight j kept");
 
 	/* the loader forces the masked weights to 0: a file whose weights
 	 * are not (a 4-bit dtype keeps no exact zero) reads as 0 */
@@ -525,8 +525,7 @@ test_file(void)
 	    {"mask.h.9.mlp.fc.w", CG_U8, 1, 0xff, "which is no tensor"},
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-		b = with_mask(d, bad[k].name, bad[k].dt, bad[k].n,
-		              bad[k].fill);
+		b = with_mask(d, bad[k].name, bad[k].dt, bad[k].n, bad[k].fill);
 		char what[160];
 		snprintf(what, sizeof(what), "hostile %s %s [%llu]: refused",
 		         bad[k].name, cg_dtype_name(bad[k].dt),
@@ -575,13 +574,14 @@ test_mask_ops(void)
 	/* prune every third weight of enc.0.w by hand */
 	const struct cg_view *v = &m->views[view_of(m, "enc.0.w")];
 	for (size_t j = 0; j < v->n; j += 3)
-		m->mask[(v->off + j) / 8] &= (uint8_t) ~(1u << ((v->off + j) % 8));
+		m->mask[(v->off + j) / 8] &=
+		    (uint8_t) ~(1u << ((v->off + j) % 8));
 	for (size_t i = 0; i < m->nparams; i++)
 		x[i] = 1;
 	cg_model_mask(m, x);
 	for (size_t i = 0; i < m->nparams; i++) {
-		int in = i >= v->off && i < v->off + v->n &&
-		         (i - v->off) % 3 == 0;
+		int in =
+		    i >= v->off && i < v->off + v->n && (i - v->off) % 3 == 0;
 		ok &= x[i] == (in ? 0.0f : 1.0f);
 	}
 	expect(ok, "cg_model_mask zeroes exactly the pruned positions");
@@ -599,8 +599,8 @@ ref_sq(double *sq, const float *x, const float *rows, size_t R, size_t Wd)
 {
 	for (size_t r = 0; r < R; r++)
 		for (size_t j = 0; j < Wd; j++)
-			sq[j] += (rows ? rows[r] : 1.0) * (double)x[r * Wd + j] *
-			         x[r * Wd + j];
+			sq[j] += (rows ? rows[r] : 1.0) *
+			         (double)x[r * Wd + j] * x[r * Wd + j];
 }
 
 /*
@@ -694,7 +694,8 @@ test_cgpt_input_sq(void)
 			int tok[18];
 			float rows[18];
 			struct cg_rng r;
-			size_t *off = xcalloc((size_t)m->nviews, sizeof(size_t));
+			size_t *off =
+			    xcalloc((size_t)m->nviews, sizeof(size_t));
 			size_t n = cg_model_input_cols(m, off);
 			double *got = xcalloc(n, 8), *want = xcalloc(n, 8);
 			struct cg_cgpt_ws *w = cg_cgpt_ws_new(&c, B, ckpt);
@@ -707,9 +708,8 @@ test_cgpt_input_sq(void)
 				tok[i] = (int)cg_rng_below(&r, (uint64_t)V);
 				rows[i] = i % 5 == 4 ? 0.0f : 1.0f;
 			}
-			if (w == NULL ||
-			    cg_cgpt_input_sq(&c, m->params, w, tok, rows, B, T,
-			                     got) != 0)
+			if (w == NULL || cg_cgpt_input_sq(&c, m->params, w, tok,
+			                                  rows, B, T, got) != 0)
 				die("cg_cgpt_input_sq");
 			cgpt_direct(m, &c, tok, rows, B, T, want);
 			double d = rel_diff(got, want, n);
@@ -789,8 +789,8 @@ test_cgpt_arch(void)
 		int len = (int)strlen(texts[b]);
 		for (int t = 0; t < T; t++) {
 			int *k = &tok[b * T + t];
-			*k = t == 0 ? 256 + b % 3
-			     : t == 1 ? EOT
+			*k = t == 0        ? 256 + b % 3
+			     : t == 1      ? EOT
 			     : t - 2 < len ? (unsigned char)texts[b][t - 2]
 			                   : EOT;
 			in[b * T + t] = t <= len + 2;
@@ -923,8 +923,8 @@ zero_where_pruned(const struct cg_model *m, const float *x, const float *moved)
 static void
 test_training(void)
 {
-	static const char *const texts[] = {"abcab", "hello", "q", "xyz!",
-	                                    "cabbage", "pruned"};
+	static const char *const texts[] = {"abcab", "hello",   "q",
+	                                    "xyz!",  "cabbage", "pruned"};
 	struct cg_model *m = cgpt_model(8, 1, 12, 0, 15);
 	struct cg_shard *s = text_shard(texts, 6);
 	unsigned char *ch = all_prunable(m);
@@ -980,12 +980,13 @@ test_training(void)
 		memcpy(before, m->params, m->nparams * 4);
 		if (u == NULL || cg_apply_update(m, "m", u, &ao) != 0)
 			die("apply");
-		expect(zero_where_pruned(m, m->params, before) &&
-		           (k == 0 || zero_where_pruned(m, m->outer_mom, NULL)),
-		       k ? "apply a dense delta, outer nesterov: pruned weights "
-		           "and outer momentum 0.0, the others moved"
-		         : "apply a dense gradient, adamw: pruned weights 0.0, "
-		           "the others moved");
+		expect(
+		    zero_where_pruned(m, m->params, before) &&
+		        (k == 0 || zero_where_pruned(m, m->outer_mom, NULL)),
+		    k ? "apply a dense delta, outer nesterov: pruned weights "
+		        "and outer momentum 0.0, the others moved"
+		      : "apply a dense gradient, adamw: pruned weights 0.0, "
+		        "the others moved");
 		cg_update_free(u);
 	}
 	free(out);
