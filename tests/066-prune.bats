@@ -182,6 +182,13 @@ EOF
 	cg-prune -s 0.5 "$D/gpt.cgm" --importance grad g.cgg -o gr.cgm
 	run -0 jq -r .pruning.importance <(manifest gr.cgm)
 	[ "$output" = grad ]
+	# a coded gradient is decoded as cg-apply decodes one
+	cg-train-step -q -m "$D/gpt.cgm" -d "$D/t-0.cgd" --batch 8 \
+		--codec q8 --no-error-feedback -o g8.cgu
+	cg-prune -s 0.5 -i grad "$D/gpt.cgm" g8.cgu -o gr8.cgm
+	run -0 jq -r '[.tensors[] | select(.pruned) | .pruned] | add' \
+		<(cg-inspect --json gr8.cgm)
+	[ "$output" -eq "$(jq -r .pruning.pruned <(manifest gr.cgm))" ]
 	# a gradient of another model is refused
 	run -1 --separate-stderr cg-prune -s 0.5 -i grad w.cgm g.cgg -o x.cgm
 	[[ $stderr == *'g.cgg'*'computed from another model'* ]]
@@ -280,6 +287,24 @@ EOF
 		run -0 check_zero c.cgm "$t" p.cgm
 		run -0 check_zero w2.cgm "$t"
 	done
+}
+
+@test "the mask in other dtypes and formats: q4_0 weights, safetensors" {
+	cg-prune -s 0.5 "$D/gpt.cgm" -o p.cgm
+	# the weights in a 4-bit block format, the masks as they are
+	mkcg -t q4_0 p.cgm q.cgm
+	run -0 cg-inspect --no-stats q.cgm
+	[[ $output == *'pruned:     '*' weights of 5 tensors (50.0% '* ]]
+	cg-prune -s 0 q.cgm -o back.cgm
+	local t
+	for t in $(masked p.cgm); do
+		run -0 check_zero back.cgm "$t"
+	done
+	cg-eval -m q.cgm -d "$D/t-1.cgd" >/dev/null
+	# out to safetensors and back: the same bytes
+	cg-convert p.cgm p.safetensors
+	cg-convert p.safetensors p2.cgm
+	cmp p.cgm p2.cgm
 }
 
 @test "a 90%-sparse model is much smaller under zstd" {
