@@ -484,7 +484,13 @@ pruned_counts(const struct cg_file *f, uint64_t **out)
 	*out = NULL;
 	for (size_t i = 0; i < f->ntensors; i++)
 		any |= strncmp(f->tensors[i].name, "mask.", 5) == 0;
+	const cJSON *arch =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "arch");
 	if (!any || strcmp(cg_file_kind(f), "model") != 0)
+		return 0;
+	/* a model of an arch this build does not know: no layout to check
+	 * its masks against, shown as it is */
+	if (!cJSON_IsString(arch) || cg_arch_find(arch->valuestring) == NULL)
 		return 0;
 	if (cg_model_file_check_mask(f) != 0)
 		return -1;
@@ -539,6 +545,9 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	int wname = 4, wshape = 5;
 	char size[16], shape[SHAPE_LEN];
 
+	/* checked before a line is printed: a bad mask prints nothing */
+	if (pruned_counts(f, &pruned) != 0)
+		goto fail;
 	put_key(fp, "file");
 	put_clean(fp, display, SIZE_MAX);
 	fputc('\n', fp);
@@ -546,27 +555,27 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	put_clean(fp, cg_file_kind(f), TABLE_VALUE);
 	fputc('\n', fp);
 	if (put_field(fp, "format", f, TABLE_VALUE) != 0)
-		return -1;
+		goto fail;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		/* config is the one field people read whole */
 		if (put_field(fp, known[i], f,
 		              strcmp(known[i], "config") == 0
 		                  ? SIZE_MAX
 		                  : TABLE_VALUE) != 0)
-			return -1;
+			goto fail;
 	/* A model's identity: what the base of an update of it must be. */
 	char hex[65];
 	if (strcmp(cg_file_kind(f), "model") == 0 &&
 	    cg_update_base_of_model(f, hex) == 0 && put_key(fp, "params"))
 		fprintf(fp, "sha256 %s (an update's base)\n", hex);
 	if (table_conds(fp, f) != 0)
-		return -1;
+		goto fail;
 	cJSON_ArrayForEach(v, f->manifest)
 	{
 		if (v->string == NULL || is_known(v->string))
 			continue;
 		if (put_field(fp, v->string, f, TABLE_VALUE) != 0)
-			return -1;
+			goto fail;
 	}
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct cg_tensor *t = &f->tensors[i];
@@ -579,8 +588,6 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		if (len > wshape)
 			wshape = len;
 	}
-	if (pruned_counts(f, &pruned) != 0)
-		return -1;
 	if (pruned)
 		table_pruned(fp, f, pruned);
 	cg_human_size(size, total);

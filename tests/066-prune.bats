@@ -332,7 +332,7 @@ EOF
 			"cg-apply -m bad.cgm $D/nothing.cgg -o x.cgm"; do
 			# shellcheck disable=SC2086
 			run -1 --separate-stderr $prog
-			[ "${#stderr_lines[@]}" -eq 1 ] &&
+			[ "${#stderr_lines[@]}" -eq 1 ] && [ -z "$output" ] &&
 				[[ $stderr == *"bad.cgm: tensor mask."*"$msg"* ]] || {
 				echo "$how, $prog: $stderr"
 				return 1
