@@ -100,6 +100,33 @@ EOF
 	[ ! -e out.cgm ]
 	run -1 --separate-stderr cg-prune -s 0.5 "$D/gpt.cgm" -o /nonexistent/out.cgm
 	[ "${#stderr_lines[@]}" -eq 1 ]
+	# a write that fails part way: one line, exit 1
+	run -1 --separate-stderr cg-prune -s 0.5 "$D/gpt.cgm" -o /dev/full
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == 'cg-prune: '* ]]
+}
+
+@test "cg-prune: standard input and output, no temporary left behind" {
+	cg-prune -s 0.5 - <"$D/gpt.cgm" >a.cgm
+	cg-prune -s 0.5 "$D/gpt.cgm" -o b.cgm
+	cmp a.cgm b.cgm
+	# the gradient from standard input
+	cg-train-step -q -m "$D/gpt.cgm" -d "$D/t-0.cgd" --batch 8 -o g.cgg
+	cg-prune -s 0.5 -i grad "$D/gpt.cgm" - <g.cgg >c.cgm
+	cg-prune -s 0.5 -i grad "$D/gpt.cgm" g.cgg -o d.cgm
+	cmp c.cgm d.cgm
+	run -2 --separate-stderr cg-prune -s 0.5 -i grad - - <g.cgg
+	[[ $stderr == *'cannot both be standard input'* ]]
+	# killed while it calibrates: neither the output nor a temporary
+	cg-prune -s 0.5 -i wanda -d "$D/t-0.cgd" --calib 0 --batch 1 \
+		"$D/gpt.cgm" -o k.cgm &
+	local pid=$!
+	sleep 0.2
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" || true
+	run -0 bash -c 'ls -a | grep -c "k\.cgm" || true'
+	[ "$output" -le 1 ]
+	[ -z "$(ls -a | grep '^\.k\.cgm')" ]
 }
 
 @test "cg-prune | cg-inspect -: each tensor's sparsity, exact counts" {
