@@ -24,8 +24,8 @@
 # ("0.5 0.7 2:4"), IMPORTANCES ("magnitude wanda"), CALIB (Wanda's
 # calibration examples, 128), FT_STEPS (500), FT_LR (1e-4), FT_BATCH
 # (16), ROWS_FT (the fine-tuned rows to run, as SPARSITY/IMPORTANCE, in
-# order; default wanda before magnitude at 0.5, then 2:4, then 0.7,
-# then the dense control), THREADS (cg-train-step's --threads, default
+# order; default wanda and magnitude at 0.5, the dense control, then
+# wanda at 2:4 and 0.7, then magnitude there), THREADS (cg-train-step's --threads, default
 # all), TMPDIR.
 set -eu
 model=${1:?usage: bench/prune.sh MODEL TRAIN HELD [OUT]}
@@ -39,7 +39,7 @@ calib=${CALIB:-128}
 steps=${FT_STEPS:-500}
 lr=${FT_LR:-1e-4}
 batch=${FT_BATCH:-16}
-rows_ft=${ROWS_FT:-0.5/wanda 0.5/magnitude 2:4/wanda 2:4/magnitude 0.7/wanda 0.7/magnitude dense/-}
+rows_ft=${ROWS_FT:-0.5/wanda 0.5/magnitude dense/- 2:4/wanda 0.7/wanda 2:4/magnitude 0.7/magnitude}
 threads=${THREADS:+--threads $THREADS}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
