@@ -27,6 +27,7 @@ enum {
 	OPT_CALIB = CG_KEY_OWN,
 	OPT_EXCLUDE,
 	OPT_GLOBAL,
+	OPT_GROUP,
 	OPT_NM,
 	OPT_SEED,
 };
@@ -41,6 +42,8 @@ static const struct cg_opt opts[] = {
     {"sparsity", 's', "X", "prune the fraction X (0 to 1) of each tensor"},
     {"global", OPT_GLOBAL, NULL,
      "rank all tensors' weights together: X of them all"},
+    {"group", OPT_GROUP, "NAME",
+     "-s ranks within each tensor or each output row (tensor; wanda: row)"},
     {"nm", OPT_NM, "N:M", "keep N of each M consecutive inputs (2:4)"},
     {"exclude", OPT_EXCLUDE, "GLOB",
      "leave the tensors whose names match GLOB dense (repeatable)"},
@@ -72,6 +75,7 @@ struct args {
 	int nexclude;
 	struct cg_prune_opts po;
 	int sparsity_given, global_given;
+	int group; /* -1: the importance's own, 0: tensor, 1: row */
 	enum cg_importance imp;
 	int imp_given;
 	const char *wanda_only; /* the first option only wanda takes */
@@ -143,6 +147,14 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_GLOBAL:
 		a->global_given = 1;
 		break;
+	case OPT_GROUP:
+		if (strcmp(s, "tensor") == 0)
+			a->group = 0;
+		else if (strcmp(s, "row") == 0)
+			a->group = 1;
+		else
+			e = cg_seterr("--group: '%s' is not tensor or row", s);
+		break;
 	case OPT_NM:
 		e = parse_nm(s, &a->po);
 		break;
@@ -165,6 +177,7 @@ parse(int argc, char **argv, struct args *a)
 	a->out = "-";
 	a->calib = 128;
 	a->batch = 32;
+	a->group = -1;
 	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
@@ -190,6 +203,12 @@ validate(struct args *a)
 	if (a->global_given && !a->sparsity_given)
 		return cg_usage("--global ranks for --sparsity: N:M ranks "
 		                "within each run of M weights");
+	if (a->group >= 0 && !a->sparsity_given)
+		return cg_usage("--group is for --sparsity: N:M ranks within "
+		                "each run of M weights");
+	if (a->group >= 0 && a->global_given)
+		return cg_usage("--global and --group: a ranking is over all "
+		                "tensors, or within a tensor or a row");
 	if (a->imp == CG_IMPORTANCE_WANDA && a->global_given)
 		return cg_usage("--global: wanda compares weights within each "
 		                "output row, whose scores are not comparable "
@@ -213,8 +232,11 @@ validate(struct args *a)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
 	a->po.global = a->global_given;
-	/* N:M ranks within runs of a row already */
-	a->po.per_row = a->imp == CG_IMPORTANCE_WANDA && a->po.nm_m == 0;
+	/* Wanda's own comparison is per output row; N:M ranks within runs
+	 * of a row already */
+	a->po.per_row = a->group >= 0
+	                    ? a->group
+	                    : a->imp == CG_IMPORTANCE_WANDA && a->po.nm_m == 0;
 	return CG_CONTINUE;
 }
 
@@ -303,6 +325,9 @@ record(const struct args *a, struct cg_model *m)
 	} else {
 		cJSON_AddNumberToObject(o, "sparsity", a->po.sparsity);
 		cJSON_AddBoolToObject(o, "global", a->po.global);
+		if (!a->po.global)
+			cJSON_AddStringToObject(
+			    o, "group", a->po.per_row ? "row" : "tensor");
 	}
 	cJSON_AddNumberToObject(o, "pruned", (double)cg_model_pruned(m, -1));
 }

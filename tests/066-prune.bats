@@ -90,6 +90,9 @@ $D/gpt.cgm|nothing to prune: give --sparsity X or --nm N:M
 --nm 2 $D/gpt.cgm|--nm: '2' is not N:M
 -s 0.5 -i size $D/gpt.cgm|--importance: 'size' is not magnitude, wanda or grad
 -s 0.5|no model
+--nm 2:4 --group row $D/gpt.cgm|--group is for --sparsity
+-s 0.5 --global --group row $D/gpt.cgm|--global and --group: a ranking is over all tensors
+-s 0.5 --group col $D/gpt.cgm|--group: 'col' is not tensor or row
 EOF
 	run -1 --separate-stderr cg-prune -s 0.5 nosuch.cgm -o out.cgm
 	[ "${#stderr_lines[@]}" -eq 1 ]
@@ -198,6 +201,22 @@ EOF
 	cg-inspect --tensor h.0.attn.proj.w --rows w.cgm |
 		awk '{ z = 0; for (j = 1; j <= NF; j++) z += $j == 0
 			if (z != NF / 2) bad++ } END { exit bad > 0 }'
+	# --group: magnitude by rows, each losing half; wanda by tensor, its
+	# rows unevenly
+	cg-prune -s 0.5 --group row "$D/gpt.cgm" -o mr.cgm
+	cg-inspect --tensor h.0.attn.proj.w --rows mr.cgm |
+		awk '{ z = 0; for (j = 1; j <= NF; j++) z += $j == 0
+			if (z != NF / 2) bad++ } END { exit bad > 0 }'
+	cg-prune -s 0.5 -i wanda -d "$D/t-1.cgd" --calib 16 --group tensor \
+		"$D/gpt.cgm" -o wt.cgm
+	run -0 jq -r '.pruning.group' <(manifest wt.cgm)
+	[ "$output" = tensor ]
+	run -0 jq -c '[.tensors[] | select(.pruned != null) | .sparsity] | unique' \
+		<(cg-inspect --json wt.cgm)
+	[ "$output" = "[0.5]" ]
+	cg-inspect --tensor h.0.attn.proj.w --rows wt.cgm |
+		awk '{ z = 0; for (j = 1; j <= NF; j++) z += $j == 0
+			if (z != NF / 2) uneven++ } END { exit uneven == 0 }'
 	# not magnitude's choice
 	run -1 cmp -s <(cg-inspect --tensor mask.h.0.attn.proj.w w.cgm) \
 		<(cg-inspect --tensor mask.h.0.attn.proj.w mag.cgm)
