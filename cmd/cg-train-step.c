@@ -454,9 +454,13 @@ encode(const struct args *a, struct job *j)
 	                        j->res.mean.loss, &spec, &e, sent);
 	if (j->f == NULL)
 		goto out;
-	if (res)
+	if (res) {
 		for (uint64_t i = 0; i < P; i++)
 			res[i] = j->buf[i] - sent[i];
+		/* what a code puts at a pruned weight the coordinator
+		 * zeroes: nothing there is owed to the next call */
+		cg_model_mask(m, res);
+	}
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest, "codec");
 	j->coded_bytes = cg_json_num(c, "bytes", 0);
 	j->dense_bytes = cg_json_num(c, "dense_bytes", 0);

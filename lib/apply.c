@@ -7,7 +7,9 @@
  * delta is added as it is (model averaging) or through DiLoCo's outer
  * Nesterov step.  The optimizer's state lives in the model, so the next
  * call continues it.  The update's numbers are read through the update
- * module (cg_update_get), the one place that knows their dtype.
+ * module (cg_update_get), the one place that knows their dtype.  A
+ * pruned model's mask is applied after every step, to the weights and
+ * to the optimizer's arrays: pruned weights stay exactly 0.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@ static void add_unfrozen(const struct cg_model *m, float *p, const float *x);
 static int
 apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
 {
+	cg_model_mask(m, g);
 	if (m->ngroups > 1)
 		cg_optim_mask_frozen(g, m->groups, m->ngroups);
 	if (o->clip > 0)
@@ -52,6 +55,9 @@ apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
 		return -1;
 	cg_optim_step_groups(&o->opt, m->groups, m->ngroups, m->params, g,
 	                     m->opt_m, m->opt_v, m->views, 0);
+	/* weight decay of a pruned zero is zero, but moments loaded from
+	 * elsewhere are not: the weights are set back */
+	cg_model_mask_all(m);
 	return 0;
 }
 
@@ -62,6 +68,7 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
 		return -1;
 	if (o->outer != CG_OUTER_NESTEROV) {
 		add_unfrozen(m, m->params, d);
+		cg_model_mask_all(m);
 		return 0;
 	}
 	for (int i = 0; i < m->ngroups; i++) {
@@ -71,6 +78,8 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
 			                  m->outer_mom + gr->off, gr->n,
 			                  o->outer_lr, o->outer_mu);
 	}
+	/* a pruned weight stays 0, and so does its outer momentum */
+	cg_model_mask_all(m);
 	return 0;
 }
 
@@ -163,6 +172,8 @@ cg_apply_publish(struct cg_model *m, const char *mname,
 	if (feedback)
 		for (size_t i = 0; i < P; i++)
 			m->ef_down[i] = d[i] - sent[i];
+	/* as a worker's cg_apply_update masks what it adds */
+	cg_model_mask_all(m);
 	*change = f;
 	f = NULL;
 	rc = 0;

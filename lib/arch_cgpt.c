@@ -317,11 +317,14 @@ get_ws(struct cg_model *m, int B)
 /*
  * Example i of s as one row of T tokens, targets and weights (1 scored,
  * 0 not), windowed as the file comment says.  P is its prompt length.
- * Returns the number of scored tokens.
+ * in [T] (may be NULL) gets 1 where the input token is the example's
+ * (the condition, rest[o .. R)), 0 where it is padding.  Returns the
+ * number of scored tokens.
  */
 static int
 make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
-         uint64_t P, uint64_t noise_seed, int *tok, int *tgt, float *wt)
+         uint64_t P, uint64_t noise_seed, int *tok, int *tgt, float *wt,
+         float *in)
 {
 	const int T = c->T, EOT = 256 + c->ncond;
 	uint64_t n, R, o = 0;
@@ -349,6 +352,9 @@ make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
 		tgt[t] = j >= 1 && j <= n ? p[j - 1] : EOT;
 		wt[t] = j < R && j > P;
 		count += j < R && j > P;
+		/* after wt: in may be wt itself */
+		if (in)
+			in[t] = t == 0 || j - 1 < R;
 	}
 	return count;
 }
@@ -378,7 +384,7 @@ cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 		/* cg_shard_open checked prompt_len[i] <= the length. */
 		uint64_t P = s->prompt_len ? s->prompt_len[i] : 0;
 		count += make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
-		                  w->targets + r, w->weight + r);
+		                  w->targets + r, w->weight + r, NULL);
 	}
 	memset(out, 0, sizeof(*out));
 	out->n = (uint64_t)B;
@@ -402,6 +408,49 @@ cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	out->loss = loss;
 	out->bits_per = loss / M_LN2;
 	out->part[0] = (double)count / B;
+	return 0;
+}
+
+/* Wanda's sums (struct cg_arch's input_sq): the batch's windows as
+ * cgpt_batch makes them, padding not counted. */
+static int
+cgpt_input_sq(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+              int B, uint64_t noise_seed, double *sq, uint64_t *rows)
+{
+	struct cgpt_ws *w;
+
+	if (B < 1)
+		return cg_seterr("cgpt: batch %d: not positive", B);
+	if ((w = get_ws(m, B)) == NULL)
+		return -1;
+	const int T = w->c.T;
+	/* the weights' buffer holds the inputs' flags: no loss here */
+	float *in = w->weight;
+	for (int b = 0; b < B; b++) {
+		uint64_t i = ex[b];
+		size_t r = (size_t)b * T;
+		float *wt = in + r;
+
+		if (i >= s->n)
+			return cg_seterr("cgpt: example %llu: the shard has "
+			                 "%llu",
+			                 (unsigned long long)i,
+			                 (unsigned long long)s->n);
+		uint64_t P = s->prompt_len ? s->prompt_len[i] : 0;
+		/* the scored weights are written first, then overwritten */
+		make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
+		         w->targets + r, wt, wt);
+		if (rows)
+			for (int t = 0; t < T; t++)
+				*rows += wt[t] != 0;
+	}
+	for (int b0 = 0; b0 < B; b0 += w->run) {
+		int nb = B - b0 < w->run ? B - b0 : w->run;
+		size_t r = (size_t)b0 * T;
+		if (cg_cgpt_input_sq(&w->c, m->params, w->ws, w->tokens + r,
+		                     in + r, nb, T, sq) != 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -453,4 +502,5 @@ const struct cg_arch cg_arch_cgpt = {
     .free_ws = cgpt_free_ws,
     .ws_bytes = cgpt_ws_bytes,
     .keeps = cgpt_keeps,
+    .input_sq = cgpt_input_sq,
 };

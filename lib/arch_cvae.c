@@ -175,16 +175,13 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
-static int
-cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-	   int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+/* Examples ex[0..B) of s into w's inputs: pixels, conditions, noise. */
+static void
+fill(struct cvae_ws *w, const struct cg_shard *s, const uint64_t *ex, int B,
+     uint64_t noise_seed)
 {
-	struct cvae_ws *w = get_ws(m, B);
-	double loss, rec, kl;
-
-	if (w == NULL)
-		return -1;
 	const int D = w->c.in_dim, L = w->c.latent;
+
 	for (int b = 0; b < B; b++) {
 		uint64_t len;
 		const uint8_t *px = cg_shard_example(s, ex[b], &len);
@@ -197,6 +194,18 @@ cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 		for (int i = 0; i < L; i++)
 			w->eps[(size_t)b * L + i] = cg_rng_normal(&r);
 	}
+}
+
+static int
+cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+	   int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cvae_ws *w = get_ws(m, B);
+	double loss, rec, kl;
+
+	if (w == NULL)
+		return -1;
+	fill(w, s, ex, B, noise_seed);
 	if (cg_cvae_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
 				     w->eps, B, grad, &loss, &rec, &kl) != 0)
 		return -1;
@@ -206,6 +215,24 @@ cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	out->part[2] = 0;
 	out->n = (uint64_t)B;
 	out->bits_per = 0;
+	return 0;
+}
+
+/* Wanda's sums (struct cg_arch's input_sq): a row per example. */
+static int
+cvae_input_sq(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+              int B, uint64_t noise_seed, double *sq, uint64_t *rows)
+{
+	struct cvae_ws *w = get_ws(m, B);
+
+	if (w == NULL)
+		return -1;
+	fill(w, s, ex, B, noise_seed);
+	if (cg_cvae_input_sq(&w->c, m->params, w->ws, w->x, w->cond, w->eps,
+	                     B, sq) != 0)
+		return -1;
+	if (rows)
+		*rows += (uint64_t)B;
 	return 0;
 }
 
@@ -247,4 +274,5 @@ const struct cg_arch cg_arch_cvae = {
     .sample_image = cvae_sample_image,
     .keeps = cvae_keeps,
     .free_ws = cvae_free_ws,
+    .input_sq = cvae_input_sq,
 };

@@ -700,3 +700,54 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 	cg_embed_backward(grad, grad + wpe_off(c), w->dres, tokens, B, T, C);
 	return 0;
 }
+
+/* ------------------------------------------------- inputs of the layers */
+
+/* sq [W] += the sum over rows r of x[r] squared, each row weighed by
+ * rows[r] (0: not counted); x [R, W], rows [R]. */
+static void
+add_sq(double *sq, const float *x, const float *rows, size_t R, size_t W)
+{
+	for (size_t r = 0; r < R; r++) {
+		const float *xr = x + r * W;
+		const double wr = rows[r];
+		if (wr == 0)
+			continue;
+		for (size_t j = 0; j < W; j++)
+			sq[j] += wr * ((double)xr[j] * xr[j]);
+	}
+}
+
+int
+cg_cgpt_input_sq(const struct cg_cgpt_config *c, const float *params,
+                 struct cg_cgpt_ws *w, const int *tokens, const float *rows,
+                 int B, int T, double *sq)
+{
+	const size_t C = c->C, R = (size_t)B * T;
+
+	if (check_call(c, w, tokens, B, T) != 0)
+		return -1;
+	cg_embed_forward(w->encoded, tokens, params, params + wpe_off(c), B, T,
+	                 c->C);
+	/* Block by block: a checkpointed workspace keeps one block's
+	 * activations at a time. */
+	for (int l = 0; l < c->L; l++) {
+		const struct acts *a = &w->blk[l];
+		double *q = sq + (size_t)l * 7 * C;
+
+		block_forward(c, params, w, l, block_input(w, l), B, T);
+		/* attn.qkv.w, attn.proj.w, mlp.fc.w, mlp.proj.w */
+		add_sq(q, a->ln1, rows, R, C);
+		add_sq(q + C, a->atty, rows, R, C);
+		add_sq(q + 2 * C, a->ln2, rows, R, C);
+		add_sq(q + 3 * C, a->fch_gelu, rows, R, 4 * C);
+	}
+	if (!c->tied) {
+		size_t f = lnf_off(c);
+		cg_layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd,
+		                     block_input(w, c->L), params + f,
+		                     params + f + C, B, T, c->C);
+		add_sq(sq + (size_t)c->L * 7 * C, w->lnf, rows, R, C);
+	}
+	return 0;
+}

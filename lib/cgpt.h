@@ -156,6 +156,20 @@ int cg_cgpt_forward_backward(const struct cg_cgpt_config *c,
                              const float *weight, int B, int T, float *grad,
                              double *loss);
 
+/*
+ * What reaches each Linear layer, for Wanda's importance: a forward pass
+ * on tokens [B, T] (checked as cg_cgpt_forward checks them) that adds,
+ * for each layer in buffer order (per block attn.qkv.w, attn.proj.w,
+ * mlp.fc.w, mlp.proj.w, then lm_head.w when untied) and each of its
+ * input columns j, the sum over positions of rows[b, t] * x[b, t, j]^2
+ * to sq [L * 7C + (untied ? C : 0)] (per block C, C, C, 4C; in double).
+ * rows [B, T] weighs each position (1: counted, 0: padding).  The
+ * logits are not computed.  Returns 0, or -1 with a message.
+ */
+int cg_cgpt_input_sq(const struct cg_cgpt_config *c, const float *params,
+                     struct cg_cgpt_ws *w, const int *tokens,
+                     const float *rows, int B, int T, double *sq);
+
 /* ------------------------------------------------------------ generation */
 
 /*

@@ -492,3 +492,58 @@ cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
 	cg_sigmoid_forward(probs, probs, (size_t)B * c->in_dim);
 	return 0;
 }
+
+/* ------------------------------------------------- inputs of the layers */
+
+/* sq [W] += the sum over the B rows of x [B, W] of x squared. */
+static void
+add_sq(double *sq, const float *x, int B, size_t W)
+{
+	for (size_t r = 0; r < (size_t)B; r++)
+		for (size_t j = 0; j < W; j++)
+			sq[j] += (double)x[r * W + j] * x[r * W + j];
+}
+
+int
+cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
+                 struct cg_cvae_ws *w, const float *x, const int *cond,
+                 const float *eps, int B, double *sq)
+{
+	const int L = c->layers, D = c->in_dim, K = c->ncond, Z = c->latent;
+	const size_t H = c->hidden;
+	size_t hstride, at = 0;
+	struct linear mu, lv;
+
+	if (check_call(c, w, cond, B) != 0)
+		return -1;
+	hstride = (size_t)w->max_batch * c->hidden;
+	mu = linear_at(c, L);
+	lv = linear_at(c, L + 1);
+	const float *htop = w->enc_h + (L - 1) * hstride;
+
+	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
+	mlp_forward(c, w, params, 0, w->enc_h, w->enc_in, B, hstride);
+	cg_linear_forward(w->mu, htop, params + mu.w, params + mu.b, B, mu.in,
+	                  mu.out);
+	cg_linear_forward(w->logvar, htop, params + lv.w, params + lv.b, B,
+	                  lv.in, lv.out);
+	cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
+	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
+	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+
+	/* The layers in buffer order, each fed by the one before. */
+	add_sq(sq, w->enc_in, B, (size_t)D + K);
+	at = (size_t)D + K;
+	for (int l = 1; l < L; l++, at += H)
+		add_sq(sq + at, w->enc_h + (l - 1) * hstride, B, H);
+	add_sq(sq + at, htop, B, H); /* enc.mu */
+	at += H;
+	add_sq(sq + at, htop, B, H); /* enc.logvar */
+	at += H;
+	add_sq(sq + at, w->dec_in, B, (size_t)Z + K);
+	at += (size_t)Z + K;
+	for (int l = 1; l < L; l++, at += H)
+		add_sq(sq + at, w->dec_h + (l - 1) * hstride, B, H);
+	add_sq(sq + at, w->dec_h + (L - 1) * hstride, B, H); /* dec.out */
+	return 0;
+}

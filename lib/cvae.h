@@ -115,6 +115,19 @@ int cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
                    struct cg_cvae_ws *w, const float *z, const int *cond, int B,
                    float *probs);
 
+/*
+ * What reaches each Linear layer, for Wanda's importance: the encoder,
+ * the sample z = mu + exp(logvar / 2) eps and the decoder's hidden
+ * layers on x, cond, eps as cg_cvae_forward_backward takes them, adding
+ * for each layer in buffer order (enc.0 .. enc.mu, enc.logvar, dec.0 ..
+ * dec.out) and each of its input columns j the sum over the B examples
+ * of x_j^2 to sq (double; the layers' input widths end to end).
+ * Returns 0, or -1 with a message as cg_cvae_forward_backward.
+ */
+int cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
+                     struct cg_cvae_ws *w, const float *x, const int *cond,
+                     const float *eps, int B, double *sq);
+
 #ifdef __cplusplus
 }
 #endif

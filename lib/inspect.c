@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "inspect.h"
+#include "model.h"
 #include "update.h"
 
 /* Elements decoded per step: a multiple of the 32-element quant block. */
@@ -468,15 +469,85 @@ put_stat(FILE *fp, const struct cg_stats *s, double x)
 		fprintf(fp, " %10s", "-");
 }
 
+/*
+ * For a pruned model: *out [ntensors] gets, for each view with a mask
+ * tensor "mask.VIEW", how many of its weights the mask prunes, and
+ * UINT64_MAX for every other tensor; NULL when f has no mask.  The masks
+ * are checked as a model's reader checks them.  Returns 0 or -1.
+ */
+static int
+pruned_counts(const struct cg_file *f, uint64_t **out)
+{
+	uint64_t *c;
+	int any = 0;
+
+	*out = NULL;
+	for (size_t i = 0; i < f->ntensors; i++)
+		any |= strncmp(f->tensors[i].name, "mask.", 5) == 0;
+	const cJSON *arch =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "arch");
+	if (!any || strcmp(cg_file_kind(f), "model") != 0)
+		return 0;
+	/* a model of an arch this build does not know: no layout to check
+	 * its masks against, shown as it is */
+	if (!cJSON_IsString(arch) || cg_arch_find(arch->valuestring) == NULL)
+		return 0;
+	if (cg_model_file_check_mask(f) != 0)
+		return -1;
+	if ((c = malloc(f->ntensors * sizeof(*c))) == NULL)
+		return cg_seterr("out of memory");
+	for (size_t i = 0; i < f->ntensors; i++)
+		c[i] = UINT64_MAX;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *w;
+		if (strncmp(t->name, "mask.", 5) != 0)
+			continue;
+		/* checked: w is there and t has a bit for each weight */
+		w = cg_file_find(f, t->name + 5);
+		const uint8_t *b = t->data;
+		uint64_t n = 0;
+		for (uint64_t j = 0; j < w->nelem; j++)
+			n += !(b[j / 8] >> (j % 8) & 1);
+		c[w - f->tensors] = n;
+	}
+	*out = c;
+	return 0;
+}
+
+/* The pruned line of a table: weights, tensors, the share of theirs. */
+static void
+table_pruned(FILE *fp, const struct cg_file *f, const uint64_t *c)
+{
+	uint64_t n = 0, of = 0;
+	size_t k = 0;
+
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (c[i] != UINT64_MAX) {
+			n += c[i];
+			of += f->tensors[i].nelem;
+			k++;
+		}
+	put_key(fp, "pruned");
+	fprintf(fp,
+	        "%" PRIu64 " weights of %zu tensor%s (%.1f%% of their %" PRIu64
+	        ")\n",
+	        n, k, k == 1 ? "" : "s",
+	        of ? 100.0 * (double)n / (double)of : 0.0, of);
+}
+
 int
 cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
                  const struct cg_inspect_opts *o)
 {
 	const cJSON *v;
-	uint64_t total = 0;
+	uint64_t total = 0, *pruned = NULL;
 	int wname = 4, wshape = 5;
 	char size[16], shape[SHAPE_LEN];
 
+	/* checked before a line is printed: a bad mask prints nothing */
+	if (pruned_counts(f, &pruned) != 0)
+		goto fail;
 	put_key(fp, "file");
 	put_clean(fp, display, SIZE_MAX);
 	fputc('\n', fp);
@@ -484,27 +555,27 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	put_clean(fp, cg_file_kind(f), TABLE_VALUE);
 	fputc('\n', fp);
 	if (put_field(fp, "format", f, TABLE_VALUE) != 0)
-		return -1;
+		goto fail;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		/* config is the one field people read whole */
 		if (put_field(fp, known[i], f,
 		              strcmp(known[i], "config") == 0
 		                  ? SIZE_MAX
 		                  : TABLE_VALUE) != 0)
-			return -1;
+			goto fail;
 	/* A model's identity: what the base of an update of it must be. */
 	char hex[65];
 	if (strcmp(cg_file_kind(f), "model") == 0 &&
 	    cg_update_base_of_model(f, hex) == 0 && put_key(fp, "params"))
 		fprintf(fp, "sha256 %s (an update's base)\n", hex);
 	if (table_conds(fp, f) != 0)
-		return -1;
+		goto fail;
 	cJSON_ArrayForEach(v, f->manifest)
 	{
 		if (v->string == NULL || is_known(v->string))
 			continue;
 		if (put_field(fp, v->string, f, TABLE_VALUE) != 0)
-			return -1;
+			goto fail;
 	}
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct cg_tensor *t = &f->tensors[i];
@@ -517,6 +588,8 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		if (len > wshape)
 			wshape = len;
 	}
+	if (pruned)
+		table_pruned(fp, f, pruned);
 	cg_human_size(size, total);
 	put_key(fp, "tensors");
 	fprintf(fp, "%zu, %s\n", f->ntensors, size);
@@ -524,6 +597,8 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		goto out;
 	fprintf(fp, "\n%-*s  %-5s  %-*s  %10s", wname, "NAME", "DTYPE", wshape,
 	        "SHAPE", "SIZE");
+	if (pruned)
+		fprintf(fp, " %7s", "PRUNED%");
 	if (o->stats)
 		fprintf(fp, " %10s %10s %10s %10s %6s  %s", "MIN", "MAX",
 		        "MEAN", "STD", "ZERO%", "HISTOGRAM");
@@ -538,9 +613,14 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		/* names were checked by the reader: printable ASCII */
 		fprintf(fp, "%-*s  %-5s  %-*s  %10s", wname, t->name,
 		        cg_dtype_name(t->dtype), wshape, shape, size);
+		if (pruned && pruned[i] == UINT64_MAX)
+			fprintf(fp, " %7s", "-");
+		else if (pruned)
+			fprintf(fp, " %7.1f",
+			        100.0 * (double)pruned[i] / (double)t->nelem);
 		if (o->stats) {
 			if (cg_tensor_stats(&s, t) != 0)
-				return -1;
+				goto fail;
 			put_stat(fp, &s, s.min);
 			put_stat(fp, &s, s.max);
 			put_stat(fp, &s, s.mean);
@@ -560,9 +640,13 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		fputc('\n', fp);
 	}
 out:
+	free(pruned);
 	if (ferror(fp))
 		return cg_seterr("write error");
 	return 0;
+fail:
+	free(pruned);
+	return -1;
 }
 
 /* ----------------------------------------------------------------- json */
@@ -578,7 +662,8 @@ add_stat(cJSON *o, const char *key, const struct cg_stats *s, double x)
 }
 
 static cJSON *
-json_tensor(const struct cg_tensor *t, const struct cg_inspect_opts *o)
+json_tensor(const struct cg_tensor *t, const struct cg_inspect_opts *o,
+            uint64_t pruned)
 {
 	cJSON *j = cJSON_CreateObject(), *a;
 	struct cg_stats s;
@@ -596,6 +681,12 @@ json_tensor(const struct cg_tensor *t, const struct cg_inspect_opts *o)
 	cJSON_AddNumberToObject(j, "bytes", (double)t->nbytes);
 	cg_hex(hex, t->sha256);
 	cJSON_AddStringToObject(j, "sha256", hex);
+	if (pruned != UINT64_MAX) {
+		cJSON_AddNumberToObject(j, "pruned", (double)pruned);
+		cJSON_AddNumberToObject(
+		    j, "sparsity",
+		    t->nelem ? (double)pruned / (double)t->nelem : 0);
+	}
 	if (!o->stats)
 		return j;
 	if (cg_tensor_stats(&s, t) != 0)
@@ -660,9 +751,12 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 {
 	cJSON *j = cJSON_CreateObject(), *a, *t;
 	const cJSON *v;
+	uint64_t *pruned = NULL;
 
 	if (j == NULL || cJSON_AddStringToObject(j, "path", display) == NULL)
 		goto nomem;
+	if (pruned_counts(f, &pruned) != 0)
+		goto fail;
 	/* The keys this summary adds win over a manifest's own. */
 	cJSON_ArrayForEach(v, f->manifest)
 	{
@@ -678,16 +772,19 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 	if ((a = cJSON_AddArrayToObject(j, "tensors")) == NULL)
 		goto nomem;
 	for (size_t i = 0; i < f->ntensors; i++) {
-		if ((t = json_tensor(&f->tensors[i], o)) == NULL)
+		if ((t = json_tensor(&f->tensors[i], o,
+		                     pruned ? pruned[i] : UINT64_MAX)) == NULL)
 			goto fail;
 		cJSON_AddItemToArray(a, t);
 	}
 	if (json_conds(j, f) != 0)
 		goto fail;
+	free(pruned);
 	return j;
 nomem:
 	cg_seterr("out of memory");
 fail:
+	free(pruned);
 	cJSON_Delete(j);
 	return NULL;
 }

@@ -3,10 +3,10 @@
  *
  * A model file's manifest carries "arch", "config", "step" and whatever
  * the creator added (the condition vocabulary, image shape); its tensors
- * are the views of the flat parameter buffer in layout order, then the
- * optimizer's flat state.  Reading rebuilds the layout from the config and
- * demands every view with its exact shape, so a file cannot smuggle in a
- * buffer of another size.
+ * are the views of the flat parameter buffer in layout order, the mask of
+ * a pruned model (lib/mask.c), then the optimizer's flat state.  Reading
+ * rebuilds the layout from the config and demands every view with its
+ * exact shape, so a file cannot smuggle in a buffer of another size.
  *
  * A model of one parameter group (every arch so far) keeps that group's
  * step count in the manifest's "opt_t", as it always has.  A model of
@@ -71,6 +71,7 @@ cg_model_free(struct cg_model *m)
 	free(m->opt_v);
 	free(m->outer_mom);
 	free(m->ef_down);
+	free(m->mask);
 	free(m);
 }
 
@@ -312,7 +313,8 @@ from_file(struct cg_file *f, const char *display, int steal)
 				t->data = NULL;
 			}
 		}
-	if (load_opt(m, f, steal) != 0)
+	/* after the moments: they are masked too */
+	if (load_opt(m, f, steal) != 0 || cg_model_load_mask(m, f) != 0)
 		goto fail;
 	return m;
 fail:
@@ -430,8 +432,18 @@ cg_model_read_infer(const char *path)
 			t->data = NULL;
 		}
 	}
-	if (load_groups(m, f->manifest) != 0)
+	if (load_groups(m, f->manifest) != 0 || cg_model_read_mask(m, f) != 0)
 		goto fail;
+	/* Pruned weights of the decoded views read as 0 (q4_1 keeps no exact
+	 * zero); the kept types (f16, q8_0, q4_0) encode 0 as 0. */
+	for (int i = 0; m->mask && i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		if (m->stored[i].dtype != CG_F32)
+			continue;
+		for (size_t j = v->off; j < v->off + v->n; j++)
+			if (!(m->mask[j >> 3] >> (j & 7) & 1))
+				m->params[j] = 0.0f;
+	}
 	if (kept == 0) {
 		/* Nothing lies in f: an ordinary model. */
 		free(m->stored);
@@ -501,7 +513,8 @@ cg_model_file(struct cg_model *m)
 			goto fail;
 		cJSON_AddItemToObject(f->manifest, it->string, dup);
 	}
-	if (cg_model_put_views(m, f, m->params) != 0)
+	if (cg_model_put_views(m, f, m->params) != 0 ||
+	    cg_model_put_mask(m, f) != 0)
 		goto fail;
 	if (m->opt_m && !cg_file_add_ref(f, "opt.m", CG_F32, 1, n, m->opt_m))
 		goto fail;
@@ -545,8 +558,26 @@ cg_model_file_digest(const struct cg_file *f, unsigned char out[32])
 	/* The parameters alone: no optimizer state is copied. */
 	if ((m = model_new(man, 0)) == NULL)
 		return -1;
-	if ((rc = cg_model_get_views(m, f, m->params)) == 0)
+	/* the parameters as a reader holds them: masked */
+	if ((rc = cg_model_get_views(m, f, m->params)) == 0 &&
+	    (rc = cg_model_load_mask(m, f)) == 0)
 		cg_model_digest(m, out);
+	cg_model_free(m);
+	return rc;
+}
+
+int
+cg_model_file_check_mask(const struct cg_file *f)
+{
+	struct cg_model *m;
+	cJSON *man;
+	int rc;
+
+	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL)
+		return cg_seterr("out of memory");
+	if ((m = model_new(man, 1)) == NULL)
+		return -1;
+	rc = cg_model_read_mask(m, f);
 	cg_model_free(m);
 	return rc;
 }

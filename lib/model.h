@@ -6,7 +6,9 @@
  * reduces, applies, prunes or quantizes works on the flat buffer.  A model
  * file (kind "model") holds one f32 tensor per view, and, when an optimizer
  * has run, flat tensors "opt.m", "opt.v" (moments) and "outer.mom" (the
- * DiLoCo outer momentum).
+ * DiLoCo outer momentum).  A pruned model also holds a mask: which of its
+ * weights are pruned, to stay exactly zero through any later training
+ * (lib/mask.c; cg(7) names its tensors "mask.VIEW").
  *
  * Parameters come in groups (struct cg_group, optim.h), each a
  * contiguous run of views with its own optimizer step count, perhaps
@@ -173,6 +175,21 @@ struct cg_arch {
 	 * gives it.  NULL: every view is decoded to f32.
 	 */
 	int (*keeps)(const struct cg_model *m, int i, enum cg_dtype dt);
+	/*
+	 * Optional (NULL: Wanda's importance is not available): what
+	 * reaches the prunable views (cg_model_prunable, the Linear
+	 * layers' weights [OC, IC]) on examples ex[0..B) of s, noise drawn
+	 * as batch draws it.  For each prunable view in layout order, its
+	 * IC entries of sq get, for input column j, the sum over every row
+	 * of input the layer multiplies (an example, or a position of a
+	 * sequence that is not padding) of x_j squared: sq [the sum of IC
+	 * over the prunable views] +=, in double.  *rows (may be NULL) +=
+	 * the rows of input counted per layer.  Returns 0 or -1 with a
+	 * message.
+	 */
+	int (*input_sq)(struct cg_model *m, const struct cg_shard *s,
+	                const uint64_t *ex, int B, uint64_t noise_seed,
+	                double *sq, uint64_t *rows);
 };
 
 struct cg_model {
@@ -193,6 +210,10 @@ struct cg_model {
 	/* A coordinator's downlink residual: what the compressed changes
 	 * it published have not carried yet (cg_apply_publish). */
 	float *ef_down; /* [nparams] or NULL */
+	/* The mask: bit i (byte i / 8, bit i % 8) set where parameter i is
+	 * kept, clear where it is pruned, set past nparams; NULL: nothing
+	 * pruned.  Only prunable views have clear bits. */
+	uint8_t *mask; /* [(nparams + 7) / 8] or NULL */
 	void *ws;			  /* arch workspace */
 	int ws_batch;			  /* its batch capacity */
 	/* How the arch may spend memory on a batch (see ws_bytes). */
@@ -368,5 +389,57 @@ int cg_model_put_views(const struct cg_model *m, struct cg_file *f,
 		       const float *buf);
 int cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 		       float *buf);
+
+/* ------------------------------------------------------------- masks */
+
+/*
+ * Whether view i of m may be pruned: a matrix (2-D) that takes weight
+ * decay, which is how the archs lay out the weights of Linear layers;
+ * never a bias, a norm's gain or an embedding (decay 0), nor wte when it
+ * is tied to the output.
+ */
+int cg_model_prunable(const struct cg_model *m, int i);
+/*
+ * The start of each prunable view's input columns in an array of them
+ * all (what input_sq fills): off [m->nviews], SIZE_MAX for the views that
+ * are not prunable.  Returns the total (the sum of IC).
+ */
+size_t cg_model_input_cols(const struct cg_model *m, size_t *off);
+
+/* Allocate an all-kept mask if m has none.  Returns 0 or -1. */
+int cg_model_ensure_mask(struct cg_model *m);
+/* Whether parameter i is pruned (0 without a mask). */
+int cg_model_pruned_at(const struct cg_model *m, size_t i);
+/* How many parameters of view i (of all views: i < 0) are pruned. */
+uint64_t cg_model_pruned(const struct cg_model *m, int i);
+/*
+ * Set x [nparams] (parameters, a gradient, a moment, a delta) to zero
+ * where m prunes: what keeps pruned weights at zero.  Nothing without a
+ * mask.
+ */
+void cg_model_mask(const struct cg_model *m, float *x);
+/* cg_model_mask on m's parameters and every optimizer array it holds. */
+void cg_model_mask_all(struct cg_model *m);
+/*
+ * The mask tensors "mask.VIEW" of f into m (replacing its mask): each a
+ * u8 bitset [(n + 7) / 8] of a prunable view of n weights, bit j of byte
+ * j / 8 set where weight j is kept, the bits past n clear.  A mask of
+ * another dtype, shape or length, one with bits past n set, one naming a
+ * tensor that is no view or a view that cannot be pruned is refused: -1
+ * with a message naming it.  Then m's parameters and optimizer arrays
+ * are masked (cg_model_mask_all), so a weight whose stored dtype does
+ * not keep an exact zero (q4_0) reads as 0.  No mask tensor: m has none.
+ */
+int cg_model_load_mask(struct cg_model *m, const struct cg_file *f);
+/* The same checks into m->mask, nothing masked (the inference reader
+ * masks only the views it decoded). */
+int cg_model_read_mask(struct cg_model *m, const struct cg_file *f);
+/* The mask tensors of model file f checked as cg_model_load_mask checks
+ * them, against the layout its config makes (no weight is read).
+ * Returns 0, or -1 with a message. */
+int cg_model_file_check_mask(const struct cg_file *f);
+/* The mask as tensors of f, one per view with a pruned weight, in view
+ * order (copies).  Returns 0 or -1. */
+int cg_model_put_mask(const struct cg_model *m, struct cg_file *f);
 
 #endif

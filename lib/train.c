@@ -254,6 +254,10 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		memset(out, 0, P * sizeof(float));
 	}
 
+	/* Moments kept from before the model was pruned start at zero
+	 * where it prunes. */
+	cg_model_mask(m, mm);
+	cg_model_mask(m, vv);
 	const uint64_t step0 = m->step;
 	for (int k = 0; k < K; k++) {
 		struct cg_metrics bm;
@@ -286,6 +290,10 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		} else
 			add_metrics(&res->mean, &bm);
 		if (o->emit != CG_EMIT_GRAD) {
+			/* Pruned weights get no gradient, and are set back
+			 * to zero after the step (weight decay, or moments
+			 * from elsewhere, would move them). */
+			cg_model_mask(m, grad);
 			if (m->ngroups > 1)
 				cg_optim_mask_frozen(grad, groups, m->ngroups);
 			if (o->clip > 0)
@@ -294,6 +302,9 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			cg_optim_step_groups(&o->opt, groups, m->ngroups,
 			                     m->params, grad, mm, vv, m->views,
 			                     1);
+			cg_model_mask(m, m->params);
+			cg_model_mask(m, mm);
+			cg_model_mask(m, vv);
 			if (tp)
 				*tp += 1;
 			grad_clear = 1;
@@ -320,6 +331,7 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			 : 1.0f / (float)K;
 		for (size_t i = 0; i < P; i++)
 			out[i] *= inv;
+		cg_model_mask(m, out);
 		res->grad_norm = cg_clip_norm(out, P, o->clip);
 	} else if (o->emit == CG_EMIT_DELTA) {
 		for (size_t i = 0; i < P; i++)

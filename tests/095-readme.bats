@@ -176,3 +176,11 @@ make_small() {
 	assert_line "files in $PWD/shrink"
 	[ "$(stat -c %s shrink/model-q4_1.cgm)" -lt "$(stat -c %s shrink/model-f32.cgm)" ]
 }
+
+@test "examples/prune/run.sh" {
+	run -0 --separate-stderr "$top/examples/prune/run.sh" "$PWD/prune"
+	assert_line "output in $PWD/prune"
+	# fine-tuned, the pruned weights are still the zeros
+	assert_line "h.0.mlp.fc.w: 2048 pruned, 2048 zeros"
+	assert_line --regexp '^wanda +[0-9.]+ bits per byte$'
+}

@@ -25,6 +25,9 @@
  * matches) or row-blocks (a model's first 2-D q8_0/q4_0 tensor one zero
  * block longer a row: a tensor whole in itself, of more blocks than the
  * view it stands for).  HOW:NAME breaks tensor NAME only.
+ * For a pruned model IN, HOW may also break its first mask tensor:
+ * mask-dtype (stored as i8), mask-short (one byte shorter) or mask-name
+ * (renamed mask.wte, a view that cannot be pruned).
  * Output is a pure function of the arguments, so a test may compare bytes.
  * Exit 0 on success, 1 on failure, 2 on a usage error.
  */
@@ -236,6 +239,21 @@ tamper(const char *in, const char *how)
 			t->shape[1] += 32;
 			t->nelem = t->shape[0] * t->shape[1];
 			t->nbytes += t->shape[0] * c->bytes;
+			return f;
+		}
+		if (strncmp(how, "mask-", 5) == 0 &&
+		    strncmp(t->name, "mask.", 5) == 0) {
+			if (strcmp(how, "mask-dtype") == 0)
+				t->dtype = CG_I8;
+			else if (strcmp(how, "mask-short") == 0 &&
+			         t->nbytes > 1) {
+				t->shape[0]--;
+				t->nelem--;
+				t->nbytes--;
+			} else if (strcmp(how, "mask-name") == 0)
+				snprintf(t->name, sizeof(t->name), "mask.wte");
+			else
+				break;
 			return f;
 		}
 		if (strcmp(how, "scale-nan") == 0 && blk) {

@@ -1,0 +1,375 @@
+/*
+ * cg-prune - a sparser model: the least important weights set to zero
+ * and masked, so that later training keeps them at zero.
+ *
+ * Per tensor, global or N:M; importance by magnitude, Wanda (a
+ * calibration shard's activations) or a gradient.  The work is the
+ * library's (prune.c chooses, mask.c keeps); this program parses, reads
+ * the inputs, and writes the model.
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "model.h"
+#include "prune.h"
+#include "shard.h"
+#include "update.h"
+
+#define MAX_THREADS 4096
+#define MAX_EXCLUDE 64
+
+enum {
+	OPT_CALIB = CG_KEY_OWN,
+	OPT_EXCLUDE,
+	OPT_GLOBAL,
+	OPT_GROUP,
+	OPT_NM,
+	OPT_SEED,
+};
+
+static const struct cg_opt opts[] = {
+    {"output", 'o', "FILE", "the pruned model (- or a pipe: stdout)"},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {NULL, 0, NULL, "How much:"},
+    {"sparsity", 's', "X", "prune the fraction X (0 to 1) of each tensor"},
+    {"global", OPT_GLOBAL, NULL,
+     "rank all tensors' weights together: X of them all"},
+    {"group", OPT_GROUP, "NAME",
+     "-s ranks within each tensor or each output row (tensor; wanda: row)"},
+    {"nm", OPT_NM, "N:M", "keep N of each M consecutive inputs (2:4)"},
+    {"exclude", OPT_EXCLUDE, "GLOB",
+     "leave the tensors whose names match GLOB dense (repeatable)"},
+    {NULL, 0, NULL, "Which first (the least important):"},
+    {"importance", 'i', "NAME",
+     "magnitude |w|, wanda |w| ||x|| (needs -d) or grad |w g| (needs "
+     "GRAD) (magnitude)"},
+    {"data", 'd', "SHARD", "wanda: the calibration shard"},
+    {"calib", OPT_CALIB, "N", "wanda: examples of it to run (128; 0: all)"},
+    {"batch", 'b', "N", "wanda: examples per pass (32)"},
+    {"seed", OPT_SEED, "N", "wanda: which examples, and their noise (0)"},
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-prune",
+    .synopsis = "-s X [--global] [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]\n"
+                "--nm N:M [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]",
+    .about = "Prune a model (-: standard input): the least important "
+             "weights of its Linear\nlayers become 0, and a mask keeps "
+             "them 0 through later training.",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+};
+
+struct args {
+	const char *model, *grad, *out, *data;
+	const char *exclude[MAX_EXCLUDE];
+	int nexclude;
+	struct cg_prune_opts po;
+	int sparsity_given, global_given;
+	int group; /* -1: the importance's own, 0: tensor, 1: row */
+	enum cg_importance imp;
+	int imp_given;
+	const char *wanda_only; /* the first option only wanda takes */
+	long long calib, batch, threads;
+	uint64_t seed;
+	enum cg_compress comp;
+};
+
+/* "N:M" into o. */
+static int
+parse_nm(const char *s, struct cg_prune_opts *o)
+{
+	char *end;
+	const char *q;
+	long n = strtol(s, &end, 10), m;
+
+	if (end == s || *end != ':')
+		return cg_seterr("--nm: '%s' is not N:M", s);
+	q = end + 1;
+	m = strtol(q, &end, 10);
+	if (end == q || *end != '\0' || n < 1 || m > 256 || n >= m)
+		return cg_seterr("--nm: '%s': not N:M with 1 <= N < M <= 256",
+		                 s);
+	o->nm_n = (int)n;
+	o->nm_m = (int)m;
+	return 0;
+}
+
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+	const char *s = g->arg;
+	int e = 0;
+
+	switch (c) {
+	case 'b':
+		e = cg_parse_i64(g->name, s, 1, 1 << 20, &a->batch);
+		break;
+	case 'd':
+		a->data = s;
+		break;
+	case 'i':
+		a->imp_given = 1;
+		e = cg_importance_parse(s, &a->imp);
+		break;
+	case 'j':
+		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
+		break;
+	case 'o':
+		a->out = s;
+		break;
+	case 's':
+		a->sparsity_given = 1;
+		e = cg_parse_f64(g->name, s, 0, 1, &a->po.sparsity);
+		break;
+	case 'z':
+		e = cg_compress_parse(s, &a->comp);
+		break;
+	case OPT_CALIB:
+		e = cg_parse_i64(g->name, s, 0, (long long)1 << 40, &a->calib);
+		break;
+	case OPT_EXCLUDE:
+		if (a->nexclude == MAX_EXCLUDE)
+			e = cg_seterr("--exclude: more than %d", MAX_EXCLUDE);
+		else
+			a->exclude[a->nexclude++] = s;
+		break;
+	case OPT_GLOBAL:
+		a->global_given = 1;
+		break;
+	case OPT_GROUP:
+		if (strcmp(s, "tensor") == 0)
+			a->group = 0;
+		else if (strcmp(s, "row") == 0)
+			a->group = 1;
+		else
+			e = cg_seterr("--group: '%s' is not tensor or row", s);
+		break;
+	case OPT_NM:
+		e = parse_nm(s, &a->po);
+		break;
+	case OPT_SEED:
+		e = cg_parse_u64(g->name, s, &a->seed);
+		break;
+	}
+	if ((c == 'd' || c == 'b' || c == OPT_CALIB || c == OPT_SEED) &&
+	    a->wanda_only == NULL)
+		a->wanda_only = g->opt->name;
+	return e ? cg_usage(NULL) : CG_CONTINUE;
+}
+
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	int ind, rc;
+
+	memset(a, 0, sizeof(*a));
+	a->out = "-";
+	a->calib = 128;
+	a->batch = 32;
+	a->group = -1;
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (ind < argc)
+		a->model = argv[ind++];
+	if (ind < argc)
+		a->grad = argv[ind++];
+	if (ind < argc)
+		return cg_usage("more than a model and a gradient");
+	return CG_CONTINUE;
+}
+
+static int
+validate(struct args *a)
+{
+	if (a->model == NULL)
+		return cg_usage("no model");
+	if (!a->sparsity_given && a->po.nm_m == 0)
+		return cg_usage("nothing to prune: give --sparsity X or --nm "
+		                "N:M");
+	if (a->sparsity_given && a->po.nm_m)
+		return cg_usage("--sparsity and --nm: choose one");
+	if (a->global_given && !a->sparsity_given)
+		return cg_usage("--global ranks for --sparsity: N:M ranks "
+		                "within each run of M weights");
+	if (a->group >= 0 && !a->sparsity_given)
+		return cg_usage("--group is for --sparsity: N:M ranks within "
+		                "each run of M weights");
+	if (a->group >= 0 && a->global_given)
+		return cg_usage("--global and --group: a ranking is over all "
+		                "tensors, or within a tensor or a row");
+	if (a->imp == CG_IMPORTANCE_WANDA && a->global_given)
+		return cg_usage("--global: wanda compares weights within each "
+		                "output row, whose scores are not comparable "
+		                "across layers");
+	if (a->imp == CG_IMPORTANCE_WANDA && a->data == NULL)
+		return cg_usage("--importance wanda needs a calibration shard "
+		                "(-d SHARD)");
+	if (a->imp != CG_IMPORTANCE_WANDA && a->wanda_only)
+		return cg_usage("--%s is for --importance wanda",
+		                a->wanda_only);
+	if (a->imp == CG_IMPORTANCE_GRAD && a->grad == NULL)
+		return cg_usage("--importance grad needs a gradient file: "
+		                "cg-prune --importance grad MODEL GRAD");
+	if (a->imp != CG_IMPORTANCE_GRAD && a->grad)
+		return cg_usage("a gradient (%s) is for --importance grad",
+		                a->grad);
+	if (a->grad && strcmp(a->model, "-") == 0 && strcmp(a->grad, "-") == 0)
+		return cg_usage("the model and the gradient cannot both be "
+		                "standard input");
+	if (a->data && strcmp(a->data, "-") == 0 && strcmp(a->model, "-") == 0)
+		return cg_usage("the model and the shard cannot both be "
+		                "standard input");
+	a->po.global = a->global_given;
+	/* Wanda's own comparison is per output row; N:M ranks within runs
+	 * of a row already */
+	a->po.per_row = a->group >= 0
+	                    ? a->group
+	                    : a->imp == CG_IMPORTANCE_WANDA && a->po.nm_m == 0;
+	return CG_CONTINUE;
+}
+
+/* The views to prune into chosen [nviews]: the prunable ones that no
+ * --exclude pattern names.  0, or -1 with a message for a pattern that
+ * names no prunable view. */
+static int
+choose(const struct args *a, const struct cg_model *m, unsigned char *chosen)
+{
+	for (int i = 0; i < m->nviews; i++)
+		chosen[i] = (unsigned char)cg_model_prunable(m, i);
+	for (int k = 0; k < a->nexclude; k++) {
+		int hit = 0;
+		for (int i = 0; i < m->nviews; i++)
+			if (chosen[i] < 2 && cg_model_prunable(m, i) &&
+			    fnmatch(a->exclude[k], m->views[i].name, 0) == 0) {
+				chosen[i] = 2; /* excluded */
+				hit = 1;
+			}
+		if (!hit)
+			return cg_seterr("--exclude '%s': names no tensor that "
+			                 "may be pruned",
+			                 a->exclude[k]);
+	}
+	for (int i = 0; i < m->nviews; i++)
+		chosen[i] = chosen[i] == 1;
+	return 0;
+}
+
+/* The scores of m's weights by a's importance into score [nparams]. */
+static int
+score(const struct args *a, struct cg_model *m, const char *mname, float *score)
+{
+	struct cg_update *u = NULL;
+	struct cg_shard *s = NULL;
+	double *sq = NULL;
+	float *g = NULL;
+	uint64_t rows;
+	int rc = -1;
+
+	if (a->imp == CG_IMPORTANCE_GRAD) {
+		if ((u = cg_update_read(a->grad)) == NULL)
+			goto out;
+		if (u->kind != CG_UPDATE_GRAD) {
+			cg_seterr("%s: a %s, not a gradient", u->name,
+			          cg_update_kind_name(u->kind));
+			goto out;
+		}
+		if (cg_update_check_base(u, m, mname) < 0 ||
+		    (g = cg_alloc(m->nparams * sizeof(float))) == NULL ||
+		    cg_update_get(u, m, g) != 0)
+			goto out;
+	} else if (a->imp == CG_IMPORTANCE_WANDA) {
+		if ((s = cg_shard_open(a->data)) == NULL)
+			goto out;
+		if (cg_prune_input_sq(m, s, (uint64_t)a->calib, (int)a->batch,
+		                      a->seed, &sq, &rows) != 0) {
+			cg_errprefix(strcmp(a->data, "-") ? a->data
+			                                  : "(stdin)");
+			goto out;
+		}
+	}
+	rc = cg_prune_scores(m, a->imp, g, sq, score);
+out:
+	cg_update_free(u);
+	cg_shard_free(s);
+	free(sq);
+	free(g);
+	return rc;
+}
+
+/* What the manifest says of the pruning (readers take the mask). */
+static void
+record(const struct args *a, struct cg_model *m)
+{
+	cJSON *o;
+	char nm[32];
+
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "pruning");
+	if ((o = cJSON_AddObjectToObject(m->manifest, "pruning")) == NULL)
+		return;
+	cJSON_AddStringToObject(o, "importance", cg_importance_name(a->imp));
+	if (a->po.nm_m) {
+		snprintf(nm, sizeof(nm), "%d:%d", a->po.nm_n, a->po.nm_m);
+		cJSON_AddStringToObject(o, "nm", nm);
+	} else {
+		cJSON_AddNumberToObject(o, "sparsity", a->po.sparsity);
+		cJSON_AddBoolToObject(o, "global", a->po.global);
+		if (!a->po.global)
+			cJSON_AddStringToObject(
+			    o, "group", a->po.per_row ? "row" : "tensor");
+	}
+	cJSON_AddNumberToObject(o, "pruned", (double)cg_model_pruned(m, -1));
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a;
+	struct cg_model *m = NULL;
+	unsigned char *chosen = NULL;
+	float *sc = NULL;
+	int rc;
+
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+	    (rc = validate(&a)) != CG_CONTINUE)
+		return rc;
+	cg_set_threads((int)a.threads);
+	const char *mname = strcmp(a.model, "-") ? a.model : "(stdin)";
+	rc = CG_EXIT_FAILURE;
+	if ((m = cg_model_read(a.model)) == NULL) {
+		cg_warn(NULL);
+		goto out;
+	}
+	if ((chosen = calloc((size_t)m->nviews, 1)) == NULL ||
+	    (sc = cg_alloc(m->nparams * sizeof(float))) == NULL) {
+		cg_warnx("out of memory");
+		goto out;
+	}
+	if (choose(&a, m, chosen) != 0 || score(&a, m, mname, sc) != 0 ||
+	    cg_prune_apply(m, &a.po, chosen, sc) != 0) {
+		cg_warn(NULL);
+		goto out;
+	}
+	record(&a, m);
+	if (cg_model_write(m, a.out, a.comp) != 0) {
+		cg_warn(NULL);
+		goto out;
+	}
+	rc = CG_EXIT_OK;
+out:
+	free(sc);
+	free(chosen);
+	cg_model_free(m);
+	return cg_finish_stdout(rc);
+}
