@@ -490,6 +490,26 @@ q4_1_decode(float *dst, const void *src, size_t n)
 	}
 }
 
+/* The least and greatest element of block x[QK], the first of equals
+ * (as ggml's C reads them). */
+static void
+block_range(const float *x, float *min, float *max)
+{
+	*min = *max = x[0];
+	for (int j = 1; j < QK; j++) {
+		*min = x[j] < *min ? x[j] : *min;
+		*max = x[j] > *max ? x[j] : *max;
+	}
+}
+
+/* Levels q[QK] (0 to 15) as q4_0's and q4_1's nibbles into b[QK / 2]. */
+static void
+put_nibbles(unsigned char *b, const unsigned char *q)
+{
+	for (int j = 0; j < QK / 2; j++)
+		b[j] = (unsigned char)(q[j] | q[j + QK / 2] << 4);
+}
+
 /*
  * ggml's quantize_row_q4_1_reference: min and max of the block, d =
  * (max - min) / 15, q = min(15, trunc((x - min) * (1/d) + 0.5)), the
@@ -504,11 +524,8 @@ q4_1_encode(void *dst, const float *src, size_t n)
 	if (check_blocks(src, n, 1.0f, "q4_1") != 0)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 4 + QK / 2) {
-		float min = src[i], max = src[i], d, id;
-		for (int j = 1; j < QK; j++) {
-			min = src[i + j] < min ? src[i + j] : min;
-			max = src[i + j] > max ? src[i + j] : max;
-		}
+		float min, max, d, id;
+		block_range(src + i, &min, &max);
 		d = (max - min) / 15;
 		id = d != 0 ? 1.0f / d : 0.0f;
 		put16(b, cg_f32_to_f16(d));
@@ -616,17 +633,14 @@ q4_1_encode_fit(void *dst, const float *src, size_t n)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 4 + QK / 2) {
 		const float *x = src + i;
-		float min = x[0], max = x[0];
+		float min, max;
 		unsigned char q[QK], bq[QK];
 		uint16_t dh, mh, bd, bm;
 		double best, err;
 		float w[QK];
 
 		fit_weights(x, w);
-		for (int j = 1; j < QK; j++) {
-			min = x[j] < min ? x[j] : min;
-			max = x[j] > max ? x[j] : max;
-		}
+		block_range(x, &min, &max);
 		best = q4_1_try(x, w, (max - min) / 15, min, &bd, &bm, bq);
 		for (int k = 0; k <= FIT_STARTS; k++) {
 			/* a span narrowed by k/64 on both sides */
@@ -647,8 +661,7 @@ q4_1_encode_fit(void *dst, const float *src, size_t n)
 		}
 		put16(b, bd);
 		put16(b + 2, bm);
-		for (int j = 0; j < QK / 2; j++)
-			b[4 + j] = (unsigned char)(bq[j] | bq[j + QK / 2] << 4);
+		put_nibbles(b + 4, bq);
 	}
 	return 0;
 }
@@ -714,8 +727,7 @@ q4_0_encode_fit(void *dst, const float *src, size_t n)
 			}
 		}
 		put16(b, bd);
-		for (int j = 0; j < QK / 2; j++)
-			b[2 + j] = (unsigned char)(bq[j] | bq[j + QK / 2] << 4);
+		put_nibbles(b + 2, bq);
 	}
 	return 0;
 }
