@@ -21,6 +21,9 @@ struct cg_train_opts {
 	enum cg_order order;
 	struct cg_optim opt; /* inner optimizer (delta, model) */
 	double clip;	     /* global gradient norm limit; 0 = none */
+	/* Toward a teacher (model.h); NULL: plain training.  The teacher
+	 * runs forward only, in the student's chunks, checkpointed. */
+	const struct cg_distill *distill;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
