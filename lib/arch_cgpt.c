@@ -47,6 +47,14 @@
  * per-token mean over batches weighs each batch's loss by part[0] * n;
  * n = examples.
  *
+ * Distillation (cgpt_distill): the teacher, a cgpt of the same
+ * conditions and a context at least T, reads the very tokens of the
+ * student's windows; its log-probabilities at the temperature, for the
+ * whole batch, are the soft targets of cg_cgpt_distill_forward_backward.
+ * The windows are drawn once, for the student, so the teacher adds no
+ * randomness.  Its workspace is its own (on the teacher's m->ws), in
+ * chunks of the teacher's m->chunk, checkpointed as lib/train.c asks.
+ *
  * Memory: a batch is run through the model in equal chunks of at most
  * m->chunk sequences (0: as many as CHUNK_BYTES of workspace allow), with
  * activation checkpointing when m->checkpoint is set; gradients

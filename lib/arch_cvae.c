@@ -5,7 +5,8 @@
  * shard's bytes turned into Bernoulli targets (pixel / 255), and the
  * reparameterisation noise drawn per example from (noise seed, example
  * index), so that a batch split over workers sees the same noise as the
- * whole batch on one machine.
+ * whole batch on one machine.  A teacher (cvae_distill) decodes its
+ * posterior mean, without noise, so distillation keeps that property.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -84,7 +84,9 @@ struct cg_memplan {
  * and delta calls) is still to be allocated.  Keeping every activation of
  * whole batches comes first; then smaller chunks, down to 4 examples, with
  * gradients accumulated over them (the same mean gradient); then
- * activation checkpointing, the largest chunk that fits.  checkpoint != 0
+ * activation checkpointing, the largest chunk that fits.  A teacher
+ * (o->distill) runs in the same chunks, its workspace counted beside the
+ * model's (struct cg_arch's teacher_bytes).  checkpoint != 0
  * asks for checkpointing whatever the budget.  Sets m->chunk and
  * m->checkpoint, and *p.  Returns 0, or -1 with a message when nothing
  * fits or the arch cannot checkpoint.
