@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 #
-# 066-distill.bats - cg-train-step --teacher: a model trained toward a
+# 067-distill.bats - cg-train-step --teacher: a model trained toward a
 # teacher's outputs as well as the data.
 #
 # The teacher runs forward only and draws no randomness, and the
