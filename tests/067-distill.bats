@@ -260,3 +260,28 @@ examples() {
 	[ "$(jq .chunk c.log)" -gt 0 ] || [ "$(jq .checkpoint c.log)" = true ]
 	run -0 cg-inspect --diff -q --tolerance 1e-6 g.cgg g2.cgg
 }
+
+@test "distill: a teacher stored in f16 or q8_0 teaches as its values decoded" {
+	# the same values in f32: the same gradient, to the byte
+	mkcg -t f16 teacher.cgm t16.cgm
+	mkcg -t f32 t16.cgm t16as32.cgm
+	[ "$(tar xOf t16.cgm cg.json | jq -r '[.tensors[].dtype] | unique | join(",")')" = f16 ]
+	cg-train-step -q -m init.cgm -d all-0.cgd --steps 2 --batch 4 \
+		--seed 2 --teacher t16.cgm -o g16.cgg
+	cg-train-step -q -m init.cgm -d all-0.cgd --steps 2 --batch 4 \
+		--seed 2 --teacher t16as32.cgm -o g32.cgg
+	cmp g16.cgg g32.cgg
+	mkcg -t q8_0 teacher.cgm tq8.cgm
+	tar xOf tq8.cgm cg.json | jq -e '[.tensors[].dtype] | index("q8_0")'
+	mkcg -t f32 tq8.cgm tq8as32.cgm
+	cg-train-step -q -m init.cgm -d all-0.cgd --steps 2 --batch 4 \
+		--seed 2 --teacher tq8.cgm -o gq8.cgg
+	cg-train-step -q -m init.cgm -d all-0.cgd --steps 2 --batch 4 \
+		--seed 2 --teacher tq8as32.cgm -o gq8as32.cgg
+	cmp gq8.cgg gq8as32.cgg
+	# and rounding the teacher changed it a little, not nothing
+	cg-train-step -q -m init.cgm -d all-0.cgd --steps 2 --batch 4 \
+		--seed 2 --teacher teacher.cgm -o g.cgg
+	run -1 cg-inspect --diff -q g.cgg g16.cgg
+	run -0 cg-inspect --diff -q --tolerance 1e-3 g.cgg g16.cgg
+}
