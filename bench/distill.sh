@@ -11,7 +11,7 @@
 #   HELD     the held-out shard (out/data/held.cgd)
 #   METHOD   scratch, distill, or distill:A:T (teacher weight A,
 #            temperature T); default: scratch distill (the defaults of
-#            cg-train-step, weight 0.5 and temperature 1)
+#            cg-train-step, weight 0.9 and temperature 1)
 #
 # The student has the teacher's context, layers and heads and width
 # WIDTH (default half the teacher's), made by cg-init with SEED.  Each

@@ -56,7 +56,7 @@ static const struct cg_opt opts[] = {
     {"teacher-temp", OPT_TEACHER_TEMP, "T",
      "the temperature of both distributions (1)"},
     {"teacher-weight", OPT_TEACHER_WEIGHT, "A",
-     "the teacher term's weight in [0, 1] (0.5)"},
+     "the teacher term's weight in [0, 1] (0.9)"},
     {"log", OPT_LOG, "FILE", "append one JSON line of metrics"},
     {"max-memory", OPT_MAX_MEMORY, "SIZE",
      "fit the call in SIZE (256M, 2G): chunks, checkpointing"},
@@ -629,7 +629,7 @@ main(int argc, char **argv)
 	                 .batch = 128,
 	                 .decay = 1,
 	                 .tau = 1,
-	                 .alpha = 0.5};
+	                 .alpha = 0.9};
 	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
 	int rc;
 

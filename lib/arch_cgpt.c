@@ -425,7 +425,6 @@ cgpt_distill(struct cg_model *m, const struct cg_distill *d,
 	struct cgpt_ws *w, *tw;
 	uint64_t count;
 	double data = 0, teach = 0;
-	const float alpha = (float)d->alpha, tau = (float)d->tau;
 
 	if (B < 1)
 		return cg_seterr("cgpt: batch %d: not positive", B);
@@ -452,7 +451,7 @@ cgpt_distill(struct cg_model *m, const struct cg_distill *d,
 		                    nb, T) != 0)
 			return -1;
 		cg_log_softmax_forward(tw->tlogp + r * V,
-		                       cg_cgpt_logits(tw->ws), tau,
+		                       cg_cgpt_logits(tw->ws), (float)d->tau,
 		                       (size_t)nb * T, V);
 	}
 	for (int b0 = 0; b0 < B; b0 += w->run) {
@@ -462,15 +461,15 @@ cgpt_distill(struct cg_model *m, const struct cg_distill *d,
 
 		if (cg_cgpt_distill_forward_backward(
 		        &w->c, m->params, w->ws, w->tokens + r, w->targets + r,
-		        w->weight + r, tw->tlogp + r * V, alpha, tau, nb, T,
-		        grad, NULL, &pd, &pt) != 0)
+		        w->weight + r, tw->tlogp + r * V, d->alpha, d->tau, nb,
+		        T, grad, NULL, &pd, &pt) != 0)
 			return -1;
 		data += pd;
 		teach += pt;
 	}
 	/* As cg_cgpt_distill_forward_backward mixes them: alpha 0 leaves
 	 * the data term's bits. */
-	out->loss = (1.0 - alpha) * data + alpha * teach;
+	out->loss = (1.0 - d->alpha) * data + d->alpha * teach;
 	out->data = data;
 	out->teacher = teach;
 	out->bits_per = data / M_LN2;

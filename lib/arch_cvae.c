@@ -242,7 +242,7 @@ cvae_distill(struct cg_model *m, const struct cg_distill *d,
 		tw->tl[i] = tl[i] / tau;
 	if (cg_cvae_distill_forward_backward(
 	        &w->c, m->params, w->ws, w->x, w->cond, w->eps, tw->tl,
-	        (float)d->alpha, tau, B, grad, &loss, &rec, &kl, &teach) != 0)
+	        d->alpha, d->tau, B, grad, &loss, &rec, &kl, &teach) != 0)
 		return -1;
 	memset(out, 0, sizeof(*out));
 	out->loss = loss;

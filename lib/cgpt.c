@@ -662,7 +662,7 @@ cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
                                  const float *params, struct cg_cgpt_ws *w,
                                  const int *tokens, const int *targets,
                                  const float *weight, const float *tlogp,
-                                 float alpha, float tau, int B, int T,
+                                 double alpha, double tau, int B, int T,
                                  float *grad, double *loss, double *data,
                                  double *teacher)
 {
@@ -687,13 +687,13 @@ cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
 		zero(w->dlogits, (size_t)BT * V);
 	cg_distill_xent_forward_backward(ce, kl, grad ? w->dlogits : NULL,
 	                                 w->logits, tlogp, targets, weight,
-	                                 alpha, tau, B, T, V);
+	                                 (float)alpha, (float)tau, B, T, V);
 	double sd = 0, st = 0;
 	for (size_t i = 0; i < (size_t)BT; i++) {
 		sd += weight[i] * ce[i];
 		st += weight[i] * kl[i];
 	}
-	st *= (double)tau * tau;
+	st *= tau * tau;
 	if (data != NULL)
 		*data = sd;
 	if (teacher != NULL)

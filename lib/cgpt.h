@@ -153,7 +153,7 @@ int cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
                                      const float *params, struct cg_cgpt_ws *w,
                                      const int *tokens, const int *targets,
                                      const float *weight, const float *tlogp,
-                                     float alpha, float tau, int B, int T,
+                                     double alpha, double tau, int B, int T,
                                      float *grad, double *loss, double *data,
                                      double *teacher);
 

@@ -335,7 +335,7 @@ mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
  * in_dim], alpha and tau; *teacher receives the teacher term's mean. */
 struct distill {
 	const float *tlogits;
-	float alpha, tau;
+	double alpha, tau;
 	double *teacher;
 };
 
@@ -380,13 +380,14 @@ passes(const struct cg_cvae_config *c, const float *params,
 	/* Distilled, the data's reconstruction term is weighed by 1 -
 	 * alpha ((1 - 0) * scale is scale: alpha 0 is plain training to the
 	 * bit), and the teacher's term by alpha. */
-	float alpha = d ? d->alpha : 0;
+	const double alpha = d ? d->alpha : 0;
+	const float af = (float)alpha;
 	if (grad != NULL) {
 		memset(w->dlogits, 0, (size_t)B * D * sizeof(float));
 		if (alpha < 1)
 			cg_bce_logits_forward_backward(
 			    w->rec, w->dlogits, w->logits, x,
-			    (1.0f - alpha) * scale, B, D);
+			    (1.0f - af) * scale, B, D);
 		else
 			cg_bce_logits_forward(w->rec, w->logits, x, B, D);
 	} else
@@ -401,10 +402,10 @@ passes(const struct cg_cvae_config *c, const float *params,
 		double st = 0;
 		cg_bern_kl_forward_backward(
 		    w->rec, grad && alpha != 0 ? w->dlogits : NULL, w->logits,
-		    d->tlogits, d->tau, alpha * scale, B, D);
+		    d->tlogits, (float)d->tau, af * scale, B, D);
 		for (int b = 0; b < B; b++)
 			st += w->rec[b];
-		st *= (double)d->tau * d->tau / B;
+		st *= d->tau * d->tau / B;
 		*d->teacher = st;
 		if (loss != NULL)
 			*loss = ((1.0 - alpha) * srec + skl) / B + alpha * st;
@@ -455,7 +456,7 @@ cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
                                  const float *params, struct cg_cvae_ws *w,
                                  const float *x, const int *cond,
                                  const float *eps, const float *tlogits,
-                                 float alpha, float tau, int B, float *grad,
+                                 double alpha, double tau, int B, float *grad,
                                  double *loss, double *rec, double *kl,
                                  double *teacher)
 {

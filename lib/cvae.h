@@ -104,7 +104,7 @@ int cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
                                      const float *params, struct cg_cvae_ws *w,
                                      const float *x, const int *cond,
                                      const float *eps, const float *tlogits,
-                                     float alpha, float tau, int B,
+                                     double alpha, double tau, int B,
                                      float *grad, double *loss, double *rec,
                                      double *kl, double *teacher);
 

@@ -160,9 +160,10 @@ examples() {
 	run -0 jq -r '[.loss, .data, .teacher, .rec, .kl] | @tsv' v.log
 	echo "$output"
 	read -r loss data teach rec kl <<<"$output"
-	# cvae: (1 - a) rec + kl + a teacher; data = rec + kl
+	# cvae: (1 - a) rec + kl + a teacher, a = 0.9 by default;
+	# data = rec + kl
 	awk -v l="$loss" -v d="$data" -v t="$teach" -v r="$rec" -v k="$kl" 'BEGIN {
-		m = 0.5 * r + k + 0.5 * t; e = l - m; if (e < 0) e = -e
+		m = 0.1 * r + k + 0.9 * t; e = l - m; if (e < 0) e = -e
 		f = d - r - k; if (f < 0) f = -f
 		exit !(t > 0 && e <= 1e-9 * l && f <= 1e-9 * d) }'
 }

@@ -152,7 +152,7 @@ make_small() {
 	grep -q "out/diloco/model.cgm (cgpt, step 2)" log
 	grep -q "out/student/scratch.cgm (cgpt, step 2)" log
 	grep -q "out/student/distilled.cgm (cgpt, step 2)" log
-	[ "$(jq -r .teacher_weight out/student/distill.jsonl)" = 0.5 ]
+	[ "$(jq -r .teacher_weight out/student/distill.jsonl)" = 0.9 ]
 }
 
 @test "examples/shard-fashion/run.sh and examples/inspect/run.sh" {
