@@ -351,8 +351,7 @@ prepare(const struct args *a, struct job *j)
 			return cg_warn(NULL), -1;
 	}
 	if (cg_train_plan(j->m, job_opts(a, j), j->st, a->max_memory,
-	                  cg_rss_now(),
-	                  a->ckpt, &j->plan) != 0) {
+	                  cg_rss_now(), a->ckpt, &j->plan) != 0) {
 		if (a->max_memory)
 			cg_warn("--max-memory");
 		else if (a->ckpt)
