@@ -20,6 +20,9 @@
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)
 #define MAX_THREADS 4096
+/* --teacher-temp: past these a softmax is one-hot or flat in float. */
+#define MIN_TEMP 0.05
+#define MAX_TEMP 100
 
 enum {
 	OPT_BUDGET = CG_KEY_OWN,
@@ -32,6 +35,9 @@ enum {
 	OPT_MAX_MEMORY,
 	OPT_ORDER,
 	OPT_SEED,
+	OPT_TEACHER,
+	OPT_TEACHER_TEMP,
+	OPT_TEACHER_WEIGHT,
 };
 
 static const struct cg_opt opts[] = {
@@ -45,6 +51,12 @@ static const struct cg_opt opts[] = {
     {"clip", OPT_CLIP, "X", "clip the gradient norm to X"},
     {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)"},
     {"seed", OPT_SEED, "N", "data order and model noise (0)"},
+    {"teacher", OPT_TEACHER, "FILE",
+     "distill: learn from this model's outputs too"},
+    {"teacher-temp", OPT_TEACHER_TEMP, "T",
+     "the temperature of both distributions (1)"},
+    {"teacher-weight", OPT_TEACHER_WEIGHT, "A",
+     "the teacher term's weight in [0, 1] (0.9)"},
     {"log", OPT_LOG, "FILE", "append one JSON line of metrics"},
     {"max-memory", OPT_MAX_MEMORY, "SIZE",
      "fit the call in SIZE (256M, 2G): chunks, checkpointing"},
@@ -80,7 +92,9 @@ static const struct cg_cli cli = {
 
 /* What the command line asks for. */
 struct args {
-	const char *model, *data, *out, *state, *log, *emit_name;
+	const char *model, *data, *out, *state, *log, *emit_name, *teacher;
+	double tau, alpha;
+	int tau_set, alpha_set;
 	struct cg_train_opts o;
 	struct cg_optim_cli oc;
 	enum cg_compress comp;
@@ -95,6 +109,9 @@ struct args {
 /* What one call holds while it runs; freed by job_free. */
 struct job {
 	struct cg_model *m;
+	struct cg_model *t; /* --teacher, or NULL */
+	struct cg_distill distill;
+	struct cg_train_opts o; /* a's, with the teacher */
 	struct cg_shard *s;
 	struct cg_state *st; /* NULL without --state */
 	struct cg_state_call call;
@@ -215,6 +232,17 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_SEED:
 		e = cg_parse_u64(g->name, s, &a->o.seed);
 		break;
+	case OPT_TEACHER:
+		a->teacher = s;
+		break;
+	case OPT_TEACHER_TEMP:
+		e = cg_parse_f64(g->name, s, MIN_TEMP, MAX_TEMP, &a->tau);
+		a->tau_set = 1;
+		break;
+	case OPT_TEACHER_WEIGHT:
+		e = cg_parse_f64(g->name, s, 0, 1, &a->alpha);
+		a->alpha_set = 1;
+		break;
 	default:
 		e = cg_optim_cli_option(&a->oc, c, s) < 0;
 		break;
@@ -253,6 +281,14 @@ validate(struct args *a)
 		return cg_usage("--state: '-' is not a file");
 	if (a->state && strcmp(a->state, a->out) == 0)
 		return cg_usage("--state and -o name the same file");
+	if ((a->tau_set || a->alpha_set) && a->teacher == NULL)
+		return cg_usage("--%s needs --teacher",
+		                a->tau_set ? "teacher-temp" : "teacher-weight");
+	if (a->teacher && strcmp(a->teacher, "-") == 0 &&
+	    (strcmp(a->model, "-") == 0 || strcmp(a->data, "-") == 0))
+		return cg_usage("the teacher and the %s cannot both be "
+		                "standard input",
+		                strcmp(a->model, "-") == 0 ? "model" : "shard");
 	if (a->budget && a->codec_name == NULL)
 		cg_uspec_parse("topk", &a->codec);
 	a->coded = a->codec_name != NULL || a->budget != 0;
@@ -271,6 +307,15 @@ validate(struct args *a)
 	return CG_CONTINUE;
 }
 
+/* The training options of the call: a's, with j's teacher. */
+static const struct cg_train_opts *
+job_opts(const struct args *a, struct job *j)
+{
+	j->o = a->o;
+	j->o.distill = j->t ? &j->distill : NULL;
+	return &j->o;
+}
+
 /*
  * Read the inputs, open the outputs, read and check the state, plan the
  * memory: everything that can fail before the work.  0, or -1 said.
@@ -279,8 +324,18 @@ static int
 prepare(const struct args *a, struct job *j)
 {
 	if ((j->m = cg_model_read(a->model)) == NULL ||
-	    (j->s = cg_shard_open(a->data)) == NULL)
+	    (j->s = cg_shard_open(a->data)) == NULL ||
+	    (a->teacher && (j->t = cg_model_read(a->teacher)) == NULL))
 		return cg_warn(NULL), -1;
+	/* A teacher that cannot teach this model on this shard is refused
+	 * before any output is opened. */
+	if (j->t) {
+		if (cg_model_check_teacher(j->m, j->t, j->s) != 0)
+			return cg_warn("%s", a->teacher), -1;
+		j->distill.teacher = j->t;
+		j->distill.alpha = a->alpha;
+		j->distill.tau = a->tau;
+	}
 	/* Open the outputs first: a terminal on stdout or an unwritable
 	 * directory is refused before any work is done. */
 	if (cg_out_open(&j->out, a->out) != 0 ||
@@ -289,12 +344,14 @@ prepare(const struct args *a, struct job *j)
 	/* A state must belong to this call: see cg_state_check. */
 	if (a->state) {
 		cg_state_call_init(&j->call, a->emit_name, j->s, j->m, a->out);
+		if (j->t)
+			cg_state_call_teacher(&j->call, j->t);
 		if (cg_state_read(&j->st, a->state) != 0 ||
 		    cg_state_check(j->st, a->state, &j->call) != 0)
 			return cg_warn(NULL), -1;
 	}
-	if (cg_train_plan(j->m, &a->o, j->st, a->max_memory, cg_rss_now(),
-	                  a->ckpt, &j->plan) != 0) {
+	if (cg_train_plan(j->m, job_opts(a, j), j->st, a->max_memory,
+	                  cg_rss_now(), a->ckpt, &j->plan) != 0) {
 		if (a->max_memory)
 			cg_warn("--max-memory");
 		else if (a->ckpt)
@@ -303,7 +360,7 @@ prepare(const struct args *a, struct job *j)
 			cg_warn(NULL);
 		return -1;
 	}
-	if (j->st && cg_train_state_init(j->st, j->m, &a->o) != 0)
+	if (j->st && cg_train_state_init(j->st, j->m, job_opts(a, j)) != 0)
 		return cg_warn("%s", a->state), -1;
 	if (a->o.emit != CG_EMIT_MODEL &&
 	    (j->buf = cg_alloc(j->m->nparams * sizeof(float))) == NULL)
@@ -327,7 +384,7 @@ prepare(const struct args *a, struct job *j)
 static int
 train(const struct args *a, struct job *j)
 {
-	struct cg_train_opts o = a->o;
+	struct cg_train_opts o = *job_opts(a, j);
 	struct cg_progress pb;
 	double t0;
 	int rc;
@@ -345,6 +402,8 @@ train(const struct args *a, struct job *j)
 	/* The activations are done with: the output has their room. */
 	if (j->m->arch->free_ws)
 		j->m->arch->free_ws(j->m);
+	if (j->t && j->t->arch->free_ws)
+		j->t->arch->free_ws(j->t);
 	return 0;
 }
 
@@ -371,6 +430,12 @@ write_log(const char *path, const struct cg_model *m,
 		if (m->arch->part_names[i])
 			cJSON_AddNumberToObject(o, m->arch->part_names[i],
 			                        res->mean.part[i]);
+	if (j->t) {
+		cJSON_AddNumberToObject(o, "data", res->mean.data);
+		cJSON_AddNumberToObject(o, "teacher", res->mean.teacher);
+		cJSON_AddNumberToObject(o, "teacher_weight", j->distill.alpha);
+		cJSON_AddNumberToObject(o, "teacher_temp", j->distill.tau);
+	}
 	cJSON_AddNumberToObject(o, "seconds", secs);
 	cJSON_AddNumberToObject(o, "chunk", plan->chunk);
 	cJSON_AddBoolToObject(o, "checkpoint", plan->checkpoint);
@@ -533,6 +598,11 @@ report(const struct job *j)
 	         (unsigned long long)j->res.samples, j->res.mean.loss,
 	         j->secs > 0 ? j->res.samples / j->secs : 0, chunks,
 	         cg_rss_peak() / 1048576.0, p->estimate / 1048576.0);
+	if (j->t)
+		cg_warnx("data term %.4f, teacher term %.4f (weight %g, "
+		         "temperature %g)",
+		         j->res.mean.data, j->res.mean.teacher, j->distill.alpha,
+		         j->distill.tau);
 	if (j->dense_bytes > 0)
 		cg_warnx("encoded update: %.0f bytes of %.0f dense (%.1fx "
 		         "smaller)",
@@ -550,6 +620,7 @@ job_free(struct job *j)
 	cg_state_free(j->st);
 	cg_shard_free(j->s);
 	cg_model_free(j->m);
+	cg_model_free(j->t);
 }
 
 int
@@ -559,7 +630,9 @@ main(int argc, char **argv)
 	                 .emit_name = "grad",
 	                 .steps = 1,
 	                 .batch = 128,
-	                 .decay = 1};
+	                 .decay = 1,
+	                 .tau = 1,
+	                 .alpha = 0.9};
 	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
 	int rc;
 

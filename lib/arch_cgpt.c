@@ -47,6 +47,14 @@
  * per-token mean over batches weighs each batch's loss by part[0] * n;
  * n = examples.
  *
+ * Distillation (cgpt_distill): the teacher, a cgpt of the same
+ * conditions and a context at least T, reads the very tokens of the
+ * student's windows; its log-probabilities at the temperature, for the
+ * whole batch, are the soft targets of cg_cgpt_distill_forward_backward.
+ * The windows are drawn once, for the student, so the teacher adds no
+ * randomness.  Its workspace is its own (on the teacher's m->ws), in
+ * chunks of the teacher's m->chunk, checkpointed as lib/train.c asks.
+ *
  * Memory: a batch is run through the model in equal chunks of at most
  * m->chunk sequences (0: as many as CHUNK_BYTES of workspace allow), with
  * activation checkpointing when m->checkpoint is set; gradients
@@ -61,6 +69,7 @@
 
 #include "cgpt.h"
 #include "model.h"
+#include "transformer.h"
 
 #define WINDOW_TAG 0x77696e646f77ULL /* "window" */
 /* A long example's window is its start window one time in START_ODDS. */
@@ -78,6 +87,9 @@ struct cgpt_ws {
 	int *tokens;   /* [seq_cap, T] */
 	int *targets;  /* [seq_cap, T] */
 	float *weight; /* [seq_cap, T] */
+	/* A teacher's: its log-probabilities at the temperature for the
+	 * student's sequences, [seq_cap, T, V] (NULL until it teaches). */
+	float *tlogp;
 };
 
 static int
@@ -167,6 +179,7 @@ cgpt_free_ws(struct cg_model *m)
 	free(w->tokens);
 	free(w->targets);
 	free(w->weight);
+	free(w->tlogp);
 	free(w);
 	m->ws = NULL;
 	m->ws_batch = 0;
@@ -359,19 +372,18 @@ make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
 	return count;
 }
 
+/*
+ * The sequences of examples ex[0..B) of s into w's tokens, targets and
+ * weights, the weights scaled to sum to 1; *count gets the scored tokens.
+ * 0, or -1 with a message.
+ */
 static int
-cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, uint64_t *count)
 {
-	struct cgpt_ws *w;
-	uint64_t count = 0;
-	double loss = 0;
-
-	if (B < 1)
-		return cg_seterr("cgpt: batch %d: not positive", B);
-	if ((w = get_ws(m, B)) == NULL)
-		return -1;
 	const int T = w->c.T;
+
+	*count = 0;
 	for (int b = 0; b < B; b++) {
 		uint64_t i = ex[b];
 		size_t r = (size_t)b * T;
@@ -383,17 +395,36 @@ cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 			                 (unsigned long long)s->n);
 		/* cg_shard_open checked prompt_len[i] <= the length. */
 		uint64_t P = s->prompt_len ? s->prompt_len[i] : 0;
-		count += make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
-		                  w->targets + r, w->weight + r, NULL);
+		*count += make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
+		                   w->targets + r, w->weight + r, NULL);
 	}
+	if (*count == 0)
+		return 0;
+	/* Weights 1/count make the summed loss a mean per scored token. */
+	float inv = (float)(1.0 / (double)*count);
+	for (size_t j = 0; j < (size_t)B * T; j++)
+		w->weight[j] *= inv;
+	return 0;
+}
+
+static int
+cgpt_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cgpt_ws *w;
+	uint64_t count;
+	double loss = 0;
+
+	if (B < 1)
+		return cg_seterr("cgpt: batch %d: not positive", B);
+	if ((w = get_ws(m, B)) == NULL ||
+	    fill_batch(w, s, ex, B, noise_seed, &count) != 0)
+		return -1;
+	const int T = w->c.T;
 	memset(out, 0, sizeof(*out));
 	out->n = (uint64_t)B;
 	if (count == 0)
 		return 0;
-	/* Weights 1/count make the summed loss a mean per scored token. */
-	float inv = (float)(1.0 / (double)count);
-	for (size_t j = 0; j < (size_t)B * T; j++)
-		w->weight[j] *= inv;
 	for (int b0 = 0; b0 < B; b0 += w->run) {
 		int nb = B - b0 < w->run ? B - b0 : w->run;
 		size_t r = (size_t)b0 * T;
@@ -454,6 +485,111 @@ cgpt_input_sq(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	return 0;
 }
 
+/* ------------------------------------------------------- distillation */
+
+/*
+ * A teacher must give a distribution over the student's vocabulary (the
+ * same conditions: model.c compares their names) for every position the
+ * student sees: the teacher runs on the student's windows, so its context
+ * must hold them.
+ */
+static int
+cgpt_check_teacher(const struct cg_model *m, const struct cg_model *t)
+{
+	struct cg_cgpt_config c, ct;
+
+	if (get_config(m->config, &c) != 0 || get_config(t->config, &ct) != 0)
+		return -1;
+	if (c.ncond != ct.ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 ct.ncond, c.ncond);
+	if (ct.T < c.T)
+		return cg_seterr("the teacher's context of %d is shorter than "
+		                 "the model's %d",
+		                 ct.T, c.T);
+	return 0;
+}
+
+/* The teacher's log-softmax buffer covers B sequences of its context. */
+static size_t
+tlogp_floats(const struct cg_cgpt_config *ct, int B)
+{
+	return (size_t)B * ct->T * cg_cgpt_vocab(ct);
+}
+
+static size_t
+cgpt_teacher_bytes(struct cg_model *t, int B, int chunk)
+{
+	struct cg_cgpt_config ct;
+	size_t n;
+
+	if (get_config(t->config, &ct) != 0 ||
+	    (n = cgpt_ws_bytes(t, B, chunk, 1)) == 0)
+		return 0;
+	return n + tlogp_floats(&ct, B) * sizeof(float);
+}
+
+static int
+cgpt_distill(struct cg_model *m, const struct cg_distill *d,
+             const struct cg_shard *s, const uint64_t *ex, int B,
+             uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cg_model *t = d->teacher;
+	struct cgpt_ws *w, *tw;
+	uint64_t count;
+	double data = 0, teach = 0;
+
+	if (B < 1)
+		return cg_seterr("cgpt: batch %d: not positive", B);
+	if ((w = get_ws(m, B)) == NULL ||
+	    fill_batch(w, s, ex, B, noise_seed, &count) != 0)
+		return -1;
+	const int T = w->c.T, V = cg_cgpt_vocab(&w->c);
+	memset(out, 0, sizeof(*out));
+	out->n = (uint64_t)B;
+	if (count == 0)
+		return 0;
+	/* The teacher first, in its own chunks, on the same tokens. */
+	if ((tw = get_ws(t, B)) == NULL)
+		return -1;
+	if (tw->tlogp == NULL &&
+	    (tw->tlogp = cg_alloc(tlogp_floats(&tw->c, tw->seq_cap) *
+	                          sizeof(float))) == NULL)
+		return -1;
+	for (int b0 = 0; b0 < B; b0 += tw->run) {
+		int nb = B - b0 < tw->run ? B - b0 : tw->run;
+		size_t r = (size_t)b0 * T;
+
+		if (cg_cgpt_forward(&tw->c, t->params, tw->ws, w->tokens + r,
+		                    nb, T) != 0)
+			return -1;
+		cg_log_softmax_forward(tw->tlogp + r * V,
+		                       cg_cgpt_logits(tw->ws), (float)d->tau,
+		                       (size_t)nb * T, V);
+	}
+	for (int b0 = 0; b0 < B; b0 += w->run) {
+		int nb = B - b0 < w->run ? B - b0 : w->run;
+		size_t r = (size_t)b0 * T;
+		double pd, pt;
+
+		if (cg_cgpt_distill_forward_backward(
+		        &w->c, m->params, w->ws, w->tokens + r, w->targets + r,
+		        w->weight + r, tw->tlogp + r * V, d->alpha, d->tau, nb,
+		        T, grad, NULL, &pd, &pt) != 0)
+			return -1;
+		data += pd;
+		teach += pt;
+	}
+	/* As cg_cgpt_distill_forward_backward mixes them: alpha 0 leaves
+	 * the data term's bits. */
+	out->loss = (1.0 - d->alpha) * data + d->alpha * teach;
+	out->data = data;
+	out->teacher = teach;
+	out->bits_per = data / M_LN2;
+	out->part[0] = (double)count / B;
+	return 0;
+}
+
 static long
 cgpt_sample_text(struct cg_model *m, int cond, const uint8_t *prompt,
                  size_t plen, const struct cg_sampler *s, struct cg_rng *r,
@@ -503,4 +639,7 @@ const struct cg_arch cg_arch_cgpt = {
     .ws_bytes = cgpt_ws_bytes,
     .keeps = cgpt_keeps,
     .input_sq = cgpt_input_sq,
+    .check_teacher = cgpt_check_teacher,
+    .distill = cgpt_distill,
+    .teacher_bytes = cgpt_teacher_bytes,
 };

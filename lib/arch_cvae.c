@@ -5,7 +5,8 @@
  * shard's bytes turned into Bernoulli targets (pixel / 255), and the
  * reparameterisation noise drawn per example from (noise seed, example
  * index), so that a batch split over workers sees the same noise as the
- * whole batch on one machine.
+ * whole batch on one machine.  A teacher (cvae_distill) decodes its
+ * posterior mean, without noise, so distillation keeps that property.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ struct cvae_ws {
 	int cap;
 	float *x, *eps;
 	int *cond;
+	float *tl; /* a teacher's: its logits / tau [cap, in_dim], or NULL */
 };
 
 static int
@@ -111,6 +113,7 @@ cvae_free_ws(struct cg_model *m)
 	free(w->x);
 	free(w->eps);
 	free(w->cond);
+	free(w->tl);
 	free(w);
 	m->ws = NULL;
 	m->ws_batch = 0;
@@ -175,10 +178,11 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
-/* Examples ex[0..B) of s into w's inputs: pixels, conditions, noise. */
+/* Examples ex[0..B) of s into w: images, conditions, and the noise
+ * from (noise_seed, each example's index). */
 static void
-fill(struct cvae_ws *w, const struct cg_shard *s, const uint64_t *ex, int B,
-     uint64_t noise_seed)
+fill_batch(struct cvae_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed)
 {
 	const int D = w->c.in_dim, L = w->c.latent;
 
@@ -205,16 +209,82 @@ cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 
 	if (w == NULL)
 		return -1;
-	fill(w, s, ex, B, noise_seed);
+	fill_batch(w, s, ex, B, noise_seed);
 	if (cg_cvae_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
 				     w->eps, B, grad, &loss, &rec, &kl) != 0)
 		return -1;
+	memset(out, 0, sizeof(*out));
 	out->loss = loss;
 	out->part[0] = rec;
 	out->part[1] = kl;
-	out->part[2] = 0;
 	out->n = (uint64_t)B;
-	out->bits_per = 0;
+	return 0;
+}
+
+/* ------------------------------------------------------- distillation */
+
+/*
+ * The teacher's reconstruction of each image as soft targets: the
+ * teacher encodes the image and decodes its posterior mean (no noise, so
+ * the targets are a function of the image and its condition alone), and
+ * its pixel logits / tau are Bernoulli targets for the student's
+ * decoder, whose own sample z is drawn as in training.  The latent
+ * posteriors are not matched: two models' latent spaces agree only up to
+ * an arbitrary rotation, so their KL would say nothing.
+ */
+static int
+cvae_check_teacher(const struct cg_model *m, const struct cg_model *t)
+{
+	struct cg_cvae_config c, ct;
+
+	if (get_config(m->config, &c) != 0 || get_config(t->config, &ct) != 0)
+		return -1;
+	if (c.in_dim != ct.in_dim)
+		return cg_seterr("the teacher's images have %d values, the "
+		                 "model's %d",
+		                 ct.in_dim, c.in_dim);
+	if (c.ncond != ct.ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 ct.ncond, c.ncond);
+	return 0;
+}
+
+static int
+cvae_distill(struct cg_model *m, const struct cg_distill *d,
+             const struct cg_shard *s, const uint64_t *ex, int B,
+             uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cvae_ws *w = get_ws(m, B), *tw;
+	double loss, rec, kl, teach;
+	const float tau = (float)d->tau;
+
+	if (w == NULL || (tw = get_ws(d->teacher, B)) == NULL)
+		return -1;
+	const size_t N = (size_t)B * w->c.in_dim;
+	if (tw->tl == NULL &&
+	    (tw->tl = cg_alloc((size_t)tw->cap * tw->c.in_dim *
+	                       sizeof(float))) == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
+	memset(tw->eps, 0, (size_t)B * tw->c.latent * sizeof(float));
+	if (cg_cvae_forward_backward(&tw->c, d->teacher->params, tw->ws, w->x,
+	                             w->cond, tw->eps, B, NULL, NULL, NULL,
+	                             NULL) != 0)
+		return -1;
+	const float *tl = cg_cvae_logits(tw->ws);
+	for (size_t i = 0; i < N; i++)
+		tw->tl[i] = tl[i] / tau;
+	if (cg_cvae_distill_forward_backward(
+	        &w->c, m->params, w->ws, w->x, w->cond, w->eps, tw->tl,
+	        d->alpha, d->tau, B, grad, &loss, &rec, &kl, &teach) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = rec;
+	out->part[1] = kl;
+	out->data = rec + kl;
+	out->teacher = teach;
+	out->n = (uint64_t)B;
 	return 0;
 }
 
@@ -227,7 +297,7 @@ cvae_input_sq(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 
 	if (w == NULL)
 		return -1;
-	fill(w, s, ex, B, noise_seed);
+	fill_batch(w, s, ex, B, noise_seed);
 	if (cg_cvae_input_sq(&w->c, m->params, w->ws, w->x, w->cond, w->eps,
 	                     B, sq) != 0)
 		return -1;
@@ -275,4 +345,6 @@ const struct cg_arch cg_arch_cvae = {
     .keeps = cvae_keeps,
     .free_ws = cvae_free_ws,
     .input_sq = cvae_input_sq,
+    .check_teacher = cvae_check_teacher,
+    .distill = cvae_distill,
 };

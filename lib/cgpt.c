@@ -280,7 +280,7 @@ struct cg_cgpt_ws {
 	float *lnf, *lnf_mean, *lnf_rstd; /* [B, T, C], [B, T], [B, T] */
 	float *logits;                    /* [B, T, V] */
 	float *branch;                    /* [B, T, C] a Linear's output */
-	double *losses;                   /* [B, T] */
+	double *losses;                   /* [2, B, T]: loss, distilled KL */
 	/* Gradients of activations, shared by the blocks. */
 	float *dres;      /* [B, T, C] of the residual stream */
 	float *dln;       /* [B, T, C] of a LayerNorm output */
@@ -362,7 +362,7 @@ carve(struct cg_cgpt_ws *w, float *base)
 	TAKE(w->logits, R, V);
 	TAKE(w->branch, R, C);
 	float *losses = NULL;
-	TAKE(losses, R, 2);
+	TAKE(losses, R, 4); /* 2 doubles a row */
 	w->losses = (double *)losses;
 	TAKE(w->dres, R, C);
 	TAKE(w->dln, R, C);
@@ -611,43 +611,17 @@ zero(float *p, size_t n)
 	memset(p, 0, n * sizeof(float));
 }
 
-int
-cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
-                         struct cg_cgpt_ws *w, const int *tokens,
-                         const int *targets, const float *weight, int B, int T,
-                         float *grad, double *loss)
+/*
+ * The backward pass from w->dlogits [B, T, V], after the forward pass of
+ * the same tokens on w: grad [nparams] += d(loss)/d(params).
+ */
+static void
+backward(const struct cg_cgpt_config *c, const float *params,
+         struct cg_cgpt_ws *w, const int *tokens, int B, int T, float *grad)
 {
 	const int C = c->C, NH = c->NH, V = cg_cgpt_vocab(c);
 	const int BT = B * T;
 	const size_t N = (size_t)BT * C;
-
-	if (check_call(c, w, tokens, B, T) != 0)
-		return -1;
-	if (grad != NULL && w->mats != NULL)
-		return cg_seterr("cgpt: no gradient through matrices as "
-		                 "stored");
-	for (size_t i = 0; i < (size_t)BT; i++)
-		if (weight[i] != 0 && (targets[i] < 0 || targets[i] >= V))
-			return cg_seterr("cgpt: target %d (sequence %zu, "
-			                 "position %zu): not in [0, %d)",
-			                 targets[i], i / T, i % T, V);
-	forward(c, params, w, tokens, B, T);
-
-	/* The loss; with a gradient wanted, d(loss)/d(logits) alongside. */
-	if (grad != NULL) {
-		zero(w->dlogits, (size_t)BT * V);
-		cg_xent_forward_backward(w->losses, w->dlogits, w->logits,
-		                         targets, weight, B, T, V);
-	} else
-		cg_xent_forward(w->losses, w->logits, targets, weight, B, T, V);
-	if (loss != NULL) {
-		double s = 0;
-		for (size_t i = 0; i < (size_t)BT; i++)
-			s += weight[i] * w->losses[i];
-		*loss = s;
-	}
-	if (grad == NULL)
-		return 0;
 
 	/* Head and final LayerNorm. */
 	const float *last = block_input(w, c->L);
@@ -698,6 +672,96 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 		                      B, T, C);
 	}
 	cg_embed_backward(grad, grad + wpe_off(c), w->dres, tokens, B, T, C);
+}
+
+int
+cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
+                         struct cg_cgpt_ws *w, const int *tokens,
+                         const int *targets, const float *weight, int B, int T,
+                         float *grad, double *loss)
+{
+	const int V = cg_cgpt_vocab(c);
+	const int BT = B * T;
+
+	if (check_call(c, w, tokens, B, T) != 0)
+		return -1;
+	if (grad != NULL && w->mats != NULL)
+		return cg_seterr("cgpt: no gradient through matrices as "
+		                 "stored");
+	for (size_t i = 0; i < (size_t)BT; i++)
+		if (weight[i] != 0 && (targets[i] < 0 || targets[i] >= V))
+			return cg_seterr("cgpt: target %d (sequence %zu, "
+			                 "position %zu): not in [0, %d)",
+			                 targets[i], i / T, i % T, V);
+	forward(c, params, w, tokens, B, T);
+
+	/* The loss; with a gradient wanted, d(loss)/d(logits) alongside. */
+	if (grad != NULL) {
+		zero(w->dlogits, (size_t)BT * V);
+		cg_xent_forward_backward(w->losses, w->dlogits, w->logits,
+		                         targets, weight, B, T, V);
+	} else
+		cg_xent_forward(w->losses, w->logits, targets, weight, B, T, V);
+	if (loss != NULL) {
+		double s = 0;
+		for (size_t i = 0; i < (size_t)BT; i++)
+			s += weight[i] * w->losses[i];
+		*loss = s;
+	}
+	if (grad == NULL)
+		return 0;
+	backward(c, params, w, tokens, B, T, grad);
+	return 0;
+}
+
+int
+cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
+                                 const float *params, struct cg_cgpt_ws *w,
+                                 const int *tokens, const int *targets,
+                                 const float *weight, const float *tlogp,
+                                 double alpha, double tau, int B, int T,
+                                 float *grad, double *loss, double *data,
+                                 double *teacher)
+{
+	const int V = cg_cgpt_vocab(c);
+	const int BT = B * T;
+
+	if (check_call(c, w, tokens, B, T) != 0)
+		return -1;
+	if (grad != NULL && w->mats != NULL)
+		return cg_seterr("cgpt: no gradient through matrices as "
+		                 "stored");
+	if (!(tau > 0) || !(alpha >= 0 && alpha <= 1))
+		return cg_seterr("cgpt: temperature %g or teacher weight %g out "
+		                 "of range",
+		                 tau, alpha);
+	for (size_t i = 0; i < (size_t)BT; i++)
+		if (weight[i] != 0 && (targets[i] < 0 || targets[i] >= V))
+			return cg_seterr("cgpt: target %d (sequence %zu, "
+			                 "position %zu): not in [0, %d)",
+			                 targets[i], i / T, i % T, V);
+	forward(c, params, w, tokens, B, T);
+	/* w->losses holds 2 doubles a row: the data term, then the KL. */
+	double *ce = w->losses, *kl = w->losses + BT;
+	if (grad != NULL)
+		zero(w->dlogits, (size_t)BT * V);
+	cg_distill_xent_forward_backward(ce, kl, grad ? w->dlogits : NULL,
+	                                 w->logits, tlogp, targets, weight,
+	                                 (float)alpha, (float)tau, B, T, V);
+	double sd = 0, st = 0;
+	for (size_t i = 0; i < (size_t)BT; i++) {
+		sd += weight[i] * ce[i];
+		st += weight[i] * kl[i];
+	}
+	st *= tau * tau;
+	if (data != NULL)
+		*data = sd;
+	if (teacher != NULL)
+		*teacher = st;
+	if (loss != NULL)
+		*loss = (1.0 - alpha) * sd + alpha * st;
+	if (grad != NULL)
+		backward(c, params, w, tokens, B, T, grad);
 	return 0;
 }
 

@@ -170,6 +170,25 @@ int cg_cgpt_input_sq(const struct cg_cgpt_config *c, const float *params,
                      struct cg_cgpt_ws *w, const int *tokens,
                      const float *rows, int B, int T, double *sq);
 
+/*
+ * Distillation: as cg_cgpt_forward_backward, with a teacher's next-token
+ * log-probabilities tlogp [B, T, V] at temperature tau (from
+ * cg_log_softmax_forward over the teacher's logits for the same tokens)
+ * beside the targets.  *data (may be NULL) = sum of weight * cross-entropy
+ * (what cg_cgpt_forward_backward's loss is), *teacher = tau^2 * sum of
+ * weight * KL(teacher || student at tau), *loss = (1 - alpha) * data +
+ * alpha * teacher; grad [nparams] += d(loss)/d(params).  alpha = 0 gives
+ * the bits of cg_cgpt_forward_backward.  tau > 0, alpha in [0, 1].
+ * Returns 0, or -1 with a message as cg_cgpt_forward_backward.
+ */
+int cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
+                                     const float *params, struct cg_cgpt_ws *w,
+                                     const int *tokens, const int *targets,
+                                     const float *weight, const float *tlogp,
+                                     double alpha, double tau, int B, int T,
+                                     float *grad, double *loss, double *data,
+                                     double *teacher);
+
 /* ------------------------------------------------------------ generation */
 
 /*

@@ -394,11 +394,21 @@ mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
 	}
 }
 
-int
-cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
-                         struct cg_cvae_ws *w, const float *x, const int *cond,
-                         const float *eps, int B, float *grad, double *loss,
-                         double *rec, double *kl)
+/* What a distilled pass adds: the teacher's logits at tau, tlogits [B,
+ * in_dim], alpha and tau; *teacher receives the teacher term's mean. */
+struct distill {
+	const float *tlogits;
+	double alpha, tau;
+	double *teacher;
+};
+
+/* The passes of cg_cvae_forward_backward, distilled when d != NULL (see
+ * cg_cvae_distill_forward_backward). */
+static int
+passes(const struct cg_cvae_config *c, const float *params,
+       struct cg_cvae_ws *w, const float *x, const int *cond, const float *eps,
+       int B, float *grad, double *loss, double *rec, double *kl,
+       const struct distill *d)
 {
 	int L = c->layers, D = c->in_dim, K = c->ncond, Z = c->latent;
 	size_t hstride;
@@ -430,10 +440,19 @@ cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
 	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
 	float scale = 1.0f / B;
 	size_t nh = (size_t)B * c->hidden, nz = (size_t)B * Z;
+	/* Distilled, the data's reconstruction term is weighed by 1 -
+	 * alpha ((1 - 0) * scale is scale: alpha 0 is plain training to the
+	 * bit), and the teacher's term by alpha. */
+	const double alpha = d ? d->alpha : 0;
+	const float af = (float)alpha;
 	if (grad != NULL) {
 		memset(w->dlogits, 0, (size_t)B * D * sizeof(float));
-		cg_bce_logits_forward_backward(w->rec, w->dlogits, w->logits, x,
-		                               scale, B, D);
+		if (alpha < 1)
+			cg_bce_logits_forward_backward(
+			    w->rec, w->dlogits, w->logits, x,
+			    (1.0f - af) * scale, B, D);
+		else
+			cg_bce_logits_forward(w->rec, w->logits, x, B, D);
 	} else
 		cg_bce_logits_forward(w->rec, w->logits, x, B, D);
 	cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
@@ -441,7 +460,19 @@ cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
 		srec += w->rec[b];
 		skl += w->kl[b];
 	}
-	if (loss != NULL)
+	if (d != NULL) {
+		/* w->rec is spent: it takes the teacher term per example. */
+		double st = 0;
+		cg_bern_kl_forward_backward(
+		    w->rec, grad && alpha != 0 ? w->dlogits : NULL, w->logits,
+		    d->tlogits, (float)d->tau, af * scale, B, D);
+		for (int b = 0; b < B; b++)
+			st += w->rec[b];
+		st *= d->tau * d->tau / B;
+		*d->teacher = st;
+		if (loss != NULL)
+			*loss = ((1.0 - alpha) * srec + skl) / B + alpha * st;
+	} else if (loss != NULL)
 		*loss = (srec + skl) / B;
 	if (rec != NULL)
 		*rec = srec / B;
@@ -472,6 +503,45 @@ cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
 	mlp_backward(c, params, grad, 0, w->enc_h, w->enc_in, w->dh0, w->dh1,
 	             NULL, B, hstride);
 	return 0;
+}
+
+int
+cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
+                         struct cg_cvae_ws *w, const float *x, const int *cond,
+                         const float *eps, int B, float *grad, double *loss,
+                         double *rec, double *kl)
+{
+	return passes(c, params, w, x, cond, eps, B, grad, loss, rec, kl, NULL);
+}
+
+int
+cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
+                                 const float *params, struct cg_cvae_ws *w,
+                                 const float *x, const int *cond,
+                                 const float *eps, const float *tlogits,
+                                 double alpha, double tau, int B, float *grad,
+                                 double *loss, double *rec, double *kl,
+                                 double *teacher)
+{
+	double t;
+	struct distill d = {tlogits, alpha, tau, &t};
+
+	if (!(tau > 0) || !(alpha >= 0 && alpha <= 1))
+		return cg_seterr(
+		    "cvae: temperature %g or teacher weight %g out "
+		    "of range",
+		    tau, alpha);
+	if (passes(c, params, w, x, cond, eps, B, grad, loss, rec, kl, &d) != 0)
+		return -1;
+	if (teacher != NULL)
+		*teacher = t;
+	return 0;
+}
+
+const float *
+cg_cvae_logits(const struct cg_cvae_ws *w)
+{
+	return w->logits;
 }
 
 int

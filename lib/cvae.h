@@ -108,6 +108,28 @@ int cg_cvae_forward_backward(const struct cg_cvae_config *c,
                              double *kl);
 
 /*
+ * Distillation: as cg_cvae_forward_backward, with a teacher's decoder
+ * logits for the same images divided by tau, tlogits [B, in_dim], as soft
+ * Bernoulli targets: *teacher (may be NULL) = the batch mean of tau^2 *
+ * sum over pixels of KL(Bern(sigmoid(tlogits)) || Bern(sigmoid(logits /
+ * tau))), and *loss = mean of (1 - alpha) rec + kl, + alpha * teacher;
+ * *rec and *kl are the plain parts, unweighed.  alpha = 0 gives the bits
+ * of cg_cvae_forward_backward.  tau > 0, alpha in [0, 1].  Returns 0, or
+ * -1 with a message as cg_cvae_forward_backward.
+ */
+int cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
+                                     const float *params, struct cg_cvae_ws *w,
+                                     const float *x, const int *cond,
+                                     const float *eps, const float *tlogits,
+                                     double alpha, double tau, int B,
+                                     float *grad, double *loss, double *rec,
+                                     double *kl, double *teacher);
+
+/* The decoder's logits [B, in_dim] of the last forward pass on w (valid
+ * until the next call on w). */
+const float *cg_cvae_logits(const struct cg_cvae_ws *w);
+
+/*
  * Decode: probs [B, in_dim] = sigmoid(decoder(z ⊕ onehot(cond))).
  * z [B, latent], cond [B].  Returns 0, or -1 with a message as above.
  */

@@ -51,6 +51,23 @@ cg_model_check_conditions(const struct cg_model *m, const struct cg_shard *s)
 	return 0;
 }
 
+int
+cg_model_check_teacher(const struct cg_model *m, struct cg_model *t,
+                       const struct cg_shard *s)
+{
+	if (m->arch != t->arch)
+		return cg_seterr("the teacher is a %s model, not %s",
+		                 t->arch->name, m->arch->name);
+	if (m->arch->distill == NULL || m->arch->check_teacher == NULL)
+		return cg_seterr("%s models cannot learn from a teacher",
+		                 m->arch->name);
+	if (t->arch->check_data(t, s) != 0) {
+		cg_errprefix("the teacher");
+		return -1;
+	}
+	return m->arch->check_teacher(m, t);
+}
+
 void
 cg_model_free(struct cg_model *m)
 {

@@ -56,6 +56,22 @@ struct cg_metrics {
 	double part[3];	 /* named parts of it (cvae: rec, kl) */
 	uint64_t n;	 /* examples */
 	double bits_per; /* text: bits per byte; else 0 */
+	/* Distilled (struct cg_distill): the data term and the teacher
+	 * term the loss mixes, means as loss is; else 0. */
+	double data, teacher;
+};
+
+/*
+ * Distillation toward a teacher: a model of the same arch whose outputs
+ * on the same inputs are soft targets.  The loss is (1 - alpha) times the
+ * data term plus alpha times the teacher term, tau^2 times the KL of the
+ * student's output distribution at temperature tau to the teacher's
+ * (each arch's distill hook says which distributions).
+ */
+struct cg_distill {
+	struct cg_model *teacher;
+	double alpha; /* the teacher term's weight, in [0, 1] */
+	double tau;   /* the temperature, > 0 */
 };
 
 /* What kind of value an architecture's config option takes. */
@@ -190,6 +206,23 @@ struct cg_arch {
 	int (*input_sq)(struct cg_model *m, const struct cg_shard *s,
 	                const uint64_t *ex, int B, uint64_t noise_seed,
 	                double *sq, uint64_t *rows);
+	/*
+	 * Distillation (NULL: the arch cannot learn from a teacher).
+	 * check_teacher: whether t can teach m (same data: vocabulary,
+	 * conditions, inputs); 0, or -1 with a message.  distill: batch's
+	 * work with the loss of struct cg_distill; out->data and
+	 * out->teacher are the two terms.  The teacher only runs forward,
+	 * with its own workspace (on t->ws, in chunks of at most t->chunk,
+	 * checkpointed when t->checkpoint is set), and draws no randomness,
+	 * so the split among workers changes nothing, as for batch.
+	 * teacher_bytes: the bytes that takes for batches of B in chunks
+	 * of chunk (as ws_bytes; NULL where it is small).
+	 */
+	int (*check_teacher)(const struct cg_model *m, const struct cg_model *t);
+	int (*distill)(struct cg_model *m, const struct cg_distill *d,
+		       const struct cg_shard *s, const uint64_t *ex, int B,
+		       uint64_t noise_seed, float *grad, struct cg_metrics *out);
+	size_t (*teacher_bytes)(struct cg_model *t, int B, int chunk);
 };
 
 struct cg_model {
@@ -377,6 +410,14 @@ int cg_model_ensure_ef_down(struct cg_model *m);
  */
 int cg_model_check_conditions(const struct cg_model *m,
 			      const struct cg_shard *s);
+
+/*
+ * Whether t can teach m on shard s (struct cg_distill): the same arch,
+ * one that distills, t fit for s as m is (the same conditions) and what
+ * the arch's check_teacher asks.  Returns 0, or -1 with a message.
+ */
+int cg_model_check_teacher(const struct cg_model *m, struct cg_model *t,
+                           const struct cg_shard *s);
 
 /*
  * Put the flat buffer buf [nparams] into file f as one f32 tensor per

@@ -274,6 +274,41 @@ cg_bce_logits_forward_backward(double *loss, float *dlogits,
 	}
 }
 
+/* ------------------------------------- Bernoulli KL for distillation */
+
+/* log(1 + e^x) in double, without overflow. */
+static double
+softplus(double x)
+{
+	return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+void
+cg_bern_kl_forward_backward(double *kl, float *dlogits, const float *logits,
+                            const float *tlogits, float tau, float scale, int B,
+                            int N)
+{
+	const double inv = 1.0 / tau;
+
+	PAR_FOR((size_t)B * N)
+	for (int b = 0; b < B; b++) {
+		const float *l = logits + (size_t)b * N;
+		const float *t = tlogits + (size_t)b * N;
+		float *d = dlogits ? dlogits + (size_t)b * N : NULL;
+		double sum = 0;
+
+		for (int i = 0; i < N; i++) {
+			double sv = l[i] * inv, tv = t[i];
+			double pt = 1 / (1 + exp(-tv));
+			sum += softplus(sv) - softplus(tv) - pt * (sv - tv);
+			if (d != NULL)
+				d[i] += scale * tau *
+				        (float)(1 / (1 + exp(-sv)) - pt);
+		}
+		kl[b] = sum;
+	}
+}
+
 /* --------------------------------------------------- Gaussian KL to N(0,I) */
 
 void

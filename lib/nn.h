@@ -117,6 +117,19 @@ void cg_bce_logits_forward_backward(double *loss, float *dlogits,
                                     const float *logits, const float *targets,
                                     float scale, int B, int N);
 
+/*
+ * Distillation of Bernoulli outputs at temperature tau > 0: per example,
+ * kl[b] = sum over N of KL(Bern(sigmoid(tlogits)) || Bern(sigmoid(logits
+ * / tau))), the teacher's logits tlogits already divided by tau, computed
+ * stably as softplus(s) - softplus(t) - sigmoid(t) (s - t) for s = logits
+ * / tau, t = tlogits.  With dlogits != NULL, dlogits += scale * tau *
+ * (sigmoid(s) - sigmoid(t)): the gradient of scale * tau^2 * kl.
+ * kl [B] (double: written), dlogits, logits, tlogits [B, N].
+ */
+void cg_bern_kl_forward_backward(double *kl, float *dlogits,
+                                 const float *logits, const float *tlogits,
+                                 float tau, float scale, int B, int N);
+
 /* --------------------------------------------------- Gaussian KL to N(0,I) */
 
 /*

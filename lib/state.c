@@ -11,6 +11,8 @@
  *     "output": {"path": as given, "sha256": the file's bytes (absent for
  *                a stream), "model": {"sha256", "step"} (emit model: the
  *                model written there, which the next call starts from)}
+ *     "teacher": {"sha256": cg_model_digest}  a distilled call's teacher
+ *                (absent for plain training)
  *
  * The output is named by the SHA-256 of its bytes, not of its manifest,
  * so that the check needs nothing but the file (any compression, any
@@ -45,6 +47,8 @@ struct cg_state {
 	int has_next;
 	unsigned char next[32];
 	uint64_t next_step;
+	int has_teacher;
+	unsigned char teacher[32];
 };
 
 /* Largest output path a state records. */
@@ -301,6 +305,11 @@ parse_record(struct cg_state *st)
 			return -1;
 		st->has_output_sha = 1;
 	}
+	if ((h = cJSON_GetObjectItemCaseSensitive(man, "teacher")) != NULL) {
+		if (parse_ref(h, st->teacher, NULL) != 0)
+			return -1;
+		st->has_teacher = 1;
+	}
 	if (strcmp(st->emit, "model") == 0) {
 		if (parse_ref(cJSON_GetObjectItemCaseSensitive(o, "model"),
 		              st->next, &st->next_step) != 0)
@@ -370,6 +379,13 @@ cg_state_call_next(struct cg_state_call *c, const struct cg_model *m)
 	c->has_next = 1;
 }
 
+void
+cg_state_call_teacher(struct cg_state_call *c, const struct cg_model *t)
+{
+	cg_model_digest(t, c->teacher);
+	c->has_teacher = 1;
+}
+
 int
 cg_state_check(const struct cg_state *st, const char *path,
                const struct cg_state_call *c)
@@ -389,6 +405,16 @@ cg_state_check(const struct cg_state *st, const char *path,
 		                 "was made with, or remove it to start this "
 		                 "worker afresh",
 		                 path);
+	if (!st->has_teacher && c->has_teacher)
+		return cg_seterr("%s: made without a teacher: remove it to "
+		                 "start this worker afresh",
+		                 path);
+	if (st->has_teacher &&
+	    (!c->has_teacher || memcmp(st->teacher, c->teacher, 32) != 0))
+		return cg_seterr("%s: made with %s teacher: give --teacher "
+		                 "the one it was made with, or remove it to "
+		                 "start this worker afresh",
+		                 path, c->has_teacher ? "another" : "a");
 	if (model && (st->next_step != c->model_step ||
 	              memcmp(st->next, c->model, 32) != 0))
 		return cg_seterr("%s: written beside the model of step %llu, "
@@ -449,7 +475,8 @@ cg_state_write_to(struct cg_state *st, struct cg_out *o,
                   const struct cg_state_call *c, struct cg_out *output)
 {
 	cJSON *man = st->f->manifest, *out;
-	static const char *const keys[] = {"emit", "shard", "model", "output"};
+	static const char *const keys[] = {"emit", "shard", "model", "output",
+	                                   "teacher"};
 	unsigned char d[32];
 
 	if (cg_out_flush(output) != 0)
@@ -461,7 +488,9 @@ cg_state_write_to(struct cg_state *st, struct cg_out *o,
 	    add_ref(man, "shard", c->shard, NULL) == NULL ||
 	    add_ref(man, "model", c->model, &c->model_step) == NULL ||
 	    (out = cJSON_AddObjectToObject(man, "output")) == NULL ||
-	    cJSON_AddStringToObject(out, "path", c->output) == NULL)
+	    cJSON_AddStringToObject(out, "path", c->output) == NULL ||
+	    (c->has_teacher &&
+	     add_ref(man, "teacher", c->teacher, NULL) == NULL))
 		return cg_seterr("out of memory");
 	/* A temporary is a regular file to be: its bytes name it. */
 	if (output->tmp != NULL) {

@@ -76,6 +76,9 @@ struct cg_state_call {
 	int has_next;
 	unsigned char next[32];
 	uint64_t next_step;
+	/* A distilled call: cg_model_digest of its teacher. */
+	int has_teacher;
+	unsigned char teacher[32];
 };
 
 /* Fill c for a call of emit on shard s from model m to output (before
@@ -85,12 +88,16 @@ void cg_state_call_init(struct cg_state_call *c, const char *emit,
                         const char *output);
 /* Record m, the model a "model" call is about to write, as c's next. */
 void cg_state_call_next(struct cg_state_call *c, const struct cg_model *m);
+/* Record t as the teacher of a distilled call. */
+void cg_state_call_teacher(struct cg_state_call *c, const struct cg_model *t);
 
 /*
  * Whether st, read from path, may be used by the call c (c's output and
  * next are not used): -1 with a one-line message that says what to do
  * when it may not, 0 when it may or st is empty.  The rule:
  *   - the emit kind and the shard are the ones the state was written with;
+ *   - the teacher is the one the state was written with (the same
+ *     digest), or there is none for both;
  *   - "model": c's model is the one the state was written beside (same
  *     digest and step): the output of a call is the next call's model;
  *   - "grad", "delta": c's model is the model the state was computed from

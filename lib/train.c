@@ -126,6 +126,8 @@ add_metrics(struct cg_metrics *acc, const struct cg_metrics *b)
 	for (int i = 0; i < 3; i++)
 		acc->part[i] += b->part[i] * b->n;
 	acc->bits_per += b->bits_per * b->n;
+	acc->data += b->data * b->n;
+	acc->teacher += b->teacher * b->n;
 	acc->n += b->n;
 }
 
@@ -138,6 +140,8 @@ finish_metrics(struct cg_metrics *acc)
 	for (int i = 0; i < 3; i++)
 		acc->part[i] /= acc->n;
 	acc->bits_per /= acc->n;
+	acc->data /= acc->n;
+	acc->teacher /= acc->n;
 }
 
 /*
@@ -156,6 +160,8 @@ add_text_metrics(struct cg_metrics *acc, const struct cg_metrics *b,
 
 	acc->loss += b->loss * w;
 	acc->bits_per += b->bits_per * w;
+	acc->data += b->data * w;
+	acc->teacher += b->teacher * w;
 	acc->part[0] += w;
 	for (int i = 1; i < 3; i++)
 		acc->part[i] += b->part[i] * b->n;
@@ -171,6 +177,8 @@ finish_text_metrics(struct cg_metrics *acc, double tokens)
 	if (tokens > 0) {
 		acc->loss /= tokens;
 		acc->bits_per /= tokens;
+		acc->data /= tokens;
+		acc->teacher /= tokens;
 	}
 	for (int i = 0; i < 3; i++)
 		acc->part[i] /= acc->n;
@@ -202,6 +210,15 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		return cg_seterr("the shard holds no examples");
 	if (m->arch->check_data(m, s) != 0)
 		return -1;
+	if (o->distill) {
+		struct cg_model *t = o->distill->teacher;
+		if (cg_model_check_teacher(m, t, s) != 0)
+			return -1;
+		/* Forward only: checkpointing keeps the block outputs and
+		 * no more, at no cost (see cg_train_plan). */
+		t->chunk = m->chunk;
+		t->checkpoint = 1;
+	}
 	if (order_init(&ord, s->n, o->order, o->seed) != 0)
 		return -1;
 	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL ||
@@ -277,7 +294,10 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		if (g == grad && !grad_clear)
 			memset(grad, 0, P * sizeof(float));
 		grad_clear = 0;
-		if (m->arch->batch(m, s, ex, B, nseed, g, &bm) != 0)
+		if ((o->distill ? m->arch->distill(m, o->distill, s, ex, B,
+		                                   nseed, g, &bm)
+		                : m->arch->batch(m, s, ex, B, nseed, g, &bm)) !=
+		    0)
 			goto out;
 		if (text) {
 			double before = tokens;
@@ -375,15 +395,36 @@ plan_reserve(void)
 /* Chunks smaller than this are slower than checkpointing. */
 #define PLAN_MIN_CHUNK 4
 
+/*
+ * The workspace of batches of B in chunks of chunk: the model's, and a
+ * teacher's where o has one (it runs in the same chunks, checkpointed).
+ * 0 with a message if impossible.
+ */
+static size_t
+plan_ws(struct cg_model *m, const struct cg_train_opts *o, int B, int chunk,
+        int ckpt)
+{
+	size_t n = m->arch->ws_bytes(m, B, chunk, ckpt), t;
+	struct cg_model *tm = o->distill ? o->distill->teacher : NULL;
+
+	if (n == 0 || tm == NULL || tm->arch->teacher_bytes == NULL)
+		return n;
+	if ((t = tm->arch->teacher_bytes(tm, B, chunk)) == 0 ||
+	    t > SIZE_MAX - n)
+		return 0;
+	return n + t;
+}
+
 /* The largest chunk in [1, B] whose workspace fits avail, or 0. */
 static int
-largest_chunk(struct cg_model *m, int B, int ckpt, uint64_t avail)
+largest_chunk(struct cg_model *m, const struct cg_train_opts *o, int B,
+              int ckpt, uint64_t avail)
 {
 	int lo = 0, hi = B;
 
 	while (lo < hi) {
 		int mid = lo + (hi - lo + 1) / 2;
-		size_t n = m->arch->ws_bytes(m, B, mid, ckpt);
+		size_t n = plan_ws(m, o, B, mid, ckpt);
 		if (n != 0 && n <= avail)
 			lo = mid;
 		else
@@ -430,19 +471,19 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 			goto none;
 		return 0;
 	}
-	size_t least = m->arch->ws_bytes(m, B, 1, 1);
+	size_t least = plan_ws(m, o, B, 1, 1);
 	if (least == 0)
 		return -1;
 	p->floor = fixed + least;
 	if (budget == 0) {
 		p->checkpoint = checkpoint != 0;
-		p->estimate = fixed + m->arch->ws_bytes(m, B, 0, p->checkpoint);
+		p->estimate = fixed + plan_ws(m, o, B, 0, p->checkpoint);
 	} else {
 		if (p->floor > budget)
 			goto none;
 		uint64_t avail = budget - fixed;
-		int c0 = checkpoint ? 0 : largest_chunk(m, B, 0, avail);
-		int c1 = largest_chunk(m, B, 1, avail);
+		int c0 = checkpoint ? 0 : largest_chunk(m, o, B, 0, avail);
+		int c1 = largest_chunk(m, o, B, 1, avail);
 		int small = B < PLAN_MIN_CHUNK ? B : PLAN_MIN_CHUNK;
 		if (c0 >= small || c0 >= c1) {
 			p->chunk = c0;
@@ -457,8 +498,8 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 		p->chunk = (B + nchunks - 1) / nchunks;
 		if (p->chunk == B)
 			p->chunk = 0;
-		p->estimate = fixed + m->arch->ws_bytes(m, B, p->chunk,
-							p->checkpoint);
+		p->estimate = fixed + plan_ws(m, o, B, p->chunk,
+		                              p->checkpoint);
 	}
 	m->chunk = p->chunk;
 	m->checkpoint = p->checkpoint;

@@ -21,6 +21,9 @@ struct cg_train_opts {
 	enum cg_order order;
 	struct cg_optim opt; /* inner optimizer (delta, model) */
 	double clip;	     /* global gradient norm limit; 0 = none */
+	/* Toward a teacher (model.h); NULL: plain training.  The teacher
+	 * runs forward only, in the student's chunks, checkpointed. */
+	const struct cg_distill *distill;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
@@ -81,7 +84,9 @@ struct cg_memplan {
  * and delta calls) is still to be allocated.  Keeping every activation of
  * whole batches comes first; then smaller chunks, down to 4 examples, with
  * gradients accumulated over them (the same mean gradient); then
- * activation checkpointing, the largest chunk that fits.  checkpoint != 0
+ * activation checkpointing, the largest chunk that fits.  A teacher
+ * (o->distill) runs in the same chunks, its workspace counted beside the
+ * model's (struct cg_arch's teacher_bytes).  checkpoint != 0
  * asks for checkpointing whatever the budget.  Sets m->chunk and
  * m->checkpoint, and *p.  Returns 0, or -1 with a message when nothing
  * fits or the arch cannot checkpoint.

@@ -463,3 +463,78 @@ cg_xent_forward_backward(double *loss, float *dlogits, const float *logits,
 		              : xent_row(dlogits + r * V, logits + r * V,
 		                         targets[r], weight[r], V);
 }
+
+/* ------------------------------------ distillation from a teacher */
+
+void
+cg_log_softmax_forward(float *out, const float *logits, float tau, size_t rows,
+                       int V)
+{
+	const float inv = 1.0f / tau;
+
+	PAR_FOR(rows * V)
+	for (size_t r = 0; r < rows; r++) {
+		const float *l = logits + r * V;
+		float *o = out + r * V;
+		float mx = l[0] * inv;
+		double sum = 0;
+
+		for (int v = 1; v < V; v++)
+			mx = l[v] * inv > mx ? l[v] * inv : mx;
+		for (int v = 0; v < V; v++)
+			sum += exp((double)(l[v] * inv - mx));
+		float lse = (float)(log(sum) + mx);
+		for (int v = 0; v < V; v++)
+			o[v] = l[v] * inv - lse;
+	}
+}
+
+/*
+ * One row's KL(p || q) with q = softmax(l / tau), and with d != NULL,
+ * d += g (q - p).  In double: the terms of a KL near 0 cancel.
+ */
+static double
+kl_row(float *d, const float *l, const float *lp, float tau, float g, int V)
+{
+	const double inv = 1.0 / tau;
+	double mx = l[0] * inv, sum = 0, kl = 0;
+
+	for (int v = 1; v < V; v++)
+		mx = l[v] * inv > mx ? l[v] * inv : mx;
+	for (int v = 0; v < V; v++)
+		sum += exp(l[v] * inv - mx);
+	const double lse = log(sum) + mx;
+	for (int v = 0; v < V; v++) {
+		double p = exp((double)lp[v]);
+		double lq = l[v] * inv - lse;
+		kl += p * ((double)lp[v] - lq);
+		if (d != NULL)
+			d[v] += g * (float)(exp(lq) - p);
+	}
+	return kl;
+}
+
+void
+cg_distill_xent_forward_backward(double *ce, double *kl, float *dlogits,
+                                 const float *logits, const float *tlogp,
+                                 const int *targets, const float *weight,
+                                 float alpha, float tau, int B, int T, int V)
+{
+	size_t rows = (size_t)B * T;
+
+	PAR_FOR(rows * V)
+	for (size_t r = 0; r < rows; r++) {
+		float *d = dlogits ? dlogits + r * V : NULL;
+		/* (1 - 0) w is w: alpha 0 is plain training to the bit. */
+		float wd = (1.0f - alpha) * weight[r];
+
+		if (weight[r] == 0) {
+			ce[r] = kl[r] = 0;
+			continue;
+		}
+		ce[r] = xent_row(wd != 0 ? d : NULL, logits + r * V, targets[r],
+		                 wd, V);
+		kl[r] = kl_row(alpha != 0 ? d : NULL, logits + r * V,
+		               tlogp + r * V, tau, alpha * tau * weight[r], V);
+	}
+}

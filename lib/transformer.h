@@ -138,6 +138,36 @@ void cg_xent_forward_backward(double *loss, float *dlogits, const float *logits,
                               const int *targets, const float *weight, int B,
                               int T, int V);
 
+/* ------------------------------------ distillation from a teacher */
+
+/*
+ * out[r] = log softmax(logits[r] / tau) for each of rows rows: a teacher's
+ * next-token log-probabilities at temperature tau > 0.  out [rows, V],
+ * logits [rows, V]; out may be logits.
+ */
+void cg_log_softmax_forward(float *out, const float *logits, float tau,
+                            size_t rows, int V);
+/*
+ * The two terms of a distilled loss, for each row r with weight[r] != 0
+ * (rows of weight 0 get 0 and are not read):
+ *   ce[r] = -log softmax(logits[r])[targets[r]],
+ *   kl[r] = KL(p || q) = sum_v p_v (tlogp[r, v] - log q_v), with
+ *           p = exp(tlogp[r]) the teacher's and q = softmax(logits[r] /
+ *           tau) the student's distribution at temperature tau.
+ * The loss these make is sum_r weight[r] ((1 - alpha) ce[r] + alpha tau^2
+ * kl[r]); with dlogits != NULL its gradient is added:
+ *   dlogits[r] += weight[r] ((1 - alpha) (softmax(logits[r]) - onehot)
+ *                            + alpha tau (q - p)).
+ * alpha = 0 adds exactly what cg_xent_forward_backward adds; alpha = 1
+ * adds no data term.  ce, kl [B, T] (double: written); dlogits, logits,
+ * tlogp [B, T, V]; targets, weight [B, T]; tau > 0, alpha in [0, 1].
+ */
+void cg_distill_xent_forward_backward(double *ce, double *kl, float *dlogits,
+                                      const float *logits, const float *tlogp,
+                                      const int *targets, const float *weight,
+                                      float alpha, float tau, int B, int T,
+                                      int V);
+
 #ifdef __cplusplus
 }
 #endif

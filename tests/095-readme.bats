@@ -141,14 +141,18 @@ make_small() {
 	grep -Eq '^after 2 rounds: params [0-9a-f]{64} on the coordinator and all 4 workers$' log
 }
 
-@test "examples/fortunes-cgpt: make train eval sample diloco (small sizes)" {
-	make_small fortunes-cgpt log train eval sample diloco OUT="$PWD/out" \
-		DATA="$fx/text/fortunes" STEPS=2 OUTER=2 INNER=2 CONTEXT=32 \
-		WIDTH=16 LAYERS=1 HEADS=2 CATS="computers wisdom"
+@test "examples/fortunes-cgpt: make train eval sample diloco distill (small sizes)" {
+	make_small fortunes-cgpt log train eval sample diloco distill \
+		OUT="$PWD/out" DATA="$fx/text/fortunes" STEPS=2 OUTER=2 INNER=2 \
+		CONTEXT=32 WIDTH=16 LAYERS=1 HEADS=2 CATS="computers wisdom" \
+		SWIDTH=8 SSTEPS=2 SWARMUP=1
 	grep -q '^== computers$' log
 	grep -q '^== wisdom$' log
 	grep -q "out/model.cgm (cgpt, step 2)" log
 	grep -q "out/diloco/model.cgm (cgpt, step 2)" log
+	grep -q "out/student/scratch.cgm (cgpt, step 2)" log
+	grep -q "out/student/distilled.cgm (cgpt, step 2)" log
+	[ "$(jq -r .teacher_weight out/student/distill.jsonl)" = 0.9 ]
 }
 
 @test "examples/shard-fashion/run.sh and examples/inspect/run.sh" {

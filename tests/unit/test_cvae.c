@@ -6,8 +6,10 @@
  * the init, the error returns, the loss and decode against an independent
  * double-precision implementation that walks the views, batch invariance
  * (a batch is the mean of its examples), determinism, and every parameter
- * gradient against central differences, reported per view.  A corrupted
- * gradient must be caught.  Exit 0 pass, 1 fail (automake convention).
+ * gradient against central differences, reported per view, plain and
+ * distilled (a teacher's logits as soft targets; teacher weight 0 gives
+ * plain training's bits).  A corrupted gradient must be caught.
+ * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +50,11 @@ struct tcase {
 	float *params, *grad, *x, *eps;
 	int *cond;
 	struct cg_cvae_ws *ws;
+	/* Distilled (tl != NULL): a teacher's logits / tau [B, in_dim],
+	 * the teacher term's weight alpha, and the last terms. */
+	float *tl;
+	float alpha, tau;
+	double rec, kl, teach;
 };
 
 static void
@@ -95,6 +102,16 @@ tloss(struct tcase *t, float *grad)
 {
 	double loss;
 
+	if (t->tl) {
+		if (cg_cvae_distill_forward_backward(
+		        &t->c, t->params, t->ws, t->x, t->cond, t->eps, t->tl,
+		        t->alpha, t->tau, t->B, grad, &loss, &t->rec, &t->kl,
+		        &t->teach) != 0) {
+			fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
+			exit(1);
+		}
+		return loss;
+	}
 	if (cg_cvae_forward_backward(&t->c, t->params, t->ws, t->x, t->cond,
 	                             t->eps, t->B, grad, &loss, NULL,
 	                             NULL) != 0) {
@@ -534,6 +551,80 @@ test_grad(struct cg_cvae_config c, int B)
 	tcase_free(&t);
 }
 
+/*
+ * Distillation: the teacher's logits / tau as soft Bernoulli targets.
+ * The teacher term against a direct computation in double from the
+ * decoder's logits, every gradient against central differences for a
+ * mix and for the teacher term alone, and alpha = 0 giving plain
+ * training's bits.
+ */
+static void
+test_distill(struct cg_cvae_config c, int B)
+{
+	struct tcase t;
+	const size_t N = (size_t)B * c.in_dim;
+	char what[192];
+
+	tcase_init(&t, c, B, B);
+	float *g0 = xcalloc(t.np, sizeof(float));
+	t.tl = xcalloc(N, sizeof(float));
+	t.tau = 2.0f;
+	for (size_t i = 0; i < N; i++)
+		t.tl[i] = 1.5f * cg_rng_normal(&rng) / t.tau;
+
+	t.alpha = 0.6f;
+	double loss = tloss(&t, NULL), teach = 0;
+	const float *lg = cg_cvae_logits(t.ws);
+	for (size_t i = 0; i < N; i++) {
+		double p = 1 / (1 + exp(-(double)t.tl[i]));
+		double q = 1 / (1 + exp(-(double)lg[i] / t.tau));
+		teach += p * log(p / q) + (1 - p) * log((1 - p) / (1 - q));
+	}
+	teach *= (double)t.tau * t.tau / B;
+	double mix = (0.4 * t.rec + t.kl) + 0.6 * teach;
+	snprintf(what, sizeof(what),
+	         "distilled: teacher term %.6f (direct %.6f), loss %.6f "
+	         "(from the parts %.6f)",
+	         t.teach, teach, loss, mix);
+	expect(fabs(t.teach - teach) <= 1e-6 * teach && teach > 0.1 &&
+	           fabs(loss - mix) <= 1e-6 * fabs(mix),
+	       what);
+
+	const float alphas[] = {0.6f, 1.0f};
+	for (int a = 0; a < 2; a++) {
+		t.alpha = alphas[a];
+		memset(t.grad, 0, t.np * sizeof(float));
+		tloss(&t, t.grad);
+		double worst = fdcheck(&t, t.grad, 1);
+		snprintf(what, sizeof(what),
+		         "distilled (alpha %.1f, tau %.0f, layers=%d): every "
+		         "gradient vs central differences (worst rel err %.3g)",
+		         t.alpha, t.tau, c.layers, worst);
+		expect(worst <= FD_TOL, what);
+	}
+	/* The check can fail here too: one decoder weight spoilt. */
+	t.grad[t.v[2 * c.layers + 4].off + 1] += 0.05f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "distilled: checker rejects a gradient off by 0.05");
+
+	/* alpha 0: plain training's loss and gradient, bit for bit. */
+	float *tl = t.tl;
+	t.alpha = 0;
+	memset(t.grad, 0, t.np * sizeof(float));
+	double ld = tloss(&t, t.grad);
+	t.tl = NULL;
+	double lp = tloss(&t, g0);
+	expect(ld == lp && memcmp(t.grad, g0, t.np * sizeof(float)) == 0,
+	       "distilled with teacher weight 0: plain training's bits");
+	expect(cg_cvae_distill_forward_backward(
+	           &t.c, t.params, t.ws, t.x, t.cond, t.eps, tl, 0.5f, 0.0f, B,
+	           NULL, NULL, NULL, NULL, NULL) == -1,
+	       "distilled: temperature 0 refused");
+	free(tl);
+	free(g0);
+	tcase_free(&t);
+}
+
 int
 main(void)
 {
@@ -548,6 +639,8 @@ main(void)
 	test_forward((struct cg_cvae_config){13, 4, 9, 3, 3}, 5);
 	test_grad((struct cg_cvae_config){7, 3, 6, 1, 3}, 4);
 	test_grad((struct cg_cvae_config){7, 3, 6, 2, 3}, 4);
+	test_distill((struct cg_cvae_config){7, 3, 6, 1, 3}, 4);
+	test_distill((struct cg_cvae_config){7, 3, 6, 2, 3}, 4);
 	if (failures) {
 		printf("test_cvae: %d check(s) FAILED\n", failures);
 		return 1;

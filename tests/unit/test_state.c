@@ -91,6 +91,13 @@ refused_after(void (*edit)(cJSON *m))
 }
 
 static void
+bad_teacher(cJSON *m)
+{
+	cJSON_DeleteItemFromObject(m, "teacher");
+	cJSON *t = cJSON_AddObjectToObject(m, "teacher");
+	cJSON_AddStringToObject(t, "sha256", "not hex");
+}
+static void
 no_emit(cJSON *m)
 {
 	cJSON_DeleteItemFromObject(m, "emit");
@@ -236,6 +243,32 @@ main(void)
 	       "model: the model it started from: refused");
 	d = call("model", 1, 4, 7);
 	expect(check(&d) == -1, "model: another model of that step: refused");
+
+	/* ---- a distilled call: the teacher is the state's */
+	if (cg_state_read(&st, spath) != 0)
+		die("cg_state_read");
+	c = call("delta", 1, 2, 5);
+	c.has_teacher = 1;
+	memset(c.teacher, 8, 32);
+	write_pair(st, &c, "delta 3");
+	cg_state_free(st);
+	expect(check(&c) == 0, "distilled: the same teacher accepted");
+	d = c;
+	memset(d.teacher, 9, 32);
+	expect(check(&d) == -1 && strstr(cg_errmsg(), "another teacher"),
+	       "distilled: another teacher refused");
+	d.has_teacher = 0;
+	expect(check(&d) == -1 && strstr(cg_errmsg(), "made with a teacher"),
+	       "distilled: no teacher refused");
+	expect(refused_after(bad_teacher), "a teacher digest not in hex: "
+	                                   "refused on reading");
+	if (cg_state_read(&st, spath) != 0)
+		die("cg_state_read");
+	write_pair(st, &d, "delta 4");
+	cg_state_free(st);
+	expect(check(&c) == -1 && strstr(cg_errmsg(), "without a teacher"),
+	       "a plain state: a teacher refused");
+	expect(check(&d) == 0, "a plain state: a plain call accepted");
 
 	/* ---- hostile records */
 	expect(refused_after(no_emit), "no emit: refused on reading");
