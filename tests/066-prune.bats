@@ -6,7 +6,8 @@
 # importance on both archs; pruned weights exactly 0.0 (and the others
 # moved) after cg-train-step (adamw, --emit model, --emit delta with
 # --state) and a DiLoCo round through cg-reduce and cg-apply --outer
-# nesterov; a 90%-sparse model much smaller under zstd; hostile masks
+# nesterov; a pruned student distilled (--teacher) keeps its mask;
+# a 90%-sparse model much smaller under zstd; hostile masks
 # refused by every reader with one line.  The programs come from PATH;
 # mkcg -x makes the broken files.
 
@@ -307,6 +308,31 @@ EOF
 	cg-apply -m m.cgm --opt adamw g.cgg -o m3.cgm
 	for t in $(masked p.cgm); do
 		run -0 check_zero m3.cgm "$t"
+	done
+}
+
+@test "a pruned student distilled from its dense teacher stays pruned" {
+	cg-prune -s 0.5 "$D/gpt.cgm" -o p.cgm
+	local t
+	cg-train-step -q -m p.cgm -d "$D/t-0.cgd" --emit model --steps 5 \
+		--batch 8 --opt adamw --lr 1e-3 --teacher "$D/gpt.cgm" -o ft.cgm
+	for t in $(masked p.cgm); do
+		run -0 check_zero ft.cgm "$t" p.cgm
+		[[ $output =~ kept\ ([0-9]+)\ moved\ ([0-9]+) ]]
+		[ "${BASH_REMATCH[1]}" -eq "${BASH_REMATCH[2]}" ]
+	done
+	run -0 masked ft.cgm
+	[ "$output" = "$(masked p.cgm)" ]
+	# a distilled delta is 0 where pruned
+	cg-train-step -q -m p.cgm -d "$D/t-0.cgd" --emit delta --steps 3 \
+		--batch 8 --opt adamw --lr 1e-3 --teacher "$D/gpt.cgm" \
+		--state w.state -o d.cgu
+	for t in $(masked p.cgm); do
+		cg-inspect --tensor "$t" d.cgu >d.txt
+		awk 'NR == FNR { m[n++] = $1; next }
+		     { j = FNR - 1; if (int(m[int(j / 8)] / 2 ^ (j % 8)) % 2 == 0 &&
+		       $1 != "0" && $1 != "-0") bad++ } END { exit bad > 0 }' \
+			<(cg-inspect --tensor "mask.$t" p.cgm) d.txt
 	done
 }
 
