@@ -478,7 +478,7 @@ encode(const struct args *a, struct job *j)
 	const struct cg_uspec spec = j->spec;
 	struct cg_uview *v = NULL;
 	struct cg_uenc e = {0};
-	float *res = NULL, *sent = NULL;
+	float *res = NULL;
 	unsigned char id[32];
 	uint64_t nq, seedmix;
 	int rc = -1;
@@ -510,29 +510,25 @@ encode(const struct args *a, struct job *j)
 		for (uint64_t i = 0; i < P; i++)
 			j->buf[i] += beta == 1 ? res[i] : beta * res[i];
 	}
-	if ((sent = cg_alloc(P * sizeof(float))) == NULL)
-		goto out;
-	j->f = cg_update_encode(m,
+	/* the residual becomes what was not sent; the input model's
+	 * digest is the state's, taken before training */
+	j->f = cg_update_encode(m, j->st ? j->call.model : NULL,
 	                        a->o.emit == CG_EMIT_GRAD ? CG_UPDATE_GRAD
 	                                                  : CG_UPDATE_DELTA,
 	                        j->buf, (double)j->res.samples, j->res.weight,
-	                        j->res.mean.loss, &spec, &e, sent);
+	                        j->res.mean.loss, &spec, &e, NULL, res);
 	if (j->f == NULL)
 		goto out;
-	if (res) {
-		for (uint64_t i = 0; i < P; i++)
-			res[i] = j->buf[i] - sent[i];
-		/* what a code puts at a pruned weight the coordinator
-		 * zeroes: nothing there is owed to the next call */
+	/* what a code puts at a pruned weight the coordinator zeroes:
+	 * nothing there is owed to the next call */
+	if (res)
 		cg_model_mask(m, res);
-	}
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest, "codec");
 	j->coded_bytes = cg_json_num(c, "bytes", 0);
 	j->dense_bytes = cg_json_num(c, "dense_bytes", 0);
 	j->enc_secs = cg_now() - t0;
 	rc = 0;
 out:
-	free(sent);
 	free(v);
 	return rc;
 }

@@ -158,8 +158,8 @@ cg_apply_publish(struct cg_model *m, const char *mname,
 	m->params = old;
 	m->step = step0;
 	cg_rng_derive(&e.rng, step0, 0x646f776eULL, 0);
-	f = cg_update_encode(m, CG_UPDATE_DELTA, d, u->samples, u->weight,
-	                     u->loss, &spec, &e, sent);
+	f = cg_update_encode(m, NULL, CG_UPDATE_DELTA, d, u->samples,
+	                     u->weight, u->loss, &spec, &e, sent, NULL);
 	m->params = now;
 	m->step = step0 + 1;
 	if (f == NULL)

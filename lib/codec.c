@@ -305,31 +305,56 @@ INT_CODEC(u64, uint64_t, 8, get64, put64, 0, UINT64_MAX)
 
 /* --------------------------------------------------------- block types */
 
+/* The largest |x| of block x [QK], by the bits of |x| (the order of
+ * non-negative floats), and whether every element is finite. */
+static int
+block_amax(const float *x, float *amax)
+{
+	uint32_t top = 0;
+
+	for (int j = 0; j < QK; j++) {
+		uint32_t u;
+		memcpy(&u, &x[j], sizeof(u));
+		u &= 0x7fffffffu;
+		top = u > top ? u : top;
+	}
+	memcpy(amax, &top, sizeof(*amax));
+	return top <= 0x7f7fffffu; /* FLT_MAX: past it, inf and NaN */
+}
+
 /* -1 with a message if a block of src[n] is not finite or needs a scale
  * beyond f16 (|x| > 65504 * qmax): ggml's quantizers are undefined there. */
 static int
 check_blocks(const float *src, size_t n, float qmax, const char *name)
 {
 	for (size_t i = 0; i < n; i += QK) {
-		float amax = 0;
-		size_t at = i;
+		float amax;
+		/* x / qmax grows with |x|: the block's largest decides */
+		if (block_amax(src + i, &amax) && !(amax / qmax > 65504.0f))
+			continue;
 		for (size_t j = i; j < i + QK; j++) {
 			if (!isfinite(src[j]))
 				return cg_seterr("element %zu is not finite, which "
 				                 "%s cannot hold",
 				                 j, name);
-			if (fabsf(src[j]) > amax) {
-				amax = fabsf(src[j]);
-				at = j;
-			}
+			if (fabsf(src[j]) == amax)
+				return cg_seterr("element %zu (%g) needs a scale "
+				                 "beyond f16, which %s cannot hold",
+				                 j, (double)src[j], name);
 		}
-		/* x / qmax grows with |x|: the block's largest decides */
-		if (amax / qmax > 65504.0f)
-			return cg_seterr("element %zu (%g) needs a scale "
-			                 "beyond f16, which %s cannot hold",
-			                 at, (double)src[at], name);
 	}
 	return 0;
+}
+
+/* roundf(v), halves away from zero, for |v| < 2^31: v less its
+ * truncation is exact there. */
+static int
+round_away(float v)
+{
+	int i = (int)v;
+	float r = v - (float)i;
+
+	return i + (r >= 0.5f) - (r <= -0.5f);
 }
 
 static void
@@ -355,15 +380,13 @@ q8_0_encode(void *dst, const float *src, size_t n)
 	if (check_blocks(src, n, 127.0f, "q8_0") != 0)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK) {
-		float amax = 0, d, id;
-		for (int j = 0; j < QK; j++)
-			if (fabsf(src[i + j]) > amax)
-				amax = fabsf(src[i + j]);
+		float amax, d, id;
+		block_amax(src + i, &amax);
 		d = amax / 127;
 		id = d != 0 ? 1.0f / d : 0.0f;
 		put16(b, cg_f32_to_f16(d));
 		for (int j = 0; j < QK; j++) {
-			int q = (int)roundf(src[i + j] * id);
+			int q = round_away(src[i + j] * id);
 			PUT_I8(b + 2 + j, q);
 		}
 	}

@@ -1304,7 +1304,8 @@ cg_uview_f32(const struct cg_uspec *s, const struct cg_uview *v)
 
 int
 cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
-           const float *x, struct cg_file *f, struct cg_uenc *e, float *sent)
+           const float *x, struct cg_file *f, struct cg_uenc *e, float *sent,
+           float *left)
 {
 	struct cg_uview *b = NULL;
 	struct cg_uspec bs;
@@ -1333,8 +1334,24 @@ cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
 	/* what a reader gets, through its own path */
 	if (cg_ubind(f, &bs, &b, &nb) != 0)
 		return -1;
-	for (int i = 0; i < nb; i++)
-		cg_udecode(&bs, &b[i], 0, v[i].n, sent + v[i].off);
+	for (int i = 0; i < nb && (sent || left); i++) {
+		uint64_t off = v[i].off;
+		if (sent) {
+			cg_udecode(&bs, &b[i], 0, v[i].n, sent + off);
+			if (left)
+				for (uint64_t j = 0; j < v[i].n; j++)
+					left[off + j] = x[off + j] - sent[off + j];
+			continue;
+		}
+		/* left alone: through a small buffer, in runs */
+		float run[2048];
+		for (uint64_t lo = 0; lo < v[i].n; lo += 2048) {
+			size_t n = v[i].n - lo < 2048 ? (size_t)(v[i].n - lo) : 2048;
+			cg_udecode(&bs, &b[i], lo, n, run);
+			for (size_t j = 0; j < n; j++)
+				left[off + lo + j] = x[off + lo + j] - run[j];
+		}
+	}
 	free(b);
 	return 0;
 }

@@ -102,14 +102,15 @@ uint64_t cg_uspec_state_floats(const struct cg_uspec *s,
 
 /*
  * Encode x (the flat vector; view i at v[i].off) under s into f: its
- * tensors, "codec" and "layout".  sent (the flat vector's size) gets
- * what a reader decodes from f, through the readers' own path, so that
- * x - sent is exactly what was not sent (error feedback).  Non-finite
- * values are refused.  0, or -1 with a message naming the view.
+ * tensors, "codec" and "layout".  What a reader decodes from f, through
+ * the readers' own path, goes to sent (may be NULL; the flat vector's
+ * size), and x minus it, what was not sent (error feedback), to left
+ * (may be NULL; not x).  Non-finite values are refused.  0, or -1 with
+ * a message naming the view.
  */
 int cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
                const float *x, struct cg_file *f, struct cg_uenc *e,
-               float *sent);
+               float *sent, float *left);
 /*
  * Read f's codec and layout and bind every view to its tensors, checking
  * all a hostile file could get wrong: an unknown codec, a layout that is

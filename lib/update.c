@@ -29,8 +29,9 @@ cg_update_kind_name(enum cg_update_kind k)
 
 /* The manifest of an update of base, without tensors. */
 static struct cg_file *
-update_file(const struct cg_model *base, enum cg_update_kind kind,
-            double samples, double weight, double loss)
+update_file(const struct cg_model *base, const unsigned char *digest,
+            enum cg_update_kind kind, double samples, double weight,
+            double loss)
 {
 	struct cg_file *f = cg_file_new(cg_update_kind_name(kind));
 	unsigned char d[32];
@@ -42,8 +43,11 @@ update_file(const struct cg_model *base, enum cg_update_kind kind,
 	arch = cJSON_GetObjectItemCaseSensitive(base->manifest, "arch");
 	cJSON_AddStringToObject(f->manifest, "arch",
 	                        cJSON_IsString(arch) ? arch->valuestring : "");
-	cg_model_digest(base, d);
-	cg_hex(hex, d);
+	if (digest == NULL) {
+		cg_model_digest(base, d);
+		digest = d;
+	}
+	cg_hex(hex, digest);
 	if ((b = cJSON_AddObjectToObject(f->manifest, "base")) == NULL) {
 		cg_file_free(f);
 		cg_seterr("out of memory");
@@ -62,7 +66,7 @@ struct cg_file *
 cg_update_new(const struct cg_model *base, enum cg_update_kind kind,
               const float *buf, double samples, double weight, double loss)
 {
-	struct cg_file *f = update_file(base, kind, samples, weight, loss);
+	struct cg_file *f = update_file(base, NULL, kind, samples, weight, loss);
 
 	if (f != NULL && cg_model_put_views(base, f, buf) != 0) {
 		cg_file_free(f);
@@ -91,16 +95,18 @@ cg_update_model_views(const struct cg_model *m, struct cg_uview **out)
 }
 
 struct cg_file *
-cg_update_encode(const struct cg_model *base, enum cg_update_kind kind,
-                 const float *buf, double samples, double weight, double loss,
-                 const struct cg_uspec *s, struct cg_uenc *e, float *sent)
+cg_update_encode(const struct cg_model *base, const unsigned char *digest,
+                 enum cg_update_kind kind, const float *buf, double samples,
+                 double weight, double loss, const struct cg_uspec *s,
+                 struct cg_uenc *e, float *sent, float *left)
 {
-	struct cg_file *f = update_file(base, kind, samples, weight, loss);
+	struct cg_file *f = update_file(base, digest, kind, samples, weight,
+	                                loss);
 	struct cg_uview *v = NULL;
 
 	if (f == NULL || cg_update_model_views(base, &v) != 0)
 		goto fail;
-	if (cg_uencode(s, v, base->nviews, buf, f, e, sent) != 0)
+	if (cg_uencode(s, v, base->nviews, buf, f, e, sent, left) != 0)
 		goto fail;
 	free(v);
 	return f;
@@ -118,7 +124,7 @@ cg_update_recode(const struct cg_file *f, const struct cg_uspec *s,
 	struct cg_uview *v = NULL;
 	struct cg_uenc e = {0};
 	struct cg_file *out = NULL;
-	float *x = NULL, *sent = NULL;
+	float *x = NULL;
 	uint64_t P = 0;
 	int nv;
 
@@ -126,8 +132,7 @@ cg_update_recode(const struct cg_file *f, const struct cg_uspec *s,
 		return NULL;
 	for (int i = 0; i < nv; i++)
 		P += v[i].n;
-	if ((x = cg_alloc(P * sizeof(float))) == NULL ||
-	    (sent = cg_alloc(P * sizeof(float))) == NULL)
+	if ((x = cg_alloc(P * sizeof(float))) == NULL)
 		goto fail;
 	for (int i = 0; i < nv; i++)
 		cg_udecode(&in, &v[i], 0, v[i].n, x + v[i].off);
@@ -141,17 +146,15 @@ cg_update_recode(const struct cg_file *f, const struct cg_uspec *s,
 		goto fail;
 	}
 	cg_rng_seed(&e.rng, 0x7265636fULL);
-	if (cg_uencode(&spec, v, nv, x, out, &e, sent) != 0)
+	if (cg_uencode(&spec, v, nv, x, out, &e, NULL, NULL) != 0)
 		goto fail;
 	free(v);
 	free(x);
-	free(sent);
 	return out;
 fail:
 	cg_file_free(out);
 	free(v);
 	free(x);
-	free(sent);
 	return NULL;
 }
 

@@ -58,14 +58,17 @@ struct cg_file *cg_update_new(const struct cg_model *base,
 int cg_update_model_views(const struct cg_model *m, struct cg_uview **out);
 /*
  * The same as cg_update_new with buf encoded under s (ucodec.h): sent
- * [nparams] gets what a reader decodes, so buf - sent is what the file
- * did not carry.  NULL with a message.
+ * [nparams] (may be NULL) gets what a reader decodes, left [nparams]
+ * (may be NULL) buf minus it, what the file did not carry.  digest (may
+ * be NULL: computed) is base's cg_model_digest, when the caller has it.
+ * NULL with a message.
  */
 struct cg_file *cg_update_encode(const struct cg_model *base,
+                                 const unsigned char *digest,
                                  enum cg_update_kind kind, const float *buf,
                                  double samples, double weight, double loss,
                                  const struct cg_uspec *s, struct cg_uenc *e,
-                                 float *sent);
+                                 float *sent, float *left);
 /*
  * A dense update file f (a reduction's result) encoded under s, fitted
  * to budget bytes when budget > 0, with f's manifest: a new file, f left

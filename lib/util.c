@@ -8,12 +8,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include "cg.h"
+
+/*
+ * Huge pages for the whole 2 MiB pages inside a big allocation, where
+ * the kernel gives them on request (transparent huge pages "madvise"):
+ * one fault a 2 MiB page instead of 512, and fewer TLB misses.  Only
+ * memory the allocation owns is advised, so nothing more is resident.
+ */
+static void
+advise_huge(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+	const uintptr_t H = (uintptr_t)2 << 20;
+	uintptr_t lo = ((uintptr_t)p + H - 1) & ~(H - 1);
+	uintptr_t hi = ((uintptr_t)p + n) & ~(H - 1);
+
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)n;
+#endif
+}
 
 void *
 cg_alloc(size_t n)
@@ -25,6 +49,8 @@ cg_alloc(size_t n)
 		cg_seterr("out of memory (%zu bytes)", n);
 		return NULL;
 	}
+	if (sz >= (size_t)4 << 20)
+		advise_huge(p, sz);
 	memset(p, 0, sz ? sz : 64);
 	return p;
 }
