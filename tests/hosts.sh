@@ -30,8 +30,9 @@
 hosts_skip_reason() {
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "not root: network namespaces need root"
-	elif ! command -v ip >/dev/null 2>&1; then
-		echo "no ip(8) (iproute2)"
+	elif ! command -v ip >/dev/null 2>&1 ||
+		! command -v tc >/dev/null 2>&1; then
+		echo "no ip(8) or tc(8) (iproute2)"
 	elif [ ! -x /usr/sbin/sshd ]; then
 		echo "no /usr/sbin/sshd (openssh-server)"
 	elif ! command -v ssh >/dev/null 2>&1 ||
