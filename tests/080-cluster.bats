@@ -213,6 +213,33 @@ local_diloco() {
 	cmp m.cgm run/model.cgm
 }
 
+@test "cg-cluster: stopped in a round, run again it ends with the model of a run never stopped" {
+	needs_hosts
+	local pid i st=0 n
+	printf 'host0\nhost1\nhost2\n' >hosts
+	# cg-cluster itself in the background, not a shell running it
+	cg-cluster -f hosts -m init.cgm -o run --ssh "$HOSTS_SSH" \
+		--remote-dir "$HOSTS_DIR/%h" --remote-prefix "$PREFIX" \
+		-q -r 3 -k 5 -b 8 --seed 1 "$FX" 3>&- &
+	pid=$!
+	# stopped once round 1 is published: in round 2, most likely
+	for i in $(seq 400); do
+		n=$(cg-inspect --no-stats run/model.cgm 2>/dev/null |
+			sed -n 's/^step: *//p')
+		[ "${n:-0}" -lt 1 ] || break
+		sleep 0.05
+	done
+	kill -TERM "$pid"
+	wait "$pid" || st=$?
+	n=$(cg-inspect --no-stats run/model.cgm | sed -n 's/^step: *//p')
+	echo "stopped with status $st at step $n"
+	[ "$st" -eq 143 ] || [ "$st" -eq 0 ]
+	[ ! -e run/round ]
+	run -0 cluster -q -r 3 -k 5 -b 8 --seed 1 "$FX"
+	local_diloco 3 5 8
+	cmp m.cgm run/model.cgm
+}
+
 @test "cg-cluster: a host that cannot be reached fails the run, one line, nothing published" {
 	needs_hosts
 	printf 'host0\nnosuchhost.invalid\nhost2\n' >hosts
