@@ -191,6 +191,22 @@ local_diloco() {
 	assert_output shard.cgd
 }
 
+@test "cg-cluster -T '--time-limit S': each host stops in time, weighed by what it did" {
+	needs_hosts
+	local t0 n
+	printf 'host0\nhost1\nhost2\n' >hosts
+	t0=$SECONDS
+	# a million steps asked, half a second given
+	run -0 cluster -q -r 2 -k 1000000 -b 8 -T '--time-limit 0.5' "$FX"
+	echo "2 rounds in $((SECONDS - t0)) s"
+	[ $((SECONDS - t0)) -lt 30 ]
+	run -0 cg-inspect --verify run/model.cgm
+	n=$(cg-inspect --no-stats run/model.cgm | sed -n 's/^samples: *//p')
+	echo "$n examples"
+	[ "$n" -ge $((2 * 3 * 8)) ] && [ "$n" -lt $((2 * 3 * 1000000 * 8)) ]
+	[ $((n % 8)) -eq 0 ]
+}
+
 @test "cg-cluster: run again, it resumes after the last round published" {
 	needs_hosts
 	printf 'host0\nhost1\nhost2\n' >hosts
