@@ -115,6 +115,7 @@ local_diloco() {
 	printf 'host0\n' >hosts
 	run -2 --separate-stderr cg-cluster -f hosts -m init.cgm -o run
 	[ "${stderr_lines[0]}" = 'cg-cluster: no DATA to shard into run' ]
+	[ ! -e run ]
 }
 
 @test "cg-cluster: a bad host file is one line naming it, exit 1" {
@@ -133,6 +134,21 @@ local_diloco() {
 	run -1 --separate-stderr cg-cluster -f hosts -m init.cgm -o run "$FX"
 	[[ $stderr == 'cg-cluster: hosts: a is listed twice '* ]]
 	[ "${#stderr_lines[@]}" -eq 1 ]
+}
+
+@test "cg-cluster: a set-up that failed is taken over by the next command" {
+	printf 'host0 1\nhost1 3\n' >hosts
+	run -1 --separate-stderr cg-cluster -f hosts -m init.cgm -o run \
+		--strategy bogus "$FX"
+	[ "${stderr_lines[-1]}" = 'cg-cluster: cg-shard failed: no shards' ]
+	# no host is reached here: an ssh that fails
+	run -1 --separate-stderr cg-cluster -f hosts -m init.cgm -o run \
+		--ssh false "$FX"
+	[ "$stderr" = $'cg-cluster: host0: cannot send its shard: exit status 1\ncg-cluster: host1: cannot send its shard: exit status 1' ]
+	[ -e run/shards.done ] && [ ! -e run/pushed.0 ]
+	cmp init.cgm run/model.cgm
+	run -0 cat run/hosts
+	assert_output $'host0 1\nhost1 3'
 }
 
 @test "cg-cluster: DiLoCo on 3 hosts over ssh is the shell loop in one directory, byte for byte" {
