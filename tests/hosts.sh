@@ -77,7 +77,7 @@ hosts_up() {
 	done
 	HOSTS_NET=10.77.$x
 	# sshd's privilege separation directory, which it checks for
-	[ -d /run/sshd ] || mkdir -p -m 755 /run/sshd
+	[ -d /run/sshd ] || mkdir -m 755 /run/sshd
 	ssh-keygen -q -t ed25519 -N '' -C cg-test-host -f "$d/host_key" &&
 		ssh-keygen -q -t ed25519 -N '' -C cg-test-client -f "$d/id" &&
 		cp "$d/id.pub" "$d/authorized_keys" || { hosts_down; return 1; }
