@@ -23,6 +23,8 @@
 /* --teacher-temp: past these a softmax is one-hot or flat in float. */
 #define MIN_TEMP 0.05
 #define MAX_TEMP 100
+/* --time-limit: a year */
+#define MAX_SECONDS (366.0 * 86400)
 
 enum {
 	OPT_BUDGET = CG_KEY_OWN,
@@ -38,6 +40,7 @@ enum {
 	OPT_TEACHER,
 	OPT_TEACHER_TEMP,
 	OPT_TEACHER_WEIGHT,
+	OPT_TIME_LIMIT,
 };
 
 static const struct cg_opt opts[] = {
@@ -51,6 +54,8 @@ static const struct cg_opt opts[] = {
     {"clip", OPT_CLIP, "X", "clip the gradient norm to X"},
     {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)"},
     {"seed", OPT_SEED, "N", "data order and model noise (0)"},
+    {"time-limit", OPT_TIME_LIMIT, "SECONDS",
+     "stop after the step that passes SECONDS; emit what is done"},
     {"teacher", OPT_TEACHER, "FILE",
      "distill: learn from this model's outputs too"},
     {"teacher-temp", OPT_TEACHER_TEMP, "T",
@@ -95,6 +100,7 @@ struct args {
 	const char *model, *data, *out, *state, *log, *emit_name, *teacher;
 	double tau, alpha;
 	int tau_set, alpha_set;
+	double start, time_limit; /* cg_now() at the start; 0: no limit */
 	struct cg_train_opts o;
 	struct cg_optim_cli oc;
 	enum cg_compress comp;
@@ -243,6 +249,11 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		e = cg_parse_f64(g->name, s, 0, 1, &a->alpha);
 		a->alpha_set = 1;
 		break;
+	case OPT_TIME_LIMIT:
+		e = cg_parse_f64(g->name, s, 0, MAX_SECONDS, &a->time_limit);
+		if (e == 0 && !(a->time_limit > 0))
+			e = cg_seterr("--time-limit: must be positive");
+		break;
 	default:
 		e = cg_optim_cli_option(&a->oc, c, s) < 0;
 		break;
@@ -304,6 +315,10 @@ validate(struct args *a)
 	cg_optim_cli_finish(&a->oc, &a->o.opt);
 	a->o.steps = (int)(a->steps > 1 << 30 ? 1 << 30 : a->steps);
 	a->o.batch = (int)a->batch;
+	/* Counted from the start of the program: reading the inputs is
+	 * part of the call's time. */
+	if (a->time_limit > 0)
+		a->o.deadline = a->start + a->time_limit;
 	return CG_CONTINUE;
 }
 
@@ -424,6 +439,7 @@ write_log(const char *path, const struct cg_model *m,
 	}
 	cJSON_AddStringToObject(o, "emit", emit);
 	cJSON_AddNumberToObject(o, "step", (double)m->step);
+	cJSON_AddNumberToObject(o, "steps", res->steps);
 	cJSON_AddNumberToObject(o, "samples", (double)res->samples);
 	cJSON_AddNumberToObject(o, "loss", res->mean.loss);
 	for (int i = 0; i < 3; i++)
@@ -589,6 +605,9 @@ report(const struct job *j)
 	if (p->chunk || p->checkpoint)
 		snprintf(chunks, sizeof(chunks), ", chunks of %d%s", p->chunk,
 		         p->checkpoint ? " checkpointed" : "");
+	if (j->res.steps < j->o.steps)
+		cg_warnx("--time-limit: stopped after %d of %d steps",
+		         j->res.steps, j->o.steps);
 	cg_warnx("%llu examples, loss %.4f, %.0f examples/s%s, peak memory "
 	         "%.0f MiB (planned %.0f)",
 	         (unsigned long long)j->res.samples, j->res.mean.loss,
@@ -632,6 +651,7 @@ main(int argc, char **argv)
 	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
 	int rc;
 
+	a.start = cg_now();
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;

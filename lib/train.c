@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "progress.h"
 #include "train.h"
 #include "update.h"
 
@@ -276,6 +277,7 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	cg_model_mask(m, mm);
 	cg_model_mask(m, vv);
 	const uint64_t step0 = m->step;
+	int done = 0;
 	for (int k = 0; k < K; k++) {
 		struct cg_metrics bm;
 		uint64_t noise = o->emit == CG_EMIT_MODEL
@@ -336,19 +338,23 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			o->progress(o->progress_ctx, k + 1, K,
 				    res->mean.loss /
 					(text ? tokens : (double)res->mean.n));
+		done = k + 1;
+		if (o->deadline > 0 && done < K && cg_now() >= o->deadline)
+			break;
 	}
 	if (text)
 		finish_text_metrics(&res->mean, tokens);
 	else
 		finish_metrics(&res->mean);
-	res->samples = (uint64_t)K * (uint64_t)B;
+	res->steps = done;
+	res->samples = (uint64_t)done * (uint64_t)B;
 	res->weight = text ? tokens : (double)res->samples;
 	if (o->emit == CG_EMIT_GRAD) {
 		/* The batch function gives means; K of them make K times
 		 * the mean gradient (text: tokens times it). */
 		const float inv =
 		    text ? (tokens > 0 ? (float)(1.0 / tokens) : 0.0f)
-			 : 1.0f / (float)K;
+			 : 1.0f / (float)done;
 		for (size_t i = 0; i < P; i++)
 			out[i] *= inv;
 		cg_model_mask(m, out);

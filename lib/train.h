@@ -24,6 +24,12 @@ struct cg_train_opts {
 	/* Toward a teacher (model.h); NULL: plain training.  The teacher
 	 * runs forward only, in the student's chunks, checkpointed. */
 	const struct cg_distill *distill;
+	/* Stop after the step during which cg_now() (progress.h) reaches
+	 * this, even if fewer than steps are done; 0: run all steps.  The
+	 * result then holds the steps done, and is the same as a call of
+	 * that many steps but for the model noise, which stays seeded as
+	 * in a call of all steps. */
+	double deadline;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
@@ -46,6 +52,8 @@ int cg_train_state_init(struct cg_state *st, const struct cg_model *m,
 /* Summary of one call. */
 struct cg_train_result {
 	struct cg_metrics mean; /* over every micro-batch of the call */
+	int steps;	/* micro-batches or steps done: o->steps but past a
+			   deadline */
 	uint64_t samples;
 	double weight;	  /* what a reduction weighs it by: scored tokens
 			     for text, else samples */

@@ -311,6 +311,10 @@ big() {
 	run -2 cg-train-step "${a[@]}" --order random
 	run -2 cg-train-step "${a[@]}" --opt lion
 	run -2 cg-train-step "${a[@]}" --schedule linear
+	run -2 --separate-stderr cg-train-step "${a[@]}" --time-limit 0
+	[[ ${stderr_lines[0]} == 'cg-train-step: --time-limit: must be positive' ]]
+	run -2 cg-train-step "${a[@]}" --time-limit -1
+	run -2 cg-train-step "${a[@]}" --time-limit 1s
 	run -2 --separate-stderr cg-train-step -d "$D/fm-0.cgd" -o g.cgg
 	[[ ${stderr_lines[0]} == 'cg-train-step: no model (-m)' ]]
 	run -2 --separate-stderr cg-train-step -m "$D/model.cgm" -o g.cgg
@@ -470,6 +474,42 @@ big() {
 	assert_output $'8\t64\t8'
 	# the weights moved
 	run ! cmp -s <(tar xOf "$D/model.cgm" dec.out.w) <(tar xOf m1.cgm dec.out.w)
+}
+
+@test "cg-train-step --time-limit cuts a long call short and emits what it did" {
+	local a=(-q -d "$D/fm-0.cgd" --batch 8 --steps 1000000 --time-limit 0.3)
+	local n steps samples
+	# a delta with its state: the steps done, in the manifest's samples,
+	# the log and the state's cursor
+	run -0 cg-train-step "${a[@]}" -m "$D/model.cgm" --emit delta \
+		--state s --log log.jsonl -o d.cgg
+	run -0 cg-inspect --verify d.cgg s
+	read -r steps samples < <(jq -r '[.steps, .samples] | @tsv' log.jsonl)
+	echo "$steps steps of 1000000 in 0.3 s"
+	[ "$steps" -ge 1 ] && [ "$steps" -lt 1000000 ]
+	[ "$samples" -eq $((8 * steps)) ]
+	[ "$(manifest d.cgg .samples)" -eq "$samples" ]
+	[ "$(manifest d.cgg .weight)" -eq "$samples" ]
+	[ "$(cg-inspect --tensor cursor s)" -eq "$samples" ]
+	# a gradient is the mean over the micro-batches done
+	run -0 cg-train-step "${a[@]}" -m "$D/model.cgm" -o g.cgg
+	run -0 cg-inspect --verify g.cgg
+	n=$(manifest g.cgg .samples)
+	[ "$n" -ge 8 ] && [ "$n" -lt 8000000 ] && [ $((n % 8)) -eq 0 ]
+	# a model: its step counts the steps done, and it is the model of
+	# a call asked for that many steps
+	run -0 cg-train-step "${a[@]}" -m "$D/model.cgm" --emit model -o m.cgm
+	run -0 cg-inspect --verify m.cgm
+	n=$(manifest m.cgm .step)
+	[ "$n" -ge 1 ] && [ "$n" -lt 1000000 ]
+	[ "$(manifest m.cgm .samples)" -eq $((8 * n)) ]
+	cg-train-step -q -d "$D/fm-0.cgd" --batch 8 --steps "$n" \
+		-m "$D/model.cgm" --emit model -o m2.cgm
+	cmp m.cgm m2.cgm
+	# a limit not reached changes nothing
+	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-0.cgd" --steps 2 \
+		--batch 8 --time-limit 1000 -o g2.cgg
+	cmp g2.cgg "$D/g0.cgg"
 }
 
 @test "cg-train-step: a DiLoCo round of four workers with states" {

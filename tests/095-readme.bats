@@ -16,13 +16,19 @@
 #   - starts with "==": a program's output (the sample fortunes);
 #   - is a name, two spaces or more and a word: a table (the programs).
 # Any other block is run, so an output block of a new shape fails here
-# rather than going unseen.
+# rather than going unseen.  A block that runs cg-cluster reaches host0,
+# host1 and host2: the test hosts of tests/hosts.sh (network namespaces,
+# each with an sshd), through an ssh first on PATH that gives each of
+# them a home of its own and the build's programs on its PATH.  Where
+# such hosts cannot be made (not root, no sshd), those blocks are not
+# run, and the test says so.
 #
 # Sizes are made small by these substitutions, and no others:
 #   /usr/share/datasets/fashion-mnist  tests/fixtures/fashion-mnist-mini
 #                                      (100 training and 20 test images)
 #   /usr/share/games/fortunes          tests/fixtures/text/fortunes
-#   --steps N, --total N, --limit N    N = 2
+#   --steps N, --total N, --limit N,   N = 2
+#   --rounds N
 # The examples' Makefiles take their sizes as variables, given below.
 # The programs come from PATH.
 
@@ -31,11 +37,41 @@ bats_require_minimum_version 1.5.0
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
+. "$BATS_TEST_DIRNAME/hosts.sh"
+
 setup() {
 	top=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 	fx=$top/tests/fixtures
 	cd "$BATS_TEST_TMPDIR"
 	export LC_ALL=C
+}
+
+teardown() {
+	hosts_down
+}
+
+# test_hosts: host0..host2 up, and BATS_TEST_TMPDIR/bin/ssh reaching them,
+# each in its own home (HOSTS_DIR/hostI) with the programs of PATH; or 1
+# with the reason in HOSTS_WHY.  Not in a subshell: teardown takes them
+# down.
+test_hosts() {
+	local bin
+	HOSTS_WHY=$(hosts_skip_reason)
+	[ -z "$HOSTS_WHY" ] || return 1
+	[ -n "${HOSTS_DIR:-}" ] && return 0
+	hosts_up 3 || { HOSTS_WHY="the test hosts could not be made"; return 1; }
+	bin=$(dirname "$(command -v cg-train-step)")
+	mkdir -p "$BATS_TEST_TMPDIR/bin"
+	cat >"$BATS_TEST_TMPDIR/bin/ssh" <<-EOF
+		#!/bin/sh
+		# ssh HOST COMMAND: COMMAND on a test host, in its home
+		h=\$1
+		shift
+		exec /usr/bin/ssh -F $HOSTS_DIR/ssh_config "\$h" \\
+			"mkdir -p $HOSTS_DIR/\$h && cd $HOSTS_DIR/\$h &&
+			PATH=$bin:\\\$PATH && export PATH && \$*"
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/bin/ssh"
 }
 
 # blocks README DIR: write each indented block of README to DIR/N.sh
@@ -61,7 +97,7 @@ blocks() {
 small() {
 	sed -E -e "s|/usr/share/datasets/fashion-mnist|$fx/fashion-mnist-mini|g" \
 		-e "s|/usr/share/games/fortunes|$fx/text/fortunes|g" \
-		-e 's/--(steps|total|limit) [0-9]+/--\1 2/g' "$1"
+		-e 's/--(steps|total|limit|rounds) [0-9]+/--\1 2/g' "$1"
 }
 
 # readme_runs README: run README's command blocks as the header says
@@ -78,7 +114,12 @@ readme_runs() {
 			continue
 		fi
 		small "blocks/$n.sh" > "blocks/$n.small"
-		if ! (cd work && bash -euo pipefail "../blocks/$n.small") \
+		if grep -q cg-cluster "blocks/$n.sh" && ! test_hosts; then
+			echo "# README line $line ($section): not run: $HOSTS_WHY" >&3
+			continue
+		fi
+		if ! (cd work && PATH=$BATS_TEST_TMPDIR/bin:$PATH \
+			bash -euo pipefail "../blocks/$n.small") \
 			> "blocks/$n.log" 2>&1; then
 			echo "README line $line ($section): this block failed:"
 			sed 's/^/    /' "blocks/$n.sh"
@@ -104,6 +145,11 @@ readme_runs() {
 	for f in model.cgm samples.png sync.cgm diloco.cgm fort.cgm; do
 		[ -s "work/$f" ] || { echo "no $f"; false; }
 	done
+	# and, where there were test hosts, cg-cluster's run on them
+	if [ -n "${HOSTS_DIR:-}" ]; then
+		[ -s work/cluster/model.cgm ] || { echo "no cluster/model.cgm"; false; }
+		[ -s "$HOSTS_DIR/host1/cg-cluster/shard.cgd" ]
+	fi
 }
 
 @test "README: a block that fails is named" {
@@ -131,6 +177,21 @@ make_small() {
 		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
 		grep -q "out/$w/model.cgm (cvae, step 2)" log
 	done
+}
+
+@test "examples/cluster: make diloco sync on the test hosts (small sizes)" {
+	test_hosts || skip "$HOSTS_WHY"
+	cp "$top/examples/cluster/hosts" .
+	make_small cluster log diloco sync OUT="$PWD/out" HOSTS="$PWD/hosts" \
+		SSH="$HOSTS_SSH" REMOTE_DIR="$HOSTS_DIR/%h" \
+		PREFIX="$(dirname "$(command -v cg-train-step)")/" \
+		DATA="$fx/fashion-mnist-mini" OUTER=2 INNER=2 ROUNDS=2 \
+		HIDDEN=32 LAYERS=1 LATENT=4
+	for w in diloco sync; do
+		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
+		grep -q "out/$w/model.cgm (cvae, step 2)" log
+	done
+	[ -s "$HOSTS_DIR/host2/diloco/shard.cgd" ]
 }
 
 @test "examples/compressed-diloco: make run (small sizes)" {

@@ -1,0 +1,200 @@
+# hosts.sh - test hosts: network namespaces on a bridge, each with its own
+# sshd, for the tests and benches of multi-host runs.  Source it, then:
+#
+#   hosts_skip_reason     prints why no hosts can be made here (not root, no
+#                         ip, no sshd, ...), or nothing
+#   hosts_up N [RATE]     makes host0 .. host(N-1); RATE (e.g. 10mbit) caps
+#                         each host's link both ways with a token bucket
+#   hosts_down            removes all of it; safe to call twice, and from a
+#                         trap (trap hosts_down EXIT) or a bats teardown
+#   hosts_bytes I         "RX TX": the bytes host I's link has carried from
+#                         the host and to it since hosts_up
+#
+# hosts_up sets HOSTS_DIR (a directory of its own: keys, configs, logs, and
+# hostI/, a working directory for each host), HOSTS_SSH (the ssh command
+# that reaches them: ssh -F HOSTS_DIR/ssh_config) and HOSTS_N.
+#
+# Each host is a network namespace, joined to a bridge in the root
+# namespace by a veth pair, with a private address (10.77.X.I+1/24, X
+# chosen among the subnets no route of this machine uses; the bridge is
+# .254) and a real sshd (key-only, its own config, host key and PID file
+# under HOSTS_DIR) listening on it.  The client has its own key, known
+# hosts and ssh_config: nothing under ~/.ssh is read or written.  The
+# namespaces share the file system, so only the hosts' own directories
+# keep them apart; what goes from one to another over ssh is counted by
+# its veth (hosts_bytes).  Names carry this shell's PID (cgb$$, cgv$$hI,
+# cgn$$hI), so two runs do not meet, and namespaces left by a run that
+# was killed (its PID gone) are removed by the next hosts_up.  The kernel
+# here has no netem: a rate, no delay or loss.
+
+hosts_skip_reason() {
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "not root: network namespaces need root"
+	elif ! command -v ip >/dev/null 2>&1 ||
+		! command -v tc >/dev/null 2>&1; then
+		echo "no ip(8) or tc(8) (iproute2)"
+	elif [ ! -x /usr/sbin/sshd ]; then
+		echo "no /usr/sbin/sshd (openssh-server)"
+	elif ! command -v ssh >/dev/null 2>&1 ||
+		! command -v ssh-keygen >/dev/null 2>&1; then
+		echo "no ssh or ssh-keygen (openssh-client)"
+	elif ! ip netns add "cgn$$probe" 2>/dev/null; then
+		echo "cannot make a network namespace here"
+	else
+		ip netns del "cgn$$probe"
+	fi
+}
+
+# namespaces and bridges of runs whose PID is gone, and their processes
+hosts__stale() {
+	local ns pid p
+	for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(cgn[0-9]*h[0-9]*\).*/\1/p'); do
+		pid=${ns#cgn}
+		pid=${pid%h*}
+		kill -0 "$pid" 2>/dev/null && continue
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill "$p" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+		ip link del "cgb$pid" 2>/dev/null
+	done
+	return 0
+}
+
+hosts_up() {
+	local n=$1 rate=${2:-} d i x ns v p addr pid key
+	HOSTS_N=$n
+	HOSTS_PREFIX=$$
+	hosts__stale
+	HOSTS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cg-hosts.XXXXXX") || return 1
+	d=$HOSTS_DIR
+	: >"$d/pids"
+	# a /24 no route of this machine uses
+	x=$(($$ % 250))
+	for i in $(seq 250); do
+		ip -4 route show | grep -q "^10\.77\.$x\." || break
+		x=$(((x + 1) % 250))
+	done
+	HOSTS_NET=10.77.$x
+	# sshd's privilege separation directory, which it checks for
+	[ -d /run/sshd ] || mkdir -m 755 /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -C cg-test-host -f "$d/host_key" &&
+		ssh-keygen -q -t ed25519 -N '' -C cg-test-client -f "$d/id" &&
+		cp "$d/id.pub" "$d/authorized_keys" || { hosts_down; return 1; }
+	key=$(cut -d' ' -f1,2 "$d/host_key.pub")
+	{
+		printf 'Host *\n'
+		printf '\tUser %s\n' "$(id -un)"
+		printf '\tIdentityFile %s/id\n\tIdentitiesOnly yes\n' "$d"
+		printf '\tUserKnownHostsFile %s/known_hosts\n' "$d"
+		printf '\tGlobalKnownHostsFile /dev/null\n'
+		printf '\tStrictHostKeyChecking yes\n\tCheckHostIP no\n'
+		printf '\tBatchMode yes\n\tConnectTimeout 5\n\tLogLevel ERROR\n'
+		printf '\tControlMaster no\n\tControlPath none\n'
+		printf '\tForwardAgent no\n\tRequestTTY no\n'
+	} >"$d/ssh_config.tail"
+	: >"$d/ssh_config"
+	: >"$d/known_hosts"
+	ip link add "cgb$$" type bridge &&
+		ip addr add "$HOSTS_NET.254/24" dev "cgb$$" &&
+		ip link set "cgb$$" up || { hosts_down; return 1; }
+	for i in $(seq 0 $((n - 1))); do
+		ns=cgn$$h$i v=cgv$$h$i p=cgp$$h$i addr=$HOSTS_NET.$((i + 1))
+		mkdir -p "$d/host$i" &&
+			ip netns add "$ns" &&
+			ip link add "$v" type veth peer name "$p" netns "$ns" &&
+			ip link set "$v" master "cgb$$" &&
+			ip link set "$v" up &&
+			ip -n "$ns" link set lo up &&
+			ip -n "$ns" addr add "$addr/24" dev "$p" &&
+			ip -n "$ns" link set "$p" up || { hosts_down; return 1; }
+		if [ -n "$rate" ]; then
+			tc qdisc add dev "$v" root tbf rate "$rate" burst 32kbit \
+				latency 400ms &&
+				ip netns exec "$ns" tc qdisc add dev "$p" root tbf \
+					rate "$rate" burst 32kbit latency 400ms ||
+				{ hosts_down; return 1; }
+		fi
+		cat >"$d/sshd_config.$i" <<-EOF
+			ListenAddress $addr:22
+			HostKey $d/host_key
+			PidFile $d/sshd.$i.pid
+			AuthorizedKeysFile $d/authorized_keys
+			UsePAM no
+			PermitRootLogin prohibit-password
+			StrictModes no
+			PasswordAuthentication no
+			KbdInteractiveAuthentication no
+			PubkeyAuthentication yes
+			X11Forwarding no
+			AllowTcpForwarding no
+			AllowAgentForwarding no
+			PrintMotd no
+			UseDNS no
+			MaxStartups 64
+			LogLevel ERROR
+		EOF
+		printf 'Host host%d\n\tHostName %s\n' "$i" "$addr" >>"$d/ssh_config"
+		printf '%s %s\n' "$addr" "$key" >>"$d/known_hosts"
+		# ip netns exec execs sshd in place: $! is sshd
+		ip netns exec "$ns" /usr/sbin/sshd -D -f "$d/sshd_config.$i" \
+			-E "$d/sshd.$i.log" </dev/null >/dev/null 2>&1 3>&- &
+		echo $! >>"$d/pids"
+	done
+	cat "$d/ssh_config.tail" >>"$d/ssh_config"
+	HOSTS_SSH="ssh -F $d/ssh_config"
+	# ready when each answers
+	for i in $(seq 0 $((n - 1))); do
+		for x in $(seq 100); do
+			$HOSTS_SSH -o ConnectTimeout=1 "host$i" true 2>/dev/null && break
+			if [ "$x" -eq 100 ]; then
+				echo "hosts_up: host$i's sshd does not answer:" \
+					"$(tail -n 1 "$d/sshd.$i.log" 2>/dev/null)" >&2
+				hosts_down
+				return 1
+			fi
+			sleep 0.05
+		done
+	done
+	for i in $(seq 0 $((n - 1))); do
+		cat "/sys/class/net/cgv$$h$i/statistics/rx_bytes" \
+			"/sys/class/net/cgv$$h$i/statistics/tx_bytes" |
+			paste -sd' ' >"$d/bytes0.$i"
+	done
+}
+
+hosts_bytes() {
+	local v=cgv${HOSTS_PREFIX}h$1 rx tx rx0 tx0
+	rx=$(cat "/sys/class/net/$v/statistics/rx_bytes") &&
+		tx=$(cat "/sys/class/net/$v/statistics/tx_bytes") &&
+		read -r rx0 tx0 <"$HOSTS_DIR/bytes0.$1" || return 1
+	echo "$((rx - rx0)) $((tx - tx0))"
+}
+
+hosts_down() {
+	local d=${HOSTS_DIR:-} pid i p pfx=${HOSTS_PREFIX:-$$}
+	[ -n "$d" ] || return 0
+	if [ -f "$d/pids" ]; then
+		while read -r pid; do
+			kill "$pid" 2>/dev/null
+		done <"$d/pids"
+		while read -r pid; do
+			for i in $(seq 40); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.05
+			done
+		done <"$d/pids"
+	fi
+	for i in $(seq 0 $((${HOSTS_N:-0} - 1))); do
+		# what the sessions started and left behind
+		for p in $(ip netns pids "cgn${pfx}h$i" 2>/dev/null); do
+			kill "$p" 2>/dev/null
+		done
+		ip netns del "cgn${pfx}h$i" 2>/dev/null
+		ip link del "cgv${pfx}h$i" 2>/dev/null
+	done
+	ip link del "cgb$pfx" 2>/dev/null
+	rm -rf "$d"
+	HOSTS_DIR=
+	return 0
+}
