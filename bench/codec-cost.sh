@@ -1,7 +1,9 @@
 #!/bin/sh
 # codec-cost.sh - what the update codecs cost: encoding inside a 50-step
 # cg-train-step call (its --log's encode_seconds against its seconds),
-# decoding (cg-reduce of 4 coded deltas against the same call), and the
+# decoding (cg-reduce of 4 coded deltas against the same call: the whole
+# cg-reduce call, reading, checking and writing included, and the part
+# its --log gives to folding the inputs in, which decodes), and the
 # memory of cg-reduce over 8 coded updates of a model of about 10M
 # parameters (peak RSS against one dense accumulator plus one input).
 #
@@ -28,12 +30,13 @@ now() { date +%s.%N; }
 P=$("$bin/cg-inspect" --json "$tmp/m.cgm" | jq '[.tensors[].count] | add')
 printf '# cvae, %s parameters; 50 Adam steps of batch 32, one thread; seconds from --log, the least of %s runs\n' "$P" "${REPS:-5}"
 reps=${REPS:-5}
-printf '%-32s %8s %8s %7s %8s %7s %9s %7s\n' codec call_s first_s first_% next_s next_% reduce4_s dec_%
+printf '%-32s %7s %7s %6s %7s %6s %7s %6s %7s %6s\n' codec call_s first_s first% next_s next% reduce_s red% fold_s fold%
 min() { awk 'NR == 1 || $1 < m { m = $1 } END { print m }'; }
 for c in "$@"; do
 	: >"$tmp/first"
 	: >"$tmp/next"
 	: >"$tmp/red"
+	: >"$tmp/fold"
 	r=0
 	while [ $r -lt "$reps" ]; do
 		r=$((r + 1))
@@ -51,8 +54,9 @@ for c in "$@"; do
 			--codec "$c" --state "$tmp/s0b.state" --log "$tmp/log" \
 			-o "$tmp/v0.cgu"
 		t0=$(now)
-		"$bin/cg-reduce" -j 1 "$tmp"/u?.cgu -o "$tmp/r.cgg"
+		"$bin/cg-reduce" -j 1 --log "$tmp/rlog" "$tmp"/u?.cgu -o "$tmp/r.cgg"
 		t1=$(now)
+		tail -1 "$tmp/rlog" | jq .fold_seconds >>"$tmp/fold"
 		head -1 "$tmp/log" | jq -r '"\(.seconds) \(.encode_seconds)"' >>"$tmp/first"
 		tail -1 "$tmp/log" | jq -r '"\(.seconds) \(.encode_seconds)"' >>"$tmp/next"
 		echo "$t1 - $t0" | bc -l >>"$tmp/red"
@@ -61,10 +65,13 @@ for c in "$@"; do
 	enc=$(cut -d' ' -f2 "$tmp/first" | min)
 	enc2=$(cut -d' ' -f2 "$tmp/next" | min)
 	red=$(min <"$tmp/red")
-	printf '%-32s %8.3f %8.4f %7.2f %8.4f %7.2f %9.3f %7.2f\n' "$c" "$call" \
+	fold=$(min <"$tmp/fold")
+	printf '%-32s %7.3f %7.4f %6.2f %7.4f %6.2f %7.4f %6.2f %7.4f %6.2f\n' \
+		"$c" "$call" \
 		"$enc" "$(echo "100 * $enc / $call" | bc -l)" \
-		"$enc2" "$(echo "100 * $enc2 / $call" | bc -l)" "$red" \
-		"$(echo "100 * $red / (4 * $call)" | bc -l)"
+		"$enc2" "$(echo "100 * $enc2 / $call" | bc -l)" \
+		"$red" "$(echo "100 * $red / (4 * $call)" | bc -l)" \
+		"$fold" "$(echo "100 * $fold / (4 * $call)" | bc -l)"
 done
 
 [ "${MEMORY:-1}" != 0 ] || exit 0

@@ -9,15 +9,19 @@
  */
 #include <glob.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
+#include "progress.h"
 #include "reduce.h"
 
 #define MAX_THREADS 4096
 
-enum { OPT_OP = CG_KEY_OWN, OPT_CODEC, OPT_BUDGET };
+enum { OPT_OP = CG_KEY_OWN, OPT_CODEC, OPT_BUDGET, OPT_LOG };
 
 /* After the options, the reducer's table of operations: made by
  * make_epilog before parsing. */
@@ -30,6 +34,7 @@ static const struct cg_opt opts[] = {
      "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
     {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)"},
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     {"quiet", 'q', NULL, "nothing on stderr but errors"},
     CG_OPT_HELP,
@@ -53,6 +58,7 @@ struct args {
 	uint64_t budget;
 	enum cg_compress comp;
 	long long threads;
+	const char *log;
 	char **inputs; /* [ninputs] */
 	int ninputs;
 };
@@ -106,6 +112,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 			a->coded = 1;
 			cg_uspec_parse("topk", &a->codec);
 		}
+		break;
+	case OPT_LOG:
+		a->log = g->arg;
 		break;
 	case OPT_OP:
 		if ((a->op = cg_reduce_op_find(g->arg)) == NULL) {
@@ -170,6 +179,38 @@ add_all(struct cg_reducer *r, char **names, int n)
 	return errors;
 }
 
+/* One JSON line of the call's figures appended to path: 0, or -1 with a
+ * message. */
+static int
+write_log(const char *path, const struct cg_reducer *r, double secs)
+{
+	FILE *fp = fopen(path, "a");
+	cJSON *o = cJSON_CreateObject();
+	char *s = NULL;
+	int rc = -1;
+
+	if (fp == NULL || o == NULL) {
+		cg_seterr("%s: cannot append", path);
+		goto out;
+	}
+	cJSON_AddNumberToObject(o, "inputs", (double)r->inputs);
+	cJSON_AddNumberToObject(o, "samples", r->samples);
+	cJSON_AddNumberToObject(o, "seconds", secs);
+	cJSON_AddNumberToObject(o, "fold_seconds", r->fold_seconds);
+	if ((s = cJSON_PrintUnformatted(o)) == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	fprintf(fp, "%s\n", s);
+	rc = 0;
+out:
+	free(s);
+	if (fp && fclose(fp) != 0 && rc == 0)
+		rc = cg_seterr("%s: write failed", path);
+	cJSON_Delete(o);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -180,6 +221,7 @@ main(int argc, char **argv)
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
+	const double t0 = cg_now();
 	cg_set_threads((int)a.threads);
 	cg_reducer_init(&r, a.op);
 	rc = CG_EXIT_FAILURE;
@@ -198,6 +240,10 @@ main(int argc, char **argv)
 		}
 	}
 	if (cg_file_write(f, a.out, a.comp) != 0) {
+		cg_warn(NULL);
+		goto out;
+	}
+	if (a.log && write_log(a.log, &r, cg_now() - t0) != 0) {
 		cg_warn(NULL);
 		goto out;
 	}

@@ -24,71 +24,79 @@
 
 /* ------------------------------------------------------- half precision */
 
+static inline float
+as_float(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint32_t
+as_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/*
+ * Both conversions without a branch, so that a loop over them runs as
+ * fast on subnormals and zeros as on normal values (updates hold many).
+ * Half to float: a normal half's bits shift into place and the exponent
+ * is rebiased by 112; inf and nan get the rest of the exponent; a
+ * subnormal (man * 2^-24) is the float with those mantissa bits at
+ * exponent 2^-14, less 2^-14, which is exact.
+ */
+static inline float
+half_to_float(uint16_t h)
+{
+	uint32_t o = (uint32_t)(h & 0x7fff) << 13, e = o & 0x0f800000u;
+	uint32_t normal = o + 0x38000000u;
+	uint32_t special = normal + 0x38000000u;
+	uint32_t sub = as_bits(as_float(normal + 0x00800000u) -
+	                       as_float(0x38800000u));
+
+	o = e == 0x0f800000u ? special : e == 0 ? sub : normal;
+	return as_float(o | (uint32_t)(h & 0x8000) << 16);
+}
+
+/*
+ * Float to half, to nearest even.  Normal halves (2^-14 <= |f| < 65520):
+ * the exponent is rebiased by subtracting 112 << 23, and rounding adds
+ * 0xfff plus the lowest kept bit before the shift; a carry into the
+ * exponent is still the right half (65520 and up carry into inf).  Below
+ * 2^-14 adding 0.5 puts the half's subnormal bits at the bottom of the
+ * float's mantissa, rounded to nearest even by the addition itself.
+ * |f| >= 65536 is inf, and a nan stays a (quiet) nan.
+ */
+static inline uint16_t
+float_to_half(float x)
+{
+	uint32_t f = as_bits(x), sign = f & 0x80000000u;
+
+	f ^= sign;
+	uint32_t special = f > 0x7f800000u ? 0x7e00u : 0x7c00u;
+	uint32_t sub = as_bits(as_float(f) + 0.5f) - 0x3f000000u;
+	uint32_t normal = (f + 0xc8000fffu + ((f >> 13) & 1)) >> 13;
+	uint32_t o = f >= 0x47800000u ? special
+	             : f < 0x38800000u ? sub
+	                               : normal;
+	return (uint16_t)(o | sign >> 16);
+}
+
 float
 cg_f16_to_f32(uint16_t h)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-	uint32_t exp = (h >> 10) & 0x1f;
-	uint32_t man = h & 0x3ff;
-	uint32_t bits;
-	float f;
-
-	if (exp == 0) {
-		/* zero or subnormal: value = man * 2^-24 */
-		f = (float)man * (1.0f / 16777216.0f);
-		return sign ? -f : f;
-	}
-	if (exp == 31)
-		bits = sign | 0x7f800000u | (man << 13);
-	else
-		bits = sign | ((exp + 112) << 23) | (man << 13);
-	memcpy(&f, &bits, 4);
-	return f;
+	return half_to_float(h);
 }
 
 uint16_t
 cg_f32_to_f16(float f)
 {
-	uint32_t x;
-	uint32_t sign, exp, man;
-
-	memcpy(&x, &f, 4);
-	/* The common case first: a magnitude that rounds to a normal half
-	 * below 65520 (2^-14 <= |f| < 65520).  The exponent is rebiased by
-	 * subtracting 112 << 23, and rounding to nearest even adds 0xfff
-	 * plus the lowest kept bit before the shift; a carry into the
-	 * exponent is still the right half. */
-	uint32_t ax = x & 0x7fffffffu;
-	if (ax >= 0x38800000u && ax < 0x477ff000u)
-		return (uint16_t)(((x >> 16) & 0x8000) |
-		                  ((ax - 0x38000000u + 0xfffu + ((ax >> 13) & 1)) >>
-		                   13));
-	sign = (x >> 16) & 0x8000;
-	exp = (x >> 23) & 0xff;
-	man = x & 0x7fffff;
-	if (exp == 0xff) /* inf or nan (keep a nan a nan) */
-		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-	int e = (int)exp - 127 + 15;
-	if (e >= 31)
-		return (uint16_t)(sign | 0x7c00);
-	if (e <= 0) {
-		if (e < -10)
-			return (uint16_t)sign;
-		/* subnormal: shift the mantissa with its implicit bit */
-		man |= 0x800000;
-		int shift = 14 - e;
-		uint32_t half = man >> shift;
-		uint32_t rem = man & ((1u << shift) - 1);
-		uint32_t mid = 1u << (shift - 1);
-		if (rem > mid || (rem == mid && (half & 1)))
-			half++;
-		return (uint16_t)(sign | half);
-	}
-	uint32_t h = sign | ((uint32_t)e << 10) | (man >> 13);
-	uint32_t rem = man & 0x1fff;
-	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
-		h++; /* may carry into the exponent, which is still right */
-	return (uint16_t)h;
+	return float_to_half(f);
 }
 
 float
@@ -215,7 +223,7 @@ f32_encode(void *dst, const float *src, size_t n)
 		return 0;                                                      \
 	}
 
-HALF_CODEC(f16, cg_f16_to_f32, cg_f32_to_f16)
+HALF_CODEC(f16, half_to_float, float_to_half)
 HALF_CODEC(bf16, cg_bf16_to_f32, cg_f32_to_bf16)
 
 /* ------------------------------------------------------ integer types */
@@ -346,6 +354,21 @@ check_blocks(const float *src, size_t n, float qmax, const char *name)
 	return 0;
 }
 
+/* The scale of a q4_0-style block of levels 0..2h-1 around h: max is the
+ * element of largest magnitude with its sign (the first of equals), and
+ * the block's d = max / -h.  The block is finite (check_blocks). */
+static float
+signed_max(const float *x)
+{
+	float amax;
+	int j = 0;
+
+	block_amax(x, &amax);
+	while (j < QK - 1 && fabsf(x[j]) != amax)
+		j++;
+	return amax == 0 ? 0.0f : x[j];
+}
+
 /* roundf(v), halves away from zero, for |v| < 2^31: v less its
  * truncation is exact there. */
 static int
@@ -424,13 +447,8 @@ q4_0_encode(void *dst, const float *src, size_t n)
 	if (check_blocks(src, n, 8.0f, "q4_0") != 0)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
-		float amax = 0, max = 0, d, id;
-		for (int j = 0; j < QK; j++)
-			if (amax < fabsf(src[i + j])) {
-				amax = fabsf(src[i + j]);
-				max = src[i + j];
-			}
-		d = max / -8;
+		float d, id;
+		d = signed_max(src + i) / -8;
 		id = d != 0 ? 1.0f / d : 0.0f;
 		put16(b, cg_f32_to_f16(d));
 		for (int j = 0; j < QK / 2; j++) {
@@ -452,26 +470,11 @@ q2_0_decode(float *dst, const void *src, size_t n)
 
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 4) {
 		float d = cg_f16_to_f32(get16(b));
-		for (int j = 0; j < QK; j++)
-			dst[i + j] =
-			    d * (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 2);
+		for (int k = 0; k < QK / 4; k++)
+			for (int t = 0; t < 4; t++)
+				dst[i + 4 * k + t] =
+				    d * (float)(((b[2 + k] >> (2 * t)) & 3) - 2);
 	}
-}
-
-/* The scale of a q4_0-style block of levels 0..2h-1 around h: max is the
- * element of largest magnitude with its sign (the first of equals), and
- * the block's d = max / -h. */
-static float
-signed_max(const float *x)
-{
-	float amax = 0, max = 0;
-
-	for (int j = 0; j < QK; j++)
-		if (amax < fabsf(x[j])) {
-			amax = fabsf(x[j]);
-			max = x[j];
-		}
-	return max;
 }
 
 static int
@@ -485,12 +488,15 @@ q2_0_encode(void *dst, const float *src, size_t n)
 		float d = signed_max(src + i) / -2;
 		float id = d != 0 ? 1.0f / d : 0.0f;
 		put16(b, cg_f32_to_f16(d));
-		memset(b + 2, 0, QK / 4);
-		for (int j = 0; j < QK; j++) {
-			float xs = src[i + j] * id;
-			int q = (int)(xs + 2.5f);
-			q = q > 3 ? 3 : q;
-			b[2 + j / 4] |= (unsigned char)(q << (2 * (j % 4)));
+		for (int k = 0; k < QK / 4; k++) {
+			unsigned byte = 0;
+			for (int t = 0; t < 4; t++) {
+				float xs = src[i + 4 * k + t] * id;
+				int q = (int)(xs + 2.5f);
+				q = q > 3 ? 3 : q;
+				byte |= (unsigned)q << (2 * t);
+			}
+			b[2 + k] = (unsigned char)byte;
 		}
 	}
 	return 0;

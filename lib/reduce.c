@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "progress.h"
 #include "reduce.h"
 
 /* ------------------------------------------------------- operations */
@@ -271,7 +272,9 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 			r->first = u;
 		u = NULL;
 	} else {
+		double t0 = cg_now();
 		fold_all(r->op, r->acc, u, w, r->first == NULL);
+		r->fold_seconds += cg_now() - t0;
 		if (r->first == NULL) {
 			/* kept for its layout; its numbers are spent */
 			cg_file_free(u->file);
@@ -380,8 +383,10 @@ cg_reducer_finish(struct cg_reducer *r)
 		return NULL;
 	}
 	if (r->sliced) {
+		double t0 = cg_now();
 		if (finish_sliced(r) != 0)
 			return NULL;
+		r->fold_seconds += cg_now() - t0;
 	} else if (r->op->finish) {
 		f = r->acc;
 		for (size_t i = 0; i < f->ntensors; i++)

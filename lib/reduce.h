@@ -89,6 +89,7 @@ struct cg_reducer {
 	double samples; /* total samples */
 	double loss;    /* weighted loss sum */
 	uint64_t inputs;
+	double fold_seconds; /* folding the inputs in: decoding, adding */
 };
 
 /* A reducer running op: streaming when op streams (set r->sliced

@@ -127,11 +127,24 @@ check_finite(const struct cg_tensor *t)
 static int
 refuse_nonfinite(const struct cg_uview *v, const float *x)
 {
-	for (uint64_t i = 0; i < v->n; i++)
-		if (!isfinite(x[i]))
-			return cg_seterr("tensor %s: element %" PRIu64
-			                 " is not finite",
-			                 v->name, i);
+	const uint64_t R = 1024;
+
+	/* a run at a time without a branch (every exponent bit set: inf
+	 * or NaN), then the element */
+	for (uint64_t lo = 0; lo < v->n; lo += R) {
+		uint64_t hi = v->n - lo < R ? v->n : lo + R;
+		uint32_t bad = 0;
+		for (uint64_t i = lo; i < hi; i++) {
+			uint32_t u;
+			memcpy(&u, &x[i], sizeof(u));
+			bad |= (u & 0x7f800000u) == 0x7f800000u;
+		}
+		for (uint64_t i = lo; bad && i < hi; i++)
+			if (!isfinite(x[i]))
+				return cg_seterr("tensor %s: element %" PRIu64
+				                 " is not finite",
+				                 v->name, i);
+	}
 	return 0;
 }
 
@@ -588,10 +601,13 @@ sign_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	    (ts = cg_file_add_zero(f, name, CG_F32, 1, &one)) == NULL)
 		return -1;
 	bits = tb->data;
-	for (uint64_t i = 0; i < v->n; i++) {
+	for (uint64_t i = 0; i < v->n; i++)
 		sum += fabs((double)x[i]);
-		if (x[i] < 0)
-			bits[i / 8] |= (unsigned char)(1u << (i % 8));
+	for (uint64_t i = 0; i < v->n; i += 8) {
+		unsigned byte = 0;
+		for (uint64_t k = 0; k < 8 && i + k < v->n; k++)
+			byte |= (unsigned)(x[i + k] < 0) << k;
+		bits[i / 8] = (unsigned char)byte;
 	}
 	scale = (float)(sum / (double)v->n);
 	return cg_codec(CG_F32)->encode(ts->data, &scale, 1);
@@ -632,7 +648,18 @@ sign_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
 
 	(void)s;
 	cg_tensor_decode(v->t[1], 0, 1, &scale);
-	for (size_t j = 0; j < n; j++) {
+	size_t j = 0;
+	/* to a whole byte, then a byte (8 elements) at a time */
+	for (; j < n && (lo + j) % 8; j++) {
+		uint64_t i = lo + j;
+		out[j] = bits[i / 8] >> (i % 8) & 1 ? -scale : scale;
+	}
+	for (; j + 8 <= n; j += 8) {
+		unsigned byte = bits[(lo + j) / 8];
+		for (int k = 0; k < 8; k++)
+			out[j + k] = byte >> k & 1 ? -scale : scale;
+	}
+	for (; j < n; j++) {
 		uint64_t i = lo + j;
 		out[j] = bits[i / 8] >> (i % 8) & 1 ? -scale : scale;
 	}

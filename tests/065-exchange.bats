@@ -165,6 +165,20 @@ manifest() { tar xOf "$1" cg.json; }
 	assert_line -n 1 2
 }
 
+@test "cg-reduce --log: a line per call, the folding's seconds within the call's" {
+	delta 0 q8 s0 a.cgu
+	delta 1 topk:0.1 s1 b.cgu
+	cg-reduce --log l a.cgu b.cgu -o m.cgg
+	cg-reduce --log l m.cgg -o m2.cgg
+	run -0 jq -r '[.inputs, .samples, (.fold_seconds > 0),
+	              (.fold_seconds <= .seconds)] | @tsv' l
+	assert_line -n 0 "$(printf '2\t32\ttrue\ttrue')"
+	assert_line -n 1 "$(printf '2\t32\ttrue\ttrue')"
+	[ "${#lines[@]}" -eq 2 ]
+	run -1 cg-reduce --log /nonexistent/dir/l a.cgu -o x.cgg
+	assert_output --partial '/nonexistent/dir/l: cannot append'
+}
+
 @test "downlink: every worker rebuilds the coordinator's model, same digest" {
 	cp "$D/model.cgm" coord.cgm
 	cp "$D/model.cgm" w0.cgm

@@ -200,6 +200,87 @@ test_table(void)
 	CHECK(cg_dtype_bytes(CG_F16, 0, &n) == 0 && n == 0, "empty");
 }
 
+/* ------------------------------------------------- half, against double */
+
+/* The half nearest x (ties to even), from its value in double: the
+ * exponent of the spacing, the scaled value rounded by nearbyint (the
+ * default mode rounds to nearest even), then the half's fields. */
+static uint16_t
+ref_half(float x)
+{
+	uint16_t sign = signbit(x) ? 0x8000 : 0;
+	double a = fabs((double)x);
+
+	if (isnan(x))
+		return sign | 0x7e00;
+	if (a >= 65520.0) /* halfway to 2^16 and beyond: inf */
+		return sign | 0x7c00;
+	int e;
+	frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
+	if (e < -13)
+		e = -13; /* subnormals: the spacing of 2^-14's binade */
+	double q = nearbyint(ldexp(a, 11 - e)); /* 11 bits: 1 + 10 */
+	if (a == 0 || q == 0)
+		return sign;
+	int he = e - 1 + 15; /* the biased exponent of 2^(e-1) */
+	if (q >= 2048) {     /* rounded up into the next binade */
+		q /= 2;
+		he++;
+	}
+	if (he <= 0 || q < 1024) /* subnormal: q counts 2^-24 */
+		return sign | (uint16_t)q;
+	return sign | (uint16_t)(he << 10) | (uint16_t)((int)q - 1024);
+}
+
+/* Every 4093rd float bit pattern, and every float near
+ * each half and each midpoint between halves, encodes as the double
+ * reference rounds it; every half decodes to its value in double. */
+static void
+test_half_reference(void)
+{
+	const struct cg_codec *f16 = cg_codec(CG_F16);
+	unsigned char b[2];
+	long bad = 0;
+
+	for (uint64_t u = 0; u <= 0xffffffffu; u += 4093) {
+		uint32_t v = (uint32_t)u;
+		float x;
+		memcpy(&x, &v, 4);
+		f16->encode(b, &x, 1);
+		uint16_t h = (uint16_t)(b[0] | b[1] << 8);
+		if (h != ref_half(x) && bad++ < 5)
+			CHECK(0, "f16 of %08x: %04x, the reference %04x", v, h,
+			      ref_half(x));
+	}
+	for (uint32_t p = 0; p < 0x7c00; p++) {
+		/* the half's value, and its midpoint with the next */
+		int e = (int)(p >> 10), m = (int)(p & 0x3ff);
+		double val = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+		double mid = val + (e ? ldexp(1, e - 26) : ldexp(1, -25));
+		float x;
+		b[0] = (unsigned char)p;
+		b[1] = (unsigned char)(p >> 8);
+		f16->decode(&x, b, 1);
+		CHECK((double)x == val, "f16 %04x decodes to %.17g, not %.17g",
+		      p, (double)x, val);
+		for (int side = -1; side <= 1; side++) {
+			float y = nextafterf((float)mid, side < 0 ? 0.0f
+			                                          : INFINITY);
+			float z = side == 0 ? (float)mid : y;
+			for (int sg = 0; sg < 2; sg++) {
+				float w = sg ? -z : z;
+				f16->encode(b, &w, 1);
+				uint16_t h = (uint16_t)(b[0] | b[1] << 8);
+				if (h != ref_half(w) && bad++ < 5)
+					CHECK(0, "f16 of %a: %04x, the "
+					      "reference %04x", (double)w, h,
+					      ref_half(w));
+			}
+		}
+	}
+	CHECK(bad == 0, "f16: %ld conversions unlike the reference", bad);
+}
+
 /* ---------------------------------------------------------- round trips */
 
 static void
@@ -589,6 +670,7 @@ main(void)
 		checks += test_vectors(dir, (enum cg_dtype)t);
 	test_table();
 	test_roundtrips();
+	test_half_reference();
 	test_fit();
 	test_edges();
 	test_tensors();
