@@ -320,55 +320,50 @@ mag_key(float x)
 }
 
 /*
- * The k-th largest magnitude of x [n] (1 <= k <= n) as its key: a radix
- * selection, the high 16 bits and then the low, two passes and no copy.
+ * The k-th largest magnitude of x [n] (1 <= k <= n) as its key, and how
+ * many of the keys equal to it the k largest take (*ties; the rest are
+ * above it): a radix selection over the key's 31 bits in digits of 11,
+ * 10 and 10, a pass a digit over the elements whose higher digits match,
+ * counted on the stack.
  */
-static int
-kth_key(const float *x, uint64_t n, uint64_t k, uint32_t *out)
+static void
+kth_key(const float *x, uint64_t n, uint64_t k, uint32_t *out,
+        uint64_t *ties)
 {
-	uint64_t *h = calloc(65536, sizeof(*h));
-	uint32_t hi = 0, lo = 0;
+	static const int shift[3] = {20, 10, 0};
+	uint64_t h[2048];
+	uint32_t prefix = 0;
 
-	if (h == NULL)
-		return cg_seterr("out of memory");
-	for (uint64_t i = 0; i < n; i++)
-		h[mag_key(x[i]) >> 16]++;
-	for (uint32_t b = 65536; b-- > 0;) {
-		if (h[b] >= k) {
-			hi = b;
-			break;
+	for (int d = 0; d < 3; d++) {
+		const int sh = shift[d], hs = sh + (d == 0 ? 11 : 10);
+		const uint32_t nb = d == 0 ? 2048 : 1024;
+		memset(h, 0, nb * sizeof(*h));
+		for (uint64_t i = 0; i < n; i++) {
+			uint32_t u = mag_key(x[i]);
+			/* the elements whose digits above this one match */
+			if (d == 0 || u >> hs == prefix >> hs)
+				h[(u >> sh) & (nb - 1)]++;
 		}
-		k -= h[b];
-	}
-	memset(h, 0, 65536 * sizeof(*h));
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t u = mag_key(x[i]);
-		if (u >> 16 == hi)
-			h[u & 0xffff]++;
-	}
-	for (uint32_t b = 65536; b-- > 0;) {
-		if (h[b] >= k) {
-			lo = b;
-			break;
+		uint32_t b = nb;
+		while (b-- > 0) {
+			if (h[b] >= k)
+				break;
+			k -= h[b];
 		}
-		k -= h[b];
+		prefix |= b << sh;
 	}
-	free(h);
-	*out = hi << 16 | lo;
-	return 0;
+	*out = prefix;
+	*ties = k;
 }
 
-/* Positions [0, n) of x with the k largest magnitudes, in increasing
- * order, into at [k]: all above the k-th magnitude, then the first ties
- * in index order, the same choice on every machine. */
+/* The k indices of x [n] in order whose keys are above thr, and the
+ * first ties of those equal to it, into at [k]. */
 static void
-pick(const float *x, uint64_t n, uint64_t k, uint32_t thr, uint32_t *at)
+pick(const float *x, uint64_t n, uint64_t k, uint32_t thr, uint64_t ties,
+     uint32_t *at)
 {
-	uint64_t m = 0, ties = k;
+	uint64_t m = 0;
 
-	for (uint64_t i = 0; i < n; i++)
-		if (mag_key(x[i]) > thr)
-			ties--;
 	for (uint64_t i = 0; i < n && m < k; i++) {
 		uint32_t a = mag_key(x[i]);
 		if (a > thr || (a == thr && ties > 0)) {
@@ -377,6 +372,93 @@ pick(const float *x, uint64_t n, uint64_t k, uint32_t thr, uint32_t *at)
 			at[m++] = (uint32_t)i;
 		}
 	}
+}
+
+/*
+ * The k largest magnitudes' positions of x [n] into at [k], as pick
+ * chooses them, in fewer passes: a histogram of the keys' top 11 bits
+ * finds the bin the k-th falls in; one more pass copies the keys (and
+ * positions) of that bin and those above it, and the rest of the
+ * selection runs on the copy alone.  Where that copy would be large
+ * (most keys in one bin: many zeros), kth_key and pick run on x.
+ */
+static int
+top_positions(const float *x, uint64_t n, uint64_t k, uint32_t *at)
+{
+	uint64_t h[2048] = {0}, kk = k, above = 0;
+	uint32_t b = 2048;
+
+	for (uint64_t i = 0; i < n; i++)
+		h[mag_key(x[i]) >> 20]++;
+	while (b-- > 0) {
+		if (h[b] >= kk)
+			break;
+		kk -= h[b];
+		above += h[b];
+	}
+	const uint64_t c = above + h[b];
+	if (c > n / 4 + 64) {
+		uint32_t thr;
+		uint64_t ties;
+		kth_key(x, n, k, &thr, &ties);
+		pick(x, n, k, thr, ties, at);
+		return 0;
+	}
+	uint32_t *key = cg_alloc(c * sizeof(*key));
+	uint32_t *pos = cg_alloc(c * sizeof(*pos));
+	if (key == NULL || pos == NULL) {
+		free(key);
+		free(pos);
+		return -1;
+	}
+	uint64_t m = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t u = mag_key(x[i]);
+		if (u >> 20 >= b) {
+			key[m] = u;
+			pos[m++] = (uint32_t)i;
+		}
+	}
+	/* the two lower digits, over the copy's keys of bin b */
+	uint32_t prefix = b << 20;
+	for (int d = 1; d < 3; d++) {
+		const int sh = d == 1 ? 10 : 0, hs = sh + 10;
+		memset(h, 0, 1024 * sizeof(*h));
+		for (uint64_t i = 0; i < c; i++)
+			if (key[i] >> hs == prefix >> hs)
+				h[(key[i] >> sh) & 1023]++;
+		uint32_t e = 1024;
+		while (e-- > 0) {
+			if (h[e] >= kk)
+				break;
+			kk -= h[e];
+		}
+		prefix |= e << sh;
+	}
+	/* kk is now the ties at the threshold prefix */
+	for (uint64_t i = 0, j = 0; i < c && j < k; i++)
+		if (key[i] > prefix || (key[i] == prefix && kk > 0)) {
+			if (key[i] == prefix)
+				kk--;
+			at[j++] = pos[i];
+		}
+	free(key);
+	free(pos);
+	return 0;
+}
+
+/* The ties pick takes at threshold t from the kk largest keys top
+ * [kk] (run_kth_key's, t the last): those equal to t among them. */
+static uint64_t
+ties_in(const uint32_t *top, uint64_t kk, uint32_t t)
+{
+	uint64_t n = 0;
+
+	while (kk > 0 && top[kk - 1] == t) {
+		n++;
+		kk--;
+	}
+	return n;
 }
 
 /* The k-th largest magnitude key of a run x [n] (1 <= k <= n): the k
@@ -431,7 +513,7 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	const enum cg_dtype it = topk_idx_dtype(s);
 	char name[CG_MAX_NAME];
 	struct cg_tensor *ti, *tv;
-	uint32_t *at = NULL, thr = 0;
+	uint32_t *at = NULL;
 	float *val = NULL;
 	int rc = -1;
 
@@ -450,9 +532,8 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	    (val = cg_alloc(nval * sizeof(float))) == NULL)
 		goto out;
 	if (s->chunk == 0) {
-		if (kth_key(x, v->n, k, &thr) != 0)
+		if (top_positions(x, v->n, k, at) != 0)
 			goto out;
-		pick(x, v->n, k, thr, at);
 		for (uint64_t m = 0; m < k; m++) {
 			put_index(ti->data, it, m, at[m]);
 			val[m] = x[at[m]];
@@ -468,8 +549,8 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 			uint64_t kk = len < kc ? len : kc;
 			if (kk == 0)
 				continue;
-			pick(x + lo, len, kk,
-			     run_kth_key(x + lo, len, kk, keys), at + p);
+			uint32_t t = run_kth_key(x + lo, len, kk, keys);
+			pick(x + lo, len, kk, t, ties_in(keys, kk, t), at + p);
 			for (uint64_t m = 0; m < kk; m++) {
 				put_index(ti->data, it, p + m, at[p + m]);
 				val[p + m] = x[lo + at[p + m]];

@@ -231,6 +231,42 @@ bounds(void)
 	expect(ok, "topk:0.1: ceil(0.1 n) of each view, none left larger, "
 	           "values as f16");
 
+	/* top-k with ties: exactly the positions of a brute-force choice
+	 * (larger magnitude first, then the lower position), both when the
+	 * k-th's bin is small and when most values share it (zeros) */
+	for (int kind = 0; kind < 3; kind++) {
+		static float t[P], ty[P];
+		struct cg_rng tr;
+		cg_rng_seed(&tr, 7 + (uint64_t)kind);
+		for (int i = 0; i < P; i++) {
+			uint64_t r = cg_rng_u64(&tr);
+			t[i] = kind == 0   ? (float)(r % 5) - 2.0f
+			       : kind == 1 ? (r % 10 ? 0.0f : (float)(r % 3) + 1)
+			                   : (float)cg_rng_normal(&tr);
+		}
+		const char *spec = kind == 2 ? "topk:0.3,val=f32"
+		                             : "topk:0.05,val=f32";
+		double frac = kind == 2 ? 0.3 : 0.05;
+		cg_file_free(encode(spec, t, ty, &e));
+		ok = 1;
+		for (int i = 0; i < NV; i++) {
+			uint64_t n = v[i].n, want = (uint64_t)ceil(frac * (double)n);
+			const float *a = t + v[i].off, *b = ty + v[i].off;
+			for (uint64_t j = 0; j < n; j++) {
+				/* j is kept iff fewer than want come before it */
+				uint64_t before = 0;
+				for (uint64_t q = 0; q < n; q++)
+					before += fabsf(a[q]) > fabsf(a[j]) ||
+					          (fabsf(a[q]) == fabsf(a[j]) && q < j);
+				int kept = before < want;
+				ok &= kept ? b[j] == a[j] : b[j] == 0;
+			}
+		}
+		expect(ok, kind == 0   ? "topk ties (5 values): the brute-force choice"
+		           : kind == 1 ? "topk ties (mostly zeros): the brute-force choice"
+		                       : "topk:0.3 of normal values: the brute-force choice");
+	}
+
 	/* top-k in runs: each run of 16 keeps its 2 largest, u8 indices */
 	ok = 1;
 	struct cg_file *cf = encode("topk:0.125,chunk=16,val=f32", x, y, &e);
