@@ -267,6 +267,42 @@ bounds(void)
 		                       : "topk:0.3 of normal values: the brute-force choice");
 	}
 
+	/* in runs, with ties: each run's brute-force choice (k 2 and 12:
+	 * both ways of finding a run's k-th) */
+	for (int kind = 0; kind < 2; kind++) {
+		static float t[P], ty[P];
+		struct cg_rng tr;
+		const uint64_t C = 16, kc = kind ? 12 : 2;
+		cg_rng_seed(&tr, 11 + (uint64_t)kind);
+		for (int i = 0; i < P; i++) {
+			uint64_t r = cg_rng_u64(&tr);
+			t[i] = r % 3 ? (float)(r % 4) - 1.5f : 0.0f;
+		}
+		cg_file_free(encode(kind ? "topk:0.75,chunk=16,val=f32"
+		                         : "topk:0.125,chunk=16,val=f32",
+		                    t, ty, &e));
+		ok = 1;
+		for (int i = 0; i < NV; i++)
+			for (uint64_t lo = 0; lo < v[i].n; lo += C) {
+				uint64_t len = v[i].n - lo < C ? v[i].n - lo : C;
+				uint64_t want = len < kc ? len : kc;
+				const float *a = t + v[i].off + lo;
+				const float *b = ty + v[i].off + lo;
+				for (uint64_t j = 0; j < len; j++) {
+					uint64_t before = 0;
+					for (uint64_t q = 0; q < len; q++)
+						before += fabsf(a[q]) > fabsf(a[j]) ||
+						          (fabsf(a[q]) == fabsf(a[j]) &&
+						           q < j);
+					ok &= before < want ? b[j] == a[j] : b[j] == 0;
+				}
+			}
+		expect(ok, kind ? "topk runs of 16 keeping 12, ties: the "
+		                  "brute-force choice"
+		                : "topk runs of 16 keeping 2, ties: the "
+		                  "brute-force choice");
+	}
+
 	/* top-k in runs: each run of 16 keeps its 2 largest, u8 indices */
 	ok = 1;
 	struct cg_file *cf = encode("topk:0.125,chunk=16,val=f32", x, y, &e);
