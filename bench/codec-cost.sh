@@ -54,7 +54,14 @@ for c in "$@"; do
 			--codec "$c" --state "$tmp/s0b.state" --log "$tmp/log" \
 			-o "$tmp/v0.cgu"
 		t0=$(now)
-		"$bin/cg-reduce" -j 1 --log "$tmp/rlog" "$tmp"/u?.cgu -o "$tmp/r.cgg"
+		# (programs older than cg-reduce --log: no fold column, 0)
+		if "$bin/cg-reduce" --help | grep -q -- --log; then
+			"$bin/cg-reduce" -j 1 --log "$tmp/rlog" "$tmp"/u?.cgu \
+				-o "$tmp/r.cgg"
+		else
+			"$bin/cg-reduce" -j 1 "$tmp"/u?.cgu -o "$tmp/r.cgg"
+			echo '{"fold_seconds": 0}' >"$tmp/rlog"
+		fi
 		t1=$(now)
 		tail -1 "$tmp/rlog" | jq .fold_seconds >>"$tmp/fold"
 		head -1 "$tmp/log" | jq -r '"\(.seconds) \(.encode_seconds)"' >>"$tmp/first"
