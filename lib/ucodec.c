@@ -799,6 +799,23 @@ lowrank_start(struct cg_uenc *e, const float *warm, uint64_t len, float *q)
 		q[i] = have ? warm[i] : cg_rng_normal(&e->rng);
 }
 
+/* y [r] += m * q [r], in double, each sum in the same order as a plain
+ * loop: four at a time, which the compiler may take as one vector. */
+static inline void
+axpy_rank(double *y, double m, const float *q, uint64_t r)
+{
+	uint64_t c = 0;
+
+	for (; c + 4 <= r; c += 4) {
+		y[c] += m * q[c];
+		y[c + 1] += m * q[c + 1];
+		y[c + 2] += m * q[c + 2];
+		y[c + 3] += m * q[c + 3];
+	}
+	for (; c < r; c++)
+		y[c] += m * q[c];
+}
+
 static int
 lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
                const float *x, struct cg_file *f, struct cg_uenc *e,
@@ -841,12 +858,8 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		double *pi = p + i * r;
 		for (uint64_t c = 0; c < r; c++)
 			pi[c] = 0;
-		for (uint64_t j = 0; j < cols; j++) {
-			const double m = x[i * cols + j];
-			const float *qj = q + j * r;
-			for (uint64_t c = 0; c < r; c++)
-				pi[c] += m * qj[c];
-		}
+		for (uint64_t j = 0; j < cols; j++)
+			axpy_rank(pi, x[i * cols + j], q + j * r, r);
 	}
 	/* orthonormal columns (modified Gram-Schmidt); a column with
 	 * nothing left of it becomes zero */
@@ -870,11 +883,8 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	/* Q = M^T P, with P as sent */
 	memset(q2, 0, cols * r * sizeof(double));
 	for (uint64_t i = 0; i < rows; i++)
-		for (uint64_t j = 0; j < cols; j++) {
-			double m = x[i * cols + j];
-			for (uint64_t c = 0; c < r; c++)
-				q2[j * r + c] += m * pf[i * r + c];
-		}
+		for (uint64_t j = 0; j < cols; j++)
+			axpy_rank(q2 + j * r, x[i * cols + j], pf + i * r, r);
 	for (uint64_t i = 0; i < cols * r; i++)
 		qf[i] = (float)q2[i];
 	if (warm)
@@ -931,17 +941,21 @@ lowrank_decode(const struct cg_uspec *s, const struct cg_uview *v,
 	}
 	/* the factors are f32 (bound so): Q's rows read where they lie */
 	qd = v->t[1]->data;
+	uint64_t i = lo / cols, c = lo % cols;
+	cg_tensor_decode(v->t[0], i * r, r, pr);
 	for (size_t j = 0; j < n; j++) {
-		uint64_t e = lo + j, i = e / cols, c = e % cols;
 		float a = 0, qv;
-		if (j == 0 || c == 0)
-			cg_tensor_decode(v->t[0], i * r, r, pr);
 		for (uint64_t t = 0; t < r; t++) {
 			uint32_t u = get32(qd + 4 * (c * r + t));
 			memcpy(&qv, &u, 4);
 			a += pr[t] * qv;
 		}
 		out[j] = a;
+		/* the next element: along the row, or the next row's start */
+		if (++c == cols && j + 1 < n) {
+			c = 0;
+			cg_tensor_decode(v->t[0], ++i * r, r, pr);
+		}
 	}
 }
 
