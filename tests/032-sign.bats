@@ -307,7 +307,7 @@ EOF
 	assert_equal "$stderr" "cg-inspect: $D/m-good.cgm: CG_TRUST: nothing: No such file or directory"
 }
 
-@test "cg-inspect --verify says who signed" {
+@test "cg-inspect --verify and the summary say who signed" {
 	local fp
 	fp=$(cg-key -l "$D/good.pub" | cut -d' ' -f1)
 	run -0 cg-inspect --verify --trust "$D/good.pub" "$D/m-good.cgm" "$D/fm-0.cgd"
@@ -320,6 +320,15 @@ EOF
 	assert_equal "$stderr" "cg-inspect: $D/m-good.cgm: signed by key $fp, not in the trust list"
 	run -0 cg-inspect --verify -q --trust "$D/good.pub" "$D/m-good.cgm"
 	assert_output ''
+	# the summary too, as a line and a key of --json; none where unsigned
+	run -0 cg-inspect --no-stats "$D/m-good.cgm"
+	assert_line --regexp "^signer: +$fp\$"
+	run -0 bash -c "cg-inspect --json --no-stats '$D/m-good.cgm' | jq -r .signer"
+	assert_output "$fp"
+	run -0 cg-inspect --no-stats "$D/m-u.cgm"
+	refute_line --regexp '^signer:'
+	run -0 bash -c "cg-inspect --json --no-stats '$D/m-u.cgm' | jq 'has(\"signer\")'"
+	assert_output false
 }
 
 @test "a reduction records its inputs' signers, sorted, once each" {
