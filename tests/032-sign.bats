@@ -392,3 +392,39 @@ EOF
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[ ! -e o.cgm ]
 }
+
+@test "every writer signs every file it writes" {
+	local K=$D/good T=$D/good.pub fm=$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini
+	cg-shard -q -n 2 --holdout-fraction 0.2 --holdout held.cgd --sign "$K" -o s "$fm"
+	cg-init --trust "$T" -a cvae -d s-0.cgd --hidden 16 --layers 1 --latent 2 \
+		--seed 1 --sign "$K" -o m.cgm
+	cg-train-step -q --trust "$T" --sign "$K" -m m.cgm -d s-0.cgd --batch 8 -o g.cgg
+	cg-train-step -q --trust "$T" --sign "$K" -m m.cgm -d s-0.cgd --emit model \
+		--steps 2 --batch 8 -o t.cgm
+	# a state file is read back under the trust list, so it is signed too
+	for i in 1 2; do
+		cg-train-step -q --trust "$T" --sign "$K" -m m.cgm -d s-1.cgd --emit delta \
+			--steps 2 --batch 8 --codec q4 --state w.state -o u$i.cgu
+	done
+	cg-reduce --trust "$T" --sign "$K" u1.cgu u2.cgu -o r.cgg
+	cg-apply --trust "$T" --sign "$K" -m m.cgm --codec q8 --change down.cgu r.cgg -o a.cgm
+	cg-prune --trust "$T" --sign "$K" -s 0.5 -o p.cgm a.cgm
+	cg-quantize --trust "$T" --sign "$K" -o q.cgm a.cgm q8_0
+	cg-convert --trust "$T" a.cgm a.safetensors
+	cg-convert --sign "$K" a.safetensors back.cgm
+	local f
+	for f in s-0.cgd s-1.cgd held.cgd m.cgm g.cgg t.cgm w.state u1.cgu u2.cgu \
+		r.cgg a.cgm down.cgu p.cgm q.cgm back.cgm; do
+		run -0 cg-inspect --verify --trust "$T" "$f"
+		assert_output --regexp "^$f: OK, signed by [0-9a-f]{64} \\(trusted\\)\$"
+	done
+	# converted back unsigned, the model is what it was less its signature
+	cg-convert a.safetensors back-u.cgm
+	run -0 cg-inspect --verify back-u.cgm
+	assert_output "back-u.cgm: OK"
+	cmp <(tar xOf a.cgm cg.json) <(tar xOf back-u.cgm cg.json)
+	# the worker applies the signed downlink under the trust list
+	cg-apply --trust "$T" -m m.cgm down.cgu -o w.cgm
+	assert_equal "$(cg-inspect w.cgm | grep '^params:')" \
+		"$(cg-inspect a.cgm | grep '^params:')"
+}
