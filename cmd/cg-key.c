@@ -5,8 +5,9 @@
  * "cg-key -o NAME" writes the private key NAME (PEM PKCS#8, mode 0600)
  * and the public key NAME.pub (one line: "ed25519 HEX COMMENT"), which
  * is what a trust list holds.  "cg-key -l FILE" prints the fingerprint
- * of a public or private key file: the SHA-256 of the 32 bytes of the
- * public key, in hex, then the comment.  lib/sign.c does the work.
+ * of each key of a private key, a .pub file or a trust list: the SHA-256
+ * of the 32 bytes of the public key, in hex, then the comment.
+ * lib/sign.c does the work.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,8 +33,9 @@ static const struct cg_cli cli = {
                 "-l FILE...",
     .about = "Make an Ed25519 key pair for --sign and --trust: the private\n"
              "key NAME (mode 0600) and the public key NAME.pub.  With -l,\n"
-             "print the fingerprint of each key file (public or private):\n"
-             "the SHA-256 of the public key in hex, and its comment.",
+             "print the fingerprint of each key of each FILE (a private key,\n"
+             "a .pub file or a trust list): the SHA-256 of the public key in\n"
+             "hex, and its comment.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
@@ -93,24 +95,28 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
-/* "FINGERPRINT COMMENT" of each file; the exit status. */
+/* "FINGERPRINT COMMENT" of one key. */
+static int
+print_key(void *ctx, const unsigned char pub[32], const char *comment)
+{
+	char fp[65];
+
+	cg_key_fingerprint(fp, pub);
+	printf("%s %s\n", fp, *comment ? comment : (const char *)ctx);
+	return 0;
+}
+
+/* Each key of each file (a private key, or a file of .pub lines: a
+ * trust list is listed whole); the exit status. */
 static int
 list(const struct args *a)
 {
 	int rc = CG_EXIT_OK;
 
-	for (int i = 0; i < a->nfiles; i++) {
-		unsigned char pub[32];
-		const char *comment;
-		char fp[65];
-
-		if (cg_key_read_public(a->files[i], pub, &comment) != 0) {
+	for (int i = 0; i < a->nfiles; i++)
+		if (cg_key_each(a->files[i], print_key, (void *)a->files[i]) !=
+		    0)
 			rc = cg_fail(NULL);
-			continue;
-		}
-		cg_key_fingerprint(fp, pub);
-		printf("%s %s\n", fp, *comment ? comment : a->files[i]);
-	}
 	return rc;
 }
 

@@ -401,13 +401,13 @@ trust_add(const unsigned char pub[32])
 	return 0;
 }
 
-/* The keys of the .pub lines of the file at path; 0 or -1. */
-static int
-trust_file(const char *path)
+int
+cg_key_each(const char *path, cg_key_fn fn, void *ctx)
 {
 	FILE *fp = fopen(path, "rb");
 	char line[PUB_LINE_MAX + 2];
 	unsigned char pub[32];
+	const char *comment;
 	int lineno = 0, rc = 0;
 
 	if (fp == NULL)
@@ -415,7 +415,13 @@ trust_file(const char *path)
 	while (rc == 0 && fgets(line, sizeof(line), fp)) {
 		size_t n = strlen(line);
 		char *p = line;
-		lineno++;
+		if (lineno++ == 0 && looks_pem(line, n)) {
+			/* a private key: its public key, once */
+			fclose(fp);
+			if (cg_key_read_public(path, pub, &comment) != 0)
+				return -1;
+			return fn(ctx, pub, comment);
+		}
 		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
 			rc = cg_seterr("%s:%d: line too long", path, lineno);
 			break;
@@ -424,17 +430,32 @@ trust_file(const char *path)
 		p += strspn(p, " \t");
 		if (*p == '\0' || *p == '#')
 			continue;
-		if (parse_pub_line(p, pub, NULL) != 0) {
+		if (parse_pub_line(p, pub, &comment) != 0) {
 			char why[160];
 			snprintf(why, sizeof(why), "%s", cg_errmsg());
 			rc = cg_seterr("%s:%d: %s", path, lineno, why);
 		} else
-			rc = trust_add(pub);
+			rc = fn(ctx, pub, comment);
 	}
 	if (rc == 0 && ferror(fp))
 		rc = cg_seterr("%s: read error", path);
 	fclose(fp);
 	return rc;
+}
+
+static int
+trust_one(void *ctx, const unsigned char pub[32], const char *comment)
+{
+	(void)ctx;
+	(void)comment;
+	return trust_add(pub);
+}
+
+/* The keys of the .pub lines of the file at path; 0 or -1. */
+static int
+trust_file(const char *path)
+{
+	return cg_key_each(path, trust_one, NULL);
 }
 
 int

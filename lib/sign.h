@@ -39,6 +39,16 @@ int cg_key_generate(const char *path, const char *comment, int force);
  */
 int cg_key_read_public(const char *path, unsigned char pub[32],
                        const char **comment);
+/*
+ * Call fn(ctx, pub, comment) for each key line of the file at path, in
+ * order (blank lines and '#' lines skipped), until fn returns non-zero,
+ * which is returned; for a private key, once, with its public key and
+ * the comment ""  A line that is not a key is -1 with a message
+ * naming path and the line; 0 at the end.
+ */
+typedef int (*cg_key_fn)(void *ctx, const unsigned char pub[32],
+                         const char *comment);
+int cg_key_each(const char *path, cg_key_fn fn, void *ctx);
 /* The fingerprint of pub: lower-case hex of SHA-256 of its 32 bytes. */
 void cg_key_fingerprint(char out[65], const unsigned char pub[32]);
 

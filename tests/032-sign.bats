@@ -252,6 +252,12 @@ EOF
 	run -0 cg-key -l k.pub k
 	assert_line --index 0 "$fp worker 3"
 	assert_line --index 1 "$fp k"
+	# a trust list: every key, in order, comments and blank lines skipped
+	{ echo '# two'; echo; cat "$D/evil.pub" k.pub; } >list.pub
+	run -0 cg-key -l list.pub
+	assert_equal "${#lines[@]}" 2
+	assert_line --index 0 --regexp '^[0-9a-f]{64} evil$'
+	assert_line --index 1 "$fp worker 3"
 	# OpenSSL reads the private key and finds the same public key
 	openssl pkey -in k -pubout -outform DER | tail -c 32 | xxd -p -c 64 >pub.hex
 	assert_equal "$(cat pub.hex)" "$hex"
