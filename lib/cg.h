@@ -220,7 +220,7 @@ struct cg_file {
 	size_t cap;
 	void *blob; /* a plain file mapped whole: its members lie in it */
 	size_t blob_size;
-	/* Read from a signed file: signed is 1 and signer its key, the
+	/* Read from a signed file: is_signed is 1 and signer its key, the
 	 * signature checked against the manifest (lib/sign.h). */
 	int is_signed;
 	unsigned char signer[32];
