@@ -36,6 +36,8 @@ static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "the new model (- or a pipe: stdout)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {NULL, 0, NULL, "The downlink (the model's change, compressed):"},

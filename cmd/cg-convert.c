@@ -20,6 +20,8 @@
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or none: stdout)"},
     {"compress", 'z', "ALG", "a cg file written: none, gzip or zstd (none)"},
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},

@@ -52,6 +52,7 @@ static const struct cg_opt opts[] = {
     {"batch", 'b', "N",
      "examples per forward pass (default " STR(DEFAULT_BATCH) ")"},
     {"data", 'd', "SHARD", "a data shard to score (repeatable; - is stdin)"},
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     {"json", OPT_JSON, NULL, "one JSON object per shard, one per line"},
     {"model", 'm', "FILE", "the model (- is stdin)"},

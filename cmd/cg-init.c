@@ -37,6 +37,8 @@ static const struct cg_opt own[] = {
     {"output", 'o', "FILE", "model to write (- for stdout)"},
     {"seed", OPT_SEED, "N", "weight seed (0)"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
 };

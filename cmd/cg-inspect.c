@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "inspect.h"
 #include "safetensors.h"
+#include "sign.h"
 
 enum {
 	OPT_DIFF = CG_KEY_OWN,
@@ -50,6 +51,7 @@ static const struct cg_opt opts[] = {
      "--diff: tensors of the same shape whose\nvalues differ by at most X "
      "are equal"},
     {"verify", OPT_VERIFY, NULL, "check every digest; print FILE: OK"},
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},
@@ -154,8 +156,16 @@ do_verify(const char *path)
 		return cg_seterr("%s: a safetensors file: no digests to verify",
 		                 display(path));
 	}
-	if (!opt.quiet)
+	if (!opt.quiet && !f->is_signed)
 		printf("%s: OK\n", display(path));
+	else if (!opt.quiet) {
+		char fp[65];
+		cg_key_fingerprint(fp, f->signer);
+		printf("%s: OK, signed by %s (%s)\n", display(path), fp,
+		       cg_trust_active() > 0 && cg_trusted(f->signer)
+		           ? "trusted"
+		           : "not in the trust list");
+	}
 	cg_file_free(f);
 	return 0;
 }

@@ -37,6 +37,8 @@ static const struct cg_opt opts[] = {
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
     {"quiet", 'q', NULL, "no report"},
     {"verbose", 'v', NULL, "the report names every view"},
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},

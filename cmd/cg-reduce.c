@@ -37,6 +37,8 @@ static const struct cg_opt opts[] = {
     {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)"},
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
     {"quiet", 'q', NULL, "nothing on stderr but errors"},
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},

@@ -101,6 +101,7 @@ static const struct cg_opt opts[] = {
          DEFAULT_TEXT_COUNT) ")"},
     {"format", 'f', "FMT",
      "png or pgm (default: from FILE's suffix, else png)"},
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     {"model", 'm', "FILE", "the model (- is stdin)"},
     {"output", 'o', "FILE",

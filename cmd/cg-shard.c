@@ -68,6 +68,7 @@ static const struct cg_opt opts[] = {
     {"json", OPT_JSON, NULL, "one JSON line per written shard on stdout"},
     {"verbose", 'v', NULL, "a table of the shards on stderr"},
     {"quiet", 'q', NULL, "print nothing but errors (and no progress)"},
+    CG_OPT_SIGN,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},

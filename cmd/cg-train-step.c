@@ -79,6 +79,8 @@ static const struct cg_opt opts[] = {
     {"feedback-decay", OPT_FEEDBACK_DECAY, "X",
      "scale the kept residual by X before adding it (1)"},
     {"quiet", 'q', NULL, "no progress bar or summary"},
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {NULL, 0, NULL, "The inner optimizer (delta and model):"},

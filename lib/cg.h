@@ -220,6 +220,10 @@ struct cg_file {
 	size_t cap;
 	void *blob; /* a plain file mapped whole: its members lie in it */
 	size_t blob_size;
+	/* Read from a signed file: is_signed is 1 and signer its key, the
+	 * signature checked against the manifest (lib/sign.h). */
+	int is_signed;
+	unsigned char signer[32];
 };
 
 /* A new empty file with a manifest {"format":"cg/1","kind":kind}. */
@@ -263,9 +267,19 @@ struct cg_tensor *cg_file_need(const struct cg_file *f, const char *name,
 			       enum cg_dtype dtype);
 
 /*
+ * The kinds of file the format defines ("model", "grad", "delta",
+ * "data", "state"): 1 when kind is one, else 0.
+ */
+int cg_kind_known(const char *kind);
+
+/*
  * Read a cg file from path ("-" is stdin): plain, gzip or zstd tar.  Every
  * size is checked against limits before allocation and every digest is
- * verified (the digests in parallel).  A plain (uncompressed) regular file
+ * verified (the digests in parallel); a manifest of a kind the format
+ * does not define is refused.  A signature member (cg.sig, last) is
+ * checked against the manifest whenever there is one; where a trust list
+ * is in force (lib/sign.h), a file that is unsigned or signed by a key
+ * not in it is refused too.  A plain (uncompressed) regular file
  * is mapped whole (private: writing to a tensor changes only this
  * process's copy) and its tensors are used where they lie (f->blob; the
  * tensors are marked borrowed), so reading copies nothing; compressed
@@ -291,7 +305,8 @@ enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
 
 /*
  * Write f to path ("-" is stdout): digests are computed, cg.json comes
- * first, then the tensors in order.  A path is written atomically
+ * first, then the tensors in order, then, where a signing key is in use
+ * (lib/sign.h), the signature member cg.sig.  A path is written atomically
  * (temporary file in the same directory, fsync, rename).  Output is a pure
  * function of f (no time, owner or host inside).  Returns 0 or -1.
  */

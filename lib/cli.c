@@ -23,6 +23,7 @@
 
 #include "cg.h"
 #include "cli.h"
+#include "sign.h"
 
 /* ------------------------------------------------ names and messages */
 
@@ -366,6 +367,15 @@ cg_getopt_next(struct cg_getopt *g)
 	c = getopt_long(g->argc, g->argv, g->shortopts, g->longopts, NULL);
 	if (c == -1) {
 		g->ind = optind;
+		/* the keys once the whole line is known good: a usage error
+		 * is said as one, whatever the keys */
+		if ((g->sign && cg_sign_use(g->sign) != 0) ||
+		    (g->trust && cg_trust_use(g->trust) != 0)) {
+			cg_warn("%s", cg_sign_active() || !g->sign ? "--trust"
+			                                            : "--sign");
+			g->status = CG_EXIT_FAILURE;
+			return CG_OPT_EXIT;
+		}
 		return CG_OPT_END;
 	}
 	if (c == ':' || c == '?' || (o = find_key(g->cli, c)) == NULL)
@@ -381,6 +391,10 @@ cg_getopt_next(struct cg_getopt *g)
 			printf("%s (cg) %s\n", g->cli->name, CG_VERSION);
 		g->status = stdout_ok() ? CG_EXIT_OK : CG_EXIT_FAILURE;
 		return CG_OPT_EXIT;
+	}
+	if (c == CG_KEY_SIGN || c == CG_KEY_TRUST) {
+		*(c == CG_KEY_SIGN ? &g->sign : &g->trust) = optarg;
+		return cg_getopt_next(g);
 	}
 	return c;
 }

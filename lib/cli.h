@@ -197,6 +197,7 @@ struct cg_getopt {
 	                     until the next call */
 	int ind;          /* after CG_OPT_END: argv[ind] is the first operand */
 	int status;       /* after CG_OPT_EXIT: what main returns */
+	const char *sign, *trust; /* --sign and --trust, used at the end */
 	struct option longopts[CG_OPT_MAX + 1];
 	char shortopts[3 * CG_OPT_MAX + 2];
 	char namebuf[64];
@@ -249,6 +250,24 @@ int cg_compress_parse(const char *s, enum cg_compress *out);
 /* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
  * set, else all cores). */
 void cg_set_threads(int n);
+
+/* ------------------------------------------------ signing and trust */
+
+/*
+ * The rows of --sign KEY (every program that writes cg files) and
+ * --trust KEYS (every program that reads them), answered by the parser
+ * itself as --help is: once the options end, it hands the files to
+ * cg_sign_use and cg_trust_use (sign.h), and a key file it cannot use
+ * ends the program, status 1.
+ */
+enum { CG_KEY_SIGN = CG_KEY_LIB + 0x80, CG_KEY_TRUST };
+/* clang-format off */
+#define CG_OPT_SIGN {"sign", CG_KEY_SIGN, "KEY", \
+	"sign the files written with the private key KEY (cg-key)"}
+#define CG_OPT_TRUST {"trust", CG_KEY_TRUST, "KEYS", \
+	"read only cg files signed by a key of KEYS, a file of .pub\n" \
+	"lines or a directory of .pub files (default: $CG_TRUST)"}
+/* clang-format on */
 
 /* ---------------------------------------------- optimizer options */
 

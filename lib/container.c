@@ -25,9 +25,10 @@
 
 #include "cg.h"
 #include "safetensors.h"
+#include "sign.h"
 
 #define MANIFEST_NAME "cg.json"
-#define SIG_NAME "cg.sig"
+#define SIG_NAME CG_SIG_MEMBER
 
 uint64_t
 cg_max_bytes(void)
@@ -385,6 +386,17 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 		if (write_member(a, f->tensors[i].name, f->tensors[i].data,
 				 f->tensors[i].nbytes) != 0)
 			goto fail_prefix;
+	if (cg_sign_active()) {
+		char *sig;
+		size_t nsig;
+		int w;
+		if (cg_sign_member(json, strlen(json), &sig, &nsig) != 0)
+			goto fail_prefix;
+		w = write_member(a, SIG_NAME, sig, nsig);
+		free(sig);
+		if (w != 0)
+			goto fail_prefix;
+	}
 	if (archive_write_close(a) != ARCHIVE_OK) {
 		cg_seterr("%s: %s", path, archive_error_string(a));
 		goto done;
@@ -456,6 +468,18 @@ cg_json_set_num(cJSON *obj, const char *key, double v)
 }
 
 /* -------------------------------------------------------------- reading */
+
+int
+cg_kind_known(const char *kind)
+{
+	static const char *const kinds[] = {"model", "grad", "delta", "data",
+					    "state"};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(kind, kinds[i]) == 0)
+			return 1;
+	return 0;
+}
 
 struct reader {
 	struct archive *a;
@@ -672,6 +696,53 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 	return 0;
 }
 
+/*
+ * The signature member e, checked against the manifest's bytes json
+ * [mlen]: f's signer set, or -1 with a message.
+ */
+static int
+read_signature(struct reader *r, struct archive_entry *e, struct cg_file *f,
+	       const char *json, size_t mlen)
+{
+	char *sig;
+	int rc;
+
+	if (!archive_entry_size_is_set(e) || archive_entry_size(e) <= 0 ||
+	    archive_entry_size(e) > CG_SIG_MAX)
+		return cg_seterr("%s: malformed (empty, or over %d bytes)",
+				 SIG_NAME, CG_SIG_MAX);
+	if ((sig = read_member(r, SIG_NAME, (uint64_t)archive_entry_size(e),
+			       NULL, 0)) == NULL)
+		return -1;
+	rc = cg_sign_check(json, mlen, sig, (size_t)archive_entry_size(e),
+			   f->signer);
+	free(sig);
+	f->is_signed = rc == 0;
+	return rc;
+}
+
+/* -1 with a message when a trust list is in force and f's signer is not
+ * in it; else 0. */
+static int
+check_trust(const struct cg_file *f)
+{
+	char fp[65];
+	int t = cg_trust_active();
+
+	if (t < 0)
+		return -1;
+	if (t == 0)
+		return 0;
+	if (!f->is_signed)
+		return cg_seterr("unsigned (a trust list is in force)");
+	if (!cg_trusted(f->signer)) {
+		cg_key_fingerprint(fp, f->signer);
+		return cg_seterr("signed by key %s, not in the trust list",
+				 fp);
+	}
+	return 0;
+}
+
 static struct cg_file *
 read_archive(struct reader *r)
 {
@@ -723,8 +794,15 @@ read_archive(struct reader *r)
 			  CG_FORMAT);
 		goto fail;
 	}
-	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "kind"))) {
+	const cJSON *kind = cJSON_GetObjectItemCaseSensitive(m, "kind");
+	if (!cJSON_IsString(kind)) {
 		cg_seterr("cg.json: no \"kind\"");
+		goto fail;
+	}
+	if (!cg_kind_known(kind->valuestring)) {
+		cg_seterr("cg.json: unknown kind '%.32s' (not model, grad, "
+			  "delta, data or state)",
+			  kind->valuestring);
 		goto fail;
 	}
 	cJSON *arr = cJSON_DetachItemFromObjectCaseSensitive(m, "tensors");
@@ -797,13 +875,18 @@ read_archive(struct reader *r)
 		}
 	}
 	rc = next_header(r, &e, "after the tensors");
-	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0)
+	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0) {
+		if (read_signature(r, e, f, json, mlen) != 0)
+			goto fail;
 		rc = next_header(r, &e, "after the signature");
+	}
 	if (rc == 0) {
 		cg_seterr("unexpected member '%.64s'", archive_entry_pathname(e));
 		goto fail;
 	}
 	if (rc < 0)
+		goto fail;
+	if (check_trust(f) != 0)
 		goto fail;
 	free(json);
 	return f;

@@ -22,6 +22,7 @@
 
 #include "inspect.h"
 #include "model.h"
+#include "sign.h"
 #include "update.h"
 
 /* Elements decoded per step: a multiple of the 32-element quant block. */
@@ -568,6 +569,11 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	if (strcmp(cg_file_kind(f), "model") == 0 &&
 	    cg_update_base_of_model(f, hex) == 0 && put_key(fp, "params"))
 		fprintf(fp, "sha256 %s (an update's base)\n", hex);
+	/* who signed it (the signature checked as the file was read) */
+	if (f->is_signed && put_key(fp, "signer")) {
+		cg_key_fingerprint(hex, f->signer);
+		fprintf(fp, "%s\n", hex);
+	}
 	if (table_conds(fp, f) != 0)
 		goto fail;
 	cJSON_ArrayForEach(v, f->manifest)
@@ -768,6 +774,13 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 		if (d == NULL)
 			goto nomem;
 		cJSON_AddItemToObject(j, v->string, d);
+	}
+	if (f->is_signed) {
+		char fpr[65];
+		cg_key_fingerprint(fpr, f->signer);
+		cJSON_DeleteItemFromObjectCaseSensitive(j, "signer");
+		if (cJSON_AddStringToObject(j, "signer", fpr) == NULL)
+			goto nomem;
 	}
 	if ((a = cJSON_AddArrayToObject(j, "tensors")) == NULL)
 		goto nomem;

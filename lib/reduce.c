@@ -16,6 +16,7 @@
 
 #include "progress.h"
 #include "reduce.h"
+#include "sign.h"
 
 /* ------------------------------------------------------- operations */
 
@@ -111,6 +112,9 @@ cg_reducer_free(struct cg_reducer *r)
 		if (r->kept[i] != r->first)
 			cg_update_free(r->kept[i]);
 	free(r->kept);
+	free(r->signers);
+	r->signers = NULL;
+	r->nsigners = r->capsigners = 0;
 	cg_update_free(r->first);
 	cg_file_free(r->acc);
 	r->acc = NULL;
@@ -226,6 +230,7 @@ new_result(const struct cg_update *u)
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "codec");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "layout");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "downlink");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "signers");
 	for (int i = 0; i < u->nviews; i++) {
 		const struct cg_uview *v = &u->views[i];
 		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==
@@ -252,6 +257,59 @@ keep(struct cg_reducer *r, struct cg_update *u)
 	return 0;
 }
 
+/* Note who signed u's file, once a key. */
+static int
+add_signer(struct cg_reducer *r, const struct cg_update *u)
+{
+	if (u->file == NULL || !u->file->is_signed)
+		return 0;
+	for (size_t i = 0; i < r->nsigners; i++)
+		if (memcmp(r->signers[i], u->file->signer, 32) == 0)
+			return 0;
+	if (r->nsigners == r->capsigners) {
+		size_t cap = r->capsigners ? 2 * r->capsigners : 8;
+		void *p = realloc(r->signers, cap * sizeof(*r->signers));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->signers = p;
+		r->capsigners = cap;
+	}
+	memcpy(r->signers[r->nsigners++], u->file->signer, 32);
+	return 0;
+}
+
+static int
+cmp_hex(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* "signers" of f's manifest: the fingerprints of r's signers, sorted
+ * (the order of the inputs does not show); none where no input was
+ * signed.  0 or -1. */
+static int
+put_signers(struct cg_file *f, const struct cg_reducer *r)
+{
+	char (*fp)[65];
+	cJSON *arr;
+
+	if (r->nsigners == 0)
+		return 0;
+	if ((fp = malloc(r->nsigners * sizeof(*fp))) == NULL)
+		return cg_seterr("out of memory");
+	for (size_t i = 0; i < r->nsigners; i++)
+		cg_key_fingerprint(fp[i], r->signers[i]);
+	qsort(fp, r->nsigners, sizeof(*fp), cmp_hex);
+	if ((arr = cJSON_AddArrayToObject(f->manifest, "signers")) == NULL) {
+		free(fp);
+		return cg_seterr("out of memory");
+	}
+	for (size_t i = 0; i < r->nsigners; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(fp[i]));
+	free(fp);
+	return 0;
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
@@ -262,6 +320,8 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	if (cg_update_check_weight(u) != 0)
 		goto out;
 	if (r->first != NULL && check_input(r, u) != 0)
+		goto out;
+	if (add_signer(r, u) != 0)
 		goto out;
 	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
 		goto out;
@@ -395,6 +455,11 @@ cg_reducer_finish(struct cg_reducer *r)
 	}
 	f = r->acc;
 	r->acc = NULL;
+	if (put_signers(f, r) != 0) {
+		cg_file_free(f);
+		cg_reducer_free(r);
+		return NULL;
+	}
 	cg_reducer_free(r);
 	cg_json_set_num(f->manifest, "samples", r->samples);
 	cg_json_set_num(f->manifest, "weight", r->weight);

@@ -89,6 +89,10 @@ struct cg_reducer {
 	double samples; /* total samples */
 	double loss;    /* weighted loss sum */
 	uint64_t inputs;
+	/* The keys that signed the inputs, each once: the result's
+	 * manifest lists their fingerprints under "signers". */
+	unsigned char (*signers)[32];
+	size_t nsigners, capsigners;
 	double fold_seconds; /* folding the inputs in: decoding, adding */
 };
 

@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "safetensors.h"
+#include "sign.h"
 
 /* The largest number a header may hold: a double counts exactly to here,
  * and no real shape or offset comes near it. */
@@ -707,6 +708,15 @@ cg_read_any(const char *path, int *safetensors)
 	}
 	if (fd != STDIN_FILENO)
 		close(fd);
+	/* a safetensors file carries no signature */
+	if (f && st_in && cg_trust_active() != 0) {
+		if (cg_trust_active() > 0)
+			cg_seterr("%s: a safetensors file: unsigned (a trust "
+			          "list is in force)",
+			          display);
+		cg_file_free(f);
+		return NULL;
+	}
 	if (safetensors)
 		*safetensors = st_in;
 	return f;

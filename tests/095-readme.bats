@@ -232,6 +232,16 @@ make_small() {
 	assert_line "files in $PWD/convert"
 }
 
+@test "examples/sign/run.sh" {
+	run -0 --separate-stderr "$top/examples/sign/run.sh" "$PWD/sign"
+	assert_line --regexp '^d0\.cgg: OK, signed by [0-9a-f]{64} \(trusted\)$'
+	assert_line --regexp '^signer: [0-9a-f]{64}$'
+	assert_line 'Signature Verified Successfully'
+	assert_line "files in $PWD/sign"
+	[[ $stderr == *"d2.cgg: signed by key "*", not in the trust list"* ]]
+	[[ $stderr == *"altered.cgg: cg.sig: the signature does not match"* ]]
+}
+
 @test "examples/shrink/run.sh" {
 	run -0 --separate-stderr "$top/examples/shrink/run.sh" "$PWD/shrink"
 	assert_line --regexp '^q8_0 +[0-9]+ [0-9.]+$'

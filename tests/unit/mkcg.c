@@ -24,7 +24,9 @@
  * first layout view 32 elements longer, so its block count no longer
  * matches) or row-blocks (a model's first 2-D q8_0/q4_0 tensor one zero
  * block longer a row: a tensor whole in itself, of more blocks than the
- * view it stands for).  HOW:NAME breaks tensor NAME only.
+ * view it stands for).  HOW:NAME breaks tensor NAME only.  kind (or
+ * kind:NAME) makes the manifest's kind "frob" (or NAME), one the format
+ * does not define.
  * For a pruned model IN, HOW may also break its first mask tensor:
  * mask-dtype (stored as i8), mask-short (one byte shorter) or mask-name
  * (renamed mask.wte, a view that cannot be pruned).
@@ -207,6 +209,12 @@ tamper(const char *in, const char *how)
 	snprintf(kind, sizeof(kind), "%.*s",
 	         only ? (int)(only - how) : (int)strlen(how), how);
 	how = kind;
+	if (strcmp(how, "kind") == 0) {
+		cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "kind");
+		cJSON_AddStringToObject(f->manifest, "kind",
+		                        only ? only + 1 : "frob");
+		return f;
+	}
 	for (size_t i = 0; i < f->ntensors; i++) {
 		struct cg_tensor *t = &f->tensors[i];
 		if (only && strcmp(t->name, only + 1) != 0)

@@ -1,0 +1,138 @@
+/*
+ * cg-key - make an Ed25519 key pair for signing cg files, or print a
+ * key's fingerprint.
+ *
+ * "cg-key -o NAME" writes the private key NAME (PEM PKCS#8, mode 0600)
+ * and the public key NAME.pub (one line: "ed25519 HEX COMMENT"), which
+ * is what a trust list holds.  "cg-key -l FILE" prints the fingerprint
+ * of each key of a private key, a .pub file or a trust list: the SHA-256
+ * of the 32 bytes of the public key, in hex, then the comment.
+ * lib/sign.c does the work.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sign.h"
+
+enum { OPT_LIST = 'l' };
+
+static const struct cg_opt opts[] = {
+    {"comment", 'C', "TEXT", "the comment of the public key (cg-key)"},
+    {"force", 'f', NULL, "replace NAME and NAME.pub where they exist"},
+    {"list", OPT_LIST, NULL, "print the fingerprint of each FILE"},
+    {"output", 'o', "NAME", "write the key pair NAME and NAME.pub"},
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-key",
+    .synopsis = "[-f] [-C TEXT] -o NAME\n"
+                "-l FILE...",
+    .about = "Make an Ed25519 key pair for --sign and --trust: the private\n"
+             "key NAME (mode 0600) and the public key NAME.pub.  With -l,\n"
+             "print the fingerprint of each key of each FILE (a private key,\n"
+             "a .pub file or a trust list): the SHA-256 of the public key in\n"
+             "hex, and its comment.",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+};
+
+struct args {
+	const char *out, *comment;
+	int force, list;
+	char **files;
+	int nfiles;
+};
+
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+
+	switch (c) {
+	case 'C':
+		a->comment = g->arg;
+		break;
+	case 'f':
+		a->force = 1;
+		break;
+	case OPT_LIST:
+		a->list = 1;
+		break;
+	case 'o':
+		a->out = g->arg;
+		break;
+	}
+	return CG_CONTINUE;
+}
+
+/* The command line into a, checked; CG_CONTINUE or the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	int ind, rc;
+
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	a->files = argv + ind;
+	a->nfiles = argc - ind;
+	if (a->list && a->out)
+		return cg_usage("-l and -o cannot be combined");
+	if (!a->list && a->out == NULL)
+		return cg_usage("-o NAME or -l FILE is needed");
+	if (a->list && a->nfiles == 0)
+		return cg_usage("-l needs a key file");
+	if (!a->list && a->nfiles > 0)
+		return cg_usage("unexpected operand '%s'", a->files[0]);
+	if (a->out && (strcmp(a->out, "-") == 0 || a->out[0] == '\0'))
+		return cg_usage("-o: a key pair needs a file name");
+	if (a->comment && strchr(a->comment, '\n'))
+		return cg_usage("-C: a comment of one line");
+	return CG_CONTINUE;
+}
+
+/* "FINGERPRINT COMMENT" of one key. */
+static int
+print_key(void *ctx, const unsigned char pub[32], const char *comment)
+{
+	char fp[65];
+
+	cg_key_fingerprint(fp, pub);
+	printf("%s %s\n", fp, *comment ? comment : (const char *)ctx);
+	return 0;
+}
+
+/* Each key of each file (a private key, or a file of .pub lines: a
+ * trust list is listed whole); the exit status. */
+static int
+list(const struct args *a)
+{
+	int rc = CG_EXIT_OK;
+
+	for (int i = 0; i < a->nfiles; i++)
+		if (cg_key_each(a->files[i], print_key, (void *)a->files[i]) !=
+		    0)
+			rc = cg_fail(NULL);
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a = {.comment = "cg-key"};
+	int rc;
+
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
+		return rc;
+	if (a.list)
+		rc = list(&a);
+	else
+		rc = cg_key_generate(a.out, a.comment, a.force) == 0
+		         ? CG_EXIT_OK
+		         : cg_fail(NULL);
+	return cg_finish_stdout(rc);
+}
