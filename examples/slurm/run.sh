@@ -3,7 +3,7 @@
 # cg-train-step, one task a worker, and a reduce/apply job that runs once
 # every task has succeeded (--dependency=afterok).
 #
-#   run.sh -n N -m MODEL -o DIR [-r ROUNDS] [-k STEPS] [-b BATCH]
+#   run.sh -n N -m MODEL -o DIR [-r|--rounds R] [-k|--steps K] [-b|--batch B]
 #          [--seed S] [-T TRAIN-OPTS] [-A APPLY-OPTS] [-S SBATCH-OPTS]
 #          [-q] [DATA...]
 #
@@ -56,14 +56,14 @@ while [ $# -gt 0 ]; do
 	-A) apply_opts=${2?}; shift ;;
 	-S) sbatch_opts=${2?}; shift ;;
 	-T) train_opts=${2?}; shift ;;
-	-b) count -b "${2-}" 1; batch=$2; shift ;;
+	-b | --batch) count "$1" "${2-}" 1; batch=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
-	-k) count -k "${2-}" 1; steps=$2; shift ;;
+	-k | --steps) count "$1" "${2-}" 1; steps=$2; shift ;;
 	-m) model=${2?}; shift ;;
 	-n) count -n "${2-}" 1; n=$2; shift ;;
 	-o) dir=${2?}; shift ;;
 	-q) quiet=1 ;;
-	-r) count -r "${2-}" 1; rounds=$2; shift ;;
+	-r | --rounds) count "$1" "${2-}" 1; rounds=$2; shift ;;
 	--seed) count --seed "${2-}" 0; seed=$2; shift ;;
 	--) shift; break ;;
 	-?*) usage_error "unknown option '$1'" ;;
