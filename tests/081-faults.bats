@@ -213,14 +213,15 @@ step() {
 	needs_hosts
 	local pid i p st=0 t0
 	printf 'host0\nhost1\nhost2\n' >hosts
-	# rounds of a second or so each
-	set -- -k 1000000 -b 8 -T '--time-limit 0.8' --quorum 2 --round-timeout 3
+	# rounds of a second or so each; the first and the last with every
+	# host
+	set -- -k 1000000 -b 8 -T '--time-limit 0.8'
 	run -0 cluster -q -r 1 "$@" "$FX"
 	[ -e "$HOSTS_DIR/host1/w.state.1" ]
 	watch
 	cg-cluster -f hosts -m init.cgm -o run --ssh "$HOSTS_SSH" \
 		--remote-dir "$HOSTS_DIR/%h" --remote-prefix "$PREFIX" \
-		-r 3 "$@" "$FX" 2>cut.err 3>&- &
+		-r 3 "$@" --quorum 2 --round-timeout 3 "$FX" 2>cut.err 3>&- &
 	pid=$!
 	# host1 cut once its cg-train-step runs
 	for i in $(seq 200); do
@@ -243,7 +244,8 @@ step() {
 	# host1 still holds the state of its last update used
 	run -0 cat run/states.3
 	assert_output $'0 3\n1 1\n2 3'
-	# back, it trains on from that state, with the current model
+	# back, it trains on from that state, with the current model: no
+	# quorum, every host must answer
 	hosts_mend 1
 	run -0 --separate-stderr cluster -r 4 "$@" "$FX"
 	[[ $stderr == 'cg-cluster: round 4/4: step 4 published, '* ]]
