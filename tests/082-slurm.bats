@@ -10,7 +10,8 @@
 # it goes on.
 #
 # The tests that need Slurm skip where it cannot start (not root, no
-# slurm-wlm or munge); the ssh comparison where there are no test hosts.
+# slurm-wlm or munge, or its daemons fail), saying why; the ssh
+# comparison where there are no test hosts.
 # Every program runs on one thread: the bytes depend on the thread count.
 
 bats_require_minimum_version 1.5.0
@@ -32,10 +33,11 @@ setup_file() {
 	export SLURM_SKIP
 	SLURM_SKIP=$(slurm_skip_reason)
 	[ -n "$SLURM_SKIP" ] && return 0
-	slurm_up || {
-		SLURM_SKIP=
-		return 1
-	}
+	# a machine where slurmctld or slurmd cannot start skips, saying why
+	if ! slurm_up 2>"$BATS_FILE_TMPDIR/slurm_up.err"; then
+		SLURM_SKIP="Slurm did not start: $(tail -n 1 \
+			"$BATS_FILE_TMPDIR/slurm_up.err")"
+	fi
 }
 
 teardown_file() {

@@ -32,7 +32,7 @@ slurm_skip_reason() {
 }
 
 slurm_up() {
-	local d h port x
+	local d h port x p ctld sd
 	SLURM_DIR=$(mktemp -d "${TMPDIR:-/tmp}/cg-slurm.XXXXXX") || return 1
 	d=$SLURM_DIR
 	: >"$d/pids"
@@ -90,16 +90,28 @@ slurm_up() {
 	EOF
 	SLURM_CONF=$d/slurm.conf
 	export SLURM_CONF SLURM_DIR
-	slurmctld -D -i -f "$SLURM_CONF" >/dev/null 2>&1 3>&- &
+	slurmctld -D -i -f "$SLURM_CONF" >"$d/slurmctld.out" 2>&1 3>&- &
 	echo $! >>"$d/pids"
-	slurmd -D -f "$SLURM_CONF" >/dev/null 2>&1 3>&- &
+	ctld=$!
+	slurmd -D -f "$SLURM_CONF" >"$d/slurmd.out" 2>&1 3>&- &
 	echo $! >>"$d/pids"
-	for x in $(seq 150); do
-		[ "$(sinfo -h -o %t 2>/dev/null)" = idle ] && return 0
-		sleep 0.1
+	sd=$!
+	# up to 15 s; a daemon that died is the end of it
+	for x in $(seq 60); do
+		[ "$(timeout 2 sinfo -h -o %t 2>/dev/null)" = idle ] && return 0
+		for p in "$ctld slurmctld" "$sd slurmd"; do
+			set -- $p
+			kill -0 "$1" 2>/dev/null && continue
+			echo "slurm_up: $2 ended:" \
+				"$(cat "$d/$2.out" "$d/$2.log" 2>/dev/null |
+					sed -n '/./h; ${x;p;}')" >&2
+			slurm_down
+			return 1
+		done
+		sleep 0.2
 	done
 	echo "slurm_up: the node is not idle:" \
-		"$(sinfo -h -o %t 2>&1 | head -n 1);" \
+		"$(timeout 2 sinfo -h -o %t 2>&1 | head -n 1);" \
 		"$(tail -n 1 "$d/slurmctld.log" 2>/dev/null)" >&2
 	slurm_down
 	return 1
