@@ -10,7 +10,7 @@
 #   hosts_bytes I         "RX TX": the bytes host I's link has carried from
 #                         the host and to it since hosts_up
 #   hosts_cut I           host I fails: its link down, then every process
-#                         in it killed (its sshd, the sessions, what they
+#                         in it killed (its sshd, its logins, what they
 #                         run), as a machine that loses its power
 #   hosts_mend I          host I back: its link up, its sshd started again
 #                         where none runs; returns when it answers
