@@ -21,7 +21,7 @@
 
 #define MAX_THREADS 4096
 
-enum { OPT_OP = CG_KEY_OWN, OPT_CODEC, OPT_BUDGET, OPT_LOG };
+enum { OPT_OP = CG_KEY_OWN, OPT_CODEC, OPT_BUDGET, OPT_LOG, OPT_MIN_INPUTS };
 
 /* After the options, the reducer's table of operations: made by
  * make_epilog before parsing. */
@@ -30,6 +30,8 @@ static char epilog[2048];
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
     {"op", OPT_OP, "NAME", "how to combine (mean): one of those below"},
+    {"min-inputs", OPT_MIN_INPUTS, "K",
+     "fail unless the inputs stand for K updates at least (1)"},
     {"codec", OPT_CODEC, "SPEC",
      "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
     {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
@@ -61,6 +63,7 @@ struct args {
 	enum cg_compress comp;
 	long long threads;
 	const char *log;
+	long long min_inputs;
 	char **inputs; /* [ninputs] */
 	int ninputs;
 };
@@ -117,6 +120,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case OPT_LOG:
 		a->log = g->arg;
+		break;
+	case OPT_MIN_INPUTS:
+		e = cg_parse_i64(g->name, g->arg, 1, INT64_MAX, &a->min_inputs);
 		break;
 	case OPT_OP:
 		if ((a->op = cg_reduce_op_find(g->arg)) == NULL) {
@@ -216,7 +222,7 @@ out:
 int
 main(int argc, char **argv)
 {
-	struct args a = {.out = "-", .op = &cg_reduce_ops[0]};
+	struct args a = {.out = "-", .op = &cg_reduce_ops[0], .min_inputs = 1};
 	struct cg_reducer r;
 	struct cg_file *f = NULL;
 	int rc;
@@ -229,6 +235,14 @@ main(int argc, char **argv)
 	rc = CG_EXIT_FAILURE;
 	if (add_all(&r, a.inputs, a.ninputs) != 0)
 		goto out;
+	/* A quorum: the updates the inputs stand for, as their manifests
+	 * count them (a reduction's output counts those it was made of). */
+	if (r.inputs < (uint64_t)a.min_inputs) {
+		cg_warnx("%llu input%s, fewer than --min-inputs %lld",
+		         (unsigned long long)r.inputs, r.inputs == 1 ? "" : "s",
+		         a.min_inputs);
+		goto out;
+	}
 	if ((f = cg_reducer_finish(&r)) == NULL) {
 		cg_warn(NULL);
 		goto out;

@@ -21,7 +21,10 @@
 # each with an sshd), through an ssh first on PATH that gives each of
 # them a home of its own and the build's programs on its PATH.  Where
 # such hosts cannot be made (not root, no sshd), those blocks are not
-# run, and the test says so.
+# run, and the test says so.  A block that runs examples/slurm/ finds
+# examples/ in its directory (a link to the source tree's) and a Slurm
+# cluster of this machine (tests/slurm.sh) through SLURM_CONF; where
+# none can be started (not root, no slurm-wlm), it is not run either.
 #
 # Sizes are made small by these substitutions, and no others:
 #   /usr/share/datasets/fashion-mnist  tests/fixtures/fashion-mnist-mini
@@ -38,6 +41,7 @@ load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
 . "$BATS_TEST_DIRNAME/hosts.sh"
+. "$BATS_TEST_DIRNAME/slurm.sh"
 
 setup() {
 	top=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
@@ -48,6 +52,17 @@ setup() {
 
 teardown() {
 	hosts_down
+	slurm_down
+}
+
+# test_slurm: a Slurm cluster of this machine up, SLURM_CONF set, and
+# work/examples the source tree's; or 1 with the reason in SLURM_WHY
+test_slurm() {
+	SLURM_WHY=$(slurm_skip_reason)
+	[ -z "$SLURM_WHY" ] || return 1
+	[ -n "${SLURM_DIR:-}" ] && return 0
+	slurm_up || { SLURM_WHY="no Slurm cluster could be started"; return 1; }
+	ln -sfn "$top/examples" work/examples
 }
 
 # test_hosts: host0..host2 up, and BATS_TEST_TMPDIR/bin/ssh reaching them,
@@ -118,6 +133,10 @@ readme_runs() {
 			echo "# README line $line ($section): not run: $HOSTS_WHY" >&3
 			continue
 		fi
+		if grep -q examples/slurm/ "blocks/$n.sh" && ! test_slurm; then
+			echo "# README line $line ($section): not run: $SLURM_WHY" >&3
+			continue
+		fi
 		if ! (cd work && PATH=$BATS_TEST_TMPDIR/bin:$PATH \
 			bash -euo pipefail "../blocks/$n.small") \
 			> "blocks/$n.log" 2>&1; then
@@ -149,6 +168,11 @@ readme_runs() {
 	if [ -n "${HOSTS_DIR:-}" ]; then
 		[ -s work/cluster/model.cgm ] || { echo "no cluster/model.cgm"; false; }
 		[ -s "$HOSTS_DIR/host1/cg-cluster/shard.cgd" ]
+	fi
+	# and under Slurm
+	if [ -n "${SLURM_DIR:-}" ]; then
+		[ -s work/slurm/model.cgm ] || { echo "no slurm/model.cgm"; false; }
+		[ -s work/slurm/slurm/reduce-2.log ]
 	fi
 }
 

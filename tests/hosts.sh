@@ -9,6 +9,11 @@
 #                         trap (trap hosts_down EXIT) or a bats teardown
 #   hosts_bytes I         "RX TX": the bytes host I's link has carried from
 #                         the host and to it since hosts_up
+#   hosts_cut I           host I fails: its link down, then every process
+#                         in it killed (its sshd, its logins, what they
+#                         run), as a machine that loses its power
+#   hosts_mend I          host I back: its link up, its sshd started again
+#                         where none runs; returns when it answers
 #
 # hosts_up sets HOSTS_DIR (a directory of its own: keys, configs, logs, and
 # hostI/, a working directory for each host), HOSTS_SSH (the ssh command
@@ -136,10 +141,7 @@ hosts_up() {
 		EOF
 		printf 'Host host%d\n\tHostName %s\n' "$i" "$addr" >>"$d/ssh_config"
 		printf '%s %s\n' "$addr" "$key" >>"$d/known_hosts"
-		# ip netns exec execs sshd in place: $! is sshd
-		ip netns exec "$ns" /usr/sbin/sshd -D -f "$d/sshd_config.$i" \
-			-E "$d/sshd.$i.log" </dev/null >/dev/null 2>&1 3>&- &
-		echo $! >>"$d/pids"
+		hosts__sshd "$i"
 	done
 	cat "$d/ssh_config.tail" >>"$d/ssh_config"
 	HOSTS_SSH="ssh -F $d/ssh_config"
@@ -169,6 +171,45 @@ hosts_bytes() {
 		tx=$(cat "/sys/class/net/$v/statistics/tx_bytes") &&
 		read -r rx0 tx0 <"$HOSTS_DIR/bytes0.$1" || return 1
 	echo "$((rx - rx0)) $((tx - tx0))"
+}
+
+# hosts__sshd I: start host I's sshd in its namespace
+hosts__sshd() {
+	local d=$HOSTS_DIR i=$1
+	# ip netns exec execs sshd in place: $! is sshd
+	ip netns exec "cgn${HOSTS_PREFIX}h$i" /usr/sbin/sshd -D \
+		-f "$d/sshd_config.$i" -E "$d/sshd.$i.log" \
+		</dev/null >/dev/null 2>&1 3>&- &
+	echo $! >"$d/sshd.$i.run"
+	echo $! >>"$d/pids"
+}
+
+# hosts__answers I: wait until host I's sshd answers; 1 if it does not
+hosts__answers() {
+	local x
+	for x in $(seq 100); do
+		$HOSTS_SSH -o ConnectTimeout=1 "host$1" true 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "hosts: host$1's sshd does not answer:" \
+		"$(tail -n 1 "$HOSTS_DIR/sshd.$1.log" 2>/dev/null)" >&2
+	return 1
+}
+
+hosts_cut() {
+	local p
+	ip link set "cgv${HOSTS_PREFIX}h$1" down || return 1
+	for p in $(ip netns pids "cgn${HOSTS_PREFIX}h$1" 2>/dev/null); do
+		kill -KILL "$p" 2>/dev/null
+	done
+	return 0
+}
+
+hosts_mend() {
+	ip link set "cgv${HOSTS_PREFIX}h$1" up || return 1
+	kill -0 "$(cat "$HOSTS_DIR/sshd.$1.run" 2>/dev/null)" 2>/dev/null ||
+		hosts__sshd "$1"
+	hosts__answers "$1"
 }
 
 hosts_down() {
