@@ -239,9 +239,9 @@ bounds(void)
 		struct cg_rng tr;
 		cg_rng_seed(&tr, 7 + (uint64_t)kind);
 		for (int i = 0; i < P; i++) {
-			uint64_t r = cg_rng_u64(&tr);
-			t[i] = kind == 0   ? (float)(r % 5) - 2.0f
-			       : kind == 1 ? (r % 10 ? 0.0f : (float)(r % 3) + 1)
+			uint64_t rv = cg_rng_u64(&tr);
+			t[i] = kind == 0   ? (float)(rv % 5) - 2.0f
+			       : kind == 1 ? (rv % 10 ? 0.0f : (float)(rv % 3) + 1)
 			                   : (float)cg_rng_normal(&tr);
 		}
 		const char *spec = kind == 2 ? "topk:0.3,val=f32"
@@ -275,8 +275,8 @@ bounds(void)
 		const uint64_t C = 16, kc = kind ? 12 : 2;
 		cg_rng_seed(&tr, 11 + (uint64_t)kind);
 		for (int i = 0; i < P; i++) {
-			uint64_t r = cg_rng_u64(&tr);
-			t[i] = r % 3 ? (float)(r % 4) - 1.5f : 0.0f;
+			uint64_t rv = cg_rng_u64(&tr);
+			t[i] = rv % 3 ? (float)(rv % 4) - 1.5f : 0.0f;
 		}
 		cg_file_free(encode(kind ? "topk:0.75,chunk=16,val=f32"
 		                         : "topk:0.125,chunk=16,val=f32",
