@@ -9,6 +9,7 @@
  * inputs may be combined is the update module's rule (update.c); this
  * file only adds them up.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,10 +67,54 @@ sum_add(float *acc, const float *x, size_t n, double w)
 	add_scaled(acc, x, n, 1.0);
 }
 
+/* Ascending, for qsort (the values are finite: finish_sliced checks). */
+static int
+cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The median of each element over the k inputs, their weights ignored:
+ * the middle value, or the mean of the two middle values (in double) for
+ * an even k.  One input far off, or a few (fewer than half), cannot move
+ * it past the others' values.
+ */
+static void
+median_slice(float *out, const float *const *in, const double *w, size_t k,
+             size_t n)
+{
+	(void)w;
+#pragma omp parallel for schedule(static)
+	for (size_t j = 0; j < n; j++) {
+		float v[CG_REDUCE_MAX_MEDIAN];
+		v[0] = v[1] = 0; /* k >= 1; this only quiets a warning */
+		for (size_t i = 0; i < k; i++)
+			v[i] = in[i][j];
+		if (k <= 16) {
+			for (size_t i = 1; i < k; i++) {
+				float x = v[i];
+				size_t t = i;
+				for (; t > 0 && v[t - 1] > x; t--)
+					v[t] = v[t - 1];
+				v[t] = x;
+			}
+		} else {
+			qsort(v, k, sizeof(*v), cmp_float);
+		}
+		out[j] = k % 2 ? v[k / 2]
+		               : (float)(((double)v[k / 2 - 1] + v[k / 2]) / 2);
+	}
+}
+
 const struct cg_reduce_op cg_reduce_ops[] = {
     {"mean", "the mean weighted by each input's weight", 1, scale_into,
      add_scaled, mean_finish, NULL},
     {"sum", "the plain sum", 1, sum_init, sum_add, NULL, NULL},
+    {"median", "each element's median, unweighted (robust)", 0, NULL,
+     NULL, NULL, median_slice},
     {NULL, NULL, 0, NULL, NULL, NULL, NULL},
 };
 
@@ -326,6 +371,12 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
 		goto out;
 	if (r->sliced) {
+		if (r->op->slice == median_slice &&
+		    r->nkept >= CG_REDUCE_MAX_MEDIAN) {
+			cg_seterr("%s: more than %d inputs for the median", u->name,
+			          CG_REDUCE_MAX_MEDIAN);
+			goto out;
+		}
 		if (keep(r, u) != 0)
 			goto out;
 		if (r->first == NULL)
@@ -418,6 +469,17 @@ finish_sliced(struct cg_reducer *r)
 				cg_update_decode(u, t, lo, m, dec[i]);
 				in[i] = dec[i];
 			}
+			/* an order statistic of a nan is no number: refused */
+			for (size_t i = 0; !r->op->streams && i < k; i++)
+				for (size_t j = 0; j < m; j++)
+					if (!isfinite(in[i][j])) {
+						cg_seterr("%s: element %llu of %s is "
+						          "not finite",
+						          r->kept[i]->name,
+						          (unsigned long long)(lo + j),
+						          f->tensors[t].name);
+						goto out;
+					}
 			run_slice(r->op, out + lo, in, w, k, m, r->weight);
 		}
 	}

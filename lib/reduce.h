@@ -63,6 +63,9 @@ extern const struct cg_reduce_op cg_reduce_ops[];
 /* The operation called name, or NULL with a message listing them. */
 const struct cg_reduce_op *cg_reduce_op_find(const char *name);
 
+/* The most inputs the median takes (its values sit on the stack). */
+#define CG_REDUCE_MAX_MEDIAN 1024
+
 /* Elements per slice on the all-at-once path: 1 MiB of f32 per input. */
 #define CG_REDUCE_SLICE ((size_t)1 << 18)
 

@@ -77,9 +77,19 @@ setup() {
 	assert_output --regexp '--op NAME +how to combine \(mean\)'
 	assert_line --regexp '^ +mean +the mean weighted'
 	assert_line --regexp '^ +sum +the plain sum'
-	run -2 --separate-stderr cg-reduce --op median "$D/g.cgg" -o r.cgg
-	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'median' (mean, sum)" ]
+	assert_line --regexp '^ +median +each element.s median'
+	run -2 --separate-stderr cg-reduce --op mode "$D/g.cgg" -o r.cgg
+	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'mode' (mean, sum, median)" ]
 	[ ! -e r.cgg ]
+}
+
+@test "cg-reduce --op median: two equal updates of three outvote the third" {
+	cg-reduce --op sum "$D/g.cgg" "$D/g.cgg" -o big.cgg
+	cg-reduce --op median "$D/g.cgg" big.cgg "$D/g.cgg" -o med.cgg
+	run -0 cg-inspect --diff "$D/g.cgg" med.cgg
+	assert_line --regexp '^tensors: +[0-9]+ in A, [0-9]+ in B: [0-9]+ identical$'
+	run -0 jq -r .reduce <(tar xOf med.cgg cg.json)
+	[ "$output" = median ]
 }
 
 @test "cg-inspect shows a model's digest, which its updates carry as base" {
