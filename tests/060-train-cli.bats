@@ -559,7 +559,7 @@ big() {
 	[[ $stderr == *'usage: cg-reduce'* ]]
 	run -2 --separate-stderr cg-reduce --threads 12abc "$D/g0.cgg" -o r.cgg
 	[[ ${stderr_lines[0]} == "cg-reduce: --threads: '12abc'"* ]]
-	run -2 cg-reduce --op median "$D/g0.cgg" -o r.cgg
+	run -2 cg-reduce --op mode "$D/g0.cgg" -o r.cgg
 	run -2 cg-reduce -z rar "$D/g0.cgg" -o r.cgg
 	[ ! -e r.cgg ]
 }
