@@ -283,3 +283,10 @@ make_small() {
 	assert_line "h.0.mlp.fc.w: 2048 pruned, 2048 zeros"
 	assert_line --regexp '^wanda +[0-9.]+ bits per byte$'
 }
+
+@test "examples/resume/run.sh" {
+	run -0 --separate-stderr "$top/examples/resume/run.sh" "$PWD/resume"
+	[ "$(grep -c '^killed at step [0-9]* of 10$' <<<"$output")" -eq 3 ]
+	assert_line --regexp '^the same bytes: d0\.cgg d1\.cgg .*model\.cgm w0\.state w1\.state $'
+	assert_line "files in $PWD/resume"
+}
