@@ -245,6 +245,20 @@ local_diloco() {
 	cmp m.cgm run/model.cgm
 }
 
+@test "cg-cluster --push-only: the shards go ahead, no round; the next run starts with its first round" {
+	needs_hosts
+	printf 'host0\nhost1\nhost2\n' >hosts
+	run -0 --separate-stderr cluster --push-only -k 3 -b 8 --seed 1 "$FX"
+	[[ $stderr == 'cg-cluster: 3 shards sent ('*' bytes)' ]]
+	cmp init.cgm run/model.cgm
+	cmp run/shard-1.cgd "$HOSTS_DIR/host1/shard.cgd"
+	run -0 --separate-stderr cluster -r 2 -k 3 -b 8 --seed 1 "$FX"
+	assert_equal "${#stderr_lines[@]}" 2
+	[[ ${stderr_lines[0]} == 'cg-cluster: round 1/2: step 1 published, '* ]]
+	local_diloco 2 3 8
+	cmp m.cgm run/model.cgm
+}
+
 @test "cg-cluster: stopped in a round, run again it ends with the model of a run never stopped" {
 	needs_hosts
 	local pid i st=0 n
