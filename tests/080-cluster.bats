@@ -202,6 +202,11 @@ local_diloco() {
 		cg-reduce g0.cgg g1.cgg g2.cgg | cg-apply -m m.cgm --lr 3e-3 -o m.cgm
 	done
 	cmp m.cgm run/model.cgm
+	# what went down is the weights alone, the moments kept here
+	run -0 cg-inspect --no-stats run/down.cgm
+	refute_output --partial opt.
+	[ "$(cg-inspect --no-stats run/down.cgm | sed -n 's/^step: *//p')" = 2 ]
+	[ "$(stat -c %s run/down.cgm)" -lt "$(stat -c %s m.cgm)" ]
 	# no state on the hosts: a gradient needs none
 	run -0 ls "$HOSTS_DIR/host0"
 	assert_output shard.cgd
@@ -257,6 +262,45 @@ local_diloco() {
 	[[ ${stderr_lines[0]} == 'cg-cluster: round 1/2: step 1 published, '* ]]
 	local_diloco 2 3 8
 	cmp m.cgm run/model.cgm
+}
+
+@test "cg-cluster --sign --trust: every file signed, each side reads only what its trust list names" {
+	needs_hosts
+	local w
+	cg-key -f -C coord -o coord.key
+	cg-key -f -C worker -o w.key
+	cg-key -f -C stranger -o x.key
+	cat coord.key.pub w.key.pub >trusted.pub
+	printf 'host0\nhost1\n' >hosts
+	# the first model, signed as cg-init --sign would
+	cg-quantize -q --sign coord.key init.cgm f32 -o init.cgm
+	# the hosts sign what they send back (their states too, which they
+	# read again: their own key is in their list)
+	local t="--sign $PWD/w.key --trust $PWD/trusted.pub"
+	run -0 --separate-stderr cluster -q -r 2 -k 3 -b 8 --seed 1 \
+		--sign coord.key --trust trusted.pub -T "$t" "$FX"
+	[ -z "$stderr" ]
+	run -0 cg-inspect --verify --trust coord.key.pub run/model.cgm \
+		run/down.cgm run/shard-0.cgd "$HOSTS_DIR/host1/shard.cgd"
+	# the same model as an unsigned run's, but for its signature
+	mv run signed
+	run -0 cluster -q -r 2 -k 3 -b 8 --seed 1 "$FX"
+	[ "$(cg-inspect --no-stats signed/model.cgm | grep '^params:')" = \
+		"$(cg-inspect --no-stats run/model.cgm | grep '^params:')" ]
+	# a worker whose key the coordinator does not trust: refused, one
+	# line, nothing published
+	rm -rf run "$HOSTS_DIR"/host[0-9]*/*
+	run -1 --separate-stderr cluster -q -r 1 -k 3 -b 8 --seed 1 \
+		--sign coord.key --trust trusted.pub \
+		-T "--sign $PWD/x.key --trust $PWD/trusted.pub" "$FX"
+	[[ $stderr == *"not in the trust list"* ]]
+	cmp init.cgm run/model.cgm
+	# hosts that trust only another key refuse the coordinator's model
+	rm -rf run "$HOSTS_DIR"/host[0-9]*/*
+	run -1 --separate-stderr cluster -q -r 1 -k 3 -b 8 --seed 1 \
+		--sign coord.key -T "--trust $PWD/x.key.pub" "$FX"
+	[[ $stderr == *"host0"*"not in the trust list"* ]]
+	cmp init.cgm run/model.cgm
 }
 
 @test "cg-cluster: stopped in a round, run again it ends with the model of a run never stopped" {
