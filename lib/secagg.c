@@ -298,9 +298,14 @@ add_stream(const unsigned char key[32], uint64_t p0, uint64_t n, uint64_t *y,
 		}
 		for (uint64_t w = skip; w < words; w++) {
 			const unsigned char *q = buf + 8 * w;
-			uint64_t v = 0;
+			uint64_t v;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			memcpy(&v, q, 8);
+#else
+			v = 0;
 			for (int b = 7; b >= 0; b--)
 				v = v << 8 | q[b];
+#endif
 			if (sub)
 				y[done++] -= v;
 			else
