@@ -153,7 +153,9 @@ read_private(const char *path, enum cg_key_alg want)
 	                                       : EVP_PKEY_ED25519)) {
 		EVP_PKEY_free(k);
 		cg_seterr("%s: not an %s key", path,
-		          want == CG_KEY_X25519 ? "X25519" : "Ed25519");
+		          want == CG_KEY_ANY      ? "Ed25519 or X25519"
+		          : want == CG_KEY_X25519 ? "X25519"
+		                                  : "Ed25519");
 		return NULL;
 	}
 	return k;

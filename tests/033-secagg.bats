@@ -9,8 +9,9 @@
 # difference); a masked delta of the full-size cvae uncorrelated with
 # its true delta; a missing peer, another round, another peer list and
 # hostile masked files refused with one line; cg-apply, the median and
-# cg-inspect's statistics refusing or leaving alone the masked words.
-# The programs come from PATH.
+# cg-inspect's statistics refusing or leaving alone the masked words;
+# masked updates signed, reduced under --trust.  The programs come from
+# PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -332,4 +333,25 @@ EOF
 		--batch 16 --seed 1 --mask "$D/w0" --peers "$D/peers" -o masked.cgg
 	run -0 python3 "$D/sagg.py" corr masked.cgg plain.cgg
 	echo "# $output" >&3
+}
+
+@test "signed and masked: the signature covers the mask; --trust reads the round as any other" {
+	local M=$D/m.cgm w
+	for w in 0 1 2; do cg-key -C s$w -o s$w; done
+	cat s0.pub s1.pub s2.pub >trusted
+	for w in 0 1 2; do
+		cg-train-step -q -m $M -d "$D/fm-$w.cgd" --emit delta --steps 3 \
+			--batch 8 --seed $w --mask "$D/w$w" --peers "$D/peers" \
+			--sign s$w -o sm$w.cgg
+	done
+	run -0 cg-reduce --trust trusted sm0.cgg sm1.cgg sm2.cgg -o mean.cgg
+	run -0 sh -c "tar xOf mean.cgg cg.json | jq '.signers | length'"
+	assert_output 3
+	cg-reduce "$D"/md?.cgg -o plain.cgg
+	run -0 cg-inspect --diff mean.cgg plain.cgg
+	assert_output --partial 'tensors:    10 in A, 10 in B: 10 identical'
+	# unsigned masked updates are refused under the trust list
+	run -1 --separate-stderr cg-reduce --trust trusted "$D"/md?.cgg -o x.cgg
+	[[ ${stderr_lines[0]} == *"unsigned"* ]]
+	[ ! -e x.cgg ]
 }
