@@ -11,6 +11,7 @@
  * keys come from X25519 and HKDF as OpenSSL gives them.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -63,15 +64,16 @@ read_peers(const char *path, struct peers_ctx *p)
 	if ((p->pub = calloc(CG_MASK_MAX_PEERS, 32)) == NULL)
 		return cg_seterr("out of memory");
 	if (stat(path, &st) != 0)
-		return cg_seterr("%s: cannot read", path);
+		return cg_seterr("%s: %s", path, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		rc = cg_key_each_alg(path, CG_KEY_X25519, add_peer, p);
 	else {
-		/* in name order: the keys are sorted afterwards anyway */
+		/* in name order, so that an error names the same file
+		 * every time; the keys are sorted afterwards */
 		struct dirent **ent;
 		nn = scandir(path, &ent, NULL, alphasort);
 		if (nn < 0)
-			return cg_seterr("%s: cannot read", path);
+			return cg_seterr("%s: %s", path, strerror(errno));
 		for (int i = 0; i < nn; i++) {
 			const char *d = ent[i]->d_name;
 			size_t len = strlen(d);

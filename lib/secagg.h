@@ -77,8 +77,8 @@ struct cg_mask {
  * peers (a file of "x25519 HEX COMMENT" lines, or a directory of .pub
  * files); round (may be NULL) and frac_bits as above.  The key's public
  * key must be among the peers, which must be 2 to CG_MASK_MAX_PEERS
- * different keys.  0, or -1 with a message naming the file.  m is
- * cg_mask_free'd in either case.
+ * different keys.  0 (the caller frees m with cg_mask_free), or -1
+ * with a message naming the file and m left empty.
  */
 int cg_mask_init(struct cg_mask *m, const char *keypath, const char *peers,
                  const char *round, int frac_bits);
