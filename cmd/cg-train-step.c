@@ -340,6 +340,8 @@ validate(struct args *a)
 		                                : "mask-bits");
 	if (a->mask && a->peers == NULL)
 		return cg_usage("--mask needs --peers FILE");
+	if (a->codec_name && cg_uspec_masked(&a->codec))
+		return cg_usage("--codec masked: give --mask KEY --peers FILE");
 	if (a->mask && (a->codec_name || a->budget))
 		return cg_usage("--mask is a codec of its own: no --codec or "
 		                "--budget");

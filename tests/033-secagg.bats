@@ -148,6 +148,8 @@ setup() {
 	run -2 cg-train-step -m $M -d $S --emit delta --mask "$D/w0" --peers "$D/peers" \
 		--codec q8 --no-error-feedback -o x
 	run -2 cg-train-step -m $M -d $S --emit model --mask "$D/w0" --peers "$D/peers" -o x
+	run -2 --separate-stderr cg-train-step -m $M -d $S --emit delta --codec masked -o x
+	[[ ${stderr_lines[0]} == *"--codec masked: give --mask KEY --peers FILE"* ]]
 	run -2 cg-train-step -m $M -d $S --emit delta --mask "$D/w0" --peers "$D/peers" \
 		--mask-bits 60 -o x
 	run -2 cg-train-step -m $M -d $S --emit delta --mask "$D/w0" --peers "$D/peers" \
