@@ -141,6 +141,8 @@ setup() {
 	run -0 cg-key --help
 	assert_output --partial '--x25519'
 	local M=$D/m.cgm S=$D/fm-0.cgd
+	run -2 --separate-stderr cg-train-step -m $M -d $S --emit delta --mask-bogus 1 -o x
+	[[ ${stderr_lines[0]} == "cg-train-step: "*"mask-bogus"* ]]
 	run -2 --separate-stderr cg-train-step -m $M -d $S --emit delta --mask "$D/w0" -o x
 	[[ ${stderr_lines[0]} == *"--mask needs --peers"* ]]
 	run -2 --separate-stderr cg-train-step -m $M -d $S --emit delta --peers "$D/peers" -o x
