@@ -1,10 +1,12 @@
 /*
- * cg-key - make an Ed25519 key pair for signing cg files, or print a
- * key's fingerprint.
+ * cg-key - make an Ed25519 key pair for signing cg files (or an X25519
+ * pair for masking updates), or print a key's fingerprint.
  *
  * "cg-key -o NAME" writes the private key NAME (PEM PKCS#8, mode 0600)
  * and the public key NAME.pub (one line: "ed25519 HEX COMMENT"), which
- * is what a trust list holds.  "cg-key -l FILE" prints the fingerprint
+ * is what a trust list holds; with --x25519 the pair masks updates for
+ * secure aggregation (cg-train-step --mask), its .pub line "x25519 HEX
+ * COMMENT" what a peer list holds.  "cg-key -l FILE" prints the fingerprint
  * of each key of a private key, a .pub file or a trust list: the SHA-256
  * of the 32 bytes of the public key, in hex, then the comment.
  * lib/sign.c does the work.
@@ -15,13 +17,15 @@
 #include "cli.h"
 #include "sign.h"
 
-enum { OPT_LIST = 'l' };
+enum { OPT_LIST = 'l', OPT_X25519 = CG_KEY_OWN };
 
 static const struct cg_opt opts[] = {
     {"comment", 'C', "TEXT", "the comment of the public key (cg-key)"},
     {"force", 'f', NULL, "replace NAME and NAME.pub where they exist"},
     {"list", OPT_LIST, NULL, "print the fingerprint of each FILE"},
     {"output", 'o', "NAME", "write the key pair NAME and NAME.pub"},
+    {"x25519", OPT_X25519, NULL,
+     "an X25519 pair, for masking (cg-train-step --mask)"},
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},
@@ -29,20 +33,22 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-key",
-    .synopsis = "[-f] [-C TEXT] -o NAME\n"
+    .synopsis = "[-f] [--x25519] [-C TEXT] -o NAME\n"
                 "-l FILE...",
-    .about = "Make an Ed25519 key pair for --sign and --trust: the private\n"
-             "key NAME (mode 0600) and the public key NAME.pub.  With -l,\n"
-             "print the fingerprint of each key of each FILE (a private key,\n"
-             "a .pub file or a trust list): the SHA-256 of the public key in\n"
-             "hex, and its comment.",
+    .about =
+        "Make an Ed25519 key pair for --sign and --trust: the private\n"
+        "key NAME (mode 0600) and the public key NAME.pub; with --x25519,\n"
+        "an X25519 pair that masks updates for secure aggregation.  With -l,\n"
+        "print the fingerprint of each key of each FILE (a private key,\n"
+        "a .pub file or a trust list): the SHA-256 of the public key in\n"
+        "hex, and its comment.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
 
 struct args {
 	const char *out, *comment;
-	int force, list;
+	int force, list, x25519;
 	char **files;
 	int nfiles;
 };
@@ -65,6 +71,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case 'o':
 		a->out = g->arg;
 		break;
+	case OPT_X25519:
+		a->x25519 = 1;
+		break;
 	}
 	return CG_CONTINUE;
 }
@@ -80,6 +89,8 @@ parse(int argc, char **argv, struct args *a)
 		return rc;
 	a->files = argv + ind;
 	a->nfiles = argc - ind;
+	if (a->list && a->x25519)
+		return cg_usage("-l lists keys of both kinds: no --x25519");
 	if (a->list && a->out)
 		return cg_usage("-l and -o cannot be combined");
 	if (!a->list && a->out == NULL)
@@ -114,8 +125,8 @@ list(const struct args *a)
 	int rc = CG_EXIT_OK;
 
 	for (int i = 0; i < a->nfiles; i++)
-		if (cg_key_each(a->files[i], print_key, (void *)a->files[i]) !=
-		    0)
+		if (cg_key_each_alg(a->files[i], CG_KEY_ANY, print_key,
+		                    (void *)a->files[i]) != 0)
 			rc = cg_fail(NULL);
 	return rc;
 }
@@ -131,7 +142,9 @@ main(int argc, char **argv)
 	if (a.list)
 		rc = list(&a);
 	else
-		rc = cg_key_generate(a.out, a.comment, a.force) == 0
+		rc = cg_key_generate_alg(a.out, a.comment, a.force,
+		                         a.x25519 ? CG_KEY_X25519
+		                                  : CG_KEY_ED25519) == 0
 		         ? CG_EXIT_OK
 		         : cg_fail(NULL);
 	return cg_finish_stdout(rc);

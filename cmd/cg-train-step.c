@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "secagg.h"
 #include "train.h"
 #include "update.h"
 
@@ -34,8 +35,12 @@ enum {
 	OPT_FEEDBACK_DECAY,
 	OPT_NO_FEEDBACK,
 	OPT_LOG,
+	OPT_MASK,
+	OPT_MASK_BITS,
+	OPT_MASK_ROUND,
 	OPT_MAX_MEMORY,
 	OPT_ORDER,
+	OPT_PEERS,
 	OPT_SEED,
 	OPT_TEACHER,
 	OPT_TEACHER_TEMP,
@@ -78,6 +83,13 @@ static const struct cg_opt opts[] = {
      "do not keep what the codec did not send"},
     {"feedback-decay", OPT_FEEDBACK_DECAY, "X",
      "scale the kept residual by X before adding it (1)"},
+    {"mask", OPT_MASK, "KEY",
+     "secure aggregation: mask the update with this X25519 key"},
+    {"peers", OPT_PEERS, "FILE",
+     "the round's X25519 public keys, this worker's too (a file or dir)"},
+    {"mask-round", OPT_MASK_ROUND, "TEXT",
+     "tells apart rounds from one model (\"\")"},
+    {"mask-bits", OPT_MASK_BITS, "F", "fraction bits of the fixed point (32)"},
     {"quiet", 'q', NULL, "no progress bar or summary"},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
@@ -112,6 +124,8 @@ struct args {
 	struct cg_uspec codec;
 	double decay;
 	int quiet, ckpt, coded, no_feedback;
+	const char *mask, *peers, *mask_round; /* --mask and its options */
+	long long mask_bits;
 };
 
 /* What one call holds while it runs; freed by job_free. */
@@ -125,6 +139,7 @@ struct job {
 	struct cg_state_call call;
 	struct cg_memplan plan;
 	struct cg_uspec spec; /* --codec, fitted to --budget */
+	struct cg_mask mask;  /* --mask */
 	struct cg_train_result res;
 	struct cg_file *f;
 	struct cg_out out, sout;
@@ -229,6 +244,22 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_LOG:
 		a->log = s;
 		break;
+	case OPT_MASK:
+		a->mask = s;
+		break;
+	case OPT_MASK_BITS:
+		e = cg_parse_i64(g->name, s, CG_MASK_MIN_FRAC, CG_MASK_MAX_FRAC,
+		                 &a->mask_bits);
+		break;
+	case OPT_MASK_ROUND:
+		a->mask_round = s;
+		if (strlen(s) > CG_MASK_ROUND_MAX)
+			e = cg_seterr("--mask-round: longer than %d bytes",
+			              CG_MASK_ROUND_MAX);
+		break;
+	case OPT_PEERS:
+		a->peers = s;
+		break;
 	case OPT_MAX_MEMORY:
 		e = cg_parse_size(g->name, s, &a->max_memory);
 		if (e == 0 && a->max_memory == 0)
@@ -302,6 +333,20 @@ validate(struct args *a)
 		return cg_usage("the teacher and the %s cannot both be "
 		                "standard input",
 		                strcmp(a->model, "-") == 0 ? "model" : "shard");
+	if ((a->peers || a->mask_round || a->mask_bits) && a->mask == NULL)
+		return cg_usage("--%s needs --mask",
+		                a->peers        ? "peers"
+		                : a->mask_round ? "mask-round"
+		                                : "mask-bits");
+	if (a->mask && a->peers == NULL)
+		return cg_usage("--mask needs --peers FILE");
+	if (a->codec_name && cg_uspec_masked(&a->codec))
+		return cg_usage("--codec masked: give --mask KEY --peers FILE");
+	if (a->mask && (a->codec_name || a->budget))
+		return cg_usage("--mask is a codec of its own: no --codec or "
+		                "--budget");
+	if (a->mask && a->o.emit == CG_EMIT_MODEL)
+		return cg_usage("--mask masks a grad or a delta, not a model");
 	if (a->budget && a->codec_name == NULL)
 		cg_uspec_parse("topk", &a->codec);
 	a->coded = a->codec_name != NULL || a->budget != 0;
@@ -314,6 +359,13 @@ validate(struct args *a)
 	    a->state == NULL)
 		return cg_usage("a lossy --codec keeps what it did not send in "
 		                "--state FILE (or give --no-error-feedback)");
+	if (a->mask) {
+		/* exact in the sum: nothing is left over to feed back */
+		cg_uspec_parse("masked", &a->codec);
+		a->coded = 1;
+		if (a->mask_bits == 0)
+			a->mask_bits = CG_MASK_FRAC_BITS;
+	}
 	cg_optim_cli_finish(&a->oc, &a->o.opt);
 	a->o.steps = (int)(a->steps > 1 << 30 ? 1 << 30 : a->steps);
 	a->o.batch = (int)a->batch;
@@ -353,6 +405,10 @@ prepare(const struct args *a, struct job *j)
 		j->distill.alpha = a->alpha;
 		j->distill.tau = a->tau;
 	}
+	/* the keys and peers of --mask, before any work */
+	if (a->mask && cg_mask_init(&j->mask, a->mask, a->peers, a->mask_round,
+	                            (int)a->mask_bits) != 0)
+		return cg_warn(NULL), -1;
 	/* Open the outputs first: a terminal on stdout or an unwritable
 	 * directory is refused before any work is done. */
 	if (cg_out_open(&j->out, a->out) != 0 ||
@@ -521,7 +577,24 @@ encode(const struct args *a, struct job *j)
 		if (cg_state_get(j->st, "ef.residual", CG_F32, P, &old) == 1)
 			memset(old, 0, P * sizeof(float));
 	}
-	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec)) {
+	if (a->mask) {
+		/* the round is the model's: its digest, which every peer's
+		 * base is; the weight whole, as the sum needs it */
+		unsigned char d[32];
+		if (j->st)
+			memcpy(d, j->call.model, 32);
+		else
+			cg_model_digest(m, d);
+		if (cg_mask_check_weight(j->res.weight, j->mask.frac_bits,
+		                         &e.mask_weight) != 0 ||
+		    cg_mask_round(&j->mask, d) != 0) {
+			cg_errprefix("--mask");
+			goto out;
+		}
+		e.mask = &j->mask;
+	}
+	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec) &&
+	    !a->mask) {
 		if ((res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
 			goto out;
 		const float beta = (float)a->decay;
@@ -620,7 +693,11 @@ report(const struct job *j)
 		         "temperature %g)",
 		         j->res.mean.data, j->res.mean.teacher, j->distill.alpha,
 		         j->distill.tau);
-	if (j->dense_bytes > 0)
+	if (j->dense_bytes > 0 && j->mask.npeers > 0)
+		cg_warnx("masked update: %.0f bytes for %.0f of f32, among %d "
+		         "peers",
+		         j->coded_bytes, j->dense_bytes, j->mask.npeers);
+	else if (j->dense_bytes > 0)
 		cg_warnx("encoded update: %.0f bytes of %.0f dense (%.1fx "
 		         "smaller)",
 		         j->coded_bytes, j->dense_bytes,
@@ -638,6 +715,7 @@ job_free(struct job *j)
 	cg_shard_free(j->s);
 	cg_model_free(j->m);
 	cg_model_free(j->t);
+	cg_mask_free(&j->mask);
 }
 
 int

@@ -537,10 +537,24 @@ table_pruned(FILE *fp, const struct cg_file *f, const uint64_t *c)
 	        of ? 100.0 * (double)n / (double)of : 0.0, of);
 }
 
+/*
+ * Whether f is a masked update (secagg.h): its words are noise alone,
+ * so no statistics of them are shown, as if they were values.
+ */
+static int
+is_masked(const struct cg_file *f)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(f->manifest, "codec");
+	const cJSON *sp = cJSON_GetObjectItemCaseSensitive(c, "spec");
+
+	return cJSON_IsString(sp) && strcmp(sp->valuestring, "masked") == 0;
+}
+
 int
 cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
                  const struct cg_inspect_opts *o)
 {
+	struct cg_inspect_opts mo = *o;
 	const cJSON *v;
 	uint64_t total = 0, *pruned = NULL;
 	int wname = 4, wshape = 5;
@@ -549,6 +563,9 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	/* checked before a line is printed: a bad mask prints nothing */
 	if (pruned_counts(f, &pruned) != 0)
 		goto fail;
+	if (is_masked(f))
+		mo.stats = 0;
+	o = &mo;
 	put_key(fp, "file");
 	put_clean(fp, display, SIZE_MAX);
 	fputc('\n', fp);
@@ -784,8 +801,11 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 	}
 	if ((a = cJSON_AddArrayToObject(j, "tensors")) == NULL)
 		goto nomem;
+	struct cg_inspect_opts mo = *o;
+	if (is_masked(f))
+		mo.stats = 0; /* noise alone: no statistics */
 	for (size_t i = 0; i < f->ntensors; i++) {
-		if ((t = json_tensor(&f->tensors[i], o,
+		if ((t = json_tensor(&f->tensors[i], &mo,
 		                     pruned ? pruned[i] : UINT64_MAX)) == NULL)
 			goto fail;
 		cJSON_AddItemToArray(a, t);

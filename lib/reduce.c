@@ -17,6 +17,7 @@
 
 #include "progress.h"
 #include "reduce.h"
+#include "secagg.h"
 #include "sign.h"
 
 /* ------------------------------------------------------- operations */
@@ -157,6 +158,8 @@ cg_reducer_free(struct cg_reducer *r)
 		if (r->kept[i] != r->first)
 			cg_update_free(r->kept[i]);
 	free(r->kept);
+	cg_mask_sum_free(r->masked);
+	r->masked = NULL;
 	free(r->signers);
 	r->signers = NULL;
 	r->nsigners = r->capsigners = 0;
@@ -276,6 +279,7 @@ new_result(const struct cg_update *u)
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "layout");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "downlink");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "signers");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "mask");
 	for (int i = 0; i < u->nviews; i++) {
 		const struct cg_uview *v = &u->views[i];
 		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==
@@ -355,6 +359,36 @@ put_signers(struct cg_file *f, const struct cg_reducer *r)
 	return 0;
 }
 
+/*
+ * Masked u into r's integer sum (the first makes it): the mean only,
+ * never mixed with plain inputs, one round's peers each once.  u's
+ * numbers are spent; r keeps the first input for its layout.  0 or -1.
+ */
+static int
+add_masked(struct cg_reducer *r, struct cg_update *u)
+{
+	uint64_t P = 0;
+
+	if (r->op != &cg_reduce_ops[0])
+		return cg_seterr("%s: masked: --op %s cannot read masked values "
+		                 "(the mean of every peer's update can)",
+		                 u->name, r->op->name);
+	if (r->first == NULL) {
+		for (int i = 0; i < u->nviews; i++)
+			P += u->views[i].n;
+		if ((r->masked = cg_mask_sum_new(u->mask, P)) == NULL)
+			return -1;
+	}
+	if (cg_mask_sum_join(r->masked, u->mask, u->name) != 0)
+		return -1;
+	for (int i = 0; i < u->nviews; i++)
+		if (cg_mask_sum_add(r->masked, &u->views[i]) != 0) {
+			cg_errprefix(u->name);
+			return -1;
+		}
+	return 0;
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
@@ -368,9 +402,36 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		goto out;
 	if (add_signer(r, u) != 0)
 		goto out;
+	if (r->first != NULL && (u->mask != NULL) != (r->masked != NULL)) {
+		cg_seterr("%s: a %s input among %s ones", u->name,
+		          u->mask ? "masked" : "plain",
+		          u->mask ? "plain" : "masked");
+		goto out;
+	}
 	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
 		goto out;
-	if (r->sliced) {
+	if (u->mask) {
+		double t0 = cg_now();
+		if (add_masked(r, u) != 0) {
+			if (r->first == NULL) {
+				/* the next input starts afresh */
+				cg_file_free(r->acc);
+				r->acc = NULL;
+				cg_mask_sum_free(r->masked);
+				r->masked = NULL;
+			}
+			goto out;
+		}
+		r->fold_seconds += cg_now() - t0;
+		if (r->first == NULL) {
+			cg_file_free(u->file);
+			u->file = NULL;
+			for (int i = 0; i < u->nviews; i++)
+				u->views[i].t[0] = u->views[i].t[1] = NULL;
+			r->first = u;
+			u = NULL;
+		}
+	} else if (r->sliced) {
 		if (r->op->slice == median_slice &&
 		    r->nkept >= CG_REDUCE_MAX_MEDIAN) {
 			cg_seterr("%s: more than %d inputs for the median", u->name,
@@ -504,7 +565,17 @@ cg_reducer_finish(struct cg_reducer *r)
 		cg_seterr("no inputs");
 		return NULL;
 	}
-	if (r->sliced) {
+	if (r->masked) {
+		/* every peer in, and the masks gone: the mean, or nothing */
+		f = r->acc;
+		for (int i = 0; i < r->first->nviews; i++)
+			if (cg_mask_sum_mean(r->masked, &r->first->views[i],
+			                     f->tensors[i].data) != 0)
+				return NULL;
+		cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "masked");
+		cJSON_AddNumberToObject(f->manifest, "masked",
+		                        cg_mask_sum_peers(r->masked));
+	} else if (r->sliced) {
 		double t0 = cg_now();
 		if (finish_sliced(r) != 0)
 			return NULL;

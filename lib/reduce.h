@@ -31,6 +31,11 @@
  * pipe or compressed are held in memory whole, so an all-at-once
  * reduction of many inputs wants plain files.
  *
+ * Masked updates (secagg.h) are summed apart, exactly, as integers
+ * modulo 2^64, whatever the path: only the mean takes them, and only all
+ * of one round's peers at once; the result is their weighted mean, in
+ * f32, like any other.
+ *
  * A streaming operation runs on the sliced path too (r->sliced = 1): each
  * slice is then init, add for every next input, and finish, on that
  * slice.  Every element sees the same operations in the same order as
@@ -97,6 +102,8 @@ struct cg_reducer {
 	unsigned char (*signers)[32];
 	size_t nsigners, capsigners;
 	double fold_seconds; /* folding the inputs in: decoding, adding */
+	/* Masked inputs: their integer sum (NULL with plain inputs). */
+	struct cg_mask_sum *masked;
 };
 
 /* A reducer running op: streaming when op streams (set r->sliced

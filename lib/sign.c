@@ -7,6 +7,9 @@
  * only; the tensors are bound to it by their SHA-256 digests, which every
  * read checks whether a file is signed or not.  Keys are Ed25519 (RFC
  * 8032, pure: no prehash), so a signature is 64 bytes and a public key 32.
+ * Key files of X25519 (RFC 7748), the masking keys of secagg.c, have the
+ * same two shapes and are made and listed here too; a trust list holds
+ * Ed25519 keys only.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -79,14 +82,24 @@ cg_key_fingerprint(char out[65], const unsigned char pub[32])
 
 /* ------------------------------------------------------------ key files */
 
+static const char *const alg_names[] = {"ed25519", "x25519"};
+
+const char *
+cg_key_alg_name(enum cg_key_alg alg)
+{
+	return alg == CG_KEY_X25519 ? alg_names[1] : alg_names[0];
+}
+
 /*
- * One .pub line s (its newline removed): "ed25519 HEX [COMMENT]".  The
- * key into pub and a pointer to the comment (in s) into *comment.
- * Returns 0 or -1 with a message.
+ * One .pub line s (its newline removed): "ALG HEX [COMMENT]", ALG being
+ * want's name (either, for CG_KEY_ANY).  The key into pub and a pointer
+ * to the comment (in s) into *comment.  Returns 0 or -1 with a message.
  */
 static int
-parse_pub_line(char *s, unsigned char pub[32], const char **comment)
+parse_pub_line(char *s, enum cg_key_alg want, unsigned char pub[32],
+               const char **comment)
 {
+	const char *wname = cg_key_alg_name(want);
 	char *alg = s, *hex, *rest;
 
 	alg += strspn(alg, " \t");
@@ -94,16 +107,19 @@ parse_pub_line(char *s, unsigned char pub[32], const char **comment)
 	if (*hex == '\0')
 		return cg_seterr("not a public key line (want \"%s HEX "
 		                 "COMMENT\")",
-		                 CG_KEY_PUB_ALG);
+		                 wname);
 	*hex++ = '\0';
 	hex += strspn(hex, " \t");
 	rest = hex + strcspn(hex, " \t");
 	if (*rest)
 		*rest++ = '\0';
 	rest += strspn(rest, " \t");
-	if (strcmp(alg, CG_KEY_PUB_ALG) != 0)
+	if (want == CG_KEY_ANY ? strcmp(alg, alg_names[0]) != 0 &&
+	                             strcmp(alg, alg_names[1]) != 0
+	                       : strcmp(alg, wname) != 0)
 		return cg_seterr("key algorithm '%.32s', not %s", alg,
-		                 CG_KEY_PUB_ALG);
+		                 want == CG_KEY_ANY ? "ed25519 or x25519"
+		                                    : wname);
 	if (unhex(pub, hex, 32) != 0)
 		return cg_seterr("public key is not 64 hex digits");
 	if (comment)
@@ -111,12 +127,14 @@ parse_pub_line(char *s, unsigned char pub[32], const char **comment)
 	return 0;
 }
 
-/* The private key of the PEM file at path, or NULL with a message. */
+/* The private key of the PEM file at path, of algorithm want (either,
+ * for CG_KEY_ANY), or NULL with a message. */
 static EVP_PKEY *
-read_private(const char *path)
+read_private(const char *path, enum cg_key_alg want)
 {
 	FILE *fp = fopen(path, "rb");
 	EVP_PKEY *k;
+	int id;
 
 	if (fp == NULL) {
 		cg_seterr("%s: %s", path, strerror(errno));
@@ -128,12 +146,25 @@ read_private(const char *path)
 		cg_seterr("%s: not a private key (PEM PKCS#8)", path);
 		return NULL;
 	}
-	if (EVP_PKEY_get_id(k) != EVP_PKEY_ED25519) {
+	id = EVP_PKEY_get_id(k);
+	if (want == CG_KEY_ANY
+	        ? id != EVP_PKEY_ED25519 && id != EVP_PKEY_X25519
+	        : id != (want == CG_KEY_X25519 ? EVP_PKEY_X25519
+	                                       : EVP_PKEY_ED25519)) {
 		EVP_PKEY_free(k);
-		cg_seterr("%s: not an Ed25519 key", path);
+		cg_seterr("%s: not an %s key", path,
+		          want == CG_KEY_ANY      ? "Ed25519 or X25519"
+		          : want == CG_KEY_X25519 ? "X25519"
+		                                  : "Ed25519");
 		return NULL;
 	}
 	return k;
+}
+
+struct evp_pkey_st *
+cg_key_read_private(const char *path, enum cg_key_alg alg)
+{
+	return read_private(path, alg);
 }
 
 static int
@@ -153,9 +184,10 @@ looks_pem(const char *head, size_t n)
 	return n >= 10 && memcmp(head, "-----BEGIN", 10) == 0;
 }
 
-int
-cg_key_read_public(const char *path, unsigned char pub[32],
-                   const char **comment)
+/* cg_key_read_public for keys of algorithm want. */
+static int
+read_public(const char *path, enum cg_key_alg want, unsigned char pub[32],
+            const char **comment)
 {
 	static char line[PUB_LINE_MAX + 2];
 	FILE *fp = fopen(path, "rb");
@@ -169,7 +201,7 @@ cg_key_read_public(const char *path, unsigned char pub[32],
 	fclose(fp);
 	line[n] = '\0';
 	if (looks_pem(line, n)) {
-		EVP_PKEY *k = read_private(path);
+		EVP_PKEY *k = read_private(path, want);
 		int rc;
 		if (k == NULL)
 			return -1;
@@ -181,7 +213,7 @@ cg_key_read_public(const char *path, unsigned char pub[32],
 	}
 	line[strcspn(line, "\n")] = '\0';
 	if (strlen(line) > PUB_LINE_MAX ||
-	    parse_pub_line(line, pub, comment) != 0) {
+	    parse_pub_line(line, want, pub, comment) != 0) {
 		if (strlen(line) > PUB_LINE_MAX)
 			cg_seterr("line too long");
 		cg_errprefix(path);
@@ -191,7 +223,21 @@ cg_key_read_public(const char *path, unsigned char pub[32],
 }
 
 int
+cg_key_read_public(const char *path, unsigned char pub[32],
+                   const char **comment)
+{
+	return read_public(path, CG_KEY_ED25519, pub, comment);
+}
+
+int
 cg_key_generate(const char *path, const char *comment, int force)
+{
+	return cg_key_generate_alg(path, comment, force, CG_KEY_ED25519);
+}
+
+int
+cg_key_generate_alg(const char *path, const char *comment, int force,
+                    enum cg_key_alg alg)
 {
 	struct cg_out priv = {0}, pub = {0};
 	struct cg_out *both[2] = {&priv, &pub};
@@ -213,9 +259,12 @@ cg_key_generate(const char *path, const char *comment, int force)
 		          access(path, F_OK) == 0 ? path : pubpath);
 		goto out;
 	}
-	if ((k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519")) == NULL ||
+	if ((k = EVP_PKEY_Q_keygen(
+	         NULL, NULL, alg == CG_KEY_X25519 ? "X25519" : "ED25519")) ==
+	        NULL ||
 	    raw_public(k, raw) != 0) {
-		cg_seterr("cannot make an Ed25519 key");
+		cg_seterr("cannot make an %s key",
+		          alg == CG_KEY_X25519 ? "X25519" : "Ed25519");
 		goto out;
 	}
 	if ((bio = BIO_new(BIO_s_mem())) == NULL ||
@@ -235,7 +284,8 @@ cg_key_generate(const char *path, const char *comment, int force)
 		goto out;
 	tohex(hex, raw, 32);
 	if (fwrite(pem, 1, (size_t)npem, priv.fp) != (size_t)npem ||
-	    fprintf(pub.fp, "%s %s %s\n", CG_KEY_PUB_ALG, hex, comment) < 0) {
+	    fprintf(pub.fp, "%s %s %s\n", cg_key_alg_name(alg), hex, comment) <
+	        0) {
 		cg_seterr("%s: write error", path);
 		goto out;
 	}
@@ -264,7 +314,7 @@ cg_sign_use(const char *path)
 		sign_key = NULL;
 		return 0;
 	}
-	if ((k = read_private(path)) == NULL)
+	if ((k = read_private(path, CG_KEY_ED25519)) == NULL)
 		return -1;
 	if (raw_public(k, sign_pub) != 0) {
 		EVP_PKEY_free(k);
@@ -404,6 +454,12 @@ trust_add(const unsigned char pub[32])
 int
 cg_key_each(const char *path, cg_key_fn fn, void *ctx)
 {
+	return cg_key_each_alg(path, CG_KEY_ED25519, fn, ctx);
+}
+
+int
+cg_key_each_alg(const char *path, enum cg_key_alg alg, cg_key_fn fn, void *ctx)
+{
 	FILE *fp = fopen(path, "rb");
 	char line[PUB_LINE_MAX + 2];
 	unsigned char pub[32];
@@ -418,7 +474,7 @@ cg_key_each(const char *path, cg_key_fn fn, void *ctx)
 		if (lineno++ == 0 && looks_pem(line, n)) {
 			/* a private key: its public key, once */
 			fclose(fp);
-			if (cg_key_read_public(path, pub, &comment) != 0)
+			if (read_public(path, alg, pub, &comment) != 0)
 				return -1;
 			return fn(ctx, pub, comment);
 		}
@@ -430,7 +486,7 @@ cg_key_each(const char *path, cg_key_fn fn, void *ctx)
 		p += strspn(p, " \t");
 		if (*p == '\0' || *p == '#')
 			continue;
-		if (parse_pub_line(p, pub, &comment) != 0) {
+		if (parse_pub_line(p, alg, pub, &comment) != 0) {
 			char why[160];
 			snprintf(why, sizeof(why), "%s", cg_errmsg());
 			rc = cg_seterr("%s:%d: %s", path, lineno, why);

@@ -24,6 +24,13 @@
 
 /* ---------------------------------------------------------------- keys */
 
+/* What a key file holds: an Ed25519 key signs, an X25519 key masks
+ * (secagg.h).  CG_KEY_ANY: either, where a key is only listed. */
+enum cg_key_alg { CG_KEY_ED25519, CG_KEY_X25519, CG_KEY_ANY };
+
+/* "ed25519" or "x25519", as a .pub line starts. */
+const char *cg_key_alg_name(enum cg_key_alg alg);
+
 /*
  * Make a new key pair: the private key at path (PEM PKCS#8, mode 0600)
  * and its public line "ed25519 HEX COMMENT" at path.pub, both written
@@ -31,6 +38,16 @@
  * force.  Returns 0, or -1 with a message.
  */
 int cg_key_generate(const char *path, const char *comment, int force);
+/* The same for a key of algorithm alg: its .pub line "x25519 HEX
+ * COMMENT" for an X25519 key. */
+int cg_key_generate_alg(const char *path, const char *comment, int force,
+                        enum cg_key_alg alg);
+/*
+ * The private key of the PEM file at path when it is of algorithm alg
+ * (an OpenSSL EVP_PKEY: the caller frees it with EVP_PKEY_free), or
+ * NULL with a message naming path.
+ */
+struct evp_pkey_st *cg_key_read_private(const char *path, enum cg_key_alg alg);
 /*
  * The raw public key of the key file at path: a .pub line, or a
  * private key (PEM).  *comment (may be NULL) gets the comment of a .pub
@@ -49,6 +66,10 @@ int cg_key_read_public(const char *path, unsigned char pub[32],
 typedef int (*cg_key_fn)(void *ctx, const unsigned char pub[32],
                          const char *comment);
 int cg_key_each(const char *path, cg_key_fn fn, void *ctx);
+/* The same for keys of algorithm alg (CG_KEY_ANY: a file may mix both,
+ * for listing). */
+int cg_key_each_alg(const char *path, enum cg_key_alg alg, cg_key_fn fn,
+                    void *ctx);
 /* The fingerprint of pub: lower-case hex of SHA-256 of its 32 bytes. */
 void cg_key_fingerprint(char out[65], const unsigned char pub[32]);
 

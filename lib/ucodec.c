@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "secagg.h"
 #include "ucodec.h"
 
 #define QK 32            /* elements of a quantization block */
@@ -959,6 +960,68 @@ lowrank_decode(const struct cg_uspec *s, const struct cg_uview *v,
 	}
 }
 
+/* ------------------------------------------------------------ masked */
+
+static int
+masked_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
+{
+	(void)s;
+	return cg_dtype_bytes(CG_U64, v->n, b);
+}
+
+static int
+masked_encode(const struct cg_uspec *s, const struct cg_uview *v,
+              const float *x, struct cg_file *f, struct cg_uenc *e,
+              float *warm)
+{
+	struct cg_tensor *t;
+	uint64_t *y;
+
+	(void)s;
+	(void)warm;
+	if (e == NULL || e->mask == NULL)
+		return cg_seterr("no masking key (cg-train-step --mask)");
+	if ((t = cg_file_add_zero(f, v->name, CG_U64, v->ndim, v->shape)) ==
+	    NULL)
+		return -1;
+	y = t->data; /* 64-byte aligned */
+	if (cg_mask_encode(e->mask, e->mask_weight, x, v->off, v->n, y) != 0)
+		return -1;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	for (uint64_t i = 0; i < v->n; i++)
+		y[i] = __builtin_bswap64(y[i]);
+#endif
+	if (cJSON_GetObjectItemCaseSensitive(f->manifest, "mask") == NULL) {
+		cJSON *o = cg_mask_manifest(e->mask);
+		if (o == NULL)
+			return -1;
+		cJSON_AddItemToObject(f->manifest, "mask", o);
+	}
+	return 0;
+}
+
+static int
+masked_bind(const struct cg_uspec *s, struct cg_uview *v,
+            const struct cg_file *f)
+{
+	(void)s;
+	v->t[0] = need(f, v->name, "", CG_U64, v->ndim, v->shape);
+	return v->t[0] ? 0 : -1;
+}
+
+/* A masked word alone is noise: a reader that decodes one gets NaN, never
+ * numbers that look like an update. */
+static void
+masked_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
+              size_t n, float *out)
+{
+	(void)s;
+	(void)v;
+	(void)lo;
+	for (size_t j = 0; j < n; j++)
+		out[j] = NAN;
+}
+
 /* ------------------------------------------------------------- table */
 
 static const struct cg_ucodec ucodecs[] = {
@@ -974,9 +1037,11 @@ static const struct cg_ucodec ucodecs[] = {
      sign_encode, sign_bind, sign_decode},
     {"lowrank", "lowrank:R: matrices as rank-R factors (PowerSGD)",
      lowrank_size, lowrank_encode, lowrank_bind, lowrank_decode},
+    {"masked", "masked: 64-bit fixed point plus pairwise masks (--mask)",
+     masked_size, masked_encode, masked_bind, masked_decode},
 };
 
-enum { U_DENSE, U_BLOCK, U_TOPK, U_SIGN, U_LOWRANK };
+enum { U_DENSE, U_BLOCK, U_TOPK, U_SIGN, U_LOWRANK, U_MASKED };
 
 const char *
 cg_ucodec_help(void)
@@ -1008,6 +1073,12 @@ int
 cg_uspec_lossless(const struct cg_uspec *s)
 {
 	return s->codec == &ucodecs[U_DENSE] && s->dtype == CG_F32;
+}
+
+int
+cg_uspec_masked(const struct cg_uspec *s)
+{
+	return s->codec == &ucodecs[U_MASKED];
 }
 
 /* One "key=value" or bare "value" of a spec's parameters. */
@@ -1075,7 +1146,7 @@ cg_uspec_parse(const char *str, struct cg_uspec *s)
 	    {"bf16", U_DENSE, CG_BF16}, {"q8", U_BLOCK, CG_Q8_0},
 	    {"q4", U_BLOCK, CG_Q4_0},   {"q2", U_BLOCK, CG_Q2_0},
 	    {"topk", U_TOPK, CG_F16},   {"sign", U_SIGN, CG_F32},
-	    {"lowrank", U_LOWRANK, CG_F32},
+	    {"lowrank", U_LOWRANK, CG_F32}, {"masked", U_MASKED, CG_U64},
 	};
 	char buf[128], *colon, *p;
 	size_t i;
@@ -1091,7 +1162,7 @@ cg_uspec_parse(const char *str, struct cg_uspec *s)
 			break;
 	if (i == sizeof(names) / sizeof(names[0]))
 		return cg_seterr("unknown codec '%.32s' (f32, f16, bf16, q8, "
-		                 "q4, q2, topk, sign, lowrank)",
+		                 "q4, q2, topk, sign, lowrank, masked)",
 		                 buf);
 	s->codec = &ucodecs[names[i].row];
 	s->dtype = names[i].dt;

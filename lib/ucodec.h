@@ -28,6 +28,11 @@
  *                   P Q^T of NAME.p f32 [m, R] (orthonormal columns) and
  *                   NAME.q f32 [n, R], one power iteration from the last
  *                   call's Q (PowerSGD, warm start); other views f32
+ *   masked          NAME u64 of the view's shape: the fixed-point value
+ *                   times the weight plus the pairwise masks, mod 2^64
+ *                   (secagg.h), with the manifest's "mask"; no decoder:
+ *                   only the sum of every peer's masked update means
+ *                   anything, and only cg_mask_sum reads it
  *
  * Every coded file but the dense ones has a manifest "layout" (each
  * view's name and shape, in order), and all have "codec": the spec, its
@@ -53,6 +58,7 @@ struct cg_uview {
 };
 
 struct cg_ucodec;
+struct cg_mask;
 
 /* A codec and its parameters, as --codec gives them. */
 struct cg_uspec {
@@ -71,6 +77,10 @@ struct cg_uenc {
 	/* lowrank: the warm-start factors, cg_uspec_state_floats of them,
 	 * read and replaced; all zero means none yet.  NULL: none kept. */
 	float *lowrank_q;
+	/* masked: the worker's masks (cg_mask_round done) and the
+	 * update's whole weight */
+	const struct cg_mask *mask;
+	uint64_t mask_weight;
 };
 
 /* Parse s ("q4", "topk:0.01", "topk:k=500,val=f32", "lowrank:4", ...)
@@ -80,6 +90,8 @@ int cg_uspec_parse(const char *s, struct cg_uspec *out);
 void cg_uspec_format(const struct cg_uspec *s, char *buf, size_t n);
 /* 1 when decoding gives back exactly what was encoded (f32). */
 int cg_uspec_lossless(const struct cg_uspec *s);
+/* 1 for the masked codec, whose views a reader must not decode. */
+int cg_uspec_masked(const struct cg_uspec *s);
 /* The codec's name ("topk"), and --help's lines for every codec. */
 const char *cg_uspec_name(const struct cg_uspec *s);
 const char *cg_ucodec_help(void);
@@ -122,7 +134,8 @@ int cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
 int cg_ubind(const struct cg_file *f, struct cg_uspec *s,
              struct cg_uview **views, int *nv);
 /* Elements [lo, lo + n) of bound view v into out [n]; any number of
- * threads at once. */
+ * threads at once.  A masked view has no values: NaN (callers check
+ * cg_uspec_masked first). */
 void cg_udecode(const struct cg_uspec *s, const struct cg_uview *v,
                 uint64_t lo, size_t n, float *out);
 /* The floats of a bound view when they lie in f as f32 (the dense f32

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "model.h"
+#include "secagg.h"
 #include "update.h"
 
 static const char *const kind_names[] = {"grad", "delta"};
@@ -166,6 +167,7 @@ cg_update_free(struct cg_update *u)
 	if (u == NULL)
 		return;
 	cg_file_free(u->file);
+	cg_mask_info_free(u->mask);
 	free(u->views);
 	free(u->name);
 	free(u);
@@ -208,6 +210,16 @@ cg_update_from_file(struct cg_file *f, const char *name)
 	u->weight = cg_json_num(f->manifest, "weight", u->samples);
 	u->loss = cg_json_num(f->manifest, "loss", 0);
 	u->inputs = cg_json_u64(f->manifest, "inputs", 1);
+	/* a masked update says so in its codec; its "mask" must then be
+	 * whole, and no other update may carry one */
+	if (cg_uspec_masked(&u->spec)) {
+		if ((u->mask = cg_mask_info_read(f->manifest, u->weight)) ==
+		    NULL)
+			goto fail;
+	} else if (cJSON_GetObjectItemCaseSensitive(f->manifest, "mask")) {
+		cg_seterr("manifest: \"mask\" without the masked codec");
+		goto fail;
+	}
 	return u;
 fail:
 	cg_errprefix(u->name);
@@ -320,6 +332,11 @@ find_view(const struct cg_update *u, const char *name, int hint)
 int
 cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 {
+	if (u->mask) {
+		cg_seterr("masked (secure aggregation): only cg-reduce of "
+		          "every peer's update unmasks it");
+		goto fail;
+	}
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
 		int k = find_view(u, v->name, i);

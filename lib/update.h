@@ -20,6 +20,7 @@
 #include "ucodec.h"
 
 struct cg_model;
+struct cg_mask_info;
 
 enum cg_update_kind { CG_UPDATE_GRAD, CG_UPDATE_DELTA };
 
@@ -39,6 +40,10 @@ struct cg_update {
 	struct cg_uspec spec;
 	struct cg_uview *views;
 	int nviews;
+	/* A masked update (secagg.h): its round, peers and key; its views
+	 * hold no values, and only a reducer of every peer's update reads
+	 * them.  NULL for every other update. */
+	struct cg_mask_info *mask;
 };
 
 /* "grad" or "delta". */
@@ -134,7 +139,7 @@ const float *cg_update_view_f32(const struct cg_update *u, int i);
 /*
  * Copy u's tensors into buf [nparams] in m's layout, checking that every
  * view is there with its shape; -1 with a message starting with u's name
- * otherwise.
+ * otherwise, and for a masked update, whose values no one reader has.
  */
 int cg_update_get(const struct cg_update *u, const struct cg_model *m,
                   float *buf);

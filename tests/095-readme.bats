@@ -266,6 +266,20 @@ make_small() {
 	[[ $stderr == *"altered.cgg: cg.sig: the signature does not match"* ]]
 }
 
+@test "examples/secagg/run.sh" {
+	run -0 --separate-stderr "$top/examples/secagg/run.sh" "$PWD/secagg"
+	assert_line --regexp '^[0-9a-f]{64} worker2$'
+	assert_line '{"samples":80,"codec":"masked","peers":3}'
+	assert_line --regexp '^enc\.0\.w +(differs|same) +f32 '
+	assert_line "files in $PWD/secagg"
+	[[ $stderr == *"cg-reduce: 1 of 3 peers missing ("*"): a masked round is unmasked only with every peer's update"* ]]
+	[ -s secagg/model2.cgm ]
+	# the masked round's model is the plain one's within 1e-6
+	run -0 sh -c "cg-inspect --diff --json secagg/plain.cgm secagg/masked.cgm |
+		jq -s '[.[] | .max_abs // empty] | max'"
+	awk -v d="$output" 'BEGIN { exit !(d + 0 < 1e-6) }'
+}
+
 @test "examples/shrink/run.sh" {
 	run -0 --separate-stderr "$top/examples/shrink/run.sh" "$PWD/shrink"
 	assert_line --regexp '^q8_0 +[0-9]+ [0-9.]+$'
