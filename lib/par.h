@@ -47,7 +47,7 @@
  * LANES into lane i % LANES, fold them in the fixed order of cg_fold_f
  * and add the rest one by one: the compiler vectorizes the lane loop at
  * any width with each lane's additions unchanged, and the bits are those
- * of every x86-64 (tests/090-golden.bats, 096-deterministic.bats).  The
+ * of every x86-64 (tests/090-golden.bats, 092-deterministic.bats).  The
  * maximum needs no such care: it is the same in any order.
  */
 #define LANES 8
