@@ -288,6 +288,8 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 	int rc = -1;
 
 	memset(a, 0, sizeof(*a));
+	if (stname == NULL)
+		stname = "(state)";
 	if (cg_call_read(u, &c) != 0)
 		return -1;
 	if (c.distilled)
@@ -303,19 +305,22 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 	if (memcmp(id, c.data, 32) != 0)
 		return cg_seterr("%s: not the shard %s was made from", sname,
 				 u->name);
-	if (c.has_state != cg_state_digest(st, id) ||
-	    (c.has_state && memcmp(id, c.state, 32) != 0)) {
-		if (!c.has_state)
-			return cg_seterr("%s: %s was made without a state",
-					 stname ? stname : "--state", u->name);
-		return cg_seterr("%s: not the state %s started from",
-				 stname ? stname : "(no --state)", u->name);
-	}
+	int loaded = cg_state_digest(st, id);
+	if (c.has_state && !loaded)
+		return cg_seterr("%s: made from a state: the worker's state "
+				 "before the call is needed",
+				 u->name);
+	if (!c.has_state && loaded)
+		return cg_seterr("%s: %s was made without a state", stname,
+				 u->name);
+	if (c.has_state && memcmp(id, c.state, 32) != 0)
+		return cg_seterr("%s: not the state %s started from", stname,
+				 u->name);
 	if (st == NULL && (st = own = cg_state_new()) == NULL)
 		return -1;
 	cg_state_call_init(&sc, c.o.emit == CG_EMIT_GRAD ? "grad" : "delta", s,
 			   m, "-");
-	if (cg_state_check(st, stname ? stname : "(state)", &sc) != 0)
+	if (cg_state_check(st, stname, &sc) != 0)
 		goto out;
 	/* the call again, as cg-train-step made it */
 	cg_set_deterministic(1);
