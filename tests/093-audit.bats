@@ -86,6 +86,19 @@ PY
 	assert_output "d1.cgg: match (14 tensors)"
 }
 
+@test "a worker that writes each call's delta under one name: its state before the call still audits it" {
+	local w="cg-train-step --deterministic -q --emit delta --steps 2"
+	local m=$BATS_FILE_TMPDIR/cvae.cgm d=$BATS_FILE_TMPDIR/fm-1.cgd
+	cd "$BATS_TEST_TMPDIR"
+	for k in 1 2; do
+		[ $k = 2 ] && cp w.state w.before
+		$w -j $((k + 1)) -m "$m" -d "$d" --batch 10 --state w.state \
+			-o u.cgg
+	done
+	run -0 cg-audit -m "$m" -d "$d" -s w.before u.cgg
+	assert_output "u.cgg: match (14 tensors)"
+}
+
 @test "honest grads of cvae and cgpt match; an update read from standard input" {
 	run -0 cg-audit -j 1 -m cvae.cgm -d fm-1.cgd g1.cgg
 	assert_output "g1.cgg: match (14 tensors)"
