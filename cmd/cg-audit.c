@@ -52,10 +52,10 @@ static const struct cg_cli cli = {
     .name = "cg-audit",
     .synopsis = "-m MODEL -d SHARD [-s STATE] [--json] UPDATE\n"
                 "-m MODEL -r LIST [--fraction P] [--seed N] [--json]",
-    .about = "Recompute a worker's grad or delta, made by cg-train-step\n"
-             "--deterministic, from the base model, its shard and its state\n"
-             "before the call, and compare them bit for bit: match, or the\n"
-             "tensors that differ and by how much.",
+    .about = "Make a worker's grad or delta again from its base model, its\n"
+             "shard and its state before the call (cg-train-step records the\n"
+             "call with --deterministic), and compare them bit for bit:\n"
+             "match, or the tensors that differ and by how much.",
     .opts = opts,
     .epilog = "Exit status: 0 every update audited matches, 1 a mismatch "
               "or a failure, 2\nusage error.",

@@ -24,7 +24,8 @@ load '/usr/lib/bats/bats-assert/load'
 
 # pipeline DIR: cvae and cgpt at sizes whose products are shared among
 # threads: a grad, two deltas through a state, eval, generation and
-# samples, all --deterministic; prints every file's SHA-256.
+# samples, a q8_0 copy's figures, all --deterministic; prints every
+# file's SHA-256.
 pipeline() {
 	local fix=$CG_SRCDIR/tests/fixtures
 	local j="--threads $THREADS --deterministic"
@@ -52,6 +53,9 @@ pipeline() {
 		--max-bytes 8 --limit 4 >cgpt-eval.json
 	cg-sample $j -m cgpt.cgm -c computers -n 2 --seed 7 \
 		--max-bytes 30 >cgpt-sample.txt
+	# int8 products, on the portable path whatever the CPU has
+	cg-quantize -o cgpt-q8.cgm cgpt.cgm q8_0 2>/dev/null
+	cg-eval $j -m cgpt-q8.cgm -d fort-0.cgd --json >cgpt-q8-eval.json
 	sha256sum -- * | LC_ALL=C sort -k 2
 }
 
@@ -66,15 +70,29 @@ pipeline() {
 		(THREADS=$t OMP_NUM_THREADS=$t pipeline "$T/p$t") >"$T/p$t.sha"
 		diff -u "$CG_SRCDIR/tests/deterministic.sha256" "$T/p$t.sha"
 	done
-	# every output is there: 7 cvae, 6 cgpt files and the two shards
+	# every output is there: 7 cvae, 8 cgpt files and the two shards
 	run -0 grep -c . "$T/p1.sha"
-	assert_output 15
+	assert_output 17
 }
 
 @test "--deterministic: OpenBLAS told it runs on a Haswell changes nothing" {
 	(THREADS=4 OMP_NUM_THREADS=4 OPENBLAS_CORETYPE=Haswell \
 		pipeline "$BATS_TEST_TMPDIR/h") >"$BATS_TEST_TMPDIR/h.sha"
 	diff -u "$CG_SRCDIR/tests/deterministic.sha256" "$BATS_TEST_TMPDIR/h.sha"
+}
+
+@test "--deterministic: a q8_0 model's figures on every kernel path of this CPU are the portable path's" {
+	cd "$BATS_TEST_TMPDIR"
+	(THREADS=2 pipeline p) >/dev/null
+	cd p
+	# a path this CPU lacks is refused, and skipped here
+	for k in portable avx2 avx512vnni; do
+		CG_QKERNEL=$k cg-eval -j 1 -m cgpt-q8.cgm -d fort-0.cgd \
+			--json >/dev/null 2>&1 || continue
+		CG_QKERNEL=$k cg-eval --deterministic -j 1 -m cgpt-q8.cgm \
+			-d fort-0.cgd --json >$k.json
+		cmp cgpt-q8-eval.json $k.json
+	done
 }
 
 @test "--deterministic: the portable build's tensors are those it makes without the flag" {
