@@ -35,8 +35,7 @@ static const struct cg_opt opts[] = {
     {"model", 'm', "FILE", "the base model the updates were made from"},
     {"data", 'd', "SHARD", "the worker's shard (one update)"},
     {"state", 's', "FILE", "the worker's state before its call (one update)"},
-    {"round", 'r', "LIST",
-     "audit a round: lines of UPDATE SHARD [STATE]"},
+    {"round", 'r', "LIST", "audit a round: lines of UPDATE SHARD [STATE]"},
     {"fraction", OPT_FRACTION, "P",
      "audit a drawn fraction P of the round's updates (1)"},
     {"seed", OPT_SEED, "N", "the draw's seed (0); pick it after the round"},
@@ -126,14 +125,16 @@ parse(int argc, char **argv, struct args *a)
 		return cg_usage("no base model (-m)");
 	if (a->round) {
 		if (a->data || a->state)
-			return cg_usage("-r lists each update's shard and state:"
-			                " not with -d or -s");
+			return cg_usage(
+			    "-r lists each update's shard and state:"
+			    " not with -d or -s");
 		if (ind != argc)
 			return cg_usage("unexpected operand '%s' with -r",
 			                argv[ind]);
 		/* each update of the round reads the model again */
 		if (strcmp(a->model, "-") == 0)
-			return cg_usage("-m: a round needs the model in a file");
+			return cg_usage(
+			    "-m: a round needs the model in a file");
 		return CG_CONTINUE;
 	}
 	if (a->fraction != 1)
@@ -144,8 +145,8 @@ parse(int argc, char **argv, struct args *a)
 		return cg_usage(ind == argc ? "no update to audit"
 		                            : "one UPDATE, or a round with -r");
 	a->update = argv[ind];
-	if (strcmp(a->update, "-") == 0 && (strcmp(a->model, "-") == 0 ||
-	                                    strcmp(a->data, "-") == 0))
+	if (strcmp(a->update, "-") == 0 &&
+	    (strcmp(a->model, "-") == 0 || strcmp(a->data, "-") == 0))
 		return cg_usage("only one input can be standard input");
 	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
 		return cg_usage("only one input can be standard input");
@@ -389,8 +390,8 @@ audit_round(const struct args *a)
 				       it[i].update);
 			continue;
 		}
-		bad |= audit_one(a, it[i].update, it[i].shard, it[i].state) !=
-		       0;
+		bad |=
+		    audit_one(a, it[i].update, it[i].shard, it[i].state) != 0;
 	}
 	free(pick);
 	items_free(it, n);

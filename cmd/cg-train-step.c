@@ -129,8 +129,8 @@ struct job {
 	struct cg_shard *s;
 	struct cg_state *st; /* NULL without --state */
 	struct cg_state_call call;
-	int has_sd;		  /* st was read from a file: */
-	unsigned char sd[32];	  /* its identity, before the call */
+	int has_sd;           /* st was read from a file: */
+	unsigned char sd[32]; /* its identity, before the call */
 	struct cg_memplan plan;
 	struct cg_uspec spec; /* --codec, fitted to --budget */
 	struct cg_train_result res;

@@ -74,8 +74,8 @@ add_digest(cJSON *c, const char *key, const unsigned char d[32])
 
 int
 cg_call_record(cJSON *manifest, const struct cg_train_opts *o,
-	       const struct cg_shard *s, const unsigned char *state,
-	       const struct cg_model *m)
+               const struct cg_shard *s, const unsigned char *state,
+               const struct cg_model *m)
 {
 	cJSON *c = cJSON_CreateObject(), *op = optim_json(&o->opt);
 	unsigned char id[32];
@@ -86,7 +86,7 @@ cg_call_record(cJSON *manifest, const struct cg_train_opts *o,
 	snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->seed);
 	cJSON_AddBoolToObject(c, "deterministic", 1);
 	cJSON_AddStringToObject(c, "emit",
-				o->emit == CG_EMIT_GRAD ? "grad" : "delta");
+	                        o->emit == CG_EMIT_GRAD ? "grad" : "delta");
 	cJSON_AddNumberToObject(c, "steps", o->steps);
 	cJSON_AddNumberToObject(c, "batch", o->batch);
 	cJSON_AddStringToObject(c, "seed", seed);
@@ -155,7 +155,7 @@ digest_of(const cJSON *o, const char *key, unsigned char d[32])
 	if (v == NULL)
 		return 0;
 	return cJSON_IsString(h) && cg_hex_parse(d, h->valuestring) == 0 ? 1
-									 : -1;
+	                                                                 : -1;
 }
 
 static int
@@ -203,9 +203,9 @@ cg_call_read(const struct cg_update *u, struct cg_call *c)
 	memset(c, 0, sizeof(*c));
 	if (r == NULL || !cJSON_IsTrue(det))
 		return cg_seterr("%s: not made in deterministic mode "
-				 "(cg-train-step --deterministic): it cannot "
-				 "be recomputed",
-				 u->name);
+		                 "(cg-train-step --deterministic): it cannot "
+		                 "be recomputed",
+		                 u->name);
 	emit = name_of(r, "emit", emits, 2);
 	order = name_of(r, "order", order_names, 2);
 	if (emit < 0 || order < 0 || !cJSON_IsString(seed) ||
@@ -215,23 +215,23 @@ cg_call_read(const struct cg_update *u, struct cg_call *c)
 	    whole(r, "chunk", 0, batch, &chunk) ||
 	    !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(r, "checkpoint")) ||
 	    optim_read(cJSON_GetObjectItemCaseSensitive(r, "optim"),
-		       &c->o.opt) != 0 ||
+	               &c->o.opt) != 0 ||
 	    digest_of(r, "data", c->data) != 1 ||
 	    (st = digest_of(r, "state", c->state)) < 0)
 		return cg_seterr("%s: its call record is not well formed",
-				 u->name);
+		                 u->name);
 	/* digits only: strtoull takes a sign and spaces too */
 	c->o.seed = strtoull(seed->valuestring, &end, 10);
 	if (seed->valuestring[0] < '0' || seed->valuestring[0] > '9' ||
 	    *end != '\0' || strlen(seed->valuestring) > 20 ||
-	    (c->o.seed == UINT64_MAX && strcmp(seed->valuestring,
-					       "18446744073709551615") != 0))
+	    (c->o.seed == UINT64_MAX &&
+	     strcmp(seed->valuestring, "18446744073709551615") != 0))
 		return cg_seterr("%s: its call record's seed is not a number",
-				 u->name);
+		                 u->name);
 	if ((emit == 0) != (u->kind == CG_UPDATE_GRAD))
 		return cg_seterr("%s: a %s whose call record says --emit %s",
-				 u->name, cg_update_kind_name(u->kind),
-				 emits[emit]);
+		                 u->name, cg_update_kind_name(u->kind),
+		                 emits[emit]);
 	c->o.emit = emit == 0 ? CG_EMIT_GRAD : CG_EMIT_DELTA;
 	c->o.order = (enum cg_order)order;
 	c->o.steps = (int)steps;
@@ -275,8 +275,8 @@ same_figure(double x, double y)
 
 int
 cg_audit_update(const struct cg_update *u, struct cg_model *m,
-		const char *mname, const struct cg_shard *s, const char *sname,
-		struct cg_state *st, const char *stname, struct cg_audit *a)
+                const char *mname, const struct cg_shard *s, const char *sname,
+                struct cg_state *st, const char *stname, struct cg_audit *a)
 {
 	struct cg_call c;
 	struct cg_state *own = NULL;
@@ -293,28 +293,28 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 		return -1;
 	if (c.distilled)
 		return cg_seterr("%s: made with a teacher: not audited",
-				 u->name);
+		                 u->name);
 	if (u->spec.codec != NULL && !cg_uspec_lossless(&u->spec))
 		return cg_seterr("%s: encoded with a lossy codec: not audited",
-				 u->name);
+		                 u->name);
 	/* the inputs, each the one the update names */
 	if (cg_update_check_base(u, m, mname) < 0)
 		return -1;
 	cg_state_identity(s->file, id);
 	if (memcmp(id, c.data, 32) != 0)
 		return cg_seterr("%s: not the shard %s was made from", sname,
-				 u->name);
+		                 u->name);
 	int loaded = cg_state_digest(st, id);
 	if (c.has_state && !loaded)
 		return cg_seterr("%s: made from a state: the worker's state "
-				 "before the call is needed",
-				 u->name);
+		                 "before the call is needed",
+		                 u->name);
 	if (!c.has_state && loaded)
 		return cg_seterr("%s: %s was made without a state", stname,
-				 u->name);
+		                 u->name);
 	if (c.has_state && memcmp(id, c.state, 32) != 0)
 		return cg_seterr("%s: not the state %s started from", stname,
-				 u->name);
+		                 u->name);
 	/* The state is the worker's, byte for byte: its own call checked
 	 * it against its inputs (cg_state_check), and the output it names
 	 * may have been overwritten since, as a next call does. */
@@ -354,8 +354,8 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 	a->loss[0] = u->loss;
 	a->loss[1] = res.mean.loss;
 	a->figures_ok = same_figure(a->samples[0], a->samples[1]) &&
-			same_figure(a->weight[0], a->weight[1]) &&
-			same_figure(a->loss[0], a->loss[1]);
+	                same_figure(a->weight[0], a->weight[1]) &&
+	                same_figure(a->loss[0], a->loss[1]);
 	a->match = a->nbad == 0 && a->figures_ok;
 	rc = 0;
 out:

@@ -24,10 +24,10 @@
 struct cg_call {
 	struct cg_train_opts o; /* steps, batch, seed, emit, order, opt, clip */
 	unsigned char data[32]; /* the shard's identity (cg_state_identity) */
-	int has_state;		/* it started from a state read from a file: */
+	int has_state;          /* it started from a state read from a file: */
 	unsigned char state[32]; /* that state's identity (cg_state_digest) */
-	int chunk, checkpoint;	/* its memory plan (cg_train_plan) */
-	int distilled;		/* it learned from a teacher */
+	int chunk, checkpoint;   /* its memory plan (cg_train_plan) */
+	int distilled;           /* it learned from a teacher */
 };
 
 /*
@@ -38,8 +38,8 @@ struct cg_call {
  * checkpoint are the plan it ran with.  0, or -1 with a message.
  */
 int cg_call_record(struct cJSON *manifest, const struct cg_train_opts *o,
-		   const struct cg_shard *s, const unsigned char *state,
-		   const struct cg_model *m);
+                   const struct cg_shard *s, const unsigned char *state,
+                   const struct cg_model *m);
 
 /*
  * u's call record into c: 0, or -1 with a message starting with u's name
@@ -51,14 +51,14 @@ int cg_call_read(const struct cg_update *u, struct cg_call *c);
 /* One view of an audited update. */
 struct cg_audit_view {
 	char name[CG_MAX_NAME];
-	uint64_t n;	/* elements */
+	uint64_t n;     /* elements */
 	uint64_t ndiff; /* elements whose bits differ */
 	double maxdiff; /* largest |sent - recomputed| (inf: a NaN) */
 };
 
 /* What an audit found. */
 struct cg_audit {
-	int match; /* every view's bits and every figure as recomputed */
+	int match;        /* every view's bits and every figure as recomputed */
 	int nviews, nbad; /* views, and those that differ */
 	struct cg_audit_view *v;
 	/* The figures a reduction weighs by, sent and recomputed. */
@@ -78,9 +78,9 @@ struct cg_audit {
  * restored) and st changed: the caller discards both.
  */
 int cg_audit_update(const struct cg_update *u, struct cg_model *m,
-		    const char *mname, const struct cg_shard *s,
-		    const char *sname, struct cg_state *st, const char *stname,
-		    struct cg_audit *a);
+                    const char *mname, const struct cg_shard *s,
+                    const char *sname, struct cg_state *st, const char *stname,
+                    struct cg_audit *a);
 void cg_audit_free(struct cg_audit *a);
 
 /*

@@ -406,8 +406,8 @@ cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 	int nt = cg_sgemm_threads(M, N, K);
 
 	if (deterministic) {
-		cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B,
-		                 ldb, beta, C, ldc);
+		cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb,
+		                 beta, C, ldc);
 		return;
 	}
 	if (M <= 0 || N <= 0)

@@ -55,13 +55,15 @@
 static inline float
 cg_fold_f(const float s[LANES])
 {
-	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+	return ((s[0] + s[4]) + (s[2] + s[6])) +
+	       ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
 static inline double
 cg_fold_d(const double s[LANES])
 {
-	return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+	return ((s[0] + s[4]) + (s[2] + s[6])) +
+	       ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
 #endif
