@@ -277,7 +277,7 @@ report_table(const char *name, const struct cg_audit *a)
 	static const char *const fig[] = {"samples", "weight", "loss"};
 	const double *x[] = {a->samples, a->weight, a->loss};
 	for (int i = 0; i < 3; i++)
-		if (!(x[i][0] == x[i][1] || (isnan(x[i][0]) && isnan(x[i][1]))))
+		if (!a->fig_ok[i])
 			printf("  %s: sent %.17g, recomputed %.17g\n", fig[i],
 			       x[i][0], x[i][1]);
 }

@@ -267,9 +267,22 @@ compare(struct cg_audit_view *v, const float *x, const float *y, uint64_t n)
 	}
 }
 
+/*
+ * Whether a manifest's figure x is y as a manifest holds it: cJSON prints
+ * a number with 15 digits where they read back within a few ulp of it,
+ * so y goes through the same print and parse before the comparison.
+ */
 static int
 same_figure(double x, double y)
 {
+	cJSON *n = cJSON_CreateNumber(y), *back = NULL;
+	char *s = n ? cJSON_PrintUnformatted(n) : NULL;
+
+	if (s && (back = cJSON_Parse(s)) != NULL && cJSON_IsNumber(back))
+		y = back->valuedouble;
+	cJSON_Delete(n);
+	cJSON_Delete(back);
+	free(s);
 	return x == y || (isnan(x) && isnan(y));
 }
 
@@ -353,9 +366,10 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 	a->weight[1] = res.weight;
 	a->loss[0] = u->loss;
 	a->loss[1] = res.mean.loss;
-	a->figures_ok = same_figure(a->samples[0], a->samples[1]) &&
-	                same_figure(a->weight[0], a->weight[1]) &&
-	                same_figure(a->loss[0], a->loss[1]);
+	a->fig_ok[0] = same_figure(a->samples[0], a->samples[1]);
+	a->fig_ok[1] = same_figure(a->weight[0], a->weight[1]);
+	a->fig_ok[2] = same_figure(a->loss[0], a->loss[1]);
+	a->figures_ok = a->fig_ok[0] && a->fig_ok[1] && a->fig_ok[2];
 	a->match = a->nbad == 0 && a->figures_ok;
 	rc = 0;
 out:

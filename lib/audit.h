@@ -61,8 +61,11 @@ struct cg_audit {
 	int match;        /* every view's bits and every figure as recomputed */
 	int nviews, nbad; /* views, and those that differ */
 	struct cg_audit_view *v;
-	/* The figures a reduction weighs by, sent and recomputed. */
+	/* The figures a reduction weighs by, sent and recomputed, and
+	 * whether each is what the manifest would hold (cJSON prints 15
+	 * digits where they read back within a few ulp). */
 	double samples[2], weight[2], loss[2];
+	int fig_ok[3]; /* samples, weight, loss */
 	int figures_ok;
 };
 

@@ -99,11 +99,41 @@ PY
 	assert_output "u.cgg: match (14 tensors)"
 }
 
+@test "a call cut into chunks by --max-memory: its plan recorded and made again, at another thread count" {
+	cd "$BATS_TEST_TMPDIR"
+	local m=$BATS_FILE_TMPDIR/cgpt.cgm d=$BATS_FILE_TMPDIR/fort-0.cgd mb
+	# the least budget that plans chunks (the process's own size moves
+	# with the build: sanitizers)
+	for mb in 24 26 28 32 40 48 64 96 128 192 256; do
+		rm -f log
+		cg-train-step --deterministic -q -j 2 -m "$m" -d "$d" \
+			--steps 2 --batch 64 --max-memory ${mb}M --log log \
+			-o c.cgg 2>/dev/null || continue
+		[ "$(jq .chunk log)" -gt 0 ] && break
+	done
+	[ "$(jq .chunk log)" -gt 0 ] || skip "no budget planned chunks"
+	run -0 jq '.call.chunk' <(tar xOf c.cgg cg.json)
+	assert_output "$(jq .chunk log)"
+	run -0 cg-audit -j 1 -m "$m" -d "$d" c.cgg
+	assert_output --regexp "^c\.cgg: match \([0-9]+ tensors\)\$"
+}
+
 @test "honest grads of cvae and cgpt match; an update read from standard input" {
 	run -0 cg-audit -j 1 -m cvae.cgm -d fm-1.cgd g1.cgg
 	assert_output "g1.cgg: match (14 tensors)"
 	run -0 cg-audit -j 2 -m cgpt.cgm -d fort-0.cgd - <t.cgg
 	assert_output --regexp '^-: match \([0-9]+ tensors\)$'
+}
+
+@test "every grad and delta of golden.sh's deterministic run matches (a loss cJSON printed in 15 digits too)" {
+	DET=1 "$CG_SRCDIR/tests/golden.sh" "$BATS_TEST_TMPDIR/g" >/dev/null
+	cd "$BATS_TEST_TMPDIR/g"
+	for k in 0 1; do
+		for u in g d; do
+			run -0 cg-audit -m cvae.cgm -d fm-$k.cgd cvae-$u$k.cgg
+			run -0 cg-audit -m cgpt.cgm -d fort-$k.cgd cgpt-$u$k.cgg
+		done
+	done
 }
 
 @test "one weight changed by one ulp, its digest made again: caught" {
