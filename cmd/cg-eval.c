@@ -23,6 +23,7 @@
 #include "cg.h"
 #include "cli.h"
 #include "evalgen.h"
+#include "gemm.h"
 #include "model.h"
 #include "shard.h"
 #include "train.h"
@@ -38,7 +39,8 @@
 
 /* Keys of the options that have no short form. */
 enum {
-	OPT_GENERATE = CG_KEY_OWN,
+	OPT_DETERMINISTIC = CG_KEY_OWN,
+	OPT_GENERATE,
 	OPT_JSON,
 	OPT_LIMIT,
 	OPT_MAX_BYTES,
@@ -60,6 +62,9 @@ static const struct cg_opt opts[] = {
     {"seed", OPT_SEED, "N",
      "seed of the model's noise and of --generate (default 0)"},
     {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)"},
+    {"deterministic", OPT_DETERMINISTIC, NULL,
+     "the same figures at any thread count on any x86-64 (built-in "
+     "kernels)"},
     CG_OPT_VERSION,
     {NULL, 0, NULL, "Text models:"},
     {"generate", OPT_GENERATE, NULL,
@@ -112,6 +117,7 @@ struct opts {
 	int threads;
 	int quiet;
 	int generate;
+	int deterministic;
 	/* Generation only; gen_opt is the long name of one that was
 	 * given, for the message when --generate is not. */
 	const char *gen_opt;
@@ -146,6 +152,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case 'q':
 		o->quiet = 1;
+		break;
+	case OPT_DETERMINISTIC:
+		o->deterministic = 1;
 		break;
 	case OPT_GENERATE:
 		o->generate = 1;
@@ -277,6 +286,8 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
 	cJSON_AddStringToObject(j, "arch", m->arch->name);
 	cJSON_AddNumberToObject(j, "step", (double)m->step);
 	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+	if (o->deterministic)
+		cJSON_AddBoolToObject(j, "deterministic", 1);
 	cJSON_AddNumberToObject(j, "examples", (double)r->n);
 	cJSON_AddNumberToObject(j, loss_name(m), r->loss);
 	for (int i = 0; i < 3 && m->arch->part_names[i]; i++)
@@ -424,6 +435,7 @@ main(int argc, char **argv)
 	    (rc = validate(&o)) != CG_CONTINUE)
 		goto out;
 	cg_set_threads(o.threads);
+	cg_set_deterministic(o.deterministic);
 	if ((m = cg_model_read_infer(o.model)) == NULL) {
 		rc = cg_fail(NULL);
 		goto out;

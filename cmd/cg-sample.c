@@ -31,6 +31,7 @@
 
 #include "cg.h"
 #include "cli.h"
+#include "gemm.h"
 #include "image.h"
 #include "model.h"
 
@@ -53,7 +54,8 @@
 
 /* Keys of the options that have no short form. */
 enum {
-	OPT_MAX_BYTES = CG_KEY_OWN,
+	OPT_DETERMINISTIC = CG_KEY_OWN,
+	OPT_MAX_BYTES,
 	OPT_PROMPT_FILE,
 	OPT_SEED,
 	OPT_SEPARATOR,
@@ -70,6 +72,7 @@ struct opts {
 	int count;
 	int have_count;
 	int have_format;
+	int deterministic;
 	enum cg_image_format format;
 	uint64_t seed;
 	double temperature;
@@ -111,6 +114,9 @@ static const struct cg_opt opts[] = {
      "images: scale of the latent noise; text: of the logits (0: greedy) "
      "(default 1)"},
     {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)"},
+    {"deterministic", OPT_DETERMINISTIC, NULL,
+     "the same samples at any thread count on any x86-64 (built-in "
+     "kernels)"},
     CG_OPT_VERSION,
     {NULL, 0, NULL, "Text models:"},
     {"max-bytes", OPT_MAX_BYTES, "N",
@@ -197,6 +203,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case 'p':
 		o->prompt = a;
+		break;
+	case OPT_DETERMINISTIC:
+		o->deterministic = 1;
 		break;
 	case OPT_MAX_BYTES:
 		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
@@ -730,6 +739,7 @@ main(int argc, char **argv)
 	    (rc = validate(&o)) != CG_CONTINUE)
 		goto done;
 	cg_set_threads(o.threads);
+	cg_set_deterministic(o.deterministic);
 	if ((m = cg_model_read_infer(o.model)) == NULL)
 		rc = cg_fail(NULL);
 	else if (m->arch->sample_text != NULL)

@@ -13,7 +13,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "audit.h"
 #include "cli.h"
+#include "gemm.h"
 #include "secagg.h"
 #include "train.h"
 #include "update.h"
@@ -32,6 +34,7 @@ enum {
 	OPT_CHECKPOINT,
 	OPT_CLIP,
 	OPT_CODEC,
+	OPT_DETERMINISTIC,
 	OPT_FEEDBACK_DECAY,
 	OPT_NO_FEEDBACK,
 	OPT_LOG,
@@ -73,6 +76,9 @@ static const struct cg_opt opts[] = {
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
      "recompute activations in the backward pass"},
     {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+    {"deterministic", OPT_DETERMINISTIC, NULL,
+     "the same bytes at any thread count on any x86-64 (built-in "
+     "kernels); a grad or delta records its call for cg-audit"},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
     {"codec", OPT_CODEC, "SPEC",
      "encode the grad or delta: f16, q8, q4, q2[:sr], topk:F, sign, "
@@ -123,7 +129,7 @@ struct args {
 	const char *codec_name;
 	struct cg_uspec codec;
 	double decay;
-	int quiet, ckpt, coded, no_feedback;
+	int quiet, ckpt, coded, no_feedback, deterministic;
 	const char *mask, *peers, *mask_round; /* --mask and its options */
 	long long mask_bits;
 };
@@ -137,6 +143,8 @@ struct job {
 	struct cg_shard *s;
 	struct cg_state *st; /* NULL without --state */
 	struct cg_state_call call;
+	int has_sd;           /* st was read from a file: */
+	unsigned char sd[32]; /* its identity, before the call */
 	struct cg_memplan plan;
 	struct cg_uspec spec; /* --codec, fitted to --budget */
 	struct cg_mask mask;  /* --mask */
@@ -225,6 +233,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case OPT_CHECKPOINT:
 		a->ckpt = 1;
+		break;
+	case OPT_DETERMINISTIC:
+		a->deterministic = 1;
 		break;
 	case OPT_CODEC:
 		a->codec_name = s;
@@ -333,6 +344,10 @@ validate(struct args *a)
 		return cg_usage("the teacher and the %s cannot both be "
 		                "standard input",
 		                strcmp(a->model, "-") == 0 ? "model" : "shard");
+	/* where a clock stops the call is not in its inputs */
+	if (a->deterministic && a->time_limit > 0)
+		return cg_usage("--deterministic and --time-limit conflict: "
+		                "a deadline's steps depend on the machine");
 	if ((a->peers || a->mask_round || a->mask_bits) && a->mask == NULL)
 		return cg_usage("--%s needs --mask",
 		                a->peers        ? "peers"
@@ -422,6 +437,7 @@ prepare(const struct args *a, struct job *j)
 		if (cg_state_read(&j->st, a->state) != 0 ||
 		    cg_state_check(j->st, a->state, &j->call) != 0)
 			return cg_warn(NULL), -1;
+		j->has_sd = cg_state_digest(j->st, j->sd);
 	}
 	if (cg_train_plan(j->m, job_opts(a, j), j->st, a->max_memory,
 	                  cg_rss_now(), a->ckpt, &j->plan) != 0) {
@@ -656,6 +672,11 @@ emit(const struct args *a, struct job *j)
 		j->f = cg_update_file(
 		    m, a->o.emit == CG_EMIT_GRAD ? "grad" : "delta", j->buf,
 		    &j->res);
+	/* what cg-audit needs to make the update again */
+	if (j->f && a->deterministic && a->o.emit != CG_EMIT_MODEL &&
+	    cg_call_record(j->f->manifest, &j->o, j->s,
+	                   j->has_sd ? j->sd : NULL, m) != 0)
+		return cg_warn(NULL), -1;
 	if (j->f == NULL || cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
 	    (j->st &&
 	     cg_state_write_to(j->st, &j->sout, &j->call, &j->out) != 0) ||
@@ -736,6 +757,7 @@ main(int argc, char **argv)
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
 	cg_set_threads((int)a.threads);
+	cg_set_deterministic(a.deterministic);
 	rc = CG_EXIT_FAILURE;
 	if (prepare(&a, &j) == 0 && train(&a, &j) == 0 && emit(&a, &j) == 0) {
 		report(&j);

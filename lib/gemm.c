@@ -290,6 +290,29 @@ cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
 
 /* ---------------------------------------------------------------- entry */
 
+/*
+ * Deterministic mode: the built-in kernel whatever the build.  Its sums
+ * over K run in one order (slices of KC, each from k = 0 up, one lane per
+ * column of C) however the tiles are shared among threads and whatever
+ * the vector width, and no product is contracted into an FMA (-std=c11
+ * and -ffp-contract=off, configure.ac), so its bits are the same at any
+ * thread count on any x86-64; a BLAS picks its kernel and its order of
+ * sums by CPU and by where the threads cut.
+ */
+static int deterministic;
+
+void
+cg_set_deterministic(int on)
+{
+	deterministic = on != 0;
+}
+
+int
+cg_deterministic(void)
+{
+	return deterministic;
+}
+
 #ifdef CG_HAVE_CBLAS
 /*
  * One thread pool for everything: OpenBLAS runs every product on the
@@ -364,12 +387,14 @@ cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
 	if (b->m <= 0 || b->n <= 0)
 		return;
 #ifdef CG_HAVE_CBLAS
-	blas(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb, beta, c,
-	     ldc);
-#else
+	if (!deterministic) {
+		blas(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb,
+		     beta, c, ldc);
+		return;
+	}
+#endif
 	cg_sgemm_builtin(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb,
 	                 beta, c, ldc);
-#endif
 }
 
 void
@@ -380,6 +405,11 @@ cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #ifdef CG_HAVE_CBLAS
 	int nt = cg_sgemm_threads(M, N, K);
 
+	if (deterministic) {
+		cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb,
+		                 beta, C, ldc);
+		return;
+	}
 	if (M <= 0 || N <= 0)
 		return;
 	if (nt <= 1) {
@@ -405,7 +435,7 @@ const char *
 cg_sgemm_backend(void)
 {
 #ifdef CG_HAVE_CBLAS
-	return "cblas";
+	return deterministic ? "builtin" : "cblas";
 #else
 	return "builtin";
 #endif

@@ -60,6 +60,16 @@ void cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta,
                   float *C, int ldc);
 
+/*
+ * Deterministic mode on (on != 0) or off, for the whole process: cg_sgemm
+ * and cg_sgemm_part then take the built-in kernel in every build, and the
+ * quantized products (qlinear.h) their portable path, so that a
+ * computation gives the same bits at any thread count on any x86-64.
+ * Set it before any product runs; cg_deterministic says which is on.
+ */
+void cg_set_deterministic(int on);
+int cg_deterministic(void);
+
 /* "cblas" or "builtin": which path cg_sgemm takes. */
 const char *cg_sgemm_backend(void);
 

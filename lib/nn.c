@@ -5,9 +5,10 @@
  * cg_sgemm (BLAS or the built-in kernel); element-wise loops are plain C
  * that the compiler vectorizes, with OpenMP over large sizes.  Exponentials
  * and logarithms are vmath.h's, so the sigmoid and cross-entropy loops
- * vectorize too.  Losses are summed in double per example (in SIMD lanes,
- * then across them) so that finite-difference checks and long evaluations
- * keep their precision; everything else is float.
+ * vectorize too.  Losses are summed in double per example (in par.h's
+ * LANES lanes, then across them in a fixed order) so that finite-difference
+ * checks and long evaluations keep their precision; everything else is
+ * float.
  */
 #include <math.h>
 #include <string.h>
@@ -223,10 +224,17 @@ cg_bce_logits_forward(double *loss, const float *logits, const float *targets,
 	for (int b = 0; b < B; b++) {
 		const float *l = logits + (size_t)b * N;
 		const float *t = targets + (size_t)b * N;
-		double s = 0;
+		double acc[LANES] = {0}, s;
+		int i;
 
-		SIMD_SUM(s)
-		for (int i = 0; i < N; i++) {
+		for (i = 0; i + LANES <= N; i += LANES)
+			for (int k = 0; k < LANES; k++) {
+				float x = l[i + k];
+				float m = x > 0 ? x : 0;
+				float e = cg_exp_approx(-fabsf(x));
+				acc[k] += m - x * t[i + k] + cg_log1p_approx(e);
+			}
+		for (s = cg_fold_d(acc); i < N; i++) {
 			float m = l[i] > 0 ? l[i] : 0;
 			float e = cg_exp_approx(-fabsf(l[i]));
 			s += m - l[i] * t[i] + cg_log1p_approx(e);
@@ -259,10 +267,20 @@ cg_bce_logits_forward_backward(double *loss, float *dlogits,
 		const float *l = logits + (size_t)b * N;
 		const float *t = targets + (size_t)b * N;
 		float *d = dlogits + (size_t)b * N;
-		double s = 0;
+		double acc[LANES] = {0}, s;
+		int i;
 
-		SIMD_SUM(s)
-		for (int i = 0; i < N; i++) {
+		for (i = 0; i + LANES <= N; i += LANES)
+			for (int k = 0; k < LANES; k++) {
+				float x = l[i + k];
+				float e = cg_exp_approx(-fabsf(x));
+				float m = x > 0 ? x : 0;
+				float p = x >= 0 ? 1 / (1 + e) : e / (1 + e);
+
+				acc[k] += m - x * t[i + k] + cg_log1p_approx(e);
+				d[i + k] += scale * (p - t[i + k]);
+			}
+		for (s = cg_fold_d(acc); i < N; i++) {
 			float e = cg_exp_approx(-fabsf(l[i]));
 			float m = l[i] > 0 ? l[i] : 0;
 			float p = l[i] >= 0 ? 1 / (1 + e) : e / (1 + e);

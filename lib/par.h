@@ -30,17 +30,40 @@
 #define PAR_FOR_SIMD(n)
 #endif
 
-/* Vectorize the next loop; a reduction may then be summed in lanes. */
+/* Vectorize the next loop (no reduction: see LANES for sums). */
 #if defined(_OPENMP) && _OPENMP >= 201307
 #define SIMD() PRAGMA(omp simd)
-#define SIMD_SUM(v) PRAGMA(omp simd reduction(+ : v))
-#define SIMD_SUM2(v, w) PRAGMA(omp simd reduction(+ : v, w))
 #define SIMD_MAX(v) PRAGMA(omp simd reduction(max : v))
 #else
 #define SIMD()
-#define SIMD_SUM(v)
-#define SIMD_SUM2(v, w)
 #define SIMD_MAX(v)
 #endif
+
+/*
+ * Sums in one order whatever the vector width.  An "omp simd" reduction
+ * sums in as many lanes as the CPU's vectors hold (4 with SSE2, 8 with
+ * AVX2, 16 with AVX-512), so its bits depend on the machine.  The kernels
+ * keep LANES partial sums instead, element i of the whole multiples of
+ * LANES into lane i % LANES, fold them in the fixed order of cg_fold_f
+ * and add the rest one by one: the compiler vectorizes the lane loop at
+ * any width with each lane's additions unchanged, and the bits are those
+ * of every x86-64 (tests/090-golden.bats, 092-deterministic.bats).  The
+ * maximum needs no such care: it is the same in any order.
+ */
+#define LANES 8
+
+static inline float
+cg_fold_f(const float s[LANES])
+{
+	return ((s[0] + s[4]) + (s[2] + s[6])) +
+	       ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+static inline double
+cg_fold_d(const double s[LANES])
+{
+	return ((s[0] + s[4]) + (s[2] + s[6])) +
+	       ((s[1] + s[5]) + (s[3] + s[7]));
+}
 
 #endif

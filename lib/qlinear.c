@@ -46,6 +46,7 @@
 #include <omp.h>
 #endif
 
+#include "gemm.h"
 #include "nn.h"
 #include "qlinear.h"
 
@@ -412,6 +413,9 @@ cg_qpath_init(void)
 enum cg_qpath
 cg_qpath_current(void)
 {
+	/* the vector paths' sums and FMAs are the CPU's: gemm.h */
+	if (cg_deterministic())
+		return CG_QPATH_PORTABLE;
 	return chosen >= 0 ? (enum cg_qpath)chosen : best_path();
 }
 

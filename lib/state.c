@@ -183,6 +183,15 @@ out:
 	free(m);
 }
 
+int
+cg_state_digest(const struct cg_state *st, unsigned char out[32])
+{
+	if (st == NULL || !st->loaded)
+		return 0;
+	cg_state_identity(st->f, out);
+	return 1;
+}
+
 /*
  * SHA-256 of what fd holds, from offset 0 to its end (pread: the file
  * offset is left alone).  Returns 0, or -1 with errno set.

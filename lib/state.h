@@ -133,4 +133,9 @@ int cg_state_write_to(struct cg_state *st, struct cg_out *o,
  */
 void cg_state_identity(const struct cg_file *f, unsigned char out[32]);
 
+/* The identity (cg_state_identity) of st as it was read, before a call
+ * changed it: 1 with out set, or 0 for a state that was not read from a
+ * file (out untouched).  Take it before the call changes st's tensors. */
+int cg_state_digest(const struct cg_state *st, unsigned char out[32]);
+
 #endif

@@ -16,7 +16,8 @@
  * the built-in kernel does the same inside a parallel region.  This does
  * a little more than the causal work, at matrix-kernel speed, where dot
  * products of hs floats one key at a time ran at a fraction of it.
- * Inner loops carry "omp simd" so that reductions vectorize too, and the
+ * Inner loops carry "omp simd", and sums run in LANES lanes (par.h) so
+ * that they vectorize with the same bits on any x86-64; the
  * exponentials of GELU's tanh and of the softmaxes use cg_exp_approx
  * (vmath.h, within 2 ulp), which the compiler vectorizes where libm's expf
  * and tanhf stay scalar calls: they were a third of a training step.
@@ -36,10 +37,14 @@
 static inline float
 dotf(const float *a, const float *b, int n)
 {
-	float s = 0;
+	float acc[LANES] = {0}, s;
+	int i = 0;
 
-	SIMD_SUM(s)
-	for (int i = 0; i < n; i++)
+	for (; i + LANES <= n; i += LANES)
+		for (int l = 0; l < LANES; l++)
+			acc[l] += a[i + l] * b[i + l];
+	s = cg_fold_f(acc);
+	for (; i < n; i++)
 		s += a[i] * b[i];
 	return s;
 }
@@ -115,15 +120,24 @@ cg_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 	for (size_t r = 0; r < rows; r++) {
 		const float *x = inp + r * C;
 		float *o = out + r * C;
-		float m = 0, v = 0;
+		float acc[LANES] = {0}, m, v;
+		int i;
 
-		SIMD_SUM(m)
-		for (int c = 0; c < C; c++)
-			m += x[c];
+		for (i = 0; i + LANES <= C; i += LANES)
+			for (int l = 0; l < LANES; l++)
+				acc[l] += x[i + l];
+		for (m = cg_fold_f(acc); i < C; i++)
+			m += x[i];
 		m /= C;
-		SIMD_SUM(v)
-		for (int c = 0; c < C; c++) {
-			float d = x[c] - m;
+		for (int l = 0; l < LANES; l++)
+			acc[l] = 0;
+		for (i = 0; i + LANES <= C; i += LANES)
+			for (int l = 0; l < LANES; l++) {
+				float d = x[i + l] - m;
+				acc[l] += d * d;
+			}
+		for (v = cg_fold_f(acc); i < C; i++) {
+			float d = x[i] - m;
 			v += d * d;
 		}
 		v /= C;
@@ -149,13 +163,20 @@ cg_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 		const float *x = inp + r * C, *d = dout + r * C;
 		float *dx = dinp + r * C;
 		float m = mean[r], s = rstd[r];
-		float dn = 0, dnn = 0; /* sums of dnorm and dnorm * norm */
+		/* sums of dnorm and dnorm * norm */
+		float an[LANES] = {0}, ann[LANES] = {0}, dn, dnn;
+		int i;
 
-		SIMD_SUM2(dn, dnn)
-		for (int c = 0; c < C; c++) {
-			float g = d[c] * w[c];
+		for (i = 0; i + LANES <= C; i += LANES)
+			for (int l = 0; l < LANES; l++) {
+				float g = d[i + l] * w[i + l];
+				an[l] += g;
+				ann[l] += g * (x[i + l] - m) * s;
+			}
+		for (dn = cg_fold_f(an), dnn = cg_fold_f(ann); i < C; i++) {
+			float g = d[i] * w[i];
 			dn += g;
-			dnn += g * (x[c] - m) * s;
+			dnn += g * (x[i] - m) * s;
 		}
 		dn /= C;
 		dnn /= C;
@@ -245,20 +266,25 @@ cg_gelu_backward_set(float *dinp, const float *dout, const float *inp,
 static inline void
 causal_softmax_row(float *a, int t, int T)
 {
-	float mx = -INFINITY, sum = 0;
+	float mx = -INFINITY, acc[LANES] = {0}, sum;
+	int j;
 
-	for (int j = 0; j <= t; j++)
+	for (j = 0; j <= t; j++)
 		mx = a[j] > mx ? a[j] : mx;
-	SIMD_SUM(sum)
-	for (int j = 0; j <= t; j++) {
+	for (j = 0; j + LANES <= t + 1; j += LANES)
+		for (int l = 0; l < LANES; l++) {
+			a[j + l] = cg_exp_approx(a[j + l] - mx);
+			acc[l] += a[j + l];
+		}
+	for (sum = cg_fold_f(acc); j <= t; j++) {
 		a[j] = cg_exp_approx(a[j] - mx);
 		sum += a[j];
 	}
 	float inv = 1.0f / sum;
 	SIMD()
-	for (int j = 0; j <= t; j++)
-		a[j] *= inv;
-	for (int j = t + 1; j < T; j++)
+	for (int i = 0; i <= t; i++)
+		a[i] *= inv;
+	for (j = t + 1; j < T; j++)
 		a[j] = 0;
 }
 
@@ -345,10 +371,7 @@ cg_attention_backward(float *dqkv, float *scratch, const float *dout,
 			for (int t = r0; t < r0 + m; t++) {
 				const float *ar = a + (size_t)t * T;
 				float *dr = d + (size_t)t * T;
-				float s = 0;
-				SIMD_SUM(s)
-				for (int j = 0; j <= t; j++)
-					s += ar[j] * dr[j];
+				float s = dotf(ar, dr, t + 1);
 				SIMD()
 				for (int j = 0; j <= t; j++)
 					dr[j] = ar[j] * (dr[j] - s) * scale;
@@ -405,19 +428,22 @@ static double
 xent_row(float *d, const float *l, int target, float wt, int V)
 {
 	float mx = l[0];
-	double sum = 0;
+	double acc[LANES] = {0}, sum;
+	int v;
 
 	SIMD_MAX(mx)
-	for (int v = 1; v < V; v++)
-		mx = l[v] > mx ? l[v] : mx;
-	SIMD_SUM(sum)
-	for (int v = 0; v < V; v++)
+	for (int u = 1; u < V; u++)
+		mx = l[u] > mx ? l[u] : mx;
+	for (v = 0; v + LANES <= V; v += LANES)
+		for (int k = 0; k < LANES; k++)
+			acc[k] += cg_exp_approx(l[v + k] - mx);
+	for (sum = cg_fold_d(acc); v < V; v++)
 		sum += cg_exp_approx(l[v] - mx);
 	if (d != NULL) {
 		float scale = (float)(wt / sum);
 		SIMD()
-		for (int v = 0; v < V; v++)
-			d[v] += scale * cg_exp_approx(l[v] - mx);
+		for (int u = 0; u < V; u++)
+			d[u] += scale * cg_exp_approx(l[u] - mx);
 		d[target] -= wt;
 	}
 	return log(sum) + mx - l[target];

@@ -280,6 +280,17 @@ make_small() {
 	awk -v d="$output" 'BEGIN { exit !(d + 0 < 1e-6) }'
 }
 
+@test "examples/audit/run.sh" {
+	run -0 --separate-stderr "$top/examples/audit/run.sh" "$PWD/audit"
+	run -0 grep -c 'skipped (not drawn)$' <<<"$output"
+	assert_output 2
+	run -0 --separate-stderr "$top/examples/audit/run.sh" "$PWD/audit2"
+	assert_line "d2.cgg: OK"
+	assert_line "d2.cgg: mismatch: 1 of 14 tensors differ"
+	assert_line "d3.cgg: match (14 tensors)"
+	assert_line "files in $PWD/audit2"
+}
+
 @test "examples/shrink/run.sh" {
 	run -0 --separate-stderr "$top/examples/shrink/run.sh" "$PWD/shrink"
 	assert_line --regexp '^q8_0 +[0-9]+ [0-9.]+$'

@@ -26,7 +26,9 @@
  * block longer a row: a tensor whole in itself, of more blocks than the
  * view it stands for).  HOW:NAME breaks tensor NAME only.  kind (or
  * kind:NAME) makes the manifest's kind "frob" (or NAME), one the format
- * does not define.
+ * does not define.  nudge makes the first element of the first f32
+ * tensor the next float above it (one weight of an update changed by one
+ * ulp, a file valid in every other way).
  * For a pruned model IN, HOW may also break its first mask tensor:
  * mask-dtype (stored as i8), mask-short (one byte shorter) or mask-name
  * (renamed mask.wte, a view that cannot be pruned).
@@ -262,6 +264,14 @@ tamper(const char *in, const char *how)
 				snprintf(t->name, sizeof(t->name), "mask.wte");
 			else
 				break;
+			return f;
+		}
+		if (strcmp(how, "nudge") == 0 && t->dtype == CG_F32 &&
+		    t->nelem > 0) {
+			float x;
+			memcpy(&x, p, 4);
+			x = nextafterf(x, INFINITY);
+			memcpy(p, &x, 4);
 			return f;
 		}
 		if (strcmp(how, "scale-nan") == 0 && blk) {

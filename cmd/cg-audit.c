@@ -1,0 +1,417 @@
+/*
+ * cg-audit - recompute workers' updates and say whether they are what
+ * their inputs give.
+ *
+ * An update made by cg-train-step --deterministic records its call; with
+ * the base model, the worker's shard and the state its call started from,
+ * it is made again here, in deterministic mode, and compared bit for bit,
+ * tensor by tensor.  One update (-d, -s), or a round's updates listed in
+ * a file (-r), of which --fraction are drawn with --seed.  lib/audit.c
+ * does the work.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "audit.h"
+#include "cli.h"
+
+#define MAX_THREADS 4096
+/* Lines of a round's list, and bytes of one line. */
+#define MAX_UPDATES 65536
+#define MAX_LINE 16384
+
+enum {
+	OPT_FRACTION = CG_KEY_OWN,
+	OPT_JSON,
+	OPT_SEED,
+};
+
+static const struct cg_opt opts[] = {
+    {"model", 'm', "FILE", "the base model the updates were made from"},
+    {"data", 'd', "SHARD", "the worker's shard (one update)"},
+    {"state", 's', "FILE", "the worker's state before its call (one update)"},
+    {"round", 'r', "LIST", "audit a round: lines of UPDATE SHARD [STATE]"},
+    {"fraction", OPT_FRACTION, "P",
+     "audit a drawn fraction P of the round's updates (1)"},
+    {"seed", OPT_SEED, "N", "the draw's seed (0); pick it after the round"},
+    {"json", OPT_JSON, NULL, "one JSON object per update, one per line"},
+    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+    CG_OPT_TRUST,
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-audit",
+    .synopsis = "-m MODEL -d SHARD [-s STATE] [--json] UPDATE\n"
+                "-m MODEL -r LIST [--fraction P] [--seed N] [--json]",
+    .about = "Make a worker's grad or delta again from its base model, its\n"
+             "shard and its state before the call (cg-train-step records the\n"
+             "call with --deterministic), and compare them bit for bit:\n"
+             "match, or the tensors that differ and by how much.",
+    .opts = opts,
+    .epilog = "Exit status: 0 every update audited matches, 1 a mismatch "
+              "or a failure, 2\nusage error.",
+};
+
+struct args {
+	const char *model, *data, *state, *round, *update;
+	double fraction;
+	uint64_t seed;
+	long long threads;
+	int json;
+};
+
+/* One update to audit, and what its audit found. */
+struct item {
+	char *update, *shard, *state; /* state NULL: none */
+	int picked;
+};
+
+static int
+set_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+	const char *s = g->arg;
+	int e = 0;
+
+	switch (c) {
+	case 'd':
+		a->data = s;
+		break;
+	case 'j':
+		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
+		break;
+	case 'm':
+		a->model = s;
+		break;
+	case 'r':
+		a->round = s;
+		break;
+	case 's':
+		a->state = s;
+		break;
+	case OPT_FRACTION:
+		e = cg_parse_f64(g->name, s, 0, 1, &a->fraction);
+		if (e == 0 && !(a->fraction > 0))
+			e = cg_seterr("--fraction: must be above 0");
+		break;
+	case OPT_JSON:
+		a->json = 1;
+		break;
+	case OPT_SEED:
+		e = cg_parse_u64(g->name, s, &a->seed);
+		break;
+	}
+	return e ? cg_usage(NULL) : CG_CONTINUE;
+}
+
+/* The command line into a, checked; CG_CONTINUE or the exit status. */
+static int
+parse(int argc, char **argv, struct args *a)
+{
+	int ind, rc;
+
+	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	if (a->model == NULL)
+		return cg_usage("no base model (-m)");
+	if (a->round) {
+		if (a->data || a->state)
+			return cg_usage(
+			    "-r lists each update's shard and state:"
+			    " not with -d or -s");
+		if (ind != argc)
+			return cg_usage("unexpected operand '%s' with -r",
+			                argv[ind]);
+		/* each update of the round reads the model again */
+		if (strcmp(a->model, "-") == 0)
+			return cg_usage(
+			    "-m: a round needs the model in a file");
+		return CG_CONTINUE;
+	}
+	if (a->fraction != 1)
+		return cg_usage("--fraction draws from a round (-r)");
+	if (a->data == NULL)
+		return cg_usage("no data shard (-d)");
+	if (argc - ind != 1)
+		return cg_usage(ind == argc ? "no update to audit"
+		                            : "one UPDATE, or a round with -r");
+	a->update = argv[ind];
+	if (strcmp(a->update, "-") == 0 &&
+	    (strcmp(a->model, "-") == 0 || strcmp(a->data, "-") == 0))
+		return cg_usage("only one input can be standard input");
+	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
+		return cg_usage("only one input can be standard input");
+	return CG_CONTINUE;
+}
+
+/* ------------------------------------------------------------ a round */
+
+static void
+items_free(struct item *it, int n)
+{
+	for (int i = 0; it && i < n; i++) {
+		free(it[i].update);
+		free(it[i].shard);
+		free(it[i].state);
+	}
+	free(it);
+}
+
+/* A copy of s, or NULL said. */
+static char *
+dup(const char *s)
+{
+	char *d = strdup(s);
+	if (d == NULL)
+		cg_seterr("out of memory");
+	return d;
+}
+
+/*
+ * The round's list at path: lines of UPDATE SHARD [STATE] separated by
+ * blanks, blank lines and lines starting with # skipped.  The count, or
+ * -1 with a message naming the file and line.
+ */
+static int
+read_round(const char *path, struct item **out)
+{
+	FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char *line = malloc(MAX_LINE + 2);
+	struct item *it = NULL;
+	int n = 0, lineno = 0, rc = -1;
+
+	*out = NULL;
+	if (fp == NULL) {
+		cg_seterr("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (line == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	while (fgets(line, MAX_LINE + 2, fp) != NULL) {
+		char *f[4] = {0}, *save = NULL, *w;
+		int nf = 0;
+
+		lineno++;
+		if (strlen(line) > MAX_LINE) {
+			cg_seterr("%s: line %d: longer than %d bytes", path,
+			          lineno, MAX_LINE);
+			goto out;
+		}
+		for (w = strtok_r(line, " \t\r\n", &save); w && nf < 4;
+		     w = strtok_r(NULL, " \t\r\n", &save))
+			f[nf++] = w;
+		if (nf == 0 || f[0][0] == '#')
+			continue;
+		if (nf < 2 || nf > 3) {
+			cg_seterr("%s: line %d: not UPDATE SHARD [STATE]", path,
+			          lineno);
+			goto out;
+		}
+		if (n == MAX_UPDATES) {
+			cg_seterr("%s: more than %d updates", path,
+			          MAX_UPDATES);
+			goto out;
+		}
+		struct item *m = realloc(it, (size_t)(n + 1) * sizeof(*it));
+		if (m == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		it = m;
+		memset(&it[n], 0, sizeof(*it));
+		n++;
+		if ((it[n - 1].update = dup(f[0])) == NULL ||
+		    (it[n - 1].shard = dup(f[1])) == NULL ||
+		    (nf == 3 && (it[n - 1].state = dup(f[2])) == NULL))
+			goto out;
+	}
+	if (ferror(fp)) {
+		cg_seterr("%s: read failed", path);
+		goto out;
+	}
+	if (n == 0) {
+		cg_seterr("%s: no update listed", path);
+		goto out;
+	}
+	*out = it;
+	it = NULL;
+	rc = n;
+out:
+	if (fp && fp != stdin)
+		fclose(fp);
+	free(line);
+	items_free(it, n);
+	return rc;
+}
+
+/* ------------------------------------------------------------- report */
+
+static void
+report_table(const char *name, const struct cg_audit *a)
+{
+	if (a->match) {
+		printf("%s: match (%d tensors)\n", name, a->nviews);
+		return;
+	}
+	printf("%s: mismatch: %d of %d tensors differ%s\n", name, a->nbad,
+	       a->nviews, a->figures_ok ? "" : ", and its figures");
+	for (int i = 0; i < a->nviews; i++) {
+		const struct cg_audit_view *v = &a->v[i];
+		if (v->ndiff)
+			printf("  %s: %llu of %llu differ, largest difference "
+			       "%.9g\n",
+			       v->name, (unsigned long long)v->ndiff,
+			       (unsigned long long)v->n, v->maxdiff);
+	}
+	static const char *const fig[] = {"samples", "weight", "loss"};
+	const double *x[] = {a->samples, a->weight, a->loss};
+	for (int i = 0; i < 3; i++)
+		if (!a->fig_ok[i])
+			printf("  %s: sent %.17g, recomputed %.17g\n", fig[i],
+			       x[i][0], x[i][1]);
+}
+
+/* One JSON line: result "match", "mismatch", "skipped" or "error". */
+static void
+report_json(const char *name, const char *result, const struct cg_audit *a)
+{
+	cJSON *o = cJSON_CreateObject(), *t;
+	char *s;
+
+	if (o == NULL)
+		return;
+	cJSON_AddStringToObject(o, "update", name);
+	cJSON_AddStringToObject(o, "result", result);
+	if (a && (t = cJSON_AddArrayToObject(o, "differ")) != NULL) {
+		for (int i = 0; i < a->nviews; i++) {
+			const struct cg_audit_view *v = &a->v[i];
+			cJSON *e;
+			if (!v->ndiff || (e = cJSON_CreateObject()) == NULL)
+				continue;
+			cJSON_AddStringToObject(e, "tensor", v->name);
+			cJSON_AddNumberToObject(e, "elements", (double)v->n);
+			cJSON_AddNumberToObject(e, "differ", (double)v->ndiff);
+			/* JSON has no infinity: a NaN's difference is null */
+			if (isinf(v->maxdiff))
+				cJSON_AddNullToObject(e, "max_diff");
+			else
+				cJSON_AddNumberToObject(e, "max_diff",
+				                        v->maxdiff);
+			cJSON_AddItemToArray(t, e);
+		}
+		cJSON_AddNumberToObject(o, "tensors", a->nviews);
+		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
+	}
+	if ((s = cJSON_PrintUnformatted(o)) != NULL)
+		printf("%s\n", s);
+	free(s);
+	cJSON_Delete(o);
+}
+
+/* ------------------------------------------------------------ an audit */
+
+/*
+ * Audit one update against its inputs and report it: 0 for a match, 1
+ * for a mismatch, -1 said (a refusal or a failure).
+ */
+static int
+audit_one(const struct args *a, const char *upath, const char *spath,
+          const char *stpath)
+{
+	struct cg_update *u = NULL;
+	struct cg_model *m = NULL;
+	struct cg_shard *s = NULL;
+	struct cg_state *st = NULL;
+	struct cg_audit au = {0};
+	int rc = -1;
+
+	if ((u = cg_update_read(upath)) == NULL ||
+	    (m = cg_model_read(a->model)) == NULL ||
+	    (s = cg_shard_open(spath)) == NULL ||
+	    (stpath && cg_state_read(&st, stpath) != 0))
+		goto out;
+	if (stpath && !cg_state_loaded(st)) {
+		cg_seterr("%s: no such state", stpath);
+		goto out;
+	}
+	if (cg_audit_update(u, m, a->model, s, spath, st, stpath, &au) != 0)
+		goto out;
+	if (a->json)
+		report_json(upath, au.match ? "match" : "mismatch", &au);
+	else
+		report_table(upath, &au);
+	rc = au.match ? 0 : 1;
+out:
+	if (rc < 0) {
+		cg_warn(NULL);
+		if (a->json)
+			report_json(upath, "error", NULL);
+	}
+	cg_audit_free(&au);
+	cg_state_free(st);
+	cg_shard_free(s);
+	cg_model_free(m);
+	cg_update_free(u);
+	return rc;
+}
+
+/* A round's drawn updates, each audited; the exit status. */
+static int
+audit_round(const struct args *a)
+{
+	struct item *it = NULL;
+	unsigned char *pick = NULL;
+	int n, bad = 0;
+
+	if ((n = read_round(a->round, &it)) < 0)
+		return cg_fail(NULL);
+	if ((pick = calloc((size_t)n, 1)) == NULL) {
+		items_free(it, n);
+		return cg_failx("out of memory");
+	}
+	cg_audit_draw(n, a->fraction, a->seed, pick);
+	for (int i = 0; i < n; i++) {
+		if (!pick[i]) {
+			if (a->json)
+				report_json(it[i].update, "skipped", NULL);
+			else
+				printf("%s: skipped (not drawn)\n",
+				       it[i].update);
+			continue;
+		}
+		bad |=
+		    audit_one(a, it[i].update, it[i].shard, it[i].state) != 0;
+	}
+	free(pick);
+	items_free(it, n);
+	return bad ? CG_EXIT_FAILURE : CG_EXIT_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct args a = {.fraction = 1};
+	int rc;
+
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
+		return rc;
+	cg_set_threads((int)a.threads);
+	if (a.round)
+		rc = audit_round(&a);
+	else
+		rc = audit_one(&a, a.update, a.data, a.state) == 0
+		         ? CG_EXIT_OK
+		         : CG_EXIT_FAILURE;
+	return cg_finish_stdout(rc);
+}

@@ -1,0 +1,217 @@
+/*
+ * test_audit.c - the call record of a deterministic update read back,
+ * hostile records refused, and the draw of a round's audited fraction.
+ *
+ * A well-formed record is parsed into the options it names; records with
+ * one field out of range or malformed are refused with one message each.
+ * The draw picks exactly ceil(fraction * n) updates, the same for a seed,
+ * and each update equally often over many seeds.  Exit 0 pass, 1 fail.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "audit.h"
+#include "cg.h"
+
+#define TEST_NAME "test_audit"
+#include "check.h"
+
+static const char *good =
+    "{\"deterministic\":true,\"emit\":\"delta\",\"steps\":3,\"batch\":8,"
+    "\"seed\":\"18446744073709551615\",\"order\":\"sequential\",\"clip\":2,"
+    "\"optim\":{\"name\":\"adamw\",\"lr\":0.5,\"beta1\":0.9,\"beta2\":0.99,"
+    "\"eps\":1e-8,\"momentum\":0.9,\"wd\":0.01,\"schedule\":\"cosine\","
+    "\"warmup\":2,\"total\":10,\"lr_min\":0},"
+    "\"data\":{\"sha256\":\"" /* 64 hex digits */
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"},"
+    "\"chunk\":4,\"checkpoint\":true}";
+
+/* Read the record text (NULL: none) of a delta; the result of
+ * cg_call_read, its message kept in msg. */
+static int
+read_record(const char *text, struct cg_call *c, char *msg, size_t len)
+{
+	struct cg_update u;
+	int rc;
+
+	memset(&u, 0, sizeof(u));
+	u.name = "u.cgg";
+	u.kind = CG_UPDATE_DELTA;
+	if ((u.file = cg_file_new("delta")) == NULL)
+		die("cg_file_new");
+	if (text) {
+		cJSON *r = cJSON_Parse(text);
+		if (r == NULL) {
+			fprintf(stderr, "bad test record: %s\n", text);
+			exit(1);
+		}
+		cJSON_AddItemToObject(u.file->manifest, "call", r);
+	}
+	rc = cg_call_read(&u, c);
+	snprintf(msg, len, "%s", rc ? cg_errmsg() : "");
+	cg_file_free(u.file);
+	return rc;
+}
+
+/* good with the text from at: replaced (the first occurrence of from). */
+static char *
+edit(const char *from, const char *to)
+{
+	const char *p = strstr(good, from);
+	char *s;
+
+	if (p == NULL) {
+		fprintf(stderr, "edit: '%s' not in the record\n", from);
+		exit(1);
+	}
+	s = xcalloc(strlen(good) + strlen(to) + 1, 1);
+	memcpy(s, good, (size_t)(p - good));
+	strcat(s, to);
+	strcat(s, p + strlen(from));
+	return s;
+}
+
+static void
+test_record(void)
+{
+	struct cg_call c;
+	char msg[512];
+
+	expect(read_record(good, &c, msg, sizeof(msg)) == 0,
+	       "a well-formed record is read");
+	expect(c.o.emit == CG_EMIT_DELTA && c.o.steps == 3 && c.o.batch == 8 &&
+	           c.o.seed == UINT64_MAX && c.o.order == CG_ORDER_SEQUENTIAL &&
+	           c.o.clip == 2,
+	       "its options");
+	expect(c.o.opt.kind == CG_OPT_ADAMW && c.o.opt.lr == 0.5f &&
+	           c.o.opt.beta2 == 0.99f && c.o.opt.wd == 0.01f &&
+	           c.o.opt.sched == CG_SCHED_COSINE && c.o.opt.warmup == 2 &&
+	           c.o.opt.total == 10,
+	       "its optimizer");
+	expect(c.chunk == 4 && c.checkpoint == 1 && !c.has_state &&
+	           c.data[0] == 0x00 && c.data[31] == 0xff && !c.distilled,
+	       "its plan and the shard's identity; no state");
+
+	expect(read_record(NULL, &c, msg, sizeof(msg)) != 0 &&
+	           strcmp(msg, "u.cgg: not made in deterministic mode "
+	                       "(cg-train-step --deterministic): it cannot be "
+	                       "recomputed") == 0,
+	       "no record: not made in deterministic mode");
+
+	/* one field wrong at a time: each refused */
+	static const char *const bad[][2] = {
+	    {"\"deterministic\":true", "\"deterministic\":false"},
+	    {"\"deterministic\":true", "\"deterministic\":1"},
+	    {"\"emit\":\"delta\"", "\"emit\":\"grad\""},
+	    {"\"emit\":\"delta\"", "\"emit\":\"model\""},
+	    {"\"steps\":3", "\"steps\":0"},
+	    {"\"steps\":3", "\"steps\":1.5"},
+	    {"\"steps\":3", "\"steps\":1e12"},
+	    {"\"steps\":3", "\"steps\":\"3\""},
+	    {"\"batch\":8", "\"batch\":-8"},
+	    {"\"batch\":8", "\"batch\":2000000"},
+	    {"\"chunk\":4", "\"chunk\":9"},
+	    {"\"chunk\":4", "\"chunk\":-1"},
+	    {"\"checkpoint\":true", "\"checkpoint\":1"},
+	    {"\"seed\":\"18446744073709551615\"",
+	     "\"seed\":\"18446744073709551616\""},
+	    {"\"seed\":\"18446744073709551615\"", "\"seed\":\"-1\""},
+	    {"\"seed\":\"18446744073709551615\"", "\"seed\":\" 5\""},
+	    {"\"seed\":\"18446744073709551615\"", "\"seed\":\"5x\""},
+	    {"\"seed\":\"18446744073709551615\"", "\"seed\":\"\""},
+	    {"\"seed\":\"18446744073709551615\"", "\"seed\":5"},
+	    {"\"order\":\"sequential\"", "\"order\":\"random\""},
+	    {"\"clip\":2", "\"clip\":-1"},
+	    {"\"name\":\"adamw\"", "\"name\":\"lion\""},
+	    {"\"lr\":0.5", "\"lr\":-0.5"},
+	    {"\"beta1\":0.9", "\"beta1\":1.5"},
+	    {"\"schedule\":\"cosine\"", "\"schedule\":\"step\""},
+	    {"\"warmup\":2", "\"warmup\":2.5"},
+	    {"\"sha256\":\"0011", "\"sha256\":\"zz11"},
+	    {"\"data\":{", "\"state\":{\"sha256\":\"00\"},\"data\":{"},
+	    {"\"data\":{\"sha256\"", "\"data\":{\"sha\""},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *t = edit(bad[i][0], bad[i][1]);
+		char what[600];
+		int rc = read_record(t, &c, msg, sizeof(msg));
+		snprintf(what, sizeof(what), "refused: %s (%s)", bad[i][1],
+		         rc ? msg : "read");
+		expect(rc != 0 && strncmp(msg, "u.cgg: ", 7) == 0 &&
+		           strchr(msg, '\n') == NULL,
+		       what);
+		free(t);
+	}
+	/* a state named, well formed */
+	char *t = edit("\"data\":{",
+	               "\"state\":{\"sha256\":\"ff112233445566778899aabbccdd"
+	               "eeff00112233445566778899aabbccddeeff\"},\"data\":{");
+	expect(read_record(t, &c, msg, sizeof(msg)) == 0 && c.has_state &&
+	           c.state[0] == 0xff,
+	       "a state's identity is read");
+	free(t);
+}
+
+static void
+test_draw(void)
+{
+	enum { N = 10, RUNS = 20000 };
+	unsigned char a[N], b[N];
+	int counts[N] = {0};
+	int k, same = 1, diff = 0;
+
+	k = cg_audit_draw(N, 0.25, 7, a);
+	int sum = 0;
+	for (int i = 0; i < N; i++)
+		sum += a[i];
+	expect(k == 3 && sum == 3, "fraction 0.25 of 10: 3 drawn");
+	cg_audit_draw(N, 0.25, 7, b);
+	same = memcmp(a, b, N) == 0;
+	expect(same, "the same seed, the same draw");
+	for (uint64_t s = 8; s < 40 && !diff; s++) {
+		cg_audit_draw(N, 0.25, s, b);
+		diff = memcmp(a, b, N) != 0;
+	}
+	expect(diff, "another seed, another draw");
+	k = cg_audit_draw(N, 1, 3, a);
+	sum = 0;
+	for (int i = 0; i < N; i++)
+		sum += a[i];
+	expect(k == N && sum == N, "fraction 1: every update");
+	k = cg_audit_draw(N, 1e-9, 3, a);
+	sum = 0;
+	for (int i = 0; i < N; i++)
+		sum += a[i];
+	expect(k == 1 && sum == 1, "a tiny fraction: one update");
+	k = cg_audit_draw(4, 0.5, 3, a);
+	expect(k == 2, "fraction 0.5 of 4: 2 drawn");
+
+	/* each update as often as any other: k/N of the draws, within 5
+	 * standard deviations of the binomial count */
+	for (uint64_t s = 0; s < RUNS; s++) {
+		cg_audit_draw(N, 0.25, s, a);
+		for (int i = 0; i < N; i++)
+			counts[i] += a[i];
+	}
+	double p = 0.3, mean = RUNS * p, sd = sqrt(RUNS * p * (1 - p));
+	double worst = 0;
+	for (int i = 0; i < N; i++) {
+		double z = fabs(counts[i] - mean) / sd;
+		worst = z > worst ? z : worst;
+	}
+	printf("     draw: largest deviation %.2f sd over %d seeds\n", worst,
+	       RUNS);
+	expect(worst < 5, "each update drawn with the same chance");
+}
+
+int
+main(void)
+{
+	test_record();
+	test_draw();
+	return failures ? 1 : 0;
+}
