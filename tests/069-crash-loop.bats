@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 #
-# 068-crash-loop.bats - a whole training loop (cg-train-step with state
+# 069-crash-loop.bats - a whole training loop (cg-train-step with state
 # files, cg-reduce, cg-apply: examples/resume/loop.sh) killed with
 # SIGKILL, with every process of it, at 100 instants, and run again after
 # each kill: every file under a final name verifies after every kill,
