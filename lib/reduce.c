@@ -306,7 +306,8 @@ cg_reduce_op_parse(const char *spec, double *param)
 	errno = 0;
 	v = strtod(colon + 1, &end);
 	if (colon[1] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) ||
-	    v < op->pmin || v > op->pmax || ((op->popen & 1) && v == op->pmin) ||
+	    v < op->pmin || v > op->pmax ||
+	    ((op->popen & 1) && v == op->pmin) ||
 	    ((op->popen & 2) && v == op->pmax)) {
 		cg_seterr("%s: %s '%.32s' is not a number in %c%g, %g%c",
 		          op->name, op->param, colon + 1,
@@ -387,7 +388,8 @@ fold_all(const struct cg_reduce_op *op, struct cg_file *acc,
 					fn(a + lo, x + lo, len, w);
 					continue;
 				}
-				for (uint64_t d = 0; d < len; d += DECODE_CHUNK) {
+				for (uint64_t d = 0; d < len;
+				     d += DECODE_CHUNK) {
 					size_t m = len - d < DECODE_CHUNK
 					               ? (size_t)(len - d)
 					               : DECODE_CHUNK;
@@ -556,9 +558,8 @@ first_nonfinite(const struct cg_update *u, int i)
 #pragma omp parallel for schedule(dynamic) reduction(min : first)
 	for (uint64_t c = 0; c < nc; c++) {
 		float tmp[DECODE_CHUNK];
-		const uint64_t hi = n - c * FOLD_CHUNK < FOLD_CHUNK
-		                        ? n
-		                        : (c + 1) * FOLD_CHUNK;
+		const uint64_t hi =
+		    n - c * FOLD_CHUNK < FOLD_CHUNK ? n : (c + 1) * FOLD_CHUNK;
 		for (uint64_t d = c * FOLD_CHUNK; d < hi; d += DECODE_CHUNK) {
 			size_t m = hi - d < DECODE_CHUNK ? (size_t)(hi - d)
 			                                 : DECODE_CHUNK;
@@ -666,8 +667,8 @@ out:
  * shared among threads.
  */
 static void
-run_slice(const struct cg_reduce_op *op, struct cg_reduce_pass *p,
-          float *out, const float *const *in, size_t n, double wsum)
+run_slice(const struct cg_reduce_op *op, struct cg_reduce_pass *p, float *out,
+          const float *const *in, size_t n, double wsum)
 {
 	if (op->slice) {
 		op->slice(p, out, in, n);
@@ -719,23 +720,25 @@ finish_sliced(struct cg_reducer *r)
 			float *out = f->tensors[t].data;
 			const uint64_t n = f->tensors[t].nelem;
 			for (uint64_t lo = 0; lo < n; lo += step) {
-				size_t m = n - lo < step ? (size_t)(n - lo) : step;
+				size_t m =
+				    n - lo < step ? (size_t)(n - lo) : step;
 				for (size_t i = 0; i < k; i++) {
 					const struct cg_update *u = r->kept[i];
-					const float *x = cg_update_view_f32(u, t);
+					const float *x =
+					    cg_update_view_f32(u, t);
 					if (x) {
 						in[i] = x + lo;
 						continue;
 					}
 					if (dec[i] == NULL &&
-					    (dec[i] = cg_alloc(step *
-					                       sizeof(float))) ==
-					        NULL)
+					    (dec[i] = cg_alloc(
+					         step * sizeof(float))) == NULL)
 						goto out;
 					cg_update_decode(u, t, lo, m, dec[i]);
 					in[i] = dec[i];
 				}
-				run_slice(r->op, &p, out + lo, in, m, r->weight);
+				run_slice(r->op, &p, out + lo, in, m,
+				          r->weight);
 			}
 		}
 	}
@@ -758,11 +761,11 @@ check_result(const struct cg_file *f)
 		const float *x = f->tensors[i].data;
 		for (uint64_t j = 0; j < f->tensors[i].nelem; j++)
 			if (!isfinite(x[j]))
-				return cg_seterr("the result's tensor %s: element "
-				                 "%llu is not finite (the inputs "
-				                 "overflow a float)",
-				                 f->tensors[i].name,
-				                 (unsigned long long)j);
+				return cg_seterr(
+				    "the result's tensor %s: element "
+				    "%llu is not finite (the inputs "
+				    "overflow a float)",
+				    f->tensors[i].name, (unsigned long long)j);
 	}
 	return 0;
 }
