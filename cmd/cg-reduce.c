@@ -40,7 +40,7 @@ static const struct cg_opt opts[] = {
     {"min-inputs", OPT_MIN_INPUTS, "K",
      "fail unless the inputs stand for K updates at least (1)"},
     {"skip-nonfinite", OPT_SKIP_NONFINITE, NULL,
-     "leave out an input holding a nan or inf, and say so (refuse it)"},
+     "leave out an input with a nan or inf, and say so (refuse it)"},
     {"codec", OPT_CODEC, "SPEC",
      "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
     {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
@@ -306,8 +306,9 @@ main(int argc, char **argv)
 	if (add_all(&r, a.inputs, a.ninputs, &sk, a.quiet) != 0)
 		goto out;
 	/* A quorum: the updates the inputs stand for, as their manifests
-	 * count them (a reduction's output counts those it was made of). */
-	if (r.inputs < (uint64_t)a.min_inputs) {
+	 * count them (a reduction's output counts those it was made of).
+	 * None at all (every one left out) is the reducer's to say. */
+	if (r.inputs > 0 && r.inputs < (uint64_t)a.min_inputs) {
 		cg_warnx("%llu input%s, fewer than --min-inputs %lld",
 		         (unsigned long long)r.inputs, r.inputs == 1 ? "" : "s",
 		         a.min_inputs);

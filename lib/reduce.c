@@ -241,17 +241,14 @@ const struct cg_reduce_op cg_reduce_ops[] = {
      .help = "each element's median, unweighted (robust)",
      .slice = median_slice},
     {.name = "trimmed-mean",
-     .help = "each element's mean less its F*k smallest and largest "
-             "values, unweighted (robust)",
+     .help = "each element's mean less its F*k lowest and highest (robust)",
      .param = "F",
      .pmin = 0,
      .pmax = 0.5,
      .popen = 2,
      .slice = trimmed_slice},
     {.name = "clip-mean",
-     .help = "centred clipping: the median, then one step of the mean "
-             "of the inputs' differences from it clipped to L2 norm TAU "
-             "over the whole update, unweighted (robust)",
+     .help = "centred clipping at L2 norm TAU from the median (robust)",
      .param = "TAU",
      .pmin = 0,
      .pmax = HUGE_VAL,

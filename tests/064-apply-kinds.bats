@@ -74,7 +74,7 @@ setup() {
 
 @test "cg-reduce --help lists the operations, and an unknown one the same" {
 	run -0 cg-reduce --help
-	assert_output --regexp '--op NAME +how to combine \(mean\)'
+	assert_output --regexp '--op NAME\[:P\] +how to combine \(mean\)'
 	assert_line --regexp '^ +mean +the mean weighted'
 	assert_line --regexp '^ +sum +the plain sum'
 	assert_line --regexp '^ +median +each element.s median'
