@@ -806,8 +806,13 @@ table(void)
 	text[len] = '\0';
 	int ok = len > 0;
 	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
-		char want[64];
-		snprintf(want, sizeof(want), ".It Cm %s\n", op->name);
+		/* ".It Cm median", or ".It Cm trimmed-mean Ns \&: Ns Ar f"
+		 * for a row that takes a parameter */
+		char want[96];
+		snprintf(want, sizeof(want), ".It Cm %s%s\n", op->name,
+		         op->param ? " Ns \\&: Ns Ar " : "");
+		if (op->param)
+			want[strlen(want) - 1] = '\0';
 		ok &= strstr(text, want) != NULL;
 	}
 	expect(ok, "cg-reduce(1) has an entry for each operation");
