@@ -63,7 +63,7 @@ finite() { awk -v x="$1" 'BEGIN { exit !(x ~ /^[-+0-9.eE]+$/ && x + 0 < 1e30) }'
 # "diverged (round R)") and secs
 run() {
 	op=$1 attack=$2
-	how= skip=
+	how='' skip=''
 	case $attack in
 	none) ;;
 	x1e6) how=scale:1e6 ;;
