@@ -600,12 +600,12 @@ nonfinite(const struct cg_model *m)
 				r.sliced |= sliced;
 				r.slice = 7;
 				r.skip_nonfinite = skip;
+				int *ok = skip ? &skipped : &refused;
 				for (int i = 0; i < NIN; i++) {
 					int rc = cg_reducer_add(
 					    &r, input(m, i, CG_UPDATE_GRAD));
 					if (i != 2) {
-						(skip ? &skipped
-						      : &refused)[0] &= rc == 0;
+						*ok &= rc == 0;
 						continue;
 					}
 					const char *want =
@@ -618,7 +618,7 @@ nonfinite(const struct cg_model *m)
 					int good =
 					    rc == (skip ? 1 : -1) &&
 					    strcmp(cg_errmsg(), want) == 0;
-					(skip ? &skipped : &refused)[0] &= good;
+					*ok &= good;
 				}
 				struct cg_file *f = cg_reducer_finish(&r);
 				cg_reducer_free(&r);
