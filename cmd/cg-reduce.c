@@ -21,7 +21,14 @@
 
 #define MAX_THREADS 4096
 
-enum { OPT_OP = CG_KEY_OWN, OPT_CODEC, OPT_BUDGET, OPT_LOG, OPT_MIN_INPUTS };
+enum {
+	OPT_OP = CG_KEY_OWN,
+	OPT_CODEC,
+	OPT_BUDGET,
+	OPT_LOG,
+	OPT_MIN_INPUTS,
+	OPT_SKIP_NONFINITE
+};
 
 /* After the options, the reducer's table of operations: made by
  * make_epilog before parsing. */
@@ -29,9 +36,11 @@ static char epilog[2048];
 
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
-    {"op", OPT_OP, "NAME", "how to combine (mean): one of those below"},
+    {"op", OPT_OP, "NAME[:P]", "how to combine (mean): one of those below"},
     {"min-inputs", OPT_MIN_INPUTS, "K",
      "fail unless the inputs stand for K updates at least (1)"},
+    {"skip-nonfinite", OPT_SKIP_NONFINITE, NULL,
+     "leave out an input with a nan or inf, and say so (refuse it)"},
     {"codec", OPT_CODEC, "SPEC",
      "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
     {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
@@ -57,6 +66,8 @@ static const struct cg_cli cli = {
 struct args {
 	const char *out;
 	const struct cg_reduce_op *op;
+	double param; /* op's */
+	int skip_nonfinite;
 	struct cg_uspec codec;
 	int coded;
 	uint64_t budget;
@@ -66,10 +77,17 @@ struct args {
 	long long min_inputs;
 	char **inputs; /* [ninputs] */
 	int ninputs;
+	int quiet;
 };
 
-/* "Operations (--op):", a line per row of the reducer's table, the exit
- * statuses. */
+/* The inputs left out (--skip-nonfinite), for --log. */
+struct skipped {
+	char **names;
+	size_t n, cap;
+};
+
+/* "Operations (--op):", a line per row of the reducer's table (NAME:P
+ * for a row that takes a parameter P), the exit statuses. */
 static void
 make_epilog(void)
 {
@@ -77,9 +95,13 @@ make_epilog(void)
 
 	n += (size_t)snprintf(epilog, cap, "Operations (--op):\n");
 	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name && n < cap;
-	     op++)
-		n += (size_t)snprintf(epilog + n, cap - n, "  %-9s %s\n",
-		                      op->name, op->help);
+	     op++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%s%s%s", op->name,
+		         op->param ? ":" : "", op->param ? op->param : "");
+		n += (size_t)snprintf(epilog + n, cap - n, "  %-15s %s\n", name,
+		                      op->help);
+	}
 	if (n < cap)
 		snprintf(epilog + n, cap - n,
 		         "\nExit status: 0 success, 1 failure, 2 usage error.");
@@ -100,6 +122,7 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		a->out = g->arg;
 		break;
 	case 'q':
+		a->quiet = 1;
 		break;
 	case 'z':
 		e = cg_compress_parse(g->arg, &a->comp);
@@ -124,8 +147,11 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_MIN_INPUTS:
 		e = cg_parse_i64(g->name, g->arg, 1, INT64_MAX, &a->min_inputs);
 		break;
+	case OPT_SKIP_NONFINITE:
+		a->skip_nonfinite = 1;
+		break;
 	case OPT_OP:
-		if ((a->op = cg_reduce_op_find(g->arg)) == NULL) {
+		if ((a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL) {
 			cg_errprefix(g->name);
 			e = -1;
 		}
@@ -149,27 +175,64 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
-/* Read path into r; 1 (reported on stderr) if it fails. */
+/* Note name among the inputs left out; 0, or -1 with a message. */
 static int
-add_one(struct cg_reducer *r, const char *path, int *stdin_used)
+note_skipped(struct skipped *sk, const char *name)
+{
+	if (sk->n == sk->cap) {
+		size_t cap = sk->cap ? 2 * sk->cap : 8;
+		void *p = realloc(sk->names, cap * sizeof(*sk->names));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		sk->names = p;
+		sk->cap = cap;
+	}
+	if ((sk->names[sk->n] = strdup(name)) == NULL)
+		return cg_seterr("out of memory");
+	sk->n++;
+	return 0;
+}
+
+/* Read path into r; 1 (reported on stderr) if it fails.  An input left
+ * out is said on stderr (unless quiet) and noted in sk. */
+static int
+add_one(struct cg_reducer *r, const char *path, int *stdin_used,
+        struct skipped *sk, int quiet)
 {
 	struct cg_update *u;
+	char *name;
+	int rc;
 
 	if (strcmp(path, "-") == 0 && (*stdin_used)++)
 		return cg_failx("standard input named twice");
-	if ((u = cg_update_read(path)) == NULL || cg_reducer_add(r, u) != 0)
+	if ((u = cg_update_read(path)) == NULL)
 		return cg_fail(NULL);
-	return 0;
+	/* the reducer takes u over: its name for the log first */
+	if ((name = strdup(u->name)) == NULL) {
+		cg_update_free(u);
+		return cg_failx("out of memory");
+	}
+	rc = cg_reducer_add(r, u);
+	if (rc == 1) {
+		if (!quiet)
+			cg_warn(NULL);
+		rc = note_skipped(sk, name) != 0 ? cg_fail(NULL) : 0;
+	} else if (rc != 0) {
+		rc = cg_fail(NULL);
+	}
+	free(name);
+	return rc;
 }
 
 /* Every input named on the command line into r; the failures counted. */
 static int
-add_all(struct cg_reducer *r, char **names, int n)
+add_all(struct cg_reducer *r, char **names, int n, struct skipped *sk,
+        int quiet)
 {
 	int errors = 0, stdin_used = 0;
 
 	if (n == 0)
-		return add_one(r, "-", &stdin_used);
+		return add_one(r, "-", &stdin_used, sk, quiet);
 	for (int i = 0; i < n; i++) {
 		glob_t g;
 		/* A pattern the shell left alone (quoted, or for a remote
@@ -177,11 +240,11 @@ add_all(struct cg_reducer *r, char **names, int n)
 		if (strpbrk(names[i], "*?[") && access(names[i], F_OK) != 0 &&
 		    glob(names[i], 0, NULL, &g) == 0) {
 			for (size_t j = 0; j < g.gl_pathc; j++)
-				errors +=
-				    add_one(r, g.gl_pathv[j], &stdin_used);
+				errors += add_one(r, g.gl_pathv[j], &stdin_used,
+				                  sk, quiet);
 			globfree(&g);
 		} else {
-			errors += add_one(r, names[i], &stdin_used);
+			errors += add_one(r, names[i], &stdin_used, sk, quiet);
 		}
 	}
 	return errors;
@@ -190,7 +253,8 @@ add_all(struct cg_reducer *r, char **names, int n)
 /* One JSON line of the call's figures appended to path: 0, or -1 with a
  * message. */
 static int
-write_log(const char *path, const struct cg_reducer *r, double secs)
+write_log(const char *path, const struct cg_reducer *r,
+          const struct skipped *sk, double secs)
 {
 	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
@@ -205,6 +269,10 @@ write_log(const char *path, const struct cg_reducer *r, double secs)
 	cJSON_AddNumberToObject(o, "samples", r->samples);
 	cJSON_AddNumberToObject(o, "seconds", secs);
 	cJSON_AddNumberToObject(o, "fold_seconds", r->fold_seconds);
+	/* the inputs left out by --skip-nonfinite, by name */
+	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
+	for (size_t i = 0; arr && i < sk->n; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(sk->names[i]));
 	if ((s = cJSON_PrintUnformatted(o)) == NULL) {
 		cg_seterr("out of memory");
 		goto out;
@@ -224,6 +292,7 @@ main(int argc, char **argv)
 {
 	struct args a = {.out = "-", .op = &cg_reduce_ops[0], .min_inputs = 1};
 	struct cg_reducer r;
+	struct skipped sk = {0};
 	struct cg_file *f = NULL;
 	int rc;
 
@@ -231,13 +300,15 @@ main(int argc, char **argv)
 		return rc;
 	const double t0 = cg_now();
 	cg_set_threads((int)a.threads);
-	cg_reducer_init(&r, a.op);
+	cg_reducer_init(&r, a.op, a.param);
+	r.skip_nonfinite = a.skip_nonfinite;
 	rc = CG_EXIT_FAILURE;
-	if (add_all(&r, a.inputs, a.ninputs) != 0)
+	if (add_all(&r, a.inputs, a.ninputs, &sk, a.quiet) != 0)
 		goto out;
 	/* A quorum: the updates the inputs stand for, as their manifests
-	 * count them (a reduction's output counts those it was made of). */
-	if (r.inputs < (uint64_t)a.min_inputs) {
+	 * count them (a reduction's output counts those it was made of).
+	 * None at all (every one left out) is the reducer's to say. */
+	if (r.inputs > 0 && r.inputs < (uint64_t)a.min_inputs) {
 		cg_warnx("%llu input%s, fewer than --min-inputs %lld",
 		         (unsigned long long)r.inputs, r.inputs == 1 ? "" : "s",
 		         a.min_inputs);
@@ -259,7 +330,7 @@ main(int argc, char **argv)
 		cg_warn(NULL);
 		goto out;
 	}
-	if (a.log && write_log(a.log, &r, cg_now() - t0) != 0) {
+	if (a.log && write_log(a.log, &r, &sk, cg_now() - t0) != 0) {
 		cg_warn(NULL);
 		goto out;
 	}
@@ -267,5 +338,8 @@ main(int argc, char **argv)
 out:
 	cg_file_free(f);
 	cg_reducer_free(&r);
+	for (size_t i = 0; i < sk.n; i++)
+		free(sk.names[i]);
+	free(sk.names);
 	return rc;
 }

@@ -9,6 +9,7 @@
  * inputs may be combined is the update module's rule (update.c); this
  * file only adds them up.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,13 +69,31 @@ sum_add(float *acc, const float *x, size_t n, double w)
 	add_scaled(acc, x, n, 1.0);
 }
 
-/* Ascending, for qsort (the values are finite: finish_sliced checks). */
+/* Ascending, for qsort (the values are finite: the reducer checked). */
 static int
 cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
 
 	return (x > y) - (x < y);
+}
+
+/* v [k] in ascending order: by insertion for the few inputs of a
+ * round, qsort beyond. */
+static void
+sort_values(float *v, size_t k)
+{
+	if (k > 16) {
+		qsort(v, k, sizeof(*v), cmp_float);
+		return;
+	}
+	for (size_t i = 1; i < k; i++) {
+		float x = v[i];
+		size_t t = i;
+		for (; t > 0 && v[t - 1] > x; t--)
+			v[t] = v[t - 1];
+		v[t] = x;
+	}
 }
 
 /*
@@ -84,39 +103,160 @@ cmp_float(const void *a, const void *b)
  * it past the others' values.
  */
 static void
-median_slice(float *out, const float *const *in, const double *w, size_t k,
+median_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
              size_t n)
 {
-	(void)w;
+	const size_t k = p->k;
+
 #pragma omp parallel for schedule(static)
 	for (size_t j = 0; j < n; j++) {
-		float v[CG_REDUCE_MAX_MEDIAN];
+		float v[CG_REDUCE_MAX_KEPT];
 		v[0] = v[1] = 0; /* k >= 1; this only quiets a warning */
 		for (size_t i = 0; i < k; i++)
 			v[i] = in[i][j];
-		if (k <= 16) {
-			for (size_t i = 1; i < k; i++) {
-				float x = v[i];
-				size_t t = i;
-				for (; t > 0 && v[t - 1] > x; t--)
-					v[t] = v[t - 1];
-				v[t] = x;
-			}
-		} else {
-			qsort(v, k, sizeof(*v), cmp_float);
-		}
+		sort_values(v, k);
 		out[j] = k % 2 ? v[k / 2]
 		               : (float)(((double)v[k / 2 - 1] + v[k / 2]) / 2);
 	}
 }
 
+/*
+ * The trimmed mean (Yin, Chen, Ramchandran and Bartlett, ICML 2018):
+ * each element's mean over the inputs once the b smallest and the b
+ * largest of its values are dropped, b = F k rounded down (F =
+ * p->param, in [0, 0.5): one value at least is left; 4 inputs drop one
+ * at each end from F = 0.25 on, and none below), in double, rounded
+ * once.  Unweighted, as the median: a weight is what the input says of
+ * itself, and a hostile input that said a large one would carry a
+ * weighted statistic with it.
+ */
+static void
+trimmed_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
+              size_t n)
+{
+	const size_t k = p->k;
+	/* a fraction written in decimal (0.3 of 10) may fall a hair
+	 * below the whole number it means */
+	size_t b = (size_t)(p->param * (double)k + 1e-9);
+
+	if (2 * b >= k)
+		b = (k - 1) / 2;
+#pragma omp parallel for schedule(static)
+	for (size_t j = 0; j < n; j++) {
+		float v[CG_REDUCE_MAX_KEPT];
+		double s = 0;
+		v[0] = 0; /* k >= 1; this only quiets a warning */
+		for (size_t i = 0; i < k; i++)
+			v[i] = in[i][j];
+		sort_values(v, k);
+		for (size_t i = b; i < k - b; i++)
+			s += v[i];
+		out[j] = (float)(s / (double)(k - 2 * b));
+	}
+}
+
+/*
+ * sum[i] += the squared distance of in[i] [n] from v [n], in double.
+ * Each input's sum is one thread's, in eight lanes of a fixed order, so
+ * it is the same bits whatever the number of threads.
+ */
+static void
+add_sq_dist(double *sum, const float *v, const float *const *in, size_t k,
+            size_t n)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < k; i++) {
+		const float *x = in[i];
+		double lane[8] = {0};
+		size_t j = 0;
+		for (; j + 8 <= n; j += 8)
+			for (int l = 0; l < 8; l++) {
+				double d = (double)x[j + l] - v[j + l];
+				lane[l] += d * d;
+			}
+		for (; j < n; j++) {
+			double d = (double)x[j] - v[j];
+			lane[0] += d * d;
+		}
+		sum[i] += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+		          ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+	}
+}
+
+/*
+ * Centred clipping (Karimireddy, He and Jaggi, "Learning from History
+ * for Byzantine Robust Optimization", ICML 2021): from a centre v,
+ *
+ *     v + 1/k sum_i (x_i - v) min(1, tau / |x_i - v|),
+ *
+ * tau = p->param, |.| the L2 norm over the whole update (every tensor),
+ * as the paper clips each worker's whole vector: an input far from the
+ * centre moves the result by tau / k at most, however far it is.
+ * Unweighted, as the paper's (and for the trimmed mean's reason).  The
+ * paper starts from the previous round's result, which a reduction that
+ * keeps nothing between calls does not have; this one starts from the
+ * coordinate median, robust by itself, and takes one clipping step from
+ * it.  Two passes: the first writes the median into out and adds up
+ * each input's squared distance from it over every slice; the second,
+ * with those whole-update distances, clips.
+ */
+static void
+clip_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
+           size_t n)
+{
+	const size_t k = p->k;
+	double c[CG_REDUCE_MAX_KEPT];
+
+	if (p->pass == 0) {
+		median_slice(p, out, in, n);
+		add_sq_dist(p->sum, out, in, k, n);
+		return;
+	}
+	for (size_t i = 0; i < k; i++) {
+		double d = sqrt(p->last[i]);
+		c[i] = (d > p->param ? p->param / d : 1.0) / (double)k;
+	}
+#pragma omp parallel for schedule(static)
+	for (size_t j = 0; j < n; j++) {
+		const double v = out[j];
+		double s = 0;
+		for (size_t i = 0; i < k; i++)
+			s += c[i] * ((double)in[i][j] - v);
+		out[j] = (float)(v + s);
+	}
+}
+
 const struct cg_reduce_op cg_reduce_ops[] = {
-    {"mean", "the mean weighted by each input's weight", 1, scale_into,
-     add_scaled, mean_finish, NULL},
-    {"sum", "the plain sum", 1, sum_init, sum_add, NULL, NULL},
-    {"median", "each element's median, unweighted (robust)", 0, NULL,
-     NULL, NULL, median_slice},
-    {NULL, NULL, 0, NULL, NULL, NULL, NULL},
+    {.name = "mean",
+     .help = "the mean weighted by each input's weight",
+     .streams = 1,
+     .init = scale_into,
+     .add = add_scaled,
+     .finish = mean_finish},
+    {.name = "sum",
+     .help = "the plain sum",
+     .streams = 1,
+     .init = sum_init,
+     .add = sum_add},
+    {.name = "median",
+     .help = "each element's median, unweighted (robust)",
+     .slice = median_slice},
+    {.name = "trimmed-mean",
+     .help = "each element's mean less its F*k lowest and highest (robust)",
+     .param = "F",
+     .pmin = 0,
+     .pmax = 0.5,
+     .popen = 2,
+     .slice = trimmed_slice},
+    {.name = "clip-mean",
+     .help = "centred clipping at L2 norm TAU from the median (robust)",
+     .param = "TAU",
+     .pmin = 0,
+     .pmax = HUGE_VAL,
+     .popen = 3,
+     .passes = 2,
+     .slice = clip_slice},
+    {.name = NULL},
 };
 
 const struct cg_reduce_op *
@@ -137,16 +277,58 @@ cg_reduce_op_find(const char *name)
 	return NULL;
 }
 
+const struct cg_reduce_op *
+cg_reduce_op_parse(const char *spec, double *param)
+{
+	const char *colon = strchr(spec, ':');
+	const struct cg_reduce_op *op;
+	char name[64], *end;
+	double v;
+
+	snprintf(name, sizeof(name), "%.*s",
+	         colon ? (int)(colon - spec) : (int)strlen(spec), spec);
+	*param = 0;
+	if ((op = cg_reduce_op_find(name)) == NULL)
+		return NULL;
+	if (op->param == NULL) {
+		if (colon == NULL)
+			return op;
+		cg_seterr("%s: takes no parameter", op->name);
+		return NULL;
+	}
+	if (colon == NULL) {
+		cg_seterr("%s: wants a parameter (%s:%s)", op->name, op->name,
+		          op->param);
+		return NULL;
+	}
+	errno = 0;
+	v = strtod(colon + 1, &end);
+	if (colon[1] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) ||
+	    v < op->pmin || v > op->pmax ||
+	    ((op->popen & 1) && v == op->pmin) ||
+	    ((op->popen & 2) && v == op->pmax)) {
+		cg_seterr("%s: %s '%.32s' is not a number in %c%g, %g%c",
+		          op->name, op->param, colon + 1,
+		          op->popen & 1 ? '(' : '[', op->pmin, op->pmax,
+		          op->popen & 2 ? ')' : ']');
+		return NULL;
+	}
+	*param = v;
+	return op;
+}
+
 /* ---------------------------------------------------------- reducer */
 
 /* Elements a thread takes at a time. */
 #define FOLD_CHUNK 16384
 
 void
-cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op)
+cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
+                double param)
 {
 	memset(r, 0, sizeof(*r));
 	r->op = op;
+	r->param = param;
 	r->sliced = !op->streams;
 	r->slice = CG_REDUCE_SLICE;
 }
@@ -206,7 +388,8 @@ fold_all(const struct cg_reduce_op *op, struct cg_file *acc,
 					fn(a + lo, x + lo, len, w);
 					continue;
 				}
-				for (uint64_t d = 0; d < len; d += DECODE_CHUNK) {
+				for (uint64_t d = 0; d < len;
+				     d += DECODE_CHUNK) {
 					size_t m = len - d < DECODE_CHUNK
 					               ? (size_t)(len - d)
 					               : DECODE_CHUNK;
@@ -389,6 +572,67 @@ add_masked(struct cg_reducer *r, struct cg_update *u)
 	return 0;
 }
 
+/*
+ * The first element of u's view i that is not finite, or UINT64_MAX: a
+ * run of values at a time without a branch (every exponent bit set: an
+ * inf or a nan), then the element.  A view stored as f32 is read where
+ * it lies, any other decoded a few thousand values at a time.
+ */
+static uint64_t
+first_nonfinite(const struct cg_update *u, int i)
+{
+	const float *x = cg_update_view_f32(u, i);
+	const uint64_t n = u->views[i].n;
+	const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+	uint64_t first = UINT64_MAX;
+
+#pragma omp parallel for schedule(dynamic) reduction(min : first)
+	for (uint64_t c = 0; c < nc; c++) {
+		float tmp[DECODE_CHUNK];
+		const uint64_t hi =
+		    n - c * FOLD_CHUNK < FOLD_CHUNK ? n : (c + 1) * FOLD_CHUNK;
+		for (uint64_t d = c * FOLD_CHUNK; d < hi; d += DECODE_CHUNK) {
+			size_t m = hi - d < DECODE_CHUNK ? (size_t)(hi - d)
+			                                 : DECODE_CHUNK;
+			const float *y = x ? x + d : tmp;
+			uint32_t bad = 0;
+			if (x == NULL)
+				cg_update_decode(u, i, d, m, tmp);
+			for (size_t j = 0; j < m; j++) {
+				uint32_t b;
+				memcpy(&b, &y[j], sizeof(b));
+				bad |= (b & 0x7f800000u) == 0x7f800000u;
+			}
+			if (!bad)
+				continue;
+			for (size_t j = 0; j < m; j++)
+				if (!isfinite(y[j])) {
+					first = first < d + j ? first : d + j;
+					break;
+				}
+			break;
+		}
+	}
+	return first;
+}
+
+/* 0 when every value of u is finite; else -1 with a message naming u,
+ * the tensor and the element, saying u is left out when skip. */
+static int
+check_finite(const struct cg_update *u, int skip)
+{
+	for (int i = 0; i < u->nviews; i++) {
+		uint64_t j = first_nonfinite(u, i);
+		if (j != UINT64_MAX)
+			return cg_seterr("%s: tensor %s: element %llu is not "
+			                 "finite%s",
+			                 u->name, u->views[i].name,
+			                 (unsigned long long)j,
+			                 skip ? "; left out" : "");
+	}
+	return 0;
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
@@ -400,6 +644,14 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		goto out;
 	if (r->first != NULL && check_input(r, u) != 0)
 		goto out;
+	/* (a masked value means nothing alone: the integer sum checks it) */
+	if (u->mask == NULL && check_finite(u, r->skip_nonfinite) != 0) {
+		if (r->skip_nonfinite) {
+			r->skipped++;
+			rc = 1;
+		}
+		goto out;
+	}
 	if (add_signer(r, u) != 0)
 		goto out;
 	if (r->first != NULL && (u->mask != NULL) != (r->masked != NULL)) {
@@ -432,10 +684,9 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 			u = NULL;
 		}
 	} else if (r->sliced) {
-		if (r->op->slice == median_slice &&
-		    r->nkept >= CG_REDUCE_MAX_MEDIAN) {
-			cg_seterr("%s: more than %d inputs for the median", u->name,
-			          CG_REDUCE_MAX_MEDIAN);
+		if (r->nkept >= CG_REDUCE_MAX_KEPT) {
+			cg_seterr("%s: more than %d inputs for --op %s",
+			          u->name, CG_REDUCE_MAX_KEPT, r->op->name);
 			goto out;
 		}
 		if (keep(r, u) != 0)
@@ -475,11 +726,11 @@ out:
  * shared among threads.
  */
 static void
-run_slice(const struct cg_reduce_op *op, float *out, const float *const *in,
-          const double *w, size_t k, size_t n, double wsum)
+run_slice(const struct cg_reduce_op *op, struct cg_reduce_pass *p, float *out,
+          const float *const *in, size_t n, double wsum)
 {
 	if (op->slice) {
-		op->slice(out, in, w, k, n);
+		op->slice(p, out, in, n);
 		return;
 	}
 	const size_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
@@ -487,61 +738,67 @@ run_slice(const struct cg_reduce_op *op, float *out, const float *const *in,
 	for (size_t c = 0; c < nc; c++) {
 		size_t lo = c * FOLD_CHUNK;
 		size_t len = n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
-		op->init(out + lo, in[0] + lo, len, w[0]);
-		for (size_t i = 1; i < k; i++)
-			op->add(out + lo, in[i] + lo, len, w[i]);
+		op->init(out + lo, in[0] + lo, len, p->w[0]);
+		for (size_t i = 1; i < p->k; i++)
+			op->add(out + lo, in[i] + lo, len, p->w[i]);
 		if (op->finish)
 			op->finish(out + lo, len, wsum);
 	}
 }
 
-/* Reduce every kept input into the result's tensors, slice by slice;
- * an input not stored as f32 is decoded a slice at a time. */
+/* Reduce every kept input into the result's tensors, slice by slice, in
+ * as many passes as the operation asks; an input not stored as f32 is
+ * decoded a slice at a time (again on each pass: memory stays a slice
+ * an input). */
 static int
 finish_sliced(struct cg_reducer *r)
 {
 	struct cg_file *f = r->acc;
 	const size_t k = r->nkept, step = r->slice ? r->slice : 1;
+	const int passes = r->op->passes > 1 ? r->op->passes : 1;
 	const float **in = cg_alloc(k * sizeof(*in));
 	float **dec = calloc(k, sizeof(*dec));
-	double *w = cg_alloc(k * sizeof(*w));
+	double *w = cg_alloc(3 * k * sizeof(*w));
 	int rc = -1;
 
 	if (in == NULL || dec == NULL || w == NULL)
 		goto out;
-	for (size_t i = 0; i < k; i++)
+	struct cg_reduce_pass p = {
+	    .param = r->param, .k = k, .w = w, .sum = w + k, .last = w + 2 * k};
+	for (size_t i = 0; i < k; i++) {
 		w[i] = r->kept[i]->weight;
-	for (int t = 0; t < r->first->nviews; t++) {
-		float *out = f->tensors[t].data;
-		const uint64_t n = f->tensors[t].nelem;
-		for (uint64_t lo = 0; lo < n; lo += step) {
-			size_t m = n - lo < step ? (size_t)(n - lo) : step;
+		p.sum[i] = w[2 * k + i] = 0;
+	}
+	for (p.pass = 0; p.pass < passes; p.pass++) {
+		if (p.pass > 0)
 			for (size_t i = 0; i < k; i++) {
-				const struct cg_update *u = r->kept[i];
-				const float *x = cg_update_view_f32(u, t);
-				if (x) {
-					in[i] = x + lo;
-					continue;
-				}
-				if (dec[i] == NULL &&
-				    (dec[i] = cg_alloc(step * sizeof(float))) ==
-				        NULL)
-					goto out;
-				cg_update_decode(u, t, lo, m, dec[i]);
-				in[i] = dec[i];
+				w[2 * k + i] = p.sum[i];
+				p.sum[i] = 0;
 			}
-			/* an order statistic of a nan is no number: refused */
-			for (size_t i = 0; !r->op->streams && i < k; i++)
-				for (size_t j = 0; j < m; j++)
-					if (!isfinite(in[i][j])) {
-						cg_seterr("%s: element %llu of %s is "
-						          "not finite",
-						          r->kept[i]->name,
-						          (unsigned long long)(lo + j),
-						          f->tensors[t].name);
-						goto out;
+		for (int t = 0; t < r->first->nviews; t++) {
+			float *out = f->tensors[t].data;
+			const uint64_t n = f->tensors[t].nelem;
+			for (uint64_t lo = 0; lo < n; lo += step) {
+				size_t m =
+				    n - lo < step ? (size_t)(n - lo) : step;
+				for (size_t i = 0; i < k; i++) {
+					const struct cg_update *u = r->kept[i];
+					const float *x =
+					    cg_update_view_f32(u, t);
+					if (x) {
+						in[i] = x + lo;
+						continue;
 					}
-			run_slice(r->op, out + lo, in, w, k, m, r->weight);
+					if (dec[i] == NULL &&
+					    (dec[i] = cg_alloc(
+					         step * sizeof(float))) == NULL)
+						goto out;
+					cg_update_decode(u, t, lo, m, dec[i]);
+					in[i] = dec[i];
+				}
+				run_slice(r->op, &p, out + lo, in, m,
+				          r->weight);
+			}
 		}
 	}
 	rc = 0;
@@ -554,6 +811,24 @@ out:
 	return rc;
 }
 
+/* 0 when every value of the result f is finite; else -1 with a message
+ * (finite inputs may still sum past the largest float). */
+static int
+check_result(const struct cg_file *f)
+{
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const float *x = f->tensors[i].data;
+		for (uint64_t j = 0; j < f->tensors[i].nelem; j++)
+			if (!isfinite(x[j]))
+				return cg_seterr(
+				    "the result's tensor %s: element "
+				    "%llu is not finite (the inputs "
+				    "overflow a float)",
+				    f->tensors[i].name, (unsigned long long)j);
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------- result */
 
 struct cg_file *
@@ -562,7 +837,10 @@ cg_reducer_finish(struct cg_reducer *r)
 	struct cg_file *f;
 
 	if (r->first == NULL) {
-		cg_seterr("no inputs");
+		if (r->skipped)
+			cg_seterr("no inputs: every one left out");
+		else
+			cg_seterr("no inputs");
 		return NULL;
 	}
 	if (r->masked) {
@@ -587,6 +865,8 @@ cg_reducer_finish(struct cg_reducer *r)
 			              r->weight);
 	}
 	f = r->acc;
+	if (check_result(f) != 0)
+		return NULL;
 	r->acc = NULL;
 	if (put_signers(f, r) != 0) {
 		cg_file_free(f);
@@ -599,6 +879,12 @@ cg_reducer_finish(struct cg_reducer *r)
 	cg_json_set_num(f->manifest, "loss", r->loss / r->weight);
 	cg_json_set_num(f->manifest, "inputs", (double)r->inputs);
 	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "reduce");
-	cJSON_AddStringToObject(f->manifest, "reduce", r->op->name);
+	/* the operation as --op names it, its parameter with it */
+	char how[96];
+	if (r->op->param)
+		snprintf(how, sizeof(how), "%s:%.15g", r->op->name, r->param);
+	else
+		snprintf(how, sizeof(how), "%s", r->op->name);
+	cJSON_AddStringToObject(f->manifest, "reduce", how);
 	return f;
 }

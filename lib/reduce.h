@@ -16,20 +16,35 @@
  *                            inputs' total weight (NULL: acc is it).
  *
  * An operation that needs every input at once (streams = 0: a coordinate
- * median or a trimmed mean) gives instead
+ * median, a trimmed mean, centred clipping) gives instead
  *
- *     slice(out, in, w, k, n)   out [n] from in[0..k), the same slice of
- *                               each of the k inputs (in[i] [n]), and
- *                               their weights w [k].
+ *     slice(p, out, in, n)   out [n] from in[0..k), the same slice of
+ *                            each of the k inputs (in[i] [n]), p saying
+ *                            the rest (struct cg_reduce_pass).
  *
  * The reducer then keeps every input, mapped where it lies (cg_file_read
  * maps a plain file whole: a kept input costs address space and page
  * cache, not a copy of its own), and at the end walks the parameter
  * vector tensor by tensor in slices of at most r->slice elements, calling
- * slice once per slice.  Memory of its own is the output plus, where an
+ * slice once per slice; an operation of passes > 1 is walked so that
+ * many times, out keeping what the last pass left in it and p->sum what
+ * it added up over the whole vector (a norm over the whole update, which
+ * no one slice knows).  Memory of its own is the output plus, where an
  * input has to be decoded to f32, k slices; inputs that come through a
  * pipe or compressed are held in memory whole, so an all-at-once
  * reduction of many inputs wants plain files.
+ *
+ * A row may take a parameter, written after its name and a colon
+ * ("trimmed-mean:0.25"): the row gives the parameter's name for --help
+ * and its range, cg_reduce_op_parse checks a spec against them, and the
+ * value reaches the operation as p->param.  No program knows which rows
+ * take one.
+ *
+ * Every input's values are checked to be finite before anything of it
+ * is used, whatever the operation (a nan would poison a mean without a
+ * trace, and an order statistic of one means nothing): the input is
+ * refused, or with r->skip_nonfinite set, left out and said so; the
+ * result is checked too (finite inputs whose sum overflows).
  *
  * Masked updates (secagg.h) are summed apart, exactly, as integers
  * modulo 2^64, whatever the path: only the mean takes them, and only all
@@ -40,7 +55,7 @@
  * slice is then init, add for every next input, and finish, on that
  * slice.  Every element sees the same operations in the same order as
  * when streaming, so both paths give the same bits (test_reduce checks
- * it); the path exists for operations to come, and this is its test.
+ * it): a test of the path itself, apart from the operations on it.
  */
 #ifndef CG_REDUCE_H
 #define CG_REDUCE_H
@@ -50,26 +65,52 @@
 #include "cg.h"
 #include "update.h"
 
+/* What an all-at-once operation's slice sees besides the numbers. */
+struct cg_reduce_pass {
+	double param;       /* the row's parameter (0 where it takes none) */
+	int pass;           /* this walk over the vector: 0 .. passes - 1 */
+	size_t k;           /* the inputs */
+	const double *w;    /* [k] their weights */
+	double *sum;        /* [k] zero at the start of each pass, kept
+	                     * across its slices: what the pass adds up */
+	const double *last; /* [k] sum as the previous pass left it */
+};
+
 struct cg_reduce_op {
 	const char *name;
-	const char *help; /* a few words for --help */
-	int streams;      /* 1: init/add/finish; 0: slice */
+	const char *help;  /* a few words for --help */
+	const char *param; /* the parameter's name (--op NAME:PARAM), or
+	                    * NULL: the row takes none */
+	double pmin, pmax; /* its range, */
+	int popen;         /* open at pmin (1), at pmax (2) or both (3) */
+	int streams;       /* 1: init/add/finish; 0: slice */
 	void (*init)(float *acc, const float *x, size_t n, double w);
 	void (*add)(float *acc, const float *x, size_t n, double w);
 	void (*finish)(float *acc, size_t n, double wsum);
-	void (*slice)(float *out, const float *const *in, const double *w,
-	              size_t k, size_t n);
+	int passes; /* walks over the inputs (0 counts as 1) */
+	void (*slice)(struct cg_reduce_pass *p, float *out,
+	              const float *const *in, size_t n);
 };
 
 /* Every operation, in the order --help lists them; ends with a row whose
  * name is NULL.  The first is the default. */
 extern const struct cg_reduce_op cg_reduce_ops[];
 
-/* The operation called name, or NULL with a message listing them. */
+/* The operation called name (no parameter), or NULL with a message
+ * listing them. */
 const struct cg_reduce_op *cg_reduce_op_find(const char *name);
+/*
+ * The operation spec names, "NAME" or "NAME:PARAM", its parameter into
+ * *param (0 where it takes none).  NULL with a message: an unknown name
+ * (the message lists them), a parameter missing, one given to a row
+ * that takes none, or one that is not a number in the row's range.
+ */
+const struct cg_reduce_op *cg_reduce_op_parse(const char *spec,
+                                              double *param);
 
-/* The most inputs the median takes (its values sit on the stack). */
-#define CG_REDUCE_MAX_MEDIAN 1024
+/* The most inputs an all-at-once operation takes (each element's values
+ * sit on the stack to be sorted). */
+#define CG_REDUCE_MAX_KEPT 1024
 
 /* Elements per slice on the all-at-once path: 1 MiB of f32 per input. */
 #define CG_REDUCE_SLICE ((size_t)1 << 18)
@@ -77,18 +118,21 @@ const struct cg_reduce_op *cg_reduce_op_find(const char *name);
 /*
  * A running reduction.  Every input must be of one kind (all grads or
  * all deltas), computed from one base model (cg_update_check_base_of
- * against the first input's base), with the first input's tensors and a
- * positive weight (cg_update_check_weight).  The result is a valid input
- * again: it carries the total weight and sample count, so reducing
- * partial means gives the mean of everything.
+ * against the first input's base), with the first input's tensors, a
+ * positive weight (cg_update_check_weight) and finite values.  The
+ * result is a valid input again: it carries the total weight and sample
+ * count of the inputs used, so reducing partial means gives the mean of
+ * everything.
  */
 struct cg_reducer {
 	const struct cg_reduce_op *op;
+	double param; /* the operation's parameter */
 	int sliced;   /* keep the inputs and reduce them slice by slice */
 	size_t slice; /* elements per slice on that path */
-	/* The first input, whose views and manifest the result takes,
-	 * and the result: one dense f32 tensor per view, the running fold
-	 * when streaming. */
+	int skip_nonfinite; /* leave out an input with a value not finite */
+	/* The first input used, whose views and manifest the result
+	 * takes, and the result: one dense f32 tensor per view, the
+	 * running fold when streaming. */
 	struct cg_update *first;
 	struct cg_file *acc;
 	struct cg_update **kept; /* sliced: every input, first included */
@@ -97,6 +141,7 @@ struct cg_reducer {
 	double samples; /* total samples */
 	double loss;    /* weighted loss sum */
 	uint64_t inputs;
+	uint64_t skipped; /* inputs left out (skip_nonfinite) */
 	/* The keys that signed the inputs, each once: the result's
 	 * manifest lists their fingerprints under "signers". */
 	unsigned char (*signers)[32];
@@ -106,17 +151,22 @@ struct cg_reducer {
 	struct cg_mask_sum *masked;
 };
 
-/* A reducer running op: streaming when op streams (set r->sliced
- * afterwards to force the sliced path), sliced otherwise. */
-void cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op);
+/* A reducer running op with parameter param (cg_reduce_op_parse):
+ * streaming when op streams (set r->sliced afterwards to force the
+ * sliced path), sliced otherwise. */
+void cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
+                     double param);
 /*
- * Add u (taken over: freed now when streaming, at the end otherwise).
- * Returns 0, or -1 with a message starting with u's name when u breaks a
- * rule above.
+ * Add u (taken over: freed now when streaming or left out, at the end
+ * otherwise).  Returns 0; 1 when u holds a value that is not finite and
+ * r->skip_nonfinite is set: u is left out, as if never given, and the
+ * message says why, starting with u's name; or -1 with such a message
+ * when u breaks a rule above.
  */
 int cg_reducer_add(struct cg_reducer *r, struct cg_update *u);
 /* The result (the reducer gives it up; the caller frees it), or NULL with
- * a message when nothing was added. */
+ * a message when nothing was added or a value of the result is not
+ * finite. */
 struct cg_file *cg_reducer_finish(struct cg_reducer *r);
 void cg_reducer_free(struct cg_reducer *r);
 

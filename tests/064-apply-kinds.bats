@@ -74,12 +74,12 @@ setup() {
 
 @test "cg-reduce --help lists the operations, and an unknown one the same" {
 	run -0 cg-reduce --help
-	assert_output --regexp '--op NAME +how to combine \(mean\)'
+	assert_output --regexp '--op NAME\[:P\] +how to combine \(mean\)'
 	assert_line --regexp '^ +mean +the mean weighted'
 	assert_line --regexp '^ +sum +the plain sum'
 	assert_line --regexp '^ +median +each element.s median'
 	run -2 --separate-stderr cg-reduce --op mode "$D/g.cgg" -o r.cgg
-	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'mode' (mean, sum, median)" ]
+	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'mode' (mean, sum, median, trimmed-mean, clip-mean)" ]
 	[ ! -e r.cgg ]
 }
 

@@ -291,6 +291,18 @@ make_small() {
 	assert_line "files in $PWD/audit2"
 }
 
+@test "examples/robust/run.sh" {
+	run -0 --separate-stderr "$top/examples/robust/run.sh" "$PWD/robust"
+	assert_line 'big.cgg: OK'
+	assert_line --regexp '^mean +[0-9]{3,}\.'
+	assert_line --regexp '^median +0\.00'
+	assert_line --regexp '^trimmed-mean:0\.25 +0\.00'
+	assert_line --regexp '^clip-mean:0\.1 +0\.00'
+	assert_line '{"inputs":3,"skipped":["nan.cgg"]}'
+	assert_line "files in $PWD/robust"
+	[[ $stderr == *"nan.cgg: tensor enc.0.w: element 0 is not finite; left out"* ]]
+}
+
 @test "examples/shrink/run.sh" {
 	run -0 --separate-stderr "$top/examples/shrink/run.sh" "$PWD/shrink"
 	assert_line --regexp '^q8_0 +[0-9]+ [0-9.]+$'

@@ -8,7 +8,13 @@
  * anywhere; the weighted mean of partial means must be the mean of all;
  * the sum must be exact where the float sum is; and the rules of the
  * update module (one kind, one base, the same tensors) must hold on both
- * paths, one message per input.  The operation names that cg-reduce's
+ * paths, one message per input.  The median, the trimmed mean and
+ * centred clipping are checked against references in double (a sorted
+ * column; the paper's formula with the distances over the whole update),
+ * at slice sizes that cut tensors, with 4 and 5 inputs of unequal
+ * weights, an input a million times off, on one thread and three; a nan
+ * or an inf is refused by every operation, or left out when asked, and
+ * a parameter is parsed against its row.  The operation names that cg-reduce's
  * --help lists come from the table; its manual must name each one.
  * Exit 0 pass, 1 fail.
  */
@@ -20,6 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
+#include "cli.h"
 #include "model.h"
 #include "reduce.h"
 #include "update.h"
@@ -47,26 +54,41 @@ input(const struct cg_model *m, int i, enum cg_update_kind k)
 	return cg_update_from_file(f, name);
 }
 
-/* Reduce inputs [lo, hi) with op; sliced with slice elements when
- * slice > 0.  The result file (caller frees). */
+/* Reduce the inputs i in [lo, hi) whose bit i of mask is set with op
+ * (a spec: "trimmed-mean:0.25"); sliced with slice elements when slice >
+ * 0.  The result file (caller frees). */
 static struct cg_file *
-reduce(const struct cg_model *m, const char *op, int lo, int hi, size_t slice)
+reduce_some(const struct cg_model *m, const char *op, int lo, int hi,
+            unsigned mask, size_t slice)
 {
 	struct cg_reducer r;
 	struct cg_file *f;
+	double param;
+	const struct cg_reduce_op *o = cg_reduce_op_parse(op, &param);
 
-	cg_reducer_init(&r, cg_reduce_op_find(op));
+	if (o == NULL)
+		die(op);
+	cg_reducer_init(&r, o, param);
 	if (slice) {
 		r.sliced = 1;
 		r.slice = slice;
 	}
 	for (int i = lo; i < hi; i++)
-		if (cg_reducer_add(&r, input(m, i, CG_UPDATE_GRAD)) != 0)
+		if ((mask >> i & 1) &&
+		    cg_reducer_add(&r, input(m, i, CG_UPDATE_GRAD)) != 0)
 			die("cg_reducer_add");
 	if ((f = cg_reducer_finish(&r)) == NULL)
 		die("cg_reducer_finish");
 	cg_reducer_free(&r);
 	return f;
+}
+
+/* Reduce inputs [lo, hi) with op; sliced with slice elements when
+ * slice > 0.  The result file (caller frees). */
+static struct cg_file *
+reduce(const struct cg_model *m, const char *op, int lo, int hi, size_t slice)
+{
+	return reduce_some(m, op, lo, hi, ~0u, slice);
 }
 
 /* Whether two results hold the same manifest and the same bits. */
@@ -165,7 +187,7 @@ sums_and_means(const struct cg_model *m)
 	struct cg_reducer r;
 	struct cg_file *p1 = reduce(m, "mean", 0, 2, 0);
 	struct cg_file *p2 = reduce(m, "mean", 2, NIN, 0);
-	cg_reducer_init(&r, cg_reduce_op_find("mean"));
+	cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
 	if (cg_reducer_add(&r, cg_update_from_file(p1, "p1")) != 0 ||
 	    cg_reducer_add(&r, cg_update_from_file(p2, "p2")) != 0 ||
 	    (f = cg_reducer_finish(&r)) == NULL)
@@ -210,7 +232,7 @@ rules(const struct cg_model *m, const struct cg_model *other)
 		struct cg_reducer r;
 		int ok = 1;
 
-		cg_reducer_init(&r, cg_reduce_op_find("mean"));
+		cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
 		r.sliced = sliced;
 		ok &= cg_reducer_add(&r, input(m, 0, CG_UPDATE_GRAD)) == 0;
 		ok &= cg_reducer_add(&r, input(m, 1, CG_UPDATE_DELTA)) == -1 &&
@@ -239,7 +261,7 @@ rules(const struct cg_model *m, const struct cg_model *other)
 		                    "each");
 	}
 	struct cg_reducer r;
-	cg_reducer_init(&r, cg_reduce_op_find("sum"));
+	cg_reducer_init(&r, cg_reduce_op_find("sum"), 0);
 	expect(cg_reducer_finish(&r) == NULL &&
 	           strcmp(cg_errmsg(), "no inputs") == 0,
 	       "no inputs: no result");
@@ -305,18 +327,449 @@ medians(const struct cg_model *m)
 	cg_file_free(f);
 	expect(ok, "median: an input a million times too large stays out");
 
-	/* a nan: the reduction is refused, naming the input */
+	/* a nan: the input is refused as it comes, named */
 	bufs[2][5] = NAN;
 	struct cg_reducer r;
-	cg_reducer_init(&r, cg_reduce_op_find("median"));
+	cg_reducer_init(&r, cg_reduce_op_find("median"), 0);
+	ok = 1;
 	for (int i = 0; i < NIN; i++)
-		if (cg_reducer_add(&r, input(m, i, CG_UPDATE_GRAD)) != 0)
-			die("cg_reducer_add");
-	expect(cg_reducer_finish(&r) == NULL &&
-	           strstr(cg_errmsg(), "in2.cgg: element 5 of ") != NULL &&
-	           strstr(cg_errmsg(), "is not finite") != NULL,
+		ok &= cg_reducer_add(&r, input(m, i, CG_UPDATE_GRAD)) ==
+		      (i == 2 ? -1 : 0);
+	expect(ok &&
+	           strcmp(cg_errmsg(),
+	                  "in2.cgg: tensor a.w: element 5 is not finite") == 0,
 	       "median: a nan is refused, the input named");
 	cg_reducer_free(&r);
+}
+
+/* The mean of v [k] less its b smallest and b largest, sorted in
+ * double. */
+static double
+ref_trimmed(const float *v, int k, int b)
+{
+	double d[NIN], s = 0;
+
+	for (int i = 0; i < k; i++)
+		d[i] = v[i];
+	for (int i = 1; i < k; i++)
+		for (int t = i; t > 0 && d[t - 1] > d[t]; t--) {
+			double x = d[t];
+			d[t] = d[t - 1];
+			d[t - 1] = x;
+		}
+	for (int i = b; i < k - b; i++)
+		s += d[i];
+	return s / (k - 2 * b);
+}
+
+/*
+ * Centred clipping of bufs[0..k) in double, as the paper writes it: the
+ * centre v the coordinate median, the distances over the whole vector,
+ * one step.  *nclipped: the inputs farther than tau.
+ */
+static void
+ref_clip(double *out, int k, double tau, int *nclipped)
+{
+	float v[TOY_P], col[NIN];
+	double c[NIN];
+
+	for (int j = 0; j < TOY_P; j++) {
+		for (int i = 0; i < k; i++)
+			col[i] = bufs[i][j];
+		v[j] = ref_median(col, k);
+	}
+	*nclipped = 0;
+	for (int i = 0; i < k; i++) {
+		double d2 = 0;
+		for (int j = 0; j < TOY_P; j++)
+			d2 += ((double)bufs[i][j] - v[j]) *
+			      ((double)bufs[i][j] - v[j]);
+		c[i] = sqrt(d2) > tau ? tau / sqrt(d2) : 1;
+		*nclipped += sqrt(d2) > tau;
+	}
+	for (int j = 0; j < TOY_P; j++) {
+		double s = 0;
+		for (int i = 0; i < k; i++)
+			s += c[i] * ((double)bufs[i][j] - v[j]);
+		out[j] = v[j] + s / k;
+	}
+}
+
+/* The largest |got - want| / (1e-6 + 1e-6 |want|) over TOY_P elements:
+ * below 1 passes. */
+static double
+worst_of(const float *got, const double *want)
+{
+	double w = 0;
+
+	for (int j = 0; j < TOY_P; j++)
+		w = fmax(w, fabs(got[j] - want[j]) /
+		                (1e-6 + 1e-6 * fabs(want[j])));
+	return w;
+}
+
+/* trimmed-mean:F against a sorted reference: 4 and 5 inputs (their
+ * weights differ, and must not count), F dropping none, one or two at
+ * each end, slices of 7 (across views) and whole; an input a million
+ * times off stays out */
+static void
+trimmed(const struct cg_model *m)
+{
+	static const double fs[] = {0, 0.2, 0.25, 0.4, 0.49};
+	float got[TOY_P], col[NIN];
+	double want[TOY_P], worst = 0;
+	int ok = 1;
+
+	for (int i = 0; i < NIN; i++)
+		toy_fill(bufs[i], TOY_P, 110 + (uint64_t)i, 1);
+	for (int k = 4; k <= NIN; k++)
+		for (size_t f = 0; f < sizeof(fs) / sizeof(fs[0]); f++)
+			for (size_t slice = 0; slice <= 7; slice += 7) {
+				char op[64];
+				int b = (int)(fs[f] * k + 1e-9);
+				snprintf(op, sizeof(op), "trimmed-mean:%g",
+				         fs[f]);
+				struct cg_file *r = reduce(m, op, 0, k, slice);
+				flat(m, r, got);
+				for (int j = 0; j < TOY_P; j++) {
+					for (int i = 0; i < k; i++)
+						col[i] = bufs[i][j];
+					want[j] = ref_trimmed(col, k, b);
+				}
+				worst = fmax(worst, worst_of(got, want));
+				ok &= strcmp(cJSON_GetStringValue(
+				                 cJSON_GetObjectItem(
+				                     r->manifest, "reduce")),
+				             op) == 0;
+				cg_file_free(r);
+			}
+	printf("     (largest difference from the reference, in "
+	       "1e-6 + 1e-6 |ref|: %.3g)\n",
+	       worst);
+	expect(worst < 1 && ok, "trimmed-mean: each element's, 4 and 5 "
+	                        "inputs, F 0 to 0.49, slices of 7 and whole; "
+	                        "reduce names F");
+
+	/* F 0 is the unweighted mean, whatever the weights */
+	struct cg_file *r = reduce(m, "trimmed-mean:0", 0, NIN, 0);
+	flat(m, r, got);
+	for (int j = 0; j < TOY_P; j++) {
+		want[j] = 0;
+		for (int i = 0; i < NIN; i++)
+			want[j] += bufs[i][j] / (double)NIN;
+	}
+	expect(worst_of(got, want) < 1, "trimmed-mean:0: the unweighted mean");
+	cg_file_free(r);
+
+	/* one input of five poisoned: trimmed at 0.2 it stays out */
+	for (int j = 0; j < TOY_P; j++)
+		bufs[1][j] *= 1e6f;
+	r = reduce(m, "trimmed-mean:0.2", 0, NIN, 0);
+	flat(m, r, got);
+	ok = 1;
+	for (int j = 0; j < TOY_P; j++) {
+		float lo = INFINITY, hi = -INFINITY;
+		for (int i = 0; i < NIN; i++)
+			if (i != 1) {
+				lo = fminf(lo, bufs[i][j]);
+				hi = fmaxf(hi, bufs[i][j]);
+			}
+		ok &= got[j] >= lo && got[j] <= hi;
+	}
+	cg_file_free(r);
+	expect(ok, "trimmed-mean:0.2: an input a million times too large "
+	           "stays out");
+}
+
+/* clip-mean:TAU against the paper's formula in double: a tau that clips
+ * none, some and all, slices of 7 and 3 (the distances add up across
+ * slices and views: a norm per slice would differ), 4 and 5 inputs; one
+ * input a million times off moves it by tau / k at most */
+static void
+clipped(const struct cg_model *m)
+{
+	static const double taus[] = {1e3, 5, 0.5};
+	static const size_t slices[] = {0, 7, 3};
+	float got[TOY_P];
+	double want[TOY_P], worst = 0;
+	int some = 0, none = 0, all = 0, ok = 1;
+
+	for (int i = 0; i < NIN; i++)
+		toy_fill(bufs[i], TOY_P, 130 + (uint64_t)i, 1);
+	for (int k = 4; k <= NIN; k++)
+		for (size_t t = 0; t < sizeof(taus) / sizeof(taus[0]); t++) {
+			int nc;
+			ref_clip(want, k, taus[t], &nc);
+			none += nc == 0;
+			some += nc > 0 && nc < k;
+			all += nc == k;
+			for (size_t s = 0;
+			     s < sizeof(slices) / sizeof(slices[0]); s++) {
+				char op[64];
+				snprintf(op, sizeof(op), "clip-mean:%g",
+				         taus[t]);
+				struct cg_file *r =
+				    reduce(m, op, 0, k, slices[s]);
+				flat(m, r, got);
+				worst = fmax(worst, worst_of(got, want));
+				ok &= strcmp(cJSON_GetStringValue(
+				                 cJSON_GetObjectItem(
+				                     r->manifest, "reduce")),
+				             op) == 0;
+				cg_file_free(r);
+			}
+		}
+	printf("     (largest difference from the reference, in "
+	       "1e-6 + 1e-6 |ref|: %.3g)\n",
+	       worst);
+	expect(worst < 1 && ok && none && some && all,
+	       "clip-mean: the paper's step from the median, clipping none, "
+	       "some and all, whole-update norms across slices of 7 and 3");
+
+	/* a tau that clips none: the unweighted mean */
+	struct cg_file *r = reduce(m, "clip-mean:1e3", 0, NIN, 0);
+	flat(m, r, got);
+	for (int j = 0; j < TOY_P; j++) {
+		want[j] = 0;
+		for (int i = 0; i < NIN; i++)
+			want[j] += bufs[i][j] / (double)NIN;
+	}
+	expect(worst_of(got, want) < 1,
+	       "clip-mean with a tau past every input: the unweighted mean");
+	cg_file_free(r);
+
+	/* one input of five a million times off: the result moves less
+	 * than any clean input lies from it (the median moves within the
+	 * others' values, the far input's step is tau / k), where the mean
+	 * goes with the far input */
+	float clean[TOY_P], bad[TOY_P], mean[TOY_P];
+	double spread = INFINITY;
+	r = reduce(m, "clip-mean:0.5", 0, NIN, 0);
+	flat(m, r, clean);
+	cg_file_free(r);
+	for (int i = 0; i < NIN; i++) {
+		double d = 0;
+		for (int j = 0; j < TOY_P; j++)
+			d += ((double)bufs[i][j] - clean[j]) *
+			     ((double)bufs[i][j] - clean[j]);
+		spread = fmin(spread, sqrt(d));
+	}
+	for (int j = 0; j < TOY_P; j++)
+		bufs[4][j] *= 1e6f;
+	r = reduce(m, "clip-mean:0.5", 0, NIN, 0);
+	flat(m, r, bad);
+	cg_file_free(r);
+	r = reduce(m, "mean", 0, NIN, 0);
+	flat(m, r, mean);
+	cg_file_free(r);
+	double dist = 0, mdist = 0;
+	for (int j = 0; j < TOY_P; j++) {
+		dist +=
+		    ((double)bad[j] - clean[j]) * ((double)bad[j] - clean[j]);
+		mdist +=
+		    ((double)mean[j] - clean[j]) * ((double)mean[j] - clean[j]);
+	}
+	printf("     (clip-mean moved %.3g by the poisoned input, the mean "
+	       "%.3g; the nearest clean input lies %.3g away)\n",
+	       sqrt(dist), sqrt(mdist), spread);
+	expect(sqrt(dist) < spread && sqrt(mdist) > 1e4,
+	       "clip-mean:0.5: an input a million times too large stays out");
+}
+
+/* Every operation: a nan or an inf refused, the input and tensor named;
+ * with skip_nonfinite left out, and the result that of the others, its
+ * counts theirs; a result that overflows is refused */
+static void
+nonfinite(const struct cg_model *m)
+{
+	static const char *ops[] = {"mean", "sum", "median",
+	                            "trimmed-mean:0.25", "clip-mean:2"};
+	int refused = 1, skipped = 1, same = 1;
+
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+		for (int sliced = 0; sliced < 2; sliced++) {
+			for (int i = 0; i < NIN; i++)
+				toy_fill(bufs[i], TOY_P, 150 + (uint64_t)i, 1);
+			bufs[2][17] = o % 2 ? -INFINITY : NAN;
+			for (int skip = 0; skip < 2; skip++) {
+				struct cg_reducer r;
+				double p;
+				const struct cg_reduce_op *op =
+				    cg_reduce_op_parse(ops[o], &p);
+				cg_reducer_init(&r, op, p);
+				r.sliced |= sliced;
+				r.slice = 7;
+				r.skip_nonfinite = skip;
+				int *ok = skip ? &skipped : &refused;
+				for (int i = 0; i < NIN; i++) {
+					int rc = cg_reducer_add(
+					    &r, input(m, i, CG_UPDATE_GRAD));
+					if (i != 2) {
+						*ok &= rc == 0;
+						continue;
+					}
+					const char *want =
+					    skip ? "in2.cgg: tensor a.b: "
+					           "element 2 "
+					           "is not finite; left out"
+					         : "in2.cgg: tensor a.b: "
+					           "element 2 "
+					           "is not finite";
+					int good =
+					    rc == (skip ? 1 : -1) &&
+					    strcmp(cg_errmsg(), want) == 0;
+					*ok &= good;
+				}
+				struct cg_file *f = cg_reducer_finish(&r);
+				cg_reducer_free(&r);
+				if (!skip) {
+					/* the others alone reduce still */
+					refused &= f != NULL;
+					cg_file_free(f);
+					continue;
+				}
+				struct cg_file *g =
+				    reduce_some(m, ops[o], 0, NIN, ~(1u << 2),
+				                sliced ? 7 : 0);
+				skipped &= f != NULL &&
+				           cg_json_u64(f->manifest, "inputs",
+				                       0) == NIN - 1 &&
+				           cg_json_num(f->manifest, "samples",
+				                       0) == 8 + 3 + 1 + 5;
+				same &= f && same_file(f, g);
+				cg_file_free(f);
+				cg_file_free(g);
+			}
+		}
+	expect(refused, "a nan or an inf: refused by every operation, "
+	                "input, tensor and element named");
+	expect(skipped, "skip_nonfinite: the input left out, said so, the "
+	                "counts those of the others");
+	expect(same, "skip_nonfinite: the result that of the other inputs, "
+	             "bit for bit");
+
+	/* finite inputs whose sum is no float */
+	for (int i = 0; i < NIN; i++)
+		for (int j = 0; j < TOY_P; j++)
+			bufs[i][j] = 3e38f;
+	struct cg_reducer r;
+	cg_reducer_init(&r, cg_reduce_op_find("sum"), 0);
+	for (int i = 0; i < 2; i++)
+		if (cg_reducer_add(&r, input(m, i, CG_UPDATE_GRAD)) != 0)
+			die("add");
+	expect(cg_reducer_finish(&r) == NULL &&
+	           strcmp(cg_errmsg(),
+	                  "the result's tensor a.w: element 0 is not finite "
+	                  "(the inputs overflow a float)") == 0,
+	       "a result that overflows is refused");
+	cg_reducer_free(&r);
+
+	/* every input left out: no result */
+	toy_fill(bufs[0], TOY_P, 1, 1);
+	bufs[0][0] = NAN;
+	cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
+	r.skip_nonfinite = 1;
+	expect(cg_reducer_add(&r, input(m, 0, CG_UPDATE_GRAD)) == 1 &&
+	           cg_reducer_finish(&r) == NULL &&
+	           strcmp(cg_errmsg(), "no inputs: every one left out") == 0,
+	       "every input left out: no result, said so");
+	cg_reducer_free(&r);
+}
+
+/* The same bits on one thread and on three (clip-mean's norms are
+ * summed in a fixed order) */
+static void
+threads(const struct cg_model *m)
+{
+	static const char *ops[] = {"median", "trimmed-mean:0.25",
+	                            "clip-mean:2"};
+	int ok = 1;
+
+	for (int i = 0; i < NIN; i++)
+		toy_fill(bufs[i], TOY_P, 170 + (uint64_t)i, 1);
+	for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+		cg_set_threads(1);
+		struct cg_file *a = reduce(m, ops[o], 0, NIN, 3);
+		cg_set_threads(3);
+		struct cg_file *b = reduce(m, ops[o], 0, NIN, 3);
+		ok &= same_file(a, b);
+		cg_file_free(a);
+		cg_file_free(b);
+	}
+	cg_set_threads(0);
+	expect(ok, "median, trimmed-mean, clip-mean: one thread and three "
+	           "agree bit for bit");
+}
+
+/* A parameter is the row's: wanted, refused where the row takes none,
+ * checked against the row's range, one message each */
+static void
+params(void)
+{
+	static const struct {
+		const char *spec, *err; /* err NULL: accepted */
+		double want;
+	} cases[] = {
+	    {"mean", NULL, 0},
+	    {"trimmed-mean:0.25", NULL, 0.25},
+	    {"trimmed-mean:0", NULL, 0},
+	    {"clip-mean:1e-3", NULL, 1e-3},
+	    {"trimmed-mean",
+	     "trimmed-mean: wants a parameter "
+	     "(trimmed-mean:F)",
+	     0},
+	    {"trimmed-mean:0.5",
+	     "trimmed-mean: F '0.5' is not a number in "
+	     "[0, 0.5)",
+	     0},
+	    {"trimmed-mean:-0.1",
+	     "trimmed-mean: F '-0.1' is not a number in "
+	     "[0, 0.5)",
+	     0},
+	    {"trimmed-mean:",
+	     "trimmed-mean: F '' is not a number in "
+	     "[0, 0.5)",
+	     0},
+	    {"trimmed-mean:0.1x",
+	     "trimmed-mean: F '0.1x' is not a number in "
+	     "[0, 0.5)",
+	     0},
+	    {"clip-mean:0", "clip-mean: TAU '0' is not a number in (0, inf)",
+	     0},
+	    {"clip-mean:inf",
+	     "clip-mean: TAU 'inf' is not a number in "
+	     "(0, inf)",
+	     0},
+	    {"clip-mean:nan",
+	     "clip-mean: TAU 'nan' is not a number in "
+	     "(0, inf)",
+	     0},
+	    {"median:3", "median: takes no parameter", 0},
+	    {"mean:", "mean: takes no parameter", 0},
+	    {"clip:1",
+	     "unknown operation 'clip' (mean, sum, median, "
+	     "trimmed-mean, clip-mean)",
+	     0},
+	};
+	int ok = 1;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		double p = -1;
+		const struct cg_reduce_op *op =
+		    cg_reduce_op_parse(cases[i].spec, &p);
+		if (cases[i].err == NULL)
+			CHECK(op && p == cases[i].want, "%s: %s", cases[i].spec,
+			      op ? "wrong parameter" : cg_errmsg());
+		else
+			CHECK(op == NULL &&
+			          strcmp(cg_errmsg(), cases[i].err) == 0,
+			      "%s: '%s'", cases[i].spec, op ? "" : cg_errmsg());
+		ok &= cases[i].err
+		          ? op == NULL && strcmp(cg_errmsg(), cases[i].err) == 0
+		          : op && p == cases[i].want;
+	}
+	expect(ok, "--op NAME:PARAM: the row's parameter wanted, its range "
+	           "checked, one message each");
 }
 
 static void
@@ -328,13 +781,15 @@ table(void)
 		n++;
 		streams &= !op->streams || (op->init && op->add);
 		streams &= op->streams || op->slice;
+		streams &= op->param == NULL || op->pmin < op->pmax;
 		expect(cg_reduce_op_find(op->name) == op, op->name);
 	}
 	expect(n >= 2 && strcmp(cg_reduce_ops[0].name, "mean") == 0 && streams,
 	       "the table: mean first, every row callable");
 	expect(cg_reduce_op_find("mode") == NULL &&
 	           strcmp(cg_errmsg(),
-	                  "unknown operation 'mode' (mean, sum, median)") == 0,
+	                  "unknown operation 'mode' (mean, sum, median, "
+	                  "trimmed-mean, clip-mean)") == 0,
 	       "an unknown operation: the message lists the table");
 
 	/* the manual names every operation of the table */
@@ -351,8 +806,13 @@ table(void)
 	text[len] = '\0';
 	int ok = len > 0;
 	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
-		char want[64];
-		snprintf(want, sizeof(want), ".It Cm %s\n", op->name);
+		/* ".It Cm median", or ".It Cm trimmed-mean Ns \&: Ns Ar f"
+		 * for a row that takes a parameter */
+		char want[96];
+		snprintf(want, sizeof(want), ".It Cm %s%s\n", op->name,
+		         op->param ? " Ns \\&: Ns Ar " : "");
+		if (op->param)
+			want[strlen(want) - 1] = '\0';
 		ok &= strstr(text, want) != NULL;
 	}
 	expect(ok, "cg-reduce(1) has an entry for each operation");
@@ -368,6 +828,11 @@ main(void)
 	sums_and_means(m);
 	rules(m, other);
 	medians(m);
+	trimmed(m);
+	clipped(m);
+	nonfinite(m);
+	threads(m);
+	params();
 	table();
 	cg_model_free(m);
 	cg_model_free(other);

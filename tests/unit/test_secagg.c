@@ -186,8 +186,8 @@ mean_bound(int n, int F)
 	char what[160];
 
 	cg_model_digest(m, base);
-	cg_reducer_init(&r, cg_reduce_op_find("mean"));
-	cg_reducer_init(&rp, cg_reduce_op_find("mean"));
+	cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
+	cg_reducer_init(&rp, cg_reduce_op_find("mean"), 0);
 	for (int i = 0; i < n; i++) {
 		struct cg_mask mk;
 		init_mask(&mk, i, peers, "r1", F, base);
@@ -339,7 +339,7 @@ round_of(const struct cg_model *m, int n, const int *who, int k,
 
 	cg_model_digest(m, base);
 	*add_failed = 0;
-	cg_reducer_init(&r, cg_reduce_op_find("mean"));
+	cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
 	for (int i = 0; i < k; i++) {
 		struct cg_mask mk;
 		struct cg_update *u;
@@ -430,14 +430,14 @@ refusals(void)
 	const char *peers = make_peers(3);
 	cg_model_digest(m, base);
 	init_mask(&mk, 0, peers, "", CG_MASK_FRAC_BITS, base);
-	cg_reducer_init(&r, cg_reduce_op_find("mean"));
+	cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
 	if (cg_reducer_add(&r, masked_input(m, &mk, 0, "m0")) != 0)
 		die("add");
 	expect(cg_reducer_add(&r, plain_input(m, 1)) == -1 &&
 	           contains("a plain input among masked ones"),
 	       "a plain input among masked ones: refused");
 	cg_reducer_free(&r);
-	cg_reducer_init(&r, cg_reduce_op_find("median"));
+	cg_reducer_init(&r, cg_reduce_op_find("median"), 0);
 	expect(cg_reducer_add(&r, masked_input(m, &mk, 0, "m0")) == -1 &&
 	           contains("--op median"),
 	       "the median of masked updates: refused");

@@ -454,7 +454,7 @@ reduce_of(const char *op, struct cg_update **u, int n)
 {
 	struct cg_reducer r;
 
-	cg_reducer_init(&r, cg_reduce_op_find(op));
+	cg_reducer_init(&r, cg_reduce_op_find(op), 0);
 	for (int i = 0; i < n; i++)
 		if (cg_reducer_add(&r, u[i]) != 0)
 			die("add");
