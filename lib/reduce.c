@@ -633,6 +633,18 @@ check_finite(const struct cg_update *u, int skip)
 	return 0;
 }
 
+/* u, folded in, becomes r's first input, kept for its layout (views,
+ * manifest) once its numbers are spent: its file is let go. */
+static void
+take_layout(struct cg_reducer *r, struct cg_update *u)
+{
+	cg_file_free(u->file);
+	u->file = NULL;
+	for (int i = 0; i < u->nviews; i++)
+		u->views[i].t[0] = u->views[i].t[1] = NULL;
+	r->first = u;
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
@@ -676,11 +688,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		}
 		r->fold_seconds += cg_now() - t0;
 		if (r->first == NULL) {
-			cg_file_free(u->file);
-			u->file = NULL;
-			for (int i = 0; i < u->nviews; i++)
-				u->views[i].t[0] = u->views[i].t[1] = NULL;
-			r->first = u;
+			take_layout(r, u);
 			u = NULL;
 		}
 	} else if (r->sliced) {
@@ -699,12 +707,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		fold_all(r->op, r->acc, u, w, r->first == NULL);
 		r->fold_seconds += cg_now() - t0;
 		if (r->first == NULL) {
-			/* kept for its layout; its numbers are spent */
-			cg_file_free(u->file);
-			u->file = NULL;
-			for (int i = 0; i < u->nviews; i++)
-				u->views[i].t[0] = u->views[i].t[1] = NULL;
-			r->first = u;
+			take_layout(r, u);
 			u = NULL;
 		}
 	}
