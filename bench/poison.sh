@@ -15,6 +15,8 @@
 #     nan        every value a nan (poison nan), cg-reduce as it is
 #     nan-skip   the same, cg-reduce --skip-nonfinite
 #     flip       the delta sign-flipped (poison scale:-1)
+#     flip4      sign-flipped and 4 times as long (poison scale:-4): the
+#                one worker outweighs the other three in a mean
 #   A run whose cg-reduce refuses the round because of worker 3's input
 #   is "refused"; one where any program fails on an honest worker's
 #   file, or whose model ends with a loss that is not finite, is
@@ -24,7 +26,7 @@
 # default CG_BIN/../tests/unit/poison: make check builds it), DATA,
 # OPS (default "mean median trimmed-mean:$TRIM clip-mean:$TAU"), TRIM
 # (0.25: one of 4 values dropped at each end), TAU (5), ATTACKS
-# (default "none x1e6 nan nan-skip flip"), WORKER_THREADS (1),
+# (default "none x1e6 nan nan-skip flip flip4"), WORKER_THREADS (1),
 # OUTER_LR (0.7), OUTER_MOMENTUM (0.9), INIT_OPTS (more cg-init
 # options).
 set -eu
@@ -36,7 +38,7 @@ data=${DATA:-/usr/share/datasets/fashion-mnist}
 trim=${TRIM:-0.25}
 tau=${TAU:-5}
 ops=${OPS:-"mean median trimmed-mean:$trim clip-mean:$tau"}
-attacks=${ATTACKS:-"none x1e6 nan nan-skip flip"}
+attacks=${ATTACKS:-"none x1e6 nan nan-skip flip flip4"}
 wt=${WORKER_THREADS:-1}
 olr=${OUTER_LR:-0.7}
 omu=${OUTER_MOMENTUM:-0.9}
@@ -70,6 +72,7 @@ run() {
 	nan) how=nan ;;
 	nan-skip) how=nan skip=--skip-nonfinite ;;
 	flip) how=scale:-1 ;;
+	flip4) how=scale:-4 ;;
 	*)
 		echo "poison.sh: no attack '$attack'" >&2
 		exit 2
