@@ -27,10 +27,14 @@
 #                   round, the mean delta through the outer Nesterov step
 #   cg-diloco-q2    the same, each host's delta sent 2-bit (-T --codec q2,
 #                   error feedback in its state)
+#   cg-diloco-q2-h100  the same, 100 local steps a round
 #
 # DDP's process group is rank 0 in the first host; cg-cluster's
 # coordinator runs in the first host too (ip netns exec), and that host is
 # also a worker: neither side has a machine or a link the other lacks.
+# cg-cluster's ssh shares one connection a host between rounds
+# (ControlMaster, ControlPersist: what cg-cluster(1) advises; SSH_MUX=0
+# opens one a round), as DDP's process group keeps its connections.
 # Time counts the training and its exchanges: for DDP the steps from the
 # first to the last (not the start-up of Python and the process group, nor
 # the evaluations, for which every rank's clock stops); for cg the wall
@@ -44,7 +48,7 @@
 # Prints a Markdown table on stdout, progress on stderr.  Knobs
 # (environment): CG_BIN (build/cmd), RATE (10mbit), TARGET (270),
 # HIDDEN (64), LAYERS (1), LATENT (16), BATCH (32), LR (1e-3), SEED (1),
-# DILOCO_STEPS (50), SYNC_CHUNK (25), EVAL_EVERY (25, DDP's steps between
+# DILOCO_STEPS (50), SYNC_CHUNK (25), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
 # evaluations), MAX_SECONDS (600), ROWS (all of the above), FMNIST.
 # Needs root, iproute2, openssh-server, /usr/bin/python3 with Debian's
 # python3-torch.
@@ -66,7 +70,8 @@ DILOCO_STEPS=${DILOCO_STEPS:-50}
 SYNC_CHUNK=${SYNC_CHUNK:-25}
 EVAL_EVERY=${EVAL_EVERY:-25}
 MAX_SECONDS=${MAX_SECONDS:-600}
-ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2}
+SSH_MUX=${SSH_MUX:-1}
+ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 PY=${DEB_PYTHON:-/usr/bin/python3}
 N=4
@@ -81,6 +86,11 @@ export LC_ALL=C OMP_NUM_THREADS=1
 echo "cluster.sh: $N hosts at $RATE, work in $work" >&2
 
 ns() { echo "cgn${HOSTS_PREFIX}h$1"; }
+
+# the ssh command of the cg rows
+cg_ssh=$HOSTS_SSH
+[ "$SSH_MUX" = 0 ] ||
+	cg_ssh="$HOSTS_SSH -o ControlMaster=auto -o ControlPersist=600 -o ControlPath=$work/mux-%h"
 
 # sent: the bytes all hosts have sent on their links so far
 sent() {
@@ -152,7 +162,7 @@ cg() {
 	fi
 	rm -rf "$HOSTS_DIR"/host[0-9]*/*
 	set -- -f hosts -m init.cgm -o "$d" --mode "$mode" -k "$steps" \
-		-b "$BATCH" --seed "$SEED" --ssh "$HOSTS_SSH" \
+		-b "$BATCH" --seed "$SEED" --ssh "$cg_ssh" \
 		--remote-dir "$HOSTS_DIR/%h" --remote-prefix "$CG_BIN/" -q \
 		-T "$train" "${apply[@]}"
 	ip netns exec "$(ns 0)" "$CG_BIN/cg-cluster" "$@" --push-only "$FMNIST" ||
@@ -192,6 +202,7 @@ for r in $ROWS; do
 	cg-sync) cg cg-sync sync 1 "$SYNC_CHUNK" ;;
 	cg-diloco) cg cg-diloco diloco "$DILOCO_STEPS" 1 ;;
 	cg-diloco-q2) cg cg-diloco-q2 diloco "$DILOCO_STEPS" 1 "--codec q2" ;;
+	cg-diloco-q2-h100) cg cg-diloco-q2-h100 diloco 100 1 "--codec q2" ;;
 	*) echo "cluster.sh: unknown row '$r'" >&2; exit 2 ;;
 	esac || echo "cluster.sh: $r failed" >&2
 done
