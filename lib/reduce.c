@@ -1012,7 +1012,7 @@ cg_reducer_finish(struct cg_reducer *r)
 	struct cg_file *f;
 
 	if (r->first == NULL) {
-		if (r->skipped)
+		if (r->skipped || r->dropped)
 			cg_seterr("no inputs: every one left out");
 		else
 			cg_seterr("no inputs");
