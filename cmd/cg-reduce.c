@@ -124,7 +124,7 @@ make_epilog(void)
 	if (n < cap)
 		n += (size_t)snprintf(epilog + n, cap - n,
 		                      "\nStaleness rules (--staleness-weight; s: "
-		                      "--model's step minus the input's base "
+		                      "--model's step minus the\ninput's base "
 		                      "step):\n");
 	for (const struct cg_stale_rule *w = cg_stale_rules; w->name && n < cap;
 	     w++) {
