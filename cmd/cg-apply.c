@@ -160,9 +160,8 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	else if (c == OPT_DELAY_COMP) {
 		if (a->grad_only == NULL)
 			a->grad_only = g->opt->name;
-	}
-	else if (c == OPT_OUTER || c == OPT_OUTER_LR ||
-	         c == OPT_OUTER_MOMENTUM) {
+	} else if (c == OPT_OUTER || c == OPT_OUTER_LR ||
+	           c == OPT_OUTER_MOMENTUM) {
 		if (a->delta_only == NULL)
 			a->delta_only = g->opt->name;
 	} else if (c >= CG_KEY_LIB && a->grad_only == NULL)

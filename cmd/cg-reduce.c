@@ -122,10 +122,11 @@ make_epilog(void)
 		                      op->help);
 	}
 	if (n < cap)
-		n += (size_t)snprintf(epilog + n, cap - n,
-		                      "\nStaleness rules (--staleness-weight; s: "
-		                      "--model's step minus the\ninput's base "
-		                      "step):\n");
+		n += (size_t)snprintf(
+		    epilog + n, cap - n,
+		    "\nStaleness rules (--staleness-weight; s: "
+		    "--model's step minus the\ninput's base "
+		    "step):\n");
 	for (const struct cg_stale_rule *w = cg_stale_rules; w->name && n < cap;
 	     w++) {
 		char name[64];
@@ -224,8 +225,9 @@ static int
 validate(const struct args *a)
 {
 	if (a->model == NULL && a->max_staleness >= 0)
-		return cg_usage("--max-staleness: staleness is measured against "
-		                "a model: name it with --model");
+		return cg_usage(
+		    "--max-staleness: staleness is measured against "
+		    "a model: name it with --model");
 	if (a->model == NULL && a->stale_given)
 		return cg_usage("--staleness-weight: staleness is measured "
 		                "against a model: name it with --model");
@@ -380,10 +382,10 @@ main(int argc, char **argv)
 	rc = CG_EXIT_FAILURE;
 	if (a.model &&
 	    ((m = cg_model_read(a.model)) == NULL ||
-	     cg_reducer_set_model(&r, m, a.model,
-	                          a.max_staleness < 0 ? UINT64_MAX
-	                                              : (uint64_t)a.max_staleness,
-	                          &a.stale) != 0)) {
+	     cg_reducer_set_model(
+	         &r, m, a.model,
+	         a.max_staleness < 0 ? UINT64_MAX : (uint64_t)a.max_staleness,
+	         &a.stale) != 0)) {
 		cg_warn(NULL);
 		goto out;
 	}

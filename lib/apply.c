@@ -109,12 +109,12 @@ check_stale(const struct cg_model *m, const char *mname,
 	cg_model_digest(b, d);
 	cg_hex(hex, d);
 	if (strcmp(hex, u->base) != 0)
-		return cg_seterr("%s: computed from another model (step %llu, "
-		                 "sha256 %.12s...) than the base model %s (step "
-		                 "%llu, %.12s...)",
-		                 u->name, (unsigned long long)u->base_step,
-		                 u->base, o->base_name,
-		                 (unsigned long long)b->step, hex);
+		return cg_seterr(
+		    "%s: computed from another model (step %llu, "
+		    "sha256 %.12s...) than the base model %s (step "
+		    "%llu, %.12s...)",
+		    u->name, (unsigned long long)u->base_step, u->base,
+		    o->base_name, (unsigned long long)b->step, hex);
 	if (b->nparams != m->nparams || b->nviews != m->nviews)
 		goto differs;
 	for (int i = 0; i < m->nviews; i++)

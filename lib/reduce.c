@@ -695,10 +695,10 @@ check_model_layout(const struct cg_reducer *r, const struct cg_update *u)
 		    v->ndim != t->ndim ||
 		    memcmp(v->shape, t->shape,
 		           (size_t)v->ndim * sizeof(uint64_t)) != 0)
-			return cg_seterr("%s: tensor %s: differs from the model "
-			                 "%s's %s",
-			                 u->name, t->name, r->model_name,
-			                 v->name);
+			return cg_seterr(
+			    "%s: tensor %s: differs from the model "
+			    "%s's %s",
+			    u->name, t->name, r->model_name, v->name);
 	}
 	return 0;
 }
@@ -739,8 +739,8 @@ static int
 measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
         double *factor)
 {
-	int64_t s = cg_update_staleness(u, r->model_base, r->model_step,
-	                                r->model_name);
+	int64_t s =
+	    cg_update_staleness(u, r->model_base, r->model_step, r->model_name);
 
 	if (s < 0 || check_model_layout(r, u) != 0)
 		return -1;
@@ -760,9 +760,10 @@ measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
 	*stale = s;
 	*factor = cg_stale_factor(&r->stale, (uint64_t)s);
 	if (u->mask && *factor != 1)
-		return cg_seterr("%s: masked, and stale by %lld steps: a masked "
-		                 "value cannot be weighed down",
-		                 u->name, (long long)s);
+		return cg_seterr(
+		    "%s: masked, and stale by %lld steps: a masked "
+		    "value cannot be weighed down",
+		    u->name, (long long)s);
 	return 0;
 }
 

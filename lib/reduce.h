@@ -135,6 +135,15 @@ const struct cg_reduce_op *cg_reduce_op_parse(const char *spec,
 /* Elements per slice on the all-at-once path: 1 MiB of f32 per input. */
 #define CG_REDUCE_SLICE ((size_t)1 << 18)
 
+/* An input measured against the model of a reduction: used, with its
+ * factor, or left out for its staleness (dropped). */
+struct cg_stale_in {
+	char *name;
+	uint64_t base_step, staleness;
+	double factor;
+	int dropped;
+};
+
 /*
  * A running reduction.  Every input must be of one kind (all grads or
  * all deltas), computed from one base model (cg_update_check_base_of
@@ -179,14 +188,8 @@ struct cg_reducer {
 	const char *model_name;
 	uint64_t max_staleness; /* staler inputs are left out */
 	struct cg_stale_weight stale;
-	/* Every input measured against the model, in the order given:
-	 * used, or left out for its staleness (dropped). */
-	struct cg_stale_in {
-		char *name;
-		uint64_t base_step, staleness;
-		double factor;
-		int dropped;
-	} *stale_in;
+	/* Every input measured against the model, in the order given. */
+	struct cg_stale_in *stale_in;
 	size_t nstale, capstale;
 	uint64_t dropped; /* inputs left out as too stale */
 };

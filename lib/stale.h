@@ -58,8 +58,7 @@ int cg_stale_weight_parse(const char *spec, struct cg_stale_weight *w);
 /* The factor for an update s steps stale (s >= 0), in (0, 1]. */
 double cg_stale_factor(const struct cg_stale_weight *w, uint64_t s);
 /* w written back as a spec into buf [n] (what a manifest records). */
-void cg_stale_weight_name(const struct cg_stale_weight *w, char *buf,
-                          size_t n);
+void cg_stale_weight_name(const struct cg_stale_weight *w, char *buf, size_t n);
 
 /*
  * DC-ASGD's correction of the gradient g [n] in place, w [n] the model

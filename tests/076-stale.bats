@@ -181,6 +181,23 @@ EOF
 	[ ! -e r.cgg ]
 }
 
+@test "--model and --base-model: a missing, truncated or wrong kind of file is refused in one line" {
+	head -c 3000 "$D/m3.cgm" >trunc.cgm
+	local cmd want
+	while IFS='|' read -r cmd want; do
+		# shellcheck disable=SC2086
+		run -1 --separate-stderr $cmd
+		[ "$stderr" = "$want" ]
+		[ ! -e out ]
+	done <<EOF
+cg-reduce --model nosuch.cgm $D/w0.cgg -o out|cg-reduce: nosuch.cgm: No such file or directory
+cg-reduce --model $D/w0.cgg $D/w0.cgg -o out|cg-reduce: $D/w0.cgg: a delta file, not a model
+cg-reduce --model trunc.cgm $D/w0.cgg -o out|cg-reduce: trunc.cgm: tensor enc.0.w: 50816 bytes claimed, more than the file can hold
+cg-apply -m $D/m3.cgm --base-model $D/g1.cgg --delay-comp 1 $D/g1.cgg -o out|cg-apply: $D/g1.cgg: a grad file, not a model
+cg-apply -m $D/m3.cgm --base-model trunc.cgm $D/g1.cgg -o out|cg-apply: trunc.cgm: tensor enc.0.w: 50816 bytes claimed, more than the file can hold
+EOF
+}
+
 @test "cg-apply --delay-comp: a stale gradient with its base model applied, recorded; a wrong base model refused in one line" {
 	run -0 --separate-stderr cg-apply -m "$D/m3.cgm" \
 		--base-model "$D/m1.cgm" --delay-comp 0.5 --opt sgd --lr 0.1 \

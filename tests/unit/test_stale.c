@@ -48,19 +48,14 @@ static const struct {
 	uint64_t s;
 	double want;
 } hand[] = {
-    {"constant", 0, 1},
-    {"constant", 17, 1},
-    {"poly:0.5", 0, 1},
-    {"poly:0.5", 3, 0.5},  /* 4^-1/2 */
-    {"poly:0.5", 8, 1.0 / 3},
-    {"poly:1", 4, 0.2},    /* 5^-1 */
-    {"poly:2", 1, 0.25},   /* 2^-2 */
-    {"poly:0", 9, 1},
-    {"hinge:0.5,4", 0, 1},
+    {"constant", 0, 1},        {"constant", 17, 1},
+    {"poly:0.5", 0, 1},        {"poly:0.5", 3, 0.5}, /* 4^-1/2 */
+    {"poly:0.5", 8, 1.0 / 3},  {"poly:1", 4, 0.2},   /* 5^-1 */
+    {"poly:2", 1, 0.25},                             /* 2^-2 */
+    {"poly:0", 9, 1},          {"hinge:0.5,4", 0, 1},
     {"hinge:0.5,4", 4, 1},   /* s <= b */
     {"hinge:0.5,4", 6, 0.5}, /* 1 / (0.5 * 2 + 1) */
-    {"hinge:0.5,4", 10, 0.25},
-    {"hinge:10,0", 1, 1.0 / 11},
+    {"hinge:0.5,4", 10, 0.25}, {"hinge:10,0", 1, 1.0 / 11},
     {"hinge:1,1", 2, 0.5},
 };
 
@@ -68,10 +63,10 @@ static void
 rules(void)
 {
 	static const char *bad[] = {
-	    "",         "bogus",      "poly",          "poly:",
-	    "poly:-1",  "poly:nan",   "poly:inf",      "poly:1,2",
-	    "poly:1x",  "hinge:1",    "hinge:1,",      "hinge:1,2,3",
-	    "hinge:,1", "constant:1", "constant:",     "poly:1e999",
+	    "",         "bogus",      "poly",      "poly:",
+	    "poly:-1",  "poly:nan",   "poly:inf",  "poly:1,2",
+	    "poly:1x",  "hinge:1",    "hinge:1,",  "hinge:1,2,3",
+	    "hinge:,1", "constant:1", "constant:", "poly:1e999",
 	};
 	struct cg_stale_weight w;
 	double worst = 0;
@@ -164,8 +159,8 @@ reference(const double f[3], double *want, double *scale)
  * slice > 0: the sliced path.  Returns the result; *rc3 the add's
  * return for input 3 when it is among them. */
 static struct cg_file *
-reduce_for(const char *spec, int lo, int hi, size_t slice, int *rc3,
-           char *msg3, size_t nmsg)
+reduce_for(const char *spec, int lo, int hi, size_t slice, int *rc3, char *msg3,
+           size_t nmsg)
 {
 	struct cg_stale_weight w;
 	struct cg_reducer r;
@@ -181,7 +176,7 @@ reduce_for(const char *spec, int lo, int hi, size_t slice, int *rc3,
 	if (cg_reducer_set_model(&r, models[0], "now.cgm", 2, &w) != 0)
 		die("cg_reducer_set_model");
 	for (int i = lo; i < hi; i++) {
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "d%d.cgg", i);
 		int rc = cg_reducer_add(&r, input(i, name));
 		if (i == 3) {
@@ -241,9 +236,9 @@ reduced(void)
 		reference(cases[c].f, want, scale);
 		for (int sliced = 0; sliced < 2; sliced++) {
 			int rc3 = 99;
-			struct cg_file *f = reduce_for(cases[c].spec, 0, NIN,
-			                               sliced ? 7 : 0, &rc3,
-			                               msg, sizeof(msg));
+			struct cg_file *f =
+			    reduce_for(cases[c].spec, 0, NIN, sliced ? 7 : 0,
+			               &rc3, msg, sizeof(msg));
 			double worst;
 			int ok = close_to(f, want, scale, &worst);
 			printf("     %s, %s: largest difference from the "
@@ -253,7 +248,8 @@ reduced(void)
 			snprintf(what, sizeof(what),
 			         "%s (%s): sum w f(s) x / sum w, as the rule "
 			         "says",
-			         cases[c].spec, sliced ? "sliced" : "streaming");
+			         cases[c].spec,
+			         sliced ? "sliced" : "streaming");
 			expect(ok, what);
 			/* weight: the inputs' own; base: the model's */
 			const cJSON *m = f->manifest;
@@ -277,10 +273,10 @@ reduced(void)
 			/* the input too stale: left out, said, listed */
 			CHECK(rc3 == 1, "%s: the step-0 input: %d",
 			      cases[c].spec, rc3);
-			CHECK(strcmp(msg, "d3.cgg: stale by 3 steps (computed "
-			                  "from step 0, now.cgm is at 3), more "
-			                  "than --max-staleness 2; left out") ==
-			          0,
+			CHECK(strcmp(msg,
+			             "d3.cgg: stale by 3 steps (computed "
+			             "from step 0, now.cgm is at 3), more "
+			             "than --max-staleness 2; left out") == 0,
 			      "message: %s", msg);
 			const cJSON *st = cJSON_GetObjectItem(m, "staleness");
 			const cJSON *in = cJSON_GetObjectItem(st, "inputs");
@@ -309,7 +305,7 @@ reduced(void)
 		}
 	}
 	expect(failures == f0, "each input's staleness, factor and the one "
-	                      "left out in the manifest; weight sum w");
+	                       "left out in the manifest; weight sum w");
 }
 
 /* Partial results reduce again into the flat reduction; an input of a
@@ -353,8 +349,8 @@ tree_and_refusals(void)
 	} bad[] = {{later, "computed from a later model (step 5"},
 	           {other, "computed from another model (step 3"}};
 	for (int i = 0; i < 2; i++) {
-		struct cg_file *g = cg_update_new(bad[i].m, CG_UPDATE_DELTA,
-		                                  bufs[0], 1, 1, 0);
+		struct cg_file *g =
+		    cg_update_new(bad[i].m, CG_UPDATE_DELTA, bufs[0], 1, 1, 0);
 		cg_reducer_init(&r, &cg_reduce_ops[0], 0);
 		cg_reducer_set_model(&r, models[0], "now.cgm", 2, &w);
 		int rc = cg_reducer_add(&r, cg_update_from_file(g, "x.cgg"));
@@ -364,7 +360,7 @@ tree_and_refusals(void)
 		cg_reducer_free(&r);
 	}
 	expect(failures == f0, "an input of a later step or of another model "
-	                      "at the model's step is refused");
+	                       "at the model's step is refused");
 	/* a rule that weighs needs an operation that weighs */
 	cg_reducer_init(&r, cg_reduce_op_find("median"), 0);
 	expect(cg_reducer_set_model(&r, models[0], "now.cgm", 2, &w) == -1,
@@ -405,9 +401,9 @@ cvae_grad(const struct cg_model *m, uint64_t seed, float *g)
 	for (int b = 0; b < B; b++)
 		cond[b] = b % c.ncond;
 	memset(g, 0, m->nparams * sizeof(float));
-	if (ws == NULL || cg_cvae_forward_backward(&c, m->params, ws, x, cond,
-	                                           eps, B, g, &loss, &rec,
-	                                           &kl) != 0)
+	if (ws == NULL ||
+	    cg_cvae_forward_backward(&c, m->params, ws, x, cond, eps, B, g,
+	                             &loss, &rec, &kl) != 0)
 		die("cg_cvae_forward_backward");
 	cg_cvae_ws_free(ws);
 	free(x);
