@@ -6,10 +6,11 @@
 # input staler than the limit left out and named (stderr, --log, the
 # manifest); inputs of different bases reduced for one model, whose
 # digest the result carries, each input's staleness and factor in the
-# manifest; an input of a later model refused; a stale gradient applied
-# with DC-ASGD, and refused against a wrong base model; a real pipeline,
-# three workers computing from the models of steps 3, 2 and 1 reduced
-# for step 3 and applied.  The programs come from PATH.
+# manifest; an input of a later model refused, and a --model or
+# --base-model that is missing, truncated or no model; a stale gradient
+# applied with DC-ASGD, and refused against a wrong base model; a real
+# pipeline, three workers computing from the models of steps 3, 2 and 1
+# reduced for step 3 and applied.  The programs come from PATH.
 
 bats_require_minimum_version 1.5.0
 

@@ -4,20 +4,19 @@
  *
  * Each rule of cg_stale_rules is checked against factors worked out by
  * hand (FedAsync's formulas at a few staleness values), and its parser
- * against bad specs.  A reduction told its model (step 3) of inputs
- * computed from steps 3, 2, 1 and 0 under --max-staleness 2 leaves the
- * step-0 input out (return 1, its message, listed as dropped) and gives,
- * on the streaming and the sliced path, sum_i w_i f(s_i) x_i / sum_i w_i
- * computed in double, with weight sum_i w_i and each input's staleness
- * and factor in the manifest; reducing two partial results again gives
- * the flat reduction; an input from a later step or from another model
- * of the same step is refused.  DC-ASGD is checked on a real cvae: its
- * gradient at a base model, applied to that model after three SGD steps
- * of other real gradients, against g + lambda g g (w_now - w_base) in
- * double (the kernel: within half an ulp of f32; through cg_apply_update
- * and SGD, within the two roundings of p - lr g), and a wrong base model
- * is refused.  Every comparison prints its largest difference.  Exit 0
- * pass, 1 fail.
+ * against bad specs; cg-reduce(1) must name each one.  A reduction told its
+ * model (step 3) of inputs computed from steps 3, 2, 1 and 0 under
+ * --max-staleness 2 leaves the step-0 input out (return 1, its message, listed
+ * as dropped) and gives, on the streaming and the sliced path, sum_i w_i f(s_i)
+ * x_i / sum_i w_i computed in double, with weight sum_i w_i and each input's
+ * staleness and factor in the manifest; reducing two partial results again
+ * gives the flat reduction; an input from a later step or from another model of
+ * the same step is refused.  DC-ASGD is checked on a real cvae: its gradient at
+ * a base model, applied to that model after three SGD steps of other real
+ * gradients, against g + lambda g g (w_now - w_base) in double (the kernel:
+ * within half an ulp of f32; through cg_apply_update and SGD, within the two
+ * roundings of p - lr g), and a wrong base model is refused.  Every comparison
+ * prints its largest difference.  Exit 0 pass, 1 fail.
  */
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +112,28 @@ rules(void)
 			inrange &= f > 0 && f <= 1;
 		}
 	expect(inrange, "every rule's factor is in (0, 1]");
+
+	/* the manual names every rule of the table: ".It Cm poly : Ns Ar
+	 * a" for a row that takes parameters, ".It Cm constant" */
+	const char *src = getenv("CG_SRCDIR");
+	char path[4096];
+	if (src == NULL)
+		return;
+	snprintf(path, sizeof(path), "%s/man/cg-reduce.1", src);
+	FILE *fp = fopen(path, "r");
+	static char text[1 << 17];
+	size_t len = fp ? fread(text, 1, sizeof(text) - 1, fp) : 0;
+	if (fp)
+		fclose(fp);
+	text[len] = '\0';
+	int ok = len > 0;
+	for (const struct cg_stale_rule *r = cg_stale_rules; r->name; r++) {
+		char want[96];
+		snprintf(want, sizeof(want), ".It Cm %s%s", r->name,
+		         r->nparams ? " : Ns Ar " : "\n");
+		ok &= strstr(text, want) != NULL;
+	}
+	expect(ok, "cg-reduce(1) has an entry for each rule");
 }
 
 /* ----------------------------------------------------------- reduce */
