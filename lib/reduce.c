@@ -7,7 +7,8 @@
  * the running weighted sum and the total weight makes any tree of
  * reductions equal to one flat reduction, up to float rounding.  Which
  * inputs may be combined is the update module's rule (update.c); this
- * file only adds them up.
+ * file only adds them up, each stale input's weight in the sum scaled
+ * by its factor (stale.c) when the reduction is told its model.
  */
 #include <errno.h>
 #include <math.h>
@@ -731,9 +732,8 @@ note_stale(struct cg_reducer *r, const struct cg_update *u, uint64_t s,
 
 /*
  * u measured against r's model: its staleness into *stale and its
- * factor into *factor; 0, 1
- * when u is staler than r->max_staleness (noted, and the message says
- * it is left out), or -1 with a message.
+ * factor into *factor; 0, 1 when u is staler than r->max_staleness
+ * (noted, and the message says it is left out), or -1 with a message.
  */
 static int
 measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
