@@ -5,7 +5,9 @@
  * a learning-rate schedule); a delta is added as it is (model averaging)
  * or through DiLoCo's outer Nesterov step.  The work is the library's
  * (apply.c); this program parses, checks the options against the kind of
- * update it was given, and reports.
+ * update it was given, and reports.  A stale update (computed from an
+ * older model) is applied when that model is given (--base-model), a
+ * gradient corrected by DC-ASGD with --delay-comp.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +23,12 @@
 #define MAX_THREADS 4096
 
 enum {
-	OPT_BUDGET = CG_KEY_OWN,
+	OPT_BASE_MODEL = CG_KEY_OWN,
+	OPT_BUDGET,
 	OPT_CHANGE,
 	OPT_CLIP,
 	OPT_CODEC,
+	OPT_DELAY_COMP,
 	OPT_NO_FEEDBACK,
 	OPT_OUTER,
 	OPT_OUTER_LR,
@@ -48,6 +52,11 @@ static const struct cg_opt opts[] = {
      "where the change goes; workers apply it to rebuild the model"},
     {"no-error-feedback", OPT_NO_FEEDBACK, NULL,
      "do not keep what the change did not carry (ef.down)"},
+    {NULL, 0, NULL, "A stale update (computed from an older model):"},
+    {"base-model", OPT_BASE_MODEL, "FILE",
+     "the model it was computed from (its digest is checked)"},
+    {"delay-comp", OPT_DELAY_COMP, "L",
+     "a gradient: g + L g*g*(w - w_base), DC-ASGD (0: none)"},
     {NULL, 0, NULL, "For deltas:"},
     {"outer", OPT_OUTER, "NAME",
      "avg (add the mean delta) or nesterov (DiLoCo outer step) (avg)"},
@@ -69,7 +78,7 @@ static const struct cg_cli cli = {
 };
 
 struct args {
-	const char *model, *update, *out, *change, *codec_name;
+	const char *model, *update, *out, *change, *codec_name, *base;
 	struct cg_uspec codec;
 	uint64_t budget;
 	int no_feedback;
@@ -135,15 +144,24 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_NO_FEEDBACK:
 		a->no_feedback = 1;
 		break;
+	case OPT_BASE_MODEL:
+		a->base = s;
+		break;
+	case OPT_DELAY_COMP:
+		e = cg_parse_f64(g->name, s, 0, 1e6, &a->ao.delay_comp);
+		break;
 	default:
 		e = cg_optim_cli_option(&a->oc, c, s) < 0;
 		break;
 	}
 	if (c == OPT_BUDGET || c == OPT_CHANGE || c == OPT_CODEC ||
-	    c == OPT_NO_FEEDBACK)
+	    c == OPT_NO_FEEDBACK || c == OPT_BASE_MODEL)
 		; /* either kind */
-	else if (c == OPT_OUTER || c == OPT_OUTER_LR ||
-	         c == OPT_OUTER_MOMENTUM) {
+	else if (c == OPT_DELAY_COMP) {
+		if (a->grad_only == NULL)
+			a->grad_only = g->opt->name;
+	} else if (c == OPT_OUTER || c == OPT_OUTER_LR ||
+	           c == OPT_OUTER_MOMENTUM) {
 		if (a->delta_only == NULL)
 			a->delta_only = g->opt->name;
 	} else if (c >= CG_KEY_LIB && a->grad_only == NULL)
@@ -186,6 +204,11 @@ validate(const struct args *a)
 		                "its file with --change");
 	if (a->change && strcmp(a->change, a->out) == 0)
 		return cg_usage("--change and -o name the same file");
+	if (a->ao.delay_comp > 0 && a->base == NULL)
+		return cg_usage("--delay-comp: the gradient's base model is "
+		                "needed: name it with --base-model");
+	if (a->base && strcmp(a->base, "-") == 0)
+		return cg_usage("--base-model: a file, not standard input");
 	return CG_CONTINUE;
 }
 
@@ -265,7 +288,7 @@ int
 main(int argc, char **argv)
 {
 	struct args a;
-	struct cg_model *m = NULL;
+	struct cg_model *m = NULL, *b = NULL;
 	struct cg_update *u = NULL;
 	int rc;
 
@@ -278,10 +301,13 @@ main(int argc, char **argv)
 	if (a.change && a.codec_name == NULL)
 		cg_uspec_parse(a.budget ? "topk" : "f32", &a.codec);
 	if ((m = cg_model_read(a.model)) == NULL ||
+	    (a.base && (b = cg_model_read(a.base)) == NULL) ||
 	    (u = cg_update_read(a.update)) == NULL) {
 		rc = cg_fail(NULL);
 		goto out;
 	}
+	a.ao.base = b;
+	a.ao.base_name = a.base;
 	if ((rc = validate_kind(&a, u)) != CG_CONTINUE)
 		goto out;
 	if (publish(&a, m, strcmp(a.model, "-") ? a.model : "(stdin)", u) !=
@@ -294,5 +320,6 @@ main(int argc, char **argv)
 out:
 	cg_update_free(u);
 	cg_model_free(m);
+	cg_model_free(b);
 	return rc;
 }

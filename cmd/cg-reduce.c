@@ -6,6 +6,10 @@
  * so memory does not grow with their number.  The output is a valid input
  * again, so a reduction tree over ssh is a shell expression:
  * cg-reduce a b | cg-reduce - c equals cg-reduce a b c.
+ *
+ * Given the model the reduction is for (--model, the newest), inputs
+ * computed from older models are taken too: measured against it, left
+ * out past --max-staleness, weighed by --staleness-weight (reduce.h).
  */
 #include <glob.h>
 #include <stdio.h>
@@ -16,8 +20,10 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "model.h"
 #include "progress.h"
 #include "reduce.h"
+#include "stale.h"
 
 #define MAX_THREADS 4096
 
@@ -26,13 +32,16 @@ enum {
 	OPT_CODEC,
 	OPT_BUDGET,
 	OPT_LOG,
+	OPT_MAX_STALENESS,
 	OPT_MIN_INPUTS,
-	OPT_SKIP_NONFINITE
+	OPT_MODEL,
+	OPT_SKIP_NONFINITE,
+	OPT_STALENESS_WEIGHT
 };
 
 /* After the options, the reducer's table of operations: made by
  * make_epilog before parsing. */
-static char epilog[2048];
+static char epilog[3072];
 
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
@@ -41,6 +50,12 @@ static const struct cg_opt opts[] = {
      "fail unless the inputs stand for K updates at least (1)"},
     {"skip-nonfinite", OPT_SKIP_NONFINITE, NULL,
      "leave out an input with a nan or inf, and say so (refuse it)"},
+    {"model", OPT_MODEL, "FILE",
+     "reduce for this model: inputs of it or of an earlier step"},
+    {"max-staleness", OPT_MAX_STALENESS, "S",
+     "leave out inputs more than S steps older than --model (none)"},
+    {"staleness-weight", OPT_STALENESS_WEIGHT, "RULE",
+     "weigh inputs by staleness: one of those below (constant)"},
     {"codec", OPT_CODEC, "SPEC",
      "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
     {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
@@ -67,6 +82,10 @@ struct args {
 	const char *out;
 	const struct cg_reduce_op *op;
 	double param; /* op's */
+	const char *model;
+	long long max_staleness; /* -1: none */
+	struct cg_stale_weight stale;
+	int stale_given;
 	int skip_nonfinite;
 	struct cg_uspec codec;
 	int coded;
@@ -101,6 +120,20 @@ make_epilog(void)
 		         op->param ? ":" : "", op->param ? op->param : "");
 		n += (size_t)snprintf(epilog + n, cap - n, "  %-15s %s\n", name,
 		                      op->help);
+	}
+	if (n < cap)
+		n += (size_t)snprintf(
+		    epilog + n, cap - n,
+		    "\nStaleness rules (--staleness-weight; s: "
+		    "--model's step minus the\ninput's base "
+		    "step):\n");
+	for (const struct cg_stale_rule *w = cg_stale_rules; w->name && n < cap;
+	     w++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%s%s%s", w->name,
+		         w->params ? ":" : "", w->params ? w->params : "");
+		n += (size_t)snprintf(epilog + n, cap - n, "  %-15s %s\n", name,
+		                      w->help);
 	}
 	if (n < cap)
 		snprintf(epilog + n, cap - n,
@@ -150,6 +183,18 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_SKIP_NONFINITE:
 		a->skip_nonfinite = 1;
 		break;
+	case OPT_MODEL:
+		a->model = g->arg;
+		break;
+	case OPT_MAX_STALENESS:
+		e = cg_parse_i64(g->name, g->arg, 0, INT64_MAX,
+		                 &a->max_staleness);
+		break;
+	case OPT_STALENESS_WEIGHT:
+		a->stale_given = 1;
+		if ((e = cg_stale_weight_parse(g->arg, &a->stale)) != 0)
+			cg_errprefix(g->name);
+		break;
 	case OPT_OP:
 		if ((a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL) {
 			cg_errprefix(g->name);
@@ -172,6 +217,27 @@ parse(int argc, char **argv, struct args *a)
 		return rc;
 	a->inputs = argv + ind;
 	a->ninputs = argc - ind;
+	return CG_CONTINUE;
+}
+
+/* What is missing or in conflict on the command line. */
+static int
+validate(const struct args *a)
+{
+	if (a->model == NULL && a->max_staleness >= 0)
+		return cg_usage(
+		    "--max-staleness: staleness is measured against "
+		    "a model: name it with --model");
+	if (a->model == NULL && a->stale_given)
+		return cg_usage("--staleness-weight: staleness is measured "
+		                "against a model: name it with --model");
+	if (a->stale.rule != &cg_stale_rules[0] && !a->op->weighs)
+		return cg_usage("--staleness-weight %s: --op %s weighs no "
+		                "input (the mean does)",
+		                a->stale.rule->name, a->op->name);
+	if (a->model && strcmp(a->model, "-") == 0)
+		return cg_usage("--model: a file, not standard input (the "
+		                "inputs may come from there)");
 	return CG_CONTINUE;
 }
 
@@ -254,7 +320,7 @@ add_all(struct cg_reducer *r, char **names, int n, struct skipped *sk,
  * message. */
 static int
 write_log(const char *path, const struct cg_reducer *r,
-          const struct skipped *sk, double secs)
+          const struct skipped *sk, const struct cg_file *f, double secs)
 {
 	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
@@ -273,6 +339,11 @@ write_log(const char *path, const struct cg_reducer *r,
 	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
 	for (size_t i = 0; arr && i < sk->n; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(sk->names[i]));
+	/* with --model, how every input stood against it (the manifest's) */
+	const cJSON *st =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
+	if (st)
+		cJSON_AddItemToObject(o, "staleness", cJSON_Duplicate(st, 1));
 	if ((s = cJSON_PrintUnformatted(o)) == NULL) {
 		cg_seterr("out of memory");
 		goto out;
@@ -290,19 +361,34 @@ out:
 int
 main(int argc, char **argv)
 {
-	struct args a = {.out = "-", .op = &cg_reduce_ops[0], .min_inputs = 1};
+	struct args a = {.out = "-",
+	                 .op = &cg_reduce_ops[0],
+	                 .min_inputs = 1,
+	                 .max_staleness = -1};
+	struct cg_model *m = NULL;
 	struct cg_reducer r;
 	struct skipped sk = {0};
 	struct cg_file *f = NULL;
 	int rc;
 
-	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
+	cg_stale_weight_default(&a.stale);
+	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
+	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
 	const double t0 = cg_now();
 	cg_set_threads((int)a.threads);
 	cg_reducer_init(&r, a.op, a.param);
 	r.skip_nonfinite = a.skip_nonfinite;
 	rc = CG_EXIT_FAILURE;
+	if (a.model &&
+	    ((m = cg_model_read(a.model)) == NULL ||
+	     cg_reducer_set_model(
+	         &r, m, a.model,
+	         a.max_staleness < 0 ? UINT64_MAX : (uint64_t)a.max_staleness,
+	         &a.stale) != 0)) {
+		cg_warn(NULL);
+		goto out;
+	}
 	if (add_all(&r, a.inputs, a.ninputs, &sk, a.quiet) != 0)
 		goto out;
 	/* A quorum: the updates the inputs stand for, as their manifests
@@ -330,7 +416,7 @@ main(int argc, char **argv)
 		cg_warn(NULL);
 		goto out;
 	}
-	if (a.log && write_log(a.log, &r, &sk, cg_now() - t0) != 0) {
+	if (a.log && write_log(a.log, &r, &sk, f, cg_now() - t0) != 0) {
 		cg_warn(NULL);
 		goto out;
 	}
@@ -338,6 +424,7 @@ main(int argc, char **argv)
 out:
 	cg_file_free(f);
 	cg_reducer_free(&r);
+	cg_model_free(m);
 	for (size_t i = 0; i < sk.n; i++)
 		free(sk.names[i]);
 	free(sk.names);

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "apply.h"
+#include "stale.h"
 
 int
 cg_outer_parse(const char *s, enum cg_outer *out)
@@ -45,6 +46,11 @@ static void add_unfrozen(const struct cg_model *m, float *p, const float *x);
 static int
 apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
 {
+	/* DC-ASGD corrects the gradient as computed, before anything else
+	 * of this step touches it */
+	if (o->base != NULL && o->delay_comp > 0)
+		cg_delay_comp(g, m->params, o->base->params, m->nparams,
+		              o->delay_comp);
 	cg_model_mask(m, g);
 	if (m->ngroups > 1)
 		cg_optim_mask_frozen(g, m->groups, m->ngroups);
@@ -83,14 +89,72 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
 	return 0;
 }
 
+/*
+ * u, stale, against m and the model it was computed from, o->base: the
+ * staleness (>= 0), or -1 with a message.
+ */
+static int64_t
+check_stale(const struct cg_model *m, const char *mname,
+            const struct cg_update *u, const struct cg_apply_opts *o)
+{
+	const struct cg_model *b = o->base;
+	unsigned char d[32];
+	char hex[65];
+	int64_t s;
+
+	cg_model_digest(m, d);
+	cg_hex(hex, d);
+	if ((s = cg_update_staleness(u, hex, m->step, mname)) < 0)
+		return -1;
+	cg_model_digest(b, d);
+	cg_hex(hex, d);
+	if (strcmp(hex, u->base) != 0)
+		return cg_seterr(
+		    "%s: computed from another model (step %llu, "
+		    "sha256 %.12s...) than the base model %s (step "
+		    "%llu, %.12s...)",
+		    u->name, (unsigned long long)u->base_step, u->base,
+		    o->base_name, (unsigned long long)b->step, hex);
+	if (b->nparams != m->nparams || b->nviews != m->nviews)
+		goto differs;
+	for (int i = 0; i < m->nviews; i++)
+		if (strcmp(b->views[i].name, m->views[i].name) != 0 ||
+		    b->views[i].n != m->views[i].n)
+			goto differs;
+	return s;
+differs:
+	return cg_seterr("%s: not of %s's tensors", o->base_name, mname);
+}
+
+/* The manifest's "stale": how the stale update u, s steps old, was
+ * applied; 0 or -1. */
+static int
+put_stale(struct cg_model *m, const struct cg_update *u, int64_t s,
+          const struct cg_apply_opts *o)
+{
+	cJSON *st, *b;
+
+	if ((st = cJSON_AddObjectToObject(m->manifest, "stale")) == NULL ||
+	    (b = cJSON_AddObjectToObject(st, "base")) == NULL)
+		return cg_seterr("out of memory");
+	cJSON_AddNumberToObject(st, "staleness", (double)s);
+	cJSON_AddStringToObject(b, "sha256", u->base);
+	cJSON_AddNumberToObject(b, "step", (double)u->base_step);
+	cJSON_AddNumberToObject(st, "delay_comp",
+	                        u->kind == CG_UPDATE_GRAD ? o->delay_comp : 0);
+	return 0;
+}
+
 int
 cg_apply_update(struct cg_model *m, const char *mname,
                 const struct cg_update *u, const struct cg_apply_opts *o)
 {
+	int64_t s = 0;
 	float *g;
 	int rc = -1;
 
-	if (cg_update_check_base(u, m, mname) < 0)
+	if (o->base == NULL ? cg_update_check_base(u, m, mname) < 0
+	                    : (s = check_stale(m, mname, u, o)) < 0)
 		return -1;
 	if ((g = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
@@ -100,6 +164,9 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	                               : apply_delta(m, g, o)) != 0)
 		goto out;
 	m->step++;
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "stale");
+	if (o->base != NULL && put_stale(m, u, s, o) != 0)
+		goto out;
 	cg_json_set_num(m->manifest, "loss", u->loss);
 	/* "samples" counts the examples the model has learnt from. */
 	cg_json_set_num(m->manifest, "samples",

@@ -25,6 +25,13 @@ struct cg_apply_opts {
 	/* deltas */
 	enum cg_outer outer;
 	float outer_lr, outer_mu;
+	/* A stale update: the model it was computed from (borrowed), named
+	 * base_name in messages; NULL: the update must be computed from the
+	 * model it is applied to.  delay_comp: DC-ASGD's lambda for a
+	 * gradient (stale.h's cg_delay_comp), 0: none. */
+	const struct cg_model *base;
+	const char *base_name;
+	double delay_comp;
 };
 
 /* Defaults: Adam with PyTorch's settings, no clip; avg, outer lr 0.7 and
@@ -33,7 +40,12 @@ void cg_apply_defaults(struct cg_apply_opts *o);
 
 /*
  * Apply u to m in place, m named mname in messages.  First the update's
- * base must be m (cg_update_check_base) and its tensors m's views.  A
+ * base must be m (cg_update_check_base) and its tensors m's views; or,
+ * given o->base, the update's base must be o->base (digests equal), of
+ * m's tensors, and m's step or an earlier one (cg_update_staleness): a
+ * stale update, whose gradient is first corrected by DC-ASGD when
+ * o->delay_comp > 0, and which the manifest's "stale" records (its
+ * staleness, base and lambda; removed by an apply without o->base).  A
  * gradient then steps the optimizer o->opt on every group that is not
  * frozen, each with its own step count, after clipping its norm (over
  * the groups that step) to o->clip; the moments are allocated when

@@ -7,7 +7,8 @@
  * the running weighted sum and the total weight makes any tree of
  * reductions equal to one flat reduction, up to float rounding.  Which
  * inputs may be combined is the update module's rule (update.c); this
- * file only adds them up.
+ * file only adds them up, each stale input's weight in the sum scaled
+ * by its factor (stale.c) when the reduction is told its model.
  */
 #include <errno.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "model.h"
 #include "progress.h"
 #include "reduce.h"
 #include "secagg.h"
@@ -230,6 +232,7 @@ const struct cg_reduce_op cg_reduce_ops[] = {
     {.name = "mean",
      .help = "the mean weighted by each input's weight",
      .streams = 1,
+     .weighs = 1,
      .init = scale_into,
      .add = add_scaled,
      .finish = mean_finish},
@@ -331,6 +334,29 @@ cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
 	r->param = param;
 	r->sliced = !op->streams;
 	r->slice = CG_REDUCE_SLICE;
+	r->max_staleness = UINT64_MAX;
+	cg_stale_weight_default(&r->stale);
+}
+
+int
+cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
+                     const char *mname, uint64_t max_staleness,
+                     const struct cg_stale_weight *w)
+{
+	unsigned char d[32];
+
+	if (w->rule != &cg_stale_rules[0] && !r->op->weighs)
+		return cg_seterr("--op %s weighs no input: only a staleness "
+		                 "rule of constant goes with it",
+		                 r->op->name);
+	cg_model_digest(m, d);
+	cg_hex(r->model_base, d);
+	r->model = m;
+	r->model_step = m->step;
+	r->model_name = mname;
+	r->max_staleness = max_staleness;
+	r->stale = *w;
+	return 0;
 }
 
 void
@@ -345,6 +371,11 @@ cg_reducer_free(struct cg_reducer *r)
 	free(r->signers);
 	r->signers = NULL;
 	r->nsigners = r->capsigners = 0;
+	for (size_t i = 0; i < r->nstale; i++)
+		free(r->stale_in[i].name);
+	free(r->stale_in);
+	r->stale_in = NULL;
+	r->nstale = r->capstale = 0;
 	cg_update_free(r->first);
 	cg_file_free(r->acc);
 	r->acc = NULL;
@@ -412,7 +443,9 @@ check_input(const struct cg_reducer *r, const struct cg_update *u)
 		          cg_update_kind_name(a->kind));
 		goto fail;
 	}
-	if (cg_update_check_base_of(u, a->base, a->base_step,
+	/* told its model, the reduction measured u against it already */
+	if (r->model == NULL &&
+	    cg_update_check_base_of(u, a->base, a->base_step,
 	                            "the first input's") < 0)
 		return -1;
 	if (u->nviews != a->nviews) {
@@ -463,6 +496,8 @@ new_result(const struct cg_update *u)
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "downlink");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "signers");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "mask");
+	/* an earlier reduction's record is not this one's */
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "staleness");
 	for (int i = 0; i < u->nviews; i++) {
 		const struct cg_uview *v = &u->views[i];
 		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==
@@ -645,15 +680,107 @@ take_layout(struct cg_reducer *r, struct cg_update *u)
 	r->first = u;
 }
 
+/* Whether u has the tensors of r's model (names, shapes, in order). */
+static int
+check_model_layout(const struct cg_reducer *r, const struct cg_update *u)
+{
+	const struct cg_model *m = r->model;
+
+	if (u->nviews != m->nviews)
+		return cg_seterr("%s: %d tensors, the model %s has %d", u->name,
+		                 u->nviews, r->model_name, m->nviews);
+	for (int i = 0; i < u->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		const struct cg_uview *t = &u->views[i];
+		if (strcmp(v->name, t->name) != 0 || v->n != t->n ||
+		    v->ndim != t->ndim ||
+		    memcmp(v->shape, t->shape,
+		           (size_t)v->ndim * sizeof(uint64_t)) != 0)
+			return cg_seterr(
+			    "%s: tensor %s: differs from the model "
+			    "%s's %s",
+			    u->name, t->name, r->model_name, v->name);
+	}
+	return 0;
+}
+
+/* Note u among the inputs measured against the model; 0 or -1. */
+static int
+note_stale(struct cg_reducer *r, const struct cg_update *u, uint64_t s,
+           double factor, int dropped)
+{
+	struct cg_stale_in *e;
+
+	if (r->nstale == r->capstale) {
+		size_t cap = r->capstale ? 2 * r->capstale : 8;
+		void *p = realloc(r->stale_in, cap * sizeof(*r->stale_in));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->stale_in = p;
+		r->capstale = cap;
+	}
+	e = &r->stale_in[r->nstale];
+	if ((e->name = strdup(u->name)) == NULL)
+		return cg_seterr("out of memory");
+	e->base_step = u->base_step;
+	e->staleness = s;
+	e->factor = factor;
+	e->dropped = dropped;
+	r->nstale++;
+	return 0;
+}
+
+/*
+ * u measured against r's model: its staleness into *stale and its
+ * factor into *factor; 0, 1 when u is staler than r->max_staleness
+ * (noted, and the message says it is left out), or -1 with a message.
+ */
+static int
+measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
+        double *factor)
+{
+	int64_t s =
+	    cg_update_staleness(u, r->model_base, r->model_step, r->model_name);
+
+	if (s < 0 || check_model_layout(r, u) != 0)
+		return -1;
+	if ((uint64_t)s > r->max_staleness) {
+		if (note_stale(r, u, (uint64_t)s, 0, 1) != 0)
+			return -1;
+		r->dropped++;
+		cg_seterr("%s: stale by %lld step%s (computed from step %llu, "
+		          "%s is at %llu), more than --max-staleness %llu; "
+		          "left out",
+		          u->name, (long long)s, s == 1 ? "" : "s",
+		          (unsigned long long)u->base_step, r->model_name,
+		          (unsigned long long)r->model_step,
+		          (unsigned long long)r->max_staleness);
+		return 1;
+	}
+	*stale = s;
+	*factor = cg_stale_factor(&r->stale, (uint64_t)s);
+	if (u->mask && *factor != 1)
+		return cg_seterr(
+		    "%s: masked, and stale by %lld steps: a masked "
+		    "value cannot be weighed down",
+		    u->name, (long long)s);
+	return 0;
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
 	const double w = u->weight, ns = u->samples, loss = u->loss;
 	const uint64_t inputs = u->inputs;
+	double factor = 1;
+	int64_t stale = 0;
 	int rc = -1;
 
 	if (cg_update_check_weight(u) != 0)
 		goto out;
+	if (r->model != NULL && (rc = measure(r, u, &stale, &factor)) != 0)
+		goto out;
+	rc = -1;
 	if (r->first != NULL && check_input(r, u) != 0)
 		goto out;
 	/* (a masked value means nothing alone: the integer sum checks it) */
@@ -674,6 +801,11 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	}
 	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
 		goto out;
+	if (r->model != NULL &&
+	    note_stale(r, u, (uint64_t)stale, factor, 0) != 0)
+		goto out;
+	/* its weight in the sum; the total divided by stays w (reduce.h) */
+	u->weight = w * factor;
 	if (u->mask) {
 		double t0 = cg_now();
 		if (add_masked(r, u) != 0) {
@@ -704,7 +836,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		u = NULL;
 	} else {
 		double t0 = cg_now();
-		fold_all(r->op, r->acc, u, w, r->first == NULL);
+		fold_all(r->op, r->acc, u, u->weight, r->first == NULL);
 		r->fold_seconds += cg_now() - t0;
 		if (r->first == NULL) {
 			take_layout(r, u);
@@ -834,13 +966,54 @@ check_result(const struct cg_file *f)
 
 /* ---------------------------------------------------------- result */
 
+/*
+ * A reduction told its model: the result's base becomes that model, and
+ * "staleness" says how every input stood against it: the rule, the
+ * limit (absent: none), and per input in the order given its name, base
+ * step, staleness and factor, "dropped" for those left out.  0 or -1.
+ */
+static int
+put_staleness(struct cg_file *f, const struct cg_reducer *r)
+{
+	cJSON *man = f->manifest, *b, *o, *in, *out;
+	char rule[96];
+
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "base");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "staleness");
+	if ((b = cJSON_AddObjectToObject(man, "base")) == NULL ||
+	    (o = cJSON_AddObjectToObject(man, "staleness")) == NULL)
+		return cg_seterr("out of memory");
+	cJSON_AddStringToObject(b, "sha256", r->model_base);
+	cJSON_AddNumberToObject(b, "step", (double)r->model_step);
+	cg_stale_weight_name(&r->stale, rule, sizeof(rule));
+	cJSON_AddStringToObject(o, "rule", rule);
+	if (r->max_staleness != UINT64_MAX)
+		cJSON_AddNumberToObject(o, "max", (double)r->max_staleness);
+	if ((in = cJSON_AddArrayToObject(o, "inputs")) == NULL ||
+	    (out = cJSON_AddArrayToObject(o, "dropped")) == NULL)
+		return cg_seterr("out of memory");
+	for (size_t i = 0; i < r->nstale; i++) {
+		const struct cg_stale_in *e = &r->stale_in[i];
+		cJSON *x = cJSON_CreateObject();
+		if (x == NULL)
+			return cg_seterr("out of memory");
+		cJSON_AddItemToArray(e->dropped ? out : in, x);
+		cJSON_AddStringToObject(x, "input", e->name);
+		cJSON_AddNumberToObject(x, "step", (double)e->base_step);
+		cJSON_AddNumberToObject(x, "staleness", (double)e->staleness);
+		if (!e->dropped)
+			cJSON_AddNumberToObject(x, "factor", e->factor);
+	}
+	return 0;
+}
+
 struct cg_file *
 cg_reducer_finish(struct cg_reducer *r)
 {
 	struct cg_file *f;
 
 	if (r->first == NULL) {
-		if (r->skipped)
+		if (r->skipped || r->dropped)
 			cg_seterr("no inputs: every one left out");
 		else
 			cg_seterr("no inputs");
@@ -871,7 +1044,8 @@ cg_reducer_finish(struct cg_reducer *r)
 	if (check_result(f) != 0)
 		return NULL;
 	r->acc = NULL;
-	if (put_signers(f, r) != 0) {
+	if (put_signers(f, r) != 0 ||
+	    (r->model != NULL && put_staleness(f, r) != 0)) {
 		cg_file_free(f);
 		cg_reducer_free(r);
 		return NULL;

@@ -56,6 +56,21 @@
  * slice.  Every element sees the same operations in the same order as
  * when streaming, so both paths give the same bits (test_reduce checks
  * it): a test of the path itself, apart from the operations on it.
+ *
+ * Asynchronous training reduces updates computed from different models
+ * (cg_reducer_set_model).  The reduction is then for one model, the
+ * newest, and every input is measured against it: its staleness s is
+ * that model's step minus the input's base step (update.h).  An input
+ * staler than the limit is left out and said so; the others are weighed
+ * by a rule of stale.h: an input's weight in the sum becomes its weight
+ * times its factor f(s), while the total the mean divides by stays the
+ * inputs' own total weight, sum_i w_i f(s_i) x_i / sum_i w_i.  So a stale
+ * update moves the model less, as FedBuff's sum of s(t)-scaled deltas
+ * does, even when it comes alone (a mean normalised by the discounted
+ * weights would give it back its full size); and the result, whose base
+ * is the newest model and whose weight is sum_i w_i, reduces again with
+ * others as any update does.  Only an operation that weighs its inputs
+ * (weighs = 1: the mean) takes a rule other than constant.
  */
 #ifndef CG_REDUCE_H
 #define CG_REDUCE_H
@@ -63,7 +78,10 @@
 #include <stddef.h>
 
 #include "cg.h"
+#include "stale.h"
 #include "update.h"
+
+struct cg_model;
 
 /* What an all-at-once operation's slice sees besides the numbers. */
 struct cg_reduce_pass {
@@ -84,6 +102,8 @@ struct cg_reduce_op {
 	double pmin, pmax; /* its range, */
 	int popen;         /* open at pmin (1), at pmax (2) or both (3) */
 	int streams;       /* 1: init/add/finish; 0: slice */
+	int weighs;        /* 1: the inputs' weights count (a staleness
+	                    * rule other than constant needs it) */
 	void (*init)(float *acc, const float *x, size_t n, double w);
 	void (*add)(float *acc, const float *x, size_t n, double w);
 	void (*finish)(float *acc, size_t n, double wsum);
@@ -115,10 +135,21 @@ const struct cg_reduce_op *cg_reduce_op_parse(const char *spec,
 /* Elements per slice on the all-at-once path: 1 MiB of f32 per input. */
 #define CG_REDUCE_SLICE ((size_t)1 << 18)
 
+/* An input measured against the model of a reduction: used, with its
+ * factor, or left out for its staleness (dropped). */
+struct cg_stale_in {
+	char *name;
+	uint64_t base_step, staleness;
+	double factor;
+	int dropped;
+};
+
 /*
  * A running reduction.  Every input must be of one kind (all grads or
  * all deltas), computed from one base model (cg_update_check_base_of
- * against the first input's base), with the first input's tensors, a
+ * against the first input's base) or, for a reduction told its model,
+ * from that model or an earlier one (cg_update_staleness) and with that
+ * model's tensors, with the first input's tensors, a
  * positive weight (cg_update_check_weight) and finite values.  The
  * result is a valid input again: it carries the total weight and sample
  * count of the inputs used, so reducing partial means gives the mean of
@@ -149,6 +180,18 @@ struct cg_reducer {
 	double fold_seconds; /* folding the inputs in: decoding, adding */
 	/* Masked inputs: their integer sum (NULL with plain inputs). */
 	struct cg_mask_sum *masked;
+	/* The model the reduction is for (NULL: the first input's base):
+	 * borrowed, its digest and step, its name in messages. */
+	const struct cg_model *model;
+	char model_base[65];
+	uint64_t model_step;
+	const char *model_name;
+	uint64_t max_staleness; /* staler inputs are left out */
+	struct cg_stale_weight stale;
+	/* Every input measured against the model, in the order given. */
+	struct cg_stale_in *stale_in;
+	size_t nstale, capstale;
+	uint64_t dropped; /* inputs left out as too stale */
 };
 
 /* A reducer running op with parameter param (cg_reduce_op_parse):
@@ -157,10 +200,21 @@ struct cg_reducer {
 void cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
                      double param);
 /*
+ * Make r a reduction for model m (borrowed: it must outlive r), named
+ * mname in messages: inputs staler than max_staleness (UINT64_MAX: no
+ * limit) are left out, the others weighed by w; the result's base is m.
+ * Before the first input.  0, or -1 with a message when w is not
+ * constant and r's operation does not weigh its inputs.
+ */
+int cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
+                         const char *mname, uint64_t max_staleness,
+                         const struct cg_stale_weight *w);
+/*
  * Add u (taken over: freed now when streaming or left out, at the end
  * otherwise).  Returns 0; 1 when u holds a value that is not finite and
- * r->skip_nonfinite is set: u is left out, as if never given, and the
- * message says why, starting with u's name; or -1 with such a message
+ * r->skip_nonfinite is set, or when u is staler than r->max_staleness:
+ * u is left out, as if never given (but listed with its staleness), and
+ * the message says why, starting with u's name; or -1 with such a message
  * when u breaks a rule above.
  */
 int cg_reducer_add(struct cg_reducer *r, struct cg_update *u);

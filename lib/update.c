@@ -251,6 +251,24 @@ cg_update_check_weight(const struct cg_update *u)
 }
 
 int64_t
+cg_update_staleness(const struct cg_update *u, const char base_hex[65],
+                    uint64_t base_step, const char *whose)
+{
+	/* Equal digests: the same parameters, hence no step in between. */
+	if (strcmp(u->base, base_hex) == 0)
+		return 0;
+	if (u->base_step < base_step)
+		return (int64_t)(base_step - u->base_step);
+	cg_seterr("computed from %s model (step %llu, sha256 %.12s...) than "
+	          "%s (step %llu, %.12s...)",
+	          u->base_step > base_step ? "a later" : "another",
+	          (unsigned long long)u->base_step, u->base, whose,
+	          (unsigned long long)base_step, base_hex);
+	cg_errprefix(u->name);
+	return -1;
+}
+
+int64_t
 cg_update_check_base_of(const struct cg_update *u, const char base_hex[65],
                         uint64_t base_step, const char *whose)
 {

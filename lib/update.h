@@ -101,14 +101,23 @@ int cg_update_check_weight(const struct cg_update *u);
 
 /*
  * The staleness rule, in one place.  The staleness of u against a model
- * is the model's step now minus u's base step.  For now an update is
- * accepted only when its base is the model itself (digest equal), so the
- * staleness accepted is always 0; asynchronous training changes this
- * function and nothing else.  base_hex and base_step describe the model
- * (whose: how a message names it, e.g. a path or "the first input's").
- * Returns the staleness (>= 0), or -1 with a message starting with u's
- * name.
+ * is the model's step now minus u's base step.  base_hex and base_step
+ * describe the model (whose: how a message names it, e.g. a path or "the
+ * first input's").
+ *
+ * cg_update_staleness accepts an update computed from the model itself
+ * (digest equal: 0) or from an earlier step (the staleness, > 0: the
+ * digest of an older model cannot be checked against this one, and a
+ * caller that has it checks it apart); an update from a later step, or
+ * from another model of the same step, is refused.  Returns the
+ * staleness (>= 0), or -1 with a message starting with u's name.
+ *
+ * cg_update_check_base_of accepts only an update computed from the model
+ * itself (staleness 0): synchronous rounds, and a reduction that is not
+ * told which model it is for.
  */
+int64_t cg_update_staleness(const struct cg_update *u, const char base_hex[65],
+                            uint64_t base_step, const char *whose);
 int64_t cg_update_check_base_of(const struct cg_update *u,
                                 const char base_hex[65], uint64_t base_step,
                                 const char *whose);
