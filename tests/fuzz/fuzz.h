@@ -24,8 +24,10 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
+#include "inspect.h"
 #include "model.h"
 #include "shard.h"
+#include "state.h"
 #include "ucodec.h"
 #include "update.h"
 
@@ -180,12 +182,27 @@ fuzz_decode_update(const struct cg_update *u)
 	(void)cg_update_check_weight(u);
 }
 
+/* What cg-inspect makes of f, with statistics, as a table (to
+ * /dev/null) and as JSON. */
+static inline void
+fuzz_inspect(const struct cg_file *f)
+{
+	static FILE *null;
+	struct cg_inspect_opts o = {.stats = 1, .utf8 = 1};
+
+	if (null == NULL && (null = fopen("/dev/null", "w")) == NULL)
+		abort();
+	(void)cg_inspect_table(null, "fuzz", f, &o);
+	cJSON_Delete(cg_inspect_json("fuzz", f, &o));
+}
+
 /* What a program does with a file of each kind once it is read: f is
  * taken (freed here). */
 static inline void
 fuzz_use_file(struct cg_file *f)
 {
 	const char *kind = cg_file_kind(f);
+	struct cg_state *st;
 
 	if (strcmp(kind, "data") == 0) {
 		cg_shard_free(cg_shard_from_file(f, "fuzz"));
@@ -196,6 +213,11 @@ fuzz_use_file(struct cg_file *f)
 		if (u)
 			fuzz_decode_update(u);
 		cg_update_free(u);
+		return;
+	}
+	if (strcmp(kind, "state") == 0) {
+		if (cg_state_from_file(&st, f, "fuzz") == 0)
+			cg_state_free(st);
 		return;
 	}
 	if (strcmp(kind, "model") == 0)
