@@ -98,13 +98,44 @@ fuzz_tar_member(struct fuzz_buf *b, const char *name, const void *src, size_t n)
 	fuzz_put(b, zero, (512 - n % 512) % 512);
 }
 
+/* The bytes dtype and shape of tensor entry t say, into *out; -1 where
+ * they say nothing (no dtype, a shape that is not one). */
+static inline int
+fuzz_entry_bytes(const cJSON *t, uint64_t *out)
+{
+	const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
+	const cJSON *d;
+	enum cg_dtype dtype;
+	uint64_t n = 1;
+
+	if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) ||
+	    cg_dtype_parse(dt->valuestring, &dtype) != 0)
+		return -1;
+	cJSON_ArrayForEach(d, sh)
+	{
+		if (!cJSON_IsNumber(d) || d->valuedouble < 0 ||
+		    d->valuedouble > 1e15 ||
+		    d->valuedouble != (double)(uint64_t)d->valuedouble)
+			return -1;
+		if (d->valuedouble != 0 &&
+		    n > UINT64_MAX / (uint64_t)d->valuedouble)
+			return -1;
+		n *= (uint64_t)d->valuedouble;
+	}
+	return cg_dtype_bytes(dtype, n, out);
+}
+
 /*
  * A cg file's bytes made from input data [n]: the text up to the first
  * NUL is the manifest, the bytes after it the tensors' members, in the
- * manifest's order, each taking the "bytes" it claims (the last one
+ * manifest's order, each taking the "bytes" that its dtype and shape
+ * say, or where they say nothing the "bytes" it claims (the last one
  * what is left, when too little is).  Where the manifest parses, each
- * tensor's "sha256" is made that of its member, and the manifest is
- * written out again; otherwise it goes in as it is.  Members the
+ * tensor's "bytes" is made what its dtype and shape say and its
+ * "sha256" that of its member, and the manifest is written out again
+ * (so that a changed shape or dtype reaches the kind's checks, past
+ * the container's); otherwise it goes in as it is.  Members the
  * manifest does not list follow as "extra".  The caller frees out->p.
  */
 static inline void
@@ -131,9 +162,18 @@ fuzz_cg_file(const uint8_t *data, size_t n, struct fuzz_buf *out)
 			size_t k = left;
 			unsigned char d[32];
 			char hex[65];
+			uint64_t want;
 
-			if (cJSON_IsNumber(by) && by->valuedouble >= 0 &&
-			    by->valuedouble < (double)left)
+			if (cJSON_IsObject(t) &&
+			    fuzz_entry_bytes(t, &want) == 0) {
+				cJSON_DeleteItemFromObjectCaseSensitive(
+				    t, "bytes");
+				cJSON_AddNumberToObject(t, "bytes",
+				                        (double)want);
+				if (want < left)
+					k = (size_t)want;
+			} else if (cJSON_IsNumber(by) && by->valuedouble >= 0 &&
+			           by->valuedouble < (double)left)
 				k = (size_t)by->valuedouble;
 			cg_sha256(d, rest, k);
 			cg_hex(hex, d);
