@@ -5,8 +5,9 @@
  * line is its name (a condition name: the reader checks it; one the file
  * system cannot hold is replaced by "f" and the file's number), the rest
  * its text.  The files are written to a directory of their own under
- * $TMPDIR (a tmpfs is best: the reader takes a directory) and read as
- * cg-shard reads fortunes; a lone file is also read as one file.
+ * $TMPDIR (a tmpfs is best: the reader takes a directory; it is removed
+ * at exit) and read as cg-shard reads fortunes; a lone file is also read
+ * as one file.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,6 +34,14 @@ clean(void)
 	closedir(dp);
 }
 
+/* The directory and its files gone at exit. */
+static void
+remove_dir(void)
+{
+	clean();
+	rmdir(dir);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -47,6 +56,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		         tmp && *tmp ? tmp : "/tmp");
 		if (mkdtemp(dir) == NULL)
 			abort();
+		atexit(remove_dir);
 	}
 	clean();
 	while (p < end && nfiles < MAXFILES) {
