@@ -236,6 +236,18 @@ fuzz_inspect(const struct cg_file *f)
 	cJSON_Delete(cg_inspect_json("fuzz", f, &o));
 }
 
+/* The cg file bytes [n], a model, read as cg-eval and cg-sample read one
+ * (cg_model_read_infer: quantized views kept as stored, their blocks
+ * checked), from a memfd. */
+static inline void
+fuzz_infer(const void *bytes, size_t n)
+{
+	char path[32];
+
+	fuzz_memfd(3, bytes, n, path);
+	cg_model_free(cg_model_read_infer(path));
+}
+
 /* What a program does with a file of each kind once it is read: f is
  * taken (freed here). */
 static inline void

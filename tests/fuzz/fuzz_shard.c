@@ -16,8 +16,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct cg_file *f;
 
 	fuzz_cg_file(data, size, &b);
-	if ((f = cg_file_read_mem(b.p, b.len, "fuzz")) != NULL)
+	if ((f = cg_file_read_mem(b.p, b.len, "fuzz")) != NULL) {
+		int model = strcmp(cg_file_kind(f), "model") == 0;
 		fuzz_use_file(f);
+		if (model)
+			fuzz_infer(b.p, b.len);
+	}
 	free(b.p);
 	return 0;
 }
