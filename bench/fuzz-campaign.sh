@@ -2,7 +2,8 @@
 # fuzz-campaign.sh - a long fuzzing campaign over the libFuzzer targets of
 # tests/fuzz/, one process at a time, niced: rounds in which each target
 # runs SECONDS from its corpus of all earlier rounds (DIR/corpus/NAME,
-# grown from the seeds of tests/fuzz/corpus/NAME), until DEADLINE.
+# grown from the seeds of tests/fuzz/corpus/NAME, with the dictionary
+# tests/fuzz/NAME.dict where there is one), until DEADLINE.
 #
 # Each round runs copies of the targets of build-fuzz taken at the round's
 # start (make fuzz there may go on meanwhile; a fix reaches the next
@@ -42,9 +43,12 @@ while :; do
 		mkdir -p "$dir/corpus/$name"
 		log=$dir/logs/$round-$name.log
 		st=0
+		dict=
+		[ ! -f "tests/fuzz/$name.dict" ] ||
+			dict=-dict=$top/tests/fuzz/$name.dict
 		TMPDIR=$ftmp nice -n "${NICE:-15}" "$dir/bin/$t" \
 			-max_total_time="$secs" -timeout=25 -print_final_stats=1 \
-			-artifact_prefix="$dir/findings/$round-$name-" \
+			-artifact_prefix="$dir/findings/$round-$name-" $dict \
 			"$dir/corpus/$name" "$top/tests/fuzz/corpus/$name" \
 			>"$log" 2>&1 || st=$?
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
