@@ -64,6 +64,9 @@ cp img-0.cgd fort-0.cgd jl-0.cgd m.cgm mq.cgm w.state d.cgg u-q4.cgg \
 	u-topk_0_1.cgg u-lowrank_1.cgg "$c/"
 gzip -9nc u-sign.cgg >"$c/u-sign.cgg.gz"
 zstd -q -19 -c ts-0.cgd >"$c/ts-0.cgd.zst"
+cg-key -o k >/dev/null
+cg-shard -q --sign k -o sig "$fx/text/escapes.tsv"
+cp sig-0.cgd "$c/ts-signed.cgd"
 cut_to m.cgm 1500 "$c/m-cut.cgm"
 flip img-0.cgd 600 "$c/img-flip.cgd"
 
