@@ -1,8 +1,8 @@
 #!/bin/sh
 # make-corpus.sh - make the seed corpora of the fuzz targets
-# (tests/fuzz/corpus/TARGET/) from the test fixtures, with the programs
+# (tests/fuzz/corpus/NAME/) from the test fixtures, with the programs
 # of a build (default build-fuzz).  Seeds are real files the programs
-# write, kept small (a 16-example shard, a model of a few hundred
+# write, kept small (a 16-example shard, a model of a few thousand
 # weights), and a few cut short or altered.  The shard and update
 # targets take a manifest, a NUL and the tensors' bytes (fuzz.h), so
 # their seeds are cg files unpacked to that form.  Usage: make-corpus.sh
