@@ -297,6 +297,11 @@ struct cg_file *cg_file_read_fp(FILE *fp, const char *display);
  * rest is read from fd.  npre 0 is cg_file_read_fp's behaviour. */
 struct cg_file *cg_file_read_fd(int fd, const char *display, const void *pre,
 				size_t npre);
+/* The same from the bytes buf [n], plain or compressed, which are only
+ * read: every tensor is copied into a buffer of its own.  The same
+ * checks and messages as a file's (display names it). */
+struct cg_file *cg_file_read_mem(const void *buf, size_t n,
+				 const char *display);
 /* Unmap f's file once no tensor lies in it any more (all copied out and
  * marked not borrowed); otherwise nothing. */
 void cg_file_drop_blob(struct cg_file *f);

@@ -1070,6 +1070,44 @@ cg_file_read_fd(int fd, const char *display, const void *pre, size_t npre)
 }
 
 struct cg_file *
+cg_file_read_mem(const void *buf, size_t n, const char *display)
+{
+	struct reader r = {.name = display, .avail = cg_max_bytes()};
+	struct cg_file *f = NULL;
+
+	if (n == 0) {
+		cg_seterr("%s: empty file, not a cg file", display);
+		return NULL;
+	}
+	if (cg_safetensors_probe(buf, n)) {
+		cg_seterr("%s: a safetensors file, not a cg file "
+			  "(cg-convert makes one of it)",
+			  display);
+		return NULL;
+	}
+	/* bounded as a regular file is, by its size; members are copied
+	 * (r.blob stays NULL), so buf is only read */
+	r.fsize = n;
+	if ((r.a = archive_read_new()) == NULL) {
+		cg_seterr("%s: out of memory", display);
+		return NULL;
+	}
+	archive_read_support_filter_gzip(r.a);
+	archive_read_support_filter_zstd(r.a);
+	archive_read_support_format_tar(r.a);
+	if (archive_read_open_memory(r.a, buf, n) != ARCHIVE_OK)
+		cg_seterr("%s", archive_error_string(r.a)
+				    ? archive_error_string(r.a)
+				    : "cannot read");
+	else
+		f = read_archive(&r);
+	if (f == NULL)
+		cg_errprefix(display);
+	archive_read_free(r.a);
+	return f;
+}
+
+struct cg_file *
 cg_file_read_fp(FILE *fp, const char *display)
 {
 	return read_fd(fileno(fp), display, 1);

@@ -96,10 +96,14 @@ cg_model_free(struct cg_model *m)
  * A model with manifest man (taken over) laid out, parameters zeroed.
  * With lazy, the parameters are an anonymous mapping, whose pages take
  * memory only once written: the views an inference model keeps as
- * stored are never written and cost nothing.
+ * stored are never written and cost nothing.  from, when not NULL, is
+ * the file the parameters are to be read from: every view must be one
+ * of its tensors, so a config that lays out more parameters than all
+ * its tensors hold is refused before they are allocated (a file of a
+ * few bytes could otherwise ask for gigabytes).
  */
 static struct cg_model *
-model_new(cJSON *man, int lazy)
+model_new(cJSON *man, int lazy, const struct cg_file *from)
 {
 	struct cg_model *m = calloc(1, sizeof(*m));
 	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(man, "arch");
@@ -123,6 +127,17 @@ model_new(cJSON *man, int lazy)
 	}
 	if (m->arch->layout(m) != 0)
 		goto fail;
+	if (from) {
+		uint64_t held = 0;
+		for (size_t i = 0; i < from->ntensors; i++)
+			held += from->tensors[i].nelem;
+		if (m->nparams > held) {
+			cg_seterr("config: %zu parameters, more than the file's "
+				  "tensors hold (%llu)",
+				  m->nparams, (unsigned long long)held);
+			goto fail;
+		}
+	}
 	if (m->ngroups == 0) {
 		struct cg_group all = {.name = "all", .n = m->nparams};
 		if (cg_model_set_groups(m, &all, 1) != 0)
@@ -169,7 +184,7 @@ cg_model_create(const char *arch, cJSON *config, cJSON *extra, uint64_t seed)
 	cJSON_AddItemToObject(man, "config", config);
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "seed");
 	cJSON_AddNumberToObject(man, "seed", (double)seed);
-	if ((m = model_new(man, 0)) == NULL)
+	if ((m = model_new(man, 0, NULL)) == NULL)
 		return NULL;
 	cg_rng_seed(&r, seed);
 	m->arch->init(m, &r);
@@ -318,7 +333,7 @@ from_file(struct cg_file *f, const char *display, int steal)
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
-	if ((m = model_new(man, 0)) == NULL)
+	if ((m = model_new(man, 0, f)) == NULL)
 		goto fail;
 	if (cg_model_get_views(m, f, m->params) != 0)
 		goto fail;
@@ -402,7 +417,7 @@ cg_model_read_infer(const char *path)
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
-	if ((m = model_new(man, 1)) == NULL)
+	if ((m = model_new(man, 1, f)) == NULL)
 		goto fail;
 	if ((m->stored = calloc((size_t)m->nviews, sizeof(*m->stored))) ==
 	    NULL) {
@@ -573,7 +588,7 @@ cg_model_file_digest(const struct cg_file *f, unsigned char out[32])
 	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL)
 		return cg_seterr("out of memory");
 	/* The parameters alone: no optimizer state is copied. */
-	if ((m = model_new(man, 0)) == NULL)
+	if ((m = model_new(man, 0, f)) == NULL)
 		return -1;
 	/* the parameters as a reader holds them: masked */
 	if ((rc = cg_model_get_views(m, f, m->params)) == 0 &&
@@ -592,7 +607,7 @@ cg_model_file_check_mask(const struct cg_file *f)
 
 	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL)
 		return cg_seterr("out of memory");
-	if ((m = model_new(man, 1)) == NULL)
+	if ((m = model_new(man, 1, NULL)) == NULL)
 		return -1;
 	rc = cg_model_read_mask(m, f);
 	cg_model_free(m);

@@ -52,6 +52,7 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define CG_QX86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -343,6 +344,18 @@ static const struct qkernels k_vnni = {q8_vnni, q4_vnni, f16_vnni};
 
 /* ----------------------------------------------------------- dispatch */
 
+#ifdef CG_QX86
+/* F16C from CPUID leaf 1 itself: clang before 15 has no "f16c" for
+ * __builtin_cpu_supports. */
+static int
+has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 static const char *const path_names[CG_QPATH_N] = {"portable", "avx2",
                                                    "avx512vnni"};
 static int chosen = -1; /* cg_qpath_init's choice, once made */
@@ -358,7 +371,7 @@ cg_qpath_supported(enum cg_qpath p)
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") &&
 		       __builtin_cpu_supports("fma") &&
-		       __builtin_cpu_supports("f16c");
+		       has_f16c();
 	case CG_QPATH_VNNI:
 		__builtin_cpu_init();
 		return cg_qpath_supported(CG_QPATH_AVX2) &&

@@ -171,23 +171,49 @@ cg_dataset_set_conditions(struct cg_dataset *d, const char *const *names,
 	return 0;
 }
 
+/*
+ * The next line of fp into line [cap] without its newline, NUL-ended:
+ * its length (NUL bytes in it count), -1 at the end of the input, or
+ * cap when it does not fit (the rest of it is not read): a line is
+ * never held longer than a name can be.
+ */
+static ssize_t
+name_line(FILE *fp, char *line, size_t cap)
+{
+	size_t n = 0;
+	int c;
+
+	while ((c = getc(fp)) != EOF && c != '\n') {
+		if (n + 1 == cap)
+			return (ssize_t)cap;
+		line[n++] = (char)c;
+	}
+	if (c == EOF && n == 0)
+		return -1;
+	line[n] = '\0';
+	return (ssize_t)n;
+}
+
 int
 cg_dataset_read_conditions(struct cg_dataset *d, const char *path)
 {
 	FILE *fp;
-	char *line = NULL, **names = NULL;
-	size_t cap = 0, n = 0, ncap = 0, lineno = 0;
+	/* a name, a carriage return and the NUL */
+	char line[CG_SHARD_MAX_NAME + 3], **names = NULL;
+	size_t n = 0, ncap = 0, lineno = 0;
 	ssize_t len;
 	int rc = -1;
 
 	if ((fp = fopen(path, "r")) == NULL)
 		return cg_seterr("%s: %s", path, strerror(errno));
-	while ((len = getline(&line, &cap, fp)) >= 0) {
+	while ((len = name_line(fp, line, sizeof(line))) >= 0) {
 		const char *why;
 
 		lineno++;
-		if (len > 0 && line[len - 1] == '\n')
-			line[--len] = '\0';
+		if ((size_t)len == sizeof(line)) {
+			cg_seterr("%s: line %zu: name too long", path, lineno);
+			goto out;
+		}
 		if (len > 0 && line[len - 1] == '\r')
 			line[--len] = '\0';
 		if ((size_t)len != strlen(line)) {
@@ -235,7 +261,6 @@ out:
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
-	free(line);
 	fclose(fp);
 	return rc;
 }

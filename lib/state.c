@@ -332,21 +332,39 @@ int
 cg_state_read(struct cg_state **out, const char *path)
 {
 	struct cg_state *st;
+	struct cg_file *f;
 
 	*out = NULL;
+	if (access(path, F_OK) == 0) {
+		/* Each tensor in its own buffer: the caller updates them. */
+		if ((f = cg_file_read_copy(path)) == NULL)
+			return -1;
+		return cg_state_from_file(out, f, path);
+	}
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return cg_seterr("out of memory");
-	if (access(path, F_OK) != 0) {
-		if ((st->f = cg_file_new("state")) == NULL)
-			goto fail;
-		*out = st;
-		return 0;
+	if ((st->f = cg_file_new("state")) == NULL) {
+		cg_state_free(st);
+		return -1;
 	}
-	/* Each tensor in its own buffer: the caller updates them. */
-	if ((st->f = cg_file_read_copy(path)) == NULL)
-		goto fail;
+	*out = st;
+	return 0;
+}
+
+int
+cg_state_from_file(struct cg_state **out, struct cg_file *f,
+                   const char *display)
+{
+	struct cg_state *st;
+
+	*out = NULL;
+	if ((st = calloc(1, sizeof(*st))) == NULL) {
+		cg_file_free(f);
+		return cg_seterr("out of memory");
+	}
+	st->f = f;
 	if (strcmp(cg_file_kind(st->f), "state") != 0) {
-		cg_seterr("%s: a %s file, not a state file", path,
+		cg_seterr("%s: a %s file, not a state file", display,
 		          cg_file_kind(st->f));
 		goto fail;
 	}
@@ -354,7 +372,7 @@ cg_state_read(struct cg_state **out, const char *path)
 		cg_seterr("%s: no whole record of the call that wrote it (an "
 		          "older cg's state?): remove it to start this worker "
 		          "afresh",
-		          path);
+		          display);
 		goto fail;
 	}
 	st->loaded = 1;

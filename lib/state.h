@@ -35,6 +35,10 @@ void cg_state_free(struct cg_state *st);
  * The caller frees *out.
  */
 int cg_state_read(struct cg_state **out, const char *path);
+/* The same for the file f already read (taken: freed on error too);
+ * display names it in messages. */
+int cg_state_from_file(struct cg_state **out, struct cg_file *f,
+                       const char *display);
 /* 1 when st was read from a file, else 0. */
 int cg_state_loaded(const struct cg_state *st);
 

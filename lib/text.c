@@ -324,14 +324,16 @@ build_full(const struct build *b)
 	return b->limit > 0 && b->d.n >= b->limit;
 }
 
-/* Make room for more payload bytes after cur. */
+/* Make room for more payload bytes after cur.  The payload exists after
+ * the first call, even one for no bytes: readers decode into
+ * payload + cur, which must not be arithmetic on NULL. */
 static int
 build_room(struct build *b, uint64_t more)
 {
 	uint64_t need = b->cur + more, cap;
 	uint8_t *p;
 
-	if (need <= b->bcap)
+	if (need <= b->bcap && b->d.payload != NULL)
 		return 0;
 	if (need > b->max_bytes)
 		return cg_seterr("%s: more than %llu bytes of text (the limit "

@@ -316,6 +316,21 @@ spread() {
 	printf 'a\na\nb\nc\nd\ne\nf\ng\nh\ni\n' >"$T/dup"
 	run -1 --separate-stderr cg-shard --conditions "$T/dup" -o "$T/f" "$MINI"
 	assert_equal "$stderr" "cg-shard: $T/dup: condition name \"a\" given twice"
+	# a name of 1024 bytes is one; a line of 1025 is refused, and one of
+	# 4 GB without a newline is refused as soon as it is one too long,
+	# under a 1 GB cap, never held whole
+	{ head -c 1024 /dev/zero | tr '\0' x; printf '\n'; seq 1 9; } >"$T/long"
+	run -0 cg-shard --conditions "$T/long" -o "$T/l" "$MINI"
+	{ head -c 1025 /dev/zero | tr '\0' x; printf '\r\n'; } >"$T/long"
+	run -1 --separate-stderr cg-shard --conditions "$T/long" -o "$T/f" "$MINI"
+	assert_equal "$stderr" "cg-shard: $T/long: line 1: name too long"
+	local cap=
+	[ "${CG_SANITIZED:-0}" = 1 ] || cap='ulimit -v 1000000;'
+	run -1 --separate-stderr bash -c "$cap"' exec cg-shard --conditions \
+		<(head -c 4000000000 /dev/zero) -o "$1" "$2"' sh "$T/f" "$MINI"
+	[[ $stderr =~ ^cg-shard:\ /dev/fd/[0-9]+:\ line\ 1:\ name\ too\ long$ ]] ||
+		fail "$stderr"
+	[ -z "$output" ] && [ ! -e "$T/f-0.cgd" ]
 }
 
 @test "cg-shard: stdin for one input, and -o - to stdout" {

@@ -333,6 +333,28 @@ big() {
 	no_output g.cgg
 }
 
+@test "a model whose config lays out more than its tensors hold is refused before allocating" {
+	# hidden 1048576: 6.7 GB of parameters, in a file of 100 KB
+	mkdir x
+	tar xf "$D/model.cgm" -C x
+	jq '.config.hidden = 1048576' x/cg.json >cg.json
+	mv cg.json x/cg.json
+	# shellcheck disable=SC2046
+	tar cf big.cgm -C x cg.json $(jq -r '.tensors[].name' x/cg.json)
+	local cap= p
+	[ "${CG_SANITIZED:-0}" = 1 ] || cap='ulimit -v 1000000;'
+	for p in "cg-train-step -q -d $D/fm-0.cgd -o g.cgg" \
+		"cg-eval -d $D/fm-0.cgd" "cg-sample -c 1 -o s.pgm"; do
+		run -1 --separate-stderr sh -c "$cap exec $p -m big.cgm"
+		[ -z "$output" ]
+		assert_equal "${#stderr_lines[@]}" 1
+		[[ $stderr =~ ^cg-[a-z-]+:\ big\.cgm:\ config:\ [0-9]+\ parameters,\ more\ than\ the\ file.s\ tensors\ hold\ \([0-9]+\)$ ]] ||
+			fail "$p: $stderr"
+	done
+	no_output g.cgg
+	no_output s.pgm
+}
+
 @test "cg-train-step: model or shard from stdin, output to a pipe" {
 	local a=(--steps 2 --batch 8)
 	cg-train-step -m - -d "$D/fm-0.cgd" "${a[@]}" -o g.cgg <"$D/model.cgm"

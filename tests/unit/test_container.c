@@ -126,6 +126,23 @@ test_roundtrip(const char *dir)
 			  memcmp(g->tensors[1].data, f->tensors[1].data, 28) == 0,
 		      "%s: cg_file_read_copy", ext[c]);
 		cg_file_free(g);
+		/* The same bytes from memory: the same tensors, each a
+		 * copy, the buffer only read. */
+		b1 = slurp(p1, &n1);
+		b2 = b1 ? malloc(n1) : NULL;
+		if (b2)
+			memcpy(b2, b1, n1);
+		g = b1 ? cg_file_read_mem(b1, n1, "mem") : NULL;
+		CHECK(g && g->blob == NULL && g->ntensors == 3 &&
+			  !g->tensors[0].borrowed &&
+			  memcmp(g->tensors[0].data, f->tensors[0].data, 60) ==
+			      0 &&
+			  memcmp(b1, b2, n1) == 0,
+		      "%s: cg_file_read_mem: %s", ext[c],
+		      g ? "tensors differ" : cg_errmsg());
+		cg_file_free(g);
+		free(b1);
+		free(b2);
 		/* Borrowed tensors write the same bytes as copies. */
 		struct cg_file *h = cg_file_new("model");
 		for (size_t i = 0; i < f->ntensors; i++)
@@ -154,11 +171,24 @@ expect_bad(const char *dir, const char *buf, size_t n, const char *want)
 
 	snprintf(p, sizeof(p), "%s/bad", dir);
 	spit(p, buf, n);
+	char said[512];
+
 	g = cg_file_read(p);
 	CHECK(g == NULL, "damaged file (%s) was accepted", want);
 	if (g == NULL)
 		CHECK(strstr(cg_errmsg(), want) != NULL,
 		      "message '%s' lacks '%s'", cg_errmsg(), want);
+	cg_file_free(g);
+	/* the memory reader refuses it with the same words after the name */
+	snprintf(said, sizeof(said), "mem%s",
+		 strncmp(cg_errmsg(), p, strlen(p)) == 0
+		     ? cg_errmsg() + strlen(p)
+		     : ": (the file's message does not name it)");
+	g = cg_file_read_mem(buf, n, "mem");
+	CHECK(g == NULL, "damaged bytes (%s) were accepted", want);
+	if (g == NULL)
+		CHECK(strcmp(cg_errmsg(), said) == 0,
+		      "memory: '%s', file: '%s'", cg_errmsg(), said);
 	cg_file_free(g);
 }
 

@@ -1,0 +1,29 @@
+/*
+ * fuzz_jsonl.c - libFuzzer target: a JSON Lines text dataset.
+ *
+ * The input is the file (plain or gzip), given to cg_text_load through a
+ * memfd (fuzz.h) with the format named, as cg-shard --format jsonl
+ * reads it: once with the default entry limit and, if that loads, once
+ * with a small one and a limit on the examples.
+ */
+#include "fuzz.h"
+
+#define FORMAT CG_TEXT_JSONL
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct cg_text_options o = {.format = FORMAT};
+	struct cg_dataset d;
+	char path[32];
+
+	fuzz_memfd(0, data, size, path);
+	if (cg_text_load(path, &o, &d) != 0)
+		return 0;
+	cg_dataset_free(&d);
+	o.max_entry = 7;
+	o.limit = 2;
+	if (cg_text_load(path, &o, &d) == 0)
+		cg_dataset_free(&d);
+	return 0;
+}

@@ -1,0 +1,153 @@
+#!/bin/sh
+# make-corpus.sh - make the seed corpora of the fuzz targets
+# (tests/fuzz/corpus/NAME/) from the test fixtures, with the programs
+# of a build (default build-fuzz).  Seeds are real files the programs
+# write, kept small (a 16-example shard, a model of a few thousand
+# weights), and a few cut short or altered.  The shard and update
+# targets take a manifest, a NUL and the tensors' bytes (fuzz.h), so
+# their seeds are cg files unpacked to that form.  Usage: make-corpus.sh
+# [BUILD-DIR]
+set -eu
+cd "$(dirname "$0")/../.."
+top=$PWD
+build=$(cd "${1:-build-fuzz}" && pwd)
+PATH=$build/cmd:$PATH
+export ASAN_OPTIONS=detect_leaks=0
+fx=$top/tests/fixtures
+out=$top/tests/fuzz/corpus
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+rm -rf "$out"
+for t in codec container fortune idx jsonl safetensors shard tsv update; do
+	mkdir -p "$out/$t"
+done
+
+# unpack CGFILE OUT: cg.json, a NUL, then every other member's bytes
+unpack() {
+	{
+		tar xOf "$1" cg.json
+		printf '\000'
+		for m in $(tar tf "$1" | grep -v -e '^cg.json$' -e '^cg.sig$'); do
+			tar xOf "$1" "$m"
+		done
+	} >"$2"
+}
+
+# cut FILE N OUT: the first N bytes; flip FILE AT OUT: one byte changed
+cut_to() { head -c "$2" "$1" >"$3"; }
+flip() {
+	cp "$1" "$3"
+	printf '\377' | dd of="$3" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+
+# data: image shards, text shards of each format
+cg-shard -q -n 2 --limit 16 -o img "$fx/fashion-mnist-mini"
+cg-shard -q -o fort "$fx/text/fortunes"
+cg-shard -q -o jl "$fx/text/prompt.jsonl"
+cg-shard -q -o ts "$fx/text/escapes.tsv"
+# a model of a few thousand weights, its updates in several codecs, a
+# state file
+cg-init -a cvae -d img-0.cgd --hidden 2 --layers 1 --latent 1 -o m.cgm
+for c in f32 f16 q8 q4 q2 topk:0.1 topk:k=3,chunk=64 sign lowrank:1; do
+	n=$(echo "$c" | tr -c 'a-z0-9\n' _)
+	cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --codec "$c" \
+		--no-error-feedback -o "u-$n.cgg"
+done
+cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --emit delta --steps 2 \
+	--state w.state -o d.cgg
+cg-quantize -q --all -o mq.cgm m.cgm q4_0
+cg-convert -o m.safetensors m.cgm
+
+c=$out/container
+cp img-0.cgd fort-0.cgd jl-0.cgd m.cgm mq.cgm w.state d.cgg u-q4.cgg \
+	u-topk_0_1.cgg u-lowrank_1.cgg "$c/"
+gzip -9nc u-sign.cgg >"$c/u-sign.cgg.gz"
+zstd -q -19 -c ts-0.cgd >"$c/ts-0.cgd.zst"
+cg-key -o k >/dev/null
+cg-shard -q --sign k -o sig "$fx/text/escapes.tsv"
+cp sig-0.cgd "$c/ts-signed.cgd"
+cut_to m.cgm 1500 "$c/m-cut.cgm"
+flip img-0.cgd 600 "$c/img-flip.cgd"
+
+for f in img-0 img-1 fort-0 jl-0 ts-0; do
+	unpack "$f.cgd" "$out/shard/$f"
+done
+for f in u-*.cgg d.cgg; do
+	unpack "$f" "$out/update/${f%.cgg}"
+done
+unpack m.cgm "$out/update/model"
+unpack w.state "$out/update/state"
+
+s=$out/safetensors
+cp m.safetensors "$top/tests/safetensors-vectors/vectors.safetensors" "$s/"
+cut_to m.safetensors 100 "$s/m-cut.safetensors"
+
+# IDX: 4 bytes (little-endian) of the images file's length, then the
+# images, then the labels, plain and gzip
+idx() { # IMAGES LABELS OUT
+	n=$(wc -c <"$1")
+	printf "\\$(printf %03o $((n & 255)))\\$(printf %03o $((n >> 8 & 255)))\\$(printf %03o $((n >> 16 & 255)))\\$(printf %03o $((n >> 24 & 255)))" >"$3"
+	cat "$1" "$2" >>"$3"
+}
+gzip -dc "$fx/fashion-mnist-mini/t10k-images-idx3-ubyte.gz" | head -c $((16 + 3 * 784)) >im
+printf '\000\000\010\003\000\000\000\003\000\000\000\034\000\000\000\034' |
+	dd of=im conv=notrunc 2>/dev/null
+printf '\000\000\010\001\000\000\000\003\001\002\003' >lb
+idx im lb "$out/idx/plain3"
+gzip -9nc im >im.gz
+gzip -9nc lb >lb.gz
+idx im.gz lb.gz "$out/idx/gzip3"
+printf '\000\000\010\003\000\000\000\002\000\000\000\002\000\000\000\002\001\002\003\004\005\006\007\010' >im2
+printf '\000\000\010\001\000\000\000\002\000\011' >lb2
+idx im2 lb2 "$out/idx/tiny2"
+cut_to im2 20 im2c
+idx im2c lb2 "$out/idx/tiny2-cut"
+
+# text: the fixtures, and the fortune files as the target takes them
+cp "$fx/text/cond.jsonl" "$fx/text/prompt.jsonl" "$out/jsonl/"
+gzip -9nc "$fx/text/cond.jsonl" >"$out/jsonl/cond.jsonl.gz"
+printf '{"cond":"a\\u0000b","text":"x"}\n{"prompt":"\\ud83d\\ude00","text":""}\n' \
+	>"$out/jsonl/escapes.jsonl"
+cp "$fx/text/escapes.tsv" "$out/tsv/"
+gzip -9nc "$fx/text/escapes.tsv" >"$out/tsv/escapes.tsv.gz"
+printf 'a\tone\\ttwo\nb\t\\\\\n\n\xef\xbb\xbfc\tx\\q\n' >"$out/tsv/bad-escape.tsv"
+{
+	first=1
+	for f in animals computers wisdom; do
+		[ $first -eq 1 ] || printf '\000'
+		first=0
+		printf '%s\n' "$f"
+		cat "$fx/text/fortunes/$f"
+	done
+} >"$out/fortune/three"
+{ printf 'one\n'; cat "$fx/text/fortunes/animals"; } >"$out/fortune/one"
+printf 'a b\nx\n%%\ny\n\000.hidden\nz\n' >"$out/fortune/names"
+
+# codec: a row byte, the claimed count, the first element and the count
+# to decode (little-endian), then bytes from real tensors
+codec() { # ROW COUNT FIRST N FILE OUT
+	{
+		printf "\\$(printf %03o "$1")"
+		for v in "$2" "$3"; do
+			i=0
+			while [ $i -lt 8 ]; do
+				printf "\\$(printf %03o $((v >> (8 * i) & 255)))"
+				i=$((i + 1))
+			done
+		done
+		printf "\\$(printf %03o $(($4 & 255)))\\$(printf %03o $(($4 >> 8 & 255)))"
+		head -c 1024 "$5"
+	} >"$6"
+}
+tar xOf mq.cgm "$(tar tf mq.cgm | sed -n 2p)" >q4
+tar xOf m.cgm "$(tar tf m.cgm | sed -n 2p)" >f32
+row=0
+for name in f32 f16 bf16 i8 u8 u16 u32 u64 q8_0 q4_0 q2_0 q4_1; do
+	src=f32
+	case $name in q*) src=q4 ;; esac
+	codec $row 64 3 40 $src "$out/codec/$name"
+	row=$((row + 1))
+done
+codec 9 1000000000000 999999999990 20 q4 "$out/codec/q4_0-claims"
+du -sh "$out"
