@@ -308,3 +308,25 @@ where() {
 		"rename, $published after it ($between updates then still in" \
 		"the inbox)" >&3
 }
+
+@test "--trust sets aside an unsigned update, --sign signs the model published" {
+	cg-key -C coord -o c.key
+	cg-key -C worker -o w.key
+	cat c.key.pub w.key.pub > trusted
+	cg-init -a cvae -d "$D/fm-0.cgd" --hidden 16 --layers 1 --latent 4 \
+		--seed 1 --sign c.key -o first.cgm
+	# an unsigned first model is refused under the trust list
+	run -1 --separate-stderr cg-inbox --trust trusted -m "$D/start/model.cgm" run
+	[[ $stderr == *"unsigned (a trust list is in force)"* ]]
+	[ ! -e run/model.cgm ]
+	cg-inbox -q --trust trusted -m first.cgm run
+	cg-train-step -q --sign w.key -m run/model.cgm -d "$D/fm-0.cgd" \
+		--emit delta --steps 2 --batch 4 -o run/inbox/signed.cgg
+	cg-train-step -q -m run/model.cgm -d "$D/fm-0.cgd" \
+		--emit delta --steps 2 --batch 4 -o run/inbox/plain.cgg
+	run -0 --separate-stderr cg-inbox --sign c.key --trust trusted run
+	[[ $stderr == *"plain.cgg: set aside: run/inbox/plain.cgg: unsigned (a trust list is in force)"* ]]
+	[[ $stderr == *"step 1 published from 1 update, loss "*": signed.cgg"* ]]
+	run -0 env CG_TRUST=trusted cg-inspect --verify run/model.cgm
+	assert_output --regexp '^run/model.cgm: OK, signed by [0-9a-f]{64} \(trusted\)$'
+}
