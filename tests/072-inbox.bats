@@ -98,6 +98,10 @@ where() {
 	[ "$(ls run/rejected | paste -sd' ')" = "alien.cgg alien.cgg.why" ]
 	grep -q '^of another model' run/rejected/alien.cgg.why
 	[ ! -e run/journal ] && [ ! -e run/pass ]
+	# a directory of any name
+	cp -r "$D/start" "a dir"
+	cg-inbox -q "a dir"
+	cmp want.cgm "a dir/model.cgm"
 	# an update of step 0 now comes late; run again, nothing is applied
 	cp "$D/start/inbox/w0-1.cgg" run/inbox/late.cgg
 	run -0 --separate-stderr cg-inbox run
