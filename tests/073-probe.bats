@@ -8,12 +8,16 @@
 # writable cgroup v2 tree with the cpu controller, else cgroup v1's
 # cpu.cfs_quota_us 25000 of cpu.cfs_period_us 100000 (the same CFS
 # bandwidth limit); without either (not root, a read-only cgroupfs) the
-# test is skipped, saying why.  Probes of one thread, the capped and the
-# free alternated three times each, their medians compared: the capped
-# one's weight must be within 25% of a quarter of the free one's.  The
-# machine's other load slows the free probe, not the capped one (which
-# a quarter of a CPU still fits), so on a loaded machine the ratio rises:
-# the test says the figures.  The programs come from PATH.
+# test is skipped, saying why.  The free probe runs in a cgroup of its
+# own with no cap.  Both groups have the largest weight (v1 cpu.shares
+# 262144, v2 cpu.weight 10000): the machine's other work (other
+# sessions, each an autogroup of weight 1024, where nice does not reach)
+# would otherwise slow the free probe and not the capped one, which a
+# quarter of a CPU still fits beside it.  Probes of one thread, the
+# capped and the free alternated three times each, their medians
+# compared: the capped one's weight must be within 25% of a quarter of
+# the free one's.  The test says its figures.  The programs come from
+# PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -31,12 +35,15 @@ setup() {
 	D=$BATS_FILE_TMPDIR
 	cd "$BATS_TEST_TMPDIR"
 	export LC_ALL=C
-	CGROUP=
+	CGROUPS=
 }
 
 teardown() {
-	# the group goes once its processes have
-	[ -z "$CGROUP" ] || rmdir "$CGROUP" 2>/dev/null || true
+	# a group goes once its processes have
+	local g
+	for g in $CGROUPS; do
+		rmdir "$g" 2>/dev/null || true
+	done
 }
 
 @test "cg-probe: --help, a bad option, no model, a missing file, a bad number" {
@@ -85,57 +92,49 @@ teardown() {
 	[ $((n0 - 2 * n1)) -ge -2 ] && [ $((n0 - 2 * n1)) -le 2 ]
 }
 
-# cpu_group: a CPU cgroup capped at a quarter of a CPU, its directory in
-# CGROUP and the file its processes go in in CGROUP_PROCS; or 1 with the
-# reason in CGROUP_WHY
-cpu_group() {
+# cpu_groups: two CPU cgroups of the largest weight, CAPPED capped at a
+# quarter of a CPU and FREE not; or 1 with the reason in CGROUP_WHY
+cpu_groups() {
 	local root=/sys/fs/cgroup
 	if [ -f "$root/cgroup.controllers" ]; then
 		grep -qw cpu "$root/cgroup.controllers" || {
 			CGROUP_WHY="cgroup v2 without the cpu controller"
 			return 1
 		}
-		CGROUP=$root/cg-probe-test.$$
-		if ! mkdir "$CGROUP" 2>/dev/null; then
-			CGROUP=
-			CGROUP_WHY="$root is not writable (not root?)"
-			return 1
-		fi
-		grep -qw cpu "$CGROUP/cgroup.controllers" 2>/dev/null &&
-			echo "25000 100000" >"$CGROUP/cpu.max" || {
-			CGROUP_WHY="cgroup v2: cpu.max not writable in $CGROUP"
-			return 1
-		}
-		CGROUP_PROCS=$CGROUP/cgroup.procs
+		root=$root
 	elif [ -f "$root/cpu/cpu.cfs_quota_us" ]; then
-		CGROUP=$root/cpu/cg-probe-test.$$
-		if ! mkdir "$CGROUP" 2>/dev/null; then
-			CGROUP=
-			CGROUP_WHY="$root/cpu (cgroup v1) is not writable (not root?)"
-			return 1
-		fi
-		echo 100000 >"$CGROUP/cpu.cfs_period_us" &&
-			echo 25000 >"$CGROUP/cpu.cfs_quota_us" || {
-			CGROUP_WHY="cgroup v1: cpu.cfs_quota_us not writable"
-			return 1
-		}
-		CGROUP_PROCS=$CGROUP/cgroup.procs
+		root=$root/cpu
 	else
 		CGROUP_WHY="no CPU cgroup: neither cgroup v2 nor v1's cpu controller under $root"
 		return 1
 	fi
+	FREE=$root/cg-probe-free.$$
+	CAPPED=$root/cg-probe-capped.$$
+	if ! mkdir "$FREE" "$CAPPED" 2>/dev/null; then
+		CGROUP_WHY="$root is not writable (not root?)"
+		return 1
+	fi
+	CGROUPS="$FREE $CAPPED"
+	if [ -f "$root/cgroup.controllers" ]; then
+		echo 10000 >"$FREE/cpu.weight" &&
+			echo 10000 >"$CAPPED/cpu.weight" &&
+			echo "25000 100000" >"$CAPPED/cpu.max"
+	else
+		echo 262144 >"$FREE/cpu.shares" &&
+			echo 262144 >"$CAPPED/cpu.shares" &&
+			echo 100000 >"$CAPPED/cpu.cfs_period_us" &&
+			echo 25000 >"$CAPPED/cpu.cfs_quota_us"
+	fi || {
+		CGROUP_WHY="$root: cannot set the weight or the cap"
+		return 1
+	}
 }
 
-# probe [GROUP-PROCS]: one thread's examples/s, in the group where given
+# probe GROUP: one thread's examples/s, in cgroup GROUP
 probe() {
-	local args=(-m "$D/model.cgm" -d "$D/fm-0.cgd" -j 1 --seconds 4
-		--warmup 1 --windows 8 --json)
-	if [ $# -eq 1 ]; then
-		sh -c 'echo $$ > "$1" && shift && exec "$@"' sh "$1" \
-			cg-probe "${args[@]}" | jq -r .examples_per_s
-	else
-		cg-probe "${args[@]}" | jq -r .examples_per_s
-	fi
+	sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$1" \
+		cg-probe -m "$D/model.cgm" -d "$D/fm-0.cgd" -j 1 --seconds 4 \
+		--warmup 1 --windows 8 --json | jq -r .examples_per_s
 }
 
 # median A B C
@@ -144,11 +143,11 @@ median() {
 }
 
 @test "cg-probe: a host capped at a quarter of a CPU weighs a quarter of a free one, within 25%" {
-	cpu_group || skip "$CGROUP_WHY"
+	cpu_groups || skip "$CGROUP_WHY"
 	local free=() capped=() i f c ratio
 	for i in 1 2 3; do
-		free+=("$(probe)")
-		capped+=("$(probe "$CGROUP_PROCS")")
+		free+=("$(probe "$FREE")")
+		capped+=("$(probe "$CAPPED")")
 	done
 	f=$(median "${free[@]}")
 	c=$(median "${capped[@]}")
