@@ -118,6 +118,13 @@ where() {
 	run -0 --separate-stderr cg-inbox --max-staleness 1 run
 	[[ $stderr == *"a-late.cgg: set aside: cg-reduce: "* ]]
 	[[ $stderr == *"step 2 published from 1 update, loss "*": b-now.cgg"* ]]
+	# older updates alone: plain cg-apply refuses their mean, and they
+	# are set aside rather than tried again by every pass
+	cp "$D/start/inbox/w1-1.cgg" run/inbox/c-late.cgg
+	run -1 --separate-stderr cg-inbox --max-staleness 2 run
+	[[ $stderr == *"c-late.cgg: set aside: cg-apply: "*"computed from another model"* ]]
+	run -0 --separate-stderr cg-inbox --max-staleness 2 run
+	[[ $stderr == *"run/inbox: no update: nothing published"* ]]
 	verify_all run
 }
 
