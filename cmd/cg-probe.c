@@ -52,10 +52,9 @@ static const struct cg_opt opts[] = {
 static const struct cg_cli cli = {
     .name = "cg-probe",
     .synopsis = "-m MODEL -d SHARD [options]",
-    .about =
-        "Time a few seconds of real training steps of MODEL on SHARD on\n"
-        "this host, after a warm-up, and print its examples/s and the\n"
-        "weight cg-shard --weights takes for it (examples/s, relative).",
+    .about = "Time a few seconds of real training steps of MODEL on SHARD on\n"
+             "this host, after a warm-up, and print its examples/s and the\n"
+             "weight cg-shard --weights takes for it (examples/s, relative).",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
@@ -106,7 +105,8 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		e = cg_parse_f64(g->name, s, 0, MAX_SECONDS, &a->warmup);
 		break;
 	case OPT_WINDOWS:
-		e = cg_parse_i64(g->name, s, 1, CG_PROBE_MAX_WINDOWS, &a->windows);
+		e = cg_parse_i64(g->name, s, 1, CG_PROBE_MAX_WINDOWS,
+		                 &a->windows);
 		break;
 	}
 	return e ? cg_usage(NULL) : CG_CONTINUE;
@@ -151,8 +151,9 @@ report(const struct args *a, const struct cg_model *m, int threads,
 		printf("batch:      %lld\n", a->batch);
 		printf("steps:      %d in %.2f s (%llu examples)\n", r->steps,
 		       r->secs, (unsigned long long)r->samples);
-		printf("examples/s: %.6g (median of %d windows; %.6g to %.6g)\n",
-		       r->rate, r->nwindows, r->lo, r->hi);
+		printf(
+		    "examples/s: %.6g (median of %d windows; %.6g to %.6g)\n",
+		    r->rate, r->nwindows, r->lo, r->hi);
 		printf("weight:     %.6g\n", r->rate / a->reference);
 		return 0;
 	}
@@ -173,7 +174,8 @@ report(const struct args *a, const struct cg_model *m, int threads,
 	cJSON_AddNumberToObject(j, "weight", r->rate / a->reference);
 	if ((w = cJSON_AddArrayToObject(j, "windows")) != NULL)
 		for (int i = 0; i < r->nwindows; i++)
-			cJSON_AddItemToArray(w, cJSON_CreateNumber(r->window[i]));
+			cJSON_AddItemToArray(w,
+			                     cJSON_CreateNumber(r->window[i]));
 	txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	if (txt == NULL)

@@ -74,9 +74,10 @@ cg_probe_run(struct cg_model *m, const struct cg_shard *s,
 	qsort(sorted, (size_t)o->windows, sizeof(double), cmp_double);
 	r->lo = sorted[0];
 	r->hi = sorted[o->windows - 1];
-	r->rate = o->windows % 2
-	              ? sorted[o->windows / 2]
-	              : (sorted[o->windows / 2 - 1] + sorted[o->windows / 2]) / 2;
+	r->rate =
+	    o->windows % 2
+	        ? sorted[o->windows / 2]
+	        : (sorted[o->windows / 2 - 1] + sorted[o->windows / 2]) / 2;
 	rc = 0;
 out:
 	free(out);
