@@ -53,7 +53,7 @@ verify_all() {
 	while read -r f; do
 		cg-inspect --verify -q "$f" || bad=1
 	done < <(find "$1" -type f ! -name '.*' ! -name '*.why' \
-		! -name lock ! -name log ! -name journal ! -name err \
+		! -name lock ! -name log ! -name journal ! -name '*err' \
 		! -name models)
 	return $bad
 }
