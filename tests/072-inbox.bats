@@ -259,7 +259,7 @@ where() {
 	local kills=0 tries=0 r pid f n before=0 published=0 between=0
 	while [ $kills -lt 20 ]; do
 		tries=$((tries + 1))
-		[ $tries -le 60 ]
+		[ $tries -le 100 ]
 		rm -rf run
 		cp -r "$D/start" run
 		r=$(((RANDOM * 32768 + RANDOM) % (us + 1)))
