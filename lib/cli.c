@@ -569,6 +569,16 @@ cg_set_threads(int n)
 	 * OpenMP's threads (lib/gemm.c). */
 }
 
+int
+cg_threads(void)
+{
+#ifdef _OPENMP
+	return omp_get_max_threads();
+#else
+	return 1;
+#endif
+}
+
 /* ---------------------------------------------- optimizer options */
 
 void

@@ -250,6 +250,8 @@ int cg_compress_parse(const char *s, enum cg_compress *out);
 /* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
  * set, else all cores). */
 void cg_set_threads(int n);
+/* The threads a parallel region of this process runs on now. */
+int cg_threads(void);
 
 /* ------------------------------------------------ signing and trust */
 

@@ -13,10 +13,10 @@ bats_require_minimum_version 1.5.0
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
-PROGS="cg-apply cg-audit cg-convert cg-eval cg-init cg-inspect cg-key cg-prune cg-quantize cg-reduce cg-sample cg-shard
-cg-train-step cg-cluster"
-# every program's --help comes from a cg_cli option table (cg-cluster's,
-# a shell script's, is written to the same shape)
+PROGS="cg-apply cg-audit cg-convert cg-eval cg-init cg-inspect cg-key cg-probe
+cg-prune cg-quantize cg-reduce cg-sample cg-shard cg-train-step cg-cluster cg-inbox"
+# every program's --help comes from a cg_cli option table (cg-cluster's
+# and cg-inbox's, shell scripts', are written to the same shape)
 TABLED=$PROGS
 
 setup_file() {

@@ -14,7 +14,9 @@
 #     scripts/install-deps install packages as root, build cg and run this
 #     very suite;
 #   - starts with "==": a program's output (the sample fortunes);
-#   - is a name, two spaces or more and a word: a table (the programs).
+#   - is a name, two spaces or more and a word: a table (the programs);
+#   - is a crontab line (five time fields, then the command): it runs
+#     every minute, not once.
 # Any other block is run, so an output block of a new shape fails here
 # rather than going unseen.  A block that runs cg-cluster reaches host0,
 # host1 and host2: the test hosts of tests/hosts.sh (network namespaces,
@@ -126,6 +128,9 @@ readme_runs() {
 		scripts/* | ==*) continue ;;
 		esac
 		if grep -Eq '^[A-Za-z0-9_-]+  +[A-Za-z]' <<<"$first"; then
+			continue
+		fi
+		if grep -Eq '^([0-9*/,-]+ +){5}[^ ]' <<<"$first"; then
 			continue
 		fi
 		small "blocks/$n.sh" > "blocks/$n.small"
@@ -326,4 +331,15 @@ make_small() {
 	[ "$(grep -c '^killed at step [0-9]* of 10$' <<<"$output")" -eq 3 ]
 	assert_line --regexp '^the same bytes: d0\.cgg d1\.cgg .*model\.cgm w0\.state w1\.state $'
 	assert_line "files in $PWD/resume"
+}
+
+@test "examples/inbox/run.sh" {
+	run -0 --separate-stderr "$top/examples/inbox/run.sh" "$PWD/inbox"
+	assert_line --regexp '^model: step [1-9][0-9]* from [0-9]+ updates; [0-9]+ set aside$'
+	assert_line --regexp 'step 1 published from [0-9]+ updates?, loss '
+	assert_line "files in $PWD/inbox"
+	# every update of the 12 is used or set aside, once
+	[ "$(find inbox/run/used inbox/run/rejected -name 'w*.cgg' | wc -l)" -eq 12 ]
+	[ "$(ls -A inbox/run/inbox)" = "" ]
+	cg-inspect --verify -q inbox/run/model.cgm
 }

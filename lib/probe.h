@@ -1,0 +1,45 @@
+/*
+ * probe.h - a host's training speed for one model on one shard: what
+ * cg-shard --weights takes to give each host a share of the data in
+ * proportion to what it can train.
+ */
+#ifndef CG_PROBE_H
+#define CG_PROBE_H
+
+#include "model.h"
+#include "shard.h"
+
+#define CG_PROBE_MAX_WINDOWS 64
+
+struct cg_probe_opts {
+	int batch;	/* examples per step */
+	double warmup;	/* seconds of steps not timed, first */
+	double seconds; /* seconds of timed steps, in all */
+	int windows;	/* the timed seconds cut into this many, 1..64 */
+	uint64_t seed;
+};
+
+struct cg_probe_result {
+	double rate;		/* examples/s: the median of the windows' */
+	double lo, hi;		/* the slowest and fastest window's */
+	double window[CG_PROBE_MAX_WINDOWS]; /* each window's examples/s */
+	int nwindows;
+	uint64_t samples; /* examples trained in the timed windows */
+	double secs;	  /* the timed windows' wall time */
+	int steps;	  /* steps taken in them */
+};
+
+/*
+ * Time real training steps of m on s as a DiLoCo worker takes them
+ * (--emit delta: forward, backward and an Adam step, batches of
+ * o->batch), on the threads set for the process: o->warmup seconds
+ * untimed (caches, the allocator, the CPU's clock), then o->windows
+ * windows of o->seconds / o->windows each, every window at least one
+ * step.  The median window is what a host sustains, apart from a
+ * moment's stall.  m's weights are left as they were.  Returns 0, or
+ * -1 with a message.
+ */
+int cg_probe_run(struct cg_model *m, const struct cg_shard *s,
+		 const struct cg_probe_opts *o, struct cg_probe_result *r);
+
+#endif
