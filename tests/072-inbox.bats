@@ -109,20 +109,26 @@ where() {
 	[[ $stderr == *"run/inbox: no update: nothing published"* ]]
 	cmp want.cgm run/model.cgm
 	grep -q '^late: ' run/rejected/late.cgg.why
-	# --max-staleness 1 takes it, and plain cg-reduce refuses it among
-	# updates of the published model (a reducer that weighs stale
-	# updates takes such a mix, through -R): set aside, with its reason
+	# --max-staleness 1 takes it beside an update of the published
+	# model, reduced for that model (cg-reduce --model), weighed as -R
+	# says: what cg-reduce and cg-apply give by hand
 	cp "$D/start/inbox/w0-1.cgg" run/inbox/a-late.cgg
 	cg-train-step -q -m run/model.cgm -d "$D/fm-0.cgd" --emit delta \
 		--steps 2 --batch 4 -o run/inbox/b-now.cgg
-	run -0 --separate-stderr cg-inbox --max-staleness 1 run
-	[[ $stderr == *"a-late.cgg: set aside: cg-reduce: "* ]]
-	[[ $stderr == *"step 2 published from 1 update, loss "*": b-now.cgg"* ]]
-	# older updates alone: plain cg-apply refuses their mean, and they
-	# are set aside rather than tried again by every pass
+	cp run/model.cgm m1.cgm
+	cp run/inbox/a-late.cgg run/inbox/b-now.cgg .
+	run -0 --separate-stderr cg-inbox --max-staleness 1 \
+		-R '--staleness-weight poly:0.5' run
+	[[ $stderr == *"step 2 published from 2 updates, loss "*": b-now.cgg a-late.cgg"* ]]
+	cg-reduce --model m1.cgm --max-staleness 1 --staleness-weight poly:0.5 \
+		b-now.cgg a-late.cgg -o mean2.cgg
+	cg-apply -m m1.cgm --outer nesterov mean2.cgg -o want2.cgm
+	cmp want2.cgm run/model.cgm
+	[ "$(ls run/used/2 | paste -sd' ')" = "a-late.cgg b-now.cgg" ]
+	# an update two models back, alone, under --max-staleness 2
 	cp "$D/start/inbox/w1-1.cgg" run/inbox/c-late.cgg
-	run -1 --separate-stderr cg-inbox --max-staleness 2 run
-	[[ $stderr == *"c-late.cgg: set aside: cg-apply: "*"computed from another model"* ]]
+	run -0 --separate-stderr cg-inbox --max-staleness 2 run
+	[[ $stderr == *"step 3 published from 1 update, loss "*": c-late.cgg"* ]]
 	run -0 --separate-stderr cg-inbox --max-staleness 2 run
 	[[ $stderr == *"run/inbox: no update: nothing published"* ]]
 	verify_all run
