@@ -262,3 +262,23 @@ same_params() {
 	# the whole model
 	[[ $stderr == *", $((5 * $(stat -c %s run/change.1) + $(stat -c %s run/down.cgm))) bytes down, "* ]]
 }
+
+@test "cg-cluster --down-codec: a host that applied the change in a try that failed applies nothing the next try" {
+	needs_hosts
+	printf 'host0\nhost1\nhost2\n' >hosts
+	run -0 cluster -q -r 1 "$FX"
+	# host1 fails round 2 once it has applied the change
+	mv "$HOSTS_DIR/host1/w.state.1" state.1
+	run -1 --separate-stderr cluster -q -r 2 "$FX"
+	[[ $stderr == "cg-cluster: host1: round 2: cp: "*"w.state.1"* ]]
+	same_params "$(params run/model.cgm)" 0 1 2
+	mv state.1 "$HOSTS_DIR/host1/w.state.1"
+	# the change again: a host that applied it twice would be out of step
+	run -0 --separate-stderr cluster -r 2 "$FX"
+	assert_equal "${#stderr_lines[@]}" 1
+	[[ $stderr == *", $((3 * $(stat -c %s run/change.1))) bytes down, "* ]]
+	cp init.cgm m.cgm
+	round 0 1 2
+	round 0 1 2
+	cmp m.cgm run/model.cgm
+}
