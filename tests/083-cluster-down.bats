@@ -125,6 +125,12 @@ same_params() {
 		--mode sync --down-codec q4 "$FX"
 	[ "${stderr_lines[0]}" = 'cg-cluster: --down-codec: with --mode diloco only' ]
 	run -2 cg-cluster -f hosts -m init.cgm -o run --down-codec '' "$FX"
+	run -2 --separate-stderr cg-cluster -f hosts -m init.cgm -o run \
+		--down-codec q3 "$FX"
+	[[ ${stderr_lines[0]} == "cg-cluster: --down-codec: unknown codec 'q3' ("* ]]
+	run -2 --separate-stderr cg-cluster -f hosts -m init.cgm -o run \
+		--down-codec topk:2 "$FX"
+	[ "${stderr_lines[0]}" = "cg-cluster: --down-codec: codec 'topk:2': bad parameter '2'" ]
 	run -2 cg-cluster -f hosts -m init.cgm -o run --down-codec "$FX"
 	[ ! -e run ]
 	run -0 cg-cluster --help
