@@ -28,6 +28,9 @@
 #   cg-diloco-q2    the same, each host's delta sent 2-bit (-T --codec q2,
 #                   error feedback in its state)
 #   cg-diloco-q2-h100  the same, 100 local steps a round
+#   cg-diloco-q2-h100-q4down  the same, the model's change sent down 4-bit
+#                   (cg-cluster --down-codec q4: each host keeps its copy)
+#   cg-diloco-q2-h200-q4down  the same, 200 local steps a round
 #
 # DDP's process group is rank 0 in the first host; cg-cluster's
 # coordinator runs in the first host too (ip netns exec), and that host is
@@ -71,7 +74,7 @@ SYNC_CHUNK=${SYNC_CHUNK:-25}
 EVAL_EVERY=${EVAL_EVERY:-25}
 MAX_SECONDS=${MAX_SECONDS:-600}
 SSH_MUX=${SSH_MUX:-1}
-ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100}
+ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 PY=${DEB_PYTHON:-/usr/bin/python3}
 N=4
@@ -147,10 +150,12 @@ ddp() {
 		  nelbo: .nelbo, reached: .reached, bytes: $b}' "ddp.$name.0")"
 }
 
-# cg NAME MODE STEPS CHUNK [TRAIN-OPTS]: cg-cluster with the coordinator
-# in the first host, CHUNK rounds a call, scored after each
+# cg NAME MODE STEPS CHUNK [TRAIN-OPTS [CLUSTER-OPTS]]: cg-cluster with
+# the coordinator in the first host, CHUNK rounds a call, scored after
+# each
 cg() {
-	local name=$1 mode=$2 steps=$3 chunk=$4 topts=${5:-} d r=0 t=0 t0 t1
+	local name=$1 mode=$2 steps=$3 chunk=$4 topts=${5:-} copts=${6:-}
+	local d r=0 t=0 t0 t1
 	local b0 b1 nelbo=nan reached=false
 	d=$work/$name
 	# Adam at LR: the coordinator's (sync) or each host's inner one
@@ -164,7 +169,7 @@ cg() {
 	set -- -f hosts -m init.cgm -o "$d" --mode "$mode" -k "$steps" \
 		-b "$BATCH" --seed "$SEED" --ssh "$cg_ssh" \
 		--remote-dir "$HOSTS_DIR/%h" --remote-prefix "$CG_BIN/" -q \
-		-T "$train" "${apply[@]}"
+		-T "$train" "${apply[@]}" $copts
 	ip netns exec "$(ns 0)" "$CG_BIN/cg-cluster" "$@" --push-only "$FMNIST" ||
 		return 1
 	b0=$(sent)
@@ -203,6 +208,12 @@ for r in $ROWS; do
 	cg-diloco) cg cg-diloco diloco "$DILOCO_STEPS" 1 ;;
 	cg-diloco-q2) cg cg-diloco-q2 diloco "$DILOCO_STEPS" 1 "--codec q2" ;;
 	cg-diloco-q2-h100) cg cg-diloco-q2-h100 diloco 100 1 "--codec q2" ;;
+	cg-diloco-q2-h100-q4down)
+		cg cg-diloco-q2-h100-q4down diloco 100 1 "--codec q2" \
+			"--down-codec q4" ;;
+	cg-diloco-q2-h200-q4down)
+		cg cg-diloco-q2-h200-q4down diloco 200 1 "--codec q2" \
+			"--down-codec q4" ;;
 	*) echo "cluster.sh: unknown row '$r'" >&2; exit 2 ;;
 	esac || echo "cluster.sh: $r failed" >&2
 done
