@@ -26,15 +26,8 @@ setup_file() {
 	cg-shard -q -n 1 -o all "$FX"
 	cg-init -a cvae -d all-0.cgd --hidden 32 --layers 1 --latent 4 \
 		--seed 1 -o init.cgm
-	export HOSTS_SKIP
-	HOSTS_SKIP=$(hosts_skip_reason)
-	[ -n "$HOSTS_SKIP" ] && return 0
 	# a token bucket on each link, so that the path tc takes is tested
-	hosts_up 3 100mbit || {
-		HOSTS_SKIP=
-		return 1
-	}
-	export HOSTS_DIR HOSTS_SSH HOSTS_N HOSTS_PREFIX
+	hosts_setup_file 3 100mbit
 }
 
 teardown_file() {
@@ -47,13 +40,7 @@ setup() {
 	cp "$BATS_FILE_TMPDIR/init.cgm" .
 	# the hosts run the programs of this build, in this environment (the
 	# thread count and BLAS kernels the bytes depend on)
-	local v
-	PREFIX=
-	for v in OMP_NUM_THREADS OPENBLAS_CORETYPE CG_QKERNEL ASAN_OPTIONS \
-		UBSAN_OPTIONS; do
-		[ -z "${!v+set}" ] || PREFIX="$PREFIX$v=${!v} "
-	done
-	PREFIX="env $PREFIX$(dirname "$(command -v cg-train-step)")/"
+	PREFIX=$(hosts_prefix)
 }
 
 # needs_hosts: skip this test where there are none

@@ -28,14 +28,7 @@ setup_file() {
 	cg-init -a cvae -d all-0.cgd --hidden 32 --layers 1 --latent 4 \
 		--seed 1 -o init.cgm
 	cg-shard -q -n 3 --seed 1 -o fm "$FX"
-	export HOSTS_SKIP
-	HOSTS_SKIP=$(hosts_skip_reason)
-	[ -n "$HOSTS_SKIP" ] && return 0
-	hosts_up 3 || {
-		HOSTS_SKIP=
-		return 1
-	}
-	export HOSTS_DIR HOSTS_SSH HOSTS_N HOSTS_PREFIX
+	hosts_setup_file 3
 }
 
 teardown_file() {
@@ -46,13 +39,7 @@ setup() {
 	cd "$BATS_TEST_TMPDIR"
 	export LC_ALL=C
 	cp "$BATS_FILE_TMPDIR"/init.cgm "$BATS_FILE_TMPDIR"/fm-*.cgd .
-	local v
-	PREFIX=
-	for v in OMP_NUM_THREADS OPENBLAS_CORETYPE CG_QKERNEL ASAN_OPTIONS \
-		UBSAN_OPTIONS; do
-		[ -z "${!v+set}" ] || PREFIX="$PREFIX$v=${!v} "
-	done
-	PREFIX="env $PREFIX$(dirname "$(command -v cg-train-step)")/"
+	PREFIX=$(hosts_prefix)
 }
 
 teardown() {

@@ -116,19 +116,14 @@ local_diloco() {
 
 @test "examples/slurm/run.sh and cg-cluster over ssh: the same model, byte for byte" {
 	needs_slurm
-	local why v prefix=''
+	local why
 	why=$(hosts_skip_reason)
 	[ -z "$why" ] || skip "$why"
 	hosts_up 3
 	printf 'host0\nhost1\nhost2\n' >hosts
-	# the hosts run this build in this environment
-	for v in OMP_NUM_THREADS OPENBLAS_CORETYPE CG_QKERNEL ASAN_OPTIONS \
-		UBSAN_OPTIONS; do
-		[ -z "${!v+set}" ] || prefix="$prefix$v=${!v} "
-	done
 	run -0 cg-cluster -q -f hosts -m init.cgm -o ssh --ssh "$HOSTS_SSH" \
 		--remote-dir "$HOSTS_DIR/%h" \
-		--remote-prefix "env $prefix$(dirname "$(command -v cg-train-step)")/" \
+		--remote-prefix "$(hosts_prefix)" \
 		-r 2 -k 4 -b 8 --seed 1 "$FX"
 	run -0 "$RUN" -q -n 3 -m init.cgm -o slurm -r 2 -k 4 -b 8 --seed 1 "$FX"
 	cmp ssh/model.cgm slurm/model.cgm

@@ -14,6 +14,15 @@
 #                         run), as a machine that loses its power
 #   hosts_mend I          host I back: its link up, its sshd started again
 #                         where none runs; returns when it answers
+#   hosts_setup_file N [RATE]
+#                         for a bats setup_file: HOSTS_SKIP set and exported
+#                         (why no hosts can be made here, or empty), else
+#                         hosts_up N RATE and its variables exported for
+#                         the tests; 1 if hosts_up failed
+#   hosts_prefix          prints what cg-cluster's --remote-prefix wants for
+#                         the hosts to run this build's programs in this
+#                         environment (the thread count, BLAS kernels and
+#                         sanitizer options the bytes and the runs depend on)
 #
 # hosts_up sets HOSTS_DIR (a directory of its own: keys, configs, logs, and
 # hostI/, a working directory for each host), HOSTS_SSH (the ssh command
@@ -238,4 +247,24 @@ hosts_down() {
 	rm -rf "$d"
 	HOSTS_DIR=
 	return 0
+}
+
+hosts_setup_file() {
+	export HOSTS_SKIP
+	HOSTS_SKIP=$(hosts_skip_reason)
+	[ -z "$HOSTS_SKIP" ] || return 0
+	hosts_up "$@" || {
+		HOSTS_SKIP=
+		return 1
+	}
+	export HOSTS_DIR HOSTS_SSH HOSTS_N HOSTS_PREFIX
+}
+
+hosts_prefix() {
+	local v env=
+	for v in OMP_NUM_THREADS OPENBLAS_CORETYPE CG_QKERNEL ASAN_OPTIONS \
+		UBSAN_OPTIONS; do
+		[ -z "${!v+set}" ] || env="$env$v=${!v} "
+	done
+	echo "env $env$(dirname "$(command -v cg-train-step)")/"
 }
