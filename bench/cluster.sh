@@ -52,7 +52,8 @@
 # (environment): CG_BIN (build/cmd), RATE (10mbit), TARGET (270),
 # HIDDEN (64), LAYERS (1), LATENT (16), BATCH (32), LR (1e-3), SEED (1),
 # DILOCO_STEPS (50), SYNC_CHUNK (25), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
-# evaluations), MAX_SECONDS (600), ROWS (all of the above), FMNIST.
+# evaluations), MAX_SECONDS (600), SYNC_MAX_SECONDS (MAX_SECONDS, the
+# cg-sync row's), ROWS (all of the above), FMNIST.
 # Needs root, iproute2, openssh-server, /usr/bin/python3 with Debian's
 # python3-torch.
 set -u
@@ -73,6 +74,7 @@ DILOCO_STEPS=${DILOCO_STEPS:-50}
 SYNC_CHUNK=${SYNC_CHUNK:-25}
 EVAL_EVERY=${EVAL_EVERY:-25}
 MAX_SECONDS=${MAX_SECONDS:-600}
+SYNC_MAX_SECONDS=${SYNC_MAX_SECONDS:-$MAX_SECONDS}
 SSH_MUX=${SSH_MUX:-1}
 ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
@@ -155,13 +157,14 @@ ddp() {
 # each
 cg() {
 	local name=$1 mode=$2 steps=$3 chunk=$4 topts=${5:-} copts=${6:-}
-	local d r=0 t=0 t0 t1
+	local d r=0 t=0 t0 t1 max=$MAX_SECONDS
 	local b0 b1 nelbo=nan reached=false
 	d=$work/$name
 	# Adam at LR: the coordinator's (sync) or each host's inner one
 	local apply=() train="--threads 1 $topts"
 	if [ "$mode" = sync ]; then
 		apply=(-A "--lr $LR")
+		max=$SYNC_MAX_SECONDS
 	else
 		train="$train --lr $LR"
 	fi
@@ -187,7 +190,7 @@ cg() {
 			reached=true
 			break
 		fi
-		[ "$(echo "$t >= $MAX_SECONDS" | bc)" = 1 ] && break
+		[ "$(echo "$t >= $max" | bc)" = 1 ] && break
 	done
 	b1=$(sent)
 	row "$(jq -nc --arg n "$name" --argjson s "$t" --argjson r $r \
