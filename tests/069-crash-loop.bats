@@ -42,16 +42,17 @@ setup() {
 }
 
 # verify_all DIR: every file of DIR under a final name (not a .NAME.XXXXXX
-# temporary) verifies: whole, every digest right
+# temporary) verifies: whole, every digest right (cg-inspect checks each
+# and fails if any fails)
 verify_all() {
-	local f bad=0
-	for f in "$1"/*; do
-		cg-inspect --verify -q "$f" || bad=1
-	done
-	return $bad
+	cg-inspect --verify -q "$1"/*
 }
 
 @test "examples/resume/loop.sh killed at 100 instants: no torn file, the same bytes at the end" {
+	# one thread inside and no product on the BLAS: scripts/test-all's
+	# passes that change only those (CG_TEST_AGAIN) would run it again
+	# as it ran
+	[ -z "${CG_TEST_AGAIN:-}" ] || skip "run once, in the plain pass"
 	# the uninterrupted run, a copy after every round
 	local j t0 t1 total=0
 	cp -r "$D/start" ref
