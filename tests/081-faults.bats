@@ -148,7 +148,7 @@ step() {
 	cat >slowssh <<-EOF
 		#!/bin/sh
 		case "\$1 \$*" in
-		host2*cg-train-step*) exec sleep 60 ;;
+		host2*cg-train-step*) exec sleep 60.0813 ;;
 		esac
 		exec $HOSTS_SSH "\$@"
 	EOF
@@ -173,8 +173,9 @@ step() {
 	cmp m.cgm run/model.cgm
 	run -0 cat run/states.2
 	assert_output $'0 2\n1 2'
-	# no stray sleep left behind: cg-cluster stopped it
-	run -1 pgrep -f 'sleep 60'
+	# no stray sleep left behind: cg-cluster stopped it (a length of
+	# its own, so that no other sleep on the machine is taken for it)
+	run -1 pgrep -f 'sleep 60\.0813'
 }
 
 @test "cg-cluster --quorum: fewer updates than the quorum publish nothing, exit 1" {
