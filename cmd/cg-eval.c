@@ -91,7 +91,7 @@ static const struct cg_opt opts[] = {
     {"judge", OPT_JUDGE, "CLF",
      "also draw images of every condition and score them with the "
      "classifier CLF (a cclf model): conditional accuracy, Fréchet "
-     "distance of its features to the shard's images'"},
+     "distance to the shard's images in CLF's features"},
     {"judge-samples", OPT_JUDGE_SAMPLES, "N",
      "images drawn per condition (default " STR(DEFAULT_JUDGE_SAMPLES) ")"},
     {0},
