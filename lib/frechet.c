@@ -307,6 +307,13 @@ cg_frechet(double *out, const double *mu1, const double *cov1,
 		cg_seterr("out of memory");
 		goto out;
 	}
+	/* A nan would keep the QR steps from ever deflating. */
+	for (size_t i = 0; i < D * D; i++)
+		if (!isfinite(cov1[i]) || !isfinite(cov2[i]) ||
+		    (i < D && (!isfinite(mu1[i]) || !isfinite(mu2[i])))) {
+			cg_seterr("features that are not finite (nan or inf)");
+			goto out;
+		}
 	for (size_t i = 0; i < D; i++) {
 		dmu += (mu1[i] - mu2[i]) * (mu1[i] - mu2[i]);
 		tr += cov1[i * D + i] + cov2[i * D + i];

@@ -58,7 +58,8 @@ int cg_moments_gauss(const struct cg_moments *m, double *mu, double *cov);
  * reports it) between N(mu1, cov1) and N(mu2, cov2), mu [d] and cov
  * [d, d] symmetric positive semi-definite (eigenvalues that rounding
  * leaves below zero count as zero).  Returns 0, or -1 with a message
- * (bad d, out of memory, an eigendecomposition that did not converge).
+ * (bad d, a nan or inf, out of memory, an eigendecomposition that did
+ * not converge).
  */
 int cg_frechet(double *out, const double *mu1, const double *cov1,
                const double *mu2, const double *cov2, int d);

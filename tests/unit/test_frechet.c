@@ -184,6 +184,11 @@ test_errors(void)
 	cg_moments_free(&m);
 	expect(cg_frechet(&out, &mu, &cov, &mu, &cov, 0) == -1,
 	       "cg_frechet refuses a width of 0");
+	mu = 0;
+	cov = NAN;
+	expect(cg_frechet(&out, &mu, &cov, &mu, &cov, 1) == -1 &&
+	           strstr(cg_errmsg(), "not finite"),
+	       "cg_frechet refuses a nan");
 }
 
 int
