@@ -8,7 +8,10 @@
  * perplexity per byte, exact means over the shard's scored tokens.  With
  * --generate a text model also continues each example's condition and
  * prompt, and the continuations are scored against the examples' texts
- * by BLEU and ROUGE-L (lib/evalgen.c).  The model's noise and the
+ * by BLEU and ROUGE-L (lib/evalgen.c).  With --judge an image model
+ * also draws images of every condition, and a classifier scores them
+ * against the shard's real images: conditional accuracy and the Fréchet
+ * distance of its features (lib/judge.c).  The model's noise and the
  * sampler's draws come from --seed, so a rerun prints the same numbers.
  * A shard that cannot be read or does not fit the model is reported and
  * skipped; the exit status says whether any was.
@@ -24,6 +27,7 @@
 #include "cli.h"
 #include "evalgen.h"
 #include "gemm.h"
+#include "judge.h"
 #include "model.h"
 #include "shard.h"
 #include "train.h"
@@ -34,6 +38,7 @@
 #define MAX_TEMPERATURE 1000.0 /* as cg-sample */
 #define MAX_TOP_K 1000000
 #define MAX_MAX_BYTES (1 << 24) /* one buffer of this is allocated */
+#define DEFAULT_JUDGE_SAMPLES 1000
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -42,6 +47,8 @@ enum {
 	OPT_DETERMINISTIC = CG_KEY_OWN,
 	OPT_GENERATE,
 	OPT_JSON,
+	OPT_JUDGE,
+	OPT_JUDGE_SAMPLES,
 	OPT_LIMIT,
 	OPT_MAX_BYTES,
 	OPT_SEED,
@@ -80,6 +87,13 @@ static const struct cg_opt opts[] = {
      "draw from the K likeliest bytes (default 0: all)"},
     {"top-p", OPT_TOP_P, "P",
      "draw from the likeliest bytes of mass P (default 1: all)"},
+    {NULL, 0, NULL, "Image models:"},
+    {"judge", OPT_JUDGE, "CLF",
+     "also draw images of every condition and score them with the "
+     "classifier CLF (a cclf model): conditional accuracy, Fréchet "
+     "distance to the shard's images in CLF's features"},
+    {"judge-samples", OPT_JUDGE_SAMPLES, "N",
+     "images drawn per condition (default " STR(DEFAULT_JUDGE_SAMPLES) ")"},
     {0},
 };
 
@@ -88,7 +102,9 @@ static const struct cg_cli cli = {
     .synopsis = "-m MODEL -d SHARD [-d SHARD ...] [--batch N] [--json]\n"
                 " [--seed N] [--threads N] [-q] [SHARD ...]\n"
                 "-m TEXT-MODEL -d SHARD ... --generate [--limit N]\n"
-                " [--temperature T] [--top-k K] [--top-p P] [--max-bytes N]",
+                " [--temperature T] [--top-k K] [--top-p P] [--max-bytes N]\n"
+                "-m IMAGE-MODEL -d SHARD ... --judge CLF [--judge-samples N]\n"
+                " [--seed N]",
     .about = "Score a model on data shards and print the mean loss.",
     .opts = opts,
     .epilog =
@@ -102,9 +118,19 @@ static const struct cg_cli cli = {
         "bleu\n"
         "(corpus BLEU-4) and rouge_l (mean ROUGE-L F1), both in [0, 1] "
         "over\n"
-        "whitespace-separated tokens.  Exit status: 0 ok, 1 a failure, 2 a "
-        "usage\n"
-        "error.",
+        "whitespace-separated tokens.  For a classifier (cclf): xent "
+        "(cross-entropy,\n"
+        "nats) and acc (the share classified as their condition).  "
+        "--judge adds a\n"
+        "table per shard: per condition and overall, acc (the share of "
+        "the images\n"
+        "drawn for it that CLF classifies as it), real_acc (CLF's on the "
+        "shard's\n"
+        "images) and frechet (the Fréchet distance, squared, between "
+        "Gaussians\n"
+        "fitted to CLF's features of drawn and of real images; - with "
+        "fewer than 2\n"
+        "real ones).  Exit status: 0 ok, 1 a failure, 2 a usage error.",
 };
 
 struct opts {
@@ -118,6 +144,8 @@ struct opts {
 	int quiet;
 	int generate;
 	int deterministic;
+	const char *judge; /* the classifier, or NULL */
+	int judge_samples, have_judge_samples;
 	/* Generation only; gen_opt is the long name of one that was
 	 * given, for the message when --generate is not. */
 	const char *gen_opt;
@@ -162,6 +190,14 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_JSON:
 		o->json = 1;
 		break;
+	case OPT_JUDGE:
+		o->judge = a;
+		break;
+	case OPT_JUDGE_SAMPLES:
+		e = cg_parse_i64(g->name, a, 2, CG_JUDGE_MAX_SAMPLES, &v);
+		o->judge_samples = (int)v;
+		o->have_judge_samples = 1;
+		break;
 	case OPT_SEED:
 		e = cg_parse_u64(g->name, a, &o->seed);
 		break;
@@ -201,6 +237,7 @@ parse(int argc, char **argv, struct opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->batch = DEFAULT_BATCH;
+	o->judge_samples = DEFAULT_JUDGE_SAMPLES;
 	o->gen.sampler.top_p = 1.0; /* greedy, all bytes, auto budget */
 	cg_setprogname(cli.name);   /* for a message before parsing */
 	/* Every argument at most is a shard: -d's and operands together. */
@@ -226,12 +263,18 @@ validate(const struct opts *o)
 	if (o->ndata == 0)
 		return cg_usage("no data given (-d SHARD)");
 	nstdin = strcmp(o->model, "-") == 0;
+	nstdin += o->judge && strcmp(o->judge, "-") == 0;
 	for (int i = 0; i < o->ndata; i++)
 		nstdin += strcmp(o->data[i], "-") == 0;
 	if (nstdin > 1)
 		return cg_usage("only one input can be standard input");
 	if (o->gen_opt && !o->generate)
 		return cg_usage("--%s needs --generate", o->gen_opt);
+	if (o->have_judge_samples && !o->judge)
+		return cg_usage("--judge-samples needs --judge");
+	if (o->judge && o->generate)
+		return cg_usage("--judge is for image models, --generate for "
+		                "text models");
 	return CG_CONTINUE;
 }
 
@@ -271,10 +314,103 @@ text_figures(const struct cg_metrics *r, struct text_figures *t)
 	t->ppl = exp2(t->bpb);
 }
 
+/* Condition c's name in m's manifest, or NULL. */
+static const char *
+cond_name(const struct cg_model *m, int c)
+{
+	const cJSON *n = cJSON_GetArrayItem(
+	    cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions"), c);
+
+	return cJSON_IsString(n) ? n->valuestring : NULL;
+}
+
+/* A figure, or null where there is none (NAN). */
+static void
+add_figure(cJSON *j, const char *key, double v)
+{
+	if (isnan(v))
+		cJSON_AddNullToObject(j, key);
+	else
+		cJSON_AddNumberToObject(j, key, v);
+}
+
+/* --judge's figures into j: overall, then a "per_condition" array. */
+static void
+judge_json(cJSON *j, const struct opts *o, const struct cg_model *m,
+           const struct cg_judge_result *jr)
+{
+	cJSON *arr;
+
+	cJSON_AddStringToObject(j, "judge", o->judge);
+	cJSON_AddNumberToObject(j, "judge_samples", o->judge_samples);
+	cJSON_AddNumberToObject(j, "judge_features", jr->nfeatures);
+	add_figure(j, "cond_acc", jr->acc);
+	add_figure(j, "judge_real_acc", jr->real_acc);
+	add_figure(j, "frechet", jr->frechet);
+	if ((arr = cJSON_AddArrayToObject(j, "per_condition")) == NULL)
+		return;
+	for (int c = 0; c < jr->ncond; c++) {
+		const struct cg_judge_cond *jc = &jr->cond[c];
+		cJSON *e = cJSON_CreateObject();
+		const char *name = cond_name(m, c);
+
+		if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return;
+		}
+		if (name)
+			cJSON_AddStringToObject(e, "cond", name);
+		else
+			cJSON_AddNumberToObject(e, "cond", c);
+		cJSON_AddNumberToObject(e, "drawn", (double)jc->drawn);
+		add_figure(e, "acc", jc->acc);
+		cJSON_AddNumberToObject(e, "real", (double)jc->real);
+		add_figure(e, "real_acc", jc->real_acc);
+		add_figure(e, "frechet", jc->frechet);
+	}
+}
+
+/* --judge's table: a row per condition, then "all". */
+static void
+judge_table(const struct opts *o, const struct cg_model *m,
+            const struct cg_judge_result *jr)
+{
+	printf("judge %s (%d images per condition, seed %llu, %d features)\n",
+	       o->judge, o->judge_samples, (unsigned long long)o->seed,
+	       jr->nfeatures);
+	printf("%-16s %10s %10s %10s %10s %12s\n", "condition", "drawn", "acc",
+	       "real", "real_acc", "frechet");
+	for (int c = 0; c <= jr->ncond; c++) {
+		const int all = c == jr->ncond;
+		const struct cg_judge_cond *jc = all ? NULL : &jr->cond[c];
+		const char *name = all ? "all" : cond_name(m, c);
+		double f = all ? jr->frechet : jc->frechet;
+		double ra = all ? jr->real_acc : jc->real_acc;
+		char idx[16];
+
+		if (name == NULL) {
+			snprintf(idx, sizeof(idx), "%d", c);
+			name = idx;
+		}
+		printf("%-16s %10llu %10.4f %10llu", name,
+		       (unsigned long long)(all ? jr->drawn : jc->drawn),
+		       all ? jr->acc : jc->acc,
+		       (unsigned long long)(all ? jr->real : jc->real));
+		if (isnan(ra))
+			printf(" %10s", "-");
+		else
+			printf(" %10.4f", ra);
+		if (isnan(f))
+			printf(" %12s\n", "-");
+		else
+			printf(" %12.4f\n", f);
+	}
+}
+
 static int
 print_json(const struct opts *o, const struct cg_model *m, const char *data,
            const struct cg_shard *s, const struct cg_metrics *r,
-           const struct cg_gen_result *g)
+           const struct cg_gen_result *g, const struct cg_judge_result *jr)
 {
 	cJSON *j;
 	char *txt;
@@ -292,9 +428,11 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
 	cJSON_AddNumberToObject(j, loss_name(m), r->loss);
 	for (int i = 0; i < 3 && m->arch->part_names[i]; i++)
 		cJSON_AddNumberToObject(j, m->arch->part_names[i], r->part[i]);
-	if (s->kind == CG_PAYLOAD_IMAGE)
-		cJSON_AddNumberToObject(j, "bits_per_dim", bits_per_dim(s, r));
-	else {
+	if (s->kind == CG_PAYLOAD_IMAGE) {
+		if (m->arch->classify == NULL)
+			cJSON_AddNumberToObject(j, "bits_per_dim",
+			                        bits_per_dim(s, r));
+	} else {
 		struct text_figures t;
 
 		text_figures(r, &t);
@@ -313,6 +451,8 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
 		cJSON_AddNumberToObject(j, "bleu", g->bleu);
 		cJSON_AddNumberToObject(j, "rouge_l", g->rouge_l);
 	}
+	if (jr)
+		judge_json(j, o, m, jr);
 	txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	if (txt == NULL)
@@ -344,7 +484,7 @@ print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
 			printf(" %10s", m->arch->part_names[i]);
 		if (text)
 			printf(" %10s %10s", "bpb", "ppl");
-		else
+		else if (m->arch->classify == NULL)
 			printf(" %10s", "bits/dim");
 		if (g)
 			printf(" %10s %10s", "bleu", "rouge_l");
@@ -358,7 +498,7 @@ print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
 		printf(" %10.4f", r->part[i]);
 	if (text)
 		printf(" %10.4f %10.4f", t.bpb, t.ppl);
-	else
+	else if (m->arch->classify == NULL)
 		printf(" %10.4f", bits_per_dim(s, r));
 	if (g)
 		printf(" %10.4f %10.4f", g->bleu, g->rouge_l);
@@ -379,14 +519,15 @@ restart(struct cg_progress *pb)
 /* Score one shard and print its line.  Returns 0, or -1 with a message
  * naming the shard. */
 static int
-eval_one(const struct opts *o, struct cg_model *m, const char *data,
-         int *header)
+eval_one(const struct opts *o, struct cg_model *m, struct cg_model *judge,
+         const char *data, int *header)
 {
 	struct cg_gen_opts gen = o->gen;
 	struct cg_progress pb;
 	struct cg_shard *s;
 	struct cg_metrics r;
 	struct cg_gen_result g;
+	struct cg_judge_result jr = {0};
 	int rc = -1;
 
 	if ((s = cg_shard_open(data)) == NULL)
@@ -408,18 +549,37 @@ eval_one(const struct opts *o, struct cg_model *m, const char *data,
 		restart(&pb);
 		e = cg_eval_generate(m, s, &gen, &g);
 	}
+	if (e == 0 && judge) {
+		struct cg_judge_opts jo = {
+		    .samples = o->judge_samples,
+		    .seed = o->seed,
+		    .temperature = 1.0, /* cg-sample's */
+		    .batch = o->batch,
+		    .progress = cg_progress_cb,
+		    .progress_ctx = &pb,
+		};
+		restart(&pb);
+		e = cg_judge_eval(m, judge, s, &jo, &jr);
+	}
 	cg_progress_done(&pb);
 	if (e != 0) {
 		cg_errprefix(data);
 		goto done;
 	}
 	if (o->json) {
-		if (print_json(o, m, data, s, &r, o->generate ? &g : NULL) != 0)
+		if (print_json(o, m, data, s, &r, o->generate ? &g : NULL,
+		               judge ? &jr : NULL) != 0)
 			goto done;
-	} else
+	} else {
 		print_row(m, data, s, &r, o->generate ? &g : NULL, header);
+		if (judge) {
+			judge_table(o, m, &jr);
+			*header = 0; /* the next shard's row needs its own */
+		}
+	}
 	rc = 0;
 done:
+	cg_judge_result_free(&jr);
 	cg_shard_free(s);
 	return rc;
 }
@@ -428,7 +588,7 @@ int
 main(int argc, char **argv)
 {
 	struct opts o;
-	struct cg_model *m = NULL;
+	struct cg_model *m = NULL, *judge = NULL;
 	int rc, header = 0;
 
 	if ((rc = parse(argc, argv, &o)) != CG_CONTINUE ||
@@ -446,12 +606,22 @@ main(int argc, char **argv)
 		              o.model, m->arch->name);
 		goto out;
 	}
+	if (o.judge) {
+		if ((judge = cg_model_read_infer(o.judge)) == NULL) {
+			rc = cg_fail(NULL);
+			goto out;
+		}
+		if (cg_judge_check(judge, m) != 0) {
+			rc = cg_failx("%s: %s", o.judge, cg_errmsg());
+			goto out;
+		}
+	}
 	if (!o.json)
 		printf("model %s (%s, step %llu)\n", o.model, m->arch->name,
 		       (unsigned long long)m->step);
 	rc = CG_EXIT_OK;
 	for (int i = 0; i < o.ndata; i++) {
-		if (eval_one(&o, m, o.data[i], &header) != 0)
+		if (eval_one(&o, m, judge, o.data[i], &header) != 0)
 			rc = cg_fail(NULL);
 		/* Lines appear as shards finish, not all at the end. */
 		fflush(stdout);
@@ -459,6 +629,7 @@ main(int argc, char **argv)
 	rc = cg_finish_stdout(rc);
 out:
 	cg_model_free(m);
+	cg_model_free(judge);
 	free(o.data);
 	return rc;
 }

@@ -12,7 +12,8 @@
  *      config_from_shard (the config keys and manifest entries the data
  *      gives; image archs call cg_arch_image_config), nconds, layout,
  *      init, check_data, batch, free_ws, and sample_image (with
- *      image_shape) or sample_text; ws_bytes if it chunks or
+ *      image_shape) or sample_text, or for a classifier classify and
+ *      nfeatures (with image_shape); ws_bytes if it chunks or
  *      checkpoints.  Its kernels may live in files of their own.
  *   2. Add `extern const struct cg_arch cg_arch_NAME;` and `&cg_arch_NAME`
  *      to cg_archs[] below, and the file to lib_libcg_a_SOURCES in
@@ -36,8 +37,10 @@
 
 extern const struct cg_arch cg_arch_cvae;
 extern const struct cg_arch cg_arch_cgpt;
+extern const struct cg_arch cg_arch_cclf;
 
-static const struct cg_arch *const cg_archs[] = {&cg_arch_cvae, &cg_arch_cgpt};
+static const struct cg_arch *const cg_archs[] = {&cg_arch_cvae, &cg_arch_cgpt,
+                                                 &cg_arch_cclf};
 
 #define NTABLE ((int)(sizeof(cg_archs) / sizeof(cg_archs[0])))
 #define MAX_REGISTERED 16
@@ -187,10 +190,15 @@ cg_arch_check(const struct cg_arch *a)
 	    a->check_data == NULL || a->batch == NULL)
 		return cg_seterr("arch %s: a required field is missing",
 		                 a->name);
-	if ((a->sample_image == NULL) == (a->sample_text == NULL) ||
-	    (a->sample_image != NULL) != (a->image_shape != NULL))
+	/* A generator of images or text, or a classifier of images. */
+	int kinds = (a->sample_image != NULL) + (a->sample_text != NULL) +
+	            (a->classify != NULL);
+	if (kinds != 1 ||
+	    (a->sample_text == NULL) != (a->image_shape != NULL) ||
+	    (a->classify != NULL) != (a->nfeatures != NULL))
 		return cg_seterr("arch %s: needs sample_image and image_shape, "
-		                 "or sample_text",
+		                 "sample_text, or classify, nfeatures and "
+		                 "image_shape",
 		                 a->name);
 	if (a->nopts < 0 || a->nopts > CG_ARCH_MAX_OPTS ||
 	    (a->nopts > 0 && a->opts == NULL))

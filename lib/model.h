@@ -53,7 +53,9 @@ typedef int (*cg_emit_fn)(void *ctx, int byte);
  */
 struct cg_metrics {
 	double loss;     /* the training objective */
-	double part[3];	 /* named parts of it (cvae: rec, kl) */
+	double part[3];	 /* named parts of it (cvae: rec, kl), or named
+			  * figures beside it (cclf: acc, the share
+			  * classified as their condition) */
 	uint64_t n;	 /* examples */
 	double bits_per; /* text: bits per byte; else 0 */
 	/* Distilled (struct cg_distill): the data term and the teacher
@@ -174,6 +176,20 @@ struct cg_arch {
 			    struct cg_rng *r, cg_emit_fn emit, void *ctx);
 	/* Release the workspace the arch hung on m (m->ws). */
 	void (*free_ws)(struct cg_model *m);
+	/*
+	 * Classifiers of images (NULL for the generative archs, which
+	 * have a sample hook instead): for n images x [n, pixels] in
+	 * [0, 1], read as the arch reads a shard's (byte / 255), the
+	 * logits over the conditions logits [n, nconds] and the features
+	 * feat [n, nfeatures] (the activations the last layer reads: what
+	 * cg-eval --judge compares between generated and real images);
+	 * either may be NULL.  Returns 0 or -1 with a message.
+	 */
+	int (*classify)(struct cg_model *m, const float *x, int n,
+	                float *logits, float *feat);
+	/* Classifiers: the width of classify's features, or -1 with a
+	 * message. */
+	int (*nfeatures)(const struct cg_model *m);
 	/*
 	 * Bytes of workspace that batches of B examples take, run in
 	 * equal chunks of at most chunk examples (as few chunks as that

@@ -198,14 +198,18 @@ make_small() {
 		{ cat -v "$log"; false; }
 }
 
-@test "examples/fashion-cvae: make single sync diloco (small sizes)" {
-	make_small fashion-cvae log single sync diloco OUT="$PWD/out" \
+@test "examples/fashion-cvae: make single sync diloco judge (small sizes)" {
+	make_small fashion-cvae log single sync diloco judge OUT="$PWD/out" \
 		DATA="$fx/fashion-mnist-mini" STEPS=2 ROUNDS=2 OUTER=2 INNER=2 \
-		HIDDEN=32 LAYERS=1 LATENT=4
+		HIDDEN=32 LAYERS=1 LATENT=4 JHIDDEN=16 JSTEPS=2 JSTEPS2=2 \
+		JSAMPLES=4
 	for w in single sync diloco; do
 		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
 		grep -q "out/$w/model.cgm (cvae, step 2)" log
 	done
+	grep -q "out/judge/clf.cgm (cclf, step 4)" log
+	grep -q "out/judge/clf.cgm (4 images per condition, seed 1, 16 features)" log
+	grep -Eq '^all +40 ' log
 }
 
 @test "examples/cluster: make diloco sync on the test hosts (small sizes)" {

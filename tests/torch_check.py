@@ -10,10 +10,10 @@ on a few configs of every architecture below (or of those --arch names)
 into temporary directories.  Each architecture is built here from torch.nn
 in float64, loaded with cg's parameters in view order, and run on the same
 inputs; the loss and its parts, every parameter gradient and the arch's
-other outputs (cgpt's logits) must match within atol + rtol*|ref|.
+other outputs (cgpt's logits, cclf's logits and features) must match within atol + rtol*|ref|.
 
 What is shared: reading a dump, loading the views, comparing.  What an
-architecture adds (class Cvae, class Cgpt): its configs, its torch.nn
+architecture adds (class Cvae, class Cclf, class Cgpt): its configs, its torch.nn
 model with its tensors in cg's order, its inputs and its forward pass.
 
 Tolerances: cg computes in float (u = 2^-24, about 6e-8), PyTorch here in
@@ -111,6 +111,58 @@ class Cvae:
         kl = -0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)
         return {"loss": (rec + kl).mean(), "rec": rec.mean(),
                 "kl": kl.mean()}, {}
+
+
+# ------------------------------------------------------------------ cclf
+
+class Cclf:
+    """The image classifier of lib/cclf.c: an MLP, cross-entropy."""
+
+    name = "cclf"
+    configs = [
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "batch=6",
+         "seed=1"],
+        ["in_dim=33", "ncond=10", "hidden=24", "layers=1", "batch=9",
+         "seed=2"],
+        ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "batch=4",
+         "seed=3"],
+    ]
+    tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6),
+           "logits": (1e-4, 1e-6), "features": (1e-4, 1e-6)}
+    outputs = ["logits", "features"]
+
+    class Net(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            d, hidden = cfg["in_dim"], cfg["hidden"]
+            layers = []
+            for _ in range(cfg["layers"]):
+                layers += [nn.Linear(d, hidden), nn.ReLU()]
+                d = hidden
+            self.hid = nn.Sequential(*layers)
+            self.out = nn.Linear(hidden, cfg["ncond"])
+
+        def named_tensors(self):
+            """(cg view name, parameter) in cg's buffer order."""
+            hid = [m for m in self.hid if isinstance(m, nn.Linear)]
+            lin = ([("hid.%d" % i, m) for i, m in enumerate(hid)] +
+                   [("out", self.out)])
+            out = []
+            for name, m in lin:
+                out += [(name + ".w", m.weight), (name + ".b", m.bias)]
+            return out
+
+    @staticmethod
+    def run(net, cfg, d):
+        """Mean cross-entropy and accuracy; the logits and features."""
+        B, D = cfg["batch"], cfg["in_dim"]
+        x = f64(read_bin(d, "x.bin", "<f4", B * D)).view(B, D)
+        cond = i64(read_bin(d, "cond.bin", "<i4", B))
+        feat = net.hid(x)
+        logits = net.out(feat)
+        acc = (logits.argmax(1) == cond).double().mean()
+        return {"loss": F.cross_entropy(logits, cond), "acc": acc}, \
+            {"logits": logits, "features": feat}
 
 
 # ------------------------------------------------------------------ cgpt
@@ -219,7 +271,7 @@ class Cgpt:
         return {"loss": (weight * ce).sum()}, {"logits": out}
 
 
-ARCHS = {a.name: a for a in (Cvae, Cgpt)}
+ARCHS = {a.name: a for a in (Cvae, Cclf, Cgpt)}
 
 
 # ---------------------------------------------------------- shared code

@@ -17,6 +17,10 @@
  *
  *   cvae  x.bin [B, in_dim] (half the pixels 0 or 1, half grey), eps.bin
  *         [B, latent] (f32), cond.bin [B] (int32); loss, rec and kl.
+ *   cclf  x.bin [B, in_dim] (as cvae's), cond.bin [B] (int32); the loss
+ *         and acc; logits.bin [B, ncond] and features.bin [B, hidden]
+ *         (f32).  The weights are moved away from the init (N(0, 0.1)
+ *         noise), so that the biases matter.
  *   cgpt  tokens.bin, targets.bin [B, positions] (int32), weight.bin
  *         (f32: about one position in four 0, with a target of -1 that
  *         must not be read, the others 1 / count, as arch_cgpt.c weighs
@@ -34,6 +38,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cclf.h"
 #include "cg.h"
 #include "cgpt.h"
 #include "cvae.h"
@@ -148,6 +153,49 @@ out:
 }
 
 static int
+cclf_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
+          struct result *res)
+{
+	struct cg_cclf_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
+	                           int_of(m, "hidden"), int_of(m, "layers")};
+	size_t nx = (size_t)B * c.in_dim;
+	float *x = calloc(nx, sizeof(float));
+	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
+	struct cg_cclf_ws *ws = cg_cclf_ws_new(&c, B);
+	int rc = -1;
+
+	(void)T;
+	if (!x || !cond || !ws) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->nparams; i++)
+		m->params[i] += 0.1f * cg_rng_normal(r);
+	for (size_t i = 0; i < nx; i++) {
+		float u = cg_rng_uniform(r);
+		x[i] = i % 2 ? u : (u < 0.5f ? 0.0f : 1.0f);
+	}
+	for (int b = 0; b < B; b++)
+		cond[b] = (int32_t)cg_rng_below(r, (uint64_t)c.ncond);
+	res->part_name[0] = "acc";
+	if (cg_cclf_forward_backward(&c, m->params, ws, x, cond, B, grad,
+	                             &res->loss, &res->part[0]) != 0 ||
+	    write32("x.bin", x, nx) != 0 ||
+	    write32("cond.bin", cond, (size_t)B) != 0 ||
+	    write32("logits.bin", cg_cclf_logits(ws), (size_t)B * c.ncond) !=
+	        0 ||
+	    write32("features.bin", cg_cclf_features(ws),
+	            (size_t)B * c.hidden) != 0)
+		goto out;
+	rc = 0;
+out:
+	cg_cclf_ws_free(ws);
+	free(x);
+	free(cond);
+	return rc;
+}
+
+static int
 cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
@@ -209,6 +257,7 @@ static const struct {
 } rows[] = {
     {"cvae", "in_dim=20 ncond=4 hidden=16 layers=2 latent=5 batch=6",
      cvae_case},
+    {"cclf", "in_dim=20 ncond=4 hidden=16 layers=2 batch=6", cclf_case},
     {"cgpt",
      "ncond=3 context=8 width=16 layers=2 heads=2 tied=0 batch=3 "
      "positions=7",

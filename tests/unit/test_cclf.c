@@ -1,0 +1,401 @@
+/*
+ * test_cclf.c - the image classifier against a naive double model and
+ * finite differences.
+ *
+ * Checks the config limits, the view table (names, order, contiguity),
+ * the error returns, the loss, accuracy, logits and features against an
+ * independent double-precision implementation that walks the views,
+ * batch invariance (a batch is the mean of its examples), and every
+ * parameter gradient against central differences, element by element
+ * and along a random direction, reported per view.  A corrupted
+ * gradient must be caught.  Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cclf.h"
+#include "cg.h"
+#include "cli.h"
+
+#define TEST_NAME "test_cclf"
+#include "check.h"
+
+/*
+ * As test_cvae: |g - fd| <= FD_TOL * (|fd| + FD_FLOOR).  The loss (about
+ * 1) carries float rounding of about 1e-7, which differencing over 2h =
+ * 2e-3 makes ~1e-4 in fd: the floor's 5e-4 leaves a margin.
+ */
+#define FD_H 1e-3
+#define FD_TOL 1e-2
+#define FD_FLOOR 5e-2
+#define MAXV 64
+
+static struct cg_rng rng;
+
+struct tcase {
+	struct cg_cclf_config c;
+	int B;
+	size_t np;
+	struct cg_view v[MAXV];
+	int nv;
+	float *params, *grad, *x;
+	int *cond;
+	struct cg_cclf_ws *ws;
+};
+
+static void
+tcase_init(struct tcase *t, struct cg_cclf_config c, int B)
+{
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->B = B;
+	if ((t->np = cg_cclf_nparams(&c)) == 0 ||
+	    (t->nv = cg_cclf_views(&c, t->v, MAXV)) < 0 ||
+	    (t->ws = cg_cclf_ws_new(&c, B)) == NULL)
+		die("tcase_init");
+	t->params = xcalloc(t->np, sizeof(float));
+	t->grad = xcalloc(t->np, sizeof(float));
+	t->x = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	t->cond = xcalloc((size_t)B, sizeof(int));
+	cg_cclf_init(&c, t->params, &rng);
+	/* Biases away from 0, so that they matter. */
+	for (size_t i = 0; i < t->np; i++)
+		t->params[i] += 0.1f * cg_rng_normal(&rng);
+	for (size_t i = 0; i < (size_t)B * c.in_dim; i++)
+		t->x[i] = cg_rng_uniform(&rng);
+	for (int b = 0; b < B; b++)
+		t->cond[b] = (int)cg_rng_below(&rng, (uint64_t)c.ncond);
+}
+
+static void
+tcase_free(struct tcase *t)
+{
+	cg_cclf_ws_free(t->ws);
+	free(t->params);
+	free(t->grad);
+	free(t->x);
+	free(t->cond);
+}
+
+static double
+tloss(struct tcase *t, float *grad, double *acc)
+{
+	double loss;
+
+	if (cg_cclf_forward_backward(&t->c, t->params, t->ws, t->x, t->cond,
+	                             t->B, grad, &loss, acc) != 0)
+		die("cg_cclf_forward_backward");
+	return loss;
+}
+
+/* ------------------------------------------------ the naive reference */
+
+/* View i of t by name, checked: the reference walks names, not offsets
+ * computed the way cclf.c computes them. */
+static const struct cg_view *
+view(const struct tcase *t, const char *name)
+{
+	for (int i = 0; i < t->nv; i++)
+		if (strcmp(t->v[i].name, name) == 0)
+			return &t->v[i];
+	fprintf(stderr, TEST_NAME ": no view %s\n", name);
+	exit(1);
+}
+
+/* out [OC] = W in + b (then ReLU) for the layer named layer. */
+static void
+ref_layer(const struct tcase *t, const char *layer, double *out,
+          const double *in, int relu)
+{
+	char wn[64], bn[64];
+
+	snprintf(wn, sizeof(wn), "%s.w", layer);
+	snprintf(bn, sizeof(bn), "%s.b", layer);
+	const struct cg_view *w = view(t, wn), *b = view(t, bn);
+	int OC = (int)w->shape[0], C = (int)w->shape[1];
+
+	for (int o = 0; o < OC; o++) {
+		double s = t->params[b->off + o];
+		for (int i = 0; i < C; i++)
+			s += (double)t->params[w->off + (size_t)o * C + i] *
+			     in[i];
+		out[o] = relu && s < 0 ? 0 : s;
+	}
+}
+
+/* Example b's logits [ncond] and features [hidden]. */
+static void
+ref_forward(const struct tcase *t, int b, double *logits, double *feat)
+{
+	const struct cg_cclf_config *c = &t->c;
+	double *h = xcalloc((size_t)c->in_dim + c->hidden, sizeof(double));
+	char name[32];
+
+	for (int i = 0; i < c->in_dim; i++)
+		h[i] = t->x[(size_t)b * c->in_dim + i];
+	for (int l = 0; l < c->layers; l++) {
+		snprintf(name, sizeof(name), "hid.%d", l);
+		ref_layer(t, name, feat, h, 1);
+		memcpy(h, feat, (size_t)c->hidden * sizeof(double));
+	}
+	ref_layer(t, "out", logits, feat, 0);
+	free(h);
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void
+test_config(void)
+{
+	struct cg_cclf_config c = {784, 10, 1024, 2};
+
+	expect(cg_cclf_check_config(&c) == 0 &&
+	           cg_cclf_nparams(&c) ==
+	               (size_t)1024 * 785 + 1024 * 1025 + 10 * 1025,
+	       "784-1024-1024-10: its parameter count");
+	c.ncond = 1;
+	expect(cg_cclf_check_config(&c) == -1 && strstr(cg_errmsg(), "1 cond"),
+	       "one condition is refused");
+	c.ncond = 10;
+	c.layers = 0;
+	expect(cg_cclf_nparams(&c) == 0 && strstr(cg_errmsg(), "layers"),
+	       "no hidden layer is refused");
+	c.layers = 64;
+	c.hidden = 1 << 20;
+	expect(cg_cclf_check_config(&c) == -1 &&
+	           strstr(cg_errmsg(), "parameters"),
+	       "2^20 wide and 64 deep: too many parameters");
+}
+
+static void
+test_views(void)
+{
+	struct cg_cclf_config c = {12, 3, 5, 3};
+	struct cg_view v[MAXV];
+	int n = cg_cclf_views(&c, v, MAXV), ok = n == 8;
+	static const char *const names[] = {"hid.0.w", "hid.0.b", "hid.1.w",
+	                                    "hid.1.b", "hid.2.w", "hid.2.b",
+	                                    "out.w",   "out.b"};
+	size_t off = 0;
+
+	for (int i = 0; ok && i < n; i++) {
+		ok &= strcmp(v[i].name, names[i]) == 0 && v[i].off == off &&
+		      v[i].decay == (i % 2 == 0);
+		off += v[i].n;
+	}
+	ok &= off == cg_cclf_nparams(&c) && v[6].shape[0] == 3 &&
+	      v[6].shape[1] == 5 && v[0].shape[1] == 12;
+	expect(ok, "views: names, order, shapes, contiguous over the buffer");
+	expect(cg_cclf_views(&c, v, 7) == -1, "views: too small a table");
+}
+
+static void
+test_errors(void)
+{
+	struct tcase t;
+	double loss = -1;
+
+	tcase_init(&t, (struct cg_cclf_config){6, 3, 4, 1}, 3);
+	t.cond[1] = 3;
+	expect(cg_cclf_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, 3,
+	                                t.grad, &loss, NULL) == -1 &&
+	           loss == -1 && strstr(cg_errmsg(), "condition 3"),
+	       "a condition out of range: -1, nothing written");
+	t.cond[1] = 0;
+	expect(cg_cclf_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, 4,
+	                                NULL, &loss, NULL) == -1,
+	       "a batch over the workspace's");
+	expect(cg_cclf_forward_backward(&t.c, t.params, t.ws, t.x, NULL, 3,
+	                                t.grad, NULL, NULL) == -1,
+	       "a gradient without conditions");
+	struct cg_cclf_config other = t.c;
+	other.hidden = 5;
+	expect(cg_cclf_forward_backward(&other, t.params, t.ws, t.x, t.cond, 3,
+	                                NULL, &loss, NULL) == -1 &&
+	           strstr(cg_errmsg(), "another config"),
+	       "a workspace of another config");
+	tcase_free(&t);
+}
+
+/* Loss, accuracy, logits and features against the reference; a batch
+ * is the mean of its examples. */
+static void
+test_forward(struct cg_cclf_config c, int B)
+{
+	struct tcase t;
+	double acc, loss, want = 0, wacc = 0, dl = 0, df = 0;
+	double *logits = xcalloc((size_t)c.ncond, sizeof(double));
+	double *feat = xcalloc((size_t)c.hidden, sizeof(double));
+	char what[160];
+
+	tcase_init(&t, c, B);
+	loss = tloss(&t, NULL, &acc);
+	for (int b = 0; b < B; b++) {
+		double mx = -INFINITY, z = 0;
+		int arg = 0;
+
+		ref_forward(&t, b, logits, feat);
+		for (int k = 0; k < c.ncond; k++) {
+			dl = fmax(dl,
+			          fabs(logits[k] -
+			               cg_cclf_logits(t.ws)[b * c.ncond + k]));
+			if (logits[k] > mx) {
+				mx = logits[k];
+				arg = k;
+			}
+		}
+		for (int k = 0; k < c.hidden; k++)
+			df = fmax(
+			    df, fabs(feat[k] -
+			             cg_cclf_features(t.ws)[b * c.hidden + k]));
+		for (int k = 0; k < c.ncond; k++)
+			z += exp(logits[k] - mx);
+		want += (log(z) + mx - logits[t.cond[b]]) / B;
+		wacc += (double)(arg == t.cond[b]) / B;
+	}
+	snprintf(what, sizeof(what),
+	         "layers=%d B=%d: loss %.9g vs %.9g, accuracy %g vs %g, "
+	         "logits within %.2g, features within %.2g",
+	         c.layers, B, loss, want, acc, wacc, dl, df);
+	expect(fabs(loss - want) < 1e-5 * (1 + want) && acc == wacc &&
+	           dl < 1e-5 && df < 1e-5,
+	       what);
+
+	/* The mean of one-example batches is the batch's loss. */
+	struct cg_cclf_ws *one = cg_cclf_ws_new(&c, 1);
+	double sum = 0, sacc = 0;
+	for (int b = 0; b < B; b++) {
+		double l, a;
+		if (one == NULL ||
+		    cg_cclf_forward_backward(&c, t.params, one,
+		                             t.x + (size_t)b * c.in_dim,
+		                             t.cond + b, 1, NULL, &l, &a) != 0)
+			die("one example");
+		sum += l / B;
+		sacc += a / B;
+	}
+	expect(fabs(sum - loss) < 1e-6 * (1 + loss) && fabs(sacc - acc) < 1e-12,
+	       "a batch's loss and accuracy are the means of its examples'");
+	cg_cclf_ws_free(one);
+	free(logits);
+	free(feat);
+	tcase_free(&t);
+}
+
+/* Central differences per element and along a random +-1 direction per
+ * view; the largest relative error, each view's printed unless quiet. */
+static double
+fdcheck(struct tcase *t, const float *grad, int quiet)
+{
+	double all = 0;
+	float *save = xcalloc(t->np, sizeof(float));
+	float *sgn = xcalloc(t->np, sizeof(float));
+
+	for (int i = 0; i < t->nv; i++) {
+		const struct cg_view *v = &t->v[i];
+		float *p = t->params + v->off;
+		double maxrel = 0, maxabs = 0, dg = 0;
+
+		for (size_t j = 0; j < v->n; j++) {
+			float orig = p[j];
+			float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
+
+			p[j] = hi;
+			double lp = tloss(t, NULL, NULL);
+			p[j] = lo;
+			double lm = tloss(t, NULL, NULL);
+			p[j] = orig;
+			double fd = (lp - lm) / ((double)hi - (double)lo);
+			double ad = fabs(grad[v->off + j] - fd);
+			double rel = ad / (FD_FLOOR + fabs(fd));
+
+			if (!(rel <= maxrel))
+				maxrel = rel;
+			maxabs = fmax(maxabs, ad);
+		}
+		memcpy(save, p, v->n * sizeof(float));
+		for (size_t j = 0; j < v->n; j++)
+			sgn[j] = cg_rng_uniform(&rng) < 0.5f ? -1.0f : 1.0f;
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] + sgn[j] * (float)FD_H;
+		double lp = tloss(t, NULL, NULL);
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] - sgn[j] * (float)FD_H;
+		double lm = tloss(t, NULL, NULL);
+		for (size_t j = 0; j < v->n; j++) {
+			double step = (double)(save[j] + sgn[j] * (float)FD_H) -
+			              (double)(save[j] - sgn[j] * (float)FD_H);
+			dg += grad[v->off + j] * step;
+		}
+		memcpy(p, save, v->n * sizeof(float));
+		double drel = fabs(dg - (lp - lm)) / (2 * FD_H) /
+		              (FD_FLOOR + fabs(lp - lm) / (2 * FD_H));
+
+		if (!quiet)
+			printf("%-4s %-14s n=%-5zu max rel err %.3g (max abs "
+			       "diff %.3g), directional %.3g\n",
+			       maxrel <= FD_TOL && drel <= FD_TOL ? "ok"
+			                                          : "FAIL",
+			       v->name, v->n, maxrel, maxabs, drel);
+		if (!(maxrel <= all))
+			all = maxrel;
+		if (!(drel <= all))
+			all = drel;
+	}
+	free(save);
+	free(sgn);
+	return all;
+}
+
+static void
+test_grad(struct cg_cclf_config c, int B)
+{
+	struct tcase t;
+	char what[128];
+
+	tcase_init(&t, c, B);
+	tloss(&t, t.grad, NULL);
+	printf("     config in=%d cond=%d hidden=%d layers=%d, B=%d, %zu "
+	       "params\n",
+	       c.in_dim, c.ncond, c.hidden, c.layers, B, t.np);
+	double worst = fdcheck(&t, t.grad, 0);
+	snprintf(what, sizeof(what),
+	         "layers=%d: every gradient vs central differences (worst "
+	         "rel err %.3g)",
+	         c.layers, worst);
+	expect(worst <= FD_TOL, what);
+
+	t.grad[t.v[0].off + 1] += 0.05f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects a gradient off by 0.05 in one element");
+	t.grad[t.v[0].off + 1] -= 0.05f;
+	const struct cg_view *v = &t.v[t.nv - 2];
+	for (size_t j = 0; j < v->n; j++)
+		t.grad[v->off + j] *= 0.97f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects a view's gradient scaled by 0.97");
+	tcase_free(&t);
+}
+
+int
+main(void)
+{
+	/* The BLAS as the programs run it (see lib/runtime.c). */
+	cg_set_threads(0);
+	cg_rng_seed(&rng, 16);
+	test_config();
+	test_views();
+	test_errors();
+	test_forward((struct cg_cclf_config){13, 4, 9, 1}, 5);
+	test_forward((struct cg_cclf_config){13, 4, 9, 3}, 7);
+	test_grad((struct cg_cclf_config){7, 3, 6, 1}, 4);
+	test_grad((struct cg_cclf_config){7, 5, 6, 2}, 5);
+	if (failures) {
+		printf("test_cclf: %d check(s) FAILED\n", failures);
+		return 1;
+	}
+	printf("test_cclf: all checks passed\n");
+	return 0;
+}
