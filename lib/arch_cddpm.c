@@ -217,15 +217,15 @@ static const struct cg_arch_opt cddpm_opts[] = {
     {"embed", CG_ARCH_OPT_INT, 128, 2, 1 << 20,
      "width of the sinusoidal time encoding (even)"},
     {"timesteps", CG_ARCH_OPT_INT, 1000, CG_CDDPM_MIN_T, CG_CDDPM_MAX_T,
-     "diffusion steps T (linear betas, 1e-4 to 0.02 at T = 1000)"},
+     "diffusion steps T (linear betas: 1e-4 to 0.02 at 1000)"},
     {"cond-drop", CG_ARCH_OPT_FLOAT, 0.1, 0, 1,
      "probability that training drops an example's condition"},
 };
 
 const struct cg_arch cg_arch_cddpm = {
     .name = "cddpm",
-    .summary = "conditional denoising diffusion (MLP, classifier-free "
-               "guidance) for images",
+    .summary = "conditional diffusion (MLP, classifier-free guidance) "
+               "for images",
     .loss_name = "mse",
     .part_names = {NULL, NULL, NULL},
     .opts = cddpm_opts,

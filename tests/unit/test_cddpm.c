@@ -9,7 +9,12 @@
  * parameter gradient against central differences, element by element
  * and along a random direction, reported per view (the null
  * condition's embedding row included).  A corrupted gradient must be
- * caught.  Exit 0 pass, 1 fail (automake convention).
+ * caught.  The samplers against a loop written here from cddpm.h's
+ * description over cg_cddpm_predict: DDIM and DDPM, guided and not, with
+ * the same draws; DDIM is a function of the seed alone, guidance 0 is the
+ * conditional prediction alone, and guidance changes nothing where the
+ * null condition's embedding is the condition's.  Exit 0 pass, 1 fail
+ * (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -441,6 +446,185 @@ test_grad(struct cg_cddpm_config c, int B)
 	tcase_free(&t);
 }
 
+/* ---------------------------------------------------------- sampling */
+
+/*
+ * The sampler of cddpm.h, step by step over cg_cddpm_predict: n images of
+ * condition cond each into out [n, in_dim], drawing from r in the order
+ * cg_cddpm_sample draws (the starting noise, then each step's noise
+ * element by element).
+ */
+static void
+ref_sample(struct tcase *t, int cond, int n, const struct cg_cddpm_sampling *s,
+           struct cg_rng *r, float *out)
+{
+	const struct cg_cddpm_config *c = &t->c;
+	const int D = c->in_dim, T = c->timesteps, N = s->steps;
+	double *ab = xcalloc((size_t)T, sizeof(double));
+	float *x = xcalloc((size_t)n * D, sizeof(float));
+	float *ec = xcalloc((size_t)n * D, sizeof(float));
+	float *eu = xcalloc((size_t)n * D, sizeof(float));
+	int *cv = xcalloc((size_t)n, sizeof(int));
+	int *nv = xcalloc((size_t)n, sizeof(int));
+	int *tv = xcalloc((size_t)n, sizeof(int));
+	const double eta = s->ddim ? 0 : 1;
+
+	for (int i = 0; i < T; i++)
+		ab[i] = ref_abar(T, i);
+	for (int b = 0; b < n; b++) {
+		cv[b] = cond;
+		nv[b] = c->ncond;
+	}
+	for (size_t k = 0; k < (size_t)n * D; k++)
+		x[k] = (float)s->temperature * cg_rng_normal(r);
+	for (int i = N - 1; i >= 0; i--) {
+		int ts = N == 1
+		             ? T - 1
+		             : (int)floor((double)i * (T - 1) / (N - 1) + 0.5);
+		int tp =
+		    i == 0
+		        ? -1
+		        : (int)floor((double)(i - 1) * (T - 1) / (N - 1) + 0.5);
+		double at = ab[ts], as = tp < 0 ? 1 : ab[tp];
+		for (int b = 0; b < n; b++)
+			tv[b] = ts;
+		if (cg_cddpm_predict(c, t->params, t->ws, x, cv, tv, n, ec) !=
+		        0 ||
+		    cg_cddpm_predict(c, t->params, t->ws, x, nv, tv, n, eu) !=
+		        0)
+			die("cg_cddpm_predict");
+		double sig = eta * sqrt((1 - as) / (1 - at) * (1 - at / as));
+		for (size_t k = 0; k < (size_t)n * D; k++) {
+			double e = s->guidance == 0
+			               ? ec[k]
+			               : (1 + s->guidance) * ec[k] -
+			                     s->guidance * eu[k];
+			double x0 = fmin(
+			    fmax((x[k] - sqrt(1 - at) * e) / sqrt(at), -1), 1);
+			double e2 = (x[k] - sqrt(at) * x0) / sqrt(1 - at);
+			double nx = sqrt(as) * x0 +
+			            sqrt(fmax(1 - as - sig * sig, 0)) * e2;
+			if (sig > 0)
+				nx += sig * s->temperature * cg_rng_normal(r);
+			x[k] = (float)nx;
+		}
+	}
+	for (size_t k = 0; k < (size_t)n * D; k++)
+		out[k] = (float)fmin(fmax(0.5 * (x[k] + 1), 0), 1);
+	free(ab);
+	free(x);
+	free(ec);
+	free(eu);
+	free(cv);
+	free(nv);
+	free(tv);
+}
+
+/* The largest |a - b| over N. */
+static double
+maxdiff(const float *a, const float *b, size_t N)
+{
+	double d = 0;
+
+	for (size_t i = 0; i < N; i++)
+		d = fmax(d, fabs((double)a[i] - b[i]));
+	return d;
+}
+
+static void
+test_sample(void)
+{
+	struct tcase t;
+	const int n = 3;
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50};
+	int cond[3] = {1, 1, 1};
+	char what[160];
+
+	tcase_init(&t, c, n);
+	const size_t N = (size_t)n * c.in_dim;
+	float *a = xcalloc(N, sizeof(float)), *b = xcalloc(N, sizeof(float));
+	float *ref = xcalloc(N, sizeof(float));
+	struct cg_rng r;
+	const struct {
+		double w;
+		int steps, ddim;
+		double temp;
+	} runs[] = {{0, 50, 1, 1}, {0, 7, 1, 1},     {2.5, 10, 1, 1},
+	            {0, 50, 0, 1}, {1.5, 6, 0, 0.8}, {0, 1, 1, 1}};
+
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct cg_cddpm_sampling s = {runs[i].w, runs[i].steps,
+		                              runs[i].ddim, runs[i].temp};
+		cg_rng_seed(&r, 5);
+		if (cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) !=
+		    0)
+			die("cg_cddpm_sample");
+		cg_rng_seed(&r, 5);
+		ref_sample(&t, 1, n, &s, &r, ref);
+		double d = maxdiff(a, ref, N);
+		snprintf(what, sizeof(what),
+		         "%s, %d steps, guidance %g: the sampler's images "
+		         "within %.2g of the loop's",
+		         runs[i].ddim ? "DDIM" : "DDPM", runs[i].steps,
+		         runs[i].w, d);
+		expect(d < 1e-5, what);
+	}
+
+	/* DDIM: the seed alone decides; a second seed changes the images. */
+	struct cg_cddpm_sampling s = {0, 20, 1, 1};
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a);
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	expect(memcmp(a, b, N * sizeof(float)) == 0,
+	       "DDIM with the same seed: the same bytes");
+	cg_rng_seed(&r, 10);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	expect(maxdiff(a, b, N) > 1e-3, "DDIM with another seed: other images");
+
+	/* Guidance reaches the images, and is nothing where the null
+	 * condition is the condition. */
+	s.guidance = 3;
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	expect(maxdiff(a, b, N) > 1e-3, "guidance 3 changes the images");
+	const struct cg_view *ce = view(&t, "cond.emb");
+	memcpy(t.params + ce->off + (size_t)c.ncond * c.hidden,
+	       t.params + ce->off + (size_t)1 * c.hidden,
+	       (size_t)c.hidden * sizeof(float));
+	s.guidance = 0;
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a);
+	s.guidance = 3;
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	snprintf(what, sizeof(what),
+	         "null embedding = the condition's: guidance 3 within %.2g "
+	         "of guidance 0",
+	         maxdiff(a, b, N));
+	expect(maxdiff(a, b, N) < 1e-5, what);
+
+	/* What the sampler refuses. */
+	s.steps = 51;
+	expect(cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) == -1 &&
+	           strstr(cg_errmsg(), "51 steps"),
+	       "more steps than T are refused");
+	s.steps = 10;
+	s.guidance = 1;
+	expect(cg_cddpm_sample(&c, t.params, t.ws, cond, 2 * n, &s, &r, a) ==
+	           -1,
+	       "guided, 2n images need a workspace of 4n");
+	cond[0] = 4;
+	s.guidance = 0;
+	expect(cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) == -1 &&
+	           strstr(cg_errmsg(), "condition 4"),
+	       "a condition out of range is refused");
+	free(a);
+	free(b);
+	free(ref);
+	tcase_free(&t);
+}
+
 int
 main(void)
 {
@@ -454,6 +638,7 @@ main(void)
 	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200}, 7);
 	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50}, 4);
 	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100}, 6);
+	test_sample();
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;
