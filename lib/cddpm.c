@@ -202,7 +202,7 @@ struct cg_cddpm_ws {
 	float *emb;  /* [B, hidden]: time and condition embedding */
 	float *xt;   /* [B, in_dim]: the network's input */
 	float *h;    /* [layers][B, hidden], after ReLU */
-	float *out;  /* [B, in_dim]: eps_hat */
+	float *out;  /* [B, in_dim]: eps_hat (v, then eps from it) */
 	float *dout; /* [B, in_dim]; the sampler's x */
 	float *dh;   /* [B, hidden] */
 	float *dpre; /* [B, hidden] */
@@ -340,6 +340,15 @@ forward(const struct cg_cddpm_config *c, const float *params,
 	struct linear lo = linear_at(c, c->layers + 1);
 	cg_linear_forward(w->out, w->h + (c->layers - 1) * stride,
 	                  params + lo.w, params + lo.b, B, H, c->in_dim);
+	/* The layer gives v; eps follows from it and x_t exactly. */
+	for (int b = 0; b < B; b++) {
+		const float sa = (float)sqrt(w->abar[t[b]]);
+		const float sn = (float)sqrt(1 - w->abar[t[b]]);
+		float *o = w->out + (size_t)b * c->in_dim;
+		const float *x = w->xt + (size_t)b * c->in_dim;
+		for (int i = 0; i < c->in_dim; i++)
+			o[i] = sa * o[i] + sn * x[i];
+	}
 }
 
 int
@@ -362,18 +371,19 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 	}
 	forward(c, params, w, cond, t, B);
 
-	/* Loss; with a gradient wanted, d(loss)/d(eps_hat) in the same
-	 * pass. */
+	/* Loss; with a gradient wanted, d(loss)/d(v) = sqrt(abar_t)
+	 * d(loss)/d(eps_hat) in the same pass. */
 	const float scale = 2.0f / ((float)B * D);
 	double sum = 0;
 	for (int b = 0; b < B; b++) {
+		const float gs = scale * (float)sqrt(w->abar[t[b]]);
 		double s = 0;
 		for (int i = 0; i < D; i++) {
 			const size_t k = (size_t)b * D + i;
 			const float d = w->out[k] - eps[k];
 			s += (double)d * d;
 			if (grad)
-				w->dout[k] = scale * d;
+				w->dout[k] = gs * d;
 		}
 		sum += s / D;
 	}

@@ -13,7 +13,13 @@
  *   emb = time.w sin_emb(t) + time.b + cond.emb[c]           [hidden]
  *   h_0 = relu(hid.0.w x_t + hid.0.b + emb)
  *   h_l = relu(hid.l.w h_{l-1} + hid.l.b + emb)    l = 1 .. layers - 1
- *   eps_hat = out.w h_{layers-1} + out.b                      [in_dim]
+ *   v = out.w h_{layers-1} + out.b                            [in_dim]
+ *   eps_hat = sqrt(abar_t) v + sqrt(1 - abar_t) x_t
+ * The last layer predicts v = sqrt(abar_t) eps - sqrt(1 - abar_t) x0
+ * (Salimans and Ho, 2022), from which eps follows exactly as above: the
+ * identity part of eps, large at large t, skips the hidden layers, which
+ * are far narrower than an image and could not carry its noise through
+ * (an MLP predicting eps directly learns next to nothing).
  * sin_emb(t) [embed] is sin(t f_i) for i < embed / 2, then cos(t f_i),
  * f_i = 10000^(-i / (embed / 2)) (the transformer's encoding of t).  The
  * condition embedding has ncond + 1 rows: row ncond is the null

@@ -232,7 +232,9 @@ class Cddpm:
         beta = lo + (hi - lo) * torch.arange(T, dtype=torch.float64) / (T - 1)
         abar = torch.cumprod(1 - beta, 0)[t][:, None]
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * eps
-        pred = net(xt, t, cond, cfg["embed"])
+        # the network gives v; eps follows from it and x_t
+        pred = abar.sqrt() * net(xt, t, cond, cfg["embed"]) + \
+            (1 - abar).sqrt() * xt
         return {"loss": ((pred - eps) ** 2).mean(1).mean()}, {}
 
 

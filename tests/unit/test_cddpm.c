@@ -179,6 +179,9 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out)
 		memcpy(h, h2, (size_t)H * sizeof(double));
 	}
 	ref_layer(t, "out", out, h, NULL, 0);
+	double ab = ref_abar(c->timesteps, ts);
+	for (int i = 0; i < c->in_dim; i++)
+		out[i] = sqrt(ab) * out[i] + sqrt(1 - ab) * xt[i];
 	free(temb);
 	free(emb);
 	free(h);
