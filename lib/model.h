@@ -50,7 +50,7 @@ enum cg_diffusion_sampler {
 };
 struct cg_diffusion_opts {
 	double guidance; /* classifier-free guidance weight w >= 0 */
-	int steps;	 /* denoising steps; 0: the arch's default */
+	int steps;       /* denoising steps; 0: the arch's default */
 	enum cg_diffusion_sampler sampler;
 };
 
