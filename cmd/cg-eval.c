@@ -110,7 +110,9 @@ static const struct cg_cli cli = {
     .epilog =
         "Operands are shards too.  For cvae the columns are nelbo (negative "
         "ELBO,\n"
-        "nats per image), rec, kl and bits/dim.  For text: nats_per_token, "
+        "nats per image), rec, kl and bits/dim; for cddpm mse (the mean "
+        "squared\n"
+        "error of its predicted noise).  For text: nats_per_token, "
         "tokens\n"
         "(scored per example: text bytes and end-of-text), bpb (bits per "
         "byte, the\n"
@@ -286,6 +288,15 @@ loss_name(const struct cg_model *m)
 }
 
 /* Bits per dimension: the objective per pixel value. */
+/* Whether an image model's loss is a bound in nats per image, which
+ * bits/dim restates: not a classifier's cross-entropy, nor a diffusion
+ * model's mean squared error. */
+static int
+nats_per_image(const struct cg_model *m)
+{
+	return m->arch->classify == NULL && !m->arch->diffusion;
+}
+
 static double
 bits_per_dim(const struct cg_shard *s, const struct cg_metrics *r)
 {
@@ -429,7 +440,7 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
 	for (int i = 0; i < 3 && m->arch->part_names[i]; i++)
 		cJSON_AddNumberToObject(j, m->arch->part_names[i], r->part[i]);
 	if (s->kind == CG_PAYLOAD_IMAGE) {
-		if (m->arch->classify == NULL)
+		if (nats_per_image(m))
 			cJSON_AddNumberToObject(j, "bits_per_dim",
 			                        bits_per_dim(s, r));
 	} else {
@@ -484,7 +495,7 @@ print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
 			printf(" %10s", m->arch->part_names[i]);
 		if (text)
 			printf(" %10s %10s", "bpb", "ppl");
-		else if (m->arch->classify == NULL)
+		else if (nats_per_image(m))
 			printf(" %10s", "bits/dim");
 		if (g)
 			printf(" %10s %10s", "bleu", "rouge_l");
@@ -498,7 +509,7 @@ print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
 		printf(" %10.4f", r->part[i]);
 	if (text)
 		printf(" %10.4f %10.4f", t.bpb, t.ppl);
-	else if (m->arch->classify == NULL)
+	else if (nats_per_image(m))
 		printf(" %10.4f", bits_per_dim(s, r));
 	if (g)
 		printf(" %10.4f %10.4f", g->bleu, g->rouge_l);

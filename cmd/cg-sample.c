@@ -45,6 +45,8 @@
 #define MAX_COUNT 4096
 #define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0
+#define MAX_GUIDANCE 1000.0
+#define MAX_STEPS 100000
 #define GRID_PAD 2
 /* Names listed in the message for an unknown condition. */
 #define MAX_LISTED 32
@@ -55,10 +57,13 @@
 /* Keys of the options that have no short form. */
 enum {
 	OPT_DETERMINISTIC = CG_KEY_OWN,
+	OPT_GUIDANCE,
 	OPT_MAX_BYTES,
 	OPT_PROMPT_FILE,
 	OPT_SEED,
+	OPT_SAMPLER,
 	OPT_SEPARATOR,
+	OPT_STEPS,
 	OPT_TEMPERATURE,
 	OPT_TOP_K,
 	OPT_TOP_P
@@ -80,6 +85,9 @@ struct opts {
 	/* Text only; text_opt is the long name of one that was given, for
 	 * the message. */
 	const char *text_opt;
+	/* Diffusion models only; diff_opt as text_opt. */
+	struct cg_diffusion_opts diffusion;
+	const char *diff_opt;
 	const char *prompt;      /* --prompt, or NULL */
 	const char *prompt_file; /* --prompt-file, or NULL */
 	struct cg_sampler sampler;
@@ -118,6 +126,16 @@ static const struct cg_opt opts[] = {
      "the same samples at any thread count on any x86-64 (built-in "
      "kernels)"},
     CG_OPT_VERSION,
+    {NULL, 0, NULL, "Diffusion models (cddpm):"},
+    {"guidance", OPT_GUIDANCE, "W",
+     "classifier-free guidance: eps = (1 + W) eps(x, c) - W eps(x) "
+     "(default 0: the conditional model alone)"},
+    {"sampler", OPT_SAMPLER, "NAME",
+     "ddim (deterministic after the first noise, the default) or ddpm "
+     "(ancestral)"},
+    {"steps", OPT_STEPS, "N",
+     "denoising steps, spread over the model's T (default 50, or T if "
+     "fewer)"},
     {NULL, 0, NULL, "Text models:"},
     {"max-bytes", OPT_MAX_BYTES, "N",
      "stop a text after N bytes (default " STR(DEFAULT_MAX_BYTES) ")"},
@@ -137,6 +155,8 @@ static const struct cg_cli cli = {
     .name = "cg-sample",
     .synopsis = "-m MODEL [-c COND ...] [-n N] [--seed N] [--temperature T]\n"
                 " [--format png|pgm] [--threads N] [-o FILE]\n"
+                "-m DIFFUSION-MODEL ... [--guidance W] [--steps N]\n"
+                " [--sampler ddim|ddpm]\n"
                 "-m TEXT-MODEL [-c COND ...] [-p TEXT | --prompt-file FILE]\n"
                 " [-n N] [--temperature T] [--top-k K] [--top-p P]\n"
                 " [--max-bytes N] [--separator STR] [--seed N] [-o FILE]",
@@ -207,6 +227,23 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_DETERMINISTIC:
 		o->deterministic = 1;
 		break;
+	case OPT_GUIDANCE:
+		e = cg_parse_f64(g->name, a, 0, MAX_GUIDANCE,
+		                 &o->diffusion.guidance);
+		break;
+	case OPT_SAMPLER:
+		if (strcmp(a, "ddim") == 0)
+			o->diffusion.sampler = CG_SAMPLER_DDIM;
+		else if (strcmp(a, "ddpm") == 0)
+			o->diffusion.sampler = CG_SAMPLER_DDPM;
+		else
+			e = cg_seterr("--sampler: '%.32s': not ddim or ddpm",
+			              a);
+		break;
+	case OPT_STEPS:
+		e = cg_parse_i64(g->name, a, 1, MAX_STEPS, &v);
+		o->diffusion.steps = (int)v;
+		break;
 	case OPT_MAX_BYTES:
 		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
 		o->sampler.max_bytes = (size_t)v;
@@ -237,6 +274,8 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	if (c == 'p' || c == OPT_MAX_BYTES || c == OPT_PROMPT_FILE ||
 	    c == OPT_SEPARATOR || c == OPT_TOP_K || c == OPT_TOP_P)
 		o->text_opt = g->opt->name;
+	if (c == OPT_GUIDANCE || c == OPT_SAMPLER || c == OPT_STEPS)
+		o->diff_opt = g->opt->name;
 	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 
@@ -448,6 +487,7 @@ run_image(struct cg_model *m, const struct opts *o)
 	if (o->text_opt)
 		return cg_usage("%s: --%s is for text models (%s makes images)",
 		                o->model, o->text_opt, m->arch->name);
+	m->diffusion = o->diffusion;
 	/* cg_out_open refuses too, but only after all the work. */
 	if (strcmp(o->output, "-") == 0 && isatty(STDOUT_FILENO)) {
 		return cg_failx("refusing to write an image to a terminal "
@@ -742,6 +782,10 @@ main(int argc, char **argv)
 	cg_set_deterministic(o.deterministic);
 	if ((m = cg_model_read_infer(o.model)) == NULL)
 		rc = cg_fail(NULL);
+	else if (o.diff_opt && !m->arch->diffusion)
+		rc = cg_usage("%s: --%s is for diffusion models (%s is not "
+		              "one)",
+		              o.model, o.diff_opt, m->arch->name);
 	else if (m->arch->sample_text != NULL)
 		rc = run_text(m, &o);
 	else if (m->arch->sample_image != NULL)

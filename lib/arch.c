@@ -38,9 +38,10 @@
 extern const struct cg_arch cg_arch_cvae;
 extern const struct cg_arch cg_arch_cgpt;
 extern const struct cg_arch cg_arch_cclf;
+extern const struct cg_arch cg_arch_cddpm;
 
 static const struct cg_arch *const cg_archs[] = {&cg_arch_cvae, &cg_arch_cgpt,
-                                                 &cg_arch_cclf};
+                                                 &cg_arch_cclf, &cg_arch_cddpm};
 
 #define NTABLE ((int)(sizeof(cg_archs) / sizeof(cg_archs[0])))
 #define MAX_REGISTERED 16
@@ -199,6 +200,10 @@ cg_arch_check(const struct cg_arch *a)
 		return cg_seterr("arch %s: needs sample_image and image_shape, "
 		                 "sample_text, or classify, nfeatures and "
 		                 "image_shape",
+		                 a->name);
+	if (a->diffusion && a->sample_image == NULL)
+		return cg_seterr("arch %s: the diffusion options without "
+		                 "sample_image",
 		                 a->name);
 	if (a->nopts < 0 || a->nopts > CG_ARCH_MAX_OPTS ||
 	    (a->nopts > 0 && a->opts == NULL))

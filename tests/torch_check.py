@@ -13,7 +13,7 @@ inputs; the loss and its parts, every parameter gradient and the arch's
 other outputs (cgpt's logits, cclf's logits and features) must match within atol + rtol*|ref|.
 
 What is shared: reading a dump, loading the views, comparing.  What an
-architecture adds (class Cvae, class Cclf, class Cgpt): its configs, its torch.nn
+architecture adds (class Cvae, class Cclf, class Cddpm, class Cgpt): its configs, its torch.nn
 model with its tensors in cg's order, its inputs and its forward pass.
 
 Tolerances: cg computes in float (u = 2^-24, about 6e-8), PyTorch here in
@@ -165,6 +165,79 @@ class Cclf:
             {"logits": logits, "features": feat}
 
 
+# ----------------------------------------------------------------- cddpm
+
+class Cddpm:
+    """The diffusion model of lib/cddpm.h: an MLP eps-network, the time
+    and condition embeddings added to every hidden layer, mean squared
+    error of the predicted noise.  The schedule, the time encoding and the
+    noising are computed here from their definitions, in float64."""
+
+    name = "cddpm"
+    configs = [
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "embed=6",
+         "timesteps=50", "batch=6", "seed=1"],
+        ["in_dim=33", "ncond=10", "hidden=24", "layers=1", "embed=8",
+         "timesteps=1000", "batch=12", "seed=2"],
+        ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "embed=4",
+         "timesteps=200", "batch=9", "seed=3"],
+    ]
+    tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
+    outputs = []
+
+    class Net(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            H, layers = cfg["hidden"], cfg["layers"]
+            self.time = nn.Linear(cfg["embed"], H)
+            # the last row is the null condition's
+            self.cond = nn.Embedding(cfg["ncond"] + 1, H)
+            d, hid = cfg["in_dim"], []
+            for _ in range(layers):
+                hid.append(nn.Linear(d, H))
+                d = H
+            self.hid = nn.ModuleList(hid)
+            self.out = nn.Linear(H, cfg["in_dim"])
+
+        def named_tensors(self):
+            """(cg view name, parameter) in cg's buffer order."""
+            out = [("time.w", self.time.weight), ("time.b", self.time.bias),
+                   ("cond.emb", self.cond.weight)]
+            for i, m in enumerate(self.hid):
+                out += [("hid.%d.w" % i, m.weight), ("hid.%d.b" % i, m.bias)]
+            return out + [("out.w", self.out.weight),
+                          ("out.b", self.out.bias)]
+
+        def forward(self, xt, t, cond, embed):
+            half = embed // 2
+            freq = torch.exp(-math.log(10000.0) *
+                             torch.arange(half, dtype=torch.float64) / half)
+            a = t.double()[:, None] * freq[None, :]
+            emb = self.time(torch.cat([a.sin(), a.cos()], 1)) + \
+                self.cond(cond)
+            h = xt
+            for m in self.hid:
+                h = F.relu(m(h) + emb)
+            return self.out(h)
+
+    @staticmethod
+    def run(net, cfg, d):
+        """The batch mean of the per-example mean squared error."""
+        B, D, T = cfg["batch"], cfg["in_dim"], cfg["timesteps"]
+        x0 = f64(read_bin(d, "x0.bin", "<f4", B * D)).view(B, D)
+        eps = f64(read_bin(d, "eps.bin", "<f4", B * D)).view(B, D)
+        cond = i64(read_bin(d, "cond.bin", "<i4", B))
+        t = i64(read_bin(d, "t.bin", "<i4", B))
+        lo, hi = 0.1 / T, 20.0 / T
+        beta = lo + (hi - lo) * torch.arange(T, dtype=torch.float64) / (T - 1)
+        abar = torch.cumprod(1 - beta, 0)[t][:, None]
+        xt = abar.sqrt() * x0 + (1 - abar).sqrt() * eps
+        # the network gives v; eps follows from it and x_t
+        pred = abar.sqrt() * net(xt, t, cond, cfg["embed"]) + \
+            (1 - abar).sqrt() * xt
+        return {"loss": ((pred - eps) ** 2).mean(1).mean()}, {}
+
+
 # ------------------------------------------------------------------ cgpt
 
 class Block(nn.Module):
@@ -271,7 +344,7 @@ class Cgpt:
         return {"loss": (weight * ce).sum()}, {"logits": out}
 
 
-ARCHS = {a.name: a for a in (Cvae, Cclf, Cgpt)}
+ARCHS = {a.name: a for a in (Cvae, Cclf, Cddpm, Cgpt)}
 
 
 # ---------------------------------------------------------- shared code

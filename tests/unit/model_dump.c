@@ -21,6 +21,11 @@
  *         and acc; logits.bin [B, ncond] and features.bin [B, hidden]
  *         (f32).  The weights are moved away from the init (N(0, 0.1)
  *         noise), so that the biases matter.
+ *   cddpm x0.bin [B, in_dim] in [-1, 1] (half the pixels -1 or 1), t.bin
+ *         [B] (int32: 0, T - 1, then uniform), cond.bin [B] (int32: every
+ *         condition and the null one, ncond, in turn: the drawn drop
+ *         mask), eps.bin [B, in_dim] (f32); the loss.  The weights are
+ *         moved away from the init (N(0, 0.1) noise).
  *   cgpt  tokens.bin, targets.bin [B, positions] (int32), weight.bin
  *         (f32: about one position in four 0, with a target of -1 that
  *         must not be read, the others 1 / count, as arch_cgpt.c weighs
@@ -39,6 +44,7 @@
 #include <cjson/cJSON.h>
 
 #include "cclf.h"
+#include "cddpm.h"
 #include "cg.h"
 #include "cgpt.h"
 #include "cvae.h"
@@ -196,6 +202,55 @@ out:
 }
 
 static int
+cddpm_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
+           struct result *res)
+{
+	struct cg_cddpm_config c = {
+	    int_of(m, "in_dim"), int_of(m, "ncond"), int_of(m, "hidden"),
+	    int_of(m, "layers"), int_of(m, "embed"), int_of(m, "timesteps")};
+	size_t nx = (size_t)B * c.in_dim;
+	float *x = calloc(nx, sizeof(float)), *eps = calloc(nx, sizeof(float));
+	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
+	int32_t *t = calloc((size_t)B, sizeof(int32_t));
+	struct cg_cddpm_ws *ws = cg_cddpm_ws_new(&c, B);
+	int rc = -1;
+
+	(void)T;
+	if (!x || !eps || !cond || !t || !ws) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->nparams; i++)
+		m->params[i] += 0.1f * cg_rng_normal(r);
+	for (size_t i = 0; i < nx; i++) {
+		float u = 2 * cg_rng_uniform(r) - 1;
+		x[i] = i % 2 ? u : (u < 0 ? -1.0f : 1.0f);
+		eps[i] = cg_rng_normal(r);
+	}
+	for (int b = 0; b < B; b++) {
+		cond[b] = (int32_t)(b % (c.ncond + 1));
+		t[b] = b == 0 ? 0
+		       : b == 1
+		           ? c.timesteps - 1
+		           : (int32_t)cg_rng_below(r, (uint64_t)c.timesteps);
+	}
+	if (cg_cddpm_forward_backward(&c, m->params, ws, x, cond, t, eps, B,
+	                              grad, &res->loss) != 0 ||
+	    write32("x0.bin", x, nx) != 0 || write32("eps.bin", eps, nx) != 0 ||
+	    write32("cond.bin", cond, (size_t)B) != 0 ||
+	    write32("t.bin", t, (size_t)B) != 0)
+		goto out;
+	rc = 0;
+out:
+	cg_cddpm_ws_free(ws);
+	free(x);
+	free(eps);
+	free(cond);
+	free(t);
+	return rc;
+}
+
+static int
 cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
@@ -258,6 +313,11 @@ static const struct {
     {"cvae", "in_dim=20 ncond=4 hidden=16 layers=2 latent=5 batch=6",
      cvae_case},
     {"cclf", "in_dim=20 ncond=4 hidden=16 layers=2 batch=6", cclf_case},
+    /* cond-drop is the arch's draw, which the case makes itself. */
+    {"cddpm",
+     "in_dim=20 ncond=4 hidden=16 layers=2 embed=6 timesteps=50 "
+     "cond-drop=0 batch=6",
+     cddpm_case},
     {"cgpt",
      "ncond=3 context=8 width=16 layers=2 heads=2 tied=0 batch=3 "
      "positions=7",

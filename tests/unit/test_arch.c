@@ -104,14 +104,15 @@ test_registry(void)
 	struct cg_arch a;
 	int found = 0, ok = 1;
 
-	expect(cg_arch_count() == 4,
-	       "four architectures: cvae, cgpt, cclf, toy");
+	expect(cg_arch_count() == 5,
+	       "five architectures: cvae, cgpt, cclf, cddpm, toy");
 	expect(cg_arch_at(0) == cg_arch_find("cvae") &&
 	           cg_arch_at(1) == cg_arch_find("cgpt") &&
 	           cg_arch_at(2) == cg_arch_find("cclf") &&
-	           cg_arch_at(3) == &cg_arch_toy &&
+	           cg_arch_at(3) == cg_arch_find("cddpm") &&
+	           cg_arch_at(4) == &cg_arch_toy &&
 	           cg_arch_find("toy") == &cg_arch_toy &&
-	           cg_arch_at(4) == NULL && cg_arch_at(-1) == NULL,
+	           cg_arch_at(5) == NULL && cg_arch_at(-1) == NULL,
 	       "the table's rows, then the registered toy");
 	expect(cg_arch_find("nope") == NULL &&
 	           strstr(cg_errmsg(), "unknown architecture 'nope'"),
@@ -119,7 +120,7 @@ test_registry(void)
 	for (int i = 0; i < cg_arch_count(); i++)
 		ok &= cg_arch_check(cg_arch_at(i)) == 0;
 	expect(ok, "every architecture passes cg_arch_check");
-	expect(cg_arch_register(&cg_arch_toy) == 0 && cg_arch_count() == 4,
+	expect(cg_arch_register(&cg_arch_toy) == 0 && cg_arch_count() == 5,
 	       "registering the toy again changes nothing");
 
 	a = cg_arch_toy;
@@ -152,10 +153,15 @@ test_registry(void)
 	a.sample_image = cg_arch_toy.sample_image;
 	expect(cg_arch_register(&a) == -1,
 	       "a classifier that also samples is refused");
-	expect(cg_arch_count() == 4, "refused archs are not registered");
+	a = *cg_arch_find("cclf");
+	a.name = "toy2";
+	a.diffusion = 1;
+	expect(cg_arch_register(&a) == -1 && strstr(cg_errmsg(), "diffusion"),
+	       "a classifier that takes the diffusion options is refused");
+	expect(cg_arch_count() == 5, "refused archs are not registered");
 	for (int i = 0; i < cg_arch_count(); i++)
 		found += cg_arch_opt_find(cg_arch_at(i), "layers") != NULL;
-	expect(found == 3, "cvae, cgpt and cclf all declare --layers");
+	expect(found == 4, "cvae, cgpt, cclf and cddpm all declare --layers");
 }
 
 static void

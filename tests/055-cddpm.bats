@@ -1,0 +1,186 @@
+#!/usr/bin/env bats
+# 055-cddpm.bats - the cddpm diffusion architecture through the programs:
+# cg-init's options, training that lowers the held-out mse, cg-eval's
+# figures, and cg-sample's --guidance, --steps and --sampler, with what
+# they refuse.
+#
+# One shard pair and a small model (T = 100) are made once per file from
+# the Fashion-MNIST fixture (90 training examples, 10 held out).  That
+# the samplers compute what cddpm.h says, and every gradient, is
+# tests/unit/test_cddpm's; PyTorch's agreement is torch_check.py's.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+setup_file() {
+	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
+	cd "$BATS_FILE_TMPDIR"
+	cg-shard -q --holdout test.cgd -o train "$fx"
+	cg-init -a cddpm -d train-0.cgd --hidden 48 --layers 2 --embed 16 \
+		--timesteps 100 --seed 1 -o dm.cgm
+	cg-init -a cvae -d train-0.cgd --hidden 16 --layers 1 --latent 4 \
+		--seed 1 -o vae.cgm
+}
+
+setup() {
+	D=$BATS_FILE_TMPDIR
+	cd "$BATS_TEST_TMPDIR"
+}
+
+# png_size FILE: "WIDTH HEIGHT DEPTH COLOUR" from the IHDR chunk.
+png_size() {
+	python3 - "$1" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], 'rb').read()
+assert d[:8] == b'\x89PNG\r\n\x1a\n', 'no PNG signature'
+w, h, depth, colour = struct.unpack('>IIBB', d[16:26])
+print(w, h, depth, colour)
+EOF
+}
+
+# --------------------------------------------------------------- cg-init
+
+@test "cg-init -a cddpm --help lists its options" {
+	run -0 cg-init -a cddpm --help
+	assert_output --partial '-a cddpm: conditional diffusion (MLP'
+	assert_output --partial '--timesteps N'
+	assert_output --partial '--cond-drop X'
+	assert_output --partial '--embed N'
+	refute_output --partial '--latent'
+}
+
+@test "cg-init -a cddpm: the config and the tensors" {
+	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '[.arch, .config, [.tensors[].name]]'"
+	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
+	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '.tensors[2].shape'"
+	assert_output '[11,48]'
+}
+
+@test "cg-init -a cddpm: bad options are refused, nothing written" {
+	run -2 --separate-stderr cg-init -a cddpm -d "$D/train-0.cgd" \
+		--timesteps 49 -o m.cgm
+	[[ $stderr == *"--timesteps"* ]]
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --cond-drop 1.5 -o m.cgm
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --cond-drop nan -o m.cgm
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --latent 4 -o m.cgm
+	run -1 --separate-stderr cg-init -a cddpm -d "$D/train-0.cgd" \
+		--embed 15 -o m.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-init: "*"embed = 15: not even"* ]]
+	[ ! -e m.cgm ]
+}
+
+@test "cg-init -a cddpm: same seed, same bytes" {
+	cg-init -a cddpm -d "$D/train-0.cgd" --hidden 48 --layers 2 \
+		--embed 16 --timesteps 100 --seed 1 -o again.cgm
+	cmp again.cgm "$D/dm.cgm"
+}
+
+# ------------------------------------------------------ training and eval
+
+@test "cddpm: training lowers the held-out mse; cg-eval reports mse alone" {
+	cg-train-step -q -m "$D/dm.cgm" -d "$D/train-0.cgd" -e model -k 40 \
+		--batch 30 --lr 1e-3 --seed 1 -o trained.cgm
+	run -0 cg-eval --json -m "$D/dm.cgm" -d "$D/test.cgd"
+	before=$output
+	run -0 cg-eval --json -m trained.cgm -d "$D/test.cgd"
+	jq -e --argjson b "$before" \
+		'.arch == "cddpm" and .step == 40 and .mse < $b.mse - 0.02 and
+		 (has("bits_per_dim") | not)' <<<"$output"
+	run -0 cg-eval -m trained.cgm -d "$D/test.cgd"
+	assert_output --partial 'mse'
+	refute_output --partial 'bits/dim'
+}
+
+@test "cddpm: the same seed trains the same bytes; the draws follow it" {
+	for s in 1 1 2; do
+		cg-train-step -q -m "$D/dm.cgm" -d "$D/train-0.cgd" -e model \
+			-k 3 --batch 10 --seed $s -o s$s-$RANDOM.cgm
+	done
+	run -0 bash -c 'sha256sum s1-*.cgm | cut -d" " -f1 | sort -u | wc -l'
+	assert_output 1
+	run -1 cmp -s "$(ls s1-*.cgm | head -n 1)" s2-*.cgm
+	# Each example's draws follow the seed and its index, not the batch
+	# (the means differ by rounding alone).
+	run -0 cg-eval --json -m "$D/dm.cgm" -d "$D/test.cgd" --seed 1
+	a=$output
+	run -0 cg-eval --json -m "$D/dm.cgm" -d "$D/test.cgd" --seed 1 --batch 3
+	jq -e --argjson a "$a" '(.mse - $a.mse) | fabs < 1e-7' <<<"$output"
+	run -0 cg-eval --json -m "$D/dm.cgm" -d "$D/test.cgd" --seed 2
+	jq -e --argjson a "$a" '(.mse - $a.mse) | fabs > 1e-4' <<<"$output"
+
+}
+
+# ------------------------------------------------------------ cg-sample
+
+@test "cg-sample --help lists the diffusion options" {
+	run -0 cg-sample --help
+	assert_output --partial '--guidance W'
+	assert_output --partial '--steps N'
+	assert_output --partial '--sampler NAME'
+}
+
+@test "cg-sample: a cddpm draws a PNG grid of one row per condition" {
+	run -0 cg-sample -m "$D/dm.cgm" -n 3 --steps 10 -o grid.png
+	run -0 png_size grid.png
+	assert_output '92 302 8 0'
+	run -0 cg-sample -m "$D/dm.cgm" -c Bag -c 0 -n 2 --guidance 1.5 \
+		--steps 20 --sampler ddpm -o two.png
+	run -0 png_size two.png
+	assert_output '62 62 8 0'
+}
+
+@test "cg-sample: DDIM draws a function of the seed; DDPM and guidance change it" {
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 -o a.pgm
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
+		--sampler ddim -o b.pgm
+	cmp a.pgm b.pgm
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 6 -o c.pgm
+	! cmp -s a.pgm c.pgm
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
+		--sampler ddpm -o d.pgm
+	! cmp -s a.pgm d.pgm
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
+		--guidance 2 -o e.pgm
+	! cmp -s a.pgm e.pgm
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
+		--guidance 0 -o f.pgm
+	cmp a.pgm f.pgm
+}
+
+@test "cg-sample: bad diffusion options are usage errors" {
+	for bad in "--guidance -1" "--guidance nan" "--guidance 1e9" \
+		"--steps 0" "--steps 1.5" "--steps 100001" "--sampler ddpm2" \
+		"--sampler"; do
+		run -2 --separate-stderr cg-sample -m "$D/dm.cgm" $bad -o x.png
+		[[ ${stderr_lines[0]} == cg-sample:* ]]
+	done
+	[ ! -e x.png ]
+}
+
+@test "cg-sample: more steps than the model's T is one line, exit 1" {
+	run -1 --separate-stderr cg-sample -m "$D/dm.cgm" --steps 101 -o x.png
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-sample: "*"101 steps: not in [1, 100]"* ]]
+	[ ! -e x.png ]
+}
+
+@test "cg-sample: the diffusion options are refused for other archs" {
+	for opt in "--guidance 1" "--steps 5" "--sampler ddim"; do
+		run -2 --separate-stderr cg-sample -m "$D/vae.cgm" $opt -o x.png
+		[[ ${stderr_lines[0]} == "cg-sample: $D/vae.cgm: ${opt%% *} is for diffusion models (cvae is not one)" ]]
+	done
+	[ ! -e x.png ]
+}
+
+@test "pipeline: init | train | sample, through pipes" {
+	cg-init -a cddpm -d "$D/train-0.cgd" --hidden 32 --layers 1 \
+		--embed 8 --timesteps 50 -o - |
+		cg-train-step -q -m - -d "$D/train-0.cgd" -e model -k 5 \
+			--batch 10 -o - |
+		cg-sample -m - -n 2 --steps 5 --guidance 0.5 -f pgm >grid.pgm
+	run -0 head -c 2 grid.pgm
+	assert_output 'P5'
+}

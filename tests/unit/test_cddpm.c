@@ -1,0 +1,651 @@
+/*
+ * test_cddpm.c - the diffusion model against a naive double model and
+ * finite differences.
+ *
+ * Checks the config limits, the view table (names, order, contiguity),
+ * the schedule's end points, the error returns, the loss and the
+ * network's output against an independent double-precision
+ * implementation that walks the views, batch invariance, and every
+ * parameter gradient against central differences, element by element
+ * and along a random direction, reported per view (the null
+ * condition's embedding row included).  A corrupted gradient must be
+ * caught.  The samplers against a loop written here from cddpm.h's
+ * description over cg_cddpm_predict: DDIM and DDPM, guided and not, with
+ * the same draws; DDIM is a function of the seed alone, guidance 0 is the
+ * conditional prediction alone, and guidance changes nothing where the
+ * null condition's embedding is the condition's.  Exit 0 pass, 1 fail
+ * (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cddpm.h"
+#include "cg.h"
+#include "cli.h"
+
+#define TEST_NAME "test_cddpm"
+#include "check.h"
+
+/*
+ * As test_cclf: |g - fd| <= FD_TOL * (|fd| + FD_FLOOR).  The loss (about
+ * 1) carries float rounding of about 1e-7, which differencing over 2h =
+ * 2e-3 makes ~1e-4 in fd: the floor's 5e-4 leaves a margin.
+ */
+#define FD_H 1e-3
+#define FD_TOL 1e-2
+#define FD_FLOOR 5e-2
+#define MAXV 64
+
+static struct cg_rng rng;
+
+struct tcase {
+	struct cg_cddpm_config c;
+	int B;
+	size_t np;
+	struct cg_view v[MAXV];
+	int nv;
+	float *params, *grad, *x0, *eps;
+	int *cond, *t;
+	struct cg_cddpm_ws *ws;
+};
+
+static void
+tcase_init(struct tcase *t, struct cg_cddpm_config c, int B)
+{
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->B = B;
+	if ((t->np = cg_cddpm_nparams(&c)) == 0 ||
+	    (t->nv = cg_cddpm_views(&c, t->v, MAXV)) < 0 ||
+	    (t->ws = cg_cddpm_ws_new(&c, 2 * B)) == NULL)
+		die("tcase_init");
+	t->params = xcalloc(t->np, sizeof(float));
+	t->grad = xcalloc(t->np, sizeof(float));
+	t->x0 = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	t->eps = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	t->cond = xcalloc((size_t)B, sizeof(int));
+	t->t = xcalloc((size_t)B, sizeof(int));
+	cg_cddpm_init(&c, t->params, &rng);
+	/* Biases away from 0, so that they matter. */
+	for (size_t i = 0; i < t->np; i++)
+		t->params[i] += 0.1f * cg_rng_normal(&rng);
+	for (size_t i = 0; i < (size_t)B * c.in_dim; i++) {
+		t->x0[i] = 2 * cg_rng_uniform(&rng) - 1;
+		t->eps[i] = cg_rng_normal(&rng);
+	}
+	/* Every condition and the null one, early and late timesteps. */
+	for (int b = 0; b < B; b++) {
+		t->cond[b] = b % (c.ncond + 1);
+		t->t[b] = b == 0 ? 0
+		          : b == 1
+		              ? c.timesteps - 1
+		              : (int)cg_rng_below(&rng, (uint64_t)c.timesteps);
+	}
+}
+
+static void
+tcase_free(struct tcase *t)
+{
+	cg_cddpm_ws_free(t->ws);
+	free(t->params);
+	free(t->grad);
+	free(t->x0);
+	free(t->eps);
+	free(t->cond);
+	free(t->t);
+}
+
+static double
+tloss(struct tcase *t, float *grad)
+{
+	double loss;
+
+	if (cg_cddpm_forward_backward(&t->c, t->params, t->ws, t->x0, t->cond,
+	                              t->t, t->eps, t->B, grad, &loss) != 0)
+		die("cg_cddpm_forward_backward");
+	return loss;
+}
+
+/* ------------------------------------------------ the naive reference */
+
+static const struct cg_view *
+view(const struct tcase *t, const char *name)
+{
+	for (int i = 0; i < t->nv; i++)
+		if (strcmp(t->v[i].name, name) == 0)
+			return &t->v[i];
+	fprintf(stderr, TEST_NAME ": no view %s\n", name);
+	exit(1);
+}
+
+/* out [OC] = W in + b (+ add [OC] if not NULL) (then ReLU) for the layer
+ * named layer. */
+static void
+ref_layer(const struct tcase *t, const char *layer, double *out,
+          const double *in, const double *add, int relu)
+{
+	char wn[64], bn[64];
+
+	snprintf(wn, sizeof(wn), "%s.w", layer);
+	snprintf(bn, sizeof(bn), "%s.b", layer);
+	const struct cg_view *w = view(t, wn), *b = view(t, bn);
+	int OC = (int)w->shape[0], C = (int)w->shape[1];
+
+	for (int o = 0; o < OC; o++) {
+		double s = t->params[b->off + o] + (add ? add[o] : 0);
+		for (int i = 0; i < C; i++)
+			s += (double)t->params[w->off + (size_t)o * C + i] *
+			     in[i];
+		out[o] = relu && s < 0 ? 0 : s;
+	}
+}
+
+/* The schedule in double, from its definition in cddpm.h. */
+static double
+ref_abar(int T, int t)
+{
+	double a = 1, lo = 0.1 / T, hi = 20.0 / T;
+
+	for (int s = 0; s <= t; s++)
+		a *= 1 - (lo + (hi - lo) * s / (T - 1));
+	return a;
+}
+
+/* eps_hat [in_dim] of the network on xt [in_dim], timestep ts, cond. */
+static void
+ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out)
+{
+	const struct cg_cddpm_config *c = &t->c;
+	const int H = c->hidden, half = c->embed / 2;
+	double *temb = xcalloc((size_t)c->embed, sizeof(double));
+	double *emb = xcalloc((size_t)H, sizeof(double));
+	double *h = xcalloc((size_t)H, sizeof(double));
+	double *h2 = xcalloc((size_t)H, sizeof(double));
+	const struct cg_view *ce = view(t, "cond.emb");
+	char name[32];
+
+	for (int i = 0; i < half; i++) {
+		temb[i] = sin(ts * pow(10000.0, -(double)i / half));
+		temb[half + i] = cos(ts * pow(10000.0, -(double)i / half));
+	}
+	ref_layer(t, "time", emb, temb, NULL, 0);
+	for (int j = 0; j < H; j++)
+		emb[j] += t->params[ce->off + (size_t)cond * H + j];
+	for (int l = 0; l < c->layers; l++) {
+		snprintf(name, sizeof(name), "hid.%d", l);
+		ref_layer(t, name, h2, l == 0 ? xt : h, emb, 1);
+		memcpy(h, h2, (size_t)H * sizeof(double));
+	}
+	ref_layer(t, "out", out, h, NULL, 0);
+	double ab = ref_abar(c->timesteps, ts);
+	for (int i = 0; i < c->in_dim; i++)
+		out[i] = sqrt(ab) * out[i] + sqrt(1 - ab) * xt[i];
+	free(temb);
+	free(emb);
+	free(h);
+	free(h2);
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void
+test_config(void)
+{
+	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000};
+	size_t want = 512 * 128 + 512 + 11 * 512 + 512 * 785 + 2 * (512 * 513) +
+	              784 * 513;
+
+	expect(cg_cddpm_check_config(&c) == 0 && cg_cddpm_nparams(&c) == want,
+	       "784-512x3-784, embed 128, 10 conditions: its parameter count");
+	c.embed = 127;
+	expect(cg_cddpm_check_config(&c) == -1 && strstr(cg_errmsg(), "even"),
+	       "an odd time encoding is refused");
+	c.embed = 128;
+	c.timesteps = CG_CDDPM_MIN_T - 1;
+	expect(cg_cddpm_nparams(&c) == 0 && strstr(cg_errmsg(), "timesteps"),
+	       "too few timesteps are refused");
+	c.timesteps = 1000;
+	c.layers = 64;
+	c.hidden = 1 << 20;
+	expect(cg_cddpm_check_config(&c) == -1 &&
+	           strstr(cg_errmsg(), "parameters"),
+	       "2^20 wide and 64 deep: too many parameters");
+
+	/* Ho et al.'s schedule at T = 1000: abar_999 = 4.04e-5. */
+	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000};
+	double *ab = xcalloc(1000, sizeof(double));
+	cg_cddpm_schedule(&h, ab);
+	char what[128];
+	snprintf(what, sizeof(what),
+	         "schedule: abar_0 = %.9g (1 - 1e-4), abar_999 = %.4g", ab[0],
+	         ab[999]);
+	expect(fabs(ab[0] - (1 - 1e-4)) < 1e-15 &&
+	           fabs(ab[999] - 4.04e-5) < 0.01e-5 &&
+	           fabs(ab[500] - ref_abar(1000, 500)) < 1e-12,
+	       what);
+	free(ab);
+}
+
+static void
+test_views(void)
+{
+	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50};
+	struct cg_view v[MAXV];
+	int n = cg_cddpm_views(&c, v, MAXV), ok = n == 9;
+	static const char *const names[] = {"time.w",  "time.b",  "cond.emb",
+	                                    "hid.0.w", "hid.0.b", "hid.1.w",
+	                                    "hid.1.b", "out.w",   "out.b"};
+	static const int decay[] = {1, 0, 0, 1, 0, 1, 0, 1, 0};
+	size_t off = 0;
+
+	for (int i = 0; ok && i < n; i++) {
+		ok &= strcmp(v[i].name, names[i]) == 0 && v[i].off == off &&
+		      v[i].decay == decay[i];
+		off += v[i].n;
+	}
+	ok &= off == cg_cddpm_nparams(&c) && v[0].shape[0] == 5 &&
+	      v[0].shape[1] == 4 && v[2].shape[0] == 4 && v[2].shape[1] == 5 &&
+	      v[3].shape[1] == 12 && v[7].shape[0] == 12;
+	expect(ok, "views: names, order, shapes, contiguous over the buffer");
+	expect(cg_cddpm_views(&c, v, 8) == -1, "views: too small a table");
+}
+
+static void
+test_errors(void)
+{
+	struct tcase t;
+	double loss = -1;
+
+	tcase_init(&t, (struct cg_cddpm_config){6, 3, 4, 1, 2, 50}, 3);
+	t.cond[1] = 4;
+	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
+	                                 t.t, t.eps, 3, t.grad, &loss) == -1 &&
+	           loss == -1 && strstr(cg_errmsg(), "condition 4"),
+	       "a condition past the null one: -1, nothing written");
+	t.cond[1] = 3;
+	t.t[2] = 50;
+	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
+	                                 t.t, t.eps, 3, NULL, &loss) == -1 &&
+	           strstr(cg_errmsg(), "timestep 50"),
+	       "a timestep out of range");
+	t.t[2] = 49;
+	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
+	                                 t.t, t.eps, 7, NULL, &loss) == -1,
+	       "a batch over the workspace's");
+	struct cg_cddpm_config other = t.c;
+	other.timesteps = 60;
+	expect(cg_cddpm_forward_backward(&other, t.params, t.ws, t.x0, t.cond,
+	                                 t.t, t.eps, 3, NULL, &loss) == -1 &&
+	           strstr(cg_errmsg(), "another config"),
+	       "a workspace of another config");
+	tcase_free(&t);
+}
+
+/* Loss and eps_hat against the reference; a batch is the mean of its
+ * examples. */
+static void
+test_forward(struct cg_cddpm_config c, int B)
+{
+	struct tcase t;
+	const int D = c.in_dim;
+	double want = 0, dout = 0;
+	double *xt = xcalloc((size_t)D, sizeof(double));
+	double *e = xcalloc((size_t)D, sizeof(double));
+	float *pred = xcalloc((size_t)B * D, sizeof(float));
+	float *xtf = xcalloc((size_t)B * D, sizeof(float));
+	char what[160];
+
+	tcase_init(&t, c, B);
+	double loss = tloss(&t, NULL);
+	for (int b = 0; b < B; b++) {
+		double ab = ref_abar(c.timesteps, t.t[b]), s = 0;
+
+		for (int i = 0; i < D; i++) {
+			size_t k = (size_t)b * D + i;
+			xt[i] = sqrt(ab) * t.x0[k] + sqrt(1 - ab) * t.eps[k];
+			xtf[k] = (float)xt[i];
+		}
+		ref_net(&t, xt, t.t[b], t.cond[b], e);
+		for (int i = 0; i < D; i++)
+			s += (e[i] - t.eps[(size_t)b * D + i]) *
+			     (e[i] - t.eps[(size_t)b * D + i]);
+		want += s / D / B;
+		if (cg_cddpm_predict(&c, t.params, t.ws, xtf + (size_t)b * D,
+		                     t.cond + b, t.t + b, 1,
+		                     pred + (size_t)b * D) != 0)
+			die("cg_cddpm_predict");
+		for (int i = 0; i < D; i++)
+			dout = fmax(dout, fabs(e[i] - pred[(size_t)b * D + i]));
+	}
+	snprintf(what, sizeof(what),
+	         "layers=%d B=%d: loss %.9g vs %.9g, eps_hat within %.2g",
+	         c.layers, B, loss, want, dout);
+	expect(fabs(loss - want) < 1e-5 * (1 + want) && dout < 1e-4, what);
+
+	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1);
+	double sum = 0;
+	for (int b = 0; b < B; b++) {
+		double l;
+		if (one == NULL ||
+		    cg_cddpm_forward_backward(
+		        &c, t.params, one, t.x0 + (size_t)b * D, t.cond + b,
+		        t.t + b, t.eps + (size_t)b * D, 1, NULL, &l) != 0)
+			die("one example");
+		sum += l / B;
+	}
+	expect(fabs(sum - loss) < 1e-6 * (1 + loss),
+	       "a batch's loss is the mean of its examples'");
+	cg_cddpm_ws_free(one);
+	free(xt);
+	free(e);
+	free(pred);
+	free(xtf);
+	tcase_free(&t);
+}
+
+/* Central differences per element and along a random +-1 direction per
+ * view; the largest relative error, each view's printed unless quiet. */
+static double
+fdcheck(struct tcase *t, const float *grad, int quiet)
+{
+	double all = 0;
+	float *save = xcalloc(t->np, sizeof(float));
+	float *sgn = xcalloc(t->np, sizeof(float));
+
+	for (int i = 0; i < t->nv; i++) {
+		const struct cg_view *v = &t->v[i];
+		float *p = t->params + v->off;
+		double maxrel = 0, maxabs = 0, dg = 0;
+
+		for (size_t j = 0; j < v->n; j++) {
+			float orig = p[j];
+			float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
+
+			p[j] = hi;
+			double lp = tloss(t, NULL);
+			p[j] = lo;
+			double lm = tloss(t, NULL);
+			p[j] = orig;
+			double fd = (lp - lm) / ((double)hi - (double)lo);
+			double ad = fabs(grad[v->off + j] - fd);
+			double rel = ad / (FD_FLOOR + fabs(fd));
+
+			if (!(rel <= maxrel))
+				maxrel = rel;
+			maxabs = fmax(maxabs, ad);
+		}
+		memcpy(save, p, v->n * sizeof(float));
+		for (size_t j = 0; j < v->n; j++)
+			sgn[j] = cg_rng_uniform(&rng) < 0.5f ? -1.0f : 1.0f;
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] + sgn[j] * (float)FD_H;
+		double lp = tloss(t, NULL);
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] - sgn[j] * (float)FD_H;
+		double lm = tloss(t, NULL);
+		for (size_t j = 0; j < v->n; j++) {
+			double step = (double)(save[j] + sgn[j] * (float)FD_H) -
+			              (double)(save[j] - sgn[j] * (float)FD_H);
+			dg += grad[v->off + j] * step;
+		}
+		memcpy(p, save, v->n * sizeof(float));
+		double drel = fabs(dg - (lp - lm)) / (2 * FD_H) /
+		              (FD_FLOOR + fabs(lp - lm) / (2 * FD_H));
+
+		if (!quiet)
+			printf("%-4s %-14s n=%-5zu max rel err %.3g (max abs "
+			       "diff %.3g), directional %.3g\n",
+			       maxrel <= FD_TOL && drel <= FD_TOL ? "ok"
+			                                          : "FAIL",
+			       v->name, v->n, maxrel, maxabs, drel);
+		if (!(maxrel <= all))
+			all = maxrel;
+		if (!(drel <= all))
+			all = drel;
+	}
+	free(save);
+	free(sgn);
+	return all;
+}
+
+static void
+test_grad(struct cg_cddpm_config c, int B)
+{
+	struct tcase t;
+	char what[128];
+
+	tcase_init(&t, c, B);
+	tloss(&t, t.grad);
+	printf("     config in=%d cond=%d hidden=%d layers=%d embed=%d "
+	       "T=%d, B=%d, %zu params\n",
+	       c.in_dim, c.ncond, c.hidden, c.layers, c.embed, c.timesteps, B,
+	       t.np);
+	double worst = fdcheck(&t, t.grad, 0);
+	snprintf(what, sizeof(what),
+	         "layers=%d: every gradient vs central differences (worst "
+	         "rel err %.3g)",
+	         c.layers, worst);
+	expect(worst <= FD_TOL, what);
+
+	/* The null condition's row gets a gradient (tcase_init gives
+	 * example ncond the null condition). */
+	const struct cg_view *ce = view(&t, "cond.emb");
+	double gnull = 0;
+	for (int j = 0; j < c.hidden; j++)
+		gnull += fabs(t.grad[ce->off + (size_t)c.ncond * c.hidden + j]);
+	expect(gnull > 0, "the null condition's embedding is trained");
+
+	t.grad[t.v[2].off + 1] += 0.05f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects a gradient off by 0.05 in one element");
+	t.grad[t.v[2].off + 1] -= 0.05f;
+	const struct cg_view *v = &t.v[0];
+	for (size_t j = 0; j < v->n; j++)
+		t.grad[v->off + j] *= 0.97f;
+	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects the time layer's gradient scaled by 0.97");
+	tcase_free(&t);
+}
+
+/* ---------------------------------------------------------- sampling */
+
+/*
+ * The sampler of cddpm.h, step by step over cg_cddpm_predict: n images of
+ * condition cond each into out [n, in_dim], drawing from r in the order
+ * cg_cddpm_sample draws (the starting noise, then each step's noise
+ * element by element).
+ */
+static void
+ref_sample(struct tcase *t, int cond, int n, const struct cg_cddpm_sampling *s,
+           struct cg_rng *r, float *out)
+{
+	const struct cg_cddpm_config *c = &t->c;
+	const int D = c->in_dim, T = c->timesteps, N = s->steps;
+	double *ab = xcalloc((size_t)T, sizeof(double));
+	float *x = xcalloc((size_t)n * D, sizeof(float));
+	float *ec = xcalloc((size_t)n * D, sizeof(float));
+	float *eu = xcalloc((size_t)n * D, sizeof(float));
+	int *cv = xcalloc((size_t)n, sizeof(int));
+	int *nv = xcalloc((size_t)n, sizeof(int));
+	int *tv = xcalloc((size_t)n, sizeof(int));
+	const double eta = s->ddim ? 0 : 1;
+
+	for (int i = 0; i < T; i++)
+		ab[i] = ref_abar(T, i);
+	for (int b = 0; b < n; b++) {
+		cv[b] = cond;
+		nv[b] = c->ncond;
+	}
+	for (size_t k = 0; k < (size_t)n * D; k++)
+		x[k] = (float)s->temperature * cg_rng_normal(r);
+	for (int i = N - 1; i >= 0; i--) {
+		int ts = N == 1
+		             ? T - 1
+		             : (int)floor((double)i * (T - 1) / (N - 1) + 0.5);
+		int tp =
+		    i == 0
+		        ? -1
+		        : (int)floor((double)(i - 1) * (T - 1) / (N - 1) + 0.5);
+		double at = ab[ts], as = tp < 0 ? 1 : ab[tp];
+		for (int b = 0; b < n; b++)
+			tv[b] = ts;
+		if (cg_cddpm_predict(c, t->params, t->ws, x, cv, tv, n, ec) !=
+		        0 ||
+		    cg_cddpm_predict(c, t->params, t->ws, x, nv, tv, n, eu) !=
+		        0)
+			die("cg_cddpm_predict");
+		double sig = eta * sqrt((1 - as) / (1 - at) * (1 - at / as));
+		for (size_t k = 0; k < (size_t)n * D; k++) {
+			double e = s->guidance == 0
+			               ? ec[k]
+			               : (1 + s->guidance) * ec[k] -
+			                     s->guidance * eu[k];
+			double x0 = fmin(
+			    fmax((x[k] - sqrt(1 - at) * e) / sqrt(at), -1), 1);
+			double e2 = (x[k] - sqrt(at) * x0) / sqrt(1 - at);
+			double nx = sqrt(as) * x0 +
+			            sqrt(fmax(1 - as - sig * sig, 0)) * e2;
+			if (sig > 0)
+				nx += sig * s->temperature * cg_rng_normal(r);
+			x[k] = (float)nx;
+		}
+	}
+	for (size_t k = 0; k < (size_t)n * D; k++)
+		out[k] = (float)fmin(fmax(0.5 * (x[k] + 1), 0), 1);
+	free(ab);
+	free(x);
+	free(ec);
+	free(eu);
+	free(cv);
+	free(nv);
+	free(tv);
+}
+
+/* The largest |a - b| over N. */
+static double
+maxdiff(const float *a, const float *b, size_t N)
+{
+	double d = 0;
+
+	for (size_t i = 0; i < N; i++)
+		d = fmax(d, fabs((double)a[i] - b[i]));
+	return d;
+}
+
+static void
+test_sample(void)
+{
+	struct tcase t;
+	const int n = 3;
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50};
+	int cond[3] = {1, 1, 1};
+	char what[160];
+
+	tcase_init(&t, c, n);
+	const size_t N = (size_t)n * c.in_dim;
+	float *a = xcalloc(N, sizeof(float)), *b = xcalloc(N, sizeof(float));
+	float *ref = xcalloc(N, sizeof(float));
+	struct cg_rng r;
+	const struct {
+		double w;
+		int steps, ddim;
+		double temp;
+	} runs[] = {{0, 50, 1, 1}, {0, 7, 1, 1},     {2.5, 10, 1, 1},
+	            {0, 50, 0, 1}, {1.5, 6, 0, 0.8}, {0, 1, 1, 1}};
+
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct cg_cddpm_sampling s = {runs[i].w, runs[i].steps,
+		                              runs[i].ddim, runs[i].temp};
+		cg_rng_seed(&r, 5);
+		if (cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) !=
+		    0)
+			die("cg_cddpm_sample");
+		cg_rng_seed(&r, 5);
+		ref_sample(&t, 1, n, &s, &r, ref);
+		double d = maxdiff(a, ref, N);
+		snprintf(what, sizeof(what),
+		         "%s, %d steps, guidance %g: the sampler's images "
+		         "within %.2g of the loop's",
+		         runs[i].ddim ? "DDIM" : "DDPM", runs[i].steps,
+		         runs[i].w, d);
+		expect(d < 1e-5, what);
+	}
+
+	/* DDIM: the seed alone decides; a second seed changes the images. */
+	struct cg_cddpm_sampling s = {0, 20, 1, 1};
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a);
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	expect(memcmp(a, b, N * sizeof(float)) == 0,
+	       "DDIM with the same seed: the same bytes");
+	cg_rng_seed(&r, 10);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	expect(maxdiff(a, b, N) > 1e-3, "DDIM with another seed: other images");
+
+	/* Guidance reaches the images, and is nothing where the null
+	 * condition is the condition. */
+	s.guidance = 3;
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	expect(maxdiff(a, b, N) > 1e-3, "guidance 3 changes the images");
+	const struct cg_view *ce = view(&t, "cond.emb");
+	memcpy(t.params + ce->off + (size_t)c.ncond * c.hidden,
+	       t.params + ce->off + (size_t)1 * c.hidden,
+	       (size_t)c.hidden * sizeof(float));
+	s.guidance = 0;
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a);
+	s.guidance = 3;
+	cg_rng_seed(&r, 9);
+	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
+	snprintf(what, sizeof(what),
+	         "null embedding = the condition's: guidance 3 within %.2g "
+	         "of guidance 0",
+	         maxdiff(a, b, N));
+	expect(maxdiff(a, b, N) < 1e-5, what);
+
+	/* What the sampler refuses. */
+	s.steps = 51;
+	expect(cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) == -1 &&
+	           strstr(cg_errmsg(), "51 steps"),
+	       "more steps than T are refused");
+	s.steps = 10;
+	s.guidance = 1;
+	expect(cg_cddpm_sample(&c, t.params, t.ws, cond, 2 * n, &s, &r, a) ==
+	           -1,
+	       "guided, 2n images need a workspace of 4n");
+	cond[0] = 4;
+	s.guidance = 0;
+	expect(cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) == -1 &&
+	           strstr(cg_errmsg(), "condition 4"),
+	       "a condition out of range is refused");
+	free(a);
+	free(b);
+	free(ref);
+	tcase_free(&t);
+}
+
+int
+main(void)
+{
+	/* The BLAS as the programs run it (see lib/runtime.c). */
+	cg_set_threads(0);
+	cg_rng_seed(&rng, 16);
+	test_config();
+	test_views();
+	test_errors();
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50}, 5);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200}, 7);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50}, 4);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100}, 6);
+	test_sample();
+	if (failures) {
+		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
+		return 1;
+	}
+	printf(TEST_NAME ": all checks passed\n");
+	return 0;
+}
