@@ -14,9 +14,10 @@
 # sessions, each an autogroup of weight 1024, where nice does not reach)
 # would otherwise slow the free probe and not the capped one, which a
 # quarter of a CPU still fits beside it.  Probes of one thread, the
-# capped and the free alternated three times each, their medians
-# compared: the capped one's weight must be within 25% of a quarter of
-# the free one's.  The test says its figures.  The programs come from
+# capped and the free alternated three times each (and three more where
+# those fall outside, the machine's other work having pushed them), their
+# medians compared: the capped one's weight must be within 25% of a
+# quarter of the free one's.  The test says its figures.  The programs come from
 # PATH.
 
 bats_require_minimum_version 1.5.0
@@ -140,22 +141,29 @@ probe() {
 		--warmup 1 --windows 8 --json | jq -r .examples_per_s
 }
 
-# median A B C
+# median VALUE...: the middle one, or the mean of the middle two
 median() {
-	printf '%s\n' "$@" | sort -g | sed -n 2p
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
+		print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 @test "cg-probe: a host capped at a quarter of a CPU weighs a quarter of a free one, within 25%" {
 	cpu_groups || skip "$CGROUP_WHY"
-	local free=() capped=() i f c ratio
-	for i in 1 2 3; do
-		free+=("$(probe "$FREE")")
-		capped+=("$(probe "$CAPPED")")
+	local free=() capped=() i f c ratio try
+	# three pairs; where the machine's other work has pushed their
+	# medians out of the range, three more and the medians of all six
+	for try in 1 2; do
+		for i in 1 2 3; do
+			free+=("$(probe "$FREE")")
+			capped+=("$(probe "$CAPPED")")
+		done
+		f=$(median "${free[@]}")
+		c=$(median "${capped[@]}")
+		ratio=$(awk -v f="$f" -v c="$c" 'BEGIN { printf "%.3f", c / f }')
+		echo "# free ${free[*]}; capped ${capped[*]} examples/s:" \
+			"medians $f and $c, ratio $ratio (1/4 within 25%: 0.1875 to 0.3125)" >&3
+		! awk -v r="$ratio" 'BEGIN { exit !(r >= 0.1875 && r <= 0.3125) }' ||
+			return 0
 	done
-	f=$(median "${free[@]}")
-	c=$(median "${capped[@]}")
-	ratio=$(awk -v f="$f" -v c="$c" 'BEGIN { printf "%.3f", c / f }')
-	echo "# free ${free[*]}; capped ${capped[*]} examples/s:" \
-		"medians $f and $c, ratio $ratio (1/4 within 25%: 0.1875 to 0.3125)" >&3
-	awk -v r="$ratio" 'BEGIN { exit !(r >= 0.1875 && r <= 0.3125) }'
+	false
 }
