@@ -301,6 +301,15 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		                : m->arch->batch(m, s, ex, B, nseed, g, &bm)) !=
 		    0)
 			goto out;
+		/* A diverged run ends here: a model, delta or gradient of
+		 * NaNs would pass for a result and poison every reduction
+		 * it went into. */
+		if (!isfinite(bm.loss)) {
+			cg_seterr("step %d of %d: the loss is %s: training "
+			          "diverged (a lower --lr, or --clip)",
+			          k + 1, K, isnan(bm.loss) ? "NaN" : "infinite");
+			goto out;
+		}
 		if (text) {
 			double before = tokens;
 			add_text_metrics(&res->mean, &bm, &tokens);

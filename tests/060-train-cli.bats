@@ -481,6 +481,26 @@ big() {
 	cmp notstate.cgg "$D/g0.cgg"
 }
 
+@test "cg-train-step: a diverged run is one line, exit 1, nothing written" {
+	# SGD at a learning rate of 10^4 sends the loss to NaN at once (a
+	# grad call takes no step, so it cannot diverge)
+	local a=(-q -m "$D/model.cgm" -d "$D/fm-2.cgd" --steps 10 --batch 8 --opt sgd --lr 1e4)
+	for e in model delta; do
+		cp "$D/model.cgm" m.cgm
+		run -1 --separate-stderr cg-train-step "${a[@]}" --emit $e \
+			--state st.cgs -o out
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ $stderr =~ ^cg-train-step:\ .*fm-2.cgd:\ step\ [0-9]+\ of\ 10:\ the\ loss\ is\ (NaN|infinite):\ training\ diverged ]]
+		no_output out
+		no_output st.cgs
+	done
+	# a model written over in place is left as it was
+	run -1 cg-train-step "${a[@]}" -m m.cgm --emit model -o m.cgm
+	cmp m.cgm "$D/model.cgm"
+	# the same call at a sane rate goes through
+	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-2.cgd" --steps 10 --batch 8 --opt sgd --lr 1e-2 --emit model -o ok.cgm
+}
+
 @test "cg-train-step --emit model adds K to step and records samples" {
 	local a=(-q -d "$D/fm-0.cgd" --emit model --batch 8)
 	cg-train-step "${a[@]}" -m "$D/model.cgm" --steps 5 -o m1.cgm
