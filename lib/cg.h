@@ -410,8 +410,13 @@ int cg_shown_byte(int c, int keep_space);
 /* The index i in [lo, hi] of names[] (an enum's names) whose name is s,
  * or -1 (no message: the caller names what it parses). */
 int cg_name_index(const char *const *names, int lo, int hi, const char *s);
+/* Lower-case hex of n bytes p into out[2n + 1]. */
+void cg_tohex(char *out, const unsigned char *p, size_t n);
 /* Lower-case hex of a SHA-256 digest into out[65]. */
 void cg_hex(char out[65], const unsigned char d[32]);
+/* s, exactly 2n hex digits (lower case, or either with any_case), into
+ * out[n]: 0, or -1 with no message (out then undefined). */
+int cg_unhex(unsigned char *out, const char *s, size_t n, int any_case);
 /* The digest that s writes as 64 lower-case hex digits (cg_hex's form)
  * into out.  Returns 0, or -1 with a message when s is anything else (out
  * then undefined). */

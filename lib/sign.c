@@ -29,55 +29,13 @@
 #define TRUST_MAX 65536   /* keys of a trust list */
 #define PRIV_MAX 65536    /* bytes of a private key file */
 
-/* ------------------------------------------------------------------ hex */
-
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* s [2n hex digits, nothing after] into out [n]; 0 or -1. */
-static int
-unhex(unsigned char *out, const char *s, size_t n)
-{
-	if (strlen(s) != 2 * n)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		int hi = hexval((unsigned char)s[2 * i]);
-		int lo = hexval((unsigned char)s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
-			return -1;
-		out[i] = (unsigned char)(hi << 4 | lo);
-	}
-	return 0;
-}
-
-static void
-tohex(char *out, const unsigned char *p, size_t n)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[p[i] >> 4];
-		out[2 * i + 1] = digits[p[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 void
 cg_key_fingerprint(char out[65], const unsigned char pub[32])
 {
 	unsigned char d[32];
 
 	cg_sha256(d, pub, 32);
-	tohex(out, d, 32);
+	cg_tohex(out, d, 32);
 }
 
 /* ------------------------------------------------------------ key files */
@@ -120,7 +78,7 @@ parse_pub_line(char *s, enum cg_key_alg want, unsigned char pub[32],
 		return cg_seterr("key algorithm '%.32s', not %s", alg,
 		                 want == CG_KEY_ANY ? "ed25519 or x25519"
 		                                    : wname);
-	if (unhex(pub, hex, 32) != 0)
+	if (cg_unhex(pub, hex, 32, 1) != 0)
 		return cg_seterr("public key is not 64 hex digits");
 	if (comment)
 		*comment = rest;
@@ -282,7 +240,7 @@ cg_key_generate_alg(const char *path, const char *comment, int force,
 	}
 	if (cg_out_open(&pub, pubpath) != 0)
 		goto out;
-	tohex(hex, raw, 32);
+	cg_tohex(hex, raw, 32);
 	if (fwrite(pem, 1, (size_t)npem, priv.fp) != (size_t)npem ||
 	    fprintf(pub.fp, "%s %s %s\n", cg_key_alg_name(alg), hex, comment) <
 	        0) {
@@ -350,8 +308,8 @@ cg_sign_member(const void *json, size_t n, char **out, size_t *outn)
 		cg_seterr("cannot sign the manifest");
 		goto out;
 	}
-	tohex(hkey, sign_pub, 32);
-	tohex(hsig, sig, 64);
+	cg_tohex(hkey, sign_pub, 32);
+	cg_tohex(hsig, sig, 64);
 	len = snprintf(NULL, 0,
 	               "{\"alg\":\"%s\",\"key\":\"%s\",\"sig\":\"%s\"}\n",
 	               CG_KEY_PUB_ALG, hkey, hsig);
@@ -395,8 +353,8 @@ cg_sign_check(const void *json, size_t n, const void *sig, size_t sn,
 		          CG_KEY_PUB_ALG);
 		goto out;
 	}
-	if (!cJSON_IsString(key) || unhex(pub, key->valuestring, 32) != 0 ||
-	    !cJSON_IsString(s) || unhex(raw, s->valuestring, 64) != 0) {
+	if (!cJSON_IsString(key) || cg_unhex(pub, key->valuestring, 32, 1) != 0 ||
+	    !cJSON_IsString(s) || cg_unhex(raw, s->valuestring, 64, 1) != 0) {
 		cg_seterr("%s: malformed (key or signature not hex of 32 "
 		          "and 64 bytes)",
 		          CG_SIG_MEMBER);

@@ -89,15 +89,21 @@ cg_shown_byte(int c, int keep_space)
 }
 
 void
-cg_hex(char out[65], const unsigned char d[32])
+cg_tohex(char *out, const unsigned char *p, size_t n)
 {
 	static const char hx[] = "0123456789abcdef";
 
-	for (int i = 0; i < 32; i++) {
-		out[2 * i] = hx[d[i] >> 4];
-		out[2 * i + 1] = hx[d[i] & 15];
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hx[p[i] >> 4];
+		out[2 * i + 1] = hx[p[i] & 15];
 	}
-	out[64] = '\0';
+	out[2 * n] = '\0';
+}
+
+void
+cg_hex(char out[65], const unsigned char d[32])
+{
+	cg_tohex(out, d, 32);
 }
 
 int
@@ -109,24 +115,38 @@ cg_name_index(const char *const *names, int lo, int hi, const char *s)
 	return -1;
 }
 
+static int
+hexval(int c, int any_case)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (any_case && c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int
+cg_unhex(unsigned char *out, const char *s, size_t n, int any_case)
+{
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int hi = hexval((unsigned char)s[2 * i], any_case);
+		int lo = hexval((unsigned char)s[2 * i + 1], any_case);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 int
 cg_hex_parse(unsigned char out[32], const char *s)
 {
-	if (strlen(s) != 64)
+	if (cg_unhex(out, s, 32, 0) != 0)
 		return cg_seterr("not 64 lower-case hex digits");
-	for (int i = 0; i < 64; i++) {
-		int c = s[i], v;
-		if (c >= '0' && c <= '9')
-			v = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v = c - 'a' + 10;
-		else
-			return cg_seterr("not 64 lower-case hex digits");
-		if (i & 1)
-			out[i / 2] |= (unsigned char)v;
-		else
-			out[i / 2] = (unsigned char)(v << 4);
-	}
 	return 0;
 }
 
