@@ -55,7 +55,9 @@
 #
 # Environment: CG_BIN (programs, default build/cmd), DATA, FORTUNES,
 # FAST (40000), ROUNDS, H, B, TARGET (per model: TARGET_cvae,
-# TARGET_cgpt), ROWS (all five), KEEP (a directory to keep the runs in).
+# TARGET_cgpt), ROWS (all five), REPEAT (1: how many times each async row
+# runs; the table then ends with each one's mean and range),
+# KEEP (a directory to keep the runs in).
 set -eu
 models=${*:-cvae cgpt}
 bin=${CG_BIN:-build/cmd}
@@ -63,6 +65,22 @@ PATH=$(cd "$bin" && pwd):$PATH
 fast=${FAST:-40000}
 slow=$((fast / 4))
 rows=${ROWS:-lockstep timebox async async-poly async-hinge}
+repeat=${REPEAT:-1}
+# with REPEAT n, each async row n times, in turns (async.1 async-hinge.1
+# async.2 ...), so that a slow spell of the machine falls on all of them
+if [ "$repeat" -gt 1 ]; then
+	once= again=
+	for row in $rows; do
+		case $row in
+		async*) again="$again $row" ;;
+		*) once="$once $row" ;;
+		esac
+	done
+	rows=$once
+	for k in $(seq "$repeat"); do
+		for row in $again; do rows="$rows $row.$k"; done
+	done
+fi
 export LC_ALL=C
 
 [ "$(id -u)" = 0 ] || { echo "async.sh: needs root (cgroups)" >&2; exit 1; }
@@ -231,7 +249,7 @@ for model in $models; do
 					printf "%.2f\n", v[int((NR + 1) / 2)] }' >"$d/fast"
 			;;
 		async*)
-			case $row in
+			case ${row%.*} in
 			async) rule= ;;
 			async-poly) rule="--staleness-weight poly:0.5" ;;
 			async-hinge) rule="--staleness-weight hinge:0.5,4" ;;
@@ -338,5 +356,19 @@ for model in $models; do
 			END { printf "%.1f / %d", s / NR, m }' "$d/staleness")
 		printf '| %s | %s | %s | %.4f | %+.2f%% | %s | %s |\n' "$row" "$t" \
 			"$sp" "$f" "$gap" "$e" "$st"
+		echo "${row%.*} $gap $t" >>"$work/$model-gaps"
 	done
+	[ "$repeat" -le 1 ] || {
+		echo
+		echo "| row, $repeat runs | gap at equal examples: mean (min, max) | s to target: mean |"
+		echo "|---|---:|---:|"
+		awk '$1 ~ /^async/ { n[$1]++; s[$1] += $2
+			if (!($1 in lo) || $2 < lo[$1]) lo[$1] = $2
+			if (!($1 in hi) || $2 > hi[$1]) hi[$1] = $2
+			if ($3 != "not") { tn[$1]++; ts[$1] += $3 } }
+			END { for (r in n) printf "| %s | %+.2f%% (%+.2f%%, %+.2f%%) | %s |\n",
+				r, s[r] / n[r], lo[r], hi[r],
+				tn[r] == n[r] ? sprintf("%.1f", ts[r] / tn[r]) : "not always reached" }' \
+			"$work/$model-gaps" | sort
+	}
 done
