@@ -92,28 +92,13 @@ cg_cclf_views(const struct cg_cclf_config *c, struct cg_view *v, int max)
 		return cg_seterr("cclf: %d views do not fit in %d", n, max);
 	for (int i = 0; i <= c->layers; i++) {
 		struct linear ln = linear_at(c, i);
-		struct cg_view *w = &v[2 * i], *b = &v[2 * i + 1];
 		char layer[32];
 
 		if (i < c->layers)
 			snprintf(layer, sizeof(layer), "hid.%d", i);
 		else
 			snprintf(layer, sizeof(layer), "out");
-		memset(w, 0, sizeof(*w));
-		memset(b, 0, sizeof(*b));
-		snprintf(w->name, sizeof(w->name), "%s.w", layer);
-		snprintf(b->name, sizeof(b->name), "%s.b", layer);
-		w->off = ln.w;
-		w->n = (size_t)ln.out * ln.in;
-		w->ndim = 2;
-		w->shape[0] = ln.out;
-		w->shape[1] = ln.in;
-		w->decay = 1;
-		b->off = ln.b;
-		b->n = ln.out;
-		b->ndim = 1;
-		b->shape[0] = ln.out;
-		b->decay = 0;
+		cg_view_linear(&v[2 * i], layer, ln.w, ln.b, ln.out, ln.in);
 	}
 	return n;
 }

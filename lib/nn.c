@@ -11,12 +11,33 @@
  * float.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm.h"
 #include "nn.h"
 #include "par.h"
 #include "vmath.h"
+
+
+void
+cg_view_linear(struct cg_view v[2], const char *layer, size_t w_off,
+               size_t b_off, int out, int in)
+{
+	memset(v, 0, 2 * sizeof(*v));
+	snprintf(v[0].name, sizeof(v[0].name), "%s.w", layer);
+	snprintf(v[1].name, sizeof(v[1].name), "%s.b", layer);
+	v[0].off = w_off;
+	v[0].n = (size_t)out * (size_t)in;
+	v[0].ndim = 2;
+	v[0].shape[0] = (uint64_t)out;
+	v[0].shape[1] = (uint64_t)in;
+	v[0].decay = 1;
+	v[1].off = b_off;
+	v[1].n = (size_t)out;
+	v[1].ndim = 1;
+	v[1].shape[0] = (uint64_t)out;
+}
 
 /* ---------------------------------------------------------------- linear */
 

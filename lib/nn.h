@@ -35,6 +35,13 @@ struct cg_view {
 };
 #endif
 
+/*
+ * The two views of a linear layer named layer: "layer.w" [out, in] at
+ * w_off (weight decay) and "layer.b" [out] at b_off (none).
+ */
+void cg_view_linear(struct cg_view v[2], const char *layer, size_t w_off,
+                    size_t b_off, int out, int in);
+
 /* ---------------------------------------------------------------- linear */
 
 /*
