@@ -763,73 +763,100 @@ q4_0_encode_fit(void *dst, const float *src, size_t n)
 
 /* ------------------------------------------------ stochastic rounding */
 
-/* floor(v + u) for u uniform in [0, 1): v rounded up with probability
- * its fraction; clamped to [lo, hi]. */
-static int
-sround(float v, struct cg_rng *r, int lo, int hi)
+/*
+ * Stochastic rounding's draws: element j of a call takes the uniform
+ * u = mix(j + key) / 2^32 in [0, 1), key drawn once a call from the
+ * encoder's generator.  A counter hashed (the lowbias32 mixer of
+ * Wellons' hash-prospector) rather than a generator stepped an element:
+ * the draws of a block come in one loop the compiler vectorizes, and
+ * any thread count or order makes the same ones.
+ */
+static inline uint32_t
+sr_mix(uint32_t h)
 {
-	int q = (int)floorf(v + cg_rng_uniform(r));
+	h ^= h >> 16;
+	h *= 0x7feb352dU;
+	h ^= h >> 15;
+	h *= 0x846ca68bU;
+	h ^= h >> 16;
+	return h;
+}
 
-	return q < lo ? lo : q > hi ? hi : q;
+/* u[QK]: the draws of the block of elements from i on. */
+static void
+sr_block(float u[QK], uint32_t key, size_t i)
+{
+	const uint32_t c = (uint32_t)i + key;
+
+	for (int j = 0; j < QK; j++)
+		u[j] = (float)(sr_mix(c + (uint32_t)j) >> 8) *
+		       (1.0f / 16777216.0f);
 }
 
 static int
 q8_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
 {
 	unsigned char *b = dst;
+	const uint32_t key = (uint32_t)(cg_rng_u64(r) >> 32);
 
 	if (check_blocks(src, n, 127.0f, "q8_0") != 0)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK) {
-		float amax = 0, d, id;
+		float amax = 0, d, id, u[QK];
 		for (int j = 0; j < QK; j++)
 			if (fabsf(src[i + j]) > amax)
 				amax = fabsf(src[i + j]);
 		d = amax / 127;
 		id = d != 0 ? 1.0f / d : 0.0f;
 		put16(b, cg_f32_to_f16(d));
+		sr_block(u, key, i);
 		for (int j = 0; j < QK; j++) {
-			int q = sround(src[i + j] * id, r, -127, 127);
+			/* floor(v + u) as a truncation of a sum kept
+			 * positive: v >= -127 */
+			int q = (int)(src[i + j] * id + u[j] + 128.0f) - 128;
+			q = q < -127 ? -127 : q > 127 ? 127 : q;
 			PUT_I8(b + 2 + j, q);
 		}
 	}
 	return 0;
 }
 
-/* Level q of element j into a q4_0 (h 8) or q2_0 (h 2) block's values
- * at v, zeroed before: q4_0 keeps element j < 16 in the low nibble of
- * byte j and j >= 16 in the high nibble of byte j - 16, q2_0 element j in
- * bits 2(j%4) of byte j/4. */
-static void
-put_level(unsigned char *v, int j, int q, int h)
-{
-	if (h == 8)
-		v[j % 16] |= (unsigned char)(q << (j < 16 ? 0 : 4));
-	else
-		v[j / 4] |= (unsigned char)(q << (2 * (j % 4)));
-}
-
 /* q4_0 (h 8) and q2_0 (h 2) with stochastic rounding: the scale of the
- * nearest encoders, d = max / -h, and levels 0..2h-1 around h. */
+ * nearest encoders, d = max / -h, and levels 0..2h-1 around h, packed
+ * as their encoders pack them (q4_0: element j < 16 the low nibble of
+ * byte j, j >= 16 the high nibble of byte j - 16; q2_0: element j bits
+ * 2(j%4) of byte j/4). */
 static int
 offset_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r,
                  int h, const char *name)
 {
 	const size_t vbytes = QK * (h == 8 ? 4 : 2) / 8;
+	const uint32_t key = (uint32_t)(cg_rng_u64(r) >> 32);
 	unsigned char *b = dst;
 
 	if (check_blocks(src, n, (float)h, name) != 0)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 2 + vbytes) {
 		float d = signed_max(src + i) / (float)-h;
-		float id = d != 0 ? 1.0f / d : 0.0f;
+		float id = d != 0 ? 1.0f / d : 0.0f, u[QK];
+		int q[QK];
+
 		put16(b, cg_f32_to_f16(d));
-		memset(b + 2, 0, vbytes);
-		for (int j = 0; j < QK; j++)
-			put_level(b + 2, j,
-			          sround(src[i + j] * id + (float)h, r, 0,
-			                 2 * h - 1),
-			          h);
+		sr_block(u, key, i);
+		/* v + h + u >= 0 (|v| <= h): truncation is floor */
+		for (int j = 0; j < QK; j++) {
+			int l = (int)(src[i + j] * id + (float)h + u[j]);
+			q[j] = l < 0 ? 0 : l > 2 * h - 1 ? 2 * h - 1 : l;
+		}
+		if (h == 8)
+			for (int j = 0; j < QK / 2; j++)
+				b[2 + j] = (unsigned char)(q[j] | q[j + 16] << 4);
+		else
+			for (int j = 0; j < QK / 4; j++)
+				b[2 + j] = (unsigned char)(q[4 * j] |
+				                           q[4 * j + 1] << 2 |
+				                           q[4 * j + 2] << 4 |
+				                           q[4 * j + 3] << 6);
 	}
 	return 0;
 }
