@@ -31,7 +31,10 @@
 # BATCH, WORKER_THREADS (1), OUTER_LR (0.7), OUTER_MOMENTUM (0.9),
 # UP_OPTS (more cg-train-step options for the workers, e.g.
 # "--feedback-decay 0.95"), INIT_OPTS (more cg-init options: the model's
-# size, e.g. "--hidden 256").
+# size, e.g. "--hidden 256"), TRAIN_OPTS (more cg-train-step options for
+# the single machine and the workers alike, e.g. "--schedule cosine
+# --total 3000 --lr-min 1e-4": a worker's state counts its steps across
+# rounds, so the same --total decays both over the run).
 set -eu
 arch=${1:?usage: bench/exchange.sh cvae|cgpt [METHOD...]}
 shift
@@ -78,6 +81,7 @@ cgpt)
 	;;
 esac
 steps=$((rounds * inner))
+train="$train ${TRAIN_OPTS:-}"
 # shellcheck disable=SC2086
 "$bin/cg-init" $init -d "$tmp/all-0.cgd" --seed 1 -o "$tmp/init.cgm"
 ev() { "$bin/cg-eval" --json -m "$1" -d "$held" | jq -r ".$metric"; }
