@@ -3,8 +3,9 @@
 # 069-crash-loop.bats - a whole training loop (cg-train-step with state
 # files, cg-reduce, cg-apply: examples/resume/loop.sh) killed with
 # SIGKILL, with every process of it, at 100 instants (CG_CRASH_KILLS
-# sets how many), and run again after each kill: every file under a final name verifies after every kill,
-# and the loop run to its end from what is on disk ends on the bytes of
+# sets how many), and run again after each kill: every file under a
+# final name verifies after every kill, and the loop run to its end from
+# what is on disk ends on the bytes of
 # a run never cut short: the model, every state, every delta and the
 # reduction.
 #
