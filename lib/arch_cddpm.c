@@ -241,7 +241,7 @@ static const struct cg_arch_opt cddpm_opts[] = {
     {"cond-drop", CG_ARCH_OPT_FLOAT, 0.1, 0, 1,
      "probability that training drops an example's condition"},
     {"snr-clip", CG_ARCH_OPT_FLOAT, 5, 0, CG_CDDPM_MAX_SNR_CLIP,
-     "loss (min(snr, X) + 1) |x0_hat - x0|^2 (0: on x0; large: on v)"},
+     "the loss weight on x0 is min(snr, X) + 1"},
     {"predict-x0", CG_ARCH_OPT_BOOL, 1, 0, 1,
      "the last layer gives the clean image (0: v)"},
 };
