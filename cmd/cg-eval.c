@@ -11,7 +11,9 @@
  * by BLEU and ROUGE-L (lib/evalgen.c).  With --judge an image model
  * also draws images of every condition, and a classifier scores them
  * against the shard's real images: conditional accuracy and the Fréchet
- * distance of its features (lib/judge.c).  The model's noise and the
+ * distance of its features (lib/judge.c); a diffusion model draws them
+ * as cg-sample's --guidance, --sampler and --steps say (one parser,
+ * lib/cli.c).  The model's noise and the
  * sampler's draws come from --seed, so a rerun prints the same numbers.
  * A shard that cannot be read or does not fit the model is reported and
  * skipped; the exit status says whether any was.
@@ -94,6 +96,8 @@ static const struct cg_opt opts[] = {
      "distance to the shard's images in CLF's features"},
     {"judge-samples", OPT_JUDGE_SAMPLES, "N",
      "images drawn per condition (default " STR(DEFAULT_JUDGE_SAMPLES) ")"},
+    {NULL, 0, NULL, "Diffusion models (cddpm), with --judge, as cg-sample:"},
+    CG_DIFFUSION_OPTS,
     {0},
 };
 
@@ -104,20 +108,20 @@ static const struct cg_cli cli = {
                 "-m TEXT-MODEL -d SHARD ... --generate [--limit N]\n"
                 " [--temperature T] [--top-k K] [--top-p P] [--max-bytes N]\n"
                 "-m IMAGE-MODEL -d SHARD ... --judge CLF [--judge-samples N]\n"
-                " [--seed N]",
+                " [--seed N] [--guidance W] [--steps N] [--sampler ddim|ddpm]",
     .about = "Score a model on data shards and print the mean loss.",
     .opts = opts,
     .epilog =
         "Operands are shards too.  For cvae the columns are nelbo (negative "
         "ELBO,\n"
-        "nats per image), rec, kl and bits/dim; for cddpm mse (the mean "
-        "squared\n"
-        "error of its predicted noise).  For text: nats_per_token, "
-        "tokens\n"
-        "(scored per example: text bytes and end-of-text), bpb (bits per "
-        "byte, the\n"
-        "end-of-text counted as a byte), ppl (2^bpb), and with --generate "
-        "bleu\n"
+        "nats per image), rec, kl and bits/dim; for cddpm mse (its "
+        "objective, the\n"
+        "weighted squared error of its predicted image, see cg-init(1)).  "
+        "For\n"
+        "text: nats_per_token, tokens (scored per example: text bytes and\n"
+        "end-of-text), bpb (bits per byte, the end-of-text counted as a "
+        "byte),\n"
+        "ppl (2^bpb), and with --generate bleu\n"
         "(corpus BLEU-4) and rouge_l (mean ROUGE-L F1), both in [0, 1] "
         "over\n"
         "whitespace-separated tokens.  For a classifier (cclf): xent "
@@ -148,6 +152,10 @@ struct opts {
 	int deterministic;
 	const char *judge; /* the classifier, or NULL */
 	int judge_samples, have_judge_samples;
+	/* How a diffusion model draws for the judge; diff_opt is the long
+	 * name of one that was given, for the messages. */
+	struct cg_diffusion_opts diffusion;
+	const char *diff_opt;
 	/* Generation only; gen_opt is the long name of one that was
 	 * given, for the message when --generate is not. */
 	const char *gen_opt;
@@ -223,6 +231,13 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		e = cg_parse_f64(g->name, a, 0, 1, &x);
 		sm->top_p = x;
 		break;
+	default:
+		/* --guidance, --sampler, --steps: cg-sample's */
+		if ((e = cg_diffusion_cli_option(&o->diffusion, c, a)) > 0) {
+			o->diff_opt = g->opt->name;
+			e = 0;
+		}
+		break;
 	}
 	if (c == OPT_LIMIT || c == OPT_MAX_BYTES || c == OPT_TEMPERATURE ||
 	    c == OPT_TOP_K || c == OPT_TOP_P)
@@ -274,6 +289,8 @@ validate(const struct opts *o)
 		return cg_usage("--%s needs --generate", o->gen_opt);
 	if (o->have_judge_samples && !o->judge)
 		return cg_usage("--judge-samples needs --judge");
+	if (o->diff_opt && !o->judge)
+		return cg_usage("--%s needs --judge", o->diff_opt);
 	if (o->judge && o->generate)
 		return cg_usage("--judge is for image models, --generate for "
 		                "text models");
@@ -355,6 +372,17 @@ judge_json(cJSON *j, const struct opts *o, const struct cg_model *m,
 	cJSON_AddStringToObject(j, "judge", o->judge);
 	cJSON_AddNumberToObject(j, "judge_samples", o->judge_samples);
 	cJSON_AddNumberToObject(j, "judge_features", jr->nfeatures);
+	if (m->arch->diffusion) {
+		const struct cg_diffusion_opts *d = &o->diffusion;
+		cJSON_AddNumberToObject(j, "guidance", d->guidance);
+		cJSON_AddStringToObject(j, "sampler",
+		                        d->sampler == CG_SAMPLER_DDPM ? "ddpm"
+		                                                      : "ddim");
+		if (d->steps > 0)
+			cJSON_AddNumberToObject(j, "steps", d->steps);
+		else
+			cJSON_AddNullToObject(j, "steps");
+	}
 	add_figure(j, "cond_acc", jr->acc);
 	add_figure(j, "judge_real_acc", jr->real_acc);
 	add_figure(j, "frechet", jr->frechet);
@@ -386,9 +414,20 @@ static void
 judge_table(const struct opts *o, const struct cg_model *m,
             const struct cg_judge_result *jr)
 {
-	printf("judge %s (%d images per condition, seed %llu, %d features)\n",
+	const struct cg_diffusion_opts *d = &o->diffusion;
+
+	printf("judge %s (%d images per condition, seed %llu, %d features",
 	       o->judge, o->judge_samples, (unsigned long long)o->seed,
 	       jr->nfeatures);
+	if (m->arch->diffusion) {
+		printf("; guidance %g, %s", d->guidance,
+		       d->sampler == CG_SAMPLER_DDPM ? "ddpm" : "ddim");
+		if (d->steps > 0)
+			printf(", %d steps", d->steps);
+		else
+			printf(", its default steps");
+	}
+	printf(")\n");
 	printf("%-16s %10s %10s %10s %10s %12s\n", "condition", "drawn", "acc",
 	       "real", "real_acc", "frechet");
 	for (int c = 0; c <= jr->ncond; c++) {
@@ -617,6 +656,14 @@ main(int argc, char **argv)
 		              o.model, m->arch->name);
 		goto out;
 	}
+	if (o.diff_opt && !m->arch->diffusion) {
+		rc = cg_usage("%s: --%s is for diffusion models (%s is not "
+		              "one)",
+		              o.model, o.diff_opt, m->arch->name);
+		goto out;
+	}
+	/* The judge draws through the arch, which reads these. */
+	m->diffusion = o.diffusion;
 	if (o.judge) {
 		if ((judge = cg_model_read_infer(o.judge)) == NULL) {
 			rc = cg_fail(NULL);

@@ -45,8 +45,6 @@
 #define MAX_COUNT 4096
 #define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0
-#define MAX_GUIDANCE 1000.0
-#define MAX_STEPS 100000
 #define GRID_PAD 2
 /* Names listed in the message for an unknown condition. */
 #define MAX_LISTED 32
@@ -57,13 +55,10 @@
 /* Keys of the options that have no short form. */
 enum {
 	OPT_DETERMINISTIC = CG_KEY_OWN,
-	OPT_GUIDANCE,
 	OPT_MAX_BYTES,
 	OPT_PROMPT_FILE,
 	OPT_SEED,
-	OPT_SAMPLER,
 	OPT_SEPARATOR,
-	OPT_STEPS,
 	OPT_TEMPERATURE,
 	OPT_TOP_K,
 	OPT_TOP_P
@@ -127,15 +122,7 @@ static const struct cg_opt opts[] = {
      "kernels)"},
     CG_OPT_VERSION,
     {NULL, 0, NULL, "Diffusion models (cddpm):"},
-    {"guidance", OPT_GUIDANCE, "W",
-     "classifier-free guidance: eps = (1 + W) eps(x, c) - W eps(x) "
-     "(default 0: the conditional model alone)"},
-    {"sampler", OPT_SAMPLER, "NAME",
-     "ddim (deterministic after the first noise, the default) or ddpm "
-     "(ancestral)"},
-    {"steps", OPT_STEPS, "N",
-     "denoising steps, spread over the model's T (default 50, or T if "
-     "fewer)"},
+    CG_DIFFUSION_OPTS,
     {NULL, 0, NULL, "Text models:"},
     {"max-bytes", OPT_MAX_BYTES, "N",
      "stop a text after N bytes (default " STR(DEFAULT_MAX_BYTES) ")"},
@@ -227,22 +214,12 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	case OPT_DETERMINISTIC:
 		o->deterministic = 1;
 		break;
-	case OPT_GUIDANCE:
-		e = cg_parse_f64(g->name, a, 0, MAX_GUIDANCE,
-		                 &o->diffusion.guidance);
-		break;
-	case OPT_SAMPLER:
-		if (strcmp(a, "ddim") == 0)
-			o->diffusion.sampler = CG_SAMPLER_DDIM;
-		else if (strcmp(a, "ddpm") == 0)
-			o->diffusion.sampler = CG_SAMPLER_DDPM;
-		else
-			e = cg_seterr("--sampler: '%.32s': not ddim or ddpm",
-			              a);
-		break;
-	case OPT_STEPS:
-		e = cg_parse_i64(g->name, a, 1, MAX_STEPS, &v);
-		o->diffusion.steps = (int)v;
+	default:
+		/* --guidance, --sampler, --steps: as cg-eval --judge's */
+		if ((e = cg_diffusion_cli_option(&o->diffusion, c, a)) > 0) {
+			o->diff_opt = g->opt->name;
+			e = 0;
+		}
 		break;
 	case OPT_MAX_BYTES:
 		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
@@ -274,8 +251,6 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 	if (c == 'p' || c == OPT_MAX_BYTES || c == OPT_PROMPT_FILE ||
 	    c == OPT_SEPARATOR || c == OPT_TOP_K || c == OPT_TOP_P)
 		o->text_opt = g->opt->name;
-	if (c == OPT_GUIDANCE || c == OPT_SAMPLER || c == OPT_STEPS)
-		o->diff_opt = g->opt->name;
 	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 

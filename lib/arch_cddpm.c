@@ -37,6 +37,8 @@ get_config(const cJSON *j, struct cg_cddpm_config *c, double *drop)
 	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden,
 	              &c->layers, &c->embed, &c->timesteps};
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "cond-drop");
+	const cJSON *clip = cJSON_GetObjectItemCaseSensitive(j, "snr-clip");
+	const cJSON *x0 = cJSON_GetObjectItemCaseSensitive(j, "predict-x0");
 
 	for (int i = 0; i < 6; i++)
 		if (cg_arch_config_int(j, keys[i], 1, CG_CDDPM_MAX_DIM,
@@ -48,6 +50,24 @@ get_config(const cJSON *j, struct cg_cddpm_config *c, double *drop)
 		                 "range");
 	if (drop)
 		*drop = p->valuedouble;
+	/* Models made before the weighting have none: the loss on eps. */
+	c->snr_clip = CG_CDDPM_EPS_LOSS;
+	if (clip != NULL) {
+		if (!cJSON_IsNumber(clip) || !(clip->valuedouble >= 0) ||
+		    !(clip->valuedouble <= CG_CDDPM_MAX_SNR_CLIP))
+			return cg_seterr("config: \"snr-clip\" not a number "
+			                 "in [0, %g]",
+			                 CG_CDDPM_MAX_SNR_CLIP);
+		c->snr_clip = clip->valuedouble;
+	}
+	/* Nor the choice of what the last layer gives: v. */
+	c->predict_x0 = 0;
+	if (x0 != NULL) {
+		if (!cJSON_IsNumber(x0) ||
+		    (x0->valuedouble != 0 && x0->valuedouble != 1))
+			return cg_seterr("config: \"predict-x0\" not 0 or 1");
+		c->predict_x0 = (int)x0->valuedouble;
+	}
 	return cg_cddpm_check_config(c);
 }
 
@@ -220,6 +240,10 @@ static const struct cg_arch_opt cddpm_opts[] = {
      "diffusion steps T (linear betas: 1e-4 to 0.02 at 1000)"},
     {"cond-drop", CG_ARCH_OPT_FLOAT, 0.1, 0, 1,
      "probability that training drops an example's condition"},
+    {"snr-clip", CG_ARCH_OPT_FLOAT, 5, 0, CG_CDDPM_MAX_SNR_CLIP,
+     "the loss weight on x0 is min(snr, X) + 1"},
+    {"predict-x0", CG_ARCH_OPT_BOOL, 1, 0, 1,
+     "the last layer gives the clean image (0: v)"},
 };
 
 const struct cg_arch cg_arch_cddpm = {

@@ -84,6 +84,13 @@ cg_cddpm_check_config(const struct cg_cddpm_config *c)
 		return cg_seterr("cddpm: embed = %d: not even (sines and "
 		                 "cosines in pairs)",
 		                 c->embed);
+	if (c->predict_x0 != 0 && c->predict_x0 != 1)
+		return cg_seterr("cddpm: predict_x0 = %d: not 0 or 1",
+		                 c->predict_x0);
+	if (!(c->snr_clip <= CG_CDDPM_MAX_SNR_CLIP) ||
+	    (c->snr_clip < 0 && c->snr_clip != CG_CDDPM_EPS_LOSS))
+		return cg_seterr("cddpm: snr-clip = %g: not in [0, %g]",
+		                 c->snr_clip, CG_CDDPM_MAX_SNR_CLIP);
 	if (c->timesteps < CG_CDDPM_MIN_T || c->timesteps > CG_CDDPM_MAX_T)
 		return cg_seterr("cddpm: timesteps = %d: not in [%d, %d]",
 		                 c->timesteps, CG_CDDPM_MIN_T, CG_CDDPM_MAX_T);
@@ -301,7 +308,7 @@ check_call(const struct cg_cddpm_config *c, const struct cg_cddpm_ws *w,
 	return 0;
 }
 
-/* eps_hat of the network on w->xt [B, in_dim] into w->out; every
+/* v_hat of the network on w->xt [B, in_dim] into w->out; every
  * activation backward needs stays in w. */
 static void
 forward(const struct cg_cddpm_config *c, const float *params,
@@ -340,14 +347,25 @@ forward(const struct cg_cddpm_config *c, const float *params,
 	struct linear lo = linear_at(c, c->layers + 1);
 	cg_linear_forward(w->out, w->h + (c->layers - 1) * stride,
 	                  params + lo.w, params + lo.b, B, H, c->in_dim);
-	/* The layer gives v; eps follows from it and x_t exactly. */
+}
+
+/* w->out [B, in_dim]: the last layer's x0_hat or v_hat, as forward
+ * leaves it, to eps_hat, which follows from it and x_t exactly. */
+static void
+out_to_eps(const struct cg_cddpm_config *c, struct cg_cddpm_ws *w, const int *t,
+           int B)
+{
 	for (int b = 0; b < B; b++) {
 		const float sa = (float)sqrt(w->abar[t[b]]);
 		const float sn = (float)sqrt(1 - w->abar[t[b]]);
 		float *o = w->out + (size_t)b * c->in_dim;
 		const float *x = w->xt + (size_t)b * c->in_dim;
-		for (int i = 0; i < c->in_dim; i++)
-			o[i] = sa * o[i] + sn * x[i];
+		if (c->predict_x0)
+			for (int i = 0; i < c->in_dim; i++)
+				o[i] = (x[i] - sa * o[i]) / sn;
+		else
+			for (int i = 0; i < c->in_dim; i++)
+				o[i] = sa * o[i] + sn * x[i];
 	}
 }
 
@@ -371,21 +389,51 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 	}
 	forward(c, params, w, cond, t, B);
 
-	/* Loss; with a gradient wanted, d(loss)/d(v) = sqrt(abar_t)
-	 * d(loss)/d(eps_hat) in the same pass. */
 	const float scale = 2.0f / ((float)B * D);
 	double sum = 0;
-	for (int b = 0; b < B; b++) {
-		const float gs = scale * (float)sqrt(w->abar[t[b]]);
-		double s = 0;
-		for (int i = 0; i < D; i++) {
-			const size_t k = (size_t)b * D + i;
-			const float d = w->out[k] - eps[k];
-			s += (double)d * d;
-			if (grad)
-				w->dout[k] = gs * d;
+	if (c->snr_clip == CG_CDDPM_EPS_LOSS && !c->predict_x0) {
+		/* The loss on eps_hat; with a gradient wanted, d(loss)/d(v)
+		 * = sqrt(abar_t) d(loss)/d(eps_hat) in the same pass. */
+		out_to_eps(c, w, t, B);
+		for (int b = 0; b < B; b++) {
+			const float gs = scale * (float)sqrt(w->abar[t[b]]);
+			double s = 0;
+			for (int i = 0; i < D; i++) {
+				const size_t k = (size_t)b * D + i;
+				const float d = w->out[k] - eps[k];
+				s += (double)d * d;
+				if (grad)
+					w->dout[k] = gs * d;
+			}
+			sum += s / D;
 		}
-		sum += s / D;
+	} else {
+		/* The loss on x0_hat weighted wx (cddpm.h); on v_hat, the
+		 * same loss, weighted wx / (snr + 1), from v = sqrt(abar) eps
+		 * - sqrt(1 - abar) x0 directly: no cancellation at large
+		 * t. */
+		for (int b = 0; b < B; b++) {
+			const double ab = w->abar[t[b]], snr = ab / (1 - ab);
+			const double wx = c->snr_clip == CG_CDDPM_EPS_LOSS
+			                      ? snr
+			                      : fmin(snr, c->snr_clip) + 1;
+			const double wt = c->predict_x0 ? wx : wx / (snr + 1);
+			const float sa = (float)sqrt(ab);
+			const float sn = (float)sqrt(1 - ab);
+			const float gs = scale * (float)wt;
+			double s = 0;
+			for (int i = 0; i < D; i++) {
+				const size_t k = (size_t)b * D + i;
+				const float d =
+				    w->out[k] -
+				    (c->predict_x0 ? x0[k]
+				                   : sa * eps[k] - sn * x0[k]);
+				s += (double)d * d;
+				if (grad)
+					w->dout[k] = gs * d;
+			}
+			sum += wt * s / D;
+		}
 	}
 	if (loss)
 		*loss = sum / B;
@@ -429,6 +477,7 @@ cg_cddpm_predict(const struct cg_cddpm_config *c, const float *params,
 		return -1;
 	memcpy(w->xt, xt, (size_t)B * c->in_dim * sizeof(float));
 	forward(c, params, w, cond, t, B);
+	out_to_eps(c, w, t, B);
 	memcpy(out, w->out, (size_t)B * c->in_dim * sizeof(float));
 	return 0;
 }
@@ -489,6 +538,7 @@ cg_cddpm_sample(const struct cg_cddpm_config *c, const float *params,
 		if (check_call(c, w, cb, tb, B) != 0)
 			return -1;
 		forward(c, params, w, cb, tb, B);
+		out_to_eps(c, w, tb, B);
 
 		const double sig =
 		    eta * sqrt((1 - as) / (1 - at) * (1 - at / as));

@@ -23,6 +23,7 @@
 
 #include "cg.h"
 #include "cli.h"
+#include "model.h"
 #include "sign.h"
 
 /* ------------------------------------------------ names and messages */
@@ -663,4 +664,37 @@ cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o)
 	o->warmup = a->warmup;
 	o->total = a->total;
 	o->lr_min = (float)a->lr_min;
+}
+
+/* ---------------------------------------------- diffusion options */
+
+int
+cg_diffusion_cli_option(struct cg_diffusion_opts *d, int c, const char *arg)
+{
+	long long v;
+	int e = 0;
+
+	switch (c) {
+	case CG_KEY_GUIDANCE:
+		e = cg_parse_f64("--guidance", arg, 0,
+		                 CG_DIFFUSION_MAX_GUIDANCE, &d->guidance);
+		break;
+	case CG_KEY_SAMPLER:
+		if (strcmp(arg, "ddim") == 0)
+			d->sampler = CG_SAMPLER_DDIM;
+		else if (strcmp(arg, "ddpm") == 0)
+			d->sampler = CG_SAMPLER_DDPM;
+		else
+			e = cg_seterr("--sampler: '%.32s': not ddim or ddpm",
+			              arg);
+		break;
+	case CG_KEY_STEPS:
+		e = cg_parse_i64("--steps", arg, 1, CG_DIFFUSION_MAX_STEPS, &v);
+		if (e == 0)
+			d->steps = (int)v;
+		break;
+	default:
+		return 0;
+	}
+	return e ? -1 : 1;
 }

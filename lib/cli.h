@@ -331,4 +331,34 @@ int cg_optim_cli_option(struct cg_optim_cli *a, int c, const char *arg);
 /* The optimizer the options describe. */
 void cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o);
 
+/* ---------------------------------------------- diffusion options */
+
+/*
+ * How a diffusion model draws (cg-sample, and cg-eval --judge): the
+ * rows, their keys and one parser, so that both programs take the same
+ * words with the same limits.
+ */
+enum { CG_KEY_GUIDANCE = CG_KEY_LIB + 0x40, CG_KEY_SAMPLER, CG_KEY_STEPS };
+#define CG_DIFFUSION_MAX_GUIDANCE 1000.0
+#define CG_DIFFUSION_MAX_STEPS 100000
+
+/* clang-format off */
+#define CG_DIFFUSION_OPTS \
+	{"guidance", CG_KEY_GUIDANCE, "W", \
+	 "classifier-free guidance: eps = (1 + W) eps(x, c) - W eps(x) " \
+	 "(default 0: the conditional model alone)"}, \
+	{"sampler", CG_KEY_SAMPLER, "NAME", \
+	 "ddim (deterministic after the first noise, the default) or ddpm " \
+	 "(ancestral)"}, \
+	{"steps", CG_KEY_STEPS, "N", \
+	 "denoising steps, spread over the model's T (default 50, or T if " \
+	 "fewer)"}
+/* clang-format on */
+
+/* Handle option c (a key of CG_DIFFUSION_OPTS) into d: 1 if handled, 0
+ * if c is not one of them, -1 with a message on a bad value. */
+struct cg_diffusion_opts;
+int cg_diffusion_cli_option(struct cg_diffusion_opts *d, int c,
+                            const char *arg);
+
 #endif

@@ -25,6 +25,8 @@ setup_file() {
 		-o clf0.cgm
 	cg-train-step -q -m clf0.cgm -d train-0.cgd --emit model --steps 60 \
 		--batch 20 --seed 1 -o clf.cgm
+	cg-init -a cddpm -d train-0.cgd --hidden 16 --layers 1 --embed 8 \
+		--timesteps 50 --seed 1 -o dm.cgm
 }
 
 setup() {
@@ -197,6 +199,77 @@ lie() {
 	run -0 cg-eval --json -m "$D/vae.cgm" -d "$D/test-0.cgd" \
 		--judge "$D/clf.cgm" --judge-samples 20 --seed 5
 	jq -e --argjson a "$a" '.frechet != $a.frechet' <<<"$output"
+}
+
+# ------------------------------------- a diffusion model's drawing options
+
+@test "cg-eval --help documents --guidance, --steps and --sampler" {
+	run -0 cg-eval --help
+	assert_output --partial 'Diffusion models (cddpm), with --judge'
+	assert_output --partial '--guidance W'
+	assert_output --partial '--steps N'
+	assert_output --partial '--sampler NAME'
+	assert_output --partial '[--guidance W] [--steps N] [--sampler ddim|ddpm]'
+}
+
+@test "cg-eval --guidance, --steps, --sampler: usage errors as cg-sample's" {
+	for opt in "--guidance 1" "--steps 5" "--sampler ddpm"; do
+		run -2 --separate-stderr cg-eval -m "$D/dm.cgm" \
+			-d "$D/test-0.cgd" $opt
+		[[ ${stderr_lines[0]} == "cg-eval: ${opt%% *} needs --judge" ]]
+		run -2 --separate-stderr cg-eval -m "$D/vae.cgm" \
+			-d "$D/test-0.cgd" --judge "$D/clf.cgm" $opt
+		[ -z "$output" ]
+		[[ ${stderr_lines[0]} == "cg-eval: $D/vae.cgm: ${opt%% *} is for diffusion models (cvae is not one)" ]]
+	done
+	for bad in "--guidance -1" "--guidance nan" "--guidance 1e9" \
+		"--steps 0" "--steps 1.5" "--steps 100001" "--sampler ddpm2"; do
+		run -2 --separate-stderr cg-eval -m "$D/dm.cgm" \
+			-d "$D/test-0.cgd" --judge "$D/clf.cgm" $bad
+		[[ ${stderr_lines[0]} == "cg-eval: ${bad%% *}"* ]]
+		# the same words, the same message, as cg-sample's
+		run -2 --separate-stderr cg-sample -m "$D/dm.cgm" -o x.png $bad
+		[[ ${stderr_lines[0]} == "cg-sample: ${bad%% *}"* ]]
+	done
+	[ ! -e x.png ]
+}
+
+@test "cg-eval --judge --steps past the model's T: one line, exit 1" {
+	run -1 --separate-stderr cg-eval -m "$D/dm.cgm" -d "$D/test-0.cgd" \
+		--judge "$D/clf.cgm" --judge-samples 2 --steps 51
+	refute_output --partial 'judge '
+	refute_output --partial 'mse' 
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-eval: $D/test-0.cgd: "*"51 steps: not in [1, 50]" ]]
+}
+
+@test "cg-eval --judge draws a cddpm as the options say, and records them" {
+	j() {
+		cg-eval --json -m "$D/dm.cgm" -d "$D/test-0.cgd" \
+			--judge "$D/clf.cgm" --judge-samples 6 --seed 2 "$@"
+	}
+	dflt=$(j)
+	jq -e '.guidance == 0 and .sampler == "ddim" and .steps == null' \
+		<<<"$dflt"
+	# the defaults said aloud draw the same images (T = 50: 50 steps)
+	run -0 j --guidance 0 --sampler ddim --steps 50
+	jq -e --argjson d "$dflt" '.steps == 50 and .frechet == $d.frechet
+		and .per_condition == $d.per_condition' <<<"$output"
+	# each option changes what is drawn
+	for opt in "--guidance 3" "--sampler ddpm" "--steps 7"; do
+		run -0 j $opt
+		jq -e --argjson d "$dflt" '.frechet != $d.frechet' <<<"$output"
+	done
+	run -0 j --guidance 1.5 --steps 7 --sampler ddpm
+	jq -e '.guidance == 1.5 and .sampler == "ddpm" and .steps == 7' \
+		<<<"$output"
+	# and the table's header says them
+	run -0 cg-eval -m "$D/dm.cgm" -d "$D/test-0.cgd" --judge "$D/clf.cgm" \
+		--judge-samples 2 --guidance 3 --steps 5
+	assert_line --index 3 "judge $D/clf.cgm (2 images per condition, seed 0, 32 features; guidance 3, ddim, 5 steps)"
+	run -0 cg-eval -m "$D/dm.cgm" -d "$D/test-0.cgd" --judge "$D/clf.cgm" \
+		--judge-samples 2 --sampler ddpm
+	assert_line --index 3 "judge $D/clf.cgm (2 images per condition, seed 0, 32 features; guidance 0, ddpm, its default steps)"
 }
 
 @test "pipeline: a judge from standard input scores a trained model" {

@@ -48,12 +48,14 @@ EOF
 	assert_output --partial '--timesteps N'
 	assert_output --partial '--cond-drop X'
 	assert_output --partial '--embed N'
+	assert_output --partial '--snr-clip X'
+	assert_output --partial '--predict-x0'
 	refute_output --partial '--latent'
 }
 
 @test "cg-init -a cddpm: the config and the tensors" {
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '[.arch, .config, [.tensors[].name]]'"
-	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
+	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '.tensors[2].shape'"
 	assert_output '[11,48]'
 }
@@ -65,6 +67,8 @@ EOF
 	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --cond-drop 1.5 -o m.cgm
 	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --cond-drop nan -o m.cgm
 	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --latent 4 -o m.cgm
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --snr-clip -1 -o m.cgm
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --snr-clip 2e6 -o m.cgm
 	run -1 --separate-stderr cg-init -a cddpm -d "$D/train-0.cgd" \
 		--embed 15 -o m.cgm
 	[ "${#stderr_lines[@]}" -eq 1 ]
@@ -76,6 +80,41 @@ EOF
 	cg-init -a cddpm -d "$D/train-0.cgd" --hidden 48 --layers 2 \
 		--embed 16 --timesteps 100 --seed 1 -o again.cgm
 	cmp again.cgm "$D/dm.cgm"
+}
+
+# with_config FILTER: dm.cgm with its config changed by jq FILTER, as
+# odd.cgm (the manifest's digests cover the tensors, not the config)
+with_config() {
+	mkdir -p m
+	tar -xf "$D/dm.cgm" -C m
+	jq -c ".config |= ($1)" m/cg.json >m/cg.json.new
+	mv m/cg.json.new m/cg.json
+	tar --format=ustar -cf odd.cgm -C m $(tar -tf "$D/dm.cgm")
+}
+
+@test "cddpm: a model made before snr-clip and predict-x0 loads and keeps its objective" {
+	with_config 'del(."snr-clip", ."predict-x0")'
+	run -0 cg-eval --json -m odd.cgm -d "$D/test.cgd" --seed 1
+	old=$output
+	run -0 cg-eval --json -m "$D/dm.cgm" -d "$D/test.cgd" --seed 1
+	# the same weights and draws, another loss (0.32 on eps, 0.75 on v)
+	jq -e --argjson o "$old" '(.mse - $o.mse) | fabs > 0.2' <<<"$output"
+	cg-train-step -q -m odd.cgm -d "$D/train-0.cgd" -e model -k 2 \
+		--batch 10 --seed 1 -o old2.cgm
+	run -0 bash -c "tar xOf old2.cgm cg.json | jq -c '.config | [has(\"snr-clip\"), has(\"predict-x0\")]'"
+	assert_output '[false,false]'
+	run -0 cg-sample -m odd.cgm -n 1 --steps 5 -o x.png
+}
+
+@test "cddpm: a bad snr-clip or predict-x0 in a model is one line, exit 1" {
+	for bad in '"snr-clip" = -1' '"snr-clip" = "5"' '"snr-clip" = 1e7' \
+		'"snr-clip" = null' '"predict-x0" = 2' '"predict-x0" = 0.5' \
+		'"predict-x0" = true'; do
+		with_config ".$bad"
+		run -1 --separate-stderr cg-eval -m odd.cgm -d "$D/test.cgd"
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ $stderr == "cg-eval: odd.cgm: "*"${bad%% =*}"* ]]
+	done
 }
 
 # ------------------------------------------------------ training and eval

@@ -168,9 +168,10 @@ class Cclf:
 # ----------------------------------------------------------------- cddpm
 
 class Cddpm:
-    """The diffusion model of lib/cddpm.h: an MLP eps-network, the time
-    and condition embeddings added to every hidden layer, mean squared
-    error of the predicted noise.  The schedule, the time encoding and the
+    """The diffusion model of lib/cddpm.h: an MLP that gives x0 or v, the
+    time and condition embeddings added to every hidden layer, the
+    weighted mean squared error of x0 or v (or, a v-network without
+    snr-clip, of the noise).  The schedule, the time encoding and the
     noising are computed here from their definitions, in float64."""
 
     name = "cddpm"
@@ -181,6 +182,18 @@ class Cddpm:
          "timesteps=1000", "batch=12", "seed=2"],
         ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "embed=4",
          "timesteps=200", "batch=9", "seed=3"],
+        # the weighted loss, clipped at 5 and on x0 (clip 0), the
+        # network giving v, then x0
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "embed=6",
+         "timesteps=1000", "snr-clip=5", "batch=12", "seed=4"],
+        ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "embed=4",
+         "timesteps=200", "snr-clip=0", "batch=9", "seed=5"],
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "embed=6",
+         "timesteps=1000", "snr-clip=5", "predict-x0=1", "batch=12",
+         "seed=6"],
+        ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "embed=4",
+         "timesteps=200", "snr-clip=0", "predict-x0=1", "batch=9",
+         "seed=7"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -232,10 +245,21 @@ class Cddpm:
         beta = lo + (hi - lo) * torch.arange(T, dtype=torch.float64) / (T - 1)
         abar = torch.cumprod(1 - beta, 0)[t][:, None]
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * eps
-        # the network gives v; eps follows from it and x_t
-        pred = abar.sqrt() * net(xt, t, cond, cfg["embed"]) + \
-            (1 - abar).sqrt() * xt
-        return {"loss": ((pred - eps) ** 2).mean(1).mean()}, {}
+        out = net(xt, t, cond, cfg["embed"])
+        snr = abar / (1 - abar)
+        if cfg.get("predict-x0"):
+            # the network gives x0; the loss on it, weighted
+            w = snr.clamp(max=cfg["snr-clip"]) + 1
+            return {"loss": (w * (out - x0) ** 2).mean(1).mean()}, {}
+        vhat = out
+        if "snr-clip" not in cfg:
+            # a model made before the weighting: the loss on eps, which
+            # follows from v and x_t
+            pred = abar.sqrt() * vhat + (1 - abar).sqrt() * xt
+            return {"loss": ((pred - eps) ** 2).mean(1).mean()}, {}
+        w = (snr.clamp(max=cfg["snr-clip"]) + 1) / (snr + 1)
+        v = abar.sqrt() * eps - (1 - abar).sqrt() * x0
+        return {"loss": (w * (vhat - v) ** 2).mean(1).mean()}, {}
 
 
 # ------------------------------------------------------------------ cgpt

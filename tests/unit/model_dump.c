@@ -115,6 +115,17 @@ int_of(const struct cg_model *m, const char *key)
 	return (int)cg_json_u64(m->config, key, 0);
 }
 
+/* The cddpm's loss weighting: its config's, or the loss on eps where it
+ * has none (as arch_cddpm.c reads a model made before the weighting). */
+static double
+snr_clip_of(const struct cg_model *m)
+{
+	const cJSON *v =
+	    cJSON_GetObjectItemCaseSensitive(m->config, "snr-clip");
+
+	return cJSON_IsNumber(v) ? v->valuedouble : CG_CDDPM_EPS_LOSS;
+}
+
 static int
 cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
@@ -206,8 +217,9 @@ cddpm_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
            struct result *res)
 {
 	struct cg_cddpm_config c = {
-	    int_of(m, "in_dim"), int_of(m, "ncond"), int_of(m, "hidden"),
-	    int_of(m, "layers"), int_of(m, "embed"), int_of(m, "timesteps")};
+	    int_of(m, "in_dim"), int_of(m, "ncond"),     int_of(m, "hidden"),
+	    int_of(m, "layers"), int_of(m, "embed"),     int_of(m, "timesteps"),
+	    snr_clip_of(m),      int_of(m, "predict-x0")};
 	size_t nx = (size_t)B * c.in_dim;
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(nx, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));

@@ -37,6 +37,7 @@
 #define FD_TOL 1e-2
 #define FD_FLOOR 5e-2
 #define MAXV 64
+#define EPS CG_CDDPM_EPS_LOSS
 
 static struct cg_rng rng;
 
@@ -153,9 +154,12 @@ ref_abar(int T, int t)
 	return a;
 }
 
-/* eps_hat [in_dim] of the network on xt [in_dim], timestep ts, cond. */
+/* eps_hat [in_dim] of the network on xt [in_dim], timestep ts, cond;
+ * the last layer's output (x0_hat or v_hat) [in_dim] too where v is not
+ * NULL. */
 static void
-ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out)
+ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out,
+        double *v)
 {
 	const struct cg_cddpm_config *c = &t->c;
 	const int H = c->hidden, half = c->embed / 2;
@@ -179,9 +183,13 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out)
 		memcpy(h, h2, (size_t)H * sizeof(double));
 	}
 	ref_layer(t, "out", out, h, NULL, 0);
+	if (v)
+		memcpy(v, out, (size_t)c->in_dim * sizeof(double));
 	double ab = ref_abar(c->timesteps, ts);
 	for (int i = 0; i < c->in_dim; i++)
-		out[i] = sqrt(ab) * out[i] + sqrt(1 - ab) * xt[i];
+		out[i] = c->predict_x0
+		             ? (xt[i] - sqrt(ab) * out[i]) / sqrt(1 - ab)
+		             : sqrt(ab) * out[i] + sqrt(1 - ab) * xt[i];
 	free(temb);
 	free(emb);
 	free(h);
@@ -193,7 +201,7 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out)
 static void
 test_config(void)
 {
-	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000};
+	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5, 1};
 	size_t want = 512 * 128 + 512 + 11 * 512 + 512 * 785 + 2 * (512 * 513) +
 	              784 * 513;
 
@@ -207,6 +215,20 @@ test_config(void)
 	expect(cg_cddpm_nparams(&c) == 0 && strstr(cg_errmsg(), "timesteps"),
 	       "too few timesteps are refused");
 	c.timesteps = 1000;
+	c.snr_clip = -0.5;
+	expect(cg_cddpm_check_config(&c) == -1 &&
+	           strstr(cg_errmsg(), "snr-clip"),
+	       "a negative clip other than the eps loss's is refused");
+	c.snr_clip = 2e6;
+	expect(cg_cddpm_check_config(&c) == -1, "too large a clip is refused");
+	c.snr_clip = NAN;
+	expect(cg_cddpm_check_config(&c) == -1, "a nan clip is refused");
+	c.snr_clip = EPS;
+	expect(cg_cddpm_check_config(&c) == 0, "the eps loss is a config");
+	c.predict_x0 = 2;
+	expect(cg_cddpm_check_config(&c) == -1 && strstr(cg_errmsg(), "x0"),
+	       "predict_x0 is 0 or 1");
+	c.predict_x0 = 1;
 	c.layers = 64;
 	c.hidden = 1 << 20;
 	expect(cg_cddpm_check_config(&c) == -1 &&
@@ -214,7 +236,7 @@ test_config(void)
 	       "2^20 wide and 64 deep: too many parameters");
 
 	/* Ho et al.'s schedule at T = 1000: abar_999 = 4.04e-5. */
-	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000};
+	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1};
 	double *ab = xcalloc(1000, sizeof(double));
 	cg_cddpm_schedule(&h, ab);
 	char what[128];
@@ -231,7 +253,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50};
+	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1};
 	struct cg_view v[MAXV];
 	int n = cg_cddpm_views(&c, v, MAXV), ok = n == 9;
 	static const char *const names[] = {"time.w",  "time.b",  "cond.emb",
@@ -258,7 +280,7 @@ test_errors(void)
 	struct tcase t;
 	double loss = -1;
 
-	tcase_init(&t, (struct cg_cddpm_config){6, 3, 4, 1, 2, 50}, 3);
+	tcase_init(&t, (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1}, 3);
 	t.cond[1] = 4;
 	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
 	                                 t.t, t.eps, 3, t.grad, &loss) == -1 &&
@@ -293,6 +315,7 @@ test_forward(struct cg_cddpm_config c, int B)
 	double want = 0, dout = 0;
 	double *xt = xcalloc((size_t)D, sizeof(double));
 	double *e = xcalloc((size_t)D, sizeof(double));
+	double *v = xcalloc((size_t)D, sizeof(double));
 	float *pred = xcalloc((size_t)B * D, sizeof(float));
 	float *xtf = xcalloc((size_t)B * D, sizeof(float));
 	char what[160];
@@ -307,11 +330,22 @@ test_forward(struct cg_cddpm_config c, int B)
 			xt[i] = sqrt(ab) * t.x0[k] + sqrt(1 - ab) * t.eps[k];
 			xtf[k] = (float)xt[i];
 		}
-		ref_net(&t, xt, t.t[b], t.cond[b], e);
-		for (int i = 0; i < D; i++)
-			s += (e[i] - t.eps[(size_t)b * D + i]) *
-			     (e[i] - t.eps[(size_t)b * D + i]);
-		want += s / D / B;
+		ref_net(&t, xt, t.t[b], t.cond[b], e, v);
+		/* wx |x0_hat - x0|^2 (cddpm.h), x0_hat from the network's
+		 * output and x_t (for v: sqrt(abar) x_t - sqrt(1 - abar) v);
+		 * the loss on eps is snr |x0_hat - x0|^2. */
+		double snr = ab / (1 - ab);
+		double wx = c.snr_clip == CG_CDDPM_EPS_LOSS
+		                ? snr
+		                : fmin(snr, c.snr_clip) + 1;
+		for (int i = 0; i < D; i++) {
+			size_t k = (size_t)b * D + i;
+			double x0h = c.predict_x0 ? v[i]
+			                          : sqrt(ab) * xt[i] -
+			                                sqrt(1 - ab) * v[i];
+			s += (x0h - t.x0[k]) * (x0h - t.x0[k]);
+		}
+		want += wx * s / D / B;
 		if (cg_cddpm_predict(&c, t.params, t.ws, xtf + (size_t)b * D,
 		                     t.cond + b, t.t + b, 1,
 		                     pred + (size_t)b * D) != 0)
@@ -320,8 +354,9 @@ test_forward(struct cg_cddpm_config c, int B)
 			dout = fmax(dout, fabs(e[i] - pred[(size_t)b * D + i]));
 	}
 	snprintf(what, sizeof(what),
-	         "layers=%d B=%d: loss %.9g vs %.9g, eps_hat within %.2g",
-	         c.layers, B, loss, want, dout);
+	         "layers=%d B=%d snr-clip %g x0 %d: loss %.9g vs %.9g, eps_hat "
+	         "within %.2g",
+	         c.layers, B, c.snr_clip, c.predict_x0, loss, want, dout);
 	expect(fabs(loss - want) < 1e-5 * (1 + want) && dout < 1e-4, what);
 
 	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1);
@@ -340,6 +375,7 @@ test_forward(struct cg_cddpm_config c, int B)
 	cg_cddpm_ws_free(one);
 	free(xt);
 	free(e);
+	free(v);
 	free(pred);
 	free(xtf);
 	tcase_free(&t);
@@ -419,14 +455,14 @@ test_grad(struct cg_cddpm_config c, int B)
 	tcase_init(&t, c, B);
 	tloss(&t, t.grad);
 	printf("     config in=%d cond=%d hidden=%d layers=%d embed=%d "
-	       "T=%d, B=%d, %zu params\n",
-	       c.in_dim, c.ncond, c.hidden, c.layers, c.embed, c.timesteps, B,
-	       t.np);
+	       "T=%d snr-clip %g x0 %d, B=%d, %zu params\n",
+	       c.in_dim, c.ncond, c.hidden, c.layers, c.embed, c.timesteps,
+	       c.snr_clip, c.predict_x0, B, t.np);
 	double worst = fdcheck(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d: every gradient vs central differences (worst "
-	         "rel err %.3g)",
-	         c.layers, worst);
+	         "layers=%d snr-clip %g: every gradient vs central "
+	         "differences (worst rel err %.3g)",
+	         c.layers, c.snr_clip, worst);
 	expect(worst <= FD_TOL, what);
 
 	/* The null condition's row gets a gradient (tcase_init gives
@@ -539,7 +575,7 @@ test_sample(void)
 {
 	struct tcase t;
 	const int n = 3;
-	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50};
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1};
 	int cond[3] = {1, 1, 1};
 	char what[160];
 
@@ -637,10 +673,23 @@ main(void)
 	test_config();
 	test_views();
 	test_errors();
-	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50}, 5);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200}, 7);
-	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50}, 4);
-	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100}, 6);
+	/* The network's v with the loss on eps (models made before
+	 * snr-clip and predict-x0), and with the weighted loss: on x0 (clip
+	 * 0), clipped where some of the timesteps drawn pass the clip, on v
+	 * (clip past every snr); its x0, with the same and the loss on
+	 * eps. */
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0}, 5);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0}, 7);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0}, 6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0}, 6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1}, 7);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1}, 6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1}, 5);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0}, 4);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0}, 6);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0}, 6);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1}, 6);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1}, 5);
 	test_sample();
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
