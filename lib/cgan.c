@@ -206,10 +206,16 @@ cg_cgan_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 
 	if (cg_cgan_check_config(c) != 0)
 		return;
+	/* gen.emb and gen.0 are one Linear on (z, one-hot(y)): one bound. */
+	const float gb = 1.0f / sqrtf((float)(c->latent + c->ncond));
 	for (size_t j = 0; j < ne; j++)
-		params[j] = cg_rng_normal(r);
-	for (int l = 0; l <= c->layers; l++)
-		init_linear(params, gen_lin(c, l), r);
+		params[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * gb;
+	for (int l = 0; l <= c->layers; l++) {
+		struct linear ln = gen_lin(c, l);
+		if (l == 0)
+			ln.in = c->latent + c->ncond;
+		init_linear(params, ln, r);
+	}
 	for (int l = 0; l <= c->layers; l++)
 		init_linear(params, disc_lin(c, l), r);
 	struct linear e = disc_lin(c, c->layers + 1);

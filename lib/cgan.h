@@ -90,8 +90,11 @@ int cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max);
 
 /*
  * Seeded weights drawn from r in buffer order: each Linear as PyTorch's
- * default (W and b uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in))), the
- * embeddings standard normal (nn.Embedding's default).  c must pass
+ * default (W and b uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in))), gen.emb
+ * and gen.0 as one Linear on (z, one-hot(y)) (fan_in latent + ncond: with
+ * the embedding standard normal, the condition drowned the noise and
+ * each condition's draws came out alike), disc.emb standard normal
+ * (nn.Embedding's default).  c must pass
  * cg_cgan_check_config (else nothing is written).
  */
 void cg_cgan_init(const struct cg_cgan_config *c, float *params,
