@@ -306,12 +306,13 @@ loss_name(const struct cg_model *m)
 
 /* Bits per dimension: the objective per pixel value. */
 /* Whether an image model's loss is a bound in nats per image, which
- * bits/dim restates: not a classifier's cross-entropy, nor a diffusion
- * model's mean squared error. */
+ * bits/dim restates: not a classifier's cross-entropy, a diffusion
+ * model's mean squared error, nor an adversarial loss. */
 static int
 nats_per_image(const struct cg_model *m)
 {
-	return m->arch->classify == NULL && !m->arch->diffusion;
+	return m->arch->classify == NULL && !m->arch->diffusion &&
+	       !m->arch->adversarial;
 }
 
 static double

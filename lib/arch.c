@@ -39,9 +39,10 @@ extern const struct cg_arch cg_arch_cvae;
 extern const struct cg_arch cg_arch_cgpt;
 extern const struct cg_arch cg_arch_cclf;
 extern const struct cg_arch cg_arch_cddpm;
+extern const struct cg_arch cg_arch_cgan;
 
-static const struct cg_arch *const cg_archs[] = {&cg_arch_cvae, &cg_arch_cgpt,
-                                                 &cg_arch_cclf, &cg_arch_cddpm};
+static const struct cg_arch *const cg_archs[] = {
+    &cg_arch_cvae, &cg_arch_cgpt, &cg_arch_cclf, &cg_arch_cddpm, &cg_arch_cgan};
 
 #define NTABLE ((int)(sizeof(cg_archs) / sizeof(cg_archs[0])))
 #define MAX_REGISTERED 16

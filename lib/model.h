@@ -182,6 +182,9 @@ struct cg_arch {
 	 * m->diffusion (so cg-sample takes --guidance, --steps and
 	 * --sampler for it), else 0. */
 	int diffusion;
+	/* 1 where the objective is an adversarial loss (no likelihood:
+	 * cg-eval restates none of it as bits/dim), else 0. */
+	int adversarial;
 	/*
 	 * Text models: continue after condition cond and the prompt bytes
 	 * prompt[0..plen) (plen may be 0), drawing from r as s says, until

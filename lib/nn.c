@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cg.h"
 #include "gemm.h"
 #include "nn.h"
 #include "par.h"
@@ -422,5 +423,146 @@ cg_concat_onehot_backward(float *dinp, const float *dout, int B, int D, int K)
 
 		for (int i = 0; i < D; i++)
 			di[i] += d[i];
+	}
+}
+
+/* ----------------------------------------------------------- leaky relu */
+
+void
+cg_lrelu_forward(float *out, const float *inp, float slope, size_t N)
+{
+	PAR_FOR(N)
+	for (size_t i = 0; i < N; i++)
+		out[i] = inp[i] > 0 ? inp[i] : slope * inp[i];
+}
+
+void
+cg_lrelu_backward(float *dinp, const float *dout, const float *out, float slope,
+                  size_t N)
+{
+	PAR_FOR(N)
+	for (size_t i = 0; i < N; i++)
+		dinp[i] += out[i] > 0 ? dout[i] : slope * dout[i];
+}
+
+/* -------------------------------------------------- spectral norm */
+
+/*
+ * Serial loops in double: the cost is two matrix-vector products per
+ * iteration, small beside a batch's products, and the result must not
+ * depend on how many threads summed it (a deterministic run audits it).
+ */
+
+/* Seed of the fixed start vector: "SPECTRAL". */
+#define SPECTRAL_SEED 0x5350454354524c41ULL
+
+double
+cg_spectral_power(float *u, float *v, const float *w, int OC, int C, int iters)
+{
+	struct cg_rng r;
+	double nv = 0, nu = 0, sigma = 0;
+
+	cg_rng_seed(&r, SPECTRAL_SEED);
+	for (int j = 0; j < C; j++) {
+		v[j] = cg_rng_normal(&r);
+		nv += (double)v[j] * v[j];
+	}
+	nv = sqrt(nv);
+	for (int j = 0; j < C; j++)
+		v[j] = (float)(v[j] / nv);
+	for (int it = 0; it < iters; it++) {
+		nu = 0;
+		for (int i = 0; i < OC; i++) {
+			const float *row = w + (size_t)i * C;
+			double s = 0;
+
+			for (int j = 0; j < C; j++)
+				s += (double)row[j] * v[j];
+			u[i] = (float)s;
+			nu += s * s;
+		}
+		nu = sqrt(nu);
+		if (!(nu > 0))
+			goto zero;
+		for (int i = 0; i < OC; i++)
+			u[i] = (float)(u[i] / nu);
+		/* v = w^T u, row by row so that w is read in order (the
+		 * sums in float: v is normalised next, and only its
+		 * direction matters). */
+		for (int j = 0; j < C; j++)
+			v[j] = 0;
+		for (int i = 0; i < OC; i++) {
+			const float *row = w + (size_t)i * C;
+			const float ui = u[i];
+
+			for (int j = 0; j < C; j++)
+				v[j] += ui * row[j];
+		}
+		nv = 0;
+		for (int j = 0; j < C; j++)
+			nv += (double)v[j] * v[j];
+		nv = sqrt(nv);
+		if (!(nv > 0))
+			goto zero;
+		for (int j = 0; j < C; j++)
+			v[j] = (float)(v[j] / nv);
+	}
+	for (int i = 0; i < OC; i++) {
+		const float *row = w + (size_t)i * C;
+		double s = 0;
+
+		for (int j = 0; j < C; j++)
+			s += (double)row[j] * v[j];
+		sigma += (double)u[i] * s;
+	}
+	return sigma;
+zero:
+	memset(u, 0, (size_t)OC * sizeof(float));
+	memset(v, 0, (size_t)C * sizeof(float));
+	return 0;
+}
+
+double
+cg_spectral_norm_forward(float *wsn, const float *w, const float *u,
+                         const float *v, int OC, int C)
+{
+	double sigma = 0;
+
+	for (int i = 0; i < OC; i++) {
+		const float *row = w + (size_t)i * C;
+		double s = 0;
+
+		for (int j = 0; j < C; j++)
+			s += (double)row[j] * v[j];
+		sigma += (double)u[i] * s;
+	}
+	if (!(sigma > 0)) {
+		memcpy(wsn, w, (size_t)OC * C * sizeof(float));
+		return 1;
+	}
+	const float inv = (float)(1 / sigma);
+	PAR_FOR((size_t)OC * C)
+	for (size_t i = 0; i < (size_t)OC * C; i++)
+		wsn[i] = w[i] * inv;
+	return sigma;
+}
+
+void
+cg_spectral_norm_backward(float *dw, const float *dwsn, const float *wsn,
+                          const float *u, const float *v, double sigma, int OC,
+                          int C)
+{
+	double dot = 0;
+
+	for (size_t i = 0; i < (size_t)OC * C; i++)
+		dot += (double)dwsn[i] * wsn[i];
+	const float inv = (float)(1 / sigma), c = (float)(dot / sigma);
+	for (int i = 0; i < OC; i++) {
+		float *d = dw + (size_t)i * C;
+		const float *g = dwsn + (size_t)i * C;
+		const float cu = c * u[i];
+
+		for (int j = 0; j < C; j++)
+			d[j] += g[j] * inv - cu * v[j];
 	}
 }

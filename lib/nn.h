@@ -184,6 +184,50 @@ void cg_concat_onehot_forward(float *out, const float *inp, const int *cond,
 void cg_concat_onehot_backward(float *dinp, const float *dout, int B, int D,
                                int K);
 
+/* ----------------------------------------------------------- leaky relu */
+
+/* out = inp where inp > 0, else slope * inp; out [N], inp [N]; out may
+ * be inp.  slope in (0, 1). */
+void cg_lrelu_forward(float *out, const float *inp, float slope, size_t N);
+/*
+ * dinp += dout where out > 0, slope * dout elsewhere (the gradient at 0
+ * is taken as slope's).  dinp [N], dout [N], out [N] (the forward output,
+ * or its input: with slope > 0 the sign test is the same).  dinp must not
+ * alias dout.
+ */
+void cg_lrelu_backward(float *dinp, const float *dout, const float *out,
+                       float slope, size_t N);
+
+/* -------------------------------------------------- spectral norm */
+
+/*
+ * The power iteration of Miyato et al. (2018) on w [OC, C], from a fixed
+ * start v0 (standard normal draws from a generator seeded with a constant,
+ * normalised: the same for every call, so that the result is a function of
+ * w alone), iters >= 1 times: u = normalize(w v), v = normalize(w^T u)
+ * (w v summed in double, w^T u in float), serially.  u [OC] and v [C] get the
+ * last pair, rounded to float; the return value is sigma = u^T w v (in double),
+ * the estimate of w's largest singular value (0 for w = 0, u and v then 0).
+ */
+double cg_spectral_power(float *u, float *v, const float *w, int OC, int C,
+                         int iters);
+/*
+ * wsn = w / sigma with sigma = u^T w v (in double), u and v held fixed
+ * (what PyTorch's spectral_norm parametrization does in training mode).
+ * wsn [OC, C], w [OC, C], u [OC], v [C].  Returns sigma; where sigma is
+ * not positive (w = 0), wsn is w unscaled and 1 is returned.
+ */
+double cg_spectral_norm_forward(float *wsn, const float *w, const float *u,
+                                const float *v, int OC, int C);
+/*
+ * dw += (dwsn - <dwsn, wsn> u v^T) / sigma: the gradient through wsn = w /
+ * (u^T w v) with u and v constants.  dw, dwsn, wsn [OC, C], u [OC], v [C],
+ * sigma as the forward returned it.  dw must not alias dwsn.
+ */
+void cg_spectral_norm_backward(float *dw, const float *dwsn, const float *wsn,
+                               const float *u, const float *v, double sigma,
+                               int OC, int C);
+
 #ifdef __cplusplus
 }
 #endif

@@ -212,6 +212,20 @@ make_small() {
 	grep -Eq '^all +40 ' log
 }
 
+@test "examples/fashion-cgan: make single sync diloco judge (small sizes)" {
+	make_small fashion-cgan log single sync diloco judge OUT="$PWD/out" \
+		DATA="$fx/fashion-mnist-mini" STEPS=2 ROUNDS=2 OUTER=2 INNER=2 \
+		HIDDEN=32 LAYERS=1 LATENT=4 JHIDDEN=16 JSTEPS=2 JSTEPS2=2 \
+		JSAMPLES=4
+	for w in single sync diloco; do
+		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
+		grep -q "out/$w/model.cgm (cgan, step 2)" log
+		grep -Eq 'examples +d_hinge +d_real +d_fake +g +data' log
+	done
+	grep -q "out/judge/clf.cgm (4 images per condition, seed 1, 16 features)" log
+	grep -Eq '^all +40 ' log
+}
+
 @test "examples/cluster: make diloco sync on the test hosts (small sizes)" {
 	test_hosts || skip "$HOSTS_WHY"
 	cp "$top/examples/cluster/hosts" .

@@ -13,7 +13,8 @@ inputs; the loss and its parts, every parameter gradient and the arch's
 other outputs (cgpt's logits, cclf's logits and features) must match within atol + rtol*|ref|.
 
 What is shared: reading a dump, loading the views, comparing.  What an
-architecture adds (class Cvae, class Cclf, class Cddpm, class Cgpt): its configs, its torch.nn
+architecture adds (class Cvae, class Cclf, class Cddpm, class Cgan,
+class Cgpt): its configs, its torch.nn
 model with its tensors in cg's order, its inputs and its forward pass.
 
 Tolerances: cg computes in float (u = 2^-24, about 6e-8), PyTorch here in
@@ -262,6 +263,106 @@ class Cddpm:
         return {"loss": (w * (vhat - v) ** 2).mean(1).mean()}, {}
 
 
+# ------------------------------------------------------------------ cgan
+
+class Cgan:
+    """The conditional GAN of lib/cgan.h: an MLP generator (the condition's
+    embedding added to the first layer), a projection discriminator whose
+    matrices are divided by sigma = u^T W v, u and v the power iteration's
+    vectors as cg's pass held them fixed (as PyTorch's spectral_norm does
+    in training mode), the hinge loss.  The gradient to compare is L_G's
+    for the generator's tensors and L_D's for the discriminator's: the
+    backward objective here is L_D with the fakes detached plus L_G with
+    the discriminator's tensors detached."""
+
+    name = "cgan"
+    configs = [
+        ["in_dim=20", "ncond=4", "latent=5", "hidden=16", "layers=2",
+         "sn-iters=5", "batch=6", "seed=1"],
+        ["in_dim=33", "ncond=10", "latent=8", "hidden=24", "layers=1",
+         "sn-iters=1", "batch=12", "seed=2"],
+        ["in_dim=12", "ncond=3", "latent=3", "hidden=8", "layers=3",
+         "sn-iters=20", "batch=9", "seed=3"],
+    ]
+    tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
+    outputs = []
+
+    class Net(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            H, K, layers = cfg["hidden"], cfg["ncond"], cfg["layers"]
+            self.gen_emb = nn.Embedding(K, H)
+            self.gen = nn.ModuleList(
+                [nn.Linear(cfg["latent"] if i == 0 else H, H)
+                 for i in range(layers)])
+            self.gen_out = nn.Linear(H, cfg["in_dim"])
+            self.disc = nn.ModuleList(
+                [nn.Linear(cfg["in_dim"] if i == 0 else H, H)
+                 for i in range(layers)])
+            self.psi = nn.Linear(H, 1)
+            self.disc_emb = nn.Embedding(K, H)
+
+        def named_tensors(self):
+            """(cg view name, parameter) in cg's buffer order."""
+            out = [("gen.emb", self.gen_emb.weight)]
+            for i, m in enumerate(self.gen):
+                out += [("gen.%d.w" % i, m.weight), ("gen.%d.b" % i, m.bias)]
+            out += [("gen.out.w", self.gen_out.weight),
+                    ("gen.out.b", self.gen_out.bias)]
+            for i, m in enumerate(self.disc):
+                out += [("disc.%d.w" % i, m.weight),
+                        ("disc.%d.b" % i, m.bias)]
+            return out + [("disc.psi.w", self.psi.weight),
+                          ("disc.psi.b", self.psi.bias),
+                          ("disc.emb", self.disc_emb.weight)]
+
+        def generate(self, z, y):
+            h = F.relu(self.gen[0](z) + self.gen_emb(y))
+            for m in self.gen[1:]:
+                h = F.relu(m(h))
+            return torch.sigmoid(self.gen_out(h))
+
+        def discriminate(self, x, y, uv, fixed):
+            """D(x, y); with fixed, the discriminator's tensors detached."""
+            def t(p):
+                return p.detach() if fixed else p
+
+            def sn(w, i):
+                u, v = uv[i]
+                return w / (u @ (w @ v))
+            h = x
+            for i, m in enumerate(self.disc):
+                h = F.leaky_relu(F.linear(h, sn(t(m.weight), i), t(m.bias)),
+                                 0.2)
+            L = len(self.disc)
+            s = F.linear(h, sn(t(self.psi.weight), L), t(self.psi.bias))
+            e = sn(t(self.disc_emb.weight), L + 1)[y]
+            return s[:, 0] + (h * e).sum(1)
+
+    @staticmethod
+    def run(net, cfg, d):
+        B, D, Z = cfg["batch"], cfg["in_dim"], cfg["latent"]
+        H, K, L = cfg["hidden"], cfg["ncond"], cfg["layers"]
+        x = f64(read_bin(d, "x.bin", "<f4", B * D)).view(B, D)
+        z = f64(read_bin(d, "z.bin", "<f4", B * Z)).view(B, Z)
+        cond = i64(read_bin(d, "cond.bin", "<i4", B))
+        shapes = [(H, D if i == 0 else H) for i in range(L)] + \
+            [(1, H), (K, H)]
+        sn = f64(read_bin(d, "sn.bin", "<f4",
+                          sum(r + c for r, c in shapes)))
+        uv, off = [], 0
+        for r, c in shapes:
+            uv.append((sn[off:off + r], sn[off + r:off + r + c]))
+            off += r + c
+        fake = net.generate(z, cond)
+        d_real = F.relu(1 - net.discriminate(x, cond, uv, False)).mean()
+        d_fake = F.relu(1 + net.discriminate(fake.detach(), cond, uv,
+                                             False)).mean()
+        g = -net.discriminate(fake, cond, uv, True).mean()
+        return {"loss": d_real + d_fake, "d_real": d_real, "d_fake": d_fake,
+                "g": g, "backward": d_real + d_fake + g}, {}
+
+
 # ------------------------------------------------------------------ cgpt
 
 class Block(nn.Module):
@@ -368,7 +469,7 @@ class Cgpt:
         return {"loss": (weight * ce).sum()}, {"logits": out}
 
 
-ARCHS = {a.name: a for a in (Cvae, Cclf, Cddpm, Cgpt)}
+ARCHS = {a.name: a for a in (Cvae, Cclf, Cddpm, Cgan, Cgpt)}
 
 
 # ---------------------------------------------------------- shared code
@@ -451,7 +552,10 @@ def check(arch, d):
     views, tensors = load_views(d, net, params)
 
     losses, outs = arch.run(net, cfg, d)
-    losses["loss"].backward()
+    # An arch whose gradient is not the loss's (cgan's two objectives)
+    # names what to differentiate.
+    (losses.pop("backward") if "backward" in losses
+     else losses["loss"]).backward()
     ok = True
     for name in arch.outputs:
         ref = outs[name].detach().reshape(-1).numpy()

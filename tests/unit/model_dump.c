@@ -26,6 +26,14 @@
  *         condition and the null one, ncond, in turn: the drawn drop
  *         mask), eps.bin [B, in_dim] (f32); the loss.  The weights are
  *         moved away from the init (N(0, 0.1) noise).
+ *   cgan  x.bin [B, in_dim] (as cvae's), z.bin [B, latent] (f32), cond.bin
+ *         [B] (int32: every condition in turn), sn.bin (f32: for each
+ *         spectrally normalised matrix in view order, disc.0.w ..
+ *         disc.psi.w, disc.emb, the u [rows] then v [cols] the pass held
+ *         fixed); the loss (L_D) and d_real, d_fake and g (L_G).  grad.bin
+ *         holds L_G's gradient in the generator's views and L_D's in the
+ *         discriminator's.  The weights are moved away from the init
+ *         (N(0, 0.1) noise).
  *   cgpt  tokens.bin, targets.bin [B, positions] (int32), weight.bin
  *         (f32: about one position in four 0, with a target of -1 that
  *         must not be read, the others 1 / count, as arch_cgpt.c weighs
@@ -45,6 +53,7 @@
 
 #include "cclf.h"
 #include "cddpm.h"
+#include "cgan.h"
 #include "cg.h"
 #include "cgpt.h"
 #include "cvae.h"
@@ -100,8 +109,8 @@ write32(const char *name, const void *p, size_t n)
 /* What a case computed: the loss and its named parts. */
 struct result {
 	double loss;
-	const char *part_name[2];
-	double part[2];
+	const char *part_name[3];
+	double part[3];
 };
 
 /* A case's inputs and one forward and backward pass: inputs written to
@@ -263,6 +272,78 @@ out:
 }
 
 static int
+cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
+          struct result *res)
+{
+	struct cg_cgan_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
+	                           int_of(m, "latent"), int_of(m, "hidden"),
+	                           int_of(m, "layers"), int_of(m, "sn-iters")};
+	size_t nx = (size_t)B * c.in_dim, nz = (size_t)B * c.latent, nsn = 0;
+	float *x = calloc(nx, sizeof(float)), *z = calloc(nz, sizeof(float));
+	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
+	struct cg_cgan_ws *ws = cg_cgan_ws_new(&c, B);
+	struct cg_cgan_loss l;
+	float *sn = NULL;
+	int rc = -1;
+
+	(void)T;
+	if (!x || !z || !cond || !ws) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->nparams; i++)
+		m->params[i] += 0.1f * cg_rng_normal(r);
+	for (size_t i = 0; i < nx; i++) {
+		float u = cg_rng_uniform(r);
+		x[i] = i % 2 ? u : (u < 0.5f ? 0.0f : 1.0f);
+	}
+	for (size_t i = 0; i < nz; i++)
+		z[i] = cg_rng_normal(r);
+	for (int b = 0; b < B; b++)
+		cond[b] = (int32_t)(b % c.ncond);
+	if (cg_cgan_forward_backward(&c, m->params, ws, x, cond, z, B, grad,
+	                             &l) != 0)
+		goto out;
+	for (int i = 0; i < c.layers + 2; i++) {
+		const float *u, *v;
+		double sigma;
+		const struct cg_view *w = &m->views[2 * c.layers + 3 + 2 * i];
+
+		(void)cg_cgan_sn_vectors(ws, i, &u, &v, &sigma);
+		float *grown = realloc(sn, (nsn + w->shape[0] + w->shape[1]) *
+		                               sizeof(float));
+		if (grown == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		sn = grown;
+		memcpy(sn + nsn, u, w->shape[0] * sizeof(float));
+		nsn += w->shape[0];
+		memcpy(sn + nsn, v, w->shape[1] * sizeof(float));
+		nsn += w->shape[1];
+	}
+	res->loss = l.d;
+	res->part_name[0] = "d_real";
+	res->part[0] = l.d_real;
+	res->part_name[1] = "d_fake";
+	res->part[1] = l.d_fake;
+	res->part_name[2] = "g";
+	res->part[2] = l.g;
+	if (write32("x.bin", x, nx) != 0 || write32("z.bin", z, nz) != 0 ||
+	    write32("cond.bin", cond, (size_t)B) != 0 ||
+	    write32("sn.bin", sn, nsn) != 0)
+		goto out;
+	rc = 0;
+out:
+	cg_cgan_ws_free(ws);
+	free(x);
+	free(z);
+	free(cond);
+	free(sn);
+	return rc;
+}
+
+static int
 cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
@@ -330,6 +411,8 @@ static const struct {
      "in_dim=20 ncond=4 hidden=16 layers=2 embed=6 timesteps=50 "
      "cond-drop=0 batch=6",
      cddpm_case},
+    {"cgan", "in_dim=20 ncond=4 latent=5 hidden=16 layers=2 sn-iters=5 batch=6",
+     cgan_case},
     {"cgpt",
      "ncond=3 context=8 width=16 layers=2 heads=2 tied=0 batch=3 "
      "positions=7",
@@ -435,7 +518,7 @@ write_text(const struct cg_model *m, const struct keys *k,
 	if ((fp = openout("loss.txt")) == NULL)
 		return -1;
 	fprintf(fp, "loss %.17g\n", res->loss);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		if (res->part_name[i] != NULL)
 			fprintf(fp, "%s %.17g\n", res->part_name[i],
 			        res->part[i]);

@@ -104,15 +104,16 @@ test_registry(void)
 	struct cg_arch a;
 	int found = 0, ok = 1;
 
-	expect(cg_arch_count() == 5,
-	       "five architectures: cvae, cgpt, cclf, cddpm, toy");
+	expect(cg_arch_count() == 6,
+	       "six architectures: cvae, cgpt, cclf, cddpm, cgan, toy");
 	expect(cg_arch_at(0) == cg_arch_find("cvae") &&
 	           cg_arch_at(1) == cg_arch_find("cgpt") &&
 	           cg_arch_at(2) == cg_arch_find("cclf") &&
 	           cg_arch_at(3) == cg_arch_find("cddpm") &&
-	           cg_arch_at(4) == &cg_arch_toy &&
+	           cg_arch_at(4) == cg_arch_find("cgan") &&
+	           cg_arch_at(5) == &cg_arch_toy &&
 	           cg_arch_find("toy") == &cg_arch_toy &&
-	           cg_arch_at(5) == NULL && cg_arch_at(-1) == NULL,
+	           cg_arch_at(6) == NULL && cg_arch_at(-1) == NULL,
 	       "the table's rows, then the registered toy");
 	expect(cg_arch_find("nope") == NULL &&
 	           strstr(cg_errmsg(), "unknown architecture 'nope'"),
@@ -120,7 +121,7 @@ test_registry(void)
 	for (int i = 0; i < cg_arch_count(); i++)
 		ok &= cg_arch_check(cg_arch_at(i)) == 0;
 	expect(ok, "every architecture passes cg_arch_check");
-	expect(cg_arch_register(&cg_arch_toy) == 0 && cg_arch_count() == 5,
+	expect(cg_arch_register(&cg_arch_toy) == 0 && cg_arch_count() == 6,
 	       "registering the toy again changes nothing");
 
 	a = cg_arch_toy;
@@ -158,10 +159,11 @@ test_registry(void)
 	a.diffusion = 1;
 	expect(cg_arch_register(&a) == -1 && strstr(cg_errmsg(), "diffusion"),
 	       "a classifier that takes the diffusion options is refused");
-	expect(cg_arch_count() == 5, "refused archs are not registered");
+	expect(cg_arch_count() == 6, "refused archs are not registered");
 	for (int i = 0; i < cg_arch_count(); i++)
 		found += cg_arch_opt_find(cg_arch_at(i), "layers") != NULL;
-	expect(found == 4, "cvae, cgpt, cclf and cddpm all declare --layers");
+	expect(found == 5,
+	       "cvae, cgpt, cclf, cddpm and cgan all declare --layers");
 }
 
 static void

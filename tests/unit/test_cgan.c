@@ -1,0 +1,652 @@
+/*
+ * test_cgan.c - the conditional GAN and its new kernels against finite
+ * differences and a naive double model.
+ *
+ * Kernels: leaky ReLU's backward, the spectral norm's backward (u and v
+ * held fixed) against central differences, and the power iteration's
+ * sigma against a matrix of known singular values; the estimate is a
+ * function of the weights alone.  The model: the config limits, the view
+ * table, the error returns, the three losses against an independent
+ * double-precision implementation that walks the views (with the u, v
+ * the pass used), and every parameter gradient against central
+ * differences, element by element and along a random direction per view:
+ * the generator's views of L_G, the discriminator's of L_D (with enough
+ * power iterations that sigma is exact to float, so that the fixed-u, v
+ * gradient is the true one).  Some reals lie past the hinge's margin, so
+ * both of its branches are taken.  A corrupted gradient must be caught.
+ * Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+#include "cgan.h"
+#include "cli.h"
+#include "nn.h"
+
+#define TEST_NAME "test_cgan"
+#include "check.h"
+
+/* As test_cddpm: |g - fd| <= FD_TOL * (|fd| + FD_FLOOR). */
+#define FD_H 1e-3
+#define FD_TOL 1e-2
+#define FD_FLOOR 5e-2
+#define MAXV 64
+
+#include "fd.h"
+
+static struct cg_rng rng;
+/* The smallest |pre-activation| of a ReLU or leaky ReLU the reference
+ * met since it was last set: how near the passes run to a kink. */
+static double ref_kink = INFINITY;
+
+/* ------------------------------------------------------------ kernels */
+
+struct lrelu_ctx {
+	float *x, *y, *r;
+	size_t n;
+};
+
+static double
+lrelu_loss(void *p)
+{
+	struct lrelu_ctx *c = p;
+
+	cg_lrelu_forward(c->y, c->x, CG_CGAN_SLOPE, c->n);
+	return dot(c->y, c->r, c->n);
+}
+
+struct sn_ctx {
+	float *w, *wsn, *u, *v, *r;
+	int OC, C;
+};
+
+/* sum r . (w / (u^T w v)), u and v fixed. */
+static double
+sn_loss(void *p)
+{
+	struct sn_ctx *c = p;
+
+	cg_spectral_norm_forward(c->wsn, c->w, c->u, c->v, c->OC, c->C);
+	return dot(c->wsn, c->r, (size_t)c->OC * c->C);
+}
+
+static void
+test_kernels(void)
+{
+	/* Leaky ReLU: values away from 0, so that no step crosses it. */
+	struct lrelu_ctx l = {falloc(40), falloc(40), falloc(40), 40};
+	float *dx = falloc(40), *dy = falloc(40);
+	for (int i = 0; i < 40; i++) {
+		float a = 0.1f + cg_rng_uniform(&rng);
+		l.x[i] = i % 2 ? a : -a;
+		l.r[i] = cg_rng_normal(&rng);
+		dy[i] = l.r[i];
+	}
+	lrelu_loss(&l);
+	cg_lrelu_backward(dx, dy, l.y, CG_CGAN_SLOPE, 40);
+	fdcheck("lrelu backward", l.x, dx, 40, lrelu_loss, &l, 0);
+	free(l.x), free(l.y), free(l.r), free(dx), free(dy);
+
+	/* Spectral norm with u, v fixed (from a few iterations: any u, v
+	 * will do for the identity the backward pass computes). */
+	const int OC = 5, C = 7;
+	struct sn_ctx s = {falloc(OC * C),
+	                   falloc(OC * C),
+	                   falloc(OC),
+	                   falloc(C),
+	                   falloc(OC * C),
+	                   OC,
+	                   C};
+	float *dw = falloc(OC * C), *dwsn = falloc(OC * C);
+	for (int i = 0; i < OC * C; i++) {
+		s.w[i] = cg_rng_normal(&rng);
+		s.r[i] = cg_rng_normal(&rng);
+		dwsn[i] = s.r[i];
+	}
+	cg_spectral_power(s.u, s.v, s.w, OC, C, 2);
+	double sigma = cg_spectral_norm_forward(s.wsn, s.w, s.u, s.v, OC, C);
+	cg_spectral_norm_backward(dw, dwsn, s.wsn, s.u, s.v, sigma, OC, C);
+	fdcheck("spectral norm backward", s.w, dw, OC * C, sn_loss, &s, 0);
+	free(dw), free(dwsn);
+
+	/* w = sum_k s_k a_k b_k^T, a and b orthonormal, s = 3, 1.5, 1, 0.5,
+	 * 0.2: sigma is 3.  Gram-Schmidt in double. */
+	double a[5][5], b[5][7];
+	const double sv[5] = {3, 1.5, 1, 0.5, 0.2};
+	for (int k = 0; k < 5; k++) {
+		for (int i = 0; i < 5; i++)
+			a[k][i] = cg_rng_normal(&rng);
+		for (int j = 0; j < 7; j++)
+			b[k][j] = cg_rng_normal(&rng);
+		for (int q = 0; q < k; q++) {
+			double da = 0, db = 0;
+			for (int i = 0; i < 5; i++)
+				da += a[k][i] * a[q][i];
+			for (int j = 0; j < 7; j++)
+				db += b[k][j] * b[q][j];
+			for (int i = 0; i < 5; i++)
+				a[k][i] -= da * a[q][i];
+			for (int j = 0; j < 7; j++)
+				b[k][j] -= db * b[q][j];
+		}
+		double na = 0, nb = 0;
+		for (int i = 0; i < 5; i++)
+			na += a[k][i] * a[k][i];
+		for (int j = 0; j < 7; j++)
+			nb += b[k][j] * b[k][j];
+		for (int i = 0; i < 5; i++)
+			a[k][i] /= sqrt(na);
+		for (int j = 0; j < 7; j++)
+			b[k][j] /= sqrt(nb);
+	}
+	for (int i = 0; i < 5; i++)
+		for (int j = 0; j < 7; j++) {
+			double x = 0;
+			for (int k = 0; k < 5; k++)
+				x += sv[k] * a[k][i] * b[k][j];
+			s.w[i * 7 + j] = (float)x;
+		}
+	double s30 = cg_spectral_power(s.u, s.v, s.w, 5, 7, 30);
+	float u1[5], v1[7];
+	double s1 = cg_spectral_power(u1, v1, s.w, 5, 7, 1);
+	double again = cg_spectral_power(u1, v1, s.w, 5, 7, 1);
+	char what[160];
+	snprintf(what, sizeof(what),
+	         "power iteration: sigma %.7g after 30 (3 wanted), %.5g after "
+	         "1, the same again",
+	         s30, s1);
+	expect(fabs(s30 - 3) < 3e-6 && s1 <= 3 + 1e-6 && s1 > 1 && again == s1,
+	       what);
+	double sg = cg_spectral_norm_forward(s.wsn, s.w, s.u, s.v, 5, 7);
+	expect(fabs(sg - s30) < 1e-9, "the forward's sigma is u^T w v");
+	memset(s.w, 0, sizeof(float) * 35);
+	expect(cg_spectral_power(s.u, s.v, s.w, 5, 7, 3) == 0 &&
+	           cg_spectral_norm_forward(s.wsn, s.w, s.u, s.v, 5, 7) == 1,
+	       "a zero matrix: sigma 0, left unscaled");
+	free(s.w), free(s.wsn), free(s.u), free(s.v), free(s.r);
+}
+
+/* --------------------------------------------------------------- model */
+
+struct tcase {
+	struct cg_cgan_config c;
+	int B;
+	size_t np, doff;
+	struct cg_view v[MAXV];
+	int nv;
+	float *params, *grad, *x, *z;
+	int *cond;
+	struct cg_cgan_ws *ws;
+};
+
+static struct cg_cgan_loss
+tloss(struct tcase *t, float *grad)
+{
+	struct cg_cgan_loss l;
+
+	if (cg_cgan_forward_backward(&t->c, t->params, t->ws, t->x, t->cond,
+	                             t->z, t->B, grad, &l) != 0)
+		die("cg_cgan_forward_backward");
+	return l;
+}
+
+static const struct cg_view *
+view(const struct tcase *t, const char *name)
+{
+	for (int i = 0; i < t->nv; i++)
+		if (strcmp(t->v[i].name, name) == 0)
+			return &t->v[i];
+	fprintf(stderr, TEST_NAME ": no view %s\n", name);
+	exit(1);
+}
+
+static void
+tcase_free(struct tcase *t)
+{
+	cg_cgan_ws_free(t->ws);
+	free(t->params);
+	free(t->grad);
+	free(t->x);
+	free(t->z);
+	free(t->cond);
+}
+
+/* ------------------------------------------------ the naive reference */
+
+/* out [OC] = W in + b of view prefix NAME (W [OC, IC]); scale divides W. */
+static void
+ref_linear(const struct tcase *t, const char *name, const double *in,
+           double *out, double scale)
+{
+	char wn[64], bn[64];
+	snprintf(wn, sizeof(wn), "%s.w", name);
+	snprintf(bn, sizeof(bn), "%s.b", name);
+	const struct cg_view *w = view(t, wn), *b = view(t, bn);
+	const int OC = (int)w->shape[0], IC = (int)w->shape[1];
+
+	for (int o = 0; o < OC; o++) {
+		double s = 0;
+		for (int i = 0; i < IC; i++)
+			s += (double)t->params[w->off + (size_t)o * IC + i] *
+			     in[i];
+		out[o] = s / scale + t->params[b->off + o];
+	}
+}
+
+/* sigma = u^T W v of the pass's u, v for discriminator matrix i. */
+static double
+ref_sigma(const struct tcase *t, int i, const struct cg_view *w)
+{
+	const float *u, *v;
+	double sig, s = 0;
+
+	if (cg_cgan_sn_vectors(t->ws, i, &u, &v, &sig) != 0)
+		die("cg_cgan_sn_vectors");
+	for (size_t o = 0; o < w->shape[0]; o++)
+		for (size_t j = 0; j < w->shape[1]; j++)
+			s += (double)u[o] *
+			     t->params[w->off + o * w->shape[1] + j] * v[j];
+	return s;
+}
+
+static double
+ref_disc(const struct tcase *t, const double *x, int y)
+{
+	const int H = t->c.hidden, L = t->c.layers;
+	double h[2][64], *in = NULL;
+	char name[32];
+
+	for (int l = 0; l < L; l++) {
+		char wn[40];
+		snprintf(name, sizeof(name), "disc.%d", l);
+		snprintf(wn, sizeof(wn), "%s.w", name);
+		double sig = ref_sigma(t, l, view(t, wn));
+		ref_linear(t, name, l == 0 ? x : in, h[l % 2], sig);
+		for (int j = 0; j < H; j++) {
+			ref_kink = fmin(ref_kink, fabs(h[l % 2][j]));
+			if (h[l % 2][j] < 0)
+				h[l % 2][j] *= CG_CGAN_SLOPE;
+		}
+		in = h[l % 2];
+	}
+	const struct cg_view *pw = view(t, "disc.psi.w"),
+	                     *pb = view(t, "disc.psi.b"),
+	                     *e = view(t, "disc.emb");
+	double sp = ref_sigma(t, L, pw), se = ref_sigma(t, L + 1, e);
+	double s = t->params[pb->off];
+	for (int j = 0; j < H; j++)
+		s += in[j] * (t->params[pw->off + j] / sp +
+		              t->params[e->off + (size_t)y * H + j] / se);
+	return s;
+}
+
+static void
+ref_gen(const struct tcase *t, const float *z, int y, double *out)
+{
+	const int H = t->c.hidden, L = t->c.layers;
+	double zin[64], h[2][64], *in = zin;
+	char name[32];
+
+	for (int i = 0; i < t->c.latent; i++)
+		zin[i] = z[i];
+	for (int l = 0; l < L; l++) {
+		snprintf(name, sizeof(name), "gen.%d", l);
+		ref_linear(t, name, in, h[l % 2], 1);
+		for (int j = 0; j < H; j++) {
+			if (l == 0)
+				h[0][j] += t->params[view(t, "gen.emb")->off +
+				                     (size_t)y * H + j];
+			ref_kink = fmin(ref_kink, fabs(h[l % 2][j]));
+			if (h[l % 2][j] < 0)
+				h[l % 2][j] = 0;
+		}
+		in = h[l % 2];
+	}
+	ref_linear(t, "gen.out", in, out, 1);
+	for (int i = 0; i < t->c.in_dim; i++)
+		out[i] = 1 / (1 + exp(-out[i]));
+}
+
+/*
+ * How near the pass on t runs to a kink (a ReLU, a leaky ReLU, the
+ * hinge), in its own units: what a finite difference of step FD_H must
+ * not cross.
+ */
+static double
+kink_margin(struct tcase *t)
+{
+	double *img = xcalloc((size_t)t->c.in_dim, sizeof(double));
+	double x[64], m = INFINITY;
+
+	tloss(t, NULL); /* the u, v the reference uses */
+	ref_kink = INFINITY;
+	for (int b = 0; b < t->B; b++) {
+		for (int i = 0; i < t->c.in_dim; i++)
+			x[i] = t->x[(size_t)b * t->c.in_dim + i];
+		m = fmin(m, fabs(ref_disc(t, x, t->cond[b]) - 1));
+		ref_gen(t, t->z + (size_t)b * t->c.latent, t->cond[b], img);
+		m = fmin(m, fabs(ref_disc(t, img, t->cond[b]) + 1));
+	}
+	free(img);
+	return fmin(m, ref_kink);
+}
+
+static void
+tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
+{
+	memset(t, 0, sizeof(*t));
+	t->c = c;
+	t->B = B;
+	if ((t->np = cg_cgan_nparams(&c)) == 0 ||
+	    (t->nv = cg_cgan_views(&c, t->v, MAXV)) < 0 ||
+	    (t->ws = cg_cgan_ws_new(&c, B)) == NULL)
+		die("tcase_init");
+	t->doff = cg_cgan_disc_off(&c);
+	t->params = xcalloc(t->np, sizeof(float));
+	t->grad = xcalloc(t->np, sizeof(float));
+	t->x = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	t->z = xcalloc((size_t)B * c.latent, sizeof(float));
+	t->cond = xcalloc((size_t)B, sizeof(int));
+	/* Every activation and the hinge are piecewise linear: a difference
+	 * across a kink is off by the jump in slope.  Draw again until none
+	 * lies within 8 steps of the values a difference moves. */
+	for (int tries = 0;; tries++) {
+		if (tries == 1000) {
+			fprintf(stderr, TEST_NAME ": no draw clear of kinks\n");
+			exit(1);
+		}
+		cg_cgan_init(&c, t->params, &rng);
+		/* Biases away from 0, so that they matter. */
+		for (size_t i = 0; i < t->np; i++)
+			t->params[i] += 0.1f * cg_rng_normal(&rng);
+		for (size_t i = 0; i < (size_t)B * c.in_dim; i++)
+			t->x[i] = cg_rng_uniform(&rng);
+		for (size_t i = 0; i < (size_t)B * c.latent; i++)
+			t->z[i] = cg_rng_normal(&rng);
+		for (int b = 0; b < B; b++)
+			t->cond[b] = b % c.ncond;
+		/* psi's bias puts the reals' median score at 1: half of them
+		 * past the margin. */
+		float *sc = xcalloc((size_t)B, sizeof(float));
+		if (cg_cgan_discriminate(&c, t->params, t->ws, t->x, t->cond, B,
+		                         sc) != 0)
+			die("cg_cgan_discriminate");
+		float med = 0;
+		for (int b = 0; b < B; b++) {
+			int below = 0;
+			for (int q = 0; q < B; q++)
+				below += sc[q] < sc[b];
+			if (below == B / 2)
+				med = sc[b];
+		}
+		const struct cg_view *pb = view(t, "disc.psi.b");
+		/* Between the median and the next score up, not on either. */
+		float next = INFINITY;
+		for (int b = 0; b < B; b++)
+			if (sc[b] > med && sc[b] < next)
+				next = sc[b];
+		t->params[pb->off] +=
+		    1 - (med + (isfinite(next) ? next : med + 1)) / 2;
+		free(sc);
+		if (kink_margin(t) > 8 * FD_H)
+			break;
+	}
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void
+test_config(void)
+{
+	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5};
+	size_t gen = 10 * 512 + 512 * 65 + 512 * 513 + 784 * 513;
+	size_t disc = 512 * 785 + 512 * 513 + 513 + 10 * 512;
+
+	expect(cg_cgan_check_config(&c) == 0 &&
+	           cg_cgan_nparams(&c) == gen + disc &&
+	           cg_cgan_disc_off(&c) == gen,
+	       "784, 64-512-512 G, 512-512 D, 10 conditions: parameter counts");
+	c.sn_iters = 0;
+	expect(cg_cgan_nparams(&c) == 0 && strstr(cg_errmsg(), "sn-iters"),
+	       "no power iteration is refused");
+	c.sn_iters = 5;
+	c.layers = 0;
+	expect(cg_cgan_check_config(&c) == -1 && strstr(cg_errmsg(), "layers"),
+	       "no hidden layer is refused");
+	c.layers = 64;
+	c.hidden = 1 << 20;
+	expect(cg_cgan_check_config(&c) == -1 &&
+	           strstr(cg_errmsg(), "parameters"),
+	       "2^20 wide and 64 deep: too many parameters");
+}
+
+static void
+test_views(void)
+{
+	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1};
+	struct cg_view v[MAXV];
+	int n = cg_cgan_views(&c, v, MAXV), ok = n == 14;
+	static const char *const names[] = {
+	    "gen.emb",   "gen.0.w",    "gen.0.b",    "gen.1.w",  "gen.1.b",
+	    "gen.out.w", "gen.out.b",  "disc.0.w",   "disc.0.b", "disc.1.w",
+	    "disc.1.b",  "disc.psi.w", "disc.psi.b", "disc.emb"};
+	static const int decay[] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0};
+	size_t off = 0;
+
+	for (int i = 0; ok && i < n; i++) {
+		ok &= strcmp(v[i].name, names[i]) == 0 && v[i].off == off &&
+		      v[i].decay == decay[i];
+		off += v[i].n;
+	}
+	ok &= off == cg_cgan_nparams(&c) && v[7].off == cg_cgan_disc_off(&c) &&
+	      v[1].shape[0] == 5 && v[1].shape[1] == 4 && v[5].shape[0] == 12 &&
+	      v[7].shape[1] == 12 && v[11].shape[0] == 1 &&
+	      v[13].shape[0] == 3 && v[13].shape[1] == 5;
+	expect(ok, "views: names, order, shapes, contiguous; disc after gen");
+	expect(cg_cgan_views(&c, v, 13) == -1, "views: too small a table");
+}
+
+static void
+test_errors(void)
+{
+	struct tcase t;
+	struct cg_cgan_loss l = {-1, -1, -1, -1};
+
+	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3}, 3);
+	t.cond[1] = 3;
+	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
+	                                3, t.grad, &l) == -1 &&
+	           l.d == -1 && strstr(cg_errmsg(), "condition 3"),
+	       "a condition out of range: -1, nothing written");
+	t.cond[1] = 2;
+	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
+	                                4, NULL, &l) == -1,
+	       "a batch over the workspace's");
+	struct cg_cgan_config other = t.c;
+	other.sn_iters = 4;
+	expect(cg_cgan_forward_backward(&other, t.params, t.ws, t.x, t.cond,
+	                                t.z, 3, NULL, &l) == -1 &&
+	           strstr(cg_errmsg(), "another config"),
+	       "a workspace of another config");
+	for (size_t i = 0; i < t.np; i++)
+		if (t.grad[i] != 0)
+			l.d = 0;
+	expect(l.d == -1, "the gradient untouched by the refused calls");
+	tcase_free(&t);
+}
+
+/* The losses against the reference (with the pass's own u, v), the
+ * generator against it too, and the losses without grad the same. */
+static void
+test_forward(struct cg_cgan_config c, int B)
+{
+	struct tcase t;
+	double real = 0, fake = 0, g = 0, worst = 0;
+	double *img = xcalloc((size_t)c.in_dim, sizeof(double));
+	float *gen = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	char what[160];
+	int past = 0;
+
+	tcase_init(&t, c, B);
+	struct cg_cgan_loss l = tloss(&t, NULL);
+	if (cg_cgan_generate(&c, t.params, t.ws, t.z, t.cond, B, gen) != 0)
+		die("cg_cgan_generate");
+	for (int b = 0; b < B; b++) {
+		double x[64];
+		for (int i = 0; i < c.in_dim; i++)
+			x[i] = t.x[(size_t)b * c.in_dim + i];
+		double sr = ref_disc(&t, x, t.cond[b]);
+		ref_gen(&t, t.z + (size_t)b * c.latent, t.cond[b], img);
+		for (int i = 0; i < c.in_dim; i++)
+			worst =
+			    fmax(worst,
+			         fabs(img[i] - gen[(size_t)b * c.in_dim + i]));
+		double sf = ref_disc(&t, img, t.cond[b]);
+		real += fmax(0, 1 - sr) / B;
+		fake += fmax(0, 1 + sf) / B;
+		g -= sf / B;
+		past += sr >= 1;
+	}
+	double err = fmax(fmax(fabs(l.d_real - real), fabs(l.d_fake - fake)),
+	                  fmax(fabs(l.g - g), fabs(l.d - real - fake)));
+	snprintf(what, sizeof(what),
+	         "layers=%d: d_real %.6f d_fake %.6f g %.6f as the reference "
+	         "(max diff %.2g; %d of %d reals past the margin), G's images "
+	         "%.2g",
+	         c.layers, l.d_real, l.d_fake, l.g, err, past, B, worst);
+	expect(err < 1e-5 && worst < 1e-6 && past > 0 && past < B, what);
+	struct cg_cgan_loss l2 = tloss(&t, t.grad);
+	expect(l2.d == l.d && l2.g == l.g,
+	       "the losses are the same with the backward pass");
+	free(img);
+	free(gen);
+	tcase_free(&t);
+}
+
+/*
+ * Central differences of L_G for the generator's views, of L_D for the
+ * discriminator's, per element and along a random +-1 direction per view;
+ * the largest relative error, each view's printed unless quiet.
+ */
+static double
+fdcheck_model(struct tcase *t, const float *grad, int quiet)
+{
+	double all = 0;
+	float *save = xcalloc(t->np, sizeof(float));
+	float *sgn = xcalloc(t->np, sizeof(float));
+
+	for (int i = 0; i < t->nv; i++) {
+		const struct cg_view *v = &t->v[i];
+		const int disc = v->off >= t->doff;
+		float *p = t->params + v->off;
+		double maxrel = 0, maxabs = 0, dg = 0;
+#define L(t) (disc ? tloss(t, NULL).d : tloss(t, NULL).g)
+
+		for (size_t j = 0; j < v->n; j++) {
+			float orig = p[j];
+			float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
+
+			p[j] = hi;
+			double lp = L(t);
+			p[j] = lo;
+			double lm = L(t);
+			p[j] = orig;
+			double fd = (lp - lm) / ((double)hi - (double)lo);
+			double ad = fabs(grad[v->off + j] - fd);
+			double rel = ad / (FD_FLOOR + fabs(fd));
+
+			if (!(rel <= maxrel))
+				maxrel = rel;
+			maxabs = fmax(maxabs, ad);
+		}
+		memcpy(save, p, v->n * sizeof(float));
+		for (size_t j = 0; j < v->n; j++)
+			sgn[j] = cg_rng_uniform(&rng) < 0.5f ? -1.0f : 1.0f;
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] + sgn[j] * (float)FD_H;
+		double lp = L(t);
+		for (size_t j = 0; j < v->n; j++)
+			p[j] = save[j] - sgn[j] * (float)FD_H;
+		double lm = L(t);
+#undef L
+		for (size_t j = 0; j < v->n; j++) {
+			double step = (double)(save[j] + sgn[j] * (float)FD_H) -
+			              (double)(save[j] - sgn[j] * (float)FD_H);
+			dg += grad[v->off + j] * step;
+		}
+		memcpy(p, save, v->n * sizeof(float));
+		double drel = fabs(dg - (lp - lm)) / (2 * FD_H) /
+		              (FD_FLOOR + fabs(lp - lm) / (2 * FD_H));
+
+		if (!quiet)
+			printf("%-4s %-12s of L_%s n=%-5zu max rel err %.3g "
+			       "(max abs diff %.3g), directional %.3g\n",
+			       maxrel <= FD_TOL && drel <= FD_TOL ? "ok"
+			                                          : "FAIL",
+			       v->name, disc ? "D" : "G", v->n, maxrel, maxabs,
+			       drel);
+		if (!(maxrel <= all))
+			all = maxrel;
+		if (!(drel <= all))
+			all = drel;
+	}
+	free(save);
+	free(sgn);
+	return all;
+}
+
+static void
+test_grad(struct cg_cgan_config c, int B)
+{
+	struct tcase t;
+	char what[128];
+
+	tcase_init(&t, c, B);
+	tloss(&t, t.grad);
+	printf("     config in=%d cond=%d latent=%d hidden=%d layers=%d "
+	       "sn-iters=%d, B=%d, %zu params\n",
+	       c.in_dim, c.ncond, c.latent, c.hidden, c.layers, c.sn_iters, B,
+	       t.np);
+	double worst = fdcheck_model(&t, t.grad, 0);
+	snprintf(what, sizeof(what),
+	         "layers=%d: every gradient vs central differences (worst "
+	         "rel err %.3g)",
+	         c.layers, worst);
+	expect(worst <= FD_TOL, what);
+
+	const struct cg_view *e = view(&t, "disc.emb");
+	t.grad[e->off + 1] += 0.05f;
+	expect(fdcheck_model(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects a gradient off by 0.05 in one element");
+	t.grad[e->off + 1] -= 0.05f;
+	for (size_t j = 0; j < t.doff; j++)
+		t.grad[j] *= 0.9f;
+	expect(fdcheck_model(&t, t.grad, 1) > FD_TOL,
+	       "checker rejects the generator's gradient scaled by 0.9");
+	tcase_free(&t);
+}
+
+int
+main(void)
+{
+	/* The BLAS as the programs run it (see lib/runtime.c). */
+	cg_set_threads(0);
+	cg_rng_seed(&rng, 16);
+	test_kernels();
+	test_config();
+	test_views();
+	test_errors();
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5}, 8);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2}, 7);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300}, 6);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300}, 6);
+	if (failures) {
+		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
+		return 1;
+	}
+	printf(TEST_NAME ": all checks passed\n");
+	return 0;
+}
