@@ -221,7 +221,8 @@ make_small() {
 		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
 		grep -q "out/$w/model.cgm (cddpm, step 2)" log
 	done
-	[ "$(grep -Ec '^ +examples +mse +data' log)" -eq 3 ]
+	# the three runs' evals, and the single model's again beside the judge
+	[ "$(grep -Ec '^ +examples +mse +data' log)" -eq 4 ]
 	grep -q "out/judge/clf.cgm (4 images per condition, seed 1, 16 features; guidance 1, ddim, 5 steps)" log
 	grep -Eq '^all +40 ' log
 }
