@@ -116,21 +116,6 @@ cg_cddpm_nparams(const struct cg_cddpm_config *c)
 	return ln.b + ln.out;
 }
 
-/* View v as a matrix (rows, cols) or, with cols 0, a vector. */
-static void
-set_view(struct cg_view *v, const char *name, size_t off, size_t rows,
-         size_t cols, int decay)
-{
-	memset(v, 0, sizeof(*v));
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	v->off = off;
-	v->n = cols ? rows * cols : rows;
-	v->ndim = cols ? 2 : 1;
-	v->shape[0] = rows;
-	v->shape[1] = cols;
-	v->decay = decay;
-}
-
 int
 cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 {
@@ -143,7 +128,7 @@ cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 		                 2 * c->layers + 5, max);
 	for (int i = 0; i <= c->layers + 1; i++) {
 		struct linear ln = linear_at(c, i);
-		char layer[32], name[40];
+		char layer[32];
 
 		if (i == 0)
 			snprintf(layer, sizeof(layer), "time");
@@ -151,12 +136,10 @@ cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 			snprintf(layer, sizeof(layer), "hid.%d", i - 1);
 		else
 			snprintf(layer, sizeof(layer), "out");
-		snprintf(name, sizeof(name), "%s.w", layer);
-		set_view(&v[n++], name, ln.w, ln.out, ln.in, 1);
-		snprintf(name, sizeof(name), "%s.b", layer);
-		set_view(&v[n++], name, ln.b, ln.out, 0, 0);
+		cg_view_linear(&v[n], layer, ln.w, ln.b, ln.out, ln.in);
+		n += 2;
 		if (i == 0)
-			set_view(&v[n++], "cond.emb", emb_off(c),
+			cg_view_set(&v[n++], "cond.emb", emb_off(c),
 			         (size_t)c->ncond + 1, c->hidden, 0);
 	}
 	return n;

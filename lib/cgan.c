@@ -131,25 +131,9 @@ cg_cgan_nparams(const struct cg_cgan_config *c)
 	return e.b;
 }
 
-/* View v as a matrix (rows, cols) or, with cols 0, a vector. */
-static void
-set_view(struct cg_view *v, const char *name, size_t off, size_t rows,
-         size_t cols, int decay)
-{
-	memset(v, 0, sizeof(*v));
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	v->off = off;
-	v->n = cols ? rows * cols : rows;
-	v->ndim = cols ? 2 : 1;
-	v->shape[0] = rows;
-	v->shape[1] = cols;
-	v->decay = decay;
-}
-
 int
 cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 {
-	char name[64];
 	int n = 0;
 
 	if (cg_cgan_check_config(c) != 0)
@@ -157,35 +141,31 @@ cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 	if (max < 4 * c->layers + 6)
 		return cg_seterr("cgan: %d views do not fit in %d",
 		                 4 * c->layers + 6, max);
-	set_view(&v[n++], "gen.emb", 0, (size_t)c->ncond, c->hidden, 0);
+	cg_view_set(&v[n++], "gen.emb", 0, (size_t)c->ncond, c->hidden, 0);
 	for (int l = 0; l <= c->layers; l++) {
 		struct linear ln = gen_lin(c, l);
-		char layer[16];
+		char layer[32];
 
 		if (l < c->layers)
-			snprintf(layer, sizeof(layer), "%d", l);
+			snprintf(layer, sizeof(layer), "gen.%d", l);
 		else
-			snprintf(layer, sizeof(layer), "out");
-		snprintf(name, sizeof(name), "gen.%s.w", layer);
-		set_view(&v[n++], name, ln.w, ln.out, ln.in, 1);
-		snprintf(name, sizeof(name), "gen.%s.b", layer);
-		set_view(&v[n++], name, ln.b, ln.out, 0, 0);
+			snprintf(layer, sizeof(layer), "gen.out");
+		cg_view_linear(&v[n], layer, ln.w, ln.b, ln.out, ln.in);
+		n += 2;
 	}
 	for (int l = 0; l <= c->layers; l++) {
 		struct linear ln = disc_lin(c, l);
-		char layer[16];
+		char layer[32];
 
 		if (l < c->layers)
-			snprintf(layer, sizeof(layer), "%d", l);
+			snprintf(layer, sizeof(layer), "disc.%d", l);
 		else
-			snprintf(layer, sizeof(layer), "psi");
-		snprintf(name, sizeof(name), "disc.%s.w", layer);
-		set_view(&v[n++], name, ln.w, ln.out, ln.in, 1);
-		snprintf(name, sizeof(name), "disc.%s.b", layer);
-		set_view(&v[n++], name, ln.b, ln.out, 0, 0);
+			snprintf(layer, sizeof(layer), "disc.psi");
+		cg_view_linear(&v[n], layer, ln.w, ln.b, ln.out, ln.in);
+		n += 2;
 	}
 	struct linear e = disc_lin(c, c->layers + 1);
-	set_view(&v[n++], "disc.emb", e.w, (size_t)c->ncond, c->hidden, 0);
+	cg_view_set(&v[n++], "disc.emb", e.w, (size_t)c->ncond, c->hidden, 0);
 	return n;
 }
 

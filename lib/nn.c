@@ -22,22 +22,29 @@
 
 
 void
+cg_view_set(struct cg_view *v, const char *name, size_t off, size_t rows,
+            size_t cols, int decay)
+{
+	memset(v, 0, sizeof(*v));
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	v->off = off;
+	v->n = cols ? rows * cols : rows;
+	v->ndim = cols ? 2 : 1;
+	v->shape[0] = (uint64_t)rows;
+	v->shape[1] = (uint64_t)cols;
+	v->decay = decay;
+}
+
+void
 cg_view_linear(struct cg_view v[2], const char *layer, size_t w_off,
                size_t b_off, int out, int in)
 {
-	memset(v, 0, 2 * sizeof(*v));
-	snprintf(v[0].name, sizeof(v[0].name), "%s.w", layer);
-	snprintf(v[1].name, sizeof(v[1].name), "%s.b", layer);
-	v[0].off = w_off;
-	v[0].n = (size_t)out * (size_t)in;
-	v[0].ndim = 2;
-	v[0].shape[0] = (uint64_t)out;
-	v[0].shape[1] = (uint64_t)in;
-	v[0].decay = 1;
-	v[1].off = b_off;
-	v[1].n = (size_t)out;
-	v[1].ndim = 1;
-	v[1].shape[0] = (uint64_t)out;
+	char name[sizeof(v->name)];
+
+	snprintf(name, sizeof(name), "%s.w", layer);
+	cg_view_set(&v[0], name, w_off, (size_t)out, (size_t)in, 1);
+	snprintf(name, sizeof(name), "%s.b", layer);
+	cg_view_set(&v[1], name, b_off, (size_t)out, 0, 0);
 }
 
 /* ---------------------------------------------------------------- linear */

@@ -35,6 +35,10 @@ struct cg_view {
 };
 #endif
 
+/* View v named name at off: a matrix [rows, cols], or with cols 0 a
+ * vector [rows]; decay 1 where weight decay applies. */
+void cg_view_set(struct cg_view *v, const char *name, size_t off, size_t rows,
+                 size_t cols, int decay);
 /*
  * The two views of a linear layer named layer: "layer.w" [out, in] at
  * w_off (weight decay) and "layer.b" [out] at b_off (none).
