@@ -227,8 +227,10 @@ class Cddpm:
             freq = torch.exp(-math.log(10000.0) *
                              torch.arange(half, dtype=torch.float64) / half)
             a = t.double()[:, None] * freq[None, :]
-            emb = self.time(torch.cat([a.sin(), a.cos()], 1)) + \
-                self.cond(cond)
+            # the encoding in float64 (cg's is in double), then in the
+            # weights' precision (bench/torch_speed.py runs in float32)
+            enc = torch.cat([a.sin(), a.cos()], 1).to(self.time.weight.dtype)
+            emb = self.time(enc) + self.cond(cond)
             h = xt
             for m in self.hid:
                 h = F.relu(m(h) + emb)
@@ -237,30 +239,38 @@ class Cddpm:
     @staticmethod
     def run(net, cfg, d):
         """The batch mean of the per-example mean squared error."""
-        B, D, T = cfg["batch"], cfg["in_dim"], cfg["timesteps"]
+        B, D = cfg["batch"], cfg["in_dim"]
         x0 = f64(read_bin(d, "x0.bin", "<f4", B * D)).view(B, D)
         eps = f64(read_bin(d, "eps.bin", "<f4", B * D)).view(B, D)
         cond = i64(read_bin(d, "cond.bin", "<i4", B))
         t = i64(read_bin(d, "t.bin", "<i4", B))
+        return {"loss": Cddpm.loss(net, cfg, x0, eps, cond, t)}, {}
+
+    @staticmethod
+    def loss(net, cfg, x0, eps, cond, t):
+        """The loss of x0 [B, in_dim] noised by eps [B, in_dim] at t [B],
+        conditions cond [B], in x0's precision (the schedule computed in
+        float64); bench/torch_speed.py trains with it."""
+        T = cfg["timesteps"]
         lo, hi = 0.1 / T, 20.0 / T
         beta = lo + (hi - lo) * torch.arange(T, dtype=torch.float64) / (T - 1)
-        abar = torch.cumprod(1 - beta, 0)[t][:, None]
+        abar = torch.cumprod(1 - beta, 0)[t][:, None].to(x0.dtype)
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * eps
         out = net(xt, t, cond, cfg["embed"])
         snr = abar / (1 - abar)
         if cfg.get("predict-x0"):
             # the network gives x0; the loss on it, weighted
             w = snr.clamp(max=cfg["snr-clip"]) + 1
-            return {"loss": (w * (out - x0) ** 2).mean(1).mean()}, {}
+            return (w * (out - x0) ** 2).mean(1).mean()
         vhat = out
         if "snr-clip" not in cfg:
             # a model made before the weighting: the loss on eps, which
             # follows from v and x_t
             pred = abar.sqrt() * vhat + (1 - abar).sqrt() * xt
-            return {"loss": ((pred - eps) ** 2).mean(1).mean()}, {}
+            return ((pred - eps) ** 2).mean(1).mean()
         w = (snr.clamp(max=cfg["snr-clip"]) + 1) / (snr + 1)
         v = abar.sqrt() * eps - (1 - abar).sqrt() * x0
-        return {"loss": (w * (vhat - v) ** 2).mean(1).mean()}, {}
+        return (w * (vhat - v) ** 2).mean(1).mean()
 
 
 # ------------------------------------------------------------------ cgan
