@@ -1,7 +1,8 @@
 #!/bin/sh
 # speed.sh - cg against PyTorch on training throughput, same models, same
-# hyper-parameters, same thread count, PyTorch in its fastest configuration;
-# and cg-reduce against cat on the same bytes.  One command, one report.
+# hyper-parameters, same thread count, PyTorch in its fastest configuration
+# (the cvae, the cgpt, and cg-init's default cddpm and cgan); and cg-reduce
+# against cat on the same bytes.  One command, one report.
 #
 # usage: bench/speed.sh (from the top of the source tree, after a build)
 #
@@ -12,10 +13,15 @@
 #                [/opt/cg-bench-venv]
 #   DEB_PYTHON   interpreter with Debian's python3-torch [/usr/bin/python3]
 #   THREADS      threads for everything [2]
-#   CVAE_STEPS, CGPT_STEPS   steps of a timed call [100, 20]
-#   CVAE_RUNS, CGPT_RUNS     timed calls of each program [5, 3]
-#   REDUCE_RUNS  runs of each cg-reduce and cat line [5]
-#   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS   steps of each tuning run [30, 4]
+#   MODELS       the models timed, some of "cvae cgpt cddpm cgan" [all four]
+#   CVAE_STEPS, CGPT_STEPS, CDDPM_STEPS, CGAN_STEPS
+#                steps of a timed call [100, 20, 100, 100]
+#   CVAE_RUNS, CGPT_RUNS, CDDPM_RUNS, CGAN_RUNS
+#                timed calls of each program [5, 3, 5, 5]
+#   REDUCE_RUNS  runs of each cg-reduce and cat line; 0 leaves cg-reduce
+#                out [5]
+#   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS, TUNE_CDDPM_STEPS, TUNE_CGAN_STEPS
+#                steps of each tuning run [30, 4, 30, 30]
 #   TUNE_MAX_SECONDS  time box of one tuning candidate [10]
 #   RESULTS      also keep the raw JSON lines in this file
 #   GEMM_EXTRA_CORETYPE, CG_BENCH_EXTRA_ENV   one more GEMM kernel set,
@@ -35,13 +41,20 @@ bin=${CG_BIN:-build/cmd}
 venv=${VENV:-/opt/cg-bench-venv}
 deb_py=${DEB_PYTHON:-/usr/bin/python3}
 threads=${THREADS:-2}
+models=${MODELS:-cvae cgpt cddpm cgan}
 cvae_steps=${CVAE_STEPS:-100}
 cgpt_steps=${CGPT_STEPS:-20}
+cddpm_steps=${CDDPM_STEPS:-100}
+cgan_steps=${CGAN_STEPS:-100}
 cvae_runs=${CVAE_RUNS:-5}
 cgpt_runs=${CGPT_RUNS:-3}
+cddpm_runs=${CDDPM_RUNS:-5}
+cgan_runs=${CGAN_RUNS:-5}
 reduce_runs=${REDUCE_RUNS:-5}
 tune_cvae=${TUNE_CVAE_STEPS:-30}
 tune_cgpt=${TUNE_CGPT_STEPS:-4}
+tune_cddpm=${TUNE_CDDPM_STEPS:-30}
+tune_cgan=${TUNE_CGAN_STEPS:-30}
 tune_max=${TUNE_MAX_SECONDS:-10}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
@@ -51,6 +64,16 @@ unset OMP_WAIT_POLICY OMP_NUM_THREADS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE \
 	OPENBLAS_NUM_THREADS MKL_NUM_THREADS GOMP_SPINCOUNT || :
 
 say() { echo "speed.sh: $(date +%T): $*" >&2; }
+
+# the models, checked, and with commas for torch_speed.py
+mlist=
+for m in $models; do
+	case $m in
+	cvae | cgpt | cddpm | cgan) mlist=${mlist:+$mlist,}$m ;;
+	*) say "MODELS: $m: not one of cvae cgpt cddpm cgan"; exit 2 ;;
+	esac
+done
+[ -n "$mlist" ] || { say "MODELS: empty"; exit 2; }
 
 for p in cg-shard cg-init cg-train-step cg-reduce cg-inspect; do
 	[ -x "$bin/$p" ] || { say "$bin/$p missing: build first, or set CG_BIN"; exit 1; }
@@ -85,14 +108,24 @@ meta load_before "$(uptime | sed 's/.*load average: //')"
 say "load average before: $(uptime | sed 's/.*load average: //')"
 
 # ------------------------------------------------------------ data, models
+# the fortunes' shard also makes cg-reduce's gradient, and torch_speed.py
+# asks for it whatever it runs
 "$bin/cg-shard" -q -n 1 -o "$tmp/fm" "$fmnist"
 "$bin/cg-shard" -q -n 1 -o "$tmp/ft" "$fortunes"
-"$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --hidden 512 --layers 2 \
-	--latent 32 --seed 1 -o "$tmp/cvae.cgm"
-"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 --width 256 \
-	--layers 4 --heads 4 --seed 1 -o "$tmp/cgpt.cgm"
-ncond=$("$bin/cg-inspect" --json "$tmp/cgpt.cgm" | jq .config.ncond)
-meta cgpt_vocab $((256 + ncond + 1))
+for m in $models; do
+	case $m in
+	cvae) "$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --hidden 512 \
+		--layers 2 --latent 32 --seed 1 -o "$tmp/cvae.cgm" ;;
+	cgpt)
+		"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 \
+			--width 256 --layers 4 --heads 4 --seed 1 -o "$tmp/cgpt.cgm"
+		ncond=$("$bin/cg-inspect" --json "$tmp/cgpt.cgm" | jq .config.ncond)
+		meta cgpt_vocab $((256 + ncond + 1))
+		;;
+	# cg-init's defaults, as bench/cddpm.sh and bench/cgan.sh train them
+	*) "$bin/cg-init" -a "$m" -d "$tmp/fm-0.cgd" --seed 1 -o "$tmp/$m.cgm" ;;
+	esac
+done
 
 # -------------------------------------------------------------- GEMM peak
 # shellcheck disable=SC2046 # pkg-config's flags are words
@@ -108,7 +141,7 @@ for ct in unset $("$deb_py" "$here/torch_speed.py" cores) ${GEMM_EXTRA_CORETYPE:
 	if [ "$ct" = unset ]; then
 		env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$tmp/gemm-peak" 2048 "$threads" 5
 	else
-		env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$ct "$tmp/gemm-peak" 2048 "$threads" 5
+		env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$ct" "$tmp/gemm-peak" 2048 "$threads" 5
 	fi >"$tmp/gemm.json" || rc=$?
 	if [ "$rc" -eq 0 ]; then
 		jq -c --arg l "$ct" '. + {type: "gemm", label: $l}' "$tmp/gemm.json" >>"$res"
@@ -131,7 +164,9 @@ for impl in pypi debian; do
 	say "tuning PyTorch ($impl: $("$py" -c 'import torch; print(torch.__version__)'))"
 	"$deb_py" "$here/torch_speed.py" tune --python "$py" --impl "$impl" \
 		--threads "$threads" --data "$fmnist" --shard "$tmp/ft-0.cgd" \
+		--models "$mlist" \
 		--cvae-steps "$tune_cvae" --cgpt-steps "$tune_cgpt" \
+		--cddpm-steps "$tune_cddpm" --cgan-steps "$tune_cgan" \
 		--max-seconds "$tune_max" \
 		>>"$tmp/tune.jsonl"
 done
@@ -145,6 +180,10 @@ cg_call() {
 		--opt adam --lr 1e-3 ;;
 	cgpt) set -- "$@" -m "$tmp/cgpt.cgm" -d "$tmp/ft-0.cgd" --batch 16 \
 		--opt adamw --lr 3e-4 --wd 0.1 ;;
+	cddpm) set -- "$@" -m "$tmp/cddpm.cgm" -d "$tmp/fm-0.cgd" --batch 128 \
+		--opt adam --lr 1e-3 ;;
+	cgan) set -- "$@" -m "$tmp/cgan.cgm" -d "$tmp/fm-0.cgd" --batch 128 \
+		--opt adam --lr 4e-4 --beta1 0.5 --beta2 0.999 ;;
 	esac
 	m=$1 k=$2
 	shift 2
@@ -163,23 +202,39 @@ torch_call() {
 		--impl "$1" --model "$2" --steps "$3" --threads "$threads" \
 		--data "$fmnist" --shard "$tmp/ft-0.cgd" >>"$res"
 }
-runs=$cvae_runs
-[ "$cgpt_runs" -gt "$runs" ] && runs=$cgpt_runs
+# steps_of MODEL, runs_of MODEL: its STEPS and RUNS
+steps_of() {
+	case $1 in
+	cvae) echo "$cvae_steps" ;;
+	cgpt) echo "$cgpt_steps" ;;
+	cddpm) echo "$cddpm_steps" ;;
+	cgan) echo "$cgan_steps" ;;
+	esac
+}
+runs_of() {
+	case $1 in
+	cvae) echo "$cvae_runs" ;;
+	cgpt) echo "$cgpt_runs" ;;
+	cddpm) echo "$cddpm_runs" ;;
+	cgan) echo "$cgan_runs" ;;
+	esac
+}
+runs=0
+for m in $models; do
+	[ "$(runs_of "$m")" -gt "$runs" ] && runs=$(runs_of "$m")
+done
 r=1
 while [ "$r" -le "$runs" ]; do
 	say "round $r of $runs"
-	if [ "$r" -le "$cvae_runs" ]; then
-		cg_call cvae 1
-		cg_call cvae "$cvae_steps"
-		torch_call pypi cvae "$cvae_steps"
-		torch_call debian cvae "$cvae_steps"
-	fi
-	if [ "$r" -le "$cgpt_runs" ]; then
-		cg_call cgpt 1
-		cg_call cgpt "$cgpt_steps"
-		torch_call pypi cgpt "$cgpt_steps"
-		torch_call debian cgpt "$cgpt_steps"
-	fi
+	# (cg_call sets m and k)
+	for model in $models; do
+		[ "$r" -le "$(runs_of "$model")" ] || continue
+		steps=$(steps_of "$model")
+		cg_call "$model" 1
+		cg_call "$model" "$steps"
+		torch_call pypi "$model" "$steps"
+		torch_call debian "$model" "$steps"
+	done
 	r=$((r + 1))
 done
 
@@ -187,49 +242,52 @@ done
 # A ~10M-parameter cgpt (width 448, 4 blocks: 9,984,128 parameters) and one
 # gradient of it, copied to 8 files; 32 inputs are the 8 files hard-linked
 # 4 times over.  Output to /dev/null; the inputs are in the page cache.
-say "cg-reduce"
-"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --width 448 --layers 4 --heads 7 \
-	--seed 1 -o "$tmp/big.cgm"
-"$bin/cg-train-step" -q -m "$tmp/big.cgm" -d "$tmp/ft-0.cgd" --emit grad \
-	--steps 1 --batch 2 --threads "$threads" -o "$tmp/g.cgg"
-meta reduce_params "$("$bin/cg-inspect" --json "$tmp/g.cgg" |
-	jq '[.tensors[].count] | add')"
-rm "$tmp/out.cgm" "$tmp/big.cgm"
-mkdir "$tmp/g"
-i=0
-while [ "$i" -lt 32 ]; do
-	if [ "$i" -lt 8 ]; then
-		cp "$tmp/g.cgg" "$tmp/g/$i.cgg"
-	else
-		ln "$tmp/g/$((i % 8)).cgg" "$tmp/g/$i.cgg"
-	fi
-	i=$((i + 1))
-done
-cat "$tmp"/g/*.cgg >/dev/null
-# $files is split on purpose: mktemp's names have no blanks
-# shellcheck disable=SC2086
-for n in 2 8 32; do
-	files=$(i=0; while [ "$i" -lt "$n" ]; do echo "$tmp/g/$i.cgg"; i=$((i + 1)); done)
-	bytes=$(cat $files | wc -c)
-	for prog in cat cg-reduce; do
-		j=0
-		while [ "$j" -lt "$reduce_runs" ]; do
-			t0=$(now)
-			if [ "$prog" = cat ]; then
-				/usr/bin/time -f %M -o "$tmp/rss" cat $files >/dev/null
-			else
-				/usr/bin/time -f %M -o "$tmp/rss" "$bin/cg-reduce" -q \
-					--threads "$threads" -o - $files >/dev/null
-			fi
-			t1=$(now)
-			jq -nc --arg p "$prog" --argjson n "$n" --argjson b "$bytes" \
-				--argjson w "$(echo "$t1 - $t0" | bc -l | sed 's/^\./0./')" \
-				--argjson r "$(tail -n 1 "$tmp/rss")" \
-				'{type: "reduce", prog: $p, inputs: $n, bytes: $b, wall: $w, rss_kb: $r}' >>"$res"
-			j=$((j + 1))
+# REDUCE_RUNS=0 leaves the section out.
+if [ "$reduce_runs" -gt 0 ]; then
+	say "cg-reduce"
+	"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --width 448 --layers 4 --heads 7 \
+		--seed 1 -o "$tmp/big.cgm"
+	"$bin/cg-train-step" -q -m "$tmp/big.cgm" -d "$tmp/ft-0.cgd" --emit grad \
+		--steps 1 --batch 2 --threads "$threads" -o "$tmp/g.cgg"
+	meta reduce_params "$("$bin/cg-inspect" --json "$tmp/g.cgg" |
+		jq '[.tensors[].count] | add')"
+	rm "$tmp/out.cgm" "$tmp/big.cgm"
+	mkdir "$tmp/g"
+	i=0
+	while [ "$i" -lt 32 ]; do
+		if [ "$i" -lt 8 ]; then
+			cp "$tmp/g.cgg" "$tmp/g/$i.cgg"
+		else
+			ln "$tmp/g/$((i % 8)).cgg" "$tmp/g/$i.cgg"
+		fi
+		i=$((i + 1))
+	done
+	cat "$tmp"/g/*.cgg >/dev/null
+	# $files is split on purpose: mktemp's names have no blanks
+	# shellcheck disable=SC2086
+	for n in 2 8 32; do
+		files=$(i=0; while [ "$i" -lt "$n" ]; do echo "$tmp/g/$i.cgg"; i=$((i + 1)); done)
+		bytes=$(cat $files | wc -c)
+		for prog in cat cg-reduce; do
+			j=0
+			while [ "$j" -lt "$reduce_runs" ]; do
+				t0=$(now)
+				if [ "$prog" = cat ]; then
+					/usr/bin/time -f %M -o "$tmp/rss" cat $files >/dev/null
+				else
+					/usr/bin/time -f %M -o "$tmp/rss" "$bin/cg-reduce" -q \
+						--threads "$threads" -o - $files >/dev/null
+				fi
+				t1=$(now)
+				jq -nc --arg p "$prog" --argjson n "$n" --argjson b "$bytes" \
+					--argjson w "$(echo "$t1 - $t0" | bc -l | sed 's/^\./0./')" \
+					--argjson r "$(tail -n 1 "$tmp/rss")" \
+					'{type: "reduce", prog: $p, inputs: $n, bytes: $b, wall: $w, rss_kb: $r}' >>"$res"
+				j=$((j + 1))
+			done
 		done
 	done
-done
+fi
 
 meta load_after "$(uptime | sed 's/.*load average: //')"
 say "load average after: $(uptime | sed 's/.*load average: //')"

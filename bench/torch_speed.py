@@ -1,31 +1,37 @@
 #!/usr/bin/python3
 """torch_speed.py - PyTorch's side of bench/speed.sh, and its report.
 
-usage: torch_speed.py run --model cvae|cgpt [options]    (needs torch)
+usage: torch_speed.py run --model cvae|cgpt|cddpm|cgan [options]  (torch)
        torch_speed.py tune --python PY --impl NAME [options]
        torch_speed.py measure --tuned TUNE.jsonl --impl NAME --model M ...
        torch_speed.py report RESULTS.jsonl
        torch_speed.py cores
 
-run: trains the PyTorch reference of cg's cvae (bench/torch_cvae.py) or
-cgpt (bench/torch_cgpt.py) on real data for --warmup untimed steps, then
---reps times --steps timed steps, and prints one JSON object per variant.
-The same architecture, hyper-parameters and batch as cg's benchmark:
-cvae 784-512-512-32, batch 128, Adam 1e-3 on Fashion-MNIST (images kept
-as bytes and scaled per batch, as cg does); cgpt context 128, width 256,
-4 layers, 4 heads, batch 16, AdamW 3e-4 / wd 0.1 on a cg text shard, the
-batches built beforehand (the reference's pure-Python batch builder is not
-what is being timed).  Variants change how, never what, is computed:
---attn naive (the reference: masked_fill + softmax) or sdpa
-(F.scaled_dot_product_attention, is_causal), --opt loop, foreach or fused
-(torch.optim's three implementations of the same update).
+run: trains the PyTorch reference of cg's cvae (bench/torch_cvae.py),
+cgpt (bench/torch_cgpt.py), cddpm or cgan (the classes Cddpm and Cgan of
+tests/torch_check.py, which check cg's gradients against them) on real
+data for --warmup untimed steps, then --reps times --steps timed steps,
+and prints one JSON object per variant.  The same architecture,
+hyper-parameters and batch as cg's benchmark: cvae 784-512-512-32, batch
+128, Adam 1e-3 on Fashion-MNIST (images kept as bytes and scaled per
+batch, as cg does); cgpt context 128, width 256, 4 layers, 4 heads, batch
+16, AdamW 3e-4 / wd 0.1 on a cg text shard, the batches built beforehand
+(the reference's pure-Python batch builder is not what is being timed);
+cddpm and cgan as cg-init makes them by default, batch 128 of
+Fashion-MNIST: the cddpm with Adam 1e-3, each batch drawing its
+timesteps, dropped conditions (10%) and noise as cg's does; the cgan with
+Adam 4e-4, betas 0.5 and 0.999, one simultaneous step of both nets.
+Variants change how, never what, is computed: --attn naive (the
+reference: masked_fill + softmax) or sdpa (F.scaled_dot_product_attention,
+is_causal), --opt loop, foreach or fused (torch.optim's three
+implementations of the same update).
 
 tune (standard library only): finds PyTorch's fastest configuration for
 one interpreter, in three greedy stages of short runs, each a fresh
 process: (1) the process environment (OpenMP wait policy, BLAS kernel set
 and thread counts; see envs_for), (2) the in-process variants, (3)
 torch.set_num_interop_threads(1) or not.  Prints one JSON line per model
-with the winner and every candidate's rate.
+of --models with the winner and every candidate's rate.
 
 measure (standard library only): one timed run of a tuned configuration
 in a fresh process under /usr/bin/time, printed as one JSON line with its
@@ -52,6 +58,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# tests/torch_check.py: the cddpm and cgan references
+TESTS = os.path.join(os.path.dirname(HERE), "tests")
+MODELS = ("cvae", "cgpt", "cddpm", "cgan")
 THREAD_VARS = ("OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "GOMP_",
                "CG_NO_REEXEC")
 
@@ -91,6 +100,14 @@ CVAE = dict(in_dim=784, ncond=10, hidden=512, layers=2, latent=32,
             batch=128, lr=1e-3)
 CGPT = dict(context=128, width=256, layers=4, heads=4, batch=16, lr=3e-4,
             wd=0.1)
+# cg-init's defaults (lib/arch_cddpm.c, lib/arch_cgan.c) on Fashion-MNIST;
+# torch_check.py's configuration keys
+CDDPM = {"in_dim": 784, "ncond": 10, "hidden": 512, "layers": 3,
+         "embed": 128, "timesteps": 1000, "snr-clip": 5, "predict-x0": 1,
+         "cond_drop": 0.1, "batch": 128, "lr": 1e-3}
+CGAN = {"in_dim": 784, "ncond": 10, "latent": 64, "hidden": 512,
+        "layers": 2, "sn_iters": 5, "batch": 128, "lr": 4e-4,
+        "betas": (0.5, 0.999)}
 
 
 def cvae_flops(in_dim=784, ncond=10, hidden=512, layers=2, latent=32):
@@ -112,6 +129,30 @@ def cgpt_flops(V, T=128, C=256, L=4):
     per token and layer, the whole square, causal mask not subtracted)
     times 3.  Embedding lookups, layer norms, softmax, GELU not counted."""
     return 6 * (12 * L * C * C + C * V) + 12 * L * T * C
+
+
+def cddpm_flops(in_dim=784, hidden=512, layers=3, embed=128):
+    """Training FLOPs per example: 6 x the matrix-product weights (the
+    time encoding's layer, the hidden layers, the output layer); the
+    encoding, the condition's embedding and the noising not counted."""
+    w = embed * hidden + in_dim * hidden + (layers - 1) * hidden * hidden
+    w += hidden * in_dim
+    return 6 * w
+
+
+def cgan_flops(in_dim=784, latent=64, hidden=512, layers=2):
+    """Training FLOPs per example (one real image and one fake) of what a
+    step multiplies (lib/cgan.c): G forward and backward, 6 Wg; D forward
+    and backward on the real and the fake, 2 x 6 Wd; and L_G's pass back
+    through D to the fake, 2 Wd: 6 Wg + 14 Wd.  Wg = latent H + (layers -
+    1) H^2 + H in_dim; Wd = in_dim H + (layers - 1) H^2 + 2 H (the head's
+    two dot products with the features: psi and the condition's row).
+    The power iterations (5 of each matrix a step, not per example), the
+    embeddings and the loss not counted."""
+    H = hidden
+    wg = latent * H + (layers - 1) * H * H + H * in_dim
+    wd = in_dim * H + (layers - 1) * H * H + 2 * H
+    return 6 * wg + 14 * wd
 
 # ------------------------------------------------------------------ run
 
@@ -147,13 +188,30 @@ def run_model(a, model, torch):
             kw["fused"] = True
         return cls(groups, **kw)
 
-    if model == "cvae":
-        import torch_cvae as R
-        x8 = R.read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
-        y8 = R.read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
+    if model in ("cvae", "cddpm", "cgan"):
+        # Fashion-MNIST's images as bytes, labels as int64
+        from torch_cvae import read_idx
+        x8 = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
+        y8 = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
         x8 = torch.from_numpy(x8.reshape(len(x8), -1).copy())
         y = torch.from_numpy(y8.astype(np.int64))
-        B, unit = CVAE["batch"], "examples"
+        unit, attns = "examples", ["none"]
+
+        def sampler(B, gen):
+            """The next batch's indices: epochs of shuffled examples."""
+            state = {"perm": torch.randperm(len(x8), generator=gen), "i": 0}
+
+            def next_batch():
+                i = state["i"]
+                if i + B > len(x8):
+                    state["perm"] = torch.randperm(len(x8), generator=gen)
+                    i = 0
+                state["i"] = i + B
+                return state["perm"][i:i + B]
+            return next_batch
+    if model == "cvae":
+        import torch_cvae as R
+        B = CVAE["batch"]
         per_step = B
 
         def setup(variant):
@@ -163,15 +221,10 @@ def run_model(a, model, torch):
             opt = make_opt(variant["opt"], m.parameters(), torch.optim.Adam,
                            lr=CVAE["lr"])
             gen = torch.Generator().manual_seed(1)
-            state = {"perm": torch.randperm(len(x8), generator=gen), "i": 0}
+            next_batch = sampler(B, gen)
 
             def step(k):
-                i = state["i"]
-                if i + B > len(x8):
-                    state["perm"] = torch.randperm(len(x8), generator=gen)
-                    i = 0
-                idx = state["perm"][i:i + B]
-                state["i"] = i + B
+                idx = next_batch()
                 x = x8[idx].float().div_(255.0)
                 eps = torch.randn(B, CVAE["latent"], generator=gen)
                 rec, kl = m(x, y[idx], eps)
@@ -181,7 +234,85 @@ def run_model(a, model, torch):
                 opt.step()
                 return loss.item()
             return step
-        attns = ["none"]
+    elif model == "cddpm":
+        sys.path.insert(0, TESTS)
+        from torch_check import Cddpm
+        cfg, B = CDDPM, CDDPM["batch"]
+        per_step = B
+
+        def setup(variant):
+            torch.manual_seed(1)
+            m = Cddpm.Net(cfg)
+            opt = make_opt(variant["opt"], m.parameters(), torch.optim.Adam,
+                           lr=cfg["lr"])
+            gen = torch.Generator().manual_seed(1)
+            next_batch = sampler(B, gen)
+
+            def step(k):
+                # each example's timestep, dropped condition and noise,
+                # as lib/arch_cddpm.c draws them (from other generators)
+                idx = next_batch()
+                x0 = x8[idx].float().div_(127.5).sub_(1.0)
+                t = torch.randint(cfg["timesteps"], (B,), generator=gen)
+                c = y[idx].clone()
+                c[torch.rand(B, generator=gen) < cfg["cond_drop"]] = \
+                    cfg["ncond"]
+                eps = torch.randn(B, cfg["in_dim"], generator=gen)
+                loss = Cddpm.loss(m, cfg, x0, eps, c, t)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                return loss.item()
+            return step
+    elif model == "cgan":
+        sys.path.insert(0, TESTS)
+        from torch_check import Cgan
+        cfg, B = CGAN, CGAN["batch"]
+        per_step = B
+
+        def setup(variant):
+            torch.manual_seed(1)
+            m = Cgan.Net(cfg)
+            gp = ([m.gen_emb.weight] + list(m.gen.parameters()) +
+                  list(m.gen_out.parameters()))
+            dp = (list(m.disc.parameters()) + list(m.psi.parameters()) +
+                  [m.disc_emb.weight])
+            opt = make_opt(variant["opt"], gp + dp, torch.optim.Adam,
+                           lr=cfg["lr"], betas=cfg["betas"])
+            gen = torch.Generator().manual_seed(1)
+            next_batch = sampler(B, gen)
+            mats = ([l.weight for l in m.disc] +
+                    [m.psi.weight, m.disc_emb.weight])
+            # the power iteration's fixed start (lib/nn.c
+            # cg_spectral_power: a normalised draw, the same every step)
+            v0 = [F.normalize(torch.randn(w.shape[1], generator=gen), dim=0)
+                  for w in mats]
+
+            def step(k):
+                idx = next_batch()
+                x, yb = x8[idx].float().div_(255.0), y[idx]
+                z = torch.randn(B, cfg["latent"], generator=gen)
+                uv = []
+                with torch.no_grad():
+                    for w, v in zip(mats, v0):
+                        for _ in range(cfg["sn_iters"]):
+                            u = F.normalize(w @ v, dim=0)
+                            v = F.normalize(w.t() @ u, dim=0)
+                        uv.append((u, v))
+                # D on the reals and the fakes once; L_D's gradient for
+                # D (not reaching G), L_G's back through the same D to G:
+                # lib/cgan.c's work, no second pass of D forward
+                fake = m.generate(z, yb)
+                s_real = m.discriminate(x, yb, uv, False)
+                s_fake = m.discriminate(fake, yb, uv, False)
+                ld = F.relu(1 - s_real).mean() + F.relu(1 + s_fake).mean()
+                gd = torch.autograd.grad(ld, dp, retain_graph=True)
+                gg = torch.autograd.grad(-s_fake.mean(), gp)
+                for p, g in zip(dp + gp, gd + gg):
+                    p.grad = g
+                opt.step()
+                return ld.item()
+            return step
     else:
         import torch_cgpt as R
         train = R.Shard(a.shard)
@@ -280,7 +411,7 @@ def run_model(a, model, torch):
         return row
 
     if a.variants != "greedy":
-        # ATTN,OPT[;ATTN,OPT...]; cvae has no attention to choose
+        # ATTN,OPT[;ATTN,OPT...]; only the cgpt has attention to choose
         for v in a.variants.split(";"):
             at, opt = v.split(",")
             measure_variant({"attn": at if model == "cgpt" else "none",
@@ -393,9 +524,12 @@ def tune(a):
     info = probe(a.python)
     common = ["--threads", str(a.threads), "--data", a.data,
               "--shard", a.shard]
-    short = {"cvae": (a.cvae_steps, 3), "cgpt": (a.cgpt_steps, 2)}
-    ref = {"cvae": "none,foreach", "cgpt": "naive,foreach"}
-    cands = {"cvae": [], "cgpt": []}
+    models = a.models.split(",")
+    short = {"cvae": (a.cvae_steps, 3), "cgpt": (a.cgpt_steps, 2),
+             "cddpm": (a.cddpm_steps, 3), "cgan": (a.cgan_steps, 3)}
+    ref = {m: "naive,foreach" if m == "cgpt" else "none,foreach"
+           for m in models}
+    cands = {m: [] for m in models}
     envs = envs_for(info, a.threads)
     envd = dict(envs)
 
@@ -413,26 +547,26 @@ def tune(a):
                              "%.0f" % c["rate"] if "rate" in c
                              else c.get("error")))
 
-    # (1) the environment, with the reference's variant; both models in
+    # (1) the environment, with the reference's variant; every model in
     # one process
     for name, env in envs:
         try:
             rows, _ = spawn(a.python, env, common + [
-                "--model", "cvae,cgpt", "--steps", "%d,%d" % (
-                    short["cvae"][0], short["cgpt"][0]),
-                "--warmup", "%d,%d" % (short["cvae"][1], short["cgpt"][1]),
-                "--variants=%s|%s" % (ref["cvae"], ref["cgpt"]),
+                "--model", ",".join(models),
+                "--steps", ",".join(str(short[m][0]) for m in models),
+                "--warmup", ",".join(str(short[m][1]) for m in models),
+                "--variants=" + "|".join(ref[m] for m in models),
                 "--max-seconds", str(a.max_seconds)])
         except Killed as e:
             # the candidate, not the bench: say so and go on
             rows = [{"model": m, "attn": ref[m].split(",")[0],
                      "opt": ref[m].split(",")[1], "interop": 0,
-                     "error": "skipped: %s" % e} for m in ("cvae", "cgpt")]
+                     "error": "skipped: %s" % e} for m in models]
         for r in rows:
             cands[r["model"]].append(dict(r, env=name, stage=1))
             note(1, r["model"], cands[r["model"]][-1])
     out = []
-    for m in ("cvae", "cgpt"):
+    for m in models:
         steps = ["--model", m, "--steps", str(short[m][0]),
                  "--warmup", str(short[m][1])]
         env_name = best_of(m)["env"]
@@ -528,9 +662,14 @@ def report(a):
     gemm = [g for g in get("gemm") if "error" not in g]
     peak = max(g["gflops_best"] for g in gemm)
     V = int(meta.get("cgpt_vocab", 300))
-    fl = {"cvae": cvae_flops(), "cgpt": cgpt_flops(V)}
-    unit = {"cvae": "examples/s", "cgpt": "tokens/s"}
-    per = {"cvae": CVAE["batch"], "cgpt": CGPT["batch"] * CGPT["context"]}
+    fl = {"cvae": cvae_flops(), "cgpt": cgpt_flops(V),
+          "cddpm": cddpm_flops(), "cgan": cgan_flops()}
+    unit = {"cvae": "examples/s", "cgpt": "tokens/s",
+            "cddpm": "examples/s", "cgan": "examples/s"}
+    per = {"cvae": CVAE["batch"], "cgpt": CGPT["batch"] * CGPT["context"],
+           "cddpm": CDDPM["batch"], "cgan": CGAN["batch"]}
+    # the models measured, in MODELS's order
+    models = [m for m in MODELS if any(r["model"] == m for r in get("cg"))]
     tuned = {(r["impl"], r["model"]): r for r in get("tune")}
     impls = []
     for r in get("tune"):
@@ -551,9 +690,9 @@ def report(a):
         print("| %s | %s | | |" % (g["label"], g["error"]))
     print()
     print("MFU below = achieved model FLOP/s / %.1f GFLOP/s (the best row "
-          "above).  FLOPs: cvae %.2f MFLOP per example, cgpt %.2f MFLOP "
-          "per token (bench/README).\n" % (peak, fl["cvae"] / 1e6,
-                                            fl["cgpt"] / 1e6))
+          "above).  FLOPs: %s (bench/README).\n" % (peak, ", ".join(
+              "%s %.2f MFLOP per %s" % (m, fl[m] / 1e6,
+                                        unit[m][:-3]) for m in models)))
 
     print("Training throughput, %s threads each: median of runs [min-max]"
           % meta.get("threads", "2"))
@@ -562,9 +701,12 @@ def report(a):
           "peak RSS | runs |")
     print("|---|---|--:|--:|--:|--:|--:|")
     desc = {"cvae": "cvae 784-512-512-32, batch 128, Adam",
-            "cgpt": "cgpt T128 C256 L4 H4, batch 16, AdamW"}
+            "cgpt": "cgpt T128 C256 L4 H4, batch 16, AdamW",
+            "cddpm": "cddpm 784-512x3-784, T1000, batch 128, Adam",
+            "cgan": "cgan G 64-512-512-784, D 784-512-512, batch 128, "
+                    "Adam"}
     over = {}
-    for m in ("cvae", "cgpt"):
+    for m in models:
         cg = [r for r in get("cg") if r["model"] == m]
         one = [r["wall"] for r in cg if r["steps"] == 1]
         many = [r for r in cg if r["steps"] > 1]
@@ -600,7 +742,7 @@ def report(a):
           "tune`; every candidate's rate is in the JSON lines):")
     print()
     for impl in impls:
-        for m in ("cvae", "cgpt"):
+        for m in models:
             t = tuned.get((impl, m))
             if not t:
                 continue
@@ -627,7 +769,7 @@ def report(a):
     print("| workload | t(1) s [min-max] | t(N) s [min-max] | N | step s | "
           "overhead s | share of a 100-step call | peak RSS |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|")
-    for m in ("cvae", "cgpt"):
+    for m in models:
         o, s, n, one, many, rss = over[m]
         print("| %s | %.3f [%.3f-%.3f] | %.2f [%.2f-%.2f] | %d | %.4f | "
               "%.3f | %.1f%% | %.0f MiB |" % (
@@ -669,7 +811,8 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--model", required=True,
-                   help="cvae, cgpt or cvae,cgpt (in that order)")
+                   help="one of %s, or several with commas"
+                   % ", ".join(MODELS))
     r.add_argument("--steps", default="20",
                    help="timed steps, or N,M: one per model")
     r.add_argument("--warmup", default="3",
@@ -691,6 +834,10 @@ def main():
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--cvae-steps", type=int, default=30)
     t.add_argument("--cgpt-steps", type=int, default=4)
+    t.add_argument("--cddpm-steps", type=int, default=30)
+    t.add_argument("--cgan-steps", type=int, default=30)
+    t.add_argument("--models", default=",".join(MODELS),
+                   help="the models to tune, with commas")
     t.add_argument("--max-seconds", type=float, default=10,
                    help="time box of one candidate (warm-up included)")
     t.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
@@ -698,7 +845,7 @@ def main():
     m = sub.add_parser("measure")
     m.add_argument("--tuned", required=True)
     m.add_argument("--impl", required=True)
-    m.add_argument("--model", choices=("cvae", "cgpt"), required=True)
+    m.add_argument("--model", choices=MODELS, required=True)
     m.add_argument("--steps", type=int, required=True)
     m.add_argument("--warmup", type=int, default=3)
     m.add_argument("--threads", type=int, default=2)
@@ -709,8 +856,9 @@ def main():
     sub.add_parser("cores")
     a = ap.parse_args()
     if a.cmd == "run":
-        if not set(a.model.split(",")) <= {"cvae", "cgpt"}:
-            ap.error("--model: cvae, cgpt or cvae,cgpt")
+        if not set(a.model.split(",")) <= set(MODELS):
+            ap.error("--model: %s, or several with commas"
+                     % ", ".join(MODELS))
         if "cgpt" in a.model and not a.shard:
             ap.error("run --model cgpt needs --shard")
         try:
@@ -722,6 +870,8 @@ def main():
             ap.error("--steps, --reps and --threads must be positive")
         run(a)
     else:
+        if a.cmd == "tune" and not set(a.models.split(",")) <= set(MODELS):
+            ap.error("--models: some of %s, with commas" % ", ".join(MODELS))
         {"tune": tune, "measure": measure, "report": report,
          "cores": cores}[a.cmd](a)
 
