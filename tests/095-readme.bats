@@ -34,6 +34,9 @@
 #   /usr/share/games/fortunes          tests/fixtures/text/fortunes
 #   --steps N, --total N, --limit N,   N = 2
 #   --rounds N
+#   -a cclf                            -a cclf --hidden 32 (the judge's
+#                                      features: the Frechet distance's
+#                                      cost goes as their width cubed)
 # The examples' Makefiles take their sizes as variables, given below.
 # The programs come from PATH.
 
@@ -114,7 +117,8 @@ blocks() {
 small() {
 	sed -E -e "s|/usr/share/datasets/fashion-mnist|$fx/fashion-mnist-mini|g" \
 		-e "s|/usr/share/games/fortunes|$fx/text/fortunes|g" \
-		-e 's/--(steps|total|limit|rounds) [0-9]+/--\1 2/g' "$1"
+		-e 's/--(steps|total|limit|rounds) [0-9]+/--\1 2/g' \
+		-e 's/-a cclf /-a cclf --hidden 32 /g' "$1"
 }
 
 # readme_runs README: run README's command blocks as the header says
