@@ -36,7 +36,7 @@
 # where a step's loss was not finite), the mean, and the gap to fresh.
 #
 # Environment: CG_BIN (build/cmd), DATA, FORTUNES, PERIODS, STEPS (400
-# for cvae, 300 for cgpt), B (128, 16), LR (0.01, 0.1), MOMENTUM (0),
+# for cvae, 300 for cgpt), B (128, 16), LR (0.01, 0.3), MOMENTUM (0),
 # LAMBDA (100), SEEDS ("1 2 3"), ROWS (all but hinge), THREADS (2).
 set -eu
 model=${1:-cvae}
@@ -55,7 +55,7 @@ case $model in
 cvae)
 	steps=${STEPS:-400} b=${B:-128} lr=${LR:-0.01} metric=nelbo ;;
 cgpt)
-	steps=${STEPS:-300} b=${B:-16} lr=${LR:-0.1} metric=bpb ;;
+	steps=${STEPS:-300} b=${B:-16} lr=${LR:-0.3} metric=bpb ;;
 *)
 	echo "stale.sh: $model: not cvae or cgpt" >&2
 	exit 2 ;;
@@ -73,10 +73,7 @@ if [ "$model" = cvae ]; then
 	cg-init -a cvae -d "$tmp/w-0.cgd" --seed 1 -o "$tmp/first.cgm"
 else
 	cg-shard -q -n "$n" --strategy stratified --holdout-fraction 0.05 \
-		--seed 1 -o "$tmp/w" "$fortunes"
-	cg-shard -q -n 1 --holdout-fraction 0.05 --seed 1 -o "$tmp/all" \
-		"$fortunes"
-	mv "$tmp/all-0.holdout.cgd" "$tmp/held-0.cgd"
+		--holdout "$tmp/held-0.cgd" --seed 1 -o "$tmp/w" "$fortunes"
 	cg-init -a cgpt -d "$tmp/w-0.cgd" --context 64 --width 64 \
 		--layers 2 --heads 2 --seed 1 -o "$tmp/first.cgm"
 fi
