@@ -501,6 +501,72 @@ run_kth_key(const float *x, uint64_t n, uint64_t k, uint32_t *top)
 	return top[k - 1];
 }
 
+/*
+ * The positions of the kk largest magnitudes of a short run x [n]
+ * (n <= 256, 1 <= kk <= 8, kk <= n) into at [kk + 1] (the last one
+ * scratch), as pick chooses them.
+ * The keys are taken once into key [n]; then each pass finds the
+ * largest key below the last pass's and counts it, until the kk largest
+ * are reached: at most kk passes of two loops over the run, each loop
+ * without a branch (a vector loop), where a sorted insertion costs each
+ * element a chain of compare-exchanges; and a run of up to 64 is picked
+ * from by bit masks, not by a scan with a branch an element.
+ */
+static void
+small_top(const float *x, uint64_t n, uint64_t kk, uint32_t *key,
+          uint32_t *at)
+{
+	uint32_t below = 0x80000000u, t = 0; /* keys are 31 bits */
+	uint64_t above = 0, ties = 0, m = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		key[i] = mag_key(x[i]);
+	for (;;) {
+		uint32_t hi = 0;
+		uint64_t c = 0;
+		for (uint64_t i = 0; i < n; i++) {
+			/* the key where below it, else 0: a mask, no branch */
+			uint32_t u = key[i] & -(uint32_t)(key[i] < below);
+			hi = u > hi ? u : hi;
+		}
+		for (uint64_t i = 0; i < n; i++)
+			c += key[i] == hi;
+		if (above + c >= kk) {
+			t = hi;
+			ties = kk - above;
+			break;
+		}
+		above += c;
+		below = hi;
+	}
+	if (n <= 64) {
+		/* pick's rule by bit masks: those above t, then the first
+		 * ties of those equal to it, in order of position */
+		uint64_t gt = 0, eq = 0;
+		for (uint64_t i = 0; i < n; i++) {
+			gt |= (uint64_t)(key[i] > t) << i;
+			eq |= (uint64_t)(key[i] == t) << i;
+		}
+		for (; ties > 0; ties--) {
+			gt |= eq & -eq;
+			eq &= eq - 1;
+		}
+		for (; gt; gt &= gt - 1)
+			at[m++] = (uint32_t)__builtin_ctzll(gt);
+		return;
+	}
+	/* pick's rule without a branch: every position is written, the
+	 * count moves on past those taken (at [kk + 1] has room for the
+	 * write after the last) */
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t a = key[i];
+		uint64_t take = (a > t) | ((a == t) & (ties > 0));
+		ties -= (a == t) & take;
+		at[m] = (uint32_t)i;
+		m += take;
+	}
+}
+
 static void
 put_index(unsigned char *p, enum cg_dtype t, uint64_t i, uint32_t v)
 {
@@ -546,7 +612,8 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		return -1;
 	if (k == 0)
 		return 0;
-	if ((at = cg_alloc(k * sizeof(*at))) == NULL ||
+	/* one more than k: small_top writes one past its run's */
+	if ((at = cg_alloc((k + 1) * sizeof(*at))) == NULL ||
 	    (val = cg_alloc(nval * sizeof(float))) == NULL)
 		goto out;
 	if (s->chunk == 0) {
@@ -558,7 +625,9 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		}
 	} else {
 		const uint64_t C = s->chunk, kc = topk_kc(s);
-		uint32_t *keys = cg_alloc((kc ? kc : 1) * sizeof(*keys));
+		const int small = C <= 256 && kc <= 8;
+		uint64_t nk = small ? C : kc ? kc : 1;
+		uint32_t *keys = cg_alloc(nk * sizeof(*keys));
 		uint64_t p = 0;
 		if (keys == NULL)
 			goto out;
@@ -567,8 +636,13 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v,
 			uint64_t kk = len < kc ? len : kc;
 			if (kk == 0)
 				continue;
-			uint32_t t = run_kth_key(x + lo, len, kk, keys);
-			pick(x + lo, len, kk, t, ties_in(keys, kk, t), at + p);
+			if (small)
+				small_top(x + lo, len, kk, keys, at + p);
+			else {
+				uint32_t t = run_kth_key(x + lo, len, kk, keys);
+				pick(x + lo, len, kk, t, ties_in(keys, kk, t),
+				     at + p);
+			}
 			for (uint64_t m = 0; m < kk; m++) {
 				put_index(ti->data, it, p + m, at[p + m]);
 				val[p + m] = x[lo + at[p + m]];

@@ -267,20 +267,29 @@ bounds(void)
 		                       : "topk:0.3 of normal values: the brute-force choice");
 	}
 
-	/* in runs, with ties: each run's brute-force choice (k 2 and 12:
-	 * both ways of finding a run's k-th) */
-	for (int kind = 0; kind < 2; kind++) {
+	/* in runs, with ties: each run's brute-force choice (every way of
+	 * finding a run's k largest: runs of 16 keeping 2 and of 64
+	 * keeping 4, by bit masks; of 100 keeping 5, the branchless scan;
+	 * of 16 keeping 12, the sorted insertion) */
+	static const struct {
+		const char *spec;
+		uint64_t C, kc;
+	} runs[] = {
+	    {"topk:0.125,chunk=16,val=f32", 16, 2},
+	    {"topk:0.75,chunk=16,val=f32", 16, 12},
+	    {"topk:0.0625,chunk=64,val=f32", 64, 4},
+	    {"topk:0.05,chunk=100,val=f32", 100, 5},
+	};
+	for (int kind = 0; kind < 4; kind++) {
 		static float t[P], ty[P];
 		struct cg_rng tr;
-		const uint64_t C = 16, kc = kind ? 12 : 2;
+		const uint64_t C = runs[kind].C, kc = runs[kind].kc;
 		cg_rng_seed(&tr, 11 + (uint64_t)kind);
 		for (int i = 0; i < P; i++) {
 			uint64_t rv = cg_rng_u64(&tr);
 			t[i] = rv % 3 ? (float)(rv % 4) - 1.5f : 0.0f;
 		}
-		cg_file_free(encode(kind ? "topk:0.75,chunk=16,val=f32"
-		                         : "topk:0.125,chunk=16,val=f32",
-		                    t, ty, &e));
+		cg_file_free(encode(runs[kind].spec, t, ty, &e));
 		ok = 1;
 		for (int i = 0; i < NV; i++)
 			for (uint64_t lo = 0; lo < v[i].n; lo += C) {
@@ -297,10 +306,10 @@ bounds(void)
 					ok &= before < want ? b[j] == a[j] : b[j] == 0;
 				}
 			}
-		expect(ok, kind ? "topk runs of 16 keeping 12, ties: the "
-		                  "brute-force choice"
-		                : "topk runs of 16 keeping 2, ties: the "
-		                  "brute-force choice");
+		char what[96];
+		snprintf(what, sizeof(what), "topk runs of %d keeping %d, "
+		         "ties: the brute-force choice", (int)C, (int)kc);
+		expect(ok, what);
 	}
 
 	/* top-k in runs: each run of 16 keeps its 2 largest, u8 indices */
