@@ -188,6 +188,13 @@ def run_model(a, model, torch):
             kw["fused"] = True
         return cls(groups, **kw)
 
+    def descend(opt, loss):
+        """One optimizer step on loss's gradient; the loss as a float."""
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
     if model in ("cvae", "cddpm", "cgan"):
         # Fashion-MNIST's images as bytes, labels as int64
         from torch_cvae import read_idx
@@ -229,10 +236,7 @@ def run_model(a, model, torch):
                 eps = torch.randn(B, CVAE["latent"], generator=gen)
                 rec, kl = m(x, y[idx], eps)
                 loss = (rec + kl).mean()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                return loss.item()
+                return descend(opt, loss)
             return step
     elif model == "cddpm":
         sys.path.insert(0, TESTS)
@@ -259,10 +263,7 @@ def run_model(a, model, torch):
                     cfg["ncond"]
                 eps = torch.randn(B, cfg["in_dim"], generator=gen)
                 loss = Cddpm.loss(m, cfg, x0, eps, c, t)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                return loss.item()
+                return descend(opt, loss)
             return step
     elif model == "cgan":
         sys.path.insert(0, TESTS)
@@ -360,10 +361,7 @@ def run_model(a, model, torch):
 
             def step(k):
                 loss, _ = R.batch_loss(m, *batches[k % nb])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                return loss.item()
+                return descend(opt, loss)
             return step
         attns = ["naive", "sdpa"]
 
