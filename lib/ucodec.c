@@ -874,21 +874,76 @@ lowrank_start(struct cg_uenc *e, const float *warm, uint64_t len, float *q)
 		q[i] = have ? warm[i] : cg_rng_normal(&e->rng);
 }
 
-/* y [r] += m * q [r], in double, each sum in the same order as a plain
- * loop: four at a time, which the compiler may take as one vector. */
-static inline void
-axpy_rank(double *y, double m, const float *q, uint64_t r)
-{
-	uint64_t c = 0;
+/* Four doubles, one AVX register (two SSE2 ones elsewhere): a lane's
+ * product and sum are the scalar ones, so the bits are those of plain
+ * loops over the same sums in the same order. */
+typedef double v4d __attribute__((vector_size(4 * sizeof(double))));
 
-	for (; c + 4 <= r; c += 4) {
-		y[c] += m * q[c];
-		y[c + 1] += m * q[c + 1];
-		y[c + 2] += m * q[c + 2];
-		y[c + 3] += m * q[c + 3];
+/* P [rows, r] = M Q with Q as dq [cols, r4] (r4 = r rounded up to 4, the
+ * rest zero): each sum in index order from zero, four rows at a time
+ * (four independent sums a lane where one row gives one). */
+static void
+lowrank_mq(const float *x, uint64_t rows, uint64_t cols, const double *dq,
+           uint64_t r, uint64_t r4, double *p)
+{
+	for (uint64_t i0 = 0; i0 < rows; i0 += 4) {
+		const uint64_t nb = rows - i0 < 4 ? rows - i0 : 4;
+		const float *x0 = x + i0 * cols;
+		for (uint64_t cb = 0; cb < r4; cb += 4) {
+			v4d a[4] = {{0}};
+			if (nb == 4)
+				for (uint64_t j = 0; j < cols; j++) {
+					const v4d q = *(const v4d *)(dq + j * r4 + cb);
+					a[0] += (double)x0[j] * q;
+					a[1] += (double)x0[cols + j] * q;
+					a[2] += (double)x0[2 * cols + j] * q;
+					a[3] += (double)x0[3 * cols + j] * q;
+				}
+			else
+				for (uint64_t j = 0; j < cols; j++) {
+					const v4d q = *(const v4d *)(dq + j * r4 + cb);
+					for (uint64_t k = 0; k < nb; k++)
+						a[k] += (double)x0[k * cols + j] * q;
+				}
+			for (uint64_t k = 0; k < nb; k++)
+				for (uint64_t c = cb; c < cb + 4 && c < r; c++)
+					p[(i0 + k) * r + c] = a[k][c - cb];
+		}
 	}
-	for (; c < r; c++)
-		y[c] += m * q[c];
+}
+
+/* Q [cols, r4] += M^T P with P as dp [rows, r4]: each sum in row order,
+ * four rows at a time. */
+static void
+lowrank_mtp(const float *x, uint64_t rows, uint64_t cols, const double *dp,
+            uint64_t r4, double *q)
+{
+	for (uint64_t i0 = 0; i0 < rows; i0 += 4) {
+		const uint64_t nb = rows - i0 < 4 ? rows - i0 : 4;
+		const float *x0 = x + i0 * cols;
+		const double *p0 = dp + i0 * r4;
+		for (uint64_t j = 0; j < cols; j++) {
+			v4d *qj = (v4d *)(q + j * r4);
+			const double m0 = x0[j];
+			const double m1 = nb > 1 ? x0[cols + j] : 0;
+			const double m2 = nb > 2 ? x0[2 * cols + j] : 0;
+			const double m3 = nb > 3 ? x0[3 * cols + j] : 0;
+			for (uint64_t cb = 0; cb < r4; cb += 4) {
+				const v4d *pc = (const v4d *)(p0 + cb);
+				v4d a = qj[cb / 4];
+				a += m0 * pc[0];
+				if (nb == 4) {
+					a += m1 * pc[r4 / 4];
+					a += m2 * pc[2 * r4 / 4];
+					a += m3 * pc[3 * r4 / 4];
+				} else
+					for (uint64_t k = 1; k < nb; k++)
+						a += (k == 1 ? m1 : k == 2 ? m2 : m3) *
+						     pc[k * r4 / 4];
+				qj[cb / 4] = a;
+			}
+		}
+	}
 }
 
 static int
@@ -898,10 +953,11 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 {
 	const uint64_t r = lowrank_rank(s, v);
 	const uint64_t rows = v->shape[0], cols = v->shape[1];
+	const uint64_t r4 = (r + 3) & ~(uint64_t)3;
 	uint64_t shp[2];
 	char name[CG_MAX_NAME];
 	struct cg_tensor *tp, *tq;
-	double *p = NULL, *q2 = NULL;
+	double *p = NULL, *dq = NULL, *dp = NULL;
 	float *q = NULL, *pf = NULL, *qf = NULL;
 	int rc = -1;
 
@@ -923,19 +979,17 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		return -1;
 	if ((q = cg_alloc(cols * r * sizeof(float))) == NULL ||
 	    (p = cg_alloc(rows * r * sizeof(double))) == NULL ||
-	    (q2 = cg_alloc(cols * r * sizeof(double))) == NULL ||
+	    (dq = cg_alloc(cols * r4 * sizeof(double))) == NULL ||
+	    (dp = cg_alloc(rows * r4 * sizeof(double))) == NULL ||
 	    (pf = cg_alloc(rows * r * sizeof(float))) == NULL ||
 	    (qf = cg_alloc(cols * r * sizeof(float))) == NULL)
 		goto out;
 	lowrank_start(e, warm, cols * r, q);
 	/* P = M Q, in double, each sum in index order */
-	for (uint64_t i = 0; i < rows; i++) {
-		double *pi = p + i * r;
+	for (uint64_t j = 0; j < cols; j++)
 		for (uint64_t c = 0; c < r; c++)
-			pi[c] = 0;
-		for (uint64_t j = 0; j < cols; j++)
-			axpy_rank(pi, x[i * cols + j], q + j * r, r);
-	}
+			dq[j * r4 + c] = q[j * r + c];
+	lowrank_mq(x, rows, cols, dq, r, r4, p);
 	/* orthonormal columns (modified Gram-Schmidt); a column with
 	 * nothing left of it becomes zero */
 	for (uint64_t c = 0; c < r; c++) {
@@ -953,15 +1007,17 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 		for (uint64_t i = 0; i < rows; i++)
 			p[i * r + c] = nn > 1e-30 ? p[i * r + c] / nn : 0;
 	}
-	for (uint64_t i = 0; i < rows * r; i++)
-		pf[i] = (float)p[i];
-	/* Q = M^T P, with P as sent */
-	memset(q2, 0, cols * r * sizeof(double));
 	for (uint64_t i = 0; i < rows; i++)
-		for (uint64_t j = 0; j < cols; j++)
-			axpy_rank(q2 + j * r, x[i * cols + j], pf + i * r, r);
-	for (uint64_t i = 0; i < cols * r; i++)
-		qf[i] = (float)q2[i];
+		for (uint64_t c = 0; c < r; c++) {
+			pf[i * r + c] = (float)p[i * r + c];
+			dp[i * r4 + c] = pf[i * r + c];
+		}
+	/* Q = M^T P, with P as sent */
+	memset(dq, 0, cols * r4 * sizeof(double));
+	lowrank_mtp(x, rows, cols, dp, r4, dq);
+	for (uint64_t j = 0; j < cols; j++)
+		for (uint64_t c = 0; c < r; c++)
+			qf[j * r + c] = (float)dq[j * r4 + c];
 	if (warm)
 		memcpy(warm, qf, cols * r * sizeof(float));
 	if (cg_codec(CG_F32)->encode(tp->data, pf, rows * r) == 0 &&
@@ -970,7 +1026,8 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 out:
 	free(q);
 	free(p);
-	free(q2);
+	free(dq);
+	free(dp);
 	free(pf);
 	free(qf);
 	return rc;
@@ -1001,6 +1058,49 @@ lowrank_bind(const struct cg_uspec *s, struct cg_uview *v,
 	return 0;
 }
 
+/* o [m] = the rows of q [m, r] (f32 bytes) times pr [r], each summed in
+ * float from zero in rank order; inlined with r a constant, the
+ * compiler takes m elements at once through the stride. */
+static inline __attribute__((always_inline)) void
+lowrank_dot(float *o, const unsigned char *q, const float *pr, uint64_t m,
+            uint64_t r)
+{
+	for (uint64_t a = 0; a < m; a++) {
+		float acc = 0;
+		for (uint64_t t = 0; t < r; t++) {
+			uint32_t u = get32(q + 4 * (a * r + t));
+			float qv;
+			memcpy(&qv, &u, 4);
+			acc += pr[t] * qv;
+		}
+		o[a] = acc;
+	}
+}
+
+/* lowrank_dot for any r: a tile of q's rows transposed on the stack,
+ * then each rank step one loop along the tile (the same sums) */
+static void
+lowrank_tiled(float *o, const unsigned char *q, const float *pr, uint64_t m,
+              uint64_t r)
+{
+	float qt[4096];
+	const uint64_t tile = sizeof(qt) / sizeof(qt[0]) / r;
+
+	for (uint64_t a0 = 0; a0 < m; a0 += tile) {
+		const uint64_t w = m - a0 < tile ? m - a0 : tile;
+		for (uint64_t a = 0; a < w; a++)
+			for (uint64_t t = 0; t < r; t++) {
+				uint32_t u = get32(q + 4 * ((a0 + a) * r + t));
+				memcpy(&qt[t * w + a], &u, 4);
+			}
+		for (uint64_t a = 0; a < w; a++)
+			o[a0 + a] = 0;
+		for (uint64_t t = 0; t < r; t++)
+			for (uint64_t a = 0; a < w; a++)
+				o[a0 + a] += pr[t] * qt[t * w + a];
+	}
+}
+
 static void
 lowrank_decode(const struct cg_uspec *s, const struct cg_uview *v,
                uint64_t lo, size_t n, float *out)
@@ -1017,20 +1117,23 @@ lowrank_decode(const struct cg_uspec *s, const struct cg_uview *v,
 	/* the factors are f32 (bound so): Q's rows read where they lie */
 	qd = v->t[1]->data;
 	uint64_t i = lo / cols, c = lo % cols;
-	cg_tensor_decode(v->t[0], i * r, r, pr);
-	for (size_t j = 0; j < n; j++) {
-		float a = 0, qv;
-		for (uint64_t t = 0; t < r; t++) {
-			uint32_t u = get32(qd + 4 * (c * r + t));
-			memcpy(&qv, &u, 4);
-			a += pr[t] * qv;
+	size_t j = 0;
+	while (j < n) {
+		const uint64_t m = cols - c < n - j ? cols - c : n - j;
+		const unsigned char *q = qd + 4 * c * r;
+		cg_tensor_decode(v->t[0], i * r, r, pr);
+		switch (r) {
+		case 1: lowrank_dot(out + j, q, pr, m, 1); break;
+		case 2: lowrank_dot(out + j, q, pr, m, 2); break;
+		case 4: lowrank_dot(out + j, q, pr, m, 4); break;
+		case 8: lowrank_dot(out + j, q, pr, m, 8); break;
+		default:
+			lowrank_tiled(out + j, q, pr, m, r);
+			break;
 		}
-		out[j] = a;
-		/* the next element: along the row, or the next row's start */
-		if (++c == cols && j + 1 < n) {
-			c = 0;
-			cg_tensor_decode(v->t[0], ++i * r, r, pr);
-		}
+		j += m;
+		i++;
+		c = 0;
 	}
 }
 

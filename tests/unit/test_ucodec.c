@@ -379,6 +379,123 @@ bounds(void)
 	free(u);
 }
 
+/* lowrank at every rank from 1 to 9 on matrices of 12 x 1500 and 9 x 37:
+ * the factors are those of plain loops (P = M Q in double in index
+ * order from the first Q drawn, Gram-Schmidt, Q = M^T P with P as sent)
+ * and every window decodes to P's row times Q's row summed in float
+ * in rank order, to the bit. */
+static void
+lowrank_plain(void)
+{
+	static const uint64_t shp[2][2] = {{12, 1500}, {9, 37}};
+	int all = 1;
+
+	for (int m = 0; m < 2; m++)
+		for (int r = 1; r <= 9; r++) {
+			int ok = 1;
+			const uint64_t rows = shp[m][0], cols = shp[m][1];
+			if ((uint64_t)r * (rows + cols) >= rows * cols)
+				continue;
+			struct cg_uview v = {0};
+			struct cg_uspec s;
+			struct cg_uenc e = {0};
+			struct cg_rng g;
+			char spec[32], nm[16];
+			strcpy(v.name, "w");
+			v.ndim = 2;
+			v.shape[0] = rows;
+			v.shape[1] = cols;
+			v.n = rows * cols;
+			float *x = xcalloc(v.n, sizeof(float));
+			float *y = xcalloc(v.n, sizeof(float));
+			double *p = xcalloc(rows * r, sizeof(double));
+			double *q = xcalloc(cols * r, sizeof(double));
+			float *q0 = xcalloc(cols * r, sizeof(float));
+			float *pf = xcalloc(rows * r, sizeof(float));
+			cg_rng_seed(&g, 40 + r);
+			fill(x, v.n, &g, 0.05);
+			cg_rng_seed(&e.rng, 60 + r);
+			g = e.rng;
+			for (uint64_t i = 0; i < cols * r; i++)
+				q0[i] = cg_rng_normal(&g);
+			snprintf(spec, sizeof(spec), "lowrank:%d", r);
+			struct cg_file *f = cg_file_new("delta");
+			if (f == NULL || cg_uspec_parse(spec, &s) != 0 ||
+			    cg_uencode(&s, &v, 1, x, f, &e, y, NULL) != 0)
+				die(spec);
+			for (uint64_t i = 0; i < rows; i++)
+				for (uint64_t j = 0; j < cols; j++)
+					for (int c = 0; c < r; c++)
+						p[i * r + c] += (double)x[i * cols + j] *
+						                (double)q0[j * r + c];
+			for (int c = 0; c < r; c++) {
+				double nn = 0;
+				for (int b = 0; b < c; b++) {
+					double d = 0;
+					for (uint64_t i = 0; i < rows; i++)
+						d += p[i * r + c] * p[i * r + b];
+					for (uint64_t i = 0; i < rows; i++)
+						p[i * r + c] -= d * p[i * r + b];
+				}
+				for (uint64_t i = 0; i < rows; i++)
+					nn += p[i * r + c] * p[i * r + c];
+				nn = sqrt(nn);
+				for (uint64_t i = 0; i < rows; i++)
+					p[i * r + c] = nn > 1e-30 ? p[i * r + c] / nn : 0;
+			}
+			for (uint64_t i = 0; i < rows * r; i++)
+				pf[i] = (float)p[i];
+			for (uint64_t i = 0; i < rows; i++)
+				for (uint64_t j = 0; j < cols; j++)
+					for (int c = 0; c < r; c++)
+						q[j * r + c] += (double)x[i * cols + j] *
+						                (double)pf[i * r + c];
+			const struct cg_tensor *tp = cg_file_find(f, "w.p");
+			const struct cg_tensor *tq = cg_file_find(f, "w.q");
+			if (tp == NULL || tq == NULL)
+				die("lowrank factors");
+			const float *fp = tp->data, *fq = tq->data;
+			for (uint64_t i = 0; i < rows * r; i++)
+				ok &= fp[i] == pf[i];
+			for (uint64_t i = 0; i < cols * r; i++)
+				ok &= fq[i] == (float)q[i];
+			/* decoding: the whole view (y) and windows of it */
+			struct cg_uview *b;
+			struct cg_uspec bs;
+			int nb;
+			if (cg_ubind(f, &bs, &b, &nb) != 0 || nb != 1)
+				die("lowrank bind");
+			for (uint64_t k = 0; k < v.n; k++) {
+				float a = 0;
+				for (int c = 0; c < r; c++)
+					a += fp[(k / cols) * r + c] *
+					     fq[(k % cols) * r + c];
+				ok &= memcmp(&a, &y[k], sizeof(a)) == 0;
+			}
+			for (uint64_t lo = 0; lo < v.n; lo += 977) {
+				float w[2500];
+				size_t n = v.n - lo < 2500 ? v.n - lo : 2500;
+				cg_udecode(&bs, &b[0], lo, n, w);
+				ok &= memcmp(w, y + lo, n * sizeof(float)) == 0;
+			}
+			snprintf(nm, sizeof(nm), "%d", r);
+			all &= ok;
+			if (!ok)
+				fprintf(stderr, "lowrank:%s on %" PRIu64 "x%" PRIu64
+				        ": not the plain loops' bits\n",
+				        nm, rows, cols);
+			free(b);
+			cg_file_free(f);
+			free(x);
+			free(y);
+			free(p);
+			free(q);
+			free(q0);
+			free(pf);
+		}
+	expect(all, "lowrank:1-9: the plain loops' factors and sums, to the bit");
+}
+
 /* 100 rounds of error feedback: the sum sent stays within the last
  * update's error of the sum of the updates; without it, it drifts. */
 static void
@@ -768,6 +885,7 @@ main(int argc, char **argv)
 	feedback("topk:0.05");
 	feedback("sign");
 	feedback("lowrank:2");
+	lowrank_plain();
 	trees();
 	hostile(dir);
 	char cmd[1100];
