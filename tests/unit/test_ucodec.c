@@ -423,28 +423,31 @@ lowrank_plain(void)
 			if (f == NULL || cg_uspec_parse(spec, &s) != 0 ||
 			    cg_uencode(&s, &v, 1, x, f, &e, y, NULL) != 0)
 				die(spec);
-			for (uint64_t i = 0; i < rows; i++)
-				for (uint64_t j = 0; j < cols; j++)
-					for (int c = 0; c < r; c++)
-						p[i * r + c] += (double)x[i * cols + j] *
-						                (double)q0[j * r + c];
+			/* P a column at a time (pc [c] is P's column c) */
 			for (int c = 0; c < r; c++) {
-				double nn = 0;
+				double *pc = p + c * rows;
+				for (uint64_t i = 0; i < rows; i++)
+					for (uint64_t j = 0; j < cols; j++)
+						pc[i] += (double)x[i * cols + j] *
+						         (double)q0[j * r + c];
 				for (int b = 0; b < c; b++) {
-					double d = 0;
+					const double *pb = p + b * rows;
+					double dot = 0;
 					for (uint64_t i = 0; i < rows; i++)
-						d += p[i * r + c] * p[i * r + b];
+						dot += pc[i] * pb[i];
 					for (uint64_t i = 0; i < rows; i++)
-						p[i * r + c] -= d * p[i * r + b];
+						pc[i] -= dot * pb[i];
 				}
+				double len = 0;
 				for (uint64_t i = 0; i < rows; i++)
-					nn += p[i * r + c] * p[i * r + c];
-				nn = sqrt(nn);
+					len += pc[i] * pc[i];
+				len = sqrt(len);
 				for (uint64_t i = 0; i < rows; i++)
-					p[i * r + c] = nn > 1e-30 ? p[i * r + c] / nn : 0;
+					pc[i] = len > 1e-30 ? pc[i] / len : 0;
 			}
-			for (uint64_t i = 0; i < rows * r; i++)
-				pf[i] = (float)p[i];
+			for (uint64_t i = 0; i < rows; i++)
+				for (int c = 0; c < r; c++)
+					pf[i * r + c] = (float)p[c * rows + i];
 			for (uint64_t i = 0; i < rows; i++)
 				for (uint64_t j = 0; j < cols; j++)
 					for (int c = 0; c < r; c++)
