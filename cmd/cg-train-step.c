@@ -611,10 +611,14 @@ encode(const struct args *a, struct job *j)
 	}
 	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec) &&
 	    !a->mask) {
-		if ((res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
+		void *kept;
+		int had = cg_state_get(j->st, "ef.residual", CG_F32, P, &kept);
+		if (had < 0 ||
+		    (res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
 			goto out;
+		/* a new residual is zero: nothing to add */
 		const float beta = (float)a->decay;
-		for (uint64_t i = 0; i < P; i++)
+		for (uint64_t i = 0; had == 1 && i < P; i++)
 			j->buf[i] += beta == 1 ? res[i] : beta * res[i];
 	}
 	/* the residual becomes what was not sent; the input model's
