@@ -613,12 +613,14 @@ encode(const struct args *a, struct job *j)
 	    !a->mask) {
 		void *kept;
 		int had = cg_state_get(j->st, "ef.residual", CG_F32, P, &kept);
-		if (had < 0 ||
-		    (res = cg_state_put(j->st, "ef.residual", CG_F32, P)) == NULL)
+		if (had < 0)
+			goto out;
+		res = had ? kept : cg_state_put(j->st, "ef.residual", CG_F32, P);
+		if (res == NULL)
 			goto out;
 		/* a new residual is zero: nothing to add */
 		const float beta = (float)a->decay;
-		for (uint64_t i = 0; had == 1 && i < P; i++)
+		for (uint64_t i = 0; had && i < P; i++)
 			j->buf[i] += beta == 1 ? res[i] : beta * res[i];
 	}
 	/* the residual becomes what was not sent; the input model's

@@ -861,17 +861,21 @@ lowrank_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
 	return 0;
 }
 
-/* Q [cols, r] of view v from the warm start where there is one, else a
- * normal draw from e's stream. */
+/* Q [cols, r] of view v, as dq [cols, r4] in double (the rest zero),
+ * from the warm start where there is one, else normal draws from e's
+ * stream in Q's element order. */
 static void
-lowrank_start(struct cg_uenc *e, const float *warm, uint64_t len, float *q)
+lowrank_start(struct cg_uenc *e, const float *warm, uint64_t cols,
+              uint64_t r, uint64_t r4, double *dq)
 {
 	int have = 0;
 
-	for (uint64_t i = 0; warm && i < len && !have; i++)
+	for (uint64_t i = 0; warm && i < cols * r && !have; i++)
 		have = warm[i] != 0;
-	for (uint64_t i = 0; i < len; i++)
-		q[i] = have ? warm[i] : cg_rng_normal(&e->rng);
+	for (uint64_t j = 0; j < cols; j++)
+		for (uint64_t c = 0; c < r; c++)
+			dq[j * r4 + c] =
+			    have ? warm[j * r + c] : cg_rng_normal(&e->rng);
 }
 
 /* Four doubles, one AVX register (two SSE2 ones elsewhere): a lane's
@@ -924,22 +928,20 @@ lowrank_mtp(const float *x, uint64_t rows, uint64_t cols, const double *dp,
 		const double *p0 = dp + i0 * r4;
 		for (uint64_t j = 0; j < cols; j++) {
 			v4d *qj = (v4d *)(q + j * r4);
-			const double m0 = x0[j];
-			const double m1 = nb > 1 ? x0[cols + j] : 0;
-			const double m2 = nb > 2 ? x0[2 * cols + j] : 0;
-			const double m3 = nb > 3 ? x0[3 * cols + j] : 0;
+			double m[4];
+			for (uint64_t k = 0; k < nb; k++)
+				m[k] = x0[k * cols + j];
 			for (uint64_t cb = 0; cb < r4; cb += 4) {
 				const v4d *pc = (const v4d *)(p0 + cb);
 				v4d a = qj[cb / 4];
-				a += m0 * pc[0];
 				if (nb == 4) {
-					a += m1 * pc[r4 / 4];
-					a += m2 * pc[2 * r4 / 4];
-					a += m3 * pc[3 * r4 / 4];
+					a += m[0] * pc[0];
+					a += m[1] * pc[r4 / 4];
+					a += m[2] * pc[2 * r4 / 4];
+					a += m[3] * pc[3 * r4 / 4];
 				} else
-					for (uint64_t k = 1; k < nb; k++)
-						a += (k == 1 ? m1 : k == 2 ? m2 : m3) *
-						     pc[k * r4 / 4];
+					for (uint64_t k = 0; k < nb; k++)
+						a += m[k] * pc[k * r4 / 4];
 				qj[cb / 4] = a;
 			}
 		}
@@ -958,7 +960,7 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	char name[CG_MAX_NAME];
 	struct cg_tensor *tp, *tq;
 	double *p = NULL, *dq = NULL, *dp = NULL;
-	float *q = NULL, *pf = NULL, *qf = NULL;
+	float *pf = NULL, *qf = NULL;
 	int rc = -1;
 
 	if (refuse_nonfinite(v, x) != 0)
@@ -977,18 +979,14 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	if (suffixed(name, v->name, ".q") != 0 ||
 	    (tq = cg_file_add_zero(f, name, CG_F32, 2, shp)) == NULL)
 		return -1;
-	if ((q = cg_alloc(cols * r * sizeof(float))) == NULL ||
-	    (p = cg_alloc(rows * r * sizeof(double))) == NULL ||
+	if ((p = cg_alloc(rows * r * sizeof(double))) == NULL ||
 	    (dq = cg_alloc(cols * r4 * sizeof(double))) == NULL ||
 	    (dp = cg_alloc(rows * r4 * sizeof(double))) == NULL ||
 	    (pf = cg_alloc(rows * r * sizeof(float))) == NULL ||
 	    (qf = cg_alloc(cols * r * sizeof(float))) == NULL)
 		goto out;
-	lowrank_start(e, warm, cols * r, q);
+	lowrank_start(e, warm, cols, r, r4, dq);
 	/* P = M Q, in double, each sum in index order */
-	for (uint64_t j = 0; j < cols; j++)
-		for (uint64_t c = 0; c < r; c++)
-			dq[j * r4 + c] = q[j * r + c];
 	lowrank_mq(x, rows, cols, dq, r, r4, p);
 	/* orthonormal columns (modified Gram-Schmidt); a column with
 	 * nothing left of it becomes zero */
@@ -1024,7 +1022,6 @@ lowrank_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	    cg_codec(CG_F32)->encode(tq->data, qf, cols * r) == 0)
 		rc = 0;
 out:
-	free(q);
 	free(p);
 	free(dq);
 	free(dp);
