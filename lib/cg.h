@@ -210,14 +210,19 @@ struct cg_tensor {
 
 /*
  * A whole cg file in memory: the manifest (cJSON, owned) and the tensors in
- * manifest order.  Reading verifies every digest.
+ * manifest order.  Reading verifies every digest.  Each tensor is
+ * allocated once and stays where it is until the file is freed: a
+ * pointer from cg_file_add* or cg_file_find holds across later adds (the
+ * table of pointers grows, the tensors do not move).
  */
 struct cJSON;
 struct cg_file {
 	struct cJSON *manifest; /* everything of cg.json but "tensors" */
 	size_t ntensors;
-	struct cg_tensor *tensors;
+	struct cg_tensor **tensors; /* [ntensors], in manifest order */
 	size_t cap;
+	struct cg_tensor **index; /* by name: a hash table (container.c) */
+	size_t nindex;
 	void *blob; /* a plain file mapped whole: its members lie in it */
 	size_t blob_size;
 	/* Read from a signed file: is_signed is 1 and signer its key, the
@@ -251,7 +256,8 @@ struct cg_tensor *cg_file_add_ref(struct cg_file *f, const char *name,
 struct cg_tensor *cg_file_add_zero(struct cg_file *f, const char *name,
 				   enum cg_dtype dtype, int ndim,
 				   const uint64_t *shape);
-/* The tensor called name, or NULL (no message recorded). */
+/* The tensor called name, or NULL (no message recorded); a hash
+ * look-up, not a search. */
 struct cg_tensor *cg_file_find(const struct cg_file *f, const char *name);
 /*
  * Turn t into an f32 tensor in memory of its own, its values decoded

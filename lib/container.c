@@ -68,10 +68,13 @@ cg_file_free(struct cg_file *f)
 {
 	if (f == NULL)
 		return;
-	for (size_t i = 0; i < f->ntensors; i++)
-		if (!f->tensors[i].borrowed)
-			free(f->tensors[i].data);
+	for (size_t i = 0; i < f->ntensors; i++) {
+		if (!f->tensors[i]->borrowed)
+			free(f->tensors[i]->data);
+		free(f->tensors[i]);
+	}
 	free(f->tensors);
+	free(f->index);
 	if (f->blob)
 		munmap(f->blob, f->blob_size);
 	cJSON_Delete(f->manifest);
@@ -84,7 +87,7 @@ cg_file_drop_blob(struct cg_file *f)
 	if (f == NULL || f->blob == NULL)
 		return;
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const char *d = f->tensors[i].data;
+		const char *d = f->tensors[i]->data;
 		if (d >= (const char *)f->blob &&
 		    d < (const char *)f->blob + f->blob_size)
 			return;
@@ -149,10 +152,72 @@ set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
 	return 0;
 }
 
-/* A new tensor at the end of f, its data not yet set; NULL on error. */
+/* ----------------------------------------------------- the tensor table */
+
+/*
+ * f->tensors holds a pointer to each tensor, and each tensor is allocated
+ * once: its address holds until the file is freed, however many tensors
+ * are added after it.  f->index finds a tensor by name: open addressing
+ * over FNV-1a hashes, a power of two of slots at most half full, each
+ * slot a tensor pointer or NULL.  Reading or making a file of n tensors
+ * is then O(n), where a search of the list made it O(n^2).
+ */
+static uint64_t
+name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Put t in the index, which has room; no check for its name. */
+static void
+index_put(struct cg_tensor **index, size_t nindex, struct cg_tensor *t)
+{
+	size_t i = (size_t)name_hash(t->name) & (nindex - 1);
+
+	while (index[i] != NULL)
+		i = (i + 1) & (nindex - 1);
+	index[i] = t;
+}
+
+/* Room in f's table and index for one more tensor; -1 with a message. */
+static int
+table_reserve(struct cg_file *f)
+{
+	if (f->ntensors == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+		void *p = realloc(f->tensors, cap * sizeof(*f->tensors));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		f->tensors = p;
+		f->cap = cap;
+	}
+	if (2 * (f->ntensors + 1) > f->nindex) {
+		size_t n = f->nindex ? 2 * f->nindex : 32;
+		struct cg_tensor **index;
+		while (2 * (f->ntensors + 1) > n)
+			n *= 2;
+		if ((index = calloc(n, sizeof(*index))) == NULL)
+			return cg_seterr("out of memory");
+		for (size_t i = 0; i < f->ntensors; i++)
+			index_put(index, n, f->tensors[i]);
+		free(f->index);
+		f->index = index;
+		f->nindex = n;
+	}
+	return 0;
+}
+
+/*
+ * A new tensor called name at the end of f's table, its shape unset and
+ * its data NULL; NULL with a message for a bad or repeated name.  The
+ * tensor is f's from here on, to fill or to leave as it is.
+ */
 static struct cg_tensor *
-new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
-	   const uint64_t *shape)
+table_add(struct cg_file *f, const char *name)
 {
 	struct cg_tensor *t;
 
@@ -164,21 +229,58 @@ new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
 		cg_seterr("tensor %s: defined twice", name);
 		return NULL;
 	}
-	if (f->ntensors == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 16;
-		void *p = realloc(f->tensors, cap * sizeof(*f->tensors));
-		if (p == NULL) {
-			cg_seterr("out of memory");
-			return NULL;
-		}
-		f->tensors = p;
-		f->cap = cap;
-	}
-	t = &f->tensors[f->ntensors];
-	memset(t, 0, sizeof(*t));
-	snprintf(t->name, sizeof(t->name), "%s", name);
-	if (set_shape(t, dtype, ndim, shape) != 0)
+	if (table_reserve(f) != 0)
 		return NULL;
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	f->tensors[f->ntensors++] = t;
+	index_put(f->index, f->nindex, t);
+	return t;
+}
+
+/* Take back the tensor table_add made last (its shape was refused). */
+static void
+table_drop_last(struct cg_file *f)
+{
+	struct cg_tensor *t = f->tensors[--f->ntensors];
+	size_t i = (size_t)name_hash(t->name) & (f->nindex - 1);
+
+	while (f->index[i] != t)
+		i = (i + 1) & (f->nindex - 1);
+	f->index[i] = NULL;
+	/* Slots after it in its run move up if their home allows
+	 * (deletion from linear probing without tombstones). */
+	for (size_t j = (i + 1) & (f->nindex - 1); f->index[j] != NULL;
+	     j = (j + 1) & (f->nindex - 1)) {
+		struct cg_tensor *u = f->index[j];
+		size_t home = (size_t)name_hash(u->name) & (f->nindex - 1);
+		/* u may move to i when i lies cyclically in [home, j) */
+		if (((j - home) & (f->nindex - 1)) >=
+		    ((j - i) & (f->nindex - 1))) {
+			f->index[i] = u;
+			f->index[j] = NULL;
+			i = j;
+		}
+	}
+	free(t);
+}
+
+/* A new tensor at the end of f, its data not yet set; NULL on error. */
+static struct cg_tensor *
+new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
+	   const uint64_t *shape)
+{
+	struct cg_tensor *t = table_add(f, name);
+
+	if (t == NULL)
+		return NULL;
+	if (set_shape(t, dtype, ndim, shape) != 0) {
+		table_drop_last(f);
+		return NULL;
+	}
 	return t;
 }
 
@@ -188,9 +290,12 @@ cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
 {
 	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
 
-	if (t == NULL || (t->data = cg_alloc(t->nbytes)) == NULL)
+	if (t == NULL)
 		return NULL;
-	f->ntensors++;
+	if ((t->data = cg_alloc(t->nbytes)) == NULL) {
+		table_drop_last(f);
+		return NULL;
+	}
 	return t;
 }
 
@@ -204,7 +309,6 @@ cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
 		return NULL;
 	t->data = (void *)data;
 	t->borrowed = 1;
-	f->ntensors++;
 	return t;
 }
 
@@ -222,9 +326,12 @@ cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype,
 struct cg_tensor *
 cg_file_find(const struct cg_file *f, const char *name)
 {
-	for (size_t i = 0; i < f->ntensors; i++)
-		if (strcmp(f->tensors[i].name, name) == 0)
-			return &f->tensors[i];
+	if (f->nindex == 0)
+		return NULL;
+	for (size_t i = (size_t)name_hash(name) & (f->nindex - 1);
+	     f->index[i] != NULL; i = (i + 1) & (f->nindex - 1))
+		if (strcmp(f->index[i]->name, name) == 0)
+			return f->index[i];
 	return NULL;
 }
 
@@ -280,13 +387,13 @@ cg_file_manifest(struct cg_file *f)
 	/* The digests first, shared among threads: the bulk of a write. */
 #pragma omp parallel for schedule(dynamic, 1)
 	for (size_t i = 0; i < f->ntensors; i++)
-		cg_sha256(f->tensors[i].sha256, f->tensors[i].data,
-			  f->tensors[i].nbytes);
+		cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
+			  f->tensors[i]->nbytes);
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
 	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
 		goto fail;
 	for (size_t i = 0; i < f->ntensors; i++) {
-		struct cg_tensor *t = &f->tensors[i];
+		struct cg_tensor *t = f->tensors[i];
 		cJSON *o = cJSON_CreateObject(), *sh;
 		if (o == NULL)
 			goto fail;
@@ -383,8 +490,8 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 	if (write_member(a, MANIFEST_NAME, json, strlen(json)) != 0)
 		goto fail_prefix;
 	for (size_t i = 0; i < f->ntensors; i++)
-		if (write_member(a, f->tensors[i].name, f->tensors[i].data,
-				 f->tensors[i].nbytes) != 0)
+		if (write_member(a, f->tensors[i]->name, f->tensors[i]->data,
+				 f->tensors[i]->nbytes) != 0)
 			goto fail_prefix;
 	if (cg_sign_active()) {
 		char *sig;
@@ -634,13 +741,9 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 	if (n > CG_MAX_TENSORS)
 		return cg_seterr("manifest: %d tensors (at most %d)", n,
 				 CG_MAX_TENSORS);
-	if (n > 0 && (f->tensors = calloc((size_t)n, sizeof(*f->tensors))) ==
-			 NULL)
-		return cg_seterr("out of memory");
-	f->cap = (size_t)n;
 	cJSON_ArrayForEach(o, arr)
 	{
-		struct cg_tensor *t = &f->tensors[f->ntensors];
+		struct cg_tensor *t;
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
 		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
 		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
@@ -655,11 +758,11 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 			return cg_seterr("manifest: tensor %zu: bad or "
 					 "unsafe name",
 					 f->ntensors);
-		snprintf(t->name, sizeof(t->name), "%s", name->valuestring);
-		for (size_t i = 0; i < f->ntensors; i++)
-			if (strcmp(f->tensors[i].name, t->name) == 0)
-				return cg_seterr("tensor %s: listed twice",
-						 t->name);
+		if (cg_file_find(f, name->valuestring))
+			return cg_seterr("tensor %.64s: listed twice",
+					 name->valuestring);
+		if ((t = table_add(f, name->valuestring)) == NULL)
+			return -1;
 		if (!cJSON_IsString(dt))
 			return cg_seterr("tensor %s: bad dtype", t->name);
 		if (cg_dtype_parse(dt->valuestring, &dtype) != 0)
@@ -691,7 +794,6 @@ parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
 					 t->name,
 					 (unsigned long long)t->nbytes);
 		total += t->nbytes;
-		f->ntensors++;
 	}
 	return 0;
 }
@@ -817,7 +919,7 @@ read_archive(struct reader *r)
 	f->manifest = m;
 	m = NULL;
 	for (size_t i = 0; i < f->ntensors; i++) {
-		struct cg_tensor *t = &f->tensors[i];
+		struct cg_tensor *t = f->tensors[i];
 		char what[CG_MAX_NAME + 8];
 
 		snprintf(what, sizeof(what), "tensor %s", t->name);
@@ -854,18 +956,18 @@ read_archive(struct reader *r)
 #endif
 	for (size_t i = 0; i < f->ntensors; i++) {
 		unsigned char dg[32];
-		cg_sha256(dg, f->tensors[i].data, f->tensors[i].nbytes);
-		if (memcmp(dg, f->tensors[i].sha256, 32) != 0 && i < bad)
+		cg_sha256(dg, f->tensors[i]->data, f->tensors[i]->nbytes);
+		if (memcmp(dg, f->tensors[i]->sha256, 32) != 0 && i < bad)
 			bad = i;
 	}
 	if (bad < f->ntensors) {
 		cg_seterr("tensor %s: digest mismatch (file truncated or "
 			  "altered)",
-			  f->tensors[bad].name);
+			  f->tensors[bad]->name);
 		goto fail;
 	}
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *t = f->tensors[i];
 		const struct cg_codec *c = cg_codec(t->dtype);
 		if (c->check && c->check(t->data, t->nelem) != 0) {
 			char who[CG_MAX_NAME + 8];

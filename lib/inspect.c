@@ -484,7 +484,7 @@ pruned_counts(const struct cg_file *f, uint64_t **out)
 
 	*out = NULL;
 	for (size_t i = 0; i < f->ntensors; i++)
-		any |= strncmp(f->tensors[i].name, "mask.", 5) == 0;
+		any |= strncmp(f->tensors[i]->name, "mask.", 5) == 0;
 	const cJSON *arch =
 	    cJSON_GetObjectItemCaseSensitive(f->manifest, "arch");
 	if (!any || strcmp(cg_file_kind(f), "model") != 0)
@@ -500,17 +500,18 @@ pruned_counts(const struct cg_file *f, uint64_t **out)
 	for (size_t i = 0; i < f->ntensors; i++)
 		c[i] = UINT64_MAX;
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
-		const struct cg_tensor *w;
-		if (strncmp(t->name, "mask.", 5) != 0)
+		const struct cg_tensor *w = f->tensors[i];
+		const struct cg_tensor *t;
+		char name[CG_MAX_NAME + 8];
+		snprintf(name, sizeof(name), "mask.%s", w->name);
+		/* checked: a mask has a bit for each weight of its w */
+		if ((t = cg_file_find(f, name)) == NULL)
 			continue;
-		/* checked: w is there and t has a bit for each weight */
-		w = cg_file_find(f, t->name + 5);
 		const uint8_t *b = t->data;
 		uint64_t n = 0;
 		for (uint64_t j = 0; j < w->nelem; j++)
 			n += !(b[j / 8] >> (j % 8) & 1);
-		c[w - f->tensors] = n;
+		c[i] = n;
 	}
 	*out = c;
 	return 0;
@@ -526,7 +527,7 @@ table_pruned(FILE *fp, const struct cg_file *f, const uint64_t *c)
 	for (size_t i = 0; i < f->ntensors; i++)
 		if (c[i] != UINT64_MAX) {
 			n += c[i];
-			of += f->tensors[i].nelem;
+			of += f->tensors[i]->nelem;
 			k++;
 		}
 	put_key(fp, "pruned");
@@ -601,7 +602,7 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 			goto fail;
 	}
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *t = f->tensors[i];
 		int len = (int)strlen(t->name);
 		total += t->nbytes;
 		if (len > wname)
@@ -627,7 +628,7 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		        "MEAN", "STD", "ZERO%", "HISTOGRAM");
 	fputc('\n', fp);
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *t = f->tensors[i];
 		struct cg_stats s;
 		char hist[CG_HIST_DRAWN];
 
@@ -805,7 +806,7 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 	if (is_masked(f))
 		mo.stats = 0; /* noise alone: no statistics */
 	for (size_t i = 0; i < f->ntensors; i++) {
-		if ((t = json_tensor(&f->tensors[i], &mo,
+		if ((t = json_tensor(f->tensors[i], &mo,
 		                     pruned ? pruned[i] : UINT64_MAX)) == NULL)
 			goto fail;
 		cJSON_AddItemToArray(a, t);
@@ -958,7 +959,7 @@ tensor_entries(const struct cg_file *f)
 		return NULL;
 	}
 	for (size_t i = 0; i < f->ntensors; i++) {
-		e[i].name = f->tensors[i].name;
+		e[i].name = f->tensors[i]->name;
 		e[i].pos = i;
 	}
 	qsort(e, f->ntensors, sizeof(*e), cmp_entry);
@@ -979,7 +980,7 @@ diff_tensors(struct cg_diff *d, const struct cg_file *a,
 		goto out;
 	}
 	for (size_t i = 0; i < a->ntensors; i++) {
-		const struct cg_tensor *ta = &a->tensors[i];
+		const struct cg_tensor *ta = a->tensors[i];
 		const struct entry *hit = find_entry(eb, b->ntensors, ta->name);
 		struct cg_tensor_diff *td = &d->tensors[d->ntensors++];
 
@@ -988,7 +989,7 @@ diff_tensors(struct cg_diff *d, const struct cg_file *a,
 			td->status = CG_DIFF_ONLY_A;
 		} else {
 			seen[hit->pos] = 1;
-			if (cg_tensor_diff(td, ta, &b->tensors[hit->pos],
+			if (cg_tensor_diff(td, ta, b->tensors[hit->pos],
 			                   d->tolerance) != 0)
 				goto out;
 		}
@@ -999,7 +1000,7 @@ diff_tensors(struct cg_diff *d, const struct cg_file *a,
 		if (seen[j])
 			continue;
 		td = &d->tensors[d->ntensors++];
-		td->b = &b->tensors[j];
+		td->b = b->tensors[j];
 		td->status = CG_DIFF_ONLY_B;
 		d->count[td->status]++;
 	}

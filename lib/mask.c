@@ -174,7 +174,7 @@ cg_model_read_mask(struct cg_model *m, const struct cg_file *f)
 	free(m->mask);
 	m->mask = NULL;
 	for (size_t k = 0; k < f->ntensors; k++) {
-		const struct cg_tensor *t = &f->tensors[k];
+		const struct cg_tensor *t = f->tensors[k];
 		if (strncmp(t->name, PREFIX, strlen(PREFIX)) != 0)
 			continue;
 		if (!any && cg_model_ensure_mask(m) != 0)

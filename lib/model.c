@@ -130,7 +130,7 @@ model_new(cJSON *man, int lazy, const struct cg_file *from)
 	if (from) {
 		uint64_t held = 0;
 		for (size_t i = 0; i < from->ntensors; i++)
-			held += from->tensors[i].nelem;
+			held += from->tensors[i]->nelem;
 		if (m->nparams > held) {
 			cg_seterr("config: %zu parameters, more than the file's "
 				  "tensors hold (%llu)",

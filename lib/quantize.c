@@ -147,7 +147,7 @@ cg_quantize(const struct cg_file *in, const struct cg_model *m,
 			goto fail;
 	}
 	for (size_t k = 0; k < in->ntensors; k++) {
-		const struct cg_tensor *t = &in->tensors[k];
+		const struct cg_tensor *t = in->tensors[k];
 		int i = 0;
 
 		while (i < m->nviews && strcmp(m->views[i].name, t->name) != 0)

@@ -406,7 +406,7 @@ fold_all(const struct cg_reduce_op *op, struct cg_file *acc,
 	{
 		float tmp[DECODE_CHUNK];
 		for (int i = 0; i < nv; i++) {
-			float *a = acc->tensors[i].data;
+			float *a = acc->tensors[i]->data;
 			const float *x = cg_update_view_f32(u, i);
 			const uint64_t n = u->views[i].n;
 			const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
@@ -911,8 +911,8 @@ finish_sliced(struct cg_reducer *r)
 				p.sum[i] = 0;
 			}
 		for (int t = 0; t < r->first->nviews; t++) {
-			float *out = f->tensors[t].data;
-			const uint64_t n = f->tensors[t].nelem;
+			float *out = f->tensors[t]->data;
+			const uint64_t n = f->tensors[t]->nelem;
 			for (uint64_t lo = 0; lo < n; lo += step) {
 				size_t m =
 				    n - lo < step ? (size_t)(n - lo) : step;
@@ -952,14 +952,14 @@ static int
 check_result(const struct cg_file *f)
 {
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const float *x = f->tensors[i].data;
-		for (uint64_t j = 0; j < f->tensors[i].nelem; j++)
+		const float *x = f->tensors[i]->data;
+		for (uint64_t j = 0; j < f->tensors[i]->nelem; j++)
 			if (!isfinite(x[j]))
 				return cg_seterr(
 				    "the result's tensor %s: element "
 				    "%llu is not finite (the inputs "
 				    "overflow a float)",
-				    f->tensors[i].name, (unsigned long long)j);
+				    f->tensors[i]->name, (unsigned long long)j);
 	}
 	return 0;
 }
@@ -1024,7 +1024,7 @@ cg_reducer_finish(struct cg_reducer *r)
 		f = r->acc;
 		for (int i = 0; i < r->first->nviews; i++)
 			if (cg_mask_sum_mean(r->masked, &r->first->views[i],
-			                     f->tensors[i].data) != 0)
+			                     f->tensors[i]->data) != 0)
 				return NULL;
 		cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "masked");
 		cJSON_AddNumberToObject(f->manifest, "masked",
@@ -1037,7 +1037,7 @@ cg_reducer_finish(struct cg_reducer *r)
 	} else if (r->op->finish) {
 		f = r->acc;
 		for (size_t i = 0; i < f->ntensors; i++)
-			r->op->finish(f->tensors[i].data, f->tensors[i].nelem,
+			r->op->finish(f->tensors[i]->data, f->tensors[i]->nelem,
 			              r->weight);
 	}
 	f = r->acc;

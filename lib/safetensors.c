@@ -378,10 +378,18 @@ shape:
  * that it lists each of them once with its dtype, shape and digest.
  */
 static int
+by_address(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (struct cg_tensor *const *)a;
+	uintptr_t y = (uintptr_t) * (struct cg_tensor *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int
 apply_listing(struct cg_file *f, const cJSON *arr)
 {
-	struct cg_tensor *out;
-	unsigned char *used;
+	struct cg_tensor **out, **seen = NULL;
 	const cJSON *o;
 	size_t k = 0;
 	int rc = -1;
@@ -394,8 +402,8 @@ apply_listing(struct cg_file *f, const cJSON *arr)
 		                                    "header %zu",
 		                 cJSON_GetArraySize(arr), f->ntensors);
 	out = calloc(f->cap ? f->cap : 1, sizeof(*out));
-	used = calloc(f->ntensors ? f->ntensors : 1, 1);
-	if (out == NULL || used == NULL) {
+	seen = calloc(f->ntensors ? f->ntensors : 1, sizeof(*seen));
+	if (out == NULL || seen == NULL) {
 		cg_seterr("out of memory");
 		goto done;
 	}
@@ -411,23 +419,28 @@ apply_listing(struct cg_file *f, const cJSON *arr)
 			                               : "?");
 			goto done;
 		}
-		if (used[t - f->tensors]++) {
-			cg_seterr(
-			    "tensor %s: listed twice in " CG_SAFETENSORS_KEY,
-			    t->name);
-			goto done;
-		}
 		if (check_listed(t, o) != 0)
 			goto done;
-		out[k++] = *t;
+		out[k++] = t;
 	}
+	/* As many names as tensors, each found: a name listed twice is
+	 * the same tensor twice, next to itself once sorted. */
+	memcpy(seen, out, k * sizeof(*out));
+	qsort(seen, k, sizeof(*seen), by_address);
+	for (size_t i = 1; i < k; i++)
+		if (seen[i] == seen[i - 1]) {
+			cg_seterr(
+			    "tensor %s: listed twice in " CG_SAFETENSORS_KEY,
+			    seen[i]->name);
+			goto done;
+		}
 	free(f->tensors);
 	f->tensors = out;
 	out = NULL;
 	rc = 0;
 done:
 	free(out);
-	free(used);
+	free(seen);
 	return rc;
 }
 
@@ -447,8 +460,8 @@ add_tensors(struct cg_file *f, struct entry **sorted, size_t n,
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
 	for (size_t i = 0; i < f->ntensors; i++)
-		cg_sha256(f->tensors[i].sha256, f->tensors[i].data,
-		          f->tensors[i].nbytes);
+		cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
+		          f->tensors[i]->nbytes);
 	return 0;
 }
 
@@ -846,8 +859,8 @@ cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 	int rc = -1;
 
 	for (size_t i = 0; i < f->ntensors; i++)
-		if (cg_row(f->tensors[i].dtype) < 0 &&
-		    cg_tensor_make_f32(&f->tensors[i]) != 0)
+		if (cg_row(f->tensors[i]->dtype) < 0 &&
+		    cg_tensor_make_f32(f->tensors[i]) != 0)
 			goto fail;
 	if ((m = cg_file_manifest(f)) == NULL ||
 	    (text = cJSON_PrintUnformatted(m)) == NULL ||
@@ -857,7 +870,7 @@ cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 		goto fail;
 	}
 	for (size_t i = 0; i < f->ntensors; i++)
-		order[i] = &f->tensors[i];
+		order[i] = f->tensors[i];
 	qsort(order, f->ntensors, sizeof(*order), by_rank);
 	if (make_header(order, f->ntensors, text,
 	                cJSON_GetObjectItemCaseSensitive(

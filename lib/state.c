@@ -167,7 +167,7 @@ cg_state_identity(const struct cg_file *f, unsigned char out[32])
 	}
 	update_str(c, m);
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *t = f->tensors[i];
 		update_str(c, t->name);
 		update_str(c, cg_dtype_name(t->dtype));
 		for (int k = 0; k < t->ndim; k++) {

@@ -1609,7 +1609,7 @@ tensor_layout(const struct cg_file *f, struct cg_uview **out, int *nv)
 	if (v == NULL)
 		return cg_seterr("out of memory");
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *t = f->tensors[i];
 		memcpy(v[i].name, t->name, CG_MAX_NAME);
 		v[i].ndim = t->ndim;
 		memcpy(v[i].shape, t->shape, sizeof(v[i].shape));

@@ -162,7 +162,7 @@ convert(const char *in, enum cg_dtype dt)
 			cJSON_AddItemToObject(f->manifest, it->string,
 					      cJSON_Duplicate(it, 1));
 	for (size_t i = 0; i < src->ntensors; i++) {
-		const struct cg_tensor *t = &src->tensors[i];
+		const struct cg_tensor *t = src->tensors[i];
 		struct cg_tensor *o;
 
 		if (cg_codec(t->dtype)->kind != CG_KIND_FLOAT ||
@@ -218,7 +218,7 @@ tamper(const char *in, const char *how)
 		return f;
 	}
 	for (size_t i = 0; i < f->ntensors; i++) {
-		struct cg_tensor *t = &f->tensors[i];
+		struct cg_tensor *t = f->tensors[i];
 		if (only && strcmp(t->name, only + 1) != 0)
 			continue;
 		unsigned char *p = t->data;

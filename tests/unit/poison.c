@@ -43,12 +43,12 @@ poison(struct cg_file *f, enum how h, double x)
 	if (cJSON_GetObjectItemCaseSensitive(f->manifest, "codec"))
 		return cg_seterr("a coded update: dense f32 only");
 	for (size_t i = 0; i < f->ntensors; i++)
-		if (f->tensors[i].dtype != CG_F32)
+		if (f->tensors[i]->dtype != CG_F32)
 			return cg_seterr("tensor %s: %s, not f32",
-			                 f->tensors[i].name,
-			                 cg_dtype_name(f->tensors[i].dtype));
+			                 f->tensors[i]->name,
+			                 cg_dtype_name(f->tensors[i]->dtype));
 	for (size_t i = 0; i < f->ntensors; i++) {
-		struct cg_tensor *t = &f->tensors[i];
+		struct cg_tensor *t = f->tensors[i];
 		float *v = t->data;
 		for (uint64_t j = 0; j < t->nelem; j++, at++)
 			if (h == SCALE)

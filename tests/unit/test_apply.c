@@ -44,7 +44,7 @@ update_of(const struct cg_model *m, enum cg_update_kind k, const float *buf)
 	cJSON_Delete(g->manifest);
 	g->manifest = cJSON_Duplicate(f->manifest, 1);
 	for (size_t i = 0; i < f->ntensors; i++) {
-		const struct cg_tensor *t = &f->tensors[i];
+		const struct cg_tensor *t = f->tensors[i];
 		if (!cg_file_add(g, t->name, t->dtype, t->ndim, t->shape,
 		                 t->data))
 			die("cg_file_add");

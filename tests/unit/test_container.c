@@ -98,7 +98,7 @@ test_roundtrip(const char *dir)
 			CHECK(g->ntensors == 3, "ntensors %zu", g->ntensors);
 			struct cg_tensor *t = cg_file_need(g, "enc.0.w", CG_F32);
 			CHECK(t && t->ndim == 2 && t->shape[1] == 5 &&
-				  memcmp(t->data, f->tensors[0].data, 60) == 0,
+				  memcmp(t->data, f->tensors[0]->data, 60) == 0,
 			      "tensor content");
 			CHECK(cg_file_need(g, "idx", CG_F32) == NULL &&
 				  strstr(cg_errmsg(), "dtype"),
@@ -108,10 +108,10 @@ test_roundtrip(const char *dir)
 			 * ones are copies. */
 			int inplace = 1;
 			for (size_t i = 0; i < g->ntensors; i++) {
-				const char *d = g->tensors[i].data;
-				if (g->tensors[i].nbytes == 0)
+				const char *d = g->tensors[i]->data;
+				if (g->tensors[i]->nbytes == 0)
 					continue;
-				inplace &= g->tensors[i].borrowed && g->blob &&
+				inplace &= g->tensors[i]->borrowed && g->blob &&
 					   d >= (char *)g->blob &&
 					   ((uintptr_t)d & 63) == 0;
 			}
@@ -121,9 +121,9 @@ test_roundtrip(const char *dir)
 		cg_file_free(g);
 		/* Read as copies: each tensor its own, none borrowed. */
 		g = cg_file_read_copy(p1);
-		CHECK(g && g->blob == NULL && !g->tensors[0].borrowed &&
-			  !g->tensors[1].borrowed &&
-			  memcmp(g->tensors[1].data, f->tensors[1].data, 28) == 0,
+		CHECK(g && g->blob == NULL && !g->tensors[0]->borrowed &&
+			  !g->tensors[1]->borrowed &&
+			  memcmp(g->tensors[1]->data, f->tensors[1]->data, 28) == 0,
 		      "%s: cg_file_read_copy", ext[c]);
 		cg_file_free(g);
 		/* The same bytes from memory: the same tensors, each a
@@ -134,8 +134,8 @@ test_roundtrip(const char *dir)
 			memcpy(b2, b1, n1);
 		g = b1 ? cg_file_read_mem(b1, n1, "mem") : NULL;
 		CHECK(g && g->blob == NULL && g->ntensors == 3 &&
-			  !g->tensors[0].borrowed &&
-			  memcmp(g->tensors[0].data, f->tensors[0].data, 60) ==
+			  !g->tensors[0]->borrowed &&
+			  memcmp(g->tensors[0]->data, f->tensors[0]->data, 60) ==
 			      0 &&
 			  memcmp(b1, b2, n1) == 0,
 		      "%s: cg_file_read_mem: %s", ext[c],
@@ -146,9 +146,9 @@ test_roundtrip(const char *dir)
 		/* Borrowed tensors write the same bytes as copies. */
 		struct cg_file *h = cg_file_new("model");
 		for (size_t i = 0; i < f->ntensors; i++)
-			cg_file_add_ref(h, f->tensors[i].name,
-					f->tensors[i].dtype, f->tensors[i].ndim,
-					f->tensors[i].shape, f->tensors[i].data);
+			cg_file_add_ref(h, f->tensors[i]->name,
+					f->tensors[i]->dtype, f->tensors[i]->ndim,
+					f->tensors[i]->shape, f->tensors[i]->data);
 		CHECK(cg_file_write(h, p2, (enum cg_compress)c) == 0, "%s",
 		      cg_errmsg());
 		b1 = slurp(p1, &n1);
@@ -335,7 +335,7 @@ test_truncated_mapping(const char *dir)
 			_exit(3);
 		if (truncate(p, 512) != 0)
 			_exit(4);
-		x = ((float *)g->tensors[1].data)[4095];
+		x = ((float *)g->tensors[1]->data)[4095];
 		(void)x;
 		_exit(5); /* not reached: the page is gone */
 	}

@@ -468,7 +468,7 @@ test_file(void)
 	struct cg_file *f = cg_model_file(m);
 	int names = 1, nmask = 0;
 	for (size_t k = 0; f && k < f->ntensors; k++) {
-		const struct cg_tensor *t = &f->tensors[k];
+		const struct cg_tensor *t = f->tensors[k];
 		if (strncmp(t->name, "mask.", 5))
 			continue;
 		int i = view_of(m, t->name + 5);

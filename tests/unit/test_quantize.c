@@ -246,9 +246,9 @@ test_rule_and_values(void)
 	struct cg_file *q2 = m8 ? cg_quantize(q, m8, &r, rep) : NULL;
 	int same = q2 != NULL && q2->ntensors == q->ntensors;
 	for (size_t i = 0; same && i < q->ntensors; i++)
-		same = q->tensors[i].nbytes == q2->tensors[i].nbytes &&
-		       memcmp(q->tensors[i].data, q2->tensors[i].data,
-		              q->tensors[i].nbytes) == 0;
+		same = q->tensors[i]->nbytes == q2->tensors[i]->nbytes &&
+		       memcmp(q->tensors[i]->data, q2->tensors[i]->data,
+		              q->tensors[i]->nbytes) == 0;
 	expect(same, "q8_0 to q8_0 keeps every byte");
 	cg_file_free(q2);
 	/* another block type: refused, unless asked */

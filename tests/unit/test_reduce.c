@@ -102,9 +102,9 @@ same_file(const struct cg_file *a, const struct cg_file *b)
 	free(ja);
 	free(jb);
 	for (size_t i = 0; ok && i < a->ntensors; i++)
-		ok = a->tensors[i].nbytes == b->tensors[i].nbytes &&
-		     memcmp(a->tensors[i].data, b->tensors[i].data,
-		            a->tensors[i].nbytes) == 0;
+		ok = a->tensors[i]->nbytes == b->tensors[i]->nbytes &&
+		     memcmp(a->tensors[i]->data, b->tensors[i]->data,
+		            a->tensors[i]->nbytes) == 0;
 	return ok;
 }
 

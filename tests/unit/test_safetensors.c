@@ -98,17 +98,17 @@ test_good(void)
 		return;
 	}
 	CHECK(f->ntensors == 2, "%zu tensors", f->ntensors);
-	CHECK(strcmp(f->tensors[0].name, "b") == 0 &&
-	          strcmp(f->tensors[1].name, "a") == 0,
-	      "not in offset order: %s %s", f->tensors[0].name,
-	      f->tensors[1].name);
-	CHECK(f->tensors[0].dtype == CG_F16 && f->tensors[0].ndim == 2 &&
-	          f->tensors[0].shape[0] == 1 && f->tensors[0].shape[1] == 2,
+	CHECK(strcmp(f->tensors[0]->name, "b") == 0 &&
+	          strcmp(f->tensors[1]->name, "a") == 0,
+	      "not in offset order: %s %s", f->tensors[0]->name,
+	      f->tensors[1]->name);
+	CHECK(f->tensors[0]->dtype == CG_F16 && f->tensors[0]->ndim == 2 &&
+	          f->tensors[0]->shape[0] == 1 && f->tensors[0]->shape[1] == 2,
 	      "b: dtype or shape");
-	CHECK(cg_tensor_to_f32(&f->tensors[0], out) == 0 && out[0] == 1 &&
+	CHECK(cg_tensor_to_f32(f->tensors[0], out) == 0 && out[0] == 1 &&
 	          out[1] == -2,
 	      "b: values %g %g", out[0], out[1]);
-	CHECK(cg_tensor_to_f32(&f->tensors[1], out) == 0 && out[0] == 1.5f &&
+	CHECK(cg_tensor_to_f32(f->tensors[1], out) == 0 && out[0] == 1.5f &&
 	          out[1] == -2,
 	      "a: values %g %g", out[0], out[1]);
 	CHECK(strcmp(cg_file_kind(f), "model") == 0, "kind '%s'",
@@ -118,7 +118,7 @@ test_good(void)
 	{
 		unsigned char d[32];
 		cg_sha256(d, a, 8);
-		CHECK(memcmp(d, f->tensors[1].sha256, 32) == 0,
+		CHECK(memcmp(d, f->tensors[1]->sha256, 32) == 0,
 		      "a: digest not computed");
 	}
 	cg_file_free(f);
@@ -151,9 +151,9 @@ test_dtypes(void)
 		CHECK(f != NULL, "%s: refused: %s", names[i], cg_errmsg());
 		if (f == NULL)
 			continue;
-		CHECK(f->ntensors == 3 && f->tensors[0].dtype == want[i] &&
-		          f->tensors[0].nelem == 3 && f->tensors[1].ndim == 0 &&
-		          f->tensors[1].nelem == 1 && f->tensors[2].nelem == 0,
+		CHECK(f->ntensors == 3 && f->tensors[0]->dtype == want[i] &&
+		          f->tensors[0]->nelem == 3 && f->tensors[1]->ndim == 0 &&
+		          f->tensors[1]->nelem == 1 && f->tensors[2]->nelem == 0,
 		      "%s: read wrong", names[i]);
 		cg_file_free(f);
 	}
@@ -407,13 +407,13 @@ test_round_trip(const char *dir)
 	expect(st == 1, "cg_read_any tells a safetensors file");
 	CHECK(g->ntensors == f->ntensors, "%zu tensors", g->ntensors);
 	for (size_t i = 0; i < g->ntensors && i < f->ntensors; i++)
-		CHECK(strcmp(g->tensors[i].name, f->tensors[i].name) == 0 &&
-		          g->tensors[i].dtype == f->tensors[i].dtype &&
-		          g->tensors[i].nbytes == f->tensors[i].nbytes &&
-		          memcmp(g->tensors[i].data, f->tensors[i].data,
-		                 f->tensors[i].nbytes) == 0,
+		CHECK(strcmp(g->tensors[i]->name, f->tensors[i]->name) == 0 &&
+		          g->tensors[i]->dtype == f->tensors[i]->dtype &&
+		          g->tensors[i]->nbytes == f->tensors[i]->nbytes &&
+		          memcmp(g->tensors[i]->data, f->tensors[i]->data,
+		                 f->tensors[i]->nbytes) == 0,
 		      "tensor %zu (%s) came back different", i,
-		      f->tensors[i].name);
+		      f->tensors[i]->name);
 	CHECK(cJSON_Compare(f->manifest, g->manifest, 1),
 	      "the manifest came back different");
 	if (cg_file_write(g, p3, CG_COMPRESS_NONE) != 0)
@@ -498,7 +498,7 @@ test_pipe(void)
 	close(fd[1]);
 	f = cg_safetensors_read_fd(fd[0], "(stdin)", b, 9);
 	expect(f && f->ntensors == 1 &&
-	           memcmp(f->tensors[0].data, "abc", 3) == 0,
+	           memcmp(f->tensors[0]->data, "abc", 3) == 0,
 	       "a pipe is read, its first bytes handed over");
 	close(fd[0]);
 	cg_file_free(f);

@@ -204,10 +204,10 @@ mean_bound(int n, int F)
 	for (int i = 0; i < n; i++)
 		W += ws[i];
 	for (size_t t = 0; t < g->ntensors; t++) {
-		const float *a = g->tensors[t].data, *b = gp->tensors[t].data;
+		const float *a = g->tensors[t]->data, *b = gp->tensors[t]->data;
 		const uint64_t off = m->views[t].off;
-		nview += g->tensors[t].dtype == CG_F32;
-		for (uint64_t j = 0; j < g->tensors[t].nelem; j++) {
+		nview += g->tensors[t]->dtype == CG_F32;
+		for (uint64_t j = 0; j < g->tensors[t]->nelem; j++) {
 			double exact = 0, mag = 0;
 			for (int i = 0; i < n; i++) {
 				exact += ws[i] * xs[i][off + j];
@@ -525,7 +525,7 @@ refusals(void)
 	struct cg_update *x = masked_input(m, &mk, 0, "m0");
 	f = x->file;
 	x->file = NULL;
-	f->tensors[0].dtype = CG_F32;
+	f->tensors[0]->dtype = CG_F32;
 	w = cg_update_from_file(f, "f32.cgg");
 	expect(w == NULL && contains("not u64"),
 	       "a masked tensor of another dtype: refused");
@@ -533,8 +533,8 @@ refusals(void)
 	x = masked_input(m, &mk, 0, "m0");
 	f = x->file;
 	x->file = NULL;
-	f->tensors[1].shape[0] = 4;
-	f->tensors[1].nelem = 4;
+	f->tensors[1]->shape[0] = 4;
+	f->tensors[1]->nelem = 4;
 	w = cg_update_from_file(f, "short.cgg");
 	expect(w == NULL && contains("shape"),
 	       "a masked tensor of another size: refused");

@@ -223,8 +223,8 @@ close_to(const struct cg_file *f, const double *want, const double *scale,
 
 	*worst = 0;
 	for (size_t t = 0; t < f->ntensors; t++) {
-		const float *x = f->tensors[t].data;
-		for (uint64_t e = 0; e < f->tensors[t].nelem; e++, j++) {
+		const float *x = f->tensors[t]->data;
+		for (uint64_t e = 0; e < f->tensors[t]->nelem; e++, j++) {
 			double d = fabs(x[e] - want[j]);
 			*worst = d > *worst ? d : *worst;
 			ok &= d <= 8 * 0x1p-24 * scale[j] + 1e-30;

@@ -599,10 +599,10 @@ same_tensors(const struct cg_file *a, const struct cg_file *b, double tol)
 	if (a->ntensors != b->ntensors)
 		return 0;
 	for (size_t i = 0; i < a->ntensors; i++) {
-		const float *x = a->tensors[i].data, *y = b->tensors[i].data;
-		if (a->tensors[i].nelem != b->tensors[i].nelem)
+		const float *x = a->tensors[i]->data, *y = b->tensors[i]->data;
+		if (a->tensors[i]->nelem != b->tensors[i]->nelem)
 			return 0;
-		for (uint64_t j = 0; j < a->tensors[i].nelem; j++)
+		for (uint64_t j = 0; j < a->tensors[i]->nelem; j++)
 			if (fabs((double)x[j] - y[j]) > tol ||
 			    (tol == 0 && memcmp(&x[j], &y[j], 4) != 0 &&
 			     x[j] != 0))

@@ -216,8 +216,8 @@ tensors(void)
 	       "a missing view is named");
 	cg_update_free(u);
 	f = cg_update_new(m, CG_UPDATE_GRAD, buf, 1, 1, 0);
-	f->tensors[0].shape[0] = 5;
-	f->tensors[0].shape[1] = 3;
+	f->tensors[0]->shape[0] = 5;
+	f->tensors[0]->shape[1] = 3;
 	u = cg_update_from_file(f, "t.cgg");
 	expect(u && cg_update_get(u, m, buf) == -1 &&
 	           strcmp(cg_errmsg(), "t.cgg: tensor a.w: shape differs "
