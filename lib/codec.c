@@ -393,6 +393,21 @@ q8_0_decode(float *dst, const void *src, size_t n)
 	}
 }
 
+/*
+ * 1/d, the block encoders' multiplier, or 0 where d is 0 or so small
+ * (a block of subnormals) that 1/d overflows: every level then encodes
+ * 0, which is what such a block decodes to anyway, its scale being 0
+ * in f16.  Without it x * inf would be an inf or a nan, and its
+ * conversion to an integer undefined.
+ */
+static inline float
+inv_scale(float d)
+{
+	float id = d != 0 ? 1.0f / d : 0.0f;
+
+	return isfinite(id) ? id : 0.0f;
+}
+
 /* ggml's quantize_row_q8_0_reference: d = max|x| / 127, q = roundf(x / d)
  * taken as x * (1/d) with the float d (the stored scale is d in f16). */
 static int
@@ -406,7 +421,7 @@ q8_0_encode(void *dst, const float *src, size_t n)
 		float amax, d, id;
 		block_amax(src + i, &amax);
 		d = amax / 127;
-		id = d != 0 ? 1.0f / d : 0.0f;
+		id = inv_scale(d);
 		put16(b, cg_f32_to_f16(d));
 		for (int j = 0; j < QK; j++) {
 			int q = round_away(src[i + j] * id);
@@ -449,7 +464,7 @@ q4_0_encode(void *dst, const float *src, size_t n)
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
 		float d, id;
 		d = signed_max(src + i) / -8;
-		id = d != 0 ? 1.0f / d : 0.0f;
+		id = inv_scale(d);
 		put16(b, cg_f32_to_f16(d));
 		for (int j = 0; j < QK / 2; j++) {
 			float x0 = src[i + j] * id;
@@ -486,7 +501,7 @@ q2_0_encode(void *dst, const float *src, size_t n)
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 4) {
 		float d = signed_max(src + i) / -2;
-		float id = d != 0 ? 1.0f / d : 0.0f;
+		float id = inv_scale(d);
 		put16(b, cg_f32_to_f16(d));
 		for (int k = 0; k < QK / 4; k++) {
 			unsigned byte = 0;
@@ -556,7 +571,7 @@ q4_1_encode(void *dst, const float *src, size_t n)
 		float min, max, d, id;
 		block_range(src + i, &min, &max);
 		d = (max - min) / 15;
-		id = d != 0 ? 1.0f / d : 0.0f;
+		id = inv_scale(d);
 		put16(b, cg_f32_to_f16(d));
 		put16(b + 2, cg_f32_to_f16(min));
 		for (int j = 0; j < QK / 2; j++) {
@@ -603,7 +618,7 @@ q4_1_try(const float *x, const float *w, float d32, float m32, uint16_t *dh,
 	m = cg_f16_to_f32(*mh);
 	if (!isfinite(d) || !isfinite(m))
 		return INFINITY;
-	id = d != 0 ? 1.0f / d : 0.0f;
+	id = inv_scale(d);
 	for (int j = 0; j < QK; j++) {
 		float t = (x[j] - m) * id + 0.5f;
 		int l = t <= 0 ? 0 : t >= 15 ? 15 : (int)t;
@@ -707,7 +722,7 @@ q4_0_try(const float *x, const float *w, float d32, uint16_t *dh,
 	d = cg_f16_to_f32(*dh);
 	if (!isfinite(d))
 		return INFINITY;
-	id = d != 0 ? 1.0f / d : 0.0f;
+	id = inv_scale(d);
 	for (int j = 0; j < QK; j++) {
 		float t = x[j] * id + 8.5f;
 		int l = t <= 0 ? 0 : t >= 15 ? 15 : (int)t;
@@ -807,7 +822,7 @@ q8_0_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r)
 			if (fabsf(src[i + j]) > amax)
 				amax = fabsf(src[i + j]);
 		d = amax / 127;
-		id = d != 0 ? 1.0f / d : 0.0f;
+		id = inv_scale(d);
 		put16(b, cg_f32_to_f16(d));
 		sr_block(u, key, i);
 		for (int j = 0; j < QK; j++) {
@@ -838,7 +853,7 @@ offset_encode_sr(void *dst, const float *src, size_t n, struct cg_rng *r,
 		return -1;
 	for (size_t i = 0; i < n; i += QK, b += 2 + vbytes) {
 		float d = signed_max(src + i) / (float)-h;
-		float id = d != 0 ? 1.0f / d : 0.0f, u[QK];
+		float id = inv_scale(d), u[QK];
 		int q[QK];
 
 		put16(b, cg_f32_to_f16(d));

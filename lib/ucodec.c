@@ -1686,6 +1686,41 @@ cg_uview_f32(const struct cg_uspec *s, const struct cg_uview *v)
 
 /* ------------------------------------------------------------ encode */
 
+/*
+ * View b of a coded file as a reader decodes it, against x [b->n], the
+ * values encoded: into sent [b->n] (may be NULL), x minus it into left
+ * [b->n] (may be NULL).  A finite value that the coded file carries as
+ * an inf (an f16 value or scale past 65504) is refused: a reader would
+ * refuse the whole update, so no such file is written.  (A masked view
+ * decodes to nan, and only its sum means anything: not checked.)  0, or -1 with a
+ * message naming the view and the element.
+ */
+static int
+check_sent(const struct cg_uspec *s, const struct cg_uspec *bs,
+           const struct cg_uview *b, const float *x, float *sent,
+           float *left)
+{
+	float run[2048];
+
+	for (uint64_t lo = 0; lo < b->n; lo += 2048) {
+		size_t n = b->n - lo < 2048 ? (size_t)(b->n - lo) : 2048;
+		float *y = sent ? sent + lo : run;
+		cg_udecode(bs, b, lo, n, y);
+		for (size_t j = 0; j < n && !cg_uspec_masked(s); j++)
+			if (!isfinite(y[j]))
+				return cg_seterr(
+				    "codec %s: tensor %s: element %llu (%g) "
+				    "is beyond what the codec holds",
+				    cg_uspec_name(s), b->name,
+				    (unsigned long long)(lo + j),
+				    (double)x[lo + j]);
+		if (left)
+			for (size_t j = 0; j < n; j++)
+				left[lo + j] = x[lo + j] - y[j];
+	}
+	return 0;
+}
+
 int
 cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
            const float *x, struct cg_file *f, struct cg_uenc *e, float *sent,
@@ -1718,24 +1753,13 @@ cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
 	/* what a reader gets, through its own path */
 	if (cg_ubind(f, &bs, &b, &nb) != 0)
 		return -1;
-	for (int i = 0; i < nb && (sent || left); i++) {
-		uint64_t off = v[i].off;
-		if (sent) {
-			cg_udecode(&bs, &b[i], 0, v[i].n, sent + off);
-			if (left)
-				for (uint64_t j = 0; j < v[i].n; j++)
-					left[off + j] = x[off + j] - sent[off + j];
-			continue;
+	for (int i = 0; i < nb && (sent || left || !cg_uspec_masked(s)); i++)
+		if (check_sent(s, &bs, &b[i], x + v[i].off,
+		               sent ? sent + v[i].off : NULL,
+		               left ? left + v[i].off : NULL) != 0) {
+			free(b);
+			return -1;
 		}
-		/* left alone: through a small buffer, in runs */
-		float run[2048];
-		for (uint64_t lo = 0; lo < v[i].n; lo += 2048) {
-			size_t n = v[i].n - lo < 2048 ? (size_t)(v[i].n - lo) : 2048;
-			cg_udecode(&bs, &b[i], lo, n, run);
-			for (size_t j = 0; j < n; j++)
-				left[off + lo + j] = x[off + lo + j] - run[j];
-		}
-	}
 	free(b);
 	return 0;
 }

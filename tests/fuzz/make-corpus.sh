@@ -19,7 +19,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 rm -rf "$out"
-for t in codec container fortune idx jsonl safetensors shard tsv update; do
+for t in codec container encode fortune idx jsonl safetensors shard tsv update; do
 	mkdir -p "$out/$t"
 done
 
@@ -150,4 +150,17 @@ for name in f32 f16 bf16 i8 u8 u16 u32 u64 q8_0 q4_0 q2_0 q4_1; do
 	row=$((row + 1))
 done
 codec 9 1000000000000 999999999990 20 q4 "$out/codec/q4_0-claims"
+
+# encode: a codec byte (0-15, fuzz_encode.c's table), its parameter,
+# flags, the view count, then 200 bytes of a real tensor for dimensions
+# and values
+w=0
+while [ $w -lt 16 ]; do
+	{
+		printf "\\$(printf %03o $w)\\$(printf %03o $((w * 37 % 256)))"
+		printf "\\$(printf %03o $((w % 4)))\\$(printf %03o $((w + 3)))"
+		tail -c 200 f32
+	} >"$out/encode/seed-$(printf %02d $w)"
+	w=$((w + 1))
+done
 du -sh "$out"
