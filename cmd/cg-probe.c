@@ -7,6 +7,7 @@
  * figures of several hosts, probed with the same model, shard and
  * batch, go to it as they are.  lib/probe.c does the timing.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,11 @@ report(const struct args *a, const struct cg_model *m, int threads,
 		printf("batch:      %lld\n", a->batch);
 		printf("steps:      %d in %.2f s (%llu examples)\n", r->steps,
 		       r->secs, (unsigned long long)r->samples);
+		printf("cpu:        %.2f s (%.3g of a CPU", r->cpu,
+		       r->secs > 0 ? r->cpu / r->secs : 0);
+		if (isfinite(r->cap))
+			printf("; allowed %.3g", r->cap);
+		printf(")\n");
 		printf(
 		    "examples/s: %.6g (median of %d windows; %.6g to %.6g)\n",
 		    r->rate, r->nwindows, r->lo, r->hi);
@@ -169,6 +175,11 @@ report(const struct args *a, const struct cg_model *m, int threads,
 	cJSON_AddNumberToObject(j, "steps", r->steps);
 	cJSON_AddNumberToObject(j, "examples", (double)r->samples);
 	cJSON_AddNumberToObject(j, "seconds", r->secs);
+	cJSON_AddNumberToObject(j, "cpu_seconds", r->cpu);
+	if (isfinite(r->cap))
+		cJSON_AddNumberToObject(j, "cpu_cap", r->cap);
+	else
+		cJSON_AddNullToObject(j, "cpu_cap");
 	cJSON_AddNumberToObject(j, "examples_per_s", r->rate);
 	cJSON_AddNumberToObject(j, "reference", a->reference);
 	cJSON_AddNumberToObject(j, "weight", r->rate / a->reference);

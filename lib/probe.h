@@ -26,8 +26,18 @@ struct cg_probe_result {
 	int nwindows;
 	uint64_t samples; /* examples trained in the timed windows */
 	double secs;	  /* the timed windows' wall time */
+	double cpu;	  /* the CPU time they used (every thread's) */
+	double cap;	  /* cg_probe_cpu_cap(): CPUs, INFINITY if no limit */
 	int steps;	  /* steps taken in them */
 };
+
+/*
+ * The CPUs this process may use in the long run: the least of its
+ * cgroups' CFS bandwidth limits (cgroup v2 cpu.max, v1 cfs_quota_us /
+ * cfs_period_us, each level up to the mount's root) and the CPUs its
+ * affinity allows; INFINITY where none can be read.
+ */
+double cg_probe_cpu_cap(void);
 
 /*
  * Time real training steps of m on s as a DiLoCo worker takes them
@@ -35,8 +45,10 @@ struct cg_probe_result {
  * o->batch), on the threads set for the process: o->warmup seconds
  * untimed (caches, the allocator, the CPU's clock), then o->windows
  * windows of o->seconds / o->windows each, every window at least one
- * step.  The median window is what a host sustains, apart from a
- * moment's stall.  m's weights are left as they were.  Returns 0, or
+ * step.  Each window counts the longer of its wall time and its CPU
+ * time over cg_probe_cpu_cap(): a capped host is held to the CPU its
+ * cap allows over a round, whatever a few seconds of it got.  The median
+ * window is what a host sustains, apart from a moment's stall.  m's weights are left as they were.  Returns 0, or
  * -1 with a message.
  */
 int cg_probe_run(struct cg_model *m, const struct cg_shard *s,

@@ -134,11 +134,20 @@ cpu_groups() {
 	}
 }
 
-# probe GROUP: one thread's examples/s, in cgroup GROUP
+# probe GROUP: one thread's examples/s and the share of a CPU it used,
+# in cgroup GROUP
 probe() {
 	sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$1" \
 		cg-probe -m "$D/model.cgm" -d "$D/fm-0.cgd" -j 1 --seconds 4 \
-		--warmup 1 --windows 8 --json | jq -r .examples_per_s
+		--warmup 1 --windows 8 --json |
+		jq -r '"\(.examples_per_s) \(.cpu_seconds / .seconds * 1000 | round / 1000)"'
+}
+
+# probe_json GROUP: cg-probe --json of one thread in cgroup GROUP
+probe_json() {
+	sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$1" \
+		cg-probe -m "$D/model.cgm" -d "$D/fm-0.cgd" -j 1 --seconds 2 \
+		--warmup 0.5 --windows 4 --json
 }
 
 # median VALUE...: the middle one, or the mean of the middle two
@@ -147,21 +156,49 @@ median() {
 		print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+@test "cg-probe: the CPU its cgroup allows, and a capped host held to it" {
+	cpu_groups || skip "$CGROUP_WHY"
+	local out cap
+	out=$(probe_json "$CAPPED")
+	echo "# capped: $(jq -c '{cpu_cap, cpu_seconds, seconds, examples, examples_per_s}' <<<"$out")" >&3
+	[ "$(jq .cpu_cap <<<"$out")" = 0.25 ]
+	# the median window's rate is no more than the examples over the
+	# CPU time the cap allows for them (a tenth over, for the median
+	# against the whole)
+	jq -e '.examples_per_s <= 1.1 * .examples / (.cpu_seconds / 0.25)' \
+		<<<"$out" >/dev/null
+	# the free group allows what the affinity does: this machine's CPUs
+	out=$(probe_json "$FREE")
+	cap=$(jq .cpu_cap <<<"$out")
+	[ "$cap" = "$(nproc)" ] || {
+		echo "free group: cpu_cap $cap, nproc $(nproc)"
+		return 1
+	}
+	run -0 cg-probe -m "$D/model.cgm" -d "$D/fm-0.cgd" -j 1 --seconds 0.2 \
+		--warmup 0.1 --windows 2
+	assert_line --regexp '^cpu: +[0-9.]+ s \([0-9.]+ of a CPU(; allowed [0-9.]+)?\)$'
+}
+
 @test "cg-probe: a host capped at a quarter of a CPU weighs a quarter of a free one, within 25%" {
 	cpu_groups || skip "$CGROUP_WHY"
-	local free=() capped=() i f c ratio try
+	local free=() capped=() fcpu=() ccpu=() i f c ratio try r
 	# three pairs; where the machine's other work has pushed their
 	# medians out of the range, three more and the medians of all six
 	for try in 1 2; do
 		for i in 1 2 3; do
-			free+=("$(probe "$FREE")")
-			capped+=("$(probe "$CAPPED")")
+			r=$(probe "$FREE")
+			free+=("${r% *}")
+			fcpu+=("${r#* }")
+			r=$(probe "$CAPPED")
+			capped+=("${r% *}")
+			ccpu+=("${r#* }")
 		done
 		f=$(median "${free[@]}")
 		c=$(median "${capped[@]}")
 		ratio=$(awk -v f="$f" -v c="$c" 'BEGIN { printf "%.3f", c / f }')
 		echo "# free ${free[*]}; capped ${capped[*]} examples/s:" \
-			"medians $f and $c, ratio $ratio (1/4 within 25%: 0.1875 to 0.3125)" >&3
+			"medians $f and $c, ratio $ratio (1/4 within 25%: 0.1875 to 0.3125);" \
+			"CPU used: free ${fcpu[*]}, capped ${ccpu[*]}" >&3
 		! awk -v r="$ratio" 'BEGIN { exit !(r >= 0.1875 && r <= 0.3125) }' ||
 			return 0
 	done
