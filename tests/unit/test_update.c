@@ -173,6 +173,28 @@ rules(void)
 	cg_model_free(m);
 }
 
+/* f (freed) without its last tensor: a new file whose tensors borrow
+ * the data f borrowed. */
+static struct cg_file *
+without_last(struct cg_file *f)
+{
+	struct cg_file *g = f ? cg_file_new(cg_file_kind(f)) : NULL;
+
+	if (g == NULL)
+		die("cg_file_new");
+	cJSON_Delete(g->manifest);
+	if ((g->manifest = cJSON_Duplicate(f->manifest, 1)) == NULL)
+		die("cJSON_Duplicate");
+	for (size_t i = 0; i + 1 < f->ntensors; i++) {
+		const struct cg_tensor *t = f->tensors[i];
+		if (!cg_file_add_ref(g, t->name, t->dtype, t->ndim, t->shape,
+		                     t->data))
+			die("cg_file_add_ref");
+	}
+	cg_file_free(f);
+	return g;
+}
+
 static void
 tensors(void)
 {
@@ -208,9 +230,8 @@ tensors(void)
 	cg_update_free(u);
 
 	/* a view missing, a view misshapen */
-	f = cg_update_new(m, CG_UPDATE_GRAD, buf, 1, 1, 0);
-	f->ntensors = 3; /* b.b dropped */
-	u = cg_update_from_file(f, "s.cgg");
+	f = without_last(cg_update_new(m, CG_UPDATE_GRAD, buf, 1, 1, 0));
+	u = cg_update_from_file(f, "s.cgg"); /* b.b dropped */
 	expect(u && cg_update_get(u, m, buf) == -1 &&
 	           strcmp(cg_errmsg(), "s.cgg: tensor b.b: missing") == 0,
 	       "a missing view is named");
