@@ -384,6 +384,17 @@ EOF
 	[ ! -e out.cgm ]
 }
 
+@test "a cg.json of a kind the format does not define" {
+	local w='{"dtype":"U8","shape":[4],"data_offsets":[0,4]}'
+	# header: cg.json $1 as the metadata, and tensor w
+	hdr() { jq -cn --arg cg "$1" --argjson w "$w" \
+		'{"__metadata__": {"cg.json": $cg}, "w": $w}'; }
+	mkst rocket.st "$(hdr '{"format":"cg/1","kind":"rocket"}')" 4
+	refused rocket.st "cg.json: unknown kind 'rocket' (not model, grad, delta, data or state)"
+	run -1 --separate-stderr cg-inspect --verify rocket.st
+	assert_equal "$stderr" "cg-inspect: rocket.st: cg.json: unknown kind 'rocket' (not model, grad, delta, data or state)"
+}
+
 @test "a pipe that claims a terabyte is refused before any allocation" {
 	hdr='{"w":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}'
 	mkst tb.st "$hdr" 16
