@@ -402,6 +402,16 @@ struct cg_model *cg_model_read(const char *path);
  * NULL with a message naming the file and tensor.
  */
 struct cg_model *cg_model_read_infer(const char *path);
+/*
+ * Whether model file f is one every model reader takes, f left as it is:
+ * the checks cg_model_read and cg_model_read_infer make before they read
+ * a value (the arch and its config, every view a tensor of its shape, the
+ * optimizer tensors' sizes, the groups, the masks).  A model that names
+ * no arch, or one this build lacks, has no layout to check: 0.  What
+ * --verify asks of a model.  Returns 0, or -1 with a message that does
+ * not name the file.
+ */
+int cg_model_file_check(const struct cg_file *f);
 /* Build from a file already read (views must match the layout exactly);
  * f is left alone. */
 struct cg_model *cg_model_from_file(const struct cg_file *f,
