@@ -5,7 +5,8 @@
  * (another kind, no base, a tensor that is not f32 or not the model's)
  * refused with a message naming the file; cg_update_file_check (what
  * cg-inspect --verify runs) refusing each hostile coded file with the
- * reader's own message.  Exit 0 pass, 1 fail.
+ * reader's own message, and no tensor standing for two views.  Exit 0
+ * pass, 1 fail.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,12 +292,43 @@ refused_alike(struct cg_file *f, const char *want, const char *what)
 	cg_update_free(u);
 }
 
+/* The layout entry {"name": name, "shape": [a, b]} (b 0: [a]). */
+static void
+add_view(cJSON *lay, const char *name, double a, double b)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+
+	cJSON_AddStringToObject(o, "name", name);
+	cJSON_AddItemToArray(sh, cJSON_CreateNumber(a));
+	if (b > 0)
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber(b));
+	cJSON_AddItemToArray(lay, o);
+}
+
+/* An empty grad with a base, codec spec and an empty layout. */
+static struct cg_file *
+coded_by_hand(const char *spec, cJSON **lay)
+{
+	struct cg_file *f = cg_file_new("grad");
+	cJSON *b = cJSON_AddObjectToObject(f->manifest, "base");
+	cJSON *c = cJSON_AddObjectToObject(f->manifest, "codec");
+
+	cJSON_AddStringToObject(b, "sha256",
+	                        "0000000000000000000000000000000000000000000000"
+	                        "000000000000000000");
+	cJSON_AddNumberToObject(f->manifest, "samples", 1);
+	cJSON_AddStringToObject(c, "spec", spec);
+	*lay = cJSON_AddArrayToObject(f->manifest, "layout");
+	return f;
+}
+
 /* The checks cg-inspect --verify runs on an update are the readers'. */
 static void
 file_check(void)
 {
 	struct cg_model *m = toy_model(9, 0, 1, 0);
-	float buf[TOY_P];
+	float buf[TOY_P], zeros[64] = {0};
 	struct cg_file *f;
 	uint32_t *idx;
 	cJSON *lay;
@@ -350,6 +382,28 @@ file_check(void)
 	snprintf(cg_file_find(f, "b.b.val")->name, CG_MAX_NAME, "b.b.vals");
 	refused_alike(f, "tensor b.b.val: missing", "a .val member missing");
 
+	/* one tensor for two views, with no member left over to count:
+	 * two views of one name past the first 4096, and lowrank's factor
+	 * "w.p" of matrix w that a view of that name stands for too */
+	f = coded_by_hand("f32", &lay);
+	add_view(lay, "v0", 1, 0);
+	for (int i = 0; i <= 4096; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "v%d", i);
+		add_view(lay, name, 1, 0);
+		cg_file_add(f, name, CG_F32, 1, (uint64_t[]){1}, zeros);
+	}
+	cg_file_add(f, "extra", CG_F32, 1, (uint64_t[]){1}, zeros);
+	refused_alike(f, "tensor v0: stands for two views of the layout",
+	              "4098 views, two of one name");
+	f = coded_by_hand("lowrank:1", &lay);
+	add_view(lay, "w", 8, 8);
+	add_view(lay, "w.p", 8, 1);
+	cg_file_add(f, "w.p", CG_F32, 2, (uint64_t[]){8, 1}, zeros);
+	cg_file_add(f, "w.q", CG_F32, 2, (uint64_t[]){8, 1}, zeros);
+	cg_file_add(f, "extra", CG_F32, 1, (uint64_t[]){1}, zeros);
+	refused_alike(f, "tensor w.p: stands for two views of the layout",
+	              "a view named as another's factor");
 	cg_model_free(m);
 }
 
