@@ -8,7 +8,8 @@
 # missing), models (a view missing, a mask too short), a shard (a tensor
 # missing) and a state (no record).  For each, --verify exits 1 with one
 # line, and the readers refuse the same file with the same line under
-# their own name.  The programs come from PATH.
+# their own name; cg-convert passes on neither.  The programs come from
+# PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -63,7 +64,8 @@ same() {
 		refused bad.cgu "$want"
 		same cg-reduce "bad.cgu: $want" bad.cgu -o r.cgg
 		same cg-apply "bad.cgu: $want" -m "$D/model.cgm" bad.cgu -o m.cgm
-		[ ! -e r.cgg ] && [ ! -e m.cgm ]
+		same cg-convert "bad.cgu: $want" bad.cgu x.st
+		[ ! -e r.cgg ] && [ ! -e m.cgm ] && [ ! -e x.st ]
 	done <<EOF
 idx-range|tensor enc.0.w.idx: index 4294967295 outside its 12704 elements
 idx-far|tensor enc.0.w.idx: index 10012704 outside its 12704 elements
@@ -99,7 +101,8 @@ EOF
 	want='bad.cgm: tensor mask.enc.0.w: u8 of 1587 elements, expected u8 [1588] (a bit for each of the 12704 weights of enc.0.w)'
 	refused bad.cgm "${want#bad.cgm: }"
 	same cg-sample "$want" -m bad.cgm -n 1 -o x.png
-	[ ! -e x.cgg ] && [ ! -e x.cgm ] && [ ! -e x.png ]
+	same cg-convert "$want" bad.cgm x.st
+	[ ! -e x.cgg ] && [ ! -e x.cgm ] && [ ! -e x.png ] && [ ! -e x.st ]
 	# the models they were made from verify
 	cg-inspect --verify -q "$D/model.cgm" "$D/trained.cgm" "$D/pruned.cgm"
 }
