@@ -15,6 +15,7 @@
  * parameters); the reader demands the layout's names, ranges and frozen
  * flags and takes only the step counts.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -737,5 +738,68 @@ cg_model_ensure_outer(struct cg_model *m)
 	if (m->outer_mom == NULL &&
 	    (m->outer_mom = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------- values */
+
+/* The first element of x [n] that is not finite, or n. */
+static uint64_t
+first_nonfinite(const float *x, uint64_t n)
+{
+	const uint64_t R = 1024;
+
+	/* a run at a time without a branch (every exponent bit set: inf
+	 * or NaN), then the element */
+	for (uint64_t lo = 0; lo < n; lo += R) {
+		uint64_t hi = n - lo < R ? n : lo + R;
+		uint32_t bad = 0;
+		for (uint64_t i = lo; i < hi; i++) {
+			uint32_t u;
+			memcpy(&u, &x[i], sizeof(u));
+			bad |= (u & 0x7f800000u) == 0x7f800000u;
+		}
+		for (uint64_t i = lo; bad && i < hi; i++)
+			if (!isfinite(x[i]))
+				return i;
+	}
+	return n;
+}
+
+/* -1 with the message for element i of tensor name, x [i] not finite. */
+static int
+not_finite(const char *name, uint64_t i, float x)
+{
+	return cg_seterr("tensor %s: element %llu is %s", name,
+			 (unsigned long long)i,
+			 isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+int
+cg_model_check_finite(const struct cg_model *m, const float *x)
+{
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		uint64_t at = first_nonfinite(x + v->off, v->n);
+		if (at < v->n)
+			return not_finite(v->name, at, x[v->off + at]);
+	}
+	return 0;
+}
+
+int
+cg_model_check_all_finite(const struct cg_model *m)
+{
+	const float *flat[] = {m->opt_m, m->opt_v, m->outer_mom, m->ef_down};
+
+	if (cg_model_check_finite(m, m->params) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(flat) / sizeof(*flat); i++) {
+		uint64_t at;
+		if (flat[i] == NULL ||
+		    (at = first_nonfinite(flat[i], m->nparams)) == m->nparams)
+			continue;
+		return not_finite(flat_names[i], at, flat[i][at]);
+	}
 	return 0;
 }

@@ -481,6 +481,16 @@ int cg_model_put_views(const struct cg_model *m, struct cg_file *f,
 int cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 		       float *buf);
 
+/*
+ * Whether x [nparams], in m's layout (a gradient, a delta, parameters),
+ * is finite: 0, or -1 with "tensor VIEW: element I is nan" (inf, -inf)
+ * for the first element that is not, in layout order.
+ */
+int cg_model_check_finite(const struct cg_model *m, const float *x);
+/* The same for m's parameters, then each optimizer array it holds
+ * ("tensor opt.v: element I is inf"): what a model file would carry. */
+int cg_model_check_all_finite(const struct cg_model *m);
+
 /* ------------------------------------------------------------- masks */
 
 /*

@@ -29,7 +29,9 @@
  * kind:NAME) makes the manifest's kind "frob" (or NAME), one the format
  * does not define.  nudge makes the first element of the first f32
  * tensor the next float above it (one weight of an update changed by one
- * ulp, a file valid in every other way).
+ * ulp, a file valid in every other way); huge sets every element of the
+ * first f32 tensor to 1e30 (a model a step of training sends past the
+ * floats while its loss stays finite).
  * For a coded update IN (a "layout" in its manifest) HOW may also be
  * idx-far (the last index of the first u32 ".idx" tensor 10^7 past its
  * view's end, so that only the range check can tell), idx-count (that
@@ -398,6 +400,13 @@ tamper(const char *in, const char *how)
 		}
 		if (strcmp(how, "drop") == 0)
 			return without(f, t);
+		if (strcmp(how, "huge") == 0 && t->dtype == CG_F32 &&
+		    t->nelem > 0) {
+			float *x = t->data;
+			for (uint64_t j = 0; j < t->nelem; j++)
+				x[j] = 1e30f;
+			return f;
+		}
 		if (strcmp(how, "scale-nan") == 0 && blk) {
 			p[0] = 0x00;
 			p[1] = 0x7e;
