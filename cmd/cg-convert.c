@@ -8,7 +8,10 @@
  * "cg.json", so that converting there and back gives the same file.
  * lib/safetensors.c does the work: reading either format as hostile,
  * and which dtypes go across (f32, f16, bf16 and the integers as they
- * are; q8_0, q4_0 and q2_0 decoded to f32).
+ * are; q8_0, q4_0 and q2_0 decoded to f32).  What is read is checked
+ * as cg-inspect --verify checks it (lib/verify.h) before anything is
+ * written: a file of a kind the format does not define, or one its
+ * kind's readers refuse, is not passed on.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 
 #include "cli.h"
 #include "safetensors.h"
+#include "verify.h"
 
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or none: stdout)"},
@@ -94,7 +98,11 @@ main(int argc, char **argv)
 		return rc;
 	if ((f = cg_read_any(a.in, &st)) == NULL)
 		return cg_fail(NULL);
-	if (st)
+	/* either way, only a file every reader of its kind takes */
+	if (cg_verify_file(f) != 0) {
+		cg_errprefix(strcmp(a.in, "-") ? a.in : "(stdin)");
+		rc = -1;
+	} else if (st)
 		rc = cg_file_write(f, a.out, a.comp);
 	else if (a.zgiven && a.comp != CG_COMPRESS_NONE)
 		rc = cg_seterr("--compress: a safetensors file is written "

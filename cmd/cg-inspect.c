@@ -7,7 +7,9 @@
  * (--diff A B).  Each mode is one function.  Every input, a cg file or a
  * safetensors file, is read whole and checked by cg_read_any before
  * anything is shown, so a damaged file prints nothing but its one-line
- * error.  A safetensors file has no digests, so --verify refuses it.  With
+ * error.  --verify adds the checks of the file's kind (verify.h), so that
+ * "OK" means every reader of that kind takes it.  A safetensors file has
+ * no digests, so --verify refuses it.  With
  * several inputs each failure is reported and the exit status is 1 at the end.
  *
  * --diff alone follows diff(1) and cmp(1), so that scripts can ask "did
@@ -28,6 +30,7 @@
 #include "inspect.h"
 #include "safetensors.h"
 #include "sign.h"
+#include "verify.h"
 
 enum {
 	OPT_DIFF = CG_KEY_OWN,
@@ -50,7 +53,9 @@ static const struct cg_opt opts[] = {
     {"tolerance", OPT_TOLERANCE, "X",
      "--diff: tensors of the same shape whose\nvalues differ by at most X "
      "are equal"},
-    {"verify", OPT_VERIFY, NULL, "check every digest; print FILE: OK"},
+    {"verify", OPT_VERIFY, NULL,
+     "check every digest and what the readers of\nthe file's kind check; "
+     "print FILE: OK"},
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -155,6 +160,12 @@ do_verify(const char *path)
 		cg_file_free(f);
 		return cg_seterr("%s: a safetensors file: no digests to verify",
 		                 display(path));
+	}
+	/* and what its kind's readers check: "OK" means they take it */
+	if (cg_verify_file(f) != 0) {
+		cg_errprefix(display(path));
+		cg_file_free(f);
+		return -1;
 	}
 	if (!opt.quiet && !f->is_signed)
 		printf("%s: OK\n", display(path));

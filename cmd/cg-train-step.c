@@ -647,13 +647,13 @@ out:
 }
 
 /*
- * Write the output and the state.  Both files are written and fsynced
- * before either is renamed into place, so a failure leaves neither; the
- * state records the output's digest.  The output is renamed first: a
- * crash between the renames leaves a new output beside the old state,
- * which the next call refuses (the output is not the one the state
- * names), and removing the output and rerunning the call writes both
- * again.  0, or -1 said.
+ * Write the output and the state, when what is written is finite.  Both
+ * files are written and fsynced before either is renamed into place, so
+ * a failure leaves neither; the state records the output's digest.  The
+ * output is renamed first: a crash between the renames leaves a new
+ * output beside the old state, which the next call refuses (the output
+ * is not the one the state names), and removing the output and rerunning
+ * the call writes both again.  0, or -1 said.
  */
 static int
 emit(const struct args *a, struct job *j)
@@ -661,6 +661,14 @@ emit(const struct args *a, struct job *j)
 	struct cg_out *outs[2] = {&j->out, &j->sout};
 	struct cg_model *m = j->m;
 
+	/* a diverged model's numbers are no output: refused as cg-reduce
+	 * refuses them, before the state or the output is touched */
+	if (a->o.emit == CG_EMIT_MODEL ? cg_model_check_all_finite(m) != 0
+	                               : cg_model_check_finite(m, j->buf) != 0)
+		return cg_warnx("the %s is not finite: %s (the model "
+		                "diverged? lower --lr)",
+		                a->emit_name, cg_errmsg()),
+		       -1;
 	if (a->o.emit == CG_EMIT_MODEL) {
 		double seen = cg_json_num(m->manifest, "samples", 0) +
 		              (double)j->res.samples;

@@ -277,6 +277,13 @@ struct cg_tensor *cg_file_need(const struct cg_file *f, const char *name,
  * "data", "state"): 1 when kind is one, else 0.
  */
 int cg_kind_known(const char *kind);
+/*
+ * The head of manifest m, as every reader of a cg file checks it (the
+ * archive's cg.json, a safetensors file's "cg.json" metadata): format
+ * "cg/1" and a kind the format defines.  Returns 0, or -1 with a message
+ * starting "cg.json: ".
+ */
+int cg_kind_check_manifest(const struct cJSON *m);
 
 /*
  * Read a cg file from path ("-" is stdin): plain, gzip or zstd tar.  Every

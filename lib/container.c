@@ -588,6 +588,24 @@ cg_kind_known(const char *kind)
 	return 0;
 }
 
+int
+cg_kind_check_manifest(const cJSON *m)
+{
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
+	const cJSON *kind = cJSON_GetObjectItemCaseSensitive(m, "kind");
+
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CG_FORMAT) != 0)
+		return cg_seterr("cg.json: unsupported format (want \"%s\")",
+				 CG_FORMAT);
+	if (!cJSON_IsString(kind))
+		return cg_seterr("cg.json: no \"kind\"");
+	if (!cg_kind_known(kind->valuestring))
+		return cg_seterr("cg.json: unknown kind '%.32s' (not model, "
+				 "grad, delta, data or state)",
+				 kind->valuestring);
+	return 0;
+}
+
 struct reader {
 	struct archive *a;
 	const char *name; /* for messages */
@@ -852,7 +870,6 @@ read_archive(struct reader *r)
 	struct archive_entry *e;
 	cJSON *m = NULL;
 	char *json = NULL;
-	const cJSON *fmt;
 	int rc;
 
 	if ((f = calloc(1, sizeof(*f))) == NULL) {
@@ -890,23 +907,8 @@ read_archive(struct reader *r)
 		cg_seterr("cg.json: not valid JSON");
 		goto fail;
 	}
-	fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CG_FORMAT) != 0) {
-		cg_seterr("cg.json: unsupported format (want \"%s\")",
-			  CG_FORMAT);
+	if (cg_kind_check_manifest(m) != 0)
 		goto fail;
-	}
-	const cJSON *kind = cJSON_GetObjectItemCaseSensitive(m, "kind");
-	if (!cJSON_IsString(kind)) {
-		cg_seterr("cg.json: no \"kind\"");
-		goto fail;
-	}
-	if (!cg_kind_known(kind->valuestring)) {
-		cg_seterr("cg.json: unknown kind '%.32s' (not model, grad, "
-			  "delta, data or state)",
-			  kind->valuestring);
-		goto fail;
-	}
 	cJSON *arr = cJSON_DetachItemFromObjectCaseSensitive(m, "tensors");
 	if (arr == NULL) {
 		cg_seterr("cg.json: no \"tensors\"");

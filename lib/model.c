@@ -15,6 +15,7 @@
  * parameters); the reader demands the layout's names, ranges and frozen
  * flags and takes only the step counts.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,24 +205,51 @@ cg_model_put_views(const struct cg_model *m, struct cg_file *f,
 	return 0;
 }
 
+/* View v's tensor in f, its name and shape checked; NULL with a message. */
+static struct cg_tensor *
+view_tensor(const struct cg_view *v, const struct cg_file *f)
+{
+	struct cg_tensor *t = cg_file_find(f, v->name);
+
+	if (t == NULL) {
+		cg_seterr("tensor %s: missing", v->name);
+		return NULL;
+	}
+	if (t->ndim != v->ndim || t->nelem != v->n ||
+	    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t))) {
+		cg_seterr("tensor %s: shape differs from the model's", v->name);
+		return NULL;
+	}
+	return t;
+}
+
 int
 cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 		   float *buf)
 {
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
-		struct cg_tensor *t = cg_file_find(f, v->name);
+		struct cg_tensor *t = view_tensor(v, f);
 		if (t == NULL)
-			return cg_seterr("tensor %s: missing", v->name);
-		if (t->ndim != v->ndim || t->nelem != v->n ||
-		    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t)))
-			return cg_seterr("tensor %s: shape differs from the "
-					 "model's",
-					 v->name);
+			return -1;
 		/* any dtype: an f16, bf16 or quantized view is decoded */
 		if (cg_tensor_to_f32(t, buf + v->off) != 0)
 			return -1;
 	}
+	return 0;
+}
+
+/* The flat tensors of a model file: optimizer state, each [nparams]. */
+static const char *const flat_names[] = {"opt.m", "opt.v", "outer.mom",
+					 "ef.down"};
+
+/* Whether flat tensor t (may be NULL: absent) fits m; -1 with a message. */
+static int
+flat_fits(const struct cg_model *m, const struct cg_tensor *t)
+{
+	if (t != NULL && t->nelem != m->nparams)
+		return cg_seterr("tensor %s: expected [%zu] values", t->name,
+				 m->nparams);
 	return 0;
 }
 
@@ -238,10 +266,7 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 
 	if (t == NULL)
 		return 0;
-	if (t->nelem != m->nparams)
-		return cg_seterr("tensor %s: expected [%zu] values", name,
-				 m->nparams);
-	if (cg_tensor_make_f32(t) != 0)
+	if (flat_fits(m, t) != 0 || cg_tensor_make_f32(t) != 0)
 		return -1;
 	free(*dst);
 	*dst = NULL;
@@ -297,12 +322,81 @@ load_groups(struct cg_model *m, const cJSON *man)
 static int
 load_opt(struct cg_model *m, const struct cg_file *f, int steal)
 {
-	if (get_flat(m, f, "opt.m", &m->opt_m, steal) != 0 ||
-	    get_flat(m, f, "opt.v", &m->opt_v, steal) != 0 ||
-	    get_flat(m, f, "outer.mom", &m->outer_mom, steal) != 0 ||
-	    get_flat(m, f, "ef.down", &m->ef_down, steal) != 0)
+	if (get_flat(m, f, flat_names[0], &m->opt_m, steal) != 0 ||
+	    get_flat(m, f, flat_names[1], &m->opt_v, steal) != 0 ||
+	    get_flat(m, f, flat_names[2], &m->outer_mom, steal) != 0 ||
+	    get_flat(m, f, flat_names[3], &m->ef_down, steal) != 0)
 		return -1;
 	return load_groups(m, f->manifest);
+}
+
+/*
+ * The rules of a model file, once: what every reader of f checks
+ * against m (laid out from f's manifest by model_new, which checked the
+ * arch, the config and that the tensors hold enough numbers) before it
+ * reads a value: each view a tensor of the view's shape (of any dtype:
+ * the container checked its bytes), the flat optimizer tensors of
+ * nparams elements, the groups' record, the masks.  Sets m's groups'
+ * step counts and mask; 0, or -1 with a message.
+ */
+static int
+check_file(struct cg_model *m, const struct cg_file *f)
+{
+	for (int i = 0; i < m->nviews; i++)
+		if (view_tensor(&m->views[i], f) == NULL)
+			return -1;
+	for (size_t i = 0; i < sizeof(flat_names) / sizeof(*flat_names); i++)
+		if (flat_fits(m, cg_file_find(f, flat_names[i])) != 0)
+			return -1;
+	if (load_groups(m, f->manifest) != 0)
+		return -1;
+	return cg_model_read_mask(m, f);
+}
+
+/* f's manifest, less what is the container's, for model_new; NULL with
+ * a message when f is not a model. */
+static cJSON *
+model_manifest(const struct cg_file *f)
+{
+	cJSON *man;
+
+	if (strcmp(cg_file_kind(f), "model") != 0) {
+		cg_seterr("a %s file, not a model", cg_file_kind(f));
+		return NULL;
+	}
+	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
+	return man;
+}
+
+int
+cg_model_file_check(const struct cg_file *f)
+{
+	const cJSON *arch = cJSON_GetObjectItemCaseSensitive(f->manifest,
+							    "arch");
+	struct cg_model *m;
+	cJSON *man;
+	int rc;
+
+	if ((man = model_manifest(f)) == NULL)
+		return -1;
+	/* no layout to check it against: tensors from elsewhere (what
+	 * cg-convert makes of a safetensors file), or an arch this build
+	 * lacks (a plug-in's) */
+	if (!cJSON_IsString(arch) || cg_arch_find(arch->valuestring) == NULL) {
+		cJSON_Delete(man);
+		return 0;
+	}
+	/* lazy: the parameters are never written, and cost nothing */
+	if ((m = model_new(man, 1, f)) == NULL)
+		return -1;
+	rc = check_file(m, f);
+	cg_model_free(m);
+	return rc;
 }
 
 int
@@ -322,18 +416,9 @@ from_file(struct cg_file *f, const char *display, int steal)
 	struct cg_model *m = NULL;
 	cJSON *man;
 
-	if (strcmp(cg_file_kind(f), "model") != 0) {
-		cg_seterr("%s: a %s file, not a model", display,
-			  cg_file_kind(f));
-		return NULL;
-	}
-	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL) {
-		cg_seterr("out of memory");
-		return NULL;
-	}
-	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
-	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
-	if ((m = model_new(man, 0, f)) == NULL)
+	if ((man = model_manifest(f)) == NULL)
+		goto fail;
+	if ((m = model_new(man, 0, f)) == NULL || check_file(m, f) != 0)
 		goto fail;
 	if (cg_model_get_views(m, f, m->params) != 0)
 		goto fail;
@@ -374,24 +459,6 @@ cg_model_read(const char *path)
 	return m;
 }
 
-/* View v's tensor in f, its name and shape checked; NULL with a message. */
-static struct cg_tensor *
-view_tensor(const struct cg_view *v, const struct cg_file *f)
-{
-	struct cg_tensor *t = cg_file_find(f, v->name);
-
-	if (t == NULL) {
-		cg_seterr("tensor %s: missing", v->name);
-		return NULL;
-	}
-	if (t->ndim != v->ndim || t->nelem != v->n ||
-	    memcmp(t->shape, v->shape, v->ndim * sizeof(uint64_t))) {
-		cg_seterr("tensor %s: shape differs from the model's", v->name);
-		return NULL;
-	}
-	return t;
-}
-
 struct cg_model *
 cg_model_read_infer(const char *path)
 {
@@ -405,19 +472,9 @@ cg_model_read_infer(const char *path)
 		return NULL;
 	if ((f = cg_file_read(path)) == NULL)
 		return NULL;
-	if (strcmp(cg_file_kind(f), "model") != 0) {
-		cg_seterr("%s: a %s file, not a model", display,
-		          cg_file_kind(f));
-		cg_file_free(f);
-		return NULL;
-	}
-	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL) {
-		cg_seterr("out of memory");
+	if ((man = model_manifest(f)) == NULL)
 		goto fail;
-	}
-	cJSON_DeleteItemFromObjectCaseSensitive(man, "format");
-	cJSON_DeleteItemFromObjectCaseSensitive(man, "kind");
-	if ((m = model_new(man, 1, f)) == NULL)
+	if ((m = model_new(man, 1, f)) == NULL || check_file(m, f) != 0)
 		goto fail;
 	if ((m->stored = calloc((size_t)m->nviews, sizeof(*m->stored))) ==
 	    NULL) {
@@ -464,8 +521,6 @@ cg_model_read_infer(const char *path)
 			t->data = NULL;
 		}
 	}
-	if (load_groups(m, f->manifest) != 0 || cg_model_read_mask(m, f) != 0)
-		goto fail;
 	/* Pruned weights of the decoded views read as 0 (q4_1 keeps no exact
 	 * zero); the kept types (f16, q8_0, q4_0) encode 0 as 0. */
 	for (int i = 0; m->mask && i < m->nviews; i++) {
@@ -683,5 +738,68 @@ cg_model_ensure_outer(struct cg_model *m)
 	if (m->outer_mom == NULL &&
 	    (m->outer_mom = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------- values */
+
+/* The first element of x [n] that is not finite, or n. */
+static uint64_t
+first_nonfinite(const float *x, uint64_t n)
+{
+	const uint64_t R = 1024;
+
+	/* a run at a time without a branch (every exponent bit set: inf
+	 * or NaN), then the element */
+	for (uint64_t lo = 0; lo < n; lo += R) {
+		uint64_t hi = n - lo < R ? n : lo + R;
+		uint32_t bad = 0;
+		for (uint64_t i = lo; i < hi; i++) {
+			uint32_t u;
+			memcpy(&u, &x[i], sizeof(u));
+			bad |= (u & 0x7f800000u) == 0x7f800000u;
+		}
+		for (uint64_t i = lo; bad && i < hi; i++)
+			if (!isfinite(x[i]))
+				return i;
+	}
+	return n;
+}
+
+/* -1 with the message for element i of tensor name, x [i] not finite. */
+static int
+not_finite(const char *name, uint64_t i, float x)
+{
+	return cg_seterr("tensor %s: element %llu is %s", name,
+			 (unsigned long long)i,
+			 isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
+int
+cg_model_check_finite(const struct cg_model *m, const float *x)
+{
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		uint64_t at = first_nonfinite(x + v->off, v->n);
+		if (at < v->n)
+			return not_finite(v->name, at, x[v->off + at]);
+	}
+	return 0;
+}
+
+int
+cg_model_check_all_finite(const struct cg_model *m)
+{
+	const float *flat[] = {m->opt_m, m->opt_v, m->outer_mom, m->ef_down};
+
+	if (cg_model_check_finite(m, m->params) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(flat) / sizeof(*flat); i++) {
+		uint64_t at;
+		if (flat[i] == NULL ||
+		    (at = first_nonfinite(flat[i], m->nparams)) == m->nparams)
+			continue;
+		return not_finite(flat_names[i], at, flat[i][at]);
+	}
 	return 0;
 }

@@ -402,6 +402,16 @@ struct cg_model *cg_model_read(const char *path);
  * NULL with a message naming the file and tensor.
  */
 struct cg_model *cg_model_read_infer(const char *path);
+/*
+ * Whether model file f is one every model reader takes, f left as it is:
+ * the checks cg_model_read and cg_model_read_infer make before they read
+ * a value (the arch and its config, every view a tensor of its shape, the
+ * optimizer tensors' sizes, the groups, the masks).  A model that names
+ * no arch, or one this build lacks, has no layout to check: 0.  What
+ * --verify asks of a model.  Returns 0, or -1 with a message that does
+ * not name the file.
+ */
+int cg_model_file_check(const struct cg_file *f);
 /* Build from a file already read (views must match the layout exactly);
  * f is left alone. */
 struct cg_model *cg_model_from_file(const struct cg_file *f,
@@ -470,6 +480,16 @@ int cg_model_put_views(const struct cg_model *m, struct cg_file *f,
 		       const float *buf);
 int cg_model_get_views(const struct cg_model *m, const struct cg_file *f,
 		       float *buf);
+
+/*
+ * Whether x [nparams], in m's layout (a gradient, a delta, parameters),
+ * is finite: 0, or -1 with "tensor VIEW: element I is nan" (inf, -inf)
+ * for the first element that is not, in layout order.
+ */
+int cg_model_check_finite(const struct cg_model *m, const float *x);
+/* The same for m's parameters, then each optimizer array it holds
+ * ("tensor opt.v: element I is inf"): what a model file would carry. */
+int cg_model_check_all_finite(const struct cg_model *m);
 
 /* ------------------------------------------------------------- masks */
 

@@ -269,7 +269,7 @@ check_tiling(struct entry **sorted, size_t n, uint64_t buflen)
 static cJSON *
 make_manifest(const cJSON *meta)
 {
-	const cJSON *kv, *cgj = NULL, *fmt;
+	const cJSON *kv, *cgj = NULL;
 	cJSON *m, *extra = NULL;
 
 	if (meta != NULL && !cJSON_IsObject(meta)) {
@@ -318,17 +318,9 @@ make_manifest(const cJSON *meta)
 		                             "JSON");
 		return NULL;
 	}
-	fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CG_FORMAT) != 0) {
+	/* the head a cg file's reader checks: a kind the format defines */
+	if (cg_kind_check_manifest(m) != 0) {
 		cJSON_Delete(m);
-		cg_seterr(CG_SAFETENSORS_KEY ": unsupported format (want "
-		                             "\"%s\")",
-		          CG_FORMAT);
-		return NULL;
-	}
-	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "kind"))) {
-		cJSON_Delete(m);
-		cg_seterr(CG_SAFETENSORS_KEY ": no \"kind\"");
 		return NULL;
 	}
 	return m;

@@ -44,9 +44,10 @@ int cg_safetensors_probe(const void *buf, size_t n);
 /*
  * The safetensors file in buf [n] as a cg file.  The manifest is the
  * "cg.json" of __metadata__ when there is one (checked as a cg file's:
- * format "cg/1", a kind; when it lists tensors it must list exactly the
- * header's, with the same dtypes, shapes and digests, and gives their
- * order); else {"format": "cg/1", "kind": "model"}, with the other
+ * format "cg/1", a kind the format defines; when it lists tensors it
+ * must list exactly the header's, with the same dtypes, shapes and
+ * digests, and gives their order); else {"format": "cg/1", "kind":
+ * "model"}, with the other
  * metadata pairs, if any, under "safetensors_metadata".  Without a
  * listing the tensors come in the order of their offsets.  Every size,
  * offset and shape is checked against n and the limits (cg_max_bytes)

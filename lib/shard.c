@@ -1358,6 +1358,24 @@ shard_tensors(struct cg_shard *s)
 	return 0;
 }
 
+/* The rules of a shard, once: its manifest, then its tensors. */
+static int
+shard_check(struct cg_shard *s)
+{
+	return shard_manifest(s) != 0 || shard_tensors(s) != 0 ? -1 : 0;
+}
+
+int
+cg_shard_file_check(const struct cg_file *f)
+{
+	/* the checks only read the file and point into it */
+	struct cg_shard s = {.file = (struct cg_file *)f};
+	int rc = shard_check(&s);
+
+	free(s.conditions);
+	return rc;
+}
+
 struct cg_shard *
 cg_shard_from_file(struct cg_file *f, const char *display)
 {
@@ -1371,7 +1389,7 @@ cg_shard_from_file(struct cg_file *f, const char *display)
 		return NULL;
 	}
 	s->file = f;
-	if (shard_manifest(s) != 0 || shard_tensors(s) != 0) {
+	if (shard_check(s) != 0) {
 		cg_errprefix(display);
 		cg_shard_free(s);
 		return NULL;

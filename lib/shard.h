@@ -306,6 +306,14 @@ struct cg_shard *cg_shard_open(const char *path);
  */
 struct cg_shard *cg_shard_from_file(struct cg_file *f, const char *display);
 
+/*
+ * Whether f is a data shard cg_shard_from_file takes (the same checks of
+ * its manifest and of every offset, condition and index), f left as it
+ * is: what --verify asks of a shard.  Returns 0, or -1 with a message
+ * that does not name the file.
+ */
+int cg_shard_file_check(const struct cg_file *f);
+
 /* Release s and its file; s may be NULL. */
 void cg_shard_free(struct cg_shard *s);
 

@@ -284,11 +284,10 @@ parse_ref(const cJSON *o, unsigned char d[32], uint64_t *step)
 	return 0;
 }
 
-/* The record of what st belongs to, from its manifest: 0 or -1. */
+/* The record of what st belongs to, from manifest man: 0 or -1. */
 static int
-parse_record(struct cg_state *st)
+parse_record(struct cg_state *st, const cJSON *man)
 {
-	const cJSON *man = st->f->manifest;
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(man, "emit");
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(man, "output");
 	const cJSON *p, *h;
@@ -328,6 +327,35 @@ parse_record(struct cg_state *st)
 	return 0;
 }
 
+/*
+ * The rules of a state file, once: kind "state" and a whole record of
+ * the call that wrote it, into st's record.  0, or -1 with a message
+ * that does not name the file.
+ */
+static int
+parse(struct cg_state *st, const struct cg_file *f)
+{
+	if (strcmp(cg_file_kind(f), "state") != 0)
+		return cg_seterr("a %s file, not a state file",
+		                 cg_file_kind(f));
+	if (parse_record(st, f->manifest) != 0)
+		return cg_seterr(
+		    "no whole record of the call that wrote it (an "
+		    "older cg's state?): remove it to start this "
+		    "worker afresh");
+	return 0;
+}
+
+int
+cg_state_file_check(const struct cg_file *f)
+{
+	struct cg_state st = {0};
+	int rc = parse(&st, f);
+
+	free(st.output);
+	return rc;
+}
+
 int
 cg_state_read(struct cg_state **out, const char *path)
 {
@@ -363,24 +391,14 @@ cg_state_from_file(struct cg_state **out, struct cg_file *f,
 		return cg_seterr("out of memory");
 	}
 	st->f = f;
-	if (strcmp(cg_file_kind(st->f), "state") != 0) {
-		cg_seterr("%s: a %s file, not a state file", display,
-		          cg_file_kind(st->f));
-		goto fail;
-	}
-	if (parse_record(st) != 0) {
-		cg_seterr("%s: no whole record of the call that wrote it (an "
-		          "older cg's state?): remove it to start this worker "
-		          "afresh",
-		          display);
-		goto fail;
+	if (parse(st, f) != 0) {
+		cg_errprefix(display);
+		cg_state_free(st);
+		return -1;
 	}
 	st->loaded = 1;
 	*out = st;
 	return 0;
-fail:
-	cg_state_free(st);
-	return -1;
 }
 
 /* ------------------------------------------------------------- check */

@@ -39,6 +39,13 @@ int cg_state_read(struct cg_state **out, const char *path);
  * display names it in messages. */
 int cg_state_from_file(struct cg_state **out, struct cg_file *f,
                        const char *display);
+/*
+ * Whether f is a state file cg_state_from_file takes (kind "state", a
+ * whole record of the call that wrote it), f left as it is: what
+ * --verify asks of a state.  Returns 0, or -1 with a message that does
+ * not name the file.
+ */
+int cg_state_file_check(const struct cg_file *f);
 /* 1 when st was read from a file, else 0. */
 int cg_state_loaded(const struct cg_state *st);
 

@@ -1622,6 +1622,48 @@ tensor_layout(const struct cg_file *f, struct cg_uview **out, int *nv)
 	return 0;
 }
 
+static int
+by_address(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (const struct cg_tensor *const *)a;
+	uintptr_t y = (uintptr_t) * (const struct cg_tensor *const *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Whether views v [n], bound, stand for f's tensors one to one: no
+ * tensor bound twice (two views of one name, or lowrank's "W.p" of a
+ * matrix W and a view named "W.p") and none left over.  -1 with a
+ * message otherwise.
+ */
+static int
+bound_once(const struct cg_file *f, const struct cg_uview *v, int n)
+{
+	const struct cg_tensor **t = malloc(2 * (size_t)n * sizeof(*t) + 1);
+	size_t used = 0;
+	int rc = 0;
+
+	if (t == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < 2; j++)
+			if (v[i].t[j] != NULL)
+				t[used++] = v[i].t[j];
+	qsort(t, used, sizeof(*t), by_address);
+	for (size_t i = 1; i < used && rc == 0; i++)
+		if (t[i] == t[i - 1])
+			rc = cg_seterr("tensor %s: stands for two views of "
+			               "the layout",
+			               t[i]->name);
+	if (rc == 0 && used != f->ntensors)
+		rc = cg_seterr("%zu tensors, of which the codec's layout uses "
+		               "%zu",
+		               f->ntensors, used);
+	free(t);
+	return rc;
+}
+
 int
 cg_ubind(const struct cg_file *f, struct cg_uspec *s, struct cg_uview **views,
          int *nv)
@@ -1629,7 +1671,6 @@ cg_ubind(const struct cg_file *f, struct cg_uspec *s, struct cg_uview **views,
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(f->manifest, "codec");
 	const cJSON *lay = cJSON_GetObjectItemCaseSensitive(f->manifest, "layout");
 	struct cg_uview *v = NULL;
-	size_t used = 0;
 	int n = 0;
 
 	if (c == NULL) {
@@ -1645,21 +1686,12 @@ cg_ubind(const struct cg_file *f, struct cg_uspec *s, struct cg_uview **views,
 		} else if (get_layout(lay, &v, &n) != 0)
 			return -1;
 	}
-	for (int i = 0; i < n; i++) {
-		for (int j = 0; j < i && c != NULL; j++)
-			if (strcmp(v[i].name, v[j].name) == 0 && n <= 4096) {
-				cg_seterr("manifest: view %s twice", v[i].name);
-				goto fail;
-			}
+	for (int i = 0; i < n; i++)
 		if (s->codec->bind(s, &v[i], f) != 0)
 			goto fail;
-		used += (v[i].t[0] != NULL) + (v[i].t[1] != NULL);
-	}
-	if (used != f->ntensors) {
-		cg_seterr("%zu tensors, of which the codec's layout uses %zu",
-		          f->ntensors, used);
+	/* (two views of one name bind one tensor twice) */
+	if (bound_once(f, v, n) != 0)
 		goto fail;
-	}
 	*views = v;
 	*nv = n;
 	return 0;

@@ -126,10 +126,11 @@ int cg_uencode(const struct cg_uspec *s, const struct cg_uview *v, int nv,
 /*
  * Read f's codec and layout and bind every view to its tensors, checking
  * all a hostile file could get wrong: an unknown codec, a layout that is
- * not one, a tensor missing, left over, of another dtype or size, index
- * lists not strictly increasing or out of range, scales and factors not
- * finite.  *views (allocated, the caller frees) and *nv on success; -1
- * with a message naming the tensor otherwise.
+ * not one, a tensor missing, left over, standing for two views, of
+ * another dtype or size, index lists not strictly increasing or out of
+ * range, scales and factors not finite.  *views (allocated, the caller
+ * frees) and *nv on success; -1 with a message naming the tensor
+ * otherwise.
  */
 int cg_ubind(const struct cg_file *f, struct cg_uspec *s,
              struct cg_uview **views, int *nv);

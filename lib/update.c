@@ -173,38 +173,33 @@ cg_update_free(struct cg_update *u)
 	free(u);
 }
 
-struct cg_update *
-cg_update_from_file(struct cg_file *f, const char *name)
+/*
+ * The rules of an update, once: f's kind and base, its codec and layout
+ * with every view bound to its tensors (cg_ubind), the figures a
+ * reduction weighs it by and, for a masked update, its "mask".  Fills u
+ * (its views and mask allocated; u->file and u->name untouched), or -1
+ * with a message that does not name the file.
+ */
+static int
+parse(struct cg_update *u, const struct cg_file *f)
 {
-	struct cg_update *u = calloc(1, sizeof(*u));
 	const char *kind = cg_file_kind(f);
 	const cJSON *b, *d;
 
-	if (u == NULL || (u->name = strdup(name)) == NULL) {
-		free(u);
-		cg_file_free(f);
-		cg_seterr("out of memory");
-		return NULL;
-	}
-	u->file = f;
 	if (strcmp(kind, "grad") == 0)
 		u->kind = CG_UPDATE_GRAD;
 	else if (strcmp(kind, "delta") == 0)
 		u->kind = CG_UPDATE_DELTA;
-	else {
-		cg_seterr("a %s file, not a grad or delta", kind);
-		goto fail;
-	}
+	else
+		return cg_seterr("a %s file, not a grad or delta", kind);
 	b = cJSON_GetObjectItemCaseSensitive(f->manifest, "base");
 	d = cJSON_GetObjectItemCaseSensitive(b, "sha256");
-	if (!cJSON_IsString(d) || strlen(d->valuestring) != 64) {
-		cg_seterr("no base model digest");
-		goto fail;
-	}
+	if (!cJSON_IsString(d) || strlen(d->valuestring) != 64)
+		return cg_seterr("no base model digest");
 	memcpy(u->base, d->valuestring, 65);
 	/* its numbers are read through its codec (ucodec.h) */
 	if (cg_ubind(f, &u->spec, &u->views, &u->nviews) != 0)
-		goto fail;
+		return -1;
 	u->base_step = cg_json_u64(b, "step", 0);
 	u->samples = cg_json_num(f->manifest, "samples", 0);
 	u->weight = cg_json_num(f->manifest, "weight", u->samples);
@@ -215,16 +210,42 @@ cg_update_from_file(struct cg_file *f, const char *name)
 	if (cg_uspec_masked(&u->spec)) {
 		if ((u->mask = cg_mask_info_read(f->manifest, u->weight)) ==
 		    NULL)
-			goto fail;
-	} else if (cJSON_GetObjectItemCaseSensitive(f->manifest, "mask")) {
-		cg_seterr("manifest: \"mask\" without the masked codec");
-		goto fail;
+			return -1;
+	} else if (cJSON_GetObjectItemCaseSensitive(f->manifest, "mask"))
+		return cg_seterr("manifest: \"mask\" without the masked "
+		                 "codec");
+	return 0;
+}
+
+struct cg_update *
+cg_update_from_file(struct cg_file *f, const char *name)
+{
+	struct cg_update *u = calloc(1, sizeof(*u));
+
+	if (u == NULL || (u->name = strdup(name)) == NULL) {
+		free(u);
+		cg_file_free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	u->file = f;
+	if (parse(u, f) != 0) {
+		cg_errprefix(u->name);
+		cg_update_free(u);
+		return NULL;
 	}
 	return u;
-fail:
-	cg_errprefix(u->name);
-	cg_update_free(u);
-	return NULL;
+}
+
+int
+cg_update_file_check(const struct cg_file *f)
+{
+	struct cg_update u = {0};
+	int rc = parse(&u, f);
+
+	cg_mask_info_free(u.mask);
+	free(u.views);
+	return rc;
 }
 
 struct cg_update *

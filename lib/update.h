@@ -88,6 +88,14 @@ struct cg_file *cg_update_recode(const struct cg_file *f,
  * or has no base digest.  The caller frees the result (cg_update_free).
  */
 struct cg_update *cg_update_from_file(struct cg_file *f, const char *name);
+/*
+ * Whether f, of any kind, is an update cg_update_from_file takes: the
+ * same checks (kind, base digest, codec, layout, every view bound to its
+ * tensors and nothing left over, index lists, scales, the mask of a
+ * masked update), f left as it is.  What --verify asks of a grad or
+ * delta.  Returns 0, or -1 with a message that does not name the file.
+ */
+int cg_update_file_check(const struct cg_file *f);
 /* Read path ("-": stdin) as cg_file_read does (mapped where it can) and
  * parse it; NULL with a message naming the file. */
 struct cg_update *cg_update_read(const char *path);

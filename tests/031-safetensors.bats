@@ -384,6 +384,25 @@ EOF
 	[ ! -e out.cgm ]
 }
 
+@test "a cg.json of a kind the format does not define, or of an update no reader takes" {
+	local w='{"dtype":"U8","shape":[4],"data_offsets":[0,4]}'
+	# header: cg.json $1 as the metadata, and tensor w
+	hdr() { jq -cn --arg cg "$1" --argjson w "$w" \
+		'{"__metadata__": {"cg.json": $cg}, "w": $w}'; }
+	mkst rocket.st "$(hdr '{"format":"cg/1","kind":"rocket"}')" 4
+	refused rocket.st "cg.json: unknown kind 'rocket' (not model, grad, delta, data or state)"
+	run -1 --separate-stderr cg-inspect --verify rocket.st
+	assert_equal "$stderr" "cg-inspect: rocket.st: cg.json: unknown kind 'rocket' (not model, grad, delta, data or state)"
+	# a grad of a codec that does not exist: shown as it is, but not
+	# made a cg file, which its readers would refuse
+	mkst grad.st "$(hdr "{\"format\":\"cg/1\",\"kind\":\"grad\",\"base\":{\"sha256\":\"$(printf '%064d' 0)\"},\"codec\":{\"spec\":\"rocket\"}}")" 4
+	run -0 cg-inspect --no-stats grad.st
+	assert_line 'kind:       grad'
+	run -1 --separate-stderr cg-convert grad.st out.cgm
+	assert_equal "$stderr" "cg-convert: grad.st: manifest: unknown codec 'rocket' (f32, f16, bf16, q8, q4, q2, topk, sign, lowrank, masked)"
+	[ ! -e out.cgm ]
+}
+
 @test "a pipe that claims a terabyte is refused before any allocation" {
 	hdr='{"w":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}'
 	mkst tb.st "$hdr" 16

@@ -501,6 +501,37 @@ big() {
 	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-2.cgd" --steps 10 --batch 8 --opt sgd --lr 1e-2 --emit model -o ok.cgm
 }
 
+@test "cg-train-step: a step past the floats at a finite loss is refused, the state as it was" {
+	# weights of 1e30 give a finite loss, and one SGD step at 10^6 sends
+	# dec.0.w past the largest float: the loss check cannot see it
+	mkcg -x huge:dec.out.w "$D/model.cgm" huge.cgm
+	local a=(-q -m huge.cgm -d "$D/fm-2.cgd" --steps 1 --batch 8 --opt sgd)
+	# (which element overflows first may differ with the kernels)
+	local want='tensor [a-z0-9.]+: element [0-9]+ is (-?inf|nan) \(the model diverged\? lower --lr\)$'
+	# a state written by a sane call, which the refused one must leave
+	cg-train-step "${a[@]}" --lr 1e-3 --emit delta --state st.cgs -o d.cgg
+	cp st.cgs st.was
+	cp d.cgg d.was
+	for e in delta model; do
+		run -1 --separate-stderr cg-train-step "${a[@]}" --lr 1e6 \
+			--emit $e -o out
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ $stderr =~ ^cg-train-step:\ the\ $e\ is\ not\ finite:\ $want ]]
+		no_output out
+	done
+	run -1 --separate-stderr cg-train-step "${a[@]}" --lr 1e6 --emit delta \
+		--codec q8 --state st.cgs -o d.cgg
+	[[ $stderr =~ ^cg-train-step:\ the\ delta\ is\ not\ finite:\ $want ]]
+	cmp st.cgs st.was
+	cmp d.cgg d.was
+	run -0 ls -A
+	refute_output --partial '.st.cgs.'
+	refute_output --partial '.d.cgg.'
+	# a grad takes no step: finite, written
+	cg-train-step "${a[@]}" --lr 1e6 -o g.cgg
+	cg-inspect --verify -q g.cgg
+}
+
 @test "cg-train-step --emit model adds K to step and records samples" {
 	local a=(-q -d "$D/fm-0.cgd" --emit model --batch 8)
 	cg-train-step "${a[@]}" -m "$D/model.cgm" --steps 5 -o m1.cgm

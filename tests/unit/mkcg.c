@@ -7,12 +7,13 @@
  *
  * "model" (the default) holds one tensor of every dtype with values the
  * tests can check by hand, including nan, inf, a scalar and an empty
- * tensor; "data" is a ten-example shard with three named conditions, laid
- * out as lib/shard.c writes one.  -t copies the cg file IN with every
- * tensor of a float dtype (f32, f16, bf16, q8_0, q4_0) whose element
- * count is a whole number of DTYPE's blocks decoded and re-encoded as
- * DTYPE through the codec table (a model stored in f16, say); the others
- * are copied as they are.
+ * tensor, for an architecture "demo" that no build has (so no layout
+ * says which tensors it must hold); "data" is a ten-example shard with
+ * three named conditions, laid out as lib/shard.c writes one.  -t
+ * copies the cg file IN with every tensor of a float dtype (f32, f16,
+ * bf16, q8_0, q4_0) whose element count is a whole number of DTYPE's
+ * blocks decoded and re-encoded as DTYPE through the codec table (a
+ * model stored in f16, say); the others are copied as they are.
  * -x copies the cg file IN (a coded update, a quantized model) with one
  * thing broken, its digests made again so that only the codec's checks
  * can tell: HOW is idx-range (the
@@ -28,7 +29,17 @@
  * kind:NAME) makes the manifest's kind "frob" (or NAME), one the format
  * does not define.  nudge makes the first element of the first f32
  * tensor the next float above it (one weight of an update changed by one
- * ulp, a file valid in every other way).
+ * ulp, a file valid in every other way); huge sets every element of the
+ * first f32 tensor to 1e30 (a model a step of training sends past the
+ * floats while its loss stays finite).
+ * For a coded update IN (a "layout" in its manifest) HOW may also be
+ * idx-far (the last index of the first u32 ".idx" tensor 10^7 past its
+ * view's end, so that only the range check can tell), idx-count (that
+ * tensor one index shorter than its ".val"), codec (the codec's spec
+ * and name "rocket", a codec that does not exist), no-layout (the
+ * manifest's "layout" gone) or layout-name (the first layout view
+ * renamed "rocket.w", a name no member has).  In any file, drop leaves
+ * the first tensor out (drop:NAME, tensor NAME).
  * For a pruned model IN, HOW may also break its first mask tensor:
  * mask-dtype (stored as i8), mask-short (one byte shorter) or mask-name
  * (renamed mask.wte, a view that cannot be pruned).
@@ -85,7 +96,9 @@ add_model(struct cg_file *f)
 	for (int i = 0; i < 7; i++)
 		idx[i] = (uint32_t)i * 1000003u;
 
-	cJSON_AddStringToObject(f->manifest, "arch", "cvae");
+	/* an arch no build has: a model of one is shown and verified as a
+	 * cg file, its tensors checked against no layout */
+	cJSON_AddStringToObject(f->manifest, "arch", "demo");
 	cfg = cJSON_AddObjectToObject(f->manifest, "config");
 	cJSON_AddNumberToObject(cfg, "in", 32);
 	cJSON_AddNumberToObject(cfg, "hidden", 8);
@@ -138,6 +151,14 @@ add_data(struct cg_file *f)
 	cJSON_AddNumberToObject(v, "height", 2);
 	cJSON_AddNumberToObject(v, "width", 2);
 	cJSON_AddNumberToObject(v, "channels", 1);
+	v = cJSON_AddObjectToObject(f->manifest, "shard");
+	cJSON_AddNumberToObject(v, "index", 0);
+	cJSON_AddNumberToObject(v, "count", 1);
+	cJSON_AddStringToObject(v, "strategy", "contiguous");
+	cJSON_AddNumberToObject(v, "seed", 0);
+	cJSON_AddBoolToObject(v, "holdout", 0);
+	v = cJSON_AddObjectToObject(f->manifest, "source");
+	cJSON_AddNumberToObject(v, "examples", 30);
 	if (!cg_file_add(f, "cond", CG_U32, 1, (uint64_t[]){10}, cond) ||
 	    !cg_file_add(f, "index", CG_U64, 1, (uint64_t[]){10}, index) ||
 	    !cg_file_add(f, "offset", CG_U64, 1, (uint64_t[]){11}, off) ||
@@ -198,6 +219,107 @@ fail:
 	return NULL;
 }
 
+/* The elements of layout view name in f's manifest, or 0 when none. */
+static uint64_t
+layout_elems(const struct cg_file *f, const char *name)
+{
+	const cJSON *lay =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "layout");
+	const cJSON *v, *d;
+
+	cJSON_ArrayForEach(v, lay)
+	{
+		const cJSON *nm = cJSON_GetObjectItemCaseSensitive(v, "name");
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(v, "shape");
+		uint64_t n = 1;
+		if (!cJSON_IsString(nm) || strcmp(nm->valuestring, name) != 0)
+			continue;
+		cJSON_ArrayForEach(d, sh)
+		{
+			n *= (uint64_t)d->valuedouble;
+		}
+		return n;
+	}
+	return 0;
+}
+
+/* f (freed) without its tensor skip, or NULL with a message. */
+static struct cg_file *
+without(struct cg_file *f, const struct cg_tensor *skip)
+{
+	struct cg_file *g = cg_file_new(cg_file_kind(f));
+
+	if (g == NULL)
+		goto fail;
+	cJSON_Delete(g->manifest);
+	if ((g->manifest = cJSON_Duplicate(f->manifest, 1)) == NULL)
+		goto fail;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = f->tensors[i];
+		if (t != skip && !cg_file_add(g, t->name, t->dtype, t->ndim,
+		                              t->shape, t->data))
+			goto fail;
+	}
+	cg_file_free(f);
+	return g;
+fail:
+	cg_file_free(g);
+	cg_file_free(f);
+	return NULL;
+}
+
+/* The coded-update breakages of -x (see the top): 1 done, 0 not one of
+ * them or nothing to break. */
+static int
+tamper_update(struct cg_file *f, const char *how)
+{
+	cJSON *m = f->manifest;
+	cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "codec");
+	cJSON *lay = cJSON_GetObjectItemCaseSensitive(m, "layout");
+
+	if (strcmp(how, "codec") == 0 && c) {
+		cJSON_ReplaceItemInObjectCaseSensitive(
+		    c, "spec", cJSON_CreateString("rocket"));
+		cJSON_ReplaceItemInObjectCaseSensitive(
+		    c, "name", cJSON_CreateString("rocket"));
+		return 1;
+	}
+	if (strcmp(how, "no-layout") == 0 && lay) {
+		cJSON_DeleteItemFromObjectCaseSensitive(m, "layout");
+		return 1;
+	}
+	if (strcmp(how, "layout-name") == 0 && cJSON_GetArraySize(lay) > 0) {
+		cJSON_ReplaceItemInObjectCaseSensitive(
+		    cJSON_GetArrayItem(lay, 0), "name",
+		    cJSON_CreateString("rocket.w"));
+		return 1;
+	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = f->tensors[i];
+		size_t len = strlen(t->name);
+		int idx = len > 4 && strcmp(t->name + len - 4, ".idx") == 0;
+		if (!idx || t->dtype != CG_U32 || t->nelem == 0)
+			continue;
+		if (strcmp(how, "idx-far") == 0) {
+			char view[CG_MAX_NAME];
+			snprintf(view, sizeof(view), "%.*s", (int)len - 4,
+			         t->name);
+			uint32_t at =
+			    (uint32_t)(layout_elems(f, view) + 10000000);
+			memcpy((unsigned char *)t->data + 4 * (t->nelem - 1),
+			       &at, 4);
+			return 1;
+		}
+		if (strcmp(how, "idx-count") == 0) {
+			t->shape[0]--;
+			t->nelem--;
+			t->nbytes -= 4;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* IN with one thing broken (see -x above), or NULL with a message. */
 static struct cg_file *
 tamper(const char *in, const char *how)
@@ -217,6 +339,8 @@ tamper(const char *in, const char *how)
 		                        only ? only + 1 : "frob");
 		return f;
 	}
+	if (tamper_update(f, how))
+		return f;
 	for (size_t i = 0; i < f->ntensors; i++) {
 		struct cg_tensor *t = f->tensors[i];
 		if (only && strcmp(t->name, only + 1) != 0)
@@ -272,6 +396,15 @@ tamper(const char *in, const char *how)
 			memcpy(&x, p, 4);
 			x = nextafterf(x, INFINITY);
 			memcpy(p, &x, 4);
+			return f;
+		}
+		if (strcmp(how, "drop") == 0)
+			return without(f, t);
+		if (strcmp(how, "huge") == 0 && t->dtype == CG_F32 &&
+		    t->nelem > 0) {
+			float *x = t->data;
+			for (uint64_t j = 0; j < t->nelem; j++)
+				x[j] = 1e30f;
 			return f;
 		}
 		if (strcmp(how, "scale-nan") == 0 && blk) {
