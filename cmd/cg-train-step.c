@@ -18,6 +18,7 @@
 #include "gemm.h"
 #include "secagg.h"
 #include "train.h"
+#include "uident.h"
 #include "update.h"
 
 #define MAX_BATCH (1 << 20)
@@ -686,6 +687,13 @@ emit(const struct args *a, struct job *j)
 		j->f = cg_update_file(
 		    m, a->o.emit == CG_EMIT_GRAD ? "grad" : "delta", j->buf,
 		    &j->res);
+	/* who made it, for a reducer that counts each worker once */
+	if (j->f && a->o.emit != CG_EMIT_MODEL) {
+		unsigned char shard[32];
+		cg_state_identity(j->s->file, shard);
+		if (cg_uident_record(j->f->manifest, shard, a->o.seed) != 0)
+			return cg_warn(NULL), -1;
+	}
 	/* what cg-audit needs to make the update again */
 	if (j->f && a->deterministic && a->o.emit != CG_EMIT_MODEL &&
 	    cg_call_record(j->f->manifest, &j->o, j->s,
