@@ -10,6 +10,10 @@
  * Given the model the reduction is for (--model, the newest), inputs
  * computed from older models are taken too: measured against it, left
  * out past --max-staleness, weighed by --staleness-weight (reduce.h).
+ *
+ * Every update counts once: a second input of the same content, or of
+ * the same worker and base model, is refused in one line naming both
+ * (uident.h), unless --allow-duplicates.
  */
 #include <glob.h>
 #include <stdio.h>
@@ -28,7 +32,8 @@
 #define MAX_THREADS 4096
 
 enum {
-	OPT_OP = CG_KEY_OWN,
+	OPT_ALLOW_DUPLICATES = CG_KEY_OWN,
+	OPT_OP,
 	OPT_CODEC,
 	OPT_BUDGET,
 	OPT_LOG,
@@ -50,6 +55,9 @@ static const struct cg_opt opts[] = {
      "fail unless the inputs stand for K updates at least (1)"},
     {"skip-nonfinite", OPT_SKIP_NONFINITE, NULL,
      "leave out an input with a nan or inf, and say so (refuse it)"},
+    {"allow-duplicates", OPT_ALLOW_DUPLICATES, NULL,
+     "take an update that counts already: one of the same content, or\n"
+     "of the same worker and base model (refuse it: one update a worker)"},
     {"model", OPT_MODEL, "FILE",
      "reduce for this model: inputs of it or of an earlier step"},
     {"max-staleness", OPT_MAX_STALENESS, "S",
@@ -87,6 +95,7 @@ struct args {
 	struct cg_stale_weight stale;
 	int stale_given;
 	int skip_nonfinite;
+	int allow_duplicates;
 	struct cg_uspec codec;
 	int coded;
 	uint64_t budget;
@@ -182,6 +191,9 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		break;
 	case OPT_SKIP_NONFINITE:
 		a->skip_nonfinite = 1;
+		break;
+	case OPT_ALLOW_DUPLICATES:
+		a->allow_duplicates = 1;
 		break;
 	case OPT_MODEL:
 		a->model = g->arg;
@@ -379,6 +391,7 @@ main(int argc, char **argv)
 	cg_set_threads((int)a.threads);
 	cg_reducer_init(&r, a.op, a.param);
 	r.skip_nonfinite = a.skip_nonfinite;
+	r.allow_duplicates = a.allow_duplicates;
 	rc = CG_EXIT_FAILURE;
 	if (a.model &&
 	    ((m = cg_model_read(a.model)) == NULL ||

@@ -6,9 +6,10 @@
  * scored tokens: a text model's gradient is a mean per token); keeping
  * the running weighted sum and the total weight makes any tree of
  * reductions equal to one flat reduction, up to float rounding.  Which
- * inputs may be combined is the update module's rule (update.c); this
- * file only adds them up, each stale input's weight in the sum scaled
- * by its factor (stale.c) when the reduction is told its model.
+ * inputs may be combined is the update module's rule (update.c), and
+ * which count already uident.c's; this file only adds them up, each
+ * stale input's weight in the sum scaled by its factor (stale.c) when
+ * the reduction is told its model.
  */
 #include <errno.h>
 #include <math.h>
@@ -336,6 +337,7 @@ cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
 	r->slice = CG_REDUCE_SLICE;
 	r->max_staleness = UINT64_MAX;
 	cg_stale_weight_default(&r->stale);
+	cg_uident_set_init(&r->ids);
 }
 
 int
@@ -371,6 +373,7 @@ cg_reducer_free(struct cg_reducer *r)
 	free(r->signers);
 	r->signers = NULL;
 	r->nsigners = r->capsigners = 0;
+	cg_uident_set_free(&r->ids);
 	for (size_t i = 0; i < r->nstale; i++)
 		free(r->stale_in[i].name);
 	free(r->stale_in);
@@ -496,6 +499,10 @@ new_result(const struct cg_update *u)
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "downlink");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "signers");
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "mask");
+	/* the first input's worker is not the result's: its contributors
+	 * are, put at the end */
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "worker");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "contributors");
 	/* an earlier reduction's record is not this one's */
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "staleness");
 	for (int i = 0; i < u->nviews; i++) {
@@ -772,6 +779,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
 	const double w = u->weight, ns = u->samples, loss = u->loss;
 	const uint64_t inputs = u->inputs;
+	struct cg_uident id = {.n = 0};
 	double factor = 1;
 	int64_t stale = 0;
 	int rc = -1;
@@ -791,6 +799,13 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		}
 		goto out;
 	}
+	/* every update counts once; a masked round has a rule of its own,
+	 * one update a peer key, checked as the sum is made */
+	if (cg_uident_of(u, &id) != 0 ||
+	    (!r->allow_duplicates && u->mask == NULL &&
+	     cg_uident_set_check(&r->ids, &id, u->name) != 0) ||
+	    cg_uident_set_reserve(&r->ids, &id, u->name) != 0)
+		goto out;
 	if (add_signer(r, u) != 0)
 		goto out;
 	if (r->first != NULL && (u->mask != NULL) != (r->masked != NULL)) {
@@ -847,8 +862,10 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	r->samples += ns;
 	r->loss += w * loss;
 	r->inputs += inputs;
+	cg_uident_set_add(&r->ids, &id);
 	rc = 0;
 out:
+	cg_uident_free(&id);
 	cg_update_free(u);
 	return rc;
 }
@@ -1045,6 +1062,7 @@ cg_reducer_finish(struct cg_reducer *r)
 		return NULL;
 	r->acc = NULL;
 	if (put_signers(f, r) != 0 ||
+	    cg_uident_set_put(&r->ids, f->manifest) != 0 ||
 	    (r->model != NULL && put_staleness(f, r) != 0)) {
 		cg_file_free(f);
 		cg_reducer_free(r);

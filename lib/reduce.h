@@ -71,6 +71,17 @@
  * is the newest model and whose weight is sum_i w_i, reduces again with
  * others as any update does.  Only an operation that weighs its inputs
  * (weighs = 1: the mean) takes a rule other than constant.
+ *
+ * Every update counts once (uident.h): an input with the content of one
+ * taken already, or from the same worker and base model as one (for a
+ * reduction, holding such a worker's update), is refused, naming both;
+ * a copy sent twice, a retried call, or a signed update replayed would
+ * otherwise get the weight of two, and outvote the others under the
+ * median and the trimmed mean, which assume one vote a worker.  With
+ * r->allow_duplicates set it is taken.  Masked inputs keep their own
+ * rule, one update a peer key (secagg.h).  The result lists under
+ * "contributors" every (worker, base) pair of its inputs, so that a
+ * reduction of reductions refuses two that overlap.
  */
 #ifndef CG_REDUCE_H
 #define CG_REDUCE_H
@@ -79,6 +90,7 @@
 
 #include "cg.h"
 #include "stale.h"
+#include "uident.h"
 #include "update.h"
 
 struct cg_model;
@@ -157,10 +169,12 @@ struct cg_stale_in {
  */
 struct cg_reducer {
 	const struct cg_reduce_op *op;
-	double param; /* the operation's parameter */
-	int sliced;   /* keep the inputs and reduce them slice by slice */
-	size_t slice; /* elements per slice on that path */
+	double param;       /* the operation's parameter */
+	int sliced;         /* keep the inputs and reduce them slice by slice */
+	size_t slice;       /* elements per slice on that path */
 	int skip_nonfinite; /* leave out an input with a value not finite */
+	int allow_duplicates;     /* take an update that counts already */
+	struct cg_uident_set ids; /* the identities taken */
 	/* The first input used, whose views and manifest the result
 	 * takes, and the result: one dense f32 tensor per view, the
 	 * running fold when streaming. */
@@ -215,7 +229,8 @@ int cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
  * r->skip_nonfinite is set, or when u is staler than r->max_staleness:
  * u is left out, as if never given (but listed with its staleness), and
  * the message says why, starting with u's name; or -1 with such a message
- * when u breaks a rule above.
+ * when u breaks a rule above (an update that counts already included:
+ * the message names the input that brought it).
  */
 int cg_reducer_add(struct cg_reducer *r, struct cg_update *u);
 /* The result (the reducer gives it up; the caller frees it), or NULL with

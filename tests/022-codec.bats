@@ -153,8 +153,10 @@ pixdiff() {
 	for t in f16 q8_0; do
 		mkcg -t $t g.cgg g-$t.cgg
 		mkcg -t f32 g-$t.cgg g-$t-f32.cgg
-		run -0 cg-reduce -o r-$t.cgg g-$t.cgg g.cgg
-		run -0 cg-reduce -o r-$t-f32.cgg g-$t-f32.cgg g.cgg
+		# one worker's update twice, on purpose
+		run -0 cg-reduce --allow-duplicates -o r-$t.cgg g-$t.cgg g.cgg
+		run -0 cg-reduce --allow-duplicates -o r-$t-f32.cgg \
+			g-$t-f32.cgg g.cgg
 		cmp r-$t.cgg r-$t-f32.cgg
 		run -0 cg-apply -m "$D/model.cgm" -o a-$t.cgm g-$t.cgg
 		run -0 cg-apply -m "$D/model.cgm" -o a-$t-f32.cgm g-$t-f32.cgg

@@ -132,7 +132,9 @@ run_prog() {
 		--steps 1 --batch 8 -o out.cgg ;;
 	cg-train-step-shard) run --separate-stderr cg-train-step -q --trust "$T" -m "$M" \
 		-d "$s" --steps 1 --batch 8 -o out.cgg ;;
-	cg-reduce) run --separate-stderr cg-reduce --trust "$T" "$D/d-good.cgg" "$u" -o out.cgg ;;
+	# (the good case is d-good twice: --allow-duplicates)
+	cg-reduce) run --separate-stderr cg-reduce --allow-duplicates --trust "$T" \
+		"$D/d-good.cgg" "$u" -o out.cgg ;;
 	cg-apply) run --separate-stderr cg-apply --trust "$T" -m "$M" "$u" -o out.cgm ;;
 	cg-apply-model) run --separate-stderr cg-apply --trust "$T" -m "$m" "$D/d-good.cgg" -o out.cgm ;;
 	cg-eval) run --separate-stderr cg-eval -q --trust "$T" -m "$m" -d "$S" ;;
@@ -341,25 +343,32 @@ EOF
 	local g e
 	g=$(cg-key -l "$D/good.pub" | cut -d' ' -f1)
 	e=$(cg-key -l "$D/evil.pub" | cut -d' ' -f1)
-	cg-reduce "$D/d-evil.cgg" "$D/d-good.cgg" "$D/d-good.cgg" "$D/d-u.cgg" -o r.cgg
+	# one delta, signed and not: the same update, taken on purpose
+	cg-reduce --allow-duplicates "$D/d-evil.cgg" "$D/d-good.cgg" \
+		"$D/d-good.cgg" "$D/d-u.cgg" -o r.cgg
 	run -0 bash -c "tar xOf r.cgg cg.json | jq -c .signers"
 	assert_output "$(printf '%s\n' "$g" "$e" | sort | jq -R . | jq -sc .)"
 	# unsigned inputs: no such field, and the reduction is unsigned
-	cg-reduce "$D/d-u.cgg" "$D/d-u.cgg" -o u.cgg
+	cg-reduce --allow-duplicates "$D/d-u.cgg" "$D/d-u.cgg" -o u.cgg
 	run -0 bash -c "tar xOf u.cgg cg.json | jq 'has(\"signers\")'"
 	assert_output false
 	! tar tf u.cgg | grep -qx cg.sig
 	# a reduction of reductions lists its own inputs' signers
-	cg-reduce --sign "$D/evil" "$D/d-good.cgg" "$D/d-good.cgg" -o rs.cgg
+	cg-reduce --allow-duplicates --sign "$D/evil" "$D/d-good.cgg" \
+		"$D/d-good.cgg" -o rs.cgg
 	cg-reduce rs.cgg -o rr.cgg
 	run -0 bash -c "tar xOf rr.cgg cg.json | jq -c .signers"
 	assert_output "[\"$e\"]"
 }
 
 @test "a signed round through pipes: train, reduce, apply, all trusted" {
-	local T=$D/good.pub K=$D/good
+	local T=trusted K=$D/good
+	# a key a worker: a key is one worker to cg-reduce (tests/077)
+	cp "$D/good.pub" trusted
 	for w in 0 1; do
-		cg-train-step -q --trust "$T" --sign "$K" -m "$D/m-good.cgm" -d "$D/fm-0.cgd" \
+		cg-key -C worker$w -o w$w >/dev/null
+		cat w$w.pub >>trusted
+		cg-train-step -q --trust "$T" --sign w$w -m "$D/m-good.cgm" -d "$D/fm-0.cgd" \
 			--emit delta --steps 2 --batch 8 --seed $w -o - >d$w.cgg
 	done
 	cg-reduce --trust "$T" --sign "$K" d0.cgg d1.cgg -o - |
@@ -412,7 +421,9 @@ EOF
 		cg-train-step -q --trust "$T" --sign "$K" -m m.cgm -d s-1.cgd --emit delta \
 			--steps 2 --batch 8 --codec q4 --state w.state -o u$i.cgu
 	done
-	cg-reduce --trust "$T" --sign "$K" u1.cgu u2.cgu -o r.cgg
+	# (one worker's two calls from one model: --allow-duplicates)
+	cg-reduce --allow-duplicates --trust "$T" --sign "$K" u1.cgu u2.cgu \
+		-o r.cgg
 	cg-apply --trust "$T" --sign "$K" -m m.cgm --codec q8 --change down.cgu r.cgg -o a.cgm
 	cg-prune --trust "$T" --sign "$K" -s 0.5 -o p.cgm a.cgm
 	cg-quantize --trust "$T" --sign "$K" -o q.cgm a.cgm q8_0

@@ -27,10 +27,12 @@ setup() {
 	export LC_ALL=C
 }
 
-# a delta of model.cgm on shard W (0 or 1) under codec C, state S
+# a delta of model.cgm on shard W (0 or 1) under codec C, state S,
+# seed N (0)
 delta() {
 	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-$1.cgd" --emit delta \
-		--steps 2 --batch 8 --codec "$2" --state "$3" -o "$4"
+		--steps 2 --batch 8 --codec "$2" --state "$3" --seed "${5:-0}" \
+		-o "$4"
 }
 
 manifest() { tar xOf "$1" cg.json; }
@@ -142,10 +144,12 @@ manifest() { tar xOf "$1" cg.json; }
 }
 
 @test "cg-reduce: mixed codecs; a reduction of reductions is one reduction" {
+	# four workers on two shards: two seeds (a shard and a seed are a
+	# worker, and each counts once)
 	delta 0 topk:0.1 s0 a.cgu
 	delta 1 q4 s1 b.cgu
-	delta 0 f16 s2 c.cgu
-	delta 1 sign s3 d.cgu
+	delta 0 f16 s2 c.cgu 1
+	delta 1 sign s3 d.cgu 1
 	cg-reduce --op sum a.cgu b.cgu c.cgu d.cgu -o flat.cgg
 	cg-reduce --op sum a.cgu b.cgu -o ab.cgg
 	cg-reduce --op sum ab.cgg c.cgu d.cgu -o tree.cgg

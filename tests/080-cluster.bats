@@ -255,15 +255,19 @@ local_diloco() {
 	needs_hosts
 	local w
 	cg-key -f -C coord -o coord.key
-	cg-key -f -C worker -o w.key
 	cg-key -f -C stranger -o x.key
-	cat coord.key.pub w.key.pub >trusted.pub
+	cp coord.key.pub trusted.pub
+	# a key a host, in its directory (a key is one worker to cg-reduce)
+	for w in 0 1; do
+		cg-key -f -C worker$w -o "$HOSTS_DIR/host$w/w.key"
+		cat "$HOSTS_DIR/host$w/w.key.pub" >>trusted.pub
+	done
 	printf 'host0\nhost1\n' >hosts
 	# the first model, signed as cg-init --sign would
 	cg-quantize -q --sign coord.key init.cgm f32 -o init.cgm
 	# the hosts sign what they send back (their states too, which they
 	# read again: their own key is in their list)
-	local t="--sign $PWD/w.key --trust $PWD/trusted.pub"
+	local t="--sign w.key --trust $PWD/trusted.pub"
 	run -0 --separate-stderr cluster -q -r 2 -k 3 -b 8 --seed 1 \
 		--sign coord.key --trust trusted.pub -T "$t" "$FX"
 	[ -z "$stderr" ]

@@ -26,7 +26,8 @@ load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
 # pipeline DIR: shard, init, train (grad, delta with state, model),
-# reduce, apply, eval and sample, cvae and cgpt, at sizes whose matrix
+# reduce (an update with itself: --allow-duplicates), apply, eval and
+# sample, cvae and cgpt, at sizes whose matrix
 # products go to several threads; prints every file's SHA-256.
 pipeline() {
 	local fix=$CG_SRCDIR/tests/fixtures j="--threads $THREADS"
@@ -40,7 +41,7 @@ pipeline() {
 		--batch 50 --seed 5 --state cvae.state -o cvae-d.cgg
 	cg-train-step $j -q -m cvae.cgm -d fm-0.cgd --emit model --steps 3 \
 		--batch 50 --seed 5 -o cvae-t.cgm
-	cg-reduce $j -q -o cvae-r.cgg cvae-g.cgg cvae-g.cgg
+	cg-reduce $j -q --allow-duplicates -o cvae-r.cgg cvae-g.cgg cvae-g.cgg
 	cg-apply $j -m cvae.cgm -o cvae-a.cgm cvae-r.cgg
 	cg-eval $j -m cvae-t.cgm -d fm-0.cgd --json >cvae-eval.json
 	cg-sample $j -m cvae-t.cgm --seed 7 -n 3 --format pgm -o cvae.pgm
@@ -53,7 +54,7 @@ pipeline() {
 		--batch 8 --seed 5 --state cgpt.state -o cgpt-d.cgg
 	cg-train-step $j -q -m cgpt.cgm -d fort-0.cgd --emit model --steps 2 \
 		--batch 8 --seed 5 -o cgpt-t.cgm
-	cg-reduce $j -q -o cgpt-r.cgg cgpt-d.cgg cgpt-d.cgg
+	cg-reduce $j -q --allow-duplicates -o cgpt-r.cgg cgpt-d.cgg cgpt-d.cgg
 	cg-apply $j -m cgpt.cgm --outer nesterov -o cgpt-a.cgm cgpt-r.cgg
 	cg-eval $j -m cgpt-t.cgm -d fort-0.cgd --json --generate \
 		--max-bytes 8 --limit 4 >cgpt-eval.json
@@ -121,8 +122,10 @@ portable_only() {
 	(THREADS=1 OMP_NUM_THREADS=1 pipeline "$BATS_TEST_TMPDIR/in") >/dev/null
 	cd "$BATS_TEST_TMPDIR/in"
 	for t in 1 2 3; do
-		cg-reduce -j $t -q -o r$t.cgg cvae-g.cgg cvae-r.cgg cvae-g.cgg
-		cg-reduce -j $t -q --op sum -o s$t.cgg cgpt-g.cgg cgpt-g.cgg
+		cg-reduce -j $t -q --allow-duplicates -o r$t.cgg cvae-g.cgg \
+			cvae-r.cgg cvae-g.cgg
+		cg-reduce -j $t -q --allow-duplicates --op sum -o s$t.cgg \
+			cgpt-g.cgg cgpt-g.cgg
 		cg-apply -j $t -m cvae.cgm --opt adam -o a$t.cgm r$t.cgg
 		cg-apply -j $t -m cgpt.cgm --outer nesterov -o n$t.cgm cgpt-r.cgg
 	done

@@ -14,7 +14,10 @@
  * at slice sizes that cut tensors, with 4 and 5 inputs of unequal
  * weights, an input a million times off, on one thread and three; a nan
  * or an inf is refused by every operation, or left out when asked, and
- * a parameter is parsed against its row.  The operation names that cg-reduce's
+ * a parameter is parsed against its row.  An update counts once: a
+ * second of the same content among many, or of the same worker and
+ * base, is refused naming the first, unless allowed; the result lists
+ * its contributors.  The operation names that cg-reduce's
  * --help lists come from the table; its manual must name each one.
  * Exit 0 pass, 1 fail.
  */
@@ -648,10 +651,11 @@ nonfinite(const struct cg_model *m)
 	expect(same, "skip_nonfinite: the result that of the other inputs, "
 	             "bit for bit");
 
-	/* finite inputs whose sum is no float */
+	/* finite inputs whose sum is no float (two updates: the same one
+	 * twice would count once) */
 	for (int i = 0; i < NIN; i++)
 		for (int j = 0; j < TOY_P; j++)
-			bufs[i][j] = 3e38f;
+			bufs[i][j] = 3e38f - (float)i * 1e37f;
 	struct cg_reducer r;
 	cg_reducer_init(&r, cg_reduce_op_find("sum"), 0);
 	for (int i = 0; i < 2; i++)
@@ -674,6 +678,79 @@ nonfinite(const struct cg_model *m)
 	           strcmp(cg_errmsg(), "no inputs: every one left out") == 0,
 	       "every input left out: no result, said so");
 	cg_reducer_free(&r);
+}
+
+/* Update i of many, worker w (w < 0: none) of shard identity {w, 0...}
+ * and seed 3, named name. */
+#define NMANY 40
+static float many[NMANY][TOY_P];
+
+static struct cg_update *
+one_of_many(const struct cg_model *m, int i, int w, const char *name)
+{
+	struct cg_file *f = cg_update_new(m, CG_UPDATE_GRAD, many[i], 1, 1, 0);
+	unsigned char shard[32] = {0};
+
+	if (f == NULL)
+		die("cg_update_new");
+	shard[0] = (unsigned char)w;
+	if (w >= 0 && cg_uident_record(f->manifest, shard, 3) != 0)
+		die("cg_uident_record");
+	return cg_update_from_file(f, name);
+}
+
+/* every update counts once: by content among many (the table grows),
+ * by worker and base; allowed, taken; the result's contributors */
+static void
+duplicates(const struct cg_model *m)
+{
+	struct cg_reducer r;
+	struct cg_file *f;
+	char name[16];
+	int ok = 1;
+
+	for (int i = 0; i < NMANY; i++)
+		toy_fill(many[i], TOY_P, 900 + (uint64_t)i, 1);
+	cg_reducer_init(&r, cg_reduce_op_find("mean"), 0);
+	for (int i = 0; i < NMANY; i++) {
+		snprintf(name, sizeof(name), "u%d", i);
+		ok &= cg_reducer_add(&r, one_of_many(m, i, -1, name)) == 0;
+	}
+	ok &=
+	    cg_reducer_add(&r, one_of_many(m, 17, -1, "again")) == -1 &&
+	    strncmp(cg_errmsg(),
+	            "again: the same update as u17 (tensors sha256 ", 46) == 0;
+	r.allow_duplicates = 1;
+	ok &= cg_reducer_add(&r, one_of_many(m, 17, -1, "again")) == 0;
+	f = cg_reducer_finish(&r);
+	ok &= f && cg_json_u64(f->manifest, "inputs", 0) == NMANY + 1 &&
+	      !cJSON_GetObjectItemCaseSensitive(f->manifest, "contributors");
+	cg_file_free(f);
+	cg_reducer_free(&r);
+	expect(ok, "the same content among 40 inputs: refused, naming the "
+	           "first; allowed, taken");
+
+	/* workers 1 and 2, then worker 1 again with other numbers */
+	ok = 1;
+	cg_reducer_init(&r, cg_reduce_op_find("median"), 0);
+	ok &= cg_reducer_add(&r, one_of_many(m, 0, 2, "a")) == 0;
+	ok &= cg_reducer_add(&r, one_of_many(m, 1, 1, "b")) == 0;
+	ok &= cg_reducer_add(&r, one_of_many(m, 2, 1, "c")) == -1 &&
+	      strcmp(cg_errmsg(), "c: the same worker (shard 010000000000..., "
+	                          "seed 3) and base (step 0) as b") == 0;
+	f = cg_reducer_finish(&r);
+	const cJSON *c =
+	    f ? cJSON_GetObjectItemCaseSensitive(f->manifest, "contributors")
+	      : NULL;
+	const cJSON *w0 = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetArrayItem(c, 0), "worker");
+	ok &= cJSON_GetArraySize(c) == 2 && cJSON_IsString(w0) &&
+	      strncmp(w0->valuestring, "shard:01", 8) == 0 &&
+	      !cJSON_GetObjectItemCaseSensitive(f->manifest, "worker");
+	cg_file_free(f);
+	cg_reducer_free(&r);
+	expect(ok, "the same worker and base: refused, naming the first; "
+	           "the result's contributors sorted, no worker of its own");
 }
 
 /* The same bits on one thread and on three (clip-mean's norms are
@@ -831,6 +908,7 @@ main(void)
 	trimmed(m);
 	clipped(m);
 	nonfinite(m);
+	duplicates(m);
 	threads(m);
 	params();
 	table();
