@@ -6,7 +6,10 @@
 # worker and base model (a retried call, a second delta signed by the
 # same key), in one line naming both, exit 1, nothing written; a
 # reduction lists its contributors, so that a reduction of reductions
-# refuses two that overlap; --allow-duplicates takes them.  The
+# refuses two that overlap; --allow-duplicates takes them.  cg-inbox
+# sets such an update aside and publishes from the others; cg-cluster
+# refuses the round naming the hosts (its hosts here are this machine,
+# reached by a stand-in for ssh that runs the command here).  The
 # programs come from PATH.
 
 bats_require_minimum_version 1.5.0
@@ -212,4 +215,73 @@ EOF
 	cg-reduce heavy.cgg "$D/d1.cgg" -o h.cgg
 	run -0 cg-inspect --diff --tolerance 1e-6 r.cgg h.cgg
 	assert_line --regexp '^tensors: +[0-9]+ in A, [0-9]+ in B: ([0-9]+ identical|.*equal)'
+}
+
+@test "cg-inbox: three copies of one delta publish with one vote, the copies set aside with their reason" {
+	mkdir -p run/inbox
+	cp "$D/model.cgm" run/model.cgm
+	cp "$D/d0.cgg" run/inbox/a.cgg
+	cp "$D/d0.cgg" run/inbox/b.cgg
+	cp "$D/d0.cgg" run/inbox/c.cgg
+	cp "$D/d1.cgg" run/inbox/d.cgg
+	cp "$D/retry.cgg" run/inbox/e.cgg
+	run -0 --separate-stderr cg-inbox run
+	[[ $stderr == *"b.cgg: set aside: cg-reduce: the same update as inbox/a.cgg"* ]]
+	[[ $stderr == *"step 1 published from 2 updates, loss "*": a.cgg d.cgg"* ]]
+	[ "$(ls run/used/1 | paste -sd' ')" = "a.cgg d.cgg" ]
+	[ "$(ls run/rejected | paste -sd' ')" = "b.cgg b.cgg.why c.cgg c.cgg.why e.cgg e.cgg.why" ]
+	[[ $(cat run/rejected/c.cgg.why) == "cg-reduce: the same update as inbox/a.cgg (tensors sha256 "*"...)" ]]
+	[[ $(cat run/rejected/e.cgg.why) == "cg-reduce: the same worker (shard "*", seed 0) and base (step 0) as inbox/a.cgg" ]]
+	# what cg-reduce and cg-apply give of the two by hand
+	cg-reduce "$D/d0.cgg" "$D/d1.cgg" |
+		cg-apply -m "$D/model.cgm" --outer nesterov -o want.cgm
+	cmp want.cgm run/model.cgm
+	# --allow-duplicates: all five taken
+	rm -rf run2 && mkdir -p run2/inbox
+	cp "$D/model.cgm" run2/model.cgm
+	cp run/used/1/* run/rejected/*.cgg run2/inbox/
+	run -0 --separate-stderr cg-inbox --allow-duplicates run2
+	[[ $stderr == *"step 1 published from 5 updates"* ]]
+}
+
+# A host file of two hosts that are this machine: fakessh runs the
+# command here, each host in a directory of its own under h/.
+hosts() {
+	printf 'one\ntwo\n' >hosts
+	cat >fakessh <<-'EOF'
+		#!/bin/sh
+		# fakessh HOST COMMAND: COMMAND here, as ssh would run it there
+		shift
+		exec sh -c "$*"
+	EOF
+	chmod +x fakessh
+	mkdir -p h/0 h/1
+}
+
+# cluster ARGS...: a round of cg-cluster on the hosts, each worker
+# signing with the key w.key of its directory
+cluster() {
+	cg-cluster -f hosts -m "$D/model.cgm" -o run --ssh "$PWD/fakessh" \
+		--remote-dir "$PWD/h/%i" -k 2 -b 8 --seed 1 -T '--sign w.key' \
+		"$@" "$FX"
+}
+
+@test "cg-cluster: hosts that sign with one key are one worker: the round refused, naming them; --allow-duplicates takes it" {
+	hosts
+	cg-key -C one -o h/0/w.key >/dev/null
+	cg-key -C two -o h/1/w.key >/dev/null
+	run -0 --separate-stderr cluster
+	[[ $stderr == *"round 1/1: step 1 published"* ]]
+	# one key on both hosts
+	rm -rf run h/1/*
+	cp h/0/w.key h/0/w.key.pub h/1/
+	run -1 --separate-stderr cluster
+	local fp
+	fp=$(cg-key -l h/0/w.key.pub | cut -c1-12)
+	[[ $stderr == *"
+cg-reduce: two: the same worker (key $fp...) and base (step 0) as one
+cg-cluster: round 1: cg-reduce failed: nothing published" ]]
+	cmp run/model.cgm "$D/model.cgm"
+	run -0 --separate-stderr cluster --allow-duplicates
+	[[ $stderr == *"round 1/1: step 1 published"* ]]
 }
