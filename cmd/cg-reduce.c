@@ -370,6 +370,96 @@ out:
 	return rc;
 }
 
+/* A call's work: the reducer, the model it reduces for, the inputs
+ * left out, the result. */
+struct call {
+	struct cg_reducer r;
+	struct cg_model *m;
+	struct skipped sk;
+	struct cg_file *f;
+};
+
+/* c's reducer as a asks: its operation, its model; 0, or -1 said. */
+static int
+start(const struct args *a, struct call *c)
+{
+	cg_set_threads((int)a->threads);
+	cg_reducer_init(&c->r, a->op, a->param);
+	c->r.skip_nonfinite = a->skip_nonfinite;
+	c->r.allow_duplicates = a->allow_duplicates;
+	if (a->model &&
+	    ((c->m = cg_model_read(a->model)) == NULL ||
+	     cg_reducer_set_model(
+	         &c->r, c->m, a->model,
+	         a->max_staleness < 0 ? UINT64_MAX : (uint64_t)a->max_staleness,
+	         &a->stale) != 0))
+		return cg_warn(NULL), -1;
+	return 0;
+}
+
+/*
+ * A quorum: the updates the inputs stand for, as their manifests count
+ * them (a reduction's output counts those it was made of).  None at all
+ * (every one left out) is the reducer's to say.  0, or -1 said.
+ */
+static int
+quorum(const struct args *a, const struct cg_reducer *r)
+{
+	if (r->inputs > 0 && r->inputs < (uint64_t)a->min_inputs) {
+		cg_warnx("%llu input%s, fewer than --min-inputs %lld",
+		         (unsigned long long)r->inputs,
+		         r->inputs == 1 ? "" : "s", a->min_inputs);
+		return -1;
+	}
+	return 0;
+}
+
+/* The result of c, encoded as a asks, written, and the call logged; 0,
+ * or -1 said. */
+static int
+report(const struct args *a, struct call *c, double t0)
+{
+	if (a->coded) {
+		struct cg_file *g =
+		    cg_update_recode(c->f, &a->codec, a->budget);
+		cg_file_free(c->f);
+		if ((c->f = g) == NULL)
+			return cg_warn(NULL), -1;
+	}
+	if (cg_file_write(c->f, a->out, a->comp) != 0 ||
+	    (a->log &&
+	     write_log(a->log, &c->r, &c->sk, c->f, cg_now() - t0) != 0))
+		return cg_warn(NULL), -1;
+	return 0;
+}
+
+/* The call: every input into the reducer, the result out; the exit
+ * status. */
+static int
+run(const struct args *a, struct call *c)
+{
+	const double t0 = cg_now();
+
+	if (start(a, c) != 0 ||
+	    add_all(&c->r, a->inputs, a->ninputs, &c->sk, a->quiet) != 0 ||
+	    quorum(a, &c->r) != 0)
+		return CG_EXIT_FAILURE;
+	if ((c->f = cg_reducer_finish(&c->r)) == NULL)
+		return cg_fail(NULL);
+	return report(a, c, t0) != 0 ? CG_EXIT_FAILURE : CG_EXIT_OK;
+}
+
+static void
+call_free(struct call *c)
+{
+	cg_file_free(c->f);
+	cg_reducer_free(&c->r);
+	cg_model_free(c->m);
+	for (size_t i = 0; i < c->sk.n; i++)
+		free(c->sk.names[i]);
+	free(c->sk.names);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -377,69 +467,14 @@ main(int argc, char **argv)
 	                 .op = &cg_reduce_ops[0],
 	                 .min_inputs = 1,
 	                 .max_staleness = -1};
-	struct cg_model *m = NULL;
-	struct cg_reducer r;
-	struct skipped sk = {0};
-	struct cg_file *f = NULL;
+	struct call c = {.m = NULL};
 	int rc;
 
 	cg_stale_weight_default(&a.stale);
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	const double t0 = cg_now();
-	cg_set_threads((int)a.threads);
-	cg_reducer_init(&r, a.op, a.param);
-	r.skip_nonfinite = a.skip_nonfinite;
-	r.allow_duplicates = a.allow_duplicates;
-	rc = CG_EXIT_FAILURE;
-	if (a.model &&
-	    ((m = cg_model_read(a.model)) == NULL ||
-	     cg_reducer_set_model(
-	         &r, m, a.model,
-	         a.max_staleness < 0 ? UINT64_MAX : (uint64_t)a.max_staleness,
-	         &a.stale) != 0)) {
-		cg_warn(NULL);
-		goto out;
-	}
-	if (add_all(&r, a.inputs, a.ninputs, &sk, a.quiet) != 0)
-		goto out;
-	/* A quorum: the updates the inputs stand for, as their manifests
-	 * count them (a reduction's output counts those it was made of).
-	 * None at all (every one left out) is the reducer's to say. */
-	if (r.inputs > 0 && r.inputs < (uint64_t)a.min_inputs) {
-		cg_warnx("%llu input%s, fewer than --min-inputs %lld",
-		         (unsigned long long)r.inputs, r.inputs == 1 ? "" : "s",
-		         a.min_inputs);
-		goto out;
-	}
-	if ((f = cg_reducer_finish(&r)) == NULL) {
-		cg_warn(NULL);
-		goto out;
-	}
-	if (a.coded) {
-		struct cg_file *g = cg_update_recode(f, &a.codec, a.budget);
-		cg_file_free(f);
-		if ((f = g) == NULL) {
-			cg_warn(NULL);
-			goto out;
-		}
-	}
-	if (cg_file_write(f, a.out, a.comp) != 0) {
-		cg_warn(NULL);
-		goto out;
-	}
-	if (a.log && write_log(a.log, &r, &sk, f, cg_now() - t0) != 0) {
-		cg_warn(NULL);
-		goto out;
-	}
-	rc = CG_EXIT_OK;
-out:
-	cg_file_free(f);
-	cg_reducer_free(&r);
-	cg_model_free(m);
-	for (size_t i = 0; i < sk.n; i++)
-		free(sk.names[i]);
-	free(sk.names);
+	rc = run(&a, &c);
+	call_free(&c);
 	return rc;
 }

@@ -114,6 +114,17 @@ teardown() {
 	done
 }
 
+@test "every program's main reads in one screen: 60 lines at most" {
+	# parse, validate, run, report (STYLE.md); the rest in functions
+	local f n bad=
+	for f in "$CG_SRCDIR"/cmd/*.c; do
+		n=$(awk '/^main\(/ { s = NR } s && /^}/ { print NR - s + 2; exit }' "$f")
+		[ -n "$n" ] || { bad="$bad ${f##*/}:none"; continue; }
+		[ "$n" -le 60 ] || bad="$bad ${f##*/}:$n"
+	done
+	assert_equal "$bad" ''
+}
+
 @test "cg-eval --help: the quiet option now says what it silences" {
 	run -0 cg-eval --help
 	assert_line --regexp '^  -q, --quiet +no progress bar'
