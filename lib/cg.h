@@ -406,6 +406,9 @@ void cg_out_abort(struct cg_out *o);
 /* 64-byte aligned zeroed allocation (free with free()); NULL on failure
  * with a message. */
 void *cg_alloc(size_t n);
+/* The first element of x [n] that is an inf or a nan, or n: a run of
+ * values at a time without a branch, then the element. */
+uint64_t cg_first_nonfinite(const float *x, uint64_t n);
 /* Turn SIGBUS (a mapped input truncated under us) into a one-line
  * error, exit 1, temporaries removed.  Idempotent. */
 void cg_guard_mapped_reads(void);

@@ -743,29 +743,6 @@ cg_model_ensure_outer(struct cg_model *m)
 
 /* ------------------------------------------------------------- values */
 
-/* The first element of x [n] that is not finite, or n. */
-static uint64_t
-first_nonfinite(const float *x, uint64_t n)
-{
-	const uint64_t R = 1024;
-
-	/* a run at a time without a branch (every exponent bit set: inf
-	 * or NaN), then the element */
-	for (uint64_t lo = 0; lo < n; lo += R) {
-		uint64_t hi = n - lo < R ? n : lo + R;
-		uint32_t bad = 0;
-		for (uint64_t i = lo; i < hi; i++) {
-			uint32_t u;
-			memcpy(&u, &x[i], sizeof(u));
-			bad |= (u & 0x7f800000u) == 0x7f800000u;
-		}
-		for (uint64_t i = lo; bad && i < hi; i++)
-			if (!isfinite(x[i]))
-				return i;
-	}
-	return n;
-}
-
 /* -1 with the message for element i of tensor name, x [i] not finite. */
 static int
 not_finite(const char *name, uint64_t i, float x)
@@ -780,7 +757,7 @@ cg_model_check_finite(const struct cg_model *m, const float *x)
 {
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
-		uint64_t at = first_nonfinite(x + v->off, v->n);
+		uint64_t at = cg_first_nonfinite(x + v->off, v->n);
 		if (at < v->n)
 			return not_finite(v->name, at, x[v->off + at]);
 	}
@@ -797,7 +774,7 @@ cg_model_check_all_finite(const struct cg_model *m)
 	for (size_t i = 0; i < sizeof(flat) / sizeof(*flat); i++) {
 		uint64_t at;
 		if (flat[i] == NULL ||
-		    (at = first_nonfinite(flat[i], m->nparams)) == m->nparams)
+		    (at = cg_first_nonfinite(flat[i], m->nparams)) == m->nparams)
 			continue;
 		return not_finite(flat_names[i], at, flat[i][at]);
 	}

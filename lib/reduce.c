@@ -637,21 +637,12 @@ first_nonfinite(const struct cg_update *u, int i)
 			size_t m = hi - d < DECODE_CHUNK ? (size_t)(hi - d)
 			                                 : DECODE_CHUNK;
 			const float *y = x ? x + d : tmp;
-			uint32_t bad = 0;
+			uint64_t j;
 			if (x == NULL)
 				cg_update_decode(u, i, d, m, tmp);
-			for (size_t j = 0; j < m; j++) {
-				uint32_t b;
-				memcpy(&b, &y[j], sizeof(b));
-				bad |= (b & 0x7f800000u) == 0x7f800000u;
-			}
-			if (!bad)
+			if ((j = cg_first_nonfinite(y, m)) == m)
 				continue;
-			for (size_t j = 0; j < m; j++)
-				if (!isfinite(y[j])) {
-					first = first < d + j ? first : d + j;
-					break;
-				}
+			first = first < d + j ? first : d + j;
 			break;
 		}
 	}

@@ -128,24 +128,11 @@ check_finite(const struct cg_tensor *t)
 static int
 refuse_nonfinite(const struct cg_uview *v, const float *x)
 {
-	const uint64_t R = 1024;
+	uint64_t i = cg_first_nonfinite(x, v->n);
 
-	/* a run at a time without a branch (every exponent bit set: inf
-	 * or NaN), then the element */
-	for (uint64_t lo = 0; lo < v->n; lo += R) {
-		uint64_t hi = v->n - lo < R ? v->n : lo + R;
-		uint32_t bad = 0;
-		for (uint64_t i = lo; i < hi; i++) {
-			uint32_t u;
-			memcpy(&u, &x[i], sizeof(u));
-			bad |= (u & 0x7f800000u) == 0x7f800000u;
-		}
-		for (uint64_t i = lo; bad && i < hi; i++)
-			if (!isfinite(x[i]))
-				return cg_seterr("tensor %s: element %" PRIu64
-				                 " is not finite",
-				                 v->name, i);
-	}
+	if (i < v->n)
+		return cg_seterr("tensor %s: element %" PRIu64 " is not finite",
+		                 v->name, i);
 	return 0;
 }
 

@@ -6,6 +6,7 @@
  * each other in.  SHA-256 comes from OpenSSL's EVP interface.
  */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -37,6 +38,27 @@ advise_huge(void *p, size_t n)
 	(void)p;
 	(void)n;
 #endif
+}
+
+uint64_t
+cg_first_nonfinite(const float *x, uint64_t n)
+{
+	const uint64_t R = 1024;
+
+	/* every exponent bit set: an inf or a nan */
+	for (uint64_t lo = 0; lo < n; lo += R) {
+		uint64_t hi = n - lo < R ? n : lo + R;
+		uint32_t bad = 0;
+		for (uint64_t i = lo; i < hi; i++) {
+			uint32_t u;
+			memcpy(&u, &x[i], sizeof(u));
+			bad |= (u & 0x7f800000u) == 0x7f800000u;
+		}
+		for (uint64_t i = lo; bad && i < hi; i++)
+			if (!isfinite(x[i]))
+				return i;
+	}
+	return n;
 }
 
 void *
