@@ -163,6 +163,16 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	if ((u->kind == CG_UPDATE_GRAD ? apply_grad(m, g, o)
 	                               : apply_delta(m, g, o)) != 0)
 		goto out;
+	/* a finite update can still overflow a weight or a moment: no
+	 * reader takes such a model, so none is made */
+	if (cg_model_check_all_finite(m) != 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "%s", cg_errmsg());
+		cg_seterr("the new model is not finite: %s (the update or the "
+		          "learning rate too large?)",
+		          why);
+		goto out;
+	}
 	m->step++;
 	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "stale");
 	if (o->base != NULL && put_stale(m, u, s, o) != 0)

@@ -52,9 +52,12 @@ void cg_apply_defaults(struct cg_apply_opts *o);
  * missing.  A delta is added as it is (avg) or through the outer
  * Nesterov step (outer.mom allocated when missing), frozen groups left
  * as they are.  Either way m->step goes up by one, the manifest's
- * "samples" by u's and its "loss" becomes u's.  Returns 0, or -1 with a
- * message (m is then unchanged unless the failure came after the step,
- * which only an allocation in the manifest can).
+ * "samples" by u's and its "loss" becomes u's.  A step that leaves a
+ * weight or a moment not finite is refused ("the new model is not
+ * finite: tensor NAME: element I is inf ...").  Returns 0, or -1 with a
+ * message (m is then unchanged unless the failure came after the step:
+ * a model not finite, or an allocation in the manifest; write nothing
+ * of it then).
  */
 int cg_apply_update(struct cg_model *m, const char *mname,
                     const struct cg_update *u, const struct cg_apply_opts *o);

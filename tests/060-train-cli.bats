@@ -501,7 +501,7 @@ big() {
 	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-2.cgd" --steps 10 --batch 8 --opt sgd --lr 1e-2 --emit model -o ok.cgm
 }
 
-@test "cg-train-step: a step past the floats at a finite loss is refused, the state as it was" {
+@test "cg-train-step and cg-apply: a step past the floats at a finite loss is refused, the state as it was" {
 	# weights of 1e30 give a finite loss, and one SGD step at 10^6 sends
 	# dec.0.w past the largest float: the loss check cannot see it
 	mkcg -x huge:dec.out.w "$D/model.cgm" huge.cgm
@@ -530,6 +530,21 @@ big() {
 	# a grad takes no step: finite, written
 	cg-train-step "${a[@]}" --lr 1e6 -o g.cgg
 	cg-inspect --verify -q g.cgg
+	# cg-apply takes the step instead: refused there, nothing written,
+	# with --change as without
+	local w='^cg-apply: the new model is not finite: tensor [a-z0-9.]+: element [0-9]+ is (-?inf|nan) \(the update or the learning rate too large\?\)$'
+	run -1 --separate-stderr cg-apply -m huge.cgm --opt sgd --lr 1e6 g.cgg \
+		-o new.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr =~ $w ]]
+	no_output new.cgm
+	run -1 --separate-stderr cg-apply -m huge.cgm --opt sgd --lr 1e6 g.cgg \
+		--codec q8 --change ch.cgu -o new.cgm
+	[[ $stderr =~ $w ]]
+	no_output new.cgm
+	no_output ch.cgu
+	# the same step at a sane rate is taken
+	cg-apply -m huge.cgm --opt sgd --lr 1e-3 g.cgg -o new.cgm
 }
 
 @test "cg-train-step --emit model adds K to step and records samples" {
