@@ -59,7 +59,7 @@ tune_max=${TUNE_MAX_SECONDS:-10}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
 # the PyTorch interpreters are started from a clean slate (torch_speed.py
-# removes these too); cg programs set their own (lib/runtime.c)
+# removes these too); cg programs set their own (lib/cli/runtime.c)
 unset OMP_WAIT_POLICY OMP_NUM_THREADS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE \
 	OPENBLAS_NUM_THREADS MKL_NUM_THREADS GOMP_SPINCOUNT || :
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_cclf.py - the PyTorch reference for cg's judge (cclf), on Fashion-MNIST.
 
-The model of lib/cclf.c, built with torch.nn: pixels x/255 -> layers x
+The model of lib/arch/cclf/cclf.c, built with torch.nn: pixels x/255 -> layers x
 (Linear, ReLU) of width hidden -> Linear to 10 logits; cross-entropy;
 PyTorch's default init; Adam at 1e-3 for --epochs, then at 1e-4 for
 --epochs2, batch 128, a new shuffle each epoch, as bench/judge.sh trains

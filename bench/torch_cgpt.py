@@ -3,7 +3,7 @@
 
 usage: torch_cgpt.py [options] TRAIN.cgd TEST.cgd
 
-The model of lib/cgpt.c built from torch.nn (GPT-2: token + position
+The model of lib/arch/cgpt/cgpt.c built from torch.nn (GPT-2: token + position
 embeddings, pre-LayerNorm blocks of causal self-attention and a tanh-GELU
 MLP, final LayerNorm, bias-free output projection, optionally tied to the
 token embedding), trained with AdamW (lr 3e-4, betas 0.9/0.999, eps 1e-8,
@@ -13,7 +13,7 @@ of 16 sequences of 128 positions.
 The shards are read directly (tarfile + json: cg.json, then the raw
 little-endian tensors "cond" u32, "index" u64, "offset" u64, "payload" u8
 and optional "prompt_len" u32; plain or gzip, not zstd), and sequences are
-built exactly as lib/arch_cgpt.c builds them: COND = 256 + cond, EOT =
+built exactly as lib/arch/cgpt/arch.c builds them: COND = 256 + cond, EOT =
 256 + ncond as the mark of a text's start, the prompt and text bytes, EOT
 as its end; only text bytes and the end are scored; an example longer than
 context + 1 tokens keeps COND and a window of the rest, the start window
@@ -21,9 +21,9 @@ context + 1 tokens keeps COND and a window of the rest, the start window
 (without it), drawn with cg's generator (xoshiro256** seeded through
 splitmix64, reimplemented here) from the step's noise seed and the
 example's index.  The data order and the noise seeds are those of
-`cg-train-step --emit model --batch 16 --seed SEED` (lib/train.c), and the
+`cg-train-step --emit model --batch 16 --seed SEED` (lib/train/train.c), and the
 held-out figure is computed as `cg-eval --seed 0 --batch EVAL_BATCH`
-computes it (lib/train.c cg_eval_shard: the mean per scored token over the
+computes it (lib/train/train.c cg_eval_shard: the mean per scored token over the
 whole shard, each batch's mean weighted by its scored tokens).  So with
 --init MODEL.cgm (cg's initial weights) both programs see the same bits of
 data from the same start.  Without --init the weights are drawn by torch
@@ -67,7 +67,7 @@ def _rotl(x, k):
 
 
 class Rng:
-    """lib/rng.c: xoshiro256** seeded through splitmix64."""
+    """lib/core/rng.c: xoshiro256** seeded through splitmix64."""
 
     def __init__(self, seed):
         self.s = []
@@ -104,11 +104,11 @@ class Rng:
                 return v % n
 
 
-ORDER_TAG = 0x6F72646572      # "order", lib/train.c
-NOISE_TAG = 0x6E6F697365      # "noise", lib/train.c
-EVAL_TAG = 0x6576616C         # "eval", lib/train.c
-WINDOW_TAG = 0x77696E646F77   # "window", lib/arch_cgpt.c
-START_ODDS = 4                # lib/arch_cgpt.c: 1 in 4 windows a start
+ORDER_TAG = 0x6F72646572      # "order", lib/train/train.c
+NOISE_TAG = 0x6E6F697365      # "noise", lib/train/train.c
+EVAL_TAG = 0x6576616C         # "eval", lib/train/train.c
+WINDOW_TAG = 0x77696E646F77   # "window", lib/arch/cgpt/arch.c
+START_ODDS = 4                # lib/arch/cgpt/arch.c: 1 in 4 windows a start
 
 # ---------------------------------------------------------------- data
 
@@ -152,7 +152,7 @@ class Shard:
 
 def make_seq(s, i, ncond, T, noise):
     """Example i of s as (tokens [T], targets [T], scored [T]), as
-    lib/arch_cgpt.c make_seq: rest = EOT (the start mark), the payload,
+    lib/arch/cgpt/arch.c make_seq: rest = EOT (the start mark), the payload,
     EOT (the end); a window at offset o is COND, rest[o:o+T-1] with the
     targets rest[o:o+T]; o = 0 (the start window) one time in START_ODDS
     where it scores, else uniform over the middle offsets that score."""
@@ -190,7 +190,7 @@ def make_batch(s, ex, ncond, T, noise):
 
 
 class Order:
-    """lib/train.c's batch order: epoch e is a Fisher-Yates permutation
+    """lib/train/train.c's batch order: epoch e is a Fisher-Yates permutation
     seeded from (seed, e)."""
 
     def __init__(self, n, seed):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_cvae.py - the PyTorch reference for cg's CVAE, on Fashion-MNIST.
 
-The model of lib/cvae.c, built with torch.nn: x (+) onehot(label) ->
+The model of lib/arch/cvae/cvae.c, built with torch.nn: x (+) onehot(label) ->
 layers x (Linear, ReLU) -> Linear heads for mu and logvar; z (+) onehot ->
 layers x (Linear, ReLU) -> Linear to 784 logits.  Loss per image: BCE with
 logits summed over pixels (pixels x/255 as Bernoulli targets) plus

@@ -4,7 +4,7 @@ of a gloo group, trained until the test-set negative ELBO reaches a target.
 
 bench/cluster.sh runs one of these in each of its test hosts (network
 namespaces, `ip netns exec`), rank 0 in the first: the model of
-bench/torch_cvae.py (lib/cvae.c's), Adam, each rank a batch of --batch
+bench/torch_cvae.py (lib/arch/cvae/cvae.c's), Adam, each rank a batch of --batch
 from its own shard of the training set (a seeded permutation, every
 world-th example from the rank's own offset), gradients averaged by DDP
 every step, through the communication hook --hook names:

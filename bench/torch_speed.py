@@ -100,7 +100,7 @@ CVAE = dict(in_dim=784, ncond=10, hidden=512, layers=2, latent=32,
             batch=128, lr=1e-3)
 CGPT = dict(context=128, width=256, layers=4, heads=4, batch=16, lr=3e-4,
             wd=0.1)
-# cg-init's defaults (lib/arch_cddpm.c, lib/arch_cgan.c) on Fashion-MNIST;
+# cg-init's defaults (lib/arch/cddpm/arch.c, lib/arch/cgan/arch.c) on Fashion-MNIST;
 # torch_check.py's configuration keys
 CDDPM = {"in_dim": 784, "ncond": 10, "hidden": 512, "layers": 3,
          "embed": 128, "timesteps": 1000, "snr-clip": 5, "predict-x0": 1,
@@ -142,7 +142,7 @@ def cddpm_flops(in_dim=784, hidden=512, layers=3, embed=128):
 
 def cgan_flops(in_dim=784, latent=64, hidden=512, layers=2):
     """Training FLOPs per example (one real image and one fake) of what a
-    step multiplies (lib/cgan.c): G forward and backward, 6 Wg; D forward
+    step multiplies (lib/arch/cgan/cgan.c): G forward and backward, 6 Wg; D forward
     and backward on the real and the fake, 2 x 6 Wd; and L_G's pass back
     through D to the fake, 2 Wd: 6 Wg + 14 Wd.  Wg = latent H + (layers -
     1) H^2 + H in_dim; Wd = in_dim H + (layers - 1) H^2 + 2 H (the head's
@@ -254,7 +254,7 @@ def run_model(a, model, torch):
 
             def step(k):
                 # each example's timestep, dropped condition and noise,
-                # as lib/arch_cddpm.c draws them (from other generators)
+                # as lib/arch/cddpm/arch.c draws them (from other generators)
                 idx = next_batch()
                 x0 = x8[idx].float().div_(127.5).sub_(1.0)
                 t = torch.randint(cfg["timesteps"], (B,), generator=gen)
@@ -284,7 +284,7 @@ def run_model(a, model, torch):
             next_batch = sampler(B, gen)
             mats = ([l.weight for l in m.disc] +
                     [m.psi.weight, m.disc_emb.weight])
-            # the power iteration's fixed start (lib/nn.c
+            # the power iteration's fixed start (lib/nn/nn.c
             # cg_spectral_power: a normalised draw, the same every step)
             v0 = [F.normalize(torch.randn(w.shape[1], generator=gen), dim=0)
                   for w in mats]
@@ -302,7 +302,7 @@ def run_model(a, model, torch):
                         uv.append((u, v))
                 # D on the reals and the fakes once; L_D's gradient for
                 # D (not reaching G), L_G's back through the same D to G:
-                # lib/cgan.c's work, no second pass of D forward
+                # lib/arch/cgan/cgan.c's work, no second pass of D forward
                 fake = m.generate(z, yb)
                 s_real = m.discriminate(x, yb, uv, False)
                 s_fake = m.discriminate(fake, yb, uv, False)

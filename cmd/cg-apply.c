@@ -15,10 +15,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "apply.h"
-#include "cli.h"
-#include "model.h"
-#include "update.h"
+#include "exchange/apply.h"
+#include "cli/cli.h"
+#include "model/model.h"
+#include "exchange/update.h"
 
 #define MAX_THREADS 4096
 

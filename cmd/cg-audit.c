@@ -6,7 +6,7 @@
  * the base model, the worker's shard and the state its call started from,
  * it is made again here, in deterministic mode, and compared bit for bit,
  * tensor by tensor.  One update (-d, -s), or a round's updates listed in
- * a file (-r), of which --fraction are drawn with --seed.  lib/audit.c
+ * a file (-r), of which --fraction are drawn with --seed.  lib/train/audit.c
  * does the work.
  */
 #include <errno.h>
@@ -17,8 +17,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "audit.h"
-#include "cli.h"
+#include "train/audit.h"
+#include "cli/cli.h"
 
 #define MAX_THREADS 4096
 /* Lines of a round's list, and bytes of one line. */

@@ -6,10 +6,10 @@
  * then '{') becomes a cg file, anything else is read as a cg file and
  * becomes a safetensors file with the manifest under the metadata key
  * "cg.json", so that converting there and back gives the same file.
- * lib/safetensors.c does the work: reading either format as hostile,
+ * lib/file/safetensors.c does the work: reading either format as hostile,
  * and which dtypes go across (f32, f16, bf16 and the integers as they
  * are; q8_0, q4_0 and q2_0 decoded to f32).  What is read is checked
- * as cg-inspect --verify checks it (lib/verify.h) before anything is
+ * as cg-inspect --verify checks it (lib/eval/verify.h) before anything is
  * written: a file of a kind the format does not define, or one its
  * kind's readers refuse, is not passed on.
  */
@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "safetensors.h"
-#include "verify.h"
+#include "cli/cli.h"
+#include "file/safetensors.h"
+#include "eval/verify.h"
 
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or none: stdout)"},

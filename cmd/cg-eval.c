@@ -8,12 +8,12 @@
  * perplexity per byte, exact means over the shard's scored tokens.  With
  * --generate a text model also continues each example's condition and
  * prompt, and the continuations are scored against the examples' texts
- * by BLEU and ROUGE-L (lib/evalgen.c).  With --judge an image model
+ * by BLEU and ROUGE-L (lib/eval/evalgen.c).  With --judge an image model
  * also draws images of every condition, and a classifier scores them
  * against the shard's real images: conditional accuracy and the Fréchet
- * distance of its features (lib/judge.c); a diffusion model draws them
+ * distance of its features (lib/eval/judge.c); a diffusion model draws them
  * as cg-sample's --guidance, --sampler and --steps say (one parser,
- * lib/cli.c).  The model's noise and the
+ * lib/cli/cli.c).  The model's noise and the
  * sampler's draws come from --seed, so a rerun prints the same numbers.
  * A shard that cannot be read or does not fit the model is reported and
  * skipped; the exit status says whether any was.
@@ -26,13 +26,13 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "cli.h"
-#include "evalgen.h"
-#include "gemm.h"
-#include "judge.h"
-#include "model.h"
-#include "shard.h"
-#include "train.h"
+#include "cli/cli.h"
+#include "eval/evalgen.h"
+#include "nn/gemm.h"
+#include "eval/judge.h"
+#include "model/model.h"
+#include "data/shard.h"
+#include "train/train.h"
 
 #define DEFAULT_BATCH 500
 #define MAX_BATCH (1 << 20)

@@ -19,8 +19,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
-#include "model.h"
+#include "arch/all.h"
+#include "cli/cli.h"
+#include "model/model.h"
 
 /* Distinct architecture option names the table holds, at most. */
 #define MAX_NAMES (CG_OPT_MAX - 16)
@@ -94,7 +95,7 @@ add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
 
 /* The column cg_cli_help puts the generic options' help at, so that the
  * sections' help starts there too: two past the widest "  -a, --arch
- * NAME", at most 30 (lib/cli.c). */
+ * NAME", at most 30 (lib/cli/cli.c). */
 static int
 help_column(void)
 {
@@ -243,6 +244,10 @@ parse(int argc, char **argv, struct args *a)
 {
 	int ind, rc;
 
+	if (cg_arch_all() != 0) { /* the table lists every arch's options */
+		cg_setprogname(cli.name);
+		return cg_fail(NULL);
+	}
 	make_table(a);
 	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
 	    CG_CONTINUE)

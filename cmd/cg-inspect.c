@@ -26,11 +26,11 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "cli.h"
-#include "inspect.h"
-#include "safetensors.h"
-#include "sign.h"
-#include "verify.h"
+#include "cli/cli.h"
+#include "eval/inspect.h"
+#include "file/safetensors.h"
+#include "file/sign.h"
+#include "eval/verify.h"
 
 enum {
 	OPT_DIFF = CG_KEY_OWN,

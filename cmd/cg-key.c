@@ -9,13 +9,13 @@
  * COMMENT" what a peer list holds.  "cg-key -l FILE" prints the fingerprint
  * of each key of a private key, a .pub file or a trust list: the SHA-256
  * of the 32 bytes of the public key, in hex, then the comment.
- * lib/sign.c does the work.
+ * lib/file/sign.c does the work.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "sign.h"
+#include "cli/cli.h"
+#include "file/sign.h"
 
 enum { OPT_LIST = 'l', OPT_X25519 = CG_KEY_OWN };
 

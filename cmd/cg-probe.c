@@ -5,7 +5,7 @@
  * The weight is the examples/s itself, divided by --reference where one
  * is given: cg-shard reads its weights as relative shares, so the
  * figures of several hosts, probed with the same model, shard and
- * batch, go to it as they are.  lib/probe.c does the timing.
+ * batch, go to it as they are.  lib/train/probe.c does the timing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,8 +15,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
-#include "probe.h"
+#include "cli/cli.h"
+#include "train/probe.h"
 
 #define MAX_BATCH (1 << 20)
 #define MAX_THREADS 4096

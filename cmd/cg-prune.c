@@ -14,11 +14,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
-#include "model.h"
-#include "prune.h"
-#include "shard.h"
-#include "update.h"
+#include "cli/cli.h"
+#include "model/model.h"
+#include "eval/prune.h"
+#include "data/shard.h"
+#include "exchange/update.h"
 
 #define MAX_THREADS 4096
 #define MAX_EXCLUDE 64

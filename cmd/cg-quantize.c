@@ -2,7 +2,7 @@
  * cg-quantize - a model with its weight matrices in a smaller dtype.
  *
  * Reads a model (a cg file or a safetensors file cg-convert wrote; a
- * file or standard input), chooses each view's dtype by lib/quantize.h's
+ * file or standard input), chooses each view's dtype by lib/eval/quantize.h's
  * rule and the --keep patterns, and writes the model again: to a file
  * atomically, or to standard output for a pipe.  The report on stderr
  * says what each view became and the bytes before and after.
@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "inspect.h"
-#include "model.h"
-#include "quantize.h"
-#include "safetensors.h"
+#include "cli/cli.h"
+#include "eval/inspect.h"
+#include "model/model.h"
+#include "eval/quantize.h"
+#include "file/safetensors.h"
 
 enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REF, OPT_REQUANT, OPT_STRIP };
 

@@ -2,7 +2,7 @@
  * cg-reduce - combine many gradients or deltas into one.
  *
  * Inputs are read one after another and handed to the reducer
- * (lib/reduce.c), which folds a streaming operation into one accumulator,
+ * (lib/exchange/reduce.c), which folds a streaming operation into one accumulator,
  * so memory does not grow with their number.  The output is a valid input
  * again, so a reduction tree over ssh is a shell expression:
  * cg-reduce a b | cg-reduce - c equals cg-reduce a b c.
@@ -23,11 +23,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
-#include "model.h"
-#include "progress.h"
-#include "reduce.h"
-#include "stale.h"
+#include "cli/cli.h"
+#include "model/model.h"
+#include "cli/progress.h"
+#include "exchange/reduce.h"
+#include "exchange/stale.h"
 
 #define MAX_THREADS 4096
 

@@ -30,10 +30,10 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "cli.h"
-#include "gemm.h"
-#include "image.h"
-#include "model.h"
+#include "cli/cli.h"
+#include "nn/gemm.h"
+#include "data/image.h"
+#include "model/model.h"
 
 #define DEFAULT_COUNT 10
 #define DEFAULT_TEXT_COUNT 1

@@ -3,8 +3,8 @@
  *
  * Reads IDX image and label files (plain or gzip), a directory holding
  * the MNIST-style train or t10k pair, or text (a directory of fortune
- * files, JSON Lines, TSV: lib/text.c), splits the examples with one of the
- * strategies of lib/shard.c, optionally weighted and with a held-out shard,
+ * files, JSON Lines, TSV: lib/data/text.c), splits the examples with one of the
+ * strategies of lib/data/shard.c, optionally weighted and with a held-out shard,
  * and writes PREFIX-0.cgd ... PREFIX-(N-1).cgd.  The input's kind is told
  * from what it is (a directory with or without IDX files) and its name
  * (.jsonl, .json, .tsv), unless --format says.  Each file is written
@@ -23,8 +23,8 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "cli.h"
-#include "shard.h"
+#include "cli/cli.h"
+#include "data/shard.h"
 
 enum {
 	OPT_CONDITIONS = CG_KEY_OWN,

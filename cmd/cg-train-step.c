@@ -13,13 +13,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "audit.h"
-#include "cli.h"
-#include "gemm.h"
-#include "secagg.h"
-#include "train.h"
-#include "uident.h"
-#include "update.h"
+#include "train/audit.h"
+#include "cli/cli.h"
+#include "nn/gemm.h"
+#include "exchange/secagg.h"
+#include "train/train.h"
+#include "exchange/uident.h"
+#include "exchange/update.h"
 
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)

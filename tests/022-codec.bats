@@ -59,7 +59,7 @@ dtypes() {
 	a=$(jq -c 'del(.model)' <<<"$output")
 	run -0 cg-eval --json -m "$D/m-bf16-f32.cgm" -d "$D/test.cgd"
 	assert_equal "$(jq -c 'del(.model)' <<<"$output")" "$a"
-	# f16 and q8_0 weights are multiplied as stored (lib/qlinear.c): f16
+	# f16 and q8_0 weights are multiplied as stored (lib/nn/qlinear.c): f16
 	# as the f32 copy's products summed in another order (1e-5), q8_0
 	# with its inputs rounded to 8 bits (0.5%; tests/053-quantized.bats
 	# says why)

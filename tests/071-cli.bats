@@ -132,7 +132,7 @@ teardown() {
 }
 
 # The process is held inside main by a FIFO it opens (open blocks until
-# a writer comes), which is after the re-exec of lib/runtime.c.
+# a writer comes), which is after the re-exec of lib/cli/runtime.c.
 @test "after the start-up re-exec the process keeps its name (ps, pgrep -x)" {
 	mkfifo m.fifo
 	env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_NUM_THREADS \

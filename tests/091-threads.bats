@@ -136,7 +136,7 @@ portable_only() {
 }
 
 @test "OMP_NUM_THREADS is the programs' default thread count" {
-	# cg-train-step's memory plan reserves 2 MiB per thread (lib/train.c)
+	# cg-train-step's memory plan reserves 2 MiB per thread (lib/train/train.c)
 	# beside what the process holds (which moves by some KiB from run to
 	# run): the default at OMP_NUM_THREADS=3 plans as --threads 3 does,
 	# 4 MiB above --threads 1

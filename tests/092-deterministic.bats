@@ -6,7 +6,7 @@
 # cg-train-step, cg-eval and cg-sample --deterministic take the built-in
 # matrix kernel whatever the build (its sums over K in one order however
 # the threads share the product out), and every other kernel sums in
-# fixed lanes (lib/par.h), compiled without FMA contraction: so the
+# fixed lanes (lib/core/par.h), compiled without FMA contraction: so the
 # default build (OpenBLAS, -march=native: AVX-512 here) gives what the
 # portable build (--without-blas --disable-native: SSE2) gives, and the
 # portable build is the same on every x86-64 (090-golden.bats).  A

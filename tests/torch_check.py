@@ -49,7 +49,7 @@ except ImportError as e:
 # ------------------------------------------------------------------ cvae
 
 class Cvae:
-    """The model of lib/cvae.c (and of bench/torch_cvae.py)."""
+    """The model of lib/arch/cvae/cvae.c (and of bench/torch_cvae.py)."""
 
     name = "cvae"
     configs = [
@@ -117,7 +117,7 @@ class Cvae:
 # ------------------------------------------------------------------ cclf
 
 class Cclf:
-    """The image classifier of lib/cclf.c: an MLP, cross-entropy."""
+    """The image classifier of lib/arch/cclf/cclf.c: an MLP, cross-entropy."""
 
     name = "cclf"
     configs = [
@@ -169,7 +169,7 @@ class Cclf:
 # ----------------------------------------------------------------- cddpm
 
 class Cddpm:
-    """The diffusion model of lib/cddpm.h: an MLP that gives x0 or v, the
+    """The diffusion model of lib/arch/cddpm/cddpm.h: an MLP that gives x0 or v, the
     time and condition embeddings added to every hidden layer, the
     weighted mean squared error of x0 or v (or, a v-network without
     snr-clip, of the noise).  The schedule, the time encoding and the
@@ -276,7 +276,7 @@ class Cddpm:
 # ------------------------------------------------------------------ cgan
 
 class Cgan:
-    """The conditional GAN of lib/cgan.h: an MLP generator (the condition's
+    """The conditional GAN of lib/arch/cgan/cgan.h: an MLP generator (the condition's
     embedding added to the first layer), a projection discriminator whose
     matrices are divided by sigma = u^T W v, u and v the power iteration's
     vectors as cg's pass held them fixed (as PyTorch's spectral_norm does
@@ -408,7 +408,7 @@ class Block(nn.Module):
 
 
 class Cgpt:
-    """The model of lib/cgpt.c (and of bench/torch_cgpt.py): tied and
+    """The model of lib/arch/cgpt/cgpt.c (and of bench/torch_cgpt.py): tied and
     untied, one head and several, fewer positions than the context."""
 
     name = "cgpt"

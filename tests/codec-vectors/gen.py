@@ -2,7 +2,7 @@
 """gen.py - remake the codec test vectors (tests/codec-vectors/*.txt).
 
 The vectors are the expected results of cg's codec table made by
-implementations independent of lib/codec.c: numpy's float16 casts (f16),
+implementations independent of lib/core/dtype.c: numpy's float16 casts (f16),
 exact nearest-value rounding in Python (bf16, the integer dtypes, and the
 decoding of integers to f32), and the quantizers of the gguf package
 (gguf.quants, written as a transcription of ggml's reference

@@ -3,7 +3,7 @@
 
 Each case is two sets of float32 feature vectors and the Fréchet distance
 between the Gaussians fitted to them, computed as FID's reference code
-computes it, independently of lib/frechet.c: numpy's mean and cov
+computes it, independently of lib/eval/frechet.c: numpy's mean and cov
 (normalised by n - 1), and the trace term from scipy.linalg.sqrtm of the
 product S1 S2 (a Schur method, where cg diagonalises S1 and then
 S1^1/2 S2 S1^1/2 by Jacobi rotations):

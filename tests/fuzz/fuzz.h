@@ -24,12 +24,12 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "inspect.h"
-#include "model.h"
-#include "shard.h"
-#include "state.h"
-#include "ucodec.h"
-#include "update.h"
+#include "eval/inspect.h"
+#include "model/model.h"
+#include "data/shard.h"
+#include "train/state.h"
+#include "exchange/ucodec.h"
+#include "exchange/update.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
  * kind.
  */
 #include "fuzz.h"
-#include "safetensors.h"
+#include "file/safetensors.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

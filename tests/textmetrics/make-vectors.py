@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make-vectors.py - BLEU and ROUGE-L test vectors for lib/textmetrics.c.
+"""make-vectors.py - BLEU and ROUGE-L test vectors for lib/eval/textmetrics.c.
 
 Computes, with implementations independent of cg (sacrebleu for BLEU,
 Google's rouge-score for ROUGE-L), for a fixed list of (hypothesis,

@@ -9,7 +9,7 @@
  * tests can check by hand, including nan, inf, a scalar and an empty
  * tensor, for an architecture "demo" that no build has (so no layout
  * says which tensors it must hold); "data" is a ten-example shard with
- * three named conditions, laid out as lib/shard.c writes one.  -t
+ * three named conditions, laid out as lib/data/shard.c writes one.  -t
  * copies the cg file IN with every tensor of a float dtype (f32, f16,
  * bf16, q8_0, q4_0) whose element count is a whole number of DTYPE's
  * blocks decoded and re-encoded as DTYPE through the codec table (a
@@ -135,7 +135,7 @@ add_data(struct cg_file *f)
 	unsigned char payload[40];
 	cJSON *v;
 
-	/* the layout of lib/shard.c: 2x2 one-channel images */
+	/* the layout of lib/data/shard.c: 2x2 one-channel images */
 	for (int i = 0; i < 10; i++)
 		index[i] = (uint64_t)i * 3;
 	for (int i = 0; i < 11; i++)

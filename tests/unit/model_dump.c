@@ -51,13 +51,14 @@
 
 #include <cjson/cJSON.h>
 
-#include "cclf.h"
-#include "cddpm.h"
-#include "cgan.h"
+#include "arch/all.h"
+#include "arch/cclf/cclf.h"
+#include "arch/cddpm/cddpm.h"
+#include "arch/cgan/cgan.h"
 #include "cg.h"
-#include "cgpt.h"
-#include "cvae.h"
-#include "model.h"
+#include "arch/cgpt/cgpt.h"
+#include "arch/cvae/cvae.h"
+#include "model/model.h"
 
 #define PROG "model_dump"
 
@@ -543,6 +544,10 @@ main(int argc, char **argv)
 		return 2;
 	}
 	dir = argv[1];
+	if (cg_arch_all() != 0) {
+		fprintf(stderr, PROG ": %s\n", cg_errmsg());
+		return 1;
+	}
 	while (row < sizeof(rows) / sizeof(rows[0]) &&
 	       strcmp(rows[row].arch, argv[2]) != 0)
 		row++;

@@ -20,12 +20,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "apply.h"
+#include "arch/all.h"
+#include "exchange/apply.h"
 #include "cg.h"
-#include "model.h"
-#include "state.h"
-#include "train.h"
-#include "update.h"
+#include "model/model.h"
+#include "train/state.h"
+#include "train/train.h"
+#include "exchange/update.h"
 
 #define TEST_NAME "test_apply"
 #include "check.h"
@@ -424,6 +425,8 @@ eval_progress(void)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	grad_each_optimizer();
 	deltas();
 	groups_apply();

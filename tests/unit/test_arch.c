@@ -12,9 +12,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/all.h"
 #include "check.h"
-#include "model.h"
-#include "shard.h"
+#include "model/model.h"
+#include "data/shard.h"
 
 /*
  * The toy's loss is a sum of softplus terms of the parameters, computed
@@ -323,6 +324,8 @@ test_toy(const struct cg_shard *s)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	struct cg_shard *s = image_shard();
 
 	test_registry();

@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "audit.h"
+#include "train/audit.h"
 #include "cg.h"
 
 #define TEST_NAME "test_audit"

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cclf.h"
+#include "arch/cclf/cclf.h"
 #include "cg.h"
-#include "cli.h"
+#include "cli/cli.h"
 
 #define TEST_NAME "test_cclf"
 #include "check.h"
@@ -382,7 +382,7 @@ test_grad(struct cg_cclf_config c, int B)
 int
 main(void)
 {
-	/* The BLAS as the programs run it (see lib/runtime.c). */
+	/* The BLAS as the programs run it (see lib/cli/runtime.c). */
 	cg_set_threads(0);
 	cg_rng_seed(&rng, 16);
 	test_config();

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cddpm.h"
+#include "arch/cddpm/cddpm.h"
 #include "cg.h"
-#include "cli.h"
+#include "cli/cli.h"
 
 #define TEST_NAME "test_cddpm"
 #include "check.h"
@@ -667,7 +667,7 @@ test_sample(void)
 int
 main(void)
 {
-	/* The BLAS as the programs run it (see lib/runtime.c). */
+	/* The BLAS as the programs run it (see lib/cli/runtime.c). */
 	cg_set_threads(0);
 	cg_rng_seed(&rng, 16);
 	test_config();

@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "cg.h"
-#include "cgan.h"
-#include "cli.h"
-#include "nn.h"
+#include "arch/cgan/cgan.h"
+#include "cli/cli.h"
+#include "nn/nn.h"
 
 #define TEST_NAME "test_cgan"
 #include "check.h"
@@ -632,7 +632,7 @@ test_grad(struct cg_cgan_config c, int B)
 int
 main(void)
 {
-	/* The BLAS as the programs run it (see lib/runtime.c). */
+	/* The BLAS as the programs run it (see lib/cli/runtime.c). */
 	cg_set_threads(0);
 	cg_rng_seed(&rng, 16);
 	test_kernels();

@@ -24,11 +24,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/all.h"
 #include "cg.h"
-#include "cgpt.h"
-#include "model.h"
-#include "shard.h"
-#include "transformer.h"
+#include "arch/cgpt/cgpt.h"
+#include "model/model.h"
+#include "data/shard.h"
+#include "nn/transformer.h"
 
 #define TEST_NAME "test_cgpt"
 #include "check.h"
@@ -1169,6 +1170,8 @@ test_checkpoint(void)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	cg_rng_seed(&rng, 424242);
 	test_config();
 	test_views(0);

@@ -32,9 +32,9 @@
 #include <string.h>
 
 #include "cg.h"
-#include "cgpt.h"
-#include "model.h"
-#include "transformer.h"
+#include "arch/cgpt/cgpt.h"
+#include "model/model.h"
+#include "nn/transformer.h"
 
 #define TEST_NAME "test_cgpt_sample"
 #include "check.h"

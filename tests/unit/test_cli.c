@@ -10,7 +10,7 @@
 
 #define TEST_NAME "test_cli"
 #include "check.h"
-#include "cli.h"
+#include "cli/cli.h"
 
 enum { OPT_JSON = CG_KEY_OWN, OPT_SEED, OPT_SEQUENTIAL };
 

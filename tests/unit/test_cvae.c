@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "cg.h"
-#include "cli.h"
-#include "cvae.h"
+#include "cli/cli.h"
+#include "arch/cvae/cvae.h"
 
 #define TEST_NAME "test_cvae"
 #include "check.h"
@@ -628,7 +628,7 @@ test_distill(struct cg_cvae_config c, int B)
 int
 main(void)
 {
-	/* The BLAS as the programs run it (see lib/runtime.c). */
+	/* The BLAS as the programs run it (see lib/cli/runtime.c). */
 	cg_set_threads(0);
 	cg_rng_seed(&rng, 42);
 	test_config();

@@ -1,5 +1,5 @@
 /*
- * test_frechet.c - lib/frechet.c against stored vectors and by identities.
+ * test_frechet.c - lib/eval/frechet.c against stored vectors and by identities.
  *
  * tests/frechet-vectors/NAME.txt hold two feature sets and the Fréchet
  * distance of their Gaussians as numpy and scipy.linalg.sqrtm compute it
@@ -18,7 +18,7 @@
 
 #include "cg.h"
 #include "check.h"
-#include "frechet.h"
+#include "eval/frechet.h"
 
 /* Moments of n vectors x [n, d] into mu [d], cov [d, d]. */
 static void

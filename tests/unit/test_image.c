@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cg.h"
-#include "image.h"
+#include "data/image.h"
 
 #define TEST_NAME "test_image"
 #include "check.h"

@@ -1,5 +1,5 @@
 /*
- * test_judge.c - lib/judge.c: a classifier's verdict on a generator.
+ * test_judge.c - lib/eval/judge.c: a classifier's verdict on a generator.
  *
  * The generator here is a test arch, "replay", whose samples of
  * condition c are the shard's own images of c, in order (or, shifted,
@@ -20,12 +20,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/all.h"
 #include "cg.h"
 #include "check.h"
-#include "frechet.h"
-#include "judge.h"
-#include "model.h"
-#include "shard.h"
+#include "eval/frechet.h"
+#include "eval/judge.h"
+#include "model/model.h"
+#include "data/shard.h"
 
 #define K 3
 #define H 4
@@ -390,6 +391,8 @@ test_checks(struct cg_model *gen, struct cg_model *clf)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	if (cg_arch_register(&replay) != 0)
 		die("cg_arch_register");
 	shard = image_shard(H, W, K);

@@ -20,10 +20,10 @@
 #endif
 
 #include "cg.h"
-#include "cli.h"
-#include "gemm.h"
-#include "nn.h"
-#include "vmath.h"
+#include "cli/cli.h"
+#include "nn/gemm.h"
+#include "nn/nn.h"
+#include "nn/vmath.h"
 
 #define TEST_NAME "test_nn"
 #include "check.h"
@@ -813,7 +813,7 @@ test_vmath(void)
 int
 main(void)
 {
-	/* The BLAS as the programs run it (see lib/runtime.c). */
+	/* The BLAS as the programs run it (see lib/cli/runtime.c). */
 	cg_set_threads(0);
 	cg_rng_seed(&rng, 1234);
 #ifdef _OPENMP

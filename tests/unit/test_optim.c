@@ -21,8 +21,8 @@
 #endif
 
 #include "cg.h"
-#include "nn.h"
-#include "optim.h"
+#include "nn/nn.h"
+#include "nn/optim.h"
 
 #define TEST_NAME "test_optim"
 #include "check.h"

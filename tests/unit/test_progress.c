@@ -11,7 +11,7 @@
 
 #define TEST_NAME "test_progress"
 #include "check.h"
-#include "progress.h"
+#include "cli/progress.h"
 
 static int
 has(const char *s, const char *part)

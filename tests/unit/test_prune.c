@@ -13,17 +13,18 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/all.h"
 #include "check.h"
-#include "cgpt.h"
-#include "cvae.h"
-#include "model.h"
-#include "nn.h"
-#include "prune.h"
-#include "shard.h"
-#include "apply.h"
-#include "train.h"
-#include "transformer.h"
-#include "update.h"
+#include "arch/cgpt/cgpt.h"
+#include "arch/cvae/cvae.h"
+#include "model/model.h"
+#include "nn/nn.h"
+#include "eval/prune.h"
+#include "data/shard.h"
+#include "exchange/apply.h"
+#include "train/train.h"
+#include "nn/transformer.h"
+#include "exchange/update.h"
 
 /* ------------------------------------------------------------- models */
 
@@ -1000,6 +1001,8 @@ test_training(void)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	test_rule();
 	test_per_tensor();
 	test_global();

@@ -1,5 +1,5 @@
 /*
- * test_qlinear.c - the products of weights as stored (lib/qlinear.c),
+ * test_qlinear.c - the products of weights as stored (lib/nn/qlinear.c),
  * every path the CPU has, against the exact product in double.
  *
  * For f16, q8_0 and q4_0 weights made by the codec table from random
@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "cg.h"
-#include "nn.h"
-#include "qlinear.h"
+#include "nn/nn.h"
+#include "nn/qlinear.h"
 
 #define TEST_NAME "test_qlinear"
 #include "check.h"

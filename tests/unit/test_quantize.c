@@ -1,5 +1,5 @@
 /*
- * test_quantize.c - lib/quantize.c: which views take the type, the values
+ * test_quantize.c - lib/eval/quantize.c: which views take the type, the values
  * they come back as, and what stays as it was.
  *
  * A small cgpt (with optimizer moments, so that a file holds tensors
@@ -16,9 +16,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/all.h"
 #include "check.h"
-#include "model.h"
-#include "quantize.h"
+#include "model/model.h"
+#include "eval/quantize.h"
 
 static struct cg_model *
 make_model(int width)
@@ -345,6 +346,8 @@ test_rows(void)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	test_rule_and_values();
 	test_rows();
 	return failures ? 1 : 0;

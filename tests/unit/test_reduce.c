@@ -29,10 +29,10 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "cli.h"
-#include "model.h"
-#include "reduce.h"
-#include "update.h"
+#include "cli/cli.h"
+#include "model/model.h"
+#include "exchange/reduce.h"
+#include "exchange/update.h"
 
 #define TEST_NAME "test_reduce"
 #include "check.h"

@@ -1,5 +1,5 @@
 /*
- * test_safetensors.c - the safetensors reader and writer (lib/safetensors.c).
+ * test_safetensors.c - the safetensors reader and writer (lib/file/safetensors.c).
  *
  * Files are built here byte by byte (a header length, a header written
  * out as text, the tensors' bytes), so that each check says exactly what
@@ -20,7 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "safetensors.h"
+#include "file/safetensors.h"
 
 #define TEST_NAME "test_safetensors"
 #include "check.h"

@@ -25,11 +25,11 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "model.h"
-#include "reduce.h"
-#include "secagg.h"
-#include "sign.h"
-#include "update.h"
+#include "model/model.h"
+#include "exchange/reduce.h"
+#include "exchange/secagg.h"
+#include "file/sign.h"
+#include "exchange/update.h"
 
 #define TEST_NAME "test_secagg"
 #include "check.h"

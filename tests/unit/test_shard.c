@@ -24,7 +24,7 @@
 #include <zlib.h>
 
 #include "cg.h"
-#include "shard.h"
+#include "data/shard.h"
 
 #define TEST_NAME "test_shard"
 #include "check.h"

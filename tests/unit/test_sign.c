@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "sign.h"
+#include "file/sign.h"
 
 #define TEST_NAME "test_sign"
 #include "check.h"

@@ -25,14 +25,15 @@
 
 #include <cjson/cJSON.h>
 
-#include "apply.h"
+#include "arch/all.h"
+#include "exchange/apply.h"
 #include "cg.h"
-#include "cli.h"
-#include "cvae.h"
-#include "model.h"
-#include "reduce.h"
-#include "stale.h"
-#include "update.h"
+#include "cli/cli.h"
+#include "arch/cvae/cvae.h"
+#include "model/model.h"
+#include "exchange/reduce.h"
+#include "exchange/stale.h"
+#include "exchange/update.h"
 
 #define TEST_NAME "test_stale"
 #include "check.h"
@@ -549,6 +550,8 @@ delay_comp(void)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	cg_set_threads(2);
 	rules();
 	reduced();

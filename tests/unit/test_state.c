@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "state.h"
+#include "train/state.h"
 
 #define TEST_NAME "test_state"
 #include "check.h"

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "cg.h"
-#include "textmetrics.h"
+#include "eval/textmetrics.h"
 
 #define TOL 1e-6
 #define MIN_VECTORS 30

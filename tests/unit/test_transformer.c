@@ -27,7 +27,7 @@
 #endif
 
 #include "cg.h"
-#include "transformer.h"
+#include "nn/transformer.h"
 
 #define TEST_NAME "test_transformer"
 #include "check.h"
@@ -364,7 +364,7 @@ test_attention(void)
 }
 
 /*
- * Long sequences go by blocks of rows and columns (lib/transformer.c):
+ * Long sequences go by blocks of rows and columns (lib/nn/transformer.c):
  * T = 70 is three blocks, the last one short.  Finite differences of a
  * float loss over so many terms are too coarse to judge, so forward and
  * backward are checked against the naive double versions.

@@ -15,9 +15,9 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
-#include "reduce.h"
-#include "ucodec.h"
-#include "update.h"
+#include "exchange/reduce.h"
+#include "exchange/ucodec.h"
+#include "exchange/update.h"
 
 /* Three views: a matrix, a vector whose length is no multiple of 32, a
  * small matrix. */

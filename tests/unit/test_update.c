@@ -15,9 +15,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/all.h"
 #include "cg.h"
-#include "model.h"
-#include "update.h"
+#include "model/model.h"
+#include "exchange/update.h"
 
 #define TEST_NAME "test_update"
 #include "check.h"
@@ -410,6 +411,8 @@ file_check(void)
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
 	if (mkdtemp(dir) == NULL) {
 		perror(TEST_NAME ": mkdtemp");
 		return 1;

@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "model.h"
+#include "model/model.h"
 
 #define TOY_P 40
 

@@ -1,0 +1,226 @@
+/*
+ * arch/cclf/arch.c - the cclf architecture (an image classifier) as the model
+ * layer sees it.
+ *
+ * Binds lib/arch/cclf/cclf.c to struct cg_arch: config from JSON, the shard's
+ * bytes read as intensities (pixel / 255) and its conditions as the
+ * labels.  It generates nothing (no sample hook); it classifies
+ * (struct cg_arch's classify), which is what makes a cclf model a judge
+ * for cg-eval --judge.  It draws no randomness: noise_seed is unused.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "arch/cclf/cclf.h"
+#include "model/model.h"
+
+struct cclf_ws {
+	struct cg_cclf_config c;
+	struct cg_cclf_ws *ws;
+	int cap;
+	float *x;
+	int *cond;
+};
+
+static int
+get_config(const cJSON *j, struct cg_cclf_config *c)
+{
+	static const char *keys[] = {"in_dim", "ncond", "hidden", "layers"};
+	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden, &c->layers};
+
+	for (int i = 0; i < 4; i++)
+		if (cg_arch_config_int(j, keys[i], 1, CG_CCLF_MAX_DIM,
+		                       dst[i]) != 0)
+			return -1;
+	return cg_cclf_check_config(c);
+}
+
+static int
+cclf_layout(struct cg_model *m)
+{
+	struct cg_cclf_config c;
+	int nv;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	m->nparams = cg_cclf_nparams(&c);
+	nv = 2 * c.layers + 2;
+	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
+		return cg_seterr("out of memory");
+	if ((m->nviews = cg_cclf_views(&c, m->views, nv)) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+cclf_init(struct cg_model *m, struct cg_rng *r)
+{
+	struct cg_cclf_config c;
+
+	if (get_config(m->config, &c) == 0)
+		cg_cclf_init(&c, m->params, r);
+}
+
+static int
+cclf_check_data(struct cg_model *m, const struct cg_shard *s)
+{
+	struct cg_cclf_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_check_image_data("cclf", m, s, c.in_dim, c.ncond);
+}
+
+static int
+cclf_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+{
+	if (s->nconditions < 2)
+		return cg_seterr("cclf needs data of at least 2 conditions");
+	return cg_arch_image_config("cclf", s, config, extra);
+}
+
+static int
+cclf_nconds(const struct cg_model *m)
+{
+	struct cg_cclf_config c;
+
+	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
+}
+
+static int
+cclf_image_shape(const struct cg_model *m, int shape[3])
+{
+	struct cg_cclf_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
+}
+
+static int
+cclf_nfeatures(const struct cg_model *m)
+{
+	struct cg_cclf_config c;
+
+	return get_config(m->config, &c) != 0 ? -1 : c.hidden;
+}
+
+static void
+cclf_free_ws(struct cg_model *m)
+{
+	struct cclf_ws *w = m->ws;
+
+	if (w == NULL)
+		return;
+	cg_cclf_ws_free(w->ws);
+	free(w->x);
+	free(w->cond);
+	free(w);
+	m->ws = NULL;
+	m->ws_batch = 0;
+}
+
+static struct cclf_ws *
+get_ws(struct cg_model *m, int B)
+{
+	struct cclf_ws *w = m->ws;
+
+	if (w && w->cap >= B)
+		return w;
+	cclf_free_ws(m);
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	m->ws = w;
+	if (get_config(m->config, &w->c) != 0 ||
+	    (w->ws = cg_cclf_ws_new(&w->c, B)) == NULL ||
+	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
+	        NULL ||
+	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL) {
+		cclf_free_ws(m);
+		return NULL;
+	}
+	w->cap = m->ws_batch = B;
+	return w;
+}
+
+static int
+cclf_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cclf_ws *w = get_ws(m, B);
+	const int D = w ? w->c.in_dim : 0;
+	double loss, acc;
+
+	(void)noise_seed;
+	if (w == NULL)
+		return -1;
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+
+		for (int i = 0; i < D; i++)
+			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
+		w->cond[b] = (int)s->cond[ex[b]];
+	}
+	if (cg_cclf_forward_backward(&w->c, m->params, w->ws, w->x, w->cond, B,
+	                             grad, &loss, &acc) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = acc;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+static int
+cclf_classify(struct cg_model *m, const float *x, int n, float *logits,
+              float *feat)
+{
+	struct cclf_ws *w = get_ws(m, n);
+
+	if (w == NULL ||
+	    cg_cclf_forward_backward(&w->c, m->params, w->ws, x, NULL, n, NULL,
+	                             NULL, NULL) != 0)
+		return -1;
+	if (logits)
+		memcpy(logits, cg_cclf_logits(w->ws),
+		       (size_t)n * w->c.ncond * sizeof(float));
+	if (feat) {
+		/* The features are the leading n rows of the last hidden
+		 * layer's buffer: contiguous. */
+		memcpy(feat, cg_cclf_features(w->ws),
+		       (size_t)n * w->c.hidden * sizeof(float));
+	}
+	return 0;
+}
+
+/* cg-init's options; their keys follow in_dim and ncond in the config. */
+static const struct cg_arch_opt cclf_opts[] = {
+    {"hidden", CG_ARCH_OPT_INT, 1024, 1, 1 << 20,
+     "hidden width (the judge's features)"},
+    {"layers", CG_ARCH_OPT_INT, 2, 1, 64, "hidden layers"},
+};
+
+const struct cg_arch cg_arch_cclf = {
+    .name = "cclf",
+    .summary = "image classifier (MLP) of the data's conditions: the "
+               "judge of cg-eval",
+    .loss_name = "xent",
+    .part_names = {"acc", NULL, NULL},
+    .opts = cclf_opts,
+    .nopts = sizeof(cclf_opts) / sizeof(cclf_opts[0]),
+    .config_from_shard = cclf_config_from_shard,
+    .nconds = cclf_nconds,
+    .image_shape = cclf_image_shape,
+    .layout = cclf_layout,
+    .init = cclf_init,
+    .check_data = cclf_check_data,
+    .batch = cclf_batch,
+    .free_ws = cclf_free_ws,
+    .classify = cclf_classify,
+    .nfeatures = cclf_nfeatures,
+};

@@ -1,0 +1,98 @@
+/*
+ * arch/cclf/cclf.h - a classifier of images into the conditions of their data (MLP).
+ *
+ * x -> layers x (Linear, ReLU) of width hidden -> Linear to ncond logits;
+ * the loss per example is the cross-entropy of the softmax of the logits
+ * to the example's condition, and reported losses are batch means.  The
+ * last hidden layer's activations (after its ReLU) are the model's
+ * features: what cg-eval --judge compares between generated and real
+ * images, as FID compares Inception's.  All parameters live in one flat
+ * float buffer laid out as cg_cclf_views says.
+ */
+#ifndef CG_CCLF_H
+#define CG_CCLF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cg.h"
+#include "nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cg_cclf_config {
+	int in_dim; /* pixels per image */
+	int ncond;  /* number of conditions (classes) */
+	int hidden; /* width of every hidden layer: the features' width */
+	int layers; /* hidden layers */
+};
+
+/* Largest value of any config field, largest parameter count and batch. */
+#define CG_CCLF_MAX_DIM (1 << 20)
+#define CG_CCLF_MAX_PARAMS ((uint64_t)1 << 34)
+#define CG_CCLF_MAX_BATCH (1 << 24)
+
+/*
+ * Returns 0 if c is usable: every field in [1, CG_CCLF_MAX_DIM], ncond at
+ * least 2, and the parameter count at most CG_CCLF_MAX_PARAMS; else -1
+ * with a message.
+ */
+int cg_cclf_check_config(const struct cg_cclf_config *c);
+
+/* Number of floats in the parameter buffer; 0 (with a message) if c fails
+ * cg_cclf_check_config. */
+size_t cg_cclf_nparams(const struct cg_cclf_config *c);
+
+/*
+ * Fill v[0..] with the named views of the parameter buffer, in buffer
+ * order: hid.0.w, hid.0.b, ..., out.w, out.b (2 * layers + 2 views).
+ * Weights are [out, in] like nn.Linear, decay 1; biases [out], decay 0.
+ * Returns the count, or -1 with a message if c is bad or max is too small.
+ */
+int cg_cclf_views(const struct cg_cclf_config *c, struct cg_view *v, int max);
+
+/*
+ * PyTorch's default nn.Linear init, as cg_cvae_init: W and b uniform in
+ * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order.
+ * c must pass cg_cclf_check_config (else nothing is written).
+ */
+void cg_cclf_init(const struct cg_cclf_config *c, float *params,
+                  struct cg_rng *r);
+
+/*
+ * Activations workspace for batches of up to max_batch examples, allocated
+ * once; the passes allocate nothing.  Returns NULL with a message on a bad
+ * config or max_batch, or out of memory; the caller owns it.
+ */
+struct cg_cclf_ws;
+struct cg_cclf_ws *cg_cclf_ws_new(const struct cg_cclf_config *c,
+                                  int max_batch);
+void cg_cclf_ws_free(struct cg_cclf_ws *w);
+
+/*
+ * One forward pass and, if grad != NULL, the backward pass.
+ * params [nparams], x [B, in_dim], cond [B] in [0, ncond) or NULL (no
+ * loss: the logits and features alone; grad must then be NULL).
+ * *loss = the batch mean of the cross-entropy, *acc = the share of the
+ * batch whose largest logit is its condition's (the first largest on a
+ * tie); either may be NULL.  grad [nparams] += d(loss)/d(params).
+ * Returns 0, or -1 with a message (B outside [1, max_batch], a condition
+ * out of range, a workspace made for another config); on error nothing
+ * is written.
+ */
+int cg_cclf_forward_backward(const struct cg_cclf_config *c,
+                             const float *params, struct cg_cclf_ws *w,
+                             const float *x, const int *cond, int B,
+                             float *grad, double *loss, double *acc);
+
+/* The logits [B, ncond] and the features [B, hidden] of the last
+ * forward pass on w (valid until the next call on w). */
+const float *cg_cclf_logits(const struct cg_cclf_ws *w);
+const float *cg_cclf_features(const struct cg_cclf_ws *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,267 @@
+/*
+ * arch/cddpm/arch.c - the cddpm architecture (conditional diffusion with
+ * classifier-free guidance) as the model layer sees it.
+ *
+ * Binds lib/arch/cddpm/cddpm.c to struct cg_arch: config from JSON, the shard's
+ * bytes read as x0 = pixel / 127.5 - 1, and each example's draws -- its
+ * timestep t, whether its condition is dropped (probability cond-drop),
+ * its noise eps -- from (noise seed, example index) in that order, so
+ * that a batch split over workers draws what the whole batch draws on
+ * one machine.  Sampling follows m->diffusion: DDIM by default, 50 steps
+ * (T if fewer), guidance 0 (the conditional model alone).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "arch/cddpm/cddpm.h"
+#include "model/model.h"
+
+#define DEFAULT_STEPS 50
+
+struct cddpm_ws {
+	struct cg_cddpm_config c;
+	double drop;
+	struct cg_cddpm_ws *ws;
+	int cap;
+	float *x, *eps;
+	int *cond, *t;
+};
+
+static int
+get_config(const cJSON *j, struct cg_cddpm_config *c, double *drop)
+{
+	static const char *keys[] = {"in_dim", "ncond", "hidden",
+	                             "layers", "embed", "timesteps"};
+	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden,
+	              &c->layers, &c->embed, &c->timesteps};
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "cond-drop");
+	const cJSON *clip = cJSON_GetObjectItemCaseSensitive(j, "snr-clip");
+	const cJSON *x0 = cJSON_GetObjectItemCaseSensitive(j, "predict-x0");
+
+	for (int i = 0; i < 6; i++)
+		if (cg_arch_config_int(j, keys[i], 1, CG_CDDPM_MAX_DIM,
+		                       dst[i]) != 0)
+			return -1;
+	if (!cJSON_IsNumber(p) || !(p->valuedouble >= 0) ||
+	    !(p->valuedouble <= 1))
+		return cg_seterr("config: \"cond-drop\" missing or out of "
+		                 "range");
+	if (drop)
+		*drop = p->valuedouble;
+	/* Models made before the weighting have none: the loss on eps. */
+	c->snr_clip = CG_CDDPM_EPS_LOSS;
+	if (clip != NULL) {
+		if (!cJSON_IsNumber(clip) || !(clip->valuedouble >= 0) ||
+		    !(clip->valuedouble <= CG_CDDPM_MAX_SNR_CLIP))
+			return cg_seterr("config: \"snr-clip\" not a number "
+			                 "in [0, %g]",
+			                 CG_CDDPM_MAX_SNR_CLIP);
+		c->snr_clip = clip->valuedouble;
+	}
+	/* Nor the choice of what the last layer gives: v. */
+	c->predict_x0 = 0;
+	if (x0 != NULL) {
+		if (!cJSON_IsNumber(x0) ||
+		    (x0->valuedouble != 0 && x0->valuedouble != 1))
+			return cg_seterr("config: \"predict-x0\" not 0 or 1");
+		c->predict_x0 = (int)x0->valuedouble;
+	}
+	return cg_cddpm_check_config(c);
+}
+
+static int
+cddpm_layout(struct cg_model *m)
+{
+	struct cg_cddpm_config c;
+	int nv;
+
+	if (get_config(m->config, &c, NULL) != 0)
+		return -1;
+	m->nparams = cg_cddpm_nparams(&c);
+	nv = 2 * c.layers + 5;
+	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
+		return cg_seterr("out of memory");
+	if ((m->nviews = cg_cddpm_views(&c, m->views, nv)) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+cddpm_init(struct cg_model *m, struct cg_rng *r)
+{
+	struct cg_cddpm_config c;
+
+	if (get_config(m->config, &c, NULL) == 0)
+		cg_cddpm_init(&c, m->params, r);
+}
+
+static int
+cddpm_check_data(struct cg_model *m, const struct cg_shard *s)
+{
+	struct cg_cddpm_config c;
+
+	if (get_config(m->config, &c, NULL) != 0)
+		return -1;
+	return cg_arch_check_image_data("cddpm", m, s, c.in_dim, c.ncond);
+}
+
+static int
+cddpm_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+{
+	return cg_arch_image_config("cddpm", s, config, extra);
+}
+
+static int
+cddpm_nconds(const struct cg_model *m)
+{
+	struct cg_cddpm_config c;
+
+	return get_config(m->config, &c, NULL) != 0 ? -1 : c.ncond;
+}
+
+static int
+cddpm_image_shape(const struct cg_model *m, int shape[3])
+{
+	struct cg_cddpm_config c;
+
+	if (get_config(m->config, &c, NULL) != 0)
+		return -1;
+	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
+}
+
+static void
+cddpm_free_ws(struct cg_model *m)
+{
+	struct cddpm_ws *w = m->ws;
+
+	if (w == NULL)
+		return;
+	cg_cddpm_ws_free(w->ws);
+	free(w->x);
+	free(w->eps);
+	free(w->cond);
+	free(w->t);
+	free(w);
+	m->ws = NULL;
+	m->ws_batch = 0;
+}
+
+static struct cddpm_ws *
+get_ws(struct cg_model *m, int B)
+{
+	struct cddpm_ws *w = m->ws;
+
+	if (w && w->cap >= B)
+		return w;
+	cddpm_free_ws(m);
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	m->ws = w;
+	if (get_config(m->config, &w->c, &w->drop) != 0 ||
+	    (w->ws = cg_cddpm_ws_new(&w->c, B)) == NULL ||
+	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
+	        NULL ||
+	    (w->eps = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
+	        NULL ||
+	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL ||
+	    (w->t = cg_alloc((size_t)B * sizeof(int))) == NULL) {
+		cddpm_free_ws(m);
+		return NULL;
+	}
+	w->cap = m->ws_batch = B;
+	return w;
+}
+
+static int
+cddpm_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+            int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cddpm_ws *w = get_ws(m, B);
+	double loss;
+
+	if (w == NULL)
+		return -1;
+	const int D = w->c.in_dim;
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+		struct cg_rng r;
+
+		for (int i = 0; i < D; i++)
+			w->x[(size_t)b * D + i] =
+			    px[i] * (1.0f / 127.5f) - 1.0f;
+		cg_rng_derive(&r, noise_seed, s->index[ex[b]], 0);
+		w->t[b] = (int)cg_rng_below(&r, (uint64_t)w->c.timesteps);
+		w->cond[b] = cg_rng_uniform(&r) < w->drop ? w->c.ncond
+		                                          : (int)s->cond[ex[b]];
+		for (int i = 0; i < D; i++)
+			w->eps[(size_t)b * D + i] = cg_rng_normal(&r);
+	}
+	if (cg_cddpm_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
+	                              w->t, w->eps, B, grad, &loss) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+static int
+cddpm_sample_image(struct cg_model *m, const int *cond, int n,
+                   double temperature, struct cg_rng *r, float *out)
+{
+	const struct cg_diffusion_opts *o = &m->diffusion;
+	struct cg_cddpm_sampling s;
+	struct cddpm_ws *w = get_ws(m, o->guidance != 0 ? 2 * n : n);
+
+	if (w == NULL)
+		return -1;
+	s.guidance = o->guidance;
+	s.steps = o->steps != 0                    ? o->steps
+	          : w->c.timesteps < DEFAULT_STEPS ? w->c.timesteps
+	                                           : DEFAULT_STEPS;
+	s.ddim = o->sampler != CG_SAMPLER_DDPM;
+	s.temperature = temperature;
+	return cg_cddpm_sample(&w->c, m->params, w->ws, cond, n, &s, r, out);
+}
+
+/* cg-init's options; their keys follow in_dim and ncond in the config. */
+static const struct cg_arch_opt cddpm_opts[] = {
+    {"hidden", CG_ARCH_OPT_INT, 512, 1, 1 << 20,
+     "hidden width (and of the embeddings)"},
+    {"layers", CG_ARCH_OPT_INT, 3, 1, 64, "hidden layers"},
+    {"embed", CG_ARCH_OPT_INT, 128, 2, 1 << 20,
+     "width of the sinusoidal time encoding (even)"},
+    {"timesteps", CG_ARCH_OPT_INT, 1000, CG_CDDPM_MIN_T, CG_CDDPM_MAX_T,
+     "diffusion steps T (linear betas: 1e-4 to 0.02 at 1000)"},
+    {"cond-drop", CG_ARCH_OPT_FLOAT, 0.1, 0, 1,
+     "probability that training drops an example's condition"},
+    {"snr-clip", CG_ARCH_OPT_FLOAT, 5, 0, CG_CDDPM_MAX_SNR_CLIP,
+     "the loss weight on x0 is min(snr, X) + 1"},
+    {"predict-x0", CG_ARCH_OPT_BOOL, 1, 0, 1,
+     "the last layer gives the clean image (0: v)"},
+};
+
+const struct cg_arch cg_arch_cddpm = {
+    .name = "cddpm",
+    .summary = "conditional diffusion (MLP, classifier-free guidance) "
+               "for images",
+    .loss_name = "mse",
+    .part_names = {NULL, NULL, NULL},
+    .opts = cddpm_opts,
+    .nopts = sizeof(cddpm_opts) / sizeof(cddpm_opts[0]),
+    .config_from_shard = cddpm_config_from_shard,
+    .nconds = cddpm_nconds,
+    .image_shape = cddpm_image_shape,
+    .layout = cddpm_layout,
+    .init = cddpm_init,
+    .check_data = cddpm_check_data,
+    .batch = cddpm_batch,
+    .sample_image = cddpm_sample_image,
+    .diffusion = 1,
+    .free_ws = cddpm_free_ws,
+};

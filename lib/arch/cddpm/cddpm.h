@@ -1,0 +1,186 @@
+/*
+ * arch/cddpm/cddpm.h - conditional denoising diffusion (an MLP that predicts the
+ * clean image) with classifier-free guidance.
+ *
+ * Images x0 in [-1, 1] (pixel / 127.5 - 1) are noised as in Ho et al.
+ * (2020): x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps, eps ~ N(0, I), for
+ * t in [0, T), abar_t the product of (1 - beta_s) for s <= t.  The betas
+ * run linearly from 1e-4 to 0.02 at T = 1000 and, for other T, from
+ * 1e-4 * 1000 / T to 0.02 * 1000 / T (Nichol and Dhariwal's scaling, so
+ * that abar at the last step is about the same, 4e-5, for every T).
+ *
+ * The network, from (x_t, t, c):
+ *   emb = time.w sin_emb(t) + time.b + cond.emb[c]           [hidden]
+ *   h_0 = relu(hid.0.w x_t + hid.0.b + emb)
+ *   h_l = relu(hid.l.w h_{l-1} + hid.l.b + emb)    l = 1 .. layers - 1
+ *   o = out.w h_{layers-1} + out.b                            [in_dim]
+ * gives the clean image, x0_hat = o (predict_x0 1), or v_hat = o, v =
+ * sqrt(abar_t) eps - sqrt(1 - abar_t) x0 (Salimans and Ho, 2022;
+ * predict_x0 0, the models made before it), and the predicted noise
+ * follows from either and x_t exactly:
+ *   eps_hat = (x_t - sqrt(abar_t) x0_hat) / sqrt(1 - abar_t)
+ *   eps_hat = sqrt(abar_t) v_hat + sqrt(1 - abar_t) x_t
+ * The hidden layers are far narrower than an image and cannot carry its
+ * noise through: an MLP that gives eps itself learns next to nothing,
+ * one that gives v gets the part of eps that x_t carries past them (all
+ * of it at large t) but must still find the rest, sqrt(abar_t) eps,
+ * through them, and leaves it in the images it draws; x0 asks them for
+ * an image alone, and x_t brings all the noise.  (Fashion-MNIST, 2345
+ * steps: v drew speckled images the judge took for their class 20% of
+ * the time, x0 clean ones, 88%; bench/RESULTS.md.)
+ * sin_emb(t) [embed] is sin(t f_i) for i < embed / 2, then cos(t f_i),
+ * f_i = 10000^(-i / (embed / 2)) (the transformer's encoding of t).  The
+ * condition embedding has ncond + 1 rows: row ncond is the null
+ * condition, which training puts in place of an example's condition with
+ * probability cond_drop, so one network learns p(x | c) and p(x).
+ *
+ * The loss per example is the mean over pixels of
+ *   wx_t (x0_hat - x0)^2,   wx_t = min(snr_t, clip) + 1,
+ * snr_t = abar_t / (1 - abar_t), clip = snr_clip, x0_hat for a v-network
+ * sqrt(abar_t) x_t - sqrt(1 - abar_t) v_hat (the same loss is then wx_t /
+ * (snr_t + 1) (v_hat - v)^2, which is how it is computed).  clip 0 is
+ * the plain loss on x0, an infinite clip the loss on v; a finite one
+ * holds the weight of the nearly clean timesteps at clip + 1 (Hang et
+ * al.'s min-SNR weighting holds it at clip).  snr_clip =
+ * CG_CDDPM_EPS_LOSS is the loss on eps, mean (eps_hat - eps)^2 = snr_t
+ * (x0_hat - x0)^2, of models made before the weighting.  Reported losses
+ * are batch means.  All parameters live in one flat float buffer
+ * laid out as cg_cddpm_views says.
+ */
+#ifndef CG_CDDPM_H
+#define CG_CDDPM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cg.h"
+#include "nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cg_cddpm_config {
+	int in_dim;      /* pixels per image */
+	int ncond;       /* conditions (the embedding has one row more) */
+	int hidden;      /* width of every hidden layer and of the embeddings */
+	int layers;      /* hidden layers */
+	int embed;       /* width of the sinusoidal time encoding, even */
+	int timesteps;   /* T */
+	double snr_clip; /* clip of the loss weighting, or CG_CDDPM_EPS_LOSS */
+	int predict_x0;  /* 1: the last layer gives x0_hat; 0: v_hat */
+};
+
+/* Largest value of any width, largest parameter count and batch; the
+ * range of T (below 50 the largest beta, 20 / T, would pass 0.4). */
+#define CG_CDDPM_MAX_DIM (1 << 20)
+#define CG_CDDPM_MAX_PARAMS ((uint64_t)1 << 34)
+#define CG_CDDPM_MAX_BATCH (1 << 24)
+#define CG_CDDPM_MIN_T 50
+#define CG_CDDPM_MAX_T 100000
+#define CG_CDDPM_MAX_SNR_CLIP 1e6
+#define CG_CDDPM_EPS_LOSS (-1.0)
+
+/*
+ * Returns 0 if c is usable: widths in [1, CG_CDDPM_MAX_DIM], embed even,
+ * T in [CG_CDDPM_MIN_T, CG_CDDPM_MAX_T], snr_clip in [0,
+ * CG_CDDPM_MAX_SNR_CLIP] or CG_CDDPM_EPS_LOSS, and at most CG_CDDPM_MAX_PARAMS
+ * parameters; else -1 with a message.
+ */
+int cg_cddpm_check_config(const struct cg_cddpm_config *c);
+
+/* Number of floats in the parameter buffer; 0 (with a message) if c fails
+ * cg_cddpm_check_config. */
+size_t cg_cddpm_nparams(const struct cg_cddpm_config *c);
+
+/*
+ * Fill v[0..] with the named views of the parameter buffer, in buffer
+ * order: time.w [hidden, embed], time.b, cond.emb [ncond + 1, hidden],
+ * hid.0.w [hidden, in_dim], hid.0.b, ..., out.w [in_dim, hidden], out.b
+ * (2 * layers + 5 views).  Matrices decay 1; biases and the embedding 0.
+ * Returns the count, or -1 with a message if c is bad or max is too small.
+ */
+int cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max);
+
+/*
+ * Seeded weights drawn from r in buffer order: each Linear as PyTorch's
+ * default (W and b uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in))), the
+ * condition embedding normal with standard deviation 0.1.  c must pass
+ * cg_cddpm_check_config (else nothing is written).
+ */
+void cg_cddpm_init(const struct cg_cddpm_config *c, float *params,
+                   struct cg_rng *r);
+
+/*
+ * abar [T] (double) of the schedule above.  c must pass
+ * cg_cddpm_check_config.
+ */
+void cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar);
+
+/*
+ * Activations workspace for batches of up to max_batch examples (the
+ * schedule with them), allocated once; the passes allocate nothing.
+ * Returns NULL with a message on a bad config or max_batch, or out of
+ * memory; the caller owns it.
+ */
+struct cg_cddpm_ws;
+struct cg_cddpm_ws *cg_cddpm_ws_new(const struct cg_cddpm_config *c,
+                                    int max_batch);
+void cg_cddpm_ws_free(struct cg_cddpm_ws *w);
+
+/*
+ * One training forward pass and, if grad != NULL, the backward pass.
+ * params [nparams], x0 [B, in_dim] in [-1, 1], cond [B] in [0, ncond]
+ * (ncond: the null condition; dropping is the caller's draw), t [B] in
+ * [0, T), eps [B, in_dim] standard-normal noise drawn by the caller.
+ * *loss (may be NULL) = the batch mean of the per-example loss above.
+ * grad [nparams] += d(loss)/d(params).  Returns 0, or -1 with a message
+ * (B outside [1, max_batch], a condition or t out of range, a workspace
+ * made for another config); on error nothing is written.
+ */
+int cg_cddpm_forward_backward(const struct cg_cddpm_config *c,
+                              const float *params, struct cg_cddpm_ws *w,
+                              const float *x0, const int *cond, const int *t,
+                              const float *eps, int B, float *grad,
+                              double *loss);
+
+/*
+ * The network alone: out [B, in_dim] = eps_hat(xt [B, in_dim], t [B],
+ * cond [B]), conditions and t as cg_cddpm_forward_backward takes them.
+ * Returns 0 or -1 with a message as that.
+ */
+int cg_cddpm_predict(const struct cg_cddpm_config *c, const float *params,
+                     struct cg_cddpm_ws *w, const float *xt, const int *cond,
+                     const int *t, int B, float *out);
+
+/* How cg_cddpm_sample draws. */
+struct cg_cddpm_sampling {
+	double guidance; /* w >= 0: eps = (1 + w) eps(x, c) - w eps(x, null) */
+	int steps;       /* N in [1, T]: timesteps visited */
+	int ddim;        /* 1: DDIM, deterministic (eta 0); 0: DDPM */
+	double temperature; /* scales the starting noise and DDPM's noise */
+};
+
+/*
+ * n images out [n, in_dim] in [0, 1] for conditions cond [n] (in [0,
+ * ncond]; ncond draws unconditionally), noise drawn from r.  The N steps
+ * visit the timesteps round(i (T - 1) / (N - 1)), i = N - 1 .. 0 (T - 1
+ * alone for N = 1); each step predicts x0 from x and the guided eps,
+ * clips it to [-1, 1], takes eps again from the clipped x0, and moves to
+ * the previous visited timestep s (abar_s = 1 past the first) by DDIM's
+ * update x_s = sqrt(abar_s) x0 + sqrt(1 - abar_s - sigma^2) eps + sigma
+ * z, sigma = eta sqrt((1 - abar_s) / (1 - abar_t) (1 - abar_t /
+ * abar_s)); eta 1 is DDPM's ancestral step (its posterior variance, on
+ * the respaced schedule when N < T), eta 0 DDIM's.  w needs the
+ * workspace to hold 2n examples (the conditional and null passes run
+ * as one batch).  Returns 0 or -1 with a message.
+ */
+int cg_cddpm_sample(const struct cg_cddpm_config *c, const float *params,
+                    struct cg_cddpm_ws *w, const int *cond, int n,
+                    const struct cg_cddpm_sampling *s, struct cg_rng *r,
+                    float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

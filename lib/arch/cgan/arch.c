@@ -1,0 +1,233 @@
+/*
+ * arch/cgan/arch.c - the cgan architecture (conditional GAN, hinge loss,
+ * spectral normalisation) as the model layer sees it.
+ *
+ * Binds lib/arch/cgan/cgan.c to struct cg_arch: config from JSON, the shard's bytes
+ * read as x = pixel / 255, and each example's noise z drawn from (noise
+ * seed, example index), so that a batch split over workers draws what the
+ * whole batch draws on one machine.  Each real example is paired with a
+ * fake of its own condition.  The layout declares two parameter groups,
+ * "gen" and "disc", each with its own optimizer step count; a batch's
+ * gradient holds L_G's in the first and L_D's in the second, so one
+ * optimizer step (cg-train-step's, or cg-apply's on a reduced gradient or
+ * a DiLoCo delta) is one simultaneous step of both nets.  The objective
+ * reported is L_D (its parts d_real and d_fake, and g = L_G beside them):
+ * on held-out reals and fresh fakes, how well D still tells them apart.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "arch/cgan/cgan.h"
+#include "model/model.h"
+
+struct cgan_ws {
+	struct cg_cgan_config c;
+	struct cg_cgan_ws *ws;
+	int cap;
+	float *x, *z;
+	int *cond;
+};
+
+static int
+get_config(const cJSON *j, struct cg_cgan_config *c)
+{
+	static const char *keys[] = {"in_dim", "ncond",  "latent",
+	                             "hidden", "layers", "sn-iters"};
+	int *dst[] = {&c->in_dim, &c->ncond,  &c->latent,
+	              &c->hidden, &c->layers, &c->sn_iters};
+
+	for (int i = 0; i < 6; i++)
+		if (cg_arch_config_int(j, keys[i], 1, CG_CGAN_MAX_DIM,
+		                       dst[i]) != 0)
+			return -1;
+	return cg_cgan_check_config(c);
+}
+
+static int
+cgan_layout(struct cg_model *m)
+{
+	struct cg_cgan_config c;
+	struct cg_group g[2];
+	int nv;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	m->nparams = cg_cgan_nparams(&c);
+	nv = 4 * c.layers + 6;
+	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
+		return cg_seterr("out of memory");
+	if ((m->nviews = cg_cgan_views(&c, m->views, nv)) < 0)
+		return -1;
+	memset(g, 0, sizeof(g));
+	strcpy(g[0].name, "gen");
+	g[0].off = 0;
+	g[0].n = cg_cgan_disc_off(&c);
+	strcpy(g[1].name, "disc");
+	g[1].off = g[0].n;
+	g[1].n = m->nparams - g[0].n;
+	return cg_model_set_groups(m, g, 2);
+}
+
+static void
+cgan_init(struct cg_model *m, struct cg_rng *r)
+{
+	struct cg_cgan_config c;
+
+	if (get_config(m->config, &c) == 0)
+		cg_cgan_init(&c, m->params, r);
+}
+
+static int
+cgan_check_data(struct cg_model *m, const struct cg_shard *s)
+{
+	struct cg_cgan_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_check_image_data("cgan", m, s, c.in_dim, c.ncond);
+}
+
+static int
+cgan_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+{
+	return cg_arch_image_config("cgan", s, config, extra);
+}
+
+static int
+cgan_nconds(const struct cg_model *m)
+{
+	struct cg_cgan_config c;
+
+	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
+}
+
+static int
+cgan_image_shape(const struct cg_model *m, int shape[3])
+{
+	struct cg_cgan_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
+}
+
+static void
+cgan_free_ws(struct cg_model *m)
+{
+	struct cgan_ws *w = m->ws;
+
+	if (w == NULL)
+		return;
+	cg_cgan_ws_free(w->ws);
+	free(w->x);
+	free(w->z);
+	free(w->cond);
+	free(w);
+	m->ws = NULL;
+	m->ws_batch = 0;
+}
+
+static struct cgan_ws *
+get_ws(struct cg_model *m, int B)
+{
+	struct cgan_ws *w = m->ws;
+
+	if (w && w->cap >= B)
+		return w;
+	cgan_free_ws(m);
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	m->ws = w;
+	if (get_config(m->config, &w->c) != 0 ||
+	    (w->ws = cg_cgan_ws_new(&w->c, B)) == NULL ||
+	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
+	        NULL ||
+	    (w->z = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
+	        NULL ||
+	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL) {
+		cgan_free_ws(m);
+		return NULL;
+	}
+	w->cap = m->ws_batch = B;
+	return w;
+}
+
+static int
+cgan_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cgan_ws *w = get_ws(m, B);
+	struct cg_cgan_loss loss;
+
+	if (w == NULL)
+		return -1;
+	const int D = w->c.in_dim, Z = w->c.latent;
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+		struct cg_rng r;
+
+		for (int i = 0; i < D; i++)
+			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
+		w->cond[b] = (int)s->cond[ex[b]];
+		cg_rng_derive(&r, noise_seed, s->index[ex[b]], 0);
+		for (int i = 0; i < Z; i++)
+			w->z[(size_t)b * Z + i] = cg_rng_normal(&r);
+	}
+	if (cg_cgan_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
+	                             w->z, B, grad, &loss) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss.d;
+	out->part[0] = loss.d_real;
+	out->part[1] = loss.d_fake;
+	out->part[2] = loss.g;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+static int
+cgan_sample_image(struct cg_model *m, const int *cond, int n,
+                  double temperature, struct cg_rng *r, float *out)
+{
+	struct cgan_ws *w = get_ws(m, n);
+
+	if (w == NULL)
+		return -1;
+	for (size_t i = 0; i < (size_t)n * w->c.latent; i++)
+		w->z[i] = (float)(temperature * cg_rng_normal(r));
+	return cg_cgan_generate(&w->c, m->params, w->ws, w->z, cond, n, out);
+}
+
+/* cg-init's options; their keys follow in_dim and ncond in the config. */
+static const struct cg_arch_opt cgan_opts[] = {
+    {"latent", CG_ARCH_OPT_INT, 64, 1, 1 << 20, "width of the noise z"},
+    {"hidden", CG_ARCH_OPT_INT, 512, 1, 1 << 20, "hidden width of both nets"},
+    {"layers", CG_ARCH_OPT_INT, 2, 1, 64, "hidden layers of each net"},
+    {"sn-iters", CG_ARCH_OPT_INT, 5, 1, CG_CGAN_MAX_ITERS,
+     "power iterations per spectral norm, from a fixed start"},
+};
+
+const struct cg_arch cg_arch_cgan = {
+    .name = "cgan",
+    .summary = "conditional GAN (MLP, projection discriminator, hinge "
+               "loss) for images",
+    .loss_name = "d_hinge",
+    .part_names = {"d_real", "d_fake", "g"},
+    .opts = cgan_opts,
+    .nopts = sizeof(cgan_opts) / sizeof(cgan_opts[0]),
+    .config_from_shard = cgan_config_from_shard,
+    .nconds = cgan_nconds,
+    .image_shape = cgan_image_shape,
+    .layout = cgan_layout,
+    .init = cgan_init,
+    .check_data = cgan_check_data,
+    .batch = cgan_batch,
+    .sample_image = cgan_sample_image,
+    .adversarial = 1,
+    .free_ws = cgan_free_ws,
+};

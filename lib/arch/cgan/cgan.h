@@ -1,0 +1,163 @@
+/*
+ * arch/cgan/cgan.h - conditional GAN: an MLP generator and an MLP projection
+ * discriminator with spectral normalisation, trained by the hinge loss.
+ *
+ * Images are x in [0, 1] (pixel / 255, as cvae reads them).  For a
+ * condition y and noise z ~ N(0, I) [latent]:
+ *
+ *   generator      g_0 = relu(gen.0.w z + gen.0.b + gen.emb[y])     [hidden]
+ *                  g_l = relu(gen.l.w g_{l-1} + gen.l.b)    l < layers
+ *                  G(z, y) = sigmoid(gen.out.w g_{layers-1} + gen.out.b)
+ *   discriminator  h_0 = x
+ *                  h_{l+1} = lrelu(SN(disc.l.w) h_l + disc.l.b)  l < layers
+ *                  D(x, y) = SN(disc.psi.w) h + disc.psi.b
+ *                            + SN(disc.emb)[y] . h                 (scalar)
+ *
+ * D is the projection discriminator of Miyato and Koyama (2018): the
+ * condition enters as an inner product with the features, not as an
+ * input.  lrelu's slope is 0.2.  SN(w) = w / sigma(w), sigma the largest
+ * singular value as the power iteration of cg_spectral_power estimates
+ * it (sn_iters iterations from a fixed start: a pure function of the
+ * weights, so that nothing but the weights travels in a model file and
+ * DiLoCo's averaging has nothing else to average), with u and v held
+ * fixed in the backward pass as in Miyato et al. (2018) and PyTorch's
+ * spectral_norm.  SN keeps every layer of D 1-Lipschitz, which is what
+ * keeps its gradients to G from exploding or vanishing.
+ *
+ * The hinge loss (Lim and Ye 2017; Miyato et al. 2018), per batch of B
+ * real images x_b with conditions y_b, and B fakes G(z_b, y_b) of the
+ * same conditions:
+ *   L_D = mean relu(1 - D(x_b, y_b)) + mean relu(1 + D(G(z_b, y_b), y_b))
+ *   L_G = -mean D(G(z_b, y_b), y_b)
+ * One pass gives both gradients at the same weights: d(L_D)/d(D's
+ * parameters), the fakes held fixed, into D's part of the buffer, and
+ * d(L_G)/d(G's parameters) into G's.  One optimizer step on the whole
+ * buffer is then a simultaneous step of both nets.  The parameters live
+ * in one flat buffer: the generator's views, then the discriminator's
+ * (cg_cgan_views), two parameter groups.
+ */
+#ifndef CG_CGAN_H
+#define CG_CGAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cg.h"
+#include "nn/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cg_cgan_config {
+	int in_dim;   /* pixels per image */
+	int ncond;    /* conditions */
+	int latent;   /* width of z */
+	int hidden;   /* width of every hidden layer of both nets */
+	int layers;   /* hidden layers of each net */
+	int sn_iters; /* power iterations per spectral norm */
+};
+
+#define CG_CGAN_MAX_DIM (1 << 20)
+#define CG_CGAN_MAX_ITERS 1000
+#define CG_CGAN_MAX_PARAMS ((uint64_t)1 << 34)
+#define CG_CGAN_MAX_BATCH (1 << 23)
+/* The discriminator's leaky ReLU. */
+#define CG_CGAN_SLOPE 0.2f
+
+/*
+ * Returns 0 if c is usable: widths in [1, CG_CGAN_MAX_DIM], layers in
+ * [1, 64], sn_iters in [1, CG_CGAN_MAX_ITERS], at most CG_CGAN_MAX_PARAMS
+ * parameters; else -1 with a message.
+ */
+int cg_cgan_check_config(const struct cg_cgan_config *c);
+
+/* Floats in the parameter buffer, and where the discriminator's part
+ * starts; 0 (with a message) if c fails cg_cgan_check_config. */
+size_t cg_cgan_nparams(const struct cg_cgan_config *c);
+size_t cg_cgan_disc_off(const struct cg_cgan_config *c);
+
+/*
+ * Fill v[0..] with the named views, in buffer order: gen.emb [ncond,
+ * hidden], gen.0.w [hidden, latent], gen.0.b, gen.1.w [hidden, hidden],
+ * ..., gen.out.w [in_dim, hidden], gen.out.b, then disc.0.w [hidden,
+ * in_dim], disc.0.b, ..., disc.psi.w [1, hidden], disc.psi.b [1],
+ * disc.emb [ncond, hidden]: 2 layers + 3 generator views, then 2 layers +
+ * 3 discriminator views.  Matrices decay 1; biases and embeddings 0.
+ * Returns the count, or -1 with a message if c is bad or max too small.
+ */
+int cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max);
+
+/*
+ * Seeded weights drawn from r in buffer order: each Linear as PyTorch's
+ * default (W and b uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in))), gen.emb
+ * and gen.0 as one Linear on (z, one-hot(y)) (fan_in latent + ncond: with
+ * the embedding standard normal, the condition drowned the noise and
+ * each condition's draws came out alike), disc.emb standard normal
+ * (nn.Embedding's default).  c must pass
+ * cg_cgan_check_config (else nothing is written).
+ */
+void cg_cgan_init(const struct cg_cgan_config *c, float *params,
+                  struct cg_rng *r);
+
+/*
+ * Workspace for batches of up to max_batch examples (the discriminator
+ * sees twice that: reals and fakes), allocated once.  Returns NULL with a
+ * message on a bad config or max_batch, or out of memory.
+ */
+struct cg_cgan_ws;
+struct cg_cgan_ws *cg_cgan_ws_new(const struct cg_cgan_config *c,
+                                  int max_batch);
+void cg_cgan_ws_free(struct cg_cgan_ws *w);
+
+/* The figures of one pass (batch means). */
+struct cg_cgan_loss {
+	double d;      /* L_D = d_real + d_fake */
+	double d_real; /* mean relu(1 - D(x, y)) */
+	double d_fake; /* mean relu(1 + D(G(z, y), y)) */
+	double g;      /* L_G = -mean D(G(z, y), y) */
+};
+
+/*
+ * One training pass: x [B, in_dim] real images in [0, 1], cond [B] in
+ * [0, ncond), z [B, latent] the noise (drawn by the caller).  *loss (may
+ * be NULL) gets the figures above.  If grad != NULL, grad [nparams] +=
+ * d(L_G)/d(generator's views) in the generator's range and d(L_D)/
+ * d(discriminator's views) in the discriminator's.  Returns 0, or -1 with
+ * a message (B outside [1, max_batch], a condition out of range, a
+ * workspace made for another config); nothing is written on error.
+ */
+int cg_cgan_forward_backward(const struct cg_cgan_config *c,
+                             const float *params, struct cg_cgan_ws *w,
+                             const float *x, const int *cond, const float *z,
+                             int B, float *grad, struct cg_cgan_loss *loss);
+
+/*
+ * The generator alone: out [n, in_dim] = G(z [n, latent], cond [n]), n
+ * at most max_batch.  Returns 0 or -1 with a message.
+ */
+int cg_cgan_generate(const struct cg_cgan_config *c, const float *params,
+                     struct cg_cgan_ws *w, const float *z, const int *cond,
+                     int n, float *out);
+
+/*
+ * The discriminator alone: score [n] = D(x [n, in_dim], cond [n]), n at
+ * most 2 max_batch, the spectral norms estimated afresh.  Returns 0 or -1.
+ */
+int cg_cgan_discriminate(const struct cg_cgan_config *c, const float *params,
+                         struct cg_cgan_ws *w, const float *x, const int *cond,
+                         int n, float *score);
+
+/*
+ * The power iteration's vectors of the last pass, for a test or a
+ * reference implementation to recompute it: for i in [0, layers + 2) (the
+ * layers, psi, the embedding), u [OC] and v [C] of that matrix and the
+ * sigma it used.  Returns -1 for an i out of range.
+ */
+int cg_cgan_sn_vectors(const struct cg_cgan_ws *w, int i, const float **u,
+                       const float **v, double *sigma);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

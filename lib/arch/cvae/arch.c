@@ -1,0 +1,350 @@
+/*
+ * arch/cvae/arch.c - the cvae architecture as the model layer sees it.
+ *
+ * Binds lib/arch/cvae/cvae.c's kernels to struct cg_arch: config from JSON, the
+ * shard's bytes turned into Bernoulli targets (pixel / 255), and the
+ * reparameterisation noise drawn per example from (noise seed, example
+ * index), so that a batch split over workers sees the same noise as the
+ * whole batch on one machine.  A teacher (cvae_distill) decodes its
+ * posterior mean, without noise, so distillation keeps that property.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "arch/cvae/cvae.h"
+#include "model/model.h"
+
+struct cvae_ws {
+	struct cg_cvae_config c;
+	struct cg_cvae_ws *ws;
+	struct cg_wmat *mats; /* an inference model's matrices, or NULL */
+	int cap;
+	float *x, *eps;
+	int *cond;
+	float *tl; /* a teacher's: its logits / tau [cap, in_dim], or NULL */
+};
+
+static int
+get_config(const cJSON *j, struct cg_cvae_config *c)
+{
+	static const char *keys[] = {"in_dim", "ncond", "hidden", "layers",
+				     "latent"};
+	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden, &c->layers,
+		      &c->latent};
+
+	for (int i = 0; i < 5; i++)
+		if (cg_arch_config_int(j, keys[i], 1, CG_CVAE_MAX_DIM,
+		                       dst[i]) != 0)
+			return -1;
+	return cg_cvae_check_config(c);
+}
+
+static int
+cvae_layout(struct cg_model *m)
+{
+	struct cg_cvae_config c;
+	int nv;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	m->nparams = cg_cvae_nparams(&c);
+	nv = 4 * c.layers + 6;
+	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
+		return cg_seterr("out of memory");
+	if ((m->nviews = cg_cvae_views(&c, m->views, nv)) < 0)
+		return -1;
+	return 0;
+}
+
+static void
+cvae_init(struct cg_model *m, struct cg_rng *r)
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) == 0)
+		cg_cvae_init(&c, m->params, r);
+}
+
+static int
+cvae_check_data(struct cg_model *m, const struct cg_shard *s)
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_check_image_data("cvae", m, s, c.in_dim, c.ncond);
+}
+
+static int
+cvae_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+{
+	return cg_arch_image_config("cvae", s, config, extra);
+}
+
+static int
+cvae_nconds(const struct cg_model *m)
+{
+	struct cg_cvae_config c;
+
+	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
+}
+
+static int
+cvae_image_shape(const struct cg_model *m, int shape[3])
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
+}
+
+static void
+cvae_free_ws(struct cg_model *m)
+{
+	struct cvae_ws *w = m->ws;
+
+	if (w == NULL)
+		return;
+	cg_cvae_ws_free(w->ws);
+	free(w->mats);
+	free(w->x);
+	free(w->eps);
+	free(w->cond);
+	free(w->tl);
+	free(w);
+	m->ws = NULL;
+	m->ws_batch = 0;
+}
+
+/* The weights (even views: each Linear's w, then its b) stay as stored
+ * in f16, q8_0 or q4_0. */
+static int
+cvae_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	(void)m;
+	return i % 2 == 0 && (dt == CG_F16 || dt == CG_Q8_0 || dt == CG_Q4_0);
+}
+
+/*
+ * The matrices of inference model m (m->stored) in CG_CVAE_NMATS order
+ * into *out (the caller frees it), or NULL for a model of f32 params.
+ * Returns 0 or -1 with a message.
+ */
+static int
+model_mats(const struct cg_model *m, const struct cg_cvae_config *c,
+           struct cg_wmat **out)
+{
+	int n = CG_CVAE_NMATS(c->layers);
+
+	*out = NULL;
+	if (m->stored == NULL)
+		return 0;
+	if ((*out = calloc((size_t)n, sizeof(**out))) == NULL)
+		return cg_seterr("out of memory");
+	for (int i = 0; i < n; i++)
+		(*out)[i] = m->stored[2 * i];
+	return 0;
+}
+
+static struct cvae_ws *
+get_ws(struct cg_model *m, int B)
+{
+	struct cvae_ws *w = m->ws;
+
+	if (w && w->cap >= B)
+		return w;
+	cvae_free_ws(m);
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	m->ws = w;
+	if (get_config(m->config, &w->c) != 0 ||
+	    (w->ws = cg_cvae_ws_new(&w->c, B)) == NULL ||
+	    model_mats(m, &w->c, &w->mats) != 0 ||
+	    cg_cvae_ws_set_mats(w->ws, w->mats) != 0 ||
+	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
+		NULL ||
+	    (w->eps = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
+		NULL ||
+	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL) {
+		cvae_free_ws(m);
+		return NULL;
+	}
+	w->cap = m->ws_batch = B;
+	return w;
+}
+
+/* Examples ex[0..B) of s into w: images, conditions, and the noise
+ * from (noise_seed, each example's index). */
+static void
+fill_batch(struct cvae_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed)
+{
+	const int D = w->c.in_dim, L = w->c.latent;
+
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+		struct cg_rng r;
+
+		for (int i = 0; i < D; i++)
+			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
+		w->cond[b] = (int)s->cond[ex[b]];
+		cg_rng_derive(&r, noise_seed, s->index[ex[b]], 0);
+		for (int i = 0; i < L; i++)
+			w->eps[(size_t)b * L + i] = cg_rng_normal(&r);
+	}
+}
+
+static int
+cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+	   int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cvae_ws *w = get_ws(m, B);
+	double loss, rec, kl;
+
+	if (w == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
+	if (cg_cvae_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
+				     w->eps, B, grad, &loss, &rec, &kl) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = rec;
+	out->part[1] = kl;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+/* ------------------------------------------------------- distillation */
+
+/*
+ * The teacher's reconstruction of each image as soft targets: the
+ * teacher encodes the image and decodes its posterior mean (no noise, so
+ * the targets are a function of the image and its condition alone), and
+ * its pixel logits / tau are Bernoulli targets for the student's
+ * decoder, whose own sample z is drawn as in training.  The latent
+ * posteriors are not matched: two models' latent spaces agree only up to
+ * an arbitrary rotation, so their KL would say nothing.
+ */
+static int
+cvae_check_teacher(const struct cg_model *m, const struct cg_model *t)
+{
+	struct cg_cvae_config c, ct;
+
+	if (get_config(m->config, &c) != 0 || get_config(t->config, &ct) != 0)
+		return -1;
+	if (c.in_dim != ct.in_dim)
+		return cg_seterr("the teacher's images have %d values, the "
+		                 "model's %d",
+		                 ct.in_dim, c.in_dim);
+	if (c.ncond != ct.ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 ct.ncond, c.ncond);
+	return 0;
+}
+
+static int
+cvae_distill(struct cg_model *m, const struct cg_distill *d,
+             const struct cg_shard *s, const uint64_t *ex, int B,
+             uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cvae_ws *w = get_ws(m, B), *tw;
+	double loss, rec, kl, teach;
+	const float tau = (float)d->tau;
+
+	if (w == NULL || (tw = get_ws(d->teacher, B)) == NULL)
+		return -1;
+	const size_t N = (size_t)B * w->c.in_dim;
+	if (tw->tl == NULL &&
+	    (tw->tl = cg_alloc((size_t)tw->cap * tw->c.in_dim *
+	                       sizeof(float))) == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
+	memset(tw->eps, 0, (size_t)B * tw->c.latent * sizeof(float));
+	if (cg_cvae_forward_backward(&tw->c, d->teacher->params, tw->ws, w->x,
+	                             w->cond, tw->eps, B, NULL, NULL, NULL,
+	                             NULL) != 0)
+		return -1;
+	const float *tl = cg_cvae_logits(tw->ws);
+	for (size_t i = 0; i < N; i++)
+		tw->tl[i] = tl[i] / tau;
+	if (cg_cvae_distill_forward_backward(
+	        &w->c, m->params, w->ws, w->x, w->cond, w->eps, tw->tl,
+	        d->alpha, d->tau, B, grad, &loss, &rec, &kl, &teach) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = rec;
+	out->part[1] = kl;
+	out->data = rec + kl;
+	out->teacher = teach;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+/* Wanda's sums (struct cg_arch's input_sq): a row per example. */
+static int
+cvae_input_sq(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+              int B, uint64_t noise_seed, double *sq, uint64_t *rows)
+{
+	struct cvae_ws *w = get_ws(m, B);
+
+	if (w == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
+	if (cg_cvae_input_sq(&w->c, m->params, w->ws, w->x, w->cond, w->eps,
+	                     B, sq) != 0)
+		return -1;
+	if (rows)
+		*rows += (uint64_t)B;
+	return 0;
+}
+
+static int
+cvae_sample_image(struct cg_model *m, const int *cond, int n,
+		  double temperature, struct cg_rng *r, float *out)
+{
+	struct cvae_ws *w = get_ws(m, n);
+
+	if (w == NULL)
+		return -1;
+	for (size_t i = 0; i < (size_t)n * w->c.latent; i++)
+		w->eps[i] = (float)(temperature * cg_rng_normal(r));
+	return cg_cvae_decode(&w->c, m->params, w->ws, w->eps, cond, n, out);
+}
+
+/* cg-init's options; their keys follow in_dim and ncond in the config. */
+static const struct cg_arch_opt cvae_opts[] = {
+    {"hidden", CG_ARCH_OPT_INT, 512, 1, 1 << 20, "hidden width"},
+    {"layers", CG_ARCH_OPT_INT, 2, 1, 64,
+     "hidden layers of the encoder, and of the decoder"},
+    {"latent", CG_ARCH_OPT_INT, 32, 1, 1 << 20, "latent size"},
+};
+
+const struct cg_arch cg_arch_cvae = {
+    .name = "cvae",
+    .summary = "conditional VAE (MLP encoder and decoder) for images",
+    .loss_name = "nelbo",
+    .part_names = {"rec", "kl", NULL},
+    .opts = cvae_opts,
+    .nopts = sizeof(cvae_opts) / sizeof(cvae_opts[0]),
+    .config_from_shard = cvae_config_from_shard,
+    .nconds = cvae_nconds,
+    .image_shape = cvae_image_shape,
+    .layout = cvae_layout,
+    .init = cvae_init,
+    .check_data = cvae_check_data,
+    .batch = cvae_batch,
+    .sample_image = cvae_sample_image,
+    .keeps = cvae_keeps,
+    .free_ws = cvae_free_ws,
+    .input_sq = cvae_input_sq,
+    .check_teacher = cvae_check_teacher,
+    .distill = cvae_distill,
+};

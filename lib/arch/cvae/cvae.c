@@ -1,0 +1,604 @@
+/*
+ * arch/cvae/cvae.c - conditional VAE: layout, init, forward, backward, decode.
+ *
+ * The model of cvae.h on the kernels of nn.c.  The parameter layout is a
+ * closed-form function of the config (linear_at), so views, init and the
+ * passes agree by construction.  The workspace holds every activation of a
+ * batch of up to max_batch examples in one allocation; B smaller than that
+ * uses the leading rows of each buffer.  Hidden activations are kept after
+ * ReLU: a ReLU output is > 0 exactly where its input was, so it is all that
+ * backward needs.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/cvae/cvae.h"
+#include "nn/nn.h"
+
+/* ---------------------------------------------------------------- layout */
+
+/* One Linear layer: weight at w [out, in], bias at b [out]. */
+struct linear {
+	size_t w, b;
+	int in, out;
+};
+
+/*
+ * The idx-th Linear layer in buffer order: encoder 0..L-1, mu head L,
+ * logvar head L+1, decoder L+2..2L+1, output layer 2L+2.  c is valid.
+ */
+static struct linear
+linear_at(const struct cg_cvae_config *c, int idx)
+{
+	size_t D = c->in_dim, K = c->ncond, H = c->hidden, Z = c->latent;
+	size_t L = c->layers, hh = H * H + H;
+	size_t enc = H * (D + K) + H + (L - 1) * hh; /* encoder MLP */
+	size_t head = Z * H + Z;
+	size_t dec0 = enc + 2 * head; /* decoder MLP */
+	struct linear ln;
+	size_t i = idx;
+
+	if (i < L) {
+		ln.in = i == 0 ? c->in_dim + c->ncond : c->hidden;
+		ln.out = c->hidden;
+		ln.w = i == 0 ? 0 : H * (D + K) + H + (i - 1) * hh;
+	} else if (i < L + 2) {
+		ln.in = c->hidden;
+		ln.out = c->latent;
+		ln.w = enc + (i - L) * head;
+	} else if (i < 2 * L + 2) {
+		i -= L + 2;
+		ln.in = i == 0 ? c->latent + c->ncond : c->hidden;
+		ln.out = c->hidden;
+		ln.w = dec0 + (i == 0 ? 0 : H * (Z + K) + H + (i - 1) * hh);
+	} else {
+		ln.in = c->hidden;
+		ln.out = c->in_dim;
+		ln.w = dec0 + H * (Z + K) + H + (L - 1) * hh;
+	}
+	ln.b = ln.w + (size_t)ln.out * ln.in;
+	return ln;
+}
+
+static int
+nlinear(const struct cg_cvae_config *c)
+{
+	return 2 * c->layers + 3;
+}
+
+int
+cg_cvae_check_config(const struct cg_cvae_config *c)
+{
+	const struct {
+		const char *name;
+		int v;
+	} f[] = {
+	    {"in_dim", c->in_dim}, {"ncond", c->ncond},   {"hidden", c->hidden},
+	    {"layers", c->layers}, {"latent", c->latent},
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (f[i].v < 1 || f[i].v > CG_CVAE_MAX_DIM)
+			return cg_seterr("cvae: %s = %d: not in [1, %d]",
+			                 f[i].name, f[i].v, CG_CVAE_MAX_DIM);
+	/*
+	 * With every field at most 2^20 the count stays below 2^63, so this
+	 * arithmetic cannot wrap; the cap is what keeps the model sane.
+	 */
+	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, Z = c->latent;
+	uint64_t L = c->layers, hh = H * H + H;
+	uint64_t n = (H * (D + K) + H + (L - 1) * hh) + 2 * (Z * H + Z) +
+	             (H * (Z + K) + H + (L - 1) * hh) + (D * H + D);
+
+	if (n > CG_CVAE_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
+		return cg_seterr("cvae: %llu parameters: more than %llu",
+		                 (unsigned long long)n,
+		                 (unsigned long long)CG_CVAE_MAX_PARAMS);
+	return 0;
+}
+
+size_t
+cg_cvae_nparams(const struct cg_cvae_config *c)
+{
+	if (cg_cvae_check_config(c) != 0)
+		return 0;
+	struct linear ln = linear_at(c, nlinear(c) - 1);
+	return ln.b + ln.out;
+}
+
+int
+cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
+{
+	int n;
+
+	if (cg_cvae_check_config(c) != 0)
+		return -1;
+	n = 2 * nlinear(c);
+	if (max < n)
+		return cg_seterr("cvae: %d views do not fit in %d", n, max);
+	for (int i = 0; i < nlinear(c); i++) {
+		struct linear ln = linear_at(c, i);
+		char layer[32];
+
+		if (i < c->layers)
+			snprintf(layer, sizeof(layer), "enc.%d", i);
+		else if (i == c->layers)
+			snprintf(layer, sizeof(layer), "enc.mu");
+		else if (i == c->layers + 1)
+			snprintf(layer, sizeof(layer), "enc.logvar");
+		else if (i < nlinear(c) - 1)
+			snprintf(layer, sizeof(layer), "dec.%d",
+			         i - c->layers - 2);
+		else
+			snprintf(layer, sizeof(layer), "dec.out");
+		cg_view_linear(&v[2 * i], layer, ln.w, ln.b, ln.out, ln.in);
+	}
+	return n;
+}
+
+void
+cg_cvae_init(const struct cg_cvae_config *c, float *params, struct cg_rng *r)
+{
+	if (cg_cvae_check_config(c) != 0)
+		return;
+	for (int i = 0; i < nlinear(c); i++) {
+		struct linear ln = linear_at(c, i);
+		float bound = 1.0f / sqrtf((float)ln.in);
+		size_t n = (size_t)ln.out * ln.in + ln.out; /* W then b */
+
+		for (size_t j = 0; j < n; j++)
+			params[ln.w + j] =
+			    (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
+	}
+}
+
+/* ------------------------------------------------------------- workspace */
+
+struct cg_cvae_ws {
+	struct cg_cvae_config c;
+	int max_batch;
+	void *mem;
+	/* Activations, each [max_batch, width]; the first B rows are used. */
+	float *enc_in; /* [B, in_dim + ncond] */
+	float *enc_h;  /* [layers][B, hidden], after ReLU */
+	float *mu;     /* [B, latent] */
+	float *logvar; /* [B, latent] */
+	float *z;      /* [B, latent] */
+	float *dec_in; /* [B, latent + ncond] */
+	float *dec_h;  /* [layers][B, hidden], after ReLU */
+	float *logits; /* [B, in_dim] */
+	/* Gradients of activations. */
+	float *dlogits; /* [B, in_dim] */
+	float *dh0;     /* [B, hidden] */
+	float *dh1;     /* [B, hidden] */
+	float *ddec_in; /* [B, latent + ncond] */
+	float *dz;      /* [B, latent] */
+	float *dmu;     /* [B, latent] */
+	float *dlogvar; /* [B, latent] */
+	double *rec;    /* [B] */
+	double *kl;     /* [B] */
+	/* The matrices as stored (cg_cvae_ws_set_mats), else NULL. */
+	struct cg_wmat *mats; /* [CG_CVAE_NMATS(layers)] */
+	void *qscratch;       /* cg_qlinear_scratch(B, widest input) */
+};
+
+/* *n += a * b (rounded up to 16 floats: 64-byte aligned), or -1 on
+ * overflow. */
+static int
+grow(size_t *n, size_t a, size_t b)
+{
+	if (b != 0 && a > (SIZE_MAX / 4 - 16) / b)
+		return -1;
+	size_t m = (a * b + 15) & ~(size_t)15;
+	if (*n > SIZE_MAX / 4 - m)
+		return -1;
+	*n += m;
+	return 0;
+}
+
+struct cg_cvae_ws *
+cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
+{
+	struct cg_cvae_ws *w;
+	size_t B = max_batch, D = c->in_dim, K = c->ncond, H = c->hidden;
+	size_t Z = c->latent, L = c->layers;
+	/* Widths of the float buffers, in struct order. */
+	size_t width[] = {D + K, L * H, Z, Z,     Z, Z + K, L * H, D,
+	                  D,     H,     H, Z + K, Z, Z,     Z};
+	size_t nw = sizeof(width) / sizeof(width[0]);
+	size_t n = 0;
+
+	if (cg_cvae_check_config(c) != 0)
+		return NULL;
+	if (max_batch < 1 || max_batch > CG_CVAE_MAX_BATCH) {
+		cg_seterr("cvae: batch %d: not in [1, %d]", max_batch,
+		          CG_CVAE_MAX_BATCH);
+		return NULL;
+	}
+	for (size_t i = 0; i < nw; i++)
+		if (grow(&n, B, width[i]) != 0)
+			goto toobig;
+	if (grow(&n, B, sizeof(double) / sizeof(float)) != 0 ||
+	    grow(&n, B, sizeof(double) / sizeof(float)) != 0)
+		goto toobig;
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		cg_seterr("cvae: out of memory");
+		return NULL;
+	}
+	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
+		free(w);
+		cg_seterr("cvae: workspace of %zu bytes: out of memory",
+		          n * sizeof(float));
+		return NULL;
+	}
+	w->c = *c;
+	w->max_batch = max_batch;
+
+	float *p = w->mem;
+	float **buf[] = {&w->enc_in,  &w->enc_h,  &w->mu,     &w->logvar,
+	                 &w->z,       &w->dec_in, &w->dec_h,  &w->logits,
+	                 &w->dlogits, &w->dh0,    &w->dh1,    &w->ddec_in,
+	                 &w->dz,      &w->dmu,    &w->dlogvar};
+	for (size_t i = 0; i < nw; i++) {
+		*buf[i] = p;
+		p += (B * width[i] + 15) & ~(size_t)15;
+	}
+	w->rec = (double *)p;
+	w->kl = w->rec + ((B * 2 + 15) & ~(size_t)15) / 2;
+	return w;
+toobig:
+	cg_seterr("cvae: workspace for batch %d: too large", max_batch);
+	return NULL;
+}
+
+void
+cg_cvae_ws_free(struct cg_cvae_ws *w)
+{
+	if (w == NULL)
+		return;
+	free(w->mem);
+	free(w->mats);
+	free(w->qscratch);
+	free(w);
+}
+
+int
+cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats)
+{
+	const int n = CG_CVAE_NMATS(w->c.layers);
+	struct cg_wmat *copy = NULL;
+	void *scratch = NULL;
+	int widest = 1;
+
+	if (mats != NULL) {
+		for (int i = 0; i < n; i++) {
+			struct linear ln = linear_at(&w->c, i);
+			if (!cg_wmat_ok(mats[i].dtype, (uint64_t)ln.in))
+				return cg_seterr("cvae: matrix %d: %s [*, %d] "
+				                 "cannot be multiplied as "
+				                 "stored",
+				                 i, cg_dtype_name(mats[i].dtype),
+				                 ln.in);
+			widest = ln.in > widest ? ln.in : widest;
+		}
+		if ((copy = malloc((size_t)n * sizeof(*copy))) == NULL ||
+		    (scratch = cg_alloc(cg_qlinear_scratch(w->max_batch,
+		                                           widest))) == NULL) {
+			free(copy);
+			return cg_seterr("cvae: out of memory");
+		}
+		memcpy(copy, mats, (size_t)n * sizeof(*copy));
+	}
+	free(w->mats);
+	free(w->qscratch);
+	w->mats = copy;
+	w->qscratch = scratch;
+	return 0;
+}
+
+/* --------------------------------------------------------------- passes */
+
+static int
+check_call(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
+           const int *cond, int B)
+{
+	if (c->in_dim != w->c.in_dim || c->ncond != w->c.ncond ||
+	    c->hidden != w->c.hidden || c->layers != w->c.layers ||
+	    c->latent != w->c.latent)
+		return cg_seterr("cvae: workspace made for another config");
+	if (B < 1 || B > w->max_batch)
+		return cg_seterr("cvae: batch %d: not in [1, %d]", B,
+		                 w->max_batch);
+	for (int b = 0; b < B; b++)
+		if (cond[b] < 0 || cond[b] >= c->ncond)
+			return cg_seterr("cvae: condition %d (example %d): "
+			                 "not in [0, %d)",
+			                 cond[b], b, c->ncond);
+	return 0;
+}
+
+/* Linear layer idx (then a ReLU with relu) on the weights in params, or
+ * on the matrix as stored when w has them. */
+static void
+linear(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
+       const float *params, int idx, float *out, const float *inp, int B,
+       int relu)
+{
+	struct linear ln = linear_at(c, idx);
+
+	if (w->mats == NULL) {
+		if (relu)
+			cg_linear_relu_forward(out, inp, params + ln.w,
+			                       params + ln.b, B, ln.in, ln.out);
+		else
+			cg_linear_forward(out, inp, params + ln.w,
+			                  params + ln.b, B, ln.in, ln.out);
+		return;
+	}
+	cg_qlinear_forward(out, inp, &w->mats[idx], params + ln.b, B, ln.in,
+	                   ln.out, w->qscratch);
+	if (relu)
+		for (size_t i = 0; i < (size_t)B * ln.out; i++)
+			out[i] = out[i] > 0 ? out[i] : 0;
+}
+
+/* Layers of Linear+ReLU, from inp [B, in] to h [layers][B, hidden]. */
+static void
+mlp_forward(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
+            const float *params, int first, float *h, const float *inp, int B,
+            size_t stride)
+{
+	for (int l = 0; l < c->layers; l++) {
+		float *out = h + l * stride;
+
+		linear(c, w, params, first + l, out,
+		       l == 0 ? inp : out - stride, B, 1);
+	}
+}
+
+/*
+ * Backward through the Linear+ReLU stack of mlp_forward.  dh [B, hidden]
+ * holds d(loss)/d(last h) on entry and is clobbered; tmp [B, hidden] is
+ * scratch; dinp [B, in] = d(loss)/d(inp) (written), or NULL.
+ */
+static void
+mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
+             int first, const float *h, const float *inp, float *dh, float *tmp,
+             float *dinp, int B, size_t stride)
+{
+	for (int l = c->layers - 1; l >= 0; l--) {
+		struct linear ln = linear_at(c, first + l);
+		const float *out = h + l * stride;
+
+		cg_linear_relu_backward(l > 0 ? dh : dinp, grad + ln.w,
+		                        grad + ln.b, tmp, dh, out,
+		                        l > 0 ? out - stride : inp,
+		                        params + ln.w, B, ln.in, ln.out);
+	}
+}
+
+/* What a distilled pass adds: the teacher's logits at tau, tlogits [B,
+ * in_dim], alpha and tau; *teacher receives the teacher term's mean. */
+struct distill {
+	const float *tlogits;
+	double alpha, tau;
+	double *teacher;
+};
+
+/* The passes of cg_cvae_forward_backward, distilled when d != NULL (see
+ * cg_cvae_distill_forward_backward). */
+static int
+passes(const struct cg_cvae_config *c, const float *params,
+       struct cg_cvae_ws *w, const float *x, const int *cond, const float *eps,
+       int B, float *grad, double *loss, double *rec, double *kl,
+       const struct distill *d)
+{
+	int L = c->layers, D = c->in_dim, K = c->ncond, Z = c->latent;
+	size_t hstride;
+	struct linear mu, lv, out;
+	double srec = 0, skl = 0;
+
+	if (check_call(c, w, cond, B) != 0)
+		return -1;
+	if (grad != NULL && w->mats != NULL)
+		return cg_seterr("cvae: no gradient through matrices as "
+		                 "stored");
+	hstride = (size_t)w->max_batch * c->hidden;
+	mu = linear_at(c, L);
+	lv = linear_at(c, L + 1);
+	out = linear_at(c, 2 * L + 2);
+	const float *htop = w->enc_h + (L - 1) * hstride;
+	const float *dtop = w->dec_h + (L - 1) * hstride;
+
+	/* Encoder, sample, decoder. */
+	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
+	mlp_forward(c, w, params, 0, w->enc_h, w->enc_in, B, hstride);
+	linear(c, w, params, L, w->mu, htop, B, 0);
+	linear(c, w, params, L + 1, w->logvar, htop, B, 0);
+	cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
+	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
+	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	linear(c, w, params, 2 * L + 2, w->logits, dtop, B, 0);
+
+	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
+	float scale = 1.0f / B;
+	size_t nh = (size_t)B * c->hidden, nz = (size_t)B * Z;
+	/* Distilled, the data's reconstruction term is weighed by 1 -
+	 * alpha ((1 - 0) * scale is scale: alpha 0 is plain training to the
+	 * bit), and the teacher's term by alpha. */
+	const double alpha = d ? d->alpha : 0;
+	const float af = (float)alpha;
+	if (grad != NULL) {
+		memset(w->dlogits, 0, (size_t)B * D * sizeof(float));
+		if (alpha < 1)
+			cg_bce_logits_forward_backward(
+			    w->rec, w->dlogits, w->logits, x,
+			    (1.0f - af) * scale, B, D);
+		else
+			cg_bce_logits_forward(w->rec, w->logits, x, B, D);
+	} else
+		cg_bce_logits_forward(w->rec, w->logits, x, B, D);
+	cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
+	for (int b = 0; b < B; b++) {
+		srec += w->rec[b];
+		skl += w->kl[b];
+	}
+	if (d != NULL) {
+		/* w->rec is spent: it takes the teacher term per example. */
+		double st = 0;
+		cg_bern_kl_forward_backward(
+		    w->rec, grad && alpha != 0 ? w->dlogits : NULL, w->logits,
+		    d->tlogits, (float)d->tau, af * scale, B, D);
+		for (int b = 0; b < B; b++)
+			st += w->rec[b];
+		st *= d->tau * d->tau / B;
+		*d->teacher = st;
+		if (loss != NULL)
+			*loss = ((1.0 - alpha) * srec + skl) / B + alpha * st;
+	} else if (loss != NULL)
+		*loss = (srec + skl) / B;
+	if (rec != NULL)
+		*rec = srec / B;
+	if (kl != NULL)
+		*kl = skl / B;
+	if (grad == NULL)
+		return 0;
+
+	/* Decoder backward, down to d(loss)/d(z). */
+	memset(w->dh0, 0, nh * sizeof(float));
+	cg_linear_backward(w->dh0, grad + out.w, grad + out.b, w->dlogits, dtop,
+	                   params + out.w, B, out.in, out.out);
+	mlp_backward(c, params, grad, L + 2, w->dec_h, w->dec_in, w->dh0,
+	             w->dh1, w->ddec_in, B, hstride);
+	memset(w->dz, 0, nz * sizeof(float));
+	cg_concat_onehot_backward(w->dz, w->ddec_in, B, Z, K);
+
+	/* Sampling and KL, then the heads and the encoder. */
+	memset(w->dmu, 0, nz * sizeof(float));
+	memset(w->dlogvar, 0, nz * sizeof(float));
+	cg_reparam_backward(w->dmu, w->dlogvar, w->dz, w->logvar, eps, nz);
+	cg_gauss_kl_backward(w->dmu, w->dlogvar, w->mu, w->logvar, scale, B, Z);
+	memset(w->dh0, 0, nh * sizeof(float));
+	cg_linear_backward(w->dh0, grad + mu.w, grad + mu.b, w->dmu, htop,
+	                   params + mu.w, B, mu.in, mu.out);
+	cg_linear_backward(w->dh0, grad + lv.w, grad + lv.b, w->dlogvar, htop,
+	                   params + lv.w, B, lv.in, lv.out);
+	mlp_backward(c, params, grad, 0, w->enc_h, w->enc_in, w->dh0, w->dh1,
+	             NULL, B, hstride);
+	return 0;
+}
+
+int
+cg_cvae_forward_backward(const struct cg_cvae_config *c, const float *params,
+                         struct cg_cvae_ws *w, const float *x, const int *cond,
+                         const float *eps, int B, float *grad, double *loss,
+                         double *rec, double *kl)
+{
+	return passes(c, params, w, x, cond, eps, B, grad, loss, rec, kl, NULL);
+}
+
+int
+cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
+                                 const float *params, struct cg_cvae_ws *w,
+                                 const float *x, const int *cond,
+                                 const float *eps, const float *tlogits,
+                                 double alpha, double tau, int B, float *grad,
+                                 double *loss, double *rec, double *kl,
+                                 double *teacher)
+{
+	double t;
+	struct distill d = {tlogits, alpha, tau, &t};
+
+	if (!(tau > 0) || !(alpha >= 0 && alpha <= 1))
+		return cg_seterr(
+		    "cvae: temperature %g or teacher weight %g out "
+		    "of range",
+		    tau, alpha);
+	if (passes(c, params, w, x, cond, eps, B, grad, loss, rec, kl, &d) != 0)
+		return -1;
+	if (teacher != NULL)
+		*teacher = t;
+	return 0;
+}
+
+const float *
+cg_cvae_logits(const struct cg_cvae_ws *w)
+{
+	return w->logits;
+}
+
+int
+cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
+               struct cg_cvae_ws *w, const float *z, const int *cond, int B,
+               float *probs)
+{
+	int L = c->layers;
+	size_t hstride;
+
+	if (check_call(c, w, cond, B) != 0)
+		return -1;
+	hstride = (size_t)w->max_batch * c->hidden;
+	cg_concat_onehot_forward(w->dec_in, z, cond, B, c->latent, c->ncond);
+	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	linear(c, w, params, 2 * L + 2, probs, w->dec_h + (L - 1) * hstride, B,
+	       0);
+	cg_sigmoid_forward(probs, probs, (size_t)B * c->in_dim);
+	return 0;
+}
+
+/* ------------------------------------------------- inputs of the layers */
+
+/* sq [W] += the sum over the B rows of x [B, W] of x squared. */
+static void
+add_sq(double *sq, const float *x, int B, size_t W)
+{
+	for (size_t r = 0; r < (size_t)B; r++)
+		for (size_t j = 0; j < W; j++)
+			sq[j] += (double)x[r * W + j] * x[r * W + j];
+}
+
+int
+cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
+                 struct cg_cvae_ws *w, const float *x, const int *cond,
+                 const float *eps, int B, double *sq)
+{
+	const int L = c->layers, D = c->in_dim, K = c->ncond, Z = c->latent;
+	const size_t H = c->hidden;
+	size_t hstride, at = 0;
+	struct linear mu, lv;
+
+	if (check_call(c, w, cond, B) != 0)
+		return -1;
+	hstride = (size_t)w->max_batch * c->hidden;
+	mu = linear_at(c, L);
+	lv = linear_at(c, L + 1);
+	const float *htop = w->enc_h + (L - 1) * hstride;
+
+	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
+	mlp_forward(c, w, params, 0, w->enc_h, w->enc_in, B, hstride);
+	cg_linear_forward(w->mu, htop, params + mu.w, params + mu.b, B, mu.in,
+	                  mu.out);
+	cg_linear_forward(w->logvar, htop, params + lv.w, params + lv.b, B,
+	                  lv.in, lv.out);
+	cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
+	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
+	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+
+	/* The layers in buffer order, each fed by the one before. */
+	add_sq(sq, w->enc_in, B, (size_t)D + K);
+	at = (size_t)D + K;
+	for (int l = 1; l < L; l++, at += H)
+		add_sq(sq + at, w->enc_h + (l - 1) * hstride, B, H);
+	add_sq(sq + at, htop, B, H); /* enc.mu */
+	at += H;
+	add_sq(sq + at, htop, B, H); /* enc.logvar */
+	at += H;
+	add_sq(sq + at, w->dec_in, B, (size_t)Z + K);
+	at += (size_t)Z + K;
+	for (int l = 1; l < L; l++, at += H)
+		add_sq(sq + at, w->dec_h + (l - 1) * hstride, B, H);
+	add_sq(sq + at, w->dec_h + (L - 1) * hstride, B, H); /* dec.out */
+	return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * arch/cvae/cvae.h - conditional variational auto-encoder (MLP, label concatenated).
+ *
+ * Encoder: x ⊕ onehot(cond) -> layers x (Linear, ReLU) of width hidden ->
+ * two Linear heads for mu and logvar [latent].  Decoder: z ⊕ onehot(cond)
+ * -> layers x (Linear, ReLU) -> Linear to in_dim logits.  The loss per
+ * example is BCE-with-logits summed over pixels (x is a Bernoulli target in
+ * [0, 1]) plus KL(N(mu, exp(logvar)) || N(0, I)); reported losses are batch
+ * means.  All parameters live in one flat float buffer laid out as
+ * cg_cvae_views says.
+ */
+#ifndef CG_CVAE_H
+#define CG_CVAE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cg.h"
+#include "nn/nn.h"
+#include "nn/qlinear.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cg_cvae_config {
+	int in_dim; /* pixels per image */
+	int ncond;  /* number of conditions (classes) */
+	int hidden; /* width of every hidden layer */
+	int layers; /* hidden layers in the encoder, and in the decoder */
+	int latent; /* size of z */
+};
+
+/* Largest value of any config field, largest parameter count and batch. */
+#define CG_CVAE_MAX_DIM (1 << 20)
+#define CG_CVAE_MAX_PARAMS ((uint64_t)1 << 34)
+#define CG_CVAE_MAX_BATCH (1 << 24)
+
+/*
+ * Returns 0 if c is usable: every field in [1, CG_CVAE_MAX_DIM] and the
+ * parameter count at most CG_CVAE_MAX_PARAMS; else -1 with a message.
+ */
+int cg_cvae_check_config(const struct cg_cvae_config *c);
+
+/* Number of floats in the parameter buffer; 0 (with a message) if c fails
+ * cg_cvae_check_config. */
+size_t cg_cvae_nparams(const struct cg_cvae_config *c);
+
+/*
+ * Fill v[0..] with the named views of the parameter buffer, in buffer
+ * order: enc.0.w, enc.0.b, ..., enc.mu.w, enc.mu.b, enc.logvar.w,
+ * enc.logvar.b, dec.0.w, ..., dec.out.w, dec.out.b (4*layers + 6 views).
+ * Weights are [out, in] like nn.Linear, decay 1; biases [out], decay 0.
+ * Returns the count, or -1 with a message if c is bad or max is too small.
+ */
+int cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max);
+
+/*
+ * PyTorch's default nn.Linear init: W and b uniform in
+ * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order.
+ * params [nparams].  c must pass cg_cvae_check_config (else nothing is
+ * written).
+ */
+void cg_cvae_init(const struct cg_cvae_config *c, float *params,
+                  struct cg_rng *r);
+
+/*
+ * Activations workspace for batches of up to max_batch examples, allocated
+ * once; forward, backward and decode allocate nothing.  A workspace serves
+ * one call at a time.  Returns NULL with a message on a bad config or
+ * max_batch, or out of memory; the caller owns it.
+ */
+struct cg_cvae_ws;
+struct cg_cvae_ws *cg_cvae_ws_new(const struct cg_cvae_config *c,
+                                  int max_batch);
+void cg_cvae_ws_free(struct cg_cvae_ws *w);
+
+/*
+ * The Linear layers' matrices for a model whose matrices stay as a file
+ * stores them (cg_model_read_infer), in buffer order (the views' order,
+ * weights only): encoder 0 .. layers - 1, the mu and logvar heads, decoder,
+ * output layer.  An entry of dtype CG_F32 points at its floats.
+ */
+#define CG_CVAE_NMATS(layers) (2 * (layers) + 3)
+/*
+ * Have the passes on w multiply mats [CG_CVAE_NMATS(c->layers)] (copied;
+ * their bytes borrowed and must outlive w's use) instead of the matrices
+ * in params; NULL goes back to params.  Such a workspace runs losses and
+ * decoding only (a gradient is refused).  Returns 0, or -1 with a
+ * message (a matrix that cannot be multiplied as stored, out of memory).
+ */
+int cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats);
+
+/*
+ * One forward pass and, if grad != NULL, the backward pass.
+ * params [nparams], x [B, in_dim] in [0, 1], cond [B] in [0, ncond),
+ * eps [B, latent] standard-normal noise drawn by the caller.
+ * *loss = mean over the batch of (rec + kl), *rec and *kl its two parts
+ * (any of the three may be NULL).  grad [nparams] += d(loss)/d(params).
+ * Returns 0, or -1 with a message (B outside [1, max_batch], a condition
+ * out of range, a workspace made for another config); on error nothing
+ * is written.
+ */
+int cg_cvae_forward_backward(const struct cg_cvae_config *c,
+                             const float *params, struct cg_cvae_ws *w,
+                             const float *x, const int *cond, const float *eps,
+                             int B, float *grad, double *loss, double *rec,
+                             double *kl);
+
+/*
+ * Distillation: as cg_cvae_forward_backward, with a teacher's decoder
+ * logits for the same images divided by tau, tlogits [B, in_dim], as soft
+ * Bernoulli targets: *teacher (may be NULL) = the batch mean of tau^2 *
+ * sum over pixels of KL(Bern(sigmoid(tlogits)) || Bern(sigmoid(logits /
+ * tau))), and *loss = mean of (1 - alpha) rec + kl, + alpha * teacher;
+ * *rec and *kl are the plain parts, unweighed.  alpha = 0 gives the bits
+ * of cg_cvae_forward_backward.  tau > 0, alpha in [0, 1].  Returns 0, or
+ * -1 with a message as cg_cvae_forward_backward.
+ */
+int cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
+                                     const float *params, struct cg_cvae_ws *w,
+                                     const float *x, const int *cond,
+                                     const float *eps, const float *tlogits,
+                                     double alpha, double tau, int B,
+                                     float *grad, double *loss, double *rec,
+                                     double *kl, double *teacher);
+
+/* The decoder's logits [B, in_dim] of the last forward pass on w (valid
+ * until the next call on w). */
+const float *cg_cvae_logits(const struct cg_cvae_ws *w);
+
+/*
+ * Decode: probs [B, in_dim] = sigmoid(decoder(z ⊕ onehot(cond))).
+ * z [B, latent], cond [B].  Returns 0, or -1 with a message as above.
+ */
+int cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
+                   struct cg_cvae_ws *w, const float *z, const int *cond, int B,
+                   float *probs);
+
+/*
+ * What reaches each Linear layer, for Wanda's importance: the encoder,
+ * the sample z = mu + exp(logvar / 2) eps and the decoder's hidden
+ * layers on x, cond, eps as cg_cvae_forward_backward takes them, adding
+ * for each layer in buffer order (enc.0 .. enc.mu, enc.logvar, dec.0 ..
+ * dec.out) and each of its input columns j the sum over the B examples
+ * of x_j^2 to sq (double; the layers' input widths end to end).
+ * Returns 0, or -1 with a message as cg_cvae_forward_backward.
+ */
+int cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
+                     struct cg_cvae_ws *w, const float *x, const int *cond,
+                     const float *eps, int B, double *sq);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

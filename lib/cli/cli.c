@@ -1,0 +1,591 @@
+/*
+ * cli/cli.c - the programs' side of the library: their name and messages,
+ * options from one table, strict numbers, the thread count.
+ *
+ * Messages go to stderr as one line each ("NAME: ...").  The option table
+ * of cli.h is turned into what getopt_long wants when parsing starts, and
+ * into the --help text when asked; getopt_long's own messages are off
+ * (opterr = 0) so that every program words a bad option the same way.
+ * Numbers go through strtoll/strtod with the end pointer and range
+ * checked, so "12abc", "" and "1e999" are errors, not 12, 0 and inf.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "arch/all.h"
+#include "cg.h"
+#include "cli/cli.h"
+#include "file/sign.h"
+#include "model/model.h"
+
+/* ------------------------------------------------ names and messages */
+
+static const char *progname = "cg";
+static const struct cg_cli *usage_cli; /* the last cg_getopt_init's */
+
+void
+cg_setprogname(const char *name)
+{
+	progname = name;
+}
+
+const char *
+cg_getprogname(void)
+{
+	return progname;
+}
+
+/* "NAME: MSG[: LIBMSG]" as exactly one line: control bytes, which a
+ * message may quote from a hostile file, are shown as '?'. */
+static void
+vmessage(int lib, const char *fmt, va_list ap)
+{
+	char buf[4096];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (fmt) {
+		int k = vsnprintf(buf, sizeof(buf), fmt, ap);
+		n = k < 0                     ? 0
+		    : (size_t)k < sizeof(buf) ? (size_t)k
+		                              : sizeof(buf) - 1;
+	}
+	if (lib)
+		snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? ": " : "",
+		         cg_errmsg());
+	fprintf(stderr, "%s: ", progname);
+	for (const char *p = buf; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		fputc(c < 0x20 || c == 0x7f ? '?' : c, stderr);
+	}
+	fputc('\n', stderr);
+}
+
+void
+cg_warnx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(0, fmt, ap);
+	va_end(ap);
+}
+
+void
+cg_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(1, fmt, ap);
+	va_end(ap);
+}
+
+int
+cg_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(1, fmt, ap);
+	va_end(ap);
+	return CG_EXIT_FAILURE;
+}
+
+int
+cg_failx(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(0, fmt, ap);
+	va_end(ap);
+	return CG_EXIT_FAILURE;
+}
+
+/* "usage: NAME FORM" per form of synopsis; lines that start with a space
+ * continue the form above, under its first word. */
+static void
+print_synopsis(FILE *fp, const char *name, const char *synopsis)
+{
+	const char *p = synopsis;
+	int first = 1;
+
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+
+		if (*p == ' ') {
+			while (*p == ' ' && n > 0)
+				p++, n--;
+			fprintf(fp, "%*s",
+			        (int)(strlen("usage: ") + strlen(name) + 1),
+			        "");
+		} else
+			fprintf(fp, "%s%s ", first ? "usage: " : "       ",
+			        name);
+		fprintf(fp, "%.*s\n", (int)n, p);
+		first = 0;
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+}
+
+static void
+usage_tail(const char *name)
+{
+	fprintf(stderr, "Try '%s --help' for more information.\n", name);
+}
+
+int
+cg_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vmessage(fmt == NULL, fmt, ap);
+	va_end(ap);
+	if (usage_cli)
+		print_synopsis(stderr, progname, usage_cli->synopsis);
+	usage_tail(progname);
+	return CG_EXIT_USAGE;
+}
+
+/* Whether stdout took everything; says so when not. */
+static int
+stdout_ok(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 1;
+	cg_warnx("standard output: write error");
+	return 0;
+}
+
+int
+cg_finish_stdout(int status)
+{
+	if (stdout_ok())
+		return status;
+	return status > CG_EXIT_FAILURE ? status : CG_EXIT_FAILURE;
+}
+
+/* --------------------------------------------------- the option table */
+
+#define HELP_COLUMN_MAX 30 /* longer option names put their help below */
+#define HELP_WIDTH 79
+
+/* "  -b, --batch N" or "      --json N" in buf. */
+static int
+opt_left(char *buf, size_t cap, const struct cg_opt *o)
+{
+	int k = o->key > 0 && o->key < 0x80 ? o->key : 0;
+
+	return snprintf(buf, cap, "  %c%c%c --%s%s%s", k ? '-' : ' ',
+	                k ? k : ' ', k ? ',' : ' ', o->name,
+	                o->arg && o->arg[0] != '[' ? " " : "",
+	                o->arg ? o->arg : "");
+}
+
+/* text from column col, its words wrapped at HELP_WIDTH, its "\n"s
+ * kept; the cursor is at column at. */
+static void
+print_wrapped(FILE *fp, const char *text, int col, int at)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t n = strcspn(p, " \n");
+
+		if (at > col && at + 1 + (int)n > HELP_WIDTH) {
+			fprintf(fp, "\n%*s", col, "");
+			at = col;
+		} else if (at > col) {
+			fputc(' ', fp);
+			at++;
+		}
+		fprintf(fp, "%.*s", (int)n, p);
+		at += (int)n;
+		p += n;
+		if (*p == '\n') {
+			fprintf(fp, "\n%*s", col, "");
+			at = col;
+			p++;
+		} else
+			while (*p == ' ')
+				p++;
+	}
+	fputc('\n', fp);
+}
+
+void
+cg_cli_help(FILE *fp, const struct cg_cli *cli)
+{
+	const struct cg_opt *o;
+	char left[128];
+	int col = 0;
+
+	for (o = cli->opts; o->name || o->help; o++) {
+		int n =
+		    o->name && o->help ? opt_left(left, sizeof(left), o) : 0;
+		if (n + 2 > col && n + 2 <= HELP_COLUMN_MAX)
+			col = n + 2;
+	}
+	print_synopsis(fp, cli->name, cli->synopsis);
+	if (cli->about)
+		fprintf(fp, "\n%s\n", cli->about);
+	fputc('\n', fp);
+	for (o = cli->opts; o->name || o->help; o++) {
+		if (o->name == NULL) {
+			fprintf(fp, "\n%s\n", o->help);
+			continue;
+		}
+		if (o->help == NULL)
+			continue;
+		int n = opt_left(left, sizeof(left), o);
+		fputs(left, fp);
+		if (n + 2 > col) {
+			fprintf(fp, "\n%*s", col, "");
+			n = col;
+		} else {
+			fprintf(fp, "%*s", col - n, "");
+			n = col;
+		}
+		print_wrapped(fp, o->help, col, n);
+	}
+	if (cli->epilog)
+		fprintf(fp, "\n%s\n", cli->epilog);
+}
+
+void
+cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
+               char **argv)
+{
+	const struct cg_opt *o;
+	char *s;
+	int n = 0;
+
+	memset(g, 0, sizeof(*g));
+	g->cli = cli;
+	g->argc = argc;
+	g->argv = argv;
+	s = g->shortopts;
+	*s++ = ':'; /* a missing argument is ':', not '?' */
+	for (o = cli->opts; o->name || o->help; o++) {
+		if (o->name == NULL)
+			continue;
+		assert(n < CG_OPT_MAX && o->key > 0);
+		for (int i = 0; i < n; i++)
+			assert(g->longopts[i].val != o->key);
+		g->longopts[n].name = o->name;
+		g->longopts[n].has_arg = o->arg == NULL     ? no_argument
+		                         : o->arg[0] == '[' ? optional_argument
+		                                            : required_argument;
+		g->longopts[n].flag = NULL;
+		g->longopts[n].val = o->key;
+		n++;
+		if (o->key < 0x80) {
+			*s++ = (char)o->key;
+			if (o->arg)
+				*s++ = ':';
+			if (o->arg && o->arg[0] == '[')
+				*s++ = ':';
+		}
+	}
+	*s = '\0';
+	cg_setprogname(cli->name);
+	usage_cli = cli;
+	/* every program: the built-in architectures join the registry */
+	g->arch_failed = cg_arch_all() != 0;
+	opterr = 0;
+	optind = 0; /* glibc: start afresh, as for a new argv */
+}
+
+/* The row of key, or NULL. */
+static const struct cg_opt *
+find_key(const struct cg_cli *cli, int key)
+{
+	for (const struct cg_opt *o = cli->opts; o->name || o->help; o++)
+		if (o->name && o->key == key)
+			return o;
+	return NULL;
+}
+
+/* A bad option, reported as a usage error: CG_OPT_EXIT. */
+static int
+bad_option(struct cg_getopt *g, int c)
+{
+	const char *word =
+	    optind > 0 && optind <= g->argc ? g->argv[optind - 1] : "";
+	const struct cg_opt *o = find_key(g->cli, optopt);
+	size_t len = strcspn(word, "=");
+	int matches = 0;
+
+	g->status = CG_EXIT_USAGE;
+	/* A short option lacks its argument only at the end of its word,
+	 * and so getopt has moved past it: word is the option either way. */
+	if (c == ':' && strncmp(word, "--", 2) == 0 && o)
+		return cg_usage("option '--%s' needs an argument", o->name),
+		       CG_OPT_EXIT;
+	if (c == ':')
+		return cg_usage("option '-%c' needs an argument", optopt),
+		       CG_OPT_EXIT;
+	if (optopt == 0) {
+		/* getopt_long says the same of a prefix of two names */
+		for (o = g->cli->opts; o->name || o->help; o++)
+			if (o->name && len > 2 &&
+			    strncmp(o->name, word + 2, len - 2) == 0)
+				matches++;
+		if (matches > 1)
+			return cg_usage("option '%.*s' is ambiguous", (int)len,
+			                word),
+			       CG_OPT_EXIT;
+		return cg_usage("unknown option '%.*s'", (int)len, word),
+		       CG_OPT_EXIT;
+	}
+	if (o && strncmp(word, "--", 2) == 0)
+		return cg_usage("option '--%s' takes no argument", o->name),
+		       CG_OPT_EXIT;
+	if (optopt > 0 && optopt < 0x80)
+		return cg_usage("unknown option '-%c'", optopt), CG_OPT_EXIT;
+	return cg_usage("unknown option '%.*s'", (int)len, word), CG_OPT_EXIT;
+}
+
+int
+cg_getopt_next(struct cg_getopt *g)
+{
+	const struct cg_opt *o;
+	int c;
+
+	g->opt = NULL;
+	g->arg = NULL;
+	g->name = NULL;
+	if (g->arch_failed) {
+		g->arch_failed = 0;
+		g->status = cg_fail(NULL);
+		return CG_OPT_EXIT;
+	}
+	c = getopt_long(g->argc, g->argv, g->shortopts, g->longopts, NULL);
+	if (c == -1) {
+		g->ind = optind;
+		/* the keys once the whole line is known good: a usage error
+		 * is said as one, whatever the keys */
+		if ((g->sign && cg_sign_use(g->sign) != 0) ||
+		    (g->trust && cg_trust_use(g->trust) != 0)) {
+			cg_warn("%s", cg_sign_active() || !g->sign ? "--trust"
+			                                            : "--sign");
+			g->status = CG_EXIT_FAILURE;
+			return CG_OPT_EXIT;
+		}
+		return CG_OPT_END;
+	}
+	if (c == ':' || c == '?' || (o = find_key(g->cli, c)) == NULL)
+		return bad_option(g, c);
+	snprintf(g->namebuf, sizeof(g->namebuf), "--%s", o->name);
+	g->name = g->namebuf;
+	g->opt = o;
+	g->arg = optarg;
+	if (strcmp(o->name, "help") == 0 || strcmp(o->name, "version") == 0) {
+		if (o->name[0] == 'h')
+			cg_cli_help(stdout, g->cli);
+		else
+			printf("%s (cg) %s\n", g->cli->name, CG_VERSION);
+		g->status = stdout_ok() ? CG_EXIT_OK : CG_EXIT_FAILURE;
+		return CG_OPT_EXIT;
+	}
+	if (c == CG_KEY_SIGN || c == CG_KEY_TRUST) {
+		*(c == CG_KEY_SIGN ? &g->sign : &g->trust) = optarg;
+		return cg_getopt_next(g);
+	}
+	return c;
+}
+
+int
+cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
+              cg_opt_set_fn set, void *ctx, int *ind)
+{
+	struct cg_getopt g;
+	int c, rc;
+
+	cg_getopt_init(&g, cli, argc, argv);
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
+		if (c == CG_OPT_EXIT)
+			return g.status;
+		else if ((rc = set(ctx, &g, c)) != CG_CONTINUE)
+			return rc;
+	*ind = g.ind;
+	return CG_CONTINUE;
+}
+
+int
+cg_compress_parse(const char *s, enum cg_compress *out)
+{
+	if (strcmp(s, "none") == 0)
+		*out = CG_COMPRESS_NONE;
+	else if (strcmp(s, "gzip") == 0)
+		*out = CG_COMPRESS_GZIP;
+	else if (strcmp(s, "zstd") == 0)
+		*out = CG_COMPRESS_ZSTD;
+	else
+		return cg_seterr("unknown compression '%s' (none, gzip, zstd)",
+		                 s);
+	return 0;
+}
+
+extern volatile int cg_runtime_linked;
+
+void
+cg_set_threads(int n)
+{
+	cg_runtime_linked = 1;
+	/* OpenMP read OMP_NUM_THREADS at start: by default, keep that. */
+	if (n <= 0 && getenv("OMP_NUM_THREADS") != NULL &&
+	    *getenv("OMP_NUM_THREADS") != '\0')
+		return;
+	if (n <= 0) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		n = c > 0 ? (int)c : 1;
+	}
+#ifdef _OPENMP
+	omp_set_num_threads(n);
+#endif
+	/* The BLAS stays on one thread: cg_sgemm shares products out among
+	 * OpenMP's threads (lib/nn/gemm.c). */
+}
+
+int
+cg_threads(void)
+{
+#ifdef _OPENMP
+	return omp_get_max_threads();
+#else
+	return 1;
+#endif
+}
+
+/* ---------------------------------------------- optimizer options */
+
+void
+cg_optim_cli_init(struct cg_optim_cli *a, enum cg_opt_kind dflt)
+{
+	memset(a, 0, sizeof(*a));
+	a->kind = dflt;
+	a->lr = a->wd = a->beta1 = a->beta2 = a->eps = a->momentum = -1;
+	a->lr_min = 0;
+	a->sched = CG_SCHED_CONSTANT;
+}
+
+int
+cg_optim_cli_option(struct cg_optim_cli *a, int c, const char *arg)
+{
+	int e = 0;
+
+	switch (c) {
+	case CG_KEY_BETA1:
+		e = cg_parse_f64("--beta1", arg, 0, 0.999999, &a->beta1);
+		break;
+	case CG_KEY_BETA2:
+		e = cg_parse_f64("--beta2", arg, 0, 0.99999999, &a->beta2);
+		break;
+	case CG_KEY_EPS:
+		e = cg_parse_f64("--eps", arg, 0, 1, &a->eps);
+		break;
+	case CG_KEY_LR:
+		e = cg_parse_f64("--lr", arg, 0, 1e6, &a->lr);
+		break;
+	case CG_KEY_LR_MIN:
+		e = cg_parse_f64("--lr-min", arg, 0, 1e6, &a->lr_min);
+		break;
+	case CG_KEY_MOMENTUM:
+		e = cg_parse_f64("--momentum", arg, 0, 1, &a->momentum);
+		break;
+	case CG_KEY_OPT:
+		e = cg_optim_parse(arg, &a->kind);
+		break;
+	case CG_KEY_SCHEDULE:
+		if (strcmp(arg, "constant") == 0)
+			a->sched = CG_SCHED_CONSTANT;
+		else if (strcmp(arg, "cosine") == 0)
+			a->sched = CG_SCHED_COSINE;
+		else
+			e = cg_seterr("--schedule: '%s' is not constant or "
+			              "cosine",
+			              arg);
+		break;
+	case CG_KEY_TOTAL:
+		e = cg_parse_u64("--total", arg, &a->total);
+		break;
+	case CG_KEY_WARMUP:
+		e = cg_parse_u64("--warmup", arg, &a->warmup);
+		break;
+	case CG_KEY_WD:
+		e = cg_parse_f64("--wd", arg, 0, 1e6, &a->wd);
+		break;
+	default:
+		return 0;
+	}
+	return e ? -1 : 1;
+}
+
+void
+cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o)
+{
+	cg_optim_defaults(o, a->kind);
+	if (a->lr >= 0)
+		o->lr = (float)a->lr;
+	if (a->wd >= 0)
+		o->wd = (float)a->wd;
+	if (a->beta1 >= 0)
+		o->beta1 = (float)a->beta1;
+	if (a->beta2 >= 0)
+		o->beta2 = (float)a->beta2;
+	if (a->eps >= 0)
+		o->eps = (float)a->eps;
+	if (a->momentum >= 0)
+		o->momentum = (float)a->momentum;
+	o->sched = a->sched;
+	o->warmup = a->warmup;
+	o->total = a->total;
+	o->lr_min = (float)a->lr_min;
+}
+
+/* ---------------------------------------------- diffusion options */
+
+int
+cg_diffusion_cli_option(struct cg_diffusion_opts *d, int c, const char *arg)
+{
+	long long v;
+	int e = 0;
+
+	switch (c) {
+	case CG_KEY_GUIDANCE:
+		e = cg_parse_f64("--guidance", arg, 0,
+		                 CG_DIFFUSION_MAX_GUIDANCE, &d->guidance);
+		break;
+	case CG_KEY_SAMPLER:
+		if (strcmp(arg, "ddim") == 0)
+			d->sampler = CG_SAMPLER_DDIM;
+		else if (strcmp(arg, "ddpm") == 0)
+			d->sampler = CG_SAMPLER_DDPM;
+		else
+			e = cg_seterr("--sampler: '%.32s': not ddim or ddpm",
+			              arg);
+		break;
+	case CG_KEY_STEPS:
+		e = cg_parse_i64("--steps", arg, 1, CG_DIFFUSION_MAX_STEPS, &v);
+		if (e == 0)
+			d->steps = (int)v;
+		break;
+	default:
+		return 0;
+	}
+	return e ? -1 : 1;
+}

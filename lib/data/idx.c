@@ -1,0 +1,338 @@
+/*
+ * data/idx.c - reading IDX image and label files (MNIST, Fashion-MNIST) into a
+ * dataset.
+ *
+ * Only unsigned-byte IDX files are read: images of 3 dimensions (N, H, W) or
+ * 4 (N, H, W, C), labels of one.  Files may be plain or gzip (zlib reads
+ * both).  Input is hostile: the magic, the dimensions and the counts are
+ * checked against sane limits and, for a plain file, against its size
+ * before anything is allocated; a gzip stream, whose real length is unknown
+ * up front, is read into a buffer that grows only as data arrives.  A short
+ * file, a corrupt stream and trailing bytes are all errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "data/shard.h"
+
+#define IDX_U8 0x08
+#define IDX_MAX_SIDE 16384 /* pixels along one image side */
+#define IDX_MAX_CHANNELS 4
+#define IDX_MAX_IMAGE (64u << 20)   /* bytes of one image */
+#define IDX_FIRST_ALLOC (16u << 20) /* before a gzip stream proves longer */
+
+/* An open IDX file: the stream, its name, and its size if plain. */
+struct idx {
+	gzFile gz;
+	const char *name;
+	uint64_t fsize; /* bytes of a regular, uncompressed file; else 0 */
+	int ndim;
+	uint32_t dim[4];
+};
+
+static int
+idx_open(struct idx *x, const char *path)
+{
+	struct stat st;
+	int fd;
+
+	memset(x, 0, sizeof(*x));
+	x->name = strcmp(path, "-") == 0 ? "(stdin)" : path;
+	fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY);
+	if (fd < 0)
+		return cg_seterr("%s: %s", x->name, strerror(errno));
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		close(fd);
+		return cg_seterr("%s: is a directory", x->name);
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		x->fsize = (uint64_t)st.st_size;
+	if ((x->gz = gzdopen(fd, "rb")) == NULL) {
+		close(fd);
+		return cg_seterr("%s: out of memory", x->name);
+	}
+	gzbuffer(x->gz, 1u << 17);
+	return 0;
+}
+
+static void
+idx_close(struct idx *x)
+{
+	if (x->gz)
+		gzclose_r(x->gz);
+	x->gz = NULL;
+}
+
+/*
+ * Read up to n bytes; returns the count read (short only at the end of the
+ * stream) or -1 with a message on a read or decompression error.
+ */
+static int64_t
+idx_read(struct idx *x, void *buf, uint64_t n)
+{
+	uint64_t have = 0;
+	int errnum;
+
+	while (have < n) {
+		unsigned chunk =
+		    n - have > (1u << 30) ? (1u << 30) : (unsigned)(n - have);
+		int got = gzread(x->gz, (char *)buf + have, chunk);
+		if (got < 0) {
+			const char *msg = gzerror(x->gz, &errnum);
+			return cg_seterr("%s: %s", x->name,
+			                 errnum == Z_ERRNO ? strerror(errno)
+			                                   : msg);
+		}
+		if (got == 0) {
+			/* zlib reports a cut-off gzip stream only here */
+			const char *msg = gzerror(x->gz, &errnum);
+			if (errnum != Z_OK && errnum != Z_BUF_ERROR)
+				return cg_seterr("%s: %s", x->name, msg);
+			if (errnum == Z_BUF_ERROR)
+				return cg_seterr("%s: truncated gzip stream",
+				                 x->name);
+			break;
+		}
+		have += (uint64_t)got;
+	}
+	return (int64_t)have;
+}
+
+/*
+ * Read and check the header: magic 0 0 type ndim, then ndim big-endian
+ * 32-bit sizes.  want is the number of dimensions allowed (3 also allows 4
+ * for images with channels).
+ */
+static int
+idx_header(struct idx *x, int want)
+{
+	unsigned char m[4], b[16];
+	int64_t got;
+
+	if ((got = idx_read(x, m, 4)) < 0)
+		return -1;
+	if (got < 4)
+		return cg_seterr("%s: too short for an IDX file", x->name);
+	if (m[0] != 0 || m[1] != 0)
+		return cg_seterr("%s: bad magic %02x%02x%02x%02x (not an IDX "
+		                 "file)",
+		                 x->name, m[0], m[1], m[2], m[3]);
+	if (m[2] != IDX_U8)
+		return cg_seterr("%s: IDX element type 0x%02x, only unsigned "
+		                 "bytes (0x08) are supported",
+		                 x->name, m[2]);
+	if (!(m[3] == want || (want == 3 && m[3] == 4)))
+		return cg_seterr("%s: %d dimensions, expected %s", x->name,
+		                 m[3],
+		                 want == 1 ? "1 (labels)" : "3 or 4 (images)");
+	x->ndim = m[3];
+	if ((got = idx_read(x, b, 4 * (uint64_t)x->ndim)) < 0)
+		return -1;
+	if (got < 4 * x->ndim)
+		return cg_seterr("%s: truncated IDX header", x->name);
+	for (int i = 0; i < x->ndim; i++)
+		x->dim[i] = (uint32_t)b[4 * i] << 24 |
+		            (uint32_t)b[4 * i + 1] << 16 |
+		            (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
+	/* The size on disk bounds the data only when it is not compressed. */
+	if (!gzdirect(x->gz))
+		x->fsize = 0;
+	return 0;
+}
+
+/*
+ * Read exactly n bytes of body into a new buffer.  A plain file's size was
+ * checked already, so the buffer is taken whole; a compressed stream gets
+ * a buffer that doubles as data really arrives, so a lying header costs no
+ * more memory than the stream holds.  what names the data in messages.
+ */
+static uint8_t *
+idx_body(struct idx *x, uint64_t n, const char *what)
+{
+	uint64_t cap, have = 0;
+	uint8_t *buf, *nb;
+	int64_t got;
+
+	cap = x->fsize == 0 && n > IDX_FIRST_ALLOC ? IDX_FIRST_ALLOC : n;
+	if ((buf = malloc(cap ? cap : 1)) == NULL) {
+		cg_seterr("%s: out of memory", x->name);
+		return NULL;
+	}
+	while (have < n) {
+		if (have == cap) {
+			cap = cap * 2 > n ? n : cap * 2;
+			if ((nb = realloc(buf, cap)) == NULL) {
+				cg_seterr("%s: out of memory", x->name);
+				goto fail;
+			}
+			buf = nb;
+		}
+		if ((got = idx_read(x, buf + have, cap - have)) < 0)
+			goto fail;
+		have += (uint64_t)got;
+		if (have < cap) {
+			cg_seterr("%s: truncated (%llu of %llu bytes of %s)",
+			          x->name, (unsigned long long)have,
+			          (unsigned long long)n, what);
+			goto fail;
+		}
+	}
+	return buf;
+fail:
+	free(buf);
+	return NULL;
+}
+
+/* After the last wanted byte: the stream must end here. */
+static int
+idx_end(struct idx *x)
+{
+	unsigned char c;
+	int64_t got = idx_read(x, &c, 1);
+
+	if (got < 0)
+		return -1;
+	if (got > 0)
+		return cg_seterr("%s: trailing bytes after the data", x->name);
+	return 0;
+}
+
+/* A plain file must be exactly header + body long. */
+static int
+idx_check_size(const struct idx *x, uint64_t body)
+{
+	uint64_t want = 4 + 4 * (uint64_t)x->ndim + body;
+
+	if (x->fsize == 0)
+		return 0;
+	if (x->fsize < want)
+		return cg_seterr("%s: truncated (%llu bytes, the header "
+		                 "promises %llu)",
+		                 x->name, (unsigned long long)x->fsize,
+		                 (unsigned long long)want);
+	if (x->fsize > want)
+		return cg_seterr("%s: %llu trailing bytes after the data",
+		                 x->name,
+		                 (unsigned long long)(x->fsize - want));
+	return 0;
+}
+
+static int
+default_names(struct cg_dataset *d)
+{
+	uint32_t max = 9;
+	char buf[16];
+
+	for (uint64_t i = 0; i < d->n; i++)
+		if (d->cond[i] > max)
+			max = d->cond[i];
+	if ((d->conditions = calloc(max + 1, sizeof(char *))) == NULL)
+		return cg_seterr("out of memory");
+	d->nconditions = max + 1;
+	for (uint32_t c = 0; c <= max; c++) {
+		snprintf(buf, sizeof(buf), "%u", c);
+		if ((d->conditions[c] = strdup(buf)) == NULL)
+			return cg_seterr("out of memory");
+	}
+	return 0;
+}
+
+int
+cg_idx_load(const char *images, const char *labels, uint64_t limit,
+            struct cg_dataset *out)
+{
+	struct idx im = {0}, lb = {0};
+	struct cg_dataset d = {0};
+	uint64_t n, total, per, h, w, c;
+	uint8_t *lab = NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (strcmp(images, "-") == 0 && strcmp(labels, "-") == 0)
+		return cg_seterr("images and labels cannot both be standard "
+		                 "input");
+	if (idx_open(&im, images) != 0 || idx_header(&im, 3) != 0)
+		goto fail;
+	if (idx_open(&lb, labels) != 0 || idx_header(&lb, 1) != 0)
+		goto fail;
+
+	total = im.dim[0];
+	h = im.dim[1];
+	w = im.dim[2];
+	c = im.ndim == 4 ? im.dim[3] : 1;
+	if (h == 0 || w == 0 || h > IDX_MAX_SIDE || w > IDX_MAX_SIDE ||
+	    c == 0 || c > IDX_MAX_CHANNELS || h * w * c > IDX_MAX_IMAGE) {
+		cg_seterr("%s: image shape %llux%llux%llu out of range",
+		          im.name, (unsigned long long)h, (unsigned long long)w,
+		          (unsigned long long)c);
+		goto fail;
+	}
+	per = h * w * c;
+	if (lb.dim[0] != total) {
+		cg_seterr("%s: %u labels for %llu images in %s", lb.name,
+		          lb.dim[0], (unsigned long long)total, im.name);
+		goto fail;
+	}
+	if (idx_check_size(&im, total * per) != 0 ||
+	    idx_check_size(&lb, total) != 0)
+		goto fail;
+	n = limit > 0 && limit < total ? limit : total;
+	if (n == 0) {
+		cg_seterr("%s: no examples", im.name);
+		goto fail;
+	}
+	if (n > CG_SHARD_MAX_EXAMPLES || n * per > cg_max_bytes()) {
+		cg_seterr("%s: %llu images of %llu bytes exceed the limit "
+		          "(CG_MAX_BYTES)",
+		          im.name, (unsigned long long)n,
+		          (unsigned long long)per);
+		goto fail;
+	}
+
+	/* Labels first: they are small and catch a mismatched pair early. */
+	if ((lab = idx_body(&lb, n, "labels")) == NULL)
+		goto fail;
+	if ((d.payload = idx_body(&im, n * per, "pixels")) == NULL)
+		goto fail;
+	if (n == total && (idx_end(&lb) != 0 || idx_end(&im) != 0))
+		goto fail;
+
+	d.n = n;
+	d.kind = CG_PAYLOAD_IMAGE;
+	d.height = (uint32_t)h;
+	d.width = (uint32_t)w;
+	d.channels = (uint32_t)c;
+	d.cond = malloc(n * sizeof(*d.cond));
+	d.index = malloc(n * sizeof(*d.index));
+	d.offset = malloc((n + 1) * sizeof(*d.offset));
+	if (d.cond == NULL || d.index == NULL || d.offset == NULL) {
+		cg_seterr("%s: out of memory", im.name);
+		goto fail;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		d.cond[i] = lab[i];
+		d.index[i] = i;
+		d.offset[i] = i * per;
+	}
+	d.offset[n] = n * per;
+	if (default_names(&d) != 0)
+		goto fail;
+	free(lab);
+	idx_close(&im);
+	idx_close(&lb);
+	*out = d;
+	return 0;
+fail:
+	free(lab);
+	idx_close(&im);
+	idx_close(&lb);
+	cg_dataset_free(&d);
+	return -1;
+}

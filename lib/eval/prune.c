@@ -1,0 +1,302 @@
+/*
+ * eval/prune.c - which weights to prune: scores, rankings, calibration.
+ *
+ * Every ranking is a sort of (score, position) pairs, so that ties go to
+ * the lower position and the mask is a function of the scores alone.  A
+ * weight the model already prunes scores -1, below any real score (all
+ * are >= 0): pruning a pruned model keeps what it pruned and counts it.
+ * The new mask is built beside the model's and put in place only when
+ * complete.
+ *
+ * Wanda (Sun et al. 2023, "A Simple and Effective Pruning Approach for
+ * Large Language Models") scores w_ij by |w_ij| times the L2 norm of the
+ * layer's input column j over calibration rows, and compares weights
+ * within each output row i; the norms come from the arch's input_sq.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/prune.h"
+
+static const char *const importance_names[] = {"magnitude", "wanda", "grad",
+                                               NULL};
+
+int
+cg_importance_parse(const char *s, enum cg_importance *out)
+{
+	int i = cg_name_index(importance_names, 0, 2, s);
+
+	if (i < 0)
+		return cg_seterr("--importance: '%s' is not magnitude, wanda "
+		                 "or grad",
+		                 s);
+	*out = (enum cg_importance)i;
+	return 0;
+}
+
+const char *
+cg_importance_name(enum cg_importance i)
+{
+	return (unsigned)i <= CG_IMPORTANCE_GRAD ? importance_names[i] : "?";
+}
+
+/* ---------------------------------------------------------------- scores */
+
+int
+cg_prune_scores(const struct cg_model *m, enum cg_importance imp,
+                const float *g, const double *sq, float *score)
+{
+	size_t *off = cg_alloc((size_t)m->nviews * sizeof(*off));
+
+	if (off == NULL)
+		return -1;
+	cg_model_input_cols(m, off);
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		if (!cg_model_prunable(m, i))
+			continue;
+		const size_t OC = v->shape[0], IC = v->shape[1];
+		for (size_t r = 0; r < OC; r++)
+			for (size_t j = 0; j < IC; j++) {
+				size_t p = v->off + r * IC + j;
+				double w = fabs((double)m->params[p]), x;
+				switch (imp) {
+				case CG_IMPORTANCE_WANDA:
+					x = w * sqrt(sq[off[i] + j]);
+					break;
+				case CG_IMPORTANCE_GRAD:
+					x = fabs((double)m->params[p] * g[p]);
+					break;
+				default:
+					x = w;
+					break;
+				}
+				/* nan (and a negative sum) count as 0 */
+				score[p] = x >= 0 ? (float)x : 0.0f;
+			}
+	}
+	free(off);
+	return 0;
+}
+
+/* ------------------------------------------------------------- rankings */
+
+struct rank {
+	float s;
+	size_t p; /* the weight's position in the flat buffer */
+};
+
+static int
+cmp_rank(const void *a, const void *b)
+{
+	const struct rank *x = a, *y = b;
+
+	if (x->s != y->s)
+		return x->s < y->s ? -1 : 1;
+	return (x->p > y->p) - (x->p < y->p);
+}
+
+/* round(x * n), to the nearest, halves up, within [0, n]. */
+static size_t
+count_of(double x, size_t n)
+{
+	double k = floor(x * (double)n + 0.5);
+
+	return k <= 0 ? 0 : k >= (double)n ? n : (size_t)k;
+}
+
+static int
+pruned_in(const uint8_t *mk, size_t p)
+{
+	return !(mk[p / 8] >> (p % 8) & 1);
+}
+
+static void
+prune_at(uint8_t *mk, size_t p)
+{
+	mk[p / 8] &= (uint8_t) ~(1u << (p % 8));
+}
+
+/* The pair of weight p, scored -1 when the mask already prunes it. */
+static struct rank
+pair(const uint8_t *mk, const float *score, size_t p)
+{
+	struct rank r = {pruned_in(mk, p) ? -1.0f : score[p], p};
+
+	return r;
+}
+
+/* Sort r [n] and prune its first k. */
+static void
+prune_lowest(uint8_t *mk, struct rank *r, size_t n, size_t k)
+{
+	qsort(r, n, sizeof(*r), cmp_rank);
+	for (size_t i = 0; i < k; i++)
+		prune_at(mk, r[i].p);
+}
+
+static int
+check_opts(const struct cg_model *m, const struct cg_prune_opts *o,
+           const unsigned char *chosen)
+{
+	if (o->nm_m) {
+		if (o->nm_n < 1 || o->nm_n >= o->nm_m || o->nm_m > 256)
+			return cg_seterr("N:M = %d:%d: not 1 <= N < M <= 256",
+			                 o->nm_n, o->nm_m);
+		if (o->global || o->per_row)
+			return cg_seterr("N:M ranks within each run of M "
+			                 "weights: not globally or per row");
+	} else {
+		if (!(o->sparsity >= 0 && o->sparsity <= 1))
+			return cg_seterr("sparsity %g: not in [0, 1]",
+			                 o->sparsity);
+		if (o->global && o->per_row)
+			return cg_seterr("a ranking is global or per row, not "
+			                 "both");
+	}
+	for (int i = 0; i < m->nviews; i++)
+		if (chosen[i] && !cg_model_prunable(m, i))
+			return cg_seterr("tensor %s cannot be pruned",
+			                 m->views[i].name);
+	return 0;
+}
+
+int
+cg_prune_apply(struct cg_model *m, const struct cg_prune_opts *o,
+               const unsigned char *chosen, const float *score)
+{
+	const size_t nb = (m->nparams + 7) / 8;
+	struct rank *r = NULL;
+	uint8_t *mk = NULL;
+	size_t most = 0, total = 0, at = 0;
+	int rc = -1;
+
+	if (check_opts(m, o, chosen) != 0)
+		return -1;
+	/* the largest ranking: a run, a row, a view or all of them */
+	for (int i = 0; i < m->nviews; i++)
+		if (chosen[i]) {
+			size_t n = o->nm_m      ? (size_t)o->nm_m
+			           : o->per_row ? m->views[i].shape[1]
+			                        : m->views[i].n;
+			total += m->views[i].n;
+			most = n > most ? n : most;
+		}
+	if (o->global)
+		most = total;
+	if ((mk = cg_alloc(nb)) == NULL ||
+	    (r = cg_alloc((most ? most : 1) * sizeof(*r))) == NULL)
+		goto out;
+	if (m->mask)
+		memcpy(mk, m->mask, nb);
+	else
+		memset(mk, 0xff, nb);
+
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		const size_t OC = v->shape[0], IC = v->shape[1];
+		if (!chosen[i])
+			continue;
+		if (o->nm_m) {
+			const size_t M = (size_t)o->nm_m, N = (size_t)o->nm_n;
+			for (size_t row = 0; row < OC; row++)
+				for (size_t g = 0; g < IC; g += M) {
+					size_t len = IC - g < M ? IC - g : M;
+					size_t p0 = v->off + row * IC + g;
+					for (size_t j = 0; j < len; j++)
+						r[j] = pair(mk, score, p0 + j);
+					prune_lowest(mk, r, len,
+					             len > N ? len - N : 0);
+				}
+		} else if (o->per_row) {
+			size_t k = count_of(o->sparsity, IC);
+			for (size_t row = 0; row < OC; row++) {
+				size_t p0 = v->off + row * IC;
+				for (size_t j = 0; j < IC; j++)
+					r[j] = pair(mk, score, p0 + j);
+				prune_lowest(mk, r, IC, k);
+			}
+		} else if (o->global) {
+			for (size_t j = 0; j < v->n; j++)
+				r[at++] = pair(mk, score, v->off + j);
+		} else {
+			for (size_t j = 0; j < v->n; j++)
+				r[j] = pair(mk, score, v->off + j);
+			prune_lowest(mk, r, v->n, count_of(o->sparsity, v->n));
+		}
+	}
+	if (o->global)
+		prune_lowest(mk, r, at, count_of(o->sparsity, at));
+	free(m->mask);
+	m->mask = mk;
+	mk = NULL;
+	cg_model_mask_all(m);
+	rc = 0;
+out:
+	free(mk);
+	free(r);
+	return rc;
+}
+
+/* ----------------------------------------------------------- calibration */
+
+#define CALIB_TAG 0x63616c6962ULL /* "calib" */
+
+int
+cg_prune_input_sq(struct cg_model *m, const struct cg_shard *s, uint64_t n,
+                  int B, uint64_t seed, double **sq, uint64_t *rows)
+{
+	size_t *off = NULL, ncols;
+	uint64_t *idx = NULL, N;
+	double *acc = NULL;
+	struct cg_rng r;
+	int rc = -1;
+
+	*sq = NULL;
+	*rows = 0;
+	if (m->arch->input_sq == NULL)
+		return cg_seterr("%s has no calibration pass: Wanda's "
+		                 "importance is not available for it",
+		                 m->arch->name);
+	if (B < 1)
+		return cg_seterr("batch %d: not positive", B);
+	if (s->n == 0)
+		return cg_seterr("the shard holds no examples");
+	if (m->arch->check_data(m, s) != 0)
+		return -1;
+	N = n == 0 || n >= s->n ? s->n : n;
+	if ((off = cg_alloc((size_t)m->nviews * sizeof(*off))) == NULL ||
+	    (idx = cg_alloc((size_t)s->n * sizeof(*idx))) == NULL)
+		goto out;
+	ncols = cg_model_input_cols(m, off);
+	if ((acc = cg_alloc((ncols ? ncols : 1) * sizeof(*acc))) == NULL)
+		goto out;
+	for (uint64_t i = 0; i < s->n; i++)
+		idx[i] = i;
+	/* the first N of a Fisher-Yates shuffle: N drawn without
+	 * replacement */
+	cg_rng_derive(&r, seed, CALIB_TAG, 0);
+	if (N < s->n)
+		for (uint64_t i = 0; i < N; i++) {
+			uint64_t j = i + cg_rng_below(&r, s->n - i);
+			uint64_t t = idx[i];
+			idx[i] = idx[j];
+			idx[j] = t;
+		}
+	uint64_t nseed = cg_rng_u64(&r);
+	for (uint64_t b0 = 0; b0 < N; b0 += (uint64_t)B) {
+		int nb = N - b0 < (uint64_t)B ? (int)(N - b0) : B;
+		if (m->arch->input_sq(m, s, idx + b0, nb, nseed, acc, rows) !=
+		    0)
+			goto out;
+	}
+	*sq = acc;
+	acc = NULL;
+	rc = 0;
+out:
+	free(off);
+	free(idx);
+	free(acc);
+	return rc;
+}

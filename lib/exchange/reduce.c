@@ -1,0 +1,1076 @@
+/*
+ * exchange/reduce.c - combining gradients and deltas: the operations and the
+ * reducer that runs them, streaming or slice by slice.
+ *
+ * A weighted mean uses each input's weight (the examples, or for text the
+ * scored tokens: a text model's gradient is a mean per token); keeping
+ * the running weighted sum and the total weight makes any tree of
+ * reductions equal to one flat reduction, up to float rounding.  Which
+ * inputs may be combined is the update module's rule (update.c), and
+ * which count already uident.c's; this file only adds them up, each
+ * stale input's weight in the sum scaled by its factor (stale.c) when
+ * the reduction is told its model.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "model/model.h"
+#include "core/clock.h"
+#include "exchange/reduce.h"
+#include "exchange/secagg.h"
+#include "file/sign.h"
+
+/* ------------------------------------------------------- operations */
+
+/*
+ * acc = k x in double then rounded (the first input), acc += (float)k x
+ * (the others): the arithmetic every weighted fold has used, kept so
+ * that outputs stay byte for byte what they were.
+ */
+static void
+scale_into(float *acc, const float *x, size_t n, double k)
+{
+#pragma omp simd
+	for (size_t j = 0; j < n; j++)
+		acc[j] = (float)(x[j] * k);
+}
+
+static void
+add_scaled(float *acc, const float *x, size_t n, double k)
+{
+	const float kf = (float)k;
+
+#pragma omp simd
+	for (size_t j = 0; j < n; j++)
+		acc[j] += kf * x[j];
+}
+
+static void
+mean_finish(float *acc, size_t n, double wsum)
+{
+	const float inv = (float)(1.0 / wsum);
+
+	for (size_t j = 0; j < n; j++)
+		acc[j] *= inv;
+}
+
+static void
+sum_init(float *acc, const float *x, size_t n, double w)
+{
+	(void)w;
+	scale_into(acc, x, n, 1.0);
+}
+
+static void
+sum_add(float *acc, const float *x, size_t n, double w)
+{
+	(void)w;
+	add_scaled(acc, x, n, 1.0);
+}
+
+/* Ascending, for qsort (the values are finite: the reducer checked). */
+static int
+cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* v [k] in ascending order: by insertion for the few inputs of a
+ * round, qsort beyond. */
+static void
+sort_values(float *v, size_t k)
+{
+	if (k > 16) {
+		qsort(v, k, sizeof(*v), cmp_float);
+		return;
+	}
+	for (size_t i = 1; i < k; i++) {
+		float x = v[i];
+		size_t t = i;
+		for (; t > 0 && v[t - 1] > x; t--)
+			v[t] = v[t - 1];
+		v[t] = x;
+	}
+}
+
+/*
+ * The median of each element over the k inputs, their weights ignored:
+ * the middle value, or the mean of the two middle values (in double) for
+ * an even k.  One input far off, or a few (fewer than half), cannot move
+ * it past the others' values.
+ */
+static void
+median_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
+             size_t n)
+{
+	const size_t k = p->k;
+
+#pragma omp parallel for schedule(static)
+	for (size_t j = 0; j < n; j++) {
+		float v[CG_REDUCE_MAX_KEPT];
+		v[0] = v[1] = 0; /* k >= 1; this only quiets a warning */
+		for (size_t i = 0; i < k; i++)
+			v[i] = in[i][j];
+		sort_values(v, k);
+		out[j] = k % 2 ? v[k / 2]
+		               : (float)(((double)v[k / 2 - 1] + v[k / 2]) / 2);
+	}
+}
+
+/*
+ * The trimmed mean (Yin, Chen, Ramchandran and Bartlett, ICML 2018):
+ * each element's mean over the inputs once the b smallest and the b
+ * largest of its values are dropped, b = F k rounded down (F =
+ * p->param, in [0, 0.5): one value at least is left; 4 inputs drop one
+ * at each end from F = 0.25 on, and none below), in double, rounded
+ * once.  Unweighted, as the median: a weight is what the input says of
+ * itself, and a hostile input that said a large one would carry a
+ * weighted statistic with it.
+ */
+static void
+trimmed_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
+              size_t n)
+{
+	const size_t k = p->k;
+	/* a fraction written in decimal (0.3 of 10) may fall a hair
+	 * below the whole number it means */
+	size_t b = (size_t)(p->param * (double)k + 1e-9);
+
+	if (2 * b >= k)
+		b = (k - 1) / 2;
+#pragma omp parallel for schedule(static)
+	for (size_t j = 0; j < n; j++) {
+		float v[CG_REDUCE_MAX_KEPT];
+		double s = 0;
+		v[0] = 0; /* k >= 1; this only quiets a warning */
+		for (size_t i = 0; i < k; i++)
+			v[i] = in[i][j];
+		sort_values(v, k);
+		for (size_t i = b; i < k - b; i++)
+			s += v[i];
+		out[j] = (float)(s / (double)(k - 2 * b));
+	}
+}
+
+/*
+ * sum[i] += the squared distance of in[i] [n] from v [n], in double.
+ * Each input's sum is one thread's, in eight lanes of a fixed order, so
+ * it is the same bits whatever the number of threads.
+ */
+static void
+add_sq_dist(double *sum, const float *v, const float *const *in, size_t k,
+            size_t n)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < k; i++) {
+		const float *x = in[i];
+		double lane[8] = {0};
+		size_t j = 0;
+		for (; j + 8 <= n; j += 8)
+			for (int l = 0; l < 8; l++) {
+				double d = (double)x[j + l] - v[j + l];
+				lane[l] += d * d;
+			}
+		for (; j < n; j++) {
+			double d = (double)x[j] - v[j];
+			lane[0] += d * d;
+		}
+		sum[i] += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+		          ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+	}
+}
+
+/*
+ * Centred clipping (Karimireddy, He and Jaggi, "Learning from History
+ * for Byzantine Robust Optimization", ICML 2021): from a centre v,
+ *
+ *     v + 1/k sum_i (x_i - v) min(1, tau / |x_i - v|),
+ *
+ * tau = p->param, |.| the L2 norm over the whole update (every tensor),
+ * as the paper clips each worker's whole vector: an input far from the
+ * centre moves the result by tau / k at most, however far it is.
+ * Unweighted, as the paper's (and for the trimmed mean's reason).  The
+ * paper starts from the previous round's result, which a reduction that
+ * keeps nothing between calls does not have; this one starts from the
+ * coordinate median, robust by itself, and takes one clipping step from
+ * it.  Two passes: the first writes the median into out and adds up
+ * each input's squared distance from it over every slice; the second,
+ * with those whole-update distances, clips.
+ */
+static void
+clip_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
+           size_t n)
+{
+	const size_t k = p->k;
+	double c[CG_REDUCE_MAX_KEPT];
+
+	if (p->pass == 0) {
+		median_slice(p, out, in, n);
+		add_sq_dist(p->sum, out, in, k, n);
+		return;
+	}
+	for (size_t i = 0; i < k; i++) {
+		double d = sqrt(p->last[i]);
+		c[i] = (d > p->param ? p->param / d : 1.0) / (double)k;
+	}
+#pragma omp parallel for schedule(static)
+	for (size_t j = 0; j < n; j++) {
+		const double v = out[j];
+		double s = 0;
+		for (size_t i = 0; i < k; i++)
+			s += c[i] * ((double)in[i][j] - v);
+		out[j] = (float)(v + s);
+	}
+}
+
+const struct cg_reduce_op cg_reduce_ops[] = {
+    {.name = "mean",
+     .help = "the mean weighted by each input's weight",
+     .streams = 1,
+     .weighs = 1,
+     .init = scale_into,
+     .add = add_scaled,
+     .finish = mean_finish},
+    {.name = "sum",
+     .help = "the plain sum",
+     .streams = 1,
+     .init = sum_init,
+     .add = sum_add},
+    {.name = "median",
+     .help = "each element's median, unweighted (robust)",
+     .slice = median_slice},
+    {.name = "trimmed-mean",
+     .help = "each element's mean less its F*k lowest and highest (robust)",
+     .param = "F",
+     .pmin = 0,
+     .pmax = 0.5,
+     .popen = 2,
+     .slice = trimmed_slice},
+    {.name = "clip-mean",
+     .help = "centred clipping at L2 norm TAU from the median (robust)",
+     .param = "TAU",
+     .pmin = 0,
+     .pmax = HUGE_VAL,
+     .popen = 3,
+     .passes = 2,
+     .slice = clip_slice},
+    {.name = NULL},
+};
+
+const struct cg_reduce_op *
+cg_reduce_op_find(const char *name)
+{
+	char list[256] = "";
+	size_t len = 0;
+
+	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+		if (strcmp(op->name, name) == 0)
+			return op;
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+		                        len ? ", " : "", op->name);
+		if (len >= sizeof(list))
+			len = sizeof(list) - 1;
+	}
+	cg_seterr("unknown operation '%.32s' (%s)", name, list);
+	return NULL;
+}
+
+const struct cg_reduce_op *
+cg_reduce_op_parse(const char *spec, double *param)
+{
+	const char *colon = strchr(spec, ':');
+	const struct cg_reduce_op *op;
+	char name[64], *end;
+	double v;
+
+	snprintf(name, sizeof(name), "%.*s",
+	         colon ? (int)(colon - spec) : (int)strlen(spec), spec);
+	*param = 0;
+	if ((op = cg_reduce_op_find(name)) == NULL)
+		return NULL;
+	if (op->param == NULL) {
+		if (colon == NULL)
+			return op;
+		cg_seterr("%s: takes no parameter", op->name);
+		return NULL;
+	}
+	if (colon == NULL) {
+		cg_seterr("%s: wants a parameter (%s:%s)", op->name, op->name,
+		          op->param);
+		return NULL;
+	}
+	errno = 0;
+	v = strtod(colon + 1, &end);
+	if (colon[1] == '\0' || *end != '\0' || errno != 0 || !isfinite(v) ||
+	    v < op->pmin || v > op->pmax ||
+	    ((op->popen & 1) && v == op->pmin) ||
+	    ((op->popen & 2) && v == op->pmax)) {
+		cg_seterr("%s: %s '%.32s' is not a number in %c%g, %g%c",
+		          op->name, op->param, colon + 1,
+		          op->popen & 1 ? '(' : '[', op->pmin, op->pmax,
+		          op->popen & 2 ? ')' : ']');
+		return NULL;
+	}
+	*param = v;
+	return op;
+}
+
+/* ---------------------------------------------------------- reducer */
+
+/* Elements a thread takes at a time. */
+#define FOLD_CHUNK 16384
+
+void
+cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
+                double param)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->param = param;
+	r->sliced = !op->streams;
+	r->slice = CG_REDUCE_SLICE;
+	r->max_staleness = UINT64_MAX;
+	cg_stale_weight_default(&r->stale);
+	cg_uident_set_init(&r->ids);
+}
+
+int
+cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
+                     const char *mname, uint64_t max_staleness,
+                     const struct cg_stale_weight *w)
+{
+	unsigned char d[32];
+
+	if (w->rule != &cg_stale_rules[0] && !r->op->weighs)
+		return cg_seterr("--op %s weighs no input: only a staleness "
+		                 "rule of constant goes with it",
+		                 r->op->name);
+	cg_model_digest(m, d);
+	cg_hex(r->model_base, d);
+	r->model = m;
+	r->model_step = m->step;
+	r->model_name = mname;
+	r->max_staleness = max_staleness;
+	r->stale = *w;
+	return 0;
+}
+
+void
+cg_reducer_free(struct cg_reducer *r)
+{
+	for (size_t i = 0; i < r->nkept; i++)
+		if (r->kept[i] != r->first)
+			cg_update_free(r->kept[i]);
+	free(r->kept);
+	cg_mask_sum_free(r->masked);
+	r->masked = NULL;
+	free(r->signers);
+	r->signers = NULL;
+	r->nsigners = r->capsigners = 0;
+	cg_uident_set_free(&r->ids);
+	for (size_t i = 0; i < r->nstale; i++)
+		free(r->stale_in[i].name);
+	free(r->stale_in);
+	r->stale_in = NULL;
+	r->nstale = r->capstale = 0;
+	cg_update_free(r->first);
+	cg_file_free(r->acc);
+	r->acc = NULL;
+	r->kept = NULL;
+	r->first = NULL;
+	r->nkept = r->capkept = 0;
+}
+
+/* Values decoded at a time by a thread, on its stack. */
+#define DECODE_CHUNK 2048
+
+/*
+ * Fold u's views into acc's tensors (init when first) in one parallel
+ * region: the threads share each view's chunks and go on to the next
+ * without waiting, so the small views cost no fork of their own.  A view
+ * stored as f32 is folded where it lies; any other is decoded through
+ * its codec a few thousand values at a time, never whole.
+ */
+static void
+fold_all(const struct cg_reduce_op *op, struct cg_file *acc,
+         const struct cg_update *u, double w, int first)
+{
+	void (*fn)(float *, const float *, size_t, double) =
+	    first ? op->init : op->add;
+	const int nv = u->nviews;
+
+#pragma omp parallel
+	{
+		float tmp[DECODE_CHUNK];
+		for (int i = 0; i < nv; i++) {
+			float *a = acc->tensors[i]->data;
+			const float *x = cg_update_view_f32(u, i);
+			const uint64_t n = u->views[i].n;
+			const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+#pragma omp for schedule(dynamic) nowait
+			for (uint64_t c = 0; c < nc; c++) {
+				uint64_t lo = c * FOLD_CHUNK;
+				uint64_t len =
+				    n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
+				if (x) {
+					fn(a + lo, x + lo, len, w);
+					continue;
+				}
+				for (uint64_t d = 0; d < len;
+				     d += DECODE_CHUNK) {
+					size_t m = len - d < DECODE_CHUNK
+					               ? (size_t)(len - d)
+					               : DECODE_CHUNK;
+					cg_update_decode(u, i, lo + d, m, tmp);
+					fn(a + lo + d, tmp, m, w);
+				}
+			}
+		}
+	}
+}
+
+/* Whether u may join the reduction whose first input is r->first. */
+static int
+check_input(const struct cg_reducer *r, const struct cg_update *u)
+{
+	const struct cg_update *a = r->first;
+
+	if (u->kind != a->kind) {
+		cg_seterr("a %s among %ss", cg_update_kind_name(u->kind),
+		          cg_update_kind_name(a->kind));
+		goto fail;
+	}
+	/* told its model, the reduction measured u against it already */
+	if (r->model == NULL &&
+	    cg_update_check_base_of(u, a->base, a->base_step,
+	                            "the first input's") < 0)
+		return -1;
+	if (u->nviews != a->nviews) {
+		cg_seterr("%d tensors, the first input has %d", u->nviews,
+		          a->nviews);
+		goto fail;
+	}
+	for (int i = 0; i < u->nviews; i++) {
+		const struct cg_uview *x = &a->views[i], *t = &u->views[i];
+		if (strcmp(x->name, t->name) != 0 || x->n != t->n ||
+		    x->ndim != t->ndim ||
+		    memcmp(x->shape, t->shape,
+		           (size_t)x->ndim * sizeof(uint64_t)) != 0) {
+			cg_seterr("tensor %s: differs from the first input's "
+			          "%s",
+			          t->name, x->name);
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	cg_errprefix(u->name);
+	return -1;
+}
+
+/*
+ * The result's file from the first input u: its manifest (less its
+ * codec and layout: the result is dense f32) and one f32 tensor per
+ * view, zeroed for the fold.
+ */
+static struct cg_file *
+new_result(const struct cg_update *u)
+{
+	struct cg_file *f = cg_file_new(cg_update_kind_name(u->kind));
+	cJSON *man;
+
+	if (f == NULL)
+		return NULL;
+	if ((man = cJSON_Duplicate(u->file->manifest, 1)) == NULL) {
+		cg_file_free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	cJSON_Delete(f->manifest);
+	f->manifest = man;
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "codec");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "layout");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "downlink");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "signers");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "mask");
+	/* the first input's worker is not the result's: its contributors
+	 * are, put at the end */
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "worker");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "contributors");
+	/* an earlier reduction's record is not this one's */
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "staleness");
+	for (int i = 0; i < u->nviews; i++) {
+		const struct cg_uview *v = &u->views[i];
+		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==
+		    NULL) {
+			cg_file_free(f);
+			return NULL;
+		}
+	}
+	return f;
+}
+
+static int
+keep(struct cg_reducer *r, struct cg_update *u)
+{
+	if (r->nkept == r->capkept) {
+		size_t cap = r->capkept ? 2 * r->capkept : 16;
+		void *p = realloc(r->kept, cap * sizeof(*r->kept));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->kept = p;
+		r->capkept = cap;
+	}
+	r->kept[r->nkept++] = u;
+	return 0;
+}
+
+/* Note who signed u's file, once a key. */
+static int
+add_signer(struct cg_reducer *r, const struct cg_update *u)
+{
+	if (u->file == NULL || !u->file->is_signed)
+		return 0;
+	for (size_t i = 0; i < r->nsigners; i++)
+		if (memcmp(r->signers[i], u->file->signer, 32) == 0)
+			return 0;
+	if (r->nsigners == r->capsigners) {
+		size_t cap = r->capsigners ? 2 * r->capsigners : 8;
+		void *p = realloc(r->signers, cap * sizeof(*r->signers));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->signers = p;
+		r->capsigners = cap;
+	}
+	memcpy(r->signers[r->nsigners++], u->file->signer, 32);
+	return 0;
+}
+
+static int
+cmp_hex(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* "signers" of f's manifest: the fingerprints of r's signers, sorted
+ * (the order of the inputs does not show); none where no input was
+ * signed.  0 or -1. */
+static int
+put_signers(struct cg_file *f, const struct cg_reducer *r)
+{
+	char (*fp)[65];
+	cJSON *arr;
+
+	if (r->nsigners == 0)
+		return 0;
+	if ((fp = malloc(r->nsigners * sizeof(*fp))) == NULL)
+		return cg_seterr("out of memory");
+	for (size_t i = 0; i < r->nsigners; i++)
+		cg_key_fingerprint(fp[i], r->signers[i]);
+	qsort(fp, r->nsigners, sizeof(*fp), cmp_hex);
+	if ((arr = cJSON_AddArrayToObject(f->manifest, "signers")) == NULL) {
+		free(fp);
+		return cg_seterr("out of memory");
+	}
+	for (size_t i = 0; i < r->nsigners; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(fp[i]));
+	free(fp);
+	return 0;
+}
+
+/*
+ * Masked u into r's integer sum (the first makes it): the mean only,
+ * never mixed with plain inputs, one round's peers each once.  u's
+ * numbers are spent; r keeps the first input for its layout.  0 or -1.
+ */
+static int
+add_masked(struct cg_reducer *r, struct cg_update *u)
+{
+	uint64_t P = 0;
+
+	if (r->op != &cg_reduce_ops[0])
+		return cg_seterr("%s: masked: --op %s cannot read masked values "
+		                 "(the mean of every peer's update can)",
+		                 u->name, r->op->name);
+	if (r->first == NULL) {
+		for (int i = 0; i < u->nviews; i++)
+			P += u->views[i].n;
+		if ((r->masked = cg_mask_sum_new(u->mask, P)) == NULL)
+			return -1;
+	}
+	if (cg_mask_sum_join(r->masked, u->mask, u->name) != 0)
+		return -1;
+	for (int i = 0; i < u->nviews; i++)
+		if (cg_mask_sum_add(r->masked, &u->views[i]) != 0) {
+			cg_errprefix(u->name);
+			return -1;
+		}
+	return 0;
+}
+
+/*
+ * The first element of u's view i that is not finite, or UINT64_MAX: a
+ * run of values at a time without a branch (every exponent bit set: an
+ * inf or a nan), then the element.  A view stored as f32 is read where
+ * it lies, any other decoded a few thousand values at a time.
+ */
+static uint64_t
+first_nonfinite(const struct cg_update *u, int i)
+{
+	const float *x = cg_update_view_f32(u, i);
+	const uint64_t n = u->views[i].n;
+	const uint64_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+	uint64_t first = UINT64_MAX;
+
+#pragma omp parallel for schedule(dynamic) reduction(min : first)
+	for (uint64_t c = 0; c < nc; c++) {
+		float tmp[DECODE_CHUNK];
+		const uint64_t hi =
+		    n - c * FOLD_CHUNK < FOLD_CHUNK ? n : (c + 1) * FOLD_CHUNK;
+		for (uint64_t d = c * FOLD_CHUNK; d < hi; d += DECODE_CHUNK) {
+			size_t m = hi - d < DECODE_CHUNK ? (size_t)(hi - d)
+			                                 : DECODE_CHUNK;
+			const float *y = x ? x + d : tmp;
+			uint64_t j;
+			if (x == NULL)
+				cg_update_decode(u, i, d, m, tmp);
+			if ((j = cg_first_nonfinite(y, m)) == m)
+				continue;
+			first = first < d + j ? first : d + j;
+			break;
+		}
+	}
+	return first;
+}
+
+/* 0 when every value of u is finite; else -1 with a message naming u,
+ * the tensor and the element, saying u is left out when skip. */
+static int
+check_finite(const struct cg_update *u, int skip)
+{
+	for (int i = 0; i < u->nviews; i++) {
+		uint64_t j = first_nonfinite(u, i);
+		if (j != UINT64_MAX)
+			return cg_seterr("%s: tensor %s: element %llu is not "
+			                 "finite%s",
+			                 u->name, u->views[i].name,
+			                 (unsigned long long)j,
+			                 skip ? "; left out" : "");
+	}
+	return 0;
+}
+
+/* u, folded in, becomes r's first input, kept for its layout (views,
+ * manifest) once its numbers are spent: its file is let go. */
+static void
+take_layout(struct cg_reducer *r, struct cg_update *u)
+{
+	cg_file_free(u->file);
+	u->file = NULL;
+	for (int i = 0; i < u->nviews; i++)
+		u->views[i].t[0] = u->views[i].t[1] = NULL;
+	r->first = u;
+}
+
+/* Whether u has the tensors of r's model (names, shapes, in order). */
+static int
+check_model_layout(const struct cg_reducer *r, const struct cg_update *u)
+{
+	const struct cg_model *m = r->model;
+
+	if (u->nviews != m->nviews)
+		return cg_seterr("%s: %d tensors, the model %s has %d", u->name,
+		                 u->nviews, r->model_name, m->nviews);
+	for (int i = 0; i < u->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		const struct cg_uview *t = &u->views[i];
+		if (strcmp(v->name, t->name) != 0 || v->n != t->n ||
+		    v->ndim != t->ndim ||
+		    memcmp(v->shape, t->shape,
+		           (size_t)v->ndim * sizeof(uint64_t)) != 0)
+			return cg_seterr(
+			    "%s: tensor %s: differs from the model "
+			    "%s's %s",
+			    u->name, t->name, r->model_name, v->name);
+	}
+	return 0;
+}
+
+/* Note u among the inputs measured against the model; 0 or -1. */
+static int
+note_stale(struct cg_reducer *r, const struct cg_update *u, uint64_t s,
+           double factor, int dropped)
+{
+	struct cg_stale_in *e;
+
+	if (r->nstale == r->capstale) {
+		size_t cap = r->capstale ? 2 * r->capstale : 8;
+		void *p = realloc(r->stale_in, cap * sizeof(*r->stale_in));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->stale_in = p;
+		r->capstale = cap;
+	}
+	e = &r->stale_in[r->nstale];
+	if ((e->name = strdup(u->name)) == NULL)
+		return cg_seterr("out of memory");
+	e->base_step = u->base_step;
+	e->staleness = s;
+	e->factor = factor;
+	e->dropped = dropped;
+	r->nstale++;
+	return 0;
+}
+
+/*
+ * u measured against r's model: its staleness into *stale and its
+ * factor into *factor; 0, 1 when u is staler than r->max_staleness
+ * (noted, and the message says it is left out), or -1 with a message.
+ */
+static int
+measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
+        double *factor)
+{
+	int64_t s =
+	    cg_update_staleness(u, r->model_base, r->model_step, r->model_name);
+
+	if (s < 0 || check_model_layout(r, u) != 0)
+		return -1;
+	if ((uint64_t)s > r->max_staleness) {
+		if (note_stale(r, u, (uint64_t)s, 0, 1) != 0)
+			return -1;
+		r->dropped++;
+		cg_seterr("%s: stale by %lld step%s (computed from step %llu, "
+		          "%s is at %llu), more than --max-staleness %llu; "
+		          "left out",
+		          u->name, (long long)s, s == 1 ? "" : "s",
+		          (unsigned long long)u->base_step, r->model_name,
+		          (unsigned long long)r->model_step,
+		          (unsigned long long)r->max_staleness);
+		return 1;
+	}
+	*stale = s;
+	*factor = cg_stale_factor(&r->stale, (uint64_t)s);
+	if (u->mask && *factor != 1)
+		return cg_seterr(
+		    "%s: masked, and stale by %lld steps: a masked "
+		    "value cannot be weighed down",
+		    u->name, (long long)s);
+	return 0;
+}
+
+int
+cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
+{
+	const double w = u->weight, ns = u->samples, loss = u->loss;
+	const uint64_t inputs = u->inputs;
+	struct cg_uident id = {.n = 0};
+	double factor = 1;
+	int64_t stale = 0;
+	int rc = -1;
+
+	if (cg_update_check_weight(u) != 0)
+		goto out;
+	if (r->model != NULL && (rc = measure(r, u, &stale, &factor)) != 0)
+		goto out;
+	rc = -1;
+	if (r->first != NULL && check_input(r, u) != 0)
+		goto out;
+	/* (a masked value means nothing alone: the integer sum checks it) */
+	if (u->mask == NULL && check_finite(u, r->skip_nonfinite) != 0) {
+		if (r->skip_nonfinite) {
+			r->skipped++;
+			rc = 1;
+		}
+		goto out;
+	}
+	/* every update counts once; a masked round has a rule of its own,
+	 * one update a peer key, checked as the sum is made */
+	if (cg_uident_of(u, &id) != 0 ||
+	    (!r->allow_duplicates && u->mask == NULL &&
+	     cg_uident_set_check(&r->ids, &id, u->name) != 0) ||
+	    cg_uident_set_reserve(&r->ids, &id, u->name) != 0)
+		goto out;
+	if (add_signer(r, u) != 0)
+		goto out;
+	if (r->first != NULL && (u->mask != NULL) != (r->masked != NULL)) {
+		cg_seterr("%s: a %s input among %s ones", u->name,
+		          u->mask ? "masked" : "plain",
+		          u->mask ? "plain" : "masked");
+		goto out;
+	}
+	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
+		goto out;
+	if (r->model != NULL &&
+	    note_stale(r, u, (uint64_t)stale, factor, 0) != 0)
+		goto out;
+	/* its weight in the sum; the total divided by stays w (reduce.h) */
+	u->weight = w * factor;
+	if (u->mask) {
+		double t0 = cg_now();
+		if (add_masked(r, u) != 0) {
+			if (r->first == NULL) {
+				/* the next input starts afresh */
+				cg_file_free(r->acc);
+				r->acc = NULL;
+				cg_mask_sum_free(r->masked);
+				r->masked = NULL;
+			}
+			goto out;
+		}
+		r->fold_seconds += cg_now() - t0;
+		if (r->first == NULL) {
+			take_layout(r, u);
+			u = NULL;
+		}
+	} else if (r->sliced) {
+		if (r->nkept >= CG_REDUCE_MAX_KEPT) {
+			cg_seterr("%s: more than %d inputs for --op %s",
+			          u->name, CG_REDUCE_MAX_KEPT, r->op->name);
+			goto out;
+		}
+		if (keep(r, u) != 0)
+			goto out;
+		if (r->first == NULL)
+			r->first = u;
+		u = NULL;
+	} else {
+		double t0 = cg_now();
+		fold_all(r->op, r->acc, u, u->weight, r->first == NULL);
+		r->fold_seconds += cg_now() - t0;
+		if (r->first == NULL) {
+			take_layout(r, u);
+			u = NULL;
+		}
+	}
+	r->weight += w;
+	r->samples += ns;
+	r->loss += w * loss;
+	r->inputs += inputs;
+	cg_uident_set_add(&r->ids, &id);
+	rc = 0;
+out:
+	cg_uident_free(&id);
+	cg_update_free(u);
+	return rc;
+}
+
+/* ----------------------------------------------------- sliced path */
+
+/*
+ * out [n] from the slices in[0..k) [n]: the operation's own slice, or a
+ * streaming operation's init, add... and finish on the slice, in chunks
+ * shared among threads.
+ */
+static void
+run_slice(const struct cg_reduce_op *op, struct cg_reduce_pass *p, float *out,
+          const float *const *in, size_t n, double wsum)
+{
+	if (op->slice) {
+		op->slice(p, out, in, n);
+		return;
+	}
+	const size_t nc = (n + FOLD_CHUNK - 1) / FOLD_CHUNK;
+#pragma omp parallel for schedule(dynamic)
+	for (size_t c = 0; c < nc; c++) {
+		size_t lo = c * FOLD_CHUNK;
+		size_t len = n - lo < FOLD_CHUNK ? n - lo : FOLD_CHUNK;
+		op->init(out + lo, in[0] + lo, len, p->w[0]);
+		for (size_t i = 1; i < p->k; i++)
+			op->add(out + lo, in[i] + lo, len, p->w[i]);
+		if (op->finish)
+			op->finish(out + lo, len, wsum);
+	}
+}
+
+/* Reduce every kept input into the result's tensors, slice by slice, in
+ * as many passes as the operation asks; an input not stored as f32 is
+ * decoded a slice at a time (again on each pass: memory stays a slice
+ * an input). */
+static int
+finish_sliced(struct cg_reducer *r)
+{
+	struct cg_file *f = r->acc;
+	const size_t k = r->nkept, step = r->slice ? r->slice : 1;
+	const int passes = r->op->passes > 1 ? r->op->passes : 1;
+	const float **in = cg_alloc(k * sizeof(*in));
+	float **dec = calloc(k, sizeof(*dec));
+	double *w = cg_alloc(3 * k * sizeof(*w));
+	int rc = -1;
+
+	if (in == NULL || dec == NULL || w == NULL)
+		goto out;
+	struct cg_reduce_pass p = {
+	    .param = r->param, .k = k, .w = w, .sum = w + k, .last = w + 2 * k};
+	for (size_t i = 0; i < k; i++) {
+		w[i] = r->kept[i]->weight;
+		p.sum[i] = w[2 * k + i] = 0;
+	}
+	for (p.pass = 0; p.pass < passes; p.pass++) {
+		if (p.pass > 0)
+			for (size_t i = 0; i < k; i++) {
+				w[2 * k + i] = p.sum[i];
+				p.sum[i] = 0;
+			}
+		for (int t = 0; t < r->first->nviews; t++) {
+			float *out = f->tensors[t]->data;
+			const uint64_t n = f->tensors[t]->nelem;
+			for (uint64_t lo = 0; lo < n; lo += step) {
+				size_t m =
+				    n - lo < step ? (size_t)(n - lo) : step;
+				for (size_t i = 0; i < k; i++) {
+					const struct cg_update *u = r->kept[i];
+					const float *x =
+					    cg_update_view_f32(u, t);
+					if (x) {
+						in[i] = x + lo;
+						continue;
+					}
+					if (dec[i] == NULL &&
+					    (dec[i] = cg_alloc(
+					         step * sizeof(float))) == NULL)
+						goto out;
+					cg_update_decode(u, t, lo, m, dec[i]);
+					in[i] = dec[i];
+				}
+				run_slice(r->op, &p, out + lo, in, m,
+				          r->weight);
+			}
+		}
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; dec && i < k; i++)
+		free(dec[i]);
+	free(dec);
+	free((void *)in);
+	free(w);
+	return rc;
+}
+
+/* 0 when every value of the result f is finite; else -1 with a message
+ * (finite inputs may still sum past the largest float). */
+static int
+check_result(const struct cg_file *f)
+{
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const float *x = f->tensors[i]->data;
+		for (uint64_t j = 0; j < f->tensors[i]->nelem; j++)
+			if (!isfinite(x[j]))
+				return cg_seterr(
+				    "the result's tensor %s: element "
+				    "%llu is not finite (the inputs "
+				    "overflow a float)",
+				    f->tensors[i]->name, (unsigned long long)j);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------- result */
+
+/*
+ * A reduction told its model: the result's base becomes that model, and
+ * "staleness" says how every input stood against it: the rule, the
+ * limit (absent: none), and per input in the order given its name, base
+ * step, staleness and factor, "dropped" for those left out.  0 or -1.
+ */
+static int
+put_staleness(struct cg_file *f, const struct cg_reducer *r)
+{
+	cJSON *man = f->manifest, *b, *o, *in, *out;
+	char rule[96];
+
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "base");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "staleness");
+	if ((b = cJSON_AddObjectToObject(man, "base")) == NULL ||
+	    (o = cJSON_AddObjectToObject(man, "staleness")) == NULL)
+		return cg_seterr("out of memory");
+	cJSON_AddStringToObject(b, "sha256", r->model_base);
+	cJSON_AddNumberToObject(b, "step", (double)r->model_step);
+	cg_stale_weight_name(&r->stale, rule, sizeof(rule));
+	cJSON_AddStringToObject(o, "rule", rule);
+	if (r->max_staleness != UINT64_MAX)
+		cJSON_AddNumberToObject(o, "max", (double)r->max_staleness);
+	if ((in = cJSON_AddArrayToObject(o, "inputs")) == NULL ||
+	    (out = cJSON_AddArrayToObject(o, "dropped")) == NULL)
+		return cg_seterr("out of memory");
+	for (size_t i = 0; i < r->nstale; i++) {
+		const struct cg_stale_in *e = &r->stale_in[i];
+		cJSON *x = cJSON_CreateObject();
+		if (x == NULL)
+			return cg_seterr("out of memory");
+		cJSON_AddItemToArray(e->dropped ? out : in, x);
+		cJSON_AddStringToObject(x, "input", e->name);
+		cJSON_AddNumberToObject(x, "step", (double)e->base_step);
+		cJSON_AddNumberToObject(x, "staleness", (double)e->staleness);
+		if (!e->dropped)
+			cJSON_AddNumberToObject(x, "factor", e->factor);
+	}
+	return 0;
+}
+
+struct cg_file *
+cg_reducer_finish(struct cg_reducer *r)
+{
+	struct cg_file *f;
+
+	if (r->first == NULL) {
+		if (r->skipped || r->dropped)
+			cg_seterr("no inputs: every one left out");
+		else
+			cg_seterr("no inputs");
+		return NULL;
+	}
+	if (r->masked) {
+		/* every peer in, and the masks gone: the mean, or nothing */
+		f = r->acc;
+		for (int i = 0; i < r->first->nviews; i++)
+			if (cg_mask_sum_mean(r->masked, &r->first->views[i],
+			                     f->tensors[i]->data) != 0)
+				return NULL;
+		cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "masked");
+		cJSON_AddNumberToObject(f->manifest, "masked",
+		                        cg_mask_sum_peers(r->masked));
+	} else if (r->sliced) {
+		double t0 = cg_now();
+		if (finish_sliced(r) != 0)
+			return NULL;
+		r->fold_seconds += cg_now() - t0;
+	} else if (r->op->finish) {
+		f = r->acc;
+		for (size_t i = 0; i < f->ntensors; i++)
+			r->op->finish(f->tensors[i]->data, f->tensors[i]->nelem,
+			              r->weight);
+	}
+	f = r->acc;
+	if (check_result(f) != 0)
+		return NULL;
+	r->acc = NULL;
+	if (put_signers(f, r) != 0 ||
+	    cg_uident_set_put(&r->ids, f->manifest) != 0 ||
+	    (r->model != NULL && put_staleness(f, r) != 0)) {
+		cg_file_free(f);
+		cg_reducer_free(r);
+		return NULL;
+	}
+	cg_reducer_free(r);
+	cg_json_set_num(f->manifest, "samples", r->samples);
+	cg_json_set_num(f->manifest, "weight", r->weight);
+	cg_json_set_num(f->manifest, "loss", r->loss / r->weight);
+	cg_json_set_num(f->manifest, "inputs", (double)r->inputs);
+	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "reduce");
+	/* the operation as --op names it, its parameter with it */
+	char how[96];
+	if (r->op->param)
+		snprintf(how, sizeof(how), "%s:%.15g", r->op->name, r->param);
+	else
+		snprintf(how, sizeof(how), "%s", r->op->name);
+	cJSON_AddStringToObject(f->manifest, "reduce", how);
+	return f;
+}

@@ -1,0 +1,1247 @@
+/*
+ * file/container.c - reading and writing cg files (a tar archive of tensors).
+ *
+ * A cg file is a ustar/pax archive: "cg.json" first (the manifest, with each
+ * tensor's name, dtype, shape, byte length and SHA-256), then one member per
+ * tensor in manifest order, then optionally "cg.sig".  Readers accept plain,
+ * gzip and zstd input from a file or a pipe and trust nothing: every size is
+ * checked against limits and against the member's real length before memory
+ * is committed, and every digest is verified.  Writers produce the same bytes
+ * for the same tensors: no time, owner or host goes into the archive.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include "cg.h"
+#include "file/magic.h"
+#include "file/sign.h"
+
+#define MANIFEST_NAME "cg.json"
+#define SIG_NAME CG_SIG_MEMBER
+
+uint64_t
+cg_max_bytes(void)
+{
+	const char *s = getenv("CG_MAX_BYTES");
+	char *end;
+	unsigned long long v;
+
+	if (s && *s) {
+		errno = 0;
+		v = strtoull(s, &end, 10);
+		if (errno == 0 && *end == '\0' && v > 0)
+			return v;
+	}
+	return 8ULL << 30;
+}
+
+/* ------------------------------------------------------------ in memory */
+
+struct cg_file *
+cg_file_new(const char *kind)
+{
+	struct cg_file *f = calloc(1, sizeof(*f));
+
+	if (f == NULL || (f->manifest = cJSON_CreateObject()) == NULL) {
+		free(f);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	cJSON_AddStringToObject(f->manifest, "format", CG_FORMAT);
+	cJSON_AddStringToObject(f->manifest, "kind", kind);
+	return f;
+}
+
+void
+cg_file_free(struct cg_file *f)
+{
+	if (f == NULL)
+		return;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		if (!f->tensors[i]->borrowed)
+			free(f->tensors[i]->data);
+		free(f->tensors[i]);
+	}
+	free(f->tensors);
+	free(f->index);
+	if (f->blob)
+		munmap(f->blob, f->blob_size);
+	cJSON_Delete(f->manifest);
+	free(f);
+}
+
+void
+cg_file_drop_blob(struct cg_file *f)
+{
+	if (f == NULL || f->blob == NULL)
+		return;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const char *d = f->tensors[i]->data;
+		if (d >= (const char *)f->blob &&
+		    d < (const char *)f->blob + f->blob_size)
+			return;
+	}
+	munmap(f->blob, f->blob_size);
+	f->blob = NULL;
+	f->blob_size = 0;
+}
+
+const char *
+cg_file_kind(const struct cg_file *f)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(f->manifest, "kind");
+
+	return cJSON_IsString(k) ? k->valuestring : "";
+}
+
+/*
+ * A member name must be a plain relative name: no "/", no leading ".", no
+ * control bytes, not the manifest's or the signature's name.  Tensor names
+ * use dots for structure ("enc.0.w"), so nothing legitimate is lost.
+ */
+static int
+valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= CG_MAX_NAME || s[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c <= ' ' || c == '/' || c == '\\' || c >= 0x7f)
+			return 0;
+	}
+	return strcmp(s, MANIFEST_NAME) != 0 && strcmp(s, SIG_NAME) != 0;
+}
+
+/* Fill the shape fields of t; -1 with a message if they make no sense. */
+static int
+set_shape(struct cg_tensor *t, enum cg_dtype dtype, int ndim,
+	  const uint64_t *shape)
+{
+	uint64_t n = 1;
+
+	if (ndim < 0 || ndim > CG_MAX_DIMS)
+		return cg_seterr("tensor %s: %d dimensions (at most %d)",
+				 t->name, ndim, CG_MAX_DIMS);
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] != 0 && n > UINT64_MAX / shape[i])
+			return cg_seterr("tensor %s: shape overflows", t->name);
+		n *= shape[i];
+		t->shape[i] = shape[i];
+	}
+	t->dtype = dtype;
+	t->ndim = ndim;
+	t->nelem = n;
+	if (cg_dtype_bytes(dtype, n, &t->nbytes) != 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "%s", cg_errmsg());
+		return cg_seterr("tensor %s: %s", t->name, why);
+	}
+	return 0;
+}
+
+/* ----------------------------------------------------- the tensor table */
+
+/*
+ * f->tensors holds a pointer to each tensor, and each tensor is allocated
+ * once: its address holds until the file is freed, however many tensors
+ * are added after it.  f->index finds a tensor by name: open addressing
+ * over FNV-1a hashes, a power of two of slots at most half full, each
+ * slot a tensor pointer or NULL.  Reading or making a file of n tensors
+ * is then O(n), where a search of the list made it O(n^2).
+ */
+static uint64_t
+name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Put t in the index, which has room; no check for its name. */
+static void
+index_put(struct cg_tensor **index, size_t nindex, struct cg_tensor *t)
+{
+	size_t i = (size_t)name_hash(t->name) & (nindex - 1);
+
+	while (index[i] != NULL)
+		i = (i + 1) & (nindex - 1);
+	index[i] = t;
+}
+
+/* Room in f's table and index for one more tensor; -1 with a message. */
+static int
+table_reserve(struct cg_file *f)
+{
+	if (f->ntensors == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+		void *p = realloc(f->tensors, cap * sizeof(*f->tensors));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		f->tensors = p;
+		f->cap = cap;
+	}
+	if (2 * (f->ntensors + 1) > f->nindex) {
+		size_t n = f->nindex ? 2 * f->nindex : 32;
+		struct cg_tensor **index;
+		while (2 * (f->ntensors + 1) > n)
+			n *= 2;
+		if ((index = calloc(n, sizeof(*index))) == NULL)
+			return cg_seterr("out of memory");
+		for (size_t i = 0; i < f->ntensors; i++)
+			index_put(index, n, f->tensors[i]);
+		free(f->index);
+		f->index = index;
+		f->nindex = n;
+	}
+	return 0;
+}
+
+/*
+ * A new tensor called name at the end of f's table, its shape unset and
+ * its data NULL; NULL with a message for a bad or repeated name.  The
+ * tensor is f's from here on, to fill or to leave as it is.
+ */
+static struct cg_tensor *
+table_add(struct cg_file *f, const char *name)
+{
+	struct cg_tensor *t;
+
+	if (!valid_name(name)) {
+		cg_seterr("bad tensor name '%.64s'", name);
+		return NULL;
+	}
+	if (cg_file_find(f, name)) {
+		cg_seterr("tensor %s: defined twice", name);
+		return NULL;
+	}
+	if (table_reserve(f) != 0)
+		return NULL;
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	f->tensors[f->ntensors++] = t;
+	index_put(f->index, f->nindex, t);
+	return t;
+}
+
+/* Take back the tensor table_add made last (its shape was refused). */
+static void
+table_drop_last(struct cg_file *f)
+{
+	struct cg_tensor *t = f->tensors[--f->ntensors];
+	size_t i = (size_t)name_hash(t->name) & (f->nindex - 1);
+
+	while (f->index[i] != t)
+		i = (i + 1) & (f->nindex - 1);
+	f->index[i] = NULL;
+	/* Slots after it in its run move up if their home allows
+	 * (deletion from linear probing without tombstones). */
+	for (size_t j = (i + 1) & (f->nindex - 1); f->index[j] != NULL;
+	     j = (j + 1) & (f->nindex - 1)) {
+		struct cg_tensor *u = f->index[j];
+		size_t home = (size_t)name_hash(u->name) & (f->nindex - 1);
+		/* u may move to i when i lies cyclically in [home, j) */
+		if (((j - home) & (f->nindex - 1)) >=
+		    ((j - i) & (f->nindex - 1))) {
+			f->index[i] = u;
+			f->index[j] = NULL;
+			i = j;
+		}
+	}
+	free(t);
+}
+
+/* A new tensor at the end of f, its data not yet set; NULL on error. */
+static struct cg_tensor *
+new_tensor(struct cg_file *f, const char *name, enum cg_dtype dtype, int ndim,
+	   const uint64_t *shape)
+{
+	struct cg_tensor *t = table_add(f, name);
+
+	if (t == NULL)
+		return NULL;
+	if (set_shape(t, dtype, ndim, shape) != 0) {
+		table_drop_last(f);
+		return NULL;
+	}
+	return t;
+}
+
+struct cg_tensor *
+cg_file_add_zero(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		 int ndim, const uint64_t *shape)
+{
+	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
+
+	if (t == NULL)
+		return NULL;
+	if ((t->data = cg_alloc(t->nbytes)) == NULL) {
+		table_drop_last(f);
+		return NULL;
+	}
+	return t;
+}
+
+struct cg_tensor *
+cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		int ndim, const uint64_t *shape, const void *data)
+{
+	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
+
+	if (t == NULL)
+		return NULL;
+	t->data = (void *)data;
+	t->borrowed = 1;
+	return t;
+}
+
+struct cg_tensor *
+cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype,
+	    int ndim, const uint64_t *shape, const void *data)
+{
+	struct cg_tensor *t = cg_file_add_zero(f, name, dtype, ndim, shape);
+
+	if (t && t->nbytes)
+		memcpy(t->data, data, t->nbytes);
+	return t;
+}
+
+struct cg_tensor *
+cg_file_find(const struct cg_file *f, const char *name)
+{
+	if (f->nindex == 0)
+		return NULL;
+	for (size_t i = (size_t)name_hash(name) & (f->nindex - 1);
+	     f->index[i] != NULL; i = (i + 1) & (f->nindex - 1))
+		if (strcmp(f->index[i]->name, name) == 0)
+			return f->index[i];
+	return NULL;
+}
+
+struct cg_tensor *
+cg_file_need(const struct cg_file *f, const char *name, enum cg_dtype dtype)
+{
+	struct cg_tensor *t = cg_file_find(f, name);
+
+	if (t == NULL)
+		cg_seterr("tensor %s: missing", name);
+	else if (t->dtype != dtype) {
+		cg_seterr("tensor %s: dtype %s, expected %s", name,
+			  cg_dtype_name(t->dtype), cg_dtype_name(dtype));
+		t = NULL;
+	}
+	return t;
+}
+
+int
+cg_tensor_make_f32(struct cg_tensor *t)
+{
+	float *x;
+
+	if (t->dtype == CG_F32)
+		return 0;
+	if (t->nelem > SIZE_MAX / sizeof(float))
+		return cg_seterr("tensor %s: too large", t->name);
+	if ((x = cg_alloc(t->nelem ? t->nelem * sizeof(float) : 1)) == NULL)
+		return -1;
+	if (cg_tensor_to_f32(t, x) != 0) {
+		free(x);
+		return -1;
+	}
+	if (!t->borrowed)
+		free(t->data);
+	t->data = x;
+	t->borrowed = 0;
+	t->dtype = CG_F32;
+	t->nbytes = t->nelem * sizeof(float);
+	return 0;
+}
+
+/* -------------------------------------------------------------- writing */
+
+cJSON *
+cg_file_manifest(struct cg_file *f)
+{
+	cJSON *m = cJSON_Duplicate(f->manifest, 1), *arr;
+	char hex[65];
+
+	if (m == NULL)
+		return NULL;
+	/* The digests first, shared among threads: the bulk of a write. */
+#pragma omp parallel for schedule(dynamic, 1)
+	for (size_t i = 0; i < f->ntensors; i++)
+		cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
+			  f->tensors[i]->nbytes);
+	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
+	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
+		goto fail;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = f->tensors[i];
+		cJSON *o = cJSON_CreateObject(), *sh;
+		if (o == NULL)
+			goto fail;
+		cJSON_AddItemToArray(arr, o);
+		cg_hex(hex, t->sha256);
+		cJSON_AddStringToObject(o, "name", t->name);
+		cJSON_AddStringToObject(o, "dtype", cg_dtype_name(t->dtype));
+		if ((sh = cJSON_AddArrayToObject(o, "shape")) == NULL)
+			goto fail;
+		for (int d = 0; d < t->ndim; d++)
+			cJSON_AddItemToArray(
+			    sh, cJSON_CreateNumber((double)t->shape[d]));
+		cJSON_AddNumberToObject(o, "bytes", (double)t->nbytes);
+		cJSON_AddStringToObject(o, "sha256", hex);
+	}
+	return m;
+fail:
+	cJSON_Delete(m);
+	return NULL;
+}
+
+static int
+write_member(struct archive *a, const char *name, const void *data,
+	     uint64_t n)
+{
+	struct archive_entry *e = archive_entry_new();
+	const char *p = data;
+	int rc = -1;
+
+	if (e == NULL)
+		return cg_seterr("out of memory");
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_size(e, (la_int64_t)n);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_mtime(e, 0, 0);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	if (archive_write_header(a, e) != ARCHIVE_OK) {
+		cg_seterr("%s: %s", name, archive_error_string(a));
+		goto out;
+	}
+	while (n > 0) {
+		size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
+		la_ssize_t w = archive_write_data(a, p, chunk);
+		if (w <= 0) {
+			cg_seterr("%s: %s", name,
+				  archive_error_string(a)
+				      ? archive_error_string(a)
+				      : "write failed");
+			goto out;
+		}
+		p += w;
+		n -= (uint64_t)w;
+	}
+	rc = 0;
+out:
+	archive_entry_free(e);
+	return rc;
+}
+
+int
+cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
+{
+	const char *path = out->path ? out->path : "(stdout)";
+	struct archive *a = NULL;
+	cJSON *m = NULL;
+	char *json = NULL;
+	int rc = -1;
+
+	if ((m = cg_file_manifest(f)) == NULL ||
+	    (json = cJSON_Print(m)) == NULL) {
+		cg_seterr("%s: out of memory", path);
+		goto done;
+	}
+	if ((a = archive_write_new()) == NULL) {
+		cg_seterr("out of memory");
+		goto done;
+	}
+	archive_write_set_format_pax_restricted(a);
+	archive_write_set_bytes_in_last_block(a, 1);
+	if (c == CG_COMPRESS_GZIP) {
+		archive_write_add_filter_gzip(a);
+		/* no name or time in the gzip header: same input, same bytes */
+		archive_write_set_filter_option(a, "gzip", "timestamp", NULL);
+	} else if (c == CG_COMPRESS_ZSTD) {
+		archive_write_add_filter_zstd(a);
+	}
+	fflush(out->fp);
+	if (archive_write_open_fd(a, out->fd) != ARCHIVE_OK) {
+		cg_seterr("%s: %s", path, archive_error_string(a));
+		goto done;
+	}
+	if (write_member(a, MANIFEST_NAME, json, strlen(json)) != 0)
+		goto fail_prefix;
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (write_member(a, f->tensors[i]->name, f->tensors[i]->data,
+				 f->tensors[i]->nbytes) != 0)
+			goto fail_prefix;
+	if (cg_sign_active()) {
+		char *sig;
+		size_t nsig;
+		int w;
+		if (cg_sign_member(json, strlen(json), &sig, &nsig) != 0)
+			goto fail_prefix;
+		w = write_member(a, SIG_NAME, sig, nsig);
+		free(sig);
+		if (w != 0)
+			goto fail_prefix;
+	}
+	if (archive_write_close(a) != ARCHIVE_OK) {
+		cg_seterr("%s: %s", path, archive_error_string(a));
+		goto done;
+	}
+	rc = 0;
+	goto done;
+fail_prefix:
+	cg_errprefix(path);
+done:
+	if (a)
+		archive_write_free(a);
+	cJSON_Delete(m);
+	free(json);
+	return rc;
+}
+
+int
+cg_file_write(struct cg_file *f, const char *path, enum cg_compress c)
+{
+	struct cg_out out;
+
+	if (cg_out_open(&out, path) != 0)
+		return -1;
+	if (cg_file_write_to(f, &out, c) != 0) {
+		cg_out_abort(&out);
+		return -1;
+	}
+	return cg_out_commit(&out);
+}
+
+int
+cg_file_write_free(struct cg_file *f, const char *path, enum cg_compress c)
+{
+	int rc;
+
+	if (f == NULL)
+		return -1;
+	rc = cg_file_write(f, path, c);
+	cg_file_free(f);
+	return rc;
+}
+
+/* ------------------------------------------------------ manifest values */
+
+uint64_t
+cg_json_u64(const cJSON *obj, const char *key, uint64_t dflt)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!cJSON_IsNumber(j) || j->valuedouble < 0 ||
+	    j->valuedouble > 9007199254740992.0)
+		return dflt;
+	return (uint64_t)j->valuedouble;
+}
+
+double
+cg_json_num(const cJSON *obj, const char *key, double dflt)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsNumber(j) ? j->valuedouble : dflt;
+}
+
+void
+cg_json_set_num(cJSON *obj, const char *key, double v)
+{
+	cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+	cJSON_AddNumberToObject(obj, key, v);
+}
+
+/* -------------------------------------------------------------- reading */
+
+int
+cg_kind_known(const char *kind)
+{
+	static const char *const kinds[] = {"model", "grad", "delta", "data",
+					    "state"};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(kind, kinds[i]) == 0)
+			return 1;
+	return 0;
+}
+
+int
+cg_kind_check_manifest(const cJSON *m)
+{
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
+	const cJSON *kind = cJSON_GetObjectItemCaseSensitive(m, "kind");
+
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CG_FORMAT) != 0)
+		return cg_seterr("cg.json: unsupported format (want \"%s\")",
+				 CG_FORMAT);
+	if (!cJSON_IsString(kind))
+		return cg_seterr("cg.json: no \"kind\"");
+	if (!cg_kind_known(kind->valuestring))
+		return cg_seterr("cg.json: unknown kind '%.32s' (not model, "
+				 "grad, delta, data or state)",
+				 kind->valuestring);
+	return 0;
+}
+
+struct reader {
+	struct archive *a;
+	const char *name; /* for messages */
+	uint64_t avail;	  /* most tensor bytes the input may hold */
+	uint64_t fsize;	  /* size of a regular input file, else 0 */
+	int compressed;
+	const char *blob; /* the whole plain file, when read in place */
+	size_t blob_size;
+};
+
+/*
+ * Read exactly n bytes of the current member into a fresh aligned buffer,
+ * the first npre of them already read (pre, may be NULL when npre is 0).
+ * Plain regular files are bounded by their size already, so the buffer is
+ * taken whole; a compressed stream or a pipe may lie about sizes, so the
+ * buffer grows only as data really arrives and memory stays proportional
+ * to real content.
+ */
+static void *
+read_member(struct reader *r, const char *what, uint64_t n, const void *pre,
+	    size_t npre)
+{
+	size_t cap, have = npre;
+	char *buf;
+
+	if (n > SIZE_MAX - 64) {
+		cg_seterr("%s: too large", what);
+		return NULL;
+	}
+	cap = (r->compressed || r->fsize == 0) && n > (64u << 20)
+		  ? (64u << 20)
+		  : (size_t)n;
+	if (cap < npre)
+		cap = npre;
+	if ((buf = cg_alloc(cap)) == NULL)
+		return NULL;
+	if (npre)
+		memcpy(buf, pre, npre);
+	while (have < n) {
+		if (have == cap) {
+			size_t ncap = cap * 2 > n ? (size_t)n : cap * 2;
+			char *nb = cg_alloc(ncap);
+			if (nb == NULL)
+				goto fail;
+			memcpy(nb, buf, have);
+			free(buf);
+			buf = nb;
+			cap = ncap;
+		}
+		la_ssize_t got = archive_read_data(r->a, buf + have, cap - have);
+		if (got < 0) {
+			cg_seterr("%s: %s", what, archive_error_string(r->a));
+			goto fail;
+		}
+		if (got == 0) {
+			cg_seterr("%s: truncated (%zu of %llu bytes)", what,
+				  have, (unsigned long long)n);
+			goto fail;
+		}
+		have += (size_t)got;
+	}
+	return buf;
+fail:
+	free(buf);
+	return NULL;
+}
+
+/*
+ * The current member of n bytes: where it lies in r->blob (*borrowed set)
+ * when the file is mapped, else in a buffer of its own.  The memory reader
+ * hands a member out as one block into the blob, and tar puts members at
+ * multiples of 512 bytes, so they are as aligned as the blob; a block that
+ * is not the whole member is copied and the rest read after it.
+ */
+static void *
+member_data(struct reader *r, const char *what, uint64_t n, int *borrowed)
+{
+	const void *p;
+	size_t sz;
+	la_int64_t off;
+	int rc;
+
+	*borrowed = 0;
+	if (r->blob == NULL || r->compressed || n == 0)
+		return read_member(r, what, n, NULL, 0);
+	rc = archive_read_data_block(r->a, &p, &sz, &off);
+	if (rc == ARCHIVE_EOF) {
+		cg_seterr("%s: truncated (0 of %llu bytes)", what,
+			  (unsigned long long)n);
+		return NULL;
+	}
+	if (rc != ARCHIVE_OK || off != 0 || sz > n) {
+		const char *msg = archive_error_string(r->a);
+		cg_seterr("%s: %s", what, msg ? msg : "unreadable");
+		return NULL;
+	}
+	if (sz == n && (const char *)p >= r->blob &&
+	    (const char *)p + n <= r->blob + r->blob_size &&
+	    ((uintptr_t)p & 63) == 0) {
+		*borrowed = 1;
+		return (void *)p;
+	}
+	return read_member(r, what, n, p, sz);
+}
+
+/* Next member header; -1 with a message on error, 1 at the end. */
+static int
+next_header(struct reader *r, struct archive_entry **e, const char *want)
+{
+	int rc = archive_read_next_header(r->a, e);
+
+	if (rc == ARCHIVE_EOF)
+		return 1;
+	if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN) {
+		const char *msg = archive_error_string(r->a);
+		return cg_seterr("%s%s%s", want ? want : "",
+				 want ? ": " : "",
+				 msg ? msg : "not a cg file");
+	}
+	if (archive_entry_filetype(*e) != AE_IFREG)
+		return cg_seterr("member '%.64s' is not a regular file",
+				 archive_entry_pathname(*e)
+				     ? archive_entry_pathname(*e)
+				     : "?");
+	if (archive_entry_pathname(*e) == NULL)
+		return cg_seterr("member without a name");
+	return 0;
+}
+
+static int
+parse_u64(const cJSON *j, uint64_t *out)
+{
+	if (!cJSON_IsNumber(j) || j->valuedouble < 0 ||
+	    j->valuedouble >= 18446744073709551616.0 ||
+	    j->valuedouble != (double)(uint64_t)j->valuedouble)
+		return -1;
+	*out = (uint64_t)j->valuedouble;
+	return 0;
+}
+
+/* Check the manifest's tensor table and fill f->tensors (no data yet). */
+static int
+parse_tensors(struct cg_file *f, cJSON *arr, uint64_t avail)
+{
+	int n = cJSON_GetArraySize(arr);
+	uint64_t total = 0;
+	const cJSON *o;
+
+	if (!cJSON_IsArray(arr))
+		return cg_seterr("manifest: \"tensors\" is not an array");
+	if (n > CG_MAX_TENSORS)
+		return cg_seterr("manifest: %d tensors (at most %d)", n,
+				 CG_MAX_TENSORS);
+	cJSON_ArrayForEach(o, arr)
+	{
+		struct cg_tensor *t;
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shape");
+		const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "bytes");
+		const cJSON *dg = cJSON_GetObjectItemCaseSensitive(o, "sha256");
+		uint64_t shape[CG_MAX_DIMS], bytes;
+		enum cg_dtype dtype;
+		const cJSON *d;
+		int nd = 0;
+
+		if (!cJSON_IsString(name) || !valid_name(name->valuestring))
+			return cg_seterr("manifest: tensor %zu: bad or "
+					 "unsafe name",
+					 f->ntensors);
+		if (cg_file_find(f, name->valuestring))
+			return cg_seterr("tensor %.64s: listed twice",
+					 name->valuestring);
+		if ((t = table_add(f, name->valuestring)) == NULL)
+			return -1;
+		if (!cJSON_IsString(dt))
+			return cg_seterr("tensor %s: bad dtype", t->name);
+		if (cg_dtype_parse(dt->valuestring, &dtype) != 0)
+			return cg_seterr("tensor %s: bad dtype: unknown "
+					 "'%.32s'",
+					 t->name, dt->valuestring);
+		if (!cJSON_IsArray(sh) ||
+		    cJSON_GetArraySize(sh) > CG_MAX_DIMS)
+			return cg_seterr("tensor %s: bad shape", t->name);
+		cJSON_ArrayForEach(d, sh)
+		{
+			if (parse_u64(d, &shape[nd]) != 0)
+				return cg_seterr("tensor %s: bad shape",
+						 t->name);
+			nd++;
+		}
+		if (set_shape(t, dtype, nd, shape) != 0)
+			return -1;
+		if (parse_u64(by, &bytes) != 0 || bytes != t->nbytes)
+			return cg_seterr("tensor %s: byte length does not "
+					 "match dtype and shape",
+					 t->name);
+		if (!cJSON_IsString(dg) ||
+		    cg_hex_parse(t->sha256, dg->valuestring) != 0)
+			return cg_seterr("tensor %s: bad sha256", t->name);
+		if (t->nbytes > avail || total + t->nbytes > avail)
+			return cg_seterr("tensor %s: %llu bytes claimed, more "
+					 "than the file can hold",
+					 t->name,
+					 (unsigned long long)t->nbytes);
+		total += t->nbytes;
+	}
+	return 0;
+}
+
+/*
+ * The signature member e, checked against the manifest's bytes json
+ * [mlen]: f's signer set, or -1 with a message.
+ */
+static int
+read_signature(struct reader *r, struct archive_entry *e, struct cg_file *f,
+	       const char *json, size_t mlen)
+{
+	char *sig;
+	int rc;
+
+	if (!archive_entry_size_is_set(e) || archive_entry_size(e) <= 0 ||
+	    archive_entry_size(e) > CG_SIG_MAX)
+		return cg_seterr("%s: malformed (empty, or over %d bytes)",
+				 SIG_NAME, CG_SIG_MAX);
+	if ((sig = read_member(r, SIG_NAME, (uint64_t)archive_entry_size(e),
+			       NULL, 0)) == NULL)
+		return -1;
+	rc = cg_sign_check(json, mlen, sig, (size_t)archive_entry_size(e),
+			   f->signer);
+	free(sig);
+	f->is_signed = rc == 0;
+	return rc;
+}
+
+/* -1 with a message when a trust list is in force and f's signer is not
+ * in it; else 0. */
+static int
+check_trust(const struct cg_file *f)
+{
+	char fp[65];
+	int t = cg_trust_active();
+
+	if (t < 0)
+		return -1;
+	if (t == 0)
+		return 0;
+	if (!f->is_signed)
+		return cg_seterr("unsigned (a trust list is in force)");
+	if (!cg_trusted(f->signer)) {
+		cg_key_fingerprint(fp, f->signer);
+		return cg_seterr("signed by key %s, not in the trust list",
+				 fp);
+	}
+	return 0;
+}
+
+static struct cg_file *
+read_archive(struct reader *r)
+{
+	struct cg_file *f = NULL;
+	struct archive_entry *e;
+	cJSON *m = NULL;
+	char *json = NULL;
+	int rc;
+
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	rc = next_header(r, &e, NULL);
+	if (rc == 1) {
+		cg_seterr("empty archive, not a cg file");
+		goto fail;
+	}
+	if (rc != 0)
+		goto fail;
+	r->compressed = archive_filter_count(r->a) > 1;
+	/* An uncompressed regular file cannot hold more than its size. */
+	if (!r->compressed && r->fsize && r->fsize < r->avail)
+		r->avail = r->fsize;
+	if (strcmp(archive_entry_pathname(e), MANIFEST_NAME) != 0) {
+		cg_seterr("not a cg file (first member is '%.64s', not "
+			  "cg.json)",
+			  archive_entry_pathname(e));
+		goto fail;
+	}
+	if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0 ||
+	    archive_entry_size(e) > (la_int64_t)CG_MAX_MANIFEST) {
+		cg_seterr("cg.json: too large (limit %u bytes)",
+			  CG_MAX_MANIFEST);
+		goto fail;
+	}
+	size_t mlen = (size_t)archive_entry_size(e);
+	if ((json = read_member(r, "cg.json", mlen, NULL, 0)) == NULL)
+		goto fail;
+	if ((m = cJSON_ParseWithLength(json, mlen)) == NULL ||
+	    !cJSON_IsObject(m)) {
+		cg_seterr("cg.json: not valid JSON");
+		goto fail;
+	}
+	if (cg_kind_check_manifest(m) != 0)
+		goto fail;
+	cJSON *arr = cJSON_DetachItemFromObjectCaseSensitive(m, "tensors");
+	if (arr == NULL) {
+		cg_seterr("cg.json: no \"tensors\"");
+		goto fail;
+	}
+	rc = parse_tensors(f, arr, r->avail);
+	cJSON_Delete(arr);
+	if (rc != 0)
+		goto fail;
+	f->manifest = m;
+	m = NULL;
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = f->tensors[i];
+		char what[CG_MAX_NAME + 8];
+
+		snprintf(what, sizeof(what), "tensor %s", t->name);
+		rc = next_header(r, &e, what);
+		if (rc == 1) {
+			cg_seterr("tensor %s: missing (file truncated)",
+				  t->name);
+			goto fail;
+		}
+		if (rc != 0)
+			goto fail;
+		if (strcmp(archive_entry_pathname(e), t->name) != 0) {
+			cg_seterr("tensor %s: found member '%.64s' in its "
+				  "place",
+				  t->name, archive_entry_pathname(e));
+			goto fail;
+		}
+		if (!archive_entry_size_is_set(e) ||
+		    (uint64_t)archive_entry_size(e) != t->nbytes) {
+			cg_seterr("tensor %s: member length differs from the "
+				  "manifest",
+				  t->name);
+			goto fail;
+		}
+		if ((t->data = member_data(r, what, t->nbytes,
+					   &t->borrowed)) == NULL)
+			goto fail;
+	}
+	/* The digests, tensors shared out among threads; the first
+	 * mismatch in file order is the one reported. */
+	size_t bad = f->ntensors;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) reduction(min : bad)
+#endif
+	for (size_t i = 0; i < f->ntensors; i++) {
+		unsigned char dg[32];
+		cg_sha256(dg, f->tensors[i]->data, f->tensors[i]->nbytes);
+		if (memcmp(dg, f->tensors[i]->sha256, 32) != 0 && i < bad)
+			bad = i;
+	}
+	if (bad < f->ntensors) {
+		cg_seterr("tensor %s: digest mismatch (file truncated or "
+			  "altered)",
+			  f->tensors[bad]->name);
+		goto fail;
+	}
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = f->tensors[i];
+		const struct cg_codec *c = cg_codec(t->dtype);
+		if (c->check && c->check(t->data, t->nelem) != 0) {
+			char who[CG_MAX_NAME + 8];
+			snprintf(who, sizeof(who), "tensor %s", t->name);
+			cg_errprefix(who);
+			goto fail;
+		}
+	}
+	rc = next_header(r, &e, "after the tensors");
+	if (rc == 0 && strcmp(archive_entry_pathname(e), SIG_NAME) == 0) {
+		if (read_signature(r, e, f, json, mlen) != 0)
+			goto fail;
+		rc = next_header(r, &e, "after the signature");
+	}
+	if (rc == 0) {
+		cg_seterr("unexpected member '%.64s'", archive_entry_pathname(e));
+		goto fail;
+	}
+	if (rc < 0)
+		goto fail;
+	if (check_trust(f) != 0)
+		goto fail;
+	free(json);
+	return f;
+fail:
+	free(json);
+	cJSON_Delete(m);
+	cg_file_free(f);
+	return NULL;
+}
+
+/*
+ * Regular file fd from offset pos, size bytes, mapped private, its pages
+ * read in now; NULL with a message.  Populated read-only, the mapping
+ * shares the page cache's pages (a writable one would copy them all);
+ * it is then made writable, so that only pages written to are copied.
+ */
+static char *
+map_whole(int fd, off_t pos, size_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	if (page <= 0 || pos % page != 0) {
+		cg_seterr("cannot map from offset %lld", (long long)pos);
+		return NULL;
+	}
+	cg_guard_mapped_reads();
+	p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, pos);
+	if (p == MAP_FAILED) {
+		cg_seterr("%s", strerror(errno));
+		return NULL;
+	}
+	if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0) {
+		cg_seterr("%s", strerror(errno));
+		munmap(p, size);
+		return NULL;
+	}
+	return p;
+}
+
+/* Whether buf [n] starts as a gzip or zstd stream. */
+static int
+is_compressed(const unsigned char *buf, size_t n)
+{
+	return (n >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) ||
+	       (n >= 4 && buf[0] == 0x28 && buf[1] == 0xb5 && buf[2] == 0x2f &&
+		buf[3] == 0xfd);
+}
+
+/*
+ * A stream whose first bytes were already read by somebody else (who
+ * looked at them to tell a cg file from another format): libarchive is
+ * given those first, then the rest of fd.
+ */
+struct prefixed {
+	int fd;
+	const void *pre;
+	size_t npre;
+	char buf[1 << 16];
+};
+
+static la_ssize_t
+prefixed_read(struct archive *a, void *data, const void **out)
+{
+	struct prefixed *s = data;
+	ssize_t n;
+
+	if (s->npre) {
+		*out = s->pre;
+		n = (ssize_t)s->npre;
+		s->npre = 0;
+		return n;
+	}
+	while ((n = read(s->fd, s->buf, sizeof(s->buf))) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		archive_set_error(a, errno, "%s", strerror(errno));
+	*out = s->buf;
+	return n;
+}
+
+static struct cg_file *
+read_fd_pre(int fd, const char *display, int in_place, const void *pre,
+	    size_t npre)
+{
+	struct reader r = {.name = display, .avail = cg_max_bytes()};
+	struct cg_file *f = NULL;
+	struct prefixed *src = NULL;
+	struct stat st;
+	char *blob = NULL;
+	size_t got = 0;
+	int rc;
+
+	if (npre == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		if (st.st_size == 0) {
+			cg_seterr("%s: empty file, not a cg file", display);
+			return NULL;
+		}
+		r.fsize = (uint64_t)st.st_size;
+		/* A plain file within the limit is mapped whole; the read
+		 * position tells where it starts (stdin may be a file that
+		 * someone has read from), and must be on a page. */
+		off_t pos = lseek(fd, 0, SEEK_CUR);
+		unsigned char head[CG_SAFETENSORS_PROBE];
+		ssize_t nhead = pos < 0 ? -1 : pread(fd, head, sizeof(head), pos);
+		if (nhead > 0 && cg_safetensors_probe(head, (size_t)nhead)) {
+			cg_seterr("%s: a safetensors file, not a cg file "
+				  "(cg-convert makes one of it)",
+				  display);
+			return NULL;
+		}
+		if (in_place && pos >= 0 && pos < st.st_size &&
+		    pos % sysconf(_SC_PAGESIZE) == 0 &&
+		    (uint64_t)(st.st_size - pos) <= r.avail &&
+		    (uint64_t)(st.st_size - pos) <= SIZE_MAX) {
+			size_t size = (size_t)(st.st_size - pos);
+			unsigned char magic[4] = {0};
+			if (pread(fd, magic, sizeof(magic), pos) >= 2 &&
+			    !is_compressed(magic, sizeof(magic)) &&
+			    (blob = map_whole(fd, pos, size)) != NULL) {
+				r.blob = blob;
+				r.blob_size = got = size;
+				/* as if read: a stream moves past it */
+				lseek(fd, (off_t)size, SEEK_CUR);
+			}
+			/* Else read as a stream (and the error, if any,
+			 * comes from there). */
+		}
+	}
+	if ((r.a = archive_read_new()) == NULL) {
+		if (blob)
+			munmap(blob, got);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	archive_read_support_filter_gzip(r.a);
+	archive_read_support_filter_zstd(r.a);
+	archive_read_support_format_tar(r.a);
+	if (blob)
+		rc = archive_read_open_memory(r.a, blob, got);
+	else if (npre == 0)
+		rc = archive_read_open_fd(r.a, fd, 1 << 16);
+	else if ((src = malloc(sizeof(*src))) == NULL)
+		rc = ARCHIVE_FATAL;
+	else {
+		*src = (struct prefixed){.fd = fd, .pre = pre, .npre = npre};
+		rc = archive_read_open(r.a, src, NULL, prefixed_read, NULL);
+	}
+	if (rc != ARCHIVE_OK) {
+		cg_seterr("%s", archive_error_string(r.a)
+				    ? archive_error_string(r.a)
+				    : "cannot read");
+		goto out;
+	}
+	f = read_archive(&r);
+	if (f && blob) {
+		f->blob = blob;
+		f->blob_size = got;
+		blob = NULL;
+	}
+out:
+	if (f == NULL)
+		cg_errprefix(display);
+	archive_read_free(r.a);
+	free(src);
+	if (blob)
+		munmap(blob, got);
+	return f;
+}
+
+static struct cg_file *
+read_fd(int fd, const char *display, int in_place)
+{
+	return read_fd_pre(fd, display, in_place, NULL, 0);
+}
+
+struct cg_file *
+cg_file_read_fd(int fd, const char *display, const void *pre, size_t npre)
+{
+	return read_fd_pre(fd, display, 1, pre, npre);
+}
+
+struct cg_file *
+cg_file_read_mem(const void *buf, size_t n, const char *display)
+{
+	struct reader r = {.name = display, .avail = cg_max_bytes()};
+	struct cg_file *f = NULL;
+
+	if (n == 0) {
+		cg_seterr("%s: empty file, not a cg file", display);
+		return NULL;
+	}
+	if (cg_safetensors_probe(buf, n)) {
+		cg_seterr("%s: a safetensors file, not a cg file "
+			  "(cg-convert makes one of it)",
+			  display);
+		return NULL;
+	}
+	/* bounded as a regular file is, by its size; members are copied
+	 * (r.blob stays NULL), so buf is only read */
+	r.fsize = n;
+	if ((r.a = archive_read_new()) == NULL) {
+		cg_seterr("%s: out of memory", display);
+		return NULL;
+	}
+	archive_read_support_filter_gzip(r.a);
+	archive_read_support_filter_zstd(r.a);
+	archive_read_support_format_tar(r.a);
+	if (archive_read_open_memory(r.a, buf, n) != ARCHIVE_OK)
+		cg_seterr("%s", archive_error_string(r.a)
+				    ? archive_error_string(r.a)
+				    : "cannot read");
+	else
+		f = read_archive(&r);
+	if (f == NULL)
+		cg_errprefix(display);
+	archive_read_free(r.a);
+	return f;
+}
+
+struct cg_file *
+cg_file_read_fp(FILE *fp, const char *display)
+{
+	return read_fd(fileno(fp), display, 1);
+}
+
+static struct cg_file *
+read_path(const char *path, int in_place)
+{
+	struct cg_file *f;
+	int fd;
+
+	if (strcmp(path, "-") == 0)
+		return read_fd(STDIN_FILENO, "(stdin)", in_place);
+	if ((fd = open(path, O_RDONLY)) < 0) {
+		cg_seterr("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	f = read_fd(fd, path, in_place);
+	close(fd);
+	return f;
+}
+
+struct cg_file *
+cg_file_read(const char *path)
+{
+	return read_path(path, 1);
+}
+
+struct cg_file *
+cg_file_read_copy(const char *path)
+{
+	return read_path(path, 0);
+}

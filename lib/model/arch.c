@@ -1,0 +1,394 @@
+/*
+ * model/arch.c - the registry of architectures, and what cg-init needs of one.
+ *
+ * Every architecture is one struct cg_arch (model/model.h), and the
+ * registry names none of them: the table of built-in ones lives above
+ * this layer, in lib/arch/all.c, and is handed in by cg_arch_install()
+ * (cg_arch_all() does it; every program does it before it parses its
+ * options).  To add an architecture:
+ *
+ *   1. Write lib/arch/NAME/arch.c defining `const struct cg_arch
+ *      cg_arch_NAME`: its name and one-line summary, the names of its
+ *      objective and parts, its config options (struct cg_arch_opt rows:
+ *      cg-init's --NAME, parsed, range-checked and listed in --help from
+ *      the row), config_from_shard (the config keys and manifest entries
+ *      the data gives; image archs call cg_arch_image_config), nconds,
+ *      layout, init, check_data, batch, free_ws, and sample_image (with
+ *      image_shape) or sample_text, or for a classifier classify and
+ *      nfeatures (with image_shape); ws_bytes if it chunks or
+ *      checkpoints.  Its kernels live beside it in lib/arch/NAME/.
+ *   2. Add X(NAME) to the list in lib/arch/all.c, and the files to
+ *      lib_libcg_a_SOURCES in Makefile.am.
+ *
+ * Nothing else changes: cg-init, cg-train-step, cg-apply, cg-eval and
+ * cg-sample handle it from the struct.  An architecture outside the
+ * table (a test's) joins with cg_arch_register(), e.g. from a function
+ * marked __attribute__((constructor)) in the file that defines it, as
+ * tests/unit/arch_toy.c does.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/parse.h"
+#include "data/image.h"
+#include "model/model.h"
+
+#define MAX_REGISTERED 16
+
+static const struct cg_arch *const *table; /* cg_arch_install's */
+static int ntable;
+static const struct cg_arch *registered[MAX_REGISTERED];
+static int nregistered;
+
+/* cg-init's own long options, which no arch option may shadow. */
+static const char *const reserved[] = {"arch",   "compress", "data",   "help",
+                                       "output", "seed",     "version"};
+
+int
+cg_arch_count(void)
+{
+	return ntable + nregistered;
+}
+
+const struct cg_arch *
+cg_arch_at(int i)
+{
+	if (i < 0 || i >= cg_arch_count())
+		return NULL;
+	return i < ntable ? table[i] : registered[i - ntable];
+}
+
+/* The arch called name, or NULL (no message). */
+static const struct cg_arch *
+lookup(const char *name)
+{
+	for (int i = 0; i < cg_arch_count(); i++)
+		if (strcmp(cg_arch_at(i)->name, name) == 0)
+			return cg_arch_at(i);
+	return NULL;
+}
+
+const struct cg_arch *
+cg_arch_find(const char *name)
+{
+	const struct cg_arch *a = lookup(name);
+
+	if (a == NULL)
+		cg_seterr("unknown architecture '%.32s'", name);
+	return a;
+}
+
+const struct cg_arch_opt *
+cg_arch_opt_find(const struct cg_arch *a, const char *name)
+{
+	for (int i = 0; i < a->nopts; i++)
+		if (strcmp(a->opts[i].name, name) == 0)
+			return &a->opts[i];
+	return NULL;
+}
+
+/* Whether name is [a-z0-9-]+, starting with a letter, at most 32 bytes. */
+static int
+good_name(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (n == 0 || n > 32 || name[0] < 'a' || name[0] > 'z')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') ||
+		      (name[i] >= '0' && name[i] <= '9') || name[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* Option o of arch a: valid on its own; -1 with a message if not. */
+static int
+check_opt(const struct cg_arch *a, const struct cg_arch_opt *o)
+{
+	if (!good_name(o->name))
+		return cg_seterr("arch %s: option '%.32s': not a valid name",
+		                 a->name, o->name ? o->name : "");
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strcmp(o->name, reserved[i]) == 0)
+			return cg_seterr(
+			    "arch %s: option --%s is cg-init's own", a->name,
+			    o->name);
+	if (o->help == NULL)
+		return cg_seterr("arch %s: option --%s: no help", a->name,
+		                 o->name);
+	switch (o->type) {
+	case CG_ARCH_OPT_BOOL:
+		if (o->min != 0 || o->max != 1)
+			return cg_seterr("arch %s: option --%s: a bool's range "
+			                 "is [0, 1]",
+			                 a->name, o->name);
+		/* fall through */
+	case CG_ARCH_OPT_INT:
+		if (o->min != floor(o->min) || o->max != floor(o->max) ||
+		    o->dflt != floor(o->dflt) || fabs(o->min) > 9.0e15 ||
+		    fabs(o->max) > 9.0e15)
+			return cg_seterr("arch %s: option --%s: not whole "
+			                 "numbers",
+			                 a->name, o->name);
+		break;
+	case CG_ARCH_OPT_FLOAT:
+		if (!isfinite(o->min) || !isfinite(o->max))
+			return cg_seterr("arch %s: option --%s: an infinite "
+			                 "range",
+			                 a->name, o->name);
+		break;
+	default:
+		return cg_seterr("arch %s: option --%s: unknown type", a->name,
+		                 o->name);
+	}
+	if (!(o->min <= o->dflt && o->dflt <= o->max))
+		return cg_seterr("arch %s: option --%s: default %g outside "
+		                 "[%g, %g]",
+		                 a->name, o->name, o->dflt, o->min, o->max);
+	return 0;
+}
+
+/* Whether option o agrees with every option of that name of the
+ * registered archs other than a on taking an argument (a bool's is
+ * optional): cg-init has one getopt entry per name. */
+static int
+check_shared(const struct cg_arch *a, const struct cg_arch_opt *o)
+{
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *b = cg_arch_at(i);
+		const struct cg_arch_opt *p;
+
+		if (b == a || (p = cg_arch_opt_find(b, o->name)) == NULL)
+			continue;
+		if ((p->type == CG_ARCH_OPT_BOOL) !=
+		    (o->type == CG_ARCH_OPT_BOOL))
+			return cg_seterr("arch %s: option --%s is a bool in "
+			                 "one of %s and %s, not in the other",
+			                 a->name, o->name, a->name, b->name);
+	}
+	return 0;
+}
+
+int
+cg_arch_check(const struct cg_arch *a)
+{
+	if (a == NULL || !good_name(a->name))
+		return cg_seterr("an architecture without a valid name");
+	if (lookup(a->name) != NULL && lookup(a->name) != a)
+		return cg_seterr("arch %s: the name is taken", a->name);
+	if (a->summary == NULL || a->config_from_shard == NULL ||
+	    a->nconds == NULL || a->layout == NULL || a->init == NULL ||
+	    a->check_data == NULL || a->batch == NULL)
+		return cg_seterr("arch %s: a required field is missing",
+		                 a->name);
+	/* A generator of images or text, or a classifier of images. */
+	int kinds = (a->sample_image != NULL) + (a->sample_text != NULL) +
+	            (a->classify != NULL);
+	if (kinds != 1 ||
+	    (a->sample_text == NULL) != (a->image_shape != NULL) ||
+	    (a->classify != NULL) != (a->nfeatures != NULL))
+		return cg_seterr("arch %s: needs sample_image and image_shape, "
+		                 "sample_text, or classify, nfeatures and "
+		                 "image_shape",
+		                 a->name);
+	if (a->diffusion && a->sample_image == NULL)
+		return cg_seterr("arch %s: the diffusion options without "
+		                 "sample_image",
+		                 a->name);
+	if (a->nopts < 0 || a->nopts > CG_ARCH_MAX_OPTS ||
+	    (a->nopts > 0 && a->opts == NULL))
+		return cg_seterr("arch %s: a bad option table", a->name);
+	for (int i = 0; i < a->nopts; i++) {
+		if (check_opt(a, &a->opts[i]) != 0 ||
+		    check_shared(a, &a->opts[i]) != 0)
+			return -1;
+		for (int j = 0; j < i; j++)
+			if (strcmp(a->opts[i].name, a->opts[j].name) == 0)
+				return cg_seterr("arch %s: option --%s twice",
+				                 a->name, a->opts[i].name);
+	}
+	return 0;
+}
+
+int
+cg_arch_register(const struct cg_arch *a)
+{
+	if (cg_arch_check(a) != 0)
+		return -1;
+	if (lookup(a->name) == a)
+		return 0;
+	if (nregistered == MAX_REGISTERED)
+		return cg_seterr("arch %s: the registry is full (%d)", a->name,
+		                 MAX_REGISTERED);
+	registered[nregistered++] = a;
+	return 0;
+}
+
+int
+cg_arch_install(const struct cg_arch *const *t, int n)
+{
+	const struct cg_arch *before[MAX_REGISTERED];
+	int nbefore = nregistered, rc = 0;
+
+	if (t == table && n == ntable)
+		return 0;
+	/* One registered before the table came may clash with it: it
+	 * leaves, and the message says why. */
+	memcpy(before, registered, sizeof(before));
+	nregistered = 0;
+	table = t;
+	ntable = n;
+	for (int i = 0; i < n; i++)
+		if (cg_arch_check(t[i]) != 0) {
+			ntable = i; /* the rows before it stay */
+			rc = -1;
+			break;
+		}
+	for (int i = 0; i < nbefore; i++)
+		if (cg_arch_check(before[i]) == 0)
+			registered[nregistered++] = before[i];
+		else
+			rc = -1;
+	return rc;
+}
+
+int
+cg_arch_opt_parse(const struct cg_arch_opt *o, const char *arg, double *out)
+{
+	char what[40];
+	long long v;
+
+	snprintf(what, sizeof(what), "--%s", o->name);
+	if (arg == NULL) {
+		if (o->type != CG_ARCH_OPT_BOOL)
+			return cg_seterr("%s: needs a value", what);
+		*out = 1;
+		return 0;
+	}
+	if (o->type == CG_ARCH_OPT_FLOAT)
+		return cg_parse_f64(what, arg, o->min, o->max, out);
+	if (cg_parse_i64(what, arg, (long long)o->min, (long long)o->max, &v) !=
+	    0)
+		return -1;
+	*out = (double)v;
+	return 0;
+}
+
+int
+cg_arch_config(const struct cg_arch *a, const struct cg_shard *s,
+               const double *vals, cJSON **config, cJSON **extra)
+{
+	cJSON *conds;
+
+	*config = cJSON_CreateObject();
+	*extra = cJSON_CreateObject();
+	if (*config == NULL || *extra == NULL ||
+	    (conds = cJSON_AddArrayToObject(*extra, "conditions")) == NULL)
+		goto oom;
+	for (size_t i = 0; i < s->nconditions; i++) {
+		cJSON *name = cJSON_CreateString(s->conditions[i]);
+		if (name == NULL || !cJSON_AddItemToArray(conds, name)) {
+			cJSON_Delete(name);
+			goto oom;
+		}
+	}
+	if (a->config_from_shard(s, *config, *extra) != 0)
+		goto fail;
+	for (int i = 0; i < a->nopts; i++)
+		if (cJSON_AddNumberToObject(*config, a->opts[i].name,
+		                            vals ? vals[i] : a->opts[i].dflt) ==
+		    NULL)
+			goto oom;
+	return 0;
+oom:
+	cg_seterr("out of memory");
+fail:
+	cJSON_Delete(*config);
+	cJSON_Delete(*extra);
+	*config = *extra = NULL;
+	return -1;
+}
+
+/* ---------------------------------------------------------- image archs */
+
+int
+cg_arch_image_config(const char *arch, const struct cg_shard *s, cJSON *config,
+                     cJSON *extra)
+{
+	cJSON *img;
+
+	if (s->kind != CG_PAYLOAD_IMAGE)
+		return cg_seterr("%s needs image data", arch);
+	if ((img = cJSON_AddObjectToObject(extra, "image")) == NULL ||
+	    !cJSON_AddNumberToObject(img, "height", s->height) ||
+	    !cJSON_AddNumberToObject(img, "width", s->width) ||
+	    !cJSON_AddNumberToObject(img, "channels", s->channels) ||
+	    !cJSON_AddNumberToObject(
+	        config, "in_dim", (double)s->height * s->width * s->channels) ||
+	    !cJSON_AddNumberToObject(config, "ncond", (double)s->nconditions))
+		return cg_seterr("out of memory");
+	return 0;
+}
+
+int
+cg_arch_config_int(const cJSON *obj, const char *key, int lo, int hi, int *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
+	    v->valuedouble != (int)v->valuedouble)
+		return cg_seterr("config: \"%s\" missing or out of range", key);
+	*out = (int)v->valuedouble;
+	return 0;
+}
+
+/* A positive whole number under key of obj, at most max; else -1. */
+static int
+json_int(const cJSON *obj, const char *key, int max)
+{
+	int v;
+
+	return cg_arch_config_int(obj, key, 1, max, &v) != 0 ? -1 : v;
+}
+
+int
+cg_arch_check_image_data(const char *arch, const struct cg_model *m,
+                         const struct cg_shard *s, int in_dim, int ncond)
+{
+	if (s->kind != CG_PAYLOAD_IMAGE)
+		return cg_seterr("%s needs image data", arch);
+	if ((uint64_t)s->height * s->width * s->channels != (uint64_t)in_dim)
+		return cg_seterr("images of %ux%ux%u do not fit a model of "
+		                 "%d inputs",
+		                 s->height, s->width, s->channels, in_dim);
+	if (s->nconditions != (size_t)ncond)
+		return cg_seterr("%zu conditions in the data, %d in the model",
+		                 s->nconditions, ncond);
+	return cg_model_check_conditions(m, s);
+}
+
+int
+cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim, int shape[3])
+{
+	const cJSON *img =
+	    cJSON_GetObjectItemCaseSensitive(m->manifest, "image");
+	int h, w, c;
+
+	if ((h = json_int(img, "height", CG_IMAGE_MAX_SIDE)) < 0 ||
+	    (w = json_int(img, "width", CG_IMAGE_MAX_SIDE)) < 0 ||
+	    (c = json_int(img, "channels", 4)) < 0)
+		return cg_seterr("manifest: no valid \"image\" "
+		                 "{height, width, channels}");
+	if (in_dim != (uint64_t)h * w * c)
+		return cg_seterr("manifest: images of %dx%dx%d, but the model "
+		                 "makes %llu values per image",
+		                 h, w, c, (unsigned long long)in_dim);
+	shape[0] = h;
+	shape[1] = w;
+	shape[2] = c;
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * nn/gemm.h - single-precision matrix product, row-major.
+ *
+ * cg_sgemm is the one entry point the kernels use; it calls cblas_sgemm
+ * when libcg is built with -DCG_HAVE_CBLAS (OpenBLAS on the calling
+ * thread, the product's rows or columns shared out among OpenMP's threads
+ * when called outside a parallel region) and a portable blocked kernel
+ * otherwise.  The built-in kernel and a naive reference are always compiled
+ * so that tests can compare every path.
+ */
+#ifndef CG_GEMM_H
+#define CG_GEMM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * C = alpha * op(A) * op(B) + beta * C, all row-major.
+ * op(A) is [M, K]: A is [M, lda] (lda >= K), or [K, lda] (lda >= M) when
+ * transA.  op(B) is [K, N]: B is [K, ldb] (ldb >= N), or [N, ldb] (ldb >= K)
+ * when transB.  C is [M, ldc], ldc >= N.  As in BLAS, C is not read when
+ * beta == 0.  C must not overlap A or B.  Never fails.
+ */
+void cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+              const float *A, int lda, const float *B, int ldb, float beta,
+              float *C, int ldc);
+
+/*
+ * A product shared out by the caller's own threads, so that work before
+ * and after it (a bias, an activation) runs in the same parallel region:
+ * cg_sgemm_threads is how many threads cg_sgemm would use for an M x N x K
+ * product (1 inside a parallel region or for a small one);
+ * cg_sgemm_block is the part-th of parts blocks of C, rows [i0, i0+m) and
+ * columns [j0, j0+n) (m or n is 0 for a part left without work); and
+ * cg_sgemm_part computes that block of cg_sgemm's product (same arguments
+ * but M and N) on the calling thread.  The parts together give the same
+ * bits as cg_sgemm.
+ */
+struct cg_block {
+	int i0, m, j0, n;
+};
+int cg_sgemm_threads(int M, int N, int K);
+/* The part-th of parts shares of [0, len) in blocks of 16 (so that threads
+ * never write one cache line of a row): offset and count, the count 0 for
+ * a part left without work.  cg_sgemm_block splits rows or columns so. */
+void cg_split(int len, int part, int parts, int *off, int *n);
+struct cg_block cg_sgemm_block(int part, int parts, int M, int N);
+void cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
+                   float alpha, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc);
+
+/* The portable blocked kernel (OpenMP over tiles of C when _OPENMP). */
+void cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
+                      const float *A, int lda, const float *B, int ldb,
+                      float beta, float *C, int ldc);
+
+/* The naive triple loop, accumulating in double: the reference for tests. */
+void cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta,
+                  float *C, int ldc);
+
+/*
+ * Deterministic mode on (on != 0) or off, for the whole process: cg_sgemm
+ * and cg_sgemm_part then take the built-in kernel in every build, and the
+ * quantized products (qlinear.h) their portable path, so that a
+ * computation gives the same bits at any thread count on any x86-64.
+ * Set it before any product runs; cg_deterministic says which is on.
+ */
+void cg_set_deterministic(int on);
+int cg_deterministic(void);
+
+/* "cblas" or "builtin": which path cg_sgemm takes. */
+const char *cg_sgemm_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

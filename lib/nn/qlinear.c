@@ -1,0 +1,554 @@
+/*
+ * nn/qlinear.c - Linear layers over f16, q8_0 and q4_0 weights as stored.
+ *
+ * One dot product per (output row, input row): the weight row is read
+ * once per output and stays in L1 while the rows of a batch pass over it,
+ * so at batch 1 the cost is reading the weights, which is what a smaller
+ * dtype saves.  Three paths compute the dot products: portable C, AVX2
+ * and AVX-512 VNNI, each compiled with __attribute__((target)) so that a
+ * build without -march=native carries them too; the CPU's features pick
+ * one at run time (see qlinear.h for CG_QKERNEL).
+ *
+ * A block of a q8_0 weight row is 2 bytes of f16 scale d_w and 32 int8;
+ * of a q4_0 row 2 bytes of scale and 16 bytes, element j < 16 the low
+ * nibble of byte j and element j >= 16 the high nibble of byte j - 16,
+ * value nibble - 8.  The input's blocks are 32 int8 q and an f32 scale
+ * d_b.  The block's product is s_b = sum q_w q_x, exact in int32 (at most
+ * 32 * 128 * 127 in magnitude), so every path computes the same integers;
+ * the SIMD paths use |q_w| as the unsigned operand and q_x with q_w's
+ * sign as the signed one (q_x is never -128, so the sign change cannot
+ * overflow, and q_w may be any int8 a file holds).
+ *
+ * Error.  Write x_k = d_b q_k + e_k for the input's rounding: with
+ * d_b = fl(m / 127) (m the block's largest |x|) and q_k = round(fl(x_k /
+ * d_b)), |x_k / d_b - fl(x_k / d_b)| <= 127.0001 u and so |e_k| <= d_b
+ * (1/2 + 127.0001 u) <= d_b (1/2 + 2^-17), u = 2^-24; and |fl(x / d_b)| <=
+ * 127 (1 + u)^2 < 127.5 keeps |q_k| <= 127.  The exact product of the
+ * stored weights w_k = d_w q_w,k with x is then sum_b d_w d_b s_b + sum_k
+ * w_k e_k, the second sum at most sum_b d_b (1/2 + 2^-17) sum_{k in b}
+ * |w_k|.  The f32 evaluation of sum_b d_w d_b s_b rounds the scale
+ * product d_w d_b once, each lane's partial sum times it once, and adds
+ * along any chain at most K / 32 + 8 times (a lane's blocks, the trees
+ * over 16 and 8 lanes, the odd block, the bias; for one block the 11
+ * roundings of the VNNI path are the most): its error is at most
+ * gamma(K / 32 + 10) (sum_b |d_w d_b| a_b + |bias|), a_b = sum_{k in b}
+ * |q_w,k q_x,k| >= |s_b| (a lane's partial sum may exceed |s_b|, never
+ * a_b), gamma(n) = n u / (1 - n u).  f16 weights are exact in f32, and
+ * their dot product's error is gamma(K + 10) (sum_k |w_k x_k| + |bias|)
+ * for the same reason (a chain of at most K products and sums, plus the
+ * trees and the bias).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "nn/gemm.h"
+#include "nn/nn.h"
+#include "nn/qlinear.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CG_QX86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+#define QK CG_QBLOCK
+#define Q8_BYTES (2 + QK)     /* a q8_0 block */
+#define Q4_BYTES (2 + QK / 2) /* a q4_0 block */
+/* Multiply-adds under which OpenMP costs more than it saves. */
+#define QPAR_MIN ((size_t)1 << 16)
+
+/* The dot products of one path: a weight row (nb blocks, or K halves)
+ * against one input row. */
+struct qkernels {
+	float (*q8)(const unsigned char *w, const int8_t *q, const float *d,
+	            int nb);
+	float (*q4)(const unsigned char *w, const int8_t *q, const float *d,
+	            int nb);
+	float (*f16)(const unsigned char *w, const float *x, int K);
+};
+
+/* A block's f16 scale (little-endian bytes), exactly. */
+static inline float
+scale_of(const unsigned char *b)
+{
+	return cg_f16_to_f32((uint16_t)(b[0] | b[1] << 8));
+}
+
+/* ----------------------------------------------------------- portable */
+
+/*
+ * GCC 12 with -march=native on a CPU with AVX-VNNI or AVX-512 VNNI turns
+ * the int8 dot product below into vpdpbusd with the weights as its
+ * unsigned operand, which is wrong for every negative weight
+ * (tests/unit/test_qlinear caught it); these loops are kept scalar
+ * there.  The SIMD paths are written out by hand instead.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SCALAR_LOOPS __attribute__((optimize("no-tree-vectorize")))
+#else
+#define SCALAR_LOOPS
+#endif
+
+SCALAR_LOOPS static float
+q8_portable(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	float acc = 0;
+
+	for (int b = 0; b < nb; b++, w += Q8_BYTES, q += QK) {
+		int32_t s = 0;
+		for (int j = 0; j < QK; j++)
+			s += (int32_t)(int8_t)w[2 + j] * q[j];
+		acc += scale_of(w) * d[b] * (float)s;
+	}
+	return acc;
+}
+
+SCALAR_LOOPS static float
+q4_portable(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	float acc = 0;
+
+	for (int b = 0; b < nb; b++, w += Q4_BYTES, q += QK) {
+		int32_t s = 0;
+		for (int j = 0; j < QK / 2; j++)
+			s += ((w[2 + j] & 15) - 8) * q[j] +
+			     ((w[2 + j] >> 4) - 8) * q[j + QK / 2];
+		acc += scale_of(w) * d[b] * (float)s;
+	}
+	return acc;
+}
+
+static float
+f16_portable(const unsigned char *w, const float *x, int K)
+{
+	float acc = 0;
+
+	for (int k = 0; k < K; k++)
+		acc += scale_of(w + 2 * k) * x[k];
+	return acc;
+}
+
+static const struct qkernels k_portable = {q8_portable, q4_portable,
+                                           f16_portable};
+
+#ifdef CG_QX86
+/* --------------------------------------------------------------- AVX2 */
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+T_AVX2 static inline float
+hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v),
+	                      _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* The 8 int32 partial sums of a block: w signed int8 [32], x [32]. */
+T_AVX2 static inline __m256i
+block_avx2(__m256i w, __m256i x)
+{
+	__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+	                                 _mm256_sign_epi8(x, w));
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* A q4_0 block's 32 values as int8 in element order. */
+T_AVX2 static inline __m256i
+unpack_q4_avx2(const unsigned char *b)
+{
+	__m128i v = _mm_loadu_si128((const __m128i *)(b + 2));
+	__m128i m = _mm_set1_epi8(15);
+	__m128i lo = _mm_and_si128(v, m);
+	__m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+	return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+}
+
+T_AVX2 static inline float
+half_avx2(const unsigned char *b)
+{
+	return _cvtsh_ss((unsigned short)(b[0] | b[1] << 8));
+}
+
+T_AVX2 static float
+q8_avx2(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	__m256 acc = _mm256_setzero_ps();
+
+	for (int b = 0; b < nb; b++, w += Q8_BYTES, q += QK) {
+		__m256i wv = _mm256_loadu_si256((const __m256i *)(w + 2));
+		__m256i xv = _mm256_loadu_si256((const __m256i *)q);
+		__m256 s = _mm256_set1_ps(half_avx2(w) * d[b]);
+		acc = _mm256_fmadd_ps(
+		    s, _mm256_cvtepi32_ps(block_avx2(wv, xv)), acc);
+	}
+	return hsum8(acc);
+}
+
+T_AVX2 static float
+q4_avx2(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	__m256 acc = _mm256_setzero_ps();
+
+	for (int b = 0; b < nb; b++, w += Q4_BYTES, q += QK) {
+		__m256i xv = _mm256_loadu_si256((const __m256i *)q);
+		__m256 s = _mm256_set1_ps(half_avx2(w) * d[b]);
+		acc = _mm256_fmadd_ps(
+		    s, _mm256_cvtepi32_ps(block_avx2(unpack_q4_avx2(w), xv)),
+		    acc);
+	}
+	return hsum8(acc);
+}
+
+T_AVX2 static float
+f16_avx2(const unsigned char *w, const float *x, int K)
+{
+	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+	int k = 0;
+	float acc;
+
+	for (; k + 16 <= K; k += 16) {
+		__m256 w0 = _mm256_cvtph_ps(
+		    _mm_loadu_si128((const __m128i *)(w + 2 * k)));
+		__m256 w1 = _mm256_cvtph_ps(
+		    _mm_loadu_si128((const __m128i *)(w + 2 * k + 16)));
+		a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + k), a0);
+		a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + k + 8), a1);
+	}
+	acc = hsum8(_mm256_add_ps(a0, a1));
+	for (; k < K; k++)
+		acc += half_avx2(w + 2 * k) * x[k];
+	return acc;
+}
+
+static const struct qkernels k_avx2 = {q8_avx2, q4_avx2, f16_avx2};
+
+/* ---------------------------------------------------- AVX-512 VNNI */
+
+#define T_VNNI                                                                 \
+	__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,"            \
+	                      "avx512vnni,avx2,fma,f16c")))
+
+/* Two blocks' 16 int32 partial sums: w signed int8 [64], x [64]. */
+T_VNNI static inline __m512i
+blocks_vnni(__m512i w, __m512i x)
+{
+	__mmask64 neg = _mm512_movepi8_mask(w);
+	__m512i sx = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+	return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w),
+	                           sx);
+}
+
+/* One block's 8 int32 partial sums on the 256-bit form. */
+T_VNNI static inline __m256i
+block_vnni(__m256i w, __m256i x)
+{
+	return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w),
+	                           _mm256_sign_epi8(x, w));
+}
+
+T_VNNI static inline __m512i
+join(__m256i lo, __m256i hi)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* The scales of blocks b and b + 1 over the 8 lanes of each. */
+T_VNNI static inline __m512
+scales2(float s0, float s1)
+{
+	return _mm512_insertf32x8(_mm512_set1_ps(s0), _mm256_set1_ps(s1), 1);
+}
+
+T_VNNI static float
+q8_vnni(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	__m512 acc = _mm512_setzero_ps();
+	__m256 tail = _mm256_setzero_ps();
+	int b = 0;
+
+	for (; b + 2 <= nb; b += 2, w += 2 * Q8_BYTES) {
+		__m512i wv = join(
+		    _mm256_loadu_si256((const __m256i *)(w + 2)),
+		    _mm256_loadu_si256((const __m256i *)(w + Q8_BYTES + 2)));
+		__m512i xv = _mm512_loadu_si512((const void *)(q + QK * b));
+		__m512 s = scales2(half_avx2(w) * d[b],
+		                   half_avx2(w + Q8_BYTES) * d[b + 1]);
+		acc = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(blocks_vnni(wv, xv)),
+		                      acc);
+	}
+	if (b < nb) {
+		__m256i wv = _mm256_loadu_si256((const __m256i *)(w + 2));
+		__m256i xv = _mm256_loadu_si256((const __m256i *)(q + QK * b));
+		tail = _mm256_mul_ps(_mm256_set1_ps(half_avx2(w) * d[b]),
+		                     _mm256_cvtepi32_ps(block_vnni(wv, xv)));
+	}
+	return _mm512_reduce_add_ps(acc) + hsum8(tail);
+}
+
+T_VNNI static float
+q4_vnni(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	__m512 acc = _mm512_setzero_ps();
+	__m256 tail = _mm256_setzero_ps();
+	int b = 0;
+
+	for (; b + 2 <= nb; b += 2, w += 2 * Q4_BYTES) {
+		__m512i wv =
+		    join(unpack_q4_avx2(w), unpack_q4_avx2(w + Q4_BYTES));
+		__m512i xv = _mm512_loadu_si512((const void *)(q + QK * b));
+		__m512 s = scales2(half_avx2(w) * d[b],
+		                   half_avx2(w + Q4_BYTES) * d[b + 1]);
+		acc = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(blocks_vnni(wv, xv)),
+		                      acc);
+	}
+	if (b < nb) {
+		__m256i xv = _mm256_loadu_si256((const __m256i *)(q + QK * b));
+		tail = _mm256_mul_ps(
+		    _mm256_set1_ps(half_avx2(w) * d[b]),
+		    _mm256_cvtepi32_ps(block_vnni(unpack_q4_avx2(w), xv)));
+	}
+	return _mm512_reduce_add_ps(acc) + hsum8(tail);
+}
+
+T_VNNI static float
+f16_vnni(const unsigned char *w, const float *x, int K)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+	int k = 0;
+	float acc;
+
+	for (; k + 32 <= K; k += 32) {
+		__m512 w0 = _mm512_cvtph_ps(
+		    _mm256_loadu_si256((const __m256i *)(w + 2 * k)));
+		__m512 w1 = _mm512_cvtph_ps(
+		    _mm256_loadu_si256((const __m256i *)(w + 2 * k + 32)));
+		a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + k), a0);
+		a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + k + 16), a1);
+	}
+	acc = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+	for (; k < K; k++)
+		acc += half_avx2(w + 2 * k) * x[k];
+	return acc;
+}
+
+static const struct qkernels k_vnni = {q8_vnni, q4_vnni, f16_vnni};
+#endif /* CG_QX86 */
+
+/* ----------------------------------------------------------- dispatch */
+
+#ifdef CG_QX86
+/* F16C from CPUID leaf 1 itself: clang before 15 has no "f16c" for
+ * __builtin_cpu_supports. */
+static int
+has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
+static const char *const path_names[CG_QPATH_N] = {"portable", "avx2",
+                                                   "avx512vnni"};
+static int chosen = -1; /* cg_qpath_init's choice, once made */
+
+int
+cg_qpath_supported(enum cg_qpath p)
+{
+	switch (p) {
+	case CG_QPATH_PORTABLE:
+		return 1;
+#ifdef CG_QX86
+	case CG_QPATH_AVX2:
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx2") &&
+		       __builtin_cpu_supports("fma") &&
+		       has_f16c();
+	case CG_QPATH_VNNI:
+		__builtin_cpu_init();
+		return cg_qpath_supported(CG_QPATH_AVX2) &&
+		       __builtin_cpu_supports("avx512f") &&
+		       __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512dq") &&
+		       __builtin_cpu_supports("avx512vl") &&
+		       __builtin_cpu_supports("avx512vnni");
+#endif
+	default:
+		return 0;
+	}
+}
+
+const char *
+cg_qpath_name(enum cg_qpath p)
+{
+	return p >= 0 && p < CG_QPATH_N ? path_names[p] : "?";
+}
+
+static enum cg_qpath
+best_path(void)
+{
+	for (int p = CG_QPATH_N - 1; p > 0; p--)
+		if (cg_qpath_supported((enum cg_qpath)p))
+			return (enum cg_qpath)p;
+	return CG_QPATH_PORTABLE;
+}
+
+int
+cg_qpath_init(void)
+{
+	const char *e = getenv("CG_QKERNEL");
+	int p;
+
+	if (chosen >= 0)
+		return 0;
+	if (e == NULL || *e == '\0') {
+		chosen = best_path();
+		return 0;
+	}
+	if ((p = cg_name_index(path_names, 0, CG_QPATH_N - 1, e)) < 0)
+		return cg_seterr("CG_QKERNEL=%.32s: not portable, avx2 or "
+		                 "avx512vnni",
+		                 e);
+	if (!cg_qpath_supported((enum cg_qpath)p))
+		return cg_seterr("CG_QKERNEL=%s: this CPU lacks it", e);
+	chosen = p;
+	return 0;
+}
+
+enum cg_qpath
+cg_qpath_current(void)
+{
+	/* the vector paths' sums and FMAs are the CPU's: gemm.h */
+	if (cg_deterministic())
+		return CG_QPATH_PORTABLE;
+	return chosen >= 0 ? (enum cg_qpath)chosen : best_path();
+}
+
+static const struct qkernels *
+kernels(enum cg_qpath p)
+{
+#ifdef CG_QX86
+	if (p == CG_QPATH_VNNI)
+		return &k_vnni;
+	if (p == CG_QPATH_AVX2)
+		return &k_avx2;
+#endif
+	(void)p;
+	return &k_portable;
+}
+
+/* ------------------------------------------------------------ products */
+
+int
+cg_wmat_ok(enum cg_dtype dt, uint64_t K)
+{
+	switch (dt) {
+	case CG_F32:
+	case CG_F16:
+		return 1;
+	case CG_Q8_0:
+	case CG_Q4_0:
+		return K % QK == 0;
+	default:
+		return 0;
+	}
+}
+
+size_t
+cg_qlinear_scratch(int B, int K)
+{
+	size_t nb = (size_t)B * (size_t)(K / QK);
+
+	/* the int8 values, then the scales 64-byte aligned */
+	return ((nb * QK + 63) & ~(size_t)63) + nb * sizeof(float) + 64;
+}
+
+void
+cg_qlinear_quantize(int8_t *q, float *d, const float *inp, int B, int K)
+{
+	size_t nb = (size_t)B * (size_t)(K / QK);
+
+	for (size_t b = 0; b < nb; b++) {
+		const float *x = inp + b * QK;
+		float m = 0;
+		int finite = 1;
+
+		for (int j = 0; j < QK; j++) {
+			float a = fabsf(x[j]);
+			finite &= a <= 3.4028235e38f; /* false for nan, inf */
+			m = a > m ? a : m;
+		}
+		if (!finite || m == 0) {
+			d[b] = finite ? 0 : NAN;
+			memset(q + b * QK, 0, QK);
+			continue;
+		}
+		float s = m / 127;
+		d[b] = s;
+		for (int j = 0; j < QK; j++)
+			q[b * QK + j] = (int8_t)lrintf(x[j] / s);
+	}
+}
+
+void
+cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
+                        const struct cg_wmat *w, const float *bias, int B,
+                        int K, int N, void *scratch)
+{
+	const struct qkernels *k = kernels(p);
+	const unsigned char *wd = w->data;
+	size_t work = (size_t)B * K * N;
+
+	(void)work; /* read only by OpenMP's if clause */
+	if (w->dtype == CG_F32) {
+		cg_linear_forward(out, inp, w->data, bias, B, K, N);
+		return;
+	}
+	if (w->dtype == CG_F16) {
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (work >= QPAR_MIN)
+#endif
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < B; i++)
+				out[(size_t)i * N + n] =
+				    k->f16(wd + (size_t)n * 2 * K,
+				           inp + (size_t)i * K, K) +
+				    (bias ? bias[n] : 0.0f);
+		return;
+	}
+	const int nb = K / QK;
+	const size_t rowbytes =
+	    (size_t)nb * (w->dtype == CG_Q8_0 ? Q8_BYTES : Q4_BYTES);
+	float (*dot)(const unsigned char *, const int8_t *, const float *,
+	             int) = w->dtype == CG_Q8_0 ? k->q8 : k->q4;
+	int8_t *q = scratch;
+	float *d = (float *)((char *)scratch +
+	                     (((size_t)B * nb * QK + 63) & ~(size_t)63));
+
+	cg_qlinear_quantize(q, d, inp, B, K);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (work >= QPAR_MIN)
+#endif
+	for (int n = 0; n < N; n++)
+		for (int i = 0; i < B; i++)
+			out[(size_t)i * N + n] =
+			    dot(wd + (size_t)n * rowbytes,
+			        q + (size_t)i * K, d + (size_t)i * nb, nb) +
+			    (bias ? bias[n] : 0.0f);
+}
+
+void
+cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
+                   const float *bias, int B, int K, int N, void *scratch)
+{
+	cg_qlinear_forward_path(cg_qpath_current(), out, inp, w, bias, B, K, N,
+	                        scratch);
+}

@@ -1,0 +1,584 @@
+/*
+ * train/train.c - one worker call: choose batches, accumulate, step, emit.
+ *
+ * Batches are a pure function of (seed, shard, cursor): the cursor counts
+ * examples consumed, epoch e = cursor / n is a Fisher-Yates permutation
+ * seeded from (seed, e), and example cursor % n of that epoch comes next.
+ * Without a state file the cursor is derived from the model's step, so a
+ * rerun of the same command gives the same bits.  Model noise is seeded
+ * from (seed, model step, micro-batch) and each example's input index, so
+ * four workers with batch 32 see exactly what one worker with batch 128
+ * sees when the shards are a round-robin split read in order.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <cjson/cJSON.h>
+
+#include "core/clock.h"
+#include "train/train.h"
+#include "exchange/update.h"
+
+/* ------------------------------------------------------------ batches */
+
+struct order {
+	uint64_t n;
+	uint64_t epoch; /* epoch perm holds, or UINT64_MAX */
+	uint64_t *perm;	/* [n] or NULL for sequential */
+	uint64_t seed;
+};
+
+static int
+order_init(struct order *o, uint64_t n, enum cg_order kind, uint64_t seed)
+{
+	memset(o, 0, sizeof(*o));
+	o->n = n;
+	o->seed = seed;
+	o->epoch = UINT64_MAX;
+	if (kind == CG_ORDER_SHUFFLE &&
+	    (o->perm = cg_alloc(n * sizeof(uint64_t))) == NULL)
+		return -1;
+	return 0;
+}
+
+static uint64_t
+order_at(struct order *o, uint64_t pos)
+{
+	uint64_t e = pos / o->n;
+
+	if (o->perm == NULL)
+		return pos % o->n;
+	if (e != o->epoch) {
+		struct cg_rng r;
+
+		cg_rng_derive(&r, o->seed, 0x6f72646572ULL, e);
+		for (uint64_t i = 0; i < o->n; i++)
+			o->perm[i] = i;
+		for (uint64_t i = o->n - 1; i > 0; i--) {
+			uint64_t j = cg_rng_below(&r, i + 1);
+			uint64_t t = o->perm[i];
+			o->perm[i] = o->perm[j];
+			o->perm[j] = t;
+		}
+		o->epoch = e;
+	}
+	return o->perm[pos % o->n];
+}
+
+/* ------------------------------------------------------------- state */
+
+/* Where a call without a state starts reading: one round of K batches
+ * per model step for a grad or delta, a batch per step for a model. */
+static uint64_t
+start_cursor(const struct cg_model *m, const struct cg_train_opts *o)
+{
+	if (o->emit == CG_EMIT_MODEL)
+		return m->step * (uint64_t)o->batch;
+	return m->step * (uint64_t)o->steps * (uint64_t)o->batch;
+}
+
+/* What a call of o keeps in a state: see train.h.  A fresh state's
+ * cursor is where a call without one starts; it comes first, so that a
+ * state file lists it first. */
+int
+cg_train_state_init(struct cg_state *st, const struct cg_model *m,
+		    const struct cg_train_opts *o)
+{
+	const uint64_t P = m->nparams;
+	uint64_t c;
+	int have = cg_state_get_u64(st, "cursor", &c);
+
+	if (have < 0 ||
+	    (!have && cg_state_put_u64(st, "cursor", start_cursor(m, o)) != 0))
+		return -1;
+	if (o->emit != CG_EMIT_DELTA)
+		return 0;
+	if (cg_state_put(st, "opt.t", CG_U64, 1) == NULL ||
+	    (cg_optim_needs_m(o->opt.kind) &&
+	     cg_state_put(st, "opt.m", CG_F32, P) == NULL) ||
+	    (cg_optim_needs_v(o->opt.kind) &&
+	     cg_state_put(st, "opt.v", CG_F32, P) == NULL))
+		return -1;
+	return 0;
+}
+
+/* Whether st was read with a tensor name of n f32 (already resident). */
+static int
+state_holds(const struct cg_state *st, const char *name, uint64_t n)
+{
+	void *p;
+
+	return st && cg_state_loaded(st) &&
+	       cg_state_get(st, name, CG_F32, n, &p) == 1;
+}
+
+/* ---------------------------------------------------------- the loop */
+
+static void
+add_metrics(struct cg_metrics *acc, const struct cg_metrics *b)
+{
+	acc->loss += b->loss * b->n;
+	for (int i = 0; i < 3; i++)
+		acc->part[i] += b->part[i] * b->n;
+	acc->bits_per += b->bits_per * b->n;
+	acc->data += b->data * b->n;
+	acc->teacher += b->teacher * b->n;
+	acc->n += b->n;
+}
+
+static void
+finish_metrics(struct cg_metrics *acc)
+{
+	if (acc->n == 0)
+		return;
+	acc->loss /= acc->n;
+	for (int i = 0; i < 3; i++)
+		acc->part[i] /= acc->n;
+	acc->bits_per /= acc->n;
+	acc->data /= acc->n;
+	acc->teacher /= acc->n;
+}
+
+/*
+ * Text archs give means per scored token, and part[0] = scored tokens per
+ * example (arch_cgpt.c), while batches differ in tokens (the last one is
+ * short, and texts differ in length).  Weighting each batch by its tokens
+ * rather than its examples makes the sums exact per-token means, whatever
+ * the batch size; part[0] stays a mean per example.  *tokens counts.
+ */
+static void
+add_text_metrics(struct cg_metrics *acc, const struct cg_metrics *b,
+		 double *tokens)
+{
+	/* part[0] * n is the batch's whole count, up to rounding. */
+	double w = round(b->part[0] * (double)b->n);
+
+	acc->loss += b->loss * w;
+	acc->bits_per += b->bits_per * w;
+	acc->data += b->data * w;
+	acc->teacher += b->teacher * w;
+	acc->part[0] += w;
+	for (int i = 1; i < 3; i++)
+		acc->part[i] += b->part[i] * b->n;
+	acc->n += b->n;
+	*tokens += w;
+}
+
+static void
+finish_text_metrics(struct cg_metrics *acc, double tokens)
+{
+	if (acc->n == 0)
+		return;
+	if (tokens > 0) {
+		acc->loss /= tokens;
+		acc->bits_per /= tokens;
+		acc->data /= tokens;
+		acc->teacher /= tokens;
+	}
+	for (int i = 0; i < 3; i++)
+		acc->part[i] /= acc->n;
+}
+
+int
+cg_train_run(struct cg_model *m, const struct cg_shard *s,
+	     const struct cg_train_opts *o, struct cg_state *st, float *out,
+	     struct cg_train_result *res)
+{
+	const size_t P = m->nparams;
+	const int K = o->steps, B = o->batch;
+	struct order ord;
+	uint64_t *ex = NULL, cursor, *st_cursor = NULL;
+	float *grad = NULL, *start = NULL, *mm = NULL, *vv = NULL;
+	/* The groups that step, with their step counts: the model's own
+	 * (model mode), or a copy counting from the state's (delta). */
+	struct cg_group *groups = NULL;
+	uint64_t t_local = 0, *tp = NULL;
+	const int text = s->kind == CG_PAYLOAD_TEXT;
+	double tokens = 0;
+	int grad_clear = 0; /* grad is all zeros: the optimizer cleared it */
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (K < 1 || B < 1)
+		return cg_seterr("steps and batch must be positive");
+	if (s->n == 0)
+		return cg_seterr("the shard holds no examples");
+	if (m->arch->check_data(m, s) != 0)
+		return -1;
+	if (o->distill) {
+		struct cg_model *t = o->distill->teacher;
+		if (cg_model_check_teacher(m, t, s) != 0)
+			return -1;
+		/* Forward only: checkpointing keeps the block outputs and
+		 * no more, at no cost (see cg_train_plan). */
+		t->chunk = m->chunk;
+		t->checkpoint = 1;
+	}
+	if (order_init(&ord, s->n, o->order, o->seed) != 0)
+		return -1;
+	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL ||
+	    (grad = cg_alloc(P * sizeof(float))) == NULL)
+		goto out;
+
+	/* Where the data stream stands and whose optimizer moments step. */
+	cursor = start_cursor(m, o);
+	if (st) {
+		if (cg_train_state_init(st, m, o) != 0 ||
+		    (st_cursor = cg_state_put(st, "cursor", CG_U64, 1)) == NULL)
+			goto out;
+		memcpy(&cursor, st_cursor, sizeof(cursor));
+	}
+	int need_m = cg_optim_needs_m(o->opt.kind);
+	int need_v = cg_optim_needs_v(o->opt.kind);
+	if (o->emit == CG_EMIT_MODEL) {
+		if (cg_model_ensure_opt(m, need_m, need_v) != 0)
+			goto out;
+		mm = m->opt_m;
+		vv = m->opt_v;
+		groups = m->groups;
+	} else if (o->emit == CG_EMIT_DELTA) {
+		if (st) {
+			/* Put there by cg_train_state_init. */
+			tp = cg_state_put(st, "opt.t", CG_U64, 1);
+			if (need_m)
+				mm = cg_state_put(st, "opt.m", CG_F32, P);
+			if (need_v)
+				vv = cg_state_put(st, "opt.v", CG_F32, P);
+		} else {
+			if ((need_m &&
+			     (mm = cg_alloc(P * sizeof(float))) == NULL) ||
+			    (need_v &&
+			     (vv = cg_alloc(P * sizeof(float))) == NULL))
+				goto out;
+			tp = &t_local;
+		}
+		if ((start = cg_alloc(P * sizeof(float))) == NULL ||
+		    (groups = cg_alloc((size_t)m->ngroups * sizeof(*groups))) ==
+		        NULL)
+			goto out;
+		memcpy(start, m->params, P * sizeof(float));
+		/* A state keeps one step count: every group that steps
+		 * steps on each inner step, so they share it. */
+		memcpy(groups, m->groups, (size_t)m->ngroups * sizeof(*groups));
+		for (int i = 0; i < m->ngroups; i++)
+			groups[i].opt_t = *tp;
+	} else {
+		memset(out, 0, P * sizeof(float));
+	}
+
+	/* Moments kept from before the model was pruned start at zero
+	 * where it prunes. */
+	cg_model_mask(m, mm);
+	cg_model_mask(m, vv);
+	const uint64_t step0 = m->step;
+	int done = 0;
+	for (int k = 0; k < K; k++) {
+		struct cg_metrics bm;
+		uint64_t noise = o->emit == CG_EMIT_MODEL
+					 ? m->step
+					 : step0 * (uint64_t)K + (uint64_t)k;
+		struct cg_rng nr;
+
+		for (int b = 0; b < B; b++)
+			ex[b] = order_at(&ord, cursor + (uint64_t)b);
+		cursor += (uint64_t)B;
+		cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
+		uint64_t nseed = cg_rng_u64(&nr);
+		/* Text in grad mode: each micro-batch's per-token mean
+		 * gradient is added in weighted by its tokens. */
+		float *g = o->emit == CG_EMIT_GRAD && !text ? out : grad;
+		if (g == grad && !grad_clear)
+			memset(grad, 0, P * sizeof(float));
+		grad_clear = 0;
+		if ((o->distill ? m->arch->distill(m, o->distill, s, ex, B,
+		                                   nseed, g, &bm)
+		                : m->arch->batch(m, s, ex, B, nseed, g, &bm)) !=
+		    0)
+			goto out;
+		/* A diverged run ends here: a model, delta or gradient of
+		 * NaNs would pass for a result and poison every reduction
+		 * it went into. */
+		if (!isfinite(bm.loss)) {
+			cg_seterr("step %d of %d: the loss is %s: training "
+			          "diverged (a lower --lr, or --clip)",
+			          k + 1, K, isnan(bm.loss) ? "NaN" : "infinite");
+			goto out;
+		}
+		if (text) {
+			double before = tokens;
+			add_text_metrics(&res->mean, &bm, &tokens);
+			if (o->emit == CG_EMIT_GRAD) {
+				const float w = (float)(tokens - before);
+				for (size_t i = 0; i < P; i++)
+					out[i] += w * grad[i];
+			}
+		} else
+			add_metrics(&res->mean, &bm);
+		if (o->emit != CG_EMIT_GRAD) {
+			/* Pruned weights get no gradient, and are set back
+			 * to zero after the step (weight decay, or moments
+			 * from elsewhere, would move them). */
+			cg_model_mask(m, grad);
+			if (m->ngroups > 1)
+				cg_optim_mask_frozen(grad, groups, m->ngroups);
+			if (o->clip > 0)
+				cg_clip_norm(grad, P, o->clip);
+			/* Weight decay skips biases: one step per view. */
+			cg_optim_step_groups(&o->opt, groups, m->ngroups,
+			                     m->params, grad, mm, vv, m->views,
+			                     1);
+			cg_model_mask(m, m->params);
+			cg_model_mask(m, mm);
+			cg_model_mask(m, vv);
+			if (tp)
+				*tp += 1;
+			grad_clear = 1;
+			if (o->emit == CG_EMIT_MODEL)
+				m->step++;
+		}
+		/* The running mean so far, the figure of the summary. */
+		if (o->progress)
+			o->progress(o->progress_ctx, k + 1, K,
+				    res->mean.loss /
+					(text ? tokens : (double)res->mean.n));
+		done = k + 1;
+		if (o->deadline > 0 && done < K && cg_now() >= o->deadline)
+			break;
+	}
+	if (text)
+		finish_text_metrics(&res->mean, tokens);
+	else
+		finish_metrics(&res->mean);
+	res->steps = done;
+	res->samples = (uint64_t)done * (uint64_t)B;
+	res->weight = text ? tokens : (double)res->samples;
+	if (o->emit == CG_EMIT_GRAD) {
+		/* The batch function gives means; K of them make K times
+		 * the mean gradient (text: tokens times it). */
+		const float inv =
+		    text ? (tokens > 0 ? (float)(1.0 / tokens) : 0.0f)
+			 : 1.0f / (float)done;
+		for (size_t i = 0; i < P; i++)
+			out[i] *= inv;
+		cg_model_mask(m, out);
+		res->grad_norm = cg_clip_norm(out, P, o->clip);
+	} else if (o->emit == CG_EMIT_DELTA) {
+		for (size_t i = 0; i < P; i++)
+			out[i] = m->params[i] - start[i];
+		memcpy(m->params, start, P * sizeof(float));
+	}
+	if (st_cursor)
+		memcpy(st_cursor, &cursor, sizeof(cursor));
+	rc = 0;
+out:
+	if (!(st && o->emit == CG_EMIT_DELTA) && o->emit != CG_EMIT_MODEL) {
+		free(mm);
+		free(vv);
+	}
+	if (groups != m->groups)
+		free(groups);
+	free(ord.perm);
+	free(ex);
+	free(grad);
+	free(start);
+	return rc;
+}
+
+/* -------------------------------------------------------------- memory */
+
+/*
+ * What the process touches beyond the arrays counted below: the BLAS's
+ * packing buffers, the threads' stacks, the writer's and compressor's
+ * buffers.  Measured 3-5 MiB with OpenBLAS on one and two threads and
+ * zstd output; the reserve is 8 MiB and 2 MiB more per thread.
+ */
+static uint64_t
+plan_reserve(void)
+{
+	int threads = 1;
+#ifdef _OPENMP
+	threads = omp_get_max_threads();
+#endif
+	return ((uint64_t)8 << 20) + ((uint64_t)threads << 21);
+}
+/* Chunks smaller than this are slower than checkpointing. */
+#define PLAN_MIN_CHUNK 4
+
+/*
+ * The workspace of batches of B in chunks of chunk: the model's, and a
+ * teacher's where o has one (it runs in the same chunks, checkpointed).
+ * 0 with a message if impossible.
+ */
+static size_t
+plan_ws(struct cg_model *m, const struct cg_train_opts *o, int B, int chunk,
+        int ckpt)
+{
+	size_t n = m->arch->ws_bytes(m, B, chunk, ckpt), t;
+	struct cg_model *tm = o->distill ? o->distill->teacher : NULL;
+
+	if (n == 0 || tm == NULL || tm->arch->teacher_bytes == NULL)
+		return n;
+	if ((t = tm->arch->teacher_bytes(tm, B, chunk)) == 0 ||
+	    t > SIZE_MAX - n)
+		return 0;
+	return n + t;
+}
+
+/* The largest chunk in [1, B] whose workspace fits avail, or 0. */
+static int
+largest_chunk(struct cg_model *m, const struct cg_train_opts *o, int B,
+              int ckpt, uint64_t avail)
+{
+	int lo = 0, hi = B;
+
+	while (lo < hi) {
+		int mid = lo + (hi - lo + 1) / 2;
+		size_t n = plan_ws(m, o, B, mid, ckpt);
+		if (n != 0 && n <= avail)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+int
+cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
+	      const struct cg_state *st, uint64_t budget,
+	      uint64_t resident, int checkpoint, struct cg_memplan *p)
+{
+	const uint64_t P = (uint64_t)m->nparams * sizeof(float);
+	const int B = o->batch;
+	int need_m = cg_optim_needs_m(o->opt.kind);
+	int need_v = cg_optim_needs_v(o->opt.kind);
+	uint64_t fixed = resident + plan_reserve() + P; /* + the gradient */
+
+	memset(p, 0, sizeof(*p));
+	if (checkpoint && m->arch->ws_bytes == NULL)
+		return cg_seterr("%s has no activation checkpointing",
+				 m->arch->name);
+	if (o->emit == CG_EMIT_MODEL) {
+		fixed += need_m && !m->opt_m ? P : 0;
+		fixed += need_v && !m->opt_v ? P : 0;
+	} else {
+		fixed += P; /* out */
+		if (o->emit == CG_EMIT_DELTA) {
+			fixed += P; /* the starting weights */
+			fixed += need_m && !state_holds(st, "opt.m", m->nparams)
+				     ? P
+				     : 0;
+			fixed += need_v && !state_holds(st, "opt.v", m->nparams)
+				     ? P
+				     : 0;
+		}
+	}
+	p->floor = fixed;
+	if (m->arch->ws_bytes == NULL) {
+		/* Nothing to choose: the arch's own batch memory is small. */
+		p->estimate = fixed;
+		if (budget && fixed > budget)
+			goto none;
+		return 0;
+	}
+	size_t least = plan_ws(m, o, B, 1, 1);
+	if (least == 0)
+		return -1;
+	p->floor = fixed + least;
+	if (budget == 0) {
+		p->checkpoint = checkpoint != 0;
+		p->estimate = fixed + plan_ws(m, o, B, 0, p->checkpoint);
+	} else {
+		if (p->floor > budget)
+			goto none;
+		uint64_t avail = budget - fixed;
+		int c0 = checkpoint ? 0 : largest_chunk(m, o, B, 0, avail);
+		int c1 = largest_chunk(m, o, B, 1, avail);
+		int small = B < PLAN_MIN_CHUNK ? B : PLAN_MIN_CHUNK;
+		if (c0 >= small || c0 >= c1) {
+			p->chunk = c0;
+			p->checkpoint = 0;
+		} else {
+			p->chunk = c1;
+			p->checkpoint = 1;
+		}
+		/* The chunks are equal: as many as c needs, evened out;
+		 * the whole batch is no chunking at all. */
+		int nchunks = (B + p->chunk - 1) / p->chunk;
+		p->chunk = (B + nchunks - 1) / nchunks;
+		if (p->chunk == B)
+			p->chunk = 0;
+		p->estimate = fixed + plan_ws(m, o, B, p->chunk,
+		                              p->checkpoint);
+	}
+	m->chunk = p->chunk;
+	m->checkpoint = p->checkpoint;
+	return 0;
+none:
+	return cg_seterr("a step needs at least %.0f MiB, more than the "
+			 "budget of %.0f MiB",
+			 p->floor / 1048576.0, budget / 1048576.0);
+}
+
+/* ------------------------------------------------------------- output */
+
+struct cg_file *
+cg_update_file(const struct cg_model *base, const char *kind, const float *buf,
+	       const struct cg_train_result *res)
+{
+	return cg_update_new(
+	    base, strcmp(kind, "grad") == 0 ? CG_UPDATE_GRAD : CG_UPDATE_DELTA,
+	    buf, (double)res->samples, res->weight, res->mean.loss);
+}
+
+int
+cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
+	      uint64_t seed, struct cg_metrics *out,
+	      void (*progress)(void *ctx, int done, int total, double loss),
+	      void *progress_ctx)
+{
+	uint64_t *ex;
+	struct cg_rng r;
+	const int text = s->kind == CG_PAYLOAD_TEXT;
+	double tokens = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (m->arch->check_data(m, s) != 0)
+		return -1;
+	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
+		return -1;
+	cg_rng_derive(&r, seed, 0x6576616cULL, 0);
+	uint64_t nseed = cg_rng_u64(&r);
+	for (uint64_t i = 0; i < s->n; i += (uint64_t)B) {
+		int nb = s->n - i < (uint64_t)B ? (int)(s->n - i) : B;
+		struct cg_metrics bm;
+		for (int b = 0; b < nb; b++)
+			ex[b] = i + (uint64_t)b;
+		if (m->arch->batch(m, s, ex, nb, nseed, NULL, &bm) != 0) {
+			free(ex);
+			return -1;
+		}
+		if (text)
+			add_text_metrics(out, &bm, &tokens);
+		else
+			add_metrics(out, &bm);
+		if (progress) {
+			/* counted in an int: scaled down past INT_MAX */
+			uint64_t tot = s->n > INT_MAX ? INT_MAX : s->n;
+			progress(progress_ctx,
+				 (int)((i + (uint64_t)nb) * tot / s->n),
+				 (int)tot, NAN);
+		}
+	}
+	if (text)
+		finish_text_metrics(out, tokens);
+	else
+		finish_metrics(out);
+	free(ex);
+	return 0;
+}

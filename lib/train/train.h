@@ -1,0 +1,127 @@
+/*
+ * train/train.h - the training loop of one worker call: batches, gradient
+ * accumulation, local optimizer steps, and what a call emits.
+ */
+#ifndef CG_TRAIN_H
+#define CG_TRAIN_H
+
+#include "model/model.h"
+#include "nn/optim.h"
+#include "data/shard.h"
+#include "train/state.h"
+
+enum cg_emit { CG_EMIT_GRAD, CG_EMIT_DELTA, CG_EMIT_MODEL };
+enum cg_order { CG_ORDER_SHUFFLE, CG_ORDER_SEQUENTIAL };
+
+struct cg_train_opts {
+	int steps;	 /* K micro-batches (grad) or optimizer steps */
+	int batch;	 /* B examples per micro-batch */
+	uint64_t seed;	 /* data order and model noise */
+	enum cg_emit emit;
+	enum cg_order order;
+	struct cg_optim opt; /* inner optimizer (delta, model) */
+	double clip;	     /* global gradient norm limit; 0 = none */
+	/* Toward a teacher (model.h); NULL: plain training.  The teacher
+	 * runs forward only, in the student's chunks, checkpointed. */
+	const struct cg_distill *distill;
+	/* Stop after the step during which cg_now() (core/clock.h) reaches
+	 * this, even if fewer than steps are done; 0: run all steps.  The
+	 * result then holds the steps done, and is the same as a call of
+	 * that many steps but for the model noise, which stays seeded as
+	 * in a call of all steps. */
+	double deadline;
+	/* Called after each micro-batch with the mean loss so far (may be
+	 * NULL). */
+	void (*progress)(void *ctx, int done, int total, double loss);
+	void *progress_ctx;
+};
+
+/*
+ * Worker state kept between calls (lib/train/state.h), by name: "cursor" (u64,
+ * examples consumed) for every emit kind and, for delta, the inner
+ * optimizer's "opt.t" (u64, steps taken), "opt.m" and "opt.v" (f32 [P],
+ * as the optimizer needs them).  Put them into st where st has none (the
+ * cursor where a call without a state starts, the rest zeroed), checking
+ * that those st has fit m: 0, or -1 with a message.
+ * cg_train_run does the same itself; a caller that calls this first gets
+ * a misfit state reported apart from the run's errors.
+ */
+int cg_train_state_init(struct cg_state *st, const struct cg_model *m,
+			const struct cg_train_opts *o);
+
+/* Summary of one call. */
+struct cg_train_result {
+	struct cg_metrics mean; /* over every micro-batch of the call */
+	int steps;	/* micro-batches or steps done: o->steps but past a
+			   deadline */
+	uint64_t samples;
+	double weight;	  /* what a reduction weighs it by: scored tokens
+			     for text, else samples */
+	double grad_norm; /* of the emitted gradient (grad mode) */
+};
+
+/*
+ * Run one call on model m and shard s.  In grad mode, out receives the
+ * mean gradient [nparams] (for text, the mean per scored token over all
+ * micro-batches: each weighted by its tokens); in delta mode the new - old
+ * weights and m is left as it was; in model mode m is trained in place
+ * (m->step += K) and out is unused.  st may be NULL (no state between
+ * calls): the cursor is then derived from m's step, as it is for a state
+ * that has none.  Returns 0 or -1 with a message.
+ */
+int cg_train_run(struct cg_model *m, const struct cg_shard *s,
+		 const struct cg_train_opts *o, struct cg_state *st, float *out,
+		 struct cg_train_result *res);
+
+/*
+ * How a call spends memory: model chunks of at most chunk examples (0:
+ * the arch's default) with or without activation checkpointing, and what
+ * that is expected to cost in all (bytes of resident memory).
+ */
+struct cg_memplan {
+	int chunk;
+	int checkpoint;
+	uint64_t estimate;
+	uint64_t floor; /* the least any plan needs */
+};
+
+/*
+ * Plan a call of cg_train_run(m, s, o, st, ...) so that the process stays
+ * within budget bytes (0: no limit), given that it holds resident bytes
+ * now (model, shard and state loaded) and that out (nparams floats, grad
+ * and delta calls) is still to be allocated.  Keeping every activation of
+ * whole batches comes first; then smaller chunks, down to 4 examples, with
+ * gradients accumulated over them (the same mean gradient); then
+ * activation checkpointing, the largest chunk that fits.  A teacher
+ * (o->distill) runs in the same chunks, its workspace counted beside the
+ * model's (struct cg_arch's teacher_bytes).  checkpoint != 0
+ * asks for checkpointing whatever the budget.  Sets m->chunk and
+ * m->checkpoint, and *p.  Returns 0, or -1 with a message when nothing
+ * fits or the arch cannot checkpoint.
+ */
+int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
+		  const struct cg_state *st, uint64_t budget,
+		  uint64_t resident, int checkpoint, struct cg_memplan *p);
+
+/*
+ * The file a grad or delta call emits (kind "grad" or "delta"): the
+ * update module's cg_update_new with the call's samples, weight and mean
+ * loss; buf is borrowed and must outlive the file.
+ */
+struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
+			       const float *buf,
+			       const struct cg_train_result *res);
+
+/* Evaluate m over all of s in batches of B (no gradient); noise from
+ * seed.  The means are per example, but for text shards loss and
+ * bits_per are exact means per scored token over the whole shard (part[0]
+ * is then tokens per example; see train.c).  progress (may be NULL) is
+ * called after each batch with the examples scored so far and no loss
+ * (NAN).  Returns 0 or -1. */
+int cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
+		  uint64_t seed, struct cg_metrics *out,
+		  void (*progress)(void *ctx, int done, int total,
+				   double loss),
+		  void *progress_ctx);
+
+#endif
