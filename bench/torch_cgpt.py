@@ -13,7 +13,7 @@ of 16 sequences of 128 positions.
 The shards are read directly (tarfile + json: cg.json, then the raw
 little-endian tensors "cond" u32, "index" u64, "offset" u64, "payload" u8
 and optional "prompt_len" u32; plain or gzip, not zstd), and sequences are
-built exactly as lib/arch/cgpt/arch.c builds them: COND = 256 + cond, EOT =
+built exactly as lib/arch/cgpt/cgpt_arch.c builds them: COND = 256 + cond, EOT =
 256 + ncond as the mark of a text's start, the prompt and text bytes, EOT
 as its end; only text bytes and the end are scored; an example longer than
 context + 1 tokens keeps COND and a window of the rest, the start window
@@ -107,8 +107,8 @@ class Rng:
 ORDER_TAG = 0x6F72646572      # "order", lib/train/train.c
 NOISE_TAG = 0x6E6F697365      # "noise", lib/train/train.c
 EVAL_TAG = 0x6576616C         # "eval", lib/train/train.c
-WINDOW_TAG = 0x77696E646F77   # "window", lib/arch/cgpt/arch.c
-START_ODDS = 4                # lib/arch/cgpt/arch.c: 1 in 4 windows a start
+WINDOW_TAG = 0x77696E646F77   # "window", lib/arch/cgpt/cgpt_arch.c
+START_ODDS = 4                # lib/arch/cgpt/cgpt_arch.c: 1 in 4 windows a start
 
 # ---------------------------------------------------------------- data
 
@@ -152,7 +152,7 @@ class Shard:
 
 def make_seq(s, i, ncond, T, noise):
     """Example i of s as (tokens [T], targets [T], scored [T]), as
-    lib/arch/cgpt/arch.c make_seq: rest = EOT (the start mark), the payload,
+    lib/arch/cgpt/cgpt_arch.c make_seq: rest = EOT (the start mark), the payload,
     EOT (the end); a window at offset o is COND, rest[o:o+T-1] with the
     targets rest[o:o+T]; o = 0 (the start window) one time in START_ODDS
     where it scores, else uniform over the middle offsets that score."""

@@ -100,7 +100,7 @@ CVAE = dict(in_dim=784, ncond=10, hidden=512, layers=2, latent=32,
             batch=128, lr=1e-3)
 CGPT = dict(context=128, width=256, layers=4, heads=4, batch=16, lr=3e-4,
             wd=0.1)
-# cg-init's defaults (lib/arch/cddpm/arch.c, lib/arch/cgan/arch.c) on Fashion-MNIST;
+# cg-init's defaults (lib/arch/cddpm/cddpm_arch.c, lib/arch/cgan/cgan_arch.c) on Fashion-MNIST;
 # torch_check.py's configuration keys
 CDDPM = {"in_dim": 784, "ncond": 10, "hidden": 512, "layers": 3,
          "embed": 128, "timesteps": 1000, "snr-clip": 5, "predict-x0": 1,
@@ -254,7 +254,7 @@ def run_model(a, model, torch):
 
             def step(k):
                 # each example's timestep, dropped condition and noise,
-                # as lib/arch/cddpm/arch.c draws them (from other generators)
+                # as lib/arch/cddpm/cddpm_arch.c draws them (from other generators)
                 idx = next_batch()
                 x0 = x8[idx].float().div_(127.5).sub_(1.0)
                 t = torch.randint(cfg["timesteps"], (B,), generator=gen)

@@ -33,6 +33,7 @@
 #include "cli/cli.h"
 #include "nn/gemm.h"
 #include "data/image.h"
+#include "data/text.h"
 #include "model/model.h"
 
 #define DEFAULT_COUNT 10

@@ -24,7 +24,11 @@
 
 #include "cg.h"
 #include "cli/cli.h"
+#include "data/idx.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/split.h"
+#include "data/text.h"
 
 enum {
 	OPT_CONDITIONS = CG_KEY_OWN,

@@ -1,6 +1,6 @@
 /*
  * arch/all.c - the table of built-in architectures, one X() per
- * lib/arch/NAME/arch.c, in the order cg-init lists them.
+ * lib/arch/NAME/NAME_arch.c, in the order cg-init lists them.
  */
 #include "arch/all.h"
 #include "model/model.h"

@@ -21,7 +21,7 @@
 
 #include <zlib.h>
 
-#include "data/shard.h"
+#include "data/idx.h"
 
 #define IDX_U8 0x08
 #define IDX_MAX_SIDE 16384 /* pixels along one image side */

@@ -27,7 +27,7 @@
 #include <cjson/cJSON.h>
 #include <zlib.h>
 
-#include "data/shard.h"
+#include "data/text.h"
 
 #define RD_CHUNK (1u << 16)
 /* Room for the keys and other members of a JSON Lines record, beyond its

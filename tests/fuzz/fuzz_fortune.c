@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "data/dataset.h"
+#include "data/text.h"
 #include "fuzz.h"
 
 #define MAXFILES 8

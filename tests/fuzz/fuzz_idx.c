@@ -6,6 +6,8 @@
  * cg_idx_load through memfds (fuzz.h), plain or gzip, once whole and, if that
  * loads, once with a limit on the examples kept.
  */
+#include "data/dataset.h"
+#include "data/idx.h"
 #include "fuzz.h"
 
 int

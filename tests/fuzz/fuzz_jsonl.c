@@ -6,6 +6,8 @@
  * reads it: once with the default entry limit and, if that loads, once
  * with a small one and a limit on the examples.
  */
+#include "data/dataset.h"
+#include "data/text.h"
 #include "fuzz.h"
 
 #define FORMAT CG_TEXT_JSONL

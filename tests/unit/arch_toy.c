@@ -3,7 +3,7 @@
  * condition.
  *
  * It shows that an architecture is its own file and nothing else: it is
- * not in lib/model/arch.c's table and no program names it, yet the copies of
+ * not in lib/arch/all.c's table and no program names it, yet the copies of
  * cg-init, cg-train-step, cg-apply, cg-eval and cg-sample that the suite
  * links with this file (tests/toy/, never installed) handle it, because
  * the constructor below registers it with cg_arch_register().
@@ -30,6 +30,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "arch/common.h"
 #include "model/model.h"
 
 #define TOY_MAX_PARAMS ((uint64_t)1 << 26)

@@ -16,6 +16,8 @@
 #include "check.h"
 #include "model/model.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/split.h"
 
 /*
  * The toy's loss is a sum of softplus terms of the parameters, computed

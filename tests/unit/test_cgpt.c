@@ -29,6 +29,8 @@
 #include "arch/cgpt/cgpt.h"
 #include "model/model.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "nn/transformer.h"
 
 #define TEST_NAME "test_cgpt"

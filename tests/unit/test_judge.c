@@ -25,8 +25,11 @@
 #include "check.h"
 #include "eval/frechet.h"
 #include "eval/judge.h"
+#include "arch/common.h"
 #include "model/model.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/split.h"
 
 #define K 3
 #define H 4

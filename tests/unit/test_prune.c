@@ -21,6 +21,8 @@
 #include "nn/nn.h"
 #include "eval/prune.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "exchange/apply.h"
 #include "train/train.h"
 #include "nn/transformer.h"

@@ -25,6 +25,10 @@
 
 #include "cg.h"
 #include "data/shard.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+#include "data/text.h"
+#include "data/split.h"
 
 #define TEST_NAME "test_shard"
 #include "check.h"

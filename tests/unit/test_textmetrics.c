@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/text.h"
 #include "cg.h"
 #include "eval/textmetrics.h"
 

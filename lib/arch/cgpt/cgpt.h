@@ -199,7 +199,7 @@ int cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
  * a pass over the whole window.  Its logits are those cg_cgpt_forward
  * gives at the window's last position, to float rounding.
  *
- * The windows are those the model was trained on (lib/arch/cgpt/arch.c).  A
+ * The windows are those the model was trained on (lib/arch/cgpt/cgpt_arch.c).  A
  * text starts as a start window: the condition, EOT (256 + ncond, here
  * the mark of a text's start), the prompt, when the prompt fits beside
  * them (plen <= T - 2); a longer prompt gives a window from the middle:

@@ -1,5 +1,5 @@
 /*
- * arch/cddpm/arch.c - the cddpm architecture (conditional diffusion with
+ * arch/cddpm/cddpm_arch.c - the cddpm architecture (conditional diffusion with
  * classifier-free guidance) as the model layer sees it.
  *
  * Binds lib/arch/cddpm/cddpm.c to struct cg_arch: config from JSON, the shard's
@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "arch/cddpm/cddpm.h"
+#include "arch/common.h"
 #include "model/model.h"
 
 #define DEFAULT_STEPS 50

@@ -1,5 +1,5 @@
 /*
- * model/arch.c - the registry of architectures, and what cg-init needs of one.
+ * model/registry.c - the registry of architectures, and what cg-init needs of one.
  *
  * Every architecture is one struct cg_arch (model/model.h), and the
  * registry names none of them: the table of built-in ones lives above
@@ -7,12 +7,12 @@
  * (cg_arch_all() does it; every program does it before it parses its
  * options).  To add an architecture:
  *
- *   1. Write lib/arch/NAME/arch.c defining `const struct cg_arch
+ *   1. Write lib/arch/NAME/NAME_arch.c defining `const struct cg_arch
  *      cg_arch_NAME`: its name and one-line summary, the names of its
  *      objective and parts, its config options (struct cg_arch_opt rows:
  *      cg-init's --NAME, parsed, range-checked and listed in --help from
  *      the row), config_from_shard (the config keys and manifest entries
- *      the data gives; image archs call cg_arch_image_config), nconds,
+ *      the data gives; image archs call cg_arch_image_config (arch/common.h)), nconds,
  *      layout, init, check_data, batch, free_ws, and sample_image (with
  *      image_shape) or sample_text, or for a classifier classify and
  *      nfeatures (with image_shape); ws_bytes if it chunks or
@@ -33,7 +33,6 @@
 #include <cjson/cJSON.h>
 
 #include "core/parse.h"
-#include "data/image.h"
 #include "model/model.h"
 
 #define MAX_REGISTERED 16
@@ -311,84 +310,4 @@ fail:
 	cJSON_Delete(*extra);
 	*config = *extra = NULL;
 	return -1;
-}
-
-/* ---------------------------------------------------------- image archs */
-
-int
-cg_arch_image_config(const char *arch, const struct cg_shard *s, cJSON *config,
-                     cJSON *extra)
-{
-	cJSON *img;
-
-	if (s->kind != CG_PAYLOAD_IMAGE)
-		return cg_seterr("%s needs image data", arch);
-	if ((img = cJSON_AddObjectToObject(extra, "image")) == NULL ||
-	    !cJSON_AddNumberToObject(img, "height", s->height) ||
-	    !cJSON_AddNumberToObject(img, "width", s->width) ||
-	    !cJSON_AddNumberToObject(img, "channels", s->channels) ||
-	    !cJSON_AddNumberToObject(
-	        config, "in_dim", (double)s->height * s->width * s->channels) ||
-	    !cJSON_AddNumberToObject(config, "ncond", (double)s->nconditions))
-		return cg_seterr("out of memory");
-	return 0;
-}
-
-int
-cg_arch_config_int(const cJSON *obj, const char *key, int lo, int hi, int *out)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	if (!cJSON_IsNumber(v) || v->valuedouble < lo || v->valuedouble > hi ||
-	    v->valuedouble != (int)v->valuedouble)
-		return cg_seterr("config: \"%s\" missing or out of range", key);
-	*out = (int)v->valuedouble;
-	return 0;
-}
-
-/* A positive whole number under key of obj, at most max; else -1. */
-static int
-json_int(const cJSON *obj, const char *key, int max)
-{
-	int v;
-
-	return cg_arch_config_int(obj, key, 1, max, &v) != 0 ? -1 : v;
-}
-
-int
-cg_arch_check_image_data(const char *arch, const struct cg_model *m,
-                         const struct cg_shard *s, int in_dim, int ncond)
-{
-	if (s->kind != CG_PAYLOAD_IMAGE)
-		return cg_seterr("%s needs image data", arch);
-	if ((uint64_t)s->height * s->width * s->channels != (uint64_t)in_dim)
-		return cg_seterr("images of %ux%ux%u do not fit a model of "
-		                 "%d inputs",
-		                 s->height, s->width, s->channels, in_dim);
-	if (s->nconditions != (size_t)ncond)
-		return cg_seterr("%zu conditions in the data, %d in the model",
-		                 s->nconditions, ncond);
-	return cg_model_check_conditions(m, s);
-}
-
-int
-cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim, int shape[3])
-{
-	const cJSON *img =
-	    cJSON_GetObjectItemCaseSensitive(m->manifest, "image");
-	int h, w, c;
-
-	if ((h = json_int(img, "height", CG_IMAGE_MAX_SIDE)) < 0 ||
-	    (w = json_int(img, "width", CG_IMAGE_MAX_SIDE)) < 0 ||
-	    (c = json_int(img, "channels", 4)) < 0)
-		return cg_seterr("manifest: no valid \"image\" "
-		                 "{height, width, channels}");
-	if (in_dim != (uint64_t)h * w * c)
-		return cg_seterr("manifest: images of %dx%dx%d, but the model "
-		                 "makes %llu values per image",
-		                 h, w, c, (unsigned long long)in_dim);
-	shape[0] = h;
-	shape[1] = w;
-	shape[2] = c;
-	return 0;
 }

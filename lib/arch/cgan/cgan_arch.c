@@ -1,5 +1,5 @@
 /*
- * arch/cgan/arch.c - the cgan architecture (conditional GAN, hinge loss,
+ * arch/cgan/cgan_arch.c - the cgan architecture (conditional GAN, hinge loss,
  * spectral normalisation) as the model layer sees it.
  *
  * Binds lib/arch/cgan/cgan.c to struct cg_arch: config from JSON, the shard's bytes
@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "arch/cgan/cgan.h"
+#include "arch/common.h"
 #include "model/model.h"
 
 struct cgan_ws {

@@ -1,5 +1,5 @@
 /*
- * arch/cvae/arch.c - the cvae architecture as the model layer sees it.
+ * arch/cvae/cvae_arch.c - the cvae architecture as the model layer sees it.
  *
  * Binds lib/arch/cvae/cvae.c's kernels to struct cg_arch: config from JSON, the
  * shard's bytes turned into Bernoulli targets (pixel / 255), and the
@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "arch/cvae/cvae.h"
+#include "arch/common.h"
 #include "model/model.h"
 
 struct cvae_ws {

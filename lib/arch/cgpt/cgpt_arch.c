@@ -1,5 +1,5 @@
 /*
- * arch/cgpt/arch.c - the cgpt architecture as the model layer sees it.
+ * arch/cgpt/cgpt_arch.c - the cgpt architecture as the model layer sees it.
  *
  * Binds lib/arch/cgpt/cgpt.c to struct cg_arch: config from JSON, and text shard
  * examples turned into token sequences.  Example i (condition k, payload
@@ -68,6 +68,7 @@
 #include <cjson/cJSON.h>
 
 #include "arch/cgpt/cgpt.h"
+#include "arch/common.h"
 #include "model/model.h"
 #include "nn/transformer.h"
 

@@ -1,5 +1,5 @@
 /*
- * arch/cclf/arch.c - the cclf architecture (an image classifier) as the model
+ * arch/cclf/cclf_arch.c - the cclf architecture (an image classifier) as the model
  * layer sees it.
  *
  * Binds lib/arch/cclf/cclf.c to struct cg_arch: config from JSON, the shard's
@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "arch/cclf/cclf.h"
+#include "arch/common.h"
 #include "model/model.h"
 
 struct cclf_ws {

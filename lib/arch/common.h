@@ -1,0 +1,45 @@
+/*
+ * arch/common.h - what the architectures share: whole numbers of a
+ * config, and the image archs' config, image shape and data checks.
+ */
+#ifndef CG_ARCH_COMMON_H
+#define CG_ARCH_COMMON_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+
+/*
+ * For image archs: config_from_shard's work for a model that reads and
+ * makes whole images of s: refuses data that is not images (naming arch),
+ * adds extra "image" {height, width, channels} and config "in_dim"
+ * (values per image) and "ncond".  Returns 0 or -1.
+ */
+int cg_arch_image_config(const char *arch, const struct cg_shard *s,
+                         struct cJSON *config, struct cJSON *extra);
+/*
+ * The image shape of m's manifest into shape {height, width, channels},
+ * checked against the values per image (in_dim) the arch's config makes:
+ * a manifest that disagrees would have a reader run past a sample.
+ * Returns 0 or -1 with a message.
+ */
+int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
+                        int shape[3]);
+/*
+ * For image archs: check_data's work for a model of in_dim values per
+ * image and ncond conditions: refuses data that is not images (naming
+ * arch), images of another size, another number of conditions or other
+ * condition names (cg_model_check_conditions).  Returns 0 or -1 with a
+ * message.
+ */
+int cg_arch_check_image_data(const char *arch, const struct cg_model *m,
+                             const struct cg_shard *s, int in_dim, int ncond);
+/*
+ * The whole number under key of obj (an arch's config) into *out, if it
+ * lies in [lo, hi].  Returns 0, or -1 with the message
+ * 'config: "KEY" missing or out of range'.
+ */
+int cg_arch_config_int(const struct cJSON *obj, const char *key, int lo, int hi,
+                       int *out);
+
+#endif
