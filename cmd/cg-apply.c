@@ -15,10 +15,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "exchange/apply.h"
 #include "cli/cli.h"
-#include "model/model.h"
+#include "exchange/apply.h"
 #include "exchange/update.h"
+#include "model/model.h"
 
 #define MAX_THREADS 4096
 

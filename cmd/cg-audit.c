@@ -17,8 +17,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "train/audit.h"
 #include "cli/cli.h"
+#include "train/audit.h"
 
 #define MAX_THREADS 4096
 /* Lines of a round's list, and bytes of one line. */

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "file/safetensors.h"
 #include "eval/verify.h"
+#include "file/safetensors.h"
 
 static const struct cg_opt opts[] = {
     {"output", 'o', "FILE", "where to write (- or none: stdout)"},

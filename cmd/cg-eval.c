@@ -27,11 +27,11 @@
 
 #include "cg.h"
 #include "cli/cli.h"
+#include "data/shard.h"
 #include "eval/evalgen.h"
-#include "nn/gemm.h"
 #include "eval/judge.h"
 #include "model/model.h"
-#include "data/shard.h"
+#include "nn/gemm.h"
 #include "train/train.h"
 
 #define DEFAULT_BATCH 500

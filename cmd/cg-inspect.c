@@ -28,9 +28,9 @@
 #include "cg.h"
 #include "cli/cli.h"
 #include "eval/inspect.h"
+#include "eval/verify.h"
 #include "file/safetensors.h"
 #include "file/sign.h"
-#include "eval/verify.h"
 
 enum {
 	OPT_DIFF = CG_KEY_OWN,

@@ -15,10 +15,10 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "model/model.h"
-#include "eval/prune.h"
 #include "data/shard.h"
+#include "eval/prune.h"
 #include "exchange/update.h"
+#include "model/model.h"
 
 #define MAX_THREADS 4096
 #define MAX_EXCLUDE 64

@@ -14,9 +14,9 @@
 
 #include "cli/cli.h"
 #include "eval/inspect.h"
-#include "model/model.h"
 #include "eval/quantize.h"
 #include "file/safetensors.h"
+#include "model/model.h"
 
 enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REF, OPT_REQUANT, OPT_STRIP };
 

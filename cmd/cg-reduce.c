@@ -24,10 +24,10 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "model/model.h"
 #include "cli/progress.h"
 #include "exchange/reduce.h"
 #include "exchange/stale.h"
+#include "model/model.h"
 
 #define MAX_THREADS 4096
 

@@ -31,10 +31,10 @@
 
 #include "cg.h"
 #include "cli/cli.h"
-#include "nn/gemm.h"
 #include "data/image.h"
 #include "data/text.h"
 #include "model/model.h"
+#include "nn/gemm.h"
 
 #define DEFAULT_COUNT 10
 #define DEFAULT_TEXT_COUNT 1

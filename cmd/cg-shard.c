@@ -24,9 +24,9 @@
 
 #include "cg.h"
 #include "cli/cli.h"
+#include "data/dataset.h"
 #include "data/idx.h"
 #include "data/shard.h"
-#include "data/dataset.h"
 #include "data/split.h"
 #include "data/text.h"
 

@@ -13,13 +13,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "train/audit.h"
 #include "cli/cli.h"
-#include "nn/gemm.h"
 #include "exchange/secagg.h"
-#include "train/train.h"
 #include "exchange/uident.h"
 #include "exchange/update.h"
+#include "nn/gemm.h"
+#include "train/audit.h"
+#include "train/train.h"
 
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)

@@ -103,9 +103,9 @@
 #include <stdio.h>
 
 #include "cg.h"
-#include "nn/optim.h"
 #include "cli/progress.h"
 #include "core/parse.h"
+#include "nn/optim.h"
 
 #define CG_VERSION "0.1.0"
 

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
 #include "data/shard.h"
+#include "model/model.h"
 
 #define CG_GEN_EXTRA 16 /* default budget: the reference's bytes + this */
 #define CG_GEN_CAP 1024 /* ... but no more than this */

@@ -21,9 +21,9 @@
 #include <cjson/cJSON.h>
 
 #include "eval/inspect.h"
-#include "model/model.h"
-#include "file/sign.h"
 #include "exchange/update.h"
+#include "file/sign.h"
+#include "model/model.h"
 
 /* Elements decoded per step: a multiple of the 32-element quant block. */
 #define CHUNK 2048

@@ -19,8 +19,8 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
 #include "data/shard.h"
+#include "model/model.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "model/model.h"
 #include "data/shard.h"
+#include "model/model.h"
 
 /* What a weight's score is; the lowest scores are pruned. */
 enum cg_importance {

@@ -9,11 +9,11 @@
  */
 #include <string.h>
 
-#include "model/model.h"
 #include "data/shard.h"
-#include "train/state.h"
-#include "exchange/update.h"
 #include "eval/verify.h"
+#include "exchange/update.h"
+#include "model/model.h"
+#include "train/state.h"
 
 static const struct {
 	const char *kind;

@@ -5,9 +5,9 @@
 #ifndef CG_APPLY_H
 #define CG_APPLY_H
 
+#include "exchange/update.h"
 #include "model/model.h"
 #include "nn/optim.h"
-#include "exchange/update.h"
 
 /* How a delta is applied. */
 enum cg_outer {

@@ -18,11 +18,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "model/model.h"
 #include "core/clock.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
 #include "file/sign.h"
+#include "model/model.h"
 
 /* ------------------------------------------------------- operations */
 

@@ -17,8 +17,8 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
-#include "file/sign.h"
 #include "exchange/uident.h"
+#include "file/sign.h"
 
 struct cg_uident_slot {
 	unsigned char key[32];

@@ -14,9 +14,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "model/model.h"
 #include "exchange/secagg.h"
 #include "exchange/update.h"
+#include "model/model.h"
 
 static const char *const kind_names[] = {"grad", "delta"};
 

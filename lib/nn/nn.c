@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "cg.h"
+#include "core/par.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
-#include "core/par.h"
 #include "nn/vmath.h"
 
 

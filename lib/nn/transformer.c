@@ -27,8 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "nn/gemm.h"
 #include "core/par.h"
+#include "nn/gemm.h"
 #include "nn/transformer.h"
 
 /* Columns per task where a reduction over rows is split by column. */

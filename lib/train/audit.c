@@ -26,8 +26,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "train/audit.h"
 #include "nn/gemm.h"
+#include "train/audit.h"
 
 /* cg-train-step's own bounds on --steps and --batch. */
 #define MAX_STEPS (1 << 30)

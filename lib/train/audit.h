@@ -14,11 +14,11 @@
 #ifndef CG_AUDIT_H
 #define CG_AUDIT_H
 
-#include "model/model.h"
 #include "data/shard.h"
+#include "exchange/update.h"
+#include "model/model.h"
 #include "train/state.h"
 #include "train/train.h"
-#include "exchange/update.h"
 
 /* A call as its update records it. */
 struct cg_call {

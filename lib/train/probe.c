@@ -26,9 +26,9 @@
 #include <time.h>
 
 #include "cg.h"
+#include "core/clock.h"
 #include "nn/optim.h"
 #include "train/probe.h"
-#include "core/clock.h"
 #include "train/train.h"
 
 static int

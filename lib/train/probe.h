@@ -6,8 +6,8 @@
 #ifndef CG_PROBE_H
 #define CG_PROBE_H
 
-#include "model/model.h"
 #include "data/shard.h"
+#include "model/model.h"
 
 #define CG_PROBE_MAX_WINDOWS 64
 

@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "cg.h"
-#include "model/model.h"
 #include "data/shard.h"
+#include "model/model.h"
 
 struct cg_state;
 

@@ -22,8 +22,8 @@
 #include <cjson/cJSON.h>
 
 #include "core/clock.h"
-#include "train/train.h"
 #include "exchange/update.h"
+#include "train/train.h"
 
 /* ------------------------------------------------------------ batches */
 

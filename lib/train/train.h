@@ -5,9 +5,9 @@
 #ifndef CG_TRAIN_H
 #define CG_TRAIN_H
 
+#include "data/shard.h"
 #include "model/model.h"
 #include "nn/optim.h"
-#include "data/shard.h"
 #include "train/state.h"
 
 enum cg_emit { CG_EMIT_GRAD, CG_EMIT_DELTA, CG_EMIT_MODEL };

@@ -24,12 +24,12 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "eval/inspect.h"
-#include "model/model.h"
 #include "data/shard.h"
-#include "train/state.h"
+#include "eval/inspect.h"
 #include "exchange/ucodec.h"
 #include "exchange/update.h"
+#include "model/model.h"
+#include "train/state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

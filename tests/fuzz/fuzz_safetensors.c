@@ -7,8 +7,8 @@
  * passes is summed up as cg-inspect does and goes on to the reader of its
  * kind.
  */
-#include "fuzz.h"
 #include "file/safetensors.h"
+#include "fuzz.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -55,9 +55,9 @@
 #include "arch/cclf/cclf.h"
 #include "arch/cddpm/cddpm.h"
 #include "arch/cgan/cgan.h"
-#include "cg.h"
 #include "arch/cgpt/cgpt.h"
 #include "arch/cvae/cvae.h"
+#include "cg.h"
 #include "model/model.h"
 
 #define PROG "model_dump"

@@ -21,12 +21,12 @@
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
-#include "exchange/apply.h"
 #include "cg.h"
+#include "exchange/apply.h"
+#include "exchange/update.h"
 #include "model/model.h"
 #include "train/state.h"
 #include "train/train.h"
-#include "exchange/update.h"
 
 #define TEST_NAME "test_apply"
 #include "check.h"

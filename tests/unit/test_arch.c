@@ -14,10 +14,10 @@
 
 #include "arch/all.h"
 #include "check.h"
-#include "model/model.h"
-#include "data/shard.h"
 #include "data/dataset.h"
+#include "data/shard.h"
 #include "data/split.h"
+#include "model/model.h"
 
 /*
  * The toy's loss is a sum of softplus terms of the parameters, computed

@@ -14,8 +14,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "train/audit.h"
 #include "cg.h"
+#include "train/audit.h"
 
 #define TEST_NAME "test_audit"
 #include "check.h"

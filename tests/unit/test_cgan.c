@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg.h"
 #include "arch/cgan/cgan.h"
+#include "cg.h"
 #include "cli/cli.h"
 #include "nn/nn.h"
 

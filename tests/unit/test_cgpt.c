@@ -25,12 +25,12 @@
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
-#include "cg.h"
 #include "arch/cgpt/cgpt.h"
-#include "model/model.h"
-#include "data/shard.h"
+#include "cg.h"
 #include "data/dataset.h"
+#include "data/shard.h"
 #include "data/split.h"
+#include "model/model.h"
 #include "nn/transformer.h"
 
 #define TEST_NAME "test_cgpt"

@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg.h"
 #include "arch/cgpt/cgpt.h"
+#include "cg.h"
 #include "model/model.h"
 #include "nn/transformer.h"
 

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/cvae/cvae.h"
 #include "cg.h"
 #include "cli/cli.h"
-#include "arch/cvae/cvae.h"
 
 #define TEST_NAME "test_cvae"
 #include "check.h"

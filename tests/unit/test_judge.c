@@ -21,15 +21,15 @@
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
+#include "arch/common.h"
 #include "cg.h"
 #include "check.h"
+#include "data/dataset.h"
+#include "data/shard.h"
+#include "data/split.h"
 #include "eval/frechet.h"
 #include "eval/judge.h"
-#include "arch/common.h"
 #include "model/model.h"
-#include "data/shard.h"
-#include "data/dataset.h"
-#include "data/split.h"
 
 #define K 3
 #define H 4

@@ -14,19 +14,19 @@
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
-#include "check.h"
 #include "arch/cgpt/cgpt.h"
 #include "arch/cvae/cvae.h"
+#include "check.h"
+#include "data/dataset.h"
+#include "data/shard.h"
+#include "data/split.h"
+#include "eval/prune.h"
+#include "exchange/apply.h"
+#include "exchange/update.h"
 #include "model/model.h"
 #include "nn/nn.h"
-#include "eval/prune.h"
-#include "data/shard.h"
-#include "data/dataset.h"
-#include "data/split.h"
-#include "exchange/apply.h"
-#include "train/train.h"
 #include "nn/transformer.h"
-#include "exchange/update.h"
+#include "train/train.h"
 
 /* ------------------------------------------------------------- models */
 

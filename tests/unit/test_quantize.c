@@ -18,8 +18,8 @@
 
 #include "arch/all.h"
 #include "check.h"
-#include "model/model.h"
 #include "eval/quantize.h"
+#include "model/model.h"
 
 static struct cg_model *
 make_model(int width)

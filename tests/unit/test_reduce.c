@@ -30,9 +30,9 @@
 
 #include "cg.h"
 #include "cli/cli.h"
-#include "model/model.h"
 #include "exchange/reduce.h"
 #include "exchange/update.h"
+#include "model/model.h"
 
 #define TEST_NAME "test_reduce"
 #include "check.h"

@@ -25,11 +25,11 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
-#include "model/model.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
-#include "file/sign.h"
 #include "exchange/update.h"
+#include "file/sign.h"
+#include "model/model.h"
 
 #define TEST_NAME "test_secagg"
 #include "check.h"

@@ -24,11 +24,11 @@
 #include <zlib.h>
 
 #include "cg.h"
-#include "data/shard.h"
 #include "data/dataset.h"
 #include "data/idx.h"
-#include "data/text.h"
+#include "data/shard.h"
 #include "data/split.h"
+#include "data/text.h"
 
 #define TEST_NAME "test_shard"
 #include "check.h"

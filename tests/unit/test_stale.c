@@ -26,14 +26,14 @@
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
-#include "exchange/apply.h"
+#include "arch/cvae/cvae.h"
 #include "cg.h"
 #include "cli/cli.h"
-#include "arch/cvae/cvae.h"
-#include "model/model.h"
+#include "exchange/apply.h"
 #include "exchange/reduce.h"
 #include "exchange/stale.h"
 #include "exchange/update.h"
+#include "model/model.h"
 
 #define TEST_NAME "test_stale"
 #include "check.h"

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/text.h"
 #include "cg.h"
+#include "data/text.h"
 #include "eval/textmetrics.h"
 
 #define TOL 1e-6

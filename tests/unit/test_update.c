@@ -17,8 +17,8 @@
 
 #include "arch/all.h"
 #include "cg.h"
-#include "model/model.h"
 #include "exchange/update.h"
+#include "model/model.h"
 
 #define TEST_NAME "test_update"
 #include "check.h"

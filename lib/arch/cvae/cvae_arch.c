@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "arch/cvae/cvae.h"
 #include "arch/common.h"
+#include "arch/cvae/cvae.h"
 #include "model/model.h"
 
 struct cvae_ws {
