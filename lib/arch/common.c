@@ -3,6 +3,7 @@
  * config, and the image archs' config, image shape and data checks.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,4 +89,55 @@ cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim, int shape[3])
 	shape[1] = w;
 	shape[2] = c;
 	return 0;
+}
+
+/* The in_dim and ncond of m's config, as m->arch reads its config (its
+ * key table, then its check). */
+static int
+image_dims(const struct cg_model *m, int *in_dim, int *ncond)
+{
+	_Alignas(max_align_t) unsigned char c[CG_ARCH_MAX_CONFIG];
+	const struct cg_arch *a = m->arch;
+	int found = 0;
+
+	if (cg_arch_read_config(a, m->config, c) != 0)
+		return -1;
+	for (int i = 0; i < a->nkeys; i++)
+		if (strcmp(a->keys[i].name, "in_dim") == 0)
+			memcpy(in_dim, c + a->keys[i].offset, sizeof(int)),
+			    found |= 1;
+		else if (strcmp(a->keys[i].name, "ncond") == 0)
+			memcpy(ncond, c + a->keys[i].offset, sizeof(int)),
+			    found |= 2;
+	if (found != 3)
+		return cg_seterr("arch %s: no in_dim or ncond key", a->name);
+	return 0;
+}
+
+int
+cg_arch_image_nconds(const struct cg_model *m)
+{
+	int in_dim, ncond;
+
+	return image_dims(m, &in_dim, &ncond) != 0 ? -1 : ncond;
+}
+
+int
+cg_arch_image_sample_shape(const struct cg_model *m, int shape[3])
+{
+	int in_dim, ncond;
+
+	if (image_dims(m, &in_dim, &ncond) != 0)
+		return -1;
+	return cg_arch_image_shape(m, (uint64_t)in_dim, shape);
+}
+
+int
+cg_arch_image_check(struct cg_model *m, const struct cg_shard *s)
+{
+	int in_dim, ncond;
+
+	if (image_dims(m, &in_dim, &ncond) != 0)
+		return -1;
+	return cg_arch_check_image_data(m->arch->name, m, s, in_dim, ncond);
 }

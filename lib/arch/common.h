@@ -42,4 +42,15 @@ int cg_arch_check_image_data(const char *arch, const struct cg_model *m,
 int cg_arch_config_int(const struct cJSON *obj, const char *key, int lo, int hi,
                        int *out);
 
+/*
+ * The callbacks of an image arch whose config struct has int keys
+ * "in_dim" and "ncond" (struct cg_arch keys): its nconds, image_shape
+ * and check_data, each reading the config through the key table
+ * (cg_arch_read_config) and then as cg_arch_image_shape and
+ * cg_arch_check_image_data say.
+ */
+int cg_arch_image_nconds(const struct cg_model *m);
+int cg_arch_image_sample_shape(const struct cg_model *m, int shape[3]);
+int cg_arch_image_check(struct cg_model *m, const struct cg_shard *s);
+
 #endif

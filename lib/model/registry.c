@@ -11,12 +11,17 @@
  *      cg_arch_NAME`: its name and one-line summary, the names of its
  *      objective and parts, its config options (struct cg_arch_opt rows:
  *      cg-init's --NAME, parsed, range-checked and listed in --help from
- *      the row), config_from_shard (the config keys and manifest entries
- *      the data gives; image archs call cg_arch_image_config (arch/common.h)), nconds,
- *      layout, init, check_data, batch, free_ws, and sample_image (with
- *      image_shape) or sample_text, or for a classifier classify and
- *      nfeatures (with image_shape); ws_bytes if it chunks or
- *      checkpoints.  Its kernels live beside it in lib/arch/NAME/.
+ *      the row), its config keys (struct cg_arch_key rows: where each
+ *      value goes in its config struct; cg_arch_read_config reads and
+ *      checks them all, each option in its own range, so a key is checked
+ *      in one place), config_from_shard (the config keys and manifest
+ *      entries the data gives; image archs call cg_arch_image_config),
+ *      nconds, layout, init, check_data, batch, free_ws, and
+ *      sample_image (with image_shape) or sample_text, or for a
+ *      classifier classify and nfeatures (with image_shape); ws_bytes if
+ *      it chunks or checkpoints.  An image arch takes nconds,
+ *      image_shape and check_data from lib/arch/common.h.  Its kernels
+ *      live beside it in lib/arch/NAME/.
  *   2. Add X(NAME) to the list in lib/arch/all.c, and the files to
  *      lib_libcg_a_SOURCES in Makefile.am.
  *
@@ -26,6 +31,7 @@
  * marked __attribute__((constructor)) in the file that defines it, as
  * tests/unit/arch_toy.c does.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -172,6 +178,55 @@ check_shared(const struct cg_arch *a, const struct cg_arch_opt *o)
 	return 0;
 }
 
+/* The key row of a called name, or NULL. */
+static const struct cg_arch_key *
+key_find(const struct cg_arch *a, const char *name)
+{
+	for (int i = 0; i < a->nkeys; i++)
+		if (strcmp(a->keys[i].name, name) == 0)
+			return &a->keys[i];
+	return NULL;
+}
+
+/* a's key table: distinct names, each in the struct, every option a key,
+ * a key of no option a range of whole numbers. */
+static int
+check_keys(const struct cg_arch *a)
+{
+	if (a->nkeys == 0)
+		return 0;
+	if (a->nkeys < 0 || a->keys == NULL || a->config_size == 0 ||
+	    a->config_size > CG_ARCH_MAX_CONFIG)
+		return cg_seterr("arch %s: a bad config key table", a->name);
+	for (int i = 0; i < a->nkeys; i++) {
+		const struct cg_arch_key *k = &a->keys[i];
+		const struct cg_arch_opt *o = cg_arch_opt_find(a, k->name);
+		size_t sz = o && o->type == CG_ARCH_OPT_FLOAT ? sizeof(double)
+		                                              : sizeof(int);
+
+		if (k->name == NULL || key_find(a, k->name) != k)
+			return cg_seterr("arch %s: config key %d: no name or "
+			                 "a name twice",
+			                 a->name, i);
+		if (a->config_size < sz || k->offset > a->config_size - sz ||
+		    k->offset % sz != 0)
+			return cg_seterr("arch %s: config key %s: outside "
+			                 "its struct",
+			                 a->name, k->name);
+		if (o == NULL && !(k->min <= k->max && k->min == floor(k->min) &&
+		                   k->max == floor(k->max) &&
+		                   fabs(k->min) <= INT_MAX &&
+		                   fabs(k->max) <= INT_MAX))
+			return cg_seterr("arch %s: config key %s: a bad range",
+			                 a->name, k->name);
+	}
+	for (int i = 0; i < a->nopts; i++)
+		if (key_find(a, a->opts[i].name) == NULL)
+			return cg_seterr("arch %s: option --%s: no config key",
+			                 a->name, a->opts[i].name);
+	return 0;
+}
+
 int
 cg_arch_check(const struct cg_arch *a)
 {
@@ -201,6 +256,8 @@ cg_arch_check(const struct cg_arch *a)
 	if (a->nopts < 0 || a->nopts > CG_ARCH_MAX_OPTS ||
 	    (a->nopts > 0 && a->opts == NULL))
 		return cg_seterr("arch %s: a bad option table", a->name);
+	if (check_keys(a) != 0)
+		return -1;
 	for (int i = 0; i < a->nopts; i++) {
 		if (check_opt(a, &a->opts[i]) != 0 ||
 		    check_shared(a, &a->opts[i]) != 0)
@@ -253,6 +310,35 @@ cg_arch_install(const struct cg_arch *const *t, int n)
 		else
 			rc = -1;
 	return rc;
+}
+
+int
+cg_arch_read_config(const struct cg_arch *a, const cJSON *config, void *out)
+{
+	memset(out, 0, a->config_size);
+	for (int i = 0; i < a->nkeys; i++) {
+		const struct cg_arch_key *k = &a->keys[i];
+		const struct cg_arch_opt *o = cg_arch_opt_find(a, k->name);
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, k->name);
+		int whole = o == NULL || o->type != CG_ARCH_OPT_FLOAT;
+		double lo = o ? o->min : k->min, hi = o ? o->max : k->max, x;
+
+		if (v == NULL && k->optional)
+			x = k->absent;
+		else if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo) ||
+		         !(v->valuedouble <= hi) ||
+		         (whole && v->valuedouble != floor(v->valuedouble)))
+			return cg_seterr("config: \"%s\" missing or out of "
+			                 "range",
+			                 k->name);
+		else
+			x = v->valuedouble;
+		if (whole)
+			*(int *)((char *)out + k->offset) = (int)x;
+		else
+			*(double *)((char *)out + k->offset) = x;
+	}
+	return a->check_config ? a->check_config(out) : 0;
 }
 
 int

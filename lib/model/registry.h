@@ -105,6 +105,26 @@ struct cg_arch_opt {
  * one).  Programs never name an architecture; they find it by the name a
  * model file or cg-init's -a gives, and meet it only through this struct.
  */
+/*
+ * One key of an architecture's config as its code reads it: the value
+ * under name goes to offset in the arch's config struct, an int (for an
+ * INT or BOOL option) or a double (FLOAT).  An option of the same name
+ * gives its type and range; a key no option sets (one config_from_shard
+ * adds) is a whole number in [min, max].  optional: models made before
+ * the key existed lack it, and get absent.  cg_arch_read_config reads
+ * the whole table, so a key is checked in this one place.
+ */
+struct cg_arch_key {
+	const char *name;
+	size_t offset;
+	double min, max; /* a key no option sets */
+	int optional;
+	double absent;
+};
+
+/* The largest config struct an arch may declare (config_size). */
+#define CG_ARCH_MAX_CONFIG 1024
+
 struct cg_arch {
 	const char *name;
 	const char *summary;        /* one line for help: what it models */
@@ -117,6 +137,18 @@ struct cg_arch {
 	 */
 	const struct cg_arch_opt *opts;
 	int nopts;
+	/*
+	 * The config as the arch's code reads it (cg_arch_read_config):
+	 * nkeys rows, every option among them, into a struct of config_size
+	 * bytes, which check_config (may be NULL) then checks as a whole
+	 * (what one key's range cannot say: sizes that must divide, sums
+	 * that must not overflow).  nkeys 0: the arch reads its config
+	 * itself.
+	 */
+	const struct cg_arch_key *keys;
+	int nkeys;
+	size_t config_size;
+	int (*check_config)(const void *config);
 	/*
 	 * The config keys and manifest entries that come from data shard s:
 	 * adds them to config (before the options' keys) and to extra
@@ -281,6 +313,15 @@ int cg_arch_register(const struct cg_arch *a);
  * another arch's take an argument as those do.  Returns 0 or -1.
  */
 int cg_arch_check(const struct cg_arch *a);
+
+/*
+ * m's config as arch a reads it (a->keys) into out (a->config_size
+ * bytes): each key present (or optional) and in its range, then
+ * a->check_config.  Returns 0, or -1 with the message 'config: "KEY"
+ * missing or out of range' or check_config's.
+ */
+int cg_arch_read_config(const struct cg_arch *a, const struct cJSON *config,
+                        void *out);
 
 /* The option of a called name, or NULL. */
 const struct cg_arch_opt *cg_arch_opt_find(const struct cg_arch *a,

@@ -8,11 +8,13 @@
  */
 #define TEST_NAME "test_arch"
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
+#include "arch/cddpm/cddpm.h"
 #include "check.h"
 #include "data/dataset.h"
 #include "data/shard.h"
@@ -238,6 +240,102 @@ test_config(const struct cg_shard *s)
 	       "cgpt refuses an image shard");
 }
 
+/* The int or double of key row k in the config struct c. */
+static double
+key_value(const struct cg_arch *a, const struct cg_arch_key *k,
+          const unsigned char *c)
+{
+	const struct cg_arch_opt *o = cg_arch_opt_find(a, k->name);
+	int i;
+	double d;
+
+	if (o && o->type == CG_ARCH_OPT_FLOAT) {
+		memcpy(&d, c + k->offset, sizeof(d));
+		return d;
+	}
+	memcpy(&i, c + k->offset, sizeof(i));
+	return i;
+}
+
+/* Each arch's config is read through its key table, in one place: the
+ * options' ranges (cg-init's) hold for a model file too, keys models
+ * made before them lack get their old value, and a table that misses an
+ * option is refused at registration. */
+static void
+test_keys(const struct cg_shard *s)
+{
+	_Alignas(max_align_t) unsigned char c[CG_ARCH_MAX_CONFIG];
+	const struct cg_arch *dd = cg_arch_find("cddpm");
+	cJSON *config, *extra;
+
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *a = cg_arch_at(i);
+		int ok = 1;
+
+		if (a->nkeys == 0 || a->sample_text != NULL)
+			continue;
+		if (cg_arch_config(a, s, NULL, &config, &extra) != 0)
+			die("cg_arch_config");
+		ok = cg_arch_read_config(a, config, c) == 0;
+		for (int j = 0; ok && j < a->nkeys; j++) {
+			const struct cg_arch_opt *o =
+			    cg_arch_opt_find(a, a->keys[j].name);
+			double want = o ? o->dflt
+			                : cg_json_num(config, a->keys[j].name, -1);
+			ok = key_value(a, &a->keys[j], c) == want;
+		}
+		printf("%-4s %s: every key read, at its default\n",
+		       ok ? "ok" : "FAIL", a->name);
+		failures += !ok;
+		cJSON_Delete(config);
+		cJSON_Delete(extra);
+	}
+	if (cg_arch_config(dd, s, NULL, &config, &extra) != 0)
+		die("cg_arch_config cddpm");
+	cJSON_ReplaceItemInObject(config, "layers", cJSON_CreateNumber(64));
+	expect(cg_arch_read_config(dd, config, c) == 0,
+	       "cddpm: 64 layers, the top of --layers, read");
+	cJSON_ReplaceItemInObject(config, "layers", cJSON_CreateNumber(65));
+	expect(cg_arch_read_config(dd, config, c) == -1 &&
+	           strcmp(cg_errmsg(),
+	                  "config: \"layers\" missing or out of range") == 0,
+	       "cddpm: 65 layers, past --layers, refused in a model file");
+	cJSON_ReplaceItemInObject(config, "layers", cJSON_CreateNumber(2.5));
+	expect(cg_arch_read_config(dd, config, c) == -1,
+	       "cddpm: a fraction of a layer refused");
+	cJSON_ReplaceItemInObject(config, "layers", cJSON_CreateNumber(3));
+	cJSON_DeleteItemFromObject(config, "snr-clip");
+	cJSON_DeleteItemFromObject(config, "predict-x0");
+	int ok = cg_arch_read_config(dd, config, c) == 0;
+	for (int j = 0; ok && j < dd->nkeys; j++)
+		if (strcmp(dd->keys[j].name, "snr-clip") == 0)
+			ok = key_value(dd, &dd->keys[j], c) == CG_CDDPM_EPS_LOSS;
+		else if (strcmp(dd->keys[j].name, "predict-x0") == 0)
+			ok = key_value(dd, &dd->keys[j], c) == 0;
+	expect(ok, "cddpm: a model made before snr-clip and predict-x0 "
+	           "reads with the old loss");
+	cJSON_DeleteItemFromObject(config, "cond-drop");
+	expect(cg_arch_read_config(dd, config, c) == -1 &&
+	           strstr(cg_errmsg(), "\"cond-drop\"") != NULL,
+	       "cddpm: a required key missing refused");
+	cJSON_Delete(config);
+	cJSON_Delete(extra);
+
+	struct cg_arch a = *cg_arch_find("cvae");
+	a.name = "cvae-short";
+	a.nkeys--; /* latent, an option, no longer read */
+	expect(cg_arch_register(&a) == -1 &&
+	           strcmp(cg_errmsg(),
+	                  "arch cvae-short: option --latent: no config key") ==
+	               0,
+	       "an option without a config key refused at registration");
+	a.nkeys++;
+	a.config_size = 2;
+	expect(cg_arch_register(&a) == -1 &&
+	           strstr(cg_errmsg(), "outside its struct") != NULL,
+	       "a key past the config struct refused at registration");
+}
+
 struct fd_ctx {
 	struct cg_model *m;
 	const struct cg_shard *s;
@@ -333,6 +431,7 @@ main(void)
 	test_registry();
 	test_opts();
 	test_config(s);
+	test_keys(s);
 	test_toy(s);
 	cg_shard_free(s);
 	return failures ? 1 : 0;

@@ -8,6 +8,7 @@
  * (struct cg_arch's classify), which is what makes a cclf model a judge
  * for cg-eval --judge.  It draws no randomness: noise_seed is unused.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,17 +26,12 @@ struct cclf_ws {
 	int *cond;
 };
 
+extern const struct cg_arch cg_arch_cclf;
+
 static int
 get_config(const cJSON *j, struct cg_cclf_config *c)
 {
-	static const char *keys[] = {"in_dim", "ncond", "hidden", "layers"};
-	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden, &c->layers};
-
-	for (int i = 0; i < 4; i++)
-		if (cg_arch_config_int(j, keys[i], 1, CG_CCLF_MAX_DIM,
-		                       dst[i]) != 0)
-			return -1;
-	return cg_cclf_check_config(c);
+	return cg_arch_read_config(&cg_arch_cclf, j, c);
 }
 
 static int
@@ -65,39 +61,11 @@ cclf_init(struct cg_model *m, struct cg_rng *r)
 }
 
 static int
-cclf_check_data(struct cg_model *m, const struct cg_shard *s)
-{
-	struct cg_cclf_config c;
-
-	if (get_config(m->config, &c) != 0)
-		return -1;
-	return cg_arch_check_image_data("cclf", m, s, c.in_dim, c.ncond);
-}
-
-static int
 cclf_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
 {
 	if (s->nconditions < 2)
 		return cg_seterr("cclf needs data of at least 2 conditions");
 	return cg_arch_image_config("cclf", s, config, extra);
-}
-
-static int
-cclf_nconds(const struct cg_model *m)
-{
-	struct cg_cclf_config c;
-
-	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
-}
-
-static int
-cclf_image_shape(const struct cg_model *m, int shape[3])
-{
-	struct cg_cclf_config c;
-
-	if (get_config(m->config, &c) != 0)
-		return -1;
-	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
 }
 
 static int
@@ -206,6 +174,22 @@ static const struct cg_arch_opt cclf_opts[] = {
     {"layers", CG_ARCH_OPT_INT, 2, 1, 64, "hidden layers"},
 };
 
+static int
+check_config(const void *c)
+{
+	return cg_cclf_check_config(c);
+}
+
+#define KEY(name, field)                                                       \
+	{name, offsetof(struct cg_cclf_config, field), 1, CG_CCLF_MAX_DIM, 0, 0}
+static const struct cg_arch_key cclf_keys[] = {
+    KEY("in_dim", in_dim),
+    KEY("ncond", ncond),
+    KEY("hidden", hidden),
+    KEY("layers", layers),
+};
+#undef KEY
+
 const struct cg_arch cg_arch_cclf = {
     .name = "cclf",
     .summary = "image classifier (MLP) of the data's conditions: the "
@@ -214,12 +198,16 @@ const struct cg_arch cg_arch_cclf = {
     .part_names = {"acc", NULL, NULL},
     .opts = cclf_opts,
     .nopts = sizeof(cclf_opts) / sizeof(cclf_opts[0]),
+    .keys = cclf_keys,
+    .nkeys = sizeof(cclf_keys) / sizeof(cclf_keys[0]),
+    .config_size = sizeof(struct cg_cclf_config),
+    .check_config = check_config,
     .config_from_shard = cclf_config_from_shard,
-    .nconds = cclf_nconds,
-    .image_shape = cclf_image_shape,
+    .nconds = cg_arch_image_nconds,
+    .image_shape = cg_arch_image_sample_shape,
     .layout = cclf_layout,
     .init = cclf_init,
-    .check_data = cclf_check_data,
+    .check_data = cg_arch_image_check,
     .batch = cclf_batch,
     .free_ws = cclf_free_ws,
     .classify = cclf_classify,

@@ -10,6 +10,7 @@
  * one machine.  Sampling follows m->diffusion: DDIM by default, 50 steps
  * (T if fewer), guidance 0 (the conditional model alone).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,46 +31,26 @@ struct cddpm_ws {
 	int *cond, *t;
 };
 
+extern const struct cg_arch cg_arch_cddpm;
+
+/* The config as its key table reads it: the kernels' struct, and the
+ * probability of dropping a condition, which only training uses. */
+struct config {
+	struct cg_cddpm_config c;
+	double drop;
+};
+
 static int
 get_config(const cJSON *j, struct cg_cddpm_config *c, double *drop)
 {
-	static const char *keys[] = {"in_dim", "ncond", "hidden",
-	                             "layers", "embed", "timesteps"};
-	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden,
-	              &c->layers, &c->embed, &c->timesteps};
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "cond-drop");
-	const cJSON *clip = cJSON_GetObjectItemCaseSensitive(j, "snr-clip");
-	const cJSON *x0 = cJSON_GetObjectItemCaseSensitive(j, "predict-x0");
+	struct config k;
 
-	for (int i = 0; i < 6; i++)
-		if (cg_arch_config_int(j, keys[i], 1, CG_CDDPM_MAX_DIM,
-		                       dst[i]) != 0)
-			return -1;
-	if (!cJSON_IsNumber(p) || !(p->valuedouble >= 0) ||
-	    !(p->valuedouble <= 1))
-		return cg_seterr("config: \"cond-drop\" missing or out of "
-		                 "range");
+	if (cg_arch_read_config(&cg_arch_cddpm, j, &k) != 0)
+		return -1;
+	*c = k.c;
 	if (drop)
-		*drop = p->valuedouble;
-	/* Models made before the weighting have none: the loss on eps. */
-	c->snr_clip = CG_CDDPM_EPS_LOSS;
-	if (clip != NULL) {
-		if (!cJSON_IsNumber(clip) || !(clip->valuedouble >= 0) ||
-		    !(clip->valuedouble <= CG_CDDPM_MAX_SNR_CLIP))
-			return cg_seterr("config: \"snr-clip\" not a number "
-			                 "in [0, %g]",
-			                 CG_CDDPM_MAX_SNR_CLIP);
-		c->snr_clip = clip->valuedouble;
-	}
-	/* Nor the choice of what the last layer gives: v. */
-	c->predict_x0 = 0;
-	if (x0 != NULL) {
-		if (!cJSON_IsNumber(x0) ||
-		    (x0->valuedouble != 0 && x0->valuedouble != 1))
-			return cg_seterr("config: \"predict-x0\" not 0 or 1");
-		c->predict_x0 = (int)x0->valuedouble;
-	}
-	return cg_cddpm_check_config(c);
+		*drop = k.drop;
+	return 0;
 }
 
 static int
@@ -99,37 +80,9 @@ cddpm_init(struct cg_model *m, struct cg_rng *r)
 }
 
 static int
-cddpm_check_data(struct cg_model *m, const struct cg_shard *s)
-{
-	struct cg_cddpm_config c;
-
-	if (get_config(m->config, &c, NULL) != 0)
-		return -1;
-	return cg_arch_check_image_data("cddpm", m, s, c.in_dim, c.ncond);
-}
-
-static int
 cddpm_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
 {
 	return cg_arch_image_config("cddpm", s, config, extra);
-}
-
-static int
-cddpm_nconds(const struct cg_model *m)
-{
-	struct cg_cddpm_config c;
-
-	return get_config(m->config, &c, NULL) != 0 ? -1 : c.ncond;
-}
-
-static int
-cddpm_image_shape(const struct cg_model *m, int shape[3])
-{
-	struct cg_cddpm_config c;
-
-	if (get_config(m->config, &c, NULL) != 0)
-		return -1;
-	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
 }
 
 static void
@@ -247,6 +200,30 @@ static const struct cg_arch_opt cddpm_opts[] = {
      "the last layer gives the clean image (0: v)"},
 };
 
+static int
+check_config(const void *k)
+{
+	return cg_cddpm_check_config(&((const struct config *)k)->c);
+}
+
+#define KEY(name, field, optional, absent)                                     \
+	{name, offsetof(struct config, field), 1, CG_CDDPM_MAX_DIM, optional,  \
+	 absent}
+static const struct cg_arch_key cddpm_keys[] = {
+    KEY("in_dim", c.in_dim, 0, 0),
+    KEY("ncond", c.ncond, 0, 0),
+    KEY("hidden", c.hidden, 0, 0),
+    KEY("layers", c.layers, 0, 0),
+    KEY("embed", c.embed, 0, 0),
+    KEY("timesteps", c.timesteps, 0, 0),
+    KEY("cond-drop", drop, 0, 0),
+    /* models made before the weighting have none: the loss on eps */
+    KEY("snr-clip", c.snr_clip, 1, CG_CDDPM_EPS_LOSS),
+    /* nor the choice of what the last layer gives: v */
+    KEY("predict-x0", c.predict_x0, 1, 0),
+};
+#undef KEY
+
 const struct cg_arch cg_arch_cddpm = {
     .name = "cddpm",
     .summary = "conditional diffusion (MLP, classifier-free guidance) "
@@ -255,12 +232,16 @@ const struct cg_arch cg_arch_cddpm = {
     .part_names = {NULL, NULL, NULL},
     .opts = cddpm_opts,
     .nopts = sizeof(cddpm_opts) / sizeof(cddpm_opts[0]),
+    .keys = cddpm_keys,
+    .nkeys = sizeof(cddpm_keys) / sizeof(cddpm_keys[0]),
+    .config_size = sizeof(struct config),
+    .check_config = check_config,
     .config_from_shard = cddpm_config_from_shard,
-    .nconds = cddpm_nconds,
-    .image_shape = cddpm_image_shape,
+    .nconds = cg_arch_image_nconds,
+    .image_shape = cg_arch_image_sample_shape,
     .layout = cddpm_layout,
     .init = cddpm_init,
-    .check_data = cddpm_check_data,
+    .check_data = cg_arch_image_check,
     .batch = cddpm_batch,
     .sample_image = cddpm_sample_image,
     .diffusion = 1,

@@ -14,6 +14,7 @@
  * reported is L_D (its parts d_real and d_fake, and g = L_G beside them):
  * on held-out reals and fresh fakes, how well D still tells them apart.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,19 +32,12 @@ struct cgan_ws {
 	int *cond;
 };
 
+extern const struct cg_arch cg_arch_cgan;
+
 static int
 get_config(const cJSON *j, struct cg_cgan_config *c)
 {
-	static const char *keys[] = {"in_dim", "ncond",  "latent",
-	                             "hidden", "layers", "sn-iters"};
-	int *dst[] = {&c->in_dim, &c->ncond,  &c->latent,
-	              &c->hidden, &c->layers, &c->sn_iters};
-
-	for (int i = 0; i < 6; i++)
-		if (cg_arch_config_int(j, keys[i], 1, CG_CGAN_MAX_DIM,
-		                       dst[i]) != 0)
-			return -1;
-	return cg_cgan_check_config(c);
+	return cg_arch_read_config(&cg_arch_cgan, j, c);
 }
 
 static int
@@ -81,37 +75,9 @@ cgan_init(struct cg_model *m, struct cg_rng *r)
 }
 
 static int
-cgan_check_data(struct cg_model *m, const struct cg_shard *s)
-{
-	struct cg_cgan_config c;
-
-	if (get_config(m->config, &c) != 0)
-		return -1;
-	return cg_arch_check_image_data("cgan", m, s, c.in_dim, c.ncond);
-}
-
-static int
 cgan_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
 {
 	return cg_arch_image_config("cgan", s, config, extra);
-}
-
-static int
-cgan_nconds(const struct cg_model *m)
-{
-	struct cg_cgan_config c;
-
-	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
-}
-
-static int
-cgan_image_shape(const struct cg_model *m, int shape[3])
-{
-	struct cg_cgan_config c;
-
-	if (get_config(m->config, &c) != 0)
-		return -1;
-	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
 }
 
 static void
@@ -213,6 +179,24 @@ static const struct cg_arch_opt cgan_opts[] = {
      "power iterations per spectral norm, from a fixed start"},
 };
 
+static int
+check_config(const void *c)
+{
+	return cg_cgan_check_config(c);
+}
+
+#define KEY(name, field)                                                       \
+	{name, offsetof(struct cg_cgan_config, field), 1, CG_CGAN_MAX_DIM, 0, 0}
+static const struct cg_arch_key cgan_keys[] = {
+    KEY("in_dim", in_dim),
+    KEY("ncond", ncond),
+    KEY("latent", latent),
+    KEY("hidden", hidden),
+    KEY("layers", layers),
+    KEY("sn-iters", sn_iters),
+};
+#undef KEY
+
 const struct cg_arch cg_arch_cgan = {
     .name = "cgan",
     .summary = "conditional GAN (MLP, projection discriminator, hinge "
@@ -221,12 +205,16 @@ const struct cg_arch cg_arch_cgan = {
     .part_names = {"d_real", "d_fake", "g"},
     .opts = cgan_opts,
     .nopts = sizeof(cgan_opts) / sizeof(cgan_opts[0]),
+    .keys = cgan_keys,
+    .nkeys = sizeof(cgan_keys) / sizeof(cgan_keys[0]),
+    .config_size = sizeof(struct cg_cgan_config),
+    .check_config = check_config,
     .config_from_shard = cgan_config_from_shard,
-    .nconds = cgan_nconds,
-    .image_shape = cgan_image_shape,
+    .nconds = cg_arch_image_nconds,
+    .image_shape = cg_arch_image_sample_shape,
     .layout = cgan_layout,
     .init = cgan_init,
-    .check_data = cgan_check_data,
+    .check_data = cg_arch_image_check,
     .batch = cgan_batch,
     .sample_image = cgan_sample_image,
     .adversarial = 1,

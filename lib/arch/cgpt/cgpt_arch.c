@@ -62,6 +62,7 @@
  * checkpointing changes nothing.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,18 +94,12 @@ struct cgpt_ws {
 	float *tlogp;
 };
 
+extern const struct cg_arch cg_arch_cgpt;
+
 static int
 get_config(const cJSON *j, struct cg_cgpt_config *c)
 {
-	static const char *keys[] = {"ncond",  "context", "width",
-	                             "layers", "heads",   "tied"};
-	int *dst[] = {&c->ncond, &c->T, &c->C, &c->L, &c->NH, &c->tied};
-
-	for (int i = 0; i < 6; i++)
-		if (cg_arch_config_int(j, keys[i], 0, CG_CGPT_MAX_C * 2,
-		                       dst[i]) != 0)
-			return -1;
-	return cg_cgpt_check_config(c);
+	return cg_arch_read_config(&cg_arch_cgpt, j, c);
 }
 
 static int
@@ -621,6 +616,21 @@ static const struct cg_arch_opt cgpt_opts[] = {
      "output projection tied to the token embedding"},
 };
 
+static int
+check_config(const void *c)
+{
+	return cg_cgpt_check_config(c);
+}
+
+#define KEY(name, field)                                                       \
+	{name, offsetof(struct cg_cgpt_config, field), 0, CG_CGPT_MAX_C * 2,   \
+	 0, 0}
+static const struct cg_arch_key cgpt_keys[] = {
+    KEY("ncond", ncond), KEY("context", T), KEY("width", C),
+    KEY("layers", L),    KEY("heads", NH),  KEY("tied", tied),
+};
+#undef KEY
+
 const struct cg_arch cg_arch_cgpt = {
     .name = "cgpt",
     .summary = "conditional byte-level transformer (GPT-2) for text",
@@ -628,6 +638,10 @@ const struct cg_arch cg_arch_cgpt = {
     .part_names = {"tokens", NULL, NULL},
     .opts = cgpt_opts,
     .nopts = sizeof(cgpt_opts) / sizeof(cgpt_opts[0]),
+    .keys = cgpt_keys,
+    .nkeys = sizeof(cgpt_keys) / sizeof(cgpt_keys[0]),
+    .config_size = sizeof(struct cg_cgpt_config),
+    .check_config = check_config,
     .config_from_shard = cgpt_config_from_shard,
     .nconds = cgpt_nconds,
     .layout = cgpt_layout,

@@ -8,6 +8,7 @@
  * whole batch on one machine.  A teacher (cvae_distill) decodes its
  * posterior mean, without noise, so distillation keeps that property.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,19 +28,12 @@ struct cvae_ws {
 	float *tl; /* a teacher's: its logits / tau [cap, in_dim], or NULL */
 };
 
+extern const struct cg_arch cg_arch_cvae;
+
 static int
 get_config(const cJSON *j, struct cg_cvae_config *c)
 {
-	static const char *keys[] = {"in_dim", "ncond", "hidden", "layers",
-				     "latent"};
-	int *dst[] = {&c->in_dim, &c->ncond, &c->hidden, &c->layers,
-		      &c->latent};
-
-	for (int i = 0; i < 5; i++)
-		if (cg_arch_config_int(j, keys[i], 1, CG_CVAE_MAX_DIM,
-		                       dst[i]) != 0)
-			return -1;
-	return cg_cvae_check_config(c);
+	return cg_arch_read_config(&cg_arch_cvae, j, c);
 }
 
 static int
@@ -69,37 +63,9 @@ cvae_init(struct cg_model *m, struct cg_rng *r)
 }
 
 static int
-cvae_check_data(struct cg_model *m, const struct cg_shard *s)
-{
-	struct cg_cvae_config c;
-
-	if (get_config(m->config, &c) != 0)
-		return -1;
-	return cg_arch_check_image_data("cvae", m, s, c.in_dim, c.ncond);
-}
-
-static int
 cvae_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
 {
 	return cg_arch_image_config("cvae", s, config, extra);
-}
-
-static int
-cvae_nconds(const struct cg_model *m)
-{
-	struct cg_cvae_config c;
-
-	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
-}
-
-static int
-cvae_image_shape(const struct cg_model *m, int shape[3])
-{
-	struct cg_cvae_config c;
-
-	if (get_config(m->config, &c) != 0)
-		return -1;
-	return cg_arch_image_shape(m, (uint64_t)c.in_dim, shape);
 }
 
 static void
@@ -328,6 +294,20 @@ static const struct cg_arch_opt cvae_opts[] = {
     {"latent", CG_ARCH_OPT_INT, 32, 1, 1 << 20, "latent size"},
 };
 
+static int
+check_config(const void *c)
+{
+	return cg_cvae_check_config(c);
+}
+
+#define KEY(name, field)                                                       \
+	{name, offsetof(struct cg_cvae_config, field), 1, CG_CVAE_MAX_DIM, 0, 0}
+static const struct cg_arch_key cvae_keys[] = {
+    KEY("in_dim", in_dim), KEY("ncond", ncond), KEY("hidden", hidden),
+    KEY("layers", layers), KEY("latent", latent),
+};
+#undef KEY
+
 const struct cg_arch cg_arch_cvae = {
     .name = "cvae",
     .summary = "conditional VAE (MLP encoder and decoder) for images",
@@ -335,12 +315,16 @@ const struct cg_arch cg_arch_cvae = {
     .part_names = {"rec", "kl", NULL},
     .opts = cvae_opts,
     .nopts = sizeof(cvae_opts) / sizeof(cvae_opts[0]),
+    .keys = cvae_keys,
+    .nkeys = sizeof(cvae_keys) / sizeof(cvae_keys[0]),
+    .config_size = sizeof(struct cg_cvae_config),
+    .check_config = check_config,
     .config_from_shard = cvae_config_from_shard,
-    .nconds = cvae_nconds,
-    .image_shape = cvae_image_shape,
+    .nconds = cg_arch_image_nconds,
+    .image_shape = cg_arch_image_sample_shape,
     .layout = cvae_layout,
     .init = cvae_init,
-    .check_data = cvae_check_data,
+    .check_data = cg_arch_image_check,
     .batch = cvae_batch,
     .sample_image = cvae_sample_image,
     .keeps = cvae_keeps,
