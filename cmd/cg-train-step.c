@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "exchange/feedback.h"
 #include "exchange/secagg.h"
 #include "exchange/uident.h"
 #include "exchange/update.h"
@@ -620,9 +621,8 @@ encode(const struct args *a, struct job *j)
 		if (res == NULL)
 			goto out;
 		/* a new residual is zero: nothing to add */
-		const float beta = (float)a->decay;
-		for (uint64_t i = 0; had && i < P; i++)
-			j->buf[i] += beta == 1 ? res[i] : beta * res[i];
+		if (had)
+			cg_feedback_add(j->buf, res, P, (float)a->decay);
 	}
 	/* the residual becomes what was not sent; the input model's
 	 * digest is the state's, taken before training */

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "exchange/apply.h"
+#include "exchange/feedback.h"
 #include "exchange/stale.h"
 
 int
@@ -229,14 +230,18 @@ cg_apply_publish(struct cg_model *m, const char *mname,
 	if (cg_apply_update(m, mname, u, o) != 0)
 		goto out;
 	for (size_t i = 0; i < P; i++)
-		d[i] = m->params[i] - old[i] + (feedback ? m->ef_down[i] : 0);
+		d[i] = m->params[i] - old[i];
+	if (feedback) /* the rest of earlier changes: cg_feedback_add */
+		cg_feedback_add(d, m->ef_down, P, 1);
 	/* the change is computed from the model as it was */
 	float *now = m->params;
 	m->params = old;
 	m->step = step0;
 	cg_rng_derive(&e.rng, step0, 0x646f776eULL, 0);
+	/* with feedback, the residual becomes what the change did not carry */
 	f = cg_update_encode(m, NULL, CG_UPDATE_DELTA, d, u->samples,
-	                     u->weight, u->loss, &spec, &e, sent, NULL);
+	                     u->weight, u->loss, &spec, &e, sent,
+	                     feedback ? m->ef_down : NULL);
 	m->params = now;
 	m->step = step0 + 1;
 	if (f == NULL)
@@ -246,9 +251,6 @@ cg_apply_publish(struct cg_model *m, const char *mname,
 	/* the model becomes what a worker rebuilds */
 	memcpy(m->params, old, P * sizeof(float));
 	add_unfrozen(m, m->params, sent);
-	if (feedback)
-		for (size_t i = 0; i < P; i++)
-			m->ef_down[i] = d[i] - sent[i];
 	/* as a worker's cg_apply_update masks what it adds */
 	cg_model_mask_all(m);
 	*change = f;

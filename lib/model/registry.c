@@ -1,7 +1,8 @@
 /*
- * model/registry.c - the registry of architectures, and what cg-init needs of one.
+ * model/registry.c - the registry of architectures, and what cg-init
+ * needs of one.
  *
- * Every architecture is one struct cg_arch (model/model.h), and the
+ * Every architecture is one struct cg_arch (model/registry.h), and the
  * registry names none of them: the table of built-in ones lives above
  * this layer, in lib/arch/all.c, and is handed in by cg_arch_install()
  * (cg_arch_all() does it; every program does it before it parses its
