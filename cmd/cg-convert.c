@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "eval/verify.h"
+#include "file/format.h"
 #include "file/safetensors.h"
 
 static const struct cg_opt opts[] = {
@@ -91,24 +92,25 @@ int
 main(int argc, char **argv)
 {
 	struct args a = {0};
+	const struct cg_format *from, *to;
 	struct cg_file *f;
-	int rc, st;
+	int rc;
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
-	if ((f = cg_read_any(a.in, &st)) == NULL)
+	if ((f = cg_read_any(a.in, &from)) == NULL)
 		return cg_fail(NULL);
+	/* a cg file becomes a safetensors file, any other a cg file */
+	to = from == &cg_format_cg ? &cg_format_safetensors : &cg_format_cg;
 	/* either way, only a file every reader of its kind takes */
 	if (cg_verify_file(f) != 0) {
 		cg_errprefix(strcmp(a.in, "-") ? a.in : "(stdin)");
 		rc = -1;
-	} else if (st)
-		rc = cg_file_write(f, a.out, a.comp);
-	else if (a.zgiven && a.comp != CG_COMPRESS_NONE)
-		rc = cg_seterr("--compress: a safetensors file is written "
-		               "uncompressed");
+	} else if (a.zgiven && a.comp != CG_COMPRESS_NONE && !to->compresses)
+		rc = cg_seterr("--compress: a %s file is written uncompressed",
+		               to->name);
 	else
-		rc = cg_safetensors_write(f, a.out);
+		rc = to->write(f, a.out, a.comp);
 	cg_file_free(f);
 	return rc == 0 ? CG_EXIT_OK : cg_fail(NULL);
 }

@@ -29,7 +29,7 @@
 #include "cli/cli.h"
 #include "eval/inspect.h"
 #include "eval/verify.h"
-#include "file/safetensors.h"
+#include "file/format.h"
 #include "file/sign.h"
 
 enum {
@@ -150,16 +150,16 @@ out:
 static int
 do_verify(const char *path)
 {
-	int st;
-	struct cg_file *f = cg_read_any(path, &st);
+	const struct cg_format *fmt;
+	struct cg_file *f = cg_read_any(path, &fmt);
 
 	if (f == NULL)
 		return -1;
-	if (st) {
+	if (fmt != &cg_format_cg) {
 		/* well formed, but nothing in it can prove it unaltered */
 		cg_file_free(f);
-		return cg_seterr("%s: a safetensors file: no digests to verify",
-		                 display(path));
+		return cg_seterr("%s: a %s file: no digests to verify",
+		                 display(path), fmt->name);
 	}
 	/* and what its kind's readers check: "OK" means they take it */
 	if (cg_verify_file(f) != 0) {

@@ -15,7 +15,7 @@
 #include "cli/cli.h"
 #include "eval/inspect.h"
 #include "eval/quantize.h"
-#include "file/safetensors.h"
+#include "file/format.h"
 #include "model/model.h"
 
 enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REF, OPT_REQUANT, OPT_STRIP };
@@ -178,13 +178,13 @@ main(int argc, char **argv)
 	struct cg_model *m = NULL;
 	struct cg_quant_view *rep = NULL;
 	const char *display;
-	int rc, st;
+	int rc;
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
 	display = strcmp(a.in, "-") ? a.in : "(stdin)";
 	rc = CG_EXIT_FAILURE;
-	if ((f = cg_read_any(a.in, &st)) == NULL ||
+	if ((f = cg_read_any(a.in, NULL)) == NULL ||
 	    (m = cg_model_from_file(f, display)) == NULL)
 		goto done;
 	if ((rep = calloc((size_t)m->nviews, sizeof(*rep))) == NULL) {

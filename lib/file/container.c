@@ -24,6 +24,7 @@
 #include <openssl/evp.h>
 
 #include "cg.h"
+#include "file/format.h"
 #include "file/magic.h"
 #include "file/sign.h"
 
@@ -1245,3 +1246,13 @@ cg_file_read_copy(const char *path)
 {
 	return read_path(path, 0);
 }
+
+/* ------------------------------------------------------- the format row */
+
+const struct cg_format cg_format_cg = {
+    .name = "cg",
+    .read_fd = cg_file_read_fd,
+    .write = cg_file_write,
+    .compresses = 1,
+    .signs = 1,
+};

@@ -663,58 +663,6 @@ cg_safetensors_read_fd(int fd, const char *display, const void *pre,
 	return f;
 }
 
-struct cg_file *
-cg_read_any(const char *path, int *safetensors)
-{
-	const char *display = strcmp(path, "-") == 0 ? "(stdin)" : path;
-	unsigned char pre[CG_SAFETENSORS_PROBE];
-	struct cg_file *f;
-	struct stat st;
-	size_t got = 0;
-	int fd = STDIN_FILENO, st_in;
-
-	if (safetensors)
-		*safetensors = 0;
-	if (strcmp(path, "-") != 0 && (fd = open(path, O_RDONLY)) < 0) {
-		cg_seterr("%s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-		/* a file is looked at where it is, and read from there */
-		off_t pos = lseek(fd, 0, SEEK_CUR);
-		ssize_t r = pos < 0 ? -1 : pread(fd, pre, sizeof(pre), pos);
-		st_in = r > 0 && cg_safetensors_probe(pre, (size_t)r);
-		f = st_in ? cg_safetensors_read_fd(fd, display, NULL, 0)
-		          : cg_file_read_fd(fd, display, NULL, 0);
-	} else {
-		while (got < sizeof(pre)) {
-			ssize_t r = read(fd, pre + got, sizeof(pre) - got);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			got += (size_t)r;
-		}
-		st_in = cg_safetensors_probe(pre, got);
-		f = st_in ? cg_safetensors_read_fd(fd, display, pre, got)
-		          : cg_file_read_fd(fd, display, pre, got);
-	}
-	if (fd != STDIN_FILENO)
-		close(fd);
-	/* a safetensors file carries no signature */
-	if (f && st_in && cg_trust_active() != 0) {
-		if (cg_trust_active() > 0)
-			cg_seterr("%s: a safetensors file: unsigned (a trust "
-			          "list is in force)",
-			          display);
-		cg_file_free(f);
-		return NULL;
-	}
-	if (safetensors)
-		*safetensors = st_in;
-	return f;
-}
-
 /* ------------------------------------------------------------- writing */
 
 /* s as a JSON string (quotes included), escaped as the reference
@@ -901,3 +849,20 @@ cg_safetensors_write(struct cg_file *f, const char *path)
 	}
 	return cg_out_commit(&out);
 }
+
+/* ------------------------------------------------------- the format row */
+
+static int
+write_row(struct cg_file *f, const char *path, enum cg_compress c)
+{
+	(void)c; /* the row says it is written uncompressed */
+	return cg_safetensors_write(f, path);
+}
+
+const struct cg_format cg_format_safetensors = {
+    .name = "safetensors",
+    .probe_bytes = CG_SAFETENSORS_PROBE,
+    .probe = cg_safetensors_probe,
+    .read_fd = cg_safetensors_read_fd,
+    .write = write_row,
+};

@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "cg.h"
+#include "file/format.h"
 #include "file/magic.h"
 
 #ifdef __cplusplus
@@ -58,14 +59,8 @@ struct cg_file *cg_safetensors_read_mem(const void *buf, size_t n,
 struct cg_file *cg_safetensors_read_fd(int fd, const char *display,
                                        const void *pre, size_t npre);
 
-/*
- * Read path ("-": standard input) as a cg file or a safetensors file,
- * whichever its first bytes say: cg_file_read or cg_safetensors_read_fd,
- * and *safetensors (when not NULL) says which, set 1 for a safetensors
- * file (on failure too).  Returns a new file, or NULL with a message
- * naming the file.
- */
-struct cg_file *cg_read_any(const char *path, int *safetensors);
+/* The safetensors row of the format table (file/format.h). */
+extern const struct cg_format cg_format_safetensors;
 
 /*
  * Write f as a safetensors file into o (opened with cg_out_open; not

@@ -393,7 +393,7 @@ test_round_trip(const char *dir)
 	struct cg_file *f = sample(), *g, *q;
 	unsigned char *a, *b;
 	size_t na, nb;
-	int st = -1;
+	const struct cg_format *st = NULL;
 
 	snprintf(p1, sizeof(p1), "%s/a.cgm", dir);
 	snprintf(p2, sizeof(p2), "%s/a.safetensors", dir);
@@ -404,7 +404,8 @@ test_round_trip(const char *dir)
 		die("write");
 	if ((g = cg_read_any(p2, &st)) == NULL)
 		die("read back");
-	expect(st == 1, "cg_read_any tells a safetensors file");
+	expect(st == &cg_format_safetensors,
+	       "cg_read_any tells a safetensors file");
 	CHECK(g->ntensors == f->ntensors, "%zu tensors", g->ntensors);
 	for (size_t i = 0; i < g->ntensors && i < f->ntensors; i++)
 		CHECK(strcmp(g->tensors[i]->name, f->tensors[i]->name) == 0 &&
