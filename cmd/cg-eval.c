@@ -347,10 +347,13 @@ text_figures(const struct cg_metrics *r, struct text_figures *t)
 static const char *
 cond_name(const struct cg_model *m, int c)
 {
-	const cJSON *n = cJSON_GetArrayItem(
-	    cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions"), c);
+	const char **names, *s = NULL;
+	int n;
 
-	return cJSON_IsString(n) ? n->valuestring : NULL;
+	if (cg_model_conditions(m, 0, &names, &n) == 0 && names && c < n)
+		s = names[c];
+	free(names);
+	return s;
 }
 
 /* A figure, or null where there is none (NAN). */

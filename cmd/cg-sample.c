@@ -314,43 +314,8 @@ validate(struct opts *o)
 static int
 get_names(const struct cg_model *m, struct vocab *vb, int need_names)
 {
-	const cJSON *names, *v;
-	int ncond, i = 0;
-
 	memset(vb, 0, sizeof(*vb));
-	if ((ncond = m->arch->nconds(m)) < 0)
-		return -1;
-	names = cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
-	if (names == NULL && !need_names) {
-		if (ncond < 1 || ncond > CG_SHARD_MAX_CONDITIONS)
-			return cg_seterr("the model has %d conditions: out of "
-			                 "range",
-			                 ncond);
-		vb->n = ncond;
-		return 0;
-	}
-	if (!cJSON_IsArray(names) || cJSON_GetArraySize(names) < 1 ||
-	    cJSON_GetArraySize(names) > CG_SHARD_MAX_CONDITIONS)
-		return cg_seterr("manifest: no \"conditions\" list");
-	if (ncond != cJSON_GetArraySize(names))
-		return cg_seterr("manifest: %d condition names, but the model "
-		                 "has %d conditions",
-		                 cJSON_GetArraySize(names), ncond);
-	vb->n = cJSON_GetArraySize(names);
-	if ((vb->names = calloc((size_t)vb->n, sizeof(*vb->names))) == NULL)
-		return cg_seterr("out of memory");
-	cJSON_ArrayForEach(v, names)
-	{
-		if (!cJSON_IsString(v)) {
-			free(vb->names);
-			vb->names = NULL;
-			return cg_seterr("manifest: condition %d is not a "
-			                 "string",
-			                 i);
-		}
-		vb->names[i++] = v->valuestring;
-	}
-	return 0;
+	return cg_model_conditions(m, need_names, &vb->names, &vb->n);
 }
 
 /*
@@ -364,9 +329,6 @@ get_vocab(const struct cg_model *m, struct vocab *vb)
 {
 	int shape[3];
 
-	if (!cJSON_IsArray(
-	        cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions")))
-		return cg_seterr("manifest: no \"conditions\" list");
 	if (m->arch->image_shape(m, shape) != 0 || get_names(m, vb, 1) != 0)
 		return -1;
 	vb->height = shape[0];

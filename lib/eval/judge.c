@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
 #include "cg.h"
 #include "eval/frechet.h"
@@ -23,22 +22,11 @@
 
 /* ------------------------------------------------------------- checks */
 
-/* The condition names of m's manifest, or NULL (a model without them
- * accepts any, as cg_model_check_conditions does). */
-static const cJSON *
-names(const struct cg_model *m)
-{
-	const cJSON *n =
-	    cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
-
-	return cJSON_IsArray(n) ? n : NULL;
-}
-
 int
 cg_judge_check(const struct cg_model *judge, const struct cg_model *m)
 {
-	int sj[3], sm[3], kj, km, f;
-	const cJSON *nj, *nm;
+	const char **nj = NULL, **nm = NULL;
+	int sj[3], sm[3], kj, km, f = 0;
 
 	if (judge->arch->classify == NULL)
 		return cg_seterr("the judge is a %s model, not a classifier",
@@ -65,23 +53,23 @@ cg_judge_check(const struct cg_model *judge, const struct cg_model *m)
 	if (kj != km)
 		return cg_seterr("the judge knows %d conditions, the model %d",
 		                 kj, km);
-	if ((nj = names(judge)) != NULL && (nm = names(m)) != NULL) {
-		if (cJSON_GetArraySize(nj) != kj ||
-		    cJSON_GetArraySize(nm) != km)
-			return cg_seterr("manifest: the conditions' names do "
-			                 "not match their count");
-		for (int i = 0; i < kj; i++) {
-			const cJSON *a = cJSON_GetArrayItem(nj, i);
-			const cJSON *b = cJSON_GetArrayItem(nm, i);
-			if (!cJSON_IsString(a) || !cJSON_IsString(b) ||
-			    strcmp(a->valuestring, b->valuestring) != 0)
-				return cg_seterr(
-				    "condition %d is \"%.64s\" to the judge "
-				    "but \"%.64s\" to the model",
-				    i, cJSON_IsString(a) ? a->valuestring : "?",
-				    cJSON_IsString(b) ? b->valuestring : "?");
-		}
+	if (cg_model_conditions(judge, 0, &nj, &kj) != 0 ||
+	    cg_model_conditions(m, 0, &nm, &km) != 0) {
+		free(nj);
+		return -1;
 	}
+	for (int i = 0; nj && nm && i < kj; i++)
+		if (strcmp(nj[i], nm[i]) != 0) {
+			cg_seterr("condition %d is \"%.64s\" to the judge but "
+			          "\"%.64s\" to the model",
+			          i, nj[i], nm[i]);
+			f = -1;
+			break;
+		}
+	free(nj);
+	free(nm);
+	if (f == -1)
+		return -1;
 	if ((f = judge->arch->nfeatures(judge)) < 0)
 		return -1;
 	if (f < 1 || f > CG_FRECHET_MAX_DIM)

@@ -26,30 +26,70 @@
 #include "model/model.h"
 
 int
+cg_model_conditions(const struct cg_model *m, int need, const char ***names,
+                    int *n)
+{
+	const cJSON *list =
+	    cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
+	const cJSON *v;
+	int ncond, i = 0;
+
+	*names = NULL;
+	*n = 0;
+	if ((ncond = m->arch->nconds(m)) < 0)
+		return -1;
+	if (list == NULL && !need) {
+		if (ncond > CG_SHARD_MAX_CONDITIONS)
+			return cg_seterr("the model has %d conditions: out of "
+			                 "range",
+			                 ncond);
+		*n = ncond;
+		return 0;
+	}
+	if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) < 1 ||
+	    cJSON_GetArraySize(list) > CG_SHARD_MAX_CONDITIONS)
+		return cg_seterr("manifest: no \"conditions\" list");
+	if (ncond != cJSON_GetArraySize(list))
+		return cg_seterr("manifest: %d condition names, but the model "
+		                 "has %d conditions",
+		                 cJSON_GetArraySize(list), ncond);
+	if ((*names = calloc((size_t)ncond, sizeof(**names))) == NULL)
+		return cg_seterr("out of memory");
+	cJSON_ArrayForEach(v, list)
+	{
+		if (!cJSON_IsString(v)) {
+			free(*names);
+			*names = NULL;
+			return cg_seterr("manifest: condition %d is not a "
+			                 "string",
+			                 i);
+		}
+		(*names)[i++] = v->valuestring;
+	}
+	*n = ncond;
+	return 0;
+}
+
+int
 cg_model_check_conditions(const struct cg_model *m, const struct cg_shard *s)
 {
-	const cJSON *names =
-	    cJSON_GetObjectItemCaseSensitive(m->manifest, "conditions");
-	const cJSON *n;
-	size_t i = 0;
+	const char **names;
+	int n, rc = 0;
 
-	if (!cJSON_IsArray(names))
+	if (cg_model_conditions(m, 0, &names, &n) != 0)
+		return -1;
+	if (names == NULL) /* a model without names takes any */
 		return 0;
-	if ((size_t)cJSON_GetArraySize(names) != s->nconditions)
-		return cg_seterr("%zu conditions in the data, %d in the model",
-				 s->nconditions, cJSON_GetArraySize(names));
-	cJSON_ArrayForEach(n, names)
-	{
-		if (!cJSON_IsString(n) ||
-		    strcmp(n->valuestring, s->conditions[i]) != 0)
-			return cg_seterr("condition %zu is \"%.64s\" in the "
-					 "data but \"%.64s\" in the model",
-					 i, s->conditions[i],
-					 cJSON_IsString(n) ? n->valuestring
-							   : "?");
-		i++;
-	}
-	return 0;
+	if ((size_t)n != s->nconditions)
+		rc = cg_seterr("%zu conditions in the data, %d in the model",
+		               s->nconditions, n);
+	for (int i = 0; rc == 0 && i < n; i++)
+		if (strcmp(names[i], s->conditions[i]) != 0)
+			rc = cg_seterr("condition %d is \"%.64s\" in the data "
+			               "but \"%.64s\" in the model",
+			               i, s->conditions[i], names[i]);
+	free(names);
+	return rc;
 }
 
 int

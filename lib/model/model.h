@@ -148,6 +148,17 @@ int cg_model_ensure_outer(struct cg_model *m);
 int cg_model_ensure_ef_down(struct cg_model *m);
 
 /*
+ * The condition names of m's manifest ("conditions") into a new array
+ * *names [*n] (the strings are the manifest's: free the array only),
+ * checked as every reader needs: a list of at most
+ * CG_SHARD_MAX_CONDITIONS strings, as many as the arch's config takes
+ * (m->arch->nconds), which fixes what a condition index selects.  A
+ * manifest without the list gives *names NULL and *n the arch's count,
+ * or with need 1 an error.  Returns 0, or -1 with a message.
+ */
+int cg_model_conditions(const struct cg_model *m, int need, const char ***names,
+                        int *n);
+/*
  * Whether shard s names its conditions as m's manifest does (same names,
  * same order): a model trained on "Dress" = 3 must not be fed data where
  * 3 means something else.  A model without names accepts any.  Returns 0
