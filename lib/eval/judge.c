@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #include "cg.h"
 #include "eval/frechet.h"
 #include "eval/judge.h"
