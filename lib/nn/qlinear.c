@@ -64,11 +64,12 @@
 
 /* The dot products of one path: a weight row (nb blocks, or K halves)
  * against one input row. */
+/* The block types' products, in the order of their rows (qrows[]). */
+enum { BLK_Q8, BLK_Q4, NBLK };
+
 struct qkernels {
-	float (*q8)(const unsigned char *w, const int8_t *q, const float *d,
-	            int nb);
-	float (*q4)(const unsigned char *w, const int8_t *q, const float *d,
-	            int nb);
+	float (*blk[NBLK])(const unsigned char *w, const int8_t *q,
+	                   const float *d, int nb);
 	float (*f16)(const unsigned char *w, const float *x, int K);
 };
 
@@ -133,7 +134,7 @@ f16_portable(const unsigned char *w, const float *x, int K)
 	return acc;
 }
 
-static const struct qkernels k_portable = {q8_portable, q4_portable,
+static const struct qkernels k_portable = {{q8_portable, q4_portable},
                                            f16_portable};
 
 #ifdef CG_QX86
@@ -228,7 +229,7 @@ f16_avx2(const unsigned char *w, const float *x, int K)
 	return acc;
 }
 
-static const struct qkernels k_avx2 = {q8_avx2, q4_avx2, f16_avx2};
+static const struct qkernels k_avx2 = {{q8_avx2, q4_avx2}, f16_avx2};
 
 /* ---------------------------------------------------- AVX-512 VNNI */
 
@@ -339,7 +340,7 @@ f16_vnni(const unsigned char *w, const float *x, int K)
 	return acc;
 }
 
-static const struct qkernels k_vnni = {q8_vnni, q4_vnni, f16_vnni};
+static const struct qkernels k_vnni = {{q8_vnni, q4_vnni}, f16_vnni};
 #endif /* CG_QX86 */
 
 /* ----------------------------------------------------------- dispatch */
@@ -447,19 +448,45 @@ kernels(enum cg_qpath p)
 
 /* ------------------------------------------------------------ products */
 
+/*
+ * The dtypes a matrix is multiplied in as stored, one row each: a block
+ * type's bytes per block of QK weights and its product in each path's
+ * kernels; f32 and f16 run on floats (bytes 0).  A new stored type is a
+ * row here and its product in each kernel set; the archs that keep
+ * weights as stored (cg_qlinear_keeps) then keep it.
+ */
+static const struct qrow {
+	enum cg_dtype dt;
+	size_t bytes; /* per block; 0: not a block type */
+	int blk;      /* its product: an index into struct qkernels blk[] */
+} qrows[] = {
+    {CG_F32, 0, -1},
+    {CG_F16, 0, -1},
+    {CG_Q8_0, Q8_BYTES, BLK_Q8},
+    {CG_Q4_0, Q4_BYTES, BLK_Q4},
+};
+
+static const struct qrow *
+qrow(enum cg_dtype dt)
+{
+	for (size_t i = 0; i < sizeof(qrows) / sizeof(qrows[0]); i++)
+		if (qrows[i].dt == dt)
+			return &qrows[i];
+	return NULL;
+}
+
 int
 cg_wmat_ok(enum cg_dtype dt, uint64_t K)
 {
-	switch (dt) {
-	case CG_F32:
-	case CG_F16:
-		return 1;
-	case CG_Q8_0:
-	case CG_Q4_0:
-		return K % QK == 0;
-	default:
-		return 0;
-	}
+	const struct qrow *r = qrow(dt);
+
+	return r != NULL && (r->bytes == 0 || K % QK == 0);
+}
+
+int
+cg_qlinear_keeps(enum cg_dtype dt)
+{
+	return dt != CG_F32 && qrow(dt) != NULL;
 }
 
 size_t
@@ -525,10 +552,10 @@ cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
 		return;
 	}
 	const int nb = K / QK;
-	const size_t rowbytes =
-	    (size_t)nb * (w->dtype == CG_Q8_0 ? Q8_BYTES : Q4_BYTES);
+	const struct qrow *r = qrow(w->dtype); /* a block type: cg_wmat_ok */
+	const size_t rowbytes = (size_t)nb * r->bytes;
 	float (*dot)(const unsigned char *, const int8_t *, const float *,
-	             int) = w->dtype == CG_Q8_0 ? k->q8 : k->q4;
+	             int) = k->blk[r->blk];
 	int8_t *q = scratch;
 	float *d = (float *)((char *)scratch +
 	                     (((size_t)B * nb * QK + 63) & ~(size_t)63));

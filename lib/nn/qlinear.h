@@ -76,6 +76,9 @@ enum cg_qpath cg_qpath_current(void);
 /* Whether a [N, K] matrix of dtype dt can be multiplied as stored: f32
  * and f16 always, q8_0 and q4_0 when K % 32 == 0. */
 int cg_wmat_ok(enum cg_dtype dt, uint64_t K);
+/* Whether weights of dtype dt are worth keeping as stored to multiply:
+ * every dtype but f32 that cg_wmat_ok takes (f16, q8_0, q4_0). */
+int cg_qlinear_keeps(enum cg_dtype dt);
 
 /*
  * Bytes of scratch cg_qlinear_forward needs for B rows of K inputs

@@ -207,8 +207,7 @@ cgpt_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
 {
 	struct cg_cgpt_config c;
 
-	if (get_config(m->config, &c) != 0 ||
-	    (dt != CG_F16 && dt != CG_Q8_0 && dt != CG_Q4_0))
+	if (get_config(m->config, &c) != 0 || !cg_qlinear_keeps(dt))
 		return 0;
 	if (i >= 2 && i < 2 + 12 * c.L)
 		return block_mat((i - 2) % 12) >= 0;

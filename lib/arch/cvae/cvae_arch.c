@@ -87,12 +87,12 @@ cvae_free_ws(struct cg_model *m)
 }
 
 /* The weights (even views: each Linear's w, then its b) stay as stored
- * in f16, q8_0 or q4_0. */
+ * in the dtypes the products take as stored (f16, q8_0, q4_0). */
 static int
 cvae_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
 {
 	(void)m;
-	return i % 2 == 0 && (dt == CG_F16 || dt == CG_Q8_0 || dt == CG_Q4_0);
+	return i % 2 == 0 && cg_qlinear_keeps(dt);
 }
 
 /*
