@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "arch/cclf/cclf.h"
+#include "core/arena.h"
 #include "nn/nn.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -133,12 +134,26 @@ struct cg_cclf_ws {
 	float *tmp;     /* [B, hidden] */
 };
 
+/* The workspace's buffers in struct order, in arena a (counting, then
+ * assigning: core/arena.h). */
+static void
+lay(struct cg_cclf_ws *w, struct cg_arena *a)
+{
+	size_t B = w->max_batch, K = w->c.ncond, H = w->c.hidden;
+
+	w->h = CG_ARENA_FLOATS(a, B, (size_t)w->c.layers * H);
+	w->logits = CG_ARENA_FLOATS(a, B, K);
+	w->dlogits = CG_ARENA_FLOATS(a, B, K);
+	w->dh = CG_ARENA_FLOATS(a, B, H);
+	w->tmp = CG_ARENA_FLOATS(a, B, H);
+}
+
 struct cg_cclf_ws *
 cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
 {
 	struct cg_cclf_ws *w;
-	size_t B = max_batch, K = c->ncond, H = c->hidden, L = c->layers;
-	size_t width[5], n = 0;
+	struct cg_arena a = {0};
+	char what[64];
 
 	if (cg_cclf_check_config(c) != 0)
 		return NULL;
@@ -147,42 +162,22 @@ cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
 		          CG_CCLF_MAX_BATCH);
 		return NULL;
 	}
-	width[0] = L * H;
-	width[1] = K;
-	width[2] = K;
-	width[3] = H;
-	width[4] = H;
-	/* Each buffer rounded up to 16 floats: 64-byte aligned.  B and
-	 * every width are at most 2^24 and 2^40: no wrap. */
-	for (int i = 0; i < 5; i++) {
-		if (width[i] > (SIZE_MAX / 8) / B)
-			goto toobig;
-		n += (B * width[i] + 15) & ~(size_t)15;
-	}
-	if (n > SIZE_MAX / 8)
-		goto toobig;
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		cg_seterr("cclf: out of memory");
 		return NULL;
 	}
-	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
-		free(w);
-		cg_seterr("cclf: workspace of %zu bytes: out of memory",
-		          n * sizeof(float));
-		return NULL;
-	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	float *p = w->mem,
-	      **buf[] = {&w->h, &w->logits, &w->dlogits, &w->dh, &w->tmp};
-	for (int i = 0; i < 5; i++) {
-		*buf[i] = p;
-		p += (B * width[i] + 15) & ~(size_t)15;
+	snprintf(what, sizeof(what), "cclf: workspace for batch %d",
+	         max_batch);
+	lay(w, &a);
+	if (cg_arena_alloc(&a, what) != 0) {
+		free(w);
+		return NULL;
 	}
+	lay(w, &a);
+	w->mem = (float *)a.base;
 	return w;
-toobig:
-	cg_seterr("cclf: workspace for batch %d: too large", max_batch);
-	return NULL;
 }
 
 void

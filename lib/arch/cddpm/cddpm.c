@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "arch/cddpm/cddpm.h"
+#include "core/arena.h"
 #include "nn/nn.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -200,15 +201,34 @@ struct cg_cddpm_ws {
 	int *ibuf;   /* [2][B]: the sampler's conditions and timesteps */
 };
 
+/* The workspace's buffers, in arena a (counting, then assigning:
+ * core/arena.h): the schedule's T doubles and the 2B ints first. */
+static void
+lay(struct cg_cddpm_ws *w, struct cg_arena *a)
+{
+	const struct cg_cddpm_config *c = &w->c;
+	size_t B = w->max_batch, D = c->in_dim, H = c->hidden, E = c->embed;
+	size_t L = c->layers;
+
+	w->abar = cg_arena_take(a, (size_t)c->timesteps, 1, sizeof(double));
+	w->ibuf = cg_arena_take(a, 2, B, sizeof(int));
+	w->temb = CG_ARENA_FLOATS(a, B, E);
+	w->emb = CG_ARENA_FLOATS(a, B, H);
+	w->xt = CG_ARENA_FLOATS(a, B, D);
+	w->h = CG_ARENA_FLOATS(a, B, L * H);
+	w->out = CG_ARENA_FLOATS(a, B, D);
+	w->dout = CG_ARENA_FLOATS(a, B, D);
+	w->dh = CG_ARENA_FLOATS(a, B, H);
+	w->dpre = CG_ARENA_FLOATS(a, B, H);
+	w->demb = CG_ARENA_FLOATS(a, B, H);
+}
+
 struct cg_cddpm_ws *
 cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 {
 	struct cg_cddpm_ws *w;
-	size_t B = max_batch, D = c->in_dim, H = c->hidden, E = c->embed;
-	size_t L = c->layers, T = c->timesteps;
-	/* Widths of the float buffers, in struct order. */
-	size_t width[] = {E, H, D, L * H, D, D, H, H, H};
-	size_t nw = sizeof(width) / sizeof(width[0]), n = 0;
+	struct cg_arena a = {0};
+	char what[64];
 
 	if (cg_cddpm_check_config(c) != 0)
 		return NULL;
@@ -217,45 +237,23 @@ cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 		          CG_CDDPM_MAX_BATCH);
 		return NULL;
 	}
-	/* T doubles and 2B ints first (each rounded up to 16 floats: 64-byte
-	 * aligned); B <= 2^24 and widths <= 2^40: no wrap before the
-	 * checks. */
-	n = ((2 * T + 15) & ~(size_t)15) + ((2 * B + 15) & ~(size_t)15);
-	for (size_t i = 0; i < nw; i++) {
-		if (width[i] > (SIZE_MAX / 8) / B)
-			goto toobig;
-		n += (B * width[i] + 15) & ~(size_t)15;
-		if (n > SIZE_MAX / 8)
-			goto toobig;
-	}
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		cg_seterr("cddpm: out of memory");
 		return NULL;
 	}
-	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
-		free(w);
-		cg_seterr("cddpm: workspace of %zu bytes: out of memory",
-		          n * sizeof(float));
-		return NULL;
-	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	float *p = w->mem;
-	w->abar = (double *)p;
-	p += (2 * T + 15) & ~(size_t)15;
-	w->ibuf = (int *)p;
-	p += (2 * B + 15) & ~(size_t)15;
-	float **buf[] = {&w->temb, &w->emb, &w->xt,   &w->h,   &w->out,
-	                 &w->dout, &w->dh,  &w->dpre, &w->demb};
-	for (size_t i = 0; i < nw; i++) {
-		*buf[i] = p;
-		p += (B * width[i] + 15) & ~(size_t)15;
+	snprintf(what, sizeof(what), "cddpm: workspace for batch %d",
+	         max_batch);
+	lay(w, &a);
+	if (cg_arena_alloc(&a, what) != 0) {
+		free(w);
+		return NULL;
 	}
+	lay(w, &a);
+	w->mem = (float *)a.base;
 	cg_cddpm_schedule(c, w->abar);
 	return w;
-toobig:
-	cg_seterr("cddpm: workspace for batch %d: too large", max_batch);
-	return NULL;
 }
 
 void

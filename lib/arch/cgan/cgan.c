@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "arch/cgan/cgan.h"
+#include "core/arena.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
 
@@ -233,22 +234,42 @@ struct cg_cgan_ws {
 	struct sn *sn; /* [layers + 2] */
 };
 
-/* One more buffer of n floats from *p, rounded to 64 bytes. */
-static float *
-take(float **p, size_t n)
+/* The workspace's buffers in struct order, then the spectral norms'
+ * (each matrix twice, and u, v), in arena a (counting, then assigning:
+ * core/arena.h). */
+static void
+lay(struct cg_cgan_ws *w, struct cg_arena *a)
 {
-	float *r = *p;
+	const struct cg_cgan_config *c = &w->c;
+	size_t B = w->max_batch, D = c->in_dim, H = c->hidden, L = c->layers;
 
-	*p += (n + 15) & ~(size_t)15;
-	return r;
+	w->g = CG_ARENA_FLOATS(a, B, L * H);
+	w->fake = CG_ARENA_FLOATS(a, B, D);
+	w->dlogit = CG_ARENA_FLOATS(a, B, D);
+	w->dg = CG_ARENA_FLOATS(a, B, H);
+	w->dpre = CG_ARENA_FLOATS(a, B, H);
+	w->h = CG_ARENA_FLOATS(a, 2 * B, L * H);
+	w->s = CG_ARENA_FLOATS(a, 2, B);
+	w->ds = CG_ARENA_FLOATS(a, 2, B);
+	w->dh = CG_ARENA_FLOATS(a, 2 * B, H);
+	w->dpre2 = CG_ARENA_FLOATS(a, 2 * B, H);
+	w->dx = CG_ARENA_FLOATS(a, 2 * B, D);
+	w->cond2 = cg_arena_take(a, 2, B, sizeof(int));
+	for (int l = 0; l < c->layers + 2; l++) {
+		struct linear ln = disc_lin(c, l);
+		w->sn[l].wsn = CG_ARENA_FLOATS(a, ln.out, ln.in);
+		w->sn[l].dwsn = CG_ARENA_FLOATS(a, ln.out, ln.in);
+		w->sn[l].u = CG_ARENA_FLOATS(a, ln.out, 1);
+		w->sn[l].v = CG_ARENA_FLOATS(a, ln.in, 1);
+	}
 }
 
 struct cg_cgan_ws *
 cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 {
 	struct cg_cgan_ws *w;
-	size_t B = max_batch, D = c->in_dim, H = c->hidden, L = c->layers;
-	size_t n = 0;
+	struct cg_arena a = {0};
+	char what[64];
 
 	if (cg_cgan_check_config(c) != 0)
 		return NULL;
@@ -257,63 +278,25 @@ cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 		          CG_CGAN_MAX_BATCH);
 		return NULL;
 	}
-	/* Widths of the float buffers, in struct order (B <= 2^23, widths
-	 * <= 2^26, so each product fits; the sum is checked). */
-	size_t width[] = {L * H, D,     D,     H,     H, 2 * L * H, 2,
-	                  2,     2 * H, 2 * H, 2 * D, 2 /* cond2, as floats */};
-	for (size_t i = 0; i < sizeof(width) / sizeof(width[0]); i++) {
-		if (width[i] > (SIZE_MAX / 16) / B)
-			goto toobig;
-		n += (B * width[i] + 15) & ~(size_t)15;
-	}
-	/* The spectral norms: twice each matrix, and u, v. */
-	for (int l = 0; l < c->layers + 2; l++) {
-		struct linear ln = disc_lin(c, l);
-		n += 2 * (((size_t)ln.out * ln.in + 15) & ~(size_t)15) +
-		     (((size_t)ln.out + 15) & ~(size_t)15) +
-		     (((size_t)ln.in + 15) & ~(size_t)15);
-	}
-	if (n > SIZE_MAX / 8)
-		goto toobig;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    (w->sn = calloc(L + 2, sizeof(*w->sn))) == NULL) {
+	    (w->sn = calloc((size_t)c->layers + 2, sizeof(*w->sn))) == NULL) {
 		free(w);
 		cg_seterr("cgan: out of memory");
 		return NULL;
 	}
-	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
-		free(w->sn);
-		free(w);
-		cg_seterr("cgan: workspace of %zu bytes: out of memory",
-		          n * sizeof(float));
-		return NULL;
-	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	float *p = w->mem;
-	w->g = take(&p, B * L * H);
-	w->fake = take(&p, B * D);
-	w->dlogit = take(&p, B * D);
-	w->dg = take(&p, B * H);
-	w->dpre = take(&p, B * H);
-	w->h = take(&p, 2 * B * L * H);
-	w->s = take(&p, 2 * B);
-	w->ds = take(&p, 2 * B);
-	w->dh = take(&p, 2 * B * H);
-	w->dpre2 = take(&p, 2 * B * H);
-	w->dx = take(&p, 2 * B * D);
-	w->cond2 = (int *)take(&p, 2 * B);
-	for (int l = 0; l < c->layers + 2; l++) {
-		struct linear ln = disc_lin(c, l);
-		w->sn[l].wsn = take(&p, (size_t)ln.out * ln.in);
-		w->sn[l].dwsn = take(&p, (size_t)ln.out * ln.in);
-		w->sn[l].u = take(&p, (size_t)ln.out);
-		w->sn[l].v = take(&p, (size_t)ln.in);
+	snprintf(what, sizeof(what), "cgan: workspace for batch %d",
+	         max_batch);
+	lay(w, &a);
+	if (cg_arena_alloc(&a, what) != 0) {
+		free(w->sn);
+		free(w);
+		return NULL;
 	}
+	lay(w, &a);
+	w->mem = (float *)a.base;
 	return w;
-toobig:
-	cg_seterr("cgan: workspace for batch %d: too large", max_batch);
-	return NULL;
 }
 
 void

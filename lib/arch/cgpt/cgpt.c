@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "arch/cgpt/cgpt.h"
+#include "core/arena.h"
 #include "nn/nn.h"
 #include "nn/qlinear.h"
 #include "nn/transformer.h"
@@ -294,42 +295,22 @@ struct cg_cgpt_ws {
 	void *qscratch;       /* cg_qlinear_scratch(B T, 4C) bytes */
 };
 
-/* *n += a * b floats, rounded up to 16 (64-byte aligned); -1 on overflow. */
-static int
-grow(size_t *n, size_t a, size_t b)
-{
-	if (b != 0 && a > (SIZE_MAX / 8 - 16) / b)
-		return -1;
-	size_t m = (a * b + 15) & ~(size_t)15;
-	if (*n > SIZE_MAX / 8 - m)
-		return -1;
-	*n += m;
-	return 0;
-}
-
 /*
- * Lay the buffers out from base (NULL: only count).  With checkpointing
- * the blocks keep only their outputs (res3); every other activation lives
- * in one scratch set that all blocks' pointers share, refilled by
- * recomputing a block's forward pass before its backward pass.  Returns
- * the floats needed, or 0 on overflow.
+ * Lay the buffers out in arena a (counting, then assigning:
+ * core/arena.h).  With checkpointing the blocks keep only their outputs
+ * (res3); every other activation lives in one scratch set that all
+ * blocks' pointers share, refilled by recomputing a block's forward pass
+ * before its backward pass.
  */
-static size_t
-carve(struct cg_cgpt_ws *w, float *base)
+static void
+carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 {
 	size_t R = (size_t)w->max_batch * w->c.T, C = w->c.C;
 	size_t V = cg_cgpt_vocab(&w->c), NH = w->c.NH;
 	size_t att = (size_t)w->max_batch * NH * w->c.T;
-	size_t n = 0;
 	struct acts shared, dummy;
 
-#define TAKE(ptr, rows, width)                                                 \
-	do {                                                                   \
-		if (base)                                                      \
-			(ptr) = base + n;                                      \
-		if (grow(&n, (rows), (width)) != 0)                            \
-			return 0;                                              \
-	} while (0)
+#define TAKE(ptr, rows, width) ((ptr) = CG_ARENA_FLOATS(ar, (rows), (width)))
 #define TAKE_ACTS(a)                                                           \
 	do {                                                                   \
 		TAKE((a)->ln1, R, C);                                          \
@@ -349,7 +330,7 @@ carve(struct cg_cgpt_ws *w, float *base)
 	if (w->ckpt)
 		TAKE_ACTS(&shared);
 	for (int l = 0; l < w->c.L; l++) {
-		struct acts *a = base ? &w->blk[l] : &dummy;
+		struct acts *a = ar->base ? &w->blk[l] : &dummy;
 		if (w->ckpt)
 			*a = shared;
 		else
@@ -373,7 +354,6 @@ carve(struct cg_cgpt_ws *w, float *base)
 	TAKE(w->dscratch, att, w->c.T);
 #undef TAKE_ACTS
 #undef TAKE
-	return n;
 }
 
 /* Arguments of a workspace, checked; 0 or -1 with a message. */
@@ -407,24 +387,25 @@ cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
 {
 	struct cg_cgpt_ws w = {.c = *c, .max_batch = max_batch,
 	                       .ckpt = checkpoint != 0};
-	size_t n;
+	struct cg_arena a = {0};
 
 	if (check_ws(c, max_batch) != 0)
 		return 0;
-	if ((n = carve(&w, NULL)) == 0 || n > SIZE_MAX / sizeof(float)) {
+	carve(&w, &a);
+	if (a.overflow) {
 		cg_seterr("cgpt: workspace for batch %d: too large",
 		          max_batch);
 		return 0;
 	}
-	return n * sizeof(float) + sizeof(w) +
-	       (size_t)c->L * sizeof(struct acts);
+	return a.used + sizeof(w) + (size_t)c->L * sizeof(struct acts);
 }
 
 struct cg_cgpt_ws *
 cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 {
 	struct cg_cgpt_ws *w;
-	size_t n;
+	struct cg_arena a = {0};
+	char what[64];
 
 	if (check_ws(c, max_batch) != 0)
 		return NULL;
@@ -437,16 +418,13 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 	w->c = *c;
 	w->max_batch = max_batch;
 	w->ckpt = checkpoint != 0;
-	if ((n = carve(w, NULL)) == 0) {
-		cg_seterr("cgpt: workspace for batch %d: too large", max_batch);
+	snprintf(what, sizeof(what), "cgpt: workspace for batch %d",
+	         max_batch);
+	carve(w, &a);
+	if (cg_arena_alloc(&a, what) != 0)
 		goto fail;
-	}
-	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
-		cg_seterr("cgpt: workspace of %zu bytes: out of memory",
-		          n * sizeof(float));
-		goto fail;
-	}
-	carve(w, w->mem);
+	carve(w, &a);
+	w->mem = (float *)a.base;
 	return w;
 fail:
 	cg_cgpt_ws_free(w);

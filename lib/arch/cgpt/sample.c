@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "arch/cgpt/cgpt.h"
+#include "core/arena.h"
 #include "model/model.h"
 #include "nn/nn.h"
 #include "nn/qlinear.h"
@@ -110,48 +111,26 @@ bind_params(struct cg_cgpt_gen *g, const float *params)
 	return 0;
 }
 
-/* *n += k floats, rounded up to 16 (64-byte aligned); -1 on overflow. */
-static int
-grow(size_t *n, size_t k)
-{
-	if (k > SIZE_MAX / 8 - 16 || *n > SIZE_MAX / 8 - 32 - k)
-		return -1;
-	*n += (k + 15) & ~(size_t)15;
-	return 0;
-}
-
-/* Lay the buffers out from base (NULL: only count).  Returns the floats
- * needed, or 0 on overflow. */
-static size_t
-carve(struct cg_cgpt_gen *g, float *base)
+/* Lay the buffers out in arena a (counting, then assigning:
+ * core/arena.h). */
+static void
+carve(struct cg_cgpt_gen *g, struct cg_arena *a)
 {
 	const struct cg_cgpt_config *c = &g->c;
-	size_t R = g->R, C = c->C, T = c->T, n = 0;
-	size_t cache = (size_t)c->L * T * C; /* L NH T hs */
+	size_t R = g->R, C = c->C, T = c->T, L = c->L;
 
-	if ((uint64_t)c->L * T * C > SIZE_MAX / 8)
-		return 0;
-#define TAKE(ptr, count)                                                       \
-	do {                                                                   \
-		if (base)                                                      \
-			(ptr) = base + n;                                      \
-		if (grow(&n, (count)) != 0)                                    \
-			return 0;                                              \
-	} while (0)
-	TAKE(g->kc, cache);
-	TAKE(g->vc, cache);
-	TAKE(g->x, R * C);
-	TAKE(g->ln, R * C);
-	TAKE(g->mean, R);
-	TAKE(g->rstd, R);
-	TAKE(g->qkv, R * 3 * C);
-	TAKE(g->atty, R * C);
-	TAKE(g->branch, R * C);
-	TAKE(g->fch, R * 4 * C);
-	TAKE(g->att, (size_t)c->NH * T);
-	TAKE(g->logits, (size_t)g->V);
-#undef TAKE
-	return n;
+	g->kc = CG_ARENA_FLOATS(a, L * T, C); /* L NH T hs */
+	g->vc = CG_ARENA_FLOATS(a, L * T, C);
+	g->x = CG_ARENA_FLOATS(a, R, C);
+	g->ln = CG_ARENA_FLOATS(a, R, C);
+	g->mean = CG_ARENA_FLOATS(a, R, 1);
+	g->rstd = CG_ARENA_FLOATS(a, R, 1);
+	g->qkv = CG_ARENA_FLOATS(a, R, 3 * C);
+	g->atty = CG_ARENA_FLOATS(a, R, C);
+	g->branch = CG_ARENA_FLOATS(a, R, C);
+	g->fch = CG_ARENA_FLOATS(a, R, 4 * C);
+	g->att = CG_ARENA_FLOATS(a, (size_t)c->NH, T);
+	g->logits = CG_ARENA_FLOATS(a, (size_t)g->V, 1);
 }
 
 struct cg_cgpt_gen *
@@ -165,7 +144,7 @@ cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
                      const struct cg_wmat *mats)
 {
 	struct cg_cgpt_gen *g;
-	size_t n;
+	struct cg_arena arena = {0};
 
 	if (cg_cgpt_check_config(c) != 0)
 		return NULL;
@@ -188,16 +167,11 @@ cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
 	}
 	if (bind_params(g, params) != 0)
 		goto fail;
-	if ((n = carve(g, NULL)) == 0) {
-		cg_seterr("cgpt: generator too large");
+	carve(g, &arena);
+	if (cg_arena_alloc(&arena, "cgpt: generator") != 0)
 		goto fail;
-	}
-	if ((g->mem = cg_alloc(n * sizeof(float))) == NULL) {
-		cg_seterr("cgpt: generator of %zu bytes: out of memory",
-		          n * sizeof(float));
-		goto fail;
-	}
-	carve(g, g->mem);
+	carve(g, &arena);
+	g->mem = (float *)arena.base;
 	if (mats != NULL) {
 		size_t nm = (size_t)CG_CGPT_NMATS(c->L);
 		for (size_t i = 0; i < nm; i++) {

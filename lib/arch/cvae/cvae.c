@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "arch/cvae/cvae.h"
+#include "core/arena.h"
 #include "nn/nn.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -184,31 +185,40 @@ struct cg_cvae_ws {
 	void *qscratch;       /* cg_qlinear_scratch(B, widest input) */
 };
 
-/* *n += a * b (rounded up to 16 floats: 64-byte aligned), or -1 on
- * overflow. */
-static int
-grow(size_t *n, size_t a, size_t b)
+/* The workspace's buffers in struct order, in arena a (counting, then
+ * assigning: core/arena.h). */
+static void
+lay(struct cg_cvae_ws *w, struct cg_arena *a)
 {
-	if (b != 0 && a > (SIZE_MAX / 4 - 16) / b)
-		return -1;
-	size_t m = (a * b + 15) & ~(size_t)15;
-	if (*n > SIZE_MAX / 4 - m)
-		return -1;
-	*n += m;
-	return 0;
+	const struct cg_cvae_config *c = &w->c;
+	size_t B = w->max_batch, D = c->in_dim, K = c->ncond, H = c->hidden;
+	size_t Z = c->latent, L = c->layers;
+
+	w->enc_in = CG_ARENA_FLOATS(a, B, D + K);
+	w->enc_h = CG_ARENA_FLOATS(a, B, L * H);
+	w->mu = CG_ARENA_FLOATS(a, B, Z);
+	w->logvar = CG_ARENA_FLOATS(a, B, Z);
+	w->z = CG_ARENA_FLOATS(a, B, Z);
+	w->dec_in = CG_ARENA_FLOATS(a, B, Z + K);
+	w->dec_h = CG_ARENA_FLOATS(a, B, L * H);
+	w->logits = CG_ARENA_FLOATS(a, B, D);
+	w->dlogits = CG_ARENA_FLOATS(a, B, D);
+	w->dh0 = CG_ARENA_FLOATS(a, B, H);
+	w->dh1 = CG_ARENA_FLOATS(a, B, H);
+	w->ddec_in = CG_ARENA_FLOATS(a, B, Z + K);
+	w->dz = CG_ARENA_FLOATS(a, B, Z);
+	w->dmu = CG_ARENA_FLOATS(a, B, Z);
+	w->dlogvar = CG_ARENA_FLOATS(a, B, Z);
+	w->rec = cg_arena_take(a, B, 1, sizeof(double));
+	w->kl = cg_arena_take(a, B, 1, sizeof(double));
 }
 
 struct cg_cvae_ws *
 cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 {
 	struct cg_cvae_ws *w;
-	size_t B = max_batch, D = c->in_dim, K = c->ncond, H = c->hidden;
-	size_t Z = c->latent, L = c->layers;
-	/* Widths of the float buffers, in struct order. */
-	size_t width[] = {D + K, L * H, Z, Z,     Z, Z + K, L * H, D,
-	                  D,     H,     H, Z + K, Z, Z,     Z};
-	size_t nw = sizeof(width) / sizeof(width[0]);
-	size_t n = 0;
+	struct cg_arena a = {0};
+	char what[64];
 
 	if (cg_cvae_check_config(c) != 0)
 		return NULL;
@@ -217,40 +227,22 @@ cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 		          CG_CVAE_MAX_BATCH);
 		return NULL;
 	}
-	for (size_t i = 0; i < nw; i++)
-		if (grow(&n, B, width[i]) != 0)
-			goto toobig;
-	if (grow(&n, B, sizeof(double) / sizeof(float)) != 0 ||
-	    grow(&n, B, sizeof(double) / sizeof(float)) != 0)
-		goto toobig;
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		cg_seterr("cvae: out of memory");
 		return NULL;
 	}
-	if ((w->mem = cg_alloc(n * sizeof(float))) == NULL) {
-		free(w);
-		cg_seterr("cvae: workspace of %zu bytes: out of memory",
-		          n * sizeof(float));
-		return NULL;
-	}
 	w->c = *c;
 	w->max_batch = max_batch;
-
-	float *p = w->mem;
-	float **buf[] = {&w->enc_in,  &w->enc_h,  &w->mu,     &w->logvar,
-	                 &w->z,       &w->dec_in, &w->dec_h,  &w->logits,
-	                 &w->dlogits, &w->dh0,    &w->dh1,    &w->ddec_in,
-	                 &w->dz,      &w->dmu,    &w->dlogvar};
-	for (size_t i = 0; i < nw; i++) {
-		*buf[i] = p;
-		p += (B * width[i] + 15) & ~(size_t)15;
+	snprintf(what, sizeof(what), "cvae: workspace for batch %d",
+	         max_batch);
+	lay(w, &a);
+	if (cg_arena_alloc(&a, what) != 0) {
+		free(w);
+		return NULL;
 	}
-	w->rec = (double *)p;
-	w->kl = w->rec + ((B * 2 + 15) & ~(size_t)15) / 2;
+	lay(w, &a);
+	w->mem = (float *)a.base;
 	return w;
-toobig:
-	cg_seterr("cvae: workspace for batch %d: too large", max_batch);
-	return NULL;
 }
 
 void

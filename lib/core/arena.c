@@ -1,0 +1,46 @@
+/*
+ * core/arena.c - a workspace of many buffers in one allocation, counted
+ * then assigned.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/util.h"
+
+#define ALIGN 64
+
+void *
+cg_arena_take(struct cg_arena *a, size_t rows, size_t cols, size_t size)
+{
+	size_t n;
+	char *p;
+
+	if (a->overflow || (cols != 0 && rows > SIZE_MAX / cols) ||
+	    (size != 0 && rows * cols > (SIZE_MAX - ALIGN) / size)) {
+		a->overflow = 1;
+		return NULL;
+	}
+	n = (rows * cols * size + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	if (a->used > SIZE_MAX - ALIGN - n) {
+		a->overflow = 1;
+		return NULL;
+	}
+	p = a->base ? a->base + a->used : NULL;
+	a->used += n;
+	return p;
+}
+
+int
+cg_arena_alloc(struct cg_arena *a, const char *what)
+{
+	size_t n = a->used;
+
+	if (a->overflow)
+		return cg_seterr("%s: too large", what);
+	if ((a->base = cg_alloc(n ? n : ALIGN)) == NULL)
+		return cg_seterr("%s: %zu bytes: out of memory", what, n);
+	a->used = 0;
+	return 0;
+}
