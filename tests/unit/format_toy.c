@@ -49,7 +49,8 @@ slurp(int fd, const void *pre, size_t npre, unsigned char **out, size_t *n)
 
 	if (b == NULL)
 		return cg_seterr("out of memory");
-	memcpy(b, pre, npre);
+	if (npre > 0)
+		memcpy(b, pre, npre);
 	for (;;) {
 		ssize_t r;
 		if (have == cap) {
