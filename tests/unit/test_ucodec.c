@@ -67,7 +67,7 @@ encode(const char *spec, const float *x, float *sent, struct cg_uenc *e)
 		die(spec);
 	/* What was not sent, alone (decoded in runs), is x - sent to the
 	 * bit: the same encoding again, from the same generator. */
-	if (e->lowrank_q == NULL) {
+	if (e->warm == NULL) {
 		static float left[P];
 		struct cg_uenc e2 = *e;
 		struct cg_file *g = cg_file_new("delta");
@@ -514,7 +514,7 @@ feedback(const char *spec)
 
 	cg_rng_seed(&r, 21);
 	cg_rng_seed(&e.rng, 22);
-	e.lowrank_q = warm;
+	e.warm = warm;
 	for (int t = 0; t < 100; t++) {
 		/* a steady direction plus noise: what compressed updates of
 		 * a training run look like */
@@ -529,9 +529,9 @@ feedback(const char *spec)
 			sx[i] += x[i];
 			sy[i] += y[i];
 		}
-		e.lowrank_q = NULL; /* no feedback: same codec, fresh */
+		e.warm = NULL; /* no feedback: same codec, fresh */
 		cg_file_free(encode(spec, x, y, &e));
-		e.lowrank_q = warm;
+		e.warm = warm;
 		for (int i = 0; i < P; i++)
 			sn[i] += y[i];
 	}
