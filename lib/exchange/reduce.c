@@ -229,11 +229,14 @@ clip_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
 	}
 }
 
-const struct cg_reduce_op cg_reduce_ops[] = {
+/* The built-in operations, in the order --help lists them; the first
+ * is the default. */
+static const struct cg_reduce_op table[] = {
     {.name = "mean",
      .help = "the mean weighted by each input's weight",
      .streams = 1,
      .weighs = 1,
+     .masked = 1,
      .init = scale_into,
      .add = add_scaled,
      .finish = mean_finish},
@@ -260,16 +263,65 @@ const struct cg_reduce_op cg_reduce_ops[] = {
      .popen = 3,
      .passes = 2,
      .slice = clip_slice},
-    {.name = NULL},
 };
+
+#define NTABLE ((int)(sizeof(table) / sizeof(table[0])))
+#define MAX_REGISTERED 16
+
+static const struct cg_reduce_op *registered[MAX_REGISTERED];
+static int nregistered;
+
+int
+cg_reduce_op_count(void)
+{
+	return NTABLE + nregistered;
+}
+
+const struct cg_reduce_op *
+cg_reduce_op_at(int i)
+{
+	if (i < 0 || i >= cg_reduce_op_count())
+		return NULL;
+	return i < NTABLE ? &table[i] : registered[i - NTABLE];
+}
+
+int
+cg_reduce_op_register(const struct cg_reduce_op *op)
+{
+	const struct cg_reduce_op *o;
+
+	if (op == NULL || op->name == NULL || op->name[0] == '\0' ||
+	    strlen(op->name) > 32 || strchr(op->name, ':') != NULL)
+		return cg_seterr("operation without a name of 1 to 32 "
+		                 "characters, no ':'");
+	if (op->help == NULL ||
+	    (op->streams ? op->init == NULL || op->add == NULL
+	                 : op->slice == NULL) ||
+	    (op->param != NULL && !(op->pmin < op->pmax)))
+		return cg_seterr(
+		    "operation %s: help, and init and add (streams) "
+		    "or slice wanted; a parameter's range not empty",
+		    op->name);
+	for (int i = 0; (o = cg_reduce_op_at(i)) != NULL; i++)
+		if (o == op || strcmp(o->name, op->name) == 0)
+			return cg_seterr("operation %s: registered already",
+			                 op->name);
+	if (nregistered == MAX_REGISTERED)
+		return cg_seterr("operation %s: more than %d operations "
+		                 "registered",
+		                 op->name, MAX_REGISTERED);
+	registered[nregistered++] = op;
+	return 0;
+}
 
 const struct cg_reduce_op *
 cg_reduce_op_find(const char *name)
 {
+	const struct cg_reduce_op *op;
 	char list[256] = "";
 	size_t len = 0;
 
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++) {
 		if (strcmp(op->name, name) == 0)
 			return op;
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
@@ -594,7 +646,7 @@ add_masked(struct cg_reducer *r, struct cg_update *u)
 {
 	uint64_t P = 0;
 
-	if (r->op != &cg_reduce_ops[0])
+	if (!r->op->masked)
 		return cg_seterr("%s: masked: --op %s cannot read masked values "
 		                 "(the mean of every peer's update can)",
 		                 u->name, r->op->name);

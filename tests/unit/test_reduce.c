@@ -856,16 +856,18 @@ params(void)
 static void
 table(void)
 {
+	const struct cg_reduce_op *op;
 	int n = 0, streams = 1;
 
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++) {
 		n++;
 		streams &= !op->streams || (op->init && op->add);
 		streams &= op->streams || op->slice;
 		streams &= op->param == NULL || op->pmin < op->pmax;
 		expect(cg_reduce_op_find(op->name) == op, op->name);
 	}
-	expect(n >= 2 && strcmp(cg_reduce_ops[0].name, "mean") == 0 && streams,
+	expect(n >= 2 && n == cg_reduce_op_count() &&
+	           strcmp(cg_reduce_op_at(0)->name, "mean") == 0 && streams,
 	       "the table: mean first, every row callable");
 	expect(cg_reduce_op_find("mode") == NULL &&
 	           strcmp(cg_errmsg(),
@@ -886,7 +888,7 @@ table(void)
 		fclose(fp);
 	text[len] = '\0';
 	int ok = len > 0;
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++) {
 		/* ".It Cm median", or ".It Cm trimmed-mean Ns \&: Ns Ar f"
 		 * for a row that takes a parameter */
 		char want[96];
