@@ -3,7 +3,9 @@
  * a reducer that runs any of them with bounded memory.
  *
  * An operation is one row of the registry of operations: the built-in
- * table of reduce.c, then those a program or a test adds with
+ * ones, each in a file of its own, lib/exchange/op/NAME_op.c, listed in
+ * reduce.c (adding one is that file, its X() in the list and its line in
+ * Makefile.am), then those a program or a test adds with
  * cg_reduce_op_register() (e.g. from a function marked
  * __attribute__((constructor)) in the file that defines the row, as
  * tests/unit/reduce_toy.c does).  No program names a row.  A row is of
