@@ -901,6 +901,41 @@ table(void)
 	expect(ok, "cg-reduce(1) has an entry for each operation");
 }
 
+/* An operation joins the table at run time (cg_reduce_op_register),
+ * after the built-in ones, unless it is incomplete or its name taken. */
+static void
+registry(void)
+{
+	static struct cg_reduce_op r;
+	const int n = cg_reduce_op_count();
+	int ok = 1;
+
+	r = *cg_reduce_op_find("sum");
+	ok &= cg_reduce_op_register(&r) == -1 &&
+	      strcmp(cg_errmsg(), "operation sum: registered already") == 0;
+	r.name = "sum:2";
+	ok &= cg_reduce_op_register(&r) == -1 &&
+	      strstr(cg_errmsg(), "no ':'") != NULL;
+	r.name = "sum-again";
+	r.add = NULL;
+	ok &=
+	    cg_reduce_op_register(&r) == -1 &&
+	    strstr(cg_errmsg(), "operation sum-again: help, and init") != NULL;
+	expect(ok && cg_reduce_op_count() == n,
+	       "register: a name taken, a bad name, a row incomplete: refused");
+
+	r.add = cg_reduce_op_find("sum")->add;
+	double p = 1;
+	ok = cg_reduce_op_register(&r) == 0 && cg_reduce_op_count() == n + 1 &&
+	     cg_reduce_op_at(n) == &r &&
+	     cg_reduce_op_parse("sum-again", &p) == &r && p == 0 &&
+	     cg_reduce_op_find("mode") == NULL &&
+	     strcmp(cg_errmsg(), "unknown operation 'mode' (mean, sum, median, "
+	                         "trimmed-mean, clip-mean, sum-again)") == 0;
+	expect(ok, "register: a row joins after the built-in ones, found by "
+	           "its name");
+}
+
 int
 main(void)
 {
@@ -918,6 +953,7 @@ main(void)
 	threads(m);
 	params();
 	table();
+	registry();
 	cg_model_free(m);
 	cg_model_free(other);
 	return failures ? 1 : 0;
