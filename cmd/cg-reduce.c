@@ -119,11 +119,11 @@ struct skipped {
 static void
 make_epilog(void)
 {
+	const struct cg_reduce_op *op;
 	size_t n = 0, cap = sizeof(epilog);
 
 	n += (size_t)snprintf(epilog, cap, "Operations (--op):\n");
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name && n < cap;
-	     op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL && n < cap; i++) {
 		char name[64];
 		snprintf(name, sizeof(name), "%s%s%s", op->name,
 		         op->param ? ":" : "", op->param ? op->param : "");
@@ -464,7 +464,7 @@ int
 main(int argc, char **argv)
 {
 	struct args a = {.out = "-",
-	                 .op = &cg_reduce_ops[0],
+	                 .op = cg_reduce_op_at(0),
 	                 .min_inputs = 1,
 	                 .max_staleness = -1};
 	struct call c = {.m = NULL};

@@ -559,8 +559,9 @@ out:
 /*
  * The update encoded under --codec (fitted to --budget) into j->f.  With
  * error feedback, the state's residual "ef.residual" is added to the
- * update first and replaced by what the codec did not send; low-rank
- * factors are warm-started from "lowrank.q".  0, or -1 with a message.
+ * update first and replaced by what the codec did not send; a codec that
+ * keeps state between calls (low-rank factors' warm start) keeps it in
+ * the state member it names.  0, or -1 with a message.
  */
 static int
 encode(const struct args *a, struct job *j)
@@ -586,7 +587,8 @@ encode(const struct args *a, struct job *j)
 	cg_rng_derive(&e.rng, a->o.seed, m->step, seedmix);
 	nq = cg_uspec_state_floats(&spec, v, m->nviews);
 	if (j->st && nq &&
-	    (e.lowrank_q = cg_state_put(j->st, "lowrank.q", CG_F32, nq)) == NULL)
+	    (e.warm = cg_state_put(j->st, cg_uspec_state_name(&spec), CG_F32,
+	                           nq)) == NULL)
 		goto out;
 	if (j->st && a->no_feedback) {
 		/* a residual kept by earlier calls is dropped, not left to

@@ -1,6 +1,10 @@
 /*
- * exchange/reduce.c - combining gradients and deltas: the operations and the
- * reducer that runs them, streaming or slice by slice.
+ * exchange/reduce.c - combining gradients and deltas: the registry of
+ * operations and the reducer that runs them, streaming or slice by slice.
+ *
+ * Each operation is one row in a file of its own under exchange/op/ and
+ * one X() in the list below; nothing here names one or asks which a row
+ * is: the row says what differs (exchange/reduce.h).
  *
  * A weighted mean uses each input's weight (the examples, or for text the
  * scored tokens: a text model's gradient is a mean per token); keeping
@@ -26,250 +30,75 @@
 
 /* ------------------------------------------------------- operations */
 
-/*
- * acc = k x in double then rounded (the first input), acc += (float)k x
- * (the others): the arithmetic every weighted fold has used, kept so
- * that outputs stay byte for byte what they were.
- */
-static void
-scale_into(float *acc, const float *x, size_t n, double k)
+/* The built-in operations, one X() per exchange/op/NAME_op.c, in the
+ * order --help lists them; the first is the default. */
+#define CG_REDUCE_OPS X(mean) X(sum) X(median) X(trimmed_mean) X(clip_mean)
+
+#define X(name) extern const struct cg_reduce_op cg_reduce_op_##name;
+CG_REDUCE_OPS
+#undef X
+
+#define X(name) &cg_reduce_op_##name,
+static const struct cg_reduce_op *const table[] = {CG_REDUCE_OPS};
+#undef X
+
+#define NTABLE ((int)(sizeof(table) / sizeof(table[0])))
+#define MAX_REGISTERED 16
+
+static const struct cg_reduce_op *registered[MAX_REGISTERED];
+static int nregistered;
+
+int
+cg_reduce_op_count(void)
 {
-#pragma omp simd
-	for (size_t j = 0; j < n; j++)
-		acc[j] = (float)(x[j] * k);
+	return NTABLE + nregistered;
 }
 
-static void
-add_scaled(float *acc, const float *x, size_t n, double k)
+const struct cg_reduce_op *
+cg_reduce_op_at(int i)
 {
-	const float kf = (float)k;
-
-#pragma omp simd
-	for (size_t j = 0; j < n; j++)
-		acc[j] += kf * x[j];
+	if (i < 0 || i >= cg_reduce_op_count())
+		return NULL;
+	return i < NTABLE ? table[i] : registered[i - NTABLE];
 }
 
-static void
-mean_finish(float *acc, size_t n, double wsum)
+int
+cg_reduce_op_register(const struct cg_reduce_op *op)
 {
-	const float inv = (float)(1.0 / wsum);
+	const struct cg_reduce_op *o;
 
-	for (size_t j = 0; j < n; j++)
-		acc[j] *= inv;
+	if (op == NULL || op->name == NULL || op->name[0] == '\0' ||
+	    strlen(op->name) > 32 || strchr(op->name, ':') != NULL)
+		return cg_seterr("operation without a name of 1 to 32 "
+		                 "characters, no ':'");
+	if (op->help == NULL ||
+	    (op->streams ? op->init == NULL || op->add == NULL
+	                 : op->slice == NULL) ||
+	    (op->param != NULL && !(op->pmin < op->pmax)))
+		return cg_seterr(
+		    "operation %s: help, and init and add (streams) "
+		    "or slice wanted; a parameter's range not empty",
+		    op->name);
+	for (int i = 0; (o = cg_reduce_op_at(i)) != NULL; i++)
+		if (o == op || strcmp(o->name, op->name) == 0)
+			return cg_seterr("operation %s: registered already",
+			                 op->name);
+	if (nregistered == MAX_REGISTERED)
+		return cg_seterr("operation %s: more than %d operations "
+		                 "registered",
+		                 op->name, MAX_REGISTERED);
+	registered[nregistered++] = op;
+	return 0;
 }
-
-static void
-sum_init(float *acc, const float *x, size_t n, double w)
-{
-	(void)w;
-	scale_into(acc, x, n, 1.0);
-}
-
-static void
-sum_add(float *acc, const float *x, size_t n, double w)
-{
-	(void)w;
-	add_scaled(acc, x, n, 1.0);
-}
-
-/* Ascending, for qsort (the values are finite: the reducer checked). */
-static int
-cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* v [k] in ascending order: by insertion for the few inputs of a
- * round, qsort beyond. */
-static void
-sort_values(float *v, size_t k)
-{
-	if (k > 16) {
-		qsort(v, k, sizeof(*v), cmp_float);
-		return;
-	}
-	for (size_t i = 1; i < k; i++) {
-		float x = v[i];
-		size_t t = i;
-		for (; t > 0 && v[t - 1] > x; t--)
-			v[t] = v[t - 1];
-		v[t] = x;
-	}
-}
-
-/*
- * The median of each element over the k inputs, their weights ignored:
- * the middle value, or the mean of the two middle values (in double) for
- * an even k.  One input far off, or a few (fewer than half), cannot move
- * it past the others' values.
- */
-static void
-median_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
-             size_t n)
-{
-	const size_t k = p->k;
-
-#pragma omp parallel for schedule(static)
-	for (size_t j = 0; j < n; j++) {
-		float v[CG_REDUCE_MAX_KEPT];
-		v[0] = v[1] = 0; /* k >= 1; this only quiets a warning */
-		for (size_t i = 0; i < k; i++)
-			v[i] = in[i][j];
-		sort_values(v, k);
-		out[j] = k % 2 ? v[k / 2]
-		               : (float)(((double)v[k / 2 - 1] + v[k / 2]) / 2);
-	}
-}
-
-/*
- * The trimmed mean (Yin, Chen, Ramchandran and Bartlett, ICML 2018):
- * each element's mean over the inputs once the b smallest and the b
- * largest of its values are dropped, b = F k rounded down (F =
- * p->param, in [0, 0.5): one value at least is left; 4 inputs drop one
- * at each end from F = 0.25 on, and none below), in double, rounded
- * once.  Unweighted, as the median: a weight is what the input says of
- * itself, and a hostile input that said a large one would carry a
- * weighted statistic with it.
- */
-static void
-trimmed_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
-              size_t n)
-{
-	const size_t k = p->k;
-	/* a fraction written in decimal (0.3 of 10) may fall a hair
-	 * below the whole number it means */
-	size_t b = (size_t)(p->param * (double)k + 1e-9);
-
-	if (2 * b >= k)
-		b = (k - 1) / 2;
-#pragma omp parallel for schedule(static)
-	for (size_t j = 0; j < n; j++) {
-		float v[CG_REDUCE_MAX_KEPT];
-		double s = 0;
-		v[0] = 0; /* k >= 1; this only quiets a warning */
-		for (size_t i = 0; i < k; i++)
-			v[i] = in[i][j];
-		sort_values(v, k);
-		for (size_t i = b; i < k - b; i++)
-			s += v[i];
-		out[j] = (float)(s / (double)(k - 2 * b));
-	}
-}
-
-/*
- * sum[i] += the squared distance of in[i] [n] from v [n], in double.
- * Each input's sum is one thread's, in eight lanes of a fixed order, so
- * it is the same bits whatever the number of threads.
- */
-static void
-add_sq_dist(double *sum, const float *v, const float *const *in, size_t k,
-            size_t n)
-{
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < k; i++) {
-		const float *x = in[i];
-		double lane[8] = {0};
-		size_t j = 0;
-		for (; j + 8 <= n; j += 8)
-			for (int l = 0; l < 8; l++) {
-				double d = (double)x[j + l] - v[j + l];
-				lane[l] += d * d;
-			}
-		for (; j < n; j++) {
-			double d = (double)x[j] - v[j];
-			lane[0] += d * d;
-		}
-		sum[i] += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-		          ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-	}
-}
-
-/*
- * Centred clipping (Karimireddy, He and Jaggi, "Learning from History
- * for Byzantine Robust Optimization", ICML 2021): from a centre v,
- *
- *     v + 1/k sum_i (x_i - v) min(1, tau / |x_i - v|),
- *
- * tau = p->param, |.| the L2 norm over the whole update (every tensor),
- * as the paper clips each worker's whole vector: an input far from the
- * centre moves the result by tau / k at most, however far it is.
- * Unweighted, as the paper's (and for the trimmed mean's reason).  The
- * paper starts from the previous round's result, which a reduction that
- * keeps nothing between calls does not have; this one starts from the
- * coordinate median, robust by itself, and takes one clipping step from
- * it.  Two passes: the first writes the median into out and adds up
- * each input's squared distance from it over every slice; the second,
- * with those whole-update distances, clips.
- */
-static void
-clip_slice(struct cg_reduce_pass *p, float *out, const float *const *in,
-           size_t n)
-{
-	const size_t k = p->k;
-	double c[CG_REDUCE_MAX_KEPT];
-
-	if (p->pass == 0) {
-		median_slice(p, out, in, n);
-		add_sq_dist(p->sum, out, in, k, n);
-		return;
-	}
-	for (size_t i = 0; i < k; i++) {
-		double d = sqrt(p->last[i]);
-		c[i] = (d > p->param ? p->param / d : 1.0) / (double)k;
-	}
-#pragma omp parallel for schedule(static)
-	for (size_t j = 0; j < n; j++) {
-		const double v = out[j];
-		double s = 0;
-		for (size_t i = 0; i < k; i++)
-			s += c[i] * ((double)in[i][j] - v);
-		out[j] = (float)(v + s);
-	}
-}
-
-const struct cg_reduce_op cg_reduce_ops[] = {
-    {.name = "mean",
-     .help = "the mean weighted by each input's weight",
-     .streams = 1,
-     .weighs = 1,
-     .init = scale_into,
-     .add = add_scaled,
-     .finish = mean_finish},
-    {.name = "sum",
-     .help = "the plain sum",
-     .streams = 1,
-     .init = sum_init,
-     .add = sum_add},
-    {.name = "median",
-     .help = "each element's median, unweighted (robust)",
-     .slice = median_slice},
-    {.name = "trimmed-mean",
-     .help = "each element's mean less its F*k lowest and highest (robust)",
-     .param = "F",
-     .pmin = 0,
-     .pmax = 0.5,
-     .popen = 2,
-     .slice = trimmed_slice},
-    {.name = "clip-mean",
-     .help = "centred clipping at L2 norm TAU from the median (robust)",
-     .param = "TAU",
-     .pmin = 0,
-     .pmax = HUGE_VAL,
-     .popen = 3,
-     .passes = 2,
-     .slice = clip_slice},
-    {.name = NULL},
-};
 
 const struct cg_reduce_op *
 cg_reduce_op_find(const char *name)
 {
+	const struct cg_reduce_op *op;
 	char list[256] = "";
 	size_t len = 0;
 
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++) {
 		if (strcmp(op->name, name) == 0)
 			return op;
 		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
@@ -594,7 +423,7 @@ add_masked(struct cg_reducer *r, struct cg_update *u)
 {
 	uint64_t P = 0;
 
-	if (r->op != &cg_reduce_ops[0])
+	if (!r->op->masked)
 		return cg_seterr("%s: masked: --op %s cannot read masked values "
 		                 "(the mean of every peer's update can)",
 		                 u->name, r->op->name);

@@ -1,8 +1,15 @@
 /*
- * exchange/reduce.h - combining gradients and deltas: a table of operations and a
- * reducer that runs any of them with bounded memory.
+ * exchange/reduce.h - combining gradients and deltas: a table of operations and
+ * a reducer that runs any of them with bounded memory.
  *
- * An operation is one row of cg_reduce_ops, of one of two kinds.
+ * An operation is one row of the registry of operations: the built-in
+ * ones, each in a file of its own, lib/exchange/op/NAME_op.c, listed in
+ * reduce.c (adding one is that file, its X() in the list and its line in
+ * Makefile.am), then those a program or a test adds with
+ * cg_reduce_op_register() (e.g. from a function marked
+ * __attribute__((constructor)) in the file that defines the row, as
+ * tests/unit/reduce_toy.c does).  No program names a row.  A row is of
+ * one of two kinds.
  *
  * A streaming operation (streams = 1: mean, sum) folds the inputs into
  * one accumulator as they come, each input read, folded and released:
@@ -116,6 +123,8 @@ struct cg_reduce_op {
 	int streams;       /* 1: init/add/finish; 0: slice */
 	int weighs;        /* 1: the inputs' weights count (a staleness
 	                    * rule other than constant needs it) */
+	int masked;        /* 1: takes masked updates, of which it is the
+	                    * weighted mean (add them up apart, below) */
 	void (*init)(float *acc, const float *x, size_t n, double w);
 	void (*add)(float *acc, const float *x, size_t n, double w);
 	void (*finish)(float *acc, size_t n, double wsum);
@@ -124,9 +133,18 @@ struct cg_reduce_op {
 	              const float *const *in, size_t n);
 };
 
-/* Every operation, in the order --help lists them; ends with a row whose
- * name is NULL.  The first is the default. */
-extern const struct cg_reduce_op cg_reduce_ops[];
+/* The operations: how many, and row i, in the order --help lists them
+ * (the built-in ones, then those registered), NULL past the last.  Row 0
+ * is the default. */
+int cg_reduce_op_count(void);
+const struct cg_reduce_op *cg_reduce_op_at(int i);
+/*
+ * Add op (it must outlive every use) after the others.  0, or -1 with a
+ * message: a name empty, over 32 characters or with a ':', or taken
+ * already; no help; a streaming row without init and add, another
+ * without slice; a parameter's range empty; too many registered.
+ */
+int cg_reduce_op_register(const struct cg_reduce_op *op);
 
 /* The operation called name (no parameter), or NULL with a message
  * listing them. */
@@ -137,8 +155,7 @@ const struct cg_reduce_op *cg_reduce_op_find(const char *name);
  * (the message lists them), a parameter missing, one given to a row
  * that takes none, or one that is not a number in the row's range.
  */
-const struct cg_reduce_op *cg_reduce_op_parse(const char *spec,
-                                              double *param);
+const struct cg_reduce_op *cg_reduce_op_parse(const char *spec, double *param);
 
 /* The most inputs an all-at-once operation takes (each element's values
  * sit on the stack to be sorted). */

@@ -4,10 +4,12 @@
  *
  * The dense update is a list of views (name, shape, place in the flat
  * parameter vector).  An update codec is one row of the table in
- * ucodec.c: how a view is written as tensors of a cg file, how a reader
- * checks those tensors, and how it decodes any range of a view's
- * elements into floats without a dense copy of the whole.  The element
- * types it stores are rows of the element codec table (codec.c).
+ * ucodec.c, defined in a file of its own under exchange/codec/
+ * (codec/codec.h says what a row holds): how a view is written as
+ * tensors of a cg file, how a reader checks those tensors, and how it
+ * decodes any range of a view's elements into floats without a dense
+ * copy of the whole.  The element types it stores are rows of the
+ * element codec table (core/dtype.h).  The built-in codecs:
  *
  *   f32 f16 bf16    the view as it is, one tensor NAME of that dtype
  *   q8 q4 q2        NAME: the view padded with zeros to a multiple of
@@ -74,9 +76,10 @@ struct cg_uspec {
 /* What an encoder may use besides the values. */
 struct cg_uenc {
 	struct cg_rng rng; /* stochastic rounding; lowrank's first Q */
-	/* lowrank: the warm-start factors, cg_uspec_state_floats of them,
-	 * read and replaced; all zero means none yet.  NULL: none kept. */
-	float *lowrank_q;
+	/* the codec's state between calls (lowrank: the warm-start
+	 * factors), cg_uspec_state_floats of them, read and replaced; all
+	 * zero means none yet.  NULL: none kept. */
+	float *warm;
 	/* masked: the worker's masks (cg_mask_round done) and the
 	 * update's whole weight */
 	const struct cg_mask *mask;
@@ -108,9 +111,12 @@ int cg_uspec_size(const struct cg_uspec *s, const struct cg_uview *v, int nv,
  */
 int cg_uspec_fit(struct cg_uspec *s, const struct cg_uview *v, int nv,
                  uint64_t budget);
-/* Floats of warm-start state s keeps for views v (lowrank; else 0). */
+/* Floats of warm-start state s keeps for views v (lowrank; else 0),
+ * and the name of the worker state's member that keeps them (NULL for
+ * a codec that keeps none). */
 uint64_t cg_uspec_state_floats(const struct cg_uspec *s,
                                const struct cg_uview *v, int nv);
+const char *cg_uspec_state_name(const struct cg_uspec *s);
 
 /*
  * Encode x (the flat vector; view i at v[i].off) under s into f: its
@@ -142,5 +148,15 @@ void cg_udecode(const struct cg_uspec *s, const struct cg_uview *v,
 /* The floats of a bound view when they lie in f as f32 (the dense f32
  * codec), else NULL: a reader may use them where they are. */
 const float *cg_uview_f32(const struct cg_uspec *s, const struct cg_uview *v);
+
+/*
+ * Add codec c (codec/codec.h; it must outlive every use) after the
+ * built-in ones, in --help, in the names an unknown codec's message
+ * lists and to cg_uspec_parse.  0, or -1 with a message: a row without
+ * help, a name for --codec or one of size, encode, bind and decode; a
+ * name not 1 to 32 letters, digits, '-' or '_'; a row or a name taken
+ * already; too many registered.
+ */
+int cg_ucodec_register(const struct cg_ucodec *c);
 
 #endif

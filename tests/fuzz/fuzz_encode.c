@@ -220,10 +220,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                       0)
 		return 0; /* a budget below the smallest size: refused */
 	nq = cg_uspec_state_floats(&s, v, nv);
-	if (nq && (e.lowrank_q = calloc(nq, sizeof(float))) == NULL)
+	if (nq && (e.warm = calloc(nq, sizeof(float))) == NULL)
 		abort();
 	for (uint64_t j = 0; (flags & 2) && j < nq; j++)
-		e.lowrank_q[j] = value(&in, 0);
+		e.warm[j] = value(&in, 0);
 	cg_rng_seed(&e.rng, in.s);
 
 	if ((f = cg_file_new("delta")) == NULL)
@@ -259,6 +259,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cg_file_free(g);
 out:
 	cg_file_free(f);
-	free(e.lowrank_q);
+	free(e.warm);
 	return 0;
 }

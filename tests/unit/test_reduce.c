@@ -856,16 +856,18 @@ params(void)
 static void
 table(void)
 {
+	const struct cg_reduce_op *op;
 	int n = 0, streams = 1;
 
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++) {
 		n++;
 		streams &= !op->streams || (op->init && op->add);
 		streams &= op->streams || op->slice;
 		streams &= op->param == NULL || op->pmin < op->pmax;
 		expect(cg_reduce_op_find(op->name) == op, op->name);
 	}
-	expect(n >= 2 && strcmp(cg_reduce_ops[0].name, "mean") == 0 && streams,
+	expect(n >= 2 && n == cg_reduce_op_count() &&
+	           strcmp(cg_reduce_op_at(0)->name, "mean") == 0 && streams,
 	       "the table: mean first, every row callable");
 	expect(cg_reduce_op_find("mode") == NULL &&
 	           strcmp(cg_errmsg(),
@@ -886,7 +888,7 @@ table(void)
 		fclose(fp);
 	text[len] = '\0';
 	int ok = len > 0;
-	for (const struct cg_reduce_op *op = cg_reduce_ops; op->name; op++) {
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++) {
 		/* ".It Cm median", or ".It Cm trimmed-mean Ns \&: Ns Ar f"
 		 * for a row that takes a parameter */
 		char want[96];
@@ -897,6 +899,41 @@ table(void)
 		ok &= strstr(text, want) != NULL;
 	}
 	expect(ok, "cg-reduce(1) has an entry for each operation");
+}
+
+/* An operation joins the table at run time (cg_reduce_op_register),
+ * after the built-in ones, unless it is incomplete or its name taken. */
+static void
+registry(void)
+{
+	static struct cg_reduce_op r;
+	const int n = cg_reduce_op_count();
+	int ok = 1;
+
+	r = *cg_reduce_op_find("sum");
+	ok &= cg_reduce_op_register(&r) == -1 &&
+	      strcmp(cg_errmsg(), "operation sum: registered already") == 0;
+	r.name = "sum:2";
+	ok &= cg_reduce_op_register(&r) == -1 &&
+	      strstr(cg_errmsg(), "no ':'") != NULL;
+	r.name = "sum-again";
+	r.add = NULL;
+	ok &=
+	    cg_reduce_op_register(&r) == -1 &&
+	    strstr(cg_errmsg(), "operation sum-again: help, and init") != NULL;
+	expect(ok && cg_reduce_op_count() == n,
+	       "register: a name taken, a bad name, a row incomplete: refused");
+
+	r.add = cg_reduce_op_find("sum")->add;
+	double p = 1;
+	ok = cg_reduce_op_register(&r) == 0 && cg_reduce_op_count() == n + 1 &&
+	     cg_reduce_op_at(n) == &r &&
+	     cg_reduce_op_parse("sum-again", &p) == &r && p == 0 &&
+	     cg_reduce_op_find("mode") == NULL &&
+	     strcmp(cg_errmsg(), "unknown operation 'mode' (mean, sum, median, "
+	                         "trimmed-mean, clip-mean, sum-again)") == 0;
+	expect(ok, "register: a row joins after the built-in ones, found by "
+	           "its name");
 }
 
 int
@@ -916,6 +953,7 @@ main(void)
 	threads(m);
 	params();
 	table();
+	registry();
 	cg_model_free(m);
 	cg_model_free(other);
 	return failures ? 1 : 0;

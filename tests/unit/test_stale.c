@@ -190,7 +190,7 @@ reduce_for(const char *spec, int lo, int hi, size_t slice, int *rc3, char *msg3,
 
 	if (cg_stale_weight_parse(spec, &w) != 0)
 		die(spec);
-	cg_reducer_init(&r, &cg_reduce_ops[0], 0);
+	cg_reducer_init(&r, cg_reduce_op_at(0), 0);
 	if (slice) {
 		r.sliced = 1;
 		r.slice = slice;
@@ -347,7 +347,7 @@ tree_and_refusals(void)
 	reference(f, want, scale);
 	part = reduce_for("poly:0.5", 0, 2, 0, &rc3, msg, sizeof(msg));
 	cg_stale_weight_parse("poly:0.5", &w);
-	cg_reducer_init(&r, &cg_reduce_ops[0], 0);
+	cg_reducer_init(&r, cg_reduce_op_at(0), 0);
 	if (cg_reducer_set_model(&r, models[0], "now.cgm", 2, &w) != 0 ||
 	    cg_reducer_add(&r, cg_update_from_file(part, "part.cgg")) != 0 ||
 	    cg_reducer_add(&r, input(2, "d2.cgg")) != 0 ||
@@ -373,7 +373,7 @@ tree_and_refusals(void)
 	for (int i = 0; i < 2; i++) {
 		struct cg_file *g =
 		    cg_update_new(bad[i].m, CG_UPDATE_DELTA, bufs[0], 1, 1, 0);
-		cg_reducer_init(&r, &cg_reduce_ops[0], 0);
+		cg_reducer_init(&r, cg_reduce_op_at(0), 0);
 		cg_reducer_set_model(&r, models[0], "now.cgm", 2, &w);
 		int rc = cg_reducer_add(&r, cg_update_from_file(g, "x.cgg"));
 		CHECK(rc == -1 && strstr(cg_errmsg(), bad[i].what) &&

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "exchange/codec/codec.h"
 #include "exchange/reduce.h"
 #include "exchange/ucodec.h"
 #include "exchange/update.h"
@@ -67,7 +68,7 @@ encode(const char *spec, const float *x, float *sent, struct cg_uenc *e)
 		die(spec);
 	/* What was not sent, alone (decoded in runs), is x - sent to the
 	 * bit: the same encoding again, from the same generator. */
-	if (e->lowrank_q == NULL) {
+	if (e->warm == NULL) {
 		static float left[P];
 		struct cg_uenc e2 = *e;
 		struct cg_file *g = cg_file_new("delta");
@@ -514,7 +515,7 @@ feedback(const char *spec)
 
 	cg_rng_seed(&r, 21);
 	cg_rng_seed(&e.rng, 22);
-	e.lowrank_q = warm;
+	e.warm = warm;
 	for (int t = 0; t < 100; t++) {
 		/* a steady direction plus noise: what compressed updates of
 		 * a training run look like */
@@ -529,9 +530,9 @@ feedback(const char *spec)
 			sx[i] += x[i];
 			sy[i] += y[i];
 		}
-		e.lowrank_q = NULL; /* no feedback: same codec, fresh */
+		e.warm = NULL; /* no feedback: same codec, fresh */
 		cg_file_free(encode(spec, x, y, &e));
-		e.lowrank_q = warm;
+		e.warm = warm;
 		for (int i = 0; i < P; i++)
 			sn[i] += y[i];
 	}
@@ -873,6 +874,51 @@ specs(void)
 	expect(ok, "budget: topk, q and lowrank fitted; too small refused");
 }
 
+/* A row joins the table at run time (cg_ucodec_register), after the
+ * built-in ones, unless it is incomplete or a name of it is taken. */
+static void
+registry(void)
+{
+	static struct cg_ucodec r;
+	struct cg_uspec s;
+	int ok = 1;
+
+	if (cg_uspec_parse("f32", &s) != 0) {
+		expect(0, "f32 parses");
+		return;
+	}
+	r = *s.codec;
+	r.name = "dense";
+	ok &= cg_ucodec_register(&r) == -1 &&
+	      strcmp(cg_errmsg(), "codec dense: registered already") == 0;
+	r.name = "again";
+	r.help = "again: the dense f32 row again";
+	r.names[0].name = "q4";
+	r.names[1].name = NULL;
+	ok &= cg_ucodec_register(&r) == -1 &&
+	      strcmp(cg_errmsg(), "codec again: name q4 is codec q's") == 0;
+	r.names[0].name = "again:1";
+	ok &= cg_ucodec_register(&r) == -1 &&
+	      strstr(cg_errmsg(), "name 'again:1' is not 1 to 32") != NULL;
+	r.names[0].name = "again";
+	r.decode = NULL;
+	ok &= cg_ucodec_register(&r) == -1 &&
+	      strstr(cg_errmsg(), "codec again: help, a name") != NULL;
+	expect(ok, "register: a name taken, a bad name, a row incomplete: "
+	           "refused");
+
+	r.decode = s.codec->decode;
+	ok =
+	    cg_ucodec_register(&r) == 0 && cg_uspec_parse("again", &s) == 0 &&
+	    s.codec == &r && strcmp(cg_uspec_name(&s), "again") == 0 &&
+	    strstr(cg_ucodec_help(), "(--mask)\n  again: the dense") != NULL &&
+	    cg_uspec_parse("zip", &s) == -1 &&
+	    strcmp(cg_errmsg(), "unknown codec 'zip' (f32, f16, bf16, q8, q4, "
+	                        "q2, topk, sign, lowrank, masked, again)") == 0;
+	expect(ok, "register: a row joins after the built-in ones, parsed "
+	           "by its name");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -891,6 +937,7 @@ main(int argc, char **argv)
 	lowrank_plain();
 	trees();
 	hostile(dir);
+	registry();
 	char cmd[1100];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# 074-toy-format.bats - a new file format touches only its own file: the
+# 075-toy-format.bats - a new file format touches only its own file: the
 # test-only "toy" format (tests/unit/format_toy.c: "TOYF", then names and
 # f32 values) registers itself, and the programs built again with it
 # (tests/toy/cg-convert and cg-inspect, never installed) read it through
