@@ -147,7 +147,7 @@ finish_metrics(struct cg_metrics *acc)
 
 /*
  * Text archs give means per scored token, and part[0] = scored tokens per
- * example (arch_cgpt.c), while batches differ in tokens (the last one is
+ * example (arch/cgpt/cgpt_arch.c), while batches differ in tokens (the last one is
  * short, and texts differ in length).  Weighting each batch by its tokens
  * rather than its examples makes the sums exact per-token means, whatever
  * the batch size; part[0] stays a mean per example.  *tokens counts.
@@ -185,208 +185,310 @@ finish_text_metrics(struct cg_metrics *acc, double tokens)
 		acc->part[i] /= acc->n;
 }
 
+/* ------------------------------------------------------------ one call */
+
+/* One call of cg_train_run: what every mode shares, and the optimizer's
+ * arrays of the modes that step (model, delta). */
+struct run {
+	struct cg_model *m;
+	const struct cg_shard *s;
+	const struct cg_train_opts *o;
+	struct cg_state *st;
+	float *out;
+	struct cg_train_result *res;
+	size_t P;
+	int text;
+	struct order ord;
+	uint64_t *ex, cursor, *st_cursor;
+	float *grad;
+	double tokens;
+	int grad_clear; /* grad is all zeros: the optimizer cleared it */
+	/* The groups that step, with their step counts: the model's own
+	 * (model mode), or a copy counting from the state's (delta). */
+	struct cg_group *groups;
+	float *mm, *vv;  /* the moments that step */
+	int own_moments; /* mm and vv are this call's, freed at its end */
+	uint64_t t_local, *tp;
+	float *start; /* delta: the parameters before the first step */
+};
+
+/* What sets one mode apart: its arrays before the first step, whether an
+ * optimizer step follows each batch, and what it makes of the steps at
+ * the end. */
+struct mode {
+	int (*begin)(struct run *r);
+	int steps;
+	void (*end)(struct run *r);
+};
+
+/* grad: the mean gradient of the steps into out, the model unchanged. */
+static int
+grad_begin(struct run *r)
+{
+	memset(r->out, 0, r->P * sizeof(float));
+	return 0;
+}
+
+static void
+grad_end(struct run *r)
+{
+	/* The batch function gives means; K of them make K times the mean
+	 * gradient (text: tokens times it). */
+	const float inv =
+	    r->text ? (r->tokens > 0 ? (float)(1.0 / r->tokens) : 0.0f)
+	            : 1.0f / (float)r->res->steps;
+
+	for (size_t i = 0; i < r->P; i++)
+		r->out[i] *= inv;
+	cg_model_mask(r->m, r->out);
+	r->res->grad_norm = cg_clip_norm(r->out, r->P, r->o->clip);
+}
+
+/* delta: the steps taken on a copy of the optimizer's state (the state
+ * file's, or zeros), their sum into out, the model unchanged. */
+static int
+delta_begin(struct run *r)
+{
+	struct cg_model *m = r->m;
+	const int need_m = cg_optim_needs_m(r->o->opt.kind);
+	const int need_v = cg_optim_needs_v(r->o->opt.kind);
+
+	if (r->st) {
+		/* Put there by cg_train_state_init. */
+		r->tp = cg_state_put(r->st, "opt.t", CG_U64, 1);
+		if (need_m)
+			r->mm = cg_state_put(r->st, "opt.m", CG_F32, r->P);
+		if (need_v)
+			r->vv = cg_state_put(r->st, "opt.v", CG_F32, r->P);
+	} else {
+		r->own_moments = 1;
+		if ((need_m && (r->mm = cg_alloc(r->P * sizeof(float))) == NULL) ||
+		    (need_v && (r->vv = cg_alloc(r->P * sizeof(float))) == NULL))
+			return -1;
+		r->tp = &r->t_local;
+	}
+	if ((r->start = cg_alloc(r->P * sizeof(float))) == NULL ||
+	    (r->groups = cg_alloc((size_t)m->ngroups * sizeof(*r->groups))) ==
+	        NULL)
+		return -1;
+	memcpy(r->start, m->params, r->P * sizeof(float));
+	/* A state keeps one step count: every group that steps steps on
+	 * each inner step, so they share it. */
+	memcpy(r->groups, m->groups, (size_t)m->ngroups * sizeof(*r->groups));
+	for (int i = 0; i < m->ngroups; i++)
+		r->groups[i].opt_t = *r->tp;
+	return 0;
+}
+
+static void
+delta_end(struct run *r)
+{
+	for (size_t i = 0; i < r->P; i++)
+		r->out[i] = r->m->params[i] - r->start[i];
+	memcpy(r->m->params, r->start, r->P * sizeof(float));
+}
+
+/* model: the steps taken on the model and its own optimizer state. */
+static int
+model_begin(struct run *r)
+{
+	struct cg_model *m = r->m;
+
+	if (cg_model_ensure_opt(m, cg_optim_needs_m(r->o->opt.kind),
+	                        cg_optim_needs_v(r->o->opt.kind)) != 0)
+		return -1;
+	r->mm = m->opt_m;
+	r->vv = m->opt_v;
+	r->groups = m->groups;
+	return 0;
+}
+
+static const struct mode modes[] = {
+    [CG_EMIT_GRAD] = {grad_begin, 0, grad_end},
+    [CG_EMIT_DELTA] = {delta_begin, 1, delta_end},
+    [CG_EMIT_MODEL] = {model_begin, 1, NULL},
+};
+
+/* What every mode needs before its own begin: the checks, the order of
+ * the examples, the batch and gradient arrays, where the data stream
+ * stands.  0, or -1 with a message. */
+static int
+run_begin(struct run *r)
+{
+	struct cg_model *m = r->m;
+	const struct cg_train_opts *o = r->o;
+
+	if (o->steps < 1 || o->batch < 1)
+		return cg_seterr("steps and batch must be positive");
+	if (r->s->n == 0)
+		return cg_seterr("the shard holds no examples");
+	if (m->arch->check_data(m, r->s) != 0)
+		return -1;
+	if (o->distill) {
+		struct cg_model *t = o->distill->teacher;
+		if (cg_model_check_teacher(m, t, r->s) != 0)
+			return -1;
+		/* Forward only: checkpointing keeps the block outputs and no
+		 * more, at no cost (see cg_train_plan). */
+		t->chunk = m->chunk;
+		t->checkpoint = 1;
+	}
+	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
+		return -1;
+	if ((r->ex = cg_alloc((size_t)o->batch * sizeof(*r->ex))) == NULL ||
+	    (r->grad = cg_alloc(r->P * sizeof(float))) == NULL)
+		return -1;
+	r->cursor = start_cursor(m, o);
+	if (r->st) {
+		if (cg_train_state_init(r->st, m, o) != 0 ||
+		    (r->st_cursor = cg_state_put(r->st, "cursor", CG_U64, 1)) ==
+		        NULL)
+			return -1;
+		memcpy(&r->cursor, r->st_cursor, sizeof(r->cursor));
+	}
+	return 0;
+}
+
+/* Step k's batch: its loss into *bm and its gradient into grad (or, for
+ * images in grad mode, added to out).  0, or -1 with a message. */
+static int
+run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
+{
+	struct cg_model *m = r->m;
+	const struct cg_train_opts *o = r->o;
+	const int B = o->batch;
+	uint64_t noise = o->emit == CG_EMIT_MODEL
+	                     ? m->step
+	                     : step0 * (uint64_t)o->steps + (uint64_t)k;
+	struct cg_rng nr;
+
+	for (int b = 0; b < B; b++)
+		r->ex[b] = order_at(&r->ord, r->cursor + (uint64_t)b);
+	r->cursor += (uint64_t)B;
+	cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
+	uint64_t nseed = cg_rng_u64(&nr);
+	/* Text in grad mode: each micro-batch's per-token mean gradient is
+	 * added in weighted by its tokens. */
+	float *g = o->emit == CG_EMIT_GRAD && !r->text ? r->out : r->grad;
+	if (g == r->grad && !r->grad_clear)
+		memset(r->grad, 0, r->P * sizeof(float));
+	r->grad_clear = 0;
+	if ((o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B, nseed,
+	                                   g, bm)
+	                : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm)) != 0)
+		return -1;
+	/* A diverged run ends here: a model, delta or gradient of NaNs would
+	 * pass for a result and poison every reduction it went into. */
+	if (!isfinite(bm->loss))
+		return cg_seterr("step %d of %d: the loss is %s: training "
+		                 "diverged (a lower --lr, or --clip)",
+		                 k + 1, o->steps,
+		                 isnan(bm->loss) ? "NaN" : "infinite");
+	if (r->text) {
+		double before = r->tokens;
+		add_text_metrics(&r->res->mean, bm, &r->tokens);
+		if (o->emit == CG_EMIT_GRAD) {
+			const float w = (float)(r->tokens - before);
+			for (size_t i = 0; i < r->P; i++)
+				r->out[i] += w * r->grad[i];
+		}
+	} else
+		add_metrics(&r->res->mean, bm);
+	return 0;
+}
+
+/* The optimizer's step on grad, in the modes that step. */
+static void
+run_step(struct run *r)
+{
+	struct cg_model *m = r->m;
+	const struct cg_train_opts *o = r->o;
+
+	/* Pruned weights get no gradient, and are set back to zero after
+	 * the step (weight decay, or moments from elsewhere, would move
+	 * them). */
+	cg_model_mask(m, r->grad);
+	if (m->ngroups > 1)
+		cg_optim_mask_frozen(r->grad, r->groups, m->ngroups);
+	if (o->clip > 0)
+		cg_clip_norm(r->grad, r->P, o->clip);
+	/* Weight decay skips biases: one step per view. */
+	cg_optim_step_groups(&o->opt, r->groups, m->ngroups, m->params,
+	                     r->grad, r->mm, r->vv, m->views, 1);
+	cg_model_mask(m, m->params);
+	cg_model_mask(m, r->mm);
+	cg_model_mask(m, r->vv);
+	if (r->tp)
+		*r->tp += 1;
+	r->grad_clear = 1;
+	if (o->emit == CG_EMIT_MODEL)
+		m->step++;
+}
+
+static void
+run_free(struct run *r)
+{
+	if (r->own_moments) {
+		free(r->mm);
+		free(r->vv);
+	}
+	if (r->groups != r->m->groups)
+		free(r->groups);
+	free(r->ord.perm);
+	free(r->ex);
+	free(r->grad);
+	free(r->start);
+}
+
 int
 cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	     const struct cg_train_opts *o, struct cg_state *st, float *out,
 	     struct cg_train_result *res)
 {
-	const size_t P = m->nparams;
-	const int K = o->steps, B = o->batch;
-	struct order ord;
-	uint64_t *ex = NULL, cursor, *st_cursor = NULL;
-	float *grad = NULL, *start = NULL, *mm = NULL, *vv = NULL;
-	/* The groups that step, with their step counts: the model's own
-	 * (model mode), or a copy counting from the state's (delta). */
-	struct cg_group *groups = NULL;
-	uint64_t t_local = 0, *tp = NULL;
-	const int text = s->kind == CG_PAYLOAD_TEXT;
-	double tokens = 0;
-	int grad_clear = 0; /* grad is all zeros: the optimizer cleared it */
-	int rc = -1;
+	struct run r = {.m = m, .s = s, .o = o, .st = st, .out = out,
+	                .res = res, .P = m->nparams,
+	                .text = s->kind == CG_PAYLOAD_TEXT};
+	const struct mode *md = &modes[o->emit];
+	const uint64_t step0 = m->step;
+	int done = 0, rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (K < 1 || B < 1)
-		return cg_seterr("steps and batch must be positive");
-	if (s->n == 0)
-		return cg_seterr("the shard holds no examples");
-	if (m->arch->check_data(m, s) != 0)
-		return -1;
-	if (o->distill) {
-		struct cg_model *t = o->distill->teacher;
-		if (cg_model_check_teacher(m, t, s) != 0)
-			return -1;
-		/* Forward only: checkpointing keeps the block outputs and
-		 * no more, at no cost (see cg_train_plan). */
-		t->chunk = m->chunk;
-		t->checkpoint = 1;
-	}
-	if (order_init(&ord, s->n, o->order, o->seed) != 0)
-		return -1;
-	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL ||
-	    (grad = cg_alloc(P * sizeof(float))) == NULL)
+	if (run_begin(&r) != 0 || md->begin(&r) != 0)
 		goto out;
-
-	/* Where the data stream stands and whose optimizer moments step. */
-	cursor = start_cursor(m, o);
-	if (st) {
-		if (cg_train_state_init(st, m, o) != 0 ||
-		    (st_cursor = cg_state_put(st, "cursor", CG_U64, 1)) == NULL)
-			goto out;
-		memcpy(&cursor, st_cursor, sizeof(cursor));
-	}
-	int need_m = cg_optim_needs_m(o->opt.kind);
-	int need_v = cg_optim_needs_v(o->opt.kind);
-	if (o->emit == CG_EMIT_MODEL) {
-		if (cg_model_ensure_opt(m, need_m, need_v) != 0)
-			goto out;
-		mm = m->opt_m;
-		vv = m->opt_v;
-		groups = m->groups;
-	} else if (o->emit == CG_EMIT_DELTA) {
-		if (st) {
-			/* Put there by cg_train_state_init. */
-			tp = cg_state_put(st, "opt.t", CG_U64, 1);
-			if (need_m)
-				mm = cg_state_put(st, "opt.m", CG_F32, P);
-			if (need_v)
-				vv = cg_state_put(st, "opt.v", CG_F32, P);
-		} else {
-			if ((need_m &&
-			     (mm = cg_alloc(P * sizeof(float))) == NULL) ||
-			    (need_v &&
-			     (vv = cg_alloc(P * sizeof(float))) == NULL))
-				goto out;
-			tp = &t_local;
-		}
-		if ((start = cg_alloc(P * sizeof(float))) == NULL ||
-		    (groups = cg_alloc((size_t)m->ngroups * sizeof(*groups))) ==
-		        NULL)
-			goto out;
-		memcpy(start, m->params, P * sizeof(float));
-		/* A state keeps one step count: every group that steps
-		 * steps on each inner step, so they share it. */
-		memcpy(groups, m->groups, (size_t)m->ngroups * sizeof(*groups));
-		for (int i = 0; i < m->ngroups; i++)
-			groups[i].opt_t = *tp;
-	} else {
-		memset(out, 0, P * sizeof(float));
-	}
-
 	/* Moments kept from before the model was pruned start at zero
 	 * where it prunes. */
-	cg_model_mask(m, mm);
-	cg_model_mask(m, vv);
-	const uint64_t step0 = m->step;
-	int done = 0;
-	for (int k = 0; k < K; k++) {
+	cg_model_mask(m, r.mm);
+	cg_model_mask(m, r.vv);
+	for (int k = 0; k < o->steps; k++) {
 		struct cg_metrics bm;
-		uint64_t noise = o->emit == CG_EMIT_MODEL
-					 ? m->step
-					 : step0 * (uint64_t)K + (uint64_t)k;
-		struct cg_rng nr;
 
-		for (int b = 0; b < B; b++)
-			ex[b] = order_at(&ord, cursor + (uint64_t)b);
-		cursor += (uint64_t)B;
-		cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
-		uint64_t nseed = cg_rng_u64(&nr);
-		/* Text in grad mode: each micro-batch's per-token mean
-		 * gradient is added in weighted by its tokens. */
-		float *g = o->emit == CG_EMIT_GRAD && !text ? out : grad;
-		if (g == grad && !grad_clear)
-			memset(grad, 0, P * sizeof(float));
-		grad_clear = 0;
-		if ((o->distill ? m->arch->distill(m, o->distill, s, ex, B,
-		                                   nseed, g, &bm)
-		                : m->arch->batch(m, s, ex, B, nseed, g, &bm)) !=
-		    0)
+		if (run_batch(&r, k, step0, &bm) != 0)
 			goto out;
-		/* A diverged run ends here: a model, delta or gradient of
-		 * NaNs would pass for a result and poison every reduction
-		 * it went into. */
-		if (!isfinite(bm.loss)) {
-			cg_seterr("step %d of %d: the loss is %s: training "
-			          "diverged (a lower --lr, or --clip)",
-			          k + 1, K, isnan(bm.loss) ? "NaN" : "infinite");
-			goto out;
-		}
-		if (text) {
-			double before = tokens;
-			add_text_metrics(&res->mean, &bm, &tokens);
-			if (o->emit == CG_EMIT_GRAD) {
-				const float w = (float)(tokens - before);
-				for (size_t i = 0; i < P; i++)
-					out[i] += w * grad[i];
-			}
-		} else
-			add_metrics(&res->mean, &bm);
-		if (o->emit != CG_EMIT_GRAD) {
-			/* Pruned weights get no gradient, and are set back
-			 * to zero after the step (weight decay, or moments
-			 * from elsewhere, would move them). */
-			cg_model_mask(m, grad);
-			if (m->ngroups > 1)
-				cg_optim_mask_frozen(grad, groups, m->ngroups);
-			if (o->clip > 0)
-				cg_clip_norm(grad, P, o->clip);
-			/* Weight decay skips biases: one step per view. */
-			cg_optim_step_groups(&o->opt, groups, m->ngroups,
-			                     m->params, grad, mm, vv, m->views,
-			                     1);
-			cg_model_mask(m, m->params);
-			cg_model_mask(m, mm);
-			cg_model_mask(m, vv);
-			if (tp)
-				*tp += 1;
-			grad_clear = 1;
-			if (o->emit == CG_EMIT_MODEL)
-				m->step++;
-		}
+		if (md->steps)
+			run_step(&r);
 		/* The running mean so far, the figure of the summary. */
 		if (o->progress)
-			o->progress(o->progress_ctx, k + 1, K,
-				    res->mean.loss /
-					(text ? tokens : (double)res->mean.n));
+			o->progress(o->progress_ctx, k + 1, o->steps,
+			            res->mean.loss / (r.text ? r.tokens
+			                                     : (double)res->mean.n));
 		done = k + 1;
-		if (o->deadline > 0 && done < K && cg_now() >= o->deadline)
+		if (o->deadline > 0 && done < o->steps && cg_now() >= o->deadline)
 			break;
 	}
-	if (text)
-		finish_text_metrics(&res->mean, tokens);
+	if (r.text)
+		finish_text_metrics(&res->mean, r.tokens);
 	else
 		finish_metrics(&res->mean);
 	res->steps = done;
-	res->samples = (uint64_t)done * (uint64_t)B;
-	res->weight = text ? tokens : (double)res->samples;
-	if (o->emit == CG_EMIT_GRAD) {
-		/* The batch function gives means; K of them make K times
-		 * the mean gradient (text: tokens times it). */
-		const float inv =
-		    text ? (tokens > 0 ? (float)(1.0 / tokens) : 0.0f)
-			 : 1.0f / (float)done;
-		for (size_t i = 0; i < P; i++)
-			out[i] *= inv;
-		cg_model_mask(m, out);
-		res->grad_norm = cg_clip_norm(out, P, o->clip);
-	} else if (o->emit == CG_EMIT_DELTA) {
-		for (size_t i = 0; i < P; i++)
-			out[i] = m->params[i] - start[i];
-		memcpy(m->params, start, P * sizeof(float));
-	}
-	if (st_cursor)
-		memcpy(st_cursor, &cursor, sizeof(cursor));
+	res->samples = (uint64_t)done * (uint64_t)o->batch;
+	res->weight = r.text ? r.tokens : (double)res->samples;
+	if (md->end)
+		md->end(&r);
+	if (r.st_cursor)
+		memcpy(r.st_cursor, &r.cursor, sizeof(r.cursor));
 	rc = 0;
 out:
-	if (!(st && o->emit == CG_EMIT_DELTA) && o->emit != CG_EMIT_MODEL) {
-		free(mm);
-		free(vv);
-	}
-	if (groups != m->groups)
-		free(groups);
-	free(ord.perm);
-	free(ex);
-	free(grad);
-	free(start);
+	run_free(&r);
 	return rc;
 }
 
