@@ -494,7 +494,7 @@ test_distill(void)
 		for (size_t i = 0; i < t.np; i++)
 			t.grad[i] -= 1.0f;
 		double worst = fd_views(&FD_TEXT_FINE, t.v, t.nv, t.params,
-		                        t.grad, view_loss, &t, NULL, &rng, 1);
+		                        t.grad, view_loss, &t, NULL, &rng, 0);
 		snprintf(what, sizeof(what),
 		         "distilled (alpha %.1f, tau %.0f): every gradient "
 		         "matches finite differences (worst %.3g)",
