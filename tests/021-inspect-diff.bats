@@ -14,6 +14,7 @@
 bats_require_minimum_version 1.5.0
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR" || return 1
@@ -73,9 +74,8 @@ with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
         member(tar, e["name"], raw[e["name"]])
 EOF
 	# a tiny cvae and two training steps of it
-	cg-shard -n 1 -o fm "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o a.cgm
+	images fm -n 1
+	small_cvae fm-0.cgd a.cgm
 	cg-train-step -q -m a.cgm -d fm-0.cgd --emit model --steps 1 -o b.cgm
 	cg-train-step -q -m b.cgm -d fm-0.cgd --emit model --steps 1 -o c.cgm
 }

@@ -14,13 +14,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini" t
+	local t
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q --holdout test.cgd -o train "$fx"
-	cg-init -a cvae -d train-0.cgd --hidden 32 --layers 1 --latent 4 \
-		--seed 1 -o model.cgm
+	images train --holdout test.cgd
+	model cvae train-0.cgd model.cgm --hidden 32 --layers 1 --latent 4
 	for t in f16 bf16 q8_0; do
 		mkcg -t $t model.cgm m-$t.cgm
 		mkcg -t f32 m-$t.cgm m-$t-f32.cgm

@@ -10,17 +10,15 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q --holdout test.cgd -o fm "$fx/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 64 --layers 1 --latent 4 \
-		--seed 1 -o cvae.cgm
-	cg-shard -q --holdout-fraction 0.2 --holdout held.cgd -o fort \
-		"$fx/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 32 --width 32 --layers 2 \
-		--heads 2 --seed 1 -o init.cgm
+	images fm --holdout test.cgd
+	model cvae fm-0.cgd cvae.cgm --hidden 64 --layers 1 --latent 4
+	texts fort --holdout-fraction 0.2 --holdout held.cgd
+	model cgpt fort-0.cgd init.cgm --context 32 --width 32 --layers 2 \
+		--heads 2
 	# a few steps, so that the moments are in the file too
 	cg-train-step -q -m init.cgm -d fort-0.cgd --emit model --steps 3 \
 		--batch 4 --opt adamw --lr 1e-3 -o cgpt.cgm

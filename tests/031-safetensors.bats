@@ -13,15 +13,15 @@
 bats_require_minimum_version 1.5.0
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR" || return 1
-	cg-shard -q -n 1 -o fm "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o cvae.cgm
-	cg-shard -q -n 1 -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 16 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o cgpt.cgm
+	images fm -n 1
+	small_cvae fm-0.cgd cvae.cgm
+	texts fort -n 1
+	model cgpt fort-0.cgd cgpt.cgm --context 16 --width 16 --layers 1 \
+		--heads 2
 	mkcg all.cgm
 }
 

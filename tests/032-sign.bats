@@ -16,25 +16,23 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR" || return 1
-	local fm=$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini
 	cg-key -C good -o good
 	cg-key -C evil -o evil
-	cg-shard -q -n 1 --sign good -o fm "$fm"
-	cg-shard -q -n 1 --sign evil -o fm-evil "$fm"
-	cg-shard -q -n 1 -o fm-u "$fm"
+	images fm -n 1 --sign good
+	images fm-evil -n 1 --sign evil
+	images fm-u -n 1
 	for k in good evil; do
-		cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-			--seed 1 --sign $k -o m-$k.cgm
+		small_cvae fm-0.cgd m-$k.cgm --latent 2 --sign $k
 		cg-train-step -q -m m-good.cgm -d fm-0.cgd --emit delta --steps 2 \
 			--batch 8 --seed 1 --sign $k -o d-$k.cgg
 		cg-train-step -q -m m-good.cgm -d fm-0.cgd --batch 8 --seed 1 \
 			--sign $k -o g-$k.cgg
 	done
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-		--seed 1 -o m-u.cgm
+	small_cvae fm-0.cgd m-u.cgm --latent 2
 	cg-train-step -q -m m-good.cgm -d fm-0.cgd --emit delta --steps 2 \
 		--batch 8 --seed 1 -o d-u.cgg
 	cg-train-step -q -m m-good.cgm -d fm-0.cgd --batch 8 --seed 1 -o g-u.cgg

@@ -17,13 +17,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR" || return 1
-	local fm=$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini w
-	cg-shard -q -n 3 -o fm "$fm"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-		--seed 1 -o m.cgm
+	local w
+	images fm -n 3
+	small_cvae fm-0.cgd m.cgm --latent 2
 	for w in 0 1 2; do cg-key --x25519 -C worker$w -o w$w; done
 	cat w0.pub w1.pub w2.pub >peers
 	mkdir peerdir && cp w0.pub w1.pub w2.pub peerdir/

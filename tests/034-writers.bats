@@ -14,22 +14,18 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
-ARCHS="cvae cddpm cgan cclf cgpt"
+ARCHS=$(archs | tr "\n" " ")
 [ "${CG_SANITIZED:-0}" = 1 ] || ARCHS="cvae cgpt"
 CODECS="f32 f16 bf16 q8 q4 q2 q2:sr topk:0.05 topk:0.03,chunk=64,val=q2_0
 topk:k=7,val=f32 sign lowrank:4"
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 2 --strategy round-robin -o img \
-		"$fx/fashion-mnist-mini"
-	cg-shard -q -n 2 --strategy round-robin -o txt "$fx/text/fortunes"
-	local a
-	for a in $ARCHS; do
-		cg-init -a "$a" -d "$(shard "$a" 0)" --seed 1 -o "$a.cgm"
-	done
+	images img -n 2 --strategy round-robin
+	texts txt -n 2 --strategy round-robin
+	default_models img-0.cgd txt-0.cgd $ARCHS
 }
 
 setup() {

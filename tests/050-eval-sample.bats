@@ -10,13 +10,12 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q --holdout test.cgd -o train "$fx"
-	cg-init -a cvae -d train-0.cgd --hidden 64 --layers 1 --latent 8 \
-		--seed 1 -o model.cgm
+	images train --holdout test.cgd
+	model cvae train-0.cgd model.cgm --hidden 64 --layers 1 --latent 8
 }
 
 setup() {

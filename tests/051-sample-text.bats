@@ -16,20 +16,18 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 1 --holdout-fraction 0.05 --holdout held.cgd -o fort \
-		"$fx/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 32 --width 32 --layers 1 \
-		--heads 2 --seed 1 -o m.cgm
+	texts fort -n 1 --holdout-fraction 0.05 --holdout held.cgd
+	model cgpt fort-0.cgd m.cgm --context 32 --width 32 --layers 1 \
+		--heads 2
 	cg-train-step -q -m m.cgm -d fort-0.cgd --emit model --steps 50 \
 		--batch 8 --lr 3e-3 --opt adamw -o m.cgm
 	for i in $(seq 20); do printf 'a\thi\nb\tyo\n'; done >hi.tsv
 	cg-shard -q -n 1 -o hi hi.tsv
-	cg-init -a cgpt -d hi-0.cgd --context 8 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o hi.cgm
+	model cgpt hi-0.cgd hi.cgm --context 8 --width 16 --layers 1 --heads 2
 	cg-train-step -q -m hi.cgm -d hi-0.cgd --emit model --steps 60 \
 		--batch 8 --lr 1e-2 --opt adamw -o hi.cgm
 	for i in $(seq 20); do
@@ -37,18 +35,16 @@ setup_file() {
 		printf 'b\tyo, and here is another one, %d\n' "$i"
 	done >st.tsv
 	cg-shard -q -n 1 -o st st.tsv
-	cg-init -a cgpt -d st-0.cgd --context 8 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o st.cgm
+	model cgpt st-0.cgd st.cgm --context 8 --width 16 --layers 1 --heads 2
 	cg-train-step -q -m st.cgm -d st-0.cgd --emit model --steps 100 \
 		--batch 8 --lr 1e-2 --opt adamw -o st.cgm
 	printf '%s\n' '{"prompt":"q: ","text":"yes"}' \
 		'{"cond":"story","text":"once"}' >p.jsonl
 	cg-shard -q -n 1 -o pj p.jsonl
-	cg-init -a cgpt -d pj-0.cgd --context 16 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o pj.cgm
-	cg-shard -q -o img "$fx/fashion-mnist-mini"
-	cg-init -a cvae -d img-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o img.cgm
+	model cgpt pj-0.cgd pj.cgm --context 16 --width 16 --layers 1 \
+		--heads 2
+	images img
+	small_cvae img-0.cgd img.cgm
 }
 
 setup() {

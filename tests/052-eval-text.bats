@@ -13,12 +13,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 1 -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 32 --width 32 --layers 1 \
-		--heads 2 --seed 1 -o m.cgm
+	texts fort -n 1
+	model cgpt fort-0.cgd m.cgm --context 32 --width 32 --layers 1 \
+		--heads 2
 	cg-train-step -q -m m.cgm -d fort-0.cgd --emit model --steps 300 \
 		--batch 12 --lr 3e-3 -o trained.cgm
 }

@@ -15,18 +15,17 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 1 -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 32 --width 64 --layers 2 \
-		--heads 2 --seed 1 -o m.cgm
+	texts fort -n 1
+	model cgpt fort-0.cgd m.cgm --context 32 --width 64 --layers 2 \
+		--heads 2
 	cg-train-step -q -m m.cgm -d fort-0.cgd --emit model --steps 100 \
 		--batch 12 --lr 3e-3 -o t.cgm
-	cg-shard -q --holdout fm-test.cgd -o fm \
-		"$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 64 --layers 2 --latent 32 \
-		--seed 1 -o cv.cgm
+	images fm --holdout fm-test.cgd
+	model cvae fm-0.cgd cv.cgm --hidden 64 --layers 2 --latent 32
 	cg-train-step -q -m cv.cgm -d fm-0.cgd --emit model --steps 30 \
 		--batch 30 -o cvt.cgm
 	for d in f16 q8_0 q4_0; do

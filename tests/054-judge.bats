@@ -13,20 +13,18 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -o train "$fx"
-	cg-shard -q --test -o test "$fx"
-	cg-init -a cvae -d train-0.cgd --hidden 64 --layers 1 --latent 8 \
-		--seed 1 -o vae.cgm
-	cg-init -a cclf -d train-0.cgd --hidden 32 --layers 1 --seed 1 \
-		-o clf0.cgm
+	images train
+	images test --test
+	model cvae train-0.cgd vae.cgm --hidden 64 --layers 1 --latent 8
+	model cclf train-0.cgd clf0.cgm --hidden 32 --layers 1
 	cg-train-step -q -m clf0.cgm -d train-0.cgd --emit model --steps 60 \
 		--batch 20 --seed 1 -o clf.cgm
-	cg-init -a cddpm -d train-0.cgd --hidden 16 --layers 1 --embed 8 \
-		--timesteps 50 --seed 1 -o dm.cgm
+	model cddpm train-0.cgd dm.cgm --hidden 16 --layers 1 --embed 8 \
+		--timesteps 50
 }
 
 setup() {

@@ -13,15 +13,14 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q --holdout test.cgd -o train "$fx"
-	cg-init -a cddpm -d train-0.cgd --hidden 48 --layers 2 --embed 16 \
-		--timesteps 100 --seed 1 -o dm.cgm
-	cg-init -a cvae -d train-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o vae.cgm
+	images train --holdout test.cgd
+	model cddpm train-0.cgd dm.cgm --hidden 48 --layers 2 --embed 16 \
+		--timesteps 100
+	small_cvae train-0.cgd vae.cgm
 }
 
 setup() {

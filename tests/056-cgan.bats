@@ -15,14 +15,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q --holdout test.cgd -o train "$fx"
-	cg-shard -q -n 2 --strategy round-robin -o rr "$fx"
-	cg-init -a cgan -d train-0.cgd --latent 8 --hidden 32 --layers 2 \
-		--seed 1 -o gan.cgm
+	images train --holdout test.cgd
+	images rr -n 2 --strategy round-robin
+	model cgan train-0.cgd gan.cgm --latent 8 --hidden 32 --layers 2
 }
 
 setup() {

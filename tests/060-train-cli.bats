@@ -14,13 +14,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini" w
+	local w
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 4 --strategy round-robin -o fm "$fx"
-	cg-init -a cvae -d fm-0.cgd --hidden 32 --layers 1 --latent 4 \
-		--seed 1 -o model.cgm
+	images fm -n 4 --strategy round-robin
+	model cvae fm-0.cgd model.cgm --hidden 32 --layers 1 --latent 4
 	# one step on: a model whose updates belong to no one else
 	cg-train-step -q -m model.cgm -d fm-0.cgd --emit model --batch 8 \
 		-o other.cgm

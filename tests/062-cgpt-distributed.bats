@@ -11,14 +11,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 2 --strategy stratified --seed 1 -o fort \
-		"$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-shard -q -n 1 -o all "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d all-0.cgd --context 32 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o init.cgm
+	texts fort -n 2 --strategy stratified --seed 1
+	texts all -n 1
+	small_cgpt all-0.cgd init.cgm
 }
 
 setup() {

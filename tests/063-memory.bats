@@ -13,12 +13,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 1 -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 128 --width 64 --layers 4 \
-		--heads 2 --seed 1 -o init.cgm
+	texts fort -n 1
+	model cgpt fort-0.cgd init.cgm --context 128 --width 64 --layers 4 \
+		--heads 2
 }
 
 setup() {

@@ -15,18 +15,17 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 2 --strategy round-robin -o t \
-		"$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d t-0.cgd --width 32 --layers 1 --heads 2 \
-		--context 32 --seed 1 -o init.cgm
+	texts t -n 2 --strategy round-robin
+	model cgpt t-0.cgd init.cgm --width 32 --layers 1 --heads 2 \
+		--context 32
 	cg-train-step -q -m init.cgm -d t-0.cgd --emit model --steps 30 \
 		--batch 8 --opt adamw --lr 3e-3 -o gpt.cgm
-	cg-shard -q -n 1 -o fm "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-		--seed 1 -o vae.cgm
+	images fm -n 1
+	small_cvae fm-0.cgd vae.cgm --latent 2
 }
 
 setup() {

@@ -15,29 +15,25 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	local fx="$BATS_TEST_DIRNAME/fixtures"
-	cg-shard -q -n 2 --strategy stratified --seed 1 -o fort \
-		"$fx/text/fortunes"
-	cg-shard -q -n 1 -o all "$fx/text/fortunes"
+	texts fort -n 2 --strategy stratified --seed 1
+	texts all -n 1
 	# the student, and a wider teacher of a longer context, trained a
 	# little so that it differs from an initial model
-	cg-init -a cgpt -d all-0.cgd --context 32 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o init.cgm
-	cg-init -a cgpt -d all-0.cgd --context 48 --width 24 --layers 1 \
-		--heads 2 --seed 2 -o t0.cgm
+	small_cgpt all-0.cgd init.cgm
+	model cgpt all-0.cgd t0.cgm --context 48 --width 24 --layers 1 \
+		--heads 2 --seed 2
 	cg-train-step -q -m t0.cgm -d all-0.cgd --emit model --steps 6 \
 		--batch 8 --opt adamw --lr 1e-2 --seed 5 -z gzip -o teacher.cgm
 	# a cvae student and teacher on the images, two round-robin shards
-	cg-shard -q -n 2 --strategy round-robin -o fm "$fx/fashion-mnist-mini"
-	cg-shard -q -n 1 --strategy round-robin -o fmall \
-		"$fx/fashion-mnist-mini"
-	cg-init -a cvae -d fmall-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o vinit.cgm
-	cg-init -a cvae -d fmall-0.cgd --hidden 32 --layers 2 --latent 6 \
-		--seed 2 -o v0.cgm
+	images fm -n 2 --strategy round-robin
+	images fmall -n 1 --strategy round-robin
+	small_cvae fmall-0.cgd vinit.cgm
+	model cvae fmall-0.cgd v0.cgm --hidden 32 --layers 2 --latent 6 \
+		--seed 2
 	cg-train-step -q -m v0.cgm -d fmall-0.cgd --emit model --steps 4 \
 		--batch 16 --seed 5 -o vteacher.cgm
 }

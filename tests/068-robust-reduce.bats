@@ -12,13 +12,12 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 4 --strategy round-robin -o fm "$fx"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-		--seed 1 -o model.cgm
+	images fm -n 4 --strategy round-robin
+	small_cvae fm-0.cgd model.cgm --latent 2
 	local w
 	for w in 0 1 2 3; do
 		cg-train-step -q -m model.cgm -d fm-$w.cgd --batch 8 \

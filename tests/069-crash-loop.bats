@@ -25,14 +25,13 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
 	mkdir start
-	cg-shard -q -n 2 --strategy stratified -o start/fm "$fx"
-	cg-init -a cvae -d start/fm-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o start/model.cgm
+	images start/fm -n 2 --strategy stratified
+	small_cvae start/fm-0.cgd start/model.cgm
 }
 
 setup() {

@@ -14,14 +14,14 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	local toy="$CG_BUILDDIR/tests/toy"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 2 --strategy round-robin -o fm "$fx"
-	cg-shard -q -n 1 --test -o fmtest "$fx"
-	cg-shard -q -n 1 -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
+	images fm -n 2 --strategy round-robin
+	images fmtest -n 1 --test
+	texts fort -n 1
 	"$toy/cg-init" -a toy -d fm-0.cgd --spread 0.2 --shared --seed 3 \
 		-o toy.cgm
 }

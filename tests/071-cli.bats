@@ -12,6 +12,7 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 PROGS="cg-apply cg-audit cg-convert cg-eval cg-init cg-inspect cg-key cg-probe
 cg-prune cg-quantize cg-reduce cg-sample cg-shard cg-train-step cg-cluster cg-inbox"
@@ -21,12 +22,10 @@ TABLED=$PROGS
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -o fm "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 8 --layers 1 --latent 2 \
-		--seed 1 -o cvae.cgm
-	cg-shard -q -o fort "$BATS_TEST_DIRNAME/fixtures/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --context 32 --width 16 --layers 1 \
-		--heads 2 --seed 1 -o cgpt.cgm
+	images fm
+	model cvae fm-0.cgd cvae.cgm --hidden 8 --layers 1 --latent 2
+	texts fort
+	small_cgpt fort-0.cgd cgpt.cgm
 }
 
 setup() {

@@ -19,23 +19,22 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini" w
+	local w
 	cd "$BATS_FILE_TMPDIR"
 	export OMP_NUM_THREADS=1
 	mkdir -p start/inbox
-	cg-shard -q -n 2 --strategy stratified -o fm "$fx"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 1 -o start/model.cgm
+	images fm -n 2 --strategy stratified
+	small_cvae fm-0.cgd start/model.cgm
 	# four workers' deltas of the model, and one of another model
 	for w in 0 1 2 3; do
 		cg-train-step -q -m start/model.cgm -d "fm-$((w % 2)).cgd" \
 			--emit delta --steps 2 --batch 4 --seed "$w" \
 			-o "start/inbox/w$w-1.cgg"
 	done
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 4 \
-		--seed 2 -o other.cgm
+	small_cvae fm-0.cgd other.cgm --seed 2
 	cg-train-step -q -m other.cgm -d fm-0.cgd --emit delta --steps 2 \
 		--batch 4 -o start/inbox/alien.cgg
 }

@@ -24,12 +24,12 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 2 -o fm "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 64 --layers 1 --latent 8 \
-		--seed 1 -o model.cgm
+	images fm -n 2
+	model cvae fm-0.cgd model.cgm --hidden 64 --layers 1 --latent 8
 }
 
 setup() {

@@ -16,13 +16,12 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 setup_file() {
-	local fx="$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 3 --strategy round-robin -o fm "$fx"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-		--seed 1 -o m0.cgm
+	images fm -n 3 --strategy round-robin
+	small_cvae fm-0.cgd m0.cgm --latent 2
 	# models of steps 1, 2, 3: one SGD step each
 	local i
 	for i in 1 2 3; do

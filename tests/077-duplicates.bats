@@ -16,15 +16,15 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 FX=$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
 	export OMP_NUM_THREADS=1
-	cg-shard -q -n 3 --strategy round-robin -o fm "$FX"
-	cg-init -a cvae -d fm-0.cgd --hidden 16 --layers 1 --latent 2 \
-		--seed 1 -o model.cgm
+	images fm -n 3 --strategy round-robin
+	small_cvae fm-0.cgd model.cgm --latent 2
 	# three workers' deltas, and worker 0 called again on the same
 	# model with more steps (a retry)
 	local w

@@ -18,6 +18,7 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 . "$BATS_TEST_DIRNAME/slurm.sh"
 . "$BATS_TEST_DIRNAME/hosts.sh"
 
@@ -27,9 +28,8 @@ RUN=$BATS_TEST_DIRNAME/../examples/slurm/run.sh
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
 	export OMP_NUM_THREADS=1
-	cg-shard -q -n 1 -o all "$FX"
-	cg-init -a cvae -d all-0.cgd --hidden 32 --layers 1 --latent 4 \
-		--seed 1 -o init.cgm
+	images all -n 1
+	model cvae all-0.cgd init.cgm --hidden 32 --layers 1 --latent 4
 	export SLURM_SKIP
 	SLURM_SKIP=$(slurm_skip_reason)
 	[ -n "$SLURM_SKIP" ] && return 0

@@ -18,18 +18,18 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 . "$BATS_TEST_DIRNAME/hosts.sh"
 
 FX=$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini
 
 setup_file() {
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 1 -o all "$FX"
-	cg-init -a cvae -d all-0.cgd --hidden 32 --layers 1 --latent 4 \
-		--seed 1 -o init.cgm
-	cg-init -a cvae -d all-0.cgd --hidden 32 --layers 1 --latent 4 \
-		--seed 2 -o other.cgm
-	cg-shard -q -n 3 --seed 1 -o fm "$FX"
+	images all -n 1
+	model cvae all-0.cgd init.cgm --hidden 32 --layers 1 --latent 4
+	model cvae all-0.cgd other.cgm --hidden 32 --layers 1 --latent 4 \
+		--seed 2
+	images fm -n 3 --seed 1
 	hosts_setup_file 3
 }
 

@@ -15,16 +15,16 @@ bats_require_minimum_version 1.5.0
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+load helpers
 
 # Shards, models, and workers' updates, made once for the file.
 setup_file() {
-	local fix=$CG_SRCDIR/tests/fixtures
 	cd "$BATS_FILE_TMPDIR"
-	cg-shard -q -n 2 -o fm "$fix/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 64 --latent 8 --seed 3 -o cvae.cgm
-	cg-shard -q -n 1 -o fort "$fix/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --width 32 --heads 2 --layers 1 \
-		--context 32 --seed 3 -o cgpt.cgm
+	images fm -n 2
+	model cvae fm-0.cgd cvae.cgm --hidden 64 --latent 8 --seed 3
+	texts fort -n 1
+	model cgpt fort-0.cgd cgpt.cgm --width 32 --heads 2 --layers 1 \
+		--context 32 --seed 3
 	# worker 0: two DiLoCo calls through its state at 3 threads; the
 	# coordinator keeps the state from before the second
 	local w="cg-train-step --deterministic -q --emit delta --steps 3"

@@ -21,18 +21,6 @@
 #include "data/split.h"
 #include "model/model.h"
 
-/*
- * The toy's loss is a sum of softplus terms of the parameters, computed
- * in double from float parameters.  The central difference with step h
- * is off by h^2/6 |f'''| at most per term, |softplus'''| <= 0.1, so
- * below 2e-6 for h = 1e-2 (each parameter enters one term per example,
- * and the loss is a mean over examples); the double sums add ~1e-16 |f| /
- * h, and the gradient's float rounding 6e-8 relative.  Relative errors
- * (against a floor of 1e-2) under 1e-3 leave a margin of five over that.
- */
-#define FD_H 1e-2
-#define FD_TOL 1e-3
-#define FD_FLOOR 1e-2
 #include "fd.h"
 
 extern const struct cg_arch cg_arch_toy;
@@ -400,7 +388,7 @@ test_toy(const struct cg_shard *s)
 	if (m->arch->batch(m, s, ex, 6, 0, g, &r) != 0)
 		die("toy batch with gradient");
 	c = (struct fd_ctx){m, s, ex, 6};
-	fdcheck("toy gradient (repeats too)", m->params, g, m->nparams,
+	fdcheck(&FD_TOY, "toy gradient (repeats too)", m->params, g, m->nparams,
 	        toy_loss, &c, 0);
 	/*
 	 * Backward adds: a second batch doubles what the first gave, up

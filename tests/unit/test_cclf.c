@@ -22,14 +22,8 @@
 #define TEST_NAME "test_cclf"
 #include "check.h"
 
-/*
- * As test_cvae: |g - fd| <= FD_TOL * (|fd| + FD_FLOOR).  The loss (about
- * 1) carries float rounding of about 1e-7, which differencing over 2h =
- * 2e-3 makes ~1e-4 in fd: the floor's 5e-4 leaves a margin.
- */
-#define FD_H 1e-3
-#define FD_TOL 1e-2
-#define FD_FLOOR 5e-2
+#include "fd.h"
+
 #define MAXV 64
 
 static struct cg_rng rng;
@@ -284,69 +278,23 @@ test_forward(struct cg_cclf_config c, int B)
 	tcase_free(&t);
 }
 
-/* Central differences per element and along a random +-1 direction per
- * view; the largest relative error, each view's printed unless quiet. */
+/* The loss whose gradient view v of t holds. */
 static double
-fdcheck(struct tcase *t, const float *grad, int quiet)
+view_loss(void *ctx, int v)
 {
-	double all = 0;
-	float *save = xcalloc(t->np, sizeof(float));
-	float *sgn = xcalloc(t->np, sizeof(float));
+	struct tcase *t = ctx;
 
-	for (int i = 0; i < t->nv; i++) {
-		const struct cg_view *v = &t->v[i];
-		float *p = t->params + v->off;
-		double maxrel = 0, maxabs = 0, dg = 0;
+	(void)v;
+	return tloss(t, NULL, NULL);
+}
 
-		for (size_t j = 0; j < v->n; j++) {
-			float orig = p[j];
-			float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
-
-			p[j] = hi;
-			double lp = tloss(t, NULL, NULL);
-			p[j] = lo;
-			double lm = tloss(t, NULL, NULL);
-			p[j] = orig;
-			double fd = (lp - lm) / ((double)hi - (double)lo);
-			double ad = fabs(grad[v->off + j] - fd);
-			double rel = ad / (FD_FLOOR + fabs(fd));
-
-			if (!(rel <= maxrel))
-				maxrel = rel;
-			maxabs = fmax(maxabs, ad);
-		}
-		memcpy(save, p, v->n * sizeof(float));
-		for (size_t j = 0; j < v->n; j++)
-			sgn[j] = cg_rng_uniform(&rng) < 0.5f ? -1.0f : 1.0f;
-		for (size_t j = 0; j < v->n; j++)
-			p[j] = save[j] + sgn[j] * (float)FD_H;
-		double lp = tloss(t, NULL, NULL);
-		for (size_t j = 0; j < v->n; j++)
-			p[j] = save[j] - sgn[j] * (float)FD_H;
-		double lm = tloss(t, NULL, NULL);
-		for (size_t j = 0; j < v->n; j++) {
-			double step = (double)(save[j] + sgn[j] * (float)FD_H) -
-			              (double)(save[j] - sgn[j] * (float)FD_H);
-			dg += grad[v->off + j] * step;
-		}
-		memcpy(p, save, v->n * sizeof(float));
-		double drel = fabs(dg - (lp - lm)) / (2 * FD_H) /
-		              (FD_FLOOR + fabs(lp - lm) / (2 * FD_H));
-
-		if (!quiet)
-			printf("%-4s %-14s n=%-5zu max rel err %.3g (max abs "
-			       "diff %.3g), directional %.3g\n",
-			       maxrel <= FD_TOL && drel <= FD_TOL ? "ok"
-			                                          : "FAIL",
-			       v->name, v->n, maxrel, maxabs, drel);
-		if (!(maxrel <= all))
-			all = maxrel;
-		if (!(drel <= all))
-			all = drel;
-	}
-	free(save);
-	free(sgn);
-	return all;
+/* Every view's gradient against central differences (fd_views);
+ * the largest relative error, each view's printed unless quiet. */
+static double
+check_grad(struct tcase *t, const float *grad, int quiet)
+{
+	return fd_views(&FD_IMAGE, t->v, t->nv, t->params, grad, view_loss, t,
+	                NULL, &rng, quiet);
 }
 
 static void
@@ -360,21 +308,21 @@ test_grad(struct cg_cclf_config c, int B)
 	printf("     config in=%d cond=%d hidden=%d layers=%d, B=%d, %zu "
 	       "params\n",
 	       c.in_dim, c.ncond, c.hidden, c.layers, B, t.np);
-	double worst = fdcheck(&t, t.grad, 0);
+	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
 	         "layers=%d: every gradient vs central differences (worst "
 	         "rel err %.3g)",
 	         c.layers, worst);
-	expect(worst <= FD_TOL, what);
+	expect(worst <= FD_IMAGE.tol, what);
 
 	t.grad[t.v[0].off + 1] += 0.05f;
-	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
 	       "checker rejects a gradient off by 0.05 in one element");
 	t.grad[t.v[0].off + 1] -= 0.05f;
 	const struct cg_view *v = &t.v[t.nv - 2];
 	for (size_t j = 0; j < v->n; j++)
 		t.grad[v->off + j] *= 0.97f;
-	expect(fdcheck(&t, t.grad, 1) > FD_TOL,
+	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
 	       "checker rejects a view's gradient scaled by 0.97");
 	tcase_free(&t);
 }

@@ -29,10 +29,6 @@
 #define TEST_NAME "test_cgan"
 #include "check.h"
 
-/* As test_cddpm: |g - fd| <= FD_TOL * (|fd| + FD_FLOOR). */
-#define FD_H 1e-3
-#define FD_TOL 1e-2
-#define FD_FLOOR 5e-2
 #define MAXV 64
 
 #include "fd.h"
@@ -87,7 +83,7 @@ test_kernels(void)
 	}
 	lrelu_loss(&l);
 	cg_lrelu_backward(dx, dy, l.y, CG_CGAN_SLOPE, 40);
-	fdcheck("lrelu backward", l.x, dx, 40, lrelu_loss, &l, 0);
+	fdcheck(&FD_IMAGE, "lrelu backward", l.x, dx, 40, lrelu_loss, &l, 0);
 	free(l.x), free(l.y), free(l.r), free(dx), free(dy);
 
 	/* Spectral norm with u, v fixed (from a few iterations: any u, v
@@ -109,7 +105,8 @@ test_kernels(void)
 	cg_spectral_power(s.u, s.v, s.w, OC, C, 2);
 	double sigma = cg_spectral_norm_forward(s.wsn, s.w, s.u, s.v, OC, C);
 	cg_spectral_norm_backward(dw, dwsn, s.wsn, s.u, s.v, sigma, OC, C);
-	fdcheck("spectral norm backward", s.w, dw, OC * C, sn_loss, &s, 0);
+	fdcheck(&FD_IMAGE, "spectral norm backward", s.w, dw, OC * C, sn_loss,
+	        &s, 0);
 	free(dw), free(dwsn);
 
 	/* w = sum_k s_k a_k b_k^T, a and b orthonormal, s = 3, 1.5, 1, 0.5,
@@ -312,7 +309,7 @@ ref_gen(const struct tcase *t, const float *z, int y, double *out)
 
 /*
  * How near the pass on t runs to a kink (a ReLU, a leaky ReLU, the
- * hinge), in its own units: what a finite difference of step FD_H must
+ * hinge), in its own units: what a finite difference of step FD_IMAGE.h must
  * not cross.
  */
 static double
@@ -391,7 +388,7 @@ tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
 		t->params[pb->off] +=
 		    1 - (med + (isfinite(next) ? next : med + 1)) / 2;
 		free(sc);
-		if (kink_margin(t) > 8 * FD_H)
+		if (kink_margin(t) > 8 * FD_IMAGE.h)
 			break;
 	}
 }
@@ -526,76 +523,33 @@ test_forward(struct cg_cgan_config c, int B)
 	tcase_free(&t);
 }
 
+/* L_G for the generator's views of t, L_D for the discriminator's. */
+static double
+view_loss(void *ctx, int v)
+{
+	struct tcase *t = ctx;
+
+	return t->v[v].off >= t->doff ? tloss(t, NULL).d : tloss(t, NULL).g;
+}
+
+static const char *
+view_tag(void *ctx, int v)
+{
+	struct tcase *t = ctx;
+
+	return t->v[v].off >= t->doff ? "of L_D" : "of L_G";
+}
+
 /*
  * Central differences of L_G for the generator's views, of L_D for the
- * discriminator's, per element and along a random +-1 direction per view;
- * the largest relative error, each view's printed unless quiet.
+ * discriminator's (fd_views); the largest relative error, each view's
+ * printed unless quiet.
  */
 static double
-fdcheck_model(struct tcase *t, const float *grad, int quiet)
+check_grad(struct tcase *t, const float *grad, int quiet)
 {
-	double all = 0;
-	float *save = xcalloc(t->np, sizeof(float));
-	float *sgn = xcalloc(t->np, sizeof(float));
-
-	for (int i = 0; i < t->nv; i++) {
-		const struct cg_view *v = &t->v[i];
-		const int disc = v->off >= t->doff;
-		float *p = t->params + v->off;
-		double maxrel = 0, maxabs = 0, dg = 0;
-#define L(t) (disc ? tloss(t, NULL).d : tloss(t, NULL).g)
-
-		for (size_t j = 0; j < v->n; j++) {
-			float orig = p[j];
-			float hi = orig + (float)FD_H, lo = orig - (float)FD_H;
-
-			p[j] = hi;
-			double lp = L(t);
-			p[j] = lo;
-			double lm = L(t);
-			p[j] = orig;
-			double fd = (lp - lm) / ((double)hi - (double)lo);
-			double ad = fabs(grad[v->off + j] - fd);
-			double rel = ad / (FD_FLOOR + fabs(fd));
-
-			if (!(rel <= maxrel))
-				maxrel = rel;
-			maxabs = fmax(maxabs, ad);
-		}
-		memcpy(save, p, v->n * sizeof(float));
-		for (size_t j = 0; j < v->n; j++)
-			sgn[j] = cg_rng_uniform(&rng) < 0.5f ? -1.0f : 1.0f;
-		for (size_t j = 0; j < v->n; j++)
-			p[j] = save[j] + sgn[j] * (float)FD_H;
-		double lp = L(t);
-		for (size_t j = 0; j < v->n; j++)
-			p[j] = save[j] - sgn[j] * (float)FD_H;
-		double lm = L(t);
-#undef L
-		for (size_t j = 0; j < v->n; j++) {
-			double step = (double)(save[j] + sgn[j] * (float)FD_H) -
-			              (double)(save[j] - sgn[j] * (float)FD_H);
-			dg += grad[v->off + j] * step;
-		}
-		memcpy(p, save, v->n * sizeof(float));
-		double drel = fabs(dg - (lp - lm)) / (2 * FD_H) /
-		              (FD_FLOOR + fabs(lp - lm) / (2 * FD_H));
-
-		if (!quiet)
-			printf("%-4s %-12s of L_%s n=%-5zu max rel err %.3g "
-			       "(max abs diff %.3g), directional %.3g\n",
-			       maxrel <= FD_TOL && drel <= FD_TOL ? "ok"
-			                                          : "FAIL",
-			       v->name, disc ? "D" : "G", v->n, maxrel, maxabs,
-			       drel);
-		if (!(maxrel <= all))
-			all = maxrel;
-		if (!(drel <= all))
-			all = drel;
-	}
-	free(save);
-	free(sgn);
-	return all;
+	return fd_views(&FD_IMAGE, t->v, t->nv, t->params, grad, view_loss, t,
+	                view_tag, &rng, quiet);
 }
 
 static void
@@ -610,21 +564,21 @@ test_grad(struct cg_cgan_config c, int B)
 	       "sn-iters=%d, B=%d, %zu params\n",
 	       c.in_dim, c.ncond, c.latent, c.hidden, c.layers, c.sn_iters, B,
 	       t.np);
-	double worst = fdcheck_model(&t, t.grad, 0);
+	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
 	         "layers=%d: every gradient vs central differences (worst "
 	         "rel err %.3g)",
 	         c.layers, worst);
-	expect(worst <= FD_TOL, what);
+	expect(worst <= FD_IMAGE.tol, what);
 
 	const struct cg_view *e = view(&t, "disc.emb");
 	t.grad[e->off + 1] += 0.05f;
-	expect(fdcheck_model(&t, t.grad, 1) > FD_TOL,
+	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
 	       "checker rejects a gradient off by 0.05 in one element");
 	t.grad[e->off + 1] -= 0.05f;
 	for (size_t j = 0; j < t.doff; j++)
 		t.grad[j] *= 0.9f;
-	expect(fdcheck_model(&t, t.grad, 1) > FD_TOL,
+	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
 	       "checker rejects the generator's gradient scaled by 0.9");
 	tcase_free(&t);
 }

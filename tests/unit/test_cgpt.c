@@ -36,15 +36,8 @@
 #define TEST_NAME "test_cgpt"
 #include "check.h"
 
-/*
- * Extrapolated central differences (fd_range) with steps FD_H and 2 FD_H
- * on a float model whose loss is O(1): rounding contributes a few 1e-7
- * to each difference quotient, truncation (h^4 times a fifth derivative)
- * less; a gradient passes when |g - fd| <= FD_TOL * (FD_FLOOR + |fd|).
- */
-#define FD_H 3e-2
-#define FD_TOL 1e-2
-#define FD_FLOOR 1e-3
+#include "fd.h"
+
 #define MAXV 256
 
 /*
@@ -355,50 +348,12 @@ tloss(struct tcase *t, float *grad)
 
 /* ---------------------------------------------------- gradient checks */
 
-/* The loss with parameter i at v (restored after). */
+/* t's one loss, whichever view's gradient (fd_views). */
 static double
-loss_at(struct tcase *t, size_t i, float v)
+view_loss(void *ctx, int v)
 {
-	float orig = t->params[i];
-	double l;
-
-	t->params[i] = v;
-	l = tloss(t, NULL);
-	t->params[i] = orig;
-	return l;
-}
-
-/*
- * Largest relative error over elements [off, off+n) of t's gradient
- * against a Richardson-extrapolated central difference: (4 D(h) - D(2h))
- * / 3 cancels the h^2 term, so the step can be large enough for float
- * rounding to stay small.
- */
-static double fd_h = FD_H;
-
-static double
-fd_range(struct tcase *t, size_t off, size_t n, double *maxabs)
-{
-	double maxrel = 0;
-
-	for (size_t i = off; i < off + n; i++) {
-		float p = t->params[i];
-		float h1 = p + (float)fd_h, l1 = p - (float)fd_h;
-		float h2 = p + 2 * (float)fd_h, l2 = p - 2 * (float)fd_h;
-		/* The steps actually taken, after rounding to float. */
-		double d1 =
-		    (loss_at(t, i, h1) - loss_at(t, i, l1)) / ((double)h1 - l1);
-		double d2 =
-		    (loss_at(t, i, h2) - loss_at(t, i, l2)) / ((double)h2 - l2);
-		double fd = (4 * d1 - d2) / 3;
-		double ad = fabs(t->grad[i] - fd);
-		double rel = ad / (FD_FLOOR + fabs(fd));
-		if (!(rel <= maxrel))
-			maxrel = rel;
-		if (ad > *maxabs)
-			*maxabs = ad;
-	}
-	return maxrel;
+	(void)v;
+	return tloss(ctx, NULL);
 }
 
 static void
@@ -406,8 +361,6 @@ test_gradients(int tied)
 {
 	struct cg_cgpt_config c = {2, 6, 8, 2, 2, tied};
 	struct tcase t;
-	double worst = 0;
-	const char *worst_name = "";
 	char what[128];
 
 	tcase_init(&t, c, 3, 6, 1);
@@ -419,26 +372,12 @@ test_gradients(int tied)
 		t.grad[i] -= 1.0f;
 	printf("     %s model, %zu parameters, loss %.6f\n",
 	       tied ? "tied" : "untied", t.np, tloss(&t, NULL));
-	for (int i = 0; i < t.nv; i++) {
-		double maxabs = 0;
-		double rel = fd_range(&t, t.v[i].off, t.v[i].n, &maxabs);
-		int ok = rel <= FD_TOL;
-
-		printf("%-4s   %-18s n=%-5zu max rel err %.3g  max abs diff "
-		       "%.3g\n",
-		       ok ? "ok" : "FAIL", t.v[i].name, t.v[i].n, rel, maxabs);
-		if (!ok)
-			failures++;
-		if (rel > worst) {
-			worst = rel;
-			worst_name = t.v[i].name;
-		}
-	}
+	double worst = fd_views(&FD_TEXT, t.v, t.nv, t.params, t.grad,
+	                        view_loss, &t, NULL, &rng, 0);
 	snprintf(what, sizeof(what),
-	         "%s: every gradient matches finite differences (worst %.3g, "
-	         "%s)",
-	         tied ? "tied" : "untied", worst, worst_name);
-	expect(worst <= FD_TOL, what);
+	         "%s: every gradient matches finite differences (worst %.3g)",
+	         tied ? "tied" : "untied", worst);
+	expect(worst <= FD_TEXT.tol, what);
 
 	/* A directional derivative has far more signal than one entry. */
 	float *d = xcalloc(t.np, sizeof(float)),
@@ -464,9 +403,13 @@ test_gradients(int tied)
 
 	/* The checker catches a 2% error in one entry of a gradient. */
 	size_t at = t.v[4].off + 3; /* inside h.0.attn.qkv.w */
-	double maxabs = 0;
+	struct cg_view one = t.v[4];
+	one.off = at;
+	one.n = 1;
 	t.grad[at] *= 1.02f;
-	expect(fabs(t.grad[at]) > 1e-2 && fd_range(&t, at, 1, &maxabs) > FD_TOL,
+	expect(fabs(t.grad[at]) > 1e-2 &&
+	           fd_views(&FD_TEXT, &one, 1, t.params, t.grad, view_loss, &t,
+	                    NULL, &rng, 1) > FD_TEXT.tol,
 	       "a corrupted gradient entry is caught");
 	free(d);
 	free(p0);
@@ -539,42 +482,25 @@ test_distill(void)
 	       what);
 
 	/*
-	 * Gradients: a mix, then the teacher term alone.  The steps are
-	 * shorter than FD_H: the teacher term alone bends more, and 3e-2
-	 * left 7% of truncation error on the embeddings (measured); 1e-2
-	 * leaves at most 0.6% on any view, 3e-3 already 1% of rounding.
+	 * Gradients: a mix, then the teacher term alone, with the shorter
+	 * steps of FD_TEXT_FINE.
 	 */
-	fd_h = 1e-2;
 	const float alphas[] = {0.7f, 1.0f};
 	for (int a = 0; a < 2; a++) {
-		double worst = 0;
-		const char *worst_name = "";
 		t.alpha = alphas[a];
 		for (size_t i = 0; i < t.np; i++)
 			t.grad[i] = 1.0f;
 		tloss(&t, t.grad);
 		for (size_t i = 0; i < t.np; i++)
 			t.grad[i] -= 1.0f;
-		for (int i = 0; i < t.nv; i++) {
-			double maxabs = 0;
-			double rel = fd_range(&t, t.v[i].off, t.v[i].n, &maxabs);
-			if (rel > FD_TOL)
-				printf("FAIL   %-18s max rel err %.3g  max abs "
-				       "diff %.3g\n",
-				       t.v[i].name, rel, maxabs);
-			if (rel > worst) {
-				worst = rel;
-				worst_name = t.v[i].name;
-			}
-		}
+		double worst = fd_views(&FD_TEXT_FINE, t.v, t.nv, t.params,
+		                        t.grad, view_loss, &t, NULL, &rng, 0);
 		snprintf(what, sizeof(what),
 		         "distilled (alpha %.1f, tau %.0f): every gradient "
-		         "matches finite differences (worst %.3g, %s)",
-		         t.alpha, t.tau, worst, worst_name);
-		expect(worst <= FD_TOL, what);
+		         "matches finite differences (worst %.3g)",
+		         t.alpha, t.tau, worst);
+		expect(worst <= FD_TEXT_FINE.tol, what);
 	}
-
-	fd_h = FD_H;
 
 	/* alpha 0: the bits of plain training, loss and gradient. */
 	float *tlogp = t.tlogp;
@@ -1082,19 +1008,16 @@ test_checkpoint(void)
 			double l1, l2;
 			memset(t.grad, 0, t.np * sizeof(float));
 			memset(g2, 0, t.np * sizeof(float));
-			if (cg_cgpt_forward_backward(&c, t.params, t.ws,
-			                             t.tokens, t.targets,
-			                             t.weight, B, T, t.grad,
-			                             &l1) != 0 ||
-			    cg_cgpt_forward_backward(&c, t.params, ck,
-			                             t.tokens, t.targets,
-			                             t.weight, B, T, g2,
-			                             &l2) != 0)
+			if (cg_cgpt_forward_backward(
+			        &c, t.params, t.ws, t.tokens, t.targets,
+			        t.weight, B, T, t.grad, &l1) != 0 ||
+			    cg_cgpt_forward_backward(&c, t.params, ck, t.tokens,
+			                             t.targets, t.weight, B, T,
+			                             g2, &l2) != 0)
 				die("cg_cgpt_forward_backward");
 			same &= l1 == l2 &&
 			        memcmp(t.grad, g2, t.np * sizeof(float)) == 0 &&
-			        memcmp(cg_cgpt_logits(t.ws),
-			               cg_cgpt_logits(ck),
+			        memcmp(cg_cgpt_logits(t.ws), cg_cgpt_logits(ck),
 			               (size_t)B * T * V * sizeof(float)) == 0;
 		}
 		snprintf(what, sizeof(what),

@@ -28,9 +28,6 @@
 #define TEST_NAME "test_nn"
 #include "check.h"
 
-#define FD_H 1e-3     /* finite-difference step */
-#define FD_TOL 1e-2   /* largest relative error accepted */
-#define FD_FLOOR 1e-3 /* absolute floor of the relative error */
 #include "fd.h"
 
 static struct cg_rng rng;
@@ -283,9 +280,9 @@ test_linear(void)
 		dw[i] -= 1;
 	for (int i = 0; i < c.OC; i++)
 		db[i] -= 1;
-	fdcheck("linear dinp", c.inp, dinp, ni, lin_loss, &c, 0);
-	fdcheck("linear dw", c.w, dw, nw, lin_loss, &c, 0);
-	fdcheck("linear db", c.b, db, c.OC, lin_loss, &c, 0);
+	fdcheck(&FD_NN, "linear dinp", c.inp, dinp, ni, lin_loss, &c, 0);
+	fdcheck(&FD_NN, "linear dw", c.w, dw, nw, lin_loss, &c, 0);
+	fdcheck(&FD_NN, "linear db", c.b, db, c.OC, lin_loss, &c, 0);
 
 	/* No bias: out = inp @ w^T exactly, whatever out held. */
 	for (size_t i = 0; i < no; i++)
@@ -306,7 +303,7 @@ test_linear(void)
 
 	/* The checker must catch a wrong gradient. */
 	dw[3] += 0.05f;
-	expect(fdcheck("", c.w, dw, nw, lin_loss, &c, 1) > FD_TOL,
+	expect(fdcheck(&FD_NN, "", c.w, dw, nw, lin_loss, &c, 1) > FD_NN.tol,
 	       "checker rejects a gradient off by 0.05 in one element");
 
 	free(c.inp);
@@ -547,7 +544,7 @@ test_relu_sigmoid(void)
 	fill(c.r, c.n, -1, 1);
 	relu_loss(&c);
 	cg_relu_backward(d, c.r, c.out, c.n);
-	fdcheck("relu dinp", c.a, d, c.n, relu_loss, &c, 0);
+	fdcheck(&FD_NN, "relu dinp", c.a, d, c.n, relu_loss, &c, 0);
 	/* In place. */
 	memcpy(c.out, c.a, c.n * sizeof(float));
 	cg_relu_forward(c.out, c.out, c.n);
@@ -617,7 +614,7 @@ test_bce(void)
 	expect(worst < 1e-5, "bce forward vs -t log p - (1-t) log(1-p)");
 
 	cg_bce_logits_backward(d, c.a, c.b, c.scale, c.B, c.N);
-	fdcheck("bce dlogits", c.a, d, n, bce_loss, &c, 0);
+	fdcheck(&FD_NN, "bce dlogits", c.a, d, n, bce_loss, &c, 0);
 
 	/* The fused kernel gives the same loss and gradient. */
 	cg_bce_logits_forward_backward(loss2, d2, c.a, c.b, c.scale, c.B, c.N);
@@ -696,15 +693,15 @@ test_kl_reparam(void)
 	}
 	expect(worst < 1e-6, "kl forward vs closed form");
 	cg_gauss_kl_backward(dmu, dlv, c.a, c.b, c.scale, c.B, c.N);
-	fdcheck("kl dmu", c.a, dmu, n, kl_loss, &c, 0);
-	fdcheck("kl dlogvar", c.b, dlv, n, kl_loss, &c, 0);
+	fdcheck(&FD_NN, "kl dmu", c.a, dmu, n, kl_loss, &c, 0);
+	fdcheck(&FD_NN, "kl dlogvar", c.b, dlv, n, kl_loss, &c, 0);
 
 	memset(dmu, 0, n * sizeof(float));
 	memset(dlv, 0, n * sizeof(float));
 	rep_loss(&c);
 	cg_reparam_backward(dmu, dlv, c.r, c.b, c.c, n);
-	fdcheck("reparam dmu", c.a, dmu, n, rep_loss, &c, 0);
-	fdcheck("reparam dlogvar", c.b, dlv, n, rep_loss, &c, 0);
+	fdcheck(&FD_NN, "reparam dmu", c.a, dmu, n, rep_loss, &c, 0);
+	fdcheck(&FD_NN, "reparam dlogvar", c.b, dlv, n, rep_loss, &c, 0);
 
 	free(c.a);
 	free(c.b);
@@ -758,7 +755,7 @@ test_concat(void)
 		}
 	expect(ok, "concat one-hot forward layout");
 	cg_concat_onehot_backward(d, c.r, c.B, c.D, c.K);
-	fdcheck("concat dinp", c.inp, d, ni, cat_loss, &c, 0);
+	fdcheck(&FD_NN, "concat dinp", c.inp, d, ni, cat_loss, &c, 0);
 	free(c.inp);
 	free(c.out);
 	free(c.r);

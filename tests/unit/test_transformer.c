@@ -32,16 +32,6 @@
 #define TEST_NAME "test_transformer"
 #include "check.h"
 
-/*
- * The kernels are float, so a difference of two losses carries rounding
- * of about 1e-7 of each output it touches; over a step of 2 * FD_H = 2e-2
- * that is a few 1e-6 in the derivative, while the truncation error of a
- * central difference, h^2 / 6 times a third derivative of order one, is
- * about 2e-5.  Both stay well inside FD_TOL * (FD_FLOOR + |fd|).
- */
-#define FD_H 1e-2     /* finite-difference step */
-#define FD_TOL 1e-2   /* largest relative error accepted */
-#define FD_FLOOR 1e-3 /* absolute floor of the relative error */
 #include "fd.h"
 /* Forward kernels against double: |got - ref| <= FWD_ATOL + FWD_RTOL |ref|. */
 #define FWD_ATOL 1e-6
@@ -132,8 +122,10 @@ test_embedding(void)
 	cg_embed_backward(dwte, dwpe, e.r, e.tok, EB, ET, EC);
 	gdelta(dwte, g0w, EV * EC);
 	gdelta(dwpe, g0p, ET * EC);
-	fdcheck("embed_backward dwte", e.wte, dwte, EV * EC, emb_loss, &e, 0);
-	fdcheck("embed_backward dwpe", e.wpe, dwpe, ET * EC, emb_loss, &e, 0);
+	fdcheck(&FD_TRANSFORMER, "embed_backward dwte", e.wte, dwte, EV * EC,
+	        emb_loss, &e, 0);
+	fdcheck(&FD_TRANSFORMER, "embed_backward dwpe", e.wpe, dwpe, ET * EC,
+	        emb_loss, &e, 0);
 	free(dwte);
 	free(dwpe);
 	free(g0w);
@@ -193,10 +185,10 @@ test_layernorm(void)
 	gdelta(dinp, g0i, LB * LT * LC);
 	gdelta(dw, g0w, LC);
 	gdelta(db, g0b, LC);
-	fdcheck("layernorm_backward dinp", l.inp, dinp, LB * LT * LC, ln_loss,
-	        &l, 0);
-	fdcheck("layernorm_backward dw", l.w, dw, LC, ln_loss, &l, 0);
-	fdcheck("layernorm_backward db", l.b, db, LC, ln_loss, &l, 0);
+	fdcheck(&FD_TRANSFORMER, "layernorm_backward dinp", l.inp, dinp,
+	        LB * LT * LC, ln_loss, &l, 0);
+	fdcheck(&FD_TRANSFORMER, "layernorm_backward dw", l.w, dw, LC, ln_loss, &l, 0);
+	fdcheck(&FD_TRANSFORMER, "layernorm_backward db", l.b, db, LC, ln_loss, &l, 0);
 	free(dinp);
 	free(dw);
 	free(db);
@@ -243,7 +235,8 @@ test_gelu(void)
 	       "gelu_forward matches the tanh formula");
 	cg_gelu_backward(dinp, g.r, g.inp, GN);
 	gdelta(dinp, g0, GN);
-	fdcheck("gelu_backward dinp", g.inp, dinp, GN, gelu_loss, &g, 0);
+	fdcheck(&FD_TRANSFORMER, "gelu_backward dinp", g.inp, dinp, GN,
+	        gelu_loss, &g, 0);
 	/* The writing variant: what accumulating into zeros gives. */
 	float set[GN], acc[GN] = {0};
 	for (int i = 0; i < GN; i++)
@@ -341,8 +334,8 @@ test_attention(void)
 	cg_attention_backward(dqkv, scratch, a.r, a.qkv, a.att, AB, AT, AC,
 	                      ANH);
 	gdelta(dqkv, g0, AB * AT * 3 * AC);
-	fdcheck("attention_backward dqkv", a.qkv, dqkv, AB * AT * 3 * AC,
-	        attn_loss, &a, 0);
+	fdcheck(&FD_TRANSFORMER, "attention_backward dqkv", a.qkv, dqkv,
+	        AB * AT * 3 * AC, attn_loss, &a, 0);
 	/* Causality: an output never depends on a later position's q, k, v. */
 	for (int b = 0; b < AB; b++) {
 		float keep[AB * AT * AC];
@@ -480,8 +473,10 @@ test_residual(void)
 	cg_residual_backward(da, db, x.r, RN);
 	gdelta(da, g0a, RN);
 	gdelta(db, g0b, RN);
-	fdcheck("residual_backward dinp1", x.a, da, RN, resid_loss, &x, 0);
-	fdcheck("residual_backward dinp2", x.b, db, RN, resid_loss, &x, 0);
+	fdcheck(&FD_TRANSFORMER, "residual_backward dinp1", x.a, da, RN,
+	        resid_loss, &x, 0);
+	fdcheck(&FD_TRANSFORMER, "residual_backward dinp2", x.b, db, RN,
+	        resid_loss, &x, 0);
 	free(da);
 	free(db);
 	free(g0a);
@@ -549,8 +544,8 @@ test_xent(void)
 	expect(masked_zero, "xent_forward: weight-0 positions give 0");
 	cg_xent_backward(dl, x.logits, x.targets, x.weight, XB, XT, XV);
 	gdelta(dl, g0, XB * XT * XV);
-	fdcheck("xent_backward dlogits", x.logits, dl, XB * XT * XV, xent_loss,
-	        &x, 0);
+	fdcheck(&FD_TRANSFORMER, "xent_backward dlogits", x.logits, dl,
+	        XB * XT * XV, xent_loss, &x, 0);
 	/* The fused pass gives the same numbers as the two separate ones. */
 	cg_xent_forward_backward(loss2, dl2, x.logits, x.targets, x.weight, XB,
 	                         XT, XV);
@@ -580,7 +575,8 @@ test_checker(void)
 	cg_layernorm_backward(dinp, dw, db, l.r, l.inp, l.w, l.mean, l.rstd, LB,
 	                      LT, LC);
 	dinp[4] *= 1.05f;
-	expect(fdcheck("", l.inp, dinp, LB * LT * LC, ln_loss, &l, 1) > FD_TOL,
+	expect(fdcheck(&FD_TRANSFORMER, "", l.inp, dinp, LB * LT * LC, ln_loss,
+	               &l, 1) > FD_TRANSFORMER.tol,
 	       "a 5% error in one gradient entry is caught");
 }
 

@@ -1,0 +1,82 @@
+# helpers.bash - the fixtures the bats files share: shards of the data in
+# tests/fixtures and models made from them, by the programs on PATH, in
+# the current directory (a setup_file's $BATS_FILE_TMPDIR).
+#
+#   load helpers          after bats-support and bats-assert
+#
+#   images PREFIX [CG-SHARD OPTION...]
+#       shards PREFIX-N.cgd of the Fashion-MNIST fixture
+#       (fashion-mnist-mini), as cg-shard -q OPTION... -o PREFIX makes them
+#   texts PREFIX [CG-SHARD OPTION...]
+#       the same of the fortunes (text/fortunes, one category per file)
+#   model ARCH SHARD OUT [CG-INIT OPTION...]
+#       a model of ARCH for SHARD: cg-init with seed 1 (an option given
+#       later wins) and cg-init's defaults for what the options leave
+#   small_cvae SHARD OUT [CG-INIT OPTION...]
+#   small_cgpt SHARD OUT [CG-INIT OPTION...]
+#       model with the sizes most files test on: a cvae 16 wide, one
+#       layer, 4 latents; a cgpt of context 32, 16 wide, one layer, two
+#       heads
+#   default_models IMAGES TEXTS [ARCH...]
+#       ARCH.cgm for each ARCH (default: every one cg-init lists), of
+#       cg-init's default sizes (the tensor counts users have), on shard
+#       TEXTS for the archs cg-init says are for text, IMAGES for the
+#       others
+#   archs
+#       the architectures cg-init lists, one per line
+#
+# Each function fails (status 1, with cg-shard's or cg-init's message) as
+# the program it runs does.  Fixtures are made per file: each takes under
+# 0.1 s, no more than a cache shared by the files would cost to lock and
+# copy, and a file's fixtures then never depend on another file's run.
+
+FIXTURES=$BATS_TEST_DIRNAME/fixtures
+
+images() {
+	local prefix=$1
+	shift
+	cg-shard -q "$@" -o "$prefix" "$FIXTURES/fashion-mnist-mini"
+}
+
+texts() {
+	local prefix=$1
+	shift
+	cg-shard -q "$@" -o "$prefix" "$FIXTURES/text/fortunes"
+}
+
+model() {
+	local arch=$1 shard=$2 out=$3
+	shift 3
+	cg-init -a "$arch" -d "$shard" --seed 1 "$@" -o "$out"
+}
+
+small_cvae() {
+	local shard=$1 out=$2
+	shift 2
+	model cvae "$shard" "$out" --hidden 16 --layers 1 --latent 4 "$@"
+}
+
+small_cgpt() {
+	local shard=$1 out=$2
+	shift 2
+	model cgpt "$shard" "$out" --context 32 --width 16 --layers 1 \
+		--heads 2 "$@"
+}
+
+archs() {
+	cg-init --help | sed -n 's/^ *-a, --arch NAME *architecture: //p' |
+		tr -s ', ' '\n\n'
+}
+
+default_models() {
+	local img=$1 txt=$2 a help
+	shift 2
+	help=$(cg-init --help) || return 1
+	for a in ${@:-$(archs)}; do
+		if grep -q "^-a $a: .* for text\$" <<<"$help"; then
+			model "$a" "$txt" "$a.cgm" || return 1
+		else
+			model "$a" "$img" "$a.cgm" || return 1
+		fi
+	done
+}

@@ -1,0 +1,328 @@
+/*
+ * test_fdarch.c - every registered architecture's gradient against finite
+ * differences, through struct cg_arch alone.
+ *
+ * Each row of the table below is a small model of one architecture: a
+ * config over its defaults, a shard (images of 7 pixels or short texts),
+ * a batch, a noise seed, a chunk size and the tolerances.  The model is
+ * made as cg-init makes one (cg_arch_config, cg_model_create), its
+ * gradient comes from the arch's batch hook, added to a buffer that is
+ * not zero (backward adds), and fd_views checks every view of it against
+ * the loss the same hook reports.  A gradient spoilt in one element must
+ * fail the check.  Every registered architecture (the built-in ones and
+ * the test-only toy of arch_toy.c) needs a row: a new one without one
+ * fails here.  The kernel tests of each arch (test_cvae, ...) check more
+ * configs and their parts on their own.  Exit 0 pass, 1 fail.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "arch/all.h"
+#include "cg.h"
+#include "cli/cli.h"
+#include "data/dataset.h"
+#include "data/shard.h"
+#include "data/split.h"
+#include "model/model.h"
+
+#define TEST_NAME "test_fdarch"
+#include "check.h"
+
+#include "fd.h"
+
+static struct cg_rng rng;
+
+/* ------------------------------------------------------------- shards */
+
+#define NIMG 8
+#define PIX 7
+
+/* Images of PIX x 1 x 1 pixels, NIMG of them, conditions "a" "b" "c". */
+static struct cg_shard *
+image_shard(void)
+{
+	static const char *const names[] = {"a", "b", "c"};
+	struct cg_dataset d;
+	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
+	int assign[NIMG] = {0};
+
+	memset(&d, 0, sizeof(d));
+	d.kind = CG_PAYLOAD_IMAGE;
+	d.n = NIMG;
+	d.height = PIX;
+	d.width = 1;
+	d.channels = 1;
+	d.cond = xcalloc(NIMG, sizeof(uint32_t));
+	d.index = xcalloc(NIMG, sizeof(uint64_t));
+	d.offset = xcalloc(NIMG + 1, sizeof(uint64_t));
+	d.payload = xcalloc(NIMG * PIX, 1);
+	for (int i = 0; i < NIMG; i++) {
+		d.cond[i] = (uint32_t)(i % 3);
+		d.index[i] = (uint64_t)i;
+		d.offset[i + 1] = (uint64_t)(i + 1) * PIX;
+		for (int j = 0; j < PIX; j++)
+			d.payload[i * PIX + j] =
+			    (uint8_t)((i * 37 + j * 101) % 256);
+	}
+	if (cg_dataset_set_conditions(&d, names, 3) != 0)
+		die("cg_dataset_set_conditions");
+	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
+	struct cg_shard *s = f ? cg_shard_from_file(f, "images") : NULL;
+	if (s == NULL)
+		die("image shard");
+	cg_dataset_free(&d);
+	return s;
+}
+
+#define NTEXT 4
+
+/* Four short texts, conditions "a" "b". */
+static struct cg_shard *
+text_shard(void)
+{
+	static const char *const names[] = {"a", "b"};
+	static const char *const texts[NTEXT] = {"ab ba", "cab", "a bc abc",
+	                                         "ba"};
+	struct cg_dataset d;
+	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
+	int assign[NTEXT] = {0};
+	uint64_t bytes = 0;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = CG_PAYLOAD_TEXT;
+	d.n = NTEXT;
+	d.cond = xcalloc(NTEXT, sizeof(uint32_t));
+	d.index = xcalloc(NTEXT, sizeof(uint64_t));
+	d.offset = xcalloc(NTEXT + 1, sizeof(uint64_t));
+	for (int i = 0; i < NTEXT; i++)
+		bytes += strlen(texts[i]);
+	d.payload = xcalloc(bytes, 1);
+	bytes = 0;
+	for (int i = 0; i < NTEXT; i++) {
+		d.cond[i] = (uint32_t)(i % 2);
+		d.index[i] = (uint64_t)i;
+		d.offset[i] = bytes;
+		memcpy(d.payload + bytes, texts[i], strlen(texts[i]));
+		bytes += strlen(texts[i]);
+	}
+	d.offset[NTEXT] = bytes;
+	if (cg_dataset_set_conditions(&d, names, 2) != 0)
+		die("cg_dataset_set_conditions");
+	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
+	struct cg_shard *s = f ? cg_shard_from_file(f, "texts") : NULL;
+	if (s == NULL)
+		die("text shard");
+	cg_dataset_free(&d);
+	return s;
+}
+
+/* -------------------------------------------------------- the table */
+
+/*
+ * A GAN's gradient holds d L_G / d (generator) and d L_D / d
+ * (discriminator): the loss the batch reports is L_D, and L_G its third
+ * part.
+ */
+static double
+gan_loss(const struct cg_model *m, int v, const struct cg_metrics *r)
+{
+	for (int g = 0; g < m->ngroups; g++)
+		if (v >= m->groups[g].view0 &&
+		    v < m->groups[g].view0 + m->groups[g].nviews)
+			return strcmp(m->groups[g].name, "gen") == 0
+			           ? r->part[2]
+			           : r->loss;
+	die("a view in no group");
+	return 0;
+}
+
+struct fd_arch {
+	const char *arch;
+	const char *config; /* JSON: the config keys set over the defaults */
+	int text;           /* 1: the text shard; 0: the image one */
+	int B;              /* examples in the batch, cycling the shard's */
+	uint64_t noise_seed;
+	int chunk;    /* m->chunk: most examples through at once; 0: any */
+	float jitter; /* normal noise of this scale added to the weights */
+	const struct fd_tol *tol;
+	/* The figure view v's gradient is of; NULL: the loss. */
+	double (*loss)(const struct cg_model *m, int v,
+	               const struct cg_metrics *r);
+};
+
+/* clang-format off */
+static const struct fd_arch rows[] = {
+    {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":1,\"latent\":3}",
+     .B = 4, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+    {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":2,\"latent\":3}",
+     .B = 4, .noise_seed = 8, .jitter = 0.1f, .tol = &FD_IMAGE},
+    /* Texts longer than the context: windows drawn from the seed. */
+    {.arch = "cgpt",
+     .config = "{\"context\":6,\"width\":8,\"layers\":2,\"heads\":2}",
+     .text = 1, .B = 3, .noise_seed = 7, .jitter = 0.1f,
+     .tol = &FD_TEXT_FINE},
+    /* Tied, and in chunks of 2 sequences. */
+    {.arch = "cgpt",
+     .config = "{\"context\":6,\"width\":8,\"layers\":2,\"heads\":2,"
+               "\"tied\":1}",
+     .text = 1, .B = 5, .noise_seed = 7, .chunk = 2, .jitter = 0.1f,
+     .tol = &FD_TEXT_FINE},
+    {.arch = "cclf", .config = "{\"hidden\":6,\"layers\":1}", .B = 4,
+     .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+    {.arch = "cclf", .config = "{\"hidden\":6,\"layers\":2}", .B = 5,
+     .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+    {.arch = "cddpm",
+     .config = "{\"hidden\":6,\"layers\":2,\"embed\":6,\"timesteps\":100,"
+               "\"snr-clip\":5,\"predict-x0\":0}",
+     .B = 6, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+    {.arch = "cddpm",
+     .config = "{\"hidden\":6,\"layers\":1,\"embed\":4,\"timesteps\":1000,"
+               "\"snr-clip\":2,\"predict-x0\":1}",
+     .B = 5, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+    /* Enough power iterations that sigma is exact to float, so that the
+     * gradient with u, v held fixed is the true one. */
+    {.arch = "cgan",
+     .config = "{\"latent\":4,\"hidden\":6,\"layers\":1,\"sn-iters\":300}",
+     .B = 6, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE,
+     .loss = gan_loss},
+    {.arch = "cgan",
+     .config = "{\"latent\":4,\"hidden\":6,\"layers\":2,\"sn-iters\":300}",
+     .B = 6, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE,
+     .loss = gan_loss},
+    {.arch = "toy", .config = "{\"spread\":0.7,\"shared\":1}", .B = 6,
+     .jitter = 0.1f, .tol = &FD_TOY},
+};
+/* clang-format on */
+
+#define NROWS (int)(sizeof(rows) / sizeof(rows[0]))
+
+/* ---------------------------------------------------------- the check */
+
+struct fd_case {
+	const struct fd_arch *row;
+	struct cg_model *m;
+	const struct cg_shard *s;
+	uint64_t ex[16];
+};
+
+static double
+case_loss(void *ctx, int v)
+{
+	struct fd_case *c = ctx;
+	struct cg_metrics r;
+
+	if (c->m->arch->batch(c->m, c->s, c->ex, c->row->B, c->row->noise_seed,
+	                      NULL, &r) != 0)
+		die(c->row->arch);
+	return c->row->loss ? c->row->loss(c->m, v, &r) : r.loss;
+}
+
+/* The model of row: its config's defaults, then the row's keys. */
+static struct cg_model *
+row_model(const struct fd_arch *row, const struct cg_shard *s)
+{
+	const struct cg_arch *a = cg_arch_find(row->arch);
+	cJSON *config, *extra, *set = cJSON_Parse(row->config), *it;
+	struct cg_model *m;
+
+	if (a == NULL || set == NULL ||
+	    cg_arch_config(a, s, NULL, &config, &extra) != 0)
+		die(row->arch);
+	cJSON_ArrayForEach(it, set)
+	{
+		if (!cJSON_HasObjectItem(config, it->string) ||
+		    !cJSON_ReplaceItemInObjectCaseSensitive(
+		        config, it->string, cJSON_Duplicate(it, 1)))
+			die(it->string);
+	}
+	cJSON_Delete(set);
+	if ((m = cg_model_create(row->arch, config, extra, 5)) == NULL ||
+	    m->arch->check_data(m, s) != 0)
+		die(row->arch);
+	return m;
+}
+
+static void
+test_row(const struct fd_arch *row, const struct cg_shard *s)
+{
+	struct fd_case c = {row, row_model(row, s), s, {0}};
+	struct cg_model *m = c.m;
+	struct cg_metrics r;
+	char what[256];
+
+	for (int b = 0; b < row->B; b++)
+		c.ex[b] = (uint64_t)b % s->n;
+	m->chunk = row->chunk;
+	/* Biases and the toy's shared logits away from 0, so that they
+	 * matter. */
+	for (size_t i = 0; i < m->nparams; i++)
+		m->params[i] += row->jitter * cg_rng_normal(&rng);
+	/* Not zero on entry: backward must add to it. */
+	float *g = xcalloc(m->nparams, sizeof(float));
+	for (size_t i = 0; i < m->nparams; i++)
+		g[i] = 1.0f;
+	if (m->arch->batch(m, s, c.ex, row->B, row->noise_seed, g, &r) != 0)
+		die(row->arch);
+	for (size_t i = 0; i < m->nparams; i++)
+		g[i] -= 1.0f;
+	printf("     %s %s, B=%d, chunk %d, %zu params, loss %.6g\n", row->arch,
+	       row->config, row->B, row->chunk, m->nparams, r.loss);
+	double worst = fd_views(row->tol, m->views, m->nviews, m->params, g,
+	                        case_loss, &c, NULL, &rng, 0);
+	snprintf(what, sizeof(what),
+	         "%s %s: every view's gradient vs central differences (worst "
+	         "rel err %.3g)",
+	         row->arch, row->config, worst);
+	expect(worst <= row->tol->tol, what);
+
+	/* The check must be able to fail: spoil one element of the last
+	 * view by 0.05. */
+	const struct cg_view *v = &m->views[m->nviews - 1];
+	g[v->off] += 0.05f;
+	snprintf(what, sizeof(what),
+	         "%s: a gradient off by 0.05 in %s is caught", row->arch,
+	         v->name);
+	expect(fd_views(row->tol, v, 1, m->params, g, case_loss, &c, NULL, &rng,
+	                1) > row->tol->tol,
+	       what);
+	free(g);
+	cg_model_free(m);
+}
+
+int
+main(void)
+{
+	/* The BLAS as the programs run it (see lib/cli/runtime.c). */
+	cg_set_threads(0);
+	cg_rng_seed(&rng, 16);
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
+	struct cg_shard *img = image_shard(), *txt = text_shard();
+
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *a = cg_arch_at(i);
+		int n = 0;
+
+		for (int k = 0; k < NROWS; k++)
+			if (strcmp(rows[k].arch, a->name) == 0) {
+				test_row(&rows[k], rows[k].text ? txt : img);
+				n++;
+			}
+		char what[128];
+		snprintf(what, sizeof(what), "%s: %d row(s) in the table",
+		         a->name, n);
+		expect(n > 0, what);
+	}
+	cg_shard_free(img);
+	cg_shard_free(txt);
+	if (failures) {
+		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
+		return 1;
+	}
+	printf(TEST_NAME ": all checks passed\n");
+	return 0;
+}
