@@ -3,6 +3,7 @@
  * then assigned.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/arena.h"
@@ -42,5 +43,20 @@ cg_arena_alloc(struct cg_arena *a, const char *what)
 	if ((a->base = cg_alloc(n ? n : ALIGN)) == NULL)
 		return cg_seterr("%s: %zu bytes: out of memory", what, n);
 	a->used = 0;
+	return 0;
+}
+
+int
+cg_arena_make(struct cg_arena *a, void (*lay)(void *ws, struct cg_arena *a),
+              void *ws, const char *arch, int batch)
+{
+	char what[64];
+
+	*a = (struct cg_arena){0};
+	snprintf(what, sizeof(what), "%s: workspace for batch %d", arch, batch);
+	lay(ws, a);
+	if (cg_arena_alloc(a, what) != 0)
+		return -1;
+	lay(ws, a);
 	return 0;
 }

@@ -10,11 +10,13 @@
  *
  *	struct cg_arena a = {0};
  *	lay(w, &a);                  // counts; every pointer NULL
- *	if (cg_arena_alloc(&a) != 0) // too large, or out of memory
+ *	if (cg_arena_alloc(&a, "what") != 0) // too large, or no memory
  *		fail;
  *	lay(w, &a);                  // the same layout, now in a.base
  *	...
  *	free(a.base);
+ *
+ * (cg_arena_make does those three steps.)
  *
  * Every buffer starts on 64 bytes (a cache line, an AVX-512 vector) and
  * is zeroed when the arena is allocated.
@@ -42,5 +44,14 @@ void *cg_arena_take(struct cg_arena *a, size_t rows, size_t cols,
  * with a message naming what (e.g. "cvae: workspace for batch 8") when it
  * overflowed or memory ran out. */
 int cg_arena_alloc(struct cg_arena *a, const char *what);
+
+/*
+ * The whole of it for a workspace ws of a model of arch for batches of
+ * up to batch: lay(ws, a) counting, cg_arena_alloc, lay(ws, a) assigning.
+ * 0 with a->base the memory (the caller frees it), or -1 with the
+ * message "ARCH: workspace for batch B: too large" (or out of memory).
+ */
+int cg_arena_make(struct cg_arena *a, void (*lay)(void *ws, struct cg_arena *a),
+                  void *ws, const char *arch, int batch);
 
 #endif

@@ -137,8 +137,9 @@ struct cg_cclf_ws {
 /* The workspace's buffers in struct order, in arena a (counting, then
  * assigning: core/arena.h). */
 static void
-lay(struct cg_cclf_ws *w, struct cg_arena *a)
+lay(void *ws, struct cg_arena *a)
 {
+	struct cg_cclf_ws *w = ws;
 	size_t B = w->max_batch, K = w->c.ncond, H = w->c.hidden;
 
 	w->h = CG_ARENA_FLOATS(a, B, (size_t)w->c.layers * H);
@@ -152,8 +153,7 @@ struct cg_cclf_ws *
 cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
 {
 	struct cg_cclf_ws *w;
-	struct cg_arena a = {0};
-	char what[64];
+	struct cg_arena a;
 
 	if (cg_cclf_check_config(c) != 0)
 		return NULL;
@@ -168,14 +168,10 @@ cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	snprintf(what, sizeof(what), "cclf: workspace for batch %d",
-	         max_batch);
-	lay(w, &a);
-	if (cg_arena_alloc(&a, what) != 0) {
+	if (cg_arena_make(&a, lay, w, "cclf", max_batch) != 0) {
 		free(w);
 		return NULL;
 	}
-	lay(w, &a);
 	w->mem = (float *)a.base;
 	return w;
 }

@@ -204,8 +204,9 @@ struct cg_cddpm_ws {
 /* The workspace's buffers, in arena a (counting, then assigning:
  * core/arena.h): the schedule's T doubles and the 2B ints first. */
 static void
-lay(struct cg_cddpm_ws *w, struct cg_arena *a)
+lay(void *ws, struct cg_arena *a)
 {
+	struct cg_cddpm_ws *w = ws;
 	const struct cg_cddpm_config *c = &w->c;
 	size_t B = w->max_batch, D = c->in_dim, H = c->hidden, E = c->embed;
 	size_t L = c->layers;
@@ -227,8 +228,7 @@ struct cg_cddpm_ws *
 cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 {
 	struct cg_cddpm_ws *w;
-	struct cg_arena a = {0};
-	char what[64];
+	struct cg_arena a;
 
 	if (cg_cddpm_check_config(c) != 0)
 		return NULL;
@@ -243,14 +243,10 @@ cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	snprintf(what, sizeof(what), "cddpm: workspace for batch %d",
-	         max_batch);
-	lay(w, &a);
-	if (cg_arena_alloc(&a, what) != 0) {
+	if (cg_arena_make(&a, lay, w, "cddpm", max_batch) != 0) {
 		free(w);
 		return NULL;
 	}
-	lay(w, &a);
 	w->mem = (float *)a.base;
 	cg_cddpm_schedule(c, w->abar);
 	return w;

@@ -238,8 +238,9 @@ struct cg_cgan_ws {
  * (each matrix twice, and u, v), in arena a (counting, then assigning:
  * core/arena.h). */
 static void
-lay(struct cg_cgan_ws *w, struct cg_arena *a)
+lay(void *ws, struct cg_arena *a)
 {
+	struct cg_cgan_ws *w = ws;
 	const struct cg_cgan_config *c = &w->c;
 	size_t B = w->max_batch, D = c->in_dim, H = c->hidden, L = c->layers;
 
@@ -268,8 +269,7 @@ struct cg_cgan_ws *
 cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 {
 	struct cg_cgan_ws *w;
-	struct cg_arena a = {0};
-	char what[64];
+	struct cg_arena a;
 
 	if (cg_cgan_check_config(c) != 0)
 		return NULL;
@@ -286,15 +286,11 @@ cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	snprintf(what, sizeof(what), "cgan: workspace for batch %d",
-	         max_batch);
-	lay(w, &a);
-	if (cg_arena_alloc(&a, what) != 0) {
+	if (cg_arena_make(&a, lay, w, "cgan", max_batch) != 0) {
 		free(w->sn);
 		free(w);
 		return NULL;
 	}
-	lay(w, &a);
 	w->mem = (float *)a.base;
 	return w;
 }

@@ -188,8 +188,9 @@ struct cg_cvae_ws {
 /* The workspace's buffers in struct order, in arena a (counting, then
  * assigning: core/arena.h). */
 static void
-lay(struct cg_cvae_ws *w, struct cg_arena *a)
+lay(void *ws, struct cg_arena *a)
 {
+	struct cg_cvae_ws *w = ws;
 	const struct cg_cvae_config *c = &w->c;
 	size_t B = w->max_batch, D = c->in_dim, K = c->ncond, H = c->hidden;
 	size_t Z = c->latent, L = c->layers;
@@ -217,8 +218,7 @@ struct cg_cvae_ws *
 cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 {
 	struct cg_cvae_ws *w;
-	struct cg_arena a = {0};
-	char what[64];
+	struct cg_arena a;
 
 	if (cg_cvae_check_config(c) != 0)
 		return NULL;
@@ -233,14 +233,10 @@ cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
-	snprintf(what, sizeof(what), "cvae: workspace for batch %d",
-	         max_batch);
-	lay(w, &a);
-	if (cg_arena_alloc(&a, what) != 0) {
+	if (cg_arena_make(&a, lay, w, "cvae", max_batch) != 0) {
 		free(w);
 		return NULL;
 	}
-	lay(w, &a);
 	w->mem = (float *)a.base;
 	return w;
 }
