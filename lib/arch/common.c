@@ -141,3 +141,10 @@ cg_arch_image_check(struct cg_model *m, const struct cg_shard *s)
 		return -1;
 	return cg_arch_check_image_data(m->arch->name, m, s, in_dim, ncond);
 }
+
+int
+cg_arch_image_from_shard(const struct cg_arch *a, const struct cg_shard *s,
+                         cJSON *config, cJSON *extra)
+{
+	return cg_arch_image_config(a->name, s, config, extra);
+}

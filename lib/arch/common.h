@@ -42,6 +42,11 @@ int cg_arch_check_image_data(const char *arch, const struct cg_model *m,
 int cg_arch_config_int(const struct cJSON *obj, const char *key, int lo, int hi,
                        int *out);
 
+/* config_from_shard of an image arch a: cg_arch_image_config under a's
+ * name. */
+int cg_arch_image_from_shard(const struct cg_arch *a, const struct cg_shard *s,
+                             struct cJSON *config, struct cJSON *extra);
+
 /*
  * The callbacks of an image arch whose config struct has int keys
  * "in_dim" and "ncond" (struct cg_arch keys): its nconds, image_shape

@@ -382,7 +382,7 @@ cg_arch_config(const struct cg_arch *a, const struct cg_shard *s,
 			goto oom;
 		}
 	}
-	if (a->config_from_shard(s, *config, *extra) != 0)
+	if (a->config_from_shard(a, s, *config, *extra) != 0)
 		goto fail;
 	for (int i = 0; i < a->nopts; i++)
 		if (cJSON_AddNumberToObject(*config, a->opts[i].name,

@@ -150,12 +150,14 @@ struct cg_arch {
 	size_t config_size;
 	int (*check_config)(const void *config);
 	/*
-	 * The config keys and manifest entries that come from data shard s:
-	 * adds them to config (before the options' keys) and to extra
-	 * (after "conditions", which the caller adds).  Returns 0, or -1
-	 * with a message when s does not suit the arch.
+	 * The config keys and manifest entries that come from data shard s
+	 * for arch a (this one): adds them to config (before the options'
+	 * keys) and to extra (after "conditions", which the caller adds).
+	 * Returns 0, or -1 with a message when s does not suit the arch.
+	 * Image archs: cg_arch_image_from_shard (arch/common.h).
 	 */
-	int (*config_from_shard)(const struct cg_shard *s, struct cJSON *config,
+	int (*config_from_shard)(const struct cg_arch *a,
+	                         const struct cg_shard *s, struct cJSON *config,
 	                         struct cJSON *extra);
 	/*
 	 * The number of conditions the model was built for (its config

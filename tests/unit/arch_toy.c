@@ -62,12 +62,6 @@ get_config(const cJSON *j, struct toy_config *c)
 }
 
 static int
-toy_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
-{
-	return cg_arch_image_config("toy", s, config, extra);
-}
-
-static int
 toy_nconds(const struct cg_model *m)
 {
 	struct toy_config c;
@@ -233,7 +227,7 @@ const struct cg_arch cg_arch_toy = {
     .part_names = {NULL, NULL, NULL},
     .opts = toy_opts,
     .nopts = sizeof(toy_opts) / sizeof(toy_opts[0]),
-    .config_from_shard = toy_config_from_shard,
+    .config_from_shard = cg_arch_image_from_shard,
     .nconds = toy_nconds,
     .image_shape = toy_image_shape,
     .layout = toy_layout,

@@ -86,12 +86,6 @@ image_shard(int h, int w, int k)
 /* ------------------------------------------------------ the replay arch */
 
 static int
-replay_config(const struct cg_shard *s, cJSON *config, cJSON *extra)
-{
-	return cg_arch_image_config("replay", s, config, extra);
-}
-
-static int
 replay_nconds(const struct cg_model *m)
 {
 	int k;
@@ -180,7 +174,7 @@ static const struct cg_arch replay = {
     .name = "replay",
     .summary = "the shard's own images (tests only)",
     .loss_name = "none",
-    .config_from_shard = replay_config,
+    .config_from_shard = cg_arch_image_from_shard,
     .nconds = replay_nconds,
     .image_shape = replay_shape,
     .layout = replay_layout,

@@ -61,8 +61,10 @@ cclf_init(struct cg_model *m, struct cg_rng *r)
 }
 
 static int
-cclf_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+cclf_config_from_shard(const struct cg_arch *a, const struct cg_shard *s,
+                       cJSON *config, cJSON *extra)
 {
+	(void)a;
 	if (s->nconditions < 2)
 		return cg_seterr("cclf needs data of at least 2 conditions");
 	return cg_arch_image_config("cclf", s, config, extra);

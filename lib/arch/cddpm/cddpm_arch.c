@@ -79,12 +79,6 @@ cddpm_init(struct cg_model *m, struct cg_rng *r)
 		cg_cddpm_init(&c, m->params, r);
 }
 
-static int
-cddpm_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
-{
-	return cg_arch_image_config("cddpm", s, config, extra);
-}
-
 static void
 cddpm_free_ws(struct cg_model *m)
 {
@@ -236,7 +230,7 @@ const struct cg_arch cg_arch_cddpm = {
     .nkeys = sizeof(cddpm_keys) / sizeof(cddpm_keys[0]),
     .config_size = sizeof(struct config),
     .check_config = check_config,
-    .config_from_shard = cddpm_config_from_shard,
+    .config_from_shard = cg_arch_image_from_shard,
     .nconds = cg_arch_image_nconds,
     .image_shape = cg_arch_image_sample_shape,
     .layout = cddpm_layout,

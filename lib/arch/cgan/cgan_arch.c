@@ -74,12 +74,6 @@ cgan_init(struct cg_model *m, struct cg_rng *r)
 		cg_cgan_init(&c, m->params, r);
 }
 
-static int
-cgan_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
-{
-	return cg_arch_image_config("cgan", s, config, extra);
-}
-
 static void
 cgan_free_ws(struct cg_model *m)
 {
@@ -209,7 +203,7 @@ const struct cg_arch cg_arch_cgan = {
     .nkeys = sizeof(cgan_keys) / sizeof(cgan_keys[0]),
     .config_size = sizeof(struct cg_cgan_config),
     .check_config = check_config,
-    .config_from_shard = cgan_config_from_shard,
+    .config_from_shard = cg_arch_image_from_shard,
     .nconds = cg_arch_image_nconds,
     .image_shape = cg_arch_image_sample_shape,
     .layout = cgan_layout,

@@ -144,8 +144,10 @@ cgpt_check_data(struct cg_model *m, const struct cg_shard *s)
 }
 
 static int
-cgpt_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
+cgpt_config_from_shard(const struct cg_arch *a, const struct cg_shard *s,
+                       cJSON *config, cJSON *extra)
 {
+	(void)a;
 	(void)extra;
 	if (s->kind != CG_PAYLOAD_TEXT)
 		return cg_seterr("cgpt needs text data");

@@ -62,12 +62,6 @@ cvae_init(struct cg_model *m, struct cg_rng *r)
 		cg_cvae_init(&c, m->params, r);
 }
 
-static int
-cvae_config_from_shard(const struct cg_shard *s, cJSON *config, cJSON *extra)
-{
-	return cg_arch_image_config("cvae", s, config, extra);
-}
-
 static void
 cvae_free_ws(struct cg_model *m)
 {
@@ -319,7 +313,7 @@ const struct cg_arch cg_arch_cvae = {
     .nkeys = sizeof(cvae_keys) / sizeof(cvae_keys[0]),
     .config_size = sizeof(struct cg_cvae_config),
     .check_config = check_config,
-    .config_from_shard = cvae_config_from_shard,
+    .config_from_shard = cg_arch_image_from_shard,
     .nconds = cg_arch_image_nconds,
     .image_shape = cg_arch_image_sample_shape,
     .layout = cvae_layout,
