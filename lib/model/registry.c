@@ -16,12 +16,12 @@
  *      value goes in its config struct; cg_arch_read_config reads and
  *      checks them all, each option in its own range, so a key is checked
  *      in one place), config_from_shard (the config keys and manifest
- *      entries the data gives; image archs call cg_arch_image_config),
- *      nconds, layout, init, check_data, batch, free_ws, and
- *      sample_image (with image_shape) or sample_text, or for a
- *      classifier classify and nfeatures (with image_shape); ws_bytes if
- *      it chunks or checkpoints.  An image arch takes nconds,
- *      image_shape and check_data from lib/arch/common.h.  Its kernels
+ *      entries the data gives), nconds, layout, init, check_data, batch,
+ *      free_ws, and sample_image (with image_shape) or sample_text, or
+ *      for a classifier classify and nfeatures (with image_shape);
+ *      ws_bytes if it chunks or checkpoints.  An image arch takes
+ *      config_from_shard, nconds, image_shape and check_data from
+ *      lib/arch/common.h.  Its kernels
  *      live beside it in lib/arch/NAME/.
  *   2. Add X(NAME) to the list in lib/arch/all.c, and the files to
  *      lib_libcg_a_SOURCES in Makefile.am.
