@@ -2,9 +2,9 @@
  * cg-reduce - combine many gradients or deltas into one.
  *
  * Inputs are read one after another and handed to the reducer
- * (lib/exchange/reduce.c), which folds a streaming operation into one accumulator,
- * so memory does not grow with their number.  The output is a valid input
- * again, so a reduction tree over ssh is a shell expression:
+ * (lib/exchange/reduce.c), which folds a streaming operation into one
+ * accumulator, so memory does not grow with their number.  The output is a
+ * valid input again, so a reduction tree over ssh is a shell expression:
  * cg-reduce a b | cg-reduce - c equals cg-reduce a b c.
  *
  * Given the model the reduction is for (--model, the newest), inputs

@@ -1,16 +1,15 @@
 /*
  * cg-shard.c - split a dataset into data shards for N workers.
  *
- * Reads IDX image and label files (plain or gzip), a directory holding
- * the MNIST-style train or t10k pair, or text (a directory of fortune
- * files, JSON Lines, TSV: lib/data/text.c), splits the examples with one of the
- * strategies of lib/data/shard.c, optionally weighted and with a held-out shard,
- * and writes PREFIX-0.cgd ... PREFIX-(N-1).cgd.  The input's kind is told
- * from what it is (a directory with or without IDX files) and its name
- * (.jsonl, .json, .tsv), unless --format says.  Each file is written
- * atomically; if one fails, the ones this run already wrote are removed so
- * that no partial set is left.  An interrupt between two files still leaves
- * the files finished so far.
+ * Reads IDX image and label files (plain or gzip), a directory holding the
+ * MNIST-style train or t10k pair, or text (a directory of fortune files, JSON
+ * Lines, TSV: lib/data/text.c), splits the examples with one of the strategies
+ * of lib/data/shard.c, optionally weighted and with a held-out shard, and
+ * writes PREFIX-0.cgd ... PREFIX-(N-1).cgd.  The input's kind is told from what
+ * it is (a directory with or without IDX files) and its name (.jsonl, .json,
+ * .tsv), unless --format says.  Each file is written atomically; if one fails,
+ * the ones this run already wrote are removed so that no partial set is left.
+ * An interrupt between two files still leaves the files finished so far.
  */
 #include <errno.h>
 #include <math.h>

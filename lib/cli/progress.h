@@ -2,12 +2,12 @@
  * cli/progress.h - one progress line on a terminal, for programs that run
  * long.
  *
- * The line is drawn on the stream given (stderr), only when that stream
- * is a terminal and the program is not quiet, and it never takes more
- * than the terminal's width less one column, so that a redraw ("\r" and
- * the new line) never scrolls: as columns run out the bar goes first,
- * then the elapsed time, the count, the label and the loss.  The width is read again at
- * each redraw, so a resized window is followed.  Times are h:mm:ss.
+ * The line is drawn on the stream given (stderr), only when that stream is a
+ * terminal and the program is not quiet, and it never takes more than the
+ * terminal's width less one column, so that a redraw ("\r" and the new line)
+ * never scrolls: as columns run out the bar goes first, then the elapsed time,
+ * the count, the label and the loss.  The width is read again at each redraw,
+ * so a resized window is followed.  Times are h:mm:ss.
  *
  *	struct cg_progress pb;
  *

@@ -2,13 +2,14 @@
  * core/dtype.c - the codec table: one row per dtype, its size and its
  * conversions to and from f32, as ggml's type_traits.
  *
- * Every reader and writer of tensor values goes through this table; no
- * other file switches on a dtype.  Stored bytes are little-endian and are
- * read and written as such, whatever the host.  Block types (q8_0, q4_0)
- * follow ggml's layout and its reference quantizers bit for bit: blocks
- * of 32 elements, each with one f16 scale first; q8_0 holds 32 int8, q4_0
- * 16 bytes of 4-bit values; q2_0, cg's own, q4_0's rule at 2 bits.  Half conversions round to nearest even.  The
- * rules for values a dtype cannot hold are in cg.h, beside the table.
+ * Every reader and writer of tensor values goes through this table; no other
+ * file switches on a dtype.  Stored bytes are little-endian and are read and
+ * written as such, whatever the host.  Block types (q8_0, q4_0) follow ggml's
+ * layout and its reference quantizers bit for bit: blocks of 32 elements, each
+ * with one f16 scale first; q8_0 holds 32 int8, q4_0 16 bytes of 4-bit values;
+ * q2_0, cg's own, q4_0's rule at 2 bits.  Half conversions round to nearest
+ * even.  The rules for values a dtype cannot hold are in core/dtype.h, beside the
+ * table.
  */
 #include <inttypes.h>
 #include <math.h>

@@ -1,5 +1,6 @@
 /*
- * core/rng.c - the seeded random generator (xoshiro256**, seeded by splitmix64).
+ * core/rng.c - the seeded random generator (xoshiro256**, seeded by
+ * splitmix64).
  *
  * Every random choice in cg draws from a struct cg_rng passed by pointer, so
  * a seed fixes every bit of every output.  Floats are built from the top bits

@@ -1,5 +1,6 @@
 /*
- * eval/textmetrics.h - BLEU and ROUGE-L of a generated text against a reference.
+ * eval/textmetrics.h - BLEU and ROUGE-L of a generated text against a
+ * reference.
  *
  * Texts are byte arrays (UTF-8 expected, any bytes accepted); scores are
  * doubles in [0, 1], never 0-100.  Both metrics work on the same tokens:

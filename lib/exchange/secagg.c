@@ -1,6 +1,7 @@
 /*
- * exchange/secagg.c - pairwise masks for secure aggregation (X25519, HKDF-SHA256,
- * ChaCha20; OpenSSL 3) and the exact integer sum that removes them.
+ * exchange/secagg.c - pairwise masks for secure aggregation (X25519,
+ * HKDF-SHA256, ChaCha20; OpenSSL 3) and the exact integer sum that removes
+ * them.
  *
  * secagg.h states the scheme.  The worker's side derives one key per
  * peer and adds or subtracts that peer's ChaCha20 stream, word for word,

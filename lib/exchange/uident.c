@@ -1,5 +1,6 @@
 /*
- * exchange/uident.c - an update's identity, and the set of those a reduction took.
+ * exchange/uident.c - an update's identity, and the set of those a reduction
+ * took.
  *
  * The identity is read from the manifest and the tensors' digests as
  * the container verified them (a file made in memory, never written,

@@ -1,15 +1,15 @@
 /*
  * file/safetensors.c - safetensors files in and out of cg files.
  *
- * The reader takes the whole file as bytes (mapped, or read from a pipe)
- * and trusts none of them: the header length is checked against the limit
- * and the file, the header must be one JSON object and nothing after it
- * but white space, its values are counted before cJSON parses it, each
- * tensor's dtype, shape and offsets are checked, and the offsets, sorted,
- * must tile the buffer exactly (from 0, no gap, no overlap, nothing after
- * the last), all before the first tensor is allocated.  The writer emits what the reference implementation does
- * for the same tensors and metadata, so either can read the other's
- * files.  See safetensors.h for the dtypes and the manifest.
+ * The reader takes the whole file as bytes (mapped, or read from a pipe) and
+ * trusts none of them: the header length is checked against the limit and the
+ * file, the header must be one JSON object and nothing after it but white
+ * space, its values are counted before cJSON parses it, each tensor's dtype,
+ * shape and offsets are checked, and the offsets, sorted, must tile the buffer
+ * exactly (from 0, no gap, no overlap, nothing after the last), all before the
+ * first tensor is allocated.  The writer emits what the reference
+ * implementation does for the same tensors and metadata, so either can read the
+ * other's files.  See safetensors.h for the dtypes and the manifest.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
- * model/model.h - a model in memory: one flat parameter buffer, named views, its
- * architecture's operations, and the optimizer state that travels with it.
+ * model/model.h - a model in memory: one flat parameter buffer, named views,
+ * its architecture's operations, and the optimizer state that travels with it.
  *
  * Programs meet architectures only through struct cg_arch; everything that
  * reduces, applies, prunes or quantizes works on the flat buffer.  A model

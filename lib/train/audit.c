@@ -1,5 +1,6 @@
 /*
- * train/audit.c - a deterministic call's record, and an update recomputed from it.
+ * train/audit.c - a deterministic call's record, and an update recomputed from
+ * it.
  *
  * The record ("call" in a grad's or delta's manifest, cg(7)):
  *

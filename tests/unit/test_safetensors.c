@@ -1,5 +1,6 @@
 /*
- * test_safetensors.c - the safetensors reader and writer (lib/file/safetensors.c).
+ * test_safetensors.c - the safetensors reader and writer
+ * (lib/file/safetensors.c).
  *
  * Files are built here byte by byte (a header length, a header written
  * out as text, the tensors' bytes), so that each check says exactly what

@@ -1,13 +1,12 @@
 /*
  * arch/cclf/cclf.c - the image classifier: layout, init, forward, backward.
  *
- * The model of cclf.h on the kernels of nn.c, built as lib/arch/cvae/cvae.c builds
- * its MLPs: the layout is a closed-form function of the config
+ * The model of cclf.h on the kernels of nn.c, built as lib/arch/cvae/cvae.c
+ * builds its MLPs: the layout is a closed-form function of the config
  * (linear_at), the workspace holds every activation of a batch of up to
- * max_batch examples in one allocation, and hidden activations are kept
- * after ReLU, which is all that backward needs.  The softmax
- * cross-entropy is computed per row from the largest logit, its sum in
- * double.
+ * max_batch examples in one allocation, and hidden activations are kept after
+ * ReLU, which is all that backward needs.  The softmax cross-entropy is
+ * computed per row from the largest logit, its sum in double.
  */
 #include <math.h>
 #include <stdio.h>

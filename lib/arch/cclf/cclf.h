@@ -1,5 +1,6 @@
 /*
- * arch/cclf/cclf.h - a classifier of images into the conditions of their data (MLP).
+ * arch/cclf/cclf.h - a classifier of images into the conditions of their data
+ * (MLP).
  *
  * x -> layers x (Linear, ReLU) of width hidden -> Linear to ncond logits;
  * the loss per example is the cross-entropy of the softmax of the logits

@@ -1,6 +1,6 @@
 /*
- * arch/cclf/cclf_arch.c - the cclf architecture (an image classifier) as the model
- * layer sees it.
+ * arch/cclf/cclf_arch.c - the cclf architecture (an image classifier) as the
+ * model layer sees it.
  *
  * Binds lib/arch/cclf/cclf.c to struct cg_arch: config from JSON, the shard's
  * bytes read as intensities (pixel / 255) and its conditions as the

@@ -1,6 +1,6 @@
 /*
- * arch/cddpm/cddpm.h - conditional denoising diffusion (an MLP that predicts the
- * clean image) with classifier-free guidance.
+ * arch/cddpm/cddpm.h - conditional denoising diffusion (an MLP that predicts
+ * the clean image) with classifier-free guidance.
  *
  * Images x0 in [-1, 1] (pixel / 127.5 - 1) are noised as in Ho et al.
  * (2020): x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps, eps ~ N(0, I), for

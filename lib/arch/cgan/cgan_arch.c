@@ -2,17 +2,17 @@
  * arch/cgan/cgan_arch.c - the cgan architecture (conditional GAN, hinge loss,
  * spectral normalisation) as the model layer sees it.
  *
- * Binds lib/arch/cgan/cgan.c to struct cg_arch: config from JSON, the shard's bytes
- * read as x = pixel / 255, and each example's noise z drawn from (noise
- * seed, example index), so that a batch split over workers draws what the
- * whole batch draws on one machine.  Each real example is paired with a
- * fake of its own condition.  The layout declares two parameter groups,
- * "gen" and "disc", each with its own optimizer step count; a batch's
- * gradient holds L_G's in the first and L_D's in the second, so one
- * optimizer step (cg-train-step's, or cg-apply's on a reduced gradient or
- * a DiLoCo delta) is one simultaneous step of both nets.  The objective
- * reported is L_D (its parts d_real and d_fake, and g = L_G beside them):
- * on held-out reals and fresh fakes, how well D still tells them apart.
+ * Binds lib/arch/cgan/cgan.c to struct cg_arch: config from JSON, the shard's
+ * bytes read as x = pixel / 255, and each example's noise z drawn from (noise
+ * seed, example index), so that a batch split over workers draws what the whole
+ * batch draws on one machine.  Each real example is paired with a fake of its
+ * own condition.  The layout declares two parameter groups, "gen" and "disc",
+ * each with its own optimizer step count; a batch's gradient holds L_G's in the
+ * first and L_D's in the second, so one optimizer step (cg-train-step's, or
+ * cg-apply's on a reduced gradient or a DiLoCo delta) is one simultaneous step
+ * of both nets.  The objective reported is L_D (its parts d_real and d_fake,
+ * and g = L_G beside them): on held-out reals and fresh fakes, how well D still
+ * tells them apart.
  */
 #include <stddef.h>
 #include <stdlib.h>

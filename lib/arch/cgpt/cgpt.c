@@ -1,18 +1,17 @@
 /*
  * arch/cgpt/cgpt.c - the conditional GPT: layout, init, forward, backward.
  *
- * The model of cgpt.h on the kernels of transformer.c and nn.c.  The
- * parameter layout is a closed-form function of the config (block_at), so
- * views, init and the passes agree by construction; each block's tensors
- * are contiguous, in GPT-2's order.  The workspace holds every activation
- * of a batch of up to max_batch sequences of c->T positions in one
- * allocation, and the gradients of activations once (reused by every
- * block, top down), or, checkpointed, only each block's output and one
- * block's scratch (see carve).  A call with fewer sequences or positions
- * uses the leading B * T rows of each buffer.  The residual stream's gradient is
- * carried in one buffer through the blocks: a residual add passes its
- * gradient through unchanged, so the branch's backward adds into it in
- * place.
+ * The model of cgpt.h on the kernels of transformer.c and nn.c.  The parameter
+ * layout is a closed-form function of the config (block_at), so views, init and
+ * the passes agree by construction; each block's tensors are contiguous, in
+ * GPT-2's order.  The workspace holds every activation of a batch of up to
+ * max_batch sequences of c->T positions in one allocation, and the gradients of
+ * activations once (reused by every block, top down), or, checkpointed, only
+ * each block's output and one block's scratch (see carve).  A call with fewer
+ * sequences or positions uses the leading B * T rows of each buffer.  The
+ * residual stream's gradient is carried in one buffer through the blocks: a
+ * residual add passes its gradient through unchanged, so the branch's backward
+ * adds into it in place.
  */
 #include <math.h>
 #include <stdio.h>

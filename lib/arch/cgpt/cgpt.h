@@ -1,5 +1,6 @@
 /*
- * arch/cgpt/cgpt.h - conditional byte-level decoder-only transformer (GPT-2 style).
+ * arch/cgpt/cgpt.h - conditional byte-level decoder-only transformer (GPT-2
+ * style).
  *
  * Tokens are bytes 0..255, then one token per condition (256 + cond), then
  * EOT (256 + ncond): V = 257 + ncond.  The model is GPT-2's: token plus

@@ -1,8 +1,8 @@
 /*
  * arch/cgpt/cgpt_arch.c - the cgpt architecture as the model layer sees it.
  *
- * Binds lib/arch/cgpt/cgpt.c to struct cg_arch: config from JSON, and text shard
- * examples turned into token sequences.  Example i (condition k, payload
+ * Binds lib/arch/cgpt/cgpt.c to struct cg_arch: config from JSON, and text
+ * shard examples turned into token sequences.  Example i (condition k, payload
  * p[0..n), the first P bytes of it a prompt when the shard has a u32
  * "prompt_len" tensor, else P = 0) is the sequence
  *

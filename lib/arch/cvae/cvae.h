@@ -1,5 +1,6 @@
 /*
- * arch/cvae/cvae.h - conditional variational auto-encoder (MLP, label concatenated).
+ * arch/cvae/cvae.h - conditional variational auto-encoder (MLP, label
+ * concatenated).
  *
  * Encoder: x ⊕ onehot(cond) -> layers x (Linear, ReLU) of width hidden ->
  * two Linear heads for mu and logvar [latent].  Decoder: z ⊕ onehot(cond)
