@@ -8,8 +8,8 @@
  * layout and its reference quantizers bit for bit: blocks of 32 elements, each
  * with one f16 scale first; q8_0 holds 32 int8, q4_0 16 bytes of 4-bit values;
  * q2_0, cg's own, q4_0's rule at 2 bits.  Half conversions round to nearest
- * even.  The rules for values a dtype cannot hold are in core/dtype.h, beside the
- * table.
+ * even.  The rules for values a dtype cannot hold are in core/dtype.h,
+ * beside the table.
  */
 #include <inttypes.h>
 #include <math.h>
