@@ -31,13 +31,31 @@
  * options get OPT_ARCH + their index in names[]. */
 enum { OPT_SEED = CG_KEY_OWN, OPT_ARCH };
 
+struct args {
+	const char *data, *out;
+	const struct cg_arch *arch;
+	uint64_t seed;
+	enum cg_compress comp;
+	/* The architectures' option names in the table, and what each was
+	 * given (the last time it was given). */
+	const char *names[MAX_NAMES];
+	int nnames;
+	int given[MAX_NAMES];
+	const char *value[MAX_NAMES];  /* NULL: alone */
+	double vals[CG_ARCH_MAX_OPTS]; /* arch->opts' values */
+};
+
 /* cg-init's own options: the first rows of the table. */
+#define CG_CTX struct args
 static const struct cg_opt own[] = {
-    {"arch", 'a', "NAME", NULL}, /* help: arch_help, the registry's names */
-    {"data", 'd', "SHARD", "a data shard: input shape, conditions"},
-    {"output", 'o', "FILE", "model to write (- for stdout)"},
-    {"seed", OPT_SEED, "N", "weight seed (0)"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    /* help: arch_help, the registry's names */
+    {"arch", 'a', "NAME", NULL, CG_OPT_CUSTOM},
+    {"data", 'd', "SHARD", "a data shard: input shape, conditions",
+     CG_OPT_STR(data)},
+    {"output", 'o', "FILE", "model to write (- for stdout)", CG_OPT_STR(out)},
+    {"seed", OPT_SEED, "N", "weight seed (0)", CG_OPT_U64(seed)},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -60,20 +78,6 @@ static const struct cg_cli cli = {
              "only.",
     .opts = opts,
     .epilog = epilog,
-};
-
-struct args {
-	const char *data, *out;
-	const struct cg_arch *arch;
-	uint64_t seed;
-	enum cg_compress comp;
-	/* The architectures' option names in the table, and what each was
-	 * given (the last time it was given). */
-	const char *names[MAX_NAMES];
-	int nnames;
-	int given[MAX_NAMES];
-	const char *value[MAX_NAMES];  /* NULL: alone */
-	double vals[CG_ARCH_MAX_OPTS]; /* arch->opts' values */
 };
 
 /* ---------------------------------------------------------------- help */
@@ -194,7 +198,8 @@ make_table(struct args *a)
 			a->names[k] = o->name;
 			opts[NOWN + k] = (struct cg_opt){
 			    o->name, OPT_ARCH + k,
-			    o->type == CG_ARCH_OPT_BOOL ? "[=0|1]" : "X", NULL};
+			    o->type == CG_ARCH_OPT_BOOL ? "[=0|1]" : "X", NULL,
+			    CG_OPT_CUSTOM};
 			a->nnames++;
 		}
 	}
@@ -205,36 +210,19 @@ make_table(struct args *a)
 
 /* -------------------------------------------------------------- parsing */
 
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+/* -a NAME, or an architecture option; CG_CONTINUE, or a usage error. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
-	switch (c) {
-	case 'a':
-		if ((a->arch = cg_arch_find(g->arg)) == NULL)
-			return cg_usage(NULL);
-		make_epilog(a->arch); /* for a --help after it */
-		break;
-	case 'd':
-		a->data = g->arg;
-		break;
-	case 'o':
-		a->out = g->arg;
-		break;
-	case 'z':
-		if (cg_compress_parse(g->arg, &a->comp) != 0)
-			return cg_usage(NULL);
-		break;
-	case OPT_SEED:
-		if (cg_parse_u64(g->name, g->arg, &a->seed) != 0)
-			return cg_usage(NULL);
-		break;
-	default:
+
+	if (c != 'a') {
 		a->given[c - OPT_ARCH] = 1;
 		a->value[c - OPT_ARCH] = g->arg;
-		break;
-	}
+	} else if ((a->arch = cg_arch_find(g->arg)) == NULL)
+		return cg_usage(NULL);
+	else
+		make_epilog(a->arch); /* for a --help after it */
 	return CG_CONTINUE;
 }
 

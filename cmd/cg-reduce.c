@@ -48,29 +48,65 @@ enum {
  * make_epilog before parsing. */
 static char epilog[3072];
 
+struct args {
+	const char *out;
+	const struct cg_reduce_op *op;
+	double param; /* op's */
+	const char *model;
+	long long max_staleness; /* -1: none */
+	struct cg_stale_weight stale;
+	int stale_given;
+	int skip_nonfinite;
+	int allow_duplicates;
+	struct cg_uspec codec;
+	const char *codec_name;
+	int coded;
+	uint64_t budget;
+	enum cg_compress comp;
+	long long threads;
+	const char *log;
+	long long min_inputs;
+	char **inputs; /* [ninputs] */
+	int ninputs;
+	int quiet;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
-    {"op", OPT_OP, "NAME[:P]", "how to combine (mean): one of those below"},
+    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)",
+     CG_OPT_STR(out)},
+    {"op", OPT_OP, "NAME[:P]", "how to combine (mean): one of those below",
+     CG_OPT_CUSTOM},
     {"min-inputs", OPT_MIN_INPUTS, "K",
-     "fail unless the inputs stand for K updates at least (1)"},
+     "fail unless the inputs stand for K updates at least (1)",
+     CG_OPT_I64(min_inputs, 1, INT64_MAX)},
     {"skip-nonfinite", OPT_SKIP_NONFINITE, NULL,
-     "leave out an input with a nan or inf, and say so (refuse it)"},
+     "leave out an input with a nan or inf, and say so (refuse it)",
+     CG_OPT_FLAG(skip_nonfinite)},
     {"allow-duplicates", OPT_ALLOW_DUPLICATES, NULL,
      "take an update that counts already: one of the same content, or\n"
-     "of the same worker and base model (refuse it: one update a worker)"},
+     "of the same worker and base model (refuse it: one update a worker)",
+     CG_OPT_FLAG(allow_duplicates)},
     {"model", OPT_MODEL, "FILE",
-     "reduce for this model: inputs of it or of an earlier step"},
+     "reduce for this model: inputs of it or of an earlier step",
+     CG_OPT_STR(model)},
     {"max-staleness", OPT_MAX_STALENESS, "S",
-     "leave out inputs more than S steps older than --model (none)"},
+     "leave out inputs more than S steps older than --model (none)",
+     CG_OPT_I64(max_staleness, 0, INT64_MAX)},
     {"staleness-weight", OPT_STALENESS_WEIGHT, "RULE",
-     "weigh inputs by staleness: one of those below (constant)"},
+     "weigh inputs by staleness: one of those below (constant)", CG_OPT_CUSTOM},
     {"codec", OPT_CODEC, "SPEC",
-     "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
-    {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
-    {"quiet", 'q', NULL, "nothing on stderr but errors"},
+     "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)",
+     CG_OPT_PARSE(codec, cg_opt_codec), CG_OPT_PREFIX, CG_OPT_SEEN(codec_name)},
+    {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES",
+     CG_OPT_SIZE(budget), CG_OPT_POSITIVE},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
+    {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)",
+     CG_OPT_STR(log)},
+    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
+     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    {"quiet", 'q', NULL, "nothing on stderr but errors", CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -84,28 +120,6 @@ static const struct cg_cli cli = {
     .about = "Combine gradients or deltas (- or none: standard input).",
     .opts = opts,
     .epilog = epilog,
-};
-
-struct args {
-	const char *out;
-	const struct cg_reduce_op *op;
-	double param; /* op's */
-	const char *model;
-	long long max_staleness; /* -1: none */
-	struct cg_stale_weight stale;
-	int stale_given;
-	int skip_nonfinite;
-	int allow_duplicates;
-	struct cg_uspec codec;
-	int coded;
-	uint64_t budget;
-	enum cg_compress comp;
-	long long threads;
-	const char *log;
-	long long min_inputs;
-	char **inputs; /* [ninputs] */
-	int ninputs;
-	int quiet;
 };
 
 /* The inputs left out (--skip-nonfinite), for --log. */
@@ -149,71 +163,21 @@ make_epilog(void)
 		         "\nExit status: 0 success, 1 failure, 2 usage error.");
 }
 
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+/* --op and --staleness-weight; CG_CONTINUE, or a usage error. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
-	int e = 0;
+	int e;
 
-	switch (c) {
-	case 'j':
-		e = cg_parse_i64(g->name, g->arg, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'o':
-		a->out = g->arg;
-		break;
-	case 'q':
-		a->quiet = 1;
-		break;
-	case 'z':
-		e = cg_compress_parse(g->arg, &a->comp);
-		break;
-	case OPT_CODEC:
-		a->coded = 1;
-		if ((e = cg_uspec_parse(g->arg, &a->codec)) != 0)
-			cg_errprefix("--codec");
-		break;
-	case OPT_BUDGET:
-		e = cg_parse_size(g->name, g->arg, &a->budget);
-		if (e == 0 && a->budget == 0)
-			e = cg_seterr("--budget: must be positive");
-		if (e == 0 && !a->coded) {
-			a->coded = 1;
-			cg_uspec_parse("topk", &a->codec);
-		}
-		break;
-	case OPT_LOG:
-		a->log = g->arg;
-		break;
-	case OPT_MIN_INPUTS:
-		e = cg_parse_i64(g->name, g->arg, 1, INT64_MAX, &a->min_inputs);
-		break;
-	case OPT_SKIP_NONFINITE:
-		a->skip_nonfinite = 1;
-		break;
-	case OPT_ALLOW_DUPLICATES:
-		a->allow_duplicates = 1;
-		break;
-	case OPT_MODEL:
-		a->model = g->arg;
-		break;
-	case OPT_MAX_STALENESS:
-		e = cg_parse_i64(g->name, g->arg, 0, INT64_MAX,
-		                 &a->max_staleness);
-		break;
-	case OPT_STALENESS_WEIGHT:
+	if (c == OPT_OP) {
+		e = (a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL;
+	} else {
 		a->stale_given = 1;
-		if ((e = cg_stale_weight_parse(g->arg, &a->stale)) != 0)
-			cg_errprefix(g->name);
-		break;
-	case OPT_OP:
-		if ((a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL) {
-			cg_errprefix(g->name);
-			e = -1;
-		}
-		break;
+		e = cg_stale_weight_parse(g->arg, &a->stale) != 0;
 	}
+	if (e)
+		cg_errprefix(g->name);
 	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 
@@ -229,6 +193,10 @@ parse(int argc, char **argv, struct args *a)
 		return rc;
 	a->inputs = argv + ind;
 	a->ninputs = argc - ind;
+	/* --budget alone fits a top-k */
+	if (a->budget && a->codec_name == NULL)
+		cg_uspec_parse("topk", &a->codec);
+	a->coded = a->codec_name != NULL || a->budget != 0;
 	return CG_CONTINUE;
 }
 
