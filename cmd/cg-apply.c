@@ -20,8 +20,6 @@
 #include "exchange/update.h"
 #include "model/model.h"
 
-#define MAX_THREADS 4096
-
 enum {
 	OPT_BASE_MODEL = CG_KEY_OWN,
 	OPT_BUDGET,
@@ -43,7 +41,7 @@ struct args {
 	struct cg_apply_opts ao;
 	struct cg_optim_cli oc;
 	enum cg_compress comp;
-	long long threads;
+	int threads;
 	/* The first option given that only a gradient (a delta) takes. */
 	const char *grad_only, *delta_only;
 	int outer_given;
@@ -56,8 +54,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_STR(out)},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
      CG_OPT_PARSE(comp, cg_opt_compress)},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
-     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -242,7 +239,7 @@ main(int argc, char **argv)
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	/* --change alone publishes the change whole (f32); --budget alone
 	 * fits a top-k to it */
 	if (a.change && a.codec_name == NULL)

@@ -20,7 +20,6 @@
 #include "cli/cli.h"
 #include "train/audit.h"
 
-#define MAX_THREADS 4096
 /* Lines of a round's list, and bytes of one line. */
 #define MAX_UPDATES 65536
 #define MAX_LINE 16384
@@ -35,7 +34,7 @@ struct args {
 	const char *model, *data, *state, *round, *update;
 	double fraction;
 	uint64_t seed;
-	long long threads;
+	int threads;
 	int json;
 };
 
@@ -66,8 +65,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_U64(seed)},
     {"json", OPT_JSON, NULL, "one JSON object per update, one per line",
      CG_OPT_FLAG(json)},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
-     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -268,7 +266,6 @@ static void
 report_json(const char *name, const char *result, const struct cg_audit *a)
 {
 	cJSON *o = cJSON_CreateObject(), *t;
-	char *s;
 
 	if (o == NULL)
 		return;
@@ -294,10 +291,7 @@ report_json(const char *name, const char *result, const struct cg_audit *a)
 		cJSON_AddNumberToObject(o, "tensors", a->nviews);
 		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
 	}
-	if ((s = cJSON_PrintUnformatted(o)) != NULL)
-		printf("%s\n", s);
-	free(s);
-	cJSON_Delete(o);
+	cg_json_print(stdout, o);
 }
 
 /* ------------------------------------------------------------ an audit */
@@ -387,7 +381,7 @@ main(int argc, char **argv)
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	if (a.round)
 		rc = audit_round(&a);
 	else

@@ -36,7 +36,6 @@
 
 #define DEFAULT_BATCH 500
 #define MAX_BATCH (1 << 20)
-#define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0 /* as cg-sample */
 #define MAX_TOP_K 1000000
 #define MAX_MAX_BYTES (1 << 24) /* one buffer of this is allocated */
@@ -100,8 +99,7 @@ static const struct cg_opt opts[] = {
     {"seed", OPT_SEED, "N",
      "seed of the model's noise and of --generate (default 0)",
      CG_OPT_U64(seed)},
-    {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)",
-     CG_OPT_INT(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, "threads (0: OMP_NUM_THREADS, else all cores)"),
     {"deterministic", OPT_DETERMINISTIC, NULL,
      "the same figures at any thread count on any x86-64 (built-in "
      "kernels)",
@@ -412,7 +410,6 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
            const struct cg_gen_result *g, const struct cg_judge_result *jr)
 {
 	cJSON *j;
-	char *txt;
 
 	if ((j = cJSON_CreateObject()) == NULL)
 		return cg_seterr("out of memory");
@@ -452,13 +449,7 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
 	}
 	if (jr)
 		judge_json(j, o, m, jr);
-	txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	if (txt == NULL)
-		return cg_seterr("out of memory");
-	printf("%s\n", txt);
-	free(txt);
-	return 0;
+	return cg_json_print(stdout, j);
 }
 
 /*

@@ -136,25 +136,15 @@ static int
 do_json(const char *path)
 {
 	struct cg_file *f = cg_read_any(path, NULL);
-	struct cJSON *j = NULL;
-	char *s = NULL;
+	struct cJSON *j;
 	int rc = -1;
 
 	if (f == NULL)
 		return -1;
-	if ((j = cg_inspect_json(display(path), f, &opt.io)) == NULL)
-		goto out;
-	if ((s = cJSON_PrintUnformatted(j)) == NULL) {
-		cg_seterr("out of memory");
-		goto out;
-	}
-	puts(s);
-	rc = 0;
-out:
+	if ((j = cg_inspect_json(display(path), f, &opt.io)) != NULL)
+		rc = cg_json_print(stdout, j);
 	if (rc != 0)
 		cg_errprefix(display(path));
-	free(s);
-	cJSON_Delete(j);
 	cg_file_free(f);
 	return rc;
 }
@@ -221,8 +211,6 @@ do_diff(const char *pa, const char *pb)
 {
 	struct cg_file *a, *b;
 	struct cg_diff *d = NULL;
-	struct cJSON *j = NULL;
-	char *s = NULL;
 	int rc = -1; /* -1: a failure not yet reported */
 
 	/* both are read whatever becomes of the first, so that two bad
@@ -243,21 +231,13 @@ do_diff(const char *pa, const char *pb)
 	if (!opt.quiet && opt.json) {
 		/* a line per tensor, then the summary */
 		for (size_t i = 0; i <= d->ntensors; i++) {
-			j = i < d->ntensors
+			struct cJSON *j =
+			    i < d->ntensors
 			        ? cg_diff_json_tensor(&d->tensors[i])
 			        : cg_diff_json_summary(display(pa), display(pb),
 			                               d);
-			if (j == NULL)
+			if (j == NULL || cg_json_print(stdout, j) != 0)
 				goto out;
-			if ((s = cJSON_PrintUnformatted(j)) == NULL) {
-				cg_seterr("out of memory");
-				goto out;
-			}
-			puts(s);
-			free(s);
-			s = NULL;
-			cJSON_Delete(j);
-			j = NULL;
 		}
 	}
 	rc = cg_diff_differs(d);
@@ -267,8 +247,6 @@ out:
 		cg_warn(NULL);
 		rc = 2;
 	}
-	free(s);
-	cJSON_Delete(j);
 	cg_diff_free(d);
 	cg_file_free(b);
 	cg_file_free(a);

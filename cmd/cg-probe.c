@@ -19,7 +19,6 @@
 #include "train/probe.h"
 
 #define MAX_BATCH (1 << 20)
-#define MAX_THREADS 4096
 /* a probe is a few seconds; an hour is a mistake */
 #define MAX_SECONDS 3600.0
 
@@ -34,7 +33,8 @@ enum {
 
 struct args {
 	const char *model, *data;
-	long long batch, threads, windows;
+	long long batch, windows;
+	int threads;
 	double seconds, warmup, reference;
 	uint64_t seed;
 	int json;
@@ -57,8 +57,7 @@ static const struct cg_opt opts[] = {
      "print the weight as examples/s divided by X (1)",
      CG_OPT_F64(reference, 1e-30, 1e30)},
     {"seed", OPT_SEED, "N", "data order and model noise (0)", CG_OPT_U64(seed)},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
-     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"json", OPT_JSON, NULL, "one JSON object instead of the table",
      CG_OPT_FLAG(json)},
     CG_OPT_HELP,
@@ -103,7 +102,6 @@ report(const struct args *a, const struct cg_model *m, int threads,
 {
 	char host[256] = "";
 	cJSON *j, *w;
-	char *txt;
 
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		strcpy(host, "");
@@ -150,13 +148,7 @@ report(const struct args *a, const struct cg_model *m, int threads,
 		for (int i = 0; i < r->nwindows; i++)
 			cJSON_AddItemToArray(w,
 			                     cJSON_CreateNumber(r->window[i]));
-	txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	if (txt == NULL)
-		return cg_seterr("out of memory");
-	printf("%s\n", txt);
-	free(txt);
-	return 0;
+	return cg_json_print(stdout, j);
 }
 
 int
@@ -175,7 +167,7 @@ main(int argc, char **argv)
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	o = (struct cg_probe_opts){.batch = (int)a.batch,
 	                           .warmup = a.warmup,
 	                           .seconds = a.seconds,

@@ -20,7 +20,6 @@
 #include "exchange/update.h"
 #include "model/model.h"
 
-#define MAX_THREADS 4096
 #define MAX_EXCLUDE 64
 
 enum {
@@ -42,7 +41,8 @@ struct args {
 	int group; /* -1: the importance's own, 0: tensor, 1: row */
 	enum cg_importance imp;
 	const char *wanda_only; /* the first option only wanda takes */
-	long long calib, batch, threads;
+	long long calib, batch;
+	int threads;
 	uint64_t seed;
 	enum cg_compress comp;
 };
@@ -76,8 +76,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_STR(out)},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
      CG_OPT_PARSE(comp, cg_opt_compress)},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
-     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -312,7 +311,7 @@ main(int argc, char **argv)
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	const char *mname = strcmp(a.model, "-") ? a.model : "(stdin)";
 	rc = CG_EXIT_FAILURE;
 	if ((m = cg_model_read(a.model)) == NULL) {

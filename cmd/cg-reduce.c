@@ -29,8 +29,6 @@
 #include "exchange/stale.h"
 #include "model/model.h"
 
-#define MAX_THREADS 4096
-
 enum {
 	OPT_ALLOW_DUPLICATES = CG_KEY_OWN,
 	OPT_OP,
@@ -63,7 +61,7 @@ struct args {
 	int coded;
 	uint64_t budget;
 	enum cg_compress comp;
-	long long threads;
+	int threads;
 	const char *log;
 	long long min_inputs;
 	char **inputs; /* [ninputs] */
@@ -104,8 +102,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_PARSE(comp, cg_opt_compress)},
     {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)",
      CG_OPT_STR(log)},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
-     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"quiet", 'q', NULL, "nothing on stderr but errors", CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
@@ -302,15 +299,8 @@ static int
 write_log(const char *path, const struct cg_reducer *r,
           const struct skipped *sk, const struct cg_file *f, double secs)
 {
-	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
-	char *s = NULL;
-	int rc = -1;
 
-	if (fp == NULL || o == NULL) {
-		cg_seterr("%s: cannot append", path);
-		goto out;
-	}
 	cJSON_AddNumberToObject(o, "inputs", (double)r->inputs);
 	cJSON_AddNumberToObject(o, "samples", r->samples);
 	cJSON_AddNumberToObject(o, "seconds", secs);
@@ -324,18 +314,7 @@ write_log(const char *path, const struct cg_reducer *r,
 	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
 	if (st)
 		cJSON_AddItemToObject(o, "staleness", cJSON_Duplicate(st, 1));
-	if ((s = cJSON_PrintUnformatted(o)) == NULL) {
-		cg_seterr("out of memory");
-		goto out;
-	}
-	fprintf(fp, "%s\n", s);
-	rc = 0;
-out:
-	free(s);
-	if (fp && fclose(fp) != 0 && rc == 0)
-		rc = cg_seterr("%s: write failed", path);
-	cJSON_Delete(o);
-	return rc;
+	return cg_json_append(path, o);
 }
 
 /* A call's work: the reducer, the model it reduces for, the inputs
@@ -351,7 +330,7 @@ struct call {
 static int
 start(const struct args *a, struct call *c)
 {
-	cg_set_threads((int)a->threads);
+	cg_set_threads(a->threads);
 	cg_reducer_init(&c->r, a->op, a->param);
 	c->r.skip_nonfinite = a->skip_nonfinite;
 	c->r.allow_duplicates = a->allow_duplicates;

@@ -44,7 +44,6 @@
 /* Bytes of a prompt file; only the last context - 1 are used. */
 #define MAX_PROMPT (16 << 20)
 #define MAX_COUNT 4096
-#define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0
 #define GRID_PAD 2
 /* Names listed in the message for an unknown condition. */
@@ -128,8 +127,7 @@ static const struct cg_opt opts[] = {
      "images: scale of the latent noise; text: of the logits (0: greedy) "
      "(default 1)",
      CG_OPT_F64(temperature, 0, MAX_TEMPERATURE)},
-    {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)",
-     CG_OPT_INT(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, "threads (0: OMP_NUM_THREADS, else all cores)"),
     {"deterministic", OPT_DETERMINISTIC, NULL,
      "the same samples at any thread count on any x86-64 (built-in "
      "kernels)",
@@ -523,10 +521,6 @@ put_str(struct sink *k, const char *s)
 static int
 read_prompt(const struct opts *o, uint8_t **p, size_t *n)
 {
-	FILE *fp;
-	size_t cap = 0;
-	int is_stdin;
-
 	*p = NULL;
 	*n = 0;
 	if (o->prompt) {
@@ -538,45 +532,7 @@ read_prompt(const struct opts *o, uint8_t **p, size_t *n)
 	}
 	if (o->prompt_file == NULL)
 		return 0;
-	is_stdin = strcmp(o->prompt_file, "-") == 0;
-	if ((fp = is_stdin ? stdin : fopen(o->prompt_file, "rb")) == NULL)
-		return cg_seterr("%s: %s", o->prompt_file, strerror(errno));
-	for (;;) {
-		if (*n == cap) {
-			uint8_t *q;
-			if (cap >= MAX_PROMPT) {
-				cg_seterr("%s: more than %d bytes",
-				          is_stdin ? "standard input"
-				                   : o->prompt_file,
-				          MAX_PROMPT);
-				goto fail;
-			}
-			cap = cap ? 2 * cap : 4096;
-			if ((q = realloc(*p, cap)) == NULL) {
-				cg_seterr("out of memory");
-				goto fail;
-			}
-			*p = q;
-		}
-		size_t got = fread(*p + *n, 1, cap - *n, fp);
-		*n += got;
-		if (got == 0)
-			break;
-	}
-	if (ferror(fp)) {
-		cg_seterr("%s: read error",
-		          is_stdin ? "standard input" : o->prompt_file);
-		goto fail;
-	}
-	if (!is_stdin)
-		fclose(fp);
-	return 0;
-fail:
-	if (!is_stdin)
-		fclose(fp);
-	free(*p);
-	*p = NULL;
-	return -1;
+	return cg_read_input(o->prompt_file, MAX_PROMPT, p, n);
 }
 
 /*

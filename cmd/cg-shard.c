@@ -346,7 +346,6 @@ print_json(const struct cg_dataset *d, const int *assign, char **paths,
 	for (uint64_t i = 0; i <= n; i++) {
 		int shard = i < n ? (int)i : -1;
 		cJSON *o, *c;
-		char *line;
 
 		if (paths[i] == NULL)
 			continue;
@@ -361,12 +360,10 @@ print_json(const struct cg_dataset *d, const int *assign, char **paths,
 		for (size_t k = 0; c && k < d->nconditions; k++)
 			cJSON_AddNumberToObject(c, d->conditions[k],
 			                        (double)counts[k]);
-		line = c ? cJSON_PrintUnformatted(o) : NULL;
-		cJSON_Delete(o);
-		if (line == NULL)
+		if (c == NULL)
+			cJSON_Delete(o);
+		if (c == NULL || cg_json_print(stdout, o) != 0)
 			goto out;
-		printf("%s\n", line);
-		free(line);
 	}
 	rc = 0;
 out:

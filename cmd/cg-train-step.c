@@ -23,7 +23,6 @@
 
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)
-#define MAX_THREADS 4096
 /* --teacher-temp: past these a softmax is one-hot or flat in float. */
 #define MIN_TEMP 0.05
 #define MAX_TEMP 100
@@ -61,7 +60,8 @@ struct args {
 	struct cg_train_opts o;
 	struct cg_optim_cli oc;
 	enum cg_compress comp;
-	long long steps, batch, threads;
+	long long steps, batch;
+	int threads;
 	uint64_t max_memory, budget;
 	const char *codec_name;
 	struct cg_uspec codec;
@@ -124,8 +124,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_SIZE(max_memory), CG_OPT_POSITIVE},
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
      "recompute activations in the backward pass", CG_OPT_FLAG(ckpt)},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)",
-     CG_OPT_I64(threads, 0, MAX_THREADS)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"deterministic", OPT_DETERMINISTIC, NULL,
      "the same bytes at any thread count on any x86-64 (built-in "
      "kernels); a grad or delta records its call for cg-audit",
@@ -396,15 +395,8 @@ write_log(const char *path, const struct cg_model *m,
           const struct cg_train_result *res, double secs, const char *emit,
           const struct cg_memplan *plan, const struct job *j)
 {
-	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
-	char *s;
-	int rc = -1;
 
-	if (fp == NULL || o == NULL) {
-		cg_seterr("%s: cannot append", path);
-		goto out;
-	}
 	cJSON_AddStringToObject(o, "emit", emit);
 	cJSON_AddNumberToObject(o, "step", (double)m->step);
 	cJSON_AddNumberToObject(o, "steps", res->steps);
@@ -436,16 +428,7 @@ write_log(const char *path, const struct cg_model *m,
 		cJSON_AddNumberToObject(o, "dense_bytes", j->dense_bytes);
 		cJSON_AddNumberToObject(o, "encode_seconds", j->enc_secs);
 	}
-	if ((s = cJSON_PrintUnformatted(o)) == NULL)
-		goto out;
-	fprintf(fp, "%s\n", s);
-	free(s);
-	rc = 0;
-out:
-	if (fp && fclose(fp) != 0)
-		rc = cg_seterr("%s: write failed", path);
-	cJSON_Delete(o);
-	return rc;
+	return cg_json_append(path, o);
 }
 
 /*
@@ -670,7 +653,7 @@ main(int argc, char **argv)
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	cg_set_deterministic(a.deterministic);
 	rc = CG_EXIT_FAILURE;
 	if (prepare(&a, &j) == 0 && train(&a, &j) == 0 && emit(&a, &j) == 0) {

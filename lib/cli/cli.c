@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -227,19 +229,30 @@ print_wrapped(FILE *fp, const char *text, int col, int at)
 	fputc('\n', fp);
 }
 
-void
-cg_cli_help(FILE *fp, const struct cg_cli *cli)
+/* The column the help of opts starts at: two past the widest left
+ * part, at most HELP_COLUMN_MAX. */
+static int
+help_column(const struct cg_opt *opts)
 {
-	const struct cg_opt *o;
 	char left[128];
 	int col = 0;
 
-	for (o = cli->opts; o->name || o->help; o++) {
+	for (const struct cg_opt *o = opts; o->name || o->help; o++) {
 		int n =
 		    o->name && o->help ? opt_left(left, sizeof(left), o) : 0;
 		if (n + 2 > col && n + 2 <= HELP_COLUMN_MAX)
 			col = n + 2;
 	}
+	return col;
+}
+
+void
+cg_cli_help(FILE *fp, const struct cg_cli *cli)
+{
+	const struct cg_opt *o;
+	char left[128];
+	int col = help_column(cli->opts);
+
 	print_synopsis(fp, cli->name, cli->synopsis);
 	if (cli->about)
 		fprintf(fp, "\n%s\n", cli->about);
@@ -264,6 +277,115 @@ cg_cli_help(FILE *fp, const struct cg_cli *cli)
 	}
 	if (cli->epilog)
 		fprintf(fp, "\n%s\n", cli->epilog);
+}
+
+/* ------------------------------------------ architecture options */
+
+/* printf into buf [cap] at *n, cut at the end. */
+static void __attribute__((format(printf, 4, 5)))
+add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*n >= cap)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+	va_end(ap);
+	*n = k < 0 ? cap : *n + (size_t)k;
+}
+
+/* One option's lines: "      --NAME N   help (default D; A to B)", the
+ * parenthesis on a line of its own when the line would pass
+ * HELP_WIDTH, the help under the name when the name reaches col. */
+static void
+add_arch_opt(char *buf, size_t cap, size_t *n, const struct cg_arch_opt *o,
+             int col)
+{
+	char flag[96], range[96];
+	int at;
+
+	snprintf(flag, sizeof(flag), "      --%s%s", o->name,
+	         o->type == CG_ARCH_OPT_BOOL  ? "[=0|1]"
+	         : o->type == CG_ARCH_OPT_INT ? " N"
+	                                      : " X");
+	if (o->type == CG_ARCH_OPT_BOOL)
+		snprintf(range, sizeof(range), "(default %.0f; --%s alone: 1)",
+		         o->dflt, o->name);
+	else if (o->type == CG_ARCH_OPT_INT)
+		snprintf(range, sizeof(range), "(default %.0f; %.0f to %.0f)",
+		         o->dflt, o->min, o->max);
+	else
+		snprintf(range, sizeof(range), "(default %g; %g to %g)",
+		         o->dflt, o->min, o->max);
+	at = (int)strlen(flag);
+	if (at + 2 > col) {
+		add(buf, cap, n, "%s\n", flag);
+		at = 0;
+		flag[0] = '\0';
+	}
+	int wrap =
+	    col + (int)(strlen(o->help) + 1 + strlen(range)) > HELP_WIDTH;
+	add(buf, cap, n, "%s%*s%s%s%*s%s\n", flag, col - at, "", o->help,
+	    wrap ? "\n" : " ", wrap ? col : 0, "", range);
+}
+
+void
+cg_cli_arch_help(char *buf, size_t cap, const struct cg_cli *cli,
+                 const struct cg_arch *only, const char *tail)
+{
+	int col = help_column(cli->opts);
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *a = cg_arch_at(i);
+		if (only && a != only)
+			continue;
+		add(buf, cap, &n, "-a %s: %s\n", a->name, a->summary);
+		for (int j = 0; j < a->nopts; j++)
+			add_arch_opt(buf, cap, &n, &a->opts[j], col);
+		add(buf, cap, &n, "\n");
+	}
+	add(buf, cap, &n, "%s", tail);
+}
+
+void
+cg_cli_arch_names(char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	add(buf, cap, &n, "architecture:");
+	for (int i = 0; i < cg_arch_count(); i++)
+		add(buf, cap, &n, "%s %s", i ? "," : "", cg_arch_at(i)->name);
+}
+
+int
+cg_cli_arch_rows(struct cg_opt *opts, int nown, int key0, const char **names,
+                 int max)
+{
+	int nnames = 0;
+
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *ar = cg_arch_at(i);
+		for (int j = 0; j < ar->nopts; j++) {
+			const struct cg_arch_opt *o = &ar->opts[j];
+			int k = 0;
+			while (k < nnames && strcmp(names[k], o->name))
+				k++;
+			if (k < nnames || nnames == max)
+				continue;
+			names[k] = o->name;
+			opts[nown + k] = (struct cg_opt){
+			    o->name, key0 + k,
+			    o->type == CG_ARCH_OPT_BOOL ? "[=0|1]" : "X", NULL,
+			    CG_OPT_CUSTOM};
+			nnames++;
+		}
+	}
+	opts[nown + nnames] = (struct cg_opt){0};
+	return nnames;
 }
 
 void
@@ -549,6 +671,85 @@ cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
 	}
 	*ind = g.ind;
 	return CG_CONTINUE;
+}
+
+int
+cg_read_input(const char *path, size_t max, uint8_t **buf, size_t *n)
+{
+	const int is_stdin = strcmp(path, "-") == 0;
+	const char *name = is_stdin ? "standard input" : path;
+	FILE *fp = is_stdin ? stdin : fopen(path, "rb");
+	size_t cap = 0;
+
+	*buf = NULL;
+	*n = 0;
+	if (fp == NULL)
+		return cg_seterr("%s: %s", path, strerror(errno));
+	for (;;) {
+		if (*n == cap) {
+			uint8_t *q;
+			if (cap >= max) {
+				cg_seterr("%s: more than %zu bytes", name, max);
+				goto fail;
+			}
+			cap = cap ? 2 * cap : 4096;
+			if ((q = realloc(*buf, cap)) == NULL) {
+				cg_seterr("out of memory");
+				goto fail;
+			}
+			*buf = q;
+		}
+		size_t got = fread(*buf + *n, 1, cap - *n, fp);
+		*n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(fp)) {
+		cg_seterr("%s: read error", name);
+		goto fail;
+	}
+	if (!is_stdin)
+		fclose(fp);
+	return 0;
+fail:
+	if (!is_stdin)
+		fclose(fp);
+	free(*buf);
+	*buf = NULL;
+	return -1;
+}
+
+/* ------------------------------------------------------ JSON lines */
+
+int
+cg_json_print(FILE *fp, cJSON *j)
+{
+	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+
+	cJSON_Delete(j);
+	if (s == NULL)
+		return cg_seterr("out of memory");
+	fprintf(fp, "%s\n", s);
+	free(s);
+	return 0;
+}
+
+int
+cg_json_append(const char *path, cJSON *j)
+{
+	FILE *fp;
+	int rc;
+
+	if (j == NULL)
+		return cg_seterr("out of memory");
+	if ((fp = fopen(path, "a")) == NULL) {
+		cJSON_Delete(j);
+		return cg_seterr("%s: cannot append", path);
+	}
+	rc = cg_json_print(fp, j);
+	if (fclose(fp) != 0 && rc == 0)
+		rc = cg_seterr("%s: write failed", path);
+	return rc;
 }
 
 int

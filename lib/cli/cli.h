@@ -210,6 +210,8 @@ struct cg_opt {
  * of CG_CTX, which the program defines as its args struct before the
  * table.  Every row carries one (CG_OPT_CUSTOM for the set function's,
  * CG_OPT_HEADING for a heading), so that no row leaves fields out.
+ * CG_OPT_SEEN_LAST, CG_OPT_POSITIVE and CG_OPT_PREFIX each set .flags:
+ * a row that wants two says .flags = CG_OPT_F_A | CG_OPT_F_B itself.
  */
 #define CG_OPT_AT(f) offsetof(CG_CTX, f)
 #define CG_OPT_CUSTOM .type = CG_TYPE_CUSTOM
@@ -235,10 +237,9 @@ struct cg_opt {
 #define CG_OPT_SEEN_LAST(f) CG_OPT_SEEN(f), .flags = CG_OPT_F_LAST
 #define CG_OPT_POSITIVE .flags = CG_OPT_F_POSITIVE
 #define CG_OPT_PREFIX .flags = CG_OPT_F_PREFIX
-#define CG_OPT_HEADING(text)                                                   \
-	{                                                                      \
-		NULL, 0, NULL, text, CG_OPT_CUSTOM                             \
-	}
+/* clang-format off */
+#define CG_OPT_HEADING(text) {NULL, 0, NULL, text, CG_OPT_CUSTOM}
+/* clang-format on */
 
 /* The parsers of CG_TYPE_PARSE rows that several programs share:
  * --compress (enum cg_compress) and --codec (struct cg_uspec). */
@@ -265,6 +266,25 @@ struct cg_cli {
 
 /* Print --help: the synopsis, about, the options, the epilog. */
 void cg_cli_help(FILE *fp, const struct cg_cli *cli);
+
+/*
+ * The architectures' options (struct cg_arch_opt, model/registry.h) as
+ * rows and help, for a table that takes every architecture's:
+ * cg_cli_arch_rows puts after the nown rows of opts (room for nown +
+ * max + 1) a row per option name (the registry keeps options of one
+ * name alike in taking an argument), key key0 + its index in names[],
+ * no help, then the end; it returns how many names.  cg_cli_arch_help
+ * writes into buf [cap] the section of each architecture (only's, when
+ * not NULL), a line per option with its default and range, aligned
+ * with cli's --help, then tail; cg_cli_arch_names "architecture: NAME,
+ * ...".
+ */
+struct cg_arch;
+int cg_cli_arch_rows(struct cg_opt *opts, int nown, int key0,
+                     const char **names, int max);
+void cg_cli_arch_help(char *buf, size_t cap, const struct cg_cli *cli,
+                      const struct cg_arch *only, const char *tail);
+void cg_cli_arch_names(char *buf, size_t cap);
 
 #define CG_OPT_END (-1)  /* cg_getopt_next: no more options */
 #define CG_OPT_EXIT (-2) /* cg_getopt_next: return g.status from main */
@@ -316,8 +336,36 @@ typedef int (*cg_opt_set_fn)(void *ctx, const struct cg_getopt *g, int key);
 int cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
                   cg_opt_set_fn set, void *ctx, int *ind);
 
+/*
+ * The whole input path names (- : standard input), at most max bytes,
+ * into *buf [*n] (malloc'd; NULL when empty).  0, or -1 with a message
+ * naming it ("standard input" for -), *buf NULL.
+ */
+int cg_read_input(const char *path, size_t max, uint8_t **buf, size_t *n);
+
+/* ------------------------------------------------------ JSON lines */
+
+/*
+ * j as one line on fp (--json), or appended to the file path as one
+ * line (--log): 0, or -1 with a message ("out of memory", "PATH:
+ * cannot append", "PATH: write failed").  j is freed either way; a
+ * NULL j is out of memory.
+ */
+struct cJSON;
+int cg_json_print(FILE *fp, struct cJSON *j);
+int cg_json_append(const char *path, struct cJSON *j);
+
 /* "none", "gzip" or "zstd"; -1 with a message otherwise. */
 int cg_compress_parse(const char *s, enum cg_compress *out);
+
+/* The --threads row, into the int member f of CG_CTX: 0 is the
+ * default of cg_set_threads. */
+#define CG_MAX_THREADS 4096
+#define CG_THREADS_HELP "threads (OMP_NUM_THREADS, else all cores)"
+/* clang-format off */
+#define CG_OPT_THREADS(f, help) \
+	{"threads", 'j', "N", help, CG_OPT_INT(f, 0, CG_MAX_THREADS)}
+/* clang-format on */
 
 /* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
  * set, else all cores). */
