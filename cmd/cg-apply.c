@@ -20,8 +20,6 @@
 #include "exchange/update.h"
 #include "model/model.h"
 
-#define MAX_THREADS 4096
-
 enum {
 	OPT_BASE_MODEL = CG_KEY_OWN,
 	OPT_BUDGET,
@@ -35,37 +33,63 @@ enum {
 	OPT_OUTER_MOMENTUM,
 };
 
+struct args {
+	const char *model, *update, *out, *change, *codec_name, *base;
+	struct cg_uspec codec;
+	uint64_t budget;
+	int no_feedback;
+	struct cg_apply_opts ao;
+	struct cg_optim_cli oc;
+	enum cg_compress comp;
+	int threads;
+	/* The first option given that only a gradient (a delta) takes. */
+	const char *grad_only, *delta_only;
+	int outer_given;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"model", 'm', "FILE", "the model to update"},
-    {"output", 'o', "FILE", "the new model (- or a pipe: stdout)"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+    {"model", 'm', "FILE", "the model to update", CG_OPT_STR(model)},
+    {"output", 'o', "FILE", "the new model (- or a pipe: stdout)",
+     CG_OPT_STR(out)},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
-    {NULL, 0, NULL, "The downlink (the model's change, compressed):"},
+    CG_OPT_HEADING("The downlink (the model's change, compressed):"),
     {"codec", OPT_CODEC, "SPEC",
-     "publish the change encoded: f16, q8, q4, q2, topk:F, sign, lowrank:R"},
-    {"budget", OPT_BUDGET, "BYTES", "fit the encoded change in BYTES"},
+     "publish the change encoded: f16, q8, q4, q2, topk:F, sign, lowrank:R",
+     CG_OPT_PARSE(codec, cg_opt_codec), CG_OPT_PREFIX, CG_OPT_SEEN(codec_name)},
+    {"budget", OPT_BUDGET, "BYTES", "fit the encoded change in BYTES",
+     CG_OPT_SIZE(budget), CG_OPT_POSITIVE},
     {"change", OPT_CHANGE, "FILE",
-     "where the change goes; workers apply it to rebuild the model"},
+     "where the change goes; workers apply it to rebuild the model",
+     CG_OPT_STR(change)},
     {"no-error-feedback", OPT_NO_FEEDBACK, NULL,
-     "do not keep what the change did not carry (ef.down)"},
-    {NULL, 0, NULL, "A stale update (computed from an older model):"},
+     "do not keep what the change did not carry (ef.down)",
+     CG_OPT_FLAG(no_feedback)},
+    CG_OPT_HEADING("A stale update (computed from an older model):"),
     {"base-model", OPT_BASE_MODEL, "FILE",
-     "the model it was computed from (its digest is checked)"},
+     "the model it was computed from (its digest is checked)",
+     CG_OPT_STR(base)},
     {"delay-comp", OPT_DELAY_COMP, "L",
-     "a gradient: g + L g*g*(w - w_base), DC-ASGD (0: none)"},
-    {NULL, 0, NULL, "For deltas:"},
+     "a gradient: g + L g*g*(w - w_base), DC-ASGD (0: none)",
+     CG_OPT_F64(ao.delay_comp, 0, 1e6), CG_OPT_SEEN(grad_only)},
+    CG_OPT_HEADING("For deltas:"),
     {"outer", OPT_OUTER, "NAME",
-     "avg (add the mean delta) or nesterov (DiLoCo outer step) (avg)"},
-    {"outer-lr", OPT_OUTER_LR, "X", "outer learning rate (0.7)"},
-    {"outer-momentum", OPT_OUTER_MOMENTUM, "X",
-     "outer Nesterov momentum (0.9)"},
-    {NULL, 0, NULL, "For gradients:"},
-    {"clip", OPT_CLIP, "X", "clip the gradient's norm to X"},
-    CG_OPTIM_OPTS,
+     "avg (add the mean delta) or nesterov (DiLoCo outer step) (avg)",
+     CG_OPT_CUSTOM, CG_OPT_SEEN(delta_only)},
+    {"outer-lr", OPT_OUTER_LR, "X", "outer learning rate (0.7)",
+     CG_OPT_F32(ao.outer_lr, 0, 1e3), CG_OPT_SEEN(delta_only)},
+    {"outer-momentum", OPT_OUTER_MOMENTUM, "X", "outer Nesterov momentum (0.9)",
+     CG_OPT_F32(ao.outer_mu, 0, 1), CG_OPT_SEEN(delta_only)},
+    CG_OPT_HEADING("For gradients:"),
+    {"clip", OPT_CLIP, "X", "clip the gradient's norm to X",
+     CG_OPT_F64(ao.clip, 0, 1e30), CG_OPT_SEEN(grad_only)},
+    CG_OPTIM_OPTS_SEEN(oc, grad_only),
     {0},
 };
 
@@ -77,96 +101,16 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
 
-struct args {
-	const char *model, *update, *out, *change, *codec_name, *base;
-	struct cg_uspec codec;
-	uint64_t budget;
-	int no_feedback;
-	struct cg_apply_opts ao;
-	struct cg_optim_cli oc;
-	enum cg_compress comp;
-	long long threads;
-	/* The first option given that only a gradient (a delta) takes. */
-	const char *grad_only, *delta_only;
-	int outer_given;
-};
-
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+/* --outer NAME: how a delta is applied. */
 static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
+outer_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
-	const char *s = g->arg;
-	double x = 0;
-	int e = 0;
 
-	switch (c) {
-	case 'j':
-		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'm':
-		a->model = s;
-		break;
-	case 'o':
-		a->out = s;
-		break;
-	case 'z':
-		e = cg_compress_parse(s, &a->comp);
-		break;
-	case OPT_OUTER:
-		a->outer_given = 1;
-		e = cg_outer_parse(s, &a->ao.outer);
-		break;
-	case OPT_OUTER_LR:
-		e = cg_parse_f64(g->name, s, 0, 1e3, &x);
-		a->ao.outer_lr = (float)x;
-		break;
-	case OPT_OUTER_MOMENTUM:
-		e = cg_parse_f64(g->name, s, 0, 1, &x);
-		a->ao.outer_mu = (float)x;
-		break;
-	case OPT_CLIP:
-		e = cg_parse_f64(g->name, s, 0, 1e30, &a->ao.clip);
-		break;
-	case OPT_BUDGET:
-		e = cg_parse_size(g->name, s, &a->budget);
-		if (e == 0 && a->budget == 0)
-			e = cg_seterr("--budget: must be positive");
-		break;
-	case OPT_CHANGE:
-		a->change = s;
-		break;
-	case OPT_CODEC:
-		a->codec_name = s;
-		if ((e = cg_uspec_parse(s, &a->codec)) != 0)
-			cg_errprefix("--codec");
-		break;
-	case OPT_NO_FEEDBACK:
-		a->no_feedback = 1;
-		break;
-	case OPT_BASE_MODEL:
-		a->base = s;
-		break;
-	case OPT_DELAY_COMP:
-		e = cg_parse_f64(g->name, s, 0, 1e6, &a->ao.delay_comp);
-		break;
-	default:
-		e = cg_optim_cli_option(&a->oc, c, s) < 0;
-		break;
-	}
-	if (c == OPT_BUDGET || c == OPT_CHANGE || c == OPT_CODEC ||
-	    c == OPT_NO_FEEDBACK || c == OPT_BASE_MODEL)
-		; /* either kind */
-	else if (c == OPT_DELAY_COMP) {
-		if (a->grad_only == NULL)
-			a->grad_only = g->opt->name;
-	} else if (c == OPT_OUTER || c == OPT_OUTER_LR ||
-	           c == OPT_OUTER_MOMENTUM) {
-		if (a->delta_only == NULL)
-			a->delta_only = g->opt->name;
-	} else if (c >= CG_KEY_LIB && a->grad_only == NULL)
-		a->grad_only = g->opt->name; /* --clip and the optimizer's */
-	return e ? cg_usage(NULL) : CG_CONTINUE;
+	(void)c;
+	a->outer_given = 1;
+	return cg_outer_parse(g->arg, &a->ao.outer) ? cg_usage(NULL)
+	                                            : CG_CONTINUE;
 }
 
 /* The command line into a; CG_CONTINUE or the exit status. */
@@ -179,7 +123,7 @@ parse(int argc, char **argv, struct args *a)
 	a->update = a->out = "-";
 	cg_apply_defaults(&a->ao);
 	cg_optim_cli_init(&a->oc, CG_OPT_ADAM);
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, outer_option, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (ind < argc)
@@ -295,7 +239,7 @@ main(int argc, char **argv)
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	/* --change alone publishes the change whole (f32); --budget alone
 	 * fits a top-k to it */
 	if (a.change && a.codec_name == NULL)

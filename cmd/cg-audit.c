@@ -20,7 +20,6 @@
 #include "cli/cli.h"
 #include "train/audit.h"
 
-#define MAX_THREADS 4096
 /* Lines of a round's list, and bytes of one line. */
 #define MAX_UPDATES 65536
 #define MAX_LINE 16384
@@ -31,16 +30,42 @@ enum {
 	OPT_SEED,
 };
 
+struct args {
+	const char *model, *data, *state, *round, *update;
+	double fraction;
+	uint64_t seed;
+	int threads;
+	int json;
+};
+
+/* --fraction: 0 draws nothing */
+static int
+parse_fraction(const char *arg, void *where)
+{
+	if (cg_parse_f64("--fraction", arg, 0, 1, where) != 0)
+		return -1;
+	if (!(*(double *)where > 0))
+		return cg_seterr("--fraction: must be above 0");
+	return 0;
+}
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"model", 'm', "FILE", "the base model the updates were made from"},
-    {"data", 'd', "SHARD", "the worker's shard (one update)"},
-    {"state", 's', "FILE", "the worker's state before its call (one update)"},
-    {"round", 'r', "LIST", "audit a round: lines of UPDATE SHARD [STATE]"},
+    {"model", 'm', "FILE", "the base model the updates were made from",
+     CG_OPT_STR(model)},
+    {"data", 'd', "SHARD", "the worker's shard (one update)", CG_OPT_STR(data)},
+    {"state", 's', "FILE", "the worker's state before its call (one update)",
+     CG_OPT_STR(state)},
+    {"round", 'r', "LIST", "audit a round: lines of UPDATE SHARD [STATE]",
+     CG_OPT_STR(round)},
     {"fraction", OPT_FRACTION, "P",
-     "audit a drawn fraction P of the round's updates (1)"},
-    {"seed", OPT_SEED, "N", "the draw's seed (0); pick it after the round"},
-    {"json", OPT_JSON, NULL, "one JSON object per update, one per line"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+     "audit a drawn fraction P of the round's updates (1)",
+     CG_OPT_PARSE(fraction, parse_fraction)},
+    {"seed", OPT_SEED, "N", "the draw's seed (0); pick it after the round",
+     CG_OPT_U64(seed)},
+    {"json", OPT_JSON, NULL, "one JSON object per update, one per line",
+     CG_OPT_FLAG(json)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -60,57 +85,11 @@ static const struct cg_cli cli = {
               "or a failure, 2\nusage error.",
 };
 
-struct args {
-	const char *model, *data, *state, *round, *update;
-	double fraction;
-	uint64_t seed;
-	long long threads;
-	int json;
-};
-
 /* One update to audit, and what its audit found. */
 struct item {
 	char *update, *shard, *state; /* state NULL: none */
 	int picked;
 };
-
-static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
-{
-	struct args *a = ctx;
-	const char *s = g->arg;
-	int e = 0;
-
-	switch (c) {
-	case 'd':
-		a->data = s;
-		break;
-	case 'j':
-		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'm':
-		a->model = s;
-		break;
-	case 'r':
-		a->round = s;
-		break;
-	case 's':
-		a->state = s;
-		break;
-	case OPT_FRACTION:
-		e = cg_parse_f64(g->name, s, 0, 1, &a->fraction);
-		if (e == 0 && !(a->fraction > 0))
-			e = cg_seterr("--fraction: must be above 0");
-		break;
-	case OPT_JSON:
-		a->json = 1;
-		break;
-	case OPT_SEED:
-		e = cg_parse_u64(g->name, s, &a->seed);
-		break;
-	}
-	return e ? cg_usage(NULL) : CG_CONTINUE;
-}
 
 /* The command line into a, checked; CG_CONTINUE or the exit status. */
 static int
@@ -118,7 +97,7 @@ parse(int argc, char **argv, struct args *a)
 {
 	int ind, rc;
 
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (a->model == NULL)
@@ -287,7 +266,6 @@ static void
 report_json(const char *name, const char *result, const struct cg_audit *a)
 {
 	cJSON *o = cJSON_CreateObject(), *t;
-	char *s;
 
 	if (o == NULL)
 		return;
@@ -313,10 +291,7 @@ report_json(const char *name, const char *result, const struct cg_audit *a)
 		cJSON_AddNumberToObject(o, "tensors", a->nviews);
 		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
 	}
-	if ((s = cJSON_PrintUnformatted(o)) != NULL)
-		printf("%s\n", s);
-	free(s);
-	cJSON_Delete(o);
+	cg_json_print(stdout, o);
 }
 
 /* ------------------------------------------------------------ an audit */
@@ -406,7 +381,7 @@ main(int argc, char **argv)
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	if (a.round)
 		rc = audit_round(&a);
 	else

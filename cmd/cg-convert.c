@@ -22,9 +22,18 @@
 #include "file/format.h"
 #include "file/safetensors.h"
 
+struct args {
+	const char *in, *out;
+	enum cg_compress comp;
+	const char *zgiven;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"output", 'o', "FILE", "where to write (- or none: stdout)"},
-    {"compress", 'z', "ALG", "a cg file written: none, gzip or zstd (none)"},
+    {"output", 'o', "FILE", "where to write (- or none: stdout)",
+     CG_OPT_STR(out)},
+    {"compress", 'z', "ALG", "a cg file written: none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress), CG_OPT_SEEN(zgiven)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -41,37 +50,13 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
 
-struct args {
-	const char *in, *out;
-	enum cg_compress comp;
-	int zgiven;
-};
-
-static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
-{
-	struct args *a = ctx;
-
-	switch (c) {
-	case 'o':
-		a->out = g->arg;
-		break;
-	case 'z':
-		if (cg_compress_parse(g->arg, &a->comp) != 0)
-			return cg_usage(NULL);
-		a->zgiven = 1;
-		break;
-	}
-	return CG_CONTINUE;
-}
-
 /* The command line into a, checked; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
 {
 	int ind, rc, n;
 
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if ((n = argc - ind) > 2)

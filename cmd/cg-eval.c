@@ -36,7 +36,6 @@
 
 #define DEFAULT_BATCH 500
 #define MAX_BATCH (1 << 20)
-#define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0 /* as cg-sample */
 #define MAX_TOP_K 1000000
 #define MAX_MAX_BYTES (1 << 24) /* one buffer of this is allocated */
@@ -59,45 +58,87 @@ enum {
 	OPT_TOP_P
 };
 
+struct opts {
+	const char *model;
+	const char **data; /* [ndata] */
+	int ndata;
+	int batch;
+	uint64_t seed;
+	int json;
+	int threads;
+	int quiet;
+	int generate;
+	int deterministic;
+	const char *judge; /* the classifier, or NULL */
+	int judge_samples;
+	const char *have_judge_samples;
+	/* How a diffusion model draws for the judge; diff_opt is the long
+	 * name of one that was given, for the messages. */
+	struct cg_diffusion_opts diffusion;
+	const char *diff_opt;
+	/* Generation only; gen_opt is the long name of one that was
+	 * given, for the message when --generate is not. */
+	const char *gen_opt;
+	struct cg_gen_opts gen; /* sampler.max_bytes 0: per reference */
+};
+
+#define CG_CTX struct opts
 static const struct cg_opt opts[] = {
     {"batch", 'b', "N",
-     "examples per forward pass (default " STR(DEFAULT_BATCH) ")"},
-    {"data", 'd', "SHARD", "a data shard to score (repeatable; - is stdin)"},
+     "examples per forward pass (default " STR(DEFAULT_BATCH) ")",
+     CG_OPT_INT(batch, 1, MAX_BATCH)},
+    {"data", 'd', "SHARD", "a data shard to score (repeatable; - is stdin)",
+     CG_OPT_CUSTOM},
     CG_OPT_TRUST,
     CG_OPT_HELP,
-    {"json", OPT_JSON, NULL, "one JSON object per shard, one per line"},
-    {"model", 'm', "FILE", "the model (- is stdin)"},
-    {"quiet", 'q', NULL, "no progress bar (one is drawn on a terminal)"},
+    {"json", OPT_JSON, NULL, "one JSON object per shard, one per line",
+     CG_OPT_FLAG(json)},
+    {"model", 'm', "FILE", "the model (- is stdin)", CG_OPT_STR(model)},
+    {"quiet", 'q', NULL, "no progress bar (one is drawn on a terminal)",
+     CG_OPT_FLAG(quiet)},
     {"seed", OPT_SEED, "N",
-     "seed of the model's noise and of --generate (default 0)"},
-    {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)"},
+     "seed of the model's noise and of --generate (default 0)",
+     CG_OPT_U64(seed)},
+    CG_OPT_THREADS(threads, "threads (0: OMP_NUM_THREADS, else all cores)"),
     {"deterministic", OPT_DETERMINISTIC, NULL,
      "the same figures at any thread count on any x86-64 (built-in "
-     "kernels)"},
+     "kernels)",
+     CG_OPT_FLAG(deterministic)},
     CG_OPT_VERSION,
-    {NULL, 0, NULL, "Text models:"},
+    CG_OPT_HEADING("Text models:"),
     {"generate", OPT_GENERATE, NULL,
      "also continue each example's condition and prompt, and score that "
-     "against its text: bleu, rouge_l"},
+     "against its text: bleu, rouge_l",
+     CG_OPT_FLAG(generate)},
     {"limit", OPT_LIMIT, "N",
-     "generate for the first N examples only (default: all)"},
+     "generate for the first N examples only (default: all)",
+     CG_OPT_U64_IN(gen.limit, 1, INT32_MAX), CG_OPT_SEEN_LAST(gen_opt)},
     {"max-bytes", OPT_MAX_BYTES, "N",
      "stop a continuation after N bytes (default: its reference's length "
-     "+ " STR(CG_GEN_EXTRA) ", at most " STR(CG_GEN_CAP) ")"},
-    {"temperature", OPT_TEMPERATURE, "T", "of the logits (default 0: greedy)"},
+     "+ " STR(CG_GEN_EXTRA) ", at most " STR(CG_GEN_CAP) ")",
+     CG_OPT_U64_IN(gen.sampler.max_bytes, 1, MAX_MAX_BYTES),
+     CG_OPT_SEEN_LAST(gen_opt)},
+    {"temperature", OPT_TEMPERATURE, "T", "of the logits (default 0: greedy)",
+     CG_OPT_F64(gen.sampler.temperature, 0, MAX_TEMPERATURE),
+     CG_OPT_SEEN_LAST(gen_opt)},
     {"top-k", OPT_TOP_K, "K",
-     "draw from the K likeliest bytes (default 0: all)"},
+     "draw from the K likeliest bytes (default 0: all)",
+     CG_OPT_INT(gen.sampler.top_k, 0, MAX_TOP_K), CG_OPT_SEEN_LAST(gen_opt)},
     {"top-p", OPT_TOP_P, "P",
-     "draw from the likeliest bytes of mass P (default 1: all)"},
-    {NULL, 0, NULL, "Image models:"},
+     "draw from the likeliest bytes of mass P (default 1: all)",
+     CG_OPT_F64(gen.sampler.top_p, 0, 1), CG_OPT_SEEN_LAST(gen_opt)},
+    CG_OPT_HEADING("Image models:"),
     {"judge", OPT_JUDGE, "CLF",
      "also draw images of every condition and score them with the "
      "classifier CLF (a cclf model): conditional accuracy, Fréchet "
-     "distance to the shard's images in CLF's features"},
+     "distance to the shard's images in CLF's features",
+     CG_OPT_STR(judge)},
     {"judge-samples", OPT_JUDGE_SAMPLES, "N",
-     "images drawn per condition (default " STR(DEFAULT_JUDGE_SAMPLES) ")"},
-    {NULL, 0, NULL, "Diffusion models (cddpm), with --judge, as cg-sample:"},
-    CG_DIFFUSION_OPTS,
+     "images drawn per condition (default " STR(DEFAULT_JUDGE_SAMPLES) ")",
+     CG_OPT_INT(judge_samples, 2, CG_JUDGE_MAX_SAMPLES),
+     CG_OPT_SEEN(have_judge_samples)},
+    CG_OPT_HEADING("Diffusion models (cddpm), with --judge, as cg-sample:"),
+    CG_DIFFUSION_OPTS(diffusion, diff_opt),
     {0},
 };
 
@@ -139,110 +180,15 @@ static const struct cg_cli cli = {
         "real ones).  Exit status: 0 ok, 1 a failure, 2 a usage error.",
 };
 
-struct opts {
-	const char *model;
-	const char **data; /* [ndata] */
-	int ndata;
-	int batch;
-	uint64_t seed;
-	int json;
-	int threads;
-	int quiet;
-	int generate;
-	int deterministic;
-	const char *judge; /* the classifier, or NULL */
-	int judge_samples, have_judge_samples;
-	/* How a diffusion model draws for the judge; diff_opt is the long
-	 * name of one that was given, for the messages. */
-	struct cg_diffusion_opts diffusion;
-	const char *diff_opt;
-	/* Generation only; gen_opt is the long name of one that was
-	 * given, for the message when --generate is not. */
-	const char *gen_opt;
-	struct cg_gen_opts gen; /* sampler.max_bytes 0: per reference */
-};
-
-/* The value of option c of g into o; CG_CONTINUE, or a usage error. */
+/* -d SHARD: one more shard. */
 static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
+data_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct opts *o = ctx;
-	struct cg_sampler *sm = &o->gen.sampler;
-	const char *a = g->arg;
-	long long v = 0;
-	double x = 0;
-	int e = 0;
 
-	switch (c) {
-	case 'b':
-		e = cg_parse_i64(g->name, a, 1, MAX_BATCH, &v);
-		o->batch = (int)v;
-		break;
-	case 'd':
-		o->data[o->ndata++] = a;
-		break;
-	case 'j':
-		e = cg_parse_i64(g->name, a, 0, MAX_THREADS, &v);
-		o->threads = (int)v;
-		break;
-	case 'm':
-		o->model = a;
-		break;
-	case 'q':
-		o->quiet = 1;
-		break;
-	case OPT_DETERMINISTIC:
-		o->deterministic = 1;
-		break;
-	case OPT_GENERATE:
-		o->generate = 1;
-		break;
-	case OPT_JSON:
-		o->json = 1;
-		break;
-	case OPT_JUDGE:
-		o->judge = a;
-		break;
-	case OPT_JUDGE_SAMPLES:
-		e = cg_parse_i64(g->name, a, 2, CG_JUDGE_MAX_SAMPLES, &v);
-		o->judge_samples = (int)v;
-		o->have_judge_samples = 1;
-		break;
-	case OPT_SEED:
-		e = cg_parse_u64(g->name, a, &o->seed);
-		break;
-	case OPT_LIMIT:
-		e = cg_parse_i64(g->name, a, 1, INT32_MAX, &v);
-		o->gen.limit = (uint64_t)v;
-		break;
-	case OPT_MAX_BYTES:
-		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
-		sm->max_bytes = (size_t)v;
-		break;
-	case OPT_TEMPERATURE:
-		e = cg_parse_f64(g->name, a, 0, MAX_TEMPERATURE, &x);
-		sm->temperature = x;
-		break;
-	case OPT_TOP_K:
-		e = cg_parse_i64(g->name, a, 0, MAX_TOP_K, &v);
-		sm->top_k = (int)v;
-		break;
-	case OPT_TOP_P:
-		e = cg_parse_f64(g->name, a, 0, 1, &x);
-		sm->top_p = x;
-		break;
-	default:
-		/* --guidance, --sampler, --steps: cg-sample's */
-		if ((e = cg_diffusion_cli_option(&o->diffusion, c, a)) > 0) {
-			o->diff_opt = g->opt->name;
-			e = 0;
-		}
-		break;
-	}
-	if (c == OPT_LIMIT || c == OPT_MAX_BYTES || c == OPT_TEMPERATURE ||
-	    c == OPT_TOP_K || c == OPT_TOP_P)
-		o->gen_opt = g->opt->name;
-	return e ? cg_usage(NULL) : CG_CONTINUE;
+	(void)c;
+	o->data[o->ndata++] = g->arg;
+	return CG_CONTINUE;
 }
 
 /* The command line into o (whose data the caller frees); CG_CONTINUE or
@@ -260,7 +206,7 @@ parse(int argc, char **argv, struct opts *o)
 	/* Every argument at most is a shard: -d's and operands together. */
 	if ((o->data = calloc((size_t)argc + 1, sizeof(*o->data))) == NULL)
 		return cg_failx("out of memory");
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, o, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, data_option, o, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	for (int i = ind; i < argc; i++)
@@ -467,7 +413,6 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
            const struct cg_gen_result *g, const struct cg_judge_result *jr)
 {
 	cJSON *j;
-	char *txt;
 
 	if ((j = cJSON_CreateObject()) == NULL)
 		return cg_seterr("out of memory");
@@ -507,13 +452,7 @@ print_json(const struct opts *o, const struct cg_model *m, const char *data,
 	}
 	if (jr)
 		judge_json(j, o, m, jr);
-	txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	if (txt == NULL)
-		return cg_seterr("out of memory");
-	printf("%s\n", txt);
-	free(txt);
-	return 0;
+	return cg_json_print(stdout, j);
 }
 
 /*

@@ -12,7 +12,6 @@
  * the data it was made for.  The vocabulary is copied into the model,
  * which is how cg-sample later names its rows.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,19 +24,36 @@
 
 /* Distinct architecture option names the table holds, at most. */
 #define MAX_NAMES (CG_OPT_MAX - 16)
-#define HELP_WIDTH 79
 
 /* Keys of the options that have no short form; the architectures'
  * options get OPT_ARCH + their index in names[]. */
 enum { OPT_SEED = CG_KEY_OWN, OPT_ARCH };
 
+struct args {
+	const char *data, *out;
+	const struct cg_arch *arch;
+	uint64_t seed;
+	enum cg_compress comp;
+	/* The architectures' option names in the table, and what each was
+	 * given (the last time it was given). */
+	const char *names[MAX_NAMES];
+	int nnames;
+	int given[MAX_NAMES];
+	const char *value[MAX_NAMES];  /* NULL: alone */
+	double vals[CG_ARCH_MAX_OPTS]; /* arch->opts' values */
+};
+
 /* cg-init's own options: the first rows of the table. */
+#define CG_CTX struct args
 static const struct cg_opt own[] = {
-    {"arch", 'a', "NAME", NULL}, /* help: arch_help, the registry's names */
-    {"data", 'd', "SHARD", "a data shard: input shape, conditions"},
-    {"output", 'o', "FILE", "model to write (- for stdout)"},
-    {"seed", OPT_SEED, "N", "weight seed (0)"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+    /* help: arch_help, the registry's names */
+    {"arch", 'a', "NAME", NULL, CG_OPT_CUSTOM},
+    {"data", 'd', "SHARD", "a data shard: input shape, conditions",
+     CG_OPT_STR(data)},
+    {"output", 'o', "FILE", "model to write (- for stdout)", CG_OPT_STR(out)},
+    {"seed", OPT_SEED, "N", "weight seed (0)", CG_OPT_U64(seed)},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -62,179 +78,44 @@ static const struct cg_cli cli = {
     .epilog = epilog,
 };
 
-struct args {
-	const char *data, *out;
-	const struct cg_arch *arch;
-	uint64_t seed;
-	enum cg_compress comp;
-	/* The architectures' option names in the table, and what each was
-	 * given (the last time it was given). */
-	const char *names[MAX_NAMES];
-	int nnames;
-	int given[MAX_NAMES];
-	const char *value[MAX_NAMES];  /* NULL: alone */
-	double vals[CG_ARCH_MAX_OPTS]; /* arch->opts' values */
-};
-
-/* ---------------------------------------------------------------- help */
-
-/* printf into buf [cap] at *n, cut at the end. */
-static void __attribute__((format(printf, 4, 5)))
-add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
-{
-	va_list ap;
-	int k;
-
-	if (*n >= cap)
-		return;
-	va_start(ap, fmt);
-	k = vsnprintf(buf + *n, cap - *n, fmt, ap);
-	va_end(ap);
-	*n = k < 0 ? cap : *n + (size_t)k;
-}
-
-/* The column cg_cli_help puts the generic options' help at, so that the
- * sections' help starts there too: two past the widest "  -a, --arch
- * NAME", at most 30 (lib/cli/cli.c). */
-static int
-help_column(void)
-{
-	int col = 0;
-
-	for (size_t i = 0; i < NOWN; i++) {
-		const char *arg = own[i].arg;
-		int n = 8 + (int)strlen(own[i].name) +
-		        (arg ? (arg[0] != '[') + (int)strlen(arg) : 0);
-		if (n + 2 > col && n + 2 <= 30)
-			col = n + 2;
-	}
-	return col;
-}
-
-/* One option's lines: "      --NAME N   help (default D; A to B)", the
- * parenthesis on a line of its own when the line would pass 79, the
- * help under the name when the name reaches the column. */
-static void
-add_opt(size_t *n, const struct cg_arch_opt *o, int col)
-{
-	char flag[96], range[96];
-	int at;
-
-	snprintf(flag, sizeof(flag), "      --%s%s", o->name,
-	         o->type == CG_ARCH_OPT_BOOL  ? "[=0|1]"
-	         : o->type == CG_ARCH_OPT_INT ? " N"
-	                                      : " X");
-	if (o->type == CG_ARCH_OPT_BOOL)
-		snprintf(range, sizeof(range), "(default %.0f; --%s alone: 1)",
-		         o->dflt, o->name);
-	else if (o->type == CG_ARCH_OPT_INT)
-		snprintf(range, sizeof(range), "(default %.0f; %.0f to %.0f)",
-		         o->dflt, o->min, o->max);
-	else
-		snprintf(range, sizeof(range), "(default %g; %g to %g)",
-		         o->dflt, o->min, o->max);
-	at = (int)strlen(flag);
-	if (at + 2 > col) {
-		add(epilog, sizeof(epilog), n, "%s\n", flag);
-		at = 0;
-		flag[0] = '\0';
-	}
-	int wrap =
-	    col + (int)(strlen(o->help) + 1 + strlen(range)) > HELP_WIDTH;
-	add(epilog, sizeof(epilog), n, "%s%*s%s%s%*s%s\n", flag, col - at, "",
-	    o->help, wrap ? "\n" : " ", wrap ? col : 0, "", range);
-}
-
-/* The section of each architecture (only's, when not NULL), then the
+/* The sections of every architecture (only's, when not NULL), then the
  * exit statuses. */
 static void
 make_epilog(const struct cg_arch *only)
 {
-	int col = help_column();
-	size_t n = 0;
-
-	epilog[0] = '\0';
-	for (int i = 0; i < cg_arch_count(); i++) {
-		const struct cg_arch *a = cg_arch_at(i);
-		if (only && a != only)
-			continue;
-		add(epilog, sizeof(epilog), &n, "-a %s: %s\n", a->name,
-		    a->summary);
-		for (int j = 0; j < a->nopts; j++)
-			add_opt(&n, &a->opts[j], col);
-		add(epilog, sizeof(epilog), &n, "\n");
-	}
-	add(epilog, sizeof(epilog), &n,
-	    "Exit status: 0 ok, 1 a failure, 2 a usage error.");
+	cg_cli_arch_help(epilog, sizeof(epilog), &cli, only,
+	                 "Exit status: 0 ok, 1 a failure, 2 a usage error.");
 }
 
-/*
- * The table: cg-init's own rows, then each architecture option name once
- * (the registry keeps options of one name alike in taking an argument),
- * recorded in a->names; and the help of --arch and the epilog.
- */
+/* ---------------------------------------------------------------- help */
+
+/* The table: cg-init's own rows, then a hidden row per architecture
+ * option name, recorded in a->names; the help of --arch, the epilog. */
 static void
 make_table(struct args *a)
 {
-	size_t n = 0;
-
 	memcpy(opts, own, sizeof(own));
-	add(arch_help, sizeof(arch_help), &n, "architecture:");
-	for (int i = 0; i < cg_arch_count(); i++) {
-		const struct cg_arch *ar = cg_arch_at(i);
-		add(arch_help, sizeof(arch_help), &n, "%s %s", i ? "," : "",
-		    ar->name);
-		for (int j = 0; j < ar->nopts; j++) {
-			const struct cg_arch_opt *o = &ar->opts[j];
-			int k = 0;
-			while (k < a->nnames && strcmp(a->names[k], o->name))
-				k++;
-			if (k < a->nnames || a->nnames == MAX_NAMES)
-				continue;
-			a->names[k] = o->name;
-			opts[NOWN + k] = (struct cg_opt){
-			    o->name, OPT_ARCH + k,
-			    o->type == CG_ARCH_OPT_BOOL ? "[=0|1]" : "X", NULL};
-			a->nnames++;
-		}
-	}
+	a->nnames = cg_cli_arch_rows(opts, NOWN, OPT_ARCH, a->names, MAX_NAMES);
+	cg_cli_arch_names(arch_help, sizeof(arch_help));
 	opts[0].help = arch_help;
-	opts[NOWN + a->nnames] = (struct cg_opt){0};
 	make_epilog(NULL);
 }
 
 /* -------------------------------------------------------------- parsing */
 
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+/* -a NAME, or an architecture option; CG_CONTINUE, or a usage error. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
-	switch (c) {
-	case 'a':
-		if ((a->arch = cg_arch_find(g->arg)) == NULL)
-			return cg_usage(NULL);
-		make_epilog(a->arch); /* for a --help after it */
-		break;
-	case 'd':
-		a->data = g->arg;
-		break;
-	case 'o':
-		a->out = g->arg;
-		break;
-	case 'z':
-		if (cg_compress_parse(g->arg, &a->comp) != 0)
-			return cg_usage(NULL);
-		break;
-	case OPT_SEED:
-		if (cg_parse_u64(g->name, g->arg, &a->seed) != 0)
-			return cg_usage(NULL);
-		break;
-	default:
+
+	if (c != 'a') {
 		a->given[c - OPT_ARCH] = 1;
 		a->value[c - OPT_ARCH] = g->arg;
-		break;
-	}
+	} else if ((a->arch = cg_arch_find(g->arg)) == NULL)
+		return cg_usage(NULL);
+	else
+		make_epilog(a->arch); /* for a --help after it */
 	return CG_CONTINUE;
 }
 

@@ -40,22 +40,46 @@ enum {
 	OPT_VERIFY
 };
 
+struct args {
+	int json;
+	int quiet;
+	int rows;
+	int diff;
+	int verify;
+	int no_stats;
+	const char *tensor;
+	double tolerance; /* --diff; < 0: identical bytes only */
+	struct cg_inspect_opts io;
+	char **files; /* NULL-terminated */
+	int nfiles;
+	int (*run)(const char *); /* every mode but --diff */
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"diff", OPT_DIFF, NULL, "compare files A and B tensor by tensor"},
-    {"json", 'j', NULL, "one JSON object per file, one per line"},
-    {"no-stats", OPT_NO_STATS, NULL, "skip min/max/mean/std/histogram (fast)"},
+    {"diff", OPT_DIFF, NULL, "compare files A and B tensor by tensor",
+     CG_OPT_FLAG(diff)},
+    {"json", 'j', NULL, "one JSON object per file, one per line",
+     CG_OPT_FLAG(json)},
+    {"no-stats", OPT_NO_STATS, NULL, "skip min/max/mean/std/histogram (fast)",
+     CG_OPT_FLAG(no_stats)},
     {"quiet", 'q', NULL,
-     "--verify: print nothing for good files;\n--diff: print nothing at all"},
+     "--verify: print nothing for good files;\n--diff: print nothing at all",
+     CG_OPT_FLAG(quiet)},
     {"rows", OPT_ROWS, NULL,
      "--tensor: one line per row of the last\ndimension instead of one "
-     "value per line"},
-    {"tensor", 't', "NAME", "print the values of tensor NAME as text"},
+     "value per line",
+     CG_OPT_FLAG(rows)},
+    {"tensor", 't', "NAME", "print the values of tensor NAME as text",
+     CG_OPT_STR(tensor)},
     {"tolerance", OPT_TOLERANCE, "X",
      "--diff: tensors of the same shape whose\nvalues differ by at most X "
-     "are equal"},
+     "are equal",
+     CG_OPT_F64(tolerance, 0, 1e30)},
     {"verify", OPT_VERIFY, NULL,
      "check every digest and what the readers of\nthe file's kind check; "
-     "print FILE: OK"},
+     "print FILE: OK",
+     CG_OPT_FLAG(verify)},
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -78,19 +102,7 @@ static const struct cg_cli cli = {
               "trouble.",
 };
 
-static struct {
-	int json;
-	int quiet;
-	int rows;
-	int diff;
-	int verify;
-	const char *tensor;
-	double tolerance; /* --diff; < 0: identical bytes only */
-	struct cg_inspect_opts io;
-	char **files; /* NULL-terminated */
-	int nfiles;
-	int (*run)(const char *); /* every mode but --diff */
-} opt = {.tolerance = -1, .io = {.stats = 1}};
+static struct args opt = {.tolerance = -1};
 
 /* The name cg_read_any uses for path in its messages. */
 static const char *
@@ -124,25 +136,15 @@ static int
 do_json(const char *path)
 {
 	struct cg_file *f = cg_read_any(path, NULL);
-	struct cJSON *j = NULL;
-	char *s = NULL;
+	struct cJSON *j;
 	int rc = -1;
 
 	if (f == NULL)
 		return -1;
-	if ((j = cg_inspect_json(display(path), f, &opt.io)) == NULL)
-		goto out;
-	if ((s = cJSON_PrintUnformatted(j)) == NULL) {
-		cg_seterr("out of memory");
-		goto out;
-	}
-	puts(s);
-	rc = 0;
-out:
+	if ((j = cg_inspect_json(display(path), f, &opt.io)) != NULL)
+		rc = cg_json_print(stdout, j);
 	if (rc != 0)
 		cg_errprefix(display(path));
-	free(s);
-	cJSON_Delete(j);
 	cg_file_free(f);
 	return rc;
 }
@@ -209,8 +211,6 @@ do_diff(const char *pa, const char *pb)
 {
 	struct cg_file *a, *b;
 	struct cg_diff *d = NULL;
-	struct cJSON *j = NULL;
-	char *s = NULL;
 	int rc = -1; /* -1: a failure not yet reported */
 
 	/* both are read whatever becomes of the first, so that two bad
@@ -231,21 +231,13 @@ do_diff(const char *pa, const char *pb)
 	if (!opt.quiet && opt.json) {
 		/* a line per tensor, then the summary */
 		for (size_t i = 0; i <= d->ntensors; i++) {
-			j = i < d->ntensors
+			struct cJSON *j =
+			    i < d->ntensors
 			        ? cg_diff_json_tensor(&d->tensors[i])
 			        : cg_diff_json_summary(display(pa), display(pb),
 			                               d);
-			if (j == NULL)
+			if (j == NULL || cg_json_print(stdout, j) != 0)
 				goto out;
-			if ((s = cJSON_PrintUnformatted(j)) == NULL) {
-				cg_seterr("out of memory");
-				goto out;
-			}
-			puts(s);
-			free(s);
-			s = NULL;
-			cJSON_Delete(j);
-			j = NULL;
 		}
 	}
 	rc = cg_diff_differs(d);
@@ -255,8 +247,6 @@ out:
 		cg_warn(NULL);
 		rc = 2;
 	}
-	free(s);
-	cJSON_Delete(j);
 	cg_diff_free(d);
 	cg_file_free(b);
 	cg_file_free(a);
@@ -270,44 +260,14 @@ static int
 parse(int argc, char **argv)
 {
 	static char *stdin_only[] = {"-", NULL};
-	struct cg_getopt g;
-	int c;
+	int ind, rc;
 
-	cg_getopt_init(&g, &cli, argc, argv);
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END) {
-		switch (c) {
-		case CG_OPT_EXIT:
-			return g.status;
-		case OPT_DIFF:
-			opt.diff = 1;
-			break;
-		case 'j':
-			opt.json = 1;
-			break;
-		case OPT_NO_STATS:
-			opt.io.stats = 0;
-			break;
-		case 'q':
-			opt.quiet = 1;
-			break;
-		case OPT_ROWS:
-			opt.rows = 1;
-			break;
-		case 't':
-			opt.tensor = g.arg;
-			break;
-		case OPT_TOLERANCE:
-			if (cg_parse_f64(g.name, g.arg, 0, 1e30,
-			                 &opt.tolerance) != 0)
-				return cg_usage(NULL);
-			break;
-		case OPT_VERIFY:
-			opt.verify = 1;
-			break;
-		}
-	}
-	opt.nfiles = argc - g.ind;
-	opt.files = g.ind < argc ? argv + g.ind : stdin_only;
+	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, &opt, &ind)) !=
+	    CG_CONTINUE)
+		return rc;
+	opt.io.stats = !opt.no_stats;
+	opt.nfiles = argc - ind;
+	opt.files = ind < argc ? argv + ind : stdin_only;
 	return CG_CONTINUE;
 }
 
@@ -321,7 +281,7 @@ validate(void)
 		return cg_usage("--diff and --verify cannot be combined");
 	if (diff && opt.tensor)
 		return cg_usage("--tensor cannot be combined with --diff");
-	if (diff && !opt.io.stats)
+	if (diff && opt.no_stats)
 		return cg_usage("--no-stats cannot be combined with --diff");
 	if (!diff && opt.tolerance >= 0)
 		return cg_usage("--tolerance needs --diff");

@@ -19,13 +19,25 @@
 
 enum { OPT_LIST = 'l', OPT_X25519 = CG_KEY_OWN };
 
+struct args {
+	const char *out, *comment;
+	int force, list, x25519;
+	char **files;
+	int nfiles;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"comment", 'C', "TEXT", "the comment of the public key (cg-key)"},
-    {"force", 'f', NULL, "replace NAME and NAME.pub where they exist"},
-    {"list", OPT_LIST, NULL, "print the fingerprint of each FILE"},
-    {"output", 'o', "NAME", "write the key pair NAME and NAME.pub"},
+    {"comment", 'C', "TEXT", "the comment of the public key (cg-key)",
+     CG_OPT_STR(comment)},
+    {"force", 'f', NULL, "replace NAME and NAME.pub where they exist",
+     CG_OPT_FLAG(force)},
+    {"list", OPT_LIST, NULL, "print the fingerprint of each FILE",
+     CG_OPT_FLAG(list)},
+    {"output", 'o', "NAME", "write the key pair NAME and NAME.pub",
+     CG_OPT_STR(out)},
     {"x25519", OPT_X25519, NULL,
-     "an X25519 pair, for masking (cg-train-step --mask)"},
+     "an X25519 pair, for masking (cg-train-step --mask)", CG_OPT_FLAG(x25519)},
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},
@@ -46,45 +58,13 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
 
-struct args {
-	const char *out, *comment;
-	int force, list, x25519;
-	char **files;
-	int nfiles;
-};
-
-static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
-{
-	struct args *a = ctx;
-
-	switch (c) {
-	case 'C':
-		a->comment = g->arg;
-		break;
-	case 'f':
-		a->force = 1;
-		break;
-	case OPT_LIST:
-		a->list = 1;
-		break;
-	case 'o':
-		a->out = g->arg;
-		break;
-	case OPT_X25519:
-		a->x25519 = 1;
-		break;
-	}
-	return CG_CONTINUE;
-}
-
 /* The command line into a, checked; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
 {
 	int ind, rc;
 
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	a->files = argv + ind;

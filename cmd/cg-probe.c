@@ -19,7 +19,6 @@
 #include "train/probe.h"
 
 #define MAX_BATCH (1 << 20)
-#define MAX_THREADS 4096
 /* a probe is a few seconds; an hour is a mistake */
 #define MAX_SECONDS 3600.0
 
@@ -32,19 +31,35 @@ enum {
 	OPT_WINDOWS,
 };
 
+struct args {
+	const char *model, *data;
+	long long batch, windows;
+	int threads;
+	double seconds, warmup, reference;
+	uint64_t seed;
+	int json;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"model", 'm', "FILE", "the model to train"},
-    {"data", 'd', "SHARD", "a data shard of this host"},
-    {"batch", 'b', "B", "examples per step, as the host's calls (32)"},
-    {"seconds", OPT_SECONDS, "S", "seconds of timed steps (5)"},
-    {"warmup", OPT_WARMUP, "S", "seconds of steps before, not timed (1)"},
+    {"model", 'm', "FILE", "the model to train", CG_OPT_STR(model)},
+    {"data", 'd', "SHARD", "a data shard of this host", CG_OPT_STR(data)},
+    {"batch", 'b', "B", "examples per step, as the host's calls (32)",
+     CG_OPT_I64(batch, 1, MAX_BATCH)},
+    {"seconds", OPT_SECONDS, "S", "seconds of timed steps (5)",
+     CG_OPT_F64(seconds, 0, MAX_SECONDS), CG_OPT_POSITIVE},
+    {"warmup", OPT_WARMUP, "S", "seconds of steps before, not timed (1)",
+     CG_OPT_F64(warmup, 0, MAX_SECONDS)},
     {"windows", OPT_WINDOWS, "N",
-     "cut the timed seconds into N windows; the median counts (5)"},
+     "cut the timed seconds into N windows; the median counts (5)",
+     CG_OPT_I64(windows, 1, CG_PROBE_MAX_WINDOWS)},
     {"reference", OPT_REFERENCE, "X",
-     "print the weight as examples/s divided by X (1)"},
-    {"seed", OPT_SEED, "N", "data order and model noise (0)"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
-    {"json", OPT_JSON, NULL, "one JSON object instead of the table"},
+     "print the weight as examples/s divided by X (1)",
+     CG_OPT_F64(reference, 1e-30, 1e30)},
+    {"seed", OPT_SEED, "N", "data order and model noise (0)", CG_OPT_U64(seed)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
+    {"json", OPT_JSON, NULL, "one JSON object instead of the table",
+     CG_OPT_FLAG(json)},
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},
@@ -60,65 +75,12 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
 
-struct args {
-	const char *model, *data;
-	long long batch, threads, windows;
-	double seconds, warmup, reference;
-	uint64_t seed;
-	int json;
-};
-
-static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
-{
-	struct args *a = ctx;
-	const char *s = g->arg;
-	int e = 0;
-
-	switch (c) {
-	case 'b':
-		e = cg_parse_i64(g->name, s, 1, MAX_BATCH, &a->batch);
-		break;
-	case 'd':
-		a->data = s;
-		break;
-	case 'j':
-		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'm':
-		a->model = s;
-		break;
-	case OPT_JSON:
-		a->json = 1;
-		break;
-	case OPT_REFERENCE:
-		e = cg_parse_f64(g->name, s, 1e-30, 1e30, &a->reference);
-		break;
-	case OPT_SECONDS:
-		e = cg_parse_f64(g->name, s, 0, MAX_SECONDS, &a->seconds);
-		if (e == 0 && !(a->seconds > 0))
-			e = cg_seterr("--seconds: must be positive");
-		break;
-	case OPT_SEED:
-		e = cg_parse_u64(g->name, s, &a->seed);
-		break;
-	case OPT_WARMUP:
-		e = cg_parse_f64(g->name, s, 0, MAX_SECONDS, &a->warmup);
-		break;
-	case OPT_WINDOWS:
-		e = cg_parse_i64(g->name, s, 1, CG_PROBE_MAX_WINDOWS,
-		                 &a->windows);
-		break;
-	}
-	return e ? cg_usage(NULL) : CG_CONTINUE;
-}
-
 static int
 parse(int argc, char **argv, struct args *a)
 {
 	int ind, rc;
 
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (ind != argc)
@@ -140,7 +102,6 @@ report(const struct args *a, const struct cg_model *m, int threads,
 {
 	char host[256] = "";
 	cJSON *j, *w;
-	char *txt;
 
 	if (gethostname(host, sizeof(host) - 1) != 0)
 		strcpy(host, "");
@@ -187,13 +148,7 @@ report(const struct args *a, const struct cg_model *m, int threads,
 		for (int i = 0; i < r->nwindows; i++)
 			cJSON_AddItemToArray(w,
 			                     cJSON_CreateNumber(r->window[i]));
-	txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	if (txt == NULL)
-		return cg_seterr("out of memory");
-	printf("%s\n", txt);
-	free(txt);
-	return 0;
+	return cg_json_print(stdout, j);
 }
 
 int
@@ -212,7 +167,7 @@ main(int argc, char **argv)
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	o = (struct cg_probe_opts){.batch = (int)a.batch,
 	                           .warmup = a.warmup,
 	                           .seconds = a.seconds,

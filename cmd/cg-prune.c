@@ -20,7 +20,6 @@
 #include "exchange/update.h"
 #include "model/model.h"
 
-#define MAX_THREADS 4096
 #define MAX_EXCLUDE 64
 
 enum {
@@ -32,64 +31,29 @@ enum {
 	OPT_SEED,
 };
 
-static const struct cg_opt opts[] = {
-    {"output", 'o', "FILE", "the pruned model (- or a pipe: stdout)"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
-    CG_OPT_SIGN,
-    CG_OPT_TRUST,
-    CG_OPT_HELP,
-    CG_OPT_VERSION,
-    {NULL, 0, NULL, "How much:"},
-    {"sparsity", 's', "X", "prune the fraction X (0 to 1) of each tensor"},
-    {"global", OPT_GLOBAL, NULL,
-     "rank all tensors' weights together: X of them all"},
-    {"group", OPT_GROUP, "NAME",
-     "-s ranks within each tensor or each output row (tensor; wanda: row)"},
-    {"nm", OPT_NM, "N:M", "keep N of each M consecutive inputs (2:4)"},
-    {"exclude", OPT_EXCLUDE, "GLOB",
-     "leave the tensors whose names match GLOB dense (repeatable)"},
-    {NULL, 0, NULL, "Which first (the least important):"},
-    {"importance", 'i', "NAME",
-     "magnitude |w|, wanda |w| ||x|| (needs -d) or grad |w g| (needs "
-     "GRAD) (magnitude)"},
-    {"data", 'd', "SHARD", "wanda: the calibration shard"},
-    {"calib", OPT_CALIB, "N", "wanda: examples of it to run (128; 0: all)"},
-    {"batch", 'b', "N", "wanda: examples per pass (32)"},
-    {"seed", OPT_SEED, "N", "wanda: which examples, and their noise (0)"},
-    {0},
-};
-
-static const struct cg_cli cli = {
-    .name = "cg-prune",
-    .synopsis = "-s X [--global] [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]\n"
-                "--nm N:M [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]",
-    .about = "Prune a model (-: standard input): the least important "
-             "weights of its Linear\nlayers become 0, and a mask keeps "
-             "them 0 through later training.",
-    .opts = opts,
-    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
-};
-
 struct args {
 	const char *model, *grad, *out, *data;
 	const char *exclude[MAX_EXCLUDE];
 	int nexclude;
 	struct cg_prune_opts po;
-	int sparsity_given, global_given;
+	const char *sparsity_given;
+	int global_given;
 	int group; /* -1: the importance's own, 0: tensor, 1: row */
 	enum cg_importance imp;
-	int imp_given;
 	const char *wanda_only; /* the first option only wanda takes */
-	long long calib, batch, threads;
+	long long calib, batch;
+	int threads;
 	uint64_t seed;
 	enum cg_compress comp;
 };
 
-/* "N:M" into o. */
+static const char *const group_names[] = {"tensor", "row", NULL};
+
+/* "N:M" into the struct cg_prune_opts at where. */
 static int
-parse_nm(const char *s, struct cg_prune_opts *o)
+parse_nm(const char *s, void *where)
 {
+	struct cg_prune_opts *o = where;
 	char *end;
 	const char *q;
 	long n = strtol(s, &end, 10), m;
@@ -106,68 +70,69 @@ parse_nm(const char *s, struct cg_prune_opts *o)
 	return 0;
 }
 
+#define CG_CTX struct args
+static const struct cg_opt opts[] = {
+    {"output", 'o', "FILE", "the pruned model (- or a pipe: stdout)",
+     CG_OPT_STR(out)},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
+    CG_OPT_SIGN,
+    CG_OPT_TRUST,
+    CG_OPT_HELP,
+    CG_OPT_VERSION,
+    CG_OPT_HEADING("How much:"),
+    {"sparsity", 's', "X", "prune the fraction X (0 to 1) of each tensor",
+     CG_OPT_F64(po.sparsity, 0, 1), CG_OPT_SEEN(sparsity_given)},
+    {"global", OPT_GLOBAL, NULL,
+     "rank all tensors' weights together: X of them all",
+     CG_OPT_FLAG(global_given)},
+    {"group", OPT_GROUP, "NAME",
+     "-s ranks within each tensor or each output row (tensor; wanda: row)",
+     CG_OPT_ENUM(group, group_names)},
+    {"nm", OPT_NM, "N:M", "keep N of each M consecutive inputs (2:4)",
+     CG_OPT_PARSE(po, parse_nm)},
+    {"exclude", OPT_EXCLUDE, "GLOB",
+     "leave the tensors whose names match GLOB dense (repeatable)",
+     CG_OPT_CUSTOM},
+    CG_OPT_HEADING("Which first (the least important):"),
+    {"importance", 'i', "NAME",
+     "magnitude |w|, wanda |w| ||x|| (needs -d) or grad |w g| (needs "
+     "GRAD) (magnitude)",
+     CG_OPT_ENUM(imp, cg_importance_names)},
+    {"data", 'd', "SHARD", "wanda: the calibration shard", CG_OPT_STR(data),
+     CG_OPT_SEEN(wanda_only)},
+    {"calib", OPT_CALIB, "N", "wanda: examples of it to run (128; 0: all)",
+     CG_OPT_I64(calib, 0, 1LL << 40), CG_OPT_SEEN(wanda_only)},
+    {"batch", 'b', "N", "wanda: examples per pass (32)",
+     CG_OPT_I64(batch, 1, 1 << 20), CG_OPT_SEEN(wanda_only)},
+    {"seed", OPT_SEED, "N", "wanda: which examples, and their noise (0)",
+     CG_OPT_U64(seed), CG_OPT_SEEN(wanda_only)},
+    {0},
+};
+
+static const struct cg_cli cli = {
+    .name = "cg-prune",
+    .synopsis = "-s X [--global] [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]\n"
+                "--nm N:M [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]",
+    .about = "Prune a model (-: standard input): the least important "
+             "weights of its Linear\nlayers become 0, and a mask keeps "
+             "them 0 through later training.",
+    .opts = opts,
+    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
+};
+
+/* --exclude GLOB: one more pattern. */
 static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
+exclude_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
-	const char *s = g->arg;
-	int e = 0;
 
-	switch (c) {
-	case 'b':
-		e = cg_parse_i64(g->name, s, 1, 1 << 20, &a->batch);
-		break;
-	case 'd':
-		a->data = s;
-		break;
-	case 'i':
-		a->imp_given = 1;
-		e = cg_importance_parse(s, &a->imp);
-		break;
-	case 'j':
-		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'o':
-		a->out = s;
-		break;
-	case 's':
-		a->sparsity_given = 1;
-		e = cg_parse_f64(g->name, s, 0, 1, &a->po.sparsity);
-		break;
-	case 'z':
-		e = cg_compress_parse(s, &a->comp);
-		break;
-	case OPT_CALIB:
-		e = cg_parse_i64(g->name, s, 0, (long long)1 << 40, &a->calib);
-		break;
-	case OPT_EXCLUDE:
-		if (a->nexclude == MAX_EXCLUDE)
-			e = cg_seterr("--exclude: more than %d", MAX_EXCLUDE);
-		else
-			a->exclude[a->nexclude++] = s;
-		break;
-	case OPT_GLOBAL:
-		a->global_given = 1;
-		break;
-	case OPT_GROUP:
-		if (strcmp(s, "tensor") == 0)
-			a->group = 0;
-		else if (strcmp(s, "row") == 0)
-			a->group = 1;
-		else
-			e = cg_seterr("--group: '%s' is not tensor or row", s);
-		break;
-	case OPT_NM:
-		e = parse_nm(s, &a->po);
-		break;
-	case OPT_SEED:
-		e = cg_parse_u64(g->name, s, &a->seed);
-		break;
-	}
-	if ((c == 'd' || c == 'b' || c == OPT_CALIB || c == OPT_SEED) &&
-	    a->wanda_only == NULL)
-		a->wanda_only = g->opt->name;
-	return e ? cg_usage(NULL) : CG_CONTINUE;
+	(void)c;
+	if (a->nexclude == MAX_EXCLUDE)
+		return cg_usage("--exclude: more than %d", MAX_EXCLUDE);
+	a->exclude[a->nexclude++] = g->arg;
+	return CG_CONTINUE;
 }
 
 static int
@@ -180,7 +145,7 @@ parse(int argc, char **argv, struct args *a)
 	a->calib = 128;
 	a->batch = 32;
 	a->group = -1;
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, exclude_option, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (ind < argc)
@@ -346,7 +311,7 @@ main(int argc, char **argv)
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	const char *mname = strcmp(a.model, "-") ? a.model : "(stdin)";
 	rc = CG_EXIT_FAILURE;
 	if ((m = cg_model_read(a.model)) == NULL) {

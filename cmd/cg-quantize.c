@@ -22,21 +22,37 @@ enum { OPT_ALL = CG_KEY_OWN, OPT_KEEP, OPT_REF, OPT_REQUANT, OPT_STRIP };
 
 #define MAX_KEEP 64
 
+struct args {
+	const char *in, *out;
+	struct cg_quant_rule r;
+	const char *keep[MAX_KEEP];
+	enum cg_compress comp;
+	int quiet, verbose;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"output", 'o', "FILE", "where to write (- or none: stdout)"},
+    {"output", 'o', "FILE", "where to write (- or none: stdout)",
+     CG_OPT_STR(out)},
     {"keep", OPT_KEEP, "PAT",
-     "views whose names match the glob PAT stay\nf32 (repeatable)"},
+     "views whose names match the glob PAT stay\nf32 (repeatable)",
+     CG_OPT_CUSTOM},
     {"all", OPT_ALL, NULL,
-     "norms, biases and embeddings take TYPE\ntoo (where their rows fit)"},
+     "norms, biases and embeddings take TYPE\ntoo (where their rows fit)",
+     CG_OPT_FLAG(r.all)},
     {"allow-requantize", OPT_REQUANT, NULL,
-     "take a view stored in one block type to\nanother"},
+     "take a view stored in one block type to\nanother",
+     CG_OPT_FLAG(r.allow_requantize)},
     {"reference", OPT_REF, NULL,
-     "q4_0, q4_1: ggml's reference rule, not the\nfitted scales"},
+     "q4_0, q4_1: ggml's reference rule, not the\nfitted scales",
+     CG_OPT_FLAG(r.reference)},
     {"strip", OPT_STRIP, NULL,
-     "leave the optimizer's state out (its\nmoments start afresh)"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"quiet", 'q', NULL, "no report"},
-    {"verbose", 'v', NULL, "the report names every view"},
+     "leave the optimizer's state out (its\nmoments start afresh)",
+     CG_OPT_FLAG(r.strip)},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
+    {"quiet", 'q', NULL, "no report", CG_OPT_FLAG(quiet)},
+    {"verbose", 'v', NULL, "the report names every view", CG_OPT_FLAG(verbose)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -54,52 +70,16 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
 
-struct args {
-	const char *in, *out;
-	struct cg_quant_rule r;
-	const char *keep[MAX_KEEP];
-	enum cg_compress comp;
-	int quiet, verbose;
-};
-
+/* --keep PAT: one more pattern. */
 static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
+keep_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
 
-	switch (c) {
-	case 'o':
-		a->out = g->arg;
-		break;
-	case 'z':
-		if (cg_compress_parse(g->arg, &a->comp) != 0)
-			return cg_usage(NULL);
-		break;
-	case 'q':
-		a->quiet = 1;
-		break;
-	case 'v':
-		a->verbose = 1;
-		break;
-	case OPT_ALL:
-		a->r.all = 1;
-		break;
-	case OPT_REF:
-		a->r.reference = 1;
-		break;
-	case OPT_STRIP:
-		a->r.strip = 1;
-		break;
-	case OPT_REQUANT:
-		a->r.allow_requantize = 1;
-		break;
-	case OPT_KEEP:
-		if (a->r.nkeep == MAX_KEEP)
-			return cg_usage("more than %d --keep patterns",
-			                MAX_KEEP);
-		a->keep[a->r.nkeep++] = g->arg;
-		break;
-	}
+	(void)c; /* --keep */
+	if (a->r.nkeep == MAX_KEEP)
+		return cg_usage("more than %d --keep patterns", MAX_KEEP);
+	a->keep[a->r.nkeep++] = g->arg;
 	return CG_CONTINUE;
 }
 
@@ -109,7 +89,7 @@ parse(int argc, char **argv, struct args *a)
 	const struct cg_codec *c;
 	int ind, rc;
 
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, keep_option, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (argc - ind != 2)

@@ -29,8 +29,6 @@
 #include "exchange/stale.h"
 #include "model/model.h"
 
-#define MAX_THREADS 4096
-
 enum {
 	OPT_ALLOW_DUPLICATES = CG_KEY_OWN,
 	OPT_OP,
@@ -48,29 +46,64 @@ enum {
  * make_epilog before parsing. */
 static char epilog[3072];
 
+struct args {
+	const char *out;
+	const struct cg_reduce_op *op;
+	double param; /* op's */
+	const char *model;
+	long long max_staleness; /* -1: none */
+	struct cg_stale_weight stale;
+	int stale_given;
+	int skip_nonfinite;
+	int allow_duplicates;
+	struct cg_uspec codec;
+	const char *codec_name;
+	int coded;
+	uint64_t budget;
+	enum cg_compress comp;
+	int threads;
+	const char *log;
+	long long min_inputs;
+	char **inputs; /* [ninputs] */
+	int ninputs;
+	int quiet;
+};
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
-    {"op", OPT_OP, "NAME[:P]", "how to combine (mean): one of those below"},
+    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)",
+     CG_OPT_STR(out)},
+    {"op", OPT_OP, "NAME[:P]", "how to combine (mean): one of those below",
+     CG_OPT_CUSTOM},
     {"min-inputs", OPT_MIN_INPUTS, "K",
-     "fail unless the inputs stand for K updates at least (1)"},
+     "fail unless the inputs stand for K updates at least (1)",
+     CG_OPT_I64(min_inputs, 1, INT64_MAX)},
     {"skip-nonfinite", OPT_SKIP_NONFINITE, NULL,
-     "leave out an input with a nan or inf, and say so (refuse it)"},
+     "leave out an input with a nan or inf, and say so (refuse it)",
+     CG_OPT_FLAG(skip_nonfinite)},
     {"allow-duplicates", OPT_ALLOW_DUPLICATES, NULL,
      "take an update that counts already: one of the same content, or\n"
-     "of the same worker and base model (refuse it: one update a worker)"},
+     "of the same worker and base model (refuse it: one update a worker)",
+     CG_OPT_FLAG(allow_duplicates)},
     {"model", OPT_MODEL, "FILE",
-     "reduce for this model: inputs of it or of an earlier step"},
+     "reduce for this model: inputs of it or of an earlier step",
+     CG_OPT_STR(model)},
     {"max-staleness", OPT_MAX_STALENESS, "S",
-     "leave out inputs more than S steps older than --model (none)"},
+     "leave out inputs more than S steps older than --model (none)",
+     CG_OPT_I64(max_staleness, 0, INT64_MAX)},
     {"staleness-weight", OPT_STALENESS_WEIGHT, "RULE",
-     "weigh inputs by staleness: one of those below (constant)"},
+     "weigh inputs by staleness: one of those below (constant)", CG_OPT_CUSTOM},
     {"codec", OPT_CODEC, "SPEC",
-     "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)"},
-    {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
-    {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
-    {"quiet", 'q', NULL, "nothing on stderr but errors"},
+     "encode the result: f16, q8, q4, q2, topk:F, sign, lowrank:R (f32)",
+     CG_OPT_PARSE(codec, cg_opt_codec), CG_OPT_PREFIX, CG_OPT_SEEN(codec_name)},
+    {"budget", OPT_BUDGET, "BYTES", "fit the encoded result in BYTES",
+     CG_OPT_SIZE(budget), CG_OPT_POSITIVE},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
+    {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)",
+     CG_OPT_STR(log)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
+    {"quiet", 'q', NULL, "nothing on stderr but errors", CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -84,28 +117,6 @@ static const struct cg_cli cli = {
     .about = "Combine gradients or deltas (- or none: standard input).",
     .opts = opts,
     .epilog = epilog,
-};
-
-struct args {
-	const char *out;
-	const struct cg_reduce_op *op;
-	double param; /* op's */
-	const char *model;
-	long long max_staleness; /* -1: none */
-	struct cg_stale_weight stale;
-	int stale_given;
-	int skip_nonfinite;
-	int allow_duplicates;
-	struct cg_uspec codec;
-	int coded;
-	uint64_t budget;
-	enum cg_compress comp;
-	long long threads;
-	const char *log;
-	long long min_inputs;
-	char **inputs; /* [ninputs] */
-	int ninputs;
-	int quiet;
 };
 
 /* The inputs left out (--skip-nonfinite), for --log. */
@@ -149,71 +160,21 @@ make_epilog(void)
 		         "\nExit status: 0 success, 1 failure, 2 usage error.");
 }
 
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+/* --op and --staleness-weight; CG_CONTINUE, or a usage error. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
-	int e = 0;
+	int e;
 
-	switch (c) {
-	case 'j':
-		e = cg_parse_i64(g->name, g->arg, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'o':
-		a->out = g->arg;
-		break;
-	case 'q':
-		a->quiet = 1;
-		break;
-	case 'z':
-		e = cg_compress_parse(g->arg, &a->comp);
-		break;
-	case OPT_CODEC:
-		a->coded = 1;
-		if ((e = cg_uspec_parse(g->arg, &a->codec)) != 0)
-			cg_errprefix("--codec");
-		break;
-	case OPT_BUDGET:
-		e = cg_parse_size(g->name, g->arg, &a->budget);
-		if (e == 0 && a->budget == 0)
-			e = cg_seterr("--budget: must be positive");
-		if (e == 0 && !a->coded) {
-			a->coded = 1;
-			cg_uspec_parse("topk", &a->codec);
-		}
-		break;
-	case OPT_LOG:
-		a->log = g->arg;
-		break;
-	case OPT_MIN_INPUTS:
-		e = cg_parse_i64(g->name, g->arg, 1, INT64_MAX, &a->min_inputs);
-		break;
-	case OPT_SKIP_NONFINITE:
-		a->skip_nonfinite = 1;
-		break;
-	case OPT_ALLOW_DUPLICATES:
-		a->allow_duplicates = 1;
-		break;
-	case OPT_MODEL:
-		a->model = g->arg;
-		break;
-	case OPT_MAX_STALENESS:
-		e = cg_parse_i64(g->name, g->arg, 0, INT64_MAX,
-		                 &a->max_staleness);
-		break;
-	case OPT_STALENESS_WEIGHT:
+	if (c == OPT_OP) {
+		e = (a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL;
+	} else {
 		a->stale_given = 1;
-		if ((e = cg_stale_weight_parse(g->arg, &a->stale)) != 0)
-			cg_errprefix(g->name);
-		break;
-	case OPT_OP:
-		if ((a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL) {
-			cg_errprefix(g->name);
-			e = -1;
-		}
-		break;
+		e = cg_stale_weight_parse(g->arg, &a->stale) != 0;
 	}
+	if (e)
+		cg_errprefix(g->name);
 	return e ? cg_usage(NULL) : CG_CONTINUE;
 }
 
@@ -229,6 +190,10 @@ parse(int argc, char **argv, struct args *a)
 		return rc;
 	a->inputs = argv + ind;
 	a->ninputs = argc - ind;
+	/* --budget alone fits a top-k */
+	if (a->budget && a->codec_name == NULL)
+		cg_uspec_parse("topk", &a->codec);
+	a->coded = a->codec_name != NULL || a->budget != 0;
 	return CG_CONTINUE;
 }
 
@@ -334,15 +299,8 @@ static int
 write_log(const char *path, const struct cg_reducer *r,
           const struct skipped *sk, const struct cg_file *f, double secs)
 {
-	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
-	char *s = NULL;
-	int rc = -1;
 
-	if (fp == NULL || o == NULL) {
-		cg_seterr("%s: cannot append", path);
-		goto out;
-	}
 	cJSON_AddNumberToObject(o, "inputs", (double)r->inputs);
 	cJSON_AddNumberToObject(o, "samples", r->samples);
 	cJSON_AddNumberToObject(o, "seconds", secs);
@@ -356,18 +314,7 @@ write_log(const char *path, const struct cg_reducer *r,
 	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
 	if (st)
 		cJSON_AddItemToObject(o, "staleness", cJSON_Duplicate(st, 1));
-	if ((s = cJSON_PrintUnformatted(o)) == NULL) {
-		cg_seterr("out of memory");
-		goto out;
-	}
-	fprintf(fp, "%s\n", s);
-	rc = 0;
-out:
-	free(s);
-	if (fp && fclose(fp) != 0 && rc == 0)
-		rc = cg_seterr("%s: write failed", path);
-	cJSON_Delete(o);
-	return rc;
+	return cg_json_append(path, o);
 }
 
 /* A call's work: the reducer, the model it reduces for, the inputs
@@ -383,7 +330,7 @@ struct call {
 static int
 start(const struct args *a, struct call *c)
 {
-	cg_set_threads((int)a->threads);
+	cg_set_threads(a->threads);
 	cg_reducer_init(&c->r, a->op, a->param);
 	c->r.skip_nonfinite = a->skip_nonfinite;
 	c->r.allow_duplicates = a->allow_duplicates;

@@ -44,7 +44,6 @@
 /* Bytes of a prompt file; only the last context - 1 are used. */
 #define MAX_PROMPT (16 << 20)
 #define MAX_COUNT 4096
-#define MAX_THREADS 4096
 #define MAX_TEMPERATURE 1000.0
 #define GRID_PAD 2
 /* Names listed in the message for an unknown condition. */
@@ -71,8 +70,8 @@ struct opts {
 	const char **conds; /* [nconds] as given */
 	int nconds;
 	int count;
-	int have_count;
-	int have_format;
+	const char *have_count;
+	const char *have_format;
 	int deterministic;
 	enum cg_image_format format;
 	uint64_t seed;
@@ -98,44 +97,63 @@ struct vocab {
 	int height, width, channels;
 };
 
+static int
+parse_format(const char *arg, void *where)
+{
+	return cg_image_format_parse(arg, where);
+}
+
+#define CG_CTX struct opts
 static const struct cg_opt opts[] = {
     {"cond", 'c', "NAME|INDEX",
      "a condition to draw (repeatable; images: default all; text: needed "
      "unless the model has one, or a prompt is given and it has "
-     "\"(prompt)\")"},
+     "\"(prompt)\")",
+     CG_OPT_CUSTOM},
     {"count", 'n', "N",
      "samples per condition (default: images " STR(DEFAULT_COUNT) ", text " STR(
-         DEFAULT_TEXT_COUNT) ")"},
-    {"format", 'f', "FMT",
-     "png or pgm (default: from FILE's suffix, else png)"},
+         DEFAULT_TEXT_COUNT) ")",
+     CG_OPT_INT(count, 1, MAX_COUNT), CG_OPT_SEEN(have_count)},
+    {"format", 'f', "FMT", "png or pgm (default: from FILE's suffix, else png)",
+     CG_OPT_PARSE(format, parse_format), CG_OPT_SEEN(have_format)},
     CG_OPT_TRUST,
     CG_OPT_HELP,
-    {"model", 'm', "FILE", "the model (- is stdin)"},
+    {"model", 'm', "FILE", "the model (- is stdin)", CG_OPT_STR(model)},
     {"output", 'o', "FILE",
-     "where to write (default -: stdout; images: not a terminal)"},
-    {"seed", OPT_SEED, "N", "seed of the noise (default 0)"},
+     "where to write (default -: stdout; images: not a terminal)",
+     CG_OPT_STR(output)},
+    {"seed", OPT_SEED, "N", "seed of the noise (default 0)", CG_OPT_U64(seed)},
     {"temperature", OPT_TEMPERATURE, "T",
      "images: scale of the latent noise; text: of the logits (0: greedy) "
-     "(default 1)"},
-    {"threads", 'j', "N", "threads (0: OMP_NUM_THREADS, else all cores)"},
+     "(default 1)",
+     CG_OPT_F64(temperature, 0, MAX_TEMPERATURE)},
+    CG_OPT_THREADS(threads, "threads (0: OMP_NUM_THREADS, else all cores)"),
     {"deterministic", OPT_DETERMINISTIC, NULL,
      "the same samples at any thread count on any x86-64 (built-in "
-     "kernels)"},
+     "kernels)",
+     CG_OPT_FLAG(deterministic)},
     CG_OPT_VERSION,
-    {NULL, 0, NULL, "Diffusion models (cddpm):"},
-    CG_DIFFUSION_OPTS,
-    {NULL, 0, NULL, "Text models:"},
+    CG_OPT_HEADING("Diffusion models (cddpm):"),
+    CG_DIFFUSION_OPTS(diffusion, diff_opt),
+    CG_OPT_HEADING("Text models:"),
     {"max-bytes", OPT_MAX_BYTES, "N",
-     "stop a text after N bytes (default " STR(DEFAULT_MAX_BYTES) ")"},
-    {"prompt", 'p', "TEXT", "continue TEXT (not printed)"},
+     "stop a text after N bytes (default " STR(DEFAULT_MAX_BYTES) ")",
+     CG_OPT_U64_IN(sampler.max_bytes, 1, MAX_MAX_BYTES),
+     CG_OPT_SEEN_LAST(text_opt)},
+    {"prompt", 'p', "TEXT", "continue TEXT (not printed)", CG_OPT_STR(prompt),
+     CG_OPT_SEEN_LAST(text_opt)},
     {"prompt-file", OPT_PROMPT_FILE, "FILE",
-     "continue FILE's bytes (- is stdin)"},
+     "continue FILE's bytes (- is stdin)", CG_OPT_STR(prompt_file),
+     CG_OPT_SEEN_LAST(text_opt)},
     {"separator", OPT_SEPARATOR, "STR",
-     "between texts (default \"\\n%\\n\"; \\n \\t \\\\ expanded)"},
+     "between texts (default \"\\n%\\n\"; \\n \\t \\\\ expanded)",
+     CG_OPT_CUSTOM, CG_OPT_SEEN_LAST(text_opt)},
     {"top-k", OPT_TOP_K, "K",
-     "draw from the K likeliest bytes (default 0: all)"},
+     "draw from the K likeliest bytes (default 0: all)",
+     CG_OPT_INT(sampler.top_k, 0, MAX_TOP_K), CG_OPT_SEEN_LAST(text_opt)},
     {"top-p", OPT_TOP_P, "P",
-     "draw from the likeliest bytes of mass P (default 1)"},
+     "draw from the likeliest bytes of mass P (default 1)",
+     CG_OPT_F64(sampler.top_p, 0, 1), CG_OPT_SEEN_LAST(text_opt)},
     {0},
 };
 
@@ -177,82 +195,20 @@ unescape(const char *s)
 	return out;
 }
 
-/* The value of option c of g into o; CG_CONTINUE, or the exit status. */
+/* -c COND and --separator STR; CG_CONTINUE, or the exit status. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct opts *o = ctx;
-	const char *a = g->arg;
-	long long v = 0;
-	int e = 0;
 
-	switch (c) {
-	case 'c':
-		o->conds[o->nconds++] = a;
-		break;
-	case 'f':
-		e = cg_image_format_parse(a, &o->format);
-		o->have_format = 1;
-		break;
-	case 'j':
-		e = cg_parse_i64(g->name, a, 0, MAX_THREADS, &v);
-		o->threads = (int)v;
-		break;
-	case 'm':
-		o->model = a;
-		break;
-	case 'n':
-		e = cg_parse_i64(g->name, a, 1, MAX_COUNT, &v);
-		o->count = (int)v;
-		o->have_count = 1;
-		break;
-	case 'o':
-		o->output = a;
-		break;
-	case 'p':
-		o->prompt = a;
-		break;
-	case OPT_DETERMINISTIC:
-		o->deterministic = 1;
-		break;
-	default:
-		/* --guidance, --sampler, --steps: as cg-eval --judge's */
-		if ((e = cg_diffusion_cli_option(&o->diffusion, c, a)) > 0) {
-			o->diff_opt = g->opt->name;
-			e = 0;
-		}
-		break;
-	case OPT_MAX_BYTES:
-		e = cg_parse_i64(g->name, a, 1, MAX_MAX_BYTES, &v);
-		o->sampler.max_bytes = (size_t)v;
-		break;
-	case OPT_PROMPT_FILE:
-		o->prompt_file = a;
-		break;
-	case OPT_SEED:
-		e = cg_parse_u64(g->name, a, &o->seed);
-		break;
-	case OPT_SEPARATOR:
-		free(o->separator);
-		if ((o->separator = unescape(a)) == NULL)
-			return cg_failx("out of memory");
-		break;
-	case OPT_TOP_K:
-		e = cg_parse_i64(g->name, a, 0, MAX_TOP_K, &v);
-		o->sampler.top_k = (int)v;
-		break;
-	case OPT_TOP_P:
-		e = cg_parse_f64(g->name, a, 0, 1, &o->sampler.top_p);
-		break;
-	case OPT_TEMPERATURE:
-		e = cg_parse_f64(g->name, a, 0, MAX_TEMPERATURE,
-		                 &o->temperature);
-		break;
+	if (c == 'c') {
+		o->conds[o->nconds++] = g->arg;
+		return CG_CONTINUE;
 	}
-	if (c == 'p' || c == OPT_MAX_BYTES || c == OPT_PROMPT_FILE ||
-	    c == OPT_SEPARATOR || c == OPT_TOP_K || c == OPT_TOP_P)
-		o->text_opt = g->opt->name;
-	return e ? cg_usage(NULL) : CG_CONTINUE;
+	free(o->separator);
+	if ((o->separator = unescape(g->arg)) == NULL)
+		return cg_failx("out of memory");
+	return CG_CONTINUE;
 }
 
 /* The command line into o (whose conds and separator the caller frees);
@@ -527,10 +483,6 @@ put_str(struct sink *k, const char *s)
 static int
 read_prompt(const struct opts *o, uint8_t **p, size_t *n)
 {
-	FILE *fp;
-	size_t cap = 0;
-	int is_stdin;
-
 	*p = NULL;
 	*n = 0;
 	if (o->prompt) {
@@ -542,45 +494,7 @@ read_prompt(const struct opts *o, uint8_t **p, size_t *n)
 	}
 	if (o->prompt_file == NULL)
 		return 0;
-	is_stdin = strcmp(o->prompt_file, "-") == 0;
-	if ((fp = is_stdin ? stdin : fopen(o->prompt_file, "rb")) == NULL)
-		return cg_seterr("%s: %s", o->prompt_file, strerror(errno));
-	for (;;) {
-		if (*n == cap) {
-			uint8_t *q;
-			if (cap >= MAX_PROMPT) {
-				cg_seterr("%s: more than %d bytes",
-				          is_stdin ? "standard input"
-				                   : o->prompt_file,
-				          MAX_PROMPT);
-				goto fail;
-			}
-			cap = cap ? 2 * cap : 4096;
-			if ((q = realloc(*p, cap)) == NULL) {
-				cg_seterr("out of memory");
-				goto fail;
-			}
-			*p = q;
-		}
-		size_t got = fread(*p + *n, 1, cap - *n, fp);
-		*n += got;
-		if (got == 0)
-			break;
-	}
-	if (ferror(fp)) {
-		cg_seterr("%s: read error",
-		          is_stdin ? "standard input" : o->prompt_file);
-		goto fail;
-	}
-	if (!is_stdin)
-		fclose(fp);
-	return 0;
-fail:
-	if (!is_stdin)
-		fclose(fp);
-	free(*p);
-	*p = NULL;
-	return -1;
+	return cg_read_input(o->prompt_file, MAX_PROMPT, p, n);
 }
 
 /*

@@ -42,35 +42,100 @@ enum {
 	OPT_TEST
 };
 
+/* What the command line asks for. */
+struct args {
+	struct cg_split split;
+	struct cg_text_options topts;
+	enum cg_compress compress;
+	const char *prefix, *holdout, *conditions;
+	double *weights, fraction;
+	uint64_t nshards, limit, count;
+	const char *have_count, *have_fraction;
+	int test, json, verbose, quiet, nweights;
+	int idx, text; /* --format idx, or a text format */
+	char **inputs; /* [ninputs] */
+	int ninputs;
+};
+
+static int
+parse_strategy(const char *arg, void *where)
+{
+	return cg_split_parse(arg, where);
+}
+
+/* --holdout-fraction X, in [0, 1) */
+static int
+parse_fraction(const char *arg, void *where)
+{
+	if (cg_parse_f64("--holdout-fraction", arg, 0, 1, where) != 0 ||
+	    *(double *)where == 1)
+		return cg_seterr("--holdout-fraction: '%s' is not a number in "
+		                 "[0, 1)",
+		                 arg);
+	return 0;
+}
+
+/* --max-entry SIZE, 1 byte to CG_TEXT_MAX_ENTRY_LIMIT */
+static int
+parse_max_entry(const char *arg, void *where)
+{
+	uint64_t *n = where;
+
+	if (cg_parse_size("--max-entry", arg, n) != 0)
+		return -1;
+	if (*n < 1 || *n > CG_TEXT_MAX_ENTRY_LIMIT)
+		return cg_seterr("--max-entry: '%s' is not a size from 1 to 1G",
+		                 arg);
+	return 0;
+}
+
 /* In the order of --help, by topic. */
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
     {"shards", 'n', "N",
-     "number of shards (default: the number of weights, or 1)"},
+     "number of shards (default: the number of weights, or 1)",
+     CG_OPT_U64_IN(nshards, 1, CG_SHARD_MAX_SHARDS)},
     {"output", 'o', "PREFIX",
-     "write PREFIX-I.cgd; \"-\" writes one shard to stdout"},
+     "write PREFIX-I.cgd; \"-\" writes one shard to stdout",
+     CG_OPT_STR(prefix)},
     {"strategy", 's', "NAME",
-     "contiguous, round-robin, random, stratified (default) or hashed"},
-    {"weights", 'w', "W,W,...", "relative share of each shard (one per shard)"},
-    {"holdout", OPT_HOLDOUT, "FILE", "also write a held-out shard to FILE"},
+     "contiguous, round-robin, random, stratified (default) or hashed",
+     CG_OPT_PARSE(split.strategy, parse_strategy), CG_OPT_PREFIX},
+    {"weights", 'w', "W,W,...", "relative share of each shard (one per shard)",
+     CG_OPT_CUSTOM},
+    {"holdout", OPT_HOLDOUT, "FILE", "also write a held-out shard to FILE",
+     CG_OPT_STR(holdout)},
     {"holdout-fraction", OPT_HOLDOUT_FRACTION, "X",
-     "hold out this fraction (default 0.1)"},
-    {"holdout-count", OPT_HOLDOUT_COUNT, "K", "hold out exactly K examples"},
+     "hold out this fraction (default 0.1)",
+     CG_OPT_PARSE(fraction, parse_fraction), CG_OPT_SEEN(have_fraction)},
+    {"holdout-count", OPT_HOLDOUT_COUNT, "K", "hold out exactly K examples",
+     CG_OPT_U64_IN(count, 0, (long long)CG_SHARD_MAX_EXAMPLES),
+     CG_OPT_SEEN(have_count)},
     {"seed", OPT_SEED, "N",
      "seed of the holdout, random, stratified and hashed choices (default "
-     "0)"},
-    {"limit", OPT_LIMIT, "N", "use only the first N examples"},
-    {"test", OPT_TEST, NULL, "in DIR, read t10k-* instead of train-*"},
+     "0)",
+     CG_OPT_U64_IN(split.seed, 0, (1LL << 53) - 1)},
+    {"limit", OPT_LIMIT, "N", "use only the first N examples",
+     CG_OPT_U64_IN(limit, 1, (long long)CG_SHARD_MAX_EXAMPLES)},
+    {"test", OPT_TEST, NULL, "in DIR, read t10k-* instead of train-*",
+     CG_OPT_FLAG(test)},
     {"conditions", OPT_CONDITIONS, "FILE",
-     "condition names of IDX labels, one per line"},
+     "condition names of IDX labels, one per line", CG_OPT_STR(conditions)},
     {"format", OPT_FORMAT, "NAME",
      "read the input as idx, fortunes, jsonl or tsv (default: told from the "
-     "input as above)"},
+     "input as above)",
+     CG_OPT_CUSTOM},
     {"max-entry", OPT_MAX_ENTRY, "SIZE",
-     "longest text example in bytes, K, M or G suffix (default 1M)"},
-    {"compress", 'z', "TYPE", "none (default), gzip or zstd"},
-    {"json", OPT_JSON, NULL, "one JSON line per written shard on stdout"},
-    {"verbose", 'v', NULL, "a table of the shards on stderr"},
-    {"quiet", 'q', NULL, "print nothing but errors (and no progress)"},
+     "longest text example in bytes, K, M or G suffix (default 1M)",
+     CG_OPT_PARSE(topts.max_entry, parse_max_entry)},
+    {"compress", 'z', "TYPE", "none (default), gzip or zstd",
+     CG_OPT_PARSE(compress, cg_opt_compress), CG_OPT_PREFIX},
+    {"json", OPT_JSON, NULL, "one JSON line per written shard on stdout",
+     CG_OPT_FLAG(json)},
+    {"verbose", 'v', NULL, "a table of the shards on stderr",
+     CG_OPT_FLAG(verbose)},
+    {"quiet", 'q', NULL, "print nothing but errors (and no progress)",
+     CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -100,20 +165,6 @@ static const struct cg_cli cli = {
         "Both may be gzip files, or \"-\" (stdin) with --format.",
     .opts = opts,
     .epilog = "Exit status: 0 on success, 1 on failure, 2 on a usage error.",
-};
-
-/* What the command line asks for. */
-struct args {
-	struct cg_split split;
-	struct cg_text_options topts;
-	enum cg_compress compress;
-	const char *prefix, *holdout, *conditions;
-	double *weights, fraction;
-	uint64_t nshards, limit, count;
-	int have_count, have_fraction, test, json, verbose, quiet, nweights;
-	int idx, text; /* --format idx, or a text format */
-	char **inputs; /* [ninputs] */
-	int ninputs;
 };
 
 /*
@@ -294,7 +345,6 @@ print_json(const struct cg_dataset *d, const int *assign, char **paths,
 	for (uint64_t i = 0; i <= n; i++) {
 		int shard = i < n ? (int)i : -1;
 		cJSON *o, *c;
-		char *line;
 
 		if (paths[i] == NULL)
 			continue;
@@ -309,12 +359,10 @@ print_json(const struct cg_dataset *d, const int *assign, char **paths,
 		for (size_t k = 0; c && k < d->nconditions; k++)
 			cJSON_AddNumberToObject(c, d->conditions[k],
 			                        (double)counts[k]);
-		line = c ? cJSON_PrintUnformatted(o) : NULL;
-		cJSON_Delete(o);
-		if (line == NULL)
+		if (c == NULL)
+			cJSON_Delete(o);
+		if (c == NULL || cg_json_print(stdout, o) != 0)
 			goto out;
-		printf("%s\n", line);
-		free(line);
 	}
 	rc = 0;
 out:
@@ -322,101 +370,28 @@ out:
 	return rc;
 }
 
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
+/* --weights and --format; CG_CONTINUE, or a usage error. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
 	static double wbuf[CG_SHARD_MAX_SHARDS];
 	const char *s = g->arg;
-	long long v = 0;
 
-	switch (c) {
-	case 'n':
-		if (cg_parse_i64(g->name, s, 1, CG_SHARD_MAX_SHARDS, &v) != 0)
-			return cg_usage(NULL);
-		a->nshards = (uint64_t)v;
-		break;
-	case 'o':
-		a->prefix = s;
-		break;
-	case 'q':
-		a->quiet = 1;
-		break;
-	case 's':
-		if (cg_split_parse(s, &a->split.strategy) != 0)
-			return cg_usage("%s: %s", g->name, cg_errmsg());
-		break;
-	case 'v':
-		a->verbose = 1;
-		break;
-	case 'w':
+	if (c == 'w') {
 		if ((a->nweights = cg_parse_list(g->name, s, wbuf,
 		                                 CG_SHARD_MAX_SHARDS)) < 0)
 			return cg_usage(NULL);
 		a->weights = wbuf;
-		break;
-	case 'z':
-		if (cg_compress_parse(s, &a->compress) != 0)
-			return cg_usage("%s: %s", g->name, cg_errmsg());
-		break;
-	case OPT_CONDITIONS:
-		a->conditions = s;
-		break;
-	case OPT_FORMAT:
-		a->idx = strcmp(s, "idx") == 0;
-		a->text = 0;
-		if (!a->idx && cg_text_format_parse(s, &a->topts.format) != 0)
-			return cg_usage("--format: unknown format '%s' (idx, "
-			                "fortunes, jsonl or tsv)",
-			                s);
-		a->text = !a->idx;
-		break;
-	case OPT_HOLDOUT:
-		a->holdout = s;
-		break;
-	case OPT_HOLDOUT_COUNT:
-		if (cg_parse_i64(g->name, s, 0,
-		                 (long long)CG_SHARD_MAX_EXAMPLES, &v) != 0)
-			return cg_usage(NULL);
-		a->count = (uint64_t)v;
-		a->have_count = 1;
-		break;
-	case OPT_HOLDOUT_FRACTION:
-		if (cg_parse_f64(g->name, s, 0, 1, &a->fraction) != 0 ||
-		    a->fraction == 1)
-			return cg_usage("--holdout-fraction: '%s' is not a "
-			                "number in [0, 1)",
-			                s);
-		a->have_fraction = 1;
-		break;
-	case OPT_JSON:
-		a->json = 1;
-		break;
-	case OPT_LIMIT:
-		if (cg_parse_i64(g->name, s, 1,
-		                 (long long)CG_SHARD_MAX_EXAMPLES, &v) != 0)
-			return cg_usage(NULL);
-		a->limit = (uint64_t)v;
-		break;
-	case OPT_MAX_ENTRY:
-		if (cg_parse_size(g->name, s, &a->topts.max_entry) != 0)
-			return cg_usage(NULL);
-		if (a->topts.max_entry < 1 ||
-		    a->topts.max_entry > CG_TEXT_MAX_ENTRY_LIMIT)
-			return cg_usage("--max-entry: '%s' is not a size from "
-			                "1 to 1G",
-			                s);
-		break;
-	case OPT_SEED:
-		if (cg_parse_i64(g->name, s, 0, (1LL << 53) - 1, &v) != 0)
-			return cg_usage(NULL);
-		a->split.seed = (uint64_t)v;
-		break;
-	case OPT_TEST:
-		a->test = 1;
-		break;
+		return CG_CONTINUE;
 	}
+	a->idx = strcmp(s, "idx") == 0;
+	a->text = 0;
+	if (!a->idx && cg_text_format_parse(s, &a->topts.format) != 0)
+		return cg_usage("--format: unknown format '%s' (idx, "
+		                "fortunes, jsonl or tsv)",
+		                s);
+	a->text = !a->idx;
 	return CG_CONTINUE;
 }
 

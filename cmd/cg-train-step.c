@@ -24,7 +24,6 @@
 
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)
-#define MAX_THREADS 4096
 /* --teacher-temp: past these a softmax is one-hot or flat in float. */
 #define MIN_TEMP 0.05
 #define MAX_TEMP 100
@@ -53,58 +52,116 @@ enum {
 	OPT_TIME_LIMIT,
 };
 
+/* What the command line asks for. */
+struct args {
+	const char *model, *data, *out, *state, *log, *emit_name, *teacher;
+	double tau, alpha;
+	const char *tau_set, *alpha_set;
+	double start, time_limit; /* cg_now() at the start; 0: no limit */
+	struct cg_train_opts o;
+	struct cg_optim_cli oc;
+	enum cg_compress comp;
+	long long steps, batch;
+	int threads;
+	uint64_t max_memory, budget;
+	const char *codec_name;
+	struct cg_uspec codec;
+	double decay;
+	int quiet, ckpt, coded, no_feedback, deterministic;
+	const char *mask, *peers, *mask_round; /* --mask and its options */
+	long long mask_bits;
+};
+
+/* --emit's and --order's names, in their enums' order. */
+static const char *const emit_names[] = {"grad", "delta", "model", NULL};
+static const char *const order_names[] = {"shuffle", "sequential", NULL};
+
+/* --mask-round TEXT, of at most CG_MASK_ROUND_MAX bytes. */
+static int
+parse_round(const char *arg, void *where)
+{
+	if (strlen(arg) > CG_MASK_ROUND_MAX)
+		return cg_seterr("--mask-round: longer than %d bytes",
+		                 CG_MASK_ROUND_MAX);
+	*(const char **)where = arg;
+	return 0;
+}
+
+#define CG_CTX struct args
 static const struct cg_opt opts[] = {
-    {"model", 'm', "FILE", "the model to start from"},
-    {"data", 'd', "SHARD", "the worker's data shard"},
-    {"emit", 'e', "WHAT", "grad, delta or model (grad)"},
-    {"steps", 'k', "K", "micro-batches or optimizer steps (1)"},
-    {"batch", 'b', "B", "examples per micro-batch (128)"},
-    {"state", 's', "FILE", "worker state kept between calls"},
-    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)"},
-    {"clip", OPT_CLIP, "X", "clip the gradient norm to X"},
-    {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)"},
-    {"seed", OPT_SEED, "N", "data order and model noise (0)"},
+    {"model", 'm', "FILE", "the model to start from", CG_OPT_STR(model)},
+    {"data", 'd', "SHARD", "the worker's data shard", CG_OPT_STR(data)},
+    {"emit", 'e', "WHAT", "grad, delta or model (grad)",
+     CG_OPT_ENUM(o.emit, emit_names)},
+    {"steps", 'k', "K", "micro-batches or optimizer steps (1)",
+     CG_OPT_I64(steps, 1, MAX_STEPS)},
+    {"batch", 'b', "B", "examples per micro-batch (128)",
+     CG_OPT_I64(batch, 1, MAX_BATCH)},
+    {"state", 's', "FILE", "worker state kept between calls",
+     CG_OPT_STR(state)},
+    {"output", 'o', "FILE", "where to write (- or a pipe: stdout)",
+     CG_OPT_STR(out)},
+    {"clip", OPT_CLIP, "X", "clip the gradient norm to X",
+     CG_OPT_F64(o.clip, 0, 1e30)},
+    {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)",
+     CG_OPT_ENUM(o.order, order_names)},
+    {"seed", OPT_SEED, "N", "data order and model noise (0)",
+     CG_OPT_U64(o.seed)},
     {"time-limit", OPT_TIME_LIMIT, "SECONDS",
-     "stop after the step that passes SECONDS; emit what is done"},
+     "stop after the step that passes SECONDS; emit what is done",
+     CG_OPT_F64(time_limit, 0, MAX_SECONDS), CG_OPT_POSITIVE},
     {"teacher", OPT_TEACHER, "FILE",
-     "distill: learn from this model's outputs too"},
+     "distill: learn from this model's outputs too", CG_OPT_STR(teacher)},
     {"teacher-temp", OPT_TEACHER_TEMP, "T",
-     "the temperature of both distributions (1)"},
+     "the temperature of both distributions (1)",
+     CG_OPT_F64(tau, MIN_TEMP, MAX_TEMP), CG_OPT_SEEN(tau_set)},
     {"teacher-weight", OPT_TEACHER_WEIGHT, "A",
-     "the teacher term's weight in [0, 1] (0.9)"},
-    {"log", OPT_LOG, "FILE", "append one JSON line of metrics"},
+     "the teacher term's weight in [0, 1] (0.9)", CG_OPT_F64(alpha, 0, 1),
+     CG_OPT_SEEN(alpha_set)},
+    {"log", OPT_LOG, "FILE", "append one JSON line of metrics",
+     CG_OPT_STR(log)},
     {"max-memory", OPT_MAX_MEMORY, "SIZE",
-     "fit the call in SIZE (256M, 2G): chunks, checkpointing"},
+     "fit the call in SIZE (256M, 2G): chunks, checkpointing",
+     CG_OPT_SIZE(max_memory), CG_OPT_POSITIVE},
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
-     "recompute activations in the backward pass"},
-    {"threads", 'j', "N", "threads (OMP_NUM_THREADS, else all cores)"},
+     "recompute activations in the backward pass", CG_OPT_FLAG(ckpt)},
+    CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"deterministic", OPT_DETERMINISTIC, NULL,
      "the same bytes at any thread count on any x86-64 (built-in "
-     "kernels); a grad or delta records its call for cg-audit"},
-    {"compress", 'z', "ALG", "none, gzip or zstd (none)"},
+     "kernels); a grad or delta records its call for cg-audit",
+     CG_OPT_FLAG(deterministic)},
+    {"compress", 'z', "ALG", "none, gzip or zstd (none)",
+     CG_OPT_PARSE(comp, cg_opt_compress)},
     {"codec", OPT_CODEC, "SPEC",
      "encode the grad or delta: f16, q8, q4, q2[:sr], topk:F, sign, "
-     "lowrank:R"},
+     "lowrank:R",
+     CG_OPT_PARSE(codec, cg_opt_codec), CG_OPT_PREFIX, CG_OPT_SEEN(codec_name)},
     {"budget", OPT_BUDGET, "BYTES",
-     "fit the encoded update in BYTES (k, bits or rank; topk by default)"},
+     "fit the encoded update in BYTES (k, bits or rank; topk by default)",
+     CG_OPT_SIZE(budget), CG_OPT_POSITIVE},
     {"no-error-feedback", OPT_NO_FEEDBACK, NULL,
-     "do not keep what the codec did not send"},
+     "do not keep what the codec did not send", CG_OPT_FLAG(no_feedback)},
     {"feedback-decay", OPT_FEEDBACK_DECAY, "X",
-     "scale the kept residual by X before adding it (1)"},
+     "scale the kept residual by X before adding it (1)",
+     CG_OPT_F64(decay, 0, 1)},
     {"mask", OPT_MASK, "KEY",
-     "secure aggregation: mask the update with this X25519 key"},
+     "secure aggregation: mask the update with this X25519 key",
+     CG_OPT_STR(mask)},
     {"peers", OPT_PEERS, "FILE",
-     "the round's X25519 public keys, this worker's too (a file or dir)"},
+     "the round's X25519 public keys, this worker's too (a file or dir)",
+     CG_OPT_STR(peers)},
     {"mask-round", OPT_MASK_ROUND, "TEXT",
-     "tells apart rounds from one model (\"\")"},
-    {"mask-bits", OPT_MASK_BITS, "F", "fraction bits of the fixed point (32)"},
-    {"quiet", 'q', NULL, "no progress bar or summary"},
+     "tells apart rounds from one model (\"\")",
+     CG_OPT_PARSE(mask_round, parse_round)},
+    {"mask-bits", OPT_MASK_BITS, "F", "fraction bits of the fixed point (32)",
+     CG_OPT_I64(mask_bits, CG_MASK_MIN_FRAC, CG_MASK_MAX_FRAC)},
+    {"quiet", 'q', NULL, "no progress bar or summary", CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
-    {NULL, 0, NULL, "The inner optimizer (delta and model):"},
-    CG_OPTIM_OPTS,
+    CG_OPT_HEADING("The inner optimizer (delta and model):"),
+    CG_OPTIM_OPTS(oc),
     {0},
 };
 
@@ -115,25 +172,6 @@ static const struct cg_cli cli = {
              "mean gradient,\nthe change of the weights, or the model.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
-};
-
-/* What the command line asks for. */
-struct args {
-	const char *model, *data, *out, *state, *log, *emit_name, *teacher;
-	double tau, alpha;
-	int tau_set, alpha_set;
-	double start, time_limit; /* cg_now() at the start; 0: no limit */
-	struct cg_train_opts o;
-	struct cg_optim_cli oc;
-	enum cg_compress comp;
-	long long steps, batch, threads;
-	uint64_t max_memory, budget;
-	const char *codec_name;
-	struct cg_uspec codec;
-	double decay;
-	int quiet, ckpt, coded, no_feedback, deterministic;
-	const char *mask, *peers, *mask_round; /* --mask and its options */
-	long long mask_bits;
 };
 
 /* What one call holds while it runs; freed by job_free. */
@@ -160,153 +198,6 @@ struct job {
 	int shown; /* a progress line was drawn: the summary follows */
 };
 
-/* --emit's and --order's names. */
-static int
-parse_emit(const char *s, enum cg_emit *e)
-{
-	if (strcmp(s, "grad") == 0)
-		*e = CG_EMIT_GRAD;
-	else if (strcmp(s, "delta") == 0)
-		*e = CG_EMIT_DELTA;
-	else if (strcmp(s, "model") == 0)
-		*e = CG_EMIT_MODEL;
-	else
-		return cg_seterr("--emit: '%s' is not grad, delta or model", s);
-	return 0;
-}
-
-static int
-parse_order(const char *s, enum cg_order *o)
-{
-	if (strcmp(s, "shuffle") == 0)
-		*o = CG_ORDER_SHUFFLE;
-	else if (strcmp(s, "sequential") == 0)
-		*o = CG_ORDER_SEQUENTIAL;
-	else
-		return cg_seterr("--order: '%s' is not shuffle or sequential",
-		                 s);
-	return 0;
-}
-
-/* The value of option c of g into a; CG_CONTINUE, or a usage error. */
-static int
-set_option(void *ctx, const struct cg_getopt *g, int c)
-{
-	struct args *a = ctx;
-	const char *s = g->arg;
-	int e = 0;
-
-	switch (c) {
-	case 'b':
-		e = cg_parse_i64(g->name, s, 1, MAX_BATCH, &a->batch);
-		break;
-	case 'd':
-		a->data = s;
-		break;
-	case 'e':
-		a->emit_name = s;
-		e = parse_emit(s, &a->o.emit);
-		break;
-	case 'j':
-		e = cg_parse_i64(g->name, s, 0, MAX_THREADS, &a->threads);
-		break;
-	case 'k':
-		e = cg_parse_i64(g->name, s, 1, MAX_STEPS, &a->steps);
-		break;
-	case 'm':
-		a->model = s;
-		break;
-	case 'o':
-		a->out = s;
-		break;
-	case 'q':
-		a->quiet = 1;
-		break;
-	case 's':
-		a->state = s;
-		break;
-	case 'z':
-		e = cg_compress_parse(s, &a->comp);
-		break;
-	case OPT_BUDGET:
-		e = cg_parse_size(g->name, s, &a->budget);
-		if (e == 0 && a->budget == 0)
-			e = cg_seterr("--budget: must be positive");
-		break;
-	case OPT_CHECKPOINT:
-		a->ckpt = 1;
-		break;
-	case OPT_DETERMINISTIC:
-		a->deterministic = 1;
-		break;
-	case OPT_CODEC:
-		a->codec_name = s;
-		e = cg_uspec_parse(s, &a->codec);
-		if (e != 0)
-			cg_errprefix("--codec");
-		break;
-	case OPT_NO_FEEDBACK:
-		a->no_feedback = 1;
-		break;
-	case OPT_FEEDBACK_DECAY:
-		e = cg_parse_f64(g->name, s, 0, 1, &a->decay);
-		break;
-	case OPT_CLIP:
-		e = cg_parse_f64(g->name, s, 0, 1e30, &a->o.clip);
-		break;
-	case OPT_LOG:
-		a->log = s;
-		break;
-	case OPT_MASK:
-		a->mask = s;
-		break;
-	case OPT_MASK_BITS:
-		e = cg_parse_i64(g->name, s, CG_MASK_MIN_FRAC, CG_MASK_MAX_FRAC,
-		                 &a->mask_bits);
-		break;
-	case OPT_MASK_ROUND:
-		a->mask_round = s;
-		if (strlen(s) > CG_MASK_ROUND_MAX)
-			e = cg_seterr("--mask-round: longer than %d bytes",
-			              CG_MASK_ROUND_MAX);
-		break;
-	case OPT_PEERS:
-		a->peers = s;
-		break;
-	case OPT_MAX_MEMORY:
-		e = cg_parse_size(g->name, s, &a->max_memory);
-		if (e == 0 && a->max_memory == 0)
-			e = cg_seterr("--max-memory: must be positive");
-		break;
-	case OPT_ORDER:
-		e = parse_order(s, &a->o.order);
-		break;
-	case OPT_SEED:
-		e = cg_parse_u64(g->name, s, &a->o.seed);
-		break;
-	case OPT_TEACHER:
-		a->teacher = s;
-		break;
-	case OPT_TEACHER_TEMP:
-		e = cg_parse_f64(g->name, s, MIN_TEMP, MAX_TEMP, &a->tau);
-		a->tau_set = 1;
-		break;
-	case OPT_TEACHER_WEIGHT:
-		e = cg_parse_f64(g->name, s, 0, 1, &a->alpha);
-		a->alpha_set = 1;
-		break;
-	case OPT_TIME_LIMIT:
-		e = cg_parse_f64(g->name, s, 0, MAX_SECONDS, &a->time_limit);
-		if (e == 0 && !(a->time_limit > 0))
-			e = cg_seterr("--time-limit: must be positive");
-		break;
-	default:
-		e = cg_optim_cli_option(&a->oc, c, s) < 0;
-		break;
-	}
-	return e ? cg_usage(NULL) : CG_CONTINUE;
-}
-
 /* The command line into a; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
@@ -314,11 +205,12 @@ parse(int argc, char **argv, struct args *a)
 	int ind, rc;
 
 	cg_optim_cli_init(&a->oc, CG_OPT_ADAM);
-	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (ind != argc)
 		return cg_usage("unexpected argument");
+	a->emit_name = emit_names[a->o.emit];
 	return CG_CONTINUE;
 }
 
@@ -504,15 +396,8 @@ write_log(const char *path, const struct cg_model *m,
           const struct cg_train_result *res, double secs, const char *emit,
           const struct cg_memplan *plan, const struct job *j)
 {
-	FILE *fp = fopen(path, "a");
 	cJSON *o = cJSON_CreateObject();
-	char *s;
-	int rc = -1;
 
-	if (fp == NULL || o == NULL) {
-		cg_seterr("%s: cannot append", path);
-		goto out;
-	}
 	cJSON_AddStringToObject(o, "emit", emit);
 	cJSON_AddNumberToObject(o, "step", (double)m->step);
 	cJSON_AddNumberToObject(o, "steps", res->steps);
@@ -544,16 +429,7 @@ write_log(const char *path, const struct cg_model *m,
 		cJSON_AddNumberToObject(o, "dense_bytes", j->dense_bytes);
 		cJSON_AddNumberToObject(o, "encode_seconds", j->enc_secs);
 	}
-	if ((s = cJSON_PrintUnformatted(o)) == NULL)
-		goto out;
-	fprintf(fp, "%s\n", s);
-	free(s);
-	rc = 0;
-out:
-	if (fp && fclose(fp) != 0)
-		rc = cg_seterr("%s: write failed", path);
-	cJSON_Delete(o);
-	return rc;
+	return cg_json_append(path, o);
 }
 
 /*
@@ -767,7 +643,6 @@ int
 main(int argc, char **argv)
 {
 	struct args a = {.out = "-",
-	                 .emit_name = "grad",
 	                 .steps = 1,
 	                 .batch = 128,
 	                 .decay = 1,
@@ -780,7 +655,7 @@ main(int argc, char **argv)
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
-	cg_set_threads((int)a.threads);
+	cg_set_threads(a.threads);
 	cg_set_deterministic(a.deterministic);
 	rc = CG_EXIT_FAILURE;
 	if (prepare(&a, &j) == 0 && train(&a, &j) == 0 && emit(&a, &j) == 0) {

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -24,6 +26,7 @@
 #include "arch/all.h"
 #include "cg.h"
 #include "cli/cli.h"
+#include "exchange/ucodec.h"
 #include "file/sign.h"
 #include "model/model.h"
 
@@ -226,19 +229,30 @@ print_wrapped(FILE *fp, const char *text, int col, int at)
 	fputc('\n', fp);
 }
 
-void
-cg_cli_help(FILE *fp, const struct cg_cli *cli)
+/* The column the help of opts starts at: two past the widest left
+ * part, at most HELP_COLUMN_MAX. */
+static int
+help_column(const struct cg_opt *opts)
 {
-	const struct cg_opt *o;
 	char left[128];
 	int col = 0;
 
-	for (o = cli->opts; o->name || o->help; o++) {
+	for (const struct cg_opt *o = opts; o->name || o->help; o++) {
 		int n =
 		    o->name && o->help ? opt_left(left, sizeof(left), o) : 0;
 		if (n + 2 > col && n + 2 <= HELP_COLUMN_MAX)
 			col = n + 2;
 	}
+	return col;
+}
+
+void
+cg_cli_help(FILE *fp, const struct cg_cli *cli)
+{
+	const struct cg_opt *o;
+	char left[128];
+	int col = help_column(cli->opts);
+
 	print_synopsis(fp, cli->name, cli->synopsis);
 	if (cli->about)
 		fprintf(fp, "\n%s\n", cli->about);
@@ -263,6 +277,115 @@ cg_cli_help(FILE *fp, const struct cg_cli *cli)
 	}
 	if (cli->epilog)
 		fprintf(fp, "\n%s\n", cli->epilog);
+}
+
+/* ------------------------------------------ architecture options */
+
+/* printf into buf [cap] at *n, cut at the end. */
+static void __attribute__((format(printf, 4, 5)))
+add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*n >= cap)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *n, cap - *n, fmt, ap);
+	va_end(ap);
+	*n = k < 0 ? cap : *n + (size_t)k;
+}
+
+/* One option's lines: "      --NAME N   help (default D; A to B)", the
+ * parenthesis on a line of its own when the line would pass
+ * HELP_WIDTH, the help under the name when the name reaches col. */
+static void
+add_arch_opt(char *buf, size_t cap, size_t *n, const struct cg_arch_opt *o,
+             int col)
+{
+	char flag[96], range[96];
+	int at;
+
+	snprintf(flag, sizeof(flag), "      --%s%s", o->name,
+	         o->type == CG_ARCH_OPT_BOOL  ? "[=0|1]"
+	         : o->type == CG_ARCH_OPT_INT ? " N"
+	                                      : " X");
+	if (o->type == CG_ARCH_OPT_BOOL)
+		snprintf(range, sizeof(range), "(default %.0f; --%s alone: 1)",
+		         o->dflt, o->name);
+	else if (o->type == CG_ARCH_OPT_INT)
+		snprintf(range, sizeof(range), "(default %.0f; %.0f to %.0f)",
+		         o->dflt, o->min, o->max);
+	else
+		snprintf(range, sizeof(range), "(default %g; %g to %g)",
+		         o->dflt, o->min, o->max);
+	at = (int)strlen(flag);
+	if (at + 2 > col) {
+		add(buf, cap, n, "%s\n", flag);
+		at = 0;
+		flag[0] = '\0';
+	}
+	int wrap =
+	    col + (int)(strlen(o->help) + 1 + strlen(range)) > HELP_WIDTH;
+	add(buf, cap, n, "%s%*s%s%s%*s%s\n", flag, col - at, "", o->help,
+	    wrap ? "\n" : " ", wrap ? col : 0, "", range);
+}
+
+void
+cg_cli_arch_help(char *buf, size_t cap, const struct cg_cli *cli,
+                 const struct cg_arch *only, const char *tail)
+{
+	int col = help_column(cli->opts);
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *a = cg_arch_at(i);
+		if (only && a != only)
+			continue;
+		add(buf, cap, &n, "-a %s: %s\n", a->name, a->summary);
+		for (int j = 0; j < a->nopts; j++)
+			add_arch_opt(buf, cap, &n, &a->opts[j], col);
+		add(buf, cap, &n, "\n");
+	}
+	add(buf, cap, &n, "%s", tail);
+}
+
+void
+cg_cli_arch_names(char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	add(buf, cap, &n, "architecture:");
+	for (int i = 0; i < cg_arch_count(); i++)
+		add(buf, cap, &n, "%s %s", i ? "," : "", cg_arch_at(i)->name);
+}
+
+int
+cg_cli_arch_rows(struct cg_opt *opts, int nown, int key0, const char **names,
+                 int max)
+{
+	int nnames = 0;
+
+	for (int i = 0; i < cg_arch_count(); i++) {
+		const struct cg_arch *ar = cg_arch_at(i);
+		for (int j = 0; j < ar->nopts; j++) {
+			const struct cg_arch_opt *o = &ar->opts[j];
+			int k = 0;
+			while (k < nnames && strcmp(names[k], o->name))
+				k++;
+			if (k < nnames || nnames == max)
+				continue;
+			names[k] = o->name;
+			opts[nown + k] = (struct cg_opt){
+			    o->name, key0 + k,
+			    o->type == CG_ARCH_OPT_BOOL ? "[=0|1]" : "X", NULL,
+			    CG_OPT_CUSTOM};
+			nnames++;
+		}
+	}
+	opts[nown + nnames] = (struct cg_opt){0};
+	return nnames;
 }
 
 void
@@ -408,6 +531,126 @@ cg_getopt_next(struct cg_getopt *g)
 	return c;
 }
 
+/* "a, b or c": the names of list into buf [cap]. */
+static void
+join_names(char *buf, size_t cap, const char *const *list)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; list[i] && n < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%s",
+		                      i == 0        ? ""
+		                      : list[i + 1] ? ", "
+		                                    : " or ",
+		                      list[i]);
+}
+
+/* arg's index in o's names into *out: 0, or -1 with a message. */
+static int
+parse_enum(const struct cg_opt *o, const char *name, const char *arg, int *out)
+{
+	char all[256];
+
+	for (int i = 0; o->names[i]; i++)
+		if (strcmp(o->names[i], arg) == 0) {
+			*out = i;
+			return 0;
+		}
+	join_names(all, sizeof(all), o->names);
+	return cg_seterr("%s: '%s' is not %s", name, arg, all);
+}
+
+/* Whether the number of a CG_OPT_F_POSITIVE row at p is above 0. */
+static int
+positive(const struct cg_opt *o, const void *p)
+{
+	switch (o->type) {
+	case CG_TYPE_INT:
+		return *(const int *)p > 0;
+	case CG_TYPE_I64:
+		return *(const long long *)p > 0;
+	case CG_TYPE_U64:
+	case CG_TYPE_SIZE:
+		return *(const uint64_t *)p > 0;
+	case CG_TYPE_F64:
+		return *(const double *)p > 0;
+	case CG_TYPE_F32:
+		return *(const float *)p > 0;
+	default:
+		return 1;
+	}
+}
+
+/* The argument of a typed row o, given as name, into its place in ctx:
+ * 0, or -1 with a message. */
+static int
+store(const struct cg_opt *o, const char *name, const char *arg, void *ctx)
+{
+	void *p = (char *)ctx + o->off;
+	long long v;
+	double x;
+	int e = 0;
+
+	switch (o->type) {
+	case CG_TYPE_FLAG:
+		*(int *)p = 1;
+		break;
+	case CG_TYPE_STR:
+		*(const char **)p = arg;
+		break;
+	case CG_TYPE_INT:
+		if ((e = cg_parse_i64(name, arg, o->lo, o->hi, &v)) == 0)
+			*(int *)p = (int)v;
+		break;
+	case CG_TYPE_I64:
+		e = cg_parse_i64(name, arg, o->lo, o->hi, p);
+		break;
+	case CG_TYPE_U64:
+		if (o->hi == 0)
+			e = cg_parse_u64(name, arg, p);
+		else if ((e = cg_parse_i64(name, arg, o->lo, o->hi, &v)) == 0)
+			*(uint64_t *)p = (uint64_t)v;
+		break;
+	case CG_TYPE_SIZE:
+		e = cg_parse_size(name, arg, p);
+		break;
+	case CG_TYPE_F64:
+		e = cg_parse_f64(name, arg, o->flo, o->fhi, p);
+		break;
+	case CG_TYPE_F32:
+		if ((e = cg_parse_f64(name, arg, o->flo, o->fhi, &x)) == 0)
+			*(float *)p = (float)x;
+		break;
+	case CG_TYPE_ENUM:
+		e = parse_enum(o, name, arg, p);
+		break;
+	case CG_TYPE_PARSE:
+		e = o->parse(arg, p);
+		break;
+	case CG_TYPE_CUSTOM:
+		break;
+	}
+	if (e == 0 && (o->flags & CG_OPT_F_POSITIVE) && !positive(o, p))
+		e = cg_seterr("%s: must be positive", name);
+	if (e != 0 && (o->flags & CG_OPT_F_PREFIX))
+		cg_errprefix(name);
+	return e;
+}
+
+/* Note o's name in its seen member of ctx, if it has one. */
+static void
+mark_seen(const struct cg_opt *o, void *ctx)
+{
+	const char **seen;
+
+	if (o->seen == 0)
+		return;
+	seen = (const char **)((char *)ctx + o->seen - 1);
+	if (*seen == NULL || (o->flags & CG_OPT_F_LAST))
+		*seen = o->name;
+}
+
 int
 cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
               cg_opt_set_fn set, void *ctx, int *ind)
@@ -416,13 +659,97 @@ cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
 	int c, rc;
 
 	cg_getopt_init(&g, cli, argc, argv);
-	while ((c = cg_getopt_next(&g)) != CG_OPT_END)
+	while ((c = cg_getopt_next(&g)) != CG_OPT_END) {
 		if (c == CG_OPT_EXIT)
 			return g.status;
-		else if ((rc = set(ctx, &g, c)) != CG_CONTINUE)
+		if (g.opt->type != CG_TYPE_CUSTOM) {
+			if (store(g.opt, g.name, g.arg, ctx) != 0)
+				return cg_usage(NULL);
+		} else if ((rc = set(ctx, &g, c)) != CG_CONTINUE)
 			return rc;
+		mark_seen(g.opt, ctx);
+	}
 	*ind = g.ind;
 	return CG_CONTINUE;
+}
+
+int
+cg_read_input(const char *path, size_t max, uint8_t **buf, size_t *n)
+{
+	const int is_stdin = strcmp(path, "-") == 0;
+	const char *name = is_stdin ? "standard input" : path;
+	FILE *fp = is_stdin ? stdin : fopen(path, "rb");
+	size_t cap = 0;
+
+	*buf = NULL;
+	*n = 0;
+	if (fp == NULL)
+		return cg_seterr("%s: %s", path, strerror(errno));
+	for (;;) {
+		if (*n == cap) {
+			uint8_t *q;
+			if (cap >= max) {
+				cg_seterr("%s: more than %zu bytes", name, max);
+				goto fail;
+			}
+			cap = cap ? 2 * cap : 4096;
+			if ((q = realloc(*buf, cap)) == NULL) {
+				cg_seterr("out of memory");
+				goto fail;
+			}
+			*buf = q;
+		}
+		size_t got = fread(*buf + *n, 1, cap - *n, fp);
+		*n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(fp)) {
+		cg_seterr("%s: read error", name);
+		goto fail;
+	}
+	if (!is_stdin)
+		fclose(fp);
+	return 0;
+fail:
+	if (!is_stdin)
+		fclose(fp);
+	free(*buf);
+	*buf = NULL;
+	return -1;
+}
+
+/* ------------------------------------------------------ JSON lines */
+
+int
+cg_json_print(FILE *fp, cJSON *j)
+{
+	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+
+	cJSON_Delete(j);
+	if (s == NULL)
+		return cg_seterr("out of memory");
+	fprintf(fp, "%s\n", s);
+	free(s);
+	return 0;
+}
+
+int
+cg_json_append(const char *path, cJSON *j)
+{
+	FILE *fp;
+	int rc;
+
+	if (j == NULL)
+		return cg_seterr("out of memory");
+	if ((fp = fopen(path, "a")) == NULL) {
+		cJSON_Delete(j);
+		return cg_seterr("%s: cannot append", path);
+	}
+	rc = cg_json_print(fp, j);
+	if (fclose(fp) != 0 && rc == 0)
+		rc = cg_seterr("%s: write failed", path);
+	return rc;
 }
 
 int
@@ -438,6 +765,18 @@ cg_compress_parse(const char *s, enum cg_compress *out)
 		return cg_seterr("unknown compression '%s' (none, gzip, zstd)",
 		                 s);
 	return 0;
+}
+
+int
+cg_opt_compress(const char *arg, void *where)
+{
+	return cg_compress_parse(arg, where);
+}
+
+int
+cg_opt_codec(const char *arg, void *where)
+{
+	return cg_uspec_parse(arg, where);
 }
 
 extern volatile int cg_runtime_linked;
@@ -483,56 +822,12 @@ cg_optim_cli_init(struct cg_optim_cli *a, enum cg_opt_kind dflt)
 	a->sched = CG_SCHED_CONSTANT;
 }
 
-int
-cg_optim_cli_option(struct cg_optim_cli *a, int c, const char *arg)
-{
-	int e = 0;
+const char *const cg_sched_names[] = {"constant", "cosine", NULL};
 
-	switch (c) {
-	case CG_KEY_BETA1:
-		e = cg_parse_f64("--beta1", arg, 0, 0.999999, &a->beta1);
-		break;
-	case CG_KEY_BETA2:
-		e = cg_parse_f64("--beta2", arg, 0, 0.99999999, &a->beta2);
-		break;
-	case CG_KEY_EPS:
-		e = cg_parse_f64("--eps", arg, 0, 1, &a->eps);
-		break;
-	case CG_KEY_LR:
-		e = cg_parse_f64("--lr", arg, 0, 1e6, &a->lr);
-		break;
-	case CG_KEY_LR_MIN:
-		e = cg_parse_f64("--lr-min", arg, 0, 1e6, &a->lr_min);
-		break;
-	case CG_KEY_MOMENTUM:
-		e = cg_parse_f64("--momentum", arg, 0, 1, &a->momentum);
-		break;
-	case CG_KEY_OPT:
-		e = cg_optim_parse(arg, &a->kind);
-		break;
-	case CG_KEY_SCHEDULE:
-		if (strcmp(arg, "constant") == 0)
-			a->sched = CG_SCHED_CONSTANT;
-		else if (strcmp(arg, "cosine") == 0)
-			a->sched = CG_SCHED_COSINE;
-		else
-			e = cg_seterr("--schedule: '%s' is not constant or "
-			              "cosine",
-			              arg);
-		break;
-	case CG_KEY_TOTAL:
-		e = cg_parse_u64("--total", arg, &a->total);
-		break;
-	case CG_KEY_WARMUP:
-		e = cg_parse_u64("--warmup", arg, &a->warmup);
-		break;
-	case CG_KEY_WD:
-		e = cg_parse_f64("--wd", arg, 0, 1e6, &a->wd);
-		break;
-	default:
-		return 0;
-	}
-	return e ? -1 : 1;
+int
+cg_opt_optim(const char *arg, void *where)
+{
+	return cg_optim_parse(arg, where);
 }
 
 void
@@ -560,32 +855,15 @@ cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o)
 /* ---------------------------------------------- diffusion options */
 
 int
-cg_diffusion_cli_option(struct cg_diffusion_opts *d, int c, const char *arg)
+cg_opt_sampler(const char *arg, void *where)
 {
-	long long v;
-	int e = 0;
+	enum cg_diffusion_sampler *out = where;
 
-	switch (c) {
-	case CG_KEY_GUIDANCE:
-		e = cg_parse_f64("--guidance", arg, 0,
-		                 CG_DIFFUSION_MAX_GUIDANCE, &d->guidance);
-		break;
-	case CG_KEY_SAMPLER:
-		if (strcmp(arg, "ddim") == 0)
-			d->sampler = CG_SAMPLER_DDIM;
-		else if (strcmp(arg, "ddpm") == 0)
-			d->sampler = CG_SAMPLER_DDPM;
-		else
-			e = cg_seterr("--sampler: '%.32s': not ddim or ddpm",
-			              arg);
-		break;
-	case CG_KEY_STEPS:
-		e = cg_parse_i64("--steps", arg, 1, CG_DIFFUSION_MAX_STEPS, &v);
-		if (e == 0)
-			d->steps = (int)v;
-		break;
-	default:
-		return 0;
-	}
-	return e ? -1 : 1;
+	if (strcmp(arg, "ddim") == 0)
+		*out = CG_SAMPLER_DDIM;
+	else if (strcmp(arg, "ddpm") == 0)
+		*out = CG_SAMPLER_DDPM;
+	else
+		return cg_seterr("--sampler: '%.32s': not ddim or ddpm", arg);
+	return 0;
 }

@@ -25,15 +25,29 @@
  *     option, anything else is an enum constant from CG_KEY_OWN up.
  *     "help" and "version" rows are answered by the parser itself, so
  *     --version prints "NAME (cg) VERSION" in every program.
+ *   - A row also says where its value goes and what it may be: a type,
+ *     a range and a member of the program's args struct (enum
+ *     cg_opt_type).  cg_getopt_all stores those itself; only the rows
+ *     that need the program's own logic (CG_OPT_CUSTOM) reach its set
+ *     function.
  *
  * A program, whole:
  *
  *	enum { OPT_JSON = CG_KEY_OWN, OPT_SEED };
  *
+ *	struct args {
+ *		int batch, json;
+ *		uint64_t seed;
+ *		char **files;
+ *	};
+ *
+ *	#define CG_CTX struct args
  *	static const struct cg_opt opts[] = {
- *	    {"batch", 'b', "N", "examples per step (default 32)"},
- *	    {"json", OPT_JSON, NULL, "one JSON object per line"},
- *	    {"seed", OPT_SEED, "N", "seed (default 0)"},
+ *	    {"batch", 'b', "N", "examples per step (default 32)",
+ *	     CG_OPT_INT(batch, 1, 1 << 20)},
+ *	    {"json", OPT_JSON, NULL, "one JSON object per line",
+ *	     CG_OPT_FLAG(json)},
+ *	    {"seed", OPT_SEED, "N", "seed (default 0)", CG_OPT_U64(seed)},
  *	    CG_OPT_HELP,
  *	    CG_OPT_VERSION,
  *	    {0},
@@ -46,32 +60,14 @@
  *	    .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
  *	};
  *
- *	// The value of option c into the struct args ctx.
- *	static int
- *	set_option(void *ctx, const struct cg_getopt *g, int c)
- *	{
- *		struct args *a = ctx;
- *		long long v;
- *
- *		switch (c) {
- *		case 'b':
- *			if (cg_parse_i64(g->name, g->arg, 1, 1 << 20,
- *					 &v) != 0)
- *				return cg_usage(NULL);
- *			a->batch = (int)v;
- *			break;
- *		...
- *		}
- *		return CG_CONTINUE;
- *	}
- *
  *	static int
  *	parse(int argc, char **argv, struct args *a)
  *	{
  *		int ind, rc;
  *
- *		// --help, --version and bad options end it here
- *		if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a,
+ *		// --help, --version and bad options end it here; no row
+ *		// is CG_OPT_CUSTOM, so there is no set function
+ *		if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a,
  *					&ind)) != CG_CONTINUE)
  *			return rc;
  *		a->files = argv + ind;
@@ -92,13 +88,14 @@
  *	}
  *
  * Every program is written this way: there is no other dialect.  The
- * shared optimizer options are the rows CG_OPTIM_OPTS, whose keys
- * cg_optim_cli_option takes.
+ * shared optimizer options are the rows CG_OPTIM_OPTS, the diffusion
+ * sampler's CG_DIFFUSION_OPTS.
  */
 #ifndef CG_CLI_H
 #define CG_CLI_H
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -153,6 +150,37 @@ int cg_finish_stdout(int status);
 #define CG_KEY_OWN 0x200
 #define CG_OPT_MAX 64 /* rows of a table, headings included */
 
+/*
+ * How a row's argument is stored: at the row's off in the ctx given to
+ * cg_getopt_all, checked against the row's range, so that the program
+ * has nothing to do for it; CG_TYPE_CUSTOM rows go to the program's set
+ * function instead.  Numbers go through cg_parse_* (core/parse.h) with
+ * the option's name, and a bad one is a usage error saying theirs.
+ */
+enum cg_opt_type {
+	CG_TYPE_CUSTOM, /* set(ctx, g, key) does it */
+	CG_TYPE_FLAG,   /* int: 1 */
+	CG_TYPE_STR,    /* const char *: the argument */
+	CG_TYPE_INT,    /* int in [lo, hi] */
+	CG_TYPE_I64,    /* long long in [lo, hi] */
+	CG_TYPE_U64,    /* uint64_t (size_t: LP64); in [lo, hi] when hi > 0 */
+	CG_TYPE_SIZE,   /* uint64_t: a byte size, K, M, G, T suffixes */
+	CG_TYPE_F64,    /* double in [flo, fhi] */
+	CG_TYPE_F32,    /* float in [flo, fhi] */
+	CG_TYPE_ENUM,   /* int (an enum): the argument's index in names */
+	CG_TYPE_PARSE   /* parse(arg, where) */
+};
+
+/* A row's flags. */
+enum {
+	CG_OPT_F_POSITIVE = 1, /* above 0, or "--NAME: must be positive" */
+	CG_OPT_F_PREFIX = 2,   /* parse's message as "--NAME: MSG" */
+	CG_OPT_F_LAST = 4      /* seen: the last row given, not the first */
+};
+
+/* Parse arg into where (a row's destination): 0, or -1 with a message. */
+typedef int (*cg_opt_parse_fn)(const char *arg, void *where);
+
 struct cg_opt {
 	/* Long name, without "--".  NULL with help set: a heading line in
 	 * --help; NULL and help NULL: the end of the table. */
@@ -163,12 +191,67 @@ struct cg_opt {
 	 * optional_argument; g->arg is NULL without it). */
 	const char *arg;
 	const char *help; /* may hold "\n"; longer lines are wrapped */
+	enum cg_opt_type type;
+	size_t off;               /* the destination: offsetof in ctx */
+	long long lo, hi;         /* CG_TYPE_INT, CG_TYPE_I64, CG_TYPE_U64 */
+	double flo, fhi;          /* CG_TYPE_F64, CG_TYPE_F32 */
+	const char *const *names; /* CG_TYPE_ENUM: NULL-terminated */
+	cg_opt_parse_fn parse;    /* CG_TYPE_PARSE */
+	int flags;                /* CG_OPT_F_ */
+	/* 1 + the offsetof in ctx of a const char * that is set to the
+	 * row's name when the row is given (the first of the rows that
+	 * share it, or with CG_OPT_F_LAST the last); 0: none. */
+	size_t seen;
 };
+
+/*
+ * The typed part of a row, after its four fields: {"batch", 'b', "N",
+ * "help", CG_OPT_INT(batch, 1, 1024)}.  The destination names a member
+ * of CG_CTX, which the program defines as its args struct before the
+ * table.  Every row carries one (CG_OPT_CUSTOM for the set function's,
+ * CG_OPT_HEADING for a heading), so that no row leaves fields out.
+ * CG_OPT_SEEN_LAST, CG_OPT_POSITIVE and CG_OPT_PREFIX each set .flags:
+ * a row that wants two says .flags = CG_OPT_F_A | CG_OPT_F_B itself.
+ */
+#define CG_OPT_AT(f) offsetof(CG_CTX, f)
+#define CG_OPT_CUSTOM .type = CG_TYPE_CUSTOM
+#define CG_OPT_FLAG(f) .type = CG_TYPE_FLAG, .off = CG_OPT_AT(f)
+#define CG_OPT_STR(f) .type = CG_TYPE_STR, .off = CG_OPT_AT(f)
+#define CG_OPT_INT(f, min, max)                                                \
+	.type = CG_TYPE_INT, .off = CG_OPT_AT(f), .lo = (min), .hi = (max)
+#define CG_OPT_I64(f, min, max)                                                \
+	.type = CG_TYPE_I64, .off = CG_OPT_AT(f), .lo = (min), .hi = (max)
+#define CG_OPT_U64(f) .type = CG_TYPE_U64, .off = CG_OPT_AT(f)
+#define CG_OPT_U64_IN(f, min, max)                                             \
+	.type = CG_TYPE_U64, .off = CG_OPT_AT(f), .lo = (min), .hi = (max)
+#define CG_OPT_SIZE(f) .type = CG_TYPE_SIZE, .off = CG_OPT_AT(f)
+#define CG_OPT_F64(f, min, max)                                                \
+	.type = CG_TYPE_F64, .off = CG_OPT_AT(f), .flo = (min), .fhi = (max)
+#define CG_OPT_F32(f, min, max)                                                \
+	.type = CG_TYPE_F32, .off = CG_OPT_AT(f), .flo = (min), .fhi = (max)
+#define CG_OPT_ENUM(f, list)                                                   \
+	.type = CG_TYPE_ENUM, .off = CG_OPT_AT(f), .names = (list)
+#define CG_OPT_PARSE(f, fn)                                                    \
+	.type = CG_TYPE_PARSE, .off = CG_OPT_AT(f), .parse = (fn)
+#define CG_OPT_SEEN(f) .seen = CG_OPT_AT(f) + 1
+#define CG_OPT_SEEN_LAST(f) CG_OPT_SEEN(f), .flags = CG_OPT_F_LAST
+#define CG_OPT_POSITIVE .flags = CG_OPT_F_POSITIVE
+#define CG_OPT_PREFIX .flags = CG_OPT_F_PREFIX
+/* clang-format off */
+#define CG_OPT_HEADING(text) {NULL, 0, NULL, text, CG_OPT_CUSTOM}
+/* clang-format on */
+
+/* The parsers of CG_TYPE_PARSE rows that several programs share:
+ * --compress (enum cg_compress) and --codec (struct cg_uspec). */
+int cg_opt_compress(const char *arg, void *where);
+int cg_opt_codec(const char *arg, void *where);
 
 /* The rows every program has, answered by the parser. */
 /* clang-format off */
-#define CG_OPT_HELP {"help", 'h', NULL, "show this help and exit"}
-#define CG_OPT_VERSION {"version", 'V', NULL, "show the version and exit"}
+#define CG_OPT_HELP {"help", 'h', NULL, "show this help and exit", \
+	CG_OPT_CUSTOM}
+#define CG_OPT_VERSION {"version", 'V', NULL, "show the version and exit", \
+	CG_OPT_CUSTOM}
 /* clang-format on */
 
 struct cg_cli {
@@ -183,6 +266,25 @@ struct cg_cli {
 
 /* Print --help: the synopsis, about, the options, the epilog. */
 void cg_cli_help(FILE *fp, const struct cg_cli *cli);
+
+/*
+ * The architectures' options (struct cg_arch_opt, model/registry.h) as
+ * rows and help, for a table that takes every architecture's:
+ * cg_cli_arch_rows puts after the nown rows of opts (room for nown +
+ * max + 1) a row per option name (the registry keeps options of one
+ * name alike in taking an argument), key key0 + its index in names[],
+ * no help, then the end; it returns how many names.  cg_cli_arch_help
+ * writes into buf [cap] the section of each architecture (only's, when
+ * not NULL), a line per option with its default and range, aligned
+ * with cli's --help, then tail; cg_cli_arch_names "architecture: NAME,
+ * ...".
+ */
+struct cg_arch;
+int cg_cli_arch_rows(struct cg_opt *opts, int nown, int key0,
+                     const char **names, int max);
+void cg_cli_arch_help(char *buf, size_t cap, const struct cg_cli *cli,
+                      const struct cg_arch *only, const char *tail);
+void cg_cli_arch_names(char *buf, size_t cap);
 
 #define CG_OPT_END (-1)  /* cg_getopt_next: no more options */
 #define CG_OPT_EXIT (-2) /* cg_getopt_next: return g.status from main */
@@ -222,17 +324,48 @@ void cg_getopt_init(struct cg_getopt *g, const struct cg_cli *cli, int argc,
 int cg_getopt_next(struct cg_getopt *g);
 
 /*
- * The whole loop: each option's key to set(ctx, g, key), which returns
- * CG_CONTINUE or an exit status (a usage error already said).  Returns
- * CG_CONTINUE with *ind the index of the first operand, or what main
- * returns: g.status after --help, --version or a bad option, or set's.
+ * The whole loop: each typed row's argument stored in ctx (a bad one is
+ * a usage error), each CG_OPT_CUSTOM row's key to set(ctx, g, key),
+ * which returns CG_CONTINUE or an exit status (a usage error already
+ * said); set may be NULL when no row is custom.  Returns CG_CONTINUE
+ * with *ind the index of the first operand, or what main returns:
+ * g.status after --help, --version or a bad option, the usage error's
+ * status, or set's.
  */
 typedef int (*cg_opt_set_fn)(void *ctx, const struct cg_getopt *g, int key);
 int cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
                   cg_opt_set_fn set, void *ctx, int *ind);
 
+/*
+ * The whole input path names (- : standard input), at most max bytes,
+ * into *buf [*n] (malloc'd; NULL when empty).  0, or -1 with a message
+ * naming it ("standard input" for -), *buf NULL.
+ */
+int cg_read_input(const char *path, size_t max, uint8_t **buf, size_t *n);
+
+/* ------------------------------------------------------ JSON lines */
+
+/*
+ * j as one line on fp (--json), or appended to the file path as one
+ * line (--log): 0, or -1 with a message ("out of memory", "PATH:
+ * cannot append", "PATH: write failed").  j is freed either way; a
+ * NULL j is out of memory.
+ */
+struct cJSON;
+int cg_json_print(FILE *fp, struct cJSON *j);
+int cg_json_append(const char *path, struct cJSON *j);
+
 /* "none", "gzip" or "zstd"; -1 with a message otherwise. */
 int cg_compress_parse(const char *s, enum cg_compress *out);
+
+/* The --threads row, into the int member f of CG_CTX: 0 is the
+ * default of cg_set_threads. */
+#define CG_MAX_THREADS 4096
+#define CG_THREADS_HELP "threads (OMP_NUM_THREADS, else all cores)"
+/* clang-format off */
+#define CG_OPT_THREADS(f, help) \
+	{"threads", 'j', "N", help, CG_OPT_INT(f, 0, CG_MAX_THREADS)}
+/* clang-format on */
 
 /* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
  * set, else all cores). */
@@ -252,10 +385,12 @@ int cg_threads(void);
 enum { CG_KEY_SIGN = CG_KEY_LIB + 0x80, CG_KEY_TRUST };
 /* clang-format off */
 #define CG_OPT_SIGN {"sign", CG_KEY_SIGN, "KEY", \
-	"sign the files written with the private key KEY (cg-key)"}
+	"sign the files written with the private key KEY (cg-key)", \
+	CG_OPT_CUSTOM}
 #define CG_OPT_TRUST {"trust", CG_KEY_TRUST, "KEYS", \
 	"read only cg files signed by a key of KEYS, a file of .pub\n" \
-	"lines or a directory of .pub files (default: $CG_TRUST)"}
+	"lines or a directory of .pub files (default: $CG_TRUST)", \
+	CG_OPT_CUSTOM}
 /* clang-format on */
 
 /* ---------------------------------------------- optimizer options */
@@ -288,21 +423,47 @@ enum {
 #define CG_OPTIM_HELP_TOTAL "cosine: steps to decay over"
 #define CG_OPTIM_HELP_LR_MIN "cosine: final learning rate (0)"
 
-/* Their rows in a struct cg_opt table. */
-#define CG_OPTIM_OPTS                                                          \
-	{"opt", CG_KEY_OPT, "NAME", CG_OPTIM_HELP_OPT},                        \
-	    {"lr", CG_KEY_LR, "X", CG_OPTIM_HELP_LR},                          \
-	    {"wd", CG_KEY_WD, "X", CG_OPTIM_HELP_WD},                          \
-	    {"beta1", CG_KEY_BETA1, "X", CG_OPTIM_HELP_BETA1},                 \
-	    {"beta2", CG_KEY_BETA2, "X", CG_OPTIM_HELP_BETA2},                 \
-	    {"eps", CG_KEY_EPS, "X", CG_OPTIM_HELP_EPS},                       \
-	    {"momentum", CG_KEY_MOMENTUM, "X", CG_OPTIM_HELP_MOMENTUM},        \
-	    {"schedule", CG_KEY_SCHEDULE, "NAME", CG_OPTIM_HELP_SCHEDULE},     \
-	    {"warmup", CG_KEY_WARMUP, "N", CG_OPTIM_HELP_WARMUP},              \
-	    {"total", CG_KEY_TOTAL, "N", CG_OPTIM_HELP_TOTAL},                 \
-	{                                                                      \
-		"lr-min", CG_KEY_LR_MIN, "X", CG_OPTIM_HELP_LR_MIN             \
-	}
+/*
+ * Their rows in a struct cg_opt table, storing into the struct
+ * cg_optim_cli member m of CG_CTX (set up by cg_optim_cli_init);
+ * CG_OPTIM_OPTS_SEEN also notes the first given in CG_CTX's member seen.
+ */
+#define CG_OPTIM_AT(m, f) (CG_OPT_AT(m) + offsetof(struct cg_optim_cli, f))
+#define CG_OPTIM_F64(m, f, min, max)                                           \
+	.type = CG_TYPE_F64, .off = CG_OPTIM_AT(m, f), .flo = (min),           \
+	.fhi = (max)
+/* clang-format off */
+#define CG_OPTIM_ROWS(m, ...) \
+	{"opt", CG_KEY_OPT, "NAME", CG_OPTIM_HELP_OPT, .type = CG_TYPE_PARSE, \
+	 .off = CG_OPTIM_AT(m, kind), .parse = cg_opt_optim, __VA_ARGS__}, \
+	{"lr", CG_KEY_LR, "X", CG_OPTIM_HELP_LR, \
+	 CG_OPTIM_F64(m, lr, 0, 1e6), __VA_ARGS__}, \
+	{"wd", CG_KEY_WD, "X", CG_OPTIM_HELP_WD, \
+	 CG_OPTIM_F64(m, wd, 0, 1e6), __VA_ARGS__}, \
+	{"beta1", CG_KEY_BETA1, "X", CG_OPTIM_HELP_BETA1, \
+	 CG_OPTIM_F64(m, beta1, 0, 0.999999), __VA_ARGS__}, \
+	{"beta2", CG_KEY_BETA2, "X", CG_OPTIM_HELP_BETA2, \
+	 CG_OPTIM_F64(m, beta2, 0, 0.99999999), __VA_ARGS__}, \
+	{"eps", CG_KEY_EPS, "X", CG_OPTIM_HELP_EPS, \
+	 CG_OPTIM_F64(m, eps, 0, 1), __VA_ARGS__}, \
+	{"momentum", CG_KEY_MOMENTUM, "X", CG_OPTIM_HELP_MOMENTUM, \
+	 CG_OPTIM_F64(m, momentum, 0, 1), __VA_ARGS__}, \
+	{"schedule", CG_KEY_SCHEDULE, "NAME", CG_OPTIM_HELP_SCHEDULE, \
+	 .type = CG_TYPE_ENUM, .off = CG_OPTIM_AT(m, sched), \
+	 .names = cg_sched_names, __VA_ARGS__}, \
+	{"warmup", CG_KEY_WARMUP, "N", CG_OPTIM_HELP_WARMUP, \
+	 .type = CG_TYPE_U64, .off = CG_OPTIM_AT(m, warmup), __VA_ARGS__}, \
+	{"total", CG_KEY_TOTAL, "N", CG_OPTIM_HELP_TOTAL, \
+	 .type = CG_TYPE_U64, .off = CG_OPTIM_AT(m, total), __VA_ARGS__}, \
+	{"lr-min", CG_KEY_LR_MIN, "X", CG_OPTIM_HELP_LR_MIN, \
+	 CG_OPTIM_F64(m, lr_min, 0, 1e6), __VA_ARGS__}
+/* clang-format on */
+#define CG_OPTIM_OPTS(m) CG_OPTIM_ROWS(m, .seen = 0)
+#define CG_OPTIM_OPTS_SEEN(m, s) CG_OPTIM_ROWS(m, CG_OPT_SEEN(s))
+
+/* --opt's parser (enum cg_opt_kind) and --schedule's names. */
+int cg_opt_optim(const char *arg, void *where);
+extern const char *const cg_sched_names[];
 
 struct cg_optim_cli {
 	enum cg_opt_kind kind;
@@ -312,9 +473,6 @@ struct cg_optim_cli {
 };
 
 void cg_optim_cli_init(struct cg_optim_cli *a, enum cg_opt_kind dflt);
-/* Handle option c (a CG_OPT_ key of CG_OPTIM_OPTS): 1 if handled, 0 if c
- * is not one of them, -1 with a message on a bad value. */
-int cg_optim_cli_option(struct cg_optim_cli *a, int c, const char *arg);
 /* The optimizer the options describe. */
 void cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o);
 
@@ -322,30 +480,37 @@ void cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o);
 
 /*
  * How a diffusion model draws (cg-sample, and cg-eval --judge): the
- * rows, their keys and one parser, so that both programs take the same
- * words with the same limits.
+ * rows, storing into the struct cg_diffusion_opts member m of CG_CTX and
+ * noting the last given in its member seen, so that both programs take
+ * the same words with the same limits.
  */
 enum { CG_KEY_GUIDANCE = CG_KEY_LIB + 0x40, CG_KEY_SAMPLER, CG_KEY_STEPS };
 #define CG_DIFFUSION_MAX_GUIDANCE 1000.0
 #define CG_DIFFUSION_MAX_STEPS 100000
 
+#define CG_DIFFUSION_AT(m, f)                                                  \
+	(CG_OPT_AT(m) + offsetof(struct cg_diffusion_opts, f))
 /* clang-format off */
-#define CG_DIFFUSION_OPTS \
+#define CG_DIFFUSION_OPTS(m, s) \
 	{"guidance", CG_KEY_GUIDANCE, "W", \
 	 "classifier-free guidance: eps = (1 + W) eps(x, c) - W eps(x) " \
-	 "(default 0: the conditional model alone)"}, \
+	 "(default 0: the conditional model alone)", \
+	 .type = CG_TYPE_F64, .off = CG_DIFFUSION_AT(m, guidance), .flo = 0, \
+	 .fhi = CG_DIFFUSION_MAX_GUIDANCE, CG_OPT_SEEN(s), \
+	 .flags = CG_OPT_F_LAST}, \
 	{"sampler", CG_KEY_SAMPLER, "NAME", \
 	 "ddim (deterministic after the first noise, the default) or ddpm " \
-	 "(ancestral)"}, \
+	 "(ancestral)", \
+	 .type = CG_TYPE_PARSE, .off = CG_DIFFUSION_AT(m, sampler), \
+	 .parse = cg_opt_sampler, CG_OPT_SEEN(s), .flags = CG_OPT_F_LAST}, \
 	{"steps", CG_KEY_STEPS, "N", \
 	 "denoising steps, spread over the model's T (default 50, or T if " \
-	 "fewer)"}
+	 "fewer)", \
+	 .type = CG_TYPE_INT, .off = CG_DIFFUSION_AT(m, steps), .lo = 1, \
+	 .hi = CG_DIFFUSION_MAX_STEPS, CG_OPT_SEEN(s), .flags = CG_OPT_F_LAST}
 /* clang-format on */
 
-/* Handle option c (a key of CG_DIFFUSION_OPTS) into d: 1 if handled, 0
- * if c is not one of them, -1 with a message on a bad value. */
-struct cg_diffusion_opts;
-int cg_diffusion_cli_option(struct cg_diffusion_opts *d, int c,
-                            const char *arg);
+/* --sampler's parser (enum cg_diffusion_sampler). */
+int cg_opt_sampler(const char *arg, void *where);
 
 #endif

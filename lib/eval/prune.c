@@ -19,13 +19,12 @@
 
 #include "eval/prune.h"
 
-static const char *const importance_names[] = {"magnitude", "wanda", "grad",
-                                               NULL};
+const char *const cg_importance_names[] = {"magnitude", "wanda", "grad", NULL};
 
 int
 cg_importance_parse(const char *s, enum cg_importance *out)
 {
-	int i = cg_name_index(importance_names, 0, 2, s);
+	int i = cg_name_index(cg_importance_names, 0, 2, s);
 
 	if (i < 0)
 		return cg_seterr("--importance: '%s' is not magnitude, wanda "
@@ -38,7 +37,7 @@ cg_importance_parse(const char *s, enum cg_importance *out)
 const char *
 cg_importance_name(enum cg_importance i)
 {
-	return (unsigned)i <= CG_IMPORTANCE_GRAD ? importance_names[i] : "?";
+	return (unsigned)i <= CG_IMPORTANCE_GRAD ? cg_importance_names[i] : "?";
 }
 
 /* ---------------------------------------------------------------- scores */

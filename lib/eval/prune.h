@@ -22,6 +22,8 @@ enum cg_importance {
 };
 
 /* "magnitude", "wanda", "grad"; -1 with a message otherwise. */
+/* The names of enum cg_importance, in its order, NULL-terminated. */
+extern const char *const cg_importance_names[];
 int cg_importance_parse(const char *s, enum cg_importance *out);
 const char *cg_importance_name(enum cg_importance i);
 

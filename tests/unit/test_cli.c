@@ -14,17 +14,24 @@
 
 enum { OPT_JSON = CG_KEY_OWN, OPT_SEED, OPT_SEQUENTIAL };
 
+/* Where the optimizer's rows store, in the tables of this file. */
+struct optim_ctx {
+	struct cg_optim_cli oc;
+};
+#define CG_CTX struct optim_ctx
+
 static const struct cg_opt opts[] = {
-    {"batch", 'b', "N", "examples per step (default 32)"},
-    {"json", OPT_JSON, NULL, "one JSON object per line"},
-    {"seed", OPT_SEED, "N", "the seed"},
+    {"batch", 'b', "N", "examples per step (default 32)", CG_OPT_CUSTOM},
+    {"json", OPT_JSON, NULL, "one JSON object per line", CG_OPT_CUSTOM},
+    {"seed", OPT_SEED, "N", "the seed", CG_OPT_CUSTOM},
     {"sequential", OPT_SEQUENTIAL, NULL,
      "read the examples in order rather than shuffled, which is what a "
-     "long help text looks like when it is wrapped"},
-    {"quiet", 'q', NULL, "say nothing\nbut errors"},
-    {"hidden", 'H', NULL, NULL},
-    {NULL, 0, NULL, "Optimizer:"},
-    CG_OPTIM_OPTS,
+     "long help text looks like when it is wrapped",
+     CG_OPT_CUSTOM},
+    {"quiet", 'q', NULL, "say nothing\nbut errors", CG_OPT_CUSTOM},
+    {"hidden", 'H', NULL, NULL, CG_OPT_CUSTOM},
+    CG_OPT_HEADING("Optimizer:"),
+    CG_OPTIM_OPTS(oc),
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},
@@ -98,8 +105,6 @@ test_parse(void)
 	                "--seed=7", "-qb4", "--ba", "5",  "f2",
 	                "--lr",     "0.5",  "--",   "-x", NULL};
 	struct cg_getopt g;
-	struct cg_optim_cli oc;
-	struct cg_optim o;
 	const char *args[16];
 	int keys[16], n;
 
@@ -120,13 +125,6 @@ test_parse(void)
 	       "operands moved after the options, -x after -- among them");
 	expect(strcmp(cg_getprogname(), "cg-test") == 0,
 	       "the table names the program");
-
-	cg_optim_cli_init(&oc, CG_OPT_ADAM);
-	expect(cg_optim_cli_option(&oc, CG_KEY_LR, "0.5") == 1 &&
-	           cg_optim_cli_option(&oc, 'b', "1") == 0,
-	       "cg_optim_cli_option takes CG_KEY_LR, not another key");
-	cg_optim_cli_finish(&oc, &o);
-	expect(o.lr == 0.5f, "--lr 0.5 reaches the optimizer");
 }
 
 /* The first line a bad command line prints, and its status. */
@@ -266,8 +264,8 @@ test_messages(void)
 enum { OPT_TIED = CG_KEY_OWN + 40 };
 
 static const struct cg_opt opts_all[] = {
-    {"tied", OPT_TIED, "[=0|1]", "tie them"},
-    {"stop", 's', NULL, "a key that set refuses"},
+    {"tied", OPT_TIED, "[=0|1]", "tie them", CG_OPT_CUSTOM},
+    {"stop", 's', NULL, "a key that set refuses", CG_OPT_CUSTOM},
     {0},
 };
 
@@ -321,11 +319,97 @@ test_all(void)
 	       "--help: an optional argument follows its name");
 }
 
+/* ------------------------------------------------------- typed rows */
+
+struct typed {
+	int n, flag, colour;
+	uint64_t size;
+	double x;
+	float f;
+	const char *s, *seen;
+	struct cg_optim_cli oc;
+};
+#undef CG_CTX
+#define CG_CTX struct typed
+
+static const char *const colours[] = {"red", "green", "blue", NULL};
+
+static const struct cg_opt opts_typed[] = {
+    {"n", 'n', "N", "a number", CG_OPT_INT(n, 1, 9), CG_OPT_SEEN(seen)},
+    {"flag", 'f', NULL, "a flag", CG_OPT_FLAG(flag), CG_OPT_SEEN(seen)},
+    {"size", 'z', "SIZE", "a size", CG_OPT_SIZE(size), CG_OPT_POSITIVE},
+    {"x", 'x', "X", "a fraction", CG_OPT_F64(x, 0, 1)},
+    {"float", 'F', "X", "a float", CG_OPT_F32(f, -1, 1)},
+    {"colour", 'c', "NAME", "a colour", CG_OPT_ENUM(colour, colours)},
+    {"str", 's', "S", "a string", CG_OPT_STR(s)},
+    CG_OPTIM_OPTS(oc),
+    {0},
+};
+
+static const struct cg_cli cli_typed = {
+    .name = "cg-typed", .synopsis = "[-n N]", .opts = opts_typed};
+
+/* The status of parsing argv into t, and the first line it said. */
+static int
+typed(char **argv, struct typed *t, char *line, size_t cap)
+{
+	struct catch c;
+	int argc = 0, ind, rc;
+
+	while (argv[argc])
+		argc++;
+	memset(t, 0, sizeof(*t));
+	cg_optim_cli_init(&t->oc, CG_OPT_ADAM);
+	catch_start(&c, 2);
+	rc = cg_getopt_all(&cli_typed, argc, argv, NULL, t, &ind);
+	snprintf(line, cap, "%.*s", (int)strcspn(catch_end(&c), "\n"), c.text);
+	return rc;
+}
+
+static void
+test_typed(void)
+{
+	char *good[] = {"x",    "-z",   "2K",   "-x",   "0.5", "-c",
+	                "blue", "-s",   "hi",   "-n",   "3",   "--flag",
+	                "-F",   "-0.5", "--lr", "0.25", NULL};
+	char *bad_n[] = {"x", "-n", "0", NULL};
+	char *bad_c[] = {"x", "--colour", "pink", NULL};
+	char *bad_z[] = {"x", "-z", "0", NULL};
+	char *bad_opt[] = {"x", "--opt", "lion", NULL};
+	struct typed t;
+	struct cg_optim o;
+	char line[256];
+
+	expect(typed(good, &t, line, sizeof(line)) == CG_CONTINUE && t.n == 3 &&
+	           t.flag == 1 && t.size == 2048 && t.x == 0.5 &&
+	           t.f == -0.5f && t.colour == 2 && strcmp(t.s, "hi") == 0,
+	       "typed rows: each value stored in its member");
+	expect(t.seen && strcmp(t.seen, "n") == 0,
+	       "seen: the first row given of those that share it");
+	cg_optim_cli_finish(&t.oc, &o);
+	expect(o.lr == 0.25f, "--lr 0.25 reaches the optimizer");
+	expect(typed(bad_n, &t, line, sizeof(line)) == CG_EXIT_USAGE &&
+	           strcmp(line, "cg-typed: --n: '0' is not a whole number in "
+	                        "[1, 9]") == 0,
+	       "an int out of range: cg_parse_i64's message, a usage error");
+	expect(typed(bad_c, &t, line, sizeof(line)) == CG_EXIT_USAGE &&
+	           strcmp(line, "cg-typed: --colour: 'pink' is not red, "
+	                        "green or blue") == 0,
+	       "an unknown name: the names listed");
+	expect(typed(bad_z, &t, line, sizeof(line)) == CG_EXIT_USAGE &&
+	           strcmp(line, "cg-typed: --size: must be positive") == 0,
+	       "CG_OPT_POSITIVE: 0 refused");
+	expect(typed(bad_opt, &t, line, sizeof(line)) == CG_EXIT_USAGE &&
+	           strstr(line, "unknown optimizer 'lion'") != NULL,
+	       "--opt: the optimizer's own message");
+}
+
 int
 main(void)
 {
 	test_parse();
 	test_all();
+	test_typed();
 	test_errors();
 	test_help_version();
 	test_messages();
