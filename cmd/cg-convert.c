@@ -23,7 +23,7 @@
 #include "file/safetensors.h"
 
 struct args {
-	const char *in, *out;
+	const char *in, *out, *to;
 	enum cg_compress comp;
 	const char *zgiven;
 };
@@ -34,6 +34,8 @@ static const struct cg_opt opts[] = {
      CG_OPT_STR(out)},
     {"compress", 'z', "ALG", "a cg file written: none, gzip or zstd (none)",
      CG_OPT_PARSE(comp, cg_opt_compress), CG_OPT_SEEN(zgiven)},
+    {"to", 't', "FORMAT",
+     "write FORMAT: cg or safetensors (the one IN is not in)", CG_OPT_STR(to)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,
@@ -43,7 +45,7 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-convert",
-    .synopsis = "[-z ALG] [-o OUT] [IN [OUT]]",
+    .synopsis = "[-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]",
     .about = "Write the cg file IN as a safetensors file, or the safetensors\n"
              "file IN as a cg file (IN - or none: standard input).",
     .opts = opts,
@@ -70,6 +72,8 @@ parse(int argc, char **argv, struct args *a)
 		a->out = "-";
 	if (strcmp(a->in, "-") == 0 && isatty(STDIN_FILENO))
 		return cg_usage("standard input is a terminal");
+	if (a->to && cg_format_find(a->to) == NULL)
+		return cg_usage("--to: %s", cg_errmsg());
 	return CG_CONTINUE;
 }
 
@@ -85,8 +89,11 @@ main(int argc, char **argv)
 		return rc;
 	if ((f = cg_read_any(a.in, &from)) == NULL)
 		return cg_fail(NULL);
-	/* a cg file becomes a safetensors file, any other a cg file */
-	to = from == &cg_format_cg ? &cg_format_safetensors : &cg_format_cg;
+	/* by default a cg file becomes a safetensors file, any other a cg
+	 * file */
+	to = a.to ? cg_format_find(a.to)
+	     : from == &cg_format_cg ? &cg_format_safetensors
+	                             : &cg_format_cg;
 	/* either way, only a file every reader of its kind takes */
 	if (cg_verify_file(f) != 0) {
 		cg_errprefix(strcmp(a.in, "-") ? a.in : "(stdin)");

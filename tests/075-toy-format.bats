@@ -44,6 +44,19 @@ setup() {
 	[ "$stderr" = "cg-inspect: x.toyf: a toy file: no digests to verify" ]
 }
 
+@test "toy format: cg-convert --to toy writes it back, the same bytes" {
+	run -0 "$TOY/cg-convert" x.toyf -o x.cgm
+	run -0 "$TOY/cg-convert" --to toy x.cgm -o y.toyf
+	cmp x.toyf y.toyf
+	# the installed cg-convert has no such format: a usage error
+	run -2 --separate-stderr cg-convert --to toy x.cgm -o z.toyf
+	[ "${stderr_lines[0]}" = "cg-convert: --to: unknown file format 'toy'" ]
+	[ ! -e z.toyf ]
+	# --to cg rewrites a cg file, here compressed
+	run -0 cg-convert --to cg -z gzip x.cgm -o x2.cgm
+	run -0 cg-inspect --verify x2.cgm
+}
+
 @test "toy format: a toy file whose lengths lie is refused in one line" {
 	printf 'TOYF\001\000\000\000\001w\377\377\377\177' >bad.toyf
 	run -1 --separate-stderr "$TOY/cg-convert" bad.toyf -o out.cgm
