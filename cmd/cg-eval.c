@@ -52,6 +52,7 @@ enum {
 	OPT_JUDGE_SAMPLES,
 	OPT_LIMIT,
 	OPT_MAX_BYTES,
+	OPT_PRECISION,
 	OPT_SEED,
 	OPT_TEMPERATURE,
 	OPT_TOP_K,
@@ -69,6 +70,7 @@ struct opts {
 	int quiet;
 	int generate;
 	int deterministic;
+	int precision;
 	const char *judge; /* the classifier, or NULL */
 	int judge_samples;
 	const char *have_judge_samples;
@@ -104,6 +106,7 @@ static const struct cg_opt opts[] = {
      "the same figures at any thread count on any x86-64 (built-in "
      "kernels)",
      CG_OPT_FLAG(deterministic)},
+    CG_OPT_PRECISION(OPT_PRECISION, precision),
     CG_OPT_VERSION,
     CG_OPT_HEADING("Text models:"),
     {"generate", OPT_GENERATE, NULL,
@@ -588,7 +591,10 @@ main(int argc, char **argv)
 	    (rc = validate(&o)) != CG_CONTINUE)
 		goto out;
 	cg_set_threads(o.threads);
-	cg_set_deterministic(o.deterministic);
+	if (cg_set_compute(o.deterministic, o.precision, o.quiet) != 0) {
+		rc = cg_fail(NULL);
+		goto out;
+	}
 	if ((m = cg_model_read_infer(o.model)) == NULL) {
 		rc = cg_fail(NULL);
 		goto out;

@@ -56,6 +56,7 @@
 enum {
 	OPT_DETERMINISTIC = CG_KEY_OWN,
 	OPT_MAX_BYTES,
+	OPT_PRECISION,
 	OPT_PROMPT_FILE,
 	OPT_SEED,
 	OPT_SEPARATOR,
@@ -73,6 +74,7 @@ struct opts {
 	const char *have_count;
 	const char *have_format;
 	int deterministic;
+	int precision;
 	enum cg_image_format format;
 	uint64_t seed;
 	double temperature;
@@ -132,6 +134,7 @@ static const struct cg_opt opts[] = {
      "the same samples at any thread count on any x86-64 (built-in "
      "kernels)",
      CG_OPT_FLAG(deterministic)},
+    CG_OPT_PRECISION(OPT_PRECISION, precision),
     CG_OPT_VERSION,
     CG_OPT_HEADING("Diffusion models (cddpm):"),
     CG_DIFFUSION_OPTS(diffusion, diff_opt),
@@ -631,8 +634,9 @@ main(int argc, char **argv)
 	    (rc = validate(&o)) != CG_CONTINUE)
 		goto done;
 	cg_set_threads(o.threads);
-	cg_set_deterministic(o.deterministic);
-	if ((m = cg_model_read_infer(o.model)) == NULL)
+	if (cg_set_compute(o.deterministic, o.precision, 0) != 0)
+		rc = cg_fail(NULL);
+	else if ((m = cg_model_read_infer(o.model)) == NULL)
 		rc = cg_fail(NULL);
 	else if (o.diff_opt && !m->arch->diffusion)
 		rc = cg_usage("%s: --%s is for diffusion models (%s is not "

@@ -45,6 +45,7 @@ enum {
 	OPT_MAX_MEMORY,
 	OPT_ORDER,
 	OPT_PEERS,
+	OPT_PRECISION,
 	OPT_SEED,
 	OPT_TEACHER,
 	OPT_TEACHER_TEMP,
@@ -67,7 +68,7 @@ struct args {
 	const char *codec_name;
 	struct cg_uspec codec;
 	double decay;
-	int quiet, ckpt, coded, no_feedback, deterministic;
+	int quiet, ckpt, coded, no_feedback, deterministic, precision;
 	const char *mask, *peers, *mask_round; /* --mask and its options */
 	long long mask_bits;
 };
@@ -130,6 +131,7 @@ static const struct cg_opt opts[] = {
      "the same bytes at any thread count on any x86-64 (built-in "
      "kernels); a grad or delta records its call for cg-audit",
      CG_OPT_FLAG(deterministic)},
+    CG_OPT_PRECISION(OPT_PRECISION, precision),
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
      CG_OPT_PARSE(comp, cg_opt_compress)},
     {"codec", OPT_CODEC, "SPEC",
@@ -656,7 +658,8 @@ main(int argc, char **argv)
 	    (rc = validate(&a)) != CG_CONTINUE)
 		return rc;
 	cg_set_threads(a.threads);
-	cg_set_deterministic(a.deterministic);
+	if (cg_set_compute(a.deterministic, a.precision, a.quiet) != 0)
+		return cg_fail(NULL);
 	rc = CG_EXIT_FAILURE;
 	if (prepare(&a, &j) == 0 && train(&a, &j) == 0 && emit(&a, &j) == 0) {
 		report(&j);

@@ -481,6 +481,19 @@ class Cgpt:
 
 ARCHS = {a.name: a for a in (Cvae, Cclf, Cddpm, Cgan, Cgpt)}
 
+# --autocast: cg's bf16 products (model_dump bf16=1) against PyTorch's
+# autocast on the same weights.  Both round the operands of every matrix
+# product to bf16 (unit roundoff u = 2^-9, about 2e-3) and sum in float32;
+# autocast also rounds each product's output to bf16 and runs more in
+# bf16 (cgan's spectral-norm iterations, for one), where cg keeps float32.
+# Each side is some u from float64, so they may differ by about as much:
+# a loss (or its part) agrees within 4u of autocast's plus 2e-3, or cg's
+# is the nearer to float64; the whole gradient (relative, in the 2-norm)
+# agrees within 0.05, or cg's is the nearer to float64; and cg's is
+# within 0.05 of float64's in every case.  Each line shows both sides'
+# distances from float64.
+AUTOCAST_TOL = {"loss": (2 ** -7, 2e-3), "grad": 0.05}
+
 
 # ---------------------------------------------------------- shared code
 
@@ -488,8 +501,12 @@ class DumpError(Exception):
     pass
 
 
+# The dtype of the reference's inputs: float64, or float32 under autocast.
+DTYPE = [torch.float64]
+
+
 def f64(a):
-    return torch.from_numpy(a.astype(np.float64))
+    return torch.from_numpy(a.astype(np.float64)).to(DTYPE[0])
 
 
 def i64(a):
@@ -597,23 +614,90 @@ def check(arch, d):
     return ok
 
 
-def check_dir(arch, d):
+def autocast(arch, cfg, d, params):
+    """The losses and the gradient (in view order) of arch in float32 under
+    torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's mixed precision
+    on cg's weights and inputs."""
+    DTYPE[0] = torch.float32
     try:
-        return check(arch, d)
+        net = arch.Net(cfg).float()
+        views, tensors = load_views(d, net, params)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            losses, _ = arch.run(net, cfg, d)
+        (losses.pop("backward") if "backward" in losses
+         else losses["loss"]).backward()
+    finally:
+        DTYPE[0] = torch.float64
+    grad = np.concatenate([p.grad.detach().reshape(-1).double().numpy()
+                           for _, p in tensors])
+    return {k: v.item() for k, v in losses.items()}, grad
+
+
+def check_bf16(arch, d):
+    """cg with bf16 operands (model_dump bf16=1) against PyTorch's autocast
+    on the same weights, both measured from the float64 model: True if
+    they agree within AUTOCAST_TOL and neither is further from float64."""
+    cfg = {k: int(float(v))
+           for k, v in read_kv(os.path.join(d, "config.txt")).items()}
+    want = {k: float(v)
+            for k, v in read_kv(os.path.join(d, "loss.txt")).items()}
+    print("%s: %s bf16 %s" % (d, arch.name, " ".join(
+        "%s=%d" % kv for kv in cfg.items() if kv[0] != "nparams")))
+    params = read_bin(d, "params.bin", "<f4", cfg["nparams"])
+    got = read_bin(d, "grad.bin", "<f4", cfg["nparams"]).astype(np.float64)
+    net = arch.Net(cfg).double()
+    _, tensors = load_views(d, net, params)
+    ref, _ = arch.run(net, cfg, d)
+    (ref.pop("backward") if "backward" in ref else ref["loss"]).backward()
+    g64 = np.concatenate([p.grad.detach().reshape(-1).numpy()
+                          for _, p in tensors])
+    ac, gac = autocast(arch, cfg, d, params)
+    ok = True
+    rtol, atol = AUTOCAST_TOL["loss"]
+    for key in sorted(want):
+        r = ref[key].item()
+        diff = abs(want[key] - ac[key])
+        good = (diff <= atol + rtol * abs(ac[key]) or
+                abs(want[key] - r) <= abs(ac[key] - r))
+        ok &= good
+        print("  %-4s %-18s cg %.7g autocast %.7g (float64 %.7g): "
+              "diff %.3g, from float64 cg %.3g autocast %.3g"
+              % ("ok" if good else "FAIL", key, want[key], ac[key], r,
+                 diff, abs(want[key] - r), abs(ac[key] - r)))
+
+    def rel(a, b):
+        return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+    e, e_cg, e_ac = rel(got, gac), rel(got, g64), rel(gac, g64)
+    good = e_cg <= AUTOCAST_TOL["grad"] and (
+        e <= AUTOCAST_TOL["grad"] or e_cg <= e_ac)
+    ok &= good
+    print("  %-4s gradient            |cg - autocast| / |autocast| %.3g; "
+          "from float64: cg %.3g, autocast %.3g"
+          % ("ok" if good else "FAIL", e, e_cg, e_ac))
+    return ok
+
+
+def check_dir(arch, d, bf16=False):
+    try:
+        return check_bf16(arch, d) if bf16 else check(arch, d)
     except (DumpError, OSError, KeyError, ValueError) as e:
         print("torch_check: %s: %s" % (d, e))
         return False
 
 
 def usage(code):
-    print("usage: torch_check.py [--arch ARCH]... [DIR | MODEL_DUMP]",
+    print("usage: torch_check.py [--autocast] [--arch ARCH]... "
+          "[DIR | MODEL_DUMP]",
           file=sys.stderr if code else sys.stdout)
     sys.exit(code)
 
 
 def main():
-    args, archs = sys.argv[1:], []
-    while args and args[0] in ("--arch", "-h", "--help"):
+    args, archs, bf16 = sys.argv[1:], [], False
+    while args and args[0] in ("--arch", "--autocast", "-h", "--help"):
+        if args[0] == "--autocast":
+            bf16, args = True, args[1:]
+            continue
         if args[0] != "--arch":
             usage(0)
         if len(args) < 2 or args[1] not in ARCHS:
@@ -635,19 +719,20 @@ def main():
         except (OSError, KeyError) as e:
             print("torch_check: %s: arch.txt: %s" % (target, e))
             sys.exit(1)
-        ok = check_dir(arch, target)
+        ok = check_dir(arch, target, bf16)
     elif os.access(target, os.X_OK):
         ok = True
         for arch in archs or ARCHS.values():
             for cfg in arch.configs:
                 with tempfile.TemporaryDirectory() as d:
-                    r = subprocess.run([target, d, arch.name] + cfg)
+                    r = subprocess.run([target, d, arch.name] + cfg +
+                                       (["bf16=1"] if bf16 else []))
                     if r.returncode != 0:
                         print("torch_check: %s %s failed (%d)"
                               % (target, arch.name, r.returncode))
                         ok = False
                         continue
-                    ok &= check_dir(arch, d)
+                    ok &= check_dir(arch, d, bf16)
     else:
         print("torch_check: %s: not a dump directory nor a program" % target)
         sys.exit(1)

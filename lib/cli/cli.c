@@ -29,6 +29,7 @@
 #include "exchange/ucodec.h"
 #include "file/sign.h"
 #include "model/model.h"
+#include "nn/gemm.h"
 
 /* ------------------------------------------------ names and messages */
 
@@ -798,6 +799,36 @@ cg_set_threads(int n)
 #endif
 	/* The BLAS stays on one thread: cg_sgemm shares products out among
 	 * OpenMP's threads (lib/nn/gemm.c). */
+}
+
+const char *const cg_precision_names[] = {"f32", "bf16", NULL};
+
+int
+cg_set_compute(int deterministic, int precision, int quiet)
+{
+	const char *env = getenv("CG_GEMM_ENGINE");
+	enum cg_engine e = CG_ENGINE_AUTO;
+
+	if (env != NULL && *env != '\0' && cg_engine_parse(env, &e) != 0)
+		return cg_seterr("CG_GEMM_ENGINE=%.40s: not an engine (auto, "
+		                 "blas, builtin or dnnl)",
+		                 env);
+	if (cg_set_engine(e) != 0)
+		return cg_seterr("CG_GEMM_ENGINE=%s: not built into this cg "
+		                 "(configure --with-%s)",
+		                 env, e == CG_ENGINE_BLAS ? "blas" : "dnnl");
+	cg_set_deterministic(deterministic);
+	cg_set_precision(precision ? CG_PREC_BF16 : CG_PREC_F32);
+	if (precision && !cg_bf16_native() && !quiet)
+		cg_warnx("bf16 products emulated in f32 (%s): the same numbers, "
+		         "no faster",
+		         deterministic ? "deterministic mode"
+		         : e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL
+		             ? "CG_GEMM_ENGINE"
+		             : cg_engine_built(CG_ENGINE_DNNL)
+		             ? "no avx512_bf16 or amx_bf16 on this CPU"
+		             : "built without oneDNN");
+	return 0;
 }
 
 int

@@ -367,6 +367,29 @@ int cg_compress_parse(const char *s, enum cg_compress *out);
 	{"threads", 'j', "N", help, CG_OPT_INT(f, 0, CG_MAX_THREADS)}
 /* clang-format on */
 
+/*
+ * The --precision row (cg-train-step, cg-eval, cg-sample), into the int
+ * member f of CG_CTX: an enum cg_precision (nn/gemm.h), f32 by default.
+ */
+extern const char *const cg_precision_names[];
+#define CG_PRECISION_HELP                                                      \
+	"f32 or bf16: the operands of every matrix product (f32)"
+/* clang-format off */
+#define CG_OPT_PRECISION(key, f) \
+	{"precision", key, "P", CG_PRECISION_HELP, \
+	 CG_OPT_ENUM(f, cg_precision_names)}
+/* clang-format on */
+
+/*
+ * How this process multiplies matrices: the engine CG_GEMM_ENGINE names
+ * (auto, blas, builtin or dnnl; unset or empty: auto), deterministic mode
+ * (on != 0) and the precision.  Where bf16 is asked for and this CPU or
+ * build has no bf16 products, one line on stderr says that they are
+ * emulated (unless quiet).  0, or -1 with a message: an engine that is
+ * not a name or not built in.
+ */
+int cg_set_compute(int deterministic, int precision, int quiet);
+
 /* Use n threads for OpenMP and the BLAS (n <= 0: OMP_NUM_THREADS where
  * set, else all cores). */
 void cg_set_threads(int n);

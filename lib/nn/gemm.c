@@ -11,7 +11,10 @@
  * Packing buffers live on the stack (about 130 KiB per thread).  It is meant
  * to be within a small factor of a tuned BLAS, not to replace one.
  */
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -22,6 +25,9 @@
 #endif
 
 #include "nn/gemm.h"
+#ifdef CG_HAVE_DNNL
+#include "nn/dnnl.h"
+#endif
 
 /* ------------------------------------------------------ blocking sizes */
 
@@ -300,17 +306,67 @@ cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
  * sums by CPU and by where the threads cut.
  */
 static int deterministic;
+static enum cg_precision precision = CG_PREC_F32;
+static enum cg_engine engine = CG_ENGINE_AUTO;
+static int bf16_native; /* bf16 products go to oneDNN (cg_set_precision) */
 
 void
 cg_set_deterministic(int on)
 {
 	deterministic = on != 0;
+	cg_set_precision(precision);
 }
 
 int
 cg_deterministic(void)
 {
 	return deterministic;
+}
+
+int
+cg_set_engine(enum cg_engine e)
+{
+#ifndef CG_HAVE_CBLAS
+	if (e == CG_ENGINE_BLAS)
+		return -1;
+#endif
+#ifndef CG_HAVE_DNNL
+	if (e == CG_ENGINE_DNNL)
+		return -1;
+#endif
+	engine = e;
+	cg_set_precision(precision);
+	return 0;
+}
+
+enum cg_engine
+cg_get_engine(void)
+{
+	return engine;
+}
+
+void
+cg_set_precision(enum cg_precision p)
+{
+	precision = p;
+	bf16_native = 0;
+#ifdef CG_HAVE_DNNL
+	if (p == CG_PREC_BF16 && !deterministic &&
+	    (engine == CG_ENGINE_AUTO || engine == CG_ENGINE_DNNL))
+		bf16_native = cg_dnnl_bf16();
+#endif
+}
+
+enum cg_precision
+cg_get_precision(void)
+{
+	return precision;
+}
+
+int
+cg_bf16_native(void)
+{
+	return precision == CG_PREC_BF16 && bf16_native;
 }
 
 #ifdef CG_HAVE_CBLAS
@@ -337,6 +393,28 @@ blas(int transA, int transB, int M, int N, int K, float alpha, const float *A,
 	            lda > 0 ? lda : 1, B, ldb > 0 ? ldb : 1, beta, C, ldc);
 }
 #endif
+
+/* Which engine takes an f32 product: the built-in kernel in
+ * deterministic mode or where no other is built; oneDNN only when asked
+ * for (OpenBLAS was as fast or faster at every size measured, RESULTS);
+ * else the BLAS. */
+enum path { P_BUILTIN, P_BLAS, P_DNNL };
+
+static enum path
+f32_path(void)
+{
+	if (deterministic || engine == CG_ENGINE_BUILTIN)
+		return P_BUILTIN;
+#ifdef CG_HAVE_DNNL
+	if (engine == CG_ENGINE_DNNL)
+		return P_DNNL;
+#endif
+#ifdef CG_HAVE_CBLAS
+	return P_BLAS;
+#else
+	return P_BUILTIN;
+#endif
+}
 
 int
 cg_sgemm_threads(int M, int N, int K)
@@ -375,10 +453,38 @@ cg_sgemm_block(int part, int parts, int M, int N)
 	return b;
 }
 
-void
-cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
-              float alpha, const float *A, int lda, const float *B, int ldb,
-              float beta, float *C, int ldc)
+/* An f32 product on the calling thread (oneDNN's threads outside a
+ * parallel region). */
+static void
+f32_one(int transA, int transB, int M, int N, int K, float alpha,
+        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+        int ldc)
+{
+	switch (f32_path()) {
+#ifdef CG_HAVE_DNNL
+	case P_DNNL:
+		if (cg_dnnl_gemm(0, transA, transB, M, N, K, alpha, A, lda, B,
+		                 ldb, beta, C, ldc) == 0)
+			return;
+		break;
+#endif
+#ifdef CG_HAVE_CBLAS
+	case P_BLAS:
+		blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+		     ldc);
+		return;
+#endif
+	default:
+		break;
+	}
+	cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
+	                 C, ldc);
+}
+
+static void
+f32_part(const struct cg_block *b, int transA, int transB, int K, float alpha,
+         const float *A, int lda, const float *B, int ldb, float beta,
+         float *C, int ldc)
 {
 	const float *a = transA ? A + b->i0 : A + (size_t)b->i0 * lda;
 	const float *bb = transB ? B + (size_t)b->j0 * ldb : B + b->j0;
@@ -386,35 +492,23 @@ cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
 
 	if (b->m <= 0 || b->n <= 0)
 		return;
-#ifdef CG_HAVE_CBLAS
-	if (!deterministic) {
-		blas(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb,
-		     beta, c, ldc);
-		return;
-	}
-#endif
-	cg_sgemm_builtin(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb,
-	                 beta, c, ldc);
+	f32_one(transA, transB, b->m, b->n, K, alpha, a, lda, bb, ldb, beta, c,
+	        ldc);
 }
 
-void
-cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
-         const float *A, int lda, const float *B, int ldb, float beta, float *C,
-         int ldc)
+static void
+f32_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+          const float *A, int lda, const float *B, int ldb, float beta,
+          float *C, int ldc)
 {
-#ifdef CG_HAVE_CBLAS
 	int nt = cg_sgemm_threads(M, N, K);
 
-	if (deterministic) {
-		cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb,
-		                 beta, C, ldc);
-		return;
-	}
 	if (M <= 0 || N <= 0)
 		return;
-	if (nt <= 1) {
-		blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
-		     ldc);
+	/* The built-in kernel shares out its own tiles; oneDNN, its own. */
+	if (f32_path() != P_BLAS || nt <= 1 || K <= 0) {
+		f32_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+		        ldc);
 		return;
 	}
 #ifdef _OPENMP
@@ -422,21 +516,230 @@ cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #endif
 	for (int i = 0; i < nt; i++) {
 		struct cg_block b = cg_sgemm_block(i, nt, M, N);
-		cg_sgemm_part(&b, transA, transB, K, alpha, A, lda, B, ldb,
-		              beta, C, ldc);
+		f32_part(&b, transA, transB, K, alpha, A, lda, B, ldb, beta, C,
+		         ldc);
 	}
-#else
-	cg_sgemm_builtin(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
-	                 C, ldc);
+}
+
+/* ----------------------------------------------------------------- bf16 */
+
+/*
+ * bf16 products: the operands rounded to bf16 (to nearest even, as
+ * cg_f32_to_bf16), the sums in f32.  Where oneDNN runs bf16 in hardware
+ * the rounded operands go to it as bf16; elsewhere they stay f32 with
+ * their low 16 bits cleared and take the f32 path: a product of two bf16
+ * values is exact in f32, so only the order of the sums differs from the
+ * hardware's (and AMX's flushing of subnormal inputs to zero).  Products
+ * of fewer than BF16_MIN_WORK multiply-adds are not worth oneDNN's call
+ * (its memory objects and stream) and take the f32 path as well.
+ */
+#define BF16_MIN_WORK (64 * 64 * 64)
+
+static inline uint32_t
+bf16_bits(float f)
+{
+	uint32_t x, r, q;
+
+	memcpy(&x, &f, 4);
+	r = x + 0x7fff + ((x >> 16) & 1);
+	q = x | 0x00400000; /* a NaN stays a (quiet) NaN */
+	return ((x & 0x7fffffff) > 0x7f800000 ? q : r) >> 16;
+}
+
+/* Per-thread buffers for the rounded operands, grown as needed and kept;
+ * each thread's pair hangs on a list so that it stays reachable. */
+struct scratch {
+	void *p[2];
+	size_t n[2];
+	struct scratch *next;
+};
+static _Thread_local struct scratch *mine;
+static struct scratch *all;
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *
+scratch(int which, size_t bytes)
+{
+	if (mine == NULL) {
+		if ((mine = calloc(1, sizeof(*mine))) == NULL)
+			return NULL;
+		pthread_mutex_lock(&all_lock);
+		mine->next = all;
+		all = mine;
+		pthread_mutex_unlock(&all_lock);
+	}
+	if (mine->n[which] < bytes) {
+		void *p = malloc(bytes);
+		if (p == NULL)
+			return NULL;
+		free(mine->p[which]);
+		mine->p[which] = p;
+		mine->n[which] = bytes;
+	}
+	return mine->p[which];
+}
+
+/* The rows x cols matrix at src (rows ld apart) rounded to bf16, packed
+ * (rows cols apart) at dst: bf16's bits (half) or f32 with them. */
+static void
+round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
+{
+	size_t n = (size_t)rows * cols;
+
+	(void)n;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n >= (1 << 18) && !omp_in_parallel())
 #endif
+	for (int r = 0; r < rows; r++) {
+		const float *s = src + (size_t)r * ld;
+		if (half) {
+			uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
+			for (int c = 0; c < cols; c++)
+				d[c] = (uint16_t)bf16_bits(s[c]);
+		} else {
+			uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
+			for (int c = 0; c < cols; c++)
+				d[c] = bf16_bits(s[c]) << 16;
+		}
+	}
+}
+
+/*
+ * One bf16 product: the operands rounded into this thread's buffers, then
+ * oneDNN or the f32 path (whole: shared out among threads as cg_sgemm
+ * shares an f32 product).  Where no buffer can be had, the operands stay
+ * f32: the product is still made, with more precision than asked for.
+ */
+static void
+bf16_product(int whole, int transA, int transB, int M, int N, int K,
+             float alpha, const float *A, int lda, const float *B, int ldb,
+             float beta, float *C, int ldc)
+{
+	void (*f32)(int, int, int, int, int, float, const float *, int,
+	            const float *, int, float, float *, int) =
+	    whole ? f32_sgemm : f32_one;
+	int native = bf16_native && (double)M * N * K >= BF16_MIN_WORK;
+	int ar = transA ? K : M, ac = transA ? M : K;
+	int br = transB ? N : K, bc = transB ? K : N;
+	void *a, *b;
+
+	if (M <= 0 || N <= 0)
+		return;
+	if (K <= 0) {
+		f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+		    ldc);
+		return;
+	}
+#ifdef CG_HAVE_DNNL
+	if (native && (a = scratch(0, (size_t)ar * ac * 2)) != NULL &&
+	    (b = scratch(1, (size_t)br * bc * 2)) != NULL) {
+		round_rows(a, 1, A, ar, ac, lda);
+		round_rows(b, 1, B, br, bc, ldb);
+		if (cg_dnnl_gemm(1, transA, transB, M, N, K, alpha, a, ac, b,
+		                 bc, beta, C, ldc) == 0)
+			return;
+	}
+#endif
+	(void)native;
+	if ((a = scratch(0, (size_t)ar * ac * 4)) == NULL ||
+	    (b = scratch(1, (size_t)br * bc * 4)) == NULL) {
+		f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+		    ldc);
+		return;
+	}
+	round_rows(a, 0, A, ar, ac, lda);
+	round_rows(b, 0, B, br, bc, ldb);
+	f32(transA, transB, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
+}
+
+/* ---------------------------------------------------------- interface */
+
+void
+cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
+              float alpha, const float *A, int lda, const float *B, int ldb,
+              float beta, float *C, int ldc)
+{
+	if (precision != CG_PREC_BF16) {
+		f32_part(b, transA, transB, K, alpha, A, lda, B, ldb, beta, C,
+		         ldc);
+		return;
+	}
+	if (b->m <= 0 || b->n <= 0)
+		return;
+	bf16_product(0, transA, transB, b->m, b->n, K, alpha,
+	             transA ? A + b->i0 : A + (size_t)b->i0 * lda, lda,
+	             transB ? B + (size_t)b->j0 * ldb : B + b->j0, ldb, beta,
+	             C + (size_t)b->i0 * ldc + b->j0, ldc);
+}
+
+void
+cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+         const float *A, int lda, const float *B, int ldb, float beta, float *C,
+         int ldc)
+{
+	if (precision == CG_PREC_BF16)
+		bf16_product(1, transA, transB, M, N, K, alpha, A, lda, B, ldb,
+		             beta, C, ldc);
+	else
+		f32_sgemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
+		          C, ldc);
 }
 
 const char *
 cg_sgemm_backend(void)
 {
-#ifdef CG_HAVE_CBLAS
-	return deterministic ? "builtin" : "cblas";
-#else
-	return "builtin";
+	switch (f32_path()) {
+	case P_BLAS:
+		return "cblas";
+	case P_DNNL:
+		return "dnnl";
+	default:
+		return "builtin";
+	}
+}
+
+const char *
+cg_engine_name(enum cg_engine e)
+{
+	static const char *const names[] = {"auto", "blas", "builtin", "dnnl"};
+
+	return (unsigned)e < 4 ? names[e] : "?";
+}
+
+int
+cg_engine_parse(const char *s, enum cg_engine *e)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, cg_engine_name((enum cg_engine)i)) == 0) {
+			*e = (enum cg_engine)i;
+			return 0;
+		}
+	return -1;
+}
+
+int
+cg_engine_built(enum cg_engine e)
+{
+	switch (e) {
+#ifndef CG_HAVE_CBLAS
+	case CG_ENGINE_BLAS:
+		return 0;
 #endif
+#ifndef CG_HAVE_DNNL
+	case CG_ENGINE_DNNL:
+		return 0;
+#endif
+	default:
+		return 1;
+	}
+}
+
+const char *
+cg_bf16_impl(void)
+{
+#ifdef CG_HAVE_DNNL
+	if (cg_bf16_native())
+		return cg_dnnl_impl(1);
+#endif
+	return "emulated";
 }

@@ -5,7 +5,8 @@
  * when libcg is built with -DCG_HAVE_CBLAS (OpenBLAS on the calling
  * thread, the product's rows or columns shared out among OpenMP's threads
  * when called outside a parallel region) and a portable blocked kernel
- * otherwise.  The built-in kernel and a naive reference are always compiled
+ * otherwise; in bf16 precision (below) oneDNN where the CPU has a bf16
+ * matrix engine.  The built-in kernel and a naive reference are always compiled
  * so that tests can compare every path.
  */
 #ifndef CG_GEMM_H
@@ -70,7 +71,47 @@ void cg_sgemm_ref(int transA, int transB, int M, int N, int K, float alpha,
 void cg_set_deterministic(int on);
 int cg_deterministic(void);
 
-/* "cblas" or "builtin": which path cg_sgemm takes. */
+/*
+ * The engines a product can run on: the BLAS (OpenBLAS), the built-in
+ * kernel, oneDNN (nn/dnnl.h), or auto, the default: for f32 the BLAS
+ * where built (else the built-in kernel), for bf16 oneDNN where this CPU
+ * runs bf16 in hardware (else bf16 emulated on the f32 engine).
+ * cg_set_engine forces one for the whole process (tests, CG_GEMM_ENGINE):
+ * 0, or -1 when it is not built in.  Deterministic mode overrides it.
+ */
+enum cg_engine { CG_ENGINE_AUTO, CG_ENGINE_BLAS, CG_ENGINE_BUILTIN,
+                 CG_ENGINE_DNNL };
+int cg_set_engine(enum cg_engine e);
+enum cg_engine cg_get_engine(void);
+/* "auto", "blas", "builtin", "dnnl"; parse: 0, or -1 for another name. */
+const char *cg_engine_name(enum cg_engine e);
+int cg_engine_parse(const char *s, enum cg_engine *e);
+/* Whether the engine is built into this libcg (auto and builtin: 1). */
+int cg_engine_built(enum cg_engine e);
+
+/*
+ * The precision of every product's operands, for the whole process:
+ * f32, or bf16 (operands rounded to bf16 to nearest even, sums and C in
+ * f32; mixed-precision training keeps everything else in f32).  bf16 runs
+ * on oneDNN where the CPU has bf16 instructions (avx512_bf16, AMX) and
+ * the engine is auto or dnnl, and is emulated otherwise: the operands
+ * rounded in f32 and multiplied by the f32 engine, which gives the same
+ * products (a product of two bf16 values is exact in f32) in another
+ * order of sums, and no speed.  In deterministic mode it is always
+ * emulated on the built-in kernel: the same bits everywhere.  Set it
+ * before any product runs.
+ */
+enum cg_precision { CG_PREC_F32, CG_PREC_BF16 };
+void cg_set_precision(enum cg_precision p);
+enum cg_precision cg_get_precision(void);
+/* 1 where bf16 products run on the CPU's bf16 instructions (oneDNN),
+ * 0 where they are emulated or the precision is f32. */
+int cg_bf16_native(void);
+/* oneDNN's implementation of bf16 products ("brg:avx512_core_amx_bf16"),
+ * or "emulated". */
+const char *cg_bf16_impl(void);
+
+/* "cblas", "builtin" or "dnnl": which engine takes an f32 product. */
 const char *cg_sgemm_backend(void);
 
 #ifdef __cplusplus

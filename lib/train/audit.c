@@ -103,6 +103,9 @@ cg_call_record(cJSON *manifest, const struct cg_train_opts *o,
 	cJSON_AddBoolToObject(c, "checkpoint", m->checkpoint != 0);
 	if (o->distill)
 		cJSON_AddBoolToObject(c, "distilled", 1);
+	/* f32, the default, is not said: such records keep their bytes */
+	if (cg_get_precision() == CG_PREC_BF16)
+		cJSON_AddStringToObject(c, "precision", "bf16");
 	cJSON_DeleteItemFromObjectCaseSensitive(manifest, "call");
 	cJSON_AddItemToObject(manifest, "call", c);
 	return 0;
@@ -244,6 +247,15 @@ cg_call_read(const struct cg_update *u, struct cg_call *c)
 	c->has_state = st == 1;
 	c->distilled =
 	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "distilled"));
+	if (cJSON_GetObjectItemCaseSensitive(r, "precision") != NULL) {
+		static const char *const precs[] = {"f32", "bf16"};
+		int p = name_of(r, "precision", precs, 2);
+		if (p < 0)
+			return cg_seterr("%s: its call record's precision is "
+			                 "not f32 or bf16",
+			                 u->name);
+		c->bf16 = p == 1;
+	}
 	return 0;
 }
 
@@ -336,6 +348,7 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 		return -1;
 	/* the call again, as cg-train-step made it */
 	cg_set_deterministic(1);
+	cg_set_precision(c.bf16 ? CG_PREC_BF16 : CG_PREC_F32);
 	if (cg_train_plan(m, &c.o, st, 0, 0, c.checkpoint, &plan) != 0)
 		goto out;
 	m->chunk = c.chunk;

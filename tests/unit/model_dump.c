@@ -7,12 +7,14 @@
  * The model is made as cg-init makes it (cg_model_create, through the
  * architecture registry): every KEY=VALUE is a number of its config,
  * after the row's defaults below, except seed (of the weights and the
- * inputs), batch and, for cgpt, positions, which shape the case.  Writes
- * to DIR (which must exist): arch.txt (ARCH), config.txt (the config's
- * numbers, the case's keys and nparams), views.txt (name, offset, count and
- * shape of each view), params.bin, grad.bin (little-endian f32), loss.txt (the
- * loss and its parts, %.17g), model.cgm (the model with the parameters of
- * params.bin, as cg-init writes one) and the inputs, which are the one
+ * inputs), batch and, for cgpt, positions, which shape the case, and
+ * bf16=1, which gives every matrix product bf16 operands (nn/gemm.h).
+ * Writes to DIR (which must exist): arch.txt (ARCH), config.txt (the
+ * config's numbers, the case's keys and nparams), views.txt (name,
+ * offset, count and shape of each view), params.bin, grad.bin
+ * (little-endian f32), loss.txt (the loss and its parts, %.17g),
+ * model.cgm (the model with the parameters of params.bin, as cg-init
+ * writes one) and the inputs, which are the one
  * part that differs by architecture:
  *
  *   cvae  x.bin [B, in_dim] (half the pixels 0 or 1, half grey), eps.bin
@@ -58,6 +60,7 @@
 #include "arch/cgpt/cgpt.h"
 #include "arch/cvae/cvae.h"
 #include "cg.h"
+#include "nn/gemm.h"
 #include "model/model.h"
 
 #define PROG "model_dump"
@@ -424,7 +427,7 @@ static const struct {
 
 /* Case keys: what the dump takes, not the model's config. */
 struct keys {
-	long seed, batch, positions;
+	long seed, batch, positions, bf16;
 };
 
 /* KEY=VALUE into k or cfg; -1 with a message on stderr. */
@@ -454,6 +457,8 @@ parse_kv(const char *s, cJSON *cfg, struct keys *k)
 		k->batch = v;
 	else if (strcmp(key, "positions") == 0)
 		k->positions = v;
+	else if (strcmp(key, "bf16") == 0)
+		k->bf16 = v;
 	else {
 		cJSON_DeleteItemFromObjectCaseSensitive(cfg, key);
 		cJSON_AddNumberToObject(cfg, key, (double)v);
@@ -530,7 +535,7 @@ int
 main(int argc, char **argv)
 {
 	char path[4096];
-	struct keys k = {1, 0, 0};
+	struct keys k = {1, 0, 0, 0};
 	struct result res = {0};
 	struct cg_model *m = NULL;
 	struct cg_rng r;
@@ -569,6 +574,7 @@ main(int argc, char **argv)
 		goto fail;
 	}
 	cg_rng_seed(&r, (uint64_t)k.seed + 1);
+	cg_set_precision(k.bf16 ? CG_PREC_BF16 : CG_PREC_F32);
 	if (rows[row].run(m, (int)k.batch, (int)k.positions, &r, grad, &res) !=
 	    0)
 		goto fail;

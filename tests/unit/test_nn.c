@@ -91,9 +91,22 @@ abs_copy(const float *v, size_t n)
  * computed by the reference in double; the reference itself is the exact
  * value rounded to float once (u |R|, and the double sum's own K 2^-53).
  */
+/* v [n] rounded to bf16 (to nearest even), in place. */
+static void
+round_bf16(float *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = cg_bf16_to_f32(cg_f32_to_bf16(v[i]));
+}
+
+/*
+ * With bf16 set, the reference is made from A and B rounded to bf16: a
+ * product of bf16 values is exact in float, so a bf16 product with float
+ * sums is held to the same bound.
+ */
 static double
-gemm_case(gemmfn fn, int ta, int tb, int M, int N, int K, float alpha,
-          float beta, int pad)
+gemm_case_in(gemmfn fn, int bf16, int ta, int tb, int M, int N, int K,
+             float alpha, float beta, int pad)
 {
 	int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
 	size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
@@ -111,6 +124,10 @@ gemm_case(gemmfn fn, int ta, int tb, int M, int N, int K, float alpha,
 	memcpy(R, C, nc * sizeof(float));
 	S = abs_copy(C, nc);
 	fn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if (bf16) {
+		round_bf16(A, na);
+		round_bf16(B, nb);
+	}
 	cg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
 	{
 		float *aa = abs_copy(A, na), *ab = abs_copy(B, nb);
@@ -144,8 +161,78 @@ gemm_case(gemmfn fn, int ta, int tb, int M, int N, int K, float alpha,
 	return worst;
 }
 
+static double
+gemm_case(gemmfn fn, int ta, int tb, int M, int N, int K, float alpha,
+          float beta, int pad)
+{
+	return gemm_case_in(fn, cg_get_precision() == CG_PREC_BF16, ta, tb, M,
+	                    N, K, alpha, beta, pad);
+}
+
+/* cg_sgemm as three callers' threads would share it: cg_sgemm_part. */
+static void
+gemm_parts(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+           int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	for (int p = 0; p < 3; p++) {
+		struct cg_block b = cg_sgemm_block(p, 3, M, N);
+		cg_sgemm_part(&b, ta, tb, K, alpha, A, lda, B, ldb, beta, C,
+		              ldc);
+	}
+}
+
+static void
+test_gemm_paths(const char *label, int builtin_too);
+
+/*
+ * Every engine built in, in f32 and in bf16, whole and in parts; in bf16
+ * the result must also be measurably off the unrounded product (the
+ * operands really are rounded), by more than float's bound.
+ */
 static void
 test_gemm(void)
+{
+	static const enum cg_engine engines[] = {
+	    CG_ENGINE_BUILTIN, CG_ENGINE_BLAS, CG_ENGINE_DNNL, CG_ENGINE_AUTO};
+	char label[160];
+
+	for (size_t e = 0; e < sizeof(engines) / sizeof(engines[0]); e++) {
+		if (cg_set_engine(engines[e]) != 0) {
+			printf("info engine %s: not built in\n",
+			       cg_engine_name(engines[e]));
+			continue;
+		}
+		for (int prec = 0; prec < 2; prec++) {
+			cg_set_precision(prec ? CG_PREC_BF16 : CG_PREC_F32);
+			snprintf(label, sizeof(label), "engine %s, %s%s",
+			         cg_engine_name(engines[e]),
+			         prec ? "bf16 " : "f32",
+			         prec ? cg_bf16_impl() : "");
+			test_gemm_paths(label, e == 0 && prec == 0);
+			if (prec) {
+				double e1 = gemm_case_in(cg_sgemm, 0, 0, 1, 64,
+				                         64, 512, 1, 0, 0);
+				snprintf(label + strlen(label),
+				         sizeof(label) - strlen(label),
+				         ": off the f32 product by %.3g x "
+				         "float's bound",
+				         e1);
+				expect(e1 > 4, label);
+			}
+		}
+	}
+	cg_set_deterministic(1);
+	cg_set_precision(CG_PREC_BF16);
+	test_gemm_paths("deterministic bf16", 0);
+	cg_set_deterministic(0);
+	cg_set_precision(CG_PREC_F32);
+	cg_set_engine(CG_ENGINE_AUTO);
+}
+
+/* The kernels against the reference; the built-in one (which no engine
+ * or precision changes) only when builtin_too. */
+static void
+test_gemm_paths(const char *label, int builtin_too)
 {
 	static const int sz[][3] = {
 	    {1, 1, 1},      {1, 7, 3},       {5, 1, 9},      {3, 5, 7},
@@ -157,16 +244,21 @@ test_gemm(void)
 	struct {
 		const char *name;
 		gemmfn fn;
-	} paths[] = {{"builtin", cg_sgemm_builtin}, {"cg_sgemm", cg_sgemm}};
+	} paths[] = {{"builtin", cg_sgemm_builtin},
+	             {"cg_sgemm", cg_sgemm},
+	             {"cg_sgemm_part", gemm_parts}};
+	int bf16 = cg_get_precision() == CG_PREC_BF16;
 
-	for (size_t p = 0; p < sizeof(paths) / sizeof(paths[0]); p++) {
+	for (size_t p = !builtin_too; p < sizeof(paths) / sizeof(paths[0]);
+	     p++) {
 		double worst = 0;
-		char what[128];
+		char what[256];
 
 		for (size_t s = 0; s < sizeof(sz) / sizeof(sz[0]); s++)
 			for (int t = 0; t < 4; t++)
 				for (size_t a = 0; a < 5; a++) {
-					double e = gemm_case(paths[p].fn, t & 1,
+					double e = gemm_case_in(
+					    paths[p].fn, bf16 && p > 0, t & 1,
 					                     t >> 1, sz[s][0],
 					                     sz[s][1], sz[s][2],
 					                     ab[a][0], ab[a][1],
@@ -180,9 +272,9 @@ test_gemm(void)
 		worst = fmax(worst,
 		             gemm_case(paths[p].fn, 1, 1, 0, 5, 3, 1, 0.5f, 1));
 		snprintf(what, sizeof(what),
-		         "gemm %s (%s) vs reference: 4 transposes x %zu "
+		         "%s: gemm %s (%s) vs reference: 4 transposes x %zu "
 		         "sizes x 5 alpha/beta, worst error/tol %.3g",
-		         paths[p].name,
+		         label, paths[p].name,
 		         p == 0 ? "built-in" : cg_sgemm_backend(),
 		         sizeof(sz) / sizeof(sz[0]), worst);
 		expect(worst <= 1, what);

@@ -1,0 +1,52 @@
+/*
+ * nn/dnnl.h - matrix products through oneDNN (libdnnl), the second engine.
+ *
+ * Built only with -DCG_HAVE_DNNL (configure --with-dnnl, on where
+ * Debian's libdnnl-dev is found).  nn/gemm.c is its one caller: it
+ * chooses between this engine, the BLAS and the built-in kernel per
+ * precision and shape.  A matmul primitive is made once per shape,
+ * transposition, leading dimensions, alpha and beta, and kept for the
+ * life of the process (a table of CG_DNNL_CACHE; past that, products of
+ * new shapes are made and dropped per call).  Safe to call from many
+ * threads at once: each thread executes on a stream of its own, and
+ * inside a parallel region oneDNN runs the product on the calling thread.
+ */
+#ifndef CG_DNNL_H
+#define CG_DNNL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CG_DNNL_CACHE 256
+
+/*
+ * C = alpha * op(A) * op(B) + beta * C, row-major, as cg_sgemm (gemm.h),
+ * with A and B of f32 (bf16 == 0) or of bf16's bits (bf16 != 0, uint16_t
+ * elements), C of f32 and the sums in f32.  As in BLAS, C is not read
+ * when beta == 0.  0, or -1 when oneDNN cannot make or run the product
+ * (no bf16 on this CPU, out of memory): the caller takes another engine;
+ * C is then unchanged.
+ */
+int cg_dnnl_gemm(int bf16, int transA, int transB, int M, int N, int K,
+                 float alpha, const void *A, int lda, const void *B, int ldb,
+                 float beta, float *C, int ldc);
+
+/*
+ * Whether this CPU runs bf16 products in hardware as oneDNN sees it
+ * (avx512_bf16 or AMX, within DNNL_MAX_CPU_ISA when that is set) and a
+ * bf16 primitive can be made: 1 or 0, found once.
+ */
+int cg_dnnl_bf16(void);
+
+/* The implementation oneDNN picks for a 256^3 product of f32 (bf16 ==
+ * 0) or bf16 operands ("brg:avx512_core_amx_bf16", "gemm:jit"), or
+ * "none" where it makes none. */
+const char *cg_dnnl_impl(int bf16);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
