@@ -87,6 +87,21 @@ train() {
 	run -0 cg-inspect --diff -q --tolerance 1e-6 ga.cgg gb.cgg
 }
 
+@test "--max-memory with --precision bf16 on 2 threads: its rounded operands fit too" {
+	train a.cgm --precision bf16 -j 2 --log a.jsonl
+	full=$(jq -r .memory_plan a.jsonl)
+	budget=$(((full >> 20) - 48))
+	train b.cgm --precision bf16 -j 2 --max-memory ${budget}M \
+		--log b.jsonl
+	cat b.jsonl
+	[ "$(jq -r .chunk b.jsonl)" -ge 1 ]
+	[ "$(jq -r .memory_plan b.jsonl)" -le $((budget << 20)) ]
+	if [ "${CG_SANITIZED:-0}" != 1 ]; then
+		[ "$(jq -r .memory_peak a.jsonl)" -le "$full" ]
+		[ "$(jq -r .memory_peak b.jsonl)" -le $((budget << 20)) ]
+	fi
+}
+
 @test "--max-memory: a roomy budget changes nothing" {
 	train a.cgm
 	train b.cgm --max-memory 64G --log b.jsonl

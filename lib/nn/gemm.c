@@ -605,9 +605,36 @@ round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 }
 
 /*
- * One bf16 product: the operands rounded into this thread's buffers, then
- * oneDNN or the f32 path (whole: shared out among threads as cg_sgemm
- * shares an f32 product).  Where no buffer can be had, the operands stay
+ * Slices of K rounded at a time: the buffers hold op(A)'s columns and
+ * op(B)'s rows of one slice, 1 KiB per row of C and per column (f32 of
+ * 256, or bf16 of 512), not whole operands.  Emulated, the slices are
+ * those of the built-in kernel (KC): each adds its sum to C as the kernel
+ * adds each of its own, so deterministic mode's bits are the same sliced
+ * or not, and whatever share of C a thread computes.
+ */
+#define BF16_KC_EMULATED KC
+#define BF16_KC_NATIVE 512
+
+/* Slice [k0, k0 + n) of op(X) (rows x cols, transposed or not, rows ld
+ * apart) rounded into dst: as its own matrix with the same transposition,
+ * packed. */
+static void
+round_slice(void *dst, int half, const float *X, int ld, int trans,
+            int other, int k0, int n, int kdim_is_col)
+{
+	/* op(X) is [other, K] when kdim_is_col (A) and [K, other] when not
+	 * (B); stored transposed, the roles of rows and columns swap. */
+	if (kdim_is_col != trans)
+		round_rows(dst, half, X + k0, other, n, ld);
+	else
+		round_rows(dst, half, X + (size_t)k0 * ld, n, other, ld);
+}
+
+/*
+ * One bf16 product, slice by slice of K: the slice's operands rounded
+ * into this thread's buffers, then oneDNN or the f32 path (whole: shared
+ * out among threads as cg_sgemm shares an f32 product), each slice after
+ * the first adding to C.  Where no buffer can be had the operands stay
  * f32: the product is still made, with more precision than asked for.
  */
 static void
@@ -619,37 +646,41 @@ bf16_product(int whole, int transA, int transB, int M, int N, int K,
 	            const float *, int, float, float *, int) =
 	    whole ? f32_sgemm : f32_one;
 	int native = bf16_native && (double)M * N * K >= BF16_MIN_WORK;
-	int ar = transA ? K : M, ac = transA ? M : K;
-	int br = transB ? N : K, bc = transB ? K : N;
+	int kc = native ? BF16_KC_NATIVE : BF16_KC_EMULATED;
+	size_t es = native ? 2 : 4;
 	void *a, *b;
 
 	if (M <= 0 || N <= 0)
 		return;
-	if (K <= 0) {
+	if (K <= 0 ||
+	    (a = scratch(0, (size_t)M * (K < kc ? K : kc) * es)) == NULL ||
+	    (b = scratch(1, (size_t)N * (K < kc ? K : kc) * es)) == NULL) {
 		f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
 		    ldc);
 		return;
 	}
+	for (int k0 = 0; k0 < K; k0 += kc) {
+		int n = K - k0 < kc ? K - k0 : kc;
+		/* the packed slice's leading dimensions */
+		int la = transA ? M : n, lb = transB ? n : N;
+		float bt = k0 == 0 ? beta : 1;
+
+		round_slice(a, native, A, lda, transA, M, k0, n, 1);
+		round_slice(b, native, B, ldb, transB, N, k0, n, 0);
 #ifdef CG_HAVE_DNNL
-	if (native && (a = scratch(0, (size_t)ar * ac * 2)) != NULL &&
-	    (b = scratch(1, (size_t)br * bc * 2)) != NULL) {
-		round_rows(a, 1, A, ar, ac, lda);
-		round_rows(b, 1, B, br, bc, ldb);
-		if (cg_dnnl_gemm(1, transA, transB, M, N, K, alpha, a, ac, b,
-		                 bc, beta, C, ldc) == 0)
-			return;
-	}
+		if (native && cg_dnnl_gemm(1, transA, transB, M, N, n, alpha,
+		                           a, la, b, lb, bt, C, ldc) == 0)
+			continue;
+		if (native) { /* oneDNN failed: this slice in f32 */
+			f32(transA, transB, M, N, n, alpha,
+			    transA ? A + (size_t)k0 * lda : A + k0, lda,
+			    transB ? B + k0 : B + (size_t)k0 * ldb, ldb, bt, C,
+			    ldc);
+			continue;
+		}
 #endif
-	(void)native;
-	if ((a = scratch(0, (size_t)ar * ac * 4)) == NULL ||
-	    (b = scratch(1, (size_t)br * bc * 4)) == NULL) {
-		f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
-		    ldc);
-		return;
+		f32(transA, transB, M, N, n, alpha, a, la, b, lb, bt, C, ldc);
 	}
-	round_rows(a, 0, A, ar, ac, lda);
-	round_rows(b, 0, B, br, bc, ldb);
-	f32(transA, transB, M, N, K, alpha, a, ac, b, bc, beta, C, ldc);
 }
 
 /* ---------------------------------------------------------- interface */

@@ -23,6 +23,7 @@
 
 #include "core/clock.h"
 #include "exchange/update.h"
+#include "nn/gemm.h"
 #include "train/train.h"
 
 /* ------------------------------------------------------------ batches */
@@ -498,16 +499,23 @@ out:
  * What the process touches beyond the arrays counted below: the BLAS's
  * packing buffers, the threads' stacks, the writer's and compressor's
  * buffers.  Measured 3-5 MiB with OpenBLAS on one and two threads and
- * zstd output; the reserve is 8 MiB and 2 MiB more per thread.
+ * zstd output; the reserve is 8 MiB and 2 MiB more per thread.  bf16
+ * products round a slice of their operands into buffers of each thread
+ * (nn/gemm.c), 1 KiB per row and column of the product: 4 MiB more per
+ * thread covers 4096 of them (a cgpt's batch of 16 x 128 positions and
+ * an output 2048 wide).
  */
 static uint64_t
 plan_reserve(void)
 {
 	int threads = 1;
+	uint64_t per = (uint64_t)2 << 20;
 #ifdef _OPENMP
 	threads = omp_get_max_threads();
 #endif
-	return ((uint64_t)8 << 20) + ((uint64_t)threads << 21);
+	if (cg_get_precision() == CG_PREC_BF16)
+		per += (uint64_t)4 << 20;
+	return ((uint64_t)8 << 20) + threads * per;
 }
 /* Chunks smaller than this are slower than checkpointing. */
 #define PLAN_MIN_CHUNK 4
