@@ -565,18 +565,26 @@ def load_views(d, net, params):
     return views, tensors
 
 
-def check(arch, d):
-    """Compare one dump directory of arch; True if it matches."""
+def read_case(arch, d, label=""):
+    """A dump's config, cg's losses, parameters and gradient, and arch's
+    float64 model loaded with the parameters (its views and tensors); the
+    case's line printed."""
     cfg = {k: int(float(v))
            for k, v in read_kv(os.path.join(d, "config.txt")).items()}
     want = {k: float(v)
             for k, v in read_kv(os.path.join(d, "loss.txt")).items()}
-    print("%s: %s %s" % (d, arch.name, " ".join(
+    print("%s: %s%s %s" % (d, arch.name, label, " ".join(
         "%s=%d" % kv for kv in cfg.items() if kv[0] != "nparams")))
     params = read_bin(d, "params.bin", "<f4", cfg["nparams"])
     grad = read_bin(d, "grad.bin", "<f4", cfg["nparams"])
     net = arch.Net(cfg).double()
     views, tensors = load_views(d, net, params)
+    return cfg, want, params, grad, net, views, tensors
+
+
+def check(arch, d):
+    """Compare one dump directory of arch; True if it matches."""
+    cfg, want, _, grad, net, views, tensors = read_case(arch, d)
 
     losses, outs = arch.run(net, cfg, d)
     # An arch whose gradient is not the loss's (cgan's two objectives)
@@ -637,16 +645,8 @@ def check_bf16(arch, d):
     """cg with bf16 operands (model_dump bf16=1) against PyTorch's autocast
     on the same weights, both measured from the float64 model: True if
     they agree within AUTOCAST_TOL and neither is further from float64."""
-    cfg = {k: int(float(v))
-           for k, v in read_kv(os.path.join(d, "config.txt")).items()}
-    want = {k: float(v)
-            for k, v in read_kv(os.path.join(d, "loss.txt")).items()}
-    print("%s: %s bf16 %s" % (d, arch.name, " ".join(
-        "%s=%d" % kv for kv in cfg.items() if kv[0] != "nparams")))
-    params = read_bin(d, "params.bin", "<f4", cfg["nparams"])
-    got = read_bin(d, "grad.bin", "<f4", cfg["nparams"]).astype(np.float64)
-    net = arch.Net(cfg).double()
-    _, tensors = load_views(d, net, params)
+    cfg, want, params, got, net, _, tensors = read_case(arch, d, " bf16")
+    got = got.astype(np.float64)
     ref, _ = arch.run(net, cfg, d)
     (ref.pop("backward") if "backward" in ref else ref["loss"]).backward()
     g64 = np.concatenate([p.grad.detach().reshape(-1).numpy()
