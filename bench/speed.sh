@@ -1,8 +1,10 @@
 #!/bin/sh
 # speed.sh - cg against PyTorch on training throughput, same models, same
 # hyper-parameters, same thread count, PyTorch in its fastest configuration
-# (the cvae, the cgpt, and cg-init's default cddpm and cgan); and cg-reduce
-# against cat on the same bytes.  One command, one report.
+# (the cvae, the cgpt, and cg-init's default cddpm and cgan), each in f32
+# and with bf16 matrix products (cg-train-step --precision bf16, PyTorch's
+# CPU autocast); and cg-reduce against cat on the same bytes.  One
+# command, one report.
 #
 # usage: bench/speed.sh (from the top of the source tree, after a build)
 #
@@ -12,8 +14,12 @@
 #                filled with `pip install torch numpy` on first use
 #                [/opt/cg-bench-venv]
 #   DEB_PYTHON   interpreter with Debian's python3-torch [/usr/bin/python3]
+#   TORCH_IMPLS  the PyTorch builds timed, some of "pypi debian" [both]
 #   THREADS      threads for everything [2]
 #   MODELS       the models timed, some of "cvae cgpt cddpm cgan" [all four]
+#   PRECISIONS   "f32" or "f32 bf16": cg-train-step --precision of cg's
+#                calls, and PyTorch in float32 or under autocast bf16,
+#                both tuned and timed ["f32 bf16"]
 #   CVAE_STEPS, CGPT_STEPS, CDDPM_STEPS, CGAN_STEPS
 #                steps of a timed call [100, 20, 100, 100]
 #   CVAE_RUNS, CGPT_RUNS, CDDPM_RUNS, CGAN_RUNS
@@ -23,6 +29,8 @@
 #   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS, TUNE_CDDPM_STEPS, TUNE_CGAN_STEPS
 #                steps of each tuning run [30, 4, 30, 30]
 #   TUNE_MAX_SECONDS  time box of one tuning candidate [10]
+#   TORCH_MAX_SECONDS time box of one timed PyTorch run, rated on the
+#                steps it timed (bf16 without bf16 instructions) [30]
 #   RESULTS      also keep the raw JSON lines in this file
 #   GEMM_EXTRA_CORETYPE, CG_BENCH_EXTRA_ENV   one more GEMM kernel set,
 #                one more PyTorch environment ("NAME=VALUE ..."), to try
@@ -42,6 +50,8 @@ venv=${VENV:-/opt/cg-bench-venv}
 deb_py=${DEB_PYTHON:-/usr/bin/python3}
 threads=${THREADS:-2}
 models=${MODELS:-cvae cgpt cddpm cgan}
+precisions=${PRECISIONS:-f32 bf16}
+impls=${TORCH_IMPLS:-pypi debian}
 cvae_steps=${CVAE_STEPS:-100}
 cgpt_steps=${CGPT_STEPS:-20}
 cddpm_steps=${CDDPM_STEPS:-100}
@@ -56,6 +66,7 @@ tune_cgpt=${TUNE_CGPT_STEPS:-4}
 tune_cddpm=${TUNE_CDDPM_STEPS:-30}
 tune_cgan=${TUNE_CGAN_STEPS:-30}
 tune_max=${TUNE_MAX_SECONDS:-10}
+torch_max=${TORCH_MAX_SECONDS:-30}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
 # the PyTorch interpreters are started from a clean slate (torch_speed.py
@@ -74,6 +85,25 @@ for m in $models; do
 	esac
 done
 [ -n "$mlist" ] || { say "MODELS: empty"; exit 2; }
+# f32 is the baseline every ratio, the MFU and the per-call overhead use
+plist=
+for p in $precisions; do
+	case $p in
+	f32 | bf16) plist=${plist:+$plist,}$p ;;
+	*) say "PRECISIONS: $p: not one of f32 bf16"; exit 2 ;;
+	esac
+done
+case " $precisions " in
+*" f32 "*) ;;
+*) say "PRECISIONS: f32 missing (the baseline)"; exit 2 ;;
+esac
+for i in $impls; do
+	case $i in
+	pypi | debian) ;;
+	*) say "TORCH_IMPLS: $i: not one of pypi debian"; exit 2 ;;
+	esac
+done
+[ -n "$impls" ] || { say "TORCH_IMPLS: empty"; exit 2; }
 
 for p in cg-shard cg-init cg-train-step cg-reduce cg-inspect; do
 	[ -x "$bin/$p" ] || { say "$bin/$p missing: build first, or set CG_BIN"; exit 1; }
@@ -85,8 +115,12 @@ fi
 for t in cc pkg-config jq bc; do
 	command -v "$t" >/dev/null || { say "$t missing"; exit 1; }
 done
-if [ ! -x "$venv/bin/python" ] ||
-	! "$venv/bin/python" -c 'import torch, numpy' 2>/dev/null; then
+case " $impls " in
+*" pypi "*) ;;
+*) venv= ;;
+esac
+if [ -n "$venv" ] && { [ ! -x "$venv/bin/python" ] ||
+	! "$venv/bin/python" -c 'import torch, numpy' 2>/dev/null; }; then
 	say "making $venv: python3 -m venv, pip install torch numpy (PyPI)"
 	python3 -m venv "$venv"
 	"$venv/bin/pip" install -q torch numpy >&2
@@ -155,7 +189,7 @@ for ct in unset $("$deb_py" "$here/torch_speed.py" cores) ${GEMM_EXTRA_CORETYPE:
 done
 
 # ------------------------------------------------------- PyTorch: tune
-for impl in pypi debian; do
+for impl in $impls; do
 	py=$pypi_py
 	[ "$impl" = debian ] && py=$deb_py
 	/usr/bin/time -f %M -o "$tmp/rss" "$py" -c 'import torch' 2>/dev/null
@@ -164,7 +198,7 @@ for impl in pypi debian; do
 	say "tuning PyTorch ($impl: $("$py" -c 'import torch; print(torch.__version__)'))"
 	"$deb_py" "$here/torch_speed.py" tune --python "$py" --impl "$impl" \
 		--threads "$threads" --data "$fmnist" --shard "$tmp/ft-0.cgd" \
-		--models "$mlist" \
+		--models "$mlist" --precisions "$plist" \
 		--cvae-steps "$tune_cvae" --cgpt-steps "$tune_cgpt" \
 		--cddpm-steps "$tune_cddpm" --cgan-steps "$tune_cgan" \
 		--max-seconds "$tune_max" \
@@ -173,7 +207,7 @@ done
 cat "$tmp/tune.jsonl" >>"$res"
 
 # ------------------------------------------------------ training rounds
-# cg_call MODEL STEPS: one timed cg-train-step call
+# cg_call MODEL STEPS PRECISION: one timed cg-train-step call
 cg_call() {
 	case $1 in
 	cvae) set -- "$@" -m "$tmp/cvae.cgm" -d "$tmp/fm-0.cgd" --batch 128 \
@@ -185,21 +219,27 @@ cg_call() {
 	cgan) set -- "$@" -m "$tmp/cgan.cgm" -d "$tmp/fm-0.cgd" --batch 128 \
 		--opt adam --lr 4e-4 --beta1 0.5 --beta2 0.999 ;;
 	esac
-	m=$1 k=$2
-	shift 2
+	m=$1 k=$2 p=$3
+	shift 3
+	# f32 is the default: no flag, so that a build older than
+	# --precision still runs the f32 rows
+	[ "$p" = f32 ] || set -- "$@" --precision "$p"
 	t0=$(now)
 	/usr/bin/time -f %M -o "$tmp/rss" "$bin/cg-train-step" -q "$@" \
 		--emit model --steps "$k" --seed 1 --threads "$threads" \
 		-o "$tmp/out.cgm"
 	t1=$(now)
-	jq -nc --arg m "$m" --argjson k "$k" --argjson w "$(echo "$t1 - $t0" | bc -l | sed 's/^\./0./')" \
+	jq -nc --arg m "$m" --argjson k "$k" --arg p "$p" \
+		--argjson w "$(echo "$t1 - $t0" | bc -l | sed 's/^\./0./')" \
 		--argjson r "$(tail -n 1 "$tmp/rss")" \
-		'{type: "cg", model: $m, steps: $k, wall: $w, rss_kb: $r}' >>"$res"
+		'{type: "cg", model: $m, steps: $k, precision: $p, wall: $w, rss_kb: $r}' >>"$res"
 }
-# torch_call IMPL MODEL STEPS: one timed PyTorch run (a fresh process)
+# torch_call IMPL MODEL STEPS PRECISION: one timed PyTorch run (a fresh
+# process) of the configuration tuned for that precision
 torch_call() {
 	"$deb_py" "$here/torch_speed.py" measure --tuned "$tmp/tune.jsonl" \
-		--impl "$1" --model "$2" --steps "$3" --threads "$threads" \
+		--impl "$1" --model "$2" --steps "$3" --precision "$4" \
+		--threads "$threads" --max-seconds "$torch_max" \
 		--data "$fmnist" --shard "$tmp/ft-0.cgd" >>"$res"
 }
 # steps_of MODEL, runs_of MODEL: its STEPS and RUNS
@@ -226,14 +266,20 @@ done
 r=1
 while [ "$r" -le "$runs" ]; do
 	say "round $r of $runs"
-	# (cg_call sets m and k)
+	# (cg_call sets m, k and p)
 	for model in $models; do
 		[ "$r" -le "$(runs_of "$model")" ] || continue
 		steps=$(steps_of "$model")
-		cg_call "$model" 1
-		cg_call "$model" "$steps"
-		torch_call pypi "$model" "$steps"
-		torch_call debian "$model" "$steps"
+		# each precision its own t(1): its throughput is (t(N) - t(1))
+		for prec in $precisions; do
+			cg_call "$model" 1 "$prec"
+			cg_call "$model" "$steps" "$prec"
+		done
+		for prec in $precisions; do
+			for impl in $impls; do
+				torch_call "$impl" "$model" "$steps" "$prec"
+			done
+		done
 	done
 	r=$((r + 1))
 done

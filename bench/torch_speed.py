@@ -24,21 +24,28 @@ Adam 4e-4, betas 0.5 and 0.999, one simultaneous step of both nets.
 Variants change how, never what, is computed: --attn naive (the
 reference: masked_fill + softmax) or sdpa (F.scaled_dot_product_attention,
 is_causal), --opt loop, foreach or fused (torch.optim's three
-implementations of the same update).
+implementations of the same update); and the precision: f32, or bf16,
+the forward pass and the loss under torch.autocast("cpu",
+dtype=torch.bfloat16), the backward pass and the optimizer outside it
+(PyTorch's recipe for the CPU; cg-train-step --precision bf16's
+counterpart).  A torch whose autocast cannot give bf16 matrix products,
+or fails in a step, gives an error row for that variant, not a crash.
 
 tune (standard library only): finds PyTorch's fastest configuration for
 one interpreter, in three greedy stages of short runs, each a fresh
 process: (1) the process environment (OpenMP wait policy, BLAS kernel set
-and thread counts; see envs_for), (2) the in-process variants, (3)
-torch.set_num_interop_threads(1) or not.  Prints one JSON line per model
-of --models with the winner and every candidate's rate.
+and thread counts; see envs_for), in f32, (2) the in-process variants,
+once for each of --precisions, (3) torch.set_num_interop_threads(1) or
+not, for each precision's best.  Prints one JSON line per model of
+--models with the winner over every precision, each precision's winner
+(by_precision) and every candidate's rate.
 
 measure (standard library only): one timed run of a tuned configuration
-in a fresh process under /usr/bin/time, printed as one JSON line with its
-peak RSS.
+(--precision's winner, or tune's overall one) in a fresh process under
+/usr/bin/time, printed as one JSON line with its peak RSS.
 
 report (standard library only): the tables of bench/speed.sh from its
-JSON lines.
+JSON lines; a line without a precision is f32 (files from before bf16).
 
 cores (standard library only): the OpenBLAS kernel sets this CPU can run
 among those the benches force (SkylakeX, Haswell), best first, one a
@@ -48,6 +55,7 @@ the benches force only these; and a candidate whose process is killed
 all the same (by SIGILL or any signal) is reported as skipped, not fatal.
 """
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -56,11 +64,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # tests/torch_check.py: the cddpm and cgan references
 TESTS = os.path.join(os.path.dirname(HERE), "tests")
 MODELS = ("cvae", "cgpt", "cddpm", "cgan")
+PRECISIONS = ("f32", "bf16")
 THREAD_VARS = ("OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "GOMP_",
                "CG_NO_REEXEC")
 
@@ -188,6 +198,24 @@ def run_model(a, model, torch):
             kw["fused"] = True
         return cls(groups, **kw)
 
+    def autocast(variant):
+        """The forward pass's context for the variant's precision: none
+        for f32; for bf16, CPU autocast to bfloat16, checked to give a
+        bf16 matrix product (a torch that cannot warns and stays f32)."""
+        if variant["prec"] == "f32":
+            return contextlib.nullcontext
+        if not hasattr(torch, "autocast"):
+            raise RuntimeError("this torch has no torch.autocast")
+        amp = lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with amp():
+                got = torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype
+        if got != torch.bfloat16:
+            raise RuntimeError("autocast bf16 on the CPU gives %s matrix "
+                               "products" % got)
+        return amp
+
     def descend(opt, loss):
         """One optimizer step on loss's gradient; the loss as a float."""
         opt.zero_grad(set_to_none=True)
@@ -229,13 +257,15 @@ def run_model(a, model, torch):
                            lr=CVAE["lr"])
             gen = torch.Generator().manual_seed(1)
             next_batch = sampler(B, gen)
+            amp = autocast(variant)
 
             def step(k):
                 idx = next_batch()
                 x = x8[idx].float().div_(255.0)
                 eps = torch.randn(B, CVAE["latent"], generator=gen)
-                rec, kl = m(x, y[idx], eps)
-                loss = (rec + kl).mean()
+                with amp():
+                    rec, kl = m(x, y[idx], eps)
+                    loss = (rec + kl).mean()
                 return descend(opt, loss)
             return step
     elif model == "cddpm":
@@ -251,6 +281,7 @@ def run_model(a, model, torch):
                            lr=cfg["lr"])
             gen = torch.Generator().manual_seed(1)
             next_batch = sampler(B, gen)
+            amp = autocast(variant)
 
             def step(k):
                 # each example's timestep, dropped condition and noise,
@@ -262,7 +293,8 @@ def run_model(a, model, torch):
                 c[torch.rand(B, generator=gen) < cfg["cond_drop"]] = \
                     cfg["ncond"]
                 eps = torch.randn(B, cfg["in_dim"], generator=gen)
-                loss = Cddpm.loss(m, cfg, x0, eps, c, t)
+                with amp():
+                    loss = Cddpm.loss(m, cfg, x0, eps, c, t)
                 return descend(opt, loss)
             return step
     elif model == "cgan":
@@ -288,6 +320,7 @@ def run_model(a, model, torch):
             # cg_spectral_power: a normalised draw, the same every step)
             v0 = [F.normalize(torch.randn(w.shape[1], generator=gen), dim=0)
                   for w in mats]
+            amp = autocast(variant)
 
             def step(k):
                 idx = next_batch()
@@ -302,13 +335,17 @@ def run_model(a, model, torch):
                         uv.append((u, v))
                 # D on the reals and the fakes once; L_D's gradient for
                 # D (not reaching G), L_G's back through the same D to G:
-                # lib/arch/cgan/cgan.c's work, no second pass of D forward
-                fake = m.generate(z, yb)
-                s_real = m.discriminate(x, yb, uv, False)
-                s_fake = m.discriminate(fake, yb, uv, False)
-                ld = F.relu(1 - s_real).mean() + F.relu(1 + s_fake).mean()
+                # lib/arch/cgan/cgan.c's work, no second pass of D forward.
+                # The power iteration stays f32 (cg's does too).
+                with amp():
+                    fake = m.generate(z, yb)
+                    s_real = m.discriminate(x, yb, uv, False)
+                    s_fake = m.discriminate(fake, yb, uv, False)
+                    ld = (F.relu(1 - s_real).mean() +
+                          F.relu(1 + s_fake).mean())
+                    lg = -s_fake.mean()
                 gd = torch.autograd.grad(ld, dp, retain_graph=True)
-                gg = torch.autograd.grad(-s_fake.mean(), gp)
+                gg = torch.autograd.grad(lg, gp)
                 for p, g in zip(dp + gp, gd + gg):
                     p.grad = g
                 opt.step()
@@ -358,9 +395,11 @@ def run_model(a, model, torch):
                        "weight_decay": 0.0}]
             opt = make_opt(variant["opt"], groups, torch.optim.AdamW,
                            lr=CGPT["lr"], betas=(0.9, 0.999), eps=1e-8)
+            amp = autocast(variant)
 
             def step(k):
-                loss, _ = R.batch_loss(m, *batches[k % nb])
+                with amp():
+                    loss, _ = R.batch_loss(m, *batches[k % nb])
                 return descend(opt, loss)
             return step
         attns = ["naive", "sdpa"]
@@ -370,7 +409,8 @@ def run_model(a, model, torch):
                "threads": torch.get_num_threads(),
                "interop": torch.get_num_interop_threads(),
                "attn": variant["attn"], "opt": variant["opt"],
-               "steps": a.steps, "per_step": per_step, "unit": unit}
+               "precision": variant["prec"], "steps": a.steps,
+               "per_step": per_step, "unit": unit}
         try:
             step = setup(variant)
             start = time.perf_counter()
@@ -409,22 +449,26 @@ def run_model(a, model, torch):
         return row
 
     if a.variants != "greedy":
-        # ATTN,OPT[;ATTN,OPT...]; only the cgpt has attention to choose
+        # ATTN,OPT[,PREC][;...]; only the cgpt has attention to choose
         for v in a.variants.split(";"):
-            at, opt = v.split(",")
+            at, opt, prec = (v.split(",") + [a.precision])[:3]
             measure_variant({"attn": at if model == "cgpt" else "none",
-                             "opt": opt})
+                             "opt": opt, "prec": prec})
         return
-    # greedy: the reference's variant, the other attentions with its
-    # optimizer, then the other optimizers with the best attention
+    # greedy, in --precision: the reference's variant, the other
+    # attentions with its optimizer, then the other optimizers with the
+    # best attention
     rate = lambda r: r.get("rate", 0.0)
-    best = measure_variant({"attn": attns[0], "opt": "foreach"})
+    prec = a.precision
+    best = measure_variant({"attn": attns[0], "opt": "foreach",
+                            "prec": prec})
     for at in attns[1:]:
-        best = max(best, measure_variant({"attn": at, "opt": "foreach"}),
-                   key=rate)
+        best = max(best, measure_variant({"attn": at, "opt": "foreach",
+                                          "prec": prec}), key=rate)
     for opt in ("fused", "loop"):
         best = max(best, measure_variant({"attn": best["attn"],
-                                          "opt": opt}), key=rate)
+                                          "opt": opt, "prec": prec}),
+                   key=rate)
 
 # ----------------------------------------------------------------- tune
 
@@ -527,26 +571,37 @@ def tune(a):
              "cddpm": (a.cddpm_steps, 3), "cgan": (a.cgan_steps, 3)}
     ref = {m: "naive,foreach" if m == "cgpt" else "none,foreach"
            for m in models}
+    precs = a.precisions.split(",")
     cands = {m: [] for m in models}
     envs = envs_for(info, a.threads)
     envd = dict(envs)
 
-    def best_of(m):
-        ok = [c for c in cands[m] if "rate" in c]
-        if not ok:
-            sys.exit("torch_speed: %s %s: no candidate ran" % (a.impl, m))
-        return max(ok, key=lambda c: c["rate"])
+    def best_of(m, prec=None):
+        """The fastest candidate of m (in prec), None if none ran."""
+        ok = [c for c in cands[m] if "rate" in c and
+              prec in (None, c["precision"])]
+        return max(ok, key=lambda c: c["rate"]) if ok else None
 
-    def note(stage, m, c):
+    def add(stage, m, env, prec, r):
+        c = dict(r, env=env, stage=stage,
+                 precision=r.get("precision", prec))
+        cands[m].append(c)
         sys.stderr.write("torch_speed: %s %s stage %d: %s, interop %s, "
-                         "%s/%s: %s\n" % (
+                         "%s/%s/%s: %s\n" % (
                              a.impl, m, stage, c["env"], c.get("interop"),
-                             c["attn"], c["opt"],
+                             c["attn"], c["opt"], c["precision"],
                              "%.0f" % c["rate"] if "rate" in c
                              else c.get("error")))
 
-    # (1) the environment, with the reference's variant; every model in
-    # one process
+    def config(c):
+        """What measure needs to run candidate c again."""
+        return {"env_name": c["env"], "env": envd[c["env"]],
+                "interop": 1 if c["stage"] == 3 else 0,
+                "attn": c["attn"], "opt": c["opt"],
+                "precision": c["precision"], "rate": c["rate"]}
+
+    # (1) the environment, with the reference's variant in f32; every
+    # model in one process
     for name, env in envs:
         try:
             rows, _ = spawn(a.python, env, common + [
@@ -561,51 +616,63 @@ def tune(a):
                      "opt": ref[m].split(",")[1], "interop": 0,
                      "error": "skipped: %s" % e} for m in models]
         for r in rows:
-            cands[r["model"]].append(dict(r, env=name, stage=1))
-            note(1, r["model"], cands[r["model"]][-1])
+            add(1, r["model"], name, "f32", r)
     out = []
     for m in models:
         steps = ["--model", m, "--steps", str(short[m][0]),
                  "--warmup", str(short[m][1])]
-        env_name = best_of(m)["env"]
-        # (2) the in-process variants under that environment
-        try:
-            rows, _ = spawn(a.python, envd[env_name], common + steps + [
-                "--max-seconds", str(a.max_seconds)])
-        except Killed as e:
-            rows = [{"model": m, "attn": "greedy", "opt": "greedy",
-                     "interop": 0, "error": "skipped: %s" % e}]
-        for r in rows:
-            cands[m].append(dict(r, env=env_name, stage=2))
-            note(2, m, cands[m][-1])
-        best = best_of(m)
-        # (3) one inter-op thread, with the best so far, unless that is
-        # already the default
-        if best["interop"] != 1:
+        if best_of(m, "f32") is None:
+            sys.exit("torch_speed: %s %s: no candidate ran" % (a.impl, m))
+        env_name = best_of(m, "f32")["env"]
+        # (2) the in-process variants under that environment, in each
+        # precision
+        for prec in precs:
+            try:
+                rows, _ = spawn(a.python, envd[env_name], common + steps + [
+                    "--precision", prec, "--max-seconds",
+                    str(a.max_seconds)])
+            except Killed as e:
+                rows = [{"model": m, "attn": "greedy", "opt": "greedy",
+                         "interop": 0, "error": "skipped: %s" % e}]
+            for r in rows:
+                add(2, m, env_name, prec, r)
+        # (3) one inter-op thread, with each precision's best so far,
+        # unless that is already the default
+        for prec in precs:
+            best = best_of(m, prec)
+            if best is None or best["interop"] == 1:
+                continue
             try:
                 rows, _ = spawn(a.python, envd[best["env"]],
                                 common + steps + [
                                     "--interop", "1", "--max-seconds",
-                                    str(a.max_seconds), "--variants=%s,%s"
-                                    % (best["attn"], best["opt"])])
+                                    str(a.max_seconds),
+                                    "--variants=%s,%s,%s" % (
+                                        best["attn"], best["opt"], prec)])
             except Killed as e:
                 rows = [{"model": m, "attn": best["attn"],
                          "opt": best["opt"], "interop": 1,
                          "error": "skipped: %s" % e}]
             for r in rows:
-                cands[m].append(dict(r, env=best["env"], stage=3))
-                note(3, m, cands[m][-1])
-            best = best_of(m)
-        out.append({"type": "tune", "impl": a.impl, "python": a.python,
-                    "torch": info["version"], "blas": info["blas"],
-                    "model": m, "env_name": best["env"],
-                    "env": envd[best["env"]],
-                    "interop": 1 if best["stage"] == 3 else 0,
-                    "attn": best["attn"], "opt": best["opt"],
-                    "rate": best["rate"],
-                    "candidates": [{k: c.get(k) for k in (
-                        "stage", "env", "interop", "attn", "opt", "rate",
-                        "error")} for c in cands[m]]})
+                add(3, m, best["env"], prec, r)
+        # a precision none of whose candidates ran keeps the first error,
+        # for measure to report it skipped
+        by_prec = {}
+        for prec in precs:
+            b = best_of(m, prec)
+            errs = [c["error"] for c in cands[m]
+                    if c["precision"] == prec and c.get("error")]
+            by_prec[prec] = (config(b) if b else
+                             {"error": "skipped: no candidate ran (%s)"
+                              % (errs[0] if errs else "none tried")})
+        out.append(dict({"type": "tune", "impl": a.impl,
+                         "python": a.python, "torch": info["version"],
+                         "blas": info["blas"], "model": m},
+                        **config(best_of(m)), by_precision=by_prec,
+                        candidates=[{k: c.get(k) for k in (
+                            "stage", "env", "interop", "attn", "opt",
+                            "precision", "rate", "error")}
+                            for c in cands[m]]))
     for o in out:
         print(json.dumps(o))
 
@@ -623,27 +690,43 @@ def measure(a):
     if tuned is None:
         sys.exit("torch_speed: %s: no tuned %s configuration for %s"
                  % (a.tuned, a.model, a.impl))
+    # tune's lines from before the precisions: f32 alone
+    cfg = tuned
+    if a.precision != "best":
+        cfg = tuned.get("by_precision", {"f32": tuned}).get(
+            a.precision, {"error": "skipped: not tuned"})
+    prec = cfg.get("precision", "f32")
+
+    def skipped(why):
+        # one run lost, not the bench: the report counts the others
+        sys.stderr.write("torch_speed: %s %s %s: %s\n"
+                         % (a.impl, a.model, a.precision, why))
+        print(json.dumps({"type": "torch", "impl": a.impl,
+                          "model": a.model, "precision": a.precision,
+                          "error": why}))
+    if "error" in cfg:
+        return skipped(cfg["error"])
     args = ["--model", a.model, "--steps", str(a.steps), "--warmup",
             str(a.warmup), "--threads", str(a.threads), "--data", a.data,
-            "--shard", a.shard, "--interop", str(tuned["interop"]),
-            "--variants=%s,%s" % (tuned["attn"], tuned["opt"])]
+            "--shard", a.shard, "--interop", str(cfg["interop"]),
+            "--max-seconds", str(a.max_seconds),
+            "--variants=%s,%s,%s" % (cfg["attn"], cfg["opt"], prec)]
     try:
-        rows, peak = spawn(tuned["python"], tuned["env"], args, rss=True)
+        rows, peak = spawn(tuned["python"], cfg["env"], args, rss=True)
     except Killed as e:
-        # one run lost, not the bench: the report counts the others
-        sys.stderr.write("torch_speed: %s %s: skipped: %s\n"
-                         % (a.impl, a.model, e))
-        print(json.dumps({"type": "torch", "impl": a.impl,
-                          "model": a.model, "error": "skipped: %s" % e}))
-        return
+        return skipped("skipped: %s" % e)
     r = rows[0]
     if "error" in r:
+        # bf16 ran in tuning, so an error now is the bench's, not torch's
         sys.exit("torch_speed: %s %s: %s" % (a.impl, a.model, r["error"]))
-    print(json.dumps({"type": "torch", "impl": a.impl, "model": a.model,
-                      "torch": r["torch"], "steps": a.steps,
-                      "wall": r["times"][0], "rate": r["rate"],
-                      "rss_kb": peak, "threads": r["threads"],
-                      "interop": r["interop"]}))
+    out = {"type": "torch", "impl": a.impl, "model": a.model,
+           "torch": r["torch"], "precision": prec,
+           "steps": r.get("cut_after", a.steps), "wall": r["times"][0],
+           "rate": r["rate"], "rss_kb": peak, "threads": r["threads"],
+           "interop": r["interop"]}
+    if "cut_after" in r:
+        out["cut_after"] = r["cut_after"]
+    print(json.dumps(out))
 
 # --------------------------------------------------------------- report
 
@@ -652,8 +735,41 @@ def spread(xs):
     return statistics.median(xs), min(xs), max(xs)
 
 
+def bf16_table(models, impls, med, unit):
+    """cg and PyTorch in bf16 against f32, each model: PyTorch's best is
+    the fastest median of any interpreter in either precision."""
+    print("bf16 against f32: medians from the table above; PyTorch: the "
+          "faster interpreter")
+    print()
+    print("| workload | cg f32 | cg bf16 | PyTorch f32 | PyTorch autocast "
+          "bf16 | PyTorch's best | cg bf16 / PyTorch's best | cg bf16 / "
+          "cg f32 |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    for m in models:
+        def fastest(p):
+            got = [(med[m, i, p], i) for i in impls if (m, i, p) in med]
+            return max(got) if got else None
+        cell = lambda v: "%.0f" % v if v is not None else "n/a"
+        tf, tb = fastest("f32"), fastest("bf16")
+        best = max([(v, i, p) for p, x in (("f32", tf), ("bf16", tb)) if x
+                    for v, i in [x]], default=None)
+        cf, cb = med.get((m, "cg", "f32")), med.get((m, "cg", "bf16"))
+        print("| %s (%s) | %s | %s | %s | %s | %s | %s | %s |" % (
+            m, unit[m], cell(cf), cell(cb),
+            "%.0f (%s)" % tf if tf else "n/a",
+            "%.0f (%s)" % tb if tb else "skipped",
+            "%.0f (%s, %s)" % best if best else "n/a",
+            "%.2f" % (cb / best[0]) if cb and best else "n/a",
+            "%.2f" % (cb / cf) if cb and cf else "n/a"))
+    print()
+
+
 def report(a):
     rows = [json.loads(l) for l in open(a.results) if l.startswith("{")]
+    # lines from before the precisions were all f32
+    for r in rows:
+        if r.get("type") in ("cg", "torch", "tune"):
+            r.setdefault("precision", "f32")
     get = lambda t: [r for r in rows if r.get("type") == t]
     meta = {r["key"]: r["value"] for r in get("meta")}
     skipped = [g for g in get("gemm") if "error" in g]
@@ -673,6 +789,11 @@ def report(a):
     for r in get("tune"):
         if r["impl"] not in impls:
             impls.append(r["impl"])
+    precs = [p for p in PRECISIONS
+             if any(r["precision"] == p for r in get("cg") + get("torch"))]
+    # the row's name after the implementation
+    pname = {"f32": "", "bf16": ", bf16"}
+    tname = {"f32": "", "bf16": ", autocast bf16"}
 
     print("GEMM peak (bench/gemm-peak.c: cblas_sgemm, N=%d, %d threads, "
           "best of %d)" % (gemm[0]["n"], gemm[0]["threads"],
@@ -695,6 +816,10 @@ def report(a):
     print("Training throughput, %s threads each: median of runs [min-max]"
           % meta.get("threads", "2"))
     print()
+    if len(precs) > 1:
+        print("(cg / it: cg at the row's precision over the row; MFU "
+              "against the f32 GEMM peak in every row)")
+        print()
     print("| workload | implementation | throughput | cg / it | MFU | "
           "peak RSS | runs |")
     print("|---|---|--:|--:|--:|--:|--:|")
@@ -704,38 +829,69 @@ def report(a):
             "cgan": "cgan G 64-512-512-784, D 784-512-512, batch 128, "
                     "Adam"}
     over = {}
+    # med[(model, who, precision)]: the median throughput, who "cg" or
+    # an impl; skipped[(model, impl, precision)]: why PyTorch did not run
+    med, skipped = {}, {}
     for m in models:
-        cg = [r for r in get("cg") if r["model"] == m]
-        one = [r["wall"] for r in cg if r["steps"] == 1]
-        many = [r for r in cg if r["steps"] > 1]
-        n = many[0]["steps"]
-        t1 = statistics.median(one)
-        tn = statistics.median([r["wall"] for r in many])
-        s = (tn - t1) / (n - 1)
-        overhead = t1 - s
-        rates = [per[m] * (n - 1) / (r["wall"] - t1) for r in many]
-        over[m] = (overhead, s, n, one, [r["wall"] for r in many],
-                   [r["rss_kb"] for r in cg])
-        med_cg, lo, hi = spread(rates)
-        rss = max(r["rss_kb"] for r in many)
-        print("| %s | cg (%s) | %.0f %s [%.0f-%.0f] | 1.00 | %.1f%% | "
-              "%.0f MiB | %d |" % (desc[m], meta.get("cg_version", "cg"),
-                                   med_cg, unit[m], lo, hi,
-                                   100 * med_cg * fl[m] / (peak * 1e9),
-                                   rss / 1024, len(many)))
-        for impl in impls:
-            tr = [r for r in get("torch") if r["model"] == m and
-                  r["impl"] == impl and "error" not in r]
-            if not tr:
+        first = True
+        for p in precs:
+            cg = [r for r in get("cg") if r["model"] == m and
+                  r["precision"] == p]
+            one = [r["wall"] for r in cg if r["steps"] == 1]
+            many = [r for r in cg if r["steps"] > 1]
+            if not one or not many:
                 continue
-            med, lo, hi = spread([r["rate"] for r in tr])
-            rss = max(r["rss_kb"] for r in tr)
-            print("| | torch %s (%s) | %.0f %s [%.0f-%.0f] | %.2f | %.1f%% | "
-                  "%.0f MiB | %d |" % (tr[0]["torch"], impl, med, unit[m],
-                                       lo, hi, med_cg / med,
-                                       100 * med * fl[m] / (peak * 1e9),
-                                       rss / 1024, len(tr)))
+            n = many[0]["steps"]
+            t1 = statistics.median(one)
+            tn = statistics.median([r["wall"] for r in many])
+            s = (tn - t1) / (n - 1)
+            overhead = t1 - s
+            rates = [per[m] * (n - 1) / (r["wall"] - t1) for r in many]
+            if p == "f32":
+                over[m] = (overhead, s, n, one, [r["wall"] for r in many],
+                           [r["rss_kb"] for r in cg])
+            med_cg, lo, hi = spread(rates)
+            med[m, "cg", p] = med_cg
+            rss = max(r["rss_kb"] for r in many)
+            print("|%s| cg (%s)%s | %.0f %s [%.0f-%.0f] | 1.00 | %.1f%% | "
+                  "%.0f MiB | %d |" % (" %s " % desc[m] if first else " ",
+                                       meta.get("cg_version", "cg"),
+                                       pname[p], med_cg, unit[m], lo, hi,
+                                       100 * med_cg * fl[m] / (peak * 1e9),
+                                       rss / 1024, len(many)))
+            first = False
+        for p in precs:
+            for impl in impls:
+                every = [r for r in get("torch") if r["model"] == m and
+                         r["impl"] == impl and r["precision"] == p]
+                tr = [r for r in every if "error" not in r]
+                if not tr:
+                    if every:
+                        skipped[m, impl, p] = every[0]["error"]
+                    continue
+                med[m, impl, p], lo, hi = spread([r["rate"] for r in tr])
+                rss = max(r["rss_kb"] for r in tr)
+                cut = sum(1 for r in tr if "cut_after" in r)
+                ratio = ("%.2f" % (med[m, "cg", p] / med[m, impl, p])
+                         if (m, "cg", p) in med else "")
+                print("| | torch %s (%s)%s | %.0f %s [%.0f-%.0f] | %s | "
+                      "%.1f%% | %.0f MiB | %d%s |" % (
+                          tr[0]["torch"], impl, tname[p], med[m, impl, p],
+                          unit[m], lo, hi, ratio,
+                          100 * med[m, impl, p] * fl[m] / (peak * 1e9),
+                          rss / 1024, len(tr),
+                          " (%d cut)" % cut if cut else ""))
     print()
+    if any(r.get("cut_after") for r in get("torch")):
+        print("(cut: a PyTorch run stopped by TORCH_MAX_SECONDS, rated on "
+              "the steps it timed)")
+        print()
+    for (m, impl, p), why in skipped.items():
+        print("- torch (%s)%s, %s: %s" % (impl, tname[p], m, why))
+    if skipped:
+        print()
+    if "bf16" in precs:
+        bf16_table(models, impls, med, unit)
     print("PyTorch configurations used (fastest found by `torch_speed.py "
           "tune`; every candidate's rate is in the JSON lines):")
     print()
@@ -744,30 +900,51 @@ def report(a):
             t = tuned.get((impl, m))
             if not t:
                 continue
-            rates = sorted({(c["env"], c["interop"], c["attn"], c["opt"]):
-                            c["rate"] for c in t["candidates"]
-                            if c.get("rate")}.items(), key=lambda kv: kv[1])
-            worst = rates[0][1]
-            print("- torch %s (%s), %s: %s; set_num_threads(%s)%s; "
-                  "attention %s, optimizer %s (tune: %.0f %s; the slowest "
-                  "candidate %.0f, %s)" % (
-                      t["torch"], impl, m, t["env_name"],
-                      meta.get("threads", "2"),
-                      ", set_num_interop_threads(1)" if t["interop"] else "",
-                      t["attn"], t["opt"], t["rate"], unit[m], worst,
-                      rates[0][0][0]))
-            for c in t["candidates"]:
-                if (c.get("error") or "").startswith("skipped"):
-                    print("  - candidate %s (stage %d): %s"
-                          % (c["env"], c["stage"], c["error"]))
+            cands = t["candidates"]
+            for c in cands:
+                c.setdefault("precision", "f32")
+            for p, b in t.get("by_precision", {"f32": t}).items():
+                if "error" in b:
+                    print("- torch %s (%s), %s%s: %s" % (
+                        t["torch"], impl, m, tname[p], b["error"]))
+                    continue
+                rates = sorted({(c["env"], c["interop"], c["attn"],
+                                 c["opt"]): c["rate"] for c in cands
+                                if c.get("rate") and c["precision"] == p
+                                }.items(), key=lambda kv: kv[1])
+                worst = rates[0][1]
+                print("- torch %s (%s), %s%s: %s; set_num_threads(%s)%s; "
+                      "attention %s, optimizer %s (tune: %.0f %s%s; the "
+                      "slowest candidate %.0f, %s)" % (
+                          t["torch"], impl, m, tname[p], b["env_name"],
+                          meta.get("threads", "2"),
+                          ", set_num_interop_threads(1)" if b["interop"]
+                          else "", b["attn"], b["opt"], b["rate"], unit[m],
+                          ", tuning's fastest" if len(precs) > 1 and
+                          t["precision"] == p else "", worst,
+                          rates[0][0][0]))
+            # a failed candidate (SIGILL, an attention or an autocast this
+            # torch lacks) is skipped, and said
+            for c in cands:
+                if c.get("error"):
+                    err = c["error"]
+                    if err.startswith("skipped: "):
+                        err = err[len("skipped: "):]
+                    print("  - skipped: candidate %s (stage %d%s, "
+                          "attention %s, optimizer %s): %s" % (
+                              c["env"], c["stage"], tname[c["precision"]],
+                              c["attn"], c["opt"], err))
     print()
     print("cg per-call overhead (load + save + start: t(1 step) - one step "
-          "time; step time = (t(N) - t(1)) / (N - 1))")
+          "time; step time = (t(N) - t(1)) / (N - 1))%s" % (
+              "; f32" if len(precs) > 1 else ""))
     print()
     print("| workload | t(1) s [min-max] | t(N) s [min-max] | N | step s | "
           "overhead s | share of a 100-step call | peak RSS |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|")
     for m in models:
+        if m not in over:
+            continue
         o, s, n, one, many, rss = over[m]
         print("| %s | %.3f [%.3f-%.3f] | %.2f [%.2f-%.2f] | %d | %.4f | "
               "%.3f | %.1f%% | %.0f MiB |" % (
@@ -822,8 +999,11 @@ def main():
     r.add_argument("--interop", type=int, default=0,
                    help="set_num_interop_threads (0: leave it)")
     r.add_argument("--variants", default="greedy",
-                   help="ATTN,OPT[;ATTN,OPT...] or greedy (the default: "
-                   "attention first, then the optimizer)")
+                   help="ATTN,OPT[,PREC][;ATTN,OPT[,PREC]...] or greedy "
+                   "(the default: attention first, then the optimizer)")
+    r.add_argument("--precision", choices=PRECISIONS, default="f32",
+                   help="of greedy's variants, and of those that name "
+                   "none: f32, or bf16 (autocast)")
     r.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     r.add_argument("--shard")
     t = sub.add_parser("tune")
@@ -836,6 +1016,9 @@ def main():
     t.add_argument("--cgan-steps", type=int, default=30)
     t.add_argument("--models", default=",".join(MODELS),
                    help="the models to tune, with commas")
+    t.add_argument("--precisions", default=",".join(PRECISIONS),
+                   help="f32 and/or bf16 (autocast), with commas; "
+                   "f32 always runs (stage 1)")
     t.add_argument("--max-seconds", type=float, default=10,
                    help="time box of one candidate (warm-up included)")
     t.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
@@ -846,6 +1029,13 @@ def main():
     m.add_argument("--model", choices=MODELS, required=True)
     m.add_argument("--steps", type=int, required=True)
     m.add_argument("--warmup", type=int, default=3)
+    m.add_argument("--precision", choices=PRECISIONS + ("best",),
+                   default="best",
+                   help="that precision's tuned winner, or the fastest of "
+                   "all (the default)")
+    m.add_argument("--max-seconds", type=float, default=0,
+                   help="stop after this long and rate the steps timed "
+                   "(0: never)")
     m.add_argument("--threads", type=int, default=2)
     m.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     m.add_argument("--shard", required=True)
@@ -870,6 +1060,10 @@ def main():
     else:
         if a.cmd == "tune" and not set(a.models.split(",")) <= set(MODELS):
             ap.error("--models: some of %s, with commas" % ", ".join(MODELS))
+        if (a.cmd == "tune" and
+                not set(a.precisions.split(",")) <= set(PRECISIONS)):
+            ap.error("--precisions: some of %s, with commas"
+                     % ", ".join(PRECISIONS))
         {"tune": tune, "measure": measure, "report": report,
          "cores": cores}[a.cmd](a)
 
