@@ -98,6 +98,30 @@ cg_file_drop_blob(struct cg_file *f)
 	f->blob_size = 0;
 }
 
+void
+cg_file_let_go(const struct cg_file *f, struct cg_tensor *t)
+{
+	const char *d = t->data, *b = f->blob;
+
+	if (d == NULL)
+		return;
+	if (!t->borrowed)
+		free(t->data);
+	else if (b != NULL && d >= b && t->nbytes <= f->blob_size &&
+		 (size_t)(d - b) <= f->blob_size - t->nbytes) {
+		/* The whole pages only: a page it shares with a neighbour
+		 * is the neighbour's too.  The file's bytes stay in the
+		 * page cache; this process's copy of a page is dropped. */
+		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+		uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1);
+		uintptr_t hi = ((uintptr_t)d + t->nbytes) & ~(page - 1);
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
+	t->data = NULL;
+	t->borrowed = 0;
+}
+
 const char *
 cg_file_kind(const struct cg_file *f)
 {

@@ -127,6 +127,12 @@ struct cg_file *cg_file_read_mem(const void *buf, size_t n,
 /* Unmap f's file once no tensor lies in it any more (all copied out and
  * marked not borrowed); otherwise nothing. */
 void cg_file_drop_blob(struct cg_file *f);
+/*
+ * Done with tensor t of f: its memory is given back (its own buffer
+ * freed, or the pages it has alone in f's mapped file returned, so that
+ * they count no more in this process's memory) and t->data is NULL.
+ */
+void cg_file_let_go(const struct cg_file *f, struct cg_tensor *t);
 
 enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
 
