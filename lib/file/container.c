@@ -1156,12 +1156,15 @@ fail:
 
 /*
  * Regular file fd from offset pos, size bytes, mapped private, its pages
- * read in now; NULL with a message.  Populated read-only, the mapping
- * shares the page cache's pages (a writable one would copy them all);
- * it is then made writable, so that only pages written to are copied.
+ * read in now where populate is set; NULL with a message.  Populated
+ * read-only, the mapping shares the page cache's pages (a writable one
+ * would copy them all); it is then made writable, so that only pages
+ * written to are copied.  Unpopulated (a file with a late digest: the
+ * thread that hashes the bulk of it reads it in), pages are shared as
+ * they are first read.
  */
 static char *
-map_whole(int fd, off_t pos, size_t size)
+map_whole(int fd, off_t pos, size_t size, int populate)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	void *p;
@@ -1171,7 +1174,8 @@ map_whole(int fd, off_t pos, size_t size)
 		return NULL;
 	}
 	cg_guard_mapped_reads();
-	p = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, pos);
+	p = mmap(NULL, size, PROT_READ,
+		 MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, pos);
 	if (p == MAP_FAILED) {
 		cg_seterr("%s", strerror(errno));
 		return NULL;
@@ -1264,7 +1268,8 @@ read_fd_pre(int fd, const char *display, int in_place, const void *pre,
 			unsigned char magic[4] = {0};
 			if (pread(fd, magic, sizeof(magic), pos) >= 2 &&
 			    !is_compressed(magic, sizeof(magic)) &&
-			    (blob = map_whole(fd, pos, size)) != NULL) {
+			    (blob = map_whole(fd, pos, size, late == NULL)) !=
+				NULL) {
 				r.blob = blob;
 				r.blob_size = got = size;
 				/* as if read: a stream moves past it */
