@@ -303,8 +303,11 @@ job_opts(const struct args *a, struct job *j)
 static int
 prepare(const struct args *a, struct job *j)
 {
-	if ((j->m = cg_model_read(a->model)) == NULL ||
-	    (j->s = cg_shard_open(a->data)) == NULL ||
+	/* The shard first: its payload's digest is verified on a thread
+	 * while the model is read and the call trains, and waited for in
+	 * emit before a byte leaves (cg_shard_open_late). */
+	if ((j->s = cg_shard_open_late(a->data)) == NULL ||
+	    (j->m = cg_model_read(a->model)) == NULL ||
 	    (a->teacher && (j->t = cg_model_read(a->teacher)) == NULL))
 		return cg_warn(NULL), -1;
 	/* A teacher that cannot teach this model on this shard is refused
@@ -365,6 +368,22 @@ prepare(const struct args *a, struct job *j)
 	return 0;
 }
 
+/* The shard as messages name it. */
+static const char *
+shard_name(const struct args *a)
+{
+	return strcmp(a->data, "-") ? a->data : "(stdin)";
+}
+
+/* The shard's payload verified (cg_shard_open_late): 0, or -1 said. */
+static int
+payload_verified(const struct args *a, const struct job *j)
+{
+	if (cg_shard_verified(j->s, 1) != 0)
+		return cg_warn("%s", shard_name(a)), -1;
+	return 0;
+}
+
 /* The training itself, with its progress line.  0, or -1 said. */
 static int
 train(const struct args *a, struct job *j)
@@ -383,7 +402,7 @@ train(const struct args *a, struct job *j)
 	j->shown = pb.on;
 	cg_progress_done(&pb);
 	if (rc != 0)
-		return cg_warn("%s", a->data), -1;
+		return cg_warn("%s", shard_name(a)), -1;
 	/* The activations are done with: the output has their room. */
 	if (j->m->arch->free_ws)
 		j->m->arch->free_ws(j->m);
@@ -579,10 +598,22 @@ emit(const struct args *a, struct job *j)
 	    cg_call_record(j->f->manifest, &j->o, j->s,
 	                   j->has_sd ? j->sd : NULL, m) != 0)
 		return cg_warn(NULL), -1;
-	if (j->f == NULL || cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
+	if (j->f == NULL)
+		return cg_warn(NULL), -1;
+	/* Nothing made from the shard's payload leaves before its digest
+	 * is verified: an output written in place (standard output, a
+	 * pipe) waits for it before the first byte, one written under a
+	 * temporary name before the rename. */
+	if ((j->out.tmp == NULL || (j->st && j->sout.tmp == NULL)) &&
+	    payload_verified(a, j) != 0)
+		return -1;
+	if (cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
 	    (j->st &&
-	     cg_state_write_to(j->st, &j->sout, &j->call, &j->out) != 0) ||
-	    cg_out_commit_all(outs, j->st ? 2 : 1) != 0)
+	     cg_state_write_to(j->st, &j->sout, &j->call, &j->out) != 0))
+		return cg_warn(NULL), -1;
+	if (payload_verified(a, j) != 0)
+		return -1;
+	if (cg_out_commit_all(outs, j->st ? 2 : 1) != 0)
 		return cg_warn(NULL), -1;
 	if (a->log &&
 	    write_log(a->log, m, &j->res, j->secs, a->emit_name, &j->plan, j) !=

@@ -333,6 +333,40 @@ big() {
 	no_output g.cgg
 }
 
+@test "cg-train-step: a shard whose payload was altered is one line, exit 1, nothing written" {
+	# one byte of the payload flipped: only its digest tells, which a
+	# thread verifies while the call trains (cg_shard_open_late)
+	python3 - "$D/fm-0.cgd" bad.cgd <<'EOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    m = t.getmember("payload")
+b = bytearray(open(sys.argv[1], "rb").read())
+b[m.offset_data + m.size // 2] ^= 1
+open(sys.argv[2], "wb").write(b)
+EOF
+	local want='cg-train-step: bad.cgd: tensor payload: digest mismatch (file truncated or altered)'
+	for emit in grad delta model; do
+		run -1 --separate-stderr cg-train-step -m "$D/model.cgm" \
+			-d bad.cgd --batch 8 --steps 3 --emit $emit -o out.cgm
+		assert_equal "$stderr" "$want"
+		no_output out.cgm
+	done
+	run -1 --separate-stderr cg-train-step -m "$D/model.cgm" -d bad.cgd \
+		--batch 8 --emit delta --state w.state -o out.cgm
+	assert_equal "$stderr" "$want"
+	no_output out.cgm
+	no_output w.state
+	# a stream gets no byte
+	run -1 --separate-stderr cg-train-step -m "$D/model.cgm" -d bad.cgd \
+		--batch 8 -o -
+	assert_equal "$stderr" "$want"
+	[ -z "$output" ]
+	run -1 --separate-stderr cg-train-step -m "$D/model.cgm" -d - \
+		--batch 8 -o out.cgm <bad.cgd
+	assert_equal "$stderr" "${want/bad.cgd/(stdin)}"
+	no_output out.cgm
+}
+
 @test "a model whose config lays out more than its tensors hold is refused before allocating" {
 	# hidden 1048576: 6.7 GB of parameters, in a file of 100 KB
 	mkdir x

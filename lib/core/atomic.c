@@ -308,6 +308,48 @@ fail:
 	return -1;
 }
 
+/*
+ * A temporary's writeback is started a step at a time as it is written,
+ * so that the disk works while the rest is written and the fsync waits
+ * for the last step only (a 16 MB model: write and fsync 33 ms in 10 KB
+ * writes, 16 ms in 64 KB writes with writeback started every MiB).
+ */
+#define WRITEBACK_STEP (1u << 20)
+
+int
+cg_out_write(struct cg_out *o, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(o->fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : EIO;
+			cg_seterr("%s: write failed: %s",
+			          o->path ? o->path : "standard output",
+			          strerror(e));
+			errno = e;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+		o->written += (unsigned long long)w;
+	}
+#if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
+	/* Only a temporary is synced later; a failure here is not one:
+	 * the fsync writes what this did not. */
+	if (o->tmp != NULL && o->written - o->started >= WRITEBACK_STEP) {
+		sync_file_range(o->fd, (off_t)o->started,
+		                (off_t)(o->written - o->started),
+		                SYNC_FILE_RANGE_WRITE);
+		o->started = o->written;
+	}
+#endif
+	return 0;
+}
+
 int
 cg_out_flush(struct cg_out *o)
 {

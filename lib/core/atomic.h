@@ -26,9 +26,19 @@ struct cg_out {
 	int fd;
 	int direct;  /* path is not a regular file: written in place */
 	int flushed; /* cg_out_flush done: the bytes are on disk */
+	/* cg_out_write: bytes written, and of those handed to the disk */
+	unsigned long long written, started;
 };
 
 int cg_out_open(struct cg_out *o, const char *path);
+/*
+ * Write all of buf [n] to o's descriptor (past what its stream holds:
+ * flush fp first if it was written to), a short write continued and
+ * EINTR retried.  A temporary's pages are handed to the disk as they
+ * come, so that the commit's fsync has little left to wait for.
+ * Returns 0, or -1 with a message (errno kept).
+ */
+int cg_out_write(struct cg_out *o, const void *buf, size_t n);
 /* Flush and fsync what was written (the temporary stays, unrenamed; no
  * more may be written after it).  Idempotent.  Returns 0 or -1. */
 int cg_out_flush(struct cg_out *o);

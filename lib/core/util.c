@@ -63,17 +63,28 @@ cg_first_nonfinite(const float *x, uint64_t n)
 	return n;
 }
 
+/*
+ * From this size on an allocation starts on a 2 MiB boundary, so that all
+ * of it but its tail is huge pages (advise_huge): where 64 bytes was
+ * the alignment, a 5.5 MiB buffer had one or two of them.  Zeroing fresh
+ * memory is the kernel's first touch of each page, and in a virtual
+ * machine the host's too: a 24 MiB buffer took 14 ms in small pages, 3.5
+ * in huge ones.  The space skipped to the boundary is never touched.
+ */
+#define HUGE_FROM ((size_t)4 << 20)
+
 void *
 cg_alloc(size_t n)
 {
 	void *p = NULL;
 	size_t sz = (n + 63) & ~(size_t)63;
+	size_t align = sz >= HUGE_FROM ? (size_t)2 << 20 : 64;
 
-	if (sz < n || posix_memalign(&p, 64, sz ? sz : 64) != 0) {
+	if (sz < n || posix_memalign(&p, align, sz ? sz : 64) != 0) {
 		cg_seterr("out of memory (%zu bytes)", n);
 		return NULL;
 	}
-	if (sz >= (size_t)4 << 20)
+	if (sz >= HUGE_FROM)
 		advise_huge(p, sz);
 	memset(p, 0, sz ? sz : 64);
 	return p;

@@ -261,6 +261,23 @@ cg_shard_open(const char *path)
 	return cg_shard_from_file(f, strcmp(path, "-") == 0 ? "(stdin)" : path);
 }
 
+struct cg_shard *
+cg_shard_open_late(const char *path)
+{
+	struct cg_file *f = cg_file_read_late(path, "payload");
+
+	if (f == NULL)
+		return NULL;
+	return cg_shard_from_file(f, strcmp(path, "-") == 0 ? "(stdin)" : path);
+}
+
+int
+cg_shard_verified(const struct cg_shard *s, int wait)
+{
+	/* a shard made in memory (the tests') has no file to verify */
+	return s->file ? cg_file_late(s->file, wait) : 0;
+}
+
 void
 cg_shard_free(struct cg_shard *s)
 {

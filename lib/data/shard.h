@@ -44,6 +44,26 @@ struct cg_shard {
 struct cg_shard *cg_shard_open(const char *path);
 
 /*
+ * cg_shard_open, but the payload's digest, the bulk of a shard's bytes,
+ * is verified on a thread of its own while the caller goes on
+ * (cg_file_read_late): every other tensor's digest and every count,
+ * offset, condition and index are checked before this returns, as ever,
+ * and the payload is bytes of pixels or text, which the trainers only
+ * compute with.  Nothing made from the payload may leave the process
+ * before cg_shard_verified(s, 1) has returned 0: written to a stream, or
+ * renamed into place (lib/core/atomic.h).
+ */
+struct cg_shard *cg_shard_open_late(const char *path);
+
+/*
+ * Whether s's payload is verified (cg_shard_open_late; any other shard
+ * is): 0 yes, -1 no with the message "tensor payload: digest mismatch
+ * (file truncated or altered)" (not naming the file); with wait 0, 1
+ * while the thread is still at it.
+ */
+int cg_shard_verified(const struct cg_shard *s, int wait);
+
+/*
  * Validate an already read file as a data shard.  Takes ownership of f in
  * every case (it is freed on failure).  display names the file in
  * messages.  Returns the shard or NULL.

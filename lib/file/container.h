@@ -38,6 +38,8 @@ struct cg_file {
 	 * signature checked against the manifest (lib/file/sign.h). */
 	int is_signed;
 	unsigned char signer[32];
+	/* The digest cg_file_read_late left to a thread, or NULL. */
+	struct cg_late *late;
 };
 
 /* A new empty file with a manifest {"format":"cg/1","kind":kind}. */
@@ -112,6 +114,24 @@ struct cg_file *cg_file_read(const char *path);
 /* The same, but every tensor in a buffer of its own (no blob), which a
  * caller may take over (set data to NULL) and the rest free early. */
 struct cg_file *cg_file_read_copy(const char *path);
+/*
+ * cg_file_read, but for the digest of the tensor called late (where the
+ * file has one): a thread of its own verifies it, begun before this
+ * returns, so that the bulk of a large file is hashed while the caller
+ * goes on with other work.  Until cg_file_late(f, 1) has returned 0,
+ * that tensor's bytes are unchecked: the caller may compute with them,
+ * never size, index or allocate by them, and must hand out nothing made
+ * from them.  Its data stays where it is until cg_file_free, which stops
+ * the thread.  Returns as cg_file_read does.
+ */
+struct cg_file *cg_file_read_late(const char *path, const char *late);
+/*
+ * The verdict on f's late digest (cg_file_read_late): 0 when it matched
+ * or none was late; -1 with the message "tensor NAME: digest mismatch
+ * (file truncated or altered)", not naming the file; with wait 0, 1
+ * while the thread is still at it.
+ */
+int cg_file_late(struct cg_file *f, int wait);
 /* Same, from an open stream (display name used in messages). */
 struct cg_file *cg_file_read_fp(FILE *fp, const char *display);
 /* The same from fd, whose first npre bytes the caller has already read
@@ -127,6 +147,12 @@ struct cg_file *cg_file_read_mem(const void *buf, size_t n,
 /* Unmap f's file once no tensor lies in it any more (all copied out and
  * marked not borrowed); otherwise nothing. */
 void cg_file_drop_blob(struct cg_file *f);
+/*
+ * Done with tensor t of f: its memory is given back (its own buffer
+ * freed, or the pages it has alone in f's mapped file returned, so that
+ * they count no more in this process's memory) and t->data is NULL.
+ */
+void cg_file_let_go(const struct cg_file *f, struct cg_tensor *t);
 
 enum cg_compress { CG_COMPRESS_NONE, CG_COMPRESS_GZIP, CG_COMPRESS_ZSTD };
 

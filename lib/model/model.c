@@ -318,6 +318,8 @@ get_flat(const struct cg_model *m, const struct cg_file *f, const char *name,
 	if ((*dst = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
 	memcpy(*dst, t->data, t->nbytes);
+	if (steal)
+		cg_file_let_go(f, t);
 	return 0;
 }
 
@@ -446,9 +448,10 @@ cg_model_load_opt(struct cg_model *m, const struct cg_file *f)
 }
 
 /*
- * The model in f.  With steal, f's buffers are taken or freed as they are
- * used (f is left fit only for cg_file_free), so that a model and its
- * optimizer state are never held twice over.
+ * The model in f.  With steal, f's buffers are taken or given back as
+ * they are used (f is left fit only for cg_file_free), so that a model
+ * and its optimizer state are never held twice over: a mapped file's
+ * pages are let go of once copied (cg_file_let_go).
  */
 static struct cg_model *
 from_file(struct cg_file *f, const char *display, int steal)
@@ -465,10 +468,8 @@ from_file(struct cg_file *f, const char *display, int steal)
 	if (steal)
 		for (int i = 0; i < m->nviews; i++) {
 			struct cg_tensor *t = cg_file_find(f, m->views[i].name);
-			if (t && !t->borrowed) {
-				free(t->data);
-				t->data = NULL;
-			}
+			if (t)
+				cg_file_let_go(f, t);
 		}
 	/* after the moments: they are masked too */
 	if (load_opt(m, f, steal) != 0 || cg_model_load_mask(m, f) != 0)
@@ -489,7 +490,7 @@ cg_model_from_file(const struct cg_file *f, const char *display)
 struct cg_model *
 cg_model_read(const char *path)
 {
-	struct cg_file *f = cg_file_read_copy(path);
+	struct cg_file *f = cg_file_read(path);
 	struct cg_model *m;
 
 	if (f == NULL)

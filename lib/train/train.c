@@ -467,6 +467,9 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			goto out;
 		if (md->steps)
 			run_step(&r);
+		/* a payload that fails its digest stops the call at once */
+		if (cg_shard_verified(s, 0) < 0)
+			goto out;
 		/* The running mean so far, the figure of the summary. */
 		if (o->progress)
 			o->progress(o->progress_ctx, k + 1, o->steps,

@@ -67,7 +67,10 @@ struct cg_train_result {
  * weights and m is left as it was; in model mode m is trained in place
  * (m->step += K) and out is unused.  st may be NULL (no state between
  * calls): the cursor is then derived from m's step, as it is for a state
- * that has none.  Returns 0 or -1 with a message.
+ * that has none.  Of a shard opened with cg_shard_open_late, the call
+ * stops at the first step after the payload fails its digest; it does
+ * not wait for the verdict, which the caller does before anything made
+ * from the call leaves the process.  Returns 0 or -1 with a message.
  */
 int cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		 const struct cg_train_opts *o, struct cg_state *st, float *out,

@@ -376,6 +376,76 @@ test_hex_names(void)
 	      "names: found in range only, a NULL gap skipped");
 }
 
+/*
+ * cg_file_read_late: the late tensor's digest on a thread, every other
+ * one at once; a good file's verdict 0, a flipped byte of the late
+ * tensor -1 with the message, of another tensor the read refused; a file
+ * freed before its verdict stops the thread; without the late tensor,
+ * the read is cg_file_read.
+ */
+static void
+test_late(const char *dir)
+{
+	struct cg_file *f = cg_file_new("data"), *g;
+	const uint64_t big = 9u << 20; /* more than one step of the thread */
+	unsigned char *p = xcalloc(big, 1);
+	char path[512], *buf;
+	size_t n, at;
+	int rc;
+
+	for (uint64_t i = 0; i < big; i++)
+		p[i] = (unsigned char)(i * 2654435761u >> 13);
+	cg_file_add(f, "small", CG_U8, 1, (uint64_t[]){3}, "\x01\x02\x03");
+	cg_file_add(f, "payload", CG_U8, 1, &big, p);
+	snprintf(path, sizeof(path), "%s/late.cgd", dir);
+	CHECK(cg_file_write(f, path, CG_COMPRESS_NONE) == 0, "%s",
+	      cg_errmsg());
+	cg_file_free(f);
+
+	g = cg_file_read_late(path, "payload");
+	CHECK(g != NULL && g->late != NULL, "late read: %s", cg_errmsg());
+	rc = g ? cg_file_late(g, 0) : -2;
+	CHECK(rc == 0 || rc == 1, "late poll: %d", rc);
+	CHECK(g && cg_file_late(g, 1) == 0 && cg_file_late(g, 0) == 0,
+	      "late verdict: %s", cg_errmsg());
+	cg_file_free(g);
+	g = cg_file_read_late(path, "nothing");
+	CHECK(g != NULL && g->late == NULL && cg_file_late(g, 1) == 0,
+	      "no such late tensor: read as ever");
+	cg_file_free(g);
+
+	buf = slurp(path, &n);
+	at = n - 1024 - big / 2; /* in the payload, the last member */
+	buf[at] ^= 1;
+	spit(path, buf, n);
+	g = cg_file_read_late(path, "payload");
+	CHECK(g != NULL, "late read of a flipped payload: %s", cg_errmsg());
+	if (g) {
+		CHECK(cg_file_late(g, 1) == -1 &&
+		          strcmp(cg_errmsg(), "tensor payload: digest mismatch "
+		                              "(file truncated or altered)") ==
+		              0,
+		      "flipped payload: %s", cg_errmsg());
+		/* the verdict stays */
+		CHECK(cg_file_late(g, 0) == -1, "flipped payload: polled");
+	}
+	cg_file_free(g);
+	/* freed at once: the thread is stopped and joined */
+	cg_file_free(cg_file_read_late(path, "payload"));
+	/* a flipped byte elsewhere is the read's own refusal */
+	buf[at] ^= 1;
+	at = (size_t)((char *)memmem(buf, n, "\x01\x02\x03", 3) - buf);
+	buf[at] ^= 1;
+	spit(path, buf, n);
+	g = cg_file_read_late(path, "payload");
+	CHECK(g == NULL && strstr(cg_errmsg(), "tensor small: digest "
+	                                       "mismatch") != NULL,
+	      "flipped small tensor: %s", g ? "accepted" : cg_errmsg());
+	cg_file_free(g);
+	free(buf);
+	free(p);
+}
+
 int
 main(void)
 {
@@ -386,6 +456,7 @@ main(void)
 	test_roundtrip(dir);
 	test_hostile(dir);
 	test_truncated_mapping(dir);
+	test_late(dir);
 	test_halves();
 	test_rng();
 	test_hex_names();
