@@ -218,40 +218,36 @@ out:
 
 /* ------------------------------------------------------------- probes */
 
-static const char *impl_name[2];
+static const char *impl_name = "none";
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
+/* A bf16 primitive made once, for its implementation's name. */
 static void
 probe(void)
 {
-	pthread_once(&once, make_engine);
-	for (int bf16 = 0; bf16 < 2; bf16++) {
-		struct key k = {bf16, 0, 0, 256, 256, 256, 256, 256, 256, 1, 0};
-		struct prim p;
-		dnnl_primitive_desc_t pd;
-		const char *s = NULL;
+	struct key k = {1, 0, 0, 256, 256, 256, 256, 256, 256, 1, 0};
+	struct prim p;
+	const_dnnl_primitive_desc_t pd;
+	const char *s = NULL;
 
-		impl_name[bf16] = "none";
-		if (engine == NULL || make(&k, &p) != 0)
-			continue;
-		if (dnnl_primitive_get_primitive_desc(p.p,
-		                                      (const_dnnl_primitive_desc_t
-		                                           *)&pd) == dnnl_success &&
-		    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0,
-		                              &s) == dnnl_success &&
-		    s != NULL) {
-			char *d = strdup(s);
-			impl_name[bf16] = d ? d : "unknown";
-		}
-		dnnl_primitive_destroy(p.p);
+	pthread_once(&once, make_engine);
+	if (engine == NULL || make(&k, &p) != 0)
+		return;
+	if (dnnl_primitive_get_primitive_desc(p.p, &pd) == dnnl_success &&
+	    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) ==
+	        dnnl_success &&
+	    s != NULL) {
+		char *d = strdup(s);
+		impl_name = d ? d : "unknown";
 	}
+	dnnl_primitive_destroy(p.p);
 }
 
 const char *
-cg_dnnl_impl(int bf16)
+cg_dnnl_bf16_impl(void)
 {
 	pthread_once(&probe_once, probe);
-	return impl_name[bf16 != 0];
+	return impl_name;
 }
 
 int
@@ -261,5 +257,5 @@ cg_dnnl_bf16(void)
 	const dnnl_cpu_isa_t want = dnnl_cpu_isa_avx512_core_bf16;
 
 	return ((unsigned)isa & (unsigned)want) == (unsigned)want &&
-	       strcmp(cg_dnnl_impl(1), "none") != 0;
+	       strcmp(cg_dnnl_bf16_impl(), "none") != 0;
 }

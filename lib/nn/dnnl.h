@@ -41,10 +41,9 @@ int cg_dnnl_gemm(int bf16, int transA, int transB, int M, int N, int K,
  */
 int cg_dnnl_bf16(void);
 
-/* The implementation oneDNN picks for a 256^3 product of f32 (bf16 ==
- * 0) or bf16 operands ("brg:avx512_core_amx_bf16", "gemm:jit"), or
- * "none" where it makes none. */
-const char *cg_dnnl_impl(int bf16);
+/* The implementation oneDNN picks for a 256^3 product of bf16 operands
+ * ("brg:avx512_core_amx_bf16"), or "none" where it makes none. */
+const char *cg_dnnl_bf16_impl(void);
 
 #ifdef __cplusplus
 }

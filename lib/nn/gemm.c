@@ -326,14 +326,8 @@ cg_deterministic(void)
 int
 cg_set_engine(enum cg_engine e)
 {
-#ifndef CG_HAVE_CBLAS
-	if (e == CG_ENGINE_BLAS)
+	if (!cg_engine_built(e))
 		return -1;
-#endif
-#ifndef CG_HAVE_DNNL
-	if (e == CG_ENGINE_DNNL)
-		return -1;
-#endif
 	engine = e;
 	cg_set_precision(precision);
 	return 0;
@@ -774,7 +768,7 @@ cg_bf16_impl(void)
 {
 #ifdef CG_HAVE_DNNL
 	if (cg_bf16_native())
-		return cg_dnnl_impl(1);
+		return cg_dnnl_bf16_impl();
 #endif
 	return "emulated";
 }
