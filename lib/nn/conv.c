@@ -1,0 +1,529 @@
+/*
+ * nn/conv.c - convolution, up-sampling, group norm, SiLU, pooling, the
+ * per-channel add and the channel concatenation, channels-last.
+ *
+ * A convolution is a linear layer over the unfolded input: each output
+ * position's row of C*KH*KW inputs (zeros where the kernel hangs over the
+ * padding), in the order of PyTorch's weight, so that the product runs
+ * on cg_sgemm (the BLAS, the built-in kernel, or bf16 where that is the
+ * precision) with the weight as it is stored.  The unfolding goes in the
+ * caller's scratch, a few examples at a time; the backward unfolds again
+ * rather than keep it, and folds the input's gradient back by gathering
+ * (each input position sums the rows that read it), so that threads
+ * never write one element together and the sums run in one order.
+ */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/par.h"
+#include "nn/conv.h"
+#include "nn/gemm.h"
+#include "nn/nn.h"
+#include "nn/vmath.h"
+
+/* -------------------------------------------------------- convolution */
+
+int
+cg_conv_shape(struct cg_conv *c, int C, int H, int W, int OC, int K,
+              int stride, int pad)
+{
+	memset(c, 0, sizeof(*c));
+	if (C < 1 || H < 1 || W < 1 || OC < 1 || K < 1 || stride < 1 ||
+	    pad < 0 || pad >= K || H + 2 * (long)pad < K ||
+	    W + 2 * (long)pad < K)
+		return -1;
+	c->C = C, c->H = H, c->W = W, c->OC = OC;
+	c->KH = c->KW = K, c->stride = stride, c->pad = pad;
+	c->OH = (H + 2 * pad - K) / stride + 1;
+	c->OW = (W + 2 * pad - K) / stride + 1;
+	/* The products the kernels index with ints: one example's map in or
+	 * out, and a row of the unfolded input. */
+	if ((long long)C * K * K > INT_MAX ||
+	    (long long)H * W * C > INT_MAX ||
+	    (long long)c->OH * c->OW * OC > INT_MAX ||
+	    (long long)c->OH * c->OW * C * K * K > INT_MAX)
+		return -1;
+	return 0;
+}
+
+size_t
+cg_conv_wsize(const struct cg_conv *c)
+{
+	return (size_t)c->OC * c->C * c->KH * c->KW;
+}
+
+/* A 1x1 kernel at stride 1 without padding: the linear layer itself. */
+static int
+pointwise(const struct cg_conv *c)
+{
+	return c->KH == 1 && c->KW == 1 && c->stride == 1 && c->pad == 0;
+}
+
+/* Floats of one example's unfolded input. */
+static size_t
+col_per_example(const struct cg_conv *c)
+{
+	return (size_t)c->OH * c->OW * c->C * c->KH * c->KW;
+}
+
+size_t
+cg_conv_scratch(const struct cg_conv *c, int B, size_t budget)
+{
+	size_t per = col_per_example(c), n;
+
+	if (pointwise(c))
+		return 0;
+	n = budget / per;
+	if (n < 1)
+		n = 1;
+	if (n > (size_t)B)
+		n = (size_t)B;
+	return n * per;
+}
+
+/* col [n OH OW, C KH KW] = the unfolded input of examples [b0, b0+n). */
+static void
+im2col(const struct cg_conv *c, float *col, const float *inp, int b0, int n)
+{
+	const int KK = c->KH * c->KW, CKK = c->C * KK;
+	const long rows = (long)n * c->OH * c->OW;
+
+	PAR_FOR((size_t)rows * CKK)
+	for (long r = 0; r < rows; r++) {
+		const int ow = (int)(r % c->OW), oh = (int)(r / c->OW % c->OH);
+		const long b = b0 + r / ((long)c->OW * c->OH);
+		float *row = col + (size_t)r * CKK;
+
+		for (int kh = 0; kh < c->KH; kh++) {
+			const int ih = oh * c->stride - c->pad + kh;
+
+			for (int kw = 0; kw < c->KW; kw++) {
+				const int iw = ow * c->stride - c->pad + kw;
+				float *o = row + kh * c->KW + kw;
+
+				if (ih < 0 || ih >= c->H || iw < 0 ||
+				    iw >= c->W) {
+					for (int ci = 0; ci < c->C; ci++)
+						o[(size_t)ci * KK] = 0;
+					continue;
+				}
+				const float *x =
+				    inp + (((size_t)b * c->H + ih) * c->W +
+				           iw) * c->C;
+				for (int ci = 0; ci < c->C; ci++)
+					o[(size_t)ci * KK] = x[ci];
+			}
+		}
+	}
+}
+
+/*
+ * dinp of examples [b0, b0+n) += the gradient dcol [n OH OW, C KH KW]
+ * folded back: each input position gathers, in the order kh, kw, the rows
+ * whose kernel covers it.
+ */
+static void
+col2im(const struct cg_conv *c, float *dinp, const float *dcol, int b0, int n)
+{
+	const int KK = c->KH * c->KW, CKK = c->C * KK, s = c->stride;
+	const long lines = (long)n * c->H;
+
+	PAR_FOR((size_t)lines * c->W * CKK)
+	for (long l = 0; l < lines; l++) {
+		const int ih = (int)(l % c->H);
+		const long bl = l / c->H; /* the example within the chunk */
+		float *drow = dinp + ((size_t)(b0 + bl) * c->H + ih) * c->W *
+		                         (size_t)c->C;
+
+		for (int kh = 0; kh < c->KH; kh++) {
+			const int t = ih + c->pad - kh;
+
+			if (t < 0 || t % s != 0 || t / s >= c->OH)
+				continue;
+			const int oh = t / s;
+			for (int iw = 0; iw < c->W; iw++) {
+				float *d = drow + (size_t)iw * c->C;
+
+				for (int kw = 0; kw < c->KW; kw++) {
+					const int u = iw + c->pad - kw;
+
+					if (u < 0 || u % s != 0 ||
+					    u / s >= c->OW)
+						continue;
+					const size_t r =
+					    ((size_t)bl * c->OH + oh) * c->OW +
+					    u / s;
+					const float *g = dcol + r * CKK +
+					                 kh * c->KW + kw;
+					for (int ci = 0; ci < c->C; ci++)
+						d[ci] += g[(size_t)ci * KK];
+				}
+			}
+		}
+	}
+}
+
+/* Examples per piece for scratch of ncol floats (at least 1). */
+static int
+chunk(const struct cg_conv *c, int B, size_t ncol)
+{
+	size_t n = ncol / col_per_example(c);
+
+	if (n < 1)
+		n = 1;
+	return n > (size_t)B ? B : (int)n;
+}
+
+void
+cg_conv_forward(const struct cg_conv *c, float *out, const float *inp,
+                const float *w, const float *b, int B, float *col,
+                size_t ncol)
+{
+	const int CKK = c->C * c->KH * c->KW, P = c->OH * c->OW;
+	int step;
+
+	if (pointwise(c)) {
+		cg_linear_forward(out, inp, w, b, B * P, c->C, c->OC);
+		return;
+	}
+	step = chunk(c, B, ncol);
+	for (int b0 = 0; b0 < B; b0 += step) {
+		const int n = B - b0 < step ? B - b0 : step;
+
+		im2col(c, col, inp, b0, n);
+		cg_linear_forward(out + (size_t)b0 * P * c->OC, col, w, b,
+		                  n * P, CKK, c->OC);
+	}
+}
+
+void
+cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw, float *db,
+                 const float *dout, const float *inp, const float *w, int B,
+                 float *col, size_t ncol)
+{
+	const int CKK = c->C * c->KH * c->KW, P = c->OH * c->OW;
+	int step;
+
+	if (pointwise(c)) {
+		cg_linear_backward(dinp, dw, db, dout, inp, w, B * P, c->C,
+		                   c->OC);
+		return;
+	}
+	step = chunk(c, B, ncol);
+	for (int b0 = 0; b0 < B; b0 += step) {
+		const int n = B - b0 < step ? B - b0 : step, M = n * P;
+		const float *d = dout + (size_t)b0 * P * c->OC;
+
+		im2col(c, col, inp, b0, n);
+		/* dw [OC, CKK] += d^T [OC, M] col [M, CKK] */
+		cg_sgemm(1, 0, c->OC, CKK, M, 1, d, c->OC, col, CKK, 1, dw,
+		         CKK);
+		if (dinp == NULL)
+			continue;
+		/* The unfolded input is spent: its gradient takes its place,
+		 * dcol [M, CKK] = d [M, OC] w [OC, CKK]. */
+		cg_sgemm(0, 0, M, CKK, c->OC, 1, d, c->OC, w, CKK, 0, col, CKK);
+		col2im(c, dinp, col, b0, n);
+	}
+	if (db) {
+		const size_t rows = (size_t)B * P;
+
+		PAR_FOR(rows * c->OC)
+		for (int o = 0; o < c->OC; o++) {
+			double s = 0;
+
+			for (size_t r = 0; r < rows; r++)
+				s += dout[r * c->OC + o];
+			db[o] += (float)s;
+		}
+	}
+}
+
+/* ------------------------------------------------------ up-sampling */
+
+void
+cg_upsample2_forward(float *out, const float *inp, int B, int H, int W, int C)
+{
+	const long lines = (long)B * H;
+
+	PAR_FOR((size_t)lines * W * C * 4)
+	for (long l = 0; l < lines; l++) {
+		const float *x = inp + (size_t)l * W * C;
+		float *o = out + (size_t)l * 2 * (2 * (size_t)W * C);
+
+		for (int w = 0; w < W; w++)
+			for (int j = 0; j < 2; j++)
+				memcpy(o + (2 * (size_t)w + j) * C,
+				       x + (size_t)w * C, (size_t)C * sizeof(*o));
+		memcpy(o + 2 * (size_t)W * C, o, 2 * (size_t)W * C * sizeof(*o));
+	}
+}
+
+void
+cg_upsample2_backward(float *dinp, const float *dout, int B, int H, int W,
+                      int C)
+{
+	const long lines = (long)B * H;
+	const size_t ow = 2 * (size_t)W * C; /* floats of one output line */
+
+	PAR_FOR((size_t)lines * W * C * 4)
+	for (long l = 0; l < lines; l++) {
+		float *d = dinp + (size_t)l * W * C;
+		const float *g = dout + (size_t)l * 2 * ow;
+
+		for (int w = 0; w < W; w++) {
+			const float *g0 = g + 2 * (size_t)w * C;
+
+			SIMD()
+			for (int c = 0; c < C; c++)
+				d[(size_t)w * C + c] +=
+				    (g0[c] + g0[C + c]) +
+				    (g0[ow + c] + g0[ow + C + c]);
+		}
+	}
+}
+
+/* --------------------------------------------- group normalisation */
+
+void
+cg_groupnorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                     const float *gamma, const float *beta, int B, int HW,
+                     int C, int G)
+{
+	const int CG = C / G;
+	const double N = (double)HW * CG;
+
+	PAR_FOR_DYN((size_t)B * HW * C)
+	for (long bg = 0; bg < (long)B * G; bg++) {
+		const int g = (int)(bg % G);
+		const long b = bg / G;
+		const float *x = inp + (size_t)b * HW * C + (size_t)g * CG;
+		float *o = out + (size_t)b * HW * C + (size_t)g * CG;
+		double s = 0, v = 0, m;
+
+		for (int p = 0; p < HW; p++)
+			for (int c = 0; c < CG; c++)
+				s += x[(size_t)p * C + c];
+		m = s / N;
+		for (int p = 0; p < HW; p++)
+			for (int c = 0; c < CG; c++) {
+				double d = x[(size_t)p * C + c] - m;
+				v += d * d;
+			}
+		const float fm = (float)m, fr = (float)(1 / sqrt(v / N + 1e-5));
+		mean[bg] = fm;
+		rstd[bg] = fr;
+		for (int p = 0; p < HW; p++)
+			for (int c = 0; c < CG; c++) {
+				const int ch = g * CG + c;
+				const size_t i = (size_t)p * C + c;
+
+				o[i] = (x[i] - fm) * fr * gamma[ch] + beta[ch];
+			}
+	}
+}
+
+void
+cg_groupnorm_backward(float *dinp, float *dgamma, float *dbeta,
+                      const float *dout, const float *inp, const float *gamma,
+                      const float *mean, const float *rstd, int B, int HW,
+                      int C, int G)
+{
+	const int CG = C / G;
+	const double N = (double)HW * CG;
+
+	/* The input's gradient, a group at a time: with xhat the normalised
+	 * input and dxhat = dout gamma, rstd (dxhat - mean(dxhat) - xhat
+	 * mean(dxhat xhat)). */
+	PAR_FOR_DYN((size_t)B * HW * C)
+	for (long bg = 0; bg < (long)B * G; bg++) {
+		const int g = (int)(bg % G);
+		const long b = bg / G;
+		const size_t base = (size_t)b * HW * C + (size_t)g * CG;
+		const float m = mean[bg], r = rstd[bg];
+		double s1 = 0, s2 = 0;
+
+		for (int p = 0; p < HW; p++)
+			for (int c = 0; c < CG; c++) {
+				const size_t i = base + (size_t)p * C + c;
+				const double dx = (double)dout[i] * gamma[g * CG + c];
+
+				s1 += dx;
+				s2 += dx * ((inp[i] - m) * r);
+			}
+		const float a = (float)(s1 / N), k = (float)(s2 / N);
+		for (int p = 0; p < HW; p++)
+			for (int c = 0; c < CG; c++) {
+				const size_t i = base + (size_t)p * C + c;
+				const float xh = (inp[i] - m) * r;
+
+				dinp[i] += r * (dout[i] * gamma[g * CG + c] - a -
+				                xh * k);
+			}
+	}
+	/* The scale's and shift's, a channel at a time over every example. */
+	PAR_FOR((size_t)B * HW * C)
+	for (int ch = 0; ch < C; ch++) {
+		const int g = ch / CG;
+		double sg = 0, sb = 0;
+
+		for (int b = 0; b < B; b++) {
+			const float m = mean[(size_t)b * G + g],
+			            r = rstd[(size_t)b * G + g];
+			const size_t base = (size_t)b * HW * C + ch;
+
+			for (int p = 0; p < HW; p++) {
+				const size_t i = base + (size_t)p * C;
+
+				sg += (double)dout[i] * ((inp[i] - m) * r);
+				sb += dout[i];
+			}
+		}
+		dgamma[ch] += (float)sg;
+		dbeta[ch] += (float)sb;
+	}
+}
+
+/* ------------------------------------------------------------- SiLU */
+
+/* sigmoid(x) from the exponential of a non-positive number. */
+static inline float
+sigm(float x)
+{
+	const float e = cg_exp_approx(-fabsf(x));
+
+	return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
+void
+cg_silu_forward(float *out, const float *inp, size_t N)
+{
+	PAR_FOR_SIMD(N)
+	for (size_t i = 0; i < N; i++)
+		out[i] = inp[i] * sigm(inp[i]);
+}
+
+void
+cg_silu_backward(float *dinp, const float *dout, const float *inp, size_t N)
+{
+	PAR_FOR_SIMD(N)
+	for (size_t i = 0; i < N; i++) {
+		const float s = sigm(inp[i]);
+
+		dinp[i] += dout[i] * s * (1 + inp[i] * (1 - s));
+	}
+}
+
+/* ------------------------------------------------ pooling, add, concat */
+
+void
+cg_avgpool_forward(float *out, const float *inp, int B, int HW, int C)
+{
+	PAR_FOR((size_t)B * HW * C)
+	for (int b = 0; b < B; b++) {
+		float *o = out + (size_t)b * C;
+
+		memset(o, 0, (size_t)C * sizeof(*o));
+		for (int p = 0; p < HW; p++) {
+			const float *x = inp + ((size_t)b * HW + p) * C;
+
+			SIMD()
+			for (int c = 0; c < C; c++)
+				o[c] += x[c];
+		}
+		SIMD()
+		for (int c = 0; c < C; c++)
+			o[c] /= (float)HW;
+	}
+}
+
+void
+cg_avgpool_backward(float *dinp, const float *dout, int B, int HW, int C)
+{
+	const size_t rows = (size_t)B * HW;
+
+	PAR_FOR(rows * C)
+	for (size_t r = 0; r < rows; r++) {
+		const float *g = dout + r / HW * C;
+		float *d = dinp + r * C;
+
+		SIMD()
+		for (int c = 0; c < C; c++)
+			d[c] += g[c] / (float)HW;
+	}
+}
+
+void
+cg_add_channel_forward(float *x, const float *e, int B, int HW, int C)
+{
+	const size_t rows = (size_t)B * HW;
+
+	PAR_FOR(rows * C)
+	for (size_t r = 0; r < rows; r++) {
+		const float *a = e + r / HW * C;
+		float *d = x + r * C;
+
+		SIMD()
+		for (int c = 0; c < C; c++)
+			d[c] += a[c];
+	}
+}
+
+void
+cg_add_channel_backward(float *de, const float *dx, int B, int HW, int C)
+{
+	PAR_FOR((size_t)B * HW * C)
+	for (int b = 0; b < B; b++) {
+		float *d = de + (size_t)b * C;
+
+		for (int p = 0; p < HW; p++) {
+			const float *g = dx + ((size_t)b * HW + p) * C;
+
+			SIMD()
+			for (int c = 0; c < C; c++)
+				d[c] += g[c];
+		}
+	}
+}
+
+void
+cg_concat_forward(float *out, const float *a, const float *b, int R, int C1,
+                  int C2)
+{
+	const size_t C = (size_t)C1 + C2;
+
+	PAR_FOR((size_t)R * C)
+	for (int r = 0; r < R; r++) {
+		memcpy(out + r * C, a + (size_t)r * C1, (size_t)C1 * sizeof(*a));
+		memcpy(out + r * C + C1, b + (size_t)r * C2,
+		       (size_t)C2 * sizeof(*b));
+	}
+}
+
+void
+cg_concat_backward(float *da, float *db, const float *dout, int R, int C1,
+                   int C2)
+{
+	const size_t C = (size_t)C1 + C2;
+
+	PAR_FOR((size_t)R * C)
+	for (int r = 0; r < R; r++) {
+		const float *g = dout + r * C;
+
+		if (da) {
+			float *d = da + (size_t)r * C1;
+
+			SIMD()
+			for (int c = 0; c < C1; c++)
+				d[c] += g[c];
+		}
+		if (db) {
+			float *d = db + (size_t)r * C2;
+
+			SIMD()
+			for (int c = 0; c < C2; c++)
+				d[c] += g[C1 + c];
+		}
+	}
+}

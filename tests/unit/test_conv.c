@@ -1,0 +1,603 @@
+/*
+ * test_conv.c - the convolutional kernels (nn/conv.h) against naive double
+ * formulas and finite differences.
+ *
+ * The convolution is compared with the direct sum over its window, in
+ * double, for every case of stride, padding and kernel size the models
+ * use (the 1x1 case, which is the linear layer, included), with scratch
+ * for all examples at once and for one at a time; its backward, and that
+ * of every other kernel, is checked by central differences of a random
+ * weighting of the outputs with respect to every input, gradient buffers
+ * starting non-zero so that accumulation (+=) is checked too.  In
+ * deterministic mode every kernel must give the same bits on one thread
+ * and on several.  A deliberately wrong gradient must be caught.
+ * Exit 0 pass, 1 fail (automake convention).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cg.h"
+#include "nn/conv.h"
+#include "nn/gemm.h"
+
+#define TEST_NAME "test_conv"
+#include "check.h"
+
+#include "fd.h"
+
+/* Forward kernels against double: |got - ref| <= FWD_ATOL + FWD_RTOL |ref|. */
+#define FWD_ATOL 1e-5
+#define FWD_RTOL 1e-5
+
+static struct cg_rng rng;
+
+static void
+fill(float *p, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = lo + (hi - lo) * cg_rng_uniform(&rng);
+}
+
+/* Gradient buffers start at a known random state g0; gdelta leaves g - g0. */
+static float *
+gstart(size_t n, float **g0)
+{
+	float *g = falloc(n);
+
+	*g0 = falloc(n);
+	fill(*g0, n, -1, 1);
+	memcpy(g, *g0, n * sizeof(float));
+	return g;
+}
+
+static void
+gdelta(float *g, const float *g0, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		g[i] -= g0[i];
+}
+
+static double
+fwdcheck(const float *a, const double *ref, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d =
+		    fabs(a[i] - ref[i]) / (FWD_ATOL + FWD_RTOL * fabs(ref[i]));
+		if (!(d <= m))
+			m = d;
+	}
+	return m;
+}
+
+/* --------------------------------------------------------- convolution */
+
+struct cv {
+	struct cg_conv c;
+	int B;
+	float *inp, *w, *b, *out, *r, *col;
+	size_t ncol, nin, nout;
+};
+
+static double
+conv_loss(void *ctx)
+{
+	struct cv *v = ctx;
+
+	cg_conv_forward(&v->c, v->out, v->inp, v->w, v->b, v->B, v->col,
+	                v->ncol);
+	return dot(v->out, v->r, v->nout);
+}
+
+/* out by the direct sum over each window, in double. */
+static void
+conv_ref(const struct cv *v, double *ref)
+{
+	const struct cg_conv *c = &v->c;
+
+	for (int b = 0; b < v->B; b++)
+		for (int oh = 0; oh < c->OH; oh++)
+			for (int ow = 0; ow < c->OW; ow++)
+				for (int o = 0; o < c->OC; o++) {
+					double s = v->b[o];
+
+					for (int ci = 0; ci < c->C; ci++)
+						for (int kh = 0; kh < c->KH; kh++)
+							for (int kw = 0; kw < c->KW; kw++) {
+								int ih = oh * c->stride - c->pad + kh;
+								int iw = ow * c->stride - c->pad + kw;
+
+								if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W)
+									continue;
+								s += (double)v->w[((o * c->C + ci) * c->KH + kh) * c->KW + kw] *
+								     v->inp[((b * c->H + ih) * c->W + iw) * c->C + ci];
+							}
+					ref[((b * c->OH + oh) * c->OW + ow) * c->OC + o] = s;
+				}
+}
+
+static void
+test_conv_case(int B, int C, int H, int W, int OC, int K, int stride, int pad)
+{
+	struct cv v = {.B = B};
+	char what[160];
+	size_t nw;
+	float *g0i, *g0w, *g0b, *dinp, *dw, *db;
+	double *ref;
+
+	if (cg_conv_shape(&v.c, C, H, W, OC, K, stride, pad) != 0) {
+		expect(0, "cg_conv_shape takes a good shape");
+		return;
+	}
+	nw = cg_conv_wsize(&v.c);
+	v.nin = (size_t)B * H * W * C;
+	v.nout = (size_t)B * v.c.OH * v.c.OW * OC;
+	v.inp = falloc(v.nin), v.w = falloc(nw), v.b = falloc(OC);
+	v.out = falloc(v.nout), v.r = falloc(v.nout);
+	ref = xcalloc(v.nout, sizeof(double));
+	fill(v.inp, v.nin, -1, 1);
+	fill(v.w, nw, -0.5f, 0.5f);
+	fill(v.b, OC, -0.5f, 0.5f);
+	fill(v.r, v.nout, -1, 1);
+	conv_ref(&v, ref);
+	/* Scratch for every example, then for one at a time. */
+	for (int pass = 0; pass < 2; pass++) {
+		v.ncol = cg_conv_scratch(&v.c, B, pass ? 0 : (size_t)1 << 30);
+		v.col = v.ncol ? falloc(v.ncol) : NULL;
+		conv_loss(&v);
+		snprintf(what, sizeof(what),
+		         "conv_forward %dx%dx%d -> %d, k%d s%d p%d, %s: "
+		         "the direct sum",
+		         C, H, W, OC, K, stride, pad,
+		         pass ? "one example a piece" : "whole batch");
+		expect(fwdcheck(v.out, ref, v.nout) <= 1, what);
+		if (pass == 0) {
+			free(v.col);
+			continue;
+		}
+		dinp = gstart(v.nin, &g0i);
+		dw = gstart(nw, &g0w);
+		db = gstart(OC, &g0b);
+		cg_conv_backward(&v.c, dinp, dw, db, v.r, v.inp, v.w, B, v.col,
+		                 v.ncol);
+		gdelta(dinp, g0i, v.nin);
+		gdelta(dw, g0w, nw);
+		gdelta(db, g0b, OC);
+		snprintf(what, sizeof(what), "conv k%d s%d p%d dinp", K, stride,
+		         pad);
+		fdcheck(&FD_TRANSFORMER, what, v.inp, dinp, v.nin, conv_loss, &v, 0);
+		snprintf(what, sizeof(what), "conv k%d s%d p%d dw", K, stride,
+		         pad);
+		fdcheck(&FD_TRANSFORMER, what, v.w, dw, nw, conv_loss, &v, 0);
+		snprintf(what, sizeof(what), "conv k%d s%d p%d db", K, stride,
+		         pad);
+		fdcheck(&FD_TRANSFORMER, what, v.b, db, OC, conv_loss, &v, 0);
+		/* Without dinp and db, dw alone is the same. */
+		float *dw2 = falloc(nw);
+		cg_conv_backward(&v.c, NULL, dw2, NULL, v.r, v.inp, v.w, B,
+		                 v.col, v.ncol);
+		double m = 0;
+		for (size_t i = 0; i < nw; i++)
+			m = fmax(m, fabs(dw2[i] - dw[i]));
+		snprintf(what, sizeof(what),
+		         "conv k%d s%d p%d: dw alone is dw (max diff %.2g)", K,
+		         stride, pad, m);
+		expect(m <= 1e-5, what);
+		free(dw2);
+		free(dinp), free(dw), free(db), free(g0i), free(g0w), free(g0b);
+		free(v.col);
+	}
+	free(v.inp), free(v.w), free(v.b), free(v.out), free(v.r);
+	free(ref);
+}
+
+static void
+test_conv(void)
+{
+	struct cg_conv c;
+
+	test_conv_case(2, 3, 6, 5, 4, 3, 1, 1);
+	test_conv_case(2, 3, 7, 6, 4, 3, 2, 1);
+	test_conv_case(2, 2, 6, 6, 3, 4, 2, 1);
+	test_conv_case(3, 4, 5, 5, 2, 1, 1, 0);
+	test_conv_case(1, 2, 5, 4, 3, 3, 2, 0);
+	test_conv_case(2, 1, 4, 4, 5, 3, 1, 2);
+	expect(cg_conv_shape(&c, 1, 2, 2, 1, 5, 1, 1) == -1 &&
+	           cg_conv_shape(&c, 1, 8, 8, 1, 3, 1, 3) == -1 &&
+	           cg_conv_shape(&c, 0, 8, 8, 1, 3, 1, 1) == -1 &&
+	           cg_conv_shape(&c, 1, 8, 8, 1, 3, 0, 1) == -1 &&
+	           cg_conv_shape(&c, 1 << 16, 1 << 16, 1, 1, 1, 1, 0) == -1,
+	       "cg_conv_shape refuses a kernel past the input, padding of "
+	       "the kernel's size, zero sizes and sizes past INT_MAX");
+	expect(cg_conv_shape(&c, 8, 28, 28, 16, 3, 2, 1) == 0 && c.OH == 14 &&
+	           c.OW == 14 && cg_conv_scratch(&c, 10, 0) == 14 * 14 * 72 &&
+	           cg_conv_scratch(&c, 10, 1 << 30) == 10 * 14 * 14 * 72,
+	       "a 3x3 stride-2 convolution halves 28 to 14; its scratch is "
+	       "one example's unfolding at the least, the batch's at most");
+}
+
+/* ---------------------------------------------------------- up-sampling */
+
+enum { UB = 2, UH = 3, UW = 4, UC = 3 };
+
+struct up {
+	float inp[UB * UH * UW * UC], out[UB * 4 * UH * UW * UC],
+	    r[UB * 4 * UH * UW * UC];
+};
+
+static double
+up_loss(void *ctx)
+{
+	struct up *u = ctx;
+
+	cg_upsample2_forward(u->out, u->inp, UB, UH, UW, UC);
+	return dot(u->out, u->r, sizeof(u->out) / sizeof(float));
+}
+
+static void
+test_upsample(void)
+{
+	struct up u;
+	float *g0, *d = gstart(sizeof(u.inp) / sizeof(float), &g0);
+	int ok = 1;
+
+	fill(u.inp, sizeof(u.inp) / sizeof(float), -1, 1);
+	fill(u.r, sizeof(u.r) / sizeof(float), -1, 1);
+	up_loss(&u);
+	for (int b = 0; b < UB; b++)
+		for (int y = 0; y < 2 * UH; y++)
+			for (int x = 0; x < 2 * UW; x++)
+				for (int c = 0; c < UC; c++)
+					ok &= u.out[((b * 2 * UH + y) * 2 * UW + x) * UC + c] ==
+					      u.inp[((b * UH + y / 2) * UW + x / 2) * UC + c];
+	expect(ok, "upsample2_forward repeats each pixel over 2x2");
+	cg_upsample2_backward(d, u.r, UB, UH, UW, UC);
+	gdelta(d, g0, sizeof(u.inp) / sizeof(float));
+	fdcheck(&FD_NN, "upsample2_backward dinp", u.inp, d,
+	        sizeof(u.inp) / sizeof(float), up_loss, &u, 0);
+	free(d), free(g0);
+}
+
+/* ---------------------------------------------------- group normalisation */
+
+enum { GB = 2, GHW = 5, GC = 6, GG = 3 };
+
+struct gn {
+	float inp[GB * GHW * GC], gamma[GC], beta[GC], out[GB * GHW * GC],
+	    r[GB * GHW * GC], mean[GB * GG], rstd[GB * GG];
+};
+
+static double
+gn_loss(void *ctx)
+{
+	struct gn *g = ctx;
+
+	cg_groupnorm_forward(g->out, g->mean, g->rstd, g->inp, g->gamma,
+	                     g->beta, GB, GHW, GC, GG);
+	return dot(g->out, g->r, GB * GHW * GC);
+}
+
+static void
+test_groupnorm(void)
+{
+	struct gn g;
+	double ref[GB * GHW * GC];
+	const int CG = GC / GG;
+	float *g0i, *g0g, *g0b, *di = gstart(GB * GHW * GC, &g0i);
+	float *dg = gstart(GC, &g0g), *db = gstart(GC, &g0b);
+
+	fill(g.inp, GB * GHW * GC, -2, 3);
+	fill(g.gamma, GC, 0.5f, 1.5f);
+	fill(g.beta, GC, -0.5f, 0.5f);
+	fill(g.r, GB * GHW * GC, -1, 1);
+	gn_loss(&g);
+	for (int b = 0; b < GB; b++)
+		for (int k = 0; k < GG; k++) {
+			double m = 0, v = 0;
+
+			for (int p = 0; p < GHW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++)
+					m += g.inp[(b * GHW + p) * GC + c];
+			m /= GHW * CG;
+			for (int p = 0; p < GHW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++) {
+					double d = g.inp[(b * GHW + p) * GC + c] - m;
+					v += d * d;
+				}
+			v /= GHW * CG;
+			for (int p = 0; p < GHW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++) {
+					int i = (b * GHW + p) * GC + c;
+					ref[i] = (g.inp[i] - m) / sqrt(v + 1e-5) *
+					             g.gamma[c] + g.beta[c];
+				}
+		}
+	expect(fwdcheck(g.out, ref, GB * GHW * GC) <= 1,
+	       "groupnorm_forward matches the double formula");
+	cg_groupnorm_backward(di, dg, db, g.r, g.inp, g.gamma, g.mean, g.rstd,
+	                      GB, GHW, GC, GG);
+	gdelta(di, g0i, GB * GHW * GC);
+	gdelta(dg, g0g, GC);
+	gdelta(db, g0b, GC);
+	fdcheck(&FD_TRANSFORMER, "groupnorm_backward dinp", g.inp, di,
+	        GB * GHW * GC, gn_loss, &g, 0);
+	fdcheck(&FD_TRANSFORMER, "groupnorm_backward dgamma", g.gamma, dg, GC,
+	        gn_loss, &g, 0);
+	fdcheck(&FD_TRANSFORMER, "groupnorm_backward dbeta", g.beta, db, GC,
+	        gn_loss, &g, 0);
+	free(di), free(dg), free(db), free(g0i), free(g0g), free(g0b);
+}
+
+/* ------------------------------------------------------------------ SiLU */
+
+enum { SN = 64 };
+
+struct si {
+	float inp[SN], out[SN], r[SN];
+};
+
+static double
+silu_loss(void *ctx)
+{
+	struct si *s = ctx;
+
+	cg_silu_forward(s->out, s->inp, SN);
+	return dot(s->out, s->r, SN);
+}
+
+static void
+test_silu(void)
+{
+	struct si s;
+	double ref[SN];
+	float *g0, *d = gstart(SN, &g0);
+
+	fill(s.inp, SN, -8, 8);
+	s.inp[0] = 0, s.inp[1] = -90, s.inp[2] = 90;
+	fill(s.r, SN, -1, 1);
+	silu_loss(&s);
+	for (int i = 0; i < SN; i++)
+		ref[i] = s.inp[i] / (1 + exp(-(double)s.inp[i]));
+	expect(fwdcheck(s.out, ref, SN) <= 1,
+	       "silu_forward is x sigmoid(x), also at 0 and +-90");
+	cg_silu_backward(d, s.r, s.inp, SN);
+	gdelta(d, g0, SN);
+	fdcheck(&FD_TRANSFORMER, "silu_backward dinp", s.inp, d, SN, silu_loss,
+	        &s, 0);
+	free(d), free(g0);
+}
+
+/* ------------------------------------------------ pooling, add, concat */
+
+enum { PB = 2, PHW = 6, PC = 5, PC2 = 3 };
+
+struct pl {
+	float inp[PB * PHW * PC], out[PB * PC], r[PB * PC];
+	float x[PB * PHW * PC], e[PB * PC], y[PB * PHW * PC],
+	    ry[PB * PHW * PC];
+	float a[PB * PHW * PC], b[PB * PHW * PC2],
+	    cat[PB * PHW * (PC + PC2)], rc[PB * PHW * (PC + PC2)];
+};
+
+static double
+pool_loss(void *ctx)
+{
+	struct pl *p = ctx;
+
+	cg_avgpool_forward(p->out, p->inp, PB, PHW, PC);
+	return dot(p->out, p->r, PB * PC);
+}
+
+static double
+add_loss(void *ctx)
+{
+	struct pl *p = ctx;
+
+	memcpy(p->y, p->x, sizeof(p->y));
+	cg_add_channel_forward(p->y, p->e, PB, PHW, PC);
+	return dot(p->y, p->ry, PB * PHW * PC);
+}
+
+static double
+cat_loss(void *ctx)
+{
+	struct pl *p = ctx;
+
+	cg_concat_forward(p->cat, p->a, p->b, PB * PHW, PC, PC2);
+	return dot(p->cat, p->rc, PB * PHW * (PC + PC2));
+}
+
+static void
+test_pool_add_concat(void)
+{
+	struct pl p;
+	double ref[PB * PC];
+	float *g0, *d = gstart(PB * PHW * PC, &g0), *g0e,
+	           *de = gstart(PB * PC, &g0e);
+	float *g0a, *da = gstart(PB * PHW * PC, &g0a), *g0b,
+	            *db = gstart(PB * PHW * PC2, &g0b);
+	int ok = 1;
+
+	fill(p.inp, PB * PHW * PC, -1, 1);
+	fill(p.r, PB * PC, -1, 1);
+	fill(p.x, PB * PHW * PC, -1, 1);
+	fill(p.e, PB * PC, -1, 1);
+	fill(p.ry, PB * PHW * PC, -1, 1);
+	fill(p.a, PB * PHW * PC, -1, 1);
+	fill(p.b, PB * PHW * PC2, -1, 1);
+	fill(p.rc, PB * PHW * (PC + PC2), -1, 1);
+	pool_loss(&p);
+	for (int b = 0; b < PB; b++)
+		for (int c = 0; c < PC; c++) {
+			double s = 0;
+			for (int q = 0; q < PHW; q++)
+				s += p.inp[(b * PHW + q) * PC + c];
+			ref[b * PC + c] = s / PHW;
+		}
+	expect(fwdcheck(p.out, ref, PB * PC) <= 1,
+	       "avgpool_forward is the mean over positions");
+	cg_avgpool_backward(d, p.r, PB, PHW, PC);
+	gdelta(d, g0, PB * PHW * PC);
+	fdcheck(&FD_NN, "avgpool_backward dinp", p.inp, d, PB * PHW * PC,
+	        pool_loss, &p, 0);
+
+	add_loss(&p);
+	for (int b = 0; b < PB; b++)
+		for (int q = 0; q < PHW; q++)
+			for (int c = 0; c < PC; c++) {
+				int i = (b * PHW + q) * PC + c;
+				ok &= p.y[i] == p.x[i] + p.e[b * PC + c];
+			}
+	expect(ok, "add_channel_forward adds the example's vector everywhere");
+	cg_add_channel_backward(de, p.ry, PB, PHW, PC);
+	gdelta(de, g0e, PB * PC);
+	fdcheck(&FD_NN, "add_channel_backward de", p.e, de, PB * PC, add_loss,
+	        &p, 0);
+
+	cat_loss(&p);
+	ok = 1;
+	for (int r = 0; r < PB * PHW; r++) {
+		ok &= memcmp(p.cat + r * (PC + PC2), p.a + r * PC,
+		             PC * sizeof(float)) == 0;
+		ok &= memcmp(p.cat + r * (PC + PC2) + PC, p.b + r * PC2,
+		             PC2 * sizeof(float)) == 0;
+	}
+	expect(ok, "concat_forward puts a's channels, then b's, in each row");
+	cg_concat_backward(da, db, p.rc, PB * PHW, PC, PC2);
+	gdelta(da, g0a, PB * PHW * PC);
+	gdelta(db, g0b, PB * PHW * PC2);
+	fdcheck(&FD_NN, "concat_backward da", p.a, da, PB * PHW * PC, cat_loss,
+	        &p, 0);
+	fdcheck(&FD_NN, "concat_backward db", p.b, db, PB * PHW * PC2,
+	        cat_loss, &p, 0);
+	free(d), free(g0), free(de), free(g0e);
+	free(da), free(g0a), free(db), free(g0b);
+}
+
+/* A wrong gradient (3% off in its largest element) must fail the check. */
+static void
+test_checker(void)
+{
+	struct si s;
+	float d[SN] = {0};
+
+	fill(s.inp, SN, -3, 3);
+	fill(s.r, SN, -1, 1);
+	int k = 0;
+
+	cg_silu_backward(d, s.r, s.inp, SN);
+	for (int i = 1; i < SN; i++)
+		if (fabsf(d[i]) > fabsf(d[k]))
+			k = i;
+	d[k] *= 1.03f;
+	expect(fdcheck(&FD_TRANSFORMER, "", s.inp, d, SN, silu_loss, &s, 1) >
+	           FD_TRANSFORMER.tol,
+	       "a silu gradient 3% off in one element is caught");
+}
+
+#ifdef _OPENMP
+/*
+ * Every kernel, forward and backward, on a map big enough for threads:
+ * the outputs appended to out.  Returns the count.
+ */
+static size_t
+run_all(float *out, int threads)
+{
+	enum { B = 4, H = 32, W = 32, C = 16, OC = 24, G = 4 };
+	struct cg_rng r0 = rng;
+	struct cg_conv c;
+	size_t n = 0, nin = (size_t)B * H * W * C;
+	float *x = falloc(nin), *w, *col, *o, *big = falloc(4 * nin);
+	float mean[B * G], rstd[B * G], gam[C], bet[C];
+	size_t ncol;
+
+	omp_set_num_threads(threads);
+	cg_conv_shape(&c, C, H, W, OC, 3, 2, 1);
+	w = falloc(cg_conv_wsize(&c));
+	ncol = cg_conv_scratch(&c, B, (size_t)1 << 22);
+	col = falloc(ncol);
+	fill(x, nin, -1, 1);
+	fill(w, cg_conv_wsize(&c), -0.2f, 0.2f);
+	fill(gam, C, 0.5f, 1.5f);
+	fill(bet, C, -0.5f, 0.5f);
+	o = out;
+	cg_conv_forward(&c, o, x, w, NULL, B, col, ncol);
+	n += (size_t)B * c.OH * c.OW * OC;
+	memset(out + n, 0, (nin + cg_conv_wsize(&c) + OC) * sizeof(float));
+	cg_conv_backward(&c, out + n, out + n + nin,
+	                 out + n + nin + cg_conv_wsize(&c), o, x, w, B, col,
+	                 ncol);
+	n += nin + cg_conv_wsize(&c) + OC;
+	cg_groupnorm_forward(out + n, mean, rstd, x, gam, bet, B, H * W, C, G);
+	memset(out + n + nin, 0, (nin + 2 * C) * sizeof(float));
+	cg_groupnorm_backward(out + n + nin, out + 2 * nin + n,
+	                      out + 2 * nin + n + C, out + n, x, gam, mean,
+	                      rstd, B, H * W, C, G);
+	n += 2 * nin + 2 * C;
+	cg_silu_forward(out + n, x, nin);
+	memset(out + n + nin, 0, nin * sizeof(float));
+	cg_silu_backward(out + n + nin, out + n, x, nin);
+	n += 2 * nin;
+	cg_upsample2_forward(big, x, B, H, W, C);
+	memset(out + n, 0, nin * sizeof(float));
+	cg_upsample2_backward(out + n, big, B, H, W, C);
+	n += nin;
+	cg_avgpool_forward(out + n, x, B, H * W, C);
+	memset(out + n + B * C, 0, nin * sizeof(float));
+	cg_avgpool_backward(out + n + B * C, out + n, B, H * W, C);
+	n += B * C + nin;
+	cg_add_channel_backward(out + n, x, B, H * W / 4, 4 * C);
+	n += 4 * B * C;
+	free(x), free(w), free(col), free(big);
+	rng = r0;
+	return n;
+}
+
+static void
+test_threads(void)
+{
+	size_t cap = 8u << 20;
+	float *one = falloc(cap), *many = falloc(cap);
+	int max = omp_get_max_threads();
+	size_t n;
+
+	cg_set_deterministic(1);
+	n = run_all(one, 1);
+	run_all(many, max < 4 ? 4 : max);
+	cg_set_deterministic(0);
+	omp_set_num_threads(max);
+	expect(memcmp(one, many, n * sizeof(float)) == 0,
+	       "every kernel gives the same bits on 1 thread and on many "
+	       "(deterministic mode)");
+	free(one);
+	free(many);
+}
+#endif
+
+int
+main(void)
+{
+	cg_rng_seed(&rng, 20261205);
+	test_conv();
+	test_upsample();
+	test_groupnorm();
+	test_silu();
+	test_pool_add_concat();
+	test_checker();
+#ifdef _OPENMP
+	test_threads();
+#endif
+	if (failures) {
+		printf("test_conv: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test_conv: all passed\n");
+	return 0;
+}
