@@ -36,13 +36,30 @@ setup() {
 
 @test "cg-init -a cclf: its options and config; --help lists them" {
 	run -0 cg-init -a cclf --help
-	assert_output --partial '-a cclf: image classifier (MLP)'
+	assert_output --partial '-a cclf: image classifier (MLP or CNN)'
 	assert_output --partial "hidden width (the judge's features)"
 	assert_output --partial '(default 1024; 1 to 1048576)'
+	assert_output --partial "channels of a convolutional trunk's first stage"
 	run -0 bash -c "tar xOf '$D/clf0.cgm' cg.json | jq -c .config"
-	assert_output '{"in_dim":784,"ncond":10,"hidden":32,"layers":1}'
+	assert_output '{"in_dim":784,"ncond":10,"hidden":32,"layers":1,"conv":0}'
 	run -0 bash -c "tar tf '$D/clf0.cgm' | tr '\n' ' '"
 	assert_output 'cg.json hid.0.w hid.0.b out.w out.b '
+}
+
+@test "cg-init -a cclf --conv: a CNN whose tensors are nn.Conv2d's; it trains" {
+	cg-init -a cclf -d "$D/train-0.cgd" --conv 4 --hidden 16 --layers 1 \
+		-o cnn.cgm
+	run -0 bash -c "tar tf cnn.cgm | tr '\n' ' '"
+	assert_output 'cg.json conv.0.w conv.0.b conv.1.w conv.1.b conv.2.w conv.2.b hid.0.w hid.0.b out.w out.b '
+	assert_equal "$(tar xOf cnn.cgm cg.json | jq -r '.tensors[2].shape | join(",")')" 8,4,3,3
+	assert_equal "$(tar xOf cnn.cgm cg.json | jq -r '.tensors[6].shape | join(",")')" 16,784
+	cg-eval -q --json -m cnn.cgm -d "$D/train-0.cgd" >before.json
+	cg-train-step -q -m cnn.cgm -d "$D/train-0.cgd" --emit model --steps 30 \
+		--lr 3e-3 -o cnn1.cgm
+	cg-eval -q --json -m cnn1.cgm -d "$D/train-0.cgd" >after.json
+	run -0 jq -n --slurpfile a before.json --slurpfile b after.json \
+		'$b[0].xent < $a[0].xent * 0.9'
+	assert_output true
 }
 
 @test "cg-init -a cclf refuses text data, and one condition" {

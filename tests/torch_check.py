@@ -117,7 +117,10 @@ class Cvae:
 # ------------------------------------------------------------------ cclf
 
 class Cclf:
-    """The image classifier of lib/arch/cclf/cclf.c: an MLP, cross-entropy."""
+    """The image classifier of lib/arch/cclf/cclf.c: an MLP, or a CNN
+    (conv > 0: three 3x3 convolutions with ReLU, strides 1, 2, 2, channels
+    conv, 2 conv, 4 conv, the last map flattened channels-last) before
+    it; cross-entropy."""
 
     name = "cclf"
     configs = [
@@ -127,6 +130,10 @@ class Cclf:
          "seed=2"],
         ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "batch=4",
          "seed=3"],
+        ["in_dim=60", "ncond=4", "hidden=12", "layers=1", "conv=3",
+         "image_h=6", "image_w=5", "image_c=2", "batch=5", "seed=4"],
+        ["in_dim=196", "ncond=10", "hidden=16", "layers=2", "conv=4",
+         "image_h=14", "image_w=14", "image_c=1", "batch=3", "seed=5"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6),
            "logits": (1e-4, 1e-6), "features": (1e-4, 1e-6)}
@@ -136,6 +143,17 @@ class Cclf:
         def __init__(self, cfg):
             super().__init__()
             d, hidden = cfg["in_dim"], cfg["hidden"]
+            self.conv = nn.ModuleList()
+            if cfg.get("conv", 0) > 0:
+                c, h, w = cfg["image_c"], cfg["image_h"], cfg["image_w"]
+                for s in range(3):
+                    oc = cfg["conv"] << s
+                    self.conv.append(nn.Conv2d(c, oc, 3, 1 if s == 0 else 2,
+                                               1))
+                    if s:
+                        h, w = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+                    c = oc
+                d = c * h * w
             layers = []
             for _ in range(cfg["layers"]):
                 layers += [nn.Linear(d, hidden), nn.ReLU()]
@@ -143,10 +161,22 @@ class Cclf:
             self.hid = nn.Sequential(*layers)
             self.out = nn.Linear(hidden, cfg["ncond"])
 
+        def trunk(self, x, cfg):
+            """The flattened (channels-last) last map of the trunk."""
+            if not len(self.conv):
+                return x
+            B = x.shape[0]
+            x = x.view(B, cfg["image_h"], cfg["image_w"], cfg["image_c"])
+            x = x.permute(0, 3, 1, 2)
+            for m in self.conv:
+                x = F.relu(m(x))
+            return x.permute(0, 2, 3, 1).reshape(B, -1)
+
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
             hid = [m for m in self.hid if isinstance(m, nn.Linear)]
-            lin = ([("hid.%d" % i, m) for i, m in enumerate(hid)] +
+            lin = ([("conv.%d" % i, m) for i, m in enumerate(self.conv)] +
+                   [("hid.%d" % i, m) for i, m in enumerate(hid)] +
                    [("out", self.out)])
             out = []
             for name, m in lin:
@@ -159,7 +189,7 @@ class Cclf:
         B, D = cfg["batch"], cfg["in_dim"]
         x = f64(read_bin(d, "x.bin", "<f4", B * D)).view(B, D)
         cond = i64(read_bin(d, "cond.bin", "<i4", B))
-        feat = net.hid(x)
+        feat = net.hid(net.trunk(x, cfg))
         logits = net.out(feat)
         acc = (logits.argmax(1) == cond).double().mean()
         return {"loss": F.cross_entropy(logits, cond), "acc": acc}, \

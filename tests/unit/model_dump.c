@@ -7,8 +7,10 @@
  * The model is made as cg-init makes it (cg_model_create, through the
  * architecture registry): every KEY=VALUE is a number of its config,
  * after the row's defaults below, except seed (of the weights and the
- * inputs), batch and, for cgpt, positions, which shape the case, and
- * bf16=1, which gives every matrix product bf16 operands (nn/gemm.h).
+ * inputs), batch and, for cgpt, positions, which shape the case,
+ * bf16=1, which gives every matrix product bf16 operands (nn/gemm.h),
+ * and image_h, image_w and image_c, the image shape the manifest gives
+ * (what a convolutional model reads).
  * Writes to DIR (which must exist): arch.txt (ARCH), config.txt (the
  * config's numbers, the case's keys and nparams), views.txt (name,
  * offset, count and shape of each view), params.bin, grad.bin
@@ -187,16 +189,24 @@ cclf_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
 	struct cg_cclf_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
-	                           int_of(m, "hidden"), int_of(m, "layers")};
+	                           int_of(m, "hidden"), int_of(m, "layers"),
+	                           int_of(m, "conv"), 0, 0, 0};
 	size_t nx = (size_t)B * c.in_dim;
 	float *x = calloc(nx, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
-	struct cg_cclf_ws *ws = cg_cclf_ws_new(&c, B);
-	int rc = -1;
+	struct cg_cclf_ws *ws = NULL;
+	int shape[3], rc = -1;
 
 	(void)T;
-	if (!x || !cond || !ws) {
-		cg_seterr("out of memory");
+	/* A CNN's image shape is the manifest's. */
+	if (c.conv > 0) {
+		if (m->arch->image_shape(m, shape) != 0)
+			goto out;
+		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
+	}
+	if (!x || !cond || (ws = cg_cclf_ws_new(&c, B)) == NULL) {
+		if (!x || !cond)
+			cg_seterr("out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < m->nparams; i++)
@@ -428,6 +438,7 @@ static const struct {
 /* Case keys: what the dump takes, not the model's config. */
 struct keys {
 	long seed, batch, positions, bf16;
+	long image[3]; /* height, width, channels; 0: no "image" */
 };
 
 /* KEY=VALUE into k or cfg; -1 with a message on stderr. */
@@ -459,6 +470,12 @@ parse_kv(const char *s, cJSON *cfg, struct keys *k)
 		k->positions = v;
 	else if (strcmp(key, "bf16") == 0)
 		k->bf16 = v;
+	else if (strcmp(key, "image_h") == 0)
+		k->image[0] = v;
+	else if (strcmp(key, "image_w") == 0)
+		k->image[1] = v;
+	else if (strcmp(key, "image_c") == 0)
+		k->image[2] = v;
 	else {
 		cJSON_DeleteItemFromObjectCaseSensitive(cfg, key);
 		cJSON_AddNumberToObject(cfg, key, (double)v);
@@ -508,6 +525,9 @@ write_text(const struct cg_model *m, const struct keys *k,
 	}
 	fprintf(fp, "seed %ld\nbatch %ld\npositions %ld\nnparams %zu\n",
 	        k->seed, k->batch, k->positions, m->nparams);
+	if (k->image[0] > 0)
+		fprintf(fp, "image_h %ld\nimage_w %ld\nimage_c %ld\n",
+		        k->image[0], k->image[1], k->image[2]);
 	if (closeout(fp, "config.txt") != 0)
 		return -1;
 	if ((fp = openout("views.txt")) == NULL)
@@ -535,7 +555,8 @@ int
 main(int argc, char **argv)
 {
 	char path[4096];
-	struct keys k = {1, 0, 0, 0};
+	struct keys k = {1, 0, 0, 0, {0, 0, 0}};
+	cJSON *extra = NULL;
 	struct result res = {0};
 	struct cg_model *m = NULL;
 	struct cg_rng r;
@@ -566,8 +587,24 @@ main(int argc, char **argv)
 		cJSON_Delete(cfg);
 		return 2;
 	}
+	/* The image's shape in the manifest, as cg-init puts it there. */
+	if (k.image[0] > 0) {
+		cJSON *img;
+
+		if ((extra = cJSON_CreateObject()) == NULL ||
+		    (img = cJSON_AddObjectToObject(extra, "image")) == NULL ||
+		    !cJSON_AddNumberToObject(img, "height", k.image[0]) ||
+		    !cJSON_AddNumberToObject(img, "width", k.image[1]) ||
+		    !cJSON_AddNumberToObject(img, "channels", k.image[2])) {
+			cg_seterr("out of memory");
+			cJSON_Delete(cfg);
+			cJSON_Delete(extra);
+			goto fail;
+		}
+	}
 	/* The weights from seed, as cg-init's; the inputs from seed + 1. */
-	if ((m = cg_model_create(argv[2], cfg, NULL, (uint64_t)k.seed)) == NULL)
+	if ((m = cg_model_create(argv[2], cfg, extra, (uint64_t)k.seed)) ==
+	    NULL)
 		goto fail;
 	if ((grad = calloc(m->nparams, sizeof(float))) == NULL) {
 		cg_seterr("out of memory");

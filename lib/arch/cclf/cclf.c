@@ -1,12 +1,14 @@
 /*
  * arch/cclf/cclf.c - the image classifier: layout, init, forward, backward.
  *
- * The model of cclf.h on the kernels of nn.c, built as lib/arch/cvae/cvae.c
- * builds its MLPs: the layout is a closed-form function of the config
- * (linear_at), the workspace holds every activation of a batch of up to
- * max_batch examples in one allocation, and hidden activations are kept after
- * ReLU, which is all that backward needs.  The softmax cross-entropy is
- * computed per row from the largest logit, its sum in double.
+ * The model of cclf.h on the kernels of nn.c and conv.c, built as
+ * lib/arch/cvae/cvae.c builds its MLPs: the layout is a closed-form
+ * function of the config (trunk_of, linear_at), the workspace holds every
+ * activation of a batch of up to max_batch examples in one allocation,
+ * and activations are kept after ReLU, which is all that backward needs
+ * (a ReLU's output is positive exactly where its input was).  The softmax
+ * cross-entropy is computed per row from the largest logit, its sum in
+ * double.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,9 +17,57 @@
 
 #include "arch/cclf/cclf.h"
 #include "core/arena.h"
+#include "nn/conv.h"
 #include "nn/nn.h"
 
 /* ---------------------------------------------------------------- layout */
+
+/* Floats of unfolded input the convolutions may take at once (16 MiB). */
+#define COL_BUDGET ((size_t)1 << 22)
+
+/*
+ * The convolutional trunk: CG_CCLF_STAGES 3x3 convolutions, the first at
+ * stride 1 from the image's channels to conv, each next at stride 2 to
+ * twice the channels; weights and biases first in the buffer, in stage
+ * order.  out is the floats of one example's last map, the MLP's input.
+ * For the MLP (conv 0): no stage, nparams 0, out = in_dim.
+ */
+struct trunk {
+	int stages;
+	struct cg_conv cv[CG_CCLF_STAGES];
+	size_t w[CG_CCLF_STAGES], b[CG_CCLF_STAGES];
+	size_t nparams;
+	int out;
+};
+
+/* The trunk of c; -1 (no message) where its shapes cannot be made. */
+static int
+trunk_of(const struct cg_cclf_config *c, struct trunk *t)
+{
+	size_t off = 0;
+	int C, H, W;
+
+	memset(t, 0, sizeof(*t));
+	t->out = c->in_dim;
+	if (c->conv == 0)
+		return 0;
+	C = c->channels, H = c->height, W = c->width;
+	for (int s = 0; s < CG_CCLF_STAGES; s++) {
+		struct cg_conv *v = &t->cv[s];
+
+		if (cg_conv_shape(v, C, H, W, c->conv << s, 3, s ? 2 : 1, 1) !=
+		    0)
+			return -1;
+		t->w[s] = off;
+		t->b[s] = off + cg_conv_wsize(v);
+		off = t->b[s] + (size_t)v->OC;
+		C = v->OC, H = v->OH, W = v->OW;
+	}
+	t->stages = CG_CCLF_STAGES;
+	t->nparams = off;
+	t->out = C * H * W;
+	return 0;
+}
 
 /* One Linear layer: weight at w [out, in], bias at b [out]. */
 struct linear {
@@ -25,17 +75,17 @@ struct linear {
 	int in, out;
 };
 
-/* The idx-th Linear layer in buffer order: hidden 0..L-1, output L.
- * c is valid. */
+/* The idx-th Linear layer in buffer order, after the trunk t: hidden
+ * 0..L-1, output L. */
 static struct linear
-linear_at(const struct cg_cclf_config *c, int idx)
+linear_at(const struct cg_cclf_config *c, const struct trunk *t, int idx)
 {
-	size_t D = c->in_dim, H = c->hidden, i = idx;
+	size_t D = t->out, H = c->hidden, i = idx;
 	struct linear ln;
 
-	ln.in = i == 0 ? c->in_dim : c->hidden;
+	ln.in = i == 0 ? t->out : c->hidden;
 	ln.out = i < (size_t)c->layers ? c->hidden : c->ncond;
-	ln.w = i == 0 ? 0 : H * D + H + (i - 1) * (H * H + H);
+	ln.w = t->nparams + (i == 0 ? 0 : H * D + H + (i - 1) * (H * H + H));
 	ln.b = ln.w + (size_t)ln.out * ln.in;
 	return ln;
 }
@@ -60,9 +110,24 @@ cg_cclf_check_config(const struct cg_cclf_config *c)
 	if (c->ncond < 2)
 		return cg_seterr("cclf: %d condition: nothing to tell apart",
 		                 c->ncond);
-	/* Every field at most 2^20: no wrap below 2^63. */
-	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, L = c->layers;
-	uint64_t n = H * D + H + (L - 1) * (H * H + H) + K * H + K;
+	struct trunk t;
+	if (c->conv < 0 || c->conv > CG_CCLF_MAX_CONV)
+		return cg_seterr("cclf: conv = %d: not in [0, %d]", c->conv,
+		                 CG_CCLF_MAX_CONV);
+	if (c->conv > 0 &&
+	    (c->height < 1 || c->width < 1 || c->channels < 1 ||
+	     (int64_t)c->height * c->width * c->channels != c->in_dim))
+		return cg_seterr("cclf: images of %dx%dx%d for %d inputs",
+		                 c->height, c->width, c->channels, c->in_dim);
+	if (trunk_of(c, &t) != 0)
+		return cg_seterr("cclf: images of %dx%d are too small or too "
+		                 "large for %d stride-2 stages of conv %d",
+		                 c->height, c->width, CG_CCLF_STAGES - 1,
+		                 c->conv);
+	/* Every field at most 2^20, the trunk's output under 2^31: no wrap
+	 * below 2^63. */
+	uint64_t D = t.out, K = c->ncond, H = c->hidden, L = c->layers;
+	uint64_t n = t.nparams + H * D + H + (L - 1) * (H * H + H) + K * H + K;
 
 	if (n > CG_CCLF_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
 		return cg_seterr("cclf: %llu parameters: more than %llu",
@@ -74,48 +139,82 @@ cg_cclf_check_config(const struct cg_cclf_config *c)
 size_t
 cg_cclf_nparams(const struct cg_cclf_config *c)
 {
+	struct trunk t;
+
 	if (cg_cclf_check_config(c) != 0)
 		return 0;
-	struct linear ln = linear_at(c, c->layers);
+	trunk_of(c, &t);
+	struct linear ln = linear_at(c, &t, c->layers);
 	return ln.b + ln.out;
 }
 
 int
 cg_cclf_views(const struct cg_cclf_config *c, struct cg_view *v, int max)
 {
+	struct trunk t;
 	int n;
 
 	if (cg_cclf_check_config(c) != 0)
 		return -1;
-	n = 2 * (c->layers + 1);
+	trunk_of(c, &t);
+	n = 2 * (t.stages + c->layers + 1);
 	if (max < n)
 		return cg_seterr("cclf: %d views do not fit in %d", n, max);
+	for (int s = 0; s < t.stages; s++) {
+		const struct cg_conv *cv = &t.cv[s];
+		struct cg_view *w = &v[2 * s];
+		char name[32];
+
+		snprintf(name, sizeof(name), "conv.%d.w", s);
+		cg_view_set(w, name, t.w[s], (size_t)cv->OC,
+		            cg_conv_wsize(cv) / cv->OC, 1);
+		w->ndim = 4;
+		w->shape[1] = (uint64_t)cv->C;
+		w->shape[2] = (uint64_t)cv->KH;
+		w->shape[3] = (uint64_t)cv->KW;
+		snprintf(name, sizeof(name), "conv.%d.b", s);
+		cg_view_set(&v[2 * s + 1], name, t.b[s], (size_t)cv->OC, 0, 0);
+	}
 	for (int i = 0; i <= c->layers; i++) {
-		struct linear ln = linear_at(c, i);
+		struct linear ln = linear_at(c, &t, i);
 		char layer[32];
 
 		if (i < c->layers)
 			snprintf(layer, sizeof(layer), "hid.%d", i);
 		else
 			snprintf(layer, sizeof(layer), "out");
-		cg_view_linear(&v[2 * i], layer, ln.w, ln.b, ln.out, ln.in);
+		cg_view_linear(&v[2 * (t.stages + i)], layer, ln.w, ln.b,
+		               ln.out, ln.in);
 	}
 	return n;
+}
+
+/* W and b uniform in +-1/sqrt(fan_in), n floats from p, drawn from r. */
+static void
+init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
+{
+	float bound = 1.0f / sqrtf((float)fan_in);
+
+	for (size_t j = 0; j < n; j++)
+		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
 }
 
 void
 cg_cclf_init(const struct cg_cclf_config *c, float *params, struct cg_rng *r)
 {
+	struct trunk t;
+
 	if (cg_cclf_check_config(c) != 0)
 		return;
+	trunk_of(c, &t);
+	for (int s = 0; s < t.stages; s++)
+		init_uniform(params + t.w[s], t.b[s] + t.cv[s].OC - t.w[s],
+		             (size_t)t.cv[s].C * t.cv[s].KH * t.cv[s].KW, r);
 	for (int i = 0; i <= c->layers; i++) {
-		struct linear ln = linear_at(c, i);
-		float bound = 1.0f / sqrtf((float)ln.in);
-		size_t n = (size_t)ln.out * ln.in + ln.out; /* W then b */
+		struct linear ln = linear_at(c, &t, i);
 
-		for (size_t j = 0; j < n; j++)
-			params[ln.w + j] =
-			    (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
+		init_uniform(params + ln.w, (size_t)ln.out * ln.in + ln.out,
+		             (size_t)ln.in, r);
 	}
 }
 
@@ -123,9 +222,14 @@ cg_cclf_init(const struct cg_cclf_config *c, float *params, struct cg_rng *r)
 
 struct cg_cclf_ws {
 	struct cg_cclf_config c;
+	struct trunk t;
 	int max_batch;
+	size_t ncol;
 	float *mem;
 	/* Each [max_batch, width]; the first B rows are used. */
+	float *act[CG_CCLF_STAGES]; /* each stage's map, after ReLU */
+	float *dact[CG_CCLF_STAGES]; /* the gradient at each */
+	float *col;                  /* [ncol], the convolutions' scratch */
 	float *h;       /* [layers][B, hidden], after ReLU */
 	float *logits;  /* [B, ncond] */
 	float *dlogits; /* [B, ncond] */
@@ -141,6 +245,14 @@ lay(void *ws, struct cg_arena *a)
 	struct cg_cclf_ws *w = ws;
 	size_t B = w->max_batch, K = w->c.ncond, H = w->c.hidden;
 
+	for (int s = 0; s < w->t.stages; s++) {
+		const struct cg_conv *cv = &w->t.cv[s];
+		const size_t n = (size_t)cv->OH * cv->OW * cv->OC;
+
+		w->act[s] = CG_ARENA_FLOATS(a, B, n);
+		w->dact[s] = CG_ARENA_FLOATS(a, B, n);
+	}
+	w->col = CG_ARENA_FLOATS(a, w->ncol, 1);
 	w->h = CG_ARENA_FLOATS(a, B, (size_t)w->c.layers * H);
 	w->logits = CG_ARENA_FLOATS(a, B, K);
 	w->dlogits = CG_ARENA_FLOATS(a, B, K);
@@ -167,6 +279,13 @@ cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	trunk_of(c, &w->t);
+	for (int s = 0; s < w->t.stages; s++) {
+		size_t n = cg_conv_scratch(&w->t.cv[s], max_batch, COL_BUDGET);
+
+		if (n > w->ncol)
+			w->ncol = n;
+	}
 	if (cg_arena_make(&a, lay, w, "cclf", max_batch) != 0) {
 		free(w);
 		return NULL;
@@ -203,7 +322,9 @@ check_call(const struct cg_cclf_config *c, const struct cg_cclf_ws *w,
            const int *cond, int B, const float *grad)
 {
 	if (c->in_dim != w->c.in_dim || c->ncond != w->c.ncond ||
-	    c->hidden != w->c.hidden || c->layers != w->c.layers)
+	    c->hidden != w->c.hidden || c->layers != w->c.layers ||
+	    c->conv != w->c.conv || c->height != w->c.height ||
+	    c->width != w->c.width || c->channels != w->c.channels)
 		return cg_seterr("cclf: workspace made for another config");
 	if (B < 1 || B > w->max_batch)
 		return cg_seterr("cclf: batch %d: not in [1, %d]", B,
@@ -263,19 +384,30 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 {
 	const int L = c->layers, H = c->hidden, K = c->ncond;
 	const size_t stride = (size_t)w->max_batch * H;
+	const struct trunk *t = &w->t;
+	const float *in = x; /* the MLP's input, [B, t->out] */
 
 	if (check_call(c, w, cond, B, grad) != 0)
 		return -1;
+	for (int s = 0; s < t->stages; s++) {
+		const struct cg_conv *cv = &t->cv[s];
+		const size_t n = (size_t)B * cv->OH * cv->OW * cv->OC;
+
+		cg_conv_forward(cv, w->act[s], in, params + t->w[s],
+		                params + t->b[s], B, w->col, w->ncol);
+		cg_relu_forward(w->act[s], w->act[s], n);
+		in = w->act[s];
+	}
 	for (int l = 0; l < L; l++) {
-		struct linear ln = linear_at(c, l);
+		struct linear ln = linear_at(c, t, l);
 		float *out = w->h + l * stride;
 
-		cg_linear_relu_forward(out, l == 0 ? x : out - stride,
+		cg_linear_relu_forward(out, l == 0 ? in : out - stride,
 		                       params + ln.w, params + ln.b, B, ln.in,
 		                       ln.out);
 	}
 	const float *top = w->h + (L - 1) * stride;
-	struct linear lo = linear_at(c, L);
+	struct linear lo = linear_at(c, t, L);
 	cg_linear_forward(w->logits, top, params + lo.w, params + lo.b, B, H,
 	                  K);
 	if (cond == NULL)
@@ -294,13 +426,33 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 	cg_linear_backward_set(w->dh, grad + lo.w, grad + lo.b, w->dlogits, top,
 	                       params + lo.w, B, H, K);
 	for (int l = L - 1; l >= 0; l--) {
-		struct linear ln = linear_at(c, l);
+		struct linear ln = linear_at(c, t, l);
 		const float *out = w->h + l * stride;
+		float *dinp = l > 0 ? w->dh
+		              : t->stages ? w->dact[t->stages - 1]
+		                          : NULL;
 
-		cg_linear_relu_backward(l > 0 ? w->dh : NULL, grad + ln.w,
-		                        grad + ln.b, w->tmp, w->dh, out,
-		                        l > 0 ? out - stride : x, params + ln.w,
-		                        B, ln.in, ln.out);
+		cg_linear_relu_backward(dinp, grad + ln.w, grad + ln.b, w->tmp,
+		                        w->dh, out, l > 0 ? out - stride : in,
+		                        params + ln.w, B, ln.in, ln.out);
+	}
+	/* Down the trunk: each stage's gradient through its ReLU (in place),
+	 * then through its convolution into the stage below's. */
+	for (int s = t->stages - 1; s >= 0; s--) {
+		const struct cg_conv *cv = &t->cv[s];
+		const size_t n = (size_t)B * cv->OH * cv->OW * cv->OC;
+		float *d = w->dact[s];
+		const float *a = w->act[s];
+
+		for (size_t i = 0; i < n; i++)
+			d[i] = a[i] > 0 ? d[i] : 0;
+		if (s > 0)
+			memset(w->dact[s - 1], 0,
+			       (size_t)B * cv->H * cv->W * cv->C * sizeof(float));
+		cg_conv_backward(cv, s > 0 ? w->dact[s - 1] : NULL,
+		                 grad + t->w[s], grad + t->b[s], d,
+		                 s > 0 ? w->act[s - 1] : x, params + t->w[s], B,
+		                 w->col, w->ncol);
 	}
 	return 0;
 }

@@ -1,8 +1,12 @@
 /*
  * arch/cclf/cclf.h - a classifier of images into the conditions of their data
- * (MLP).
+ * (an MLP, or a small CNN).
  *
- * x -> layers x (Linear, ReLU) of width hidden -> Linear to ncond logits;
+ * The CNN (conv > 0) first runs the image, channels-last, through a trunk
+ * of CG_CCLF_STAGES (3x3 convolution, ReLU) stages: the first at stride 1
+ * to conv channels, each next at stride 2 (padding 1) to twice as many;
+ * its last map, flattened in channels-last order, is the MLP's input.
+ * Then x -> layers x (Linear, ReLU) of width hidden -> Linear to ncond logits;
  * the loss per example is the cross-entropy of the softmax of the logits
  * to the example's condition, and reported losses are batch means.  The
  * last hidden layer's activations (after its ReLU) are the model's
@@ -28,7 +32,19 @@ struct cg_cclf_config {
 	int ncond;  /* number of conditions (classes) */
 	int hidden; /* width of every hidden layer: the features' width */
 	int layers; /* hidden layers */
+	/*
+	 * The convolutional trunk: 0 for none (the MLP), else the channels
+	 * of its first stage (see below).  height x width x channels is the
+	 * image's shape, channels-last (what in_dim counts); read only when
+	 * conv > 0.
+	 */
+	int conv;
+	int height, width, channels;
 };
+
+/* Stages of the trunk, and the most channels its first may have. */
+#define CG_CCLF_STAGES 3
+#define CG_CCLF_MAX_CONV 4096
 
 /* Largest value of any config field, largest parameter count and batch. */
 #define CG_CCLF_MAX_DIM (1 << 20)
@@ -48,15 +64,18 @@ size_t cg_cclf_nparams(const struct cg_cclf_config *c);
 
 /*
  * Fill v[0..] with the named views of the parameter buffer, in buffer
- * order: hid.0.w, hid.0.b, ..., out.w, out.b (2 * layers + 2 views).
- * Weights are [out, in] like nn.Linear, decay 1; biases [out], decay 0.
+ * order: conv.0.w, conv.0.b, ... (the trunk's, if any), hid.0.w, hid.0.b,
+ * ..., out.w, out.b (2 * (stages + layers + 1) views).  Weights are [out,
+ * in] like nn.Linear, convolutions' [out, in, 3, 3] like nn.Conv2d, decay
+ * 1; biases [out], decay 0.
  * Returns the count, or -1 with a message if c is bad or max is too small.
  */
 int cg_cclf_views(const struct cg_cclf_config *c, struct cg_view *v, int max);
 
 /*
- * PyTorch's default nn.Linear init, as cg_cvae_init: W and b uniform in
- * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order.
+ * PyTorch's default nn.Linear and nn.Conv2d init, as cg_cvae_init: W and b
+ * uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (a convolution's fan_in is
+ * in channels x 9), drawn from r in buffer order.
  * c must pass cg_cclf_check_config (else nothing is written).
  */
 void cg_cclf_init(const struct cg_cclf_config *c, float *params,

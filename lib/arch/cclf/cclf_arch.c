@@ -1,6 +1,6 @@
 /*
  * arch/cclf/cclf_arch.c - the cclf architecture (an image classifier) as the
- * model layer sees it.
+ * model layer sees it.  A CNN's image shape is the manifest's "image".
  *
  * Binds lib/arch/cclf/cclf.c to struct cg_arch: config from JSON, the shard's
  * bytes read as intensities (pixel / 255) and its conditions as the
@@ -28,10 +28,25 @@ struct cclf_ws {
 
 extern const struct cg_arch cg_arch_cclf;
 
+/*
+ * m's config: its keys, and for the CNN the image's shape from the
+ * manifest, then checked whole.
+ */
 static int
-get_config(const cJSON *j, struct cg_cclf_config *c)
+get_config(const struct cg_model *m, struct cg_cclf_config *c)
 {
-	return cg_arch_read_config(&cg_arch_cclf, j, c);
+	int shape[3];
+
+	if (cg_arch_read_config(&cg_arch_cclf, m->config, c) != 0)
+		return -1;
+	if (c->conv == 0)
+		return 0;
+	if (cg_arch_image_shape(m, (uint64_t)c->in_dim, shape) != 0)
+		return -1;
+	c->height = shape[0];
+	c->width = shape[1];
+	c->channels = shape[2];
+	return cg_cclf_check_config(c);
 }
 
 static int
@@ -40,10 +55,10 @@ cclf_layout(struct cg_model *m)
 	struct cg_cclf_config c;
 	int nv;
 
-	if (get_config(m->config, &c) != 0)
+	if (get_config(m, &c) != 0)
 		return -1;
 	m->nparams = cg_cclf_nparams(&c);
-	nv = 2 * c.layers + 2;
+	nv = 2 * (c.layers + 1 + (c.conv ? CG_CCLF_STAGES : 0));
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cclf_views(&c, m->views, nv)) < 0)
@@ -56,7 +71,7 @@ cclf_init(struct cg_model *m, struct cg_rng *r)
 {
 	struct cg_cclf_config c;
 
-	if (get_config(m->config, &c) == 0)
+	if (get_config(m, &c) == 0)
 		cg_cclf_init(&c, m->params, r);
 }
 
@@ -75,7 +90,7 @@ cclf_nfeatures(const struct cg_model *m)
 {
 	struct cg_cclf_config c;
 
-	return get_config(m->config, &c) != 0 ? -1 : c.hidden;
+	return get_config(m, &c) != 0 ? -1 : c.hidden;
 }
 
 static void
@@ -106,7 +121,7 @@ get_ws(struct cg_model *m, int B)
 		return NULL;
 	}
 	m->ws = w;
-	if (get_config(m->config, &w->c) != 0 ||
+	if (get_config(m, &w->c) != 0 ||
 	    (w->ws = cg_cclf_ws_new(&w->c, B)) == NULL ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
@@ -174,12 +189,24 @@ static const struct cg_arch_opt cclf_opts[] = {
     {"hidden", CG_ARCH_OPT_INT, 1024, 1, 1 << 20,
      "hidden width (the judge's features)"},
     {"layers", CG_ARCH_OPT_INT, 2, 1, 64, "hidden layers"},
+    {"conv", CG_ARCH_OPT_INT, 0, 0, CG_CCLF_MAX_CONV,
+     "channels of a convolutional trunk's first stage (0: none, an MLP)"},
 };
 
+/* What the keys alone say: the CNN's image shape is the manifest's,
+ * which get_config adds and checks. */
 static int
-check_config(const void *c)
+check_config(const void *config)
 {
-	return cg_cclf_check_config(c);
+	struct cg_cclf_config c = *(const struct cg_cclf_config *)config;
+
+	if (c.conv > 0 && c.height == 0) {
+		if (c.conv > CG_CCLF_MAX_CONV)
+			return cg_seterr("cclf: conv = %d: not in [0, %d]",
+			                 c.conv, CG_CCLF_MAX_CONV);
+		c.conv = 0;
+	}
+	return cg_cclf_check_config(&c);
 }
 
 #define KEY(name, field)                                                       \
@@ -189,13 +216,15 @@ static const struct cg_arch_key cclf_keys[] = {
     KEY("ncond", ncond),
     KEY("hidden", hidden),
     KEY("layers", layers),
+    {"conv", offsetof(struct cg_cclf_config, conv), 0, CG_CCLF_MAX_CONV, 1,
+     0},
 };
 #undef KEY
 
 const struct cg_arch cg_arch_cclf = {
     .name = "cclf",
-    .summary = "image classifier (MLP) of the data's conditions: the "
-               "judge of cg-eval",
+    .summary = "image classifier (MLP or CNN) of the data's conditions: "
+               "the judge of cg-eval",
     .loss_name = "xent",
     .part_names = {"acc", NULL, NULL},
     .opts = cclf_opts,
