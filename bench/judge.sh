@@ -9,6 +9,10 @@
 # held out; see bench/RESULTS.md), not on the test set.  The cvae is the
 # README's (784-512-512-32, Adam 1e-3, batch 128).
 #
+# CONV=c makes the judge the CNN instead (cg-init -a cclf --conv c
+# --hidden 256 --layers 1: three 3x3 convolution stages of c, 2c and 4c
+# channels, then 256 features), on the same schedule.
+#
 # usage: bench/judge.sh (from the top of the source tree, after a build in
 # build/; CG_BIN overrides where the programs are, SAMPLES the images
 # drawn per condition, 1000).  Prints the judge's test figures and one
@@ -18,6 +22,7 @@ bin=${CG_BIN:-build/cmd}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 threads=${THREADS:-$(nproc)}
 samples=${SAMPLES:-1000}
+conv=${CONV:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -29,8 +34,14 @@ echo "# threads: $threads"
 # the judge: 60000 / 128 = 468.75 batches an epoch; the state file
 # carries the data cursor from the first call to the second
 t0=$(date +%s)
-"$bin/cg-init" -a cclf -d "$tmp/train-0.cgd" --hidden 1024 --layers 2 \
-	--seed 1 -o "$tmp/clf.cgm"
+if [ "$conv" -gt 0 ]; then
+	net="--conv $conv --hidden 256 --layers 1"
+else
+	net="--hidden 1024 --layers 2"
+fi
+echo "# judge: cclf $net"
+# shellcheck disable=SC2086 # $net is options, split on purpose
+"$bin/cg-init" -a cclf -d "$tmp/train-0.cgd" $net --seed 1 -o "$tmp/clf.cgm"
 "$bin/cg-train-step" -q -m "$tmp/clf.cgm" -d "$tmp/train-0.cgd" \
 	--emit model --steps 4688 --batch 128 --lr 1e-3 --seed 1 \
 	--state "$tmp/clf.state" --threads "$threads" -o "$tmp/clf.cgm"

@@ -206,19 +206,26 @@ cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw, float *db,
 	int step;
 
 	if (pointwise(c)) {
-		cg_linear_backward(dinp, dw, db, dout, inp, w, B * P, c->C,
-		                   c->OC);
-		return;
+		if (dw)
+			cg_linear_backward(dinp, dw, db, dout, inp, w, B * P,
+			                   c->C, c->OC);
+		else if (dinp)
+			cg_sgemm(0, 0, B * P, c->C, c->OC, 1, dout, c->OC, w,
+			         c->C, 1, dinp, c->C);
+		if (dw || db == NULL)
+			return;
 	}
-	step = chunk(c, B, ncol);
-	for (int b0 = 0; b0 < B; b0 += step) {
+	step = pointwise(c) ? B : chunk(c, B, ncol);
+	for (int b0 = 0; b0 < B && !pointwise(c); b0 += step) {
 		const int n = B - b0 < step ? B - b0 : step, M = n * P;
 		const float *d = dout + (size_t)b0 * P * c->OC;
 
-		im2col(c, col, inp, b0, n);
-		/* dw [OC, CKK] += d^T [OC, M] col [M, CKK] */
-		cg_sgemm(1, 0, c->OC, CKK, M, 1, d, c->OC, col, CKK, 1, dw,
-		         CKK);
+		if (dw) {
+			im2col(c, col, inp, b0, n);
+			/* dw [OC, CKK] += d^T [OC, M] col [M, CKK] */
+			cg_sgemm(1, 0, c->OC, CKK, M, 1, d, c->OC, col, CKK, 1,
+			         dw, CKK);
+		}
 		if (dinp == NULL)
 			continue;
 		/* The unfolded input is spent: its gradient takes its place,

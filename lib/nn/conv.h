@@ -63,8 +63,9 @@ void cg_conv_forward(const struct cg_conv *c, float *out, const float *inp,
                      size_t ncol);
 /*
  * dinp += d(loss)/d(inp), dw += d(loss)/d(w), db += d(loss)/d(b), given
- * dout [B, OH, OW, OC]; dinp or db NULL when not wanted.  inp and w are
- * the forward's; col [ncol] scratch as for the forward.
+ * dout [B, OH, OW, OC]; dinp, dw or db NULL when not wanted.  inp and w
+ * are the forward's (inp is not read without dw); col [ncol] scratch as
+ * for the forward.
  */
 void cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw,
                       float *db, const float *dout, const float *inp,

@@ -190,6 +190,18 @@ test_conv_case(int B, int C, int H, int W, int OC, int K, int stride, int pad)
 		         "conv k%d s%d p%d: dw alone is dw (max diff %.2g)", K,
 		         stride, pad, m);
 		expect(m <= 1e-5, what);
+		/* Without dw and db, dinp alone is the same. */
+		float *dx2 = falloc(v.nin);
+		cg_conv_backward(&v.c, dx2, NULL, NULL, v.r, v.inp, v.w, B,
+		                 v.col, v.ncol);
+		m = 0;
+		for (size_t i = 0; i < v.nin; i++)
+			m = fmax(m, fabs(dx2[i] - dinp[i]));
+		snprintf(what, sizeof(what),
+		         "conv k%d s%d p%d: dinp alone is dinp (max diff %.2g)",
+		         K, stride, pad, m);
+		expect(m <= 1e-5, what);
+		free(dx2);
 		free(dw2);
 		free(dinp), free(dw), free(db), free(g0i), free(g0w), free(g0b);
 		free(v.col);
