@@ -73,18 +73,37 @@ changed() {
 
 @test "cg-init -a cgan --help lists its options" {
 	run -0 cg-init -a cgan --help
-	assert_output --partial '-a cgan: conditional GAN (MLP, projection discriminator'
+	assert_output --partial '-a cgan: conditional GAN (MLP or convolutional, projection discriminator'
 	assert_output --partial '--latent N'
 	assert_output --partial '--sn-iters N'
+	assert_output --partial '--conv N'
 	refute_output --partial '--timesteps'
 }
 
 @test "cg-init -a cgan: the config, the tensors and two parameter groups" {
 	run -0 manifest "$D/gan.cgm" '[.arch, .config, [.tensors[].name]]'
-	assert_output '["cgan",{"in_dim":784,"ncond":10,"latent":8,"hidden":32,"layers":2,"sn-iters":5},["gen.emb","gen.0.w","gen.0.b","gen.1.w","gen.1.b","gen.out.w","gen.out.b","disc.0.w","disc.0.b","disc.1.w","disc.1.b","disc.psi.w","disc.psi.b","disc.emb"]]'
+	assert_output '["cgan",{"in_dim":784,"ncond":10,"latent":8,"hidden":32,"layers":2,"sn-iters":5,"conv":0},["gen.emb","gen.0.w","gen.0.b","gen.1.w","gen.1.b","gen.out.w","gen.out.b","disc.0.w","disc.0.b","disc.1.w","disc.1.b","disc.psi.w","disc.psi.b","disc.emb"]]'
 	run -0 manifest "$D/gan.cgm" '[.groups[] | [.name, .offset, .size]]'
 	# gen: 10*32 + 32*9 + 32*33 + 784*33; disc: 32*785 + 32*33 + 33 + 320
 	assert_output '[["gen",0,27536],["disc",27536,26529]]'
+}
+
+@test "cg-init -a cgan --conv: convolutional nets, two groups; they train and draw" {
+	cg-init -a cgan -d "$D/train-0.cgd" --conv 4 --latent 8 --seed 1 \
+		-o conv.cgm
+	run -0 manifest conv.cgm '[.tensors[] | .name + ":" + (.shape | map(tostring) | join("x"))] | join(" ")'
+	assert_output '"gen.emb:10x392 gen.0.w:392x8 gen.0.b:392 gen.c1.w:4x8x3x3 gen.c1.b:4 gen.c2.w:4x4x3x3 gen.c2.b:4 gen.out.w:1x4x3x3 gen.out.b:1 disc.c1.w:4x1x3x3 disc.c1.b:4 disc.c2.w:8x4x3x3 disc.c2.b:8 disc.psi.w:1x392 disc.psi.b:1 disc.emb:10x392"'
+	# gen: 3920 + 3136 + 392 + 288 + 4 + 144 + 4 + 36 + 1; disc: 36 + 4
+	# + 288 + 8 + 392 + 1 + 3920
+	run -0 manifest conv.cgm '[.groups[] | [.name, .offset, .size]]'
+	assert_output '[["gen",0,7925],["disc",7925,4649]]'
+	cg-train-step -q -m conv.cgm -d "$D/train-0.cgd" --emit model \
+		--steps 5 --batch 10 --seed 1 -o conv5.cgm
+	run -0 cg-eval --json -m conv5.cgm -d "$D/test.cgd"
+	jq -e '.arch == "cgan" and .step == 5 and (.d_hinge | isfinite)' \
+		<<<"$output"
+	cg-sample -m conv5.cgm -n 2 --seed 1 -o grid.png
+	[ "$(head -c 8 grid.png | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ]
 }
 
 @test "cg-init -a cgan: bad options are refused, nothing written" {

@@ -323,6 +323,12 @@ class Cgan:
          "sn-iters=1", "batch=12", "seed=2"],
         ["in_dim=12", "ncond=3", "latent=3", "hidden=8", "layers=3",
          "sn-iters=20", "batch=9", "seed=3"],
+        ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
+         "sn-iters=3", "conv=3", "image_h=8", "image_w=8", "image_c=1",
+         "batch=4", "seed=4"],
+        ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
+         "sn-iters=2", "conv=2", "image_h=4", "image_w=8", "image_c=3",
+         "batch=5", "seed=5"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -330,6 +336,10 @@ class Cgan:
     class Net(nn.Module):
         def __init__(self, cfg):
             super().__init__()
+            self.cfg = cfg
+            if cfg.get("conv", 0) > 0:
+                self.conv_nets(cfg)
+                return
             H, K, layers = cfg["hidden"], cfg["ncond"], cfg["layers"]
             self.gen_emb = nn.Embedding(K, H)
             self.gen = nn.ModuleList(
@@ -342,8 +352,33 @@ class Cgan:
             self.psi = nn.Linear(H, 1)
             self.disc_emb = nn.Embedding(K, H)
 
+        def conv_nets(self, cfg):
+            """The DCGAN-like nets of cgan.h (conv > 0)."""
+            C, K, ch = cfg["conv"], cfg["ncond"], cfg["image_c"]
+            self.F = cfg["image_h"] // 4 * cfg["image_w"] // 4 * 2 * C
+            self.gen_emb = nn.Embedding(K, self.F)
+            self.gen0 = nn.Linear(cfg["latent"], self.F)
+            self.gen_c1 = nn.Conv2d(2 * C, C, 3, 1, 1)
+            self.gen_c2 = nn.Conv2d(C, C, 3, 1, 1)
+            self.gen_out = nn.Conv2d(C, ch, 3, 1, 1)
+            self.disc_c1 = nn.Conv2d(ch, C, 3, 2, 1)
+            self.disc_c2 = nn.Conv2d(C, 2 * C, 3, 2, 1)
+            self.psi = nn.Linear(self.F, 1)
+            self.disc_emb = nn.Embedding(K, self.F)
+
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
+            if self.cfg.get("conv", 0) > 0:
+                out = [("gen.emb", self.gen_emb.weight),
+                       ("gen.0.w", self.gen0.weight),
+                       ("gen.0.b", self.gen0.bias)]
+                for n in ["gen.c1", "gen.c2", "gen.out", "disc.c1",
+                          "disc.c2"]:
+                    m = getattr(self, n.replace(".", "_"))
+                    out += [(n + ".w", m.weight), (n + ".b", m.bias)]
+                return out + [("disc.psi.w", self.psi.weight),
+                              ("disc.psi.b", self.psi.bias),
+                              ("disc.emb", self.disc_emb.weight)]
             out = [("gen.emb", self.gen_emb.weight)]
             for i, m in enumerate(self.gen):
                 out += [("gen.%d.w" % i, m.weight), ("gen.%d.b" % i, m.bias)]
@@ -356,7 +391,22 @@ class Cgan:
                           ("disc.psi.b", self.psi.bias),
                           ("disc.emb", self.disc_emb.weight)]
 
+        def nchw(self, x, h, w):
+            """A channels-last map [B, h w C] as NCHW."""
+            return x.view(x.shape[0], h, w, -1).permute(0, 3, 1, 2)
+
+        def flat(self, x):
+            """An NCHW map as cg's rows, channels-last."""
+            return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
+
         def generate(self, z, y):
+            if self.cfg.get("conv", 0) > 0:
+                H, W = self.cfg["image_h"], self.cfg["image_w"]
+                a = F.relu(self.gen0(z) + self.gen_emb(y))
+                a = self.nchw(a, H // 4, W // 4)
+                a = F.relu(self.gen_c1(F.interpolate(a, scale_factor=2)))
+                a = F.relu(self.gen_c2(F.interpolate(a, scale_factor=2)))
+                return torch.sigmoid(self.flat(self.gen_out(a)))
             h = F.relu(self.gen[0](z) + self.gen_emb(y))
             for m in self.gen[1:]:
                 h = F.relu(m(h))
@@ -369,7 +419,17 @@ class Cgan:
 
             def sn(w, i):
                 u, v = uv[i]
-                return w / (u @ (w @ v))
+                return w / (u @ (w.reshape(w.shape[0], -1) @ v))
+            if self.cfg.get("conv", 0) > 0:
+                H, W = self.cfg["image_h"], self.cfg["image_w"]
+                h = self.nchw(x, H, W)
+                for i, m in enumerate([self.disc_c1, self.disc_c2]):
+                    h = F.leaky_relu(F.conv2d(h, sn(t(m.weight), i),
+                                              t(m.bias), 2, 1), 0.2)
+                h = self.flat(h)
+                s = F.linear(h, sn(t(self.psi.weight), 2), t(self.psi.bias))
+                e = sn(t(self.disc_emb.weight), 3)[y]
+                return s[:, 0] + (h * e).sum(1)
             h = x
             for i, m in enumerate(self.disc):
                 h = F.leaky_relu(F.linear(h, sn(t(m.weight), i), t(m.bias)),
@@ -388,6 +448,10 @@ class Cgan:
         cond = i64(read_bin(d, "cond.bin", "<i4", B))
         shapes = [(H, D if i == 0 else H) for i in range(L)] + \
             [(1, H), (K, H)]
+        if cfg.get("conv", 0) > 0:
+            C, Fw = cfg["conv"], net.F
+            shapes = [(C, cfg["image_c"] * 9), (2 * C, C * 9), (1, Fw),
+                      (K, Fw)]
         sn = f64(read_bin(d, "sn.bin", "<f4",
                           sum(r + c for r, c in shapes)))
         uv, off = [], 0

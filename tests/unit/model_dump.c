@@ -291,18 +291,30 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 {
 	struct cg_cgan_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
 	                           int_of(m, "latent"), int_of(m, "hidden"),
-	                           int_of(m, "layers"), int_of(m, "sn-iters")};
+	                           int_of(m, "layers"), int_of(m, "sn-iters"),
+	                           int_of(m, "conv"), 0, 0, 0};
 	size_t nx = (size_t)B * c.in_dim, nz = (size_t)B * c.latent, nsn = 0;
 	float *x = calloc(nx, sizeof(float)), *z = calloc(nz, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
-	struct cg_cgan_ws *ws = cg_cgan_ws_new(&c, B);
+	struct cg_cgan_ws *ws = NULL;
 	struct cg_cgan_loss l;
 	float *sn = NULL;
-	int rc = -1;
+	int shape[3], rc = -1;
+	/* The discriminator's matrices: its layers (or 2 convolutions),
+	 * psi and the embedding, every other view from the first. */
+	const int nmat = (c.conv ? 2 : c.layers) + 2,
+	          first = c.conv ? 9 : 2 * c.layers + 3;
 
 	(void)T;
-	if (!x || !z || !cond || !ws) {
-		cg_seterr("out of memory");
+	/* The convolutional nets' image shape is the manifest's. */
+	if (c.conv > 0) {
+		if (m->arch->image_shape(m, shape) != 0)
+			goto out;
+		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
+	}
+	if (!x || !z || !cond || (ws = cg_cgan_ws_new(&c, B)) == NULL) {
+		if (!x || !z || !cond)
+			cg_seterr("out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < m->nparams; i++)
@@ -318,23 +330,24 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	if (cg_cgan_forward_backward(&c, m->params, ws, x, cond, z, B, grad,
 	                             &l) != 0)
 		goto out;
-	for (int i = 0; i < c.layers + 2; i++) {
+	for (int i = 0; i < nmat; i++) {
 		const float *u, *v;
 		double sigma;
-		const struct cg_view *w = &m->views[2 * c.layers + 3 + 2 * i];
+		const struct cg_view *w = &m->views[first + 2 * i];
+		/* A convolution's weight is the matrix [out, in x 9]. */
+		const size_t rows = w->shape[0], cols = w->n / rows;
 
 		(void)cg_cgan_sn_vectors(ws, i, &u, &v, &sigma);
-		float *grown = realloc(sn, (nsn + w->shape[0] + w->shape[1]) *
-		                               sizeof(float));
+		float *grown = realloc(sn, (nsn + rows + cols) * sizeof(float));
 		if (grown == NULL) {
 			cg_seterr("out of memory");
 			goto out;
 		}
 		sn = grown;
-		memcpy(sn + nsn, u, w->shape[0] * sizeof(float));
-		nsn += w->shape[0];
-		memcpy(sn + nsn, v, w->shape[1] * sizeof(float));
-		nsn += w->shape[1];
+		memcpy(sn + nsn, u, rows * sizeof(float));
+		nsn += rows;
+		memcpy(sn + nsn, v, cols * sizeof(float));
+		nsn += cols;
 	}
 	res->loss = l.d;
 	res->part_name[0] = "d_real";

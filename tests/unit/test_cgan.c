@@ -242,11 +242,120 @@ ref_sigma(const struct tcase *t, int i, const struct cg_view *w)
 
 	if (cg_cgan_sn_vectors(t->ws, i, &u, &v, &sig) != 0)
 		die("cg_cgan_sn_vectors");
+	/* A convolution's weight is the matrix [out, in x 9]. */
+	const size_t cols = w->n / w->shape[0];
 	for (size_t o = 0; o < w->shape[0]; o++)
-		for (size_t j = 0; j < w->shape[1]; j++)
-			s += (double)u[o] *
-			     t->params[w->off + o * w->shape[1] + j] * v[j];
+		for (size_t j = 0; j < cols; j++)
+			s += (double)u[o] * t->params[w->off + o * cols + j] *
+			     v[j];
 	return s;
+}
+
+/*
+ * out [OH, OW, OC] = the 3x3 convolution (padding 1, stride st) of in [H,
+ * W, C] by view prefix NAME, its weight divided by scale, summed directly;
+ * each output's distance from 0 goes to ref_kink when kink.
+ */
+static void
+ref_conv(const struct tcase *t, const char *name, const double *in, int H,
+         int W, int C, int st, double *out, double scale, int kink)
+{
+	char wn[64], bn[64];
+	snprintf(wn, sizeof(wn), "%s.w", name);
+	snprintf(bn, sizeof(bn), "%s.b", name);
+	const struct cg_view *w = view(t, wn), *b = view(t, bn);
+	const int OC = (int)w->shape[0], OH = (H - 1) / st + 1,
+	          OW = (W - 1) / st + 1;
+
+	for (int oh = 0; oh < OH; oh++)
+		for (int ow = 0; ow < OW; ow++)
+			for (int o = 0; o < OC; o++) {
+				double s = 0;
+				for (int c = 0; c < C; c++)
+					for (int kh = 0; kh < 3; kh++)
+						for (int kw = 0; kw < 3; kw++) {
+							int ih = oh * st - 1 + kh, iw = ow * st - 1 + kw;
+							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+								continue;
+							s += (double)t->params[w->off + ((size_t)(o * C + c) * 3 + kh) * 3 + kw] *
+							     in[(ih * W + iw) * C + c];
+						}
+				double v = s / scale + t->params[b->off + o];
+				out[(oh * OW + ow) * OC + o] = v;
+				if (kink)
+					ref_kink = fmin(ref_kink, fabs(v));
+			}
+}
+
+/* in [H, W, C] up-sampled by 2 (nearest) into out. */
+static void
+ref_up(const double *in, int H, int W, int C, double *out)
+{
+	for (int y = 0; y < 2 * H; y++)
+		for (int x = 0; x < 2 * W; x++)
+			for (int c = 0; c < C; c++)
+				out[(y * 2 * W + x) * C + c] =
+				    in[((y / 2) * W + x / 2) * C + c];
+}
+
+/* The convolutional discriminator's score, as cgan.h writes it. */
+static double
+ref_cdisc(const struct tcase *t, const double *x, int y)
+{
+	const int H = t->c.height, W = t->c.width, C = t->c.conv;
+	const int F = H / 4 * (W / 4) * 2 * C;
+	double h1[1024], h2[1024];
+
+	ref_conv(t, "disc.c1", x, H, W, t->c.channels, 2, h1,
+	         ref_sigma(t, 0, view(t, "disc.c1.w")), 1);
+	for (int j = 0; j < H / 2 * (W / 2) * C; j++)
+		h1[j] *= h1[j] < 0 ? CG_CGAN_SLOPE : 1;
+	ref_conv(t, "disc.c2", h1, H / 2, W / 2, C, 2, h2,
+	         ref_sigma(t, 1, view(t, "disc.c2.w")), 1);
+	for (int j = 0; j < F; j++)
+		h2[j] *= h2[j] < 0 ? CG_CGAN_SLOPE : 1;
+	const struct cg_view *pw = view(t, "disc.psi.w"),
+	                     *pb = view(t, "disc.psi.b"),
+	                     *e = view(t, "disc.emb");
+	double sp = ref_sigma(t, 2, pw), se = ref_sigma(t, 3, e);
+	double s = t->params[pb->off];
+	for (int j = 0; j < F; j++)
+		s += h2[j] * (t->params[pw->off + j] / sp +
+		              t->params[e->off + (size_t)y * F + j] / se);
+	return s;
+}
+
+/* The convolutional generator's image, as cgan.h writes it. */
+static void
+ref_cgen(const struct tcase *t, const float *z, int y, double *out)
+{
+	const int H = t->c.height, W = t->c.width, C = t->c.conv;
+	const int F = H / 4 * (W / 4) * 2 * C;
+	const struct cg_view *w0 = view(t, "gen.0.w"), *b0 = view(t, "gen.0.b"),
+	                     *e = view(t, "gen.emb");
+	double a[1024], u[1024];
+
+	for (int j = 0; j < F; j++) {
+		double s = t->params[b0->off + j] +
+		           t->params[e->off + (size_t)y * F + j];
+		for (int i = 0; i < t->c.latent; i++)
+			s += (double)t->params[w0->off +
+			                       (size_t)j * t->c.latent + i] *
+			     z[i];
+		ref_kink = fmin(ref_kink, fabs(s));
+		a[j] = s > 0 ? s : 0;
+	}
+	ref_up(a, H / 4, W / 4, 2 * C, u);
+	ref_conv(t, "gen.c1", u, H / 2, W / 2, 2 * C, 1, a, 1, 1);
+	for (int j = 0; j < H / 2 * (W / 2) * C; j++)
+		a[j] = a[j] > 0 ? a[j] : 0;
+	ref_up(a, H / 2, W / 2, C, u);
+	ref_conv(t, "gen.c2", u, H, W, C, 1, a, 1, 1);
+	for (int j = 0; j < H * W * C; j++)
+		a[j] = a[j] > 0 ? a[j] : 0;
+	ref_conv(t, "gen.out", a, H, W, C, 1, out, 1, 0);
+	for (int i = 0; i < t->c.in_dim; i++)
+		out[i] = 1 / (1 + exp(-out[i]));
 }
 
 static double
@@ -256,6 +365,8 @@ ref_disc(const struct tcase *t, const double *x, int y)
 	double h[2][64], *in = NULL;
 	char name[32];
 
+	if (t->c.conv)
+		return ref_cdisc(t, x, y);
 	for (int l = 0; l < L; l++) {
 		char wn[40];
 		snprintf(name, sizeof(name), "disc.%d", l);
@@ -287,6 +398,10 @@ ref_gen(const struct tcase *t, const float *z, int y, double *out)
 	double zin[64], h[2][64], *in = zin;
 	char name[32];
 
+	if (t->c.conv) {
+		ref_cgen(t, z, y, out);
+		return;
+	}
 	for (int i = 0; i < t->c.latent; i++)
 		zin[i] = z[i];
 	for (int l = 0; l < L; l++) {
@@ -398,7 +513,7 @@ tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
 static void
 test_config(void)
 {
-	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5};
+	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0};
 	size_t gen = 10 * 512 + 512 * 65 + 512 * 513 + 784 * 513;
 	size_t disc = 512 * 785 + 512 * 513 + 513 + 10 * 512;
 
@@ -423,7 +538,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1};
+	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0};
 	struct cg_view v[MAXV];
 	int n = cg_cgan_views(&c, v, MAXV), ok = n == 14;
 	static const char *const names[] = {
@@ -452,7 +567,7 @@ test_errors(void)
 	struct tcase t;
 	struct cg_cgan_loss l = {-1, -1, -1, -1};
 
-	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3}, 3);
+	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0}, 3);
 	t.cond[1] = 3;
 	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
 	                                3, t.grad, &l) == -1 &&
@@ -510,10 +625,11 @@ test_forward(struct cg_cgan_config c, int B)
 	double err = fmax(fmax(fabs(l.d_real - real), fabs(l.d_fake - fake)),
 	                  fmax(fabs(l.g - g), fabs(l.d - real - fake)));
 	snprintf(what, sizeof(what),
-	         "layers=%d: d_real %.6f d_fake %.6f g %.6f as the reference "
-	         "(max diff %.2g; %d of %d reals past the margin), G's images "
-	         "%.2g",
-	         c.layers, l.d_real, l.d_fake, l.g, err, past, B, worst);
+	         "layers=%d conv=%d: d_real %.6f d_fake %.6f g %.6f as the "
+	         "reference (max diff %.2g; %d of %d reals past the margin), "
+	         "G's images %.2g",
+	         c.layers, c.conv, l.d_real, l.d_fake, l.g, err, past, B,
+	         worst);
 	expect(err < 1e-5 && worst < 1e-6 && past > 0 && past < B, what);
 	struct cg_cgan_loss l2 = tloss(&t, t.grad);
 	expect(l2.d == l.d && l2.g == l.g,
@@ -561,14 +677,14 @@ test_grad(struct cg_cgan_config c, int B)
 	tcase_init(&t, c, B);
 	tloss(&t, t.grad);
 	printf("     config in=%d cond=%d latent=%d hidden=%d layers=%d "
-	       "sn-iters=%d, B=%d, %zu params\n",
-	       c.in_dim, c.ncond, c.latent, c.hidden, c.layers, c.sn_iters, B,
-	       t.np);
+	       "sn-iters=%d conv=%d, B=%d, %zu params\n",
+	       c.in_dim, c.ncond, c.latent, c.hidden, c.layers, c.sn_iters,
+	       c.conv, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d: every gradient vs central differences (worst "
-	         "rel err %.3g)",
-	         c.layers, worst);
+	         "layers=%d conv=%d: every gradient vs central differences "
+	         "(worst rel err %.3g)",
+	         c.layers, c.conv, worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	const struct cg_view *e = view(&t, "disc.emb");
@@ -593,10 +709,25 @@ main(void)
 	test_config();
 	test_views();
 	test_errors();
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5}, 8);
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2}, 7);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300}, 6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300}, 6);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0}, 8);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0}, 7);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0}, 6);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0}, 6);
+	{
+		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1};
+		expect(cg_cgan_check_config(&c) != 0 &&
+		           strstr(cg_errmsg(), "6x6x1") != NULL,
+		       "convolutional nets refuse a side not a multiple of 4");
+		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2};
+		expect(cg_cgan_check_config(&c) != 0,
+		       "convolutional nets refuse a shape that is not in_dim's");
+	}
+	/* The convolutional nets: 4x4x1 and 4x8x2 images, against the
+	 * direct sums and central differences. */
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1}, 3);
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2}, 3);
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1}, 3);
+	test_grad((struct cg_cgan_config){64, 2, 3, 6, 1, 300, 1, 4, 8, 2}, 3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

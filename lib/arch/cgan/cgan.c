@@ -10,7 +10,10 @@
  * twice: once with L_D's upstream gradient for its own parameters (the
  * fakes fixed), once with L_G's for the gradient reaching the fakes,
  * which goes on through the generator.  Spectral norms are estimated
- * once per pass and their u, v kept for the backward pass.
+ * once per pass and their u, v kept for the backward pass.  The
+ * convolutional nets (conv > 0) have their own layout (cnet_of) and
+ * passes (cgen_*, cdisc_*), and share the projection head, the spectral
+ * norms and the loss with the MLPs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,8 +22,12 @@
 
 #include "arch/cgan/cgan.h"
 #include "core/arena.h"
+#include "nn/conv.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
+
+/* Floats of unfolded input the convolutions may take at once (16 MiB). */
+#define COL_BUDGET ((size_t)1 << 22)
 
 /* ---------------------------------------------------------------- layout */
 
@@ -28,6 +35,68 @@ struct linear {
 	size_t w, b;
 	int in, out;
 };
+
+/*
+ * The convolutional nets' shapes and tensors (cgan.h), in buffer order:
+ * the generator's, then from d1w the discriminator's.  F is the width of
+ * the generator's first map and of the discriminator's features.
+ */
+struct cnet {
+	int C, Hq, Wq, F;
+	struct cg_conv g1, g2, go, d1, d2;
+	size_t emb, g0w, g0b, g1w, g1b, g2w, g2b, gow, gob;
+	size_t d1w, d1b, d2w, d2b, psiw, psib, demb, end;
+};
+
+/* The nets of c (conv > 0); -1 (no message) where the image does not
+ * make them. */
+static int
+cnet_of(const struct cg_cgan_config *c, struct cnet *n)
+{
+	const int C = c->conv, H = c->height, W = c->width, ch = c->channels;
+	size_t o = 0;
+
+	memset(n, 0, sizeof(*n));
+	if (C < 1 || H < 4 || W < 4 || H % 4 || W % 4 || ch < 1 ||
+	    (int64_t)H * W * ch != c->in_dim ||
+	    (int64_t)(H / 4) * (W / 4) * 2 * C > CG_CGAN_MAX_DIM)
+		return -1;
+	n->C = C, n->Hq = H / 4, n->Wq = W / 4;
+	n->F = n->Hq * n->Wq * 2 * C;
+	if (cg_conv_shape(&n->g1, 2 * C, H / 2, W / 2, C, 3, 1, 1) != 0 ||
+	    cg_conv_shape(&n->g2, C, H, W, C, 3, 1, 1) != 0 ||
+	    cg_conv_shape(&n->go, C, H, W, ch, 3, 1, 1) != 0 ||
+	    cg_conv_shape(&n->d1, ch, H, W, C, 3, 2, 1) != 0 ||
+	    cg_conv_shape(&n->d2, C, H / 2, W / 2, 2 * C, 3, 2, 1) != 0)
+		return -1;
+#define TAKE(f, k) (n->f = o, o += (size_t)(k))
+	TAKE(emb, (size_t)c->ncond * n->F);
+	TAKE(g0w, (size_t)n->F * c->latent);
+	TAKE(g0b, n->F);
+	TAKE(g1w, cg_conv_wsize(&n->g1));
+	TAKE(g1b, C);
+	TAKE(g2w, cg_conv_wsize(&n->g2));
+	TAKE(g2b, C);
+	TAKE(gow, cg_conv_wsize(&n->go));
+	TAKE(gob, ch);
+	TAKE(d1w, cg_conv_wsize(&n->d1));
+	TAKE(d1b, C);
+	TAKE(d2w, cg_conv_wsize(&n->d2));
+	TAKE(d2b, 2 * C);
+	TAKE(psiw, n->F);
+	TAKE(psib, 1);
+	TAKE(demb, (size_t)c->ncond * n->F);
+#undef TAKE
+	n->end = o;
+	return 0;
+}
+
+/* The discriminator's hidden layers: the MLP's, or the 2 convolutions. */
+static int
+disc_layers(const struct cg_cgan_config *c)
+{
+	return c->conv ? 2 : c->layers;
+}
 
 /* Generator layer l in [0, layers]: layers is the output layer. */
 static struct linear
@@ -50,6 +119,12 @@ cg_cgan_disc_off(const struct cg_cgan_config *c)
 {
 	if (cg_cgan_check_config(c) != 0)
 		return 0;
+	if (c->conv) {
+		struct cnet n;
+
+		cnet_of(c, &n);
+		return n.d1w;
+	}
 	struct linear o = gen_lin(c, c->layers);
 	return o.b + o.out;
 }
@@ -62,6 +137,31 @@ cg_cgan_disc_off(const struct cg_cgan_config *c)
 static struct linear
 disc_lin(const struct cg_cgan_config *c, int l)
 {
+	if (c->conv) {
+		/* The convolutions as matrices [out, in x 9], psi, the
+		 * embedding. */
+		struct cnet n;
+		struct linear ln;
+
+		cnet_of(c, &n);
+		const struct cg_conv *v = l == 0 ? &n.d1 : &n.d2;
+		switch (l) {
+		case 0:
+		case 1:
+			ln.w = l == 0 ? n.d1w : n.d2w;
+			ln.b = l == 0 ? n.d1b : n.d2b;
+			ln.out = v->OC;
+			ln.in = v->C * v->KH * v->KW;
+			break;
+		case 2:
+			ln.w = n.psiw, ln.b = n.psib, ln.out = 1, ln.in = n.F;
+			break;
+		default:
+			ln.w = n.demb, ln.out = c->ncond, ln.in = n.F;
+			ln.b = n.demb + (size_t)c->ncond * n.F;
+		}
+		return ln;
+	}
 	size_t H = c->hidden, D = c->in_dim;
 	struct linear o = gen_lin(c, c->layers);
 	size_t first = o.b + o.out,
@@ -110,6 +210,26 @@ cg_cgan_check_config(const struct cg_cgan_config *c)
 	if (c->sn_iters < 1 || c->sn_iters > CG_CGAN_MAX_ITERS)
 		return cg_seterr("cgan: sn-iters = %d: not in [1, %d]",
 		                 c->sn_iters, CG_CGAN_MAX_ITERS);
+	if (c->conv < 0 || c->conv > CG_CGAN_MAX_CONV)
+		return cg_seterr("cgan: conv = %d: not in [0, %d]", c->conv,
+		                 CG_CGAN_MAX_CONV);
+	if (c->conv) {
+		struct cnet n;
+
+		if (cnet_of(c, &n) != 0)
+			return cg_seterr("cgan: images of %dx%dx%d for %d "
+			                 "inputs: the convolutional nets want "
+			                 "them so, sides multiples of 4 (and at "
+			                 "most %d features)",
+			                 c->height, c->width, c->channels,
+			                 c->in_dim, CG_CGAN_MAX_DIM);
+		if (n.end > CG_CGAN_MAX_PARAMS || n.end > SIZE_MAX / sizeof(float))
+			return cg_seterr("cgan: %llu parameters: more than "
+			                 "%llu",
+			                 (unsigned long long)n.end,
+			                 (unsigned long long)CG_CGAN_MAX_PARAMS);
+		return 0;
+	}
 	/* Widths at most 2^20 and layers 64: no wrap below 2^63. */
 	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, Z = c->latent;
 	uint64_t L = c->layers, hh = H * H + H;
@@ -128,8 +248,46 @@ cg_cgan_nparams(const struct cg_cgan_config *c)
 {
 	if (cg_cgan_check_config(c) != 0)
 		return 0;
-	struct linear e = disc_lin(c, c->layers + 1);
+	struct linear e = disc_lin(c, disc_layers(c) + 1);
 	return e.b;
+}
+
+/* A convolution's views: NAME.w [out, in, KH, KW] (decay), NAME.b. */
+static void
+conv_views(struct cg_view *v, const char *layer, size_t w, size_t b,
+           const struct cg_conv *cv)
+{
+	char name[sizeof(v->name)];
+
+	snprintf(name, sizeof(name), "%s.w", layer);
+	cg_view_set(&v[0], name, w, (size_t)cv->OC,
+	            cg_conv_wsize(cv) / cv->OC, 1);
+	v[0].ndim = 4;
+	v[0].shape[1] = (uint64_t)cv->C;
+	v[0].shape[2] = (uint64_t)cv->KH;
+	v[0].shape[3] = (uint64_t)cv->KW;
+	snprintf(name, sizeof(name), "%s.b", layer);
+	cg_view_set(&v[1], name, b, (size_t)cv->OC, 0, 0);
+}
+
+static int
+cnet_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
+{
+	struct cnet n;
+
+	if (max < 16)
+		return cg_seterr("cgan: 16 views do not fit in %d", max);
+	cnet_of(c, &n);
+	cg_view_set(&v[0], "gen.emb", n.emb, (size_t)c->ncond, n.F, 0);
+	cg_view_linear(&v[1], "gen.0", n.g0w, n.g0b, n.F, c->latent);
+	conv_views(&v[3], "gen.c1", n.g1w, n.g1b, &n.g1);
+	conv_views(&v[5], "gen.c2", n.g2w, n.g2b, &n.g2);
+	conv_views(&v[7], "gen.out", n.gow, n.gob, &n.go);
+	conv_views(&v[9], "disc.c1", n.d1w, n.d1b, &n.d1);
+	conv_views(&v[11], "disc.c2", n.d2w, n.d2b, &n.d2);
+	cg_view_linear(&v[13], "disc.psi", n.psiw, n.psib, 1, n.F);
+	cg_view_set(&v[15], "disc.emb", n.demb, (size_t)c->ncond, n.F, 0);
+	return 16;
 }
 
 int
@@ -139,6 +297,8 @@ cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 
 	if (cg_cgan_check_config(c) != 0)
 		return -1;
+	if (c->conv)
+		return cnet_views(c, v, max);
 	if (max < 4 * c->layers + 6)
 		return cg_seterr("cgan: %d views do not fit in %d",
 		                 4 * c->layers + 6, max);
@@ -180,6 +340,37 @@ init_linear(float *params, struct linear ln, struct cg_rng *r)
 		params[ln.w + j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
 }
 
+/* W and b at w uniform in +-1/sqrt(fan_in): n floats. */
+static void
+init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
+{
+	const float bound = 1.0f / sqrtf((float)fan_in);
+
+	for (size_t j = 0; j < n; j++)
+		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
+}
+
+/* The convolutional nets' init, in buffer order as cg_cgan_init's. */
+static void
+cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
+{
+	struct cnet n;
+	const struct cg_conv *cv[] = {&n.g1, &n.g2, &n.go, &n.d1, &n.d2};
+
+	cnet_of(c, &n);
+	const size_t at[] = {n.g1w, n.g2w, n.gow, n.d1w, n.d2w};
+	init_uniform(params + n.emb, (size_t)c->ncond * n.F,
+	             (size_t)c->latent + c->ncond, r);
+	init_uniform(params + n.g0w, (size_t)n.F * c->latent + n.F,
+	             (size_t)c->latent + c->ncond, r);
+	for (int i = 0; i < 5; i++)
+		init_uniform(params + at[i], cg_conv_wsize(cv[i]) + cv[i]->OC,
+		             (size_t)cv[i]->C * 9, r);
+	init_uniform(params + n.psiw, (size_t)n.F + 1, (size_t)n.F, r);
+	for (size_t j = 0; j < (size_t)c->ncond * n.F; j++)
+		params[n.demb + j] = cg_rng_normal(r);
+}
+
 void
 cg_cgan_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 {
@@ -187,6 +378,10 @@ cg_cgan_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 
 	if (cg_cgan_check_config(c) != 0)
 		return;
+	if (c->conv) {
+		cnet_init(c, params, r);
+		return;
+	}
 	/* gen.emb and gen.0 are one Linear on (z, one-hot(y)): one bound. */
 	const float gb = 1.0f / sqrtf((float)(c->latent + c->ncond));
 	for (size_t j = 0; j < ne; j++)
@@ -231,7 +426,16 @@ struct cg_cgan_ws {
 	float *dx;     /* [2B, in_dim]: gradient reaching the fakes (and the
 	                * reals' rows, as scratch) */
 	int *cond2;    /* [2B] */
-	struct sn *sn; /* [layers + 2] */
+	struct sn *sn; /* [disc_layers + 2] */
+	/* The convolutional nets (conv > 0; else empty), maps [rows, ..]. */
+	struct cnet n;
+	float *a0, *u1, *a1, *u2, *a2; /* generator, [B, ..] */
+	float *d0, *dm1, *dm2, *db1, *db2; /* their gradients */
+	float *h1;   /* [2B, H/2 W/2 C]: the discriminator's first map */
+	float *phi;  /* [2B, F]: its features */
+	float *dmid; /* [2B, H/2 W/2 C] */
+	float *col;  /* [ncol] */
+	size_t ncol;
 };
 
 /* The workspace's buffers in struct order, then the spectral norms'
@@ -242,21 +446,43 @@ lay(void *ws, struct cg_arena *a)
 {
 	struct cg_cgan_ws *w = ws;
 	const struct cg_cgan_config *c = &w->c;
+	const struct cnet *n = &w->n;
 	size_t B = w->max_batch, D = c->in_dim, H = c->hidden, L = c->layers;
+	/* The MLPs' buffers (none for the conv nets), the head's width, and
+	 * the widest map a layer of the discriminator passes back. */
+	size_t HL = c->conv ? 0 : L * H, HG = c->conv ? 0 : H;
+	size_t FW = c->conv ? (size_t)n->F : H;
+	size_t P1 = c->conv ? (size_t)n->g1.H * n->g1.W : 0;
+	size_t P = c->conv ? (size_t)c->height * c->width : 0;
+	size_t C = (size_t)c->conv;
 
-	w->g = CG_ARENA_FLOATS(a, B, L * H);
+	w->g = CG_ARENA_FLOATS(a, B, HL);
 	w->fake = CG_ARENA_FLOATS(a, B, D);
 	w->dlogit = CG_ARENA_FLOATS(a, B, D);
-	w->dg = CG_ARENA_FLOATS(a, B, H);
-	w->dpre = CG_ARENA_FLOATS(a, B, H);
-	w->h = CG_ARENA_FLOATS(a, 2 * B, L * H);
+	w->dg = CG_ARENA_FLOATS(a, B, HG);
+	w->dpre = CG_ARENA_FLOATS(a, B, HG);
+	w->h = CG_ARENA_FLOATS(a, 2 * B, HL);
 	w->s = CG_ARENA_FLOATS(a, 2, B);
 	w->ds = CG_ARENA_FLOATS(a, 2, B);
-	w->dh = CG_ARENA_FLOATS(a, 2 * B, H);
-	w->dpre2 = CG_ARENA_FLOATS(a, 2 * B, H);
+	w->dh = CG_ARENA_FLOATS(a, 2 * B, FW);
+	w->dpre2 = CG_ARENA_FLOATS(a, 2 * B, FW > P1 * C ? FW : P1 * C);
 	w->dx = CG_ARENA_FLOATS(a, 2 * B, D);
 	w->cond2 = cg_arena_take(a, 2, B, sizeof(int));
-	for (int l = 0; l < c->layers + 2; l++) {
+	w->a0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
+	w->u1 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
+	w->a1 = CG_ARENA_FLOATS(a, B, P1 * C);
+	w->u2 = CG_ARENA_FLOATS(a, B, P * C);
+	w->a2 = CG_ARENA_FLOATS(a, B, P * C);
+	w->d0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
+	w->dm1 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
+	w->dm2 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
+	w->db1 = CG_ARENA_FLOATS(a, B, P * C);
+	w->db2 = CG_ARENA_FLOATS(a, B, P * C);
+	w->h1 = CG_ARENA_FLOATS(a, 2 * B, P1 * C);
+	w->phi = CG_ARENA_FLOATS(a, 2 * B, C ? (size_t)n->F : 0);
+	w->dmid = CG_ARENA_FLOATS(a, 2 * B, P1 * C);
+	w->col = CG_ARENA_FLOATS(a, w->ncol, 1);
+	for (int l = 0; l < disc_layers(c) + 2; l++) {
 		struct linear ln = disc_lin(c, l);
 		w->sn[l].wsn = CG_ARENA_FLOATS(a, ln.out, ln.in);
 		w->sn[l].dwsn = CG_ARENA_FLOATS(a, ln.out, ln.in);
@@ -279,13 +505,28 @@ cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 		return NULL;
 	}
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    (w->sn = calloc((size_t)c->layers + 2, sizeof(*w->sn))) == NULL) {
+	    (w->sn = calloc((size_t)disc_layers(c) + 2, sizeof(*w->sn))) ==
+	        NULL) {
 		free(w);
 		cg_seterr("cgan: out of memory");
 		return NULL;
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	if (c->conv) {
+		/* The discriminator's convolutions see 2B rows. */
+		const struct cg_conv *cv[] = {&w->n.g1, &w->n.g2, &w->n.go,
+		                              &w->n.d1, &w->n.d2};
+
+		cnet_of(c, &w->n);
+		for (int i = 0; i < 5; i++) {
+			size_t k = cg_conv_scratch(cv[i], (i < 3 ? 1 : 2) *
+			                                      max_batch,
+			                           COL_BUDGET);
+			if (k > w->ncol)
+				w->ncol = k;
+		}
+	}
 	if (cg_arena_make(&a, lay, w, "cgan", max_batch) != 0) {
 		free(w->sn);
 		free(w);
@@ -309,7 +550,7 @@ int
 cg_cgan_sn_vectors(const struct cg_cgan_ws *w, int i, const float **u,
                    const float **v, double *sigma)
 {
-	if (i < 0 || i >= w->c.layers + 2)
+	if (i < 0 || i >= disc_layers(&w->c) + 2)
 		return -1;
 	*u = w->sn[i].u;
 	*v = w->sn[i].v;
@@ -370,7 +611,7 @@ static void
 disc_normalise(const struct cg_cgan_config *c, const float *params,
                struct cg_cgan_ws *w)
 {
-	for (int l = 0; l < c->layers + 2; l++) {
+	for (int l = 0; l < disc_layers(c) + 2; l++) {
 		struct linear ln = disc_lin(c, l);
 		struct sn *s = &w->sn[l];
 
@@ -378,6 +619,86 @@ disc_normalise(const struct cg_cgan_config *c, const float *params,
 		                  c->sn_iters);
 		s->sigma = cg_spectral_norm_forward(s->wsn, params + ln.w, s->u,
 		                                    s->v, ln.out, ln.in);
+	}
+}
+
+/* The projection head: w->s [n] = psi . phi + psi.b + emb[y] . phi for
+ * the features phi [n, F] (normalised psi and emb, of w->sn). */
+static void
+head_forward(const struct cg_cgan_config *c, const float *params,
+             struct cg_cgan_ws *w, const float *phi, int F, const int *cond,
+             int n)
+{
+	const int L = disc_layers(c);
+	const float *psi = w->sn[L].wsn, *emb = w->sn[L + 1].wsn;
+	const float psib = params[disc_lin(c, L).b];
+
+	for (int b = 0; b < n; b++) {
+		const float *f = phi + (size_t)b * F;
+		const float *e = emb + (size_t)cond[b] * F;
+		double s = psib;
+
+		for (int j = 0; j < F; j++)
+			s += (double)f[j] * (psi[j] + e[j]);
+		w->s[b] = (float)s;
+	}
+}
+
+/*
+ * Its backward given ds [n]: w->dh [n, F] = the gradient reaching phi;
+ * with grad, psi's and emb's normalised gradients += (w->sn's dwsn) and
+ * psi.b's.
+ */
+static void
+head_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
+              const float *phi, int F, const int *cond, int n,
+              const float *ds, float *grad)
+{
+	const int L = disc_layers(c);
+	const float *psi = w->sn[L].wsn, *emb = w->sn[L + 1].wsn;
+
+	for (int b = 0; b < n; b++) {
+		const float *f = phi + (size_t)b * F;
+		const float *e = emb + (size_t)cond[b] * F;
+		float *d = w->dh + (size_t)b * F;
+		const float g = ds[b];
+
+		for (int j = 0; j < F; j++)
+			d[j] = g * (psi[j] + e[j]);
+		if (grad) {
+			float *dpsi = w->sn[L].dwsn;
+			float *demb = w->sn[L + 1].dwsn + (size_t)cond[b] * F;
+			for (int j = 0; j < F; j++) {
+				dpsi[j] += g * f[j];
+				demb[j] += g * f[j];
+			}
+			grad[disc_lin(c, L).b] += g;
+		}
+	}
+}
+
+/* The spectral norms' backward: each normalised matrix's gradient
+ * (w->sn's dwsn) into its weight's in grad. */
+static void
+sn_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
+            float *grad)
+{
+	for (int l = 0; l < disc_layers(c) + 2; l++) {
+		struct linear ln = disc_lin(c, l);
+		const struct sn *s = &w->sn[l];
+		cg_spectral_norm_backward(grad + ln.w, s->dwsn, s->wsn, s->u,
+		                          s->v, s->sigma, ln.out, ln.in);
+	}
+}
+
+/* Clear w->sn's gradients before a backward pass adds to them. */
+static void
+sn_clear(const struct cg_cgan_config *c, struct cg_cgan_ws *w)
+{
+	for (int l = 0; l < disc_layers(c) + 2; l++) {
+		struct linear ln = disc_lin(c, l);
+		memset(w->sn[l].dwsn, 0,
+		       (size_t)ln.out * ln.in * sizeof(float));
 	}
 }
 
@@ -398,18 +719,7 @@ disc_forward(const struct cg_cgan_config *c, const float *params,
 		                  params + ln.b, n, ln.in, H);
 		cg_lrelu_forward(h, h, CG_CGAN_SLOPE, (size_t)n * H);
 	}
-	const float *phi = w->h + (L - 1) * stride;
-	const float *psi = w->sn[L].wsn, *emb = w->sn[L + 1].wsn;
-	const float psib = params[disc_lin(c, L).b];
-	for (int b = 0; b < n; b++) {
-		const float *f = phi + (size_t)b * H;
-		const float *e = emb + (size_t)cond[b] * H;
-		double s = psib;
-
-		for (int j = 0; j < H; j++)
-			s += (double)f[j] * (psi[j] + e[j]);
-		w->s[b] = (float)s;
-	}
+	head_forward(c, params, w, w->h + (L - 1) * stride, H, cond, n);
 }
 
 /*
@@ -425,33 +735,11 @@ disc_backward(const struct cg_cgan_config *c, const float *params,
 	const int H = c->hidden, L = c->layers;
 	const size_t stride = (size_t)2 * w->max_batch * H;
 	const float *phi = w->h + (L - 1) * stride + (size_t)r0 * H;
-	const float *psi = w->sn[L].wsn, *emb = w->sn[L + 1].wsn;
 
 	if (grad)
-		for (int l = 0; l < L + 2; l++) {
-			struct linear ln = disc_lin(c, l);
-			memset(w->sn[l].dwsn, 0,
-			       (size_t)ln.out * ln.in * sizeof(float));
-		}
+		sn_clear(c, w);
 	/* The head: s = (psi + emb[y]) . phi + psi.b. */
-	for (int b = 0; b < n; b++) {
-		const float *f = phi + (size_t)b * H;
-		const float *e = emb + (size_t)cond[b] * H;
-		float *d = w->dh + (size_t)b * H;
-		const float g = ds[b];
-
-		for (int j = 0; j < H; j++)
-			d[j] = g * (psi[j] + e[j]);
-		if (grad) {
-			float *dpsi = w->sn[L].dwsn;
-			float *demb = w->sn[L + 1].dwsn + (size_t)cond[b] * H;
-			for (int j = 0; j < H; j++) {
-				dpsi[j] += g * f[j];
-				demb[j] += g * f[j];
-			}
-			grad[disc_lin(c, L).b] += g;
-		}
-	}
+	head_backward(c, w, phi, H, cond, n, ds, grad);
 	for (int l = L - 1; l >= 0; l--) {
 		struct linear ln = disc_lin(c, l);
 		const float *h = w->h + l * stride + (size_t)r0 * H;
@@ -470,13 +758,7 @@ disc_backward(const struct cg_cgan_config *c, const float *params,
 			         w->sn[l].wsn, ln.in, 0.0f, din, ln.in);
 	}
 	if (grad)
-		for (int l = 0; l < L + 2; l++) {
-			struct linear ln = disc_lin(c, l);
-			const struct sn *s = &w->sn[l];
-			cg_spectral_norm_backward(grad + ln.w, s->dwsn, s->wsn,
-			                          s->u, s->v, s->sigma, ln.out,
-			                          ln.in);
-		}
+		sn_backward(c, w, grad);
 }
 
 /* Backward of gen_forward given w->dlogit [B, in_dim] (d/d(the output
@@ -513,6 +795,171 @@ gen_backward(const struct cg_cgan_config *c, const float *params,
 	}
 }
 
+/* ------------------------------------------------ the convolutional nets */
+
+/* x [N] = x where the forward's output a [N] was positive, else 0 (the
+ * gradient through a ReLU whose output is a). */
+static void
+relu_mask(float *x, const float *a, size_t N)
+{
+	for (size_t i = 0; i < N; i++)
+		x[i] = a[i] > 0 ? x[i] : 0;
+}
+
+/* w->fake [B, in_dim] = G(z, cond), the convolutional generator. */
+static void
+cgen_forward(const struct cg_cgan_config *c, const float *params,
+             struct cg_cgan_ws *w, const float *z, const int *cond, int B)
+{
+	const struct cnet *n = &w->n;
+	const int F = n->F, C = n->C;
+
+	cg_linear_forward(w->a0, z, params + n->g0w, params + n->g0b, B,
+	                  c->latent, F);
+	for (int b = 0; b < B; b++) {
+		float *g = w->a0 + (size_t)b * F;
+		const float *e = params + n->emb + (size_t)cond[b] * F;
+		for (int j = 0; j < F; j++)
+			g[j] += e[j];
+	}
+	cg_relu_forward(w->a0, w->a0, (size_t)B * F);
+	cg_upsample2_forward(w->u1, w->a0, B, n->Hq, n->Wq, 2 * C);
+	cg_conv_forward(&n->g1, w->a1, w->u1, params + n->g1w, params + n->g1b,
+	                B, w->col, w->ncol);
+	cg_relu_forward(w->a1, w->a1, (size_t)B * n->g1.H * n->g1.W * C);
+	cg_upsample2_forward(w->u2, w->a1, B, n->g1.H, n->g1.W, C);
+	cg_conv_forward(&n->g2, w->a2, w->u2, params + n->g2w, params + n->g2b,
+	                B, w->col, w->ncol);
+	cg_relu_forward(w->a2, w->a2, (size_t)B * n->g2.H * n->g2.W * C);
+	cg_conv_forward(&n->go, w->fake, w->a2, params + n->gow,
+	                params + n->gob, B, w->col, w->ncol);
+	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
+}
+
+/* Its backward given w->dlogit [B, in_dim]: grad of the generator's views
+ * +=. */
+static void
+cgen_backward(const struct cg_cgan_config *c, const float *params,
+              struct cg_cgan_ws *w, const float *z, const int *cond, int B,
+              float *grad)
+{
+	const struct cnet *n = &w->n;
+	const int F = n->F, C = n->C;
+	const size_t n2 = (size_t)B * n->g2.H * n->g2.W * C,
+	             n1 = (size_t)B * n->g1.H * n->g1.W * C;
+
+	memset(w->db1, 0, n2 * sizeof(float));
+	cg_conv_backward(&n->go, w->db1, grad + n->gow, grad + n->gob,
+	                 w->dlogit, w->a2, params + n->gow, B, w->col,
+	                 w->ncol);
+	relu_mask(w->db1, w->a2, n2);
+	memset(w->db2, 0, n2 * sizeof(float));
+	cg_conv_backward(&n->g2, w->db2, grad + n->g2w, grad + n->g2b, w->db1,
+	                 w->u2, params + n->g2w, B, w->col, w->ncol);
+	memset(w->dm1, 0, n1 * sizeof(float));
+	cg_upsample2_backward(w->dm1, w->db2, B, n->g1.H, n->g1.W, C);
+	relu_mask(w->dm1, w->a1, n1);
+	memset(w->dm2, 0, 2 * n1 * sizeof(float));
+	cg_conv_backward(&n->g1, w->dm2, grad + n->g1w, grad + n->g1b, w->dm1,
+	                 w->u1, params + n->g1w, B, w->col, w->ncol);
+	memset(w->d0, 0, (size_t)B * F * sizeof(float));
+	cg_upsample2_backward(w->d0, w->dm2, B, n->Hq, n->Wq, 2 * C);
+	relu_mask(w->d0, w->a0, (size_t)B * F);
+	cg_linear_backward(NULL, grad + n->g0w, grad + n->g0b, w->d0, z,
+	                   params + n->g0w, B, c->latent, F);
+	for (int b = 0; b < B; b++) {
+		float *e = grad + n->emb + (size_t)cond[b] * F;
+		const float *d = w->d0 + (size_t)b * F;
+		for (int j = 0; j < F; j++)
+			e[j] += d[j];
+	}
+}
+
+/* w->s [m] = D(x [m, in_dim], cond [m]), the convolutional
+ * discriminator, with the normalised weights of w->sn. */
+static void
+cdisc_forward(const struct cg_cgan_config *c, const float *params,
+              struct cg_cgan_ws *w, const float *x, const int *cond, int m)
+{
+	const struct cnet *n = &w->n;
+
+	cg_conv_forward(&n->d1, w->h1, x, w->sn[0].wsn, params + n->d1b, m,
+	                w->col, w->ncol);
+	cg_lrelu_forward(w->h1, w->h1, CG_CGAN_SLOPE,
+	                 (size_t)m * n->d1.OH * n->d1.OW * n->C);
+	cg_conv_forward(&n->d2, w->phi, w->h1, w->sn[1].wsn, params + n->d2b,
+	                m, w->col, w->ncol);
+	cg_lrelu_forward(w->phi, w->phi, CG_CGAN_SLOPE, (size_t)m * n->F);
+	head_forward(c, params, w, w->phi, n->F, cond, m);
+}
+
+/* Its backward over rows [r0, r0 + m), as disc_backward. */
+static void
+cdisc_backward(const struct cg_cgan_config *c, const float *params,
+               struct cg_cgan_ws *w, const float *x, const int *cond, int r0,
+               int m, const float *ds, float *grad, float *dx)
+{
+	const struct cnet *n = &w->n;
+	const size_t P1C = (size_t)n->d1.OH * n->d1.OW * n->C;
+	const float *phi = w->phi + (size_t)r0 * n->F;
+	const float *h1 = w->h1 + (size_t)r0 * P1C;
+
+	if (grad)
+		sn_clear(c, w);
+	head_backward(c, w, phi, n->F, cond, m, ds, grad);
+	memset(w->dpre2, 0, (size_t)m * n->F * sizeof(float));
+	cg_lrelu_backward(w->dpre2, w->dh, phi, CG_CGAN_SLOPE,
+	                  (size_t)m * n->F);
+	memset(w->dmid, 0, (size_t)m * P1C * sizeof(float));
+	cg_conv_backward(&n->d2, w->dmid, grad ? w->sn[1].dwsn : NULL,
+	                 grad ? grad + n->d2b : NULL, w->dpre2, h1,
+	                 w->sn[1].wsn, m, w->col, w->ncol);
+	if (grad || dx) {
+		memset(w->dpre2, 0, (size_t)m * P1C * sizeof(float));
+		cg_lrelu_backward(w->dpre2, w->dmid, h1, CG_CGAN_SLOPE,
+		                  (size_t)m * P1C);
+		if (dx)
+			memset(dx, 0, (size_t)m * c->in_dim * sizeof(float));
+		cg_conv_backward(&n->d1, dx, grad ? w->sn[0].dwsn : NULL,
+		                 grad ? grad + n->d1b : NULL, w->dpre2, x,
+		                 w->sn[0].wsn, m, w->col, w->ncol);
+	}
+	if (grad)
+		sn_backward(c, w, grad);
+}
+
+/* The passes of either kind of net. */
+static void
+gen_fwd(const struct cg_cgan_config *c, const float *params,
+        struct cg_cgan_ws *w, const float *z, const int *cond, int B)
+{
+	if (c->conv)
+		cgen_forward(c, params, w, z, cond, B);
+	else
+		gen_forward(c, params, w, z, cond, B);
+}
+
+static void
+disc_fwd(const struct cg_cgan_config *c, const float *params,
+         struct cg_cgan_ws *w, const float *x, const int *cond, int m)
+{
+	if (c->conv)
+		cdisc_forward(c, params, w, x, cond, m);
+	else
+		disc_forward(c, params, w, x, cond, m);
+}
+
+static void
+disc_bwd(const struct cg_cgan_config *c, const float *params,
+         struct cg_cgan_ws *w, const float *x, const int *cond, int r0, int m,
+         const float *ds, float *grad, float *dx)
+{
+	if (c->conv)
+		cdisc_backward(c, params, w, x, cond, r0, m, ds, grad, dx);
+	else
+		disc_backward(c, params, w, x, cond, r0, m, ds, grad, dx);
+}
+
 int
 cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
                          struct cg_cgan_ws *w, const float *x, const int *cond,
@@ -524,14 +971,14 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 
 	if (check_call(c, w, cond, B, w->max_batch) != 0)
 		return -1;
-	gen_forward(c, params, w, z, cond, B);
+	gen_fwd(c, params, w, z, cond, B);
 	/* Reals then fakes, one batch of 2B for the discriminator. */
 	memcpy(w->dx, x, (size_t)B * D * sizeof(float));
 	memcpy(w->dx + (size_t)B * D, w->fake, (size_t)B * D * sizeof(float));
 	memcpy(w->cond2, cond, (size_t)B * sizeof(int));
 	memcpy(w->cond2 + B, cond, (size_t)B * sizeof(int));
 	disc_normalise(c, params, w);
-	disc_forward(c, params, w, w->dx, w->cond2, 2 * B);
+	disc_fwd(c, params, w, w->dx, w->cond2, 2 * B);
 	for (int b = 0; b < B; b++) {
 		const double sr = w->s[b], sf = w->s[B + b];
 		real += sr < 1 ? 1 - sr : 0;
@@ -552,20 +999,22 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 		w->ds[b] = w->s[b] < 1 ? -1.0f / B : 0.0f;
 		w->ds[B + b] = w->s[B + b] > -1 ? 1.0f / B : 0.0f;
 	}
-	disc_backward(c, params, w, w->dx, w->cond2, 0, 2 * B, w->ds, grad,
-	              NULL);
+	disc_bwd(c, params, w, w->dx, w->cond2, 0, 2 * B, w->ds, grad, NULL);
 	/* L_G = -mean D(fake): to the fakes alone, then through G.  The
 	 * fakes' gradient goes to the reals' rows of dx, which the pass
 	 * above no longer needs. */
 	for (int b = 0; b < B; b++)
 		w->ds[b] = -1.0f / B;
-	disc_backward(c, params, w, w->dx + (size_t)B * D, w->cond2 + B, B, B,
-	              w->ds, NULL, w->dx);
+	disc_bwd(c, params, w, w->dx + (size_t)B * D, w->cond2 + B, B, B,
+	         w->ds, NULL, w->dx);
 	for (size_t i = 0; i < (size_t)B * D; i++) {
 		const float f = w->fake[i];
 		w->dlogit[i] = w->dx[i] * f * (1 - f);
 	}
-	gen_backward(c, params, w, z, cond, B, grad);
+	if (c->conv)
+		cgen_backward(c, params, w, z, cond, B, grad);
+	else
+		gen_backward(c, params, w, z, cond, B, grad);
 	return 0;
 }
 
@@ -576,7 +1025,7 @@ cg_cgan_generate(const struct cg_cgan_config *c, const float *params,
 {
 	if (check_call(c, w, cond, n, w->max_batch) != 0)
 		return -1;
-	gen_forward(c, params, w, z, cond, n);
+	gen_fwd(c, params, w, z, cond, n);
 	memcpy(out, w->fake, (size_t)n * c->in_dim * sizeof(float));
 	return 0;
 }
@@ -589,7 +1038,7 @@ cg_cgan_discriminate(const struct cg_cgan_config *c, const float *params,
 	if (check_call(c, w, cond, n, 2 * w->max_batch) != 0)
 		return -1;
 	disc_normalise(c, params, w);
-	disc_forward(c, params, w, x, cond, n);
+	disc_fwd(c, params, w, x, cond, n);
 	memcpy(score, w->s, (size_t)n * sizeof(float));
 	return 0;
 }

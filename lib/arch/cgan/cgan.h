@@ -35,6 +35,23 @@
  * buffer is then a simultaneous step of both nets.  The parameters live
  * in one flat buffer: the generator's views, then the discriminator's
  * (cg_cgan_views), two parameter groups.
+ *
+ * With conv = C > 0 both nets are convolutional (DCGAN-like, Radford et
+ * al. 2016, with nearest up-sampling and a 3x3 convolution in place of
+ * the transposed convolution, which draws no checkerboard), on maps
+ * channels-last, for an image of H x W x ch and F = (H/4)(W/4)(2C):
+ *
+ *   generator      a_0 = relu(gen.0.w z + gen.0.b + gen.emb[y])   [H/4, W/4, 2C]
+ *                  a_1 = relu(gen.c1 * up(a_0))                  [H/2, W/2, C]
+ *                  a_2 = relu(gen.c2 * up(a_1))                  [H, W, C]
+ *                  G(z, y) = sigmoid(gen.out * a_2)               [H, W, ch]
+ *   discriminator  h_1 = lrelu(SN(disc.c1) *2 x)                  [H/2, W/2, C]
+ *                  h = lrelu(SN(disc.c2) *2 h_1)                  [H/4, W/4, 2C]
+ *                  D(x, y) as above on h flattened (F features)
+ *
+ * where * is a 3x3 convolution with padding 1 (*2 at stride 2) and its
+ * bias, up nearest up-sampling by 2; SN of a convolution is that of its
+ * weight as a matrix [out, in x 9], as PyTorch's spectral_norm takes it.
  */
 #ifndef CG_CGAN_H
 #define CG_CGAN_H
@@ -56,7 +73,18 @@ struct cg_cgan_config {
 	int hidden;   /* width of every hidden layer of both nets */
 	int layers;   /* hidden layers of each net */
 	int sn_iters; /* power iterations per spectral norm */
+	/*
+	 * The convolutional nets (DCGAN-like): 0 for none (the MLPs), else
+	 * the channels of their wider maps' narrower half (below).
+	 * height x width x channels is the image's shape, channels-last
+	 * (what in_dim counts), height and width multiples of 4; read only
+	 * when conv > 0, and hidden and layers are then unused.
+	 */
+	int conv;
+	int height, width, channels;
 };
+
+#define CG_CGAN_MAX_CONV 4096
 
 #define CG_CGAN_MAX_DIM (1 << 20)
 #define CG_CGAN_MAX_ITERS 1000
@@ -78,7 +106,10 @@ size_t cg_cgan_nparams(const struct cg_cgan_config *c);
 size_t cg_cgan_disc_off(const struct cg_cgan_config *c);
 
 /*
- * Fill v[0..] with the named views, in buffer order: gen.emb [ncond,
+ * With conv: gen.emb [ncond, F], gen.0.w [F, latent], gen.0.b, gen.c1,
+ * gen.c2, gen.out, then disc.c1, disc.c2 (each a .w [out, in, 3, 3] and a
+ * .b), disc.psi.w [1, F], disc.psi.b, disc.emb [ncond, F]: 16 views.
+ * Without, fill v[0..] with the named views, in buffer order: gen.emb [ncond,
  * hidden], gen.0.w [hidden, latent], gen.0.b, gen.1.w [hidden, hidden],
  * ..., gen.out.w [in_dim, hidden], gen.out.b, then disc.0.w [hidden,
  * in_dim], disc.0.b, ..., disc.psi.w [1, hidden], disc.psi.b [1],
@@ -150,9 +181,10 @@ int cg_cgan_discriminate(const struct cg_cgan_config *c, const float *params,
 
 /*
  * The power iteration's vectors of the last pass, for a test or a
- * reference implementation to recompute it: for i in [0, layers + 2) (the
- * layers, psi, the embedding), u [OC] and v [C] of that matrix and the
- * sigma it used.  Returns -1 for an i out of range.
+ * reference implementation to recompute it: for i in [0, n + 2) (the n
+ * hidden layers, layers or, with conv, 2 convolutions; then psi, the
+ * embedding), u [OC] and v [C] of that matrix and the sigma it used.
+ * Returns -1 for an i out of range.
  */
 int cg_cgan_sn_vectors(const struct cg_cgan_ws *w, int i, const float **u,
                        const float **v, double *sigma);

@@ -34,10 +34,25 @@ struct cgan_ws {
 
 extern const struct cg_arch cg_arch_cgan;
 
+/*
+ * m's config: its keys, and for the convolutional nets the image's shape
+ * from the manifest, then checked whole.
+ */
 static int
-get_config(const cJSON *j, struct cg_cgan_config *c)
+get_config(const struct cg_model *m, struct cg_cgan_config *c)
 {
-	return cg_arch_read_config(&cg_arch_cgan, j, c);
+	int shape[3];
+
+	if (cg_arch_read_config(&cg_arch_cgan, m->config, c) != 0)
+		return -1;
+	if (c->conv == 0)
+		return 0;
+	if (cg_arch_image_shape(m, (uint64_t)c->in_dim, shape) != 0)
+		return -1;
+	c->height = shape[0];
+	c->width = shape[1];
+	c->channels = shape[2];
+	return cg_cgan_check_config(c);
 }
 
 static int
@@ -47,10 +62,10 @@ cgan_layout(struct cg_model *m)
 	struct cg_group g[2];
 	int nv;
 
-	if (get_config(m->config, &c) != 0)
+	if (get_config(m, &c) != 0)
 		return -1;
 	m->nparams = cg_cgan_nparams(&c);
-	nv = 4 * c.layers + 6;
+	nv = c.conv ? 16 : 4 * c.layers + 6;
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cgan_views(&c, m->views, nv)) < 0)
@@ -70,7 +85,7 @@ cgan_init(struct cg_model *m, struct cg_rng *r)
 {
 	struct cg_cgan_config c;
 
-	if (get_config(m->config, &c) == 0)
+	if (get_config(m, &c) == 0)
 		cg_cgan_init(&c, m->params, r);
 }
 
@@ -103,7 +118,7 @@ get_ws(struct cg_model *m, int B)
 		return NULL;
 	}
 	m->ws = w;
-	if (get_config(m->config, &w->c) != 0 ||
+	if (get_config(m, &w->c) != 0 ||
 	    (w->ws = cg_cgan_ws_new(&w->c, B)) == NULL ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
@@ -171,12 +186,24 @@ static const struct cg_arch_opt cgan_opts[] = {
     {"layers", CG_ARCH_OPT_INT, 2, 1, 64, "hidden layers of each net"},
     {"sn-iters", CG_ARCH_OPT_INT, 5, 1, CG_CGAN_MAX_ITERS,
      "power iterations per spectral norm, from a fixed start"},
+    {"conv", CG_ARCH_OPT_INT, 0, 0, CG_CGAN_MAX_CONV,
+     "convolutional nets of this many channels (0: the MLPs)"},
 };
 
+/* What the keys alone say: the convolutional nets' image shape is the
+ * manifest's, which get_config adds and checks. */
 static int
-check_config(const void *c)
+check_config(const void *config)
 {
-	return cg_cgan_check_config(c);
+	struct cg_cgan_config c = *(const struct cg_cgan_config *)config;
+
+	if (c.conv > 0 && c.height == 0) {
+		if (c.conv > CG_CGAN_MAX_CONV)
+			return cg_seterr("cgan: conv = %d: not in [0, %d]",
+			                 c.conv, CG_CGAN_MAX_CONV);
+		c.conv = 0;
+	}
+	return cg_cgan_check_config(&c);
 }
 
 #define KEY(name, field)                                                       \
@@ -188,13 +215,15 @@ static const struct cg_arch_key cgan_keys[] = {
     KEY("hidden", hidden),
     KEY("layers", layers),
     KEY("sn-iters", sn_iters),
+    {"conv", offsetof(struct cg_cgan_config, conv), 0, CG_CGAN_MAX_CONV, 1,
+     0},
 };
 #undef KEY
 
 const struct cg_arch cg_arch_cgan = {
     .name = "cgan",
-    .summary = "conditional GAN (MLP, projection discriminator, hinge "
-               "loss) for images",
+    .summary = "conditional GAN (MLP or convolutional, projection "
+               "discriminator, hinge loss) for images",
     .loss_name = "d_hinge",
     .part_names = {"d_real", "d_fake", "g"},
     .opts = cgan_opts,
