@@ -3,10 +3,13 @@
  * per-channel add and the channel concatenation, channels-last.
  *
  * A convolution is a linear layer over the unfolded input: each output
- * position's row of C*KH*KW inputs (zeros where the kernel hangs over the
- * padding), in the order of PyTorch's weight, so that the product runs
- * on cg_sgemm (the BLAS, the built-in kernel, or bf16 where that is the
- * precision) with the weight as it is stored.  The unfolding goes in the
+ * position's row of KH*KW*C inputs (zeros where the kernel hangs over the
+ * padding), so that the product runs on cg_sgemm (the BLAS, the built-in
+ * kernel, or bf16 where that is the precision).  The row is in (kh, kw,
+ * c) order, so that unfolding copies runs of C channels as they lie in
+ * the map; the weight, stored in PyTorch's (c, kh, kw) order, is permuted
+ * to match in the scratch first (OC*C*KH*KW floats, small beside the
+ * unfolding), and its gradient permuted back.  The unfolding goes in the
  * caller's scratch, a few examples at a time; the backward unfolds again
  * rather than keep it, and folds the input's gradient back by gathering
  * (each input position sums the rows that read it), so that threads
@@ -70,63 +73,86 @@ col_per_example(const struct cg_conv *c)
 size_t
 cg_conv_scratch(const struct cg_conv *c, int B, size_t budget)
 {
-	size_t per = col_per_example(c), n;
+	size_t per = col_per_example(c), w2 = 2 * cg_conv_wsize(c), n;
 
 	if (pointwise(c))
 		return 0;
-	n = budget / per;
+	n = budget > w2 ? (budget - w2) / per : 0;
 	if (n < 1)
 		n = 1;
 	if (n > (size_t)B)
 		n = (size_t)B;
-	return n * per;
+	return w2 + n * per;
 }
 
-/* col [n OH OW, C KH KW] = the unfolded input of examples [b0, b0+n). */
+/* wp [OC, KH, KW, C] = w [OC, C, KH, KW]. */
+static void
+permute_w(const struct cg_conv *c, float *wp, const float *w)
+{
+	const int KK = c->KH * c->KW;
+
+	for (int o = 0; o < c->OC; o++)
+		for (int ci = 0; ci < c->C; ci++)
+			for (int k = 0; k < KK; k++)
+				wp[((size_t)o * KK + k) * c->C + ci] =
+				    w[((size_t)o * c->C + ci) * KK + k];
+}
+
+/* dw [OC, C, KH, KW] += dwp [OC, KH, KW, C]. */
+static void
+unpermute_add(const struct cg_conv *c, float *dw, const float *dwp)
+{
+	const int KK = c->KH * c->KW;
+
+	for (int o = 0; o < c->OC; o++)
+		for (int ci = 0; ci < c->C; ci++)
+			for (int k = 0; k < KK; k++)
+				dw[((size_t)o * c->C + ci) * KK + k] +=
+				    dwp[((size_t)o * KK + k) * c->C + ci];
+}
+
+/* col [n OH OW, KH KW C] = the unfolded input of examples [b0, b0+n). */
 static void
 im2col(const struct cg_conv *c, float *col, const float *inp, int b0, int n)
 {
-	const int KK = c->KH * c->KW, CKK = c->C * KK;
+	const int C = c->C, CKK = C * c->KH * c->KW;
 	const long rows = (long)n * c->OH * c->OW;
 
 	PAR_FOR((size_t)rows * CKK)
 	for (long r = 0; r < rows; r++) {
 		const int ow = (int)(r % c->OW), oh = (int)(r / c->OW % c->OH);
 		const long b = b0 + r / ((long)c->OW * c->OH);
-		float *row = col + (size_t)r * CKK;
+		float *o = col + (size_t)r * CKK;
 
 		for (int kh = 0; kh < c->KH; kh++) {
 			const int ih = oh * c->stride - c->pad + kh;
 
-			for (int kw = 0; kw < c->KW; kw++) {
+			for (int kw = 0; kw < c->KW; kw++, o += C) {
 				const int iw = ow * c->stride - c->pad + kw;
-				float *o = row + kh * c->KW + kw;
 
 				if (ih < 0 || ih >= c->H || iw < 0 ||
-				    iw >= c->W) {
-					for (int ci = 0; ci < c->C; ci++)
-						o[(size_t)ci * KK] = 0;
-					continue;
-				}
-				const float *x =
-				    inp + (((size_t)b * c->H + ih) * c->W +
-				           iw) * c->C;
-				for (int ci = 0; ci < c->C; ci++)
-					o[(size_t)ci * KK] = x[ci];
+				    iw >= c->W)
+					memset(o, 0, (size_t)C * sizeof(*o));
+				else
+					memcpy(o,
+					       inp + (((size_t)b * c->H + ih) *
+					                  c->W +
+					              iw) * C,
+					       (size_t)C * sizeof(*o));
 			}
 		}
 	}
 }
 
 /*
- * dinp of examples [b0, b0+n) += the gradient dcol [n OH OW, C KH KW]
+ * dinp of examples [b0, b0+n) += the gradient dcol [n OH OW, KH KW C]
  * folded back: each input position gathers, in the order kh, kw, the rows
  * whose kernel covers it.
  */
 static void
 col2im(const struct cg_conv *c, float *dinp, const float *dcol, int b0, int n)
 {
-	const int KK = c->KH * c->KW, CKK = c->C * KK, s = c->stride;
+	const int C = c->C, CKK = C * c->KH * c->KW, s = c->stride;
 	const long lines = (long)n * c->H;
 
 	PAR_FOR((size_t)lines * c->W * CKK)
@@ -154,21 +180,25 @@ col2im(const struct cg_conv *c, float *dinp, const float *dcol, int b0, int n)
 					const size_t r =
 					    ((size_t)bl * c->OH + oh) * c->OW +
 					    u / s;
-					const float *g = dcol + r * CKK +
-					                 kh * c->KW + kw;
-					for (int ci = 0; ci < c->C; ci++)
-						d[ci] += g[(size_t)ci * KK];
+					const float *g =
+					    dcol + r * CKK +
+					    (size_t)(kh * c->KW + kw) * C;
+					SIMD()
+					for (int ci = 0; ci < C; ci++)
+						d[ci] += g[ci];
 				}
 			}
 		}
 	}
 }
 
-/* Examples per piece for scratch of ncol floats (at least 1). */
+/* Examples per piece for scratch of ncol floats (at least 1), after the
+ * two permuted weights. */
 static int
 chunk(const struct cg_conv *c, int B, size_t ncol)
 {
-	size_t n = ncol / col_per_example(c);
+	size_t w2 = 2 * cg_conv_wsize(c);
+	size_t n = ncol > w2 ? (ncol - w2) / col_per_example(c) : 0;
 
 	if (n < 1)
 		n = 1;
@@ -187,13 +217,43 @@ cg_conv_forward(const struct cg_conv *c, float *out, const float *inp,
 		cg_linear_forward(out, inp, w, b, B * P, c->C, c->OC);
 		return;
 	}
+	float *wp = col;
+
+	col += 2 * cg_conv_wsize(c);
+	permute_w(c, wp, w);
 	step = chunk(c, B, ncol);
 	for (int b0 = 0; b0 < B; b0 += step) {
 		const int n = B - b0 < step ? B - b0 : step;
 
 		im2col(c, col, inp, b0, n);
-		cg_linear_forward(out + (size_t)b0 * P * c->OC, col, w, b,
+		cg_linear_forward(out + (size_t)b0 * P * c->OC, col, wp, b,
 		                  n * P, CKK, c->OC);
+	}
+}
+
+/*
+ * db [OC] += the sum of dout [rows, OC] over its rows, in double: blocks
+ * of channels over threads, each block's sums over rows read row by row.
+ */
+static void
+bias_grad(float *db, const float *dout, size_t rows, int OC)
+{
+	enum { BLK = 64 };
+	const int nblk = (OC + BLK - 1) / BLK;
+
+	PAR_FOR(rows * OC)
+	for (int k = 0; k < nblk; k++) {
+		const int o0 = k * BLK, m = OC - o0 < BLK ? OC - o0 : BLK;
+		double s[BLK] = {0};
+
+		for (size_t r = 0; r < rows; r++) {
+			const float *g = dout + r * OC + o0;
+
+			for (int j = 0; j < m; j++)
+				s[j] += g[j];
+		}
+		for (int j = 0; j < m; j++)
+			db[o0 + j] += (float)s[j];
 	}
 }
 
@@ -215,6 +275,15 @@ cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw, float *db,
 		if (dw || db == NULL)
 			return;
 	}
+	float *wp = col, *dwp = NULL;
+
+	if (!pointwise(c)) {
+		dwp = col + cg_conv_wsize(c);
+		col += 2 * cg_conv_wsize(c);
+		permute_w(c, wp, w);
+		if (dw)
+			memset(dwp, 0, cg_conv_wsize(c) * sizeof(*dwp));
+	}
 	step = pointwise(c) ? B : chunk(c, B, ncol);
 	for (int b0 = 0; b0 < B && !pointwise(c); b0 += step) {
 		const int n = B - b0 < step ? B - b0 : step, M = n * P;
@@ -222,29 +291,22 @@ cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw, float *db,
 
 		if (dw) {
 			im2col(c, col, inp, b0, n);
-			/* dw [OC, CKK] += d^T [OC, M] col [M, CKK] */
+			/* dwp [OC, CKK] += d^T [OC, M] col [M, CKK] */
 			cg_sgemm(1, 0, c->OC, CKK, M, 1, d, c->OC, col, CKK, 1,
-			         dw, CKK);
+			         dwp, CKK);
 		}
 		if (dinp == NULL)
 			continue;
 		/* The unfolded input is spent: its gradient takes its place,
-		 * dcol [M, CKK] = d [M, OC] w [OC, CKK]. */
-		cg_sgemm(0, 0, M, CKK, c->OC, 1, d, c->OC, w, CKK, 0, col, CKK);
+		 * dcol [M, CKK] = d [M, OC] wp [OC, CKK]. */
+		cg_sgemm(0, 0, M, CKK, c->OC, 1, d, c->OC, wp, CKK, 0, col,
+		         CKK);
 		col2im(c, dinp, col, b0, n);
 	}
-	if (db) {
-		const size_t rows = (size_t)B * P;
-
-		PAR_FOR(rows * c->OC)
-		for (int o = 0; o < c->OC; o++) {
-			double s = 0;
-
-			for (size_t r = 0; r < rows; r++)
-				s += dout[r * c->OC + o];
-			db[o] += (float)s;
-		}
-	}
+	if (dw && !pointwise(c))
+		unpermute_add(c, dw, dwp);
+	if (db)
+		bias_grad(db, dout, (size_t)B * P, c->OC);
 }
 
 /* ------------------------------------------------------ up-sampling */

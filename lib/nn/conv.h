@@ -44,9 +44,10 @@ int cg_conv_shape(struct cg_conv *c, int C, int H, int W, int OC, int K,
 size_t cg_conv_wsize(const struct cg_conv *c);
 
 /*
- * The scratch (in floats) the passes want for B examples: the unfolded
- * input ("im2col") of as many examples as fit in budget floats, at least
- * one; 0 where none is needed (a 1x1 kernel with stride 1 and no
+ * The scratch (in floats) the passes want for B examples: the weight and
+ * its gradient permuted (2 cg_conv_wsize), then the unfolded input
+ * ("im2col") of as many examples as fit in the rest of budget floats, at
+ * least one; 0 where none is needed (a 1x1 kernel with stride 1 and no
  * padding, which is the linear layer).  A pass given less scratch than
  * this for the same B and budget still works, in more pieces, as long as
  * it holds one example's (cg_conv_scratch(c, 1, 0)).

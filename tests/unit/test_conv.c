@@ -229,10 +229,13 @@ test_conv(void)
 	       "cg_conv_shape refuses a kernel past the input, padding of "
 	       "the kernel's size, zero sizes and sizes past INT_MAX");
 	expect(cg_conv_shape(&c, 8, 28, 28, 16, 3, 2, 1) == 0 && c.OH == 14 &&
-	           c.OW == 14 && cg_conv_scratch(&c, 10, 0) == 14 * 14 * 72 &&
-	           cg_conv_scratch(&c, 10, 1 << 30) == 10 * 14 * 14 * 72,
+	           c.OW == 14 &&
+	           cg_conv_scratch(&c, 10, 0) == 2 * 16 * 72 + 14 * 14 * 72 &&
+	           cg_conv_scratch(&c, 10, 1 << 30) ==
+	               2 * 16 * 72 + 10 * 14 * 14 * 72,
 	       "a 3x3 stride-2 convolution halves 28 to 14; its scratch is "
-	       "one example's unfolding at the least, the batch's at most");
+	       "two weights and one example's unfolding at the least, the "
+	       "batch's at most");
 }
 
 /* ---------------------------------------------------------- up-sampling */
