@@ -10,7 +10,9 @@
 # spectral norms by 5 power iterations), batch 128 as the README's cvae,
 # Adam at LR (4e-4) with BETA1 (0.5) and BETA2 (0.999): one simultaneous
 # D and G step per training step.  A seed N is both cg-init's and
-# cg-train-step's --seed.
+# cg-train-step's --seed; SEEDS (default "1 2 3") says which are trained.
+# CONV=c makes the cgan the convolutional one (cg-init --conv c: G and D
+# DCGAN-like, c and 2c channels), on the same schedule.
 #
 # usage: bench/cgan.sh (from the top of the source tree, after a build in
 # build/; CG_BIN overrides where the programs are, SAMPLES the images
@@ -25,6 +27,8 @@ data=${DATA:-/usr/share/datasets/fashion-mnist}
 threads=${THREADS:-$(nproc)}
 samples=${SAMPLES:-1000}
 lr=${LR:-4e-4}
+seeds=${SEEDS:-1 2 3}
+conv=${CONV:-0}
 beta1=${BETA1:-0.5}
 beta2=${BETA2:-0.999}
 tmp=$(mktemp -d)
@@ -64,16 +68,22 @@ train() {
 		--state "$tmp/gan$1.state" --threads "$threads" -o "$out/$4.cgm"
 }
 
-for seed in 1 2 3; do
+echo "# cgan: --conv $conv; seeds $seeds"
+for seed in $seeds; do
 	t0=$(date +%s)
 	"$bin/cg-init" -a cgan -d "$tmp/train-0.cgd" --seed "$seed" \
-		-o "$out/s${seed}-0.cgm"
+		--conv "$conv" -o "$out/s${seed}-0.cgm"
 	train "$seed" "s${seed}-0" 469 "s${seed}-469"
 	train "$seed" "s${seed}-469" 1876 "s${seed}-2345"
 	t1=$(date +%s)
 	echo "# cgan seed $seed trained 2345 steps in $((t1 - t0)) s"
 done
-for m in s1-0 s1-469 s1-2345 s2-2345 s3-2345; do
+models=
+for seed in $seeds; do
+	[ "$seed" = 1 ] && models="$models s1-0 s1-469"
+	models="$models s${seed}-2345"
+done
+for m in $models; do
 	t0=$(date +%s)
 	echo "# $m"
 	"$bin/cg-eval" -q -m "$out/$m.cgm" -d "$tmp/test-0.cgd" \
