@@ -30,6 +30,7 @@
 #include "data/shard.h"
 #include "eval/evalgen.h"
 #include "eval/judge.h"
+#include "model/cond.h"
 #include "model/model.h"
 #include "nn/gemm.h"
 #include "train/train.h"
@@ -292,19 +293,6 @@ text_figures(const struct cg_metrics *r, struct text_figures *t)
 	t->ppl = exp2(t->bpb);
 }
 
-/* Condition c's name in m's manifest, or NULL. */
-static const char *
-cond_name(const struct cg_model *m, int c)
-{
-	const char **names, *s = NULL;
-	int n;
-
-	if (cg_model_conditions(m, 0, &names, &n) == 0 && names && c < n)
-		s = names[c];
-	free(names);
-	return s;
-}
-
 /* A figure, or null where there is none (NAN). */
 static void
 add_figure(cJSON *j, const char *key, double v)
@@ -344,7 +332,7 @@ judge_json(cJSON *j, const struct opts *o, const struct cg_model *m,
 	for (int c = 0; c < jr->ncond; c++) {
 		const struct cg_judge_cond *jc = &jr->cond[c];
 		cJSON *e = cJSON_CreateObject();
-		const char *name = cond_name(m, c);
+		const char *name = cg_conds_name(m, c);
 
 		if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
 			cJSON_Delete(e);
@@ -386,7 +374,7 @@ judge_table(const struct opts *o, const struct cg_model *m,
 	for (int c = 0; c <= jr->ncond; c++) {
 		const int all = c == jr->ncond;
 		const struct cg_judge_cond *jc = all ? NULL : &jr->cond[c];
-		const char *name = all ? "all" : cond_name(m, c);
+		const char *name = all ? "all" : cg_conds_name(m, c);
 		double f = all ? jr->frechet : jc->frechet;
 		double ra = all ? jr->real_acc : jc->real_acc;
 		char idx[16];
