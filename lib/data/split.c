@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -917,4 +918,66 @@ cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                const struct cg_split *s, const char *path, enum cg_compress c)
 {
 	return cg_file_write_free(cg_shard_build(d, assign, shard, s), path, c);
+}
+
+/* --------------------------------------------------- a split's files */
+
+char **
+cg_split_paths(const char *prefix, uint64_t n, const char *holdout)
+{
+	char **paths = calloc(n + 1, sizeof(*paths));
+
+	if (paths == NULL)
+		goto oom;
+	for (uint64_t i = 0; i < n; i++) {
+		if (strcmp(prefix, "-") == 0)
+			paths[i] = strdup("-");
+		else if (asprintf(&paths[i], "%s-%llu%s", prefix,
+		                  (unsigned long long)i, CG_SHARD_EXT) < 0)
+			paths[i] = NULL;
+		if (paths[i] == NULL)
+			goto oom;
+		if (holdout && strcmp(paths[i], holdout) == 0) {
+			cg_seterr("%s: both a shard and the holdout", holdout);
+			goto fail;
+		}
+	}
+	if (holdout && (paths[n] = strdup(holdout)) == NULL)
+		goto oom;
+	return paths;
+oom:
+	cg_seterr("out of memory");
+fail:
+	cg_split_paths_free(paths, n);
+	return NULL;
+}
+
+void
+cg_split_paths_free(char **paths, uint64_t n)
+{
+	for (uint64_t i = 0; paths && i <= n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+int
+cg_split_write(const struct cg_dataset *d, const int *assign,
+               const struct cg_split *s, char *const *paths, enum cg_compress c,
+               void (*done)(void *ctx, int k, int n), void *ctx)
+{
+	int n = s->nshards;
+
+	for (int i = 0; i <= n; i++) {
+		if (paths[i] != NULL &&
+		    cg_shard_write(d, assign, i < n ? i : -1, s, paths[i], c) !=
+		        0) {
+			while (i-- > 0)
+				if (paths[i] && strcmp(paths[i], "-") != 0)
+					unlink(paths[i]);
+			return -1;
+		}
+		if (done)
+			done(ctx, i + 1, n + 1);
+	}
+	return 0;
 }

@@ -106,4 +106,29 @@ int cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                    const struct cg_split *s, const char *path,
                    enum cg_compress c);
 
+/*
+ * The files of a split into n shards: paths[i] is PREFIX-I.cgd for shard
+ * i (prefix "-": "-", standard output, for each), paths[n] the holdout
+ * or NULL without one.  Returns a new array of n + 1 (free it with
+ * cg_split_paths_free), or NULL with a message: out of memory, or
+ * "HOLDOUT: both a shard and the holdout" where one path is both.
+ */
+char **cg_split_paths(const char *prefix, uint64_t n, const char *holdout);
+/* Free paths [n + 1] and its strings; paths may be NULL. */
+void cg_split_paths_free(char **paths, uint64_t n);
+
+/*
+ * Write the shards of split s, shard i to paths[i], then the holdout to
+ * paths[s->nshards] unless it is NULL (each as cg_shard_write does), and
+ * after each of the nshards + 1, done(ctx, k, nshards + 1) with k the
+ * count handled so far, unless done is NULL (a progress line).  All or
+ * nothing: on a failure the files this call wrote before are removed (not
+ * standard output), so that no partial set is left.  Returns 0, or -1
+ * with the failing file's message.
+ */
+int cg_split_write(const struct cg_dataset *d, const int *assign,
+                   const struct cg_split *s, char *const *paths,
+                   enum cg_compress c, void (*done)(void *ctx, int k, int n),
+                   void *ctx);
+
 #endif
