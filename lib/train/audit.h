@@ -88,6 +88,42 @@ int cg_audit_update(const struct cg_update *u, struct cg_model *m,
 void cg_audit_free(struct cg_audit *a);
 
 /*
+ * Read update upath, base model mpath, shard spath and, unless stpath is
+ * NULL, the state the worker's call started from, and audit the update
+ * against them (cg_audit_update) into a (the caller frees it with
+ * cg_audit_free).  Returns 0 when the audit ran (a->match says whether
+ * the update is what its inputs give), or -1 with a message: a file
+ * that cannot be read, a state file that holds no state ("STATE: no such
+ * state"), or what cg_audit_update refuses.
+ */
+int cg_audit_files(const char *upath, const char *mpath, const char *spath,
+                   const char *stpath, struct cg_audit *a);
+
+/* ------------------------------------------------------------ a round */
+
+/* The most updates a round's list holds, and bytes of one of its lines. */
+#define CG_AUDIT_MAX_UPDATES 65536
+#define CG_AUDIT_MAX_LINE 16384
+
+/* One update of a round, and where its inputs are. */
+struct cg_audit_item {
+	char *update, *shard, *state; /* state NULL: none */
+};
+
+/*
+ * The round's list at path ("-": standard input): lines of UPDATE SHARD
+ * [STATE] separated by blanks, blank lines and lines whose first word
+ * starts with # skipped.  Returns the count, at least one, with *out
+ * [count] a new array (free it with cg_audit_round_free), or -1 with *out
+ * NULL and a message naming the file (and the line): a line longer than
+ * CG_AUDIT_MAX_LINE bytes or not of two or three words, more than
+ * CG_AUDIT_MAX_UPDATES updates, none at all, a failed read.
+ */
+int cg_audit_round_read(const char *path, struct cg_audit_item **out);
+/* Free it [n] and its strings; it may be NULL. */
+void cg_audit_round_free(struct cg_audit_item *it, int n);
+
+/*
  * Which of n updates of a round to audit: ceil(fraction * n) of them (at
  * least one when fraction > 0), drawn without replacement from seed, into
  * pick [n] (1: audit it, 0: skip it).  Every update is drawn with the
