@@ -9,13 +9,9 @@
  * a file (-r), of which --fraction are drawn with --seed.  lib/train/audit.c
  * does the work.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "cli/cli.h"
 #include "train/audit.h"
@@ -122,64 +118,11 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
-/* ------------------------------------------------------------- report */
-
-static void
-report_table(const char *name, const struct cg_audit *a)
-{
-	if (a->match) {
-		printf("%s: match (%d tensors)\n", name, a->nviews);
-		return;
-	}
-	printf("%s: mismatch: %d of %d tensors differ%s\n", name, a->nbad,
-	       a->nviews, a->figures_ok ? "" : ", and its figures");
-	for (int i = 0; i < a->nviews; i++) {
-		const struct cg_audit_view *v = &a->v[i];
-		if (v->ndiff)
-			printf("  %s: %llu of %llu differ, largest difference "
-			       "%.9g\n",
-			       v->name, (unsigned long long)v->ndiff,
-			       (unsigned long long)v->n, v->maxdiff);
-	}
-	static const char *const fig[] = {"samples", "weight", "loss"};
-	const double *x[] = {a->samples, a->weight, a->loss};
-	for (int i = 0; i < 3; i++)
-		if (!a->fig_ok[i])
-			printf("  %s: sent %.17g, recomputed %.17g\n", fig[i],
-			       x[i][0], x[i][1]);
-}
-
 /* One JSON line: result "match", "mismatch", "skipped" or "error". */
 static void
 report_json(const char *name, const char *result, const struct cg_audit *a)
 {
-	cJSON *o = cJSON_CreateObject(), *t;
-
-	if (o == NULL)
-		return;
-	cJSON_AddStringToObject(o, "update", name);
-	cJSON_AddStringToObject(o, "result", result);
-	if (a && (t = cJSON_AddArrayToObject(o, "differ")) != NULL) {
-		for (int i = 0; i < a->nviews; i++) {
-			const struct cg_audit_view *v = &a->v[i];
-			cJSON *e;
-			if (!v->ndiff || (e = cJSON_CreateObject()) == NULL)
-				continue;
-			cJSON_AddStringToObject(e, "tensor", v->name);
-			cJSON_AddNumberToObject(e, "elements", (double)v->n);
-			cJSON_AddNumberToObject(e, "differ", (double)v->ndiff);
-			/* JSON has no infinity: a NaN's difference is null */
-			if (isinf(v->maxdiff))
-				cJSON_AddNullToObject(e, "max_diff");
-			else
-				cJSON_AddNumberToObject(e, "max_diff",
-				                        v->maxdiff);
-			cJSON_AddItemToArray(t, e);
-		}
-		cJSON_AddNumberToObject(o, "tensors", a->nviews);
-		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
-	}
-	cg_json_print(stdout, o);
+	cg_json_print(stdout, cg_audit_json(name, result, a));
 }
 
 /* ------------------------------------------------------------ an audit */
@@ -200,7 +143,7 @@ audit_one(const struct args *a, const char *upath, const char *spath,
 			report_json(upath, au.match ? "match" : "mismatch",
 			            &au);
 		else
-			report_table(upath, &au);
+			cg_audit_table(stdout, upath, &au);
 		rc = au.match ? 0 : 1;
 	} else {
 		cg_warn(NULL);

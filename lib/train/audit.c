@@ -426,6 +426,67 @@ cg_audit_draw(int n, double fraction, uint64_t seed, unsigned char *pick)
 	return k;
 }
 
+/* ------------------------------------------------------------ reports */
+
+void
+cg_audit_table(FILE *fp, const char *name, const struct cg_audit *a)
+{
+	static const char *const fig[] = {"samples", "weight", "loss"};
+	const double *x[] = {a->samples, a->weight, a->loss};
+
+	if (a->match) {
+		fprintf(fp, "%s: match (%d tensors)\n", name, a->nviews);
+		return;
+	}
+	fprintf(fp, "%s: mismatch: %d of %d tensors differ%s\n", name, a->nbad,
+	        a->nviews, a->figures_ok ? "" : ", and its figures");
+	for (int i = 0; i < a->nviews; i++) {
+		const struct cg_audit_view *v = &a->v[i];
+		if (v->ndiff)
+			fprintf(fp,
+			        "  %s: %llu of %llu differ, largest difference "
+			        "%.9g\n",
+			        v->name, (unsigned long long)v->ndiff,
+			        (unsigned long long)v->n, v->maxdiff);
+	}
+	for (int i = 0; i < 3; i++)
+		if (!a->fig_ok[i])
+			fprintf(fp, "  %s: sent %.17g, recomputed %.17g\n",
+			        fig[i], x[i][0], x[i][1]);
+}
+
+cJSON *
+cg_audit_json(const char *name, const char *result, const struct cg_audit *a)
+{
+	cJSON *o = cJSON_CreateObject(), *t;
+
+	if (o == NULL)
+		return NULL;
+	cJSON_AddStringToObject(o, "update", name);
+	cJSON_AddStringToObject(o, "result", result);
+	if (a && (t = cJSON_AddArrayToObject(o, "differ")) != NULL) {
+		for (int i = 0; i < a->nviews; i++) {
+			const struct cg_audit_view *v = &a->v[i];
+			cJSON *e;
+			if (!v->ndiff || (e = cJSON_CreateObject()) == NULL)
+				continue;
+			cJSON_AddStringToObject(e, "tensor", v->name);
+			cJSON_AddNumberToObject(e, "elements", (double)v->n);
+			cJSON_AddNumberToObject(e, "differ", (double)v->ndiff);
+			/* JSON has no infinity: a NaN's difference is null */
+			if (isinf(v->maxdiff))
+				cJSON_AddNullToObject(e, "max_diff");
+			else
+				cJSON_AddNumberToObject(e, "max_diff",
+				                        v->maxdiff);
+			cJSON_AddItemToArray(t, e);
+		}
+		cJSON_AddNumberToObject(o, "tensors", a->nviews);
+		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
+	}
+	return o;
+}
+
 /* ----------------------------------------------------- files, a round */
 
 int

@@ -14,6 +14,8 @@
 #ifndef CG_AUDIT_H
 #define CG_AUDIT_H
 
+#include <stdio.h>
+
 #include "data/shard.h"
 #include "exchange/update.h"
 #include "model/model.h"
@@ -98,6 +100,24 @@ void cg_audit_free(struct cg_audit *a);
  */
 int cg_audit_files(const char *upath, const char *mpath, const char *spath,
                    const char *stpath, struct cg_audit *a);
+
+/*
+ * What audit a of update name found, for people, on fp: "NAME: match (N
+ * tensors)", or "NAME: mismatch: K of N tensors differ" (", and its
+ * figures") and a line per tensor and per figure that differs.  Write
+ * errors are fp's (ferror).
+ */
+void cg_audit_table(FILE *fp, const char *name, const struct cg_audit *a);
+/*
+ * The same as one JSON object: {"update": name, "result": result} and,
+ * with a (NULL for an update skipped or not audited), "differ" (an object
+ * per tensor that differs: "tensor", "elements", "differ", "max_diff",
+ * null for a NaN's), "tensors" and "figures_match".  result is "match",
+ * "mismatch", "skipped" or "error".  A new object the caller frees, or
+ * NULL when out of memory.
+ */
+struct cJSON *cg_audit_json(const char *name, const char *result,
+                            const struct cg_audit *a);
 
 /* ------------------------------------------------------------ a round */
 

@@ -211,6 +211,66 @@ test_draw(void)
 	expect(worst < 5, "each update drawn with the same chance");
 }
 
+/* ------------------------------------------------------------ reports */
+
+/* j as one line of text (malloc'd), j freed; NULL for a NULL j. */
+static char *
+json_text(cJSON *j)
+{
+	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+
+	cJSON_Delete(j);
+	return s;
+}
+
+static void
+test_report(void)
+{
+	struct cg_audit_view v[2] = {{"enc.w", 12, 0, 0},
+	                             {"dec.b", 4, 2, INFINITY}};
+	struct cg_audit a = {.match = 0,
+	                     .nviews = 2,
+	                     .nbad = 1,
+	                     .v = v,
+	                     .samples = {8, 8},
+	                     .weight = {1, 1},
+	                     .loss = {0.5, 0.25},
+	                     .fig_ok = {1, 1, 0},
+	                     .figures_ok = 0};
+	char *buf = NULL, *js;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	if (fp == NULL)
+		die("open_memstream");
+	cg_audit_table(fp, "g.cgg", &a);
+	a.match = 1;
+	cg_audit_table(fp, "h.cgg", &a);
+	fclose(fp);
+	expect(strcmp(buf, "g.cgg: mismatch: 1 of 2 tensors differ, and its "
+	                   "figures\n"
+	                   "  dec.b: 2 of 4 differ, largest difference inf\n"
+	                   "  loss: sent 0.5, recomputed 0.25\n"
+	                   "h.cgg: match (2 tensors)\n") == 0,
+	       "table: a mismatch's tensors and figures, a match's count");
+	free(buf);
+
+	a.match = 0;
+	js = json_text(cg_audit_json("g.cgg", "mismatch", &a));
+	expect(js && strcmp(js, "{\"update\":\"g.cgg\",\"result\":"
+	                        "\"mismatch\",\"differ\":[{\"tensor\":"
+	                        "\"dec.b\",\"elements\":4,\"differ\":2,"
+	                        "\"max_diff\":null}],\"tensors\":2,"
+	                        "\"figures_match\":false}") == 0,
+	       "json: the tensors that differ, a NaN's difference null");
+	free(js);
+	js = json_text(cg_audit_json("u.cgg", "skipped", NULL));
+	expect(js && strcmp(js, "{\"update\":\"u.cgg\",\"result\":"
+	                        "\"skipped\"}") == 0,
+	       "json: no audit, no figures");
+	free(js);
+}
+
 /* ------------------------------------------------------------ a round */
 
 /* A file of text in a new temporary path (the caller unlinks and frees). */
@@ -315,6 +375,7 @@ main(void)
 {
 	test_record();
 	test_draw();
+	test_report();
 	test_round();
 	test_files();
 	return failures ? 1 : 0;
