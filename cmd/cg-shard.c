@@ -19,8 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "cg.h"
 #include "cli/cli.h"
 #include "data/dataset.h"
@@ -223,65 +221,19 @@ write_shards(const struct cg_dataset *d, const int *assign,
 	return rc;
 }
 
-static void
-print_table(const struct cg_dataset *d, const int *assign, char **paths,
-            uint64_t n)
-{
-	fprintf(stderr, "%-8s %10s  %s\n", "shard", "examples", "path");
-	for (uint64_t i = 0; i <= n; i++) {
-		char id[24];
-		int shard = i < n ? (int)i : -1;
-
-		if (paths[i] == NULL)
-			continue;
-		if (shard < 0)
-			snprintf(id, sizeof(id), "holdout");
-		else
-			snprintf(id, sizeof(id), "%d", shard);
-		fprintf(
-		    stderr, "%-8s %10llu  %s\n", id,
-		    (unsigned long long)cg_split_count(d, assign, shard, NULL),
-		    paths[i]);
-	}
-}
-
-/* One JSON object per written shard: path, shard, holdout, examples and
- * the count of each condition by name. */
+/* One JSON line per written shard (cg_split_json); 0, or -1 when out of
+ * memory. */
 static int
 print_json(const struct cg_dataset *d, const int *assign, char **paths,
            uint64_t n)
 {
-	uint64_t *counts = malloc(d->nconditions * sizeof(*counts));
-	int rc = -1;
-
-	if (counts == NULL)
-		return -1;
-	for (uint64_t i = 0; i <= n; i++) {
-		int shard = i < n ? (int)i : -1;
-		cJSON *o, *c;
-
-		if (paths[i] == NULL)
-			continue;
-		uint64_t total = cg_split_count(d, assign, shard, counts);
-		if ((o = cJSON_CreateObject()) == NULL)
-			goto out;
-		cJSON_AddStringToObject(o, "path", paths[i]);
-		cJSON_AddNumberToObject(o, "shard", shard);
-		cJSON_AddBoolToObject(o, "holdout", shard < 0);
-		cJSON_AddNumberToObject(o, "examples", (double)total);
-		c = cJSON_AddObjectToObject(o, "counts");
-		for (size_t k = 0; c && k < d->nconditions; k++)
-			cJSON_AddNumberToObject(c, d->conditions[k],
-			                        (double)counts[k]);
-		if (c == NULL)
-			cJSON_Delete(o);
-		if (c == NULL || cg_json_print(stdout, o) != 0)
-			goto out;
-	}
-	rc = 0;
-out:
-	free(counts);
-	return rc;
+	for (uint64_t i = 0; i <= n; i++)
+		if (paths[i] != NULL &&
+		    cg_json_print(stdout,
+		                  cg_split_json(d, assign, i < n ? (int)i : -1,
+		                                paths[i])) != 0)
+			return -1;
+	return 0;
 }
 
 /* --weights and --format; CG_CONTINUE, or a usage error. */
@@ -467,7 +419,7 @@ split_write(struct args *a, struct cg_dataset *d)
 	    0)
 		goto out;
 	if (a->verbose)
-		print_table(d, assign, paths, a->nshards);
+		cg_split_table(stderr, d, assign, paths, a->nshards);
 	if (a->json && print_json(d, assign, paths, a->nshards) != 0) {
 		cg_warnx("out of memory");
 		goto out;

@@ -922,6 +922,54 @@ cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
 
 /* --------------------------------------------------- a split's files */
 
+void
+cg_split_table(FILE *fp, const struct cg_dataset *d, const int *assign,
+               char *const *paths, uint64_t n)
+{
+	fprintf(fp, "%-8s %10s  %s\n", "shard", "examples", "path");
+	for (uint64_t i = 0; i <= n; i++) {
+		char id[24];
+		int shard = i < n ? (int)i : -1;
+
+		if (paths[i] == NULL)
+			continue;
+		if (shard < 0)
+			snprintf(id, sizeof(id), "holdout");
+		else
+			snprintf(id, sizeof(id), "%d", shard);
+		fprintf(
+		    fp, "%-8s %10llu  %s\n", id,
+		    (unsigned long long)cg_split_count(d, assign, shard, NULL),
+		    paths[i]);
+	}
+}
+
+cJSON *
+cg_split_json(const struct cg_dataset *d, const int *assign, int shard,
+              const char *path)
+{
+	uint64_t *counts = malloc((d->nconditions + 1) * sizeof(*counts));
+	cJSON *o = NULL, *c;
+
+	if (counts == NULL || (o = cJSON_CreateObject()) == NULL)
+		goto out;
+	uint64_t total = cg_split_count(d, assign, shard, counts);
+	cJSON_AddStringToObject(o, "path", path);
+	cJSON_AddNumberToObject(o, "shard", shard);
+	cJSON_AddBoolToObject(o, "holdout", shard < 0);
+	cJSON_AddNumberToObject(o, "examples", (double)total);
+	c = cJSON_AddObjectToObject(o, "counts");
+	for (size_t k = 0; c && k < d->nconditions; k++)
+		cJSON_AddNumberToObject(c, d->conditions[k], (double)counts[k]);
+	if (c == NULL) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+out:
+	free(counts);
+	return o;
+}
+
 char **
 cg_split_paths(const char *prefix, uint64_t n, const char *holdout)
 {

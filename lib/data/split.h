@@ -6,6 +6,7 @@
 #define CG_SPLIT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "data/dataset.h"
 
@@ -82,6 +83,23 @@ int cg_split_assign(const struct cg_dataset *d, const struct cg_split *s,
  */
 uint64_t cg_split_count(const struct cg_dataset *d, const int *assign,
                         int shard, uint64_t *counts);
+
+/*
+ * A table of a split's files on fp, for people: a header "shard examples
+ * path", then a row for each of paths [n + 1] (cg_split_paths) that is not
+ * NULL, the holdout's shard named "holdout".  Write errors are fp's
+ * (ferror).
+ */
+void cg_split_table(FILE *fp, const struct cg_dataset *d, const int *assign,
+                    char *const *paths, uint64_t n);
+/*
+ * The file at path of shard shard (-1: the holdout) as one JSON object:
+ * "path", "shard", "holdout", "examples" and "counts", each condition's
+ * count by name.  A new object the caller frees, or NULL when out of
+ * memory.
+ */
+struct cJSON *cg_split_json(const struct cg_dataset *d, const int *assign,
+                            int shard, const char *path);
 
 /* ------------------------------------------------------- shards on disk */
 

@@ -1255,6 +1255,16 @@ exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
+/* PREFIX-I.cgd, in a static buffer. */
+static const char *
+keep_name(const char *prefix, int i)
+{
+	static char p[600];
+
+	snprintf(p, sizeof(p), "%s-%d.cgd", prefix, i);
+	return p;
+}
+
 static void
 test_split_files(void)
 {
@@ -1290,6 +1300,45 @@ test_split_files(void)
 	          progress_total == 3,
 	      "write: every file, and done after each (%d calls)",
 	      progress_calls);
+
+	/* the reports of what was written */
+	char *buf = NULL, want[2048];
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+	uint64_t c0 = cg_split_count(&d, assign, 0, NULL),
+	         c1 = cg_split_count(&d, assign, 1, NULL);
+	if (fp == NULL)
+		die("open_memstream");
+	free(paths[1]);
+	paths[1] = NULL;
+	cg_split_table(fp, &d, assign, paths, 2);
+	fclose(fp);
+	snprintf(want, sizeof(want),
+	         "shard      examples  path\n"
+	         "0        %10llu  %s\n"
+	         "holdout  %10llu  %s\n",
+	         (unsigned long long)c0, paths[0], 2ULL, hold);
+	CHECK(strcmp(buf, want) == 0, "table:\n%s", buf);
+	free(buf);
+	paths[1] = strdup(keep_name(prefix, 1));
+	cJSON *j = cg_split_json(&d, assign, 1, "p-1.cgd");
+	char *js = j ? cJSON_PrintUnformatted(j) : NULL;
+	uint64_t counts[3];
+	cg_split_count(&d, assign, 1, counts);
+	snprintf(want, sizeof(want),
+	         "{\"path\":\"p-1.cgd\",\"shard\":1,\"holdout\":false,"
+	         "\"examples\":%llu,\"counts\":{\"c0\":%llu,\"c1\":%llu,"
+	         "\"c2\":%llu}}",
+	         (unsigned long long)c1, (unsigned long long)counts[0],
+	         (unsigned long long)counts[1], (unsigned long long)counts[2]);
+	CHECK(js && strcmp(js, want) == 0, "json: %s", js ? js : "NULL");
+	free(js);
+	cJSON_Delete(j);
+	j = cg_split_json(&d, assign, -1, hold);
+	CHECK(j && cJSON_IsTrue(cJSON_GetObjectItem(j, "holdout")) &&
+	          cJSON_GetObjectItem(j, "examples")->valuedouble == 2,
+	      "json: the holdout");
+	cJSON_Delete(j);
 	for (int i = 0; i < 3; i++)
 		unlink(paths[i]);
 
