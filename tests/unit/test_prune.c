@@ -17,6 +17,7 @@
 #include "arch/cgpt/cgpt.h"
 #include "arch/cvae/cvae.h"
 #include "check.h"
+#include "shards.h"
 #include "data/dataset.h"
 #include "data/shard.h"
 #include "data/split.h"
@@ -731,54 +732,13 @@ test_cgpt_input_sq(void)
 		}
 }
 
-/* A text shard of short texts (each fits a window whole). */
-static struct cg_shard *
-text_shard(const char *const *texts, int n)
-{
-	static const char *const names[] = {"a", "b", "c"};
-	struct cg_dataset d;
-	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
-	uint64_t bytes = 0;
-	int *assign = xcalloc(n, sizeof(int));
-
-	memset(&d, 0, sizeof(d));
-	d.kind = CG_PAYLOAD_TEXT;
-	d.n = n;
-	d.cond = xcalloc(n, sizeof(uint32_t));
-	d.index = xcalloc(n, sizeof(uint64_t));
-	d.offset = xcalloc(n + 1, sizeof(uint64_t));
-	for (int i = 0; i < n; i++)
-		bytes += strlen(texts[i]);
-	d.payload = xcalloc(bytes, 1);
-	bytes = 0;
-	for (int i = 0; i < n; i++) {
-		d.cond[i] = (uint32_t)(i % 3);
-		d.index[i] = (uint64_t)i;
-		d.offset[i] = bytes;
-		memcpy(d.payload + bytes, texts[i], strlen(texts[i]));
-		bytes += strlen(texts[i]);
-	}
-	d.offset[n] = bytes;
-	if (cg_dataset_set_conditions(&d, names, 3) != 0)
-		die("cg_dataset_set_conditions");
-	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
-	if (f == NULL)
-		die("cg_shard_build");
-	struct cg_shard *s = cg_shard_from_file(f, "test");
-	if (s == NULL)
-		die("cg_shard_from_file");
-	cg_dataset_free(&d);
-	free(assign);
-	return s;
-}
-
 static void
 test_cgpt_arch(void)
 {
 	static const char *const texts[] = {"ab", "hello", "q", "xyz!"};
 	struct cg_model *m = cgpt_model(8, 2, 12, 0, 12);
 	struct cg_cgpt_config c = {3, 12, 8, 2, 2, 0};
-	struct cg_shard *s = text_shard(texts, 4);
+	struct cg_shard *s = text_shard(texts, 4, 3, "test");
 	const int B = 4, T = 12, EOT = 256 + 3;
 	uint64_t ex[4] = {0, 1, 2, 3}, rows = 0, want_rows = 0;
 	size_t *off = xcalloc((size_t)m->nviews, sizeof(size_t));
@@ -929,7 +889,7 @@ test_training(void)
 	static const char *const texts[] = {"abcab", "hello",   "q",
 	                                    "xyz!",  "cabbage", "pruned"};
 	struct cg_model *m = cgpt_model(8, 1, 12, 0, 15);
-	struct cg_shard *s = text_shard(texts, 6);
+	struct cg_shard *s = text_shard(texts, 6, 3, "test");
 	unsigned char *ch = all_prunable(m);
 	float *sc = xcalloc(m->nparams, sizeof(float));
 	float *before = xcalloc(m->nparams, sizeof(float));
