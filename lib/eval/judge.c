@@ -22,6 +22,7 @@
 #include "eval/frechet.h"
 #include "eval/judge.h"
 #include "model/cond.h"
+#include "model/draw.h"
 
 /* ------------------------------------------------------------- checks */
 
@@ -177,7 +178,7 @@ one_condition(struct work *w, const struct cg_shard *s, int c,
 	}
 	/* As cg-sample draws condition c's images: one stream from
 	 * (seed, c), consumed in order, whatever the chunks. */
-	cg_rng_derive(&rng, o->seed, (uint64_t)c, 0);
+	cg_draw_rng(&rng, o->seed, c, 0);
 	for (int left = o->samples; left > 0;) {
 		int n = left < w->B ? left : w->B;
 		for (int j = 0; j < n; j++)
