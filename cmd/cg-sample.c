@@ -166,29 +166,6 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 ok, 1 a failure, 2 a usage error.",
 };
 
-/*
- * s with the escapes \n, \t and \\ expanded (any other backslash stays
- * as it is), in a new string; NULL when out of memory.
- */
-static char *
-unescape(const char *s)
-{
-	char *out = malloc(strlen(s) + 1), *d = out;
-
-	if (out == NULL)
-		return NULL;
-	for (; *s; s++) {
-		if (s[0] == '\\' &&
-		    (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
-			*d++ = s[1] == 'n' ? '\n' : s[1] == 't' ? '\t' : '\\';
-			s++;
-		} else
-			*d++ = *s;
-	}
-	*d = '\0';
-	return out;
-}
-
 /* -c COND and --separator STR; CG_CONTINUE, or the exit status. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
@@ -200,8 +177,8 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		return CG_CONTINUE;
 	}
 	free(o->separator);
-	if ((o->separator = unescape(g->arg)) == NULL)
-		return cg_failx("out of memory");
+	if ((o->separator = cg_unescape(g->arg)) == NULL)
+		return cg_fail(NULL);
 	return CG_CONTINUE;
 }
 
@@ -248,8 +225,8 @@ validate(struct opts *o)
 		o->format = cg_image_format_guess(o->output);
 	o->sampler.temperature = o->temperature;
 	if (o->separator == NULL &&
-	    (o->separator = unescape("\\n%\\n")) == NULL)
-		return cg_failx("out of memory");
+	    (o->separator = cg_unescape("\\n%\\n")) == NULL)
+		return cg_fail(NULL);
 	return CG_CONTINUE;
 }
 
