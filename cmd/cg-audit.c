@@ -9,20 +9,12 @@
  * a file (-r), of which --fraction are drawn with --seed.  lib/train/audit.c
  * does the work.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli/cli.h"
 #include "train/audit.h"
-
-/* Lines of a round's list, and bytes of one line. */
-#define MAX_UPDATES 65536
-#define MAX_LINE 16384
 
 enum {
 	OPT_FRACTION = CG_KEY_OWN,
@@ -85,12 +77,6 @@ static const struct cg_cli cli = {
               "or a failure, 2\nusage error.",
 };
 
-/* One update to audit, and what its audit found. */
-struct item {
-	char *update, *shard, *state; /* state NULL: none */
-	int picked;
-};
-
 /* The command line into a, checked; CG_CONTINUE or the exit status. */
 static int
 parse(int argc, char **argv, struct args *a)
@@ -132,166 +118,11 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
-/* ------------------------------------------------------------ a round */
-
-static void
-items_free(struct item *it, int n)
-{
-	for (int i = 0; it && i < n; i++) {
-		free(it[i].update);
-		free(it[i].shard);
-		free(it[i].state);
-	}
-	free(it);
-}
-
-/* A copy of s, or NULL said. */
-static char *
-dup(const char *s)
-{
-	char *d = strdup(s);
-	if (d == NULL)
-		cg_seterr("out of memory");
-	return d;
-}
-
-/*
- * The round's list at path: lines of UPDATE SHARD [STATE] separated by
- * blanks, blank lines and lines starting with # skipped.  The count, or
- * -1 with a message naming the file and line.
- */
-static int
-read_round(const char *path, struct item **out)
-{
-	FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-	char *line = malloc(MAX_LINE + 2);
-	struct item *it = NULL;
-	int n = 0, lineno = 0, rc = -1;
-
-	*out = NULL;
-	if (fp == NULL) {
-		cg_seterr("%s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (line == NULL) {
-		cg_seterr("out of memory");
-		goto out;
-	}
-	while (fgets(line, MAX_LINE + 2, fp) != NULL) {
-		char *f[4] = {0}, *save = NULL, *w;
-		int nf = 0;
-
-		lineno++;
-		if (strlen(line) > MAX_LINE) {
-			cg_seterr("%s: line %d: longer than %d bytes", path,
-			          lineno, MAX_LINE);
-			goto out;
-		}
-		for (w = strtok_r(line, " \t\r\n", &save); w && nf < 4;
-		     w = strtok_r(NULL, " \t\r\n", &save))
-			f[nf++] = w;
-		if (nf == 0 || f[0][0] == '#')
-			continue;
-		if (nf < 2 || nf > 3) {
-			cg_seterr("%s: line %d: not UPDATE SHARD [STATE]", path,
-			          lineno);
-			goto out;
-		}
-		if (n == MAX_UPDATES) {
-			cg_seterr("%s: more than %d updates", path,
-			          MAX_UPDATES);
-			goto out;
-		}
-		struct item *m = realloc(it, (size_t)(n + 1) * sizeof(*it));
-		if (m == NULL) {
-			cg_seterr("out of memory");
-			goto out;
-		}
-		it = m;
-		memset(&it[n], 0, sizeof(*it));
-		n++;
-		if ((it[n - 1].update = dup(f[0])) == NULL ||
-		    (it[n - 1].shard = dup(f[1])) == NULL ||
-		    (nf == 3 && (it[n - 1].state = dup(f[2])) == NULL))
-			goto out;
-	}
-	if (ferror(fp)) {
-		cg_seterr("%s: read failed", path);
-		goto out;
-	}
-	if (n == 0) {
-		cg_seterr("%s: no update listed", path);
-		goto out;
-	}
-	*out = it;
-	it = NULL;
-	rc = n;
-out:
-	if (fp && fp != stdin)
-		fclose(fp);
-	free(line);
-	items_free(it, n);
-	return rc;
-}
-
-/* ------------------------------------------------------------- report */
-
-static void
-report_table(const char *name, const struct cg_audit *a)
-{
-	if (a->match) {
-		printf("%s: match (%d tensors)\n", name, a->nviews);
-		return;
-	}
-	printf("%s: mismatch: %d of %d tensors differ%s\n", name, a->nbad,
-	       a->nviews, a->figures_ok ? "" : ", and its figures");
-	for (int i = 0; i < a->nviews; i++) {
-		const struct cg_audit_view *v = &a->v[i];
-		if (v->ndiff)
-			printf("  %s: %llu of %llu differ, largest difference "
-			       "%.9g\n",
-			       v->name, (unsigned long long)v->ndiff,
-			       (unsigned long long)v->n, v->maxdiff);
-	}
-	static const char *const fig[] = {"samples", "weight", "loss"};
-	const double *x[] = {a->samples, a->weight, a->loss};
-	for (int i = 0; i < 3; i++)
-		if (!a->fig_ok[i])
-			printf("  %s: sent %.17g, recomputed %.17g\n", fig[i],
-			       x[i][0], x[i][1]);
-}
-
 /* One JSON line: result "match", "mismatch", "skipped" or "error". */
 static void
 report_json(const char *name, const char *result, const struct cg_audit *a)
 {
-	cJSON *o = cJSON_CreateObject(), *t;
-
-	if (o == NULL)
-		return;
-	cJSON_AddStringToObject(o, "update", name);
-	cJSON_AddStringToObject(o, "result", result);
-	if (a && (t = cJSON_AddArrayToObject(o, "differ")) != NULL) {
-		for (int i = 0; i < a->nviews; i++) {
-			const struct cg_audit_view *v = &a->v[i];
-			cJSON *e;
-			if (!v->ndiff || (e = cJSON_CreateObject()) == NULL)
-				continue;
-			cJSON_AddStringToObject(e, "tensor", v->name);
-			cJSON_AddNumberToObject(e, "elements", (double)v->n);
-			cJSON_AddNumberToObject(e, "differ", (double)v->ndiff);
-			/* JSON has no infinity: a NaN's difference is null */
-			if (isinf(v->maxdiff))
-				cJSON_AddNullToObject(e, "max_diff");
-			else
-				cJSON_AddNumberToObject(e, "max_diff",
-				                        v->maxdiff);
-			cJSON_AddItemToArray(t, e);
-		}
-		cJSON_AddNumberToObject(o, "tensors", a->nviews);
-		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
-	}
-	cg_json_print(stdout, o);
+	cg_json_print(stdout, cg_audit_json(name, result, a));
 }
 
 /* ------------------------------------------------------------ an audit */
@@ -304,40 +135,22 @@ static int
 audit_one(const struct args *a, const char *upath, const char *spath,
           const char *stpath)
 {
-	struct cg_update *u = NULL;
-	struct cg_model *m = NULL;
-	struct cg_shard *s = NULL;
-	struct cg_state *st = NULL;
 	struct cg_audit au = {0};
 	int rc = -1;
 
-	if ((u = cg_update_read(upath)) == NULL ||
-	    (m = cg_model_read(a->model)) == NULL ||
-	    (s = cg_shard_open(spath)) == NULL ||
-	    (stpath && cg_state_read(&st, stpath) != 0))
-		goto out;
-	if (stpath && !cg_state_loaded(st)) {
-		cg_seterr("%s: no such state", stpath);
-		goto out;
-	}
-	if (cg_audit_update(u, m, a->model, s, spath, st, stpath, &au) != 0)
-		goto out;
-	if (a->json)
-		report_json(upath, au.match ? "match" : "mismatch", &au);
-	else
-		report_table(upath, &au);
-	rc = au.match ? 0 : 1;
-out:
-	if (rc < 0) {
+	if (cg_audit_files(upath, a->model, spath, stpath, &au) == 0) {
+		if (a->json)
+			report_json(upath, au.match ? "match" : "mismatch",
+			            &au);
+		else
+			cg_audit_table(stdout, upath, &au);
+		rc = au.match ? 0 : 1;
+	} else {
 		cg_warn(NULL);
 		if (a->json)
 			report_json(upath, "error", NULL);
 	}
 	cg_audit_free(&au);
-	cg_state_free(st);
-	cg_shard_free(s);
-	cg_model_free(m);
-	cg_update_free(u);
 	return rc;
 }
 
@@ -345,14 +158,14 @@ out:
 static int
 audit_round(const struct args *a)
 {
-	struct item *it = NULL;
+	struct cg_audit_item *it = NULL;
 	unsigned char *pick = NULL;
 	int n, bad = 0;
 
-	if ((n = read_round(a->round, &it)) < 0)
+	if ((n = cg_audit_round_read(a->round, &it)) < 0)
 		return cg_fail(NULL);
 	if ((pick = calloc((size_t)n, 1)) == NULL) {
-		items_free(it, n);
+		cg_audit_round_free(it, n);
 		return cg_failx("out of memory");
 	}
 	cg_audit_draw(n, a->fraction, a->seed, pick);
@@ -369,7 +182,7 @@ audit_round(const struct args *a)
 		    audit_one(a, it[i].update, it[i].shard, it[i].state) != 0;
 	}
 	free(pick);
-	items_free(it, n);
+	cg_audit_round_free(it, n);
 	return bad ? CG_EXIT_FAILURE : CG_EXIT_OK;
 }
 

@@ -292,36 +292,11 @@ text_figures(const struct cg_metrics *r, struct text_figures *t)
 	t->ppl = exp2(t->bpb);
 }
 
-/* Condition c's name in m's manifest, or NULL. */
-static const char *
-cond_name(const struct cg_model *m, int c)
-{
-	const char **names, *s = NULL;
-	int n;
-
-	if (cg_model_conditions(m, 0, &names, &n) == 0 && names && c < n)
-		s = names[c];
-	free(names);
-	return s;
-}
-
-/* A figure, or null where there is none (NAN). */
-static void
-add_figure(cJSON *j, const char *key, double v)
-{
-	if (isnan(v))
-		cJSON_AddNullToObject(j, key);
-	else
-		cJSON_AddNumberToObject(j, key, v);
-}
-
-/* --judge's figures into j: overall, then a "per_condition" array. */
+/* --judge's call into j, then its figures (cg_judge_json). */
 static void
 judge_json(cJSON *j, const struct opts *o, const struct cg_model *m,
            const struct cg_judge_result *jr)
 {
-	cJSON *arr;
-
 	cJSON_AddStringToObject(j, "judge", o->judge);
 	cJSON_AddNumberToObject(j, "judge_samples", o->judge_samples);
 	cJSON_AddNumberToObject(j, "judge_features", jr->nfeatures);
@@ -336,33 +311,10 @@ judge_json(cJSON *j, const struct opts *o, const struct cg_model *m,
 		else
 			cJSON_AddNullToObject(j, "steps");
 	}
-	add_figure(j, "cond_acc", jr->acc);
-	add_figure(j, "judge_real_acc", jr->real_acc);
-	add_figure(j, "frechet", jr->frechet);
-	if ((arr = cJSON_AddArrayToObject(j, "per_condition")) == NULL)
-		return;
-	for (int c = 0; c < jr->ncond; c++) {
-		const struct cg_judge_cond *jc = &jr->cond[c];
-		cJSON *e = cJSON_CreateObject();
-		const char *name = cond_name(m, c);
-
-		if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return;
-		}
-		if (name)
-			cJSON_AddStringToObject(e, "cond", name);
-		else
-			cJSON_AddNumberToObject(e, "cond", c);
-		cJSON_AddNumberToObject(e, "drawn", (double)jc->drawn);
-		add_figure(e, "acc", jc->acc);
-		cJSON_AddNumberToObject(e, "real", (double)jc->real);
-		add_figure(e, "real_acc", jc->real_acc);
-		add_figure(e, "frechet", jc->frechet);
-	}
+	cg_judge_json(j, m, jr);
 }
 
-/* --judge's table: a row per condition, then "all". */
+/* --judge's call, then its table (cg_judge_table). */
 static void
 judge_table(const struct opts *o, const struct cg_model *m,
             const struct cg_judge_result *jr)
@@ -381,33 +333,7 @@ judge_table(const struct opts *o, const struct cg_model *m,
 			printf(", its default steps");
 	}
 	printf(")\n");
-	printf("%-16s %10s %10s %10s %10s %12s\n", "condition", "drawn", "acc",
-	       "real", "real_acc", "frechet");
-	for (int c = 0; c <= jr->ncond; c++) {
-		const int all = c == jr->ncond;
-		const struct cg_judge_cond *jc = all ? NULL : &jr->cond[c];
-		const char *name = all ? "all" : cond_name(m, c);
-		double f = all ? jr->frechet : jc->frechet;
-		double ra = all ? jr->real_acc : jc->real_acc;
-		char idx[16];
-
-		if (name == NULL) {
-			snprintf(idx, sizeof(idx), "%d", c);
-			name = idx;
-		}
-		printf("%-16s %10llu %10.4f %10llu", name,
-		       (unsigned long long)(all ? jr->drawn : jc->drawn),
-		       all ? jr->acc : jc->acc,
-		       (unsigned long long)(all ? jr->real : jc->real));
-		if (isnan(ra))
-			printf(" %10s", "-");
-		else
-			printf(" %10.4f", ra);
-		if (isnan(f))
-			printf(" %12s\n", "-");
-		else
-			printf(" %12.4f\n", f);
-	}
+	cg_judge_table(stdout, m, jr);
 }
 
 static int

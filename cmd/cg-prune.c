@@ -7,12 +7,9 @@
  * library's (prune.c chooses, mask.c keeps); this program parses, reads
  * the inputs, and writes the model.
  */
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "cli/cli.h"
 #include "data/shard.h"
@@ -207,32 +204,6 @@ validate(struct args *a)
 	return CG_CONTINUE;
 }
 
-/* The views to prune into chosen [nviews]: the prunable ones that no
- * --exclude pattern names.  0, or -1 with a message for a pattern that
- * names no prunable view. */
-static int
-choose(const struct args *a, const struct cg_model *m, unsigned char *chosen)
-{
-	for (int i = 0; i < m->nviews; i++)
-		chosen[i] = (unsigned char)cg_model_prunable(m, i);
-	for (int k = 0; k < a->nexclude; k++) {
-		int hit = 0;
-		for (int i = 0; i < m->nviews; i++)
-			if (chosen[i] < 2 && cg_model_prunable(m, i) &&
-			    fnmatch(a->exclude[k], m->views[i].name, 0) == 0) {
-				chosen[i] = 2; /* excluded */
-				hit = 1;
-			}
-		if (!hit)
-			return cg_seterr("--exclude '%s': names no tensor that "
-			                 "may be pruned",
-			                 a->exclude[k]);
-	}
-	for (int i = 0; i < m->nviews; i++)
-		chosen[i] = chosen[i] == 1;
-	return 0;
-}
-
 /* The scores of m's weights by a's importance into score [nparams]. */
 static int
 score(const struct args *a, struct cg_model *m, const char *mname, float *score)
@@ -275,30 +246,6 @@ out:
 	return rc;
 }
 
-/* What the manifest says of the pruning (readers take the mask). */
-static void
-record(const struct args *a, struct cg_model *m)
-{
-	cJSON *o;
-	char nm[32];
-
-	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "pruning");
-	if ((o = cJSON_AddObjectToObject(m->manifest, "pruning")) == NULL)
-		return;
-	cJSON_AddStringToObject(o, "importance", cg_importance_name(a->imp));
-	if (a->po.nm_m) {
-		snprintf(nm, sizeof(nm), "%d:%d", a->po.nm_n, a->po.nm_m);
-		cJSON_AddStringToObject(o, "nm", nm);
-	} else {
-		cJSON_AddNumberToObject(o, "sparsity", a->po.sparsity);
-		cJSON_AddBoolToObject(o, "global", a->po.global);
-		if (!a->po.global)
-			cJSON_AddStringToObject(
-			    o, "group", a->po.per_row ? "row" : "tensor");
-	}
-	cJSON_AddNumberToObject(o, "pruned", (double)cg_model_pruned(m, -1));
-}
-
 int
 main(int argc, char **argv)
 {
@@ -306,7 +253,7 @@ main(int argc, char **argv)
 	struct cg_model *m = NULL;
 	unsigned char *chosen = NULL;
 	float *sc = NULL;
-	int rc;
+	int rc, k;
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
@@ -323,12 +270,16 @@ main(int argc, char **argv)
 		cg_warnx("out of memory");
 		goto out;
 	}
-	if (choose(&a, m, chosen) != 0 || score(&a, m, mname, sc) != 0 ||
+	if ((k = cg_prune_choose(m, a.exclude, a.nexclude, chosen)) <
+	    a.nexclude)
+		cg_seterr("--exclude '%s': names no tensor that may be pruned",
+		          a.exclude[k]);
+	if (k < a.nexclude || score(&a, m, mname, sc) != 0 ||
 	    cg_prune_apply(m, &a.po, chosen, sc) != 0) {
 		cg_warn(NULL);
 		goto out;
 	}
-	record(&a, m);
+	cg_prune_record(m, a.imp, &a.po);
 	if (cg_model_write(m, a.out, a.comp) != 0) {
 		cg_warn(NULL);
 		goto out;

@@ -119,12 +119,6 @@ static const struct cg_cli cli = {
     .epilog = epilog,
 };
 
-/* The inputs left out (--skip-nonfinite), for --log. */
-struct skipped {
-	char **names;
-	size_t n, cap;
-};
-
 /* "Operations (--op):", a line per row of the reducer's table (NAME:P
  * for a row that takes a parameter P), the exit statuses. */
 static void
@@ -218,64 +212,36 @@ validate(const struct args *a)
 	return CG_CONTINUE;
 }
 
-/* Note name among the inputs left out; 0, or -1 with a message. */
-static int
-note_skipped(struct skipped *sk, const char *name)
-{
-	if (sk->n == sk->cap) {
-		size_t cap = sk->cap ? 2 * sk->cap : 8;
-		void *p = realloc(sk->names, cap * sizeof(*sk->names));
-		if (p == NULL)
-			return cg_seterr("out of memory");
-		sk->names = p;
-		sk->cap = cap;
-	}
-	if ((sk->names[sk->n] = strdup(name)) == NULL)
-		return cg_seterr("out of memory");
-	sk->n++;
-	return 0;
-}
-
 /* Read path into r; 1 (reported on stderr) if it fails.  An input left
- * out is said on stderr (unless quiet) and noted in sk. */
+ * out is said on stderr (unless quiet); r notes it. */
 static int
-add_one(struct cg_reducer *r, const char *path, int *stdin_used,
-        struct skipped *sk, int quiet)
+add_one(struct cg_reducer *r, const char *path, int *stdin_used, int quiet)
 {
 	struct cg_update *u;
-	char *name;
 	int rc;
 
 	if (strcmp(path, "-") == 0 && (*stdin_used)++)
 		return cg_failx("standard input named twice");
 	if ((u = cg_update_read(path)) == NULL)
 		return cg_fail(NULL);
-	/* the reducer takes u over: its name for the log first */
-	if ((name = strdup(u->name)) == NULL) {
-		cg_update_free(u);
-		return cg_failx("out of memory");
-	}
-	rc = cg_reducer_add(r, u);
-	if (rc == 1) {
+	if ((rc = cg_reducer_add(r, u)) == 1) {
 		if (!quiet)
 			cg_warn(NULL);
-		rc = note_skipped(sk, name) != 0 ? cg_fail(NULL) : 0;
+		rc = 0;
 	} else if (rc != 0) {
 		rc = cg_fail(NULL);
 	}
-	free(name);
 	return rc;
 }
 
 /* Every input named on the command line into r; the failures counted. */
 static int
-add_all(struct cg_reducer *r, char **names, int n, struct skipped *sk,
-        int quiet)
+add_all(struct cg_reducer *r, char **names, int n, int quiet)
 {
 	int errors = 0, stdin_used = 0;
 
 	if (n == 0)
-		return add_one(r, "-", &stdin_used, sk, quiet);
+		return add_one(r, "-", &stdin_used, quiet);
 	for (int i = 0; i < n; i++) {
 		glob_t g;
 		/* A pattern the shell left alone (quoted, or for a remote
@@ -284,10 +250,10 @@ add_all(struct cg_reducer *r, char **names, int n, struct skipped *sk,
 		    glob(names[i], 0, NULL, &g) == 0) {
 			for (size_t j = 0; j < g.gl_pathc; j++)
 				errors += add_one(r, g.gl_pathv[j], &stdin_used,
-				                  sk, quiet);
+				                  quiet);
 			globfree(&g);
 		} else {
-			errors += add_one(r, names[i], &stdin_used, sk, quiet);
+			errors += add_one(r, names[i], &stdin_used, quiet);
 		}
 	}
 	return errors;
@@ -296,8 +262,8 @@ add_all(struct cg_reducer *r, char **names, int n, struct skipped *sk,
 /* One JSON line of the call's figures appended to path: 0, or -1 with a
  * message. */
 static int
-write_log(const char *path, const struct cg_reducer *r,
-          const struct skipped *sk, const struct cg_file *f, double secs)
+write_log(const char *path, const struct cg_reducer *r, const struct cg_file *f,
+          double secs)
 {
 	cJSON *o = cJSON_CreateObject();
 
@@ -307,8 +273,8 @@ write_log(const char *path, const struct cg_reducer *r,
 	cJSON_AddNumberToObject(o, "fold_seconds", r->fold_seconds);
 	/* the inputs left out by --skip-nonfinite, by name */
 	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
-	for (size_t i = 0; arr && i < sk->n; i++)
-		cJSON_AddItemToArray(arr, cJSON_CreateString(sk->names[i]));
+	for (size_t i = 0; arr && i < r->nleft_out; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(r->left_out[i]));
 	/* with --model, how every input stood against it (the manifest's) */
 	const cJSON *st =
 	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
@@ -322,7 +288,6 @@ write_log(const char *path, const struct cg_reducer *r,
 struct call {
 	struct cg_reducer r;
 	struct cg_model *m;
-	struct skipped sk;
 	struct cg_file *f;
 };
 
@@ -374,8 +339,7 @@ report(const struct args *a, struct call *c, double t0)
 			return cg_warn(NULL), -1;
 	}
 	if (cg_file_write(c->f, a->out, a->comp) != 0 ||
-	    (a->log &&
-	     write_log(a->log, &c->r, &c->sk, c->f, cg_now() - t0) != 0))
+	    (a->log && write_log(a->log, &c->r, c->f, cg_now() - t0) != 0))
 		return cg_warn(NULL), -1;
 	return 0;
 }
@@ -388,7 +352,7 @@ run(const struct args *a, struct call *c)
 	const double t0 = cg_now();
 
 	if (start(a, c) != 0 ||
-	    add_all(&c->r, a->inputs, a->ninputs, &c->sk, a->quiet) != 0 ||
+	    add_all(&c->r, a->inputs, a->ninputs, a->quiet) != 0 ||
 	    quorum(a, &c->r) != 0)
 		return CG_EXIT_FAILURE;
 	if ((c->f = cg_reducer_finish(&c->r)) == NULL)
@@ -402,9 +366,6 @@ call_free(struct call *c)
 	cg_file_free(c->f);
 	cg_reducer_free(&c->r);
 	cg_model_free(c->m);
-	for (size_t i = 0; i < c->sk.n; i++)
-		free(c->sk.names[i]);
-	free(c->sk.names);
 }
 
 int

@@ -33,6 +33,8 @@
 #include "cli/cli.h"
 #include "data/image.h"
 #include "data/text.h"
+#include "model/cond.h"
+#include "model/draw.h"
 #include "model/model.h"
 #include "nn/gemm.h"
 
@@ -46,9 +48,6 @@
 #define MAX_COUNT 4096
 #define MAX_TEMPERATURE 1000.0
 #define GRID_PAD 2
-/* Names listed in the message for an unknown condition. */
-#define MAX_LISTED 32
-
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -89,14 +88,6 @@ struct opts {
 	const char *prompt_file; /* --prompt-file, or NULL */
 	struct cg_sampler sampler;
 	char *separator; /* owned, escapes expanded */
-};
-
-/* What the manifest says about the images and their conditions. */
-struct vocab {
-	const char **names; /* [n], borrowed from the manifest; NULL: the
-	                     * model has no names (indices only) */
-	int n;
-	int height, width, channels;
 };
 
 static int
@@ -175,29 +166,6 @@ static const struct cg_cli cli = {
     .epilog = "Exit status: 0 ok, 1 a failure, 2 a usage error.",
 };
 
-/*
- * s with the escapes \n, \t and \\ expanded (any other backslash stays
- * as it is), in a new string; NULL when out of memory.
- */
-static char *
-unescape(const char *s)
-{
-	char *out = malloc(strlen(s) + 1), *d = out;
-
-	if (out == NULL)
-		return NULL;
-	for (; *s; s++) {
-		if (s[0] == '\\' &&
-		    (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
-			*d++ = s[1] == 'n' ? '\n' : s[1] == 't' ? '\t' : '\\';
-			s++;
-		} else
-			*d++ = *s;
-	}
-	*d = '\0';
-	return out;
-}
-
 /* -c COND and --separator STR; CG_CONTINUE, or the exit status. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
@@ -209,8 +177,8 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 		return CG_CONTINUE;
 	}
 	free(o->separator);
-	if ((o->separator = unescape(g->arg)) == NULL)
-		return cg_failx("out of memory");
+	if ((o->separator = cg_unescape(g->arg)) == NULL)
+		return cg_fail(NULL);
 	return CG_CONTINUE;
 }
 
@@ -257,126 +225,38 @@ validate(struct opts *o)
 		o->format = cg_image_format_guess(o->output);
 	o->sampler.temperature = o->temperature;
 	if (o->separator == NULL &&
-	    (o->separator = unescape("\\n%\\n")) == NULL)
-		return cg_failx("out of memory");
+	    (o->separator = cg_unescape("\\n%\\n")) == NULL)
+		return cg_fail(NULL);
 	return CG_CONTINUE;
-}
-
-/*
- * The condition names of m's manifest into *vb, checked against the
- * number of conditions the arch says its config takes (which fixes the
- * tokens or one-hot width a condition index selects: a manifest that
- * disagrees would index past them).  With
- * need_names 0 a model without a "conditions" list gets vb->names NULL
- * and its conditions by index.  Returns 0 or -1 with a message.
- */
-static int
-get_names(const struct cg_model *m, struct vocab *vb, int need_names)
-{
-	memset(vb, 0, sizeof(*vb));
-	return cg_model_conditions(m, need_names, &vb->names, &vb->n);
-}
-
-/*
- * Read the vocabulary and image shape from m's manifest into *vb, the
- * shape as the arch checks it against its config, which fixes how many
- * floats one image is: a manifest that disagrees would make the grid
- * read past the sampled buffer.  Returns 0 or -1 with a message.
- */
-static int
-get_vocab(const struct cg_model *m, struct vocab *vb)
-{
-	int shape[3];
-
-	if (m->arch->image_shape(m, shape) != 0 || get_names(m, vb, 1) != 0)
-		return -1;
-	vb->height = shape[0];
-	vb->width = shape[1];
-	vb->channels = shape[2];
-	return 0;
-}
-
-/* The index of condition s, given by name or, failing that, by index;
- * -1 if neither. */
-static int
-find_cond(const struct vocab *vb, const char *s)
-{
-	long long v;
-
-	for (int i = 0; vb->names && i < vb->n; i++)
-		if (strcmp(vb->names[i], s) == 0)
-			return i;
-	if (cg_parse_i64("condition", s, 0, vb->n - 1, &v) == 0)
-		return (int)v;
-	return -1;
 }
 
 /* lead ("...; valid: "), then the names a condition may be given by,
  * as a usage error; returns its status. */
 static int
-usage_conds(const struct vocab *vb, const char *lead)
+usage_conds(const struct cg_conds *c, const char *lead)
 {
 	char buf[4096];
-	size_t k = 0;
 
-	k = (size_t)snprintf(buf, sizeof(buf), "%s", lead);
-	for (int i = 0; vb->names && i < vb->n && i < MAX_LISTED; i++)
-		if (k < sizeof(buf))
-			k += (size_t)snprintf(buf + k, sizeof(buf) - k,
-			                      "%s\"%s\"", i ? ", " : "",
-			                      vb->names[i]);
-	if (k < sizeof(buf))
-		snprintf(buf + k, sizeof(buf) - k, "%s%san index 0 to %d",
-		         vb->names && vb->n > MAX_LISTED ? ", ..." : "",
-		         vb->names ? ", or " : "", vb->n - 1);
-	return cg_usage("%s", buf);
+	return cg_usage("%s", cg_conds_valid(c, lead, buf, sizeof(buf)));
 }
 
 /* An unknown condition is the user's slip, not a failure: say which
  * names would do; returns the usage error's status. */
 static int
-unknown_cond(const struct vocab *vb, const char *s)
+unknown_cond(const struct cg_conds *c, const char *s)
 {
 	char lead[1024];
 
 	snprintf(lead, sizeof(lead), "unknown condition '%s'; valid: ", s);
-	return usage_conds(vb, lead);
-}
-
-/*
- * Draw o->count images for each condition rows[0..nrows) into
- * imgs [nrows * count, pixels].  Returns 0 or -1.
- */
-static int
-draw(struct cg_model *m, const struct opts *o, const int *rows, int nrows,
-     size_t pixels, float *imgs)
-{
-	int *cond;
-
-	if ((cond = malloc((size_t)o->count * sizeof(*cond))) == NULL)
-		return cg_seterr("out of memory");
-	for (int r = 0; r < nrows; r++) {
-		struct cg_rng rng;
-		for (int i = 0; i < o->count; i++)
-			cond[i] = rows[r];
-		cg_rng_derive(&rng, o->seed, (uint64_t)rows[r], 0);
-		if (m->arch->sample_image(
-		        m, cond, o->count, o->temperature, &rng,
-		        imgs + (size_t)r * o->count * pixels) != 0) {
-			free(cond);
-			return -1;
-		}
-	}
-	free(cond);
-	return 0;
+	return usage_conds(c, lead);
 }
 
 /* The image grid: returns the exit status. */
 static int
 run_image(struct cg_model *m, const struct opts *o)
 {
-	struct vocab vb = {0};
-	int *rows = NULL, nrows;
+	struct cg_conds vb = {0};
+	int *rows = NULL, nrows, k, shape[3];
 	float *imgs = NULL;
 	uint32_t gw, gh;
 	int status = 1;
@@ -390,7 +270,11 @@ run_image(struct cg_model *m, const struct opts *o)
 		return cg_failx("refusing to write an image to a terminal "
 		                "(use -o FILE or a pipe)");
 	}
-	if (get_vocab(m, &vb) != 0) {
+	/* The shape as the arch checks it against its config, which fixes
+	 * how many floats one image is: a manifest that disagrees would make
+	 * the grid read past the sampled buffer. */
+	if (m->arch->image_shape(m, shape) != 0 ||
+	    cg_conds_get(m, 1, &vb) != 0) {
 		cg_errprefix(o->model);
 		goto fail;
 	}
@@ -399,33 +283,32 @@ run_image(struct cg_model *m, const struct opts *o)
 		cg_seterr("out of memory");
 		goto fail;
 	}
-	for (int i = 0; i < nrows; i++) {
-		rows[i] = o->nconds > 0 ? find_cond(&vb, o->conds[i]) : i;
-		if (rows[i] < 0) {
-			status = unknown_cond(&vb, o->conds[i]);
-			goto done;
-		}
+	for (int i = 0; i < nrows; i++)
+		rows[i] = i;
+	if ((k = cg_conds_lookup(&vb, o->conds, o->nconds, rows)) < o->nconds) {
+		status = unknown_cond(&vb, o->conds[k]);
+		goto done;
 	}
 	/* Refuse a picture too large before drawing a single image. */
-	if (cg_image_grid_size(nrows * o->count, vb.height, vb.width,
-	                       vb.channels, o->count, GRID_PAD, &gw,
-	                       &gh) != 0) {
+	if (cg_image_grid_size(nrows * o->count, shape[0], shape[1], shape[2],
+	                       o->count, GRID_PAD, &gw, &gh) != 0) {
 		cg_errprefix(strcmp(o->output, "-") == 0 ? "standard output"
 		                                         : o->output);
 		goto fail;
 	}
-	size_t pixels = (size_t)vb.height * vb.width * vb.channels;
+	size_t pixels = (size_t)shape[0] * shape[1] * shape[2];
 	if ((imgs = malloc((size_t)nrows * o->count * pixels *
 	                   sizeof(*imgs))) == NULL) {
 		cg_seterr("out of memory");
 		goto fail;
 	}
-	if (draw(m, o, rows, nrows, pixels, imgs) != 0) {
+	if (cg_draw_images(m, rows, nrows, o->count, o->temperature, o->seed,
+	                   imgs) != 0) {
 		cg_errprefix(o->model);
 		goto fail;
 	}
-	if (cg_image_grid_write(o->output, imgs, nrows * o->count, vb.height,
-	                        vb.width, vb.channels, o->count, GRID_PAD,
+	if (cg_image_grid_write(o->output, imgs, nrows * o->count, shape[0],
+	                        shape[1], shape[2], o->count, GRID_PAD,
 	                        o->format) != 0)
 		goto fail;
 	status = 0;
@@ -435,7 +318,7 @@ fail:
 done:
 	free(imgs);
 	free(rows);
-	free(vb.names);
+	cg_conds_free(&vb);
 	return status;
 }
 
@@ -444,9 +327,10 @@ done:
 /* Where generated bytes go. */
 struct sink {
 	FILE *fp;
-	int tty;  /* flush every byte; show control bytes as '?' */
-	int err;  /* errno of the first failed write; 0 if none */
-	int last; /* the last byte written, or -1 */
+	int tty;         /* flush every byte; show control bytes as '?' */
+	int err;         /* errno of the first failed write; 0 if none */
+	int last;        /* the last byte written, or -1 */
+	const char *sep; /* between texts */
 };
 
 /* Write byte as it is; nonzero on a write error (in k->err). */
@@ -474,9 +358,11 @@ emit_byte(void *ctx, int byte)
 
 /* The separator, the user's own bytes: as given. */
 static int
-put_str(struct sink *k, const char *s)
+put_sep(void *ctx)
 {
-	for (; *s; s++)
+	struct sink *k = ctx;
+
+	for (const char *s = k->sep; *s; s++)
 		if (put_byte(k, (unsigned char)*s) != 0)
 			return -1;
 	return 0;
@@ -506,25 +392,18 @@ read_prompt(const struct opts *o, uint8_t **p, size_t *n)
  * unknown or none can be chosen.
  */
 static int
-text_conds(const struct opts *o, const struct vocab *vb, int **rows, int *nrows)
+text_conds(const struct opts *o, const struct cg_conds *vb, int **rows,
+           int *nrows)
 {
-	int n = o->nconds > 0 ? o->nconds : 1, pick = -1;
+	int n = o->nconds > 0 ? o->nconds : 1, k;
 
 	if ((*rows = calloc((size_t)n, sizeof(**rows))) == NULL)
 		return cg_seterr("out of memory");
 	*nrows = n;
-	for (int i = 0; i < o->nconds; i++)
-		if (((*rows)[i] = find_cond(vb, o->conds[i])) < 0)
-			return unknown_cond(vb, o->conds[i]);
-	if (o->nconds > 0)
-		return 0;
-	if (vb->n == 1)
-		pick = 0;
-	for (int i = 0; vb->names && i < vb->n; i++)
-		if ((o->prompt || o->prompt_file) &&
-		    strcmp(vb->names[i], CG_TEXT_PROMPT_CONDITION) == 0)
-			pick = i;
-	if (pick < 0) {
+	if ((k = cg_conds_lookup(vb, o->conds, o->nconds, *rows)) < o->nconds)
+		return unknown_cond(vb, o->conds[k]);
+	if (o->nconds == 0 && ((*rows)[0] = cg_conds_default(
+	                           vb, o->prompt || o->prompt_file)) < 0) {
 		char lead[1024];
 
 		snprintf(lead, sizeof(lead),
@@ -532,7 +411,6 @@ text_conds(const struct opts *o, const struct vocab *vb, int **rows, int *nrows)
 		         o->model, vb->n);
 		return usage_conds(vb, lead);
 	}
-	(*rows)[0] = pick;
 	return 0;
 }
 
@@ -540,7 +418,7 @@ text_conds(const struct opts *o, const struct vocab *vb, int **rows, int *nrows)
 static int
 run_text(struct cg_model *m, const struct opts *o)
 {
-	struct vocab vb = {0};
+	struct cg_conds vb = {0};
 	struct cg_out out = {0};
 	struct sink k = {0};
 	uint8_t *prompt = NULL;
@@ -554,7 +432,7 @@ run_text(struct cg_model *m, const struct opts *o)
 		return cg_usage("%s: --format is for image models (%s makes "
 		                "text)",
 		                o->model, m->arch->name);
-	if (get_names(m, &vb, 0) != 0) {
+	if (cg_conds_get(m, 0, &vb) != 0) {
 		cg_errprefix(o->model);
 		goto fail;
 	}
@@ -577,23 +455,12 @@ run_text(struct cg_model *m, const struct opts *o)
 	else
 		k.fp = out.fp;
 	k.last = -1;
-	for (int r = 0; r < nrows && !k.err; r++)
-		for (int i = 0; i < count && !k.err; i++) {
-			struct cg_rng rng;
-			long n;
-
-			if ((r > 0 || i > 0) && put_str(&k, o->separator) != 0)
-				break;
-			cg_rng_derive(&rng, o->seed, (uint64_t)rows[r],
-			              (uint64_t)i);
-			n = m->arch->sample_text(m, rows[r], prompt, plen,
-			                         &o->sampler, &rng, emit_byte,
-			                         &k);
-			if (n < 0) {
-				cg_errprefix(o->model);
-				goto fail;
-			}
-		}
+	k.sep = o->separator;
+	if (cg_draw_texts(m, rows, nrows, count, prompt, plen, &o->sampler,
+	                  o->seed, emit_byte, put_sep, &k) != 0) {
+		cg_errprefix(o->model);
+		goto fail;
+	}
 	/* A terminal's prompt should not follow the text on its line. */
 	if (k.tty && !k.err && k.last >= 0 && k.last != '\n')
 		put_byte(&k, '\n');
@@ -619,7 +486,7 @@ done:
 		cg_out_abort(&out);
 	free(prompt);
 	free(rows);
-	free(vb.names);
+	cg_conds_free(&vb);
 	return status;
 }
 

@@ -19,8 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "cg.h"
 #include "cli/cli.h"
 #include "data/dataset.h"
@@ -168,57 +166,13 @@ static const struct cg_cli cli = {
 };
 
 /*
- * DIR/SET-WHAT-idxD-ubyte, or the same with ".idx" or a ".gz" suffix:
- * the first that exists, as a new string, or NULL.
- */
-static char *
-find_idx(const char *dir, const char *set, const char *what)
-{
-	int dims = strcmp(what, "images") == 0 ? 3 : 1;
-	struct stat st;
-
-	for (int i = 0; i < 4; i++) {
-		char *p;
-		if (asprintf(&p, "%s/%s-%s%cidx%d-ubyte%s", dir, set, what,
-		             i < 2 ? '-' : '.', dims, i % 2 ? ".gz" : "") < 0)
-			return NULL;
-		if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-			return p;
-		free(p);
-	}
-	return NULL;
-}
-
-/* Whether dir holds an IDX pair (of either set), and so is no text. */
-static int
-has_idx(const char *dir)
-{
-	char *p = find_idx(dir, "train", "images");
-	int found;
-
-	if (p == NULL)
-		p = find_idx(dir, "t10k", "images");
-	found = p != NULL;
-	free(p);
-	return found;
-}
-
-/* Whether a path names Fashion-MNIST, whose labels have known names. */
-static int
-is_fashion(const char *path)
-{
-	return strcasestr(path, "fashion") != NULL;
-}
-
-/*
  * The IDX pair to read: IMAGES LABELS as given, or found in a directory
- * (*found keeps the strings to free).  Prints the error and returns -1.
+ * (found keeps the strings to free).  Prints the error and returns -1.
  */
 static int
 find_inputs(int argc, char **argv, int test, const char **images,
             const char **labels, char *found[2])
 {
-	const char *set = test ? "t10k" : "train";
 	struct stat st;
 
 	if (argc == 2) {
@@ -233,55 +187,23 @@ find_inputs(int argc, char **argv, int test, const char **images,
 		                "a directory holding them)",
 		                argv[0]),
 		       -1;
-	found[0] = find_idx(argv[0], set, "images");
-	found[1] = find_idx(argv[0], set, "labels");
-	if (found[0] == NULL || found[1] == NULL)
-		return cg_warnx("%s: no %s-%s-idx%d-ubyte[.gz] here", argv[0],
-		                set, found[0] ? "labels" : "images",
-		                found[0] ? 1 : 3),
-		       -1;
+	if (cg_idx_find(argv[0], test ? "t10k" : "train", found) != 0)
+		return cg_warn(NULL), -1;
 	*images = found[0];
 	*labels = found[1];
 	return 0;
 }
 
-/* paths[i] for shard i, paths[n] for the holdout (NULL without one). */
-static char **
-shard_paths(const char *prefix, uint64_t n, const char *holdout)
+/* The progress line's step: k of n files written. */
+static void
+progress(void *ctx, int k, int n)
 {
-	char **paths = calloc(n + 1, sizeof(*paths));
-
-	if (paths == NULL)
-		goto oom;
-	for (uint64_t i = 0; i < n; i++) {
-		if (strcmp(prefix, "-") == 0)
-			paths[i] = strdup("-");
-		else if (asprintf(&paths[i], "%s-%llu%s", prefix,
-		                  (unsigned long long)i, CG_SHARD_EXT) < 0)
-			paths[i] = NULL;
-		if (paths[i] == NULL)
-			goto oom;
-		if (holdout && strcmp(paths[i], holdout) == 0) {
-			cg_warnx("%s: both a shard and the holdout", holdout);
-			goto fail;
-		}
-	}
-	if (holdout && (paths[n] = strdup(holdout)) == NULL)
-		goto oom;
-	return paths;
-oom:
-	cg_warnx("out of memory");
-fail:
-	for (uint64_t i = 0; paths && i <= n; i++)
-		free(paths[i]);
-	free(paths);
-	return NULL;
+	cg_progress_update(ctx, k, n, NAN);
 }
 
 /*
  * Write every shard, then the holdout, with a progress line on a terminal
- * unless quiet.  On a failure, remove the files this run already wrote,
- * so that no partial set is left; returns -1.
+ * unless quiet; all or nothing (cg_split_write).  0, or -1 said.
  */
 static int
 write_shards(const struct cg_dataset *d, const int *assign,
@@ -289,85 +211,29 @@ write_shards(const struct cg_dataset *d, const int *assign,
              int quiet)
 {
 	struct cg_progress pb;
-	int n = s->nshards;
+	int rc;
 
 	cg_progress_init(&pb, stderr, cg_getprogname(), quiet);
-	for (int i = 0; i <= n; i++) {
-		if (paths[i] != NULL &&
-		    cg_shard_write(d, assign, i < n ? i : -1, s, paths[i], c) !=
-		        0) {
-			cg_progress_done(&pb);
-			cg_warn(NULL);
-			while (i-- > 0)
-				if (paths[i] && strcmp(paths[i], "-") != 0)
-					unlink(paths[i]);
-			return -1;
-		}
-		cg_progress_update(&pb, i + 1, n + 1, NAN);
-	}
+	rc = cg_split_write(d, assign, s, paths, c, progress, &pb);
 	cg_progress_done(&pb);
-	return 0;
+	if (rc != 0)
+		cg_warn(NULL);
+	return rc;
 }
 
-static void
-print_table(const struct cg_dataset *d, const int *assign, char **paths,
-            uint64_t n)
-{
-	fprintf(stderr, "%-8s %10s  %s\n", "shard", "examples", "path");
-	for (uint64_t i = 0; i <= n; i++) {
-		char id[24];
-		int shard = i < n ? (int)i : -1;
-
-		if (paths[i] == NULL)
-			continue;
-		if (shard < 0)
-			snprintf(id, sizeof(id), "holdout");
-		else
-			snprintf(id, sizeof(id), "%d", shard);
-		fprintf(
-		    stderr, "%-8s %10llu  %s\n", id,
-		    (unsigned long long)cg_split_count(d, assign, shard, NULL),
-		    paths[i]);
-	}
-}
-
-/* One JSON object per written shard: path, shard, holdout, examples and
- * the count of each condition by name. */
+/* One JSON line per written shard (cg_split_json); 0, or -1 when out of
+ * memory. */
 static int
 print_json(const struct cg_dataset *d, const int *assign, char **paths,
            uint64_t n)
 {
-	uint64_t *counts = malloc(d->nconditions * sizeof(*counts));
-	int rc = -1;
-
-	if (counts == NULL)
-		return -1;
-	for (uint64_t i = 0; i <= n; i++) {
-		int shard = i < n ? (int)i : -1;
-		cJSON *o, *c;
-
-		if (paths[i] == NULL)
-			continue;
-		uint64_t total = cg_split_count(d, assign, shard, counts);
-		if ((o = cJSON_CreateObject()) == NULL)
-			goto out;
-		cJSON_AddStringToObject(o, "path", paths[i]);
-		cJSON_AddNumberToObject(o, "shard", shard);
-		cJSON_AddBoolToObject(o, "holdout", shard < 0);
-		cJSON_AddNumberToObject(o, "examples", (double)total);
-		c = cJSON_AddObjectToObject(o, "counts");
-		for (size_t k = 0; c && k < d->nconditions; k++)
-			cJSON_AddNumberToObject(c, d->conditions[k],
-			                        (double)counts[k]);
-		if (c == NULL)
-			cJSON_Delete(o);
-		if (c == NULL || cg_json_print(stdout, o) != 0)
-			goto out;
-	}
-	rc = 0;
-out:
-	free(counts);
-	return rc;
+	for (uint64_t i = 0; i <= n; i++)
+		if (paths[i] != NULL &&
+		    cg_json_print(stdout,
+		                  cg_split_json(d, assign, i < n ? (int)i : -1,
+		                                paths[i])) != 0)
+			return -1;
+	return 0;
 }
 
 /* --weights and --format; CG_CONTINUE, or a usage error. */
@@ -470,7 +336,7 @@ input_kind(struct args *a)
 		if (stat(in, &st) != 0)
 			return cg_failx("%s: %s", in, strerror(errno));
 		if (S_ISDIR(st.st_mode))
-			a->text = !has_idx(in);
+			a->text = !cg_idx_dir(in);
 		else if (cg_text_format_guess(in) != CG_TEXT_AUTO)
 			a->text = 1;
 		else
@@ -512,9 +378,7 @@ load(struct args *a, struct cg_dataset *d)
 	if (a->conditions) {
 		if (cg_dataset_read_conditions(d, a->conditions) != 0)
 			goto out;
-	} else if (!a->text && is_fashion(images) && d->nconditions == 10 &&
-	           cg_dataset_set_conditions(d, cg_fashion_mnist_names, 10) !=
-	               0)
+	} else if (!a->text && cg_idx_name_conditions(d, images) != 0)
 		goto out;
 	rc = 0;
 out:
@@ -546,21 +410,23 @@ split_write(struct args *a, struct cg_dataset *d)
 		cg_warn(NULL);
 		goto out;
 	}
-	if ((paths = shard_paths(a->prefix, a->nshards, a->holdout)) == NULL ||
-	    write_shards(d, assign, &a->split, paths, a->compress, a->quiet) !=
-	        0)
+	if ((paths = cg_split_paths(a->prefix, a->nshards, a->holdout)) ==
+	    NULL) {
+		cg_warn(NULL);
+		goto out;
+	}
+	if (write_shards(d, assign, &a->split, paths, a->compress, a->quiet) !=
+	    0)
 		goto out;
 	if (a->verbose)
-		print_table(d, assign, paths, a->nshards);
+		cg_split_table(stderr, d, assign, paths, a->nshards);
 	if (a->json && print_json(d, assign, paths, a->nshards) != 0) {
 		cg_warnx("out of memory");
 		goto out;
 	}
 	rc = 0;
 out:
-	for (uint64_t i = 0; paths && i <= a->nshards; i++)
-		free(paths[i]);
-	free(paths);
+	cg_split_paths_free(paths, a->nshards);
 	free(assign);
 	return rc;
 }

@@ -14,12 +14,12 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "exchange/feedback.h"
 #include "exchange/secagg.h"
 #include "exchange/uident.h"
 #include "exchange/update.h"
 #include "nn/gemm.h"
 #include "train/audit.h"
+#include "train/encode.h"
 #include "train/train.h"
 
 #define MAX_BATCH (1 << 20)
@@ -454,96 +454,50 @@ write_log(const char *path, const struct cg_model *m,
 }
 
 /*
- * The update encoded under --codec (fitted to --budget) into j->f.  With
- * error feedback, the state's residual "ef.residual" is added to the
- * update first and replaced by what the codec did not send; a codec that
- * keeps state between calls (low-rank factors' warm start) keeps it in
- * the state member it names.  0, or -1 with a message.
+ * The update encoded under --codec (fitted to --budget) or --mask into
+ * j->f, with the error feedback and codec state the state file keeps
+ * (cg_train_encode).  0, or -1 with a message.
  */
 static int
 encode(const struct args *a, struct job *j)
 {
-	const struct cg_model *m = j->m;
-	const uint64_t P = m->nparams;
-	const struct cg_uspec spec = j->spec;
-	struct cg_uview *v = NULL;
-	struct cg_uenc e = {0};
-	float *res = NULL;
-	unsigned char id[32];
-	uint64_t nq, seedmix;
-	int rc = -1;
-
+	struct cg_train_enc e = {
+	    .spec = &j->spec,
+	    .kind =
+	        a->o.emit == CG_EMIT_GRAD ? CG_UPDATE_GRAD : CG_UPDATE_DELTA,
+	    .seed = a->o.seed,
+	    .no_feedback = a->no_feedback,
+	    .decay = a->decay,
+	    /* the input model's digest is the state's, taken before
+	     * training */
+	    .base = j->st ? j->call.model : NULL,
+	};
 	double t0 = cg_now();
 
-	if (cg_update_model_views(m, &v) != 0)
-		return -1;
-	/* stochastic rounding and a first low-rank factor: a function of
-	 * the seed, the model's step and the shard */
-	cg_state_identity(j->s->file, id);
-	memcpy(&seedmix, id, sizeof(seedmix));
-	cg_rng_derive(&e.rng, a->o.seed, m->step, seedmix);
-	nq = cg_uspec_state_floats(&spec, v, m->nviews);
-	if (j->st && nq &&
-	    (e.warm = cg_state_put(j->st, cg_uspec_state_name(&spec), CG_F32,
-	                           nq)) == NULL)
-		goto out;
-	if (j->st && a->no_feedback) {
-		/* a residual kept by earlier calls is dropped, not left to
-		 * be added by a later call with feedback */
-		void *old;
-		if (cg_state_get(j->st, "ef.residual", CG_F32, P, &old) == 1)
-			memset(old, 0, P * sizeof(float));
-	}
 	if (a->mask) {
 		/* the round is the model's: its digest, which every peer's
 		 * base is; the weight whole, as the sum needs it */
 		unsigned char d[32];
-		if (j->st)
-			memcpy(d, j->call.model, 32);
+		if (e.base)
+			memcpy(d, e.base, 32);
 		else
-			cg_model_digest(m, d);
+			cg_model_digest(j->m, d);
 		if (cg_mask_check_weight(j->res.weight, j->mask.frac_bits,
 		                         &e.mask_weight) != 0 ||
 		    cg_mask_round(&j->mask, d) != 0) {
 			cg_errprefix("--mask");
-			goto out;
+			return -1;
 		}
 		e.mask = &j->mask;
 	}
-	if (j->st && !a->no_feedback && !cg_uspec_lossless(&spec) &&
-	    !a->mask) {
-		void *kept;
-		int had = cg_state_get(j->st, "ef.residual", CG_F32, P, &kept);
-		if (had < 0)
-			goto out;
-		res = had ? kept : cg_state_put(j->st, "ef.residual", CG_F32, P);
-		if (res == NULL)
-			goto out;
-		/* a new residual is zero: nothing to add */
-		if (had)
-			cg_feedback_add(j->buf, res, P, (float)a->decay);
-	}
-	/* the residual becomes what was not sent; the input model's
-	 * digest is the state's, taken before training */
-	j->f = cg_update_encode(m, j->st ? j->call.model : NULL,
-	                        a->o.emit == CG_EMIT_GRAD ? CG_UPDATE_GRAD
-	                                                  : CG_UPDATE_DELTA,
-	                        j->buf, (double)j->res.samples, j->res.weight,
-	                        j->res.mean.loss, &spec, &e, NULL, res);
-	if (j->f == NULL)
-		goto out;
-	/* what a code puts at a pruned weight the coordinator zeroes:
-	 * nothing there is owed to the next call */
-	if (res)
-		cg_model_mask(m, res);
+	if ((j->f = cg_train_encode(j->m, j->s, j->st, j->buf, &j->res, &e)) ==
+	    NULL)
+		return -1;
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest, "codec");
 	j->coded_bytes = cg_json_num(c, "bytes", 0);
 	j->dense_bytes = cg_json_num(c, "dense_bytes", 0);
 	j->enc_secs = cg_now() - t0;
-	rc = 0;
-out:
-	free(v);
-	return rc;
+	return 0;
 }
 
 /*

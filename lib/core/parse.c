@@ -1,6 +1,6 @@
 /*
  * core/parse.c - whole strings as numbers, sizes and lists, each checked
- * against its range, with a message naming what was parsed.
+ * against its range, with a message naming what was parsed; escapes.
  */
 #include <errno.h>
 #include <math.h>
@@ -124,4 +124,25 @@ cg_parse_list(const char *what, const char *s, double *out, int max)
 	if (n == 0)
 		return cg_seterr("%s: empty list", what);
 	return n;
+}
+
+char *
+cg_unescape(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *d = out;
+
+	if (out == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	for (; *s; s++) {
+		if (s[0] == '\\' &&
+		    (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
+			*d++ = s[1] == 'n' ? '\n' : s[1] == 't' ? '\t' : '\\';
+			s++;
+		} else
+			*d++ = *s;
+	}
+	*d = '\0';
+	return out;
 }

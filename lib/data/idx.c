@@ -9,6 +9,10 @@
  * before anything is allocated; a gzip stream, whose real length is unknown
  * up front, is read into a buffer that grows only as data arrives.  A short
  * file, a corrupt stream and trailing bytes are all errors.
+ *
+ * A directory of IDX files is searched for a pair under MNIST's names
+ * (train-images-idx3-ubyte, ...), and a Fashion-MNIST pair gets its class
+ * names: what a dataset's files say about it, beyond their bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -335,4 +339,76 @@ fail:
 	idx_close(&lb);
 	cg_dataset_free(&d);
 	return -1;
+}
+
+/* ------------------------------------------------- pairs in a directory */
+
+/*
+ * DIR/SET-WHAT-idxD-ubyte, or the same with ".gz", or with ".idx" for
+ * "-idx" (and ".gz"): the first that is a regular file, in *path (a new
+ * string), or NULL when none is.  Returns 0, or -1 with a message when
+ * out of memory.
+ */
+static int
+find_one(const char *dir, const char *set, const char *what, char **path)
+{
+	int dims = strcmp(what, "images") == 0 ? 3 : 1;
+	struct stat st;
+
+	*path = NULL;
+	for (int i = 0; i < 4; i++) {
+		char *p;
+		if (asprintf(&p, "%s/%s-%s%cidx%d-ubyte%s", dir, set, what,
+		             i < 2 ? '-' : '.', dims, i % 2 ? ".gz" : "") < 0)
+			return cg_seterr("out of memory");
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+			*path = p;
+			return 0;
+		}
+		free(p);
+	}
+	return 0;
+}
+
+int
+cg_idx_find(const char *dir, const char *set, char *pair[2])
+{
+	pair[0] = pair[1] = NULL;
+	if (find_one(dir, set, "images", &pair[0]) != 0 ||
+	    find_one(dir, set, "labels", &pair[1]) != 0)
+		goto fail;
+	if (pair[0] == NULL || pair[1] == NULL) {
+		cg_seterr("%s: no %s-%s-idx%d-ubyte[.gz] here", dir, set,
+		          pair[0] ? "labels" : "images", pair[0] ? 1 : 3);
+		goto fail;
+	}
+	return 0;
+fail:
+	free(pair[0]);
+	free(pair[1]);
+	pair[0] = pair[1] = NULL;
+	return -1;
+}
+
+int
+cg_idx_dir(const char *dir)
+{
+	static const char *const sets[] = {"train", "t10k"};
+	char *p = NULL;
+	int found;
+
+	for (int i = 0; i < 2 && p == NULL; i++)
+		if (find_one(dir, sets[i], "images", &p) != 0)
+			return 0;
+	found = p != NULL;
+	free(p);
+	return found;
+}
+
+int
+cg_idx_name_conditions(struct cg_dataset *d, const char *images)
+{
+	if (strcasestr(images, "fashion") == NULL || d->nconditions != 10)
+		return 0;
+	return cg_dataset_set_conditions(d, cg_fashion_mnist_names, 10);
 }

@@ -23,4 +23,28 @@
 int cg_idx_load(const char *images, const char *labels, uint64_t limit,
                 struct cg_dataset *out);
 
+/*
+ * The IDX pair of set ("train" or "t10k", as MNIST names them) in
+ * directory dir: for the images, the first regular file of
+ * SET-images-idx3-ubyte, the same with ".gz", SET-images.idx3-ubyte and
+ * the same with ".gz"; for the labels likewise with "labels" and "idx1".
+ * Returns 0 with the paths in pair[0] (images) and pair[1] (labels), new
+ * strings the caller frees; or -1 with a message naming dir and the
+ * file not found ("DIR: no train-labels-idx1-ubyte[.gz] here"), and
+ * pair[] NULL.
+ */
+int cg_idx_find(const char *dir, const char *set, char *pair[2]);
+/*
+ * Whether dir holds the images of an IDX pair, of either set: what tells
+ * a directory of MNIST files from a directory of text.
+ */
+int cg_idx_dir(const char *dir);
+/*
+ * Name d's conditions as the path of its IDX images implies:
+ * Fashion-MNIST's ten (cg_fashion_mnist_names) where the path says
+ * "fashion", in any case, and d has ten conditions; else d is left as
+ * it is.  Returns 0, or -1 with a message and d unchanged.
+ */
+int cg_idx_name_conditions(struct cg_dataset *d, const char *images);
+
 #endif

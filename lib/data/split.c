@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -917,4 +918,114 @@ cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                const struct cg_split *s, const char *path, enum cg_compress c)
 {
 	return cg_file_write_free(cg_shard_build(d, assign, shard, s), path, c);
+}
+
+/* --------------------------------------------------- a split's files */
+
+void
+cg_split_table(FILE *fp, const struct cg_dataset *d, const int *assign,
+               char *const *paths, uint64_t n)
+{
+	fprintf(fp, "%-8s %10s  %s\n", "shard", "examples", "path");
+	for (uint64_t i = 0; i <= n; i++) {
+		char id[24];
+		int shard = i < n ? (int)i : -1;
+
+		if (paths[i] == NULL)
+			continue;
+		if (shard < 0)
+			snprintf(id, sizeof(id), "holdout");
+		else
+			snprintf(id, sizeof(id), "%d", shard);
+		fprintf(
+		    fp, "%-8s %10llu  %s\n", id,
+		    (unsigned long long)cg_split_count(d, assign, shard, NULL),
+		    paths[i]);
+	}
+}
+
+cJSON *
+cg_split_json(const struct cg_dataset *d, const int *assign, int shard,
+              const char *path)
+{
+	uint64_t *counts = malloc((d->nconditions + 1) * sizeof(*counts));
+	cJSON *o = NULL, *c;
+
+	if (counts == NULL || (o = cJSON_CreateObject()) == NULL)
+		goto out;
+	uint64_t total = cg_split_count(d, assign, shard, counts);
+	cJSON_AddStringToObject(o, "path", path);
+	cJSON_AddNumberToObject(o, "shard", shard);
+	cJSON_AddBoolToObject(o, "holdout", shard < 0);
+	cJSON_AddNumberToObject(o, "examples", (double)total);
+	c = cJSON_AddObjectToObject(o, "counts");
+	for (size_t k = 0; c && k < d->nconditions; k++)
+		cJSON_AddNumberToObject(c, d->conditions[k], (double)counts[k]);
+	if (c == NULL) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+out:
+	free(counts);
+	return o;
+}
+
+char **
+cg_split_paths(const char *prefix, uint64_t n, const char *holdout)
+{
+	char **paths = calloc(n + 1, sizeof(*paths));
+
+	if (paths == NULL)
+		goto oom;
+	for (uint64_t i = 0; i < n; i++) {
+		if (strcmp(prefix, "-") == 0)
+			paths[i] = strdup("-");
+		else if (asprintf(&paths[i], "%s-%llu%s", prefix,
+		                  (unsigned long long)i, CG_SHARD_EXT) < 0)
+			paths[i] = NULL;
+		if (paths[i] == NULL)
+			goto oom;
+		if (holdout && strcmp(paths[i], holdout) == 0) {
+			cg_seterr("%s: both a shard and the holdout", holdout);
+			goto fail;
+		}
+	}
+	if (holdout && (paths[n] = strdup(holdout)) == NULL)
+		goto oom;
+	return paths;
+oom:
+	cg_seterr("out of memory");
+fail:
+	cg_split_paths_free(paths, n);
+	return NULL;
+}
+
+void
+cg_split_paths_free(char **paths, uint64_t n)
+{
+	for (uint64_t i = 0; paths && i <= n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+int
+cg_split_write(const struct cg_dataset *d, const int *assign,
+               const struct cg_split *s, char *const *paths, enum cg_compress c,
+               void (*done)(void *ctx, int k, int n), void *ctx)
+{
+	int n = s->nshards;
+
+	for (int i = 0; i <= n; i++) {
+		if (paths[i] != NULL &&
+		    cg_shard_write(d, assign, i < n ? i : -1, s, paths[i], c) !=
+		        0) {
+			while (i-- > 0)
+				if (paths[i] && strcmp(paths[i], "-") != 0)
+					unlink(paths[i]);
+			return -1;
+		}
+		if (done)
+			done(ctx, i + 1, n + 1);
+	}
+	return 0;
 }

@@ -6,6 +6,7 @@
 #define CG_SPLIT_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "data/dataset.h"
 
@@ -83,6 +84,23 @@ int cg_split_assign(const struct cg_dataset *d, const struct cg_split *s,
 uint64_t cg_split_count(const struct cg_dataset *d, const int *assign,
                         int shard, uint64_t *counts);
 
+/*
+ * A table of a split's files on fp, for people: a header "shard examples
+ * path", then a row for each of paths [n + 1] (cg_split_paths) that is not
+ * NULL, the holdout's shard named "holdout".  Write errors are fp's
+ * (ferror).
+ */
+void cg_split_table(FILE *fp, const struct cg_dataset *d, const int *assign,
+                    char *const *paths, uint64_t n);
+/*
+ * The file at path of shard shard (-1: the holdout) as one JSON object:
+ * "path", "shard", "holdout", "examples" and "counts", each condition's
+ * count by name.  A new object the caller frees, or NULL when out of
+ * memory.
+ */
+struct cJSON *cg_split_json(const struct cg_dataset *d, const int *assign,
+                            int shard, const char *path);
+
 /* ------------------------------------------------------- shards on disk */
 
 /*
@@ -105,5 +123,30 @@ struct cg_file *cg_shard_build(const struct cg_dataset *d, const int *assign,
 int cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                    const struct cg_split *s, const char *path,
                    enum cg_compress c);
+
+/*
+ * The files of a split into n shards: paths[i] is PREFIX-I.cgd for shard
+ * i (prefix "-": "-", standard output, for each), paths[n] the holdout
+ * or NULL without one.  Returns a new array of n + 1 (free it with
+ * cg_split_paths_free), or NULL with a message: out of memory, or
+ * "HOLDOUT: both a shard and the holdout" where one path is both.
+ */
+char **cg_split_paths(const char *prefix, uint64_t n, const char *holdout);
+/* Free paths [n + 1] and its strings; paths may be NULL. */
+void cg_split_paths_free(char **paths, uint64_t n);
+
+/*
+ * Write the shards of split s, shard i to paths[i], then the holdout to
+ * paths[s->nshards] unless it is NULL (each as cg_shard_write does), and
+ * after each of the nshards + 1, done(ctx, k, nshards + 1) with k the
+ * count handled so far, unless done is NULL (a progress line).  All or
+ * nothing: on a failure the files this call wrote before are removed (not
+ * standard output), so that no partial set is left.  Returns 0, or -1
+ * with the failing file's message.
+ */
+int cg_split_write(const struct cg_dataset *d, const int *assign,
+                   const struct cg_split *s, char *const *paths,
+                   enum cg_compress c, void (*done)(void *ctx, int k, int n),
+                   void *ctx);
 
 #endif

@@ -12,12 +12,17 @@
  * generator, and 2 K + 2 of the moments' d x d eigenproblems.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "cg.h"
 #include "eval/frechet.h"
 #include "eval/judge.h"
+#include "model/cond.h"
+#include "model/draw.h"
 
 /* ------------------------------------------------------------- checks */
 
@@ -173,7 +178,7 @@ one_condition(struct work *w, const struct cg_shard *s, int c,
 	}
 	/* As cg-sample draws condition c's images: one stream from
 	 * (seed, c), consumed in order, whatever the chunks. */
-	cg_rng_derive(&rng, o->seed, (uint64_t)c, 0);
+	cg_draw_rng(&rng, o->seed, c, 0);
 	for (int left = o->samples; left > 0;) {
 		int n = left < w->B ? left : w->B;
 		for (int j = 0; j < n; j++)
@@ -296,4 +301,81 @@ cg_judge_result_free(struct cg_judge_result *r)
 		return;
 	free(r->cond);
 	memset(r, 0, sizeof(*r));
+}
+
+/* ------------------------------------------------------------ reports */
+
+void
+cg_judge_table(FILE *fp, const struct cg_model *m,
+               const struct cg_judge_result *r)
+{
+	fprintf(fp, "%-16s %10s %10s %10s %10s %12s\n", "condition", "drawn",
+	        "acc", "real", "real_acc", "frechet");
+	for (int c = 0; c <= r->ncond; c++) {
+		const int all = c == r->ncond;
+		const struct cg_judge_cond *jc = all ? NULL : &r->cond[c];
+		const char *name = all ? "all" : cg_conds_name(m, c);
+		double f = all ? r->frechet : jc->frechet;
+		double ra = all ? r->real_acc : jc->real_acc;
+		char idx[16];
+
+		if (name == NULL) {
+			snprintf(idx, sizeof(idx), "%d", c);
+			name = idx;
+		}
+		fprintf(fp, "%-16s %10llu %10.4f %10llu", name,
+		        (unsigned long long)(all ? r->drawn : jc->drawn),
+		        all ? r->acc : jc->acc,
+		        (unsigned long long)(all ? r->real : jc->real));
+		if (isnan(ra))
+			fprintf(fp, " %10s", "-");
+		else
+			fprintf(fp, " %10.4f", ra);
+		if (isnan(f))
+			fprintf(fp, " %12s\n", "-");
+		else
+			fprintf(fp, " %12.4f\n", f);
+	}
+}
+
+/* A figure, or null where there is none (NAN). */
+static void
+add_figure(cJSON *j, const char *key, double v)
+{
+	if (isnan(v))
+		cJSON_AddNullToObject(j, key);
+	else
+		cJSON_AddNumberToObject(j, key, v);
+}
+
+void
+cg_judge_json(cJSON *j, const struct cg_model *m,
+              const struct cg_judge_result *r)
+{
+	cJSON *arr;
+
+	add_figure(j, "cond_acc", r->acc);
+	add_figure(j, "judge_real_acc", r->real_acc);
+	add_figure(j, "frechet", r->frechet);
+	if ((arr = cJSON_AddArrayToObject(j, "per_condition")) == NULL)
+		return;
+	for (int c = 0; c < r->ncond; c++) {
+		const struct cg_judge_cond *jc = &r->cond[c];
+		cJSON *e = cJSON_CreateObject();
+		const char *name = cg_conds_name(m, c);
+
+		if (e == NULL || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return;
+		}
+		if (name)
+			cJSON_AddStringToObject(e, "cond", name);
+		else
+			cJSON_AddNumberToObject(e, "cond", c);
+		cJSON_AddNumberToObject(e, "drawn", (double)jc->drawn);
+		add_figure(e, "acc", jc->acc);
+		cJSON_AddNumberToObject(e, "real", (double)jc->real);
+		add_figure(e, "real_acc", jc->real_acc);
+		add_figure(e, "frechet", jc->frechet);
+	}
 }

@@ -18,6 +18,7 @@
 #define CG_JUDGE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "data/shard.h"
 #include "model/model.h"
@@ -76,6 +77,24 @@ int cg_judge_eval(struct cg_model *m, struct cg_model *judge,
                   struct cg_judge_result *r);
 
 void cg_judge_result_free(struct cg_judge_result *r);
+
+/*
+ * r's figures, for people, on fp: a header, then a row per condition of
+ * m (by name, or index where m has none) and one "all": images drawn,
+ * conditional accuracy, real images, the judge's accuracy on them and
+ * the Fréchet distance ("-" for a figure that is NAN).  Write errors are
+ * fp's (ferror).
+ */
+void cg_judge_table(FILE *fp, const struct cg_model *m,
+                    const struct cg_judge_result *r);
+/*
+ * The same into JSON object j: "cond_acc", "judge_real_acc", "frechet",
+ * then "per_condition", an object per condition ("cond" its name or
+ * index, "drawn", "acc", "real", "real_acc", "frechet"); a NAN figure is
+ * null.  Out of memory, what did not fit is left out.
+ */
+void cg_judge_json(struct cJSON *j, const struct cg_model *m,
+                   const struct cg_judge_result *r);
 
 #ifdef __cplusplus
 }

@@ -13,9 +13,13 @@
  * layer's input column j over calibration rows, and compares weights
  * within each output row i; the norms come from the arch's input_sq.
  */
+#include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "eval/prune.h"
 
@@ -298,4 +302,52 @@ out:
 	free(idx);
 	free(acc);
 	return rc;
+}
+
+/* ---------------------------------------------- which views, the record */
+
+int
+cg_prune_choose(const struct cg_model *m, const char *const *exclude,
+                int nexclude, unsigned char *chosen)
+{
+	for (int i = 0; i < m->nviews; i++)
+		chosen[i] = (unsigned char)cg_model_prunable(m, i);
+	for (int k = 0; k < nexclude; k++) {
+		int hit = 0;
+		for (int i = 0; i < m->nviews; i++)
+			if (chosen[i] < 2 && cg_model_prunable(m, i) &&
+			    fnmatch(exclude[k], m->views[i].name, 0) == 0) {
+				chosen[i] = 2; /* excluded */
+				hit = 1;
+			}
+		if (!hit)
+			return k;
+	}
+	for (int i = 0; i < m->nviews; i++)
+		chosen[i] = chosen[i] == 1;
+	return nexclude;
+}
+
+void
+cg_prune_record(struct cg_model *m, enum cg_importance imp,
+                const struct cg_prune_opts *o)
+{
+	cJSON *r;
+	char nm[32];
+
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "pruning");
+	if ((r = cJSON_AddObjectToObject(m->manifest, "pruning")) == NULL)
+		return;
+	cJSON_AddStringToObject(r, "importance", cg_importance_name(imp));
+	if (o->nm_m) {
+		snprintf(nm, sizeof(nm), "%d:%d", o->nm_n, o->nm_m);
+		cJSON_AddStringToObject(r, "nm", nm);
+	} else {
+		cJSON_AddNumberToObject(r, "sparsity", o->sparsity);
+		cJSON_AddBoolToObject(r, "global", o->global);
+		if (!o->global)
+			cJSON_AddStringToObject(r, "group",
+			                        o->per_row ? "row" : "tensor");
+	}
+	cJSON_AddNumberToObject(r, "pruned", (double)cg_model_pruned(m, -1));
 }

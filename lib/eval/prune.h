@@ -74,4 +74,24 @@ int cg_prune_input_sq(struct cg_model *m, const struct cg_shard *s, uint64_t n,
 int cg_prune_apply(struct cg_model *m, const struct cg_prune_opts *o,
                    const unsigned char *chosen, const float *score);
 
+/*
+ * The views to prune into chosen [m->nviews] (1: prune it, 0: not): the
+ * prunable ones (cg_model_prunable) that none of the fnmatch(3) patterns
+ * exclude [nexclude] names.  Returns nexclude when each pattern names a
+ * prunable view that no pattern before it names, else the index of the
+ * first that names none (chosen is then not to be used).
+ */
+int cg_prune_choose(const struct cg_model *m, const char *const *exclude,
+                    int nexclude, unsigned char *chosen);
+
+/*
+ * Record in m's manifest how it was pruned, replacing a record there:
+ * "pruning": {"importance": imp's name, then "nm": "N:M", or "sparsity",
+ * "global" and, unless global, "group" ("row" or "tensor"); "pruned":
+ * how many weights m prunes}.  What cg(7) shows people; readers take the
+ * mask.  Out of memory, the record is left out.
+ */
+void cg_prune_record(struct cg_model *m, enum cg_importance imp,
+                     const struct cg_prune_opts *o);
+
 #endif

@@ -190,8 +190,9 @@ cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
 	return 0;
 }
 
-void
-cg_reducer_free(struct cg_reducer *r)
+/* Everything r holds but the names of the inputs left out. */
+static void
+release(struct cg_reducer *r)
 {
 	for (size_t i = 0; i < r->nkept; i++)
 		if (r->kept[i] != r->first)
@@ -214,6 +215,17 @@ cg_reducer_free(struct cg_reducer *r)
 	r->kept = NULL;
 	r->first = NULL;
 	r->nkept = r->capkept = 0;
+}
+
+void
+cg_reducer_free(struct cg_reducer *r)
+{
+	release(r);
+	for (size_t i = 0; i < r->nleft_out; i++)
+		free(r->left_out[i]);
+	free(r->left_out);
+	r->left_out = NULL;
+	r->nleft_out = r->capleft_out = 0;
 }
 
 /* Values decoded at a time by a thread, on its stack. */
@@ -594,6 +606,24 @@ measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
 	return 0;
 }
 
+/* Note name among the inputs left out; 0, or -1 with a message. */
+static int
+note_left_out(struct cg_reducer *r, const char *name)
+{
+	if (r->nleft_out == r->capleft_out) {
+		size_t cap = r->capleft_out ? 2 * r->capleft_out : 8;
+		void *p = realloc(r->left_out, cap * sizeof(*r->left_out));
+		if (p == NULL)
+			return cg_seterr("out of memory");
+		r->left_out = p;
+		r->capleft_out = cap;
+	}
+	if ((r->left_out[r->nleft_out] = strdup(name)) == NULL)
+		return cg_seterr("out of memory");
+	r->nleft_out++;
+	return 0;
+}
+
 int
 cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
@@ -685,6 +715,9 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	cg_uident_set_add(&r->ids, &id);
 	rc = 0;
 out:
+	/* the message says why it is left out: kept unless no memory */
+	if (rc == 1 && note_left_out(r, u->name) != 0)
+		rc = -1;
 	cg_uident_free(&id);
 	cg_update_free(u);
 	return rc;
@@ -885,10 +918,10 @@ cg_reducer_finish(struct cg_reducer *r)
 	    cg_uident_set_put(&r->ids, f->manifest) != 0 ||
 	    (r->model != NULL && put_staleness(f, r) != 0)) {
 		cg_file_free(f);
-		cg_reducer_free(r);
+		release(r);
 		return NULL;
 	}
-	cg_reducer_free(r);
+	release(r);
 	cg_json_set_num(f->manifest, "samples", r->samples);
 	cg_json_set_num(f->manifest, "weight", r->weight);
 	cg_json_set_num(f->manifest, "loss", r->loss / r->weight);

@@ -223,6 +223,10 @@ struct cg_reducer {
 	struct cg_stale_in *stale_in;
 	size_t nstale, capstale;
 	uint64_t dropped; /* inputs left out as too stale */
+	/* The names of the inputs left out (cg_reducer_add returned 1:
+	 * not finite, or too stale), in the order given; owned. */
+	char **left_out;
+	size_t nleft_out, capleft_out;
 };
 
 /* A reducer running op with parameter param (cg_reduce_op_parse):
@@ -244,15 +248,17 @@ int cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
  * Add u (taken over: freed now when streaming or left out, at the end
  * otherwise).  Returns 0; 1 when u holds a value that is not finite and
  * r->skip_nonfinite is set, or when u is staler than r->max_staleness:
- * u is left out, as if never given (but listed with its staleness), and
- * the message says why, starting with u's name; or -1 with such a message
+ * u is left out, as if never given (but listed with its staleness and
+ * its name noted in r->left_out), and the message says why, starting
+ * with u's name; or -1 with such a message (or "out of memory")
  * when u breaks a rule above (an update that counts already included:
  * the message names the input that brought it).
  */
 int cg_reducer_add(struct cg_reducer *r, struct cg_update *u);
 /* The result (the reducer gives it up; the caller frees it), or NULL with
  * a message when nothing was added or a value of the result is not
- * finite. */
+ * finite.  Either way r's inputs are released; its counts and left_out
+ * stay for a report until cg_reducer_free. */
 struct cg_file *cg_reducer_finish(struct cg_reducer *r);
 void cg_reducer_free(struct cg_reducer *r);
 

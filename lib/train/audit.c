@@ -21,7 +21,9 @@
  * record treats it as hostile: every figure within the bounds
  * cg-train-step accepts, before anything is allocated from it.
  */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -422,4 +424,191 @@ cg_audit_draw(int n, double fraction, uint64_t seed, unsigned char *pick)
 		need -= pick[i];
 	}
 	return k;
+}
+
+/* ------------------------------------------------------------ reports */
+
+void
+cg_audit_table(FILE *fp, const char *name, const struct cg_audit *a)
+{
+	static const char *const fig[] = {"samples", "weight", "loss"};
+	const double *x[] = {a->samples, a->weight, a->loss};
+
+	if (a->match) {
+		fprintf(fp, "%s: match (%d tensors)\n", name, a->nviews);
+		return;
+	}
+	fprintf(fp, "%s: mismatch: %d of %d tensors differ%s\n", name, a->nbad,
+	        a->nviews, a->figures_ok ? "" : ", and its figures");
+	for (int i = 0; i < a->nviews; i++) {
+		const struct cg_audit_view *v = &a->v[i];
+		if (v->ndiff)
+			fprintf(fp,
+			        "  %s: %llu of %llu differ, largest difference "
+			        "%.9g\n",
+			        v->name, (unsigned long long)v->ndiff,
+			        (unsigned long long)v->n, v->maxdiff);
+	}
+	for (int i = 0; i < 3; i++)
+		if (!a->fig_ok[i])
+			fprintf(fp, "  %s: sent %.17g, recomputed %.17g\n",
+			        fig[i], x[i][0], x[i][1]);
+}
+
+cJSON *
+cg_audit_json(const char *name, const char *result, const struct cg_audit *a)
+{
+	cJSON *o = cJSON_CreateObject(), *t;
+
+	if (o == NULL)
+		return NULL;
+	cJSON_AddStringToObject(o, "update", name);
+	cJSON_AddStringToObject(o, "result", result);
+	if (a && (t = cJSON_AddArrayToObject(o, "differ")) != NULL) {
+		for (int i = 0; i < a->nviews; i++) {
+			const struct cg_audit_view *v = &a->v[i];
+			cJSON *e;
+			if (!v->ndiff || (e = cJSON_CreateObject()) == NULL)
+				continue;
+			cJSON_AddStringToObject(e, "tensor", v->name);
+			cJSON_AddNumberToObject(e, "elements", (double)v->n);
+			cJSON_AddNumberToObject(e, "differ", (double)v->ndiff);
+			/* JSON has no infinity: a NaN's difference is null */
+			if (isinf(v->maxdiff))
+				cJSON_AddNullToObject(e, "max_diff");
+			else
+				cJSON_AddNumberToObject(e, "max_diff",
+				                        v->maxdiff);
+			cJSON_AddItemToArray(t, e);
+		}
+		cJSON_AddNumberToObject(o, "tensors", a->nviews);
+		cJSON_AddBoolToObject(o, "figures_match", a->figures_ok);
+	}
+	return o;
+}
+
+/* ----------------------------------------------------- files, a round */
+
+int
+cg_audit_files(const char *upath, const char *mpath, const char *spath,
+               const char *stpath, struct cg_audit *a)
+{
+	struct cg_update *u = NULL;
+	struct cg_model *m = NULL;
+	struct cg_shard *s = NULL;
+	struct cg_state *st = NULL;
+	int rc = -1;
+
+	if ((u = cg_update_read(upath)) == NULL ||
+	    (m = cg_model_read(mpath)) == NULL ||
+	    (s = cg_shard_open(spath)) == NULL ||
+	    (stpath && cg_state_read(&st, stpath) != 0))
+		goto out;
+	if (stpath && !cg_state_loaded(st)) {
+		cg_seterr("%s: no such state", stpath);
+		goto out;
+	}
+	rc = cg_audit_update(u, m, mpath, s, spath, st, stpath, a);
+out:
+	cg_state_free(st);
+	cg_shard_free(s);
+	cg_model_free(m);
+	cg_update_free(u);
+	return rc;
+}
+
+void
+cg_audit_round_free(struct cg_audit_item *it, int n)
+{
+	for (int i = 0; it && i < n; i++) {
+		free(it[i].update);
+		free(it[i].shard);
+		free(it[i].state);
+	}
+	free(it);
+}
+
+/* A copy of s, or NULL with a message. */
+static char *
+dup(const char *s)
+{
+	char *d = strdup(s);
+	if (d == NULL)
+		cg_seterr("out of memory");
+	return d;
+}
+
+int
+cg_audit_round_read(const char *path, struct cg_audit_item **out)
+{
+	FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	char *line = malloc(CG_AUDIT_MAX_LINE + 2);
+	struct cg_audit_item *it = NULL;
+	int n = 0, lineno = 0, rc = -1;
+
+	*out = NULL;
+	if (fp == NULL) {
+		cg_seterr("%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (line == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	while (fgets(line, CG_AUDIT_MAX_LINE + 2, fp) != NULL) {
+		char *f[4] = {0}, *save = NULL, *w;
+		int nf = 0;
+
+		lineno++;
+		if (strlen(line) > CG_AUDIT_MAX_LINE) {
+			cg_seterr("%s: line %d: longer than %d bytes", path,
+			          lineno, CG_AUDIT_MAX_LINE);
+			goto out;
+		}
+		for (w = strtok_r(line, " \t\r\n", &save); w && nf < 4;
+		     w = strtok_r(NULL, " \t\r\n", &save))
+			f[nf++] = w;
+		if (nf == 0 || f[0][0] == '#')
+			continue;
+		if (nf < 2 || nf > 3) {
+			cg_seterr("%s: line %d: not UPDATE SHARD [STATE]", path,
+			          lineno);
+			goto out;
+		}
+		if (n == CG_AUDIT_MAX_UPDATES) {
+			cg_seterr("%s: more than %d updates", path,
+			          CG_AUDIT_MAX_UPDATES);
+			goto out;
+		}
+		struct cg_audit_item *m =
+		    realloc(it, (size_t)(n + 1) * sizeof(*it));
+		if (m == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		it = m;
+		memset(&it[n], 0, sizeof(*it));
+		n++;
+		if ((it[n - 1].update = dup(f[0])) == NULL ||
+		    (it[n - 1].shard = dup(f[1])) == NULL ||
+		    (nf == 3 && (it[n - 1].state = dup(f[2])) == NULL))
+			goto out;
+	}
+	if (ferror(fp)) {
+		cg_seterr("%s: read failed", path);
+		goto out;
+	}
+	if (n == 0) {
+		cg_seterr("%s: no update listed", path);
+		goto out;
+	}
+	*out = it;
+	it = NULL;
+	rc = n;
+out:
+	if (fp && fp != stdin)
+		fclose(fp);
+	free(line);
+	cg_audit_round_free(it, n);
+	return rc;
 }

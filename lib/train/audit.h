@@ -14,6 +14,8 @@
 #ifndef CG_AUDIT_H
 #define CG_AUDIT_H
 
+#include <stdio.h>
+
 #include "data/shard.h"
 #include "exchange/update.h"
 #include "model/model.h"
@@ -86,6 +88,60 @@ int cg_audit_update(const struct cg_update *u, struct cg_model *m,
                     const char *sname, struct cg_state *st, const char *stname,
                     struct cg_audit *a);
 void cg_audit_free(struct cg_audit *a);
+
+/*
+ * Read update upath, base model mpath, shard spath and, unless stpath is
+ * NULL, the state the worker's call started from, and audit the update
+ * against them (cg_audit_update) into a (the caller frees it with
+ * cg_audit_free).  Returns 0 when the audit ran (a->match says whether
+ * the update is what its inputs give), or -1 with a message: a file
+ * that cannot be read, a state file that holds no state ("STATE: no such
+ * state"), or what cg_audit_update refuses.
+ */
+int cg_audit_files(const char *upath, const char *mpath, const char *spath,
+                   const char *stpath, struct cg_audit *a);
+
+/*
+ * What audit a of update name found, for people, on fp: "NAME: match (N
+ * tensors)", or "NAME: mismatch: K of N tensors differ" (", and its
+ * figures") and a line per tensor and per figure that differs.  Write
+ * errors are fp's (ferror).
+ */
+void cg_audit_table(FILE *fp, const char *name, const struct cg_audit *a);
+/*
+ * The same as one JSON object: {"update": name, "result": result} and,
+ * with a (NULL for an update skipped or not audited), "differ" (an object
+ * per tensor that differs: "tensor", "elements", "differ", "max_diff",
+ * null for a NaN's), "tensors" and "figures_match".  result is "match",
+ * "mismatch", "skipped" or "error".  A new object the caller frees, or
+ * NULL when out of memory.
+ */
+struct cJSON *cg_audit_json(const char *name, const char *result,
+                            const struct cg_audit *a);
+
+/* ------------------------------------------------------------ a round */
+
+/* The most updates a round's list holds, and bytes of one of its lines. */
+#define CG_AUDIT_MAX_UPDATES 65536
+#define CG_AUDIT_MAX_LINE 16384
+
+/* One update of a round, and where its inputs are. */
+struct cg_audit_item {
+	char *update, *shard, *state; /* state NULL: none */
+};
+
+/*
+ * The round's list at path ("-": standard input): lines of UPDATE SHARD
+ * [STATE] separated by blanks, blank lines and lines whose first word
+ * starts with # skipped.  Returns the count, at least one, with *out
+ * [count] a new array (free it with cg_audit_round_free), or -1 with *out
+ * NULL and a message naming the file (and the line): a line longer than
+ * CG_AUDIT_MAX_LINE bytes or not of two or three words, more than
+ * CG_AUDIT_MAX_UPDATES updates, none at all, a failed read.
+ */
+int cg_audit_round_read(const char *path, struct cg_audit_item **out);
+/* Free it [n] and its strings; it may be NULL. */
+void cg_audit_round_free(struct cg_audit_item *it, int n);
 
 /*
  * Which of n updates of a round to audit: ceil(fraction * n) of them (at

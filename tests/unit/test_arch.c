@@ -22,6 +22,7 @@
 #include "model/model.h"
 
 #include "fd.h"
+#include "shards.h"
 
 extern const struct cg_arch cg_arch_toy;
 
@@ -29,46 +30,12 @@ extern const struct cg_arch cg_arch_toy;
 #define W 3
 #define N 6
 
-/* An image shard: conditions "a", "b", "c"; example i of condition
- * i % 3, pixels of every value from 0 to 255. */
-static struct cg_shard *
-image_shard(void)
+/* Pixels of every value from 0 to 255. */
+static void
+extremes(struct cg_dataset *d)
 {
-	static const char *const names[] = {"a", "b", "c"};
-	struct cg_dataset d;
-	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
-	int assign[N] = {0};
-
-	memset(&d, 0, sizeof(d));
-	d.kind = CG_PAYLOAD_IMAGE;
-	d.n = N;
-	d.height = H;
-	d.width = W;
-	d.channels = 1;
-	d.cond = xcalloc(N, sizeof(uint32_t));
-	d.index = xcalloc(N, sizeof(uint64_t));
-	d.offset = xcalloc(N + 1, sizeof(uint64_t));
-	d.payload = xcalloc(N * H * W, 1);
-	for (int i = 0; i < N; i++) {
-		d.cond[i] = (uint32_t)(i % 3);
-		d.index[i] = (uint64_t)i;
-		d.offset[i + 1] = (uint64_t)(i + 1) * H * W;
-		for (int j = 0; j < H * W; j++)
-			d.payload[i * H * W + j] =
-			    (uint8_t)((i * 37 + j * 101) % 256);
-	}
-	d.payload[0] = 0;
-	d.payload[1] = 255;
-	if (cg_dataset_set_conditions(&d, names, 3) != 0)
-		die("cg_dataset_set_conditions");
-	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
-	if (f == NULL)
-		die("cg_shard_build");
-	struct cg_shard *s = cg_shard_from_file(f, "test");
-	if (s == NULL)
-		die("cg_shard_from_file");
-	cg_dataset_free(&d);
-	return s;
+	d->payload[0] = 0;
+	d->payload[1] = 255;
 }
 
 /* Whether obj's keys are keys[0..n), in that order. */
@@ -414,7 +381,7 @@ main(void)
 {
 	if (cg_arch_all() != 0)
 		die("cg_arch_all");
-	struct cg_shard *s = image_shard();
+	struct cg_shard *s = image_shard(N, H, W, "test", extremes);
 
 	test_registry();
 	test_opts();

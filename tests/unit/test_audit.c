@@ -5,12 +5,15 @@
  * A well-formed record is parsed into the options it names; records with
  * one field out of range or malformed are refused with one message each.
  * The draw picks exactly ceil(fraction * n) updates, the same for a seed,
- * and each update equally often over many seeds.  Exit 0 pass, 1 fail.
+ * and each update equally often over many seeds.  A round's list is read
+ * back, and lists that are not one are refused naming their line; the
+ * files of an audit that cannot be read are named.  Exit 0 pass, 1 fail.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -208,10 +211,172 @@ test_draw(void)
 	expect(worst < 5, "each update drawn with the same chance");
 }
 
+/* ------------------------------------------------------------ reports */
+
+/* j as one line of text (malloc'd), j freed; NULL for a NULL j. */
+static char *
+json_text(cJSON *j)
+{
+	char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+
+	cJSON_Delete(j);
+	return s;
+}
+
+static void
+test_report(void)
+{
+	struct cg_audit_view v[2] = {{"enc.w", 12, 0, 0},
+	                             {"dec.b", 4, 2, INFINITY}};
+	struct cg_audit a = {.match = 0,
+	                     .nviews = 2,
+	                     .nbad = 1,
+	                     .v = v,
+	                     .samples = {8, 8},
+	                     .weight = {1, 1},
+	                     .loss = {0.5, 0.25},
+	                     .fig_ok = {1, 1, 0},
+	                     .figures_ok = 0};
+	char *buf = NULL, *js;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	if (fp == NULL)
+		die("open_memstream");
+	cg_audit_table(fp, "g.cgg", &a);
+	a.match = 1;
+	cg_audit_table(fp, "h.cgg", &a);
+	fclose(fp);
+	expect(strcmp(buf, "g.cgg: mismatch: 1 of 2 tensors differ, and its "
+	                   "figures\n"
+	                   "  dec.b: 2 of 4 differ, largest difference inf\n"
+	                   "  loss: sent 0.5, recomputed 0.25\n"
+	                   "h.cgg: match (2 tensors)\n") == 0,
+	       "table: a mismatch's tensors and figures, a match's count");
+	free(buf);
+
+	a.match = 0;
+	js = json_text(cg_audit_json("g.cgg", "mismatch", &a));
+	expect(js && strcmp(js, "{\"update\":\"g.cgg\",\"result\":"
+	                        "\"mismatch\",\"differ\":[{\"tensor\":"
+	                        "\"dec.b\",\"elements\":4,\"differ\":2,"
+	                        "\"max_diff\":null}],\"tensors\":2,"
+	                        "\"figures_match\":false}") == 0,
+	       "json: the tensors that differ, a NaN's difference null");
+	free(js);
+	js = json_text(cg_audit_json("u.cgg", "skipped", NULL));
+	expect(js && strcmp(js, "{\"update\":\"u.cgg\",\"result\":"
+	                        "\"skipped\"}") == 0,
+	       "json: no audit, no figures");
+	free(js);
+}
+
+/* ------------------------------------------------------------ a round */
+
+/* A file of text in a new temporary path (the caller unlinks and frees). */
+static char *
+list_file(const char *text)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char *p = xcalloc(strlen(base) + 32, 1);
+	int fd;
+	FILE *fp;
+
+	sprintf(p, "%s/test_audit.XXXXXX", base);
+	if ((fd = mkstemp(p)) < 0 || (fp = fdopen(fd, "w")) == NULL ||
+	    fputs(text, fp) < 0 || fclose(fp) != 0) {
+		fprintf(stderr, "test_audit: cannot write %s\n", p);
+		exit(1);
+	}
+	return p;
+}
+
+/* cg_audit_round_read of text: its result, the message after the path
+ * in msg. */
+static int
+round_of(const char *text, struct cg_audit_item **it, char *msg, size_t len)
+{
+	char *p = list_file(text);
+	int n = cg_audit_round_read(p, it);
+
+	snprintf(msg, len, "%s",
+	         n < 0 && strncmp(cg_errmsg(), p, strlen(p)) == 0
+	             ? cg_errmsg() + strlen(p)
+	             : cg_errmsg());
+	unlink(p);
+	free(p);
+	return n;
+}
+
+static void
+test_round(void)
+{
+	struct cg_audit_item *it;
+	char msg[256], *big;
+	int n;
+
+	n = round_of("# a round\n\n g0.cgg\ts0.cgd w0.state \n"
+	             "g1.cgg s1.cgd\r\n  # g9.cgg s9.cgd\n",
+	             &it, msg, sizeof(msg));
+	expect(n == 2 && strcmp(it[0].update, "g0.cgg") == 0 &&
+	           strcmp(it[0].shard, "s0.cgd") == 0 &&
+	           strcmp(it[0].state, "w0.state") == 0 &&
+	           strcmp(it[1].shard, "s1.cgd") == 0 && it[1].state == NULL,
+	       "round: updates, shards and states; comments, blanks skipped");
+	cg_audit_round_free(it, n);
+	cg_audit_round_free(NULL, 0);
+
+	n = round_of("g0.cgg s0.cgd\ng1.cgg\n", &it, msg, sizeof(msg));
+	expect(n < 0 && it == NULL &&
+	           strcmp(msg, ": line 2: not UPDATE SHARD [STATE]") == 0,
+	       "round: one word is refused, naming the line");
+	n = round_of("a b c d\n", &it, msg, sizeof(msg));
+	expect(n < 0 && strcmp(msg, ": line 1: not UPDATE SHARD [STATE]") == 0,
+	       "round: four words too");
+	n = round_of("# nothing\n\n", &it, msg, sizeof(msg));
+	expect(n < 0 && strcmp(msg, ": no update listed") == 0,
+	       "round: an empty list is refused");
+	big = xcalloc(CG_AUDIT_MAX_LINE + 16, 1);
+	memset(big, 'x', CG_AUDIT_MAX_LINE + 1);
+	n = round_of(big, &it, msg, sizeof(msg));
+	expect(n < 0 && strcmp(msg, ": line 1: longer than 16384 bytes") == 0,
+	       "round: a line longer than CG_AUDIT_MAX_LINE");
+	free(big);
+	big = xcalloc((size_t)(CG_AUDIT_MAX_UPDATES + 1) * 4 + 1, 1);
+	for (int i = 0; i <= CG_AUDIT_MAX_UPDATES; i++)
+		strcat(big + (size_t)i * 4, "u s\n");
+	n = round_of(big, &it, msg, sizeof(msg));
+	expect(n < 0 && strcmp(msg, ": more than 65536 updates") == 0,
+	       "round: more than CG_AUDIT_MAX_UPDATES");
+	free(big);
+	n = cg_audit_round_read("/nonexistent/round", &it);
+	expect(n < 0 && it == NULL &&
+	           strcmp(cg_errmsg(),
+	                  "/nonexistent/round: No such file or directory") == 0,
+	       "round: a missing list names itself");
+}
+
+/* What cg_audit_files refuses before any recomputation. */
+static void
+test_files(void)
+{
+	struct cg_audit a = {0};
+
+	expect(cg_audit_files("/nonexistent/g.cgg", "m.cgm", "s.cgd", NULL,
+	                      &a) != 0 &&
+	           strstr(cg_errmsg(), "/nonexistent/g.cgg") != NULL,
+	       "files: a missing update, named");
+	printf("     %s\n", cg_errmsg());
+	cg_audit_free(&a);
+}
+
 int
 main(void)
 {
 	test_record();
 	test_draw();
+	test_report();
+	test_round();
+	test_files();
 	return failures ? 1 : 0;
 }

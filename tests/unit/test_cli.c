@@ -1,6 +1,6 @@
 /*
  * test_cli.c - the programs' dialect: an option table parsed and turned
- * into --help, and the messages of cli.h.
+ * into --help, the messages of cli.h, and a separator's escapes.
  *
  * stderr and stdout are caught in temporary files to compare the lines
  * the helpers print.  Exit 0 pass, 1 fail.
@@ -404,6 +404,32 @@ test_typed(void)
 	       "--opt: the optimizer's own message");
 }
 
+/* The escapes of a --separator (core/parse.h). */
+static void
+test_unescape(void)
+{
+	static const char *const cases[][2] = {
+	    {"\\n%\\n", "\n%\n"},
+	    {"a\\tb\\\\c", "a\tb\\c"},
+	    {"\\r \\x \\", "\\r \\x \\"},
+	    {"\\\\n", "\\n"},
+	    {"", ""},
+	};
+	int ok = 1;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = cg_unescape(cases[i][0]);
+		if (got == NULL || strcmp(got, cases[i][1]) != 0) {
+			fprintf(stderr, "unescape '%s': '%s'\n", cases[i][0],
+			        got ? got : "NULL");
+			ok = 0;
+		}
+		free(got);
+	}
+	expect(ok, "unescape: \\n \\t \\\\ expanded, other backslashes "
+	           "kept, a trailing one too");
+}
+
 int
 main(void)
 {
@@ -413,5 +439,6 @@ main(void)
 	test_errors();
 	test_help_version();
 	test_messages();
+	test_unescape();
 	return failures ? 1 : 0;
 }

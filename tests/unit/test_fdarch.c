@@ -33,6 +33,7 @@
 #include "check.h"
 
 #include "fd.h"
+#include "shards.h"
 
 static struct cg_rng rng;
 
@@ -40,85 +41,10 @@ static struct cg_rng rng;
 
 #define NIMG 8
 #define PIX 7
-
-/* Images of PIX x 1 x 1 pixels, NIMG of them, conditions "a" "b" "c". */
-static struct cg_shard *
-image_shard(void)
-{
-	static const char *const names[] = {"a", "b", "c"};
-	struct cg_dataset d;
-	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
-	int assign[NIMG] = {0};
-
-	memset(&d, 0, sizeof(d));
-	d.kind = CG_PAYLOAD_IMAGE;
-	d.n = NIMG;
-	d.height = PIX;
-	d.width = 1;
-	d.channels = 1;
-	d.cond = xcalloc(NIMG, sizeof(uint32_t));
-	d.index = xcalloc(NIMG, sizeof(uint64_t));
-	d.offset = xcalloc(NIMG + 1, sizeof(uint64_t));
-	d.payload = xcalloc(NIMG * PIX, 1);
-	for (int i = 0; i < NIMG; i++) {
-		d.cond[i] = (uint32_t)(i % 3);
-		d.index[i] = (uint64_t)i;
-		d.offset[i + 1] = (uint64_t)(i + 1) * PIX;
-		for (int j = 0; j < PIX; j++)
-			d.payload[i * PIX + j] =
-			    (uint8_t)((i * 37 + j * 101) % 256);
-	}
-	if (cg_dataset_set_conditions(&d, names, 3) != 0)
-		die("cg_dataset_set_conditions");
-	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
-	struct cg_shard *s = f ? cg_shard_from_file(f, "images") : NULL;
-	if (s == NULL)
-		die("image shard");
-	cg_dataset_free(&d);
-	return s;
-}
-
 #define NTEXT 4
 
 /* Four short texts, conditions "a" "b". */
-static struct cg_shard *
-text_shard(void)
-{
-	static const char *const names[] = {"a", "b"};
-	static const char *const texts[NTEXT] = {"ab ba", "cab", "a bc abc",
-	                                         "ba"};
-	struct cg_dataset d;
-	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
-	int assign[NTEXT] = {0};
-	uint64_t bytes = 0;
-
-	memset(&d, 0, sizeof(d));
-	d.kind = CG_PAYLOAD_TEXT;
-	d.n = NTEXT;
-	d.cond = xcalloc(NTEXT, sizeof(uint32_t));
-	d.index = xcalloc(NTEXT, sizeof(uint64_t));
-	d.offset = xcalloc(NTEXT + 1, sizeof(uint64_t));
-	for (int i = 0; i < NTEXT; i++)
-		bytes += strlen(texts[i]);
-	d.payload = xcalloc(bytes, 1);
-	bytes = 0;
-	for (int i = 0; i < NTEXT; i++) {
-		d.cond[i] = (uint32_t)(i % 2);
-		d.index[i] = (uint64_t)i;
-		d.offset[i] = bytes;
-		memcpy(d.payload + bytes, texts[i], strlen(texts[i]));
-		bytes += strlen(texts[i]);
-	}
-	d.offset[NTEXT] = bytes;
-	if (cg_dataset_set_conditions(&d, names, 2) != 0)
-		die("cg_dataset_set_conditions");
-	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
-	struct cg_shard *s = f ? cg_shard_from_file(f, "texts") : NULL;
-	if (s == NULL)
-		die("text shard");
-	cg_dataset_free(&d);
-	return s;
-}
+static const char *const texts[NTEXT] = {"ab ba", "cab", "a bc abc", "ba"};
 
 /* -------------------------------------------------------- the table */
 
@@ -301,7 +227,8 @@ main(void)
 	cg_rng_seed(&rng, 16);
 	if (cg_arch_all() != 0)
 		die("cg_arch_all");
-	struct cg_shard *img = image_shard(), *txt = text_shard();
+	struct cg_shard *img = image_shard(NIMG, PIX, 1, "images", NULL),
+	                *txt = text_shard(texts, NTEXT, 2, "texts");
 
 	for (int i = 0; i < cg_arch_count(); i++) {
 		const struct cg_arch *a = cg_arch_at(i);

@@ -385,6 +385,60 @@ test_checks(struct cg_model *gen, struct cg_model *clf)
 	cg_shard_free(four);
 }
 
+/* The table and the JSON of a result made here, on gen's names. */
+static void
+test_reports(struct cg_model *gen)
+{
+	struct cg_judge_cond c[3] = {
+	    {10, 9, 4, 4, 0.9, 1, 2.5},
+	    {10, 5, 1, 0, 0.5, 0, NAN},
+	    {10, 0, 0, 0, 0, NAN, NAN},
+	};
+	struct cg_judge_result r = {3, 8,         30,  14,   5,
+	                            4, 14 / 30.0, 0.8, 1.25, c};
+	char *buf = NULL, *js;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+	cJSON *j = cJSON_CreateObject();
+
+	if (fp == NULL || j == NULL)
+		die("open_memstream");
+	cg_judge_table(fp, gen, &r);
+	fclose(fp);
+	expect(strcmp(buf,
+	              "condition             drawn        acc       real   "
+	              "real_acc      frechet\n"
+	              "a                        10     0.9000          4     "
+	              "1.0000       2.5000\n"
+	              "b                        10     0.5000          1     "
+	              "0.0000            -\n"
+	              "c                        10     0.0000          0     "
+	              "     -            -\n"
+	              "all                      30     0.4667          5     "
+	              "0.8000       1.2500\n") == 0,
+	       "table: a row per condition by name, then all; NAN as -");
+	if (failures)
+		fputs(buf, stderr);
+	free(buf);
+	cg_judge_json(j, gen, &r);
+	js = cJSON_PrintUnformatted(j);
+	expect(js && strcmp(js, "{\"cond_acc\":0.46666666666666667,"
+	                        "\"judge_real_acc\":0.8,\"frechet\":1.25,"
+	                        "\"per_condition\":[{\"cond\":\"a\","
+	                        "\"drawn\":10,\"acc\":0.9,\"real\":4,"
+	                        "\"real_acc\":1,\"frechet\":2.5},"
+	                        "{\"cond\":\"b\",\"drawn\":10,\"acc\":0.5,"
+	                        "\"real\":1,\"real_acc\":0,\"frechet\":null},"
+	                        "{\"cond\":\"c\",\"drawn\":10,\"acc\":0,"
+	                        "\"real\":0,\"real_acc\":null,"
+	                        "\"frechet\":null}]}") == 0,
+	       "json: the figures, per condition by name; NAN as null");
+	if (js && failures)
+		fprintf(stderr, "%s\n", js);
+	free(js);
+	cJSON_Delete(j);
+}
+
 int
 main(void)
 {
@@ -399,6 +453,7 @@ main(void)
 	test_replay(gen, clf);
 	test_shifted(gen, clf);
 	test_checks(gen, clf);
+	test_reports(gen);
 	cg_model_free(gen);
 	cg_model_free(clf);
 	cg_shard_free(shard);

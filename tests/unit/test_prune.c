@@ -17,6 +17,7 @@
 #include "arch/cgpt/cgpt.h"
 #include "arch/cvae/cvae.h"
 #include "check.h"
+#include "shards.h"
 #include "data/dataset.h"
 #include "data/shard.h"
 #include "data/split.h"
@@ -731,54 +732,13 @@ test_cgpt_input_sq(void)
 		}
 }
 
-/* A text shard of short texts (each fits a window whole). */
-static struct cg_shard *
-text_shard(const char *const *texts, int n)
-{
-	static const char *const names[] = {"a", "b", "c"};
-	struct cg_dataset d;
-	struct cg_split sp = {CG_SPLIT_CONTIGUOUS, 1, NULL, 0, 0};
-	uint64_t bytes = 0;
-	int *assign = xcalloc(n, sizeof(int));
-
-	memset(&d, 0, sizeof(d));
-	d.kind = CG_PAYLOAD_TEXT;
-	d.n = n;
-	d.cond = xcalloc(n, sizeof(uint32_t));
-	d.index = xcalloc(n, sizeof(uint64_t));
-	d.offset = xcalloc(n + 1, sizeof(uint64_t));
-	for (int i = 0; i < n; i++)
-		bytes += strlen(texts[i]);
-	d.payload = xcalloc(bytes, 1);
-	bytes = 0;
-	for (int i = 0; i < n; i++) {
-		d.cond[i] = (uint32_t)(i % 3);
-		d.index[i] = (uint64_t)i;
-		d.offset[i] = bytes;
-		memcpy(d.payload + bytes, texts[i], strlen(texts[i]));
-		bytes += strlen(texts[i]);
-	}
-	d.offset[n] = bytes;
-	if (cg_dataset_set_conditions(&d, names, 3) != 0)
-		die("cg_dataset_set_conditions");
-	struct cg_file *f = cg_shard_build(&d, assign, 0, &sp);
-	if (f == NULL)
-		die("cg_shard_build");
-	struct cg_shard *s = cg_shard_from_file(f, "test");
-	if (s == NULL)
-		die("cg_shard_from_file");
-	cg_dataset_free(&d);
-	free(assign);
-	return s;
-}
-
 static void
 test_cgpt_arch(void)
 {
 	static const char *const texts[] = {"ab", "hello", "q", "xyz!"};
 	struct cg_model *m = cgpt_model(8, 2, 12, 0, 12);
 	struct cg_cgpt_config c = {3, 12, 8, 2, 2, 0};
-	struct cg_shard *s = text_shard(texts, 4);
+	struct cg_shard *s = text_shard(texts, 4, 3, "test");
 	const int B = 4, T = 12, EOT = 256 + 3;
 	uint64_t ex[4] = {0, 1, 2, 3}, rows = 0, want_rows = 0;
 	size_t *off = xcalloc((size_t)m->nviews, sizeof(size_t));
@@ -929,7 +889,7 @@ test_training(void)
 	static const char *const texts[] = {"abcab", "hello",   "q",
 	                                    "xyz!",  "cabbage", "pruned"};
 	struct cg_model *m = cgpt_model(8, 1, 12, 0, 15);
-	struct cg_shard *s = text_shard(texts, 6);
+	struct cg_shard *s = text_shard(texts, 6, 3, "test");
 	unsigned char *ch = all_prunable(m);
 	float *sc = xcalloc(m->nparams, sizeof(float));
 	float *before = xcalloc(m->nparams, sizeof(float));
@@ -1000,6 +960,86 @@ test_training(void)
 	cg_model_free(m);
 }
 
+/* --------------------------------------------- which views, the record */
+
+static void
+test_choose_record(void)
+{
+	struct cg_model *v = cvae_model(10, 6, 2, 2, 1);
+	unsigned char *chosen = xcalloc((size_t)v->nviews, 1);
+	int first = -1, bias = -1, nprunable = 0, ok = 1;
+	struct cg_prune_opts o = {.sparsity = 0.25, .per_row = 1};
+	char *js;
+
+	for (int i = 0; i < v->nviews; i++) {
+		if (cg_model_prunable(v, i) && first < 0)
+			first = i;
+		if (!cg_model_prunable(v, i) && bias < 0)
+			bias = i;
+		nprunable += cg_model_prunable(v, i);
+	}
+	expect(cg_prune_choose(v, NULL, 0, chosen) == 0, "choose: no pattern");
+	for (int i = 0; i < v->nviews; i++)
+		ok &= chosen[i] == cg_model_prunable(v, i);
+	expect(ok, "choose: every prunable view, no other");
+
+	const char *one[] = {v->views[first].name};
+	expect(cg_prune_choose(v, one, 1, chosen) == 1 && !chosen[first],
+	       "choose: a pattern excludes the view it names");
+	ok = 1;
+	for (int i = 0; i < v->nviews; i++)
+		ok &= i == first || chosen[i] == cg_model_prunable(v, i);
+	expect(ok, "choose: and no other");
+	const char *glob[] = {"*.w*"}, *star[] = {"*"};
+	expect(cg_prune_choose(v, glob, 1, chosen) == 1 &&
+	           memchr(chosen, 1, (size_t)v->nviews) == NULL &&
+	           cg_prune_choose(v, star, 1, chosen) == 1,
+	       "choose: fnmatch patterns");
+	const char *bad[] = {v->views[first].name, v->views[bias].name};
+	expect(
+	    cg_prune_choose(v, bad, 2, chosen) == 1,
+	    "choose: a pattern of a view not prunable names none: its index");
+	const char *twice[] = {"*", v->views[first].name};
+	expect(cg_prune_choose(v, twice, 2, chosen) == 1,
+	       "choose: nor one that only an earlier pattern's views match");
+	expect(cg_prune_choose(v, (const char *[]){"nothing"}, 1, chosen) == 0,
+	       "choose: a pattern that matches nothing");
+	printf("     %d of %d views prunable\n", nprunable, v->nviews);
+
+	cg_prune_record(v, CG_IMPORTANCE_WANDA, &o);
+	js = cJSON_PrintUnformatted(
+	    cJSON_GetObjectItemCaseSensitive(v->manifest, "pruning"));
+	expect(js && strcmp(js, "{\"importance\":\"wanda\",\"sparsity\":"
+	                        "0.25,\"global\":false,\"group\":\"row\","
+	                        "\"pruned\":0}") == 0,
+	       "record: sparsity, per row");
+	free(js);
+	o = (struct cg_prune_opts){.nm_n = 2, .nm_m = 4};
+	cg_prune_choose(v, NULL, 0, chosen);
+	float *sc = xcalloc(v->nparams, sizeof(float));
+	if (cg_prune_scores(v, CG_IMPORTANCE_MAGNITUDE, NULL, NULL, sc) != 0 ||
+	    cg_prune_apply(v, &o, chosen, sc) != 0)
+		die("cg_prune_apply");
+	cg_prune_record(v, CG_IMPORTANCE_GRAD, &o);
+	cJSON *r = cJSON_GetObjectItemCaseSensitive(v->manifest, "pruning");
+	js = cJSON_PrintUnformatted(r);
+	char want[128];
+	snprintf(want, sizeof(want),
+	         "{\"importance\":\"grad\",\"nm\":\"2:4\",\"pruned\":%llu}",
+	         (unsigned long long)cg_model_pruned(v, -1));
+	expect(js && strcmp(js, want) == 0 && cg_model_pruned(v, -1) > 0,
+	       "record: N:M, replacing the record before, with the count");
+	printf("     %s\n", js ? js : "NULL");
+	free(js);
+	int n = 0;
+	for (cJSON *e = v->manifest->child; e; e = e->next)
+		n += strcmp(e->string, "pruning") == 0;
+	expect(n == 1, "record: one record");
+	free(sc);
+	free(chosen);
+	cg_model_free(v);
+}
+
 int
 main(void)
 {
@@ -1010,6 +1050,7 @@ main(void)
 	test_global();
 	test_per_row_and_nm();
 	test_scores();
+	test_choose_record();
 	test_file();
 	test_mask_ops();
 	test_cgpt_input_sq();

@@ -627,7 +627,14 @@ nonfinite(const struct cg_model *m)
 					    strcmp(cg_errmsg(), want) == 0;
 					*ok &= good;
 				}
+				/* the one left out, by name, for --log */
+				*ok &= skip ? r.nleft_out == 1 &&
+				                  strcmp(r.left_out[0],
+				                         "in2.cgg") == 0
+				            : r.nleft_out == 0;
 				struct cg_file *f = cg_reducer_finish(&r);
+				/* still there for a report after the end */
+				*ok &= r.nleft_out == (size_t)skip;
 				cg_reducer_free(&r);
 				if (!skip) {
 					/* the others alone reduce still */
@@ -650,8 +657,8 @@ nonfinite(const struct cg_model *m)
 		}
 	expect(refused, "a nan or an inf: refused by every operation, "
 	                "input, tensor and element named");
-	expect(skipped, "skip_nonfinite: the input left out, said so, the "
-	                "counts those of the others");
+	expect(skipped, "skip_nonfinite: the input left out, said so, noted "
+	                "by name, the counts those of the others");
 	expect(same, "skip_nonfinite: the result that of the other inputs, "
 	             "bit for bit");
 

@@ -1234,6 +1234,225 @@ test_text(void)
 	test_tsv();
 }
 
+/* ------------------------------------------------- a split's files */
+
+static int progress_calls, progress_last, progress_total;
+
+static void
+count_progress(void *ctx, int k, int n)
+{
+	(void)ctx;
+	progress_calls++;
+	progress_last = k;
+	progress_total = n;
+}
+
+static int
+exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/* PREFIX-I.cgd, in a static buffer. */
+static const char *
+keep_name(const char *prefix, int i)
+{
+	static char p[600];
+
+	snprintf(p, sizeof(p), "%s-%d.cgd", prefix, i);
+	return p;
+}
+
+static void
+test_split_files(void)
+{
+	struct cg_split s = {.strategy = CG_SPLIT_CONTIGUOUS,
+	                     .nshards = 2,
+	                     .holdout = 2,
+	                     .seed = 1};
+	struct cg_dataset d;
+	struct cg_rng r;
+	char prefix[512], hold[512], bad[600], keep[512];
+	char **paths;
+	int *assign;
+
+	cg_rng_seed(&r, 7);
+	make_dataset(&d, &r, 20, 3);
+	assign = xcalloc(d.n, sizeof(*assign));
+	if (cg_split_assign(&d, &s, assign) != 0)
+		die("cg_split_assign");
+	snprintf(prefix, sizeof(prefix), "%s/part", tmpdir);
+	snprintf(hold, sizeof(hold), "%s/hold.cgd", tmpdir);
+
+	paths = cg_split_paths(prefix, 2, hold);
+	CHECK(paths && strstr(paths[0], "/part-0.cgd") &&
+	          strstr(paths[1], "/part-1.cgd") &&
+	          strcmp(paths[2], hold) == 0,
+	      "paths: PREFIX-I.cgd, then the holdout: %s",
+	      paths ? paths[0] : cg_errmsg());
+	CHECK(cg_split_write(&d, assign, &s, paths, CG_COMPRESS_NONE,
+	                     count_progress, NULL) == 0,
+	      "write: %s", cg_errmsg());
+	CHECK(exists(paths[0]) && exists(paths[1]) && exists(hold) &&
+	          progress_calls == 3 && progress_last == 3 &&
+	          progress_total == 3,
+	      "write: every file, and done after each (%d calls)",
+	      progress_calls);
+
+	/* the reports of what was written */
+	char *buf = NULL, want[2048];
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+	uint64_t c0 = cg_split_count(&d, assign, 0, NULL),
+	         c1 = cg_split_count(&d, assign, 1, NULL);
+	if (fp == NULL)
+		die("open_memstream");
+	free(paths[1]);
+	paths[1] = NULL;
+	cg_split_table(fp, &d, assign, paths, 2);
+	fclose(fp);
+	snprintf(want, sizeof(want),
+	         "shard      examples  path\n"
+	         "0        %10llu  %s\n"
+	         "holdout  %10llu  %s\n",
+	         (unsigned long long)c0, paths[0], 2ULL, hold);
+	CHECK(strcmp(buf, want) == 0, "table:\n%s", buf);
+	free(buf);
+	paths[1] = strdup(keep_name(prefix, 1));
+	cJSON *j = cg_split_json(&d, assign, 1, "p-1.cgd");
+	char *js = j ? cJSON_PrintUnformatted(j) : NULL;
+	uint64_t counts[3];
+	cg_split_count(&d, assign, 1, counts);
+	snprintf(want, sizeof(want),
+	         "{\"path\":\"p-1.cgd\",\"shard\":1,\"holdout\":false,"
+	         "\"examples\":%llu,\"counts\":{\"c0\":%llu,\"c1\":%llu,"
+	         "\"c2\":%llu}}",
+	         (unsigned long long)c1, (unsigned long long)counts[0],
+	         (unsigned long long)counts[1], (unsigned long long)counts[2]);
+	CHECK(js && strcmp(js, want) == 0, "json: %s", js ? js : "NULL");
+	free(js);
+	cJSON_Delete(j);
+	j = cg_split_json(&d, assign, -1, hold);
+	CHECK(j && cJSON_IsTrue(cJSON_GetObjectItem(j, "holdout")) &&
+	          cJSON_GetObjectItem(j, "examples")->valuedouble == 2,
+	      "json: the holdout");
+	cJSON_Delete(j);
+	for (int i = 0; i < 3; i++)
+		unlink(paths[i]);
+
+	/* a shard that cannot be written: the one before it goes too */
+	snprintf(keep, sizeof(keep), "%s", paths[1]);
+	snprintf(bad, sizeof(bad), "%s/no/such/dir.cgd", tmpdir);
+	free(paths[1]);
+	paths[1] = strdup(bad);
+	progress_calls = 0;
+	CHECK(cg_split_write(&d, assign, &s, paths, CG_COMPRESS_NONE, NULL,
+	                     NULL) != 0 &&
+	          strstr(cg_errmsg(), "no/such/dir.cgd") != NULL,
+	      "write: a failure names its file: %s", cg_errmsg());
+	CHECK(!exists(paths[0]) && !exists(hold) && !exists(keep) &&
+	          progress_calls == 0,
+	      "write: all or nothing (no done without a callback)");
+	cg_split_paths_free(paths, 2);
+
+	paths = cg_split_paths("-", 1, NULL);
+	CHECK(paths && strcmp(paths[0], "-") == 0 && paths[1] == NULL,
+	      "paths: prefix - is standard output, no holdout");
+	cg_split_paths_free(paths, 1);
+	cg_split_paths_free(NULL, 3);
+	paths = cg_split_paths("x", 3, "x-2.cgd");
+	CHECK(paths == NULL &&
+	          strcmp(cg_errmsg(),
+	                 "x-2.cgd: both a shard and the holdout") == 0,
+	      "paths: a shard that is the holdout: %s", cg_errmsg());
+	free(assign);
+	cg_dataset_free(&d);
+}
+
+/* ------------------------------------------------- IDX pairs in a dir */
+
+static void
+touch(const char *dir, const char *name)
+{
+	char p[600];
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	if ((fp = fopen(p, "w")) == NULL || fclose(fp) != 0) {
+		fprintf(stderr, "test_shard: cannot create %s\n", p);
+		exit(1);
+	}
+}
+
+static int
+ends(const char *s, const char *tail)
+{
+	size_t n = strlen(s), k = strlen(tail);
+
+	return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+static void
+test_idx_pairs(void)
+{
+	char dir[512], empty[512], want[700];
+	char *pair[2] = {NULL, NULL};
+	struct cg_dataset d;
+	struct cg_rng r;
+
+	snprintf(dir, sizeof(dir), "%s/mnist", tmpdir);
+	snprintf(empty, sizeof(empty), "%s/empty", tmpdir);
+	if (mkdir(dir, 0700) != 0 || mkdir(empty, 0700) != 0)
+		die("mkdir");
+	touch(dir, "train-images-idx3-ubyte.gz");
+	touch(dir, "train-images.idx3-ubyte");
+	touch(dir, "train-labels.idx1-ubyte.gz");
+	touch(dir, "t10k-images-idx3-ubyte");
+	if (mkdir(strcat(strcpy(want, dir), "/t10k-labels-idx1-ubyte"), 0700) !=
+	    0)
+		die("mkdir");
+
+	CHECK(cg_idx_find(dir, "train", pair) == 0 &&
+	          ends(pair[0], "/train-images-idx3-ubyte.gz") &&
+	          ends(pair[1], "/train-labels.idx1-ubyte.gz"),
+	      "find: the first name of each that is there: %s",
+	      pair[0] ? pair[0] : cg_errmsg());
+	free(pair[0]);
+	free(pair[1]);
+	snprintf(want, sizeof(want), "%s: no t10k-labels-idx1-ubyte[.gz] here",
+	         dir);
+	CHECK(cg_idx_find(dir, "t10k", pair) != 0 && pair[0] == NULL &&
+	          pair[1] == NULL && strcmp(cg_errmsg(), want) == 0,
+	      "find: a directory is no labels file: %s", cg_errmsg());
+	snprintf(want, sizeof(want), "%s: no train-images-idx3-ubyte[.gz] here",
+	         empty);
+	CHECK(cg_idx_find(empty, "train", pair) != 0 &&
+	          strcmp(cg_errmsg(), want) == 0,
+	      "find: no images: %s", cg_errmsg());
+	CHECK(cg_idx_dir(dir) && !cg_idx_dir(empty),
+	      "dir: the images of a pair tell IDX from text");
+	touch(empty, "t10k-images.idx3-ubyte.gz");
+	CHECK(cg_idx_dir(empty), "dir: either set, any of the names");
+
+	cg_rng_seed(&r, 3);
+	make_dataset(&d, &r, 30, 10);
+	CHECK(cg_idx_name_conditions(&d, "data/mnist/train-images") == 0 &&
+	          strcmp(d.conditions[3], "c3") == 0,
+	      "names: MNIST keeps its digits");
+	CHECK(cg_idx_name_conditions(&d, "data/FashionMNIST/raw/x") == 0 &&
+	          strcmp(d.conditions[3], "Dress") == 0 &&
+	          strcmp(d.conditions[9], "Ankle boot") == 0,
+	      "names: Fashion-MNIST, in any case, gets its classes");
+	cg_dataset_free(&d);
+	make_dataset(&d, &r, 30, 9);
+	CHECK(cg_idx_name_conditions(&d, "fashion") == 0 &&
+	          strcmp(d.conditions[3], "c3") == 0,
+	      "names: not with other than ten conditions");
+	cg_dataset_free(&d);
+}
+
 int
 main(void)
 {
@@ -1250,6 +1469,8 @@ main(void)
 	test_shards();
 	test_prompt_shards();
 	test_idx();
+	test_idx_pairs();
+	test_split_files();
 	test_text();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)

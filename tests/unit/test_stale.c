@@ -208,6 +208,11 @@ reduce_for(const char *spec, int lo, int hi, size_t slice, int *rc3, char *msg3,
 			die("cg_reducer_add");
 		}
 	}
+	/* the one too stale is noted by name, for cg-reduce --log */
+	int out = lo <= 3 && 3 < hi && *rc3 == 1;
+	CHECK(r.nleft_out == (size_t)out &&
+	          (!out || strcmp(r.left_out[0], "d3.cgg") == 0),
+	      "%s: %zu inputs noted as left out", spec, r.nleft_out);
 	if ((f = cg_reducer_finish(&r)) == NULL)
 		die("cg_reducer_finish");
 	cg_reducer_free(&r);

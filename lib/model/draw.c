@@ -1,0 +1,86 @@
+/*
+ * model/draw.c - drawing images and texts per condition, each from a noise
+ * stream of its own.
+ *
+ * A stream depends on the seed, the condition and (text) the text's
+ * number, never on what else a call draws, so a subset of a draw is the
+ * same bytes as in the whole: the property cg-sample(1) promises.
+ */
+#include <stdlib.h>
+
+#include "model/draw.h"
+
+void
+cg_draw_rng(struct cg_rng *r, uint64_t seed, int c, uint64_t i)
+{
+	cg_rng_derive(r, seed, (uint64_t)c, i);
+}
+
+int
+cg_draw_images(struct cg_model *m, const int *rows, int nrows, int count,
+               double temperature, uint64_t seed, float *imgs)
+{
+	size_t pixels;
+	int shape[3], *cond;
+
+	if (m->arch->image_shape(m, shape) != 0)
+		return -1;
+	pixels = (size_t)shape[0] * shape[1] * shape[2];
+	if ((cond = malloc((size_t)count * sizeof(*cond))) == NULL)
+		return cg_seterr("out of memory");
+	for (int r = 0; r < nrows; r++) {
+		struct cg_rng rng;
+		for (int i = 0; i < count; i++)
+			cond[i] = rows[r];
+		cg_draw_rng(&rng, seed, rows[r], 0);
+		if (m->arch->sample_image(m, cond, count, temperature, &rng,
+		                          imgs + (size_t)r * count * pixels) !=
+		    0) {
+			free(cond);
+			return -1;
+		}
+	}
+	free(cond);
+	return 0;
+}
+
+/* The caller's emit, and whether it asked to stop. */
+struct tap {
+	cg_emit_fn emit;
+	void *ctx;
+	int stopped;
+};
+
+static int
+tap_emit(void *ctx, int byte)
+{
+	struct tap *t = ctx;
+
+	if (t->emit(t->ctx, byte) != 0)
+		t->stopped = 1;
+	return t->stopped;
+}
+
+int
+cg_draw_texts(struct cg_model *m, const int *rows, int nrows, int count,
+              const uint8_t *prompt, size_t plen, const struct cg_sampler *sm,
+              uint64_t seed, cg_emit_fn emit, int (*between)(void *ctx),
+              void *ctx)
+{
+	struct tap t = {emit, ctx, 0};
+
+	for (int r = 0; r < nrows; r++)
+		for (int i = 0; i < count; i++) {
+			struct cg_rng rng;
+
+			if ((r > 0 || i > 0) && between && between(ctx) != 0)
+				return 0;
+			cg_draw_rng(&rng, seed, rows[r], (uint64_t)i);
+			if (m->arch->sample_text(m, rows[r], prompt, plen, sm,
+			                         &rng, tap_emit, &t) < 0)
+				return -1;
+			if (t.stopped)
+				return 0;
+		}
+	return 0;
+}
