@@ -36,49 +36,7 @@
 /* Forward kernels against double: |got - ref| <= FWD_ATOL + FWD_RTOL |ref|. */
 #define FWD_ATOL 1e-6
 #define FWD_RTOL 1e-5
-
-static struct cg_rng rng;
-
-static void
-fill(float *p, size_t n, float lo, float hi)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = lo + (hi - lo) * cg_rng_uniform(&rng);
-}
-
-/* Gradient buffers start at a known random state g0; this leaves g - g0. */
-static float *
-gstart(size_t n, float **g0)
-{
-	float *g = falloc(n);
-
-	*g0 = falloc(n);
-	fill(*g0, n, -1, 1);
-	memcpy(g, *g0, n * sizeof(float));
-	return g;
-}
-
-static void
-gdelta(float *g, const float *g0, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		g[i] -= g0[i];
-}
-
-/* Largest |a - ref| / (FWD_ATOL + FWD_RTOL |ref|): at most 1 passes. */
-static double
-fwdcheck(const float *a, const double *ref, size_t n)
-{
-	double m = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		double d =
-		    fabs(a[i] - ref[i]) / (FWD_ATOL + FWD_RTOL * fabs(ref[i]));
-		if (!(d <= m))
-			m = d;
-	}
-	return m;
-}
+#include "kernel.h"
 
 /* ------------------------------------------------------------ embedding */
 
