@@ -92,11 +92,11 @@ changed() {
 	cg-init -a cgan -d "$D/train-0.cgd" --conv 4 --latent 8 --seed 1 \
 		-o conv.cgm
 	run -0 manifest conv.cgm '[.tensors[] | .name + ":" + (.shape | map(tostring) | join("x"))] | join(" ")'
-	assert_output '"gen.emb:10x392 gen.0.w:392x8 gen.0.b:392 gen.c1.w:4x8x3x3 gen.c1.b:4 gen.c2.w:4x4x3x3 gen.c2.b:4 gen.out.w:1x4x3x3 gen.out.b:1 disc.c1.w:4x1x3x3 disc.c1.b:4 disc.c2.w:8x4x3x3 disc.c2.b:8 disc.psi.w:1x392 disc.psi.b:1 disc.emb:10x392"'
-	# gen: 3920 + 3136 + 392 + 288 + 4 + 144 + 4 + 36 + 1; disc: 36 + 4
-	# + 288 + 8 + 392 + 1 + 3920
+	assert_output '"gen.emb:10x392 gen.0.w:392x8 gen.0.b:392 gen.n0.g:8 gen.n0.b:8 gen.c1.w:4x8x3x3 gen.c1.b:4 gen.n1.g:4 gen.n1.b:4 gen.c2.w:4x4x3x3 gen.c2.b:4 gen.n2.g:4 gen.n2.b:4 gen.out.w:1x4x3x3 gen.out.b:1 disc.c1.w:4x1x3x3 disc.c1.b:4 disc.c2.w:8x4x3x3 disc.c2.b:8 disc.psi.w:1x392 disc.psi.b:1 disc.emb:10x392"'
+	# gen: 3920 + 3136 + 392 + 16 + 288 + 4 + 8 + 144 + 4 + 8 + 36 + 1;
+	# disc: 36 + 4 + 288 + 8 + 392 + 1 + 3920
 	run -0 manifest conv.cgm '[.groups[] | [.name, .offset, .size]]'
-	assert_output '[["gen",0,7925],["disc",7925,4649]]'
+	assert_output '[["gen",0,7957],["disc",7957,4649]]'
 	cg-train-step -q -m conv.cgm -d "$D/train-0.cgd" --emit model \
 		--steps 5 --batch 10 --seed 1 -o conv5.cgm
 	run -0 cg-eval --json -m conv5.cgm -d "$D/test.cgd"

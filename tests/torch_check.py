@@ -357,9 +357,14 @@ class Cgan:
             C, K, ch = cfg["conv"], cfg["ncond"], cfg["image_c"]
             self.F = cfg["image_h"] // 4 * cfg["image_w"] // 4 * 2 * C
             self.gen_emb = nn.Embedding(K, self.F)
+            def groups(n):
+                return next(g for g in (8, 4, 2, 1) if n % g == 0)
             self.gen0 = nn.Linear(cfg["latent"], self.F)
+            self.gen_n0 = nn.GroupNorm(groups(2 * C), 2 * C)
             self.gen_c1 = nn.Conv2d(2 * C, C, 3, 1, 1)
+            self.gen_n1 = nn.GroupNorm(groups(C), C)
             self.gen_c2 = nn.Conv2d(C, C, 3, 1, 1)
+            self.gen_n2 = nn.GroupNorm(groups(C), C)
             self.gen_out = nn.Conv2d(C, ch, 3, 1, 1)
             self.disc_c1 = nn.Conv2d(ch, C, 3, 2, 1)
             self.disc_c2 = nn.Conv2d(C, 2 * C, 3, 2, 1)
@@ -372,10 +377,12 @@ class Cgan:
                 out = [("gen.emb", self.gen_emb.weight),
                        ("gen.0.w", self.gen0.weight),
                        ("gen.0.b", self.gen0.bias)]
-                for n in ["gen.c1", "gen.c2", "gen.out", "disc.c1",
-                          "disc.c2"]:
+                for n in ["gen.n0", "gen.c1", "gen.n1", "gen.c2", "gen.n2",
+                          "gen.out", "disc.c1", "disc.c2"]:
                     m = getattr(self, n.replace(".", "_"))
-                    out += [(n + ".w", m.weight), (n + ".b", m.bias)]
+                    g = ".g" if n.split(".")[1].startswith("n") else ".w"
+                    out += [(n + g, m.weight),
+                            (n + (".b"), m.bias)]
                 return out + [("disc.psi.w", self.psi.weight),
                               ("disc.psi.b", self.psi.bias),
                               ("disc.emb", self.disc_emb.weight)]
@@ -402,10 +409,12 @@ class Cgan:
         def generate(self, z, y):
             if self.cfg.get("conv", 0) > 0:
                 H, W = self.cfg["image_h"], self.cfg["image_w"]
-                a = F.relu(self.gen0(z) + self.gen_emb(y))
-                a = self.nchw(a, H // 4, W // 4)
-                a = F.relu(self.gen_c1(F.interpolate(a, scale_factor=2)))
-                a = F.relu(self.gen_c2(F.interpolate(a, scale_factor=2)))
+                a = self.nchw(self.gen0(z) + self.gen_emb(y), H // 4, W // 4)
+                a = F.relu(self.gen_n0(a))
+                a = self.gen_c1(F.interpolate(a, scale_factor=2))
+                a = F.relu(self.gen_n1(a))
+                a = self.gen_c2(F.interpolate(a, scale_factor=2))
+                a = F.relu(self.gen_n2(a))
                 return torch.sigmoid(self.flat(self.gen_out(a)))
             h = F.relu(self.gen[0](z) + self.gen_emb(y))
             for m in self.gen[1:]:

@@ -303,7 +303,7 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	/* The discriminator's matrices: its layers (or 2 convolutions),
 	 * psi and the embedding, every other view from the first. */
 	const int nmat = (c.conv ? 2 : c.layers) + 2,
-	          first = c.conv ? 9 : 2 * c.layers + 3;
+	          first = c.conv ? 15 : 2 * c.layers + 3;
 
 	(void)T;
 	/* The convolutional nets' image shape is the manifest's. */

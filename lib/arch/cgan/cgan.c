@@ -43,10 +43,20 @@ struct linear {
  */
 struct cnet {
 	int C, Hq, Wq, F;
+	int G0, G; /* groups of the norms of the 2C and the C channel maps */
 	struct cg_conv g1, g2, go, d1, d2;
-	size_t emb, g0w, g0b, g1w, g1b, g2w, g2b, gow, gob;
+	size_t emb, g0w, g0b, n0g, n0b, g1w, g1b, n1g, n1b, g2w, g2b, n2g, n2b;
+	size_t gow, gob;
 	size_t d1w, d1b, d2w, d2b, psiw, psib, demb, end;
 };
+
+/* The groups of a norm over C channels: 8, or the most of 4, 2, 1 that
+ * divides C. */
+static int
+norm_groups(int C)
+{
+	return C % 8 == 0 ? 8 : C % 4 == 0 ? 4 : C % 2 == 0 ? 2 : 1;
+}
 
 /* The nets of c (conv > 0); -1 (no message) where the image does not
  * make them. */
@@ -63,6 +73,7 @@ cnet_of(const struct cg_cgan_config *c, struct cnet *n)
 		return -1;
 	n->C = C, n->Hq = H / 4, n->Wq = W / 4;
 	n->F = n->Hq * n->Wq * 2 * C;
+	n->G0 = norm_groups(2 * C), n->G = norm_groups(C);
 	if (cg_conv_shape(&n->g1, 2 * C, H / 2, W / 2, C, 3, 1, 1) != 0 ||
 	    cg_conv_shape(&n->g2, C, H, W, C, 3, 1, 1) != 0 ||
 	    cg_conv_shape(&n->go, C, H, W, ch, 3, 1, 1) != 0 ||
@@ -73,10 +84,16 @@ cnet_of(const struct cg_cgan_config *c, struct cnet *n)
 	TAKE(emb, (size_t)c->ncond * n->F);
 	TAKE(g0w, (size_t)n->F * c->latent);
 	TAKE(g0b, n->F);
+	TAKE(n0g, 2 * C);
+	TAKE(n0b, 2 * C);
 	TAKE(g1w, cg_conv_wsize(&n->g1));
 	TAKE(g1b, C);
+	TAKE(n1g, C);
+	TAKE(n1b, C);
 	TAKE(g2w, cg_conv_wsize(&n->g2));
 	TAKE(g2b, C);
+	TAKE(n2g, C);
+	TAKE(n2b, C);
 	TAKE(gow, cg_conv_wsize(&n->go));
 	TAKE(gob, ch);
 	TAKE(d1w, cg_conv_wsize(&n->d1));
@@ -275,19 +292,26 @@ cnet_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 {
 	struct cnet n;
 
-	if (max < 16)
-		return cg_seterr("cgan: 16 views do not fit in %d", max);
+	if (max < CG_CGAN_CONV_VIEWS)
+		return cg_seterr("cgan: %d views do not fit in %d",
+		                 CG_CGAN_CONV_VIEWS, max);
 	cnet_of(c, &n);
 	cg_view_set(&v[0], "gen.emb", n.emb, (size_t)c->ncond, n.F, 0);
 	cg_view_linear(&v[1], "gen.0", n.g0w, n.g0b, n.F, c->latent);
-	conv_views(&v[3], "gen.c1", n.g1w, n.g1b, &n.g1);
-	conv_views(&v[5], "gen.c2", n.g2w, n.g2b, &n.g2);
-	conv_views(&v[7], "gen.out", n.gow, n.gob, &n.go);
-	conv_views(&v[9], "disc.c1", n.d1w, n.d1b, &n.d1);
-	conv_views(&v[11], "disc.c2", n.d2w, n.d2b, &n.d2);
-	cg_view_linear(&v[13], "disc.psi", n.psiw, n.psib, 1, n.F);
-	cg_view_set(&v[15], "disc.emb", n.demb, (size_t)c->ncond, n.F, 0);
-	return 16;
+	cg_view_set(&v[3], "gen.n0.g", n.n0g, 2 * (size_t)n.C, 0, 0);
+	cg_view_set(&v[4], "gen.n0.b", n.n0b, 2 * (size_t)n.C, 0, 0);
+	conv_views(&v[5], "gen.c1", n.g1w, n.g1b, &n.g1);
+	cg_view_set(&v[7], "gen.n1.g", n.n1g, (size_t)n.C, 0, 0);
+	cg_view_set(&v[8], "gen.n1.b", n.n1b, (size_t)n.C, 0, 0);
+	conv_views(&v[9], "gen.c2", n.g2w, n.g2b, &n.g2);
+	cg_view_set(&v[11], "gen.n2.g", n.n2g, (size_t)n.C, 0, 0);
+	cg_view_set(&v[12], "gen.n2.b", n.n2b, (size_t)n.C, 0, 0);
+	conv_views(&v[13], "gen.out", n.gow, n.gob, &n.go);
+	conv_views(&v[15], "disc.c1", n.d1w, n.d1b, &n.d1);
+	conv_views(&v[17], "disc.c2", n.d2w, n.d2b, &n.d2);
+	cg_view_linear(&v[19], "disc.psi", n.psiw, n.psib, 1, n.F);
+	cg_view_set(&v[21], "disc.emb", n.demb, (size_t)c->ncond, n.F, 0);
+	return CG_CGAN_CONV_VIEWS;
 }
 
 int
@@ -363,6 +387,13 @@ cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 	             (size_t)c->latent + c->ncond, r);
 	init_uniform(params + n.g0w, (size_t)n.F * c->latent + n.F,
 	             (size_t)c->latent + c->ncond, r);
+	/* The norms' scales 1 and shifts 0 (nn.GroupNorm's), no draw. */
+	const size_t ng[] = {n.n0g, n.n1g, n.n2g}, nb[] = {n.n0b, n.n1b, n.n2b};
+	for (int i = 0; i < 3; i++)
+		for (size_t j = 0; j < (size_t)(i ? n.C : 2 * n.C); j++) {
+			params[ng[i] + j] = 1;
+			params[nb[i] + j] = 0;
+		}
 	for (int i = 0; i < 5; i++)
 		init_uniform(params + at[i], cg_conv_wsize(cv[i]) + cv[i]->OC,
 		             (size_t)cv[i]->C * 9, r);
@@ -430,6 +461,8 @@ struct cg_cgan_ws {
 	/* The convolutional nets (conv > 0; else empty), maps [rows, ..]. */
 	struct cnet n;
 	float *a0, *u1, *a1, *u2, *a2; /* generator, [B, ..] */
+	float *p0, *p1, *p2;           /* the norms' inputs */
+	float *mean, *rstd;            /* [3][B, 8]: the norms' */
 	float *d0, *dm1, *dm2, *db1, *db2; /* their gradients */
 	float *h1;   /* [2B, H/2 W/2 C]: the discriminator's first map */
 	float *phi;  /* [2B, F]: its features */
@@ -469,6 +502,11 @@ lay(void *ws, struct cg_arena *a)
 	w->dx = CG_ARENA_FLOATS(a, 2 * B, D);
 	w->cond2 = cg_arena_take(a, 2, B, sizeof(int));
 	w->a0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
+	w->p0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
+	w->p1 = CG_ARENA_FLOATS(a, B, P1 * C);
+	w->p2 = CG_ARENA_FLOATS(a, B, P * C);
+	w->mean = CG_ARENA_FLOATS(a, B, C ? 3 * 8 : 0);
+	w->rstd = CG_ARENA_FLOATS(a, B, C ? 3 * 8 : 0);
 	w->u1 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
 	w->a1 = CG_ARENA_FLOATS(a, B, P1 * C);
 	w->u2 = CG_ARENA_FLOATS(a, B, P * C);
@@ -806,6 +844,35 @@ relu_mask(float *x, const float *a, size_t N)
 		x[i] = a[i] > 0 ? x[i] : 0;
 }
 
+/* a = relu(groupnorm(p)), mean and rstd [B, groups] kept. */
+static void
+norm_relu(float *a, float *mean, float *rstd, const float *p,
+          const float *gamma, const float *beta, int B, int HW, int C,
+          int groups)
+{
+	cg_groupnorm_forward(a, mean, rstd, p, gamma, beta, B, HW, C, groups);
+	cg_relu_forward(a, a, (size_t)B * HW * C);
+}
+
+/*
+ * Backward of norm_relu: d [B, HW, C], the gradient at a, is masked in
+ * place by a's sign; dp (zeroed here) gets the gradient at p, and the
+ * norm's scale and shift theirs in grad.
+ */
+static void
+norm_relu_backward(float *dp, float *d, const float *a, const float *p,
+                   const float *gamma, float *dgamma, float *dbeta,
+                   const float *mean, const float *rstd, int B, int HW, int C,
+                   int groups)
+{
+	const size_t N = (size_t)B * HW * C;
+
+	relu_mask(d, a, N);
+	memset(dp, 0, N * sizeof(float));
+	cg_groupnorm_backward(dp, dgamma, dbeta, d, p, gamma, mean, rstd, B,
+	                      HW, C, groups);
+}
+
 /* w->fake [B, in_dim] = G(z, cond), the convolutional generator. */
 static void
 cgen_forward(const struct cg_cgan_config *c, const float *params,
@@ -814,23 +881,28 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 	const struct cnet *n = &w->n;
 	const int F = n->F, C = n->C;
 
-	cg_linear_forward(w->a0, z, params + n->g0w, params + n->g0b, B,
+	const int P1 = n->g1.H * n->g1.W, P = n->g2.H * n->g2.W;
+
+	cg_linear_forward(w->p0, z, params + n->g0w, params + n->g0b, B,
 	                  c->latent, F);
 	for (int b = 0; b < B; b++) {
-		float *g = w->a0 + (size_t)b * F;
+		float *g = w->p0 + (size_t)b * F;
 		const float *e = params + n->emb + (size_t)cond[b] * F;
 		for (int j = 0; j < F; j++)
 			g[j] += e[j];
 	}
-	cg_relu_forward(w->a0, w->a0, (size_t)B * F);
+	norm_relu(w->a0, w->mean, w->rstd, w->p0, params + n->n0g,
+	          params + n->n0b, B, n->Hq * n->Wq, 2 * C, n->G0);
 	cg_upsample2_forward(w->u1, w->a0, B, n->Hq, n->Wq, 2 * C);
-	cg_conv_forward(&n->g1, w->a1, w->u1, params + n->g1w, params + n->g1b,
+	cg_conv_forward(&n->g1, w->p1, w->u1, params + n->g1w, params + n->g1b,
 	                B, w->col, w->ncol);
-	cg_relu_forward(w->a1, w->a1, (size_t)B * n->g1.H * n->g1.W * C);
+	norm_relu(w->a1, w->mean + (size_t)B * 8, w->rstd + (size_t)B * 8,
+	          w->p1, params + n->n1g, params + n->n1b, B, P1, C, n->G);
 	cg_upsample2_forward(w->u2, w->a1, B, n->g1.H, n->g1.W, C);
-	cg_conv_forward(&n->g2, w->a2, w->u2, params + n->g2w, params + n->g2b,
+	cg_conv_forward(&n->g2, w->p2, w->u2, params + n->g2w, params + n->g2b,
 	                B, w->col, w->ncol);
-	cg_relu_forward(w->a2, w->a2, (size_t)B * n->g2.H * n->g2.W * C);
+	norm_relu(w->a2, w->mean + (size_t)B * 16, w->rstd + (size_t)B * 16,
+	          w->p2, params + n->n2g, params + n->n2b, B, P, C, n->G);
 	cg_conv_forward(&n->go, w->fake, w->a2, params + n->gow,
 	                params + n->gob, B, w->col, w->ncol);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
@@ -848,28 +920,40 @@ cgen_backward(const struct cg_cgan_config *c, const float *params,
 	const size_t n2 = (size_t)B * n->g2.H * n->g2.W * C,
 	             n1 = (size_t)B * n->g1.H * n->g1.W * C;
 
+	const int P1 = n->g1.H * n->g1.W, P = n->g2.H * n->g2.W;
+	const size_t S = (size_t)B * 8; /* one norm's mean or rstd */
+
+	/* db1 = d a2; db2 = d p2; db1 = d u2 */
 	memset(w->db1, 0, n2 * sizeof(float));
 	cg_conv_backward(&n->go, w->db1, grad + n->gow, grad + n->gob,
 	                 w->dlogit, w->a2, params + n->gow, B, w->col,
 	                 w->ncol);
-	relu_mask(w->db1, w->a2, n2);
-	memset(w->db2, 0, n2 * sizeof(float));
-	cg_conv_backward(&n->g2, w->db2, grad + n->g2w, grad + n->g2b, w->db1,
+	norm_relu_backward(w->db2, w->db1, w->a2, w->p2, params + n->n2g,
+	                   grad + n->n2g, grad + n->n2b, w->mean + 2 * S,
+	                   w->rstd + 2 * S, B, P, C, n->G);
+	memset(w->db1, 0, n2 * sizeof(float));
+	cg_conv_backward(&n->g2, w->db1, grad + n->g2w, grad + n->g2b, w->db2,
 	                 w->u2, params + n->g2w, B, w->col, w->ncol);
+	/* dm1 = d a1; dm2 = d p1; dm1 = d u1 */
 	memset(w->dm1, 0, n1 * sizeof(float));
-	cg_upsample2_backward(w->dm1, w->db2, B, n->g1.H, n->g1.W, C);
-	relu_mask(w->dm1, w->a1, n1);
-	memset(w->dm2, 0, 2 * n1 * sizeof(float));
-	cg_conv_backward(&n->g1, w->dm2, grad + n->g1w, grad + n->g1b, w->dm1,
+	cg_upsample2_backward(w->dm1, w->db1, B, n->g1.H, n->g1.W, C);
+	norm_relu_backward(w->dm2, w->dm1, w->a1, w->p1, params + n->n1g,
+	                   grad + n->n1g, grad + n->n1b, w->mean + S,
+	                   w->rstd + S, B, P1, C, n->G);
+	memset(w->dm1, 0, 2 * n1 * sizeof(float));
+	cg_conv_backward(&n->g1, w->dm1, grad + n->g1w, grad + n->g1b, w->dm2,
 	                 w->u1, params + n->g1w, B, w->col, w->ncol);
+	/* d0 = d a0; dm2 = d p0 */
 	memset(w->d0, 0, (size_t)B * F * sizeof(float));
-	cg_upsample2_backward(w->d0, w->dm2, B, n->Hq, n->Wq, 2 * C);
-	relu_mask(w->d0, w->a0, (size_t)B * F);
-	cg_linear_backward(NULL, grad + n->g0w, grad + n->g0b, w->d0, z,
+	cg_upsample2_backward(w->d0, w->dm1, B, n->Hq, n->Wq, 2 * C);
+	norm_relu_backward(w->dm2, w->d0, w->a0, w->p0, params + n->n0g,
+	                   grad + n->n0g, grad + n->n0b, w->mean, w->rstd, B,
+	                   n->Hq * n->Wq, 2 * C, n->G0);
+	cg_linear_backward(NULL, grad + n->g0w, grad + n->g0b, w->dm2, z,
 	                   params + n->g0w, B, c->latent, F);
 	for (int b = 0; b < B; b++) {
 		float *e = grad + n->emb + (size_t)cond[b] * F;
-		const float *d = w->d0 + (size_t)b * F;
+		const float *d = w->dm2 + (size_t)b * F;
 		for (int j = 0; j < F; j++)
 			e[j] += d[j];
 	}

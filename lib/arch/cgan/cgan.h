@@ -41,17 +41,21 @@
  * the transposed convolution, which draws no checkerboard), on maps
  * channels-last, for an image of H x W x ch and F = (H/4)(W/4)(2C):
  *
- *   generator      a_0 = relu(gen.0.w z + gen.0.b + gen.emb[y])   [H/4, W/4, 2C]
- *                  a_1 = relu(gen.c1 * up(a_0))                  [H/2, W/2, C]
- *                  a_2 = relu(gen.c2 * up(a_1))                  [H, W, C]
+ *   generator      a_0 = relu(N0(gen.0.w z + gen.0.b + gen.emb[y])) [H/4, W/4, 2C]
+ *                  a_1 = relu(N1(gen.c1 * up(a_0)))               [H/2, W/2, C]
+ *                  a_2 = relu(N2(gen.c2 * up(a_1)))               [H, W, C]
  *                  G(z, y) = sigmoid(gen.out * a_2)               [H, W, ch]
  *   discriminator  h_1 = lrelu(SN(disc.c1) *2 x)                  [H/2, W/2, C]
  *                  h = lrelu(SN(disc.c2) *2 h_1)                  [H/4, W/4, 2C]
  *                  D(x, y) as above on h flattened (F features)
  *
  * where * is a 3x3 convolution with padding 1 (*2 at stride 2) and its
- * bias, up nearest up-sampling by 2; SN of a convolution is that of its
- * weight as a matrix [out, in x 9], as PyTorch's spectral_norm takes it.
+ * bias, up nearest up-sampling by 2, Ni group normalisation (gen.ni.g
+ * and gen.ni.b its scale and shift; 8 groups, or 4, 2, 1 where 8 does
+ * not divide the channels): without it, a generator of ReLUs died (every
+ * unit at 0, black images) within an epoch at 32 channels
+ * (bench/RESULTS.md).  SN of a convolution is that of its weight as a
+ * matrix [out, in x 9], as PyTorch's spectral_norm takes it.
  */
 #ifndef CG_CGAN_H
 #define CG_CGAN_H
@@ -85,6 +89,8 @@ struct cg_cgan_config {
 };
 
 #define CG_CGAN_MAX_CONV 4096
+/* The convolutional nets' views. */
+#define CG_CGAN_CONV_VIEWS 22
 
 #define CG_CGAN_MAX_DIM (1 << 20)
 #define CG_CGAN_MAX_ITERS 1000
@@ -106,9 +112,11 @@ size_t cg_cgan_nparams(const struct cg_cgan_config *c);
 size_t cg_cgan_disc_off(const struct cg_cgan_config *c);
 
 /*
- * With conv: gen.emb [ncond, F], gen.0.w [F, latent], gen.0.b, gen.c1,
- * gen.c2, gen.out, then disc.c1, disc.c2 (each a .w [out, in, 3, 3] and a
- * .b), disc.psi.w [1, F], disc.psi.b, disc.emb [ncond, F]: 16 views.
+ * With conv: gen.emb [ncond, F], gen.0.w [F, latent], gen.0.b, gen.n0.g
+ * and .b [2 conv], gen.c1, gen.n1 (.g, .b [conv]), gen.c2, gen.n2,
+ * gen.out, then disc.c1, disc.c2 (each convolution a .w [out, in, 3, 3]
+ * and a .b), disc.psi.w [1, F], disc.psi.b, disc.emb [ncond, F]: 22
+ * views.
  * Without, fill v[0..] with the named views, in buffer order: gen.emb [ncond,
  * hidden], gen.0.w [hidden, latent], gen.0.b, gen.1.w [hidden, hidden],
  * ..., gen.out.w [in_dim, hidden], gen.out.b, then disc.0.w [hidden,

@@ -65,7 +65,7 @@ cgan_layout(struct cg_model *m)
 	if (get_config(m, &c) != 0)
 		return -1;
 	m->nparams = cg_cgan_nparams(&c);
-	nv = c.conv ? 16 : 4 * c.layers + 6;
+	nv = c.conv ? CG_CGAN_CONV_VIEWS : 4 * c.layers + 6;
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cgan_views(&c, m->views, nv)) < 0)
