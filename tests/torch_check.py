@@ -49,7 +49,9 @@ except ImportError as e:
 # ------------------------------------------------------------------ cvae
 
 class Cvae:
-    """The model of lib/arch/cvae/cvae.c (and of bench/torch_cvae.py)."""
+    """The model of lib/arch/cvae/cvae.c (and of bench/torch_cvae.py): with
+    class-prior, the KL is against a learnt N(prior.mu[c],
+    exp(prior.logvar[c])) per condition c, else against N(0, I)."""
 
     name = "cvae"
     configs = [
@@ -59,6 +61,8 @@ class Cvae:
          "batch=9", "seed=2"],
         ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "latent=2",
          "batch=4", "seed=3"],
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "latent=5",
+         "class-prior=0", "batch=6", "seed=4"],
     ]
     tol = {"loss": (1e-5, 1e-5), "grad": (1e-4, 1e-5)}
     outputs = []
@@ -81,6 +85,11 @@ class Cvae:
             self.logvar = nn.Linear(hidden, cfg["latent"])
             self.dec = mlp(cfg["latent"] + self.ncond)
             self.out = nn.Linear(hidden, cfg["in_dim"])
+            self.prior = None
+            if cfg.get("class-prior", 0):
+                self.prior = nn.ParameterList([
+                    nn.Parameter(torch.zeros(self.ncond, cfg["latent"]))
+                    for _ in range(2)])
 
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
@@ -93,6 +102,9 @@ class Cvae:
             out = []
             for name, m in lin:
                 out += [(name + ".w", m.weight), (name + ".b", m.bias)]
+            if self.prior is not None:
+                out += [("prior.mu", self.prior[0]),
+                        ("prior.logvar", self.prior[1])]
             return out
 
     @staticmethod
@@ -109,7 +121,12 @@ class Cvae:
         logits = net.out(net.dec(torch.cat([z, c], 1)))
         rec = F.binary_cross_entropy_with_logits(
             logits, x, reduction="none").sum(1)
-        kl = -0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)
+        if net.prior is not None:
+            pm, plv = net.prior[0][cond], net.prior[1][cond]
+            kl = 0.5 * (plv - logvar - 1 + (logvar.exp() + (mu - pm) ** 2)
+                        / plv.exp()).sum(1)
+        else:
+            kl = -0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)
         return {"loss": (rec + kl).mean(), "rec": rec.mean(),
                 "kl": kl.mean()}, {}
 

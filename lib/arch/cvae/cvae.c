@@ -7,7 +7,8 @@
  * batch of up to max_batch examples in one allocation; B smaller than that
  * uses the leading rows of each buffer.  Hidden activations are kept after
  * ReLU: a ReLU output is > 0 exactly where its input was, so it is all that
- * backward needs.
+ * backward needs.  The class prior's two tables follow the layers, so a
+ * model without them has the same layout up to there.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +70,16 @@ nlinear(const struct cg_cvae_config *c)
 	return 2 * c->layers + 3;
 }
 
+/* Where the class prior's tables start: prior.mu [ncond, latent], then
+ * prior.logvar [ncond, latent].  c is valid. */
+static size_t
+prior_at(const struct cg_cvae_config *c)
+{
+	struct linear ln = linear_at(c, nlinear(c) - 1);
+
+	return ln.b + ln.out;
+}
+
 int
 cg_cvae_check_config(const struct cg_cvae_config *c)
 {
@@ -91,7 +102,12 @@ cg_cvae_check_config(const struct cg_cvae_config *c)
 	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, Z = c->latent;
 	uint64_t L = c->layers, hh = H * H + H;
 	uint64_t n = (H * (D + K) + H + (L - 1) * hh) + 2 * (Z * H + Z) +
-	             (H * (Z + K) + H + (L - 1) * hh) + (D * H + D);
+	             (H * (Z + K) + H + (L - 1) * hh) + (D * H + D) +
+	             (c->class_prior ? 2 * K * Z : 0);
+
+	if (c->class_prior != 0 && c->class_prior != 1)
+		return cg_seterr("cvae: class_prior = %d: not 0 or 1",
+		                 c->class_prior);
 
 	if (n > CG_CVAE_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
 		return cg_seterr("cvae: %llu parameters: more than %llu",
@@ -105,8 +121,8 @@ cg_cvae_nparams(const struct cg_cvae_config *c)
 {
 	if (cg_cvae_check_config(c) != 0)
 		return 0;
-	struct linear ln = linear_at(c, nlinear(c) - 1);
-	return ln.b + ln.out;
+	return prior_at(c) +
+	       (c->class_prior ? 2 * (size_t)c->ncond * c->latent : 0);
 }
 
 int
@@ -116,7 +132,7 @@ cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
 
 	if (cg_cvae_check_config(c) != 0)
 		return -1;
-	n = 2 * nlinear(c);
+	n = 2 * nlinear(c) + (c->class_prior ? 2 : 0);
 	if (max < n)
 		return cg_seterr("cvae: %d views do not fit in %d", n, max);
 	for (int i = 0; i < nlinear(c); i++) {
@@ -136,6 +152,13 @@ cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
 			snprintf(layer, sizeof(layer), "dec.out");
 		cg_view_linear(&v[2 * i], layer, ln.w, ln.b, ln.out, ln.in);
 	}
+	if (c->class_prior) {
+		size_t at = prior_at(c), kz = (size_t)c->ncond * c->latent;
+
+		cg_view_set(&v[n - 2], "prior.mu", at, c->ncond, c->latent, 0);
+		cg_view_set(&v[n - 1], "prior.logvar", at + kz, c->ncond,
+		            c->latent, 0);
+	}
 	return n;
 }
 
@@ -153,6 +176,9 @@ cg_cvae_init(const struct cg_cvae_config *c, float *params, struct cg_rng *r)
 			params[ln.w + j] =
 			    (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
 	}
+	if (c->class_prior)
+		memset(params + prior_at(c), 0,
+		       2 * (size_t)c->ncond * c->latent * sizeof(float));
 }
 
 /* ------------------------------------------------------------- workspace */
@@ -294,7 +320,7 @@ check_call(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
 {
 	if (c->in_dim != w->c.in_dim || c->ncond != w->c.ncond ||
 	    c->hidden != w->c.hidden || c->layers != w->c.layers ||
-	    c->latent != w->c.latent)
+	    c->latent != w->c.latent || c->class_prior != w->c.class_prior)
 		return cg_seterr("cvae: workspace made for another config");
 	if (B < 1 || B > w->max_batch)
 		return cg_seterr("cvae: batch %d: not in [1, %d]", B,
@@ -367,6 +393,58 @@ mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
 	}
 }
 
+/*
+ * KL(N(mu, exp(logvar)) || N(pm[cond], exp(plv[cond]))) per example, summed
+ * over the latent in double: kl [B], mu [B, Z], logvar [B, Z], pm [K, Z],
+ * plv [K, Z], cond [B].
+ */
+static void
+prior_kl_forward(double *kl, const float *mu, const float *logvar,
+                 const float *pm, const float *plv, const int *cond, int B,
+                 int Z)
+{
+	for (int b = 0; b < B; b++) {
+		const float *m = mu + (size_t)b * Z,
+		            *lv = logvar + (size_t)b * Z;
+		const float *qm = pm + (size_t)cond[b] * Z;
+		const float *qlv = plv + (size_t)cond[b] * Z;
+		double s = 0;
+
+		for (int i = 0; i < Z; i++) {
+			double d = (double)m[i] - qm[i];
+
+			s += qlv[i] - lv[i] +
+			     (exp(lv[i]) + d * d) * exp(-(double)qlv[i]) - 1.0;
+		}
+		kl[b] = 0.5 * s;
+	}
+}
+
+/*
+ * Backward of prior_kl_forward, times scale: dmu, dlogvar [B, Z] and the
+ * prior's dpm, dplv [K, Z] += (each class's rows summed over its
+ * examples, in batch order).
+ */
+static void
+prior_kl_backward(float *dmu, float *dlogvar, float *dpm, float *dplv,
+                  const float *mu, const float *logvar, const float *pm,
+                  const float *plv, const int *cond, float scale, int B, int Z)
+{
+	for (int b = 0; b < B; b++) {
+		const size_t r = (size_t)b * Z, k = (size_t)cond[b] * Z;
+
+		for (int i = 0; i < Z; i++) {
+			float e = expf(-plv[k + i]), d = mu[r + i] - pm[k + i];
+			float v = expf(logvar[r + i] - plv[k + i]);
+
+			dmu[r + i] += scale * d * e;
+			dlogvar[r + i] += scale * 0.5f * (v - 1);
+			dpm[k + i] -= scale * d * e;
+			dplv[k + i] += scale * 0.5f * (1 - v - d * d * e);
+		}
+	}
+}
+
 /* What a distilled pass adds: the teacher's logits at tau, tlogits [B,
  * in_dim], alpha and tau; *teacher receives the teacher term's mean. */
 struct distill {
@@ -428,7 +506,12 @@ passes(const struct cg_cvae_config *c, const float *params,
 			cg_bce_logits_forward(w->rec, w->logits, x, B, D);
 	} else
 		cg_bce_logits_forward(w->rec, w->logits, x, B, D);
-	cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
+	if (c->class_prior)
+		prior_kl_forward(w->kl, w->mu, w->logvar, params + prior_at(c),
+		                 params + prior_at(c) + (size_t)K * Z, cond, B,
+		                 Z);
+	else
+		cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
 	for (int b = 0; b < B; b++) {
 		srec += w->rec[b];
 		skl += w->kl[b];
@@ -467,7 +550,15 @@ passes(const struct cg_cvae_config *c, const float *params,
 	memset(w->dmu, 0, nz * sizeof(float));
 	memset(w->dlogvar, 0, nz * sizeof(float));
 	cg_reparam_backward(w->dmu, w->dlogvar, w->dz, w->logvar, eps, nz);
-	cg_gauss_kl_backward(w->dmu, w->dlogvar, w->mu, w->logvar, scale, B, Z);
+	if (c->class_prior) {
+		size_t pm = prior_at(c), plv = pm + (size_t)K * Z;
+
+		prior_kl_backward(w->dmu, w->dlogvar, grad + pm, grad + plv,
+		                  w->mu, w->logvar, params + pm, params + plv,
+		                  cond, scale, B, Z);
+	} else
+		cg_gauss_kl_backward(w->dmu, w->dlogvar, w->mu, w->logvar,
+		                     scale, B, Z);
 	memset(w->dh0, 0, nh * sizeof(float));
 	cg_linear_backward(w->dh0, grad + mu.w, grad + mu.b, w->dmu, htop,
 	                   params + mu.w, B, mu.in, mu.out);
@@ -533,6 +624,33 @@ cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
 	linear(c, w, params, 2 * L + 2, probs, w->dec_h + (L - 1) * hstride, B,
 	       0);
 	cg_sigmoid_forward(probs, probs, (size_t)B * c->in_dim);
+	return 0;
+}
+
+int
+cg_cvae_prior_sample(const struct cg_cvae_config *c, const float *params,
+                     float *z, const float *eps, const int *cond, int B)
+{
+	const size_t Z = c->latent, KZ = (size_t)c->ncond * c->latent;
+
+	for (int b = 0; b < B; b++)
+		if (cond[b] < 0 || cond[b] >= c->ncond)
+			return cg_seterr("cvae: condition %d (example %d): "
+			                 "not in [0, %d)",
+			                 cond[b], b, c->ncond);
+	if (!c->class_prior) {
+		if (z != eps)
+			memcpy(z, eps, (size_t)B * Z * sizeof(float));
+		return 0;
+	}
+	const float *pm = params + prior_at(c), *plv = pm + KZ;
+	for (int b = 0; b < B; b++) {
+		const size_t r = (size_t)b * Z, k = (size_t)cond[b] * Z;
+
+		for (size_t i = 0; i < Z; i++)
+			z[r + i] =
+			    pm[k + i] + expf(0.5f * plv[k + i]) * eps[r + i];
+	}
 	return 0;
 }
 
