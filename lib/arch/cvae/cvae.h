@@ -17,6 +17,13 @@
  * whatever the label says; one prior for all classes then puts the
  * samples of class c where the decoder has learnt other classes' images.
  * A prior per class puts them where class c's own images are encoded.
+ *
+ * With cond_every, every hidden layer after the first, in the encoder and
+ * in the decoder, also takes the condition: a row per condition, of a
+ * table [ncond, hidden] of its own, added before the ReLU (the one-hot
+ * concatenated to the layer's input, as the first layers take it; zero
+ * at init).  The label then reaches the decoder's output through more
+ * than one layer, and the encoder can take the class out of z.
  */
 #ifndef CG_CVAE_H
 #define CG_CVAE_H
@@ -39,6 +46,7 @@ struct cg_cvae_config {
 	int layers;      /* hidden layers in the encoder, and in the decoder */
 	int latent;      /* size of z */
 	int class_prior; /* 1: a learnt prior per condition; 0: N(0, I) */
+	int cond_every;  /* 1: the condition at every hidden layer; 0: first */
 };
 
 /* Largest value of any config field, largest parameter count and batch. */
@@ -48,8 +56,8 @@ struct cg_cvae_config {
 
 /*
  * Returns 0 if c is usable: every size in [1, CG_CVAE_MAX_DIM], class_prior
- * 0 or 1, and the parameter count at most CG_CVAE_MAX_PARAMS; else -1 with
- * a message.
+ * and cond_every 0 or 1, and the parameter count at most
+ * CG_CVAE_MAX_PARAMS; else -1 with a message.
  */
 int cg_cvae_check_config(const struct cg_cvae_config *c);
 
@@ -61,17 +69,25 @@ size_t cg_cvae_nparams(const struct cg_cvae_config *c);
  * Fill v[0..] with the named views of the parameter buffer, in buffer
  * order: enc.0.w, enc.0.b, ..., enc.mu.w, enc.mu.b, enc.logvar.w,
  * enc.logvar.b, dec.0.w, ..., dec.out.w, dec.out.b (4*layers + 6 views),
- * then with class_prior prior.mu and prior.logvar [ncond, latent] (2 more;
- * the layers' layout is the same with or without them).  Weights are
- * [out, in] like nn.Linear, decay 1; biases [out] and the prior, decay 0.
+ * then with class_prior prior.mu and prior.logvar [ncond, latent] (2 more),
+ * then with cond_every the condition's rows enc.1.cond .. enc.{layers-1}.cond,
+ * dec.1.cond .. dec.{layers-1}.cond [ncond, hidden] (2 * (layers - 1)
+ * more); the layers' layout is the same with or without them.  Weights
+ * are [out, in] like nn.Linear, decay 1; biases [out], the prior and the
+ * condition's rows, decay 0.
  * Returns the count, or -1 with a message if c is bad or max is too small.
  */
 int cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max);
 
+/* The number of views cg_cvae_views gives for c, which must pass
+ * cg_cvae_check_config. */
+int cg_cvae_nviews(const struct cg_cvae_config *c);
+
 /*
  * PyTorch's default nn.Linear init: W and b uniform in
  * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order; the
- * prior zero (N(0, I)), drawing nothing.  params [nparams].  c must pass
+ * prior and the condition's rows zero, drawing nothing.  params
+ * [nparams].  c must pass
  * cg_cvae_check_config (else nothing is written).
  */
 void cg_cvae_init(const struct cg_cvae_config *c, float *params,

@@ -45,7 +45,7 @@ cvae_layout(struct cg_model *m)
 	if (get_config(m->config, &c) != 0)
 		return -1;
 	m->nparams = cg_cvae_nparams(&c);
-	nv = 4 * c.layers + 6 + (c.class_prior ? 2 : 0);
+	nv = cg_cvae_nviews(&c);
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cvae_views(&c, m->views, nv)) < 0)
@@ -80,13 +80,19 @@ cvae_free_ws(struct cg_model *m)
 	m->ws_batch = 0;
 }
 
-/* The weights (even views: each Linear's w, then its b) stay as stored
- * in the dtypes the products take as stored (f16, q8_0, q4_0). */
+/* The Linear layers' weights (even views before the prior and the
+ * condition's rows: each Linear's w, then its b) stay as stored in the
+ * dtypes the products take as stored (f16, q8_0, q4_0); the tables after
+ * them are read, not multiplied, and are decoded. */
 static int
 cvae_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
 {
-	(void)m;
-	return i % 2 == 0 && cg_qlinear_keeps(dt);
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return 0;
+	return i % 2 == 0 && i < 2 * CG_CVAE_NMATS(c.layers) &&
+	       cg_qlinear_keeps(dt);
 }
 
 /*
@@ -291,6 +297,8 @@ static const struct cg_arch_opt cvae_opts[] = {
     {"latent", CG_ARCH_OPT_INT, 32, 1, 1 << 20, "latent size"},
     {"class-prior", CG_ARCH_OPT_BOOL, 1, 0, 1,
      "a learnt Gaussian prior of z for each condition (0: N(0, I))"},
+    {"cond-every", CG_ARCH_OPT_BOOL, 1, 0, 1,
+     "the condition enters every hidden layer (0: the first only)"},
 };
 
 static int
@@ -310,6 +318,8 @@ static const struct cg_arch_key cvae_keys[] = {
     KEY("latent", latent, 0, 0),
     /* models made before the class prior have N(0, I) */
     KEY("class-prior", class_prior, 1, 0),
+    /* nor the condition past the first layers */
+    KEY("cond-every", cond_every, 1, 0),
 };
 #undef KEY
 
