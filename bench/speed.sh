@@ -149,7 +149,7 @@ say "load average before: $(uptime | sed 's/.*load average: //')"
 for m in $models; do
 	case $m in
 	cvae) "$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --hidden 512 \
-		--layers 2 --latent 32 --class-prior 0 --seed 1 \
+		--layers 2 --latent 32 --class-prior=0 --cond-every=0 --seed 1 \
 		-o "$tmp/cvae.cgm" ;;
 	cgpt)
 		"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 \
