@@ -296,9 +296,9 @@ static const struct cg_arch_opt cvae_opts[] = {
      "hidden layers of the encoder, and of the decoder"},
     {"latent", CG_ARCH_OPT_INT, 32, 1, 1 << 20, "latent size"},
     {"class-prior", CG_ARCH_OPT_BOOL, 1, 0, 1,
-     "a learnt Gaussian prior of z for each condition (0: N(0, I))"},
+     "a learnt prior of z per condition (0: N(0, I))"},
     {"cond-every", CG_ARCH_OPT_BOOL, 1, 0, 1,
-     "the condition enters every hidden layer (0: the first only)"},
+     "the condition at every hidden layer (0: the first)"},
 };
 
 static int
