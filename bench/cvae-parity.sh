@@ -17,8 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$bin/cg-shard" -q -n 1 -o "$tmp/train" "$data"
 "$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
+# the prior N(0, I) and the condition at the first layers only, as
+# bench/torch_cvae.py's model
 "$bin/cg-init" -a cvae -d "$tmp/train-0.cgd" --hidden 512 --layers 2 \
-	--latent 32 --seed 1 -o "$tmp/m.cgm"
+	--latent 32 --class-prior=0 --cond-every=0 --seed 1 -o "$tmp/m.cgm"
 # 60000 / 128 = 468.75 batches an epoch: whole steps, spread evenly
 echo "# machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# threads: $threads"

@@ -149,7 +149,8 @@ say "load average before: $(uptime | sed 's/.*load average: //')"
 for m in $models; do
 	case $m in
 	cvae) "$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --hidden 512 \
-		--layers 2 --latent 32 --seed 1 -o "$tmp/cvae.cgm" ;;
+		--layers 2 --latent 32 --class-prior=0 --cond-every=0 --seed 1 \
+		-o "$tmp/cvae.cgm" ;;
 	cgpt)
 		"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 \
 			--width 256 --layers 4 --heads 4 --seed 1 -o "$tmp/cgpt.cgm"

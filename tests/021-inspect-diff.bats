@@ -73,9 +73,10 @@ with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
     for e in man["tensors"]:
         member(tar, e["name"], raw[e["name"]])
 EOF
-	# a tiny cvae and two training steps of it
+	# a tiny cvae and two training steps of it; without the class
+	# prior, whose tables start at zero (no cosine, no relative change)
 	images fm -n 1
-	small_cvae fm-0.cgd a.cgm
+	small_cvae fm-0.cgd a.cgm --class-prior=0
 	cg-train-step -q -m a.cgm -d fm-0.cgd --emit model --steps 1 -o b.cgm
 	cg-train-step -q -m b.cgm -d fm-0.cgd --emit model --steps 1 -o c.cgm
 }

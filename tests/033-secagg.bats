@@ -353,7 +353,7 @@ EOF
 	assert_output 3
 	cg-reduce "$D"/md?.cgg -o plain.cgg
 	run -0 cg-inspect --diff mean.cgg plain.cgg
-	assert_output --partial 'tensors:    10 in A, 10 in B: 10 identical'
+	assert_output --partial 'tensors:    12 in A, 12 in B: 12 identical'
 	# unsigned masked updates are refused under the trust list
 	run -1 --separate-stderr cg-reduce --trust trusted "$D"/md?.cgg -o x.cgg
 	[[ ${stderr_lines[0]} == *"unsigned"* ]]

@@ -153,14 +153,14 @@ manifest() { tar xOf "$1" cg.json; }
 	cg-reduce --op sum a.cgu b.cgu -o ab.cgg
 	cg-reduce --op sum ab.cgg c.cgu d.cgu -o tree.cgg
 	run -0 cg-inspect --diff flat.cgg tree.cgg
-	assert_line --regexp '^tensors: +10 in A, 10 in B: 10 identical'
+	assert_line --regexp '^tensors: +12 in A, 12 in B: 12 identical'
 	# the mean, as a tree of partial means
 	cg-reduce a.cgu b.cgu c.cgu d.cgu -o m.cgg
 	cg-reduce a.cgu b.cgu -o m1.cgg
 	cg-reduce c.cgu d.cgu -o m2.cgg
 	cg-reduce m1.cgg m2.cgg -o m12.cgg
 	run -0 cg-inspect --diff --tolerance 1e-6 m.cgg m12.cgg
-	assert_line --regexp '^tensors: +10 in A, 10 in B: (10 identical|.*equal)'
+	assert_line --regexp '^tensors: +12 in A, 12 in B: (12 identical|.*equal)'
 	# --codec re-encodes the result
 	cg-reduce --codec q8 a.cgu b.cgu -o q.cgu
 	run -0 jq -r '.codec.name, .inputs' <(manifest q.cgu)

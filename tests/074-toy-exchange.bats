@@ -101,13 +101,13 @@ floats() {
 	"$TOY/cg-reduce" n.cgu -o rn.cgg
 	cg-reduce f.cgu -o rf.cgg
 	run -0 cg-inspect --diff rn.cgg rf.cgg
-	assert_line --regexp '^tensors: +10 in A, 10 in B: 10 identical'
+	assert_line --regexp '^tensors: +12 in A, 12 in B: 12 identical'
 	# and beside an input of another codec
 	delta cg-train-step 1 q8 q.cgu
 	"$TOY/cg-reduce" --op sum n.cgu q.cgu -o sn.cgg
 	cg-reduce --op sum f.cgu q.cgu -o sf.cgg
 	run -0 cg-inspect --diff sn.cgg sf.cgg
-	assert_line --regexp '^tensors: +10 in A, 10 in B: 10 identical'
+	assert_line --regexp '^tensors: +12 in A, 12 in B: 12 identical'
 }
 
 @test "toy-neg: a hostile file, a stored value not finite, is refused" {
@@ -143,5 +143,5 @@ floats() {
 	delta "$TOY/cg-train-step" 1 toy-neg n.cgu
 	"$TOY/cg-reduce" --op toy-max a.cgu n.cgu -o mn.cgg
 	run -0 cg-inspect --diff m.cgg mn.cgg
-	assert_line --regexp '^tensors: +10 in A, 10 in B: 10 identical'
+	assert_line --regexp '^tensors: +12 in A, 12 in B: 12 identical'
 }

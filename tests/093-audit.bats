@@ -79,11 +79,11 @@ PY
 @test "an honest worker's delta, made at 3 threads from its state, matches at 1 thread" {
 	run -0 --separate-stderr cg-audit -j 1 -m cvae.cgm -d fm-0.cgd \
 		-s w0.before d2.cgg
-	assert_output "d2.cgg: match (14 tensors)"
+	assert_output "d2.cgg: match (18 tensors)"
 	assert_equal "$stderr" ""
 	# and its first call, made without a state before it
 	OMP_NUM_THREADS=2 run -0 cg-audit -m cvae.cgm -d fm-0.cgd d1.cgg
-	assert_output "d1.cgg: match (14 tensors)"
+	assert_output "d1.cgg: match (18 tensors)"
 }
 
 @test "a worker that writes each call's delta under one name: its state before the call still audits it" {
@@ -96,7 +96,7 @@ PY
 			-o u.cgg
 	done
 	run -0 cg-audit -m "$m" -d "$d" -s w.before u.cgg
-	assert_output "u.cgg: match (14 tensors)"
+	assert_output "u.cgg: match (18 tensors)"
 }
 
 @test "a call cut into chunks by --max-memory: its plan recorded and made again, at another thread count" {
@@ -120,7 +120,7 @@ PY
 
 @test "honest grads of cvae and cgpt match; an update read from standard input" {
 	run -0 cg-audit -j 1 -m cvae.cgm -d fm-1.cgd g1.cgg
-	assert_output "g1.cgg: match (14 tensors)"
+	assert_output "g1.cgg: match (18 tensors)"
 	run -0 cg-audit -j 2 -m cgpt.cgm -d fort-0.cgd - <t.cgg
 	assert_output --regexp '^-: match \([0-9]+ tensors\)$'
 }
@@ -142,20 +142,20 @@ PY
 	run -0 cg-inspect --verify "$BATS_TEST_TMPDIR/bad.cgg"
 	run -1 --separate-stderr cg-audit -m cvae.cgm -d fm-0.cgd \
 		-s w0.before "$BATS_TEST_TMPDIR/bad.cgg"
-	assert_line --index 0 "$BATS_TEST_TMPDIR/bad.cgg: mismatch: 1 of 14 tensors differ"
+	assert_line --index 0 "$BATS_TEST_TMPDIR/bad.cgg: mismatch: 1 of 18 tensors differ"
 	assert_line --index 1 --regexp '^  [a-z0-9.]+: 1 of [0-9]+ differ, largest difference [0-9.e-]+$'
 	assert_equal "${#lines[@]}" 2
 	run -1 cg-audit --json -m cvae.cgm -d fm-0.cgd -s w0.before \
 		"$BATS_TEST_TMPDIR/bad.cgg"
 	run -0 jq -c '[.result, .tensors, (.differ | length), .differ[0].differ,
 		(.differ[0].max_diff > 0)]' <<<"$output"
-	assert_output '["mismatch",14,1,1,true]'
+	assert_output '["mismatch",18,1,1,true]'
 }
 
 @test "a sample count inflated (a larger weight in the mean): caught" {
 	edit_manifest g0.cgg "$BATS_TEST_TMPDIR/big.cgg" '.samples *= 10 | .weight *= 10'
 	run -1 cg-audit -m cvae.cgm -d fm-0.cgd "$BATS_TEST_TMPDIR/big.cgg"
-	assert_line --index 0 "$BATS_TEST_TMPDIR/big.cgg: mismatch: 0 of 14 tensors differ, and its figures"
+	assert_line --index 0 "$BATS_TEST_TMPDIR/big.cgg: mismatch: 0 of 18 tensors differ, and its figures"
 	assert_line "  samples: sent 200, recomputed 20"
 }
 
@@ -224,10 +224,10 @@ PY
 		d2.cgg fm-0.cgd w0.before
 	LIST
 	run -1 cg-audit -m cvae.cgm -r "$T/round"
-	assert_line "g0.cgg: match (14 tensors)"
-	assert_line "$T/g1-bad.cgg: mismatch: 1 of 14 tensors differ"
-	assert_line "d1.cgg: match (14 tensors)"
-	assert_line "d2.cgg: match (14 tensors)"
+	assert_line "g0.cgg: match (18 tensors)"
+	assert_line "$T/g1-bad.cgg: mismatch: 1 of 18 tensors differ"
+	assert_line "d1.cgg: match (18 tensors)"
+	assert_line "d2.cgg: match (18 tensors)"
 }
 
 @test "a round's fraction: ceil(P N) drawn from the seed, the rest skipped" {

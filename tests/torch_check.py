@@ -49,7 +49,12 @@ except ImportError as e:
 # ------------------------------------------------------------------ cvae
 
 class Cvae:
-    """The model of lib/arch/cvae/cvae.c (and of bench/torch_cvae.py)."""
+    """The model of lib/arch/cvae/cvae.c (and, with class-prior=0 and
+    cond-every=0, of bench/torch_cvae.py): with class-prior, the KL is
+    against a learnt N(prior.mu[c], exp(prior.logvar[c])) per condition c,
+    else against N(0, I); with cond-every, every hidden layer after the
+    first adds the row c of its own table [ncond, hidden] before the
+    ReLU."""
 
     name = "cvae"
     configs = [
@@ -59,6 +64,10 @@ class Cvae:
          "batch=9", "seed=2"],
         ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "latent=2",
          "batch=4", "seed=3"],
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "latent=5",
+         "class-prior=0", "cond-every=0", "batch=6", "seed=4"],
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=3", "latent=5",
+         "class-prior=0", "cond-every=1", "batch=6", "seed=5"],
     ]
     tol = {"loss": (1e-5, 1e-5), "grad": (1e-4, 1e-5)}
     outputs = []
@@ -81,6 +90,29 @@ class Cvae:
             self.logvar = nn.Linear(hidden, cfg["latent"])
             self.dec = mlp(cfg["latent"] + self.ncond)
             self.out = nn.Linear(hidden, cfg["in_dim"])
+            self.prior = None
+            if cfg.get("class-prior", 0):
+                self.prior = nn.ParameterList([
+                    nn.Parameter(torch.zeros(self.ncond, cfg["latent"]))
+                    for _ in range(2)])
+            # the condition's rows of hidden layers 1 .. layers - 1,
+            # encoder then decoder
+            self.rows = nn.ParameterList([
+                nn.Parameter(torch.zeros(self.ncond, hidden))
+                for _ in range(2 * (layers - 1) if cfg.get("cond-every", 0)
+                               else 0)])
+
+        def hidden(self, side, h, cond):
+            """side's (enc or dec) hidden layers on h, the rows of cond
+            added where cond-every puts them."""
+            lin = [m for m in getattr(self, side) if isinstance(m, nn.Linear)]
+            base = 0 if side == "enc" else len(lin) - 1
+            for i, m in enumerate(lin):
+                h = m(h)
+                if i > 0 and len(self.rows):
+                    h = h + self.rows[base + i - 1][cond]
+                h = F.relu(h)
+            return h
 
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
@@ -93,6 +125,12 @@ class Cvae:
             out = []
             for name, m in lin:
                 out += [(name + ".w", m.weight), (name + ".b", m.bias)]
+            if self.prior is not None:
+                out += [("prior.mu", self.prior[0]),
+                        ("prior.logvar", self.prior[1])]
+            n = len(self.rows) // 2
+            out += [("%s.%d.cond" % ("enc" if i < n else "dec", i % n + 1),
+                     r) for i, r in enumerate(self.rows)]
             return out
 
     @staticmethod
@@ -103,13 +141,18 @@ class Cvae:
         eps = f64(read_bin(d, "eps.bin", "<f4", B * Z)).view(B, Z)
         cond = i64(read_bin(d, "cond.bin", "<i4", B))
         c = F.one_hot(cond, net.ncond).to(x.dtype)
-        h = net.enc(torch.cat([x, c], 1))
+        h = net.hidden("enc", torch.cat([x, c], 1), cond)
         mu, logvar = net.mu(h), net.logvar(h)
         z = mu + torch.exp(0.5 * logvar) * eps
-        logits = net.out(net.dec(torch.cat([z, c], 1)))
+        logits = net.out(net.hidden("dec", torch.cat([z, c], 1), cond))
         rec = F.binary_cross_entropy_with_logits(
             logits, x, reduction="none").sum(1)
-        kl = -0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)
+        if net.prior is not None:
+            pm, plv = net.prior[0][cond], net.prior[1][cond]
+            kl = 0.5 * (plv - logvar - 1 + (logvar.exp() + (mu - pm) ** 2)
+                        / plv.exp()).sum(1)
+        else:
+            kl = -0.5 * (1 + logvar - mu * mu - logvar.exp()).sum(1)
         return {"loss": (rec + kl).mean(), "rec": rec.mean(),
                 "kl": kl.mean()}, {}
 

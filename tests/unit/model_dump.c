@@ -20,7 +20,9 @@
  * part that differs by architecture:
  *
  *   cvae  x.bin [B, in_dim] (half the pixels 0 or 1, half grey), eps.bin
- *         [B, latent] (f32), cond.bin [B] (int32); loss, rec and kl.
+ *         [B, latent] (f32), cond.bin [B] (int32); loss, rec and kl.  A
+ *         class prior and the condition's rows are moved away from
+ *         their init (N(0, 0.25) values).
  *   cclf  x.bin [B, in_dim] (as cvae's), cond.bin [B] (int32); the loss
  *         and acc; logits.bin [B, ncond] and features.bin [B, hidden]
  *         (f32).  The weights are moved away from the init (N(0, 0.1)
@@ -145,9 +147,11 @@ static int
 cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
-	struct cg_cvae_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
-	                           int_of(m, "hidden"), int_of(m, "layers"),
-	                           int_of(m, "latent")};
+	struct cg_cvae_config c = {
+	    int_of(m, "in_dim"),    int_of(m, "ncond"),
+	    int_of(m, "hidden"),    int_of(m, "layers"),
+	    int_of(m, "latent"),    int_of(m, "class-prior"),
+	    int_of(m, "cond-every")};
 	size_t nx = (size_t)B * c.in_dim, ne = (size_t)B * c.latent;
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(ne, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
@@ -167,6 +171,14 @@ cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 		eps[i] = cg_rng_normal(r);
 	for (int b = 0; b < B; b++)
 		cond[b] = (int32_t)(b % c.ncond);
+	/* The class prior starts at N(0, I), the condition's rows at zero:
+	 * move them, so that they matter. */
+	for (int v = 0; v < m->nviews; v++)
+		if (strncmp(m->views[v].name, "prior.", 6) == 0 ||
+		    strstr(m->views[v].name, ".cond") != NULL)
+			for (size_t i = 0; i < m->views[v].n; i++)
+				m->params[m->views[v].off + i] =
+				    0.5f * cg_rng_normal(r);
 	res->part_name[0] = "rec";
 	res->part_name[1] = "kl";
 	if (cg_cvae_forward_backward(&c, m->params, ws, x, cond, eps, B, grad,
@@ -430,7 +442,9 @@ static const struct {
 	const char *defaults;
 	case_fn run;
 } rows[] = {
-    {"cvae", "in_dim=20 ncond=4 hidden=16 layers=2 latent=5 batch=6",
+    {"cvae",
+     "in_dim=20 ncond=4 hidden=16 layers=2 latent=5 class-prior=1 "
+     "cond-every=1 batch=6",
      cvae_case},
     {"cclf", "in_dim=20 ncond=4 hidden=16 layers=2 batch=6", cclf_case},
     /* cond-drop is the arch's draw, which the case makes itself. */

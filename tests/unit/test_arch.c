@@ -160,8 +160,9 @@ test_opts(void)
 static void
 test_config(const struct cg_shard *s)
 {
-	static const char *const cvae_keys[] = {"in_dim", "ncond", "hidden",
-	                                        "layers", "latent"};
+	static const char *const cvae_keys[] = {
+	    "in_dim", "ncond",       "hidden",    "layers",
+	    "latent", "class-prior", "cond-every"};
 	static const char *const toy_keys[] = {"in_dim", "ncond", "spread",
 	                                       "shared"};
 	static const char *const extra_keys[] = {"conditions", "image"};
@@ -170,13 +171,15 @@ test_config(const struct cg_shard *s)
 
 	if (cg_arch_config(cg_arch_find("cvae"), s, NULL, &config, &extra) != 0)
 		die("cg_arch_config cvae");
-	expect(keys_are(config, cvae_keys, 5) && keys_are(extra, extra_keys, 2),
+	expect(keys_are(config, cvae_keys, 7) && keys_are(extra, extra_keys, 2),
 	       "cvae: config keys in the order models have them");
 	expect(cg_json_u64(config, "in_dim", 0) == H * W &&
 	           cg_json_u64(config, "ncond", 0) == 3 &&
 	           cg_json_u64(config, "hidden", 0) == 512 &&
 	           cg_json_u64(config, "layers", 0) == 2 &&
-	           cg_json_u64(config, "latent", 0) == 32,
+	           cg_json_u64(config, "latent", 0) == 32 &&
+	           cg_json_u64(config, "class-prior", 0) == 1 &&
+	           cg_json_u64(config, "cond-every", 0) == 1,
 	       "cvae: the shard's sizes and the defaults");
 	cJSON_Delete(config);
 	cJSON_Delete(extra);
@@ -276,13 +279,27 @@ test_keys(const struct cg_shard *s)
 	cJSON_Delete(config);
 	cJSON_Delete(extra);
 
+	const struct cg_arch *cv = cg_arch_find("cvae");
+	if (cg_arch_config(cv, s, NULL, &config, &extra) != 0)
+		die("cg_arch_config cvae");
+	cJSON_DeleteItemFromObject(config, "class-prior");
+	cJSON_DeleteItemFromObject(config, "cond-every");
+	ok = cg_arch_read_config(cv, config, c) == 0;
+	for (int j = 0; ok && j < cv->nkeys; j++)
+		if (strcmp(cv->keys[j].name, "class-prior") == 0 ||
+		    strcmp(cv->keys[j].name, "cond-every") == 0)
+			ok = key_value(cv, &cv->keys[j], c) == 0;
+	expect(ok, "cvae: a model made before class-prior and cond-every "
+	           "reads without them");
+	cJSON_Delete(config);
+	cJSON_Delete(extra);
+
 	struct cg_arch a = *cg_arch_find("cvae");
 	a.name = "cvae-short";
-	a.nkeys--; /* latent, an option, no longer read */
+	a.nkeys--; /* cond-every, an option, no longer read */
 	expect(cg_arch_register(&a) == -1 &&
-	           strcmp(cg_errmsg(),
-	                  "arch cvae-short: option --latent: no config key") ==
-	               0,
+	           strcmp(cg_errmsg(), "arch cvae-short: option --cond-every: "
+	                               "no config key") == 0,
 	       "an option without a config key refused at registration");
 	a.nkeys++;
 	a.config_size = 2;

@@ -8,7 +8,10 @@
  * (a batch is the mean of its examples), determinism, and every parameter
  * gradient against central differences, reported per view, plain and
  * distilled (a teacher's logits as soft targets; teacher weight 0 gives
- * plain training's bits).  A corrupted gradient must be caught.
+ * plain training's bits), each with the prior N(0, I) and with a learnt
+ * prior per class (class_prior), with the condition at the first layers
+ * and at every hidden layer (cond_every), and draws from the prior.  A
+ * corrupted gradient must be caught.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -64,6 +67,14 @@ tcase_init(struct tcase *t, struct cg_cvae_config c, int B, int max_batch)
 	/* Inits are small; bigger weights make the gradients less trivial. */
 	for (size_t i = 0; i < t->np; i++)
 		t->params[i] *= 2;
+	/* The class prior starts at N(0, I), the condition's rows at zero;
+	 * move them, so that they matter. */
+	for (int i = 0; i < t->nv; i++)
+		if (strncmp(t->v[i].name, "prior.", 6) == 0 ||
+		    strstr(t->v[i].name, ".cond") != NULL)
+			for (size_t j = 0; j < t->v[i].n; j++)
+				t->params[t->v[i].off + j] =
+				    0.5f * cg_rng_normal(&rng);
 	for (size_t i = 0; i < (size_t)B * c.in_dim; i++)
 		t->x[i] = cg_rng_uniform(&rng);
 	for (size_t i = 0; i < (size_t)B * c.latent; i++)
@@ -136,6 +147,31 @@ ref_layer(const struct tcase *t, int i, double *out, const double *in, int relu)
 	           (int)w->shape[1], (int)w->shape[0], relu);
 }
 
+/* Hidden layer l of side ("enc" or "dec", Linear i) for condition cond:
+ * with cond_every and l > 0, the row cond of the view side.l.cond is
+ * added before the ReLU. */
+static void
+ref_hidden(const struct tcase *t, const char *side, int l, int i, int cond,
+           double *out, const double *in)
+{
+	char name[32];
+	int H = t->c.hidden;
+
+	if (!t->c.cond_every || l == 0) {
+		ref_layer(t, i, out, in, 1);
+		return;
+	}
+	ref_layer(t, i, out, in, 0);
+	snprintf(name, sizeof(name), "%s.%d.cond", side, l);
+	for (int v = 0; v < t->nv; v++)
+		if (strcmp(t->v[v].name, name) == 0)
+			for (int j = 0; j < H; j++)
+				out[j] += t->params[t->v[v].off +
+				                    (size_t)cond * H + j];
+	for (int j = 0; j < H; j++)
+		out[j] = out[j] < 0 ? 0 : out[j];
+}
+
 /* Decoder for one example: logits [in_dim] from z [latent]. */
 static void
 ref_decoder(const struct tcase *t, const double *z, int cond, double *logits)
@@ -147,7 +183,7 @@ ref_decoder(const struct tcase *t, const double *z, int cond, double *logits)
 	memcpy(a, z, Z * sizeof(double));
 	a[Z + cond] = 1;
 	for (int l = 0; l < L; l++) {
-		ref_layer(t, L + 2 + l, h, a, 1);
+		ref_hidden(t, "dec", l, L + 2 + l, cond, h, a);
 		memcpy(a, h, H * sizeof(double));
 	}
 	ref_layer(t, 2 * L + 2, logits, a, 0);
@@ -174,15 +210,25 @@ ref_loss(const struct tcase *t, double *rec, double *kl)
 			a[i] = t->x[(size_t)b * D + i];
 		a[D + t->cond[b]] = 1;
 		for (int l = 0; l < L; l++) {
-			ref_layer(t, l, h, a, 1);
+			ref_hidden(t, "enc", l, l, t->cond[b], h, a);
 			memcpy(a, h, H * sizeof(double));
 		}
 		ref_layer(t, L, mu, a, 0);
 		ref_layer(t, L + 1, lv, a, 0);
 		for (int i = 0; i < Z; i++) {
+			double pm = 0, plv = 0;
+			if (t->c.class_prior) {
+				/* after the layers: prior.mu, prior.logvar */
+				size_t k = (size_t)t->cond[b] * Z + i;
+				pm = t->params[t->v[4 * L + 6].off + k];
+				plv = t->params[t->v[4 * L + 7].off + k];
+			}
 			z[i] = mu[i] +
 			       exp(0.5 * lv[i]) * t->eps[(size_t)b * Z + i];
-			skl += 0.5 * (exp(lv[i]) + mu[i] * mu[i] - 1 - lv[i]);
+			skl +=
+			    0.5 * (plv - lv[i] - 1 +
+			           (exp(lv[i]) + (mu[i] - pm) * (mu[i] - pm)) /
+			               exp(plv));
 		}
 		ref_decoder(t, z, t->cond[b], lg);
 		for (int i = 0; i < D; i++) {
@@ -207,16 +253,21 @@ ref_loss(const struct tcase *t, double *rec, double *kl)
 static void
 test_config(void)
 {
-	struct cg_cvae_config good = {784, 10, 400, 2, 20};
+	struct cg_cvae_config good = {784, 10, 400, 2, 20, 0, 0};
+	struct cg_cvae_config prior = {784, 10, 400, 2, 20, 1, 0};
+	struct cg_cvae_config every = {784, 10, 400, 3, 20, 1, 1};
 	struct cg_cvae_config bad[] = {
-	    {0, 10, 400, 2, 20},
-	    {784, 0, 400, 2, 20},
-	    {784, 10, -1, 2, 20},
-	    {784, 10, 400, 0, 20},
-	    {784, 10, 400, 2, 0},
-	    {(1 << 20) + 1, 10, 4, 1, 2},
-	    {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20},
-	    {64, 10, 1 << 20, 64, 20},
+	    {784, 10, 400, 2, 20, 2, 0},
+	    {784, 10, 400, 2, 20, -1, 0},
+	    {784, 10, 400, 2, 20, 0, 2},
+	    {0, 10, 400, 2, 20, 0, 0},
+	    {784, 0, 400, 2, 20, 0, 0},
+	    {784, 10, -1, 2, 20, 0, 0},
+	    {784, 10, 400, 0, 20, 0, 0},
+	    {784, 10, 400, 2, 0, 0, 0},
+	    {(1 << 20) + 1, 10, 4, 1, 2, 0, 0},
+	    {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, 0},
+	    {64, 10, 1 << 20, 64, 20, 0, 0},
 	};
 	int ok = 1;
 
@@ -230,13 +281,24 @@ test_config(void)
 	}
 	printf("     e.g. \"%s\"\n", cg_errmsg());
 	expect(ok, "bad configs rejected with a message (<= 0, > 2^20, "
-	           "too many parameters)");
+	           "too many parameters, class_prior or cond_every not 0 or "
+	           "1)");
 
 	/* Hand count: enc 794*400+400 + 400*400+400, heads 2*(20*400+20),
 	 * dec 30*400+400 + 400*400+400, out 400*784+784. */
 	size_t want = 794 * 400 + 400 + 400 * 400 + 400 + 2 * (20 * 400 + 20) +
 	              30 * 400 + 400 + 400 * 400 + 400 + 400 * 784 + 784;
 	expect(cg_cvae_nparams(&good) == want, "nparams matches hand count");
+	expect(cg_cvae_check_config(&prior) == 0 &&
+	           cg_cvae_nparams(&prior) == want + 2 * 10 * 20,
+	       "class prior: 2 x ncond x latent more");
+	/* a third layer each side: 2 x (400*400+400) more */
+	expect(cg_cvae_check_config(&every) == 0 &&
+	           cg_cvae_nparams(&every) == want + 2 * (400 * 400 + 400) +
+	                                          2 * 10 * 20 +
+	                                          2 * 2 * 10 * 400,
+	       "condition at every layer: 2 x (layers - 1) x ncond x hidden "
+	       "more");
 	expect(cg_cvae_ws_new(&good, 0) == NULL &&
 	           cg_cvae_ws_new(&good, CG_CVAE_MAX_BATCH + 1) == NULL,
 	       "workspace rejects batch 0 and batch > max");
@@ -246,7 +308,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cvae_config c = {5, 3, 4, 3, 2};
+	struct cg_cvae_config c = {5, 3, 4, 3, 2, 0, 0};
 	struct cg_view v[MAXV];
 	const char *names[] = {
 	    "enc.0.w", "enc.0.b",   "enc.1.w",   "enc.1.b",      "enc.2.w",
@@ -278,12 +340,48 @@ test_views(void)
 	expect(ok, "views: names, order, shapes, decay, contiguous, cover "
 	           "nparams");
 	expect(cg_cvae_views(&c, v, 17) == -1, "views: max too small is -1");
+
+	/* The class prior: the same views, then its two tables. */
+	struct cg_view p[MAXV];
+	c.class_prior = 1;
+	n = cg_cvae_views(&c, p, MAXV);
+	ok = n == 20 && memcmp(p, v, 18 * sizeof(*v)) == 0;
+	for (int i = 18; ok && i < 20; i++) {
+		ok &= strcmp(p[i].name,
+		             i == 18 ? "prior.mu" : "prior.logvar") == 0 &&
+		      p[i].off == off + (i - 18) * 3 * 2 && p[i].ndim == 2 &&
+		      p[i].shape[0] == 3 && p[i].shape[1] == 2 && p[i].n == 6 &&
+		      p[i].decay == 0;
+	}
+	ok &= off + 12 == cg_cvae_nparams(&c);
+	expect(ok, "views with the class prior: the layers' as without, then "
+	           "prior.mu and prior.logvar [ncond, latent], decay 0");
+	expect(cg_cvae_views(&c, p, 19) == -1,
+	       "views with the class prior: max too small is -1");
+
+	/* And the condition's rows of layers 1 and 2, each side. */
+	const char *cn[] = {"enc.1.cond", "enc.2.cond", "dec.1.cond",
+	                    "dec.2.cond"};
+	c.cond_every = 1;
+	n = cg_cvae_views(&c, v, MAXV);
+	ok = n == 24 && n == cg_cvae_nviews(&c) &&
+	     memcmp(p, v, 20 * sizeof(*v)) == 0;
+	off += 12;
+	for (int i = 20; ok && i < 24; i++) {
+		ok &= strcmp(v[i].name, cn[i - 20]) == 0 && v[i].off == off &&
+		      v[i].ndim == 2 && v[i].shape[0] == 3 &&
+		      v[i].shape[1] == 4 && v[i].n == 12 && v[i].decay == 0;
+		off += v[i].n;
+	}
+	ok &= off == cg_cvae_nparams(&c);
+	expect(ok, "views with the condition at every layer: then "
+	           "enc.1.cond .. dec.2.cond [ncond, hidden], decay 0");
 }
 
 static void
 test_init(void)
 {
-	struct cg_cvae_config c = {9, 3, 7, 2, 3};
+	struct cg_cvae_config c = {9, 3, 7, 2, 3, 0, 0};
 	size_t n = cg_cvae_nparams(&c);
 	float *p = xcalloc(n, sizeof(float)), *q = xcalloc(n, sizeof(float));
 	struct cg_view v[MAXV];
@@ -300,6 +398,11 @@ test_init(void)
 	cg_cvae_init(&c, q, &r);
 	expect(memcmp(p, q, n * sizeof(float)) != 0, "init: seeds differ");
 	for (int i = 0; i < nv; i++) {
+		if (strncmp(v[i].name, "prior.", 6) == 0) {
+			for (size_t j = 0; j < v[i].n; j++)
+				inb &= p[v[i].off + j] == 0;
+			continue;
+		}
 		/* The fan-in is the matching weight's column count. */
 		double bound = 1 / sqrt((double)v[i & ~1].shape[1]);
 		double mx = 0;
@@ -312,10 +415,74 @@ test_init(void)
 	free(q);
 }
 
+/* The class prior at init draws the same layers as without it: the
+ * tables follow them, zero, and take no draws. */
+static void
+test_init_prior(void)
+{
+	struct cg_cvae_config c = {9, 3, 7, 2, 3, 0, 0};
+	struct cg_cvae_config cp = {9, 3, 7, 2, 3, 1, 1};
+	size_t n = cg_cvae_nparams(&c), np = cg_cvae_nparams(&cp);
+	float *p = xcalloc(n, sizeof(float)), *q = xcalloc(np, sizeof(float));
+	struct cg_rng r;
+	int zero = 1;
+
+	for (size_t i = 0; i < np; i++)
+		q[i] = 1;
+	cg_rng_seed(&r, 7);
+	cg_cvae_init(&c, p, &r);
+	cg_rng_seed(&r, 7);
+	cg_cvae_init(&cp, q, &r);
+	for (size_t i = n; i < np; i++)
+		zero &= q[i] == 0;
+	expect(np == n + 2 * 3 * 3 + 2 * 3 * 7 &&
+	           memcmp(p, q, n * sizeof(float)) == 0 && zero,
+	       "init with the class prior and the condition at every layer: "
+	       "the same layers, the prior (N(0, I)) and the rows zero");
+	free(p);
+	free(q);
+}
+
+/* Draws from the prior: mean + exp(logvar / 2) eps of each example's
+ * condition, eps itself without a class prior. */
+static void
+test_prior_sample(void)
+{
+	struct cg_cvae_config c = {6, 3, 5, 1, 4, 1, 0}, c0 = c;
+	struct tcase t;
+	enum { B = 5 };
+	float z[B * 4];
+	double worst = 0;
+	int ok;
+
+	c0.class_prior = 0;
+	tcase_init(&t, c, B, B);
+	const float *pm = t.params + t.v[4 * c.layers + 6].off;
+	const float *plv = t.params + t.v[4 * c.layers + 7].off;
+	ok = cg_cvae_prior_sample(&c, t.params, z, t.eps, t.cond, B) == 0;
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < 4; i++) {
+			size_t k = (size_t)t.cond[b] * 4 + i;
+			double want =
+			    pm[k] + exp(0.5 * plv[k]) * t.eps[b * 4 + i];
+			worst = fmax(worst, fabs(z[b * 4 + i] - want));
+		}
+	ok &= worst < 1e-6;
+	ok &= cg_cvae_prior_sample(&c0, t.params, z, t.eps, t.cond, B) == 0 &&
+	      memcmp(z, t.eps, sizeof(z)) == 0;
+	t.cond[2] = 3;
+	ok &= cg_cvae_prior_sample(&c, t.params, z, t.eps, t.cond, B) == -1;
+	expect(ok, "prior draws: the class's mean and variance (N(0, I) "
+	           "without a class prior); a bad condition is -1");
+	tcase_free(&t);
+}
+
 static void
 test_errors(void)
 {
-	struct cg_cvae_config c = {6, 3, 5, 1, 2}, other = {6, 3, 5, 2, 2};
+	struct cg_cvae_config c = {6, 3, 5, 1, 2, 0, 0};
+	struct cg_cvae_config other = {6, 3, 5, 2, 2, 0, 0};
+	struct cg_cvae_config withprior = {6, 3, 5, 1, 2, 1, 0};
 	struct tcase t;
 	double loss;
 	int ok = 1;
@@ -339,6 +506,9 @@ test_errors(void)
 	ok &=
 	    cg_cvae_forward_backward(&other, t.params, t.ws, t.x, t.cond, t.eps,
 	                             3, t.grad, &loss, NULL, NULL) == -1;
+	ok &=
+	    cg_cvae_forward_backward(&withprior, t.params, t.ws, t.x, t.cond,
+	                             t.eps, 3, t.grad, &loss, NULL, NULL) == -1;
 	for (size_t i = 0; i < t.np; i++)
 		ok &= t.grad[i] == 0.5f;
 	expect(ok, "bad batch, condition or workspace: -1, grad untouched");
@@ -363,9 +533,11 @@ test_forward(struct cg_cvae_config c, int B)
 	}
 	rloss = ref_loss(&t, &rrec, &rkl);
 	snprintf(what, sizeof(what),
-	         "layers=%d: loss %.6f rec %.6f kl %.6f vs double model "
+	         "layers=%d%s%s: loss %.6f rec %.6f kl %.6f vs double model "
 	         "(rel diff %.2g)",
-	         c.layers, loss, rec, kl, fabs(loss - rloss) / rloss);
+	         c.layers, c.class_prior ? " class prior" : "",
+	         c.cond_every ? " cond every" : "", loss, rec, kl,
+	         fabs(loss - rloss) / rloss);
 	expect(fabs(loss - rloss) <= 1e-5 * rloss &&
 	           fabs(rec - rrec) <= 1e-5 * rrec &&
 	           fabs(kl - rkl) <= 1e-5 * fabs(rkl) + 1e-6 && loss2 == loss &&
@@ -464,14 +636,16 @@ test_grad(struct cg_cvae_config c, int B)
 
 	tcase_init(&t, c, B, B);
 	tloss(&t, t.grad);
-	printf("     config in=%d cond=%d hidden=%d layers=%d latent=%d, "
-	       "B=%d, %zu params\n",
-	       c.in_dim, c.ncond, c.hidden, c.layers, c.latent, B, t.np);
+	printf("     config in=%d cond=%d hidden=%d layers=%d latent=%d "
+	       "class_prior=%d cond_every=%d, B=%d, %zu params\n",
+	       c.in_dim, c.ncond, c.hidden, c.layers, c.latent, c.class_prior,
+	       c.cond_every, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d: every gradient vs central differences (worst "
-	         "rel err %.3g)",
-	         c.layers, worst);
+	         "layers=%d%s%s: every gradient vs central differences "
+	         "(worst rel err %.3g)",
+	         c.layers, c.class_prior ? " class prior" : "",
+	         c.cond_every ? " cond every" : "", worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	/* The check must be able to fail: spoil one decoder weight. */
@@ -486,6 +660,23 @@ test_grad(struct cg_cvae_config c, int B)
 		t.grad[v->off + j] *= 0.97f;
 	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
 	       "checker rejects a view's gradient scaled by 0.97");
+	for (size_t j = 0; j < v->n; j++)
+		t.grad[v->off + j] /= 0.97f;
+
+	/* And the prior's: one of its log-variances off. */
+	if (c.class_prior) {
+		t.grad[t.v[4 * c.layers + 7].off + 1] += 0.05f;
+		expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
+		       "checker rejects a prior gradient off by 0.05");
+		t.grad[t.v[4 * c.layers + 7].off + 1] -= 0.05f;
+	}
+	/* And a condition's row. */
+	if (c.cond_every && c.layers > 1) {
+		t.grad[t.v[t.nv - 1].off + 1] += 0.05f;
+		expect(
+		    check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
+		    "checker rejects a condition row's gradient off by 0.05");
+	}
 	tcase_free(&t);
 }
 
@@ -572,13 +763,26 @@ main(void)
 	test_config();
 	test_views();
 	test_init();
+	test_init_prior();
 	test_errors();
-	test_forward((struct cg_cvae_config){13, 4, 9, 1, 3}, 5);
-	test_forward((struct cg_cvae_config){13, 4, 9, 3, 3}, 5);
-	test_grad((struct cg_cvae_config){7, 3, 6, 1, 3}, 4);
-	test_grad((struct cg_cvae_config){7, 3, 6, 2, 3}, 4);
-	test_distill((struct cg_cvae_config){7, 3, 6, 1, 3}, 4);
-	test_distill((struct cg_cvae_config){7, 3, 6, 2, 3}, 4);
+	/* The model before either option, with the class prior, with
+	 * both (cg-init's default). */
+	for (int k = 0; k < 3; k++) {
+		int p = k > 0, e = k > 1;
+		/* each new configuration its own draws (the first keeps
+		 * those it had before the options); central differences
+		 * are only right where no step crosses a ReLU's kink, and
+		 * these seeds put no pre-activation within a step of 0 */
+		if (k > 0)
+			cg_rng_seed(&rng, 45 + (uint64_t)k);
+		test_forward((struct cg_cvae_config){13, 4, 9, 1, 3, p, e}, 5);
+		test_forward((struct cg_cvae_config){13, 4, 9, 3, 3, p, e}, 5);
+		test_grad((struct cg_cvae_config){7, 3, 6, 1, 3, p, e}, 4);
+		test_grad((struct cg_cvae_config){7, 3, 6, 2, 3, p, e}, 4);
+		test_distill((struct cg_cvae_config){7, 3, 6, 1, 3, p, e}, 4);
+		test_distill((struct cg_cvae_config){7, 3, 6, 2, 3, p, e}, 4);
+	}
+	test_prior_sample();
 	if (failures) {
 		printf("test_cvae: %d check(s) FAILED\n", failures);
 		return 1;

@@ -82,9 +82,13 @@ struct fd_arch {
 
 /* clang-format off */
 static const struct fd_arch rows[] = {
-    {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":1,\"latent\":3}",
+    {.arch = "cvae",
+     .config = "{\"hidden\":6,\"layers\":1,\"latent\":3,\"class-prior\":0,"
+               "\"cond-every\":0}",
      .B = 4, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
-    {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":2,\"latent\":3}",
+    {.arch = "cvae",
+     .config = "{\"hidden\":6,\"layers\":2,\"latent\":3,\"class-prior\":0,"
+               "\"cond-every\":0}",
      .B = 4, .noise_seed = 8, .jitter = 0.1f, .tol = &FD_IMAGE},
     /* Texts longer than the context: windows drawn from the seed. */
     {.arch = "cgpt",
@@ -121,6 +125,12 @@ static const struct fd_arch rows[] = {
      .loss = gan_loss},
     {.arch = "toy", .config = "{\"spread\":0.7,\"shared\":1}", .B = 6,
      .jitter = 0.1f, .tol = &FD_TOY},
+    /* The cvae with a prior per class and the condition at every
+     * layer (cg-init's default). */
+    {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":1,\"latent\":3}",
+     .B = 4, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+    {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":2,\"latent\":3}",
+     .B = 4, .noise_seed = 8, .jitter = 0.1f, .tol = &FD_IMAGE},
 };
 /* clang-format on */
 
@@ -236,6 +246,9 @@ main(void)
 
 		for (int k = 0; k < NROWS; k++)
 			if (strcmp(rows[k].arch, a->name) == 0) {
+				/* each row its own draws, whatever rows
+				 * come before it */
+				cg_rng_seed(&rng, 16 + (uint64_t)k);
 				test_row(&rows[k], rows[k].text ? txt : img);
 				n++;
 			}

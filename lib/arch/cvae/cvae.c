@@ -7,7 +7,9 @@
  * batch of up to max_batch examples in one allocation; B smaller than that
  * uses the leading rows of each buffer.  Hidden activations are kept after
  * ReLU: a ReLU output is > 0 exactly where its input was, so it is all that
- * backward needs.
+ * backward needs.  The class prior's two tables, then the condition's
+ * rows of the hidden layers after the first (cond_every), follow the
+ * layers, so a model without them has the same layout up to there.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +21,9 @@
 #include "nn/nn.h"
 
 /* ---------------------------------------------------------------- layout */
+
+/* The encoder's Linear layers start at 0, the decoder's at layers + 2. */
+enum { ENC, DEC };
 
 /* One Linear layer: weight at w [out, in], bias at b [out]. */
 struct linear {
@@ -69,6 +74,34 @@ nlinear(const struct cg_cvae_config *c)
 	return 2 * c->layers + 3;
 }
 
+/* Where the class prior's tables start: prior.mu [ncond, latent], then
+ * prior.logvar [ncond, latent].  c is valid. */
+static size_t
+prior_at(const struct cg_cvae_config *c)
+{
+	struct linear ln = linear_at(c, nlinear(c) - 1);
+
+	return ln.b + ln.out;
+}
+
+/* Where side's (ENC or DEC) table of the condition's rows for hidden
+ * layer l >= 1 starts: [ncond, hidden], cond_every only.  c is valid. */
+static size_t
+cond_at(const struct cg_cvae_config *c, int side, int l)
+{
+	size_t K = c->ncond, Z = c->latent, KH = K * c->hidden;
+	size_t at = prior_at(c) + (c->class_prior ? 2 * K * Z : 0);
+
+	return at + ((size_t)side * (c->layers - 1) + (size_t)(l - 1)) * KH;
+}
+
+int
+cg_cvae_nviews(const struct cg_cvae_config *c)
+{
+	return 2 * nlinear(c) + (c->class_prior ? 2 : 0) +
+	       (c->cond_every ? 2 * (c->layers - 1) : 0);
+}
+
 int
 cg_cvae_check_config(const struct cg_cvae_config *c)
 {
@@ -91,7 +124,16 @@ cg_cvae_check_config(const struct cg_cvae_config *c)
 	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, Z = c->latent;
 	uint64_t L = c->layers, hh = H * H + H;
 	uint64_t n = (H * (D + K) + H + (L - 1) * hh) + 2 * (Z * H + Z) +
-	             (H * (Z + K) + H + (L - 1) * hh) + (D * H + D);
+	             (H * (Z + K) + H + (L - 1) * hh) + (D * H + D) +
+	             (c->class_prior ? 2 * K * Z : 0) +
+	             (c->cond_every ? 2 * (L - 1) * K * H : 0);
+
+	if (c->class_prior != 0 && c->class_prior != 1)
+		return cg_seterr("cvae: class_prior = %d: not 0 or 1",
+		                 c->class_prior);
+	if (c->cond_every != 0 && c->cond_every != 1)
+		return cg_seterr("cvae: cond_every = %d: not 0 or 1",
+		                 c->cond_every);
 
 	if (n > CG_CVAE_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
 		return cg_seterr("cvae: %llu parameters: more than %llu",
@@ -105,8 +147,10 @@ cg_cvae_nparams(const struct cg_cvae_config *c)
 {
 	if (cg_cvae_check_config(c) != 0)
 		return 0;
-	struct linear ln = linear_at(c, nlinear(c) - 1);
-	return ln.b + ln.out;
+	return cond_at(c, ENC, 1) +
+	       (c->cond_every
+	            ? 2 * (size_t)(c->layers - 1) * c->ncond * c->hidden
+	            : 0);
 }
 
 int
@@ -116,7 +160,7 @@ cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
 
 	if (cg_cvae_check_config(c) != 0)
 		return -1;
-	n = 2 * nlinear(c);
+	n = cg_cvae_nviews(c);
 	if (max < n)
 		return cg_seterr("cvae: %d views do not fit in %d", n, max);
 	for (int i = 0; i < nlinear(c); i++) {
@@ -136,6 +180,24 @@ cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
 			snprintf(layer, sizeof(layer), "dec.out");
 		cg_view_linear(&v[2 * i], layer, ln.w, ln.b, ln.out, ln.in);
 	}
+	if (c->class_prior) {
+		size_t at = prior_at(c), kz = (size_t)c->ncond * c->latent;
+
+		cg_view_set(&v[2 * nlinear(c)], "prior.mu", at, c->ncond,
+		            c->latent, 0);
+		cg_view_set(&v[2 * nlinear(c) + 1], "prior.logvar", at + kz,
+		            c->ncond, c->latent, 0);
+	}
+	for (int i = 0, side = ENC; c->cond_every && side <= DEC; side++)
+		for (int l = 1; l < c->layers; l++, i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "%s.%d.cond",
+			         side == ENC ? "enc" : "dec", l);
+			cg_view_set(&v[n - 2 * (c->layers - 1) + i], name,
+			            cond_at(c, side, l), c->ncond, c->hidden,
+			            0);
+		}
 	return n;
 }
 
@@ -153,6 +215,10 @@ cg_cvae_init(const struct cg_cvae_config *c, float *params, struct cg_rng *r)
 			params[ln.w + j] =
 			    (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
 	}
+	/* The prior and the condition's rows: zero (N(0, I), and the
+	 * condition at the first layers only, to begin with). */
+	memset(params + prior_at(c), 0,
+	       (cg_cvae_nparams(c) - prior_at(c)) * sizeof(float));
 }
 
 /* ------------------------------------------------------------- workspace */
@@ -294,7 +360,8 @@ check_call(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
 {
 	if (c->in_dim != w->c.in_dim || c->ncond != w->c.ncond ||
 	    c->hidden != w->c.hidden || c->layers != w->c.layers ||
-	    c->latent != w->c.latent)
+	    c->latent != w->c.latent || c->class_prior != w->c.class_prior ||
+	    c->cond_every != w->c.cond_every)
 		return cg_seterr("cvae: workspace made for another config");
 	if (B < 1 || B > w->max_batch)
 		return cg_seterr("cvae: batch %d: not in [1, %d]", B,
@@ -332,38 +399,129 @@ linear(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
 			out[i] = out[i] > 0 ? out[i] : 0;
 }
 
-/* Layers of Linear+ReLU, from inp [B, in] to h [layers][B, hidden]. */
+/*
+ * out [B, H] += the row of table [K, H] of each example's condition
+ * cond [B], then ReLU: a hidden layer after the first with cond_every.
+ */
+static void
+cond_relu_forward(float *out, const float *table, const int *cond, int B,
+                  int H)
+{
+	for (int b = 0; b < B; b++) {
+		float *o = out + (size_t)b * H;
+		const float *e = table + (size_t)cond[b] * H;
+
+		for (int j = 0; j < H; j++) {
+			float v = o[j] + e[j];
+			o[j] = v > 0 ? v : 0;
+		}
+	}
+}
+
+/* Layers of Linear+ReLU of side (ENC or DEC), from inp [B, in] to h
+ * [layers][B, hidden]; with cond_every, the condition's row of cond
+ * [B] added to each layer after the first. */
 static void
 mlp_forward(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
-            const float *params, int first, float *h, const float *inp, int B,
-            size_t stride)
+            const float *params, int side, float *h, const float *inp,
+            const int *cond, int B, size_t stride)
 {
+	const int first = side == ENC ? 0 : c->layers + 2;
+
 	for (int l = 0; l < c->layers; l++) {
 		float *out = h + l * stride;
+		const int emb = c->cond_every && l > 0;
 
 		linear(c, w, params, first + l, out,
-		       l == 0 ? inp : out - stride, B, 1);
+		       l == 0 ? inp : out - stride, B, !emb);
+		if (emb)
+			cond_relu_forward(out, params + cond_at(c, side, l),
+			                  cond, B, c->hidden);
 	}
 }
 
 /*
  * Backward through the Linear+ReLU stack of mlp_forward.  dh [B, hidden]
  * holds d(loss)/d(last h) on entry and is clobbered; tmp [B, hidden] is
- * scratch; dinp [B, in] = d(loss)/d(inp) (written), or NULL.
+ * scratch; dinp [B, in] = d(loss)/d(inp) (written), or NULL.  With
+ * cond_every, each table's row of an example's condition gets the
+ * layer's d(loss)/d(pre-activation) of that example, in batch order.
  */
 static void
 mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
-             int first, const float *h, const float *inp, float *dh, float *tmp,
-             float *dinp, int B, size_t stride)
+             int side, const float *h, const float *inp, const int *cond,
+             float *dh, float *tmp, float *dinp, int B, size_t stride)
 {
+	const int first = side == ENC ? 0 : c->layers + 2, H = c->hidden;
+
 	for (int l = c->layers - 1; l >= 0; l--) {
 		struct linear ln = linear_at(c, first + l);
 		const float *out = h + l * stride;
 
+		/* tmp: d(loss)/d(pre-activation) [B, hidden] */
 		cg_linear_relu_backward(l > 0 ? dh : dinp, grad + ln.w,
 		                        grad + ln.b, tmp, dh, out,
 		                        l > 0 ? out - stride : inp,
 		                        params + ln.w, B, ln.in, ln.out);
+		if (!c->cond_every || l == 0)
+			continue;
+		float *g = grad + cond_at(c, side, l);
+		for (int b = 0; b < B; b++)
+			for (int j = 0; j < H; j++)
+				g[(size_t)cond[b] * H + j] +=
+				    tmp[(size_t)b * H + j];
+	}
+}
+
+/*
+ * KL(N(mu, exp(logvar)) || N(pm[cond], exp(plv[cond]))) per example, summed
+ * over the latent in double: kl [B], mu [B, Z], logvar [B, Z], pm [K, Z],
+ * plv [K, Z], cond [B].
+ */
+static void
+prior_kl_forward(double *kl, const float *mu, const float *logvar,
+                 const float *pm, const float *plv, const int *cond, int B,
+                 int Z)
+{
+	for (int b = 0; b < B; b++) {
+		const float *m = mu + (size_t)b * Z,
+		            *lv = logvar + (size_t)b * Z;
+		const float *qm = pm + (size_t)cond[b] * Z;
+		const float *qlv = plv + (size_t)cond[b] * Z;
+		double s = 0;
+
+		for (int i = 0; i < Z; i++) {
+			double d = (double)m[i] - qm[i];
+
+			s += qlv[i] - lv[i] +
+			     (exp(lv[i]) + d * d) * exp(-(double)qlv[i]) - 1.0;
+		}
+		kl[b] = 0.5 * s;
+	}
+}
+
+/*
+ * Backward of prior_kl_forward, times scale: dmu, dlogvar [B, Z] and the
+ * prior's dpm, dplv [K, Z] += (each class's rows summed over its
+ * examples, in batch order).
+ */
+static void
+prior_kl_backward(float *dmu, float *dlogvar, float *dpm, float *dplv,
+                  const float *mu, const float *logvar, const float *pm,
+                  const float *plv, const int *cond, float scale, int B, int Z)
+{
+	for (int b = 0; b < B; b++) {
+		const size_t r = (size_t)b * Z, k = (size_t)cond[b] * Z;
+
+		for (int i = 0; i < Z; i++) {
+			float e = expf(-plv[k + i]), d = mu[r + i] - pm[k + i];
+			float v = expf(logvar[r + i] - plv[k + i]);
+
+			dmu[r + i] += scale * d * e;
+			dlogvar[r + i] += scale * 0.5f * (v - 1);
+			dpm[k + i] -= scale * d * e;
+			dplv[k + i] += scale * 0.5f * (1 - v - d * d * e);
+		}
 	}
 }
 
@@ -402,12 +560,12 @@ passes(const struct cg_cvae_config *c, const float *params,
 
 	/* Encoder, sample, decoder. */
 	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
-	mlp_forward(c, w, params, 0, w->enc_h, w->enc_in, B, hstride);
+	mlp_forward(c, w, params, ENC, w->enc_h, w->enc_in, cond, B, hstride);
 	linear(c, w, params, L, w->mu, htop, B, 0);
 	linear(c, w, params, L + 1, w->logvar, htop, B, 0);
 	cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
 	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
-	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	mlp_forward(c, w, params, DEC, w->dec_h, w->dec_in, cond, B, hstride);
 	linear(c, w, params, 2 * L + 2, w->logits, dtop, B, 0);
 
 	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
@@ -428,7 +586,12 @@ passes(const struct cg_cvae_config *c, const float *params,
 			cg_bce_logits_forward(w->rec, w->logits, x, B, D);
 	} else
 		cg_bce_logits_forward(w->rec, w->logits, x, B, D);
-	cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
+	if (c->class_prior)
+		prior_kl_forward(w->kl, w->mu, w->logvar, params + prior_at(c),
+		                 params + prior_at(c) + (size_t)K * Z, cond, B,
+		                 Z);
+	else
+		cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
 	for (int b = 0; b < B; b++) {
 		srec += w->rec[b];
 		skl += w->kl[b];
@@ -458,7 +621,7 @@ passes(const struct cg_cvae_config *c, const float *params,
 	memset(w->dh0, 0, nh * sizeof(float));
 	cg_linear_backward(w->dh0, grad + out.w, grad + out.b, w->dlogits, dtop,
 	                   params + out.w, B, out.in, out.out);
-	mlp_backward(c, params, grad, L + 2, w->dec_h, w->dec_in, w->dh0,
+	mlp_backward(c, params, grad, DEC, w->dec_h, w->dec_in, cond, w->dh0,
 	             w->dh1, w->ddec_in, B, hstride);
 	memset(w->dz, 0, nz * sizeof(float));
 	cg_concat_onehot_backward(w->dz, w->ddec_in, B, Z, K);
@@ -467,13 +630,22 @@ passes(const struct cg_cvae_config *c, const float *params,
 	memset(w->dmu, 0, nz * sizeof(float));
 	memset(w->dlogvar, 0, nz * sizeof(float));
 	cg_reparam_backward(w->dmu, w->dlogvar, w->dz, w->logvar, eps, nz);
-	cg_gauss_kl_backward(w->dmu, w->dlogvar, w->mu, w->logvar, scale, B, Z);
+	if (c->class_prior) {
+		size_t pm = prior_at(c), plv = pm + (size_t)K * Z;
+
+		prior_kl_backward(w->dmu, w->dlogvar, grad + pm, grad + plv,
+		                  w->mu, w->logvar, params + pm, params + plv,
+		                  cond, scale, B, Z);
+	} else
+		cg_gauss_kl_backward(w->dmu, w->dlogvar, w->mu, w->logvar,
+		                     scale, B, Z);
 	memset(w->dh0, 0, nh * sizeof(float));
 	cg_linear_backward(w->dh0, grad + mu.w, grad + mu.b, w->dmu, htop,
 	                   params + mu.w, B, mu.in, mu.out);
 	cg_linear_backward(w->dh0, grad + lv.w, grad + lv.b, w->dlogvar, htop,
 	                   params + lv.w, B, lv.in, lv.out);
-	mlp_backward(c, params, grad, 0, w->enc_h, w->enc_in, w->dh0, w->dh1,
+	mlp_backward(c, params, grad, ENC, w->enc_h, w->enc_in, cond, w->dh0,
+	             w->dh1,
 	             NULL, B, hstride);
 	return 0;
 }
@@ -529,10 +701,37 @@ cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
 		return -1;
 	hstride = (size_t)w->max_batch * c->hidden;
 	cg_concat_onehot_forward(w->dec_in, z, cond, B, c->latent, c->ncond);
-	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	mlp_forward(c, w, params, DEC, w->dec_h, w->dec_in, cond, B, hstride);
 	linear(c, w, params, 2 * L + 2, probs, w->dec_h + (L - 1) * hstride, B,
 	       0);
 	cg_sigmoid_forward(probs, probs, (size_t)B * c->in_dim);
+	return 0;
+}
+
+int
+cg_cvae_prior_sample(const struct cg_cvae_config *c, const float *params,
+                     float *z, const float *eps, const int *cond, int B)
+{
+	const size_t Z = c->latent, KZ = (size_t)c->ncond * c->latent;
+
+	for (int b = 0; b < B; b++)
+		if (cond[b] < 0 || cond[b] >= c->ncond)
+			return cg_seterr("cvae: condition %d (example %d): "
+			                 "not in [0, %d)",
+			                 cond[b], b, c->ncond);
+	if (!c->class_prior) {
+		if (z != eps)
+			memcpy(z, eps, (size_t)B * Z * sizeof(float));
+		return 0;
+	}
+	const float *pm = params + prior_at(c), *plv = pm + KZ;
+	for (int b = 0; b < B; b++) {
+		const size_t r = (size_t)b * Z, k = (size_t)cond[b] * Z;
+
+		for (size_t i = 0; i < Z; i++)
+			z[r + i] =
+			    pm[k + i] + expf(0.5f * plv[k + i]) * eps[r + i];
+	}
 	return 0;
 }
 
@@ -565,14 +764,14 @@ cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
 	const float *htop = w->enc_h + (L - 1) * hstride;
 
 	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
-	mlp_forward(c, w, params, 0, w->enc_h, w->enc_in, B, hstride);
+	mlp_forward(c, w, params, ENC, w->enc_h, w->enc_in, cond, B, hstride);
 	cg_linear_forward(w->mu, htop, params + mu.w, params + mu.b, B, mu.in,
 	                  mu.out);
 	cg_linear_forward(w->logvar, htop, params + lv.w, params + lv.b, B,
 	                  lv.in, lv.out);
 	cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
 	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
-	mlp_forward(c, w, params, L + 2, w->dec_h, w->dec_in, B, hstride);
+	mlp_forward(c, w, params, DEC, w->dec_h, w->dec_in, cond, B, hstride);
 
 	/* The layers in buffer order, each fed by the one before. */
 	add_sq(sq, w->enc_in, B, (size_t)D + K);

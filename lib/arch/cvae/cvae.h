@@ -6,9 +6,24 @@
  * two Linear heads for mu and logvar [latent].  Decoder: z ⊕ onehot(cond)
  * -> layers x (Linear, ReLU) -> Linear to in_dim logits.  The loss per
  * example is BCE-with-logits summed over pixels (x is a Bernoulli target in
- * [0, 1]) plus KL(N(mu, exp(logvar)) || N(0, I)); reported losses are batch
- * means.  All parameters live in one flat float buffer laid out as
+ * [0, 1]) plus KL(N(mu, exp(logvar)) || p(z | cond)); reported losses are
+ * batch means.  All parameters live in one flat float buffer laid out as
  * cg_cvae_views says.
+ *
+ * The prior p(z | cond): N(0, I) for every condition, or with class_prior
+ * a diagonal Gaussian of its own for each condition, N(prior.mu[cond],
+ * exp(prior.logvar[cond])), learnt with the rest (zero at init: N(0, I)).
+ * The encoder sees the image, and the latent learns the class from it
+ * whatever the label says; one prior for all classes then puts the
+ * samples of class c where the decoder has learnt other classes' images.
+ * A prior per class puts them where class c's own images are encoded.
+ *
+ * With cond_every, every hidden layer after the first, in the encoder and
+ * in the decoder, also takes the condition: a row per condition, of a
+ * table [ncond, hidden] of its own, added before the ReLU (the one-hot
+ * concatenated to the layer's input, as the first layers take it; zero
+ * at init).  The label then reaches the decoder's output through more
+ * than one layer, and the encoder can take the class out of z.
  */
 #ifndef CG_CVAE_H
 #define CG_CVAE_H
@@ -25,11 +40,13 @@ extern "C" {
 #endif
 
 struct cg_cvae_config {
-	int in_dim; /* pixels per image */
-	int ncond;  /* number of conditions (classes) */
-	int hidden; /* width of every hidden layer */
-	int layers; /* hidden layers in the encoder, and in the decoder */
-	int latent; /* size of z */
+	int in_dim;      /* pixels per image */
+	int ncond;       /* number of conditions (classes) */
+	int hidden;      /* width of every hidden layer */
+	int layers;      /* hidden layers in the encoder, and in the decoder */
+	int latent;      /* size of z */
+	int class_prior; /* 1: a learnt prior per condition; 0: N(0, I) */
+	int cond_every;  /* 1: the condition at every hidden layer; 0: first */
 };
 
 /* Largest value of any config field, largest parameter count and batch. */
@@ -38,8 +55,9 @@ struct cg_cvae_config {
 #define CG_CVAE_MAX_BATCH (1 << 24)
 
 /*
- * Returns 0 if c is usable: every field in [1, CG_CVAE_MAX_DIM] and the
- * parameter count at most CG_CVAE_MAX_PARAMS; else -1 with a message.
+ * Returns 0 if c is usable: every size in [1, CG_CVAE_MAX_DIM], class_prior
+ * and cond_every 0 or 1, and the parameter count at most
+ * CG_CVAE_MAX_PARAMS; else -1 with a message.
  */
 int cg_cvae_check_config(const struct cg_cvae_config *c);
 
@@ -50,17 +68,27 @@ size_t cg_cvae_nparams(const struct cg_cvae_config *c);
 /*
  * Fill v[0..] with the named views of the parameter buffer, in buffer
  * order: enc.0.w, enc.0.b, ..., enc.mu.w, enc.mu.b, enc.logvar.w,
- * enc.logvar.b, dec.0.w, ..., dec.out.w, dec.out.b (4*layers + 6 views).
- * Weights are [out, in] like nn.Linear, decay 1; biases [out], decay 0.
+ * enc.logvar.b, dec.0.w, ..., dec.out.w, dec.out.b (4*layers + 6 views),
+ * then with class_prior prior.mu and prior.logvar [ncond, latent] (2 more),
+ * then with cond_every the condition's rows enc.1.cond .. enc.{layers-1}.cond,
+ * dec.1.cond .. dec.{layers-1}.cond [ncond, hidden] (2 * (layers - 1)
+ * more); the layers' layout is the same with or without them.  Weights
+ * are [out, in] like nn.Linear, decay 1; biases [out], the prior and the
+ * condition's rows, decay 0.
  * Returns the count, or -1 with a message if c is bad or max is too small.
  */
 int cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max);
 
+/* The number of views cg_cvae_views gives for c, which must pass
+ * cg_cvae_check_config. */
+int cg_cvae_nviews(const struct cg_cvae_config *c);
+
 /*
  * PyTorch's default nn.Linear init: W and b uniform in
- * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order.
- * params [nparams].  c must pass cg_cvae_check_config (else nothing is
- * written).
+ * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in buffer order; the
+ * prior and the condition's rows zero, drawing nothing.  params
+ * [nparams].  c must pass
+ * cg_cvae_check_config (else nothing is written).
  */
 void cg_cvae_init(const struct cg_cvae_config *c, float *params,
                   struct cg_rng *r);
@@ -96,7 +124,8 @@ int cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats);
  * One forward pass and, if grad != NULL, the backward pass.
  * params [nparams], x [B, in_dim] in [0, 1], cond [B] in [0, ncond),
  * eps [B, latent] standard-normal noise drawn by the caller.
- * *loss = mean over the batch of (rec + kl), *rec and *kl its two parts
+ * *loss = mean over the batch of (rec + kl), kl against p(z | cond),
+ * *rec and *kl its two parts
  * (any of the three may be NULL).  grad [nparams] += d(loss)/d(params).
  * Returns 0, or -1 with a message (B outside [1, max_batch], a condition
  * out of range, a workspace made for another config); on error nothing
@@ -137,6 +166,15 @@ const float *cg_cvae_logits(const struct cg_cvae_ws *w);
 int cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
                    struct cg_cvae_ws *w, const float *z, const int *cond, int B,
                    float *probs);
+
+/*
+ * A draw from the prior: z = prior mean + exp(prior logvar / 2) eps for
+ * each example's condition (z = eps without class_prior).  z [B, latent]
+ * (may be eps), eps [B, latent], cond [B].  Returns 0, or -1 with a
+ * message (a condition out of range).
+ */
+int cg_cvae_prior_sample(const struct cg_cvae_config *c, const float *params,
+                         float *z, const float *eps, const int *cond, int B);
 
 /*
  * What reaches each Linear layer, for Wanda's importance: the encoder,

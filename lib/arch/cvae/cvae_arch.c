@@ -45,7 +45,7 @@ cvae_layout(struct cg_model *m)
 	if (get_config(m->config, &c) != 0)
 		return -1;
 	m->nparams = cg_cvae_nparams(&c);
-	nv = 4 * c.layers + 6;
+	nv = cg_cvae_nviews(&c);
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cvae_views(&c, m->views, nv)) < 0)
@@ -80,13 +80,19 @@ cvae_free_ws(struct cg_model *m)
 	m->ws_batch = 0;
 }
 
-/* The weights (even views: each Linear's w, then its b) stay as stored
- * in the dtypes the products take as stored (f16, q8_0, q4_0). */
+/* The Linear layers' weights (even views before the prior and the
+ * condition's rows: each Linear's w, then its b) stay as stored in the
+ * dtypes the products take as stored (f16, q8_0, q4_0); the tables after
+ * them are read, not multiplied, and are decoded. */
 static int
 cvae_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
 {
-	(void)m;
-	return i % 2 == 0 && cg_qlinear_keeps(dt);
+	struct cg_cvae_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return 0;
+	return i % 2 == 0 && i < 2 * CG_CVAE_NMATS(c.layers) &&
+	       cg_qlinear_keeps(dt);
 }
 
 /*
@@ -277,6 +283,9 @@ cvae_sample_image(struct cg_model *m, const int *cond, int n,
 		return -1;
 	for (size_t i = 0; i < (size_t)n * w->c.latent; i++)
 		w->eps[i] = (float)(temperature * cg_rng_normal(r));
+	if (cg_cvae_prior_sample(&w->c, m->params, w->eps, w->eps, cond, n) !=
+	    0)
+		return -1;
 	return cg_cvae_decode(&w->c, m->params, w->ws, w->eps, cond, n, out);
 }
 
@@ -286,6 +295,10 @@ static const struct cg_arch_opt cvae_opts[] = {
     {"layers", CG_ARCH_OPT_INT, 2, 1, 64,
      "hidden layers of the encoder, and of the decoder"},
     {"latent", CG_ARCH_OPT_INT, 32, 1, 1 << 20, "latent size"},
+    {"class-prior", CG_ARCH_OPT_BOOL, 1, 0, 1,
+     "a learnt prior of z per condition (0: N(0, I))"},
+    {"cond-every", CG_ARCH_OPT_BOOL, 1, 0, 1,
+     "the condition at every hidden layer (0: the first)"},
 };
 
 static int
@@ -294,11 +307,19 @@ check_config(const void *c)
 	return cg_cvae_check_config(c);
 }
 
-#define KEY(name, field)                                                       \
-	{name, offsetof(struct cg_cvae_config, field), 1, CG_CVAE_MAX_DIM, 0, 0}
+#define KEY(name, field, optional, absent)                                     \
+	{name, offsetof(struct cg_cvae_config, field), 1, CG_CVAE_MAX_DIM,     \
+	 optional, absent}
 static const struct cg_arch_key cvae_keys[] = {
-    KEY("in_dim", in_dim), KEY("ncond", ncond), KEY("hidden", hidden),
-    KEY("layers", layers), KEY("latent", latent),
+    KEY("in_dim", in_dim, 0, 0),
+    KEY("ncond", ncond, 0, 0),
+    KEY("hidden", hidden, 0, 0),
+    KEY("layers", layers, 0, 0),
+    KEY("latent", latent, 0, 0),
+    /* models made before the class prior have N(0, I) */
+    KEY("class-prior", class_prior, 1, 0),
+    /* nor the condition past the first layers */
+    KEY("cond-every", cond_every, 1, 0),
 };
 #undef KEY
 
