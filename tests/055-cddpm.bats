@@ -57,12 +57,13 @@ EOF
 	assert_output --partial '--snr-clip X'
 	assert_output --partial '--predict-x0'
 	assert_output --partial '--unet N'
+	assert_output --partial '--attn'
 	refute_output --partial '--latent'
 }
 
 @test "cg-init -a cddpm: the config and the tensors" {
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '[.arch, .config, [.tensors[].name]]'"
-	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
+	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0,"attn":0},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '.tensors[2].shape'"
 	assert_output '[11,48]'
 }
@@ -145,7 +146,28 @@ with_config() {
 	[[ $stderr == *"--unet"* ]]
 	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --unet 4097 -o m.cgm
 	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --unet 1.5 -o m.cgm
+	run -1 --separate-stderr cg-init -a cddpm -d "$D/train-0.cgd" --attn \
+		-o m.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-init: "*"attn without a U-Net"* ]]
 	[ ! -e m.cgm ]
+}
+
+@test "cddpm --unet --attn: self-attention's tensors; it trains and draws" {
+	cg-init -a cddpm -d "$D/train-0.cgd" --unet 4 --attn --hidden 16 \
+		--embed 8 --timesteps 100 --seed 1 -o ua.cgm
+	run -0 manifest ua.cgm '[.config.attn, (.tensors | length), ([.tensors[] | select(.name | test("^attn")) | .name + ":" + (.shape | map(tostring) | join("x"))] | join(" ")), .tensors[57].name]'
+	assert_output '[1,97,"attn.n.g:8 attn.n.b:8 attn.qkv.w:24x8 attn.qkv.b:24 attn.proj.w:8x8 attn.proj.b:8","up.2.n1.g"]'
+	cg-train-step -q -m ua.cgm -d "$D/train-0.cgd" -e model -k 10 \
+		--batch 20 --lr 2e-3 --seed 1 -o ua10.cgm
+	run -0 cg-eval --json -m ua.cgm -d "$D/test.cgd"
+	before=$output
+	run -0 cg-eval --json -m ua10.cgm -d "$D/test.cgd"
+	jq -e --argjson b "$before" '.step == 10 and .mse < $b.mse - 0.2' \
+		<<<"$output"
+	run -0 cg-sample -m ua10.cgm -n 2 --steps 5 --guidance 1 -o g.png
+	run -0 png_size g.png
+	assert_output '62 302 8 0'
 }
 
 @test "cddpm: a model without the unet key is the MLP, as before" {
@@ -158,11 +180,11 @@ with_config() {
 	cg-sample -m "$D/dm.cgm" -n 2 --steps 5 --seed 2 -f pgm -o b.pgm
 	cmp a.pgm b.pgm
 	# and a bad one is one line, exit 1
-	for bad in '.unet = 0.5' '.unet = 4097' '.unet = "4"'; do
+	for bad in '.unet = 0.5' '.unet = 4097' '.unet = "4"' '.attn = 2'; do
 		with_config "$bad"
 		run -1 --separate-stderr cg-eval -m odd.cgm -d "$D/test.cgd"
 		[ "${#stderr_lines[@]}" -eq 1 ]
-		[[ $stderr == "cg-eval: odd.cgm: "*'"unet"'* ]]
+		[[ $stderr == "cg-eval: odd.cgm: "*'"'"${bad:1:4}"* ]]
 	done
 }
 

@@ -286,6 +286,13 @@ class Cddpm:
         ["in_dim=784", "ncond=10", "hidden=16", "layers=1", "embed=8",
          "timesteps=1000", "snr-clip=5", "predict-x0=1", "unet=8",
          "image_h=28", "image_w=28", "image_c=1", "batch=3", "seed=10"],
+        # self-attention over 3x2 and 4x4 positions
+        ["in_dim=96", "ncond=3", "hidden=6", "layers=1", "embed=4",
+         "timesteps=100", "snr-clip=5", "predict-x0=1", "unet=2", "attn=1",
+         "image_h=12", "image_w=8", "image_c=1", "batch=4", "seed=11"],
+        ["in_dim=512", "ncond=4", "hidden=8", "layers=1", "embed=6",
+         "timesteps=1000", "snr-clip=5", "unet=4", "attn=1", "image_h=16",
+         "image_w=16", "image_c=2", "batch=3", "seed=12"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -324,6 +331,19 @@ class Cddpm:
                 self.blocks[name.replace(".", "_")] = ResBlock(cin, cout, E)
             self.outn = nn.GroupNorm(groups(C), C)
             self.outc = nn.Conv2d(C, ch, 3, 1, 1)
+            if cfg.get("attn", 0):
+                self.attn_n = nn.GroupNorm(groups(2 * C), 2 * C)
+                self.qkv = nn.Linear(2 * C, 6 * C)
+                self.proj = nn.Linear(2 * C, 2 * C)
+
+        def attn(self, x):
+            """Self-attention over the positions of x (NCHW), one head."""
+            B, d, h, w = x.shape
+            n = group_norm(self.attn_n, x).permute(0, 2, 3, 1)
+            q, k, v = self.qkv(n.reshape(B, h * w, d)).split(d, 2)
+            a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(d), 2)
+            o = self.proj(a @ v).view(B, h, w, d).permute(0, 3, 1, 2)
+            return x + o
 
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
@@ -339,6 +359,13 @@ class Cddpm:
                         out += [(d + ".w", m.weight), (d + ".b", m.bias)]
                     out += self.blocks[name.replace(".", "_")] \
                         .named_tensors(name)
+                    if name == "mid" and self.cfg.get("attn", 0):
+                        out += [("attn.n.g", self.attn_n.weight),
+                                ("attn.n.b", self.attn_n.bias),
+                                ("attn.qkv.w", self.qkv.weight),
+                                ("attn.qkv.b", self.qkv.bias),
+                                ("attn.proj.w", self.proj.weight),
+                                ("attn.proj.b", self.proj.bias)]
                 return out + [("out.n.g", self.outn.weight),
                               ("out.n.b", self.outn.bias),
                               ("out.w", self.outc.weight),
@@ -375,6 +402,8 @@ class Cddpm:
             s1 = blk["down_1"](self.ds1(s0), es)
             s2 = blk["down_2"](self.ds2(s1), es)
             h = blk["mid"](s2, es)
+            if cfg.get("attn", 0):
+                h = self.attn(h)
             h = blk["up_2"](torch.cat([h, s2], 1), es)
             h = F.interpolate(h, scale_factor=2)
             h = blk["up_1"](torch.cat([h, s1], 1), es)

@@ -25,6 +25,7 @@
 #include "arch/cddpm/cddpm.h"
 #include "core/arena.h"
 #include "nn/conv.h"
+#include "nn/gemm.h"
 #include "nn/nn.h"
 
 /* Floats of unfolded input the convolutions may take at once (16 MiB). */
@@ -90,7 +91,8 @@ enum {
 	M_P2, /* ds.2 */
 	M_S2, /* down.2 */
 	M_M,  /* mid */
-	M_K2, /* cat(mid, s2) */
+	M_A,  /* attn(mid), with attn */
+	M_K2, /* cat(mid or attn(mid), s2) */
 	M_U2, /* up.2 */
 	M_V1, /* up-sampled u2 */
 	M_K1, /* cat(v1, s1) */
@@ -104,9 +106,9 @@ enum {
 /* Each map's level (0: H x W, 1: H/2, 2: H/4) and channels over C. */
 static const struct {
 	int level, mult;
-} map_spec[NMAP] = {{0, 1}, {0, 1}, {1, 1}, {1, 2}, {2, 2},
-                    {2, 2}, {2, 2}, {2, 4}, {2, 2}, {1, 2},
-                    {1, 4}, {1, 2}, {0, 2}, {0, 3}, {0, 1}};
+} map_spec[NMAP] = {{0, 1}, {0, 1}, {1, 1}, {1, 2}, {2, 2}, {2, 2},
+                    {2, 2}, {2, 2}, {2, 4}, {2, 2}, {1, 2}, {1, 4},
+                    {1, 2}, {0, 2}, {0, 3}, {0, 1}};
 
 /* Each block's name, input and output map. */
 static const struct {
@@ -129,9 +131,11 @@ struct unet {
 	int C, ch, E;         /* channels of level 0, image, embedding */
 	int H[3], W[3], P[3]; /* each level's sides and positions */
 	int Go;               /* groups of the output norm */
+	int attn, Ga;         /* self-attention, its norm's groups */
 	struct cg_conv cin, ds1, ds2, cout;
 	struct rb rb[NRB];
 	size_t inw, inb, ds1w, ds1b, ds2w, ds2b, ong, onb, outw, outb, end;
+	size_t ang, anb, aqw, aqb, apw, apb; /* attn's */
 };
 
 /* The groups of a norm over n channels: the most, up to 8, of at least
@@ -153,10 +157,12 @@ map_ch(const struct unet *u, int i)
 	return map_spec[i].mult * u->C;
 }
 
-/* Floats of map i for one example. */
+/* Floats of map i for one example (0 for attn's without it). */
 static size_t
 map_size(const struct unet *u, int i)
 {
+	if (i == M_A && !u->attn)
+		return 0;
 	return (size_t)u->P[map_spec[i].level] * map_ch(u, i);
 }
 
@@ -178,6 +184,8 @@ unet_of(const struct cg_cddpm_config *c, struct unet *u)
 		u->P[l] = u->H[l] * u->W[l];
 	}
 	u->Go = groups(C);
+	u->attn = c->attn;
+	u->Ga = groups(2 * C);
 	if (cg_conv_shape(&u->cin, ch, H, W, C, 3, 1, 1) != 0 ||
 	    cg_conv_shape(&u->ds1, C, H, W, C, 3, 2, 1) != 0 ||
 	    cg_conv_shape(&u->ds2, 2 * C, H / 2, W / 2, 2 * C, 3, 2, 1) != 0 ||
@@ -224,6 +232,15 @@ unet_of(const struct cg_cddpm_config *c, struct unet *u)
 			TAKE(k->skw, cg_conv_wsize(&k->sk));
 			TAKE(k->skb, k->out);
 		}
+		if (i == RB_MID && u->attn) {
+			const size_t d = 2 * (size_t)C;
+			TAKE(u->ang, d);
+			TAKE(u->anb, d);
+			TAKE(u->aqw, 3 * d * d);
+			TAKE(u->aqb, 3 * d);
+			TAKE(u->apw, d * d);
+			TAKE(u->apb, d);
+		}
 	}
 	TAKE(u->ong, C);
 	TAKE(u->onb, C);
@@ -266,6 +283,10 @@ cg_cddpm_check_config(const struct cg_cddpm_config *c)
 	if (c->unet < 0 || c->unet > CG_CDDPM_MAX_UNET)
 		return cg_seterr("cddpm: unet = %d: not in [0, %d]", c->unet,
 		                 CG_CDDPM_MAX_UNET);
+	if (c->attn != 0 && c->attn != 1)
+		return cg_seterr("cddpm: attn = %d: not 0 or 1", c->attn);
+	if (c->attn && !c->unet)
+		return cg_seterr("cddpm: attn without a U-Net");
 	if (c->unet) {
 		struct unet u;
 
@@ -380,6 +401,15 @@ unet_views(const struct cg_cddpm_config *c, struct cg_view *v)
 			conv_views(&v[n], name, k->skw, k->skb, &k->sk);
 			n += 2;
 		}
+		if (i == RB_MID && u.attn) {
+			const int d = 2 * u.C;
+			norm_views(&v[n], "attn.n", u.ang, u.anb, d);
+			cg_view_linear(&v[n + 2], "attn.qkv", u.aqw, u.aqb,
+			               3 * d, d);
+			cg_view_linear(&v[n + 4], "attn.proj", u.apw, u.apb, d,
+			               d);
+			n += 6;
+		}
 	}
 	norm_views(&v[n], "out.n", u.ong, u.onb, u.C);
 	conv_views(&v[n + 2], "out", u.outw, u.outb, &u.cout);
@@ -396,9 +426,11 @@ cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 	if (c->unet) {
 		struct linear lt = linear_at(c, 0);
 
-		if (max < CG_CDDPM_UNET_VIEWS)
-			return cg_seterr("cddpm: %d views do not fit in %d",
-			                 CG_CDDPM_UNET_VIEWS, max);
+		const int nv =
+		    CG_CDDPM_UNET_VIEWS + c->attn * CG_CDDPM_ATTN_VIEWS;
+		if (max < nv)
+			return cg_seterr("cddpm: %d views do not fit in %d", nv,
+			                 max);
 		cg_view_linear(&v[0], "time", lt.w, lt.b, lt.out, lt.in);
 		cg_view_set(&v[2], "cond.emb", emb_off(c), (size_t)c->ncond + 1,
 		            c->hidden, 0);
@@ -478,6 +510,12 @@ unet_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 		init_conv(params, k->c2w, &k->c2, r);
 		if (k->in != k->out)
 			init_conv(params, k->skw, &k->sk, r);
+		if (i == RB_MID && u.attn) {
+			const size_t d = 2 * (size_t)u.C;
+			init_norm(params, u.ang, u.anb, (int)d);
+			init_uniform(params + u.aqw, 3 * d * d + 3 * d, d, r);
+			init_uniform(params + u.apw, d * d + d, d, r);
+		}
 	}
 	init_norm(params, u.ong, u.onb, u.C);
 	init_conv(params, u.outw, &u.cout, r);
@@ -554,6 +592,12 @@ struct cg_cddpm_ws {
 	float *om, *orstd;   /* [B, Go] */
 	float *t1, *t2, *t3; /* [B, the largest block's map]: scratch */
 	float *de;           /* [B, 2C] */
+	/* Self-attention (attn; else empty), P = H/4 W/4 positions, d = 2C. */
+	float *an, *am, *ar; /* [B, P, d]: its norm; [B, Ga] */
+	float *qkv, *dqkv;   /* [B, P, 3d] */
+	float *att;          /* [B, P, P]: softmax(q k^T / sqrt(d)) */
+	float *ao;           /* [B, P, d]: att v */
+	float *datt;         /* [P, P] */
 	float *col;          /* [ncol] */
 	size_t ncol;
 };
@@ -619,6 +663,15 @@ lay(void *ws, struct cg_arena *a)
 	w->t2 = CG_ARENA_FLOATS(a, B, big);
 	w->t3 = CG_ARENA_FLOATS(a, B, big);
 	w->de = CG_ARENA_FLOATS(a, B, (size_t)2 * u->C);
+	size_t AP = u->attn ? (size_t)u->P[2] : 0, Ad = 2 * (size_t)u->C;
+	w->an = CG_ARENA_FLOATS(a, B, AP * Ad);
+	w->am = CG_ARENA_FLOATS(a, B, u->attn ? (size_t)u->Ga : 0);
+	w->ar = CG_ARENA_FLOATS(a, B, u->attn ? (size_t)u->Ga : 0);
+	w->qkv = CG_ARENA_FLOATS(a, B, AP * 3 * Ad);
+	w->dqkv = CG_ARENA_FLOATS(a, B, AP * 3 * Ad);
+	w->att = CG_ARENA_FLOATS(a, B, AP * AP);
+	w->ao = CG_ARENA_FLOATS(a, B, AP * Ad);
+	w->datt = CG_ARENA_FLOATS(a, AP, AP);
 	w->col = CG_ARENA_FLOATS(a, w->ncol, 1);
 }
 
@@ -858,6 +911,94 @@ rb_backward(struct cg_cddpm_ws *w, const float *params, int i, int B,
 	                      k->G1);
 }
 
+/* Self-attention (cddpm.h's attn) on map M_M into M_A. */
+static void
+attn_forward(struct cg_cddpm_ws *w, const float *params, int B)
+{
+	const struct unet *u = &w->u;
+	const int P = u->P[2], d = 2 * u->C, Q = 3 * d;
+	const float scale = 1.0f / sqrtf((float)d);
+	const float *x = w->map[M_M];
+	float *y = w->map[M_A];
+
+	cg_groupnorm_forward(w->an, w->am, w->ar, x, params + u->ang,
+	                     params + u->anb, B, P, d, u->Ga);
+	cg_linear_forward(w->qkv, w->an, params + u->aqw, params + u->aqb,
+	                  B * P, d, Q);
+	for (int b = 0; b < B; b++) {
+		const float *q = w->qkv + (size_t)b * P * Q;
+		float *A = w->att + (size_t)b * P * P;
+
+		cg_sgemm(0, 1, P, P, d, scale, q, Q, q + d, Q, 0.0f, A, P);
+		for (int i = 0; i < P; i++) {
+			float *row = A + (size_t)i * P, mx = row[0];
+			double sum = 0;
+			for (int j = 1; j < P; j++)
+				mx = row[j] > mx ? row[j] : mx;
+			for (int j = 0; j < P; j++) {
+				row[j] = expf(row[j] - mx);
+				sum += row[j];
+			}
+			const float inv = (float)(1.0 / sum);
+			for (int j = 0; j < P; j++)
+				row[j] *= inv;
+		}
+		cg_sgemm(0, 0, P, d, P, 1.0f, A, P, q + 2 * d, Q, 0.0f,
+		         w->ao + (size_t)b * P * d, d);
+	}
+	cg_linear_forward(y, w->ao, params + u->apw, params + u->apb, B * P, d,
+	                  d);
+	for (size_t j = 0; j < (size_t)B * P * d; j++)
+		y[j] += x[j];
+}
+
+/* Its backward given M_A's gradient: M_M's +=, grad += for its tensors. */
+static void
+attn_backward(struct cg_cddpm_ws *w, const float *params, int B, float *grad)
+{
+	const struct unet *u = &w->u;
+	const int P = u->P[2], d = 2 * u->C, Q = 3 * d;
+	const size_t n = (size_t)B * P * d;
+	const float scale = 1.0f / sqrtf((float)d);
+	const float *dy = w->dmap[M_A];
+	float *dx = w->dmap[M_M];
+
+	for (size_t j = 0; j < n; j++)
+		dx[j] += dy[j];
+	/* w->t1: the gradient of att v. */
+	memset(w->t1, 0, n * sizeof(float));
+	cg_linear_backward(w->t1, grad + u->apw, grad + u->apb, dy, w->ao,
+	                   params + u->apw, B * P, d, d);
+	for (int b = 0; b < B; b++) {
+		const float *q = w->qkv + (size_t)b * P * Q;
+		const float *A = w->att + (size_t)b * P * P;
+		const float *dO = w->t1 + (size_t)b * P * d;
+		float *dq = w->dqkv + (size_t)b * P * Q, *dA = w->datt;
+
+		/* dv = A^T dO, dA = dO v^T, then through the softmax. */
+		cg_sgemm(1, 0, P, d, P, 1.0f, A, P, dO, d, 0.0f, dq + 2 * d, Q);
+		cg_sgemm(0, 1, P, P, d, 1.0f, dO, d, q + 2 * d, Q, 0.0f, dA, P);
+		for (int i = 0; i < P; i++) {
+			const float *a = A + (size_t)i * P;
+			float *g = dA + (size_t)i * P;
+			double s = 0;
+			for (int j = 0; j < P; j++)
+				s += (double)g[j] * a[j];
+			for (int j = 0; j < P; j++)
+				g[j] = a[j] * (g[j] - (float)s);
+		}
+		/* dq = dS k / sqrt(d), dk = dS^T q / sqrt(d). */
+		cg_sgemm(0, 0, P, d, P, scale, dA, P, q + d, Q, 0.0f, dq, Q);
+		cg_sgemm(1, 0, P, d, P, scale, dA, P, q, Q, 0.0f, dq + d, Q);
+	}
+	memset(w->t2, 0, n * sizeof(float));
+	cg_linear_backward(w->t2, grad + u->aqw, grad + u->aqb, w->dqkv, w->an,
+	                   params + u->aqw, B * P, d, Q);
+	cg_groupnorm_backward(dx, grad + u->ang, grad + u->anb, w->t2,
+	                      w->map[M_M], params + u->ang, w->am, w->ar, B, P,
+	                      d, u->Ga);
+}
+
 /* The U-Net on w->xt [B, H W ch] and w->emb into w->out (cddpm.h). */
 static void
 unet_forward(const float *params, struct cg_cddpm_ws *w, int B)
@@ -877,7 +1018,10 @@ unet_forward(const float *params, struct cg_cddpm_ws *w, int B)
 	                params + u->ds2b, B, w->col, w->ncol);
 	rb_forward(w, params, RB_D2, B);
 	rb_forward(w, params, RB_MID, B);
-	cg_concat_forward(m[M_K2], m[M_M], m[M_S2], B * u->P[2], 2 * C, 2 * C);
+	if (u->attn)
+		attn_forward(w, params, B);
+	cg_concat_forward(m[M_K2], m[u->attn ? M_A : M_M], m[M_S2], B * u->P[2],
+	                  2 * C, 2 * C);
 	rb_forward(w, params, RB_U2, B);
 	cg_upsample2_forward(m[M_V1], m[M_U2], B, u->H[2], u->W[2], 2 * C);
 	cg_concat_forward(m[M_K1], m[M_V1], m[M_S1], B * u->P[1], 2 * C, 2 * C);
@@ -921,7 +1065,10 @@ unet_backward(const float *params, struct cg_cddpm_ws *w, int B, float *grad)
 	                   2 * C);
 	cg_upsample2_backward(d[M_U2], d[M_V1], B, u->H[2], u->W[2], 2 * C);
 	rb_backward(w, params, RB_U2, B, grad);
-	cg_concat_backward(d[M_M], d[M_S2], d[M_K2], B * u->P[2], 2 * C, 2 * C);
+	cg_concat_backward(d[u->attn ? M_A : M_M], d[M_S2], d[M_K2],
+	                   B * u->P[2], 2 * C, 2 * C);
+	if (u->attn)
+		attn_backward(w, params, B, grad);
 	/* s2's gradient is then whole: the skip's and mid's. */
 	rb_backward(w, params, RB_MID, B, grad);
 	rb_backward(w, params, RB_D2, B, grad);

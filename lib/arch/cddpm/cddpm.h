@@ -66,14 +66,19 @@
  *   s0  = down.0(h)                                 [H, W, C]
  *   s1  = down.1(ds.1 *2 s0)                        [H/2, W/2, 2C]
  *   s2  = down.2(ds.2 *2 s1)                        [H/4, W/4, 2C]
- *   u2  = up.2(cat(mid(s2), s2))                    [H/4, W/4, 2C]
+ *   m   = mid(s2), then attn(m) with attn           [H/4, W/4, 2C]
+ *   u2  = up.2(cat(m, s2))                          [H/4, W/4, 2C]
  *   u1  = up.1(cat(up(u2), s1))                     [H/2, W/2, 2C]
  *   u0  = up.0(cat(up(u1), s0))                     [H, W, C]
  *   o   = out * silu(GN(u0))                        [H, W, ch]
  *
  * where * is a 3x3 convolution with padding 1 and its bias (*2 at stride
  * 2), up nearest up-sampling by 2 and cat the concatenation of channels.
- * hidden is then the embeddings' width and layers is unused.
+ * hidden is then the embeddings' width and layers is unused.  attn is
+ * self-attention over the P = H/4 W/4 positions, one head of d = 2C:
+ *
+ *   n = GN(m); q, k, v = attn.qkv.w n + attn.qkv.b     [P, d] each
+ *   attn(m) = m + attn.proj.w softmax(q k^T / sqrt(d)) v + attn.proj.b
  */
 #ifndef CG_CDDPM_H
 #define CG_CDDPM_H
@@ -104,11 +109,13 @@ struct cg_cddpm_config {
 	 */
 	int unet;
 	int height, width, channels;
+	int attn; /* 1: self-attention after the U-Net's middle block */
 };
 
 #define CG_CDDPM_MAX_UNET 4096
-/* The U-Net's views (cg_cddpm_views). */
+/* The U-Net's views (cg_cddpm_views), and how many attn adds. */
 #define CG_CDDPM_UNET_VIEWS 91
+#define CG_CDDPM_ATTN_VIEWS 6
 
 /* Largest value of any width, largest parameter count and batch; the
  * range of T (below 50 the largest beta, 20 / T, would pass 0.4). */
@@ -125,8 +132,8 @@ struct cg_cddpm_config {
  * T in [CG_CDDPM_MIN_T, CG_CDDPM_MAX_T], snr_clip in [0,
  * CG_CDDPM_MAX_SNR_CLIP] or CG_CDDPM_EPS_LOSS, unet in [0,
  * CG_CDDPM_MAX_UNET] and, above 0, an image of in_dim values with sides
- * multiples of 4, and at most CG_CDDPM_MAX_PARAMS parameters; else -1
- * with a message.
+ * multiples of 4, attn 0 or 1 (1 only with the U-Net), and at most
+ * CG_CDDPM_MAX_PARAMS parameters; else -1 with a message.
  */
 int cg_cddpm_check_config(const struct cg_cddpm_config *c);
 
@@ -139,8 +146,10 @@ size_t cg_cddpm_nparams(const struct cg_cddpm_config *c);
  * order: time.w [hidden, embed], time.b, cond.emb [ncond + 1, hidden],
  * hid.0.w [hidden, in_dim], hid.0.b, ..., out.w [in_dim, hidden], out.b
  * (2 * layers + 5 views).  The U-Net's: time.w, time.b, cond.emb, then
- * in, down.0, ds.1, down.1, ds.2, down.2, mid, up.2, up.1, up.0, out.n
- * and out (CG_CDDPM_UNET_VIEWS views): a convolution NAME is NAME.w [out,
+ * in, down.0, ds.1, down.1, ds.2, down.2, mid, with attn attn.n,
+ * attn.qkv [3d, d] and attn.proj [d, d], then up.2, up.1, up.0, out.n
+ * and out (CG_CDDPM_UNET_VIEWS views, CG_CDDPM_ATTN_VIEWS more with
+ * attn): a convolution NAME is NAME.w [out,
  * in, KH, KW] and NAME.b [out]; a group norm NAME.g and NAME.b
  * [channels]; a block's views are n1, c1, emb (.w [out, hidden], .b),
  * n2, c2 and, where it changes the channels, skip (1x1).  Matrices and

@@ -76,7 +76,8 @@ cddpm_layout(struct cg_model *m)
 	if (get_config(m, &c, NULL) != 0)
 		return -1;
 	m->nparams = cg_cddpm_nparams(&c);
-	nv = c.unet ? CG_CDDPM_UNET_VIEWS : 2 * c.layers + 5;
+	nv = c.unet ? CG_CDDPM_UNET_VIEWS + c.attn * CG_CDDPM_ATTN_VIEWS
+	            : 2 * c.layers + 5;
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cddpm_views(&c, m->views, nv)) < 0)
@@ -208,6 +209,8 @@ static const struct cg_arch_opt cddpm_opts[] = {
      "the last layer gives the clean image (0: v)"},
     {"unet", CG_ARCH_OPT_INT, 0, 0, CG_CDDPM_MAX_UNET,
      "a U-Net of this many channels at full size (0: the MLP)"},
+    {"attn", CG_ARCH_OPT_BOOL, 0, 0, 1,
+     "self-attention after the U-Net's middle block"},
 };
 
 /* What the keys alone say: the U-Net's image shape is the manifest's,
@@ -217,8 +220,14 @@ check_config(const void *k)
 {
 	struct cg_cddpm_config c = ((const struct config *)k)->c;
 
-	if (c.unet > 0 && c.height == 0)
+	if (c.unet > 0 && c.height == 0) {
+		/* the rest as the MLP's */
 		c.unet = 0;
+		if (c.attn != 0 && c.attn != 1)
+			return cg_seterr("cddpm: attn = %d: not 0 or 1",
+			                 c.attn);
+		c.attn = 0;
+	}
 	return cg_cddpm_check_config(&c);
 }
 
@@ -239,6 +248,7 @@ static const struct cg_arch_key cddpm_keys[] = {
     KEY("predict-x0", c.predict_x0, 1, 0),
     /* nor a U-Net: the MLP */
     KEY("unet", c.unet, 1, 0),
+    KEY("attn", c.attn, 1, 0),
 };
 #undef KEY
 
