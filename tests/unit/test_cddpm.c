@@ -765,6 +765,20 @@ test_unet_batch(struct cg_cddpm_config c, int B)
 	         "examples' %.9g",
 	         c.unet, c.height, c.width, c.channels, loss, sum);
 	expect(loss > 0 && fabs(sum - loss) < 1e-6 * (1 + loss), what);
+
+	/* The sampler runs the U-Net as it runs the MLP: guided DDPM, the
+	 * conditional and null passes as one batch of 2B. */
+	struct cg_cddpm_sampling smp = {1.5, 4, 0, 1};
+	float *img = xcalloc((size_t)B * D, sizeof(float));
+	struct cg_rng r;
+	int ok = 1;
+	cg_rng_seed(&r, 3);
+	ok = cg_cddpm_sample(&c, t.params, t.ws, t.cond, B, &smp, &r, img) == 0;
+	for (size_t i = 0; ok && i < (size_t)B * D; i++)
+		ok = img[i] >= 0 && img[i] <= 1;
+	ok &= maxdiff(img, img + D, (size_t)D) > 0;
+	expect(ok, "unet: guided DDPM draws images in [0, 1]");
+	free(img);
 	cg_cddpm_ws_free(one);
 	tcase_free(&t);
 }
