@@ -2,7 +2,7 @@
 # 055-cddpm.bats - the cddpm diffusion architecture through the programs:
 # cg-init's options, training that lowers the held-out mse, cg-eval's
 # figures, and cg-sample's --guidance, --steps and --sampler, with what
-# they refuse.
+# they refuse; the U-Net (--unet) through the same programs.
 #
 # One shard pair and a small model (T = 100) are made once per file from
 # the Fashion-MNIST fixture (90 training examples, 10 held out).  That
@@ -21,11 +21,18 @@ setup_file() {
 	model cddpm train-0.cgd dm.cgm --hidden 48 --layers 2 --embed 16 \
 		--timesteps 100
 	small_cvae train-0.cgd vae.cgm
+	model cddpm train-0.cgd unet.cgm --unet 4 --hidden 16 --embed 8 \
+		--timesteps 100
 }
 
 setup() {
 	D=$BATS_FILE_TMPDIR
 	cd "$BATS_TEST_TMPDIR"
+}
+
+# manifest FILE FILTER: jq -c FILTER of FILE's manifest
+manifest() {
+	tar xOf "$1" cg.json | jq -c "$2"
 }
 
 # png_size FILE: "WIDTH HEIGHT DEPTH COLOUR" from the IHDR chunk.
@@ -49,12 +56,14 @@ EOF
 	assert_output --partial '--embed N'
 	assert_output --partial '--snr-clip X'
 	assert_output --partial '--predict-x0'
+	assert_output --partial '--unet N'
+	assert_output --partial '--attn'
 	refute_output --partial '--latent'
 }
 
 @test "cg-init -a cddpm: the config and the tensors" {
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '[.arch, .config, [.tensors[].name]]'"
-	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
+	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0,"attn":0},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '.tensors[2].shape'"
 	assert_output '[11,48]'
 }
@@ -116,6 +125,69 @@ with_config() {
 	done
 }
 
+@test "cg-init -a cddpm --unet: the U-Net's config and tensors" {
+	run -0 manifest "$D/unet.cgm" '[.config.unet, (.tensors | length), .image]'
+	assert_output '[4,91,{"height":28,"width":28,"channels":1}]'
+	run -0 manifest "$D/unet.cgm" '[.tensors[] | select(.name | test("^(time|in|ds[.][12]|out)[.]w$|^cond|skip[.]w$|^up[.]0[.]|^out")) | .name + ":" + (.shape | map(tostring) | join("x"))] | join(" ")'
+	assert_output '"time.w:16x8 cond.emb:11x16 in.w:4x1x3x3 ds.1.w:4x4x3x3 down.1.skip.w:8x4x1x1 ds.2.w:8x8x3x3 up.2.skip.w:8x16x1x1 up.1.skip.w:8x16x1x1 up.0.n1.g:12 up.0.n1.b:12 up.0.c1.w:4x12x3x3 up.0.c1.b:4 up.0.emb.w:4x16 up.0.emb.b:4 up.0.n2.g:4 up.0.n2.b:4 up.0.c2.w:4x4x3x3 up.0.c2.b:4 up.0.skip.w:4x12x1x1 up.0.skip.b:4 out.n.g:4 out.n.b:4 out.w:1x4x3x3 out.b:1"'
+	# the embeddings' 320; in 40, ds.1 148, ds.2 584; the blocks: down.0
+	# 380, down.1 1080, down.2 and mid 1336 each, up.2 and up.1 2064
+	# each, up.0 736; out.n and out 45
+	run -0 manifest "$D/unet.cgm" '[.tensors[].shape | reduce .[] as $d (1; . * $d)] | add'
+	assert_output 10133
+	cg-init -a cddpm -d "$D/train-0.cgd" --unet 4 --hidden 16 --embed 8 \
+		--timesteps 100 --seed 1 -o again.cgm
+	cmp again.cgm "$D/unet.cgm"
+}
+
+@test "cg-init -a cddpm --unet: bad values are refused, nothing written" {
+	run -2 --separate-stderr cg-init -a cddpm -d "$D/train-0.cgd" \
+		--unet -1 -o m.cgm
+	[[ $stderr == *"--unet"* ]]
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --unet 4097 -o m.cgm
+	run -2 cg-init -a cddpm -d "$D/train-0.cgd" --unet 1.5 -o m.cgm
+	run -1 --separate-stderr cg-init -a cddpm -d "$D/train-0.cgd" --attn \
+		-o m.cgm
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-init: "*"attn without a U-Net"* ]]
+	[ ! -e m.cgm ]
+}
+
+@test "cddpm --unet --attn: self-attention's tensors; it trains and draws" {
+	cg-init -a cddpm -d "$D/train-0.cgd" --unet 4 --attn --hidden 16 \
+		--embed 8 --timesteps 100 --seed 1 -o ua.cgm
+	run -0 manifest ua.cgm '[.config.attn, (.tensors | length), ([.tensors[] | select(.name | test("^attn")) | .name + ":" + (.shape | map(tostring) | join("x"))] | join(" ")), .tensors[57].name]'
+	assert_output '[1,97,"attn.n.g:8 attn.n.b:8 attn.qkv.w:24x8 attn.qkv.b:24 attn.proj.w:8x8 attn.proj.b:8","up.2.n1.g"]'
+	cg-train-step -q -m ua.cgm -d "$D/train-0.cgd" -e model -k 10 \
+		--batch 20 --lr 2e-3 --seed 1 -o ua10.cgm
+	run -0 cg-eval --json -m ua.cgm -d "$D/test.cgd"
+	before=$output
+	run -0 cg-eval --json -m ua10.cgm -d "$D/test.cgd"
+	jq -e --argjson b "$before" '.step == 10 and .mse < $b.mse - 0.2' \
+		<<<"$output"
+	run -0 cg-sample -m ua10.cgm -n 2 --steps 5 --guidance 1 -o g.png
+	run -0 png_size g.png
+	assert_output '62 302 8 0'
+}
+
+@test "cddpm: a model without the unet key is the MLP, as before" {
+	with_config 'del(.unet)'
+	run -0 cg-eval --json -m odd.cgm -d "$D/test.cgd" --seed 1
+	old=$output
+	run -0 cg-eval --json -m "$D/dm.cgm" -d "$D/test.cgd" --seed 1
+	jq -e --argjson o "$old" '.mse == $o.mse' <<<"$output"
+	cg-sample -m odd.cgm -n 2 --steps 5 --seed 2 -f pgm -o a.pgm
+	cg-sample -m "$D/dm.cgm" -n 2 --steps 5 --seed 2 -f pgm -o b.pgm
+	cmp a.pgm b.pgm
+	# and a bad one is one line, exit 1
+	for bad in '.unet = 0.5' '.unet = 4097' '.unet = "4"' '.attn = 2'; do
+		with_config "$bad"
+		run -1 --separate-stderr cg-eval -m odd.cgm -d "$D/test.cgd"
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ $stderr == "cg-eval: odd.cgm: "*'"'"${bad:1:4}"* ]]
+	done
+}
+
 # ------------------------------------------------------ training and eval
 
 @test "cddpm: training lowers the held-out mse; cg-eval reports mse alone" {
@@ -151,6 +223,22 @@ with_config() {
 
 }
 
+@test "cddpm --unet: training lowers the held-out mse; the same seed, the same bytes" {
+	for s in 1 1; do
+		cg-train-step -q -m "$D/unet.cgm" -d "$D/train-0.cgd" -e model \
+			-k 20 --batch 20 --lr 2e-3 --seed 1 -o u$s-$RANDOM.cgm
+	done
+	run -0 bash -c 'sha256sum u1-*.cgm | cut -d" " -f1 | sort -u | wc -l'
+	assert_output 1
+	mv "$(ls u1-*.cgm | head -n 1)" trained.cgm
+	run -0 cg-eval --json -m "$D/unet.cgm" -d "$D/test.cgd"
+	before=$output
+	run -0 cg-eval --json -m trained.cgm -d "$D/test.cgd"
+	jq -e --argjson b "$before" \
+		'.arch == "cddpm" and .step == 20 and .mse < $b.mse - 0.2' \
+		<<<"$output"
+}
+
 # ------------------------------------------------------------ cg-sample
 
 @test "cg-sample --help lists the diffusion options" {
@@ -168,6 +256,19 @@ with_config() {
 		--steps 20 --sampler ddpm -o two.png
 	run -0 png_size two.png
 	assert_output '62 62 8 0'
+}
+
+@test "cg-sample: a U-Net cddpm draws a grid, guided or not" {
+	run -0 cg-sample -m "$D/unet.cgm" -n 2 --steps 5 --guidance 1.5 \
+		-o grid.png
+	run -0 png_size grid.png
+	assert_output '62 302 8 0'
+	cg-sample -m "$D/unet.cgm" -c 3 -n 2 --steps 5 --seed 5 -o a.pgm
+	cg-sample -m "$D/unet.cgm" -c 3 -n 2 --steps 5 --seed 5 -o b.pgm
+	cmp a.pgm b.pgm
+	cg-sample -m "$D/unet.cgm" -c 3 -n 2 --steps 5 --seed 5 \
+		--sampler ddpm -o c.pgm
+	! cmp -s a.pgm c.pgm
 }
 
 @test "cg-sample: DDIM draws a function of the seed; DDPM and guidance change it" {

@@ -241,12 +241,61 @@ class Cclf:
 
 # ----------------------------------------------------------------- cddpm
 
+def groups(n):
+    """The groups of a cddpm U-Net's norm over n channels: the most, up
+    to 8, of at least 4 channels each."""
+    return next((g for g in range(8, 1, -1) if n % g == 0 and n // g >= 4),
+                1)
+
+
+def group_norm(m, x):
+    """nn.GroupNorm m on x in m's precision: under autocast a
+    convolution's bf16 output meets float32 weights, which group_norm
+    refuses (cg normalises in float too)."""
+    return m(x.to(m.weight.dtype))
+
+
+class ResBlock(nn.Module):
+    """A residual block of the cddpm U-Net (cddpm.h): GN, SiLU, 3x3
+    convolution, plus a projection of silu(emb) per channel, GN, SiLU,
+    3x3 convolution, plus the input (through a 1x1 convolution where the
+    channels change)."""
+
+    def __init__(self, cin, cout, E):
+        super().__init__()
+        self.n1 = nn.GroupNorm(groups(cin), cin)
+        self.c1 = nn.Conv2d(cin, cout, 3, 1, 1)
+        self.emb = nn.Linear(E, cout)
+        self.n2 = nn.GroupNorm(groups(cout), cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
+
+    def forward(self, x, es):
+        h = self.c1(F.silu(group_norm(self.n1, x))) + \
+            self.emb(es)[:, :, None, None]
+        h = self.c2(F.silu(group_norm(self.n2, h)))
+        return h + (self.skip(x) if self.skip is not None else x)
+
+    def named_tensors(self, name):
+        out = []
+        for n, m in [("n1", self.n1), ("c1", self.c1), ("emb", self.emb),
+                     ("n2", self.n2), ("c2", self.c2), ("skip", self.skip)]:
+            if m is not None:
+                w = "g" if isinstance(m, nn.GroupNorm) else "w"
+                out += [("%s.%s.%s" % (name, n, w), m.weight),
+                        ("%s.%s.b" % (name, n), m.bias)]
+        return out
+
+
 class Cddpm:
     """The diffusion model of lib/arch/cddpm/cddpm.h: an MLP that gives x0 or v, the
     time and condition embeddings added to every hidden layer, the
     weighted mean squared error of x0 or v (or, a v-network without
-    snr-clip, of the noise).  The schedule, the time encoding and the
-    noising are computed here from their definitions, in float64."""
+    snr-clip, of the noise); with unet > 0 a U-Net of three levels in
+    its place (a residual block each way per level and one in the
+    middle, skips concatenated, the embedding projected in each block).
+    The schedule, the time encoding and the noising are computed here
+    from their definitions, in float64."""
 
     name = "cddpm"
     configs = [
@@ -268,6 +317,25 @@ class Cddpm:
         ["in_dim=12", "ncond=3", "hidden=8", "layers=3", "embed=4",
          "timesteps=200", "snr-clip=0", "predict-x0=1", "batch=9",
          "seed=7"],
+        # the U-Net: 8x8x1 at 2 channels giving x0, 4x8x3 at 4 giving v
+        # (down to 1x2), with the loss on eps, and 28x28x1 at 8 (groups
+        # of 4 channels; 7x7 at the bottom)
+        ["in_dim=64", "ncond=3", "hidden=6", "layers=1", "embed=4",
+         "timesteps=100", "snr-clip=5", "predict-x0=1", "unet=2",
+         "image_h=8", "image_w=8", "image_c=1", "batch=5", "seed=8"],
+        ["in_dim=96", "ncond=4", "hidden=8", "layers=1", "embed=6",
+         "timesteps=1000", "unet=4", "image_h=4", "image_w=8", "image_c=3",
+         "batch=6", "seed=9"],
+        ["in_dim=784", "ncond=10", "hidden=16", "layers=1", "embed=8",
+         "timesteps=1000", "snr-clip=5", "predict-x0=1", "unet=8",
+         "image_h=28", "image_w=28", "image_c=1", "batch=3", "seed=10"],
+        # self-attention over 3x2 and 4x4 positions
+        ["in_dim=96", "ncond=3", "hidden=6", "layers=1", "embed=4",
+         "timesteps=100", "snr-clip=5", "predict-x0=1", "unet=2", "attn=1",
+         "image_h=12", "image_w=8", "image_c=1", "batch=4", "seed=11"],
+        ["in_dim=512", "ncond=4", "hidden=8", "layers=1", "embed=6",
+         "timesteps=1000", "snr-clip=5", "unet=4", "attn=1", "image_h=16",
+         "image_w=16", "image_c=2", "batch=3", "seed=12"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -276,9 +344,13 @@ class Cddpm:
         def __init__(self, cfg):
             super().__init__()
             H, layers = cfg["hidden"], cfg["layers"]
+            self.cfg = cfg
             self.time = nn.Linear(cfg["embed"], H)
             # the last row is the null condition's
             self.cond = nn.Embedding(cfg["ncond"] + 1, H)
+            if cfg.get("unet", 0) > 0:
+                self.unet(cfg)
+                return
             d, hid = cfg["in_dim"], []
             for _ in range(layers):
                 hid.append(nn.Linear(d, H))
@@ -286,10 +358,61 @@ class Cddpm:
             self.hid = nn.ModuleList(hid)
             self.out = nn.Linear(H, cfg["in_dim"])
 
+        def unet(self, cfg):
+            """The U-Net of cddpm.h (unet > 0)."""
+            C, ch, E = cfg["unet"], cfg["image_c"], cfg["hidden"]
+            self.inc = nn.Conv2d(ch, C, 3, 1, 1)
+            self.ds1 = nn.Conv2d(C, C, 3, 2, 1)
+            self.ds2 = nn.Conv2d(2 * C, 2 * C, 3, 2, 1)
+            self.blocks = nn.ModuleDict()
+            for name, cin, cout in [("down.0", C, C), ("down.1", C, 2 * C),
+                                    ("down.2", 2 * C, 2 * C),
+                                    ("mid", 2 * C, 2 * C),
+                                    ("up.2", 4 * C, 2 * C),
+                                    ("up.1", 4 * C, 2 * C),
+                                    ("up.0", 3 * C, C)]:
+                self.blocks[name.replace(".", "_")] = ResBlock(cin, cout, E)
+            self.outn = nn.GroupNorm(groups(C), C)
+            self.outc = nn.Conv2d(C, ch, 3, 1, 1)
+            if cfg.get("attn", 0):
+                self.attn_n = nn.GroupNorm(groups(2 * C), 2 * C)
+                self.qkv = nn.Linear(2 * C, 6 * C)
+                self.proj = nn.Linear(2 * C, 2 * C)
+
+        def attn(self, x):
+            """Self-attention over the positions of x (NCHW), one head."""
+            B, d, h, w = x.shape
+            n = group_norm(self.attn_n, x).permute(0, 2, 3, 1)
+            q, k, v = self.qkv(n.reshape(B, h * w, d)).split(d, 2)
+            a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(d), 2)
+            o = self.proj(a @ v).view(B, h, w, d).permute(0, 3, 1, 2)
+            return x + o
+
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
             out = [("time.w", self.time.weight), ("time.b", self.time.bias),
                    ("cond.emb", self.cond.weight)]
+            if self.cfg.get("unet", 0) > 0:
+                out += [("in.w", self.inc.weight), ("in.b", self.inc.bias)]
+                for name in ["down.0", "down.1", "down.2", "mid", "up.2",
+                             "up.1", "up.0"]:
+                    if name in ("down.1", "down.2"):
+                        m = self.ds1 if name == "down.1" else self.ds2
+                        d = "ds." + name[-1]
+                        out += [(d + ".w", m.weight), (d + ".b", m.bias)]
+                    out += self.blocks[name.replace(".", "_")] \
+                        .named_tensors(name)
+                    if name == "mid" and self.cfg.get("attn", 0):
+                        out += [("attn.n.g", self.attn_n.weight),
+                                ("attn.n.b", self.attn_n.bias),
+                                ("attn.qkv.w", self.qkv.weight),
+                                ("attn.qkv.b", self.qkv.bias),
+                                ("attn.proj.w", self.proj.weight),
+                                ("attn.proj.b", self.proj.bias)]
+                return out + [("out.n.g", self.outn.weight),
+                              ("out.n.b", self.outn.bias),
+                              ("out.w", self.outc.weight),
+                              ("out.b", self.outc.bias)]
             for i, m in enumerate(self.hid):
                 out += [("hid.%d.w" % i, m.weight), ("hid.%d.b" % i, m.bias)]
             return out + [("out.w", self.out.weight),
@@ -304,10 +427,33 @@ class Cddpm:
             # weights' precision (bench/torch_speed.py runs in float32)
             enc = torch.cat([a.sin(), a.cos()], 1).to(self.time.weight.dtype)
             emb = self.time(enc) + self.cond(cond)
+            if self.cfg.get("unet", 0) > 0:
+                return self.unet_forward(xt, emb)
             h = xt
             for m in self.hid:
                 h = F.relu(m(h) + emb)
             return self.out(h)
+
+        def unet_forward(self, xt, emb):
+            """The U-Net on x_t [B, in_dim] (channels-last rows, as cg
+            keeps an image) and emb [B, hidden]; its output as rows."""
+            B, cfg, blk = xt.shape[0], self.cfg, self.blocks
+            x = xt.view(B, cfg["image_h"], cfg["image_w"], cfg["image_c"])
+            x = x.permute(0, 3, 1, 2)
+            es = F.silu(emb)
+            s0 = blk["down_0"](self.inc(x), es)
+            s1 = blk["down_1"](self.ds1(s0), es)
+            s2 = blk["down_2"](self.ds2(s1), es)
+            h = blk["mid"](s2, es)
+            if cfg.get("attn", 0):
+                h = self.attn(h)
+            h = blk["up_2"](torch.cat([h, s2], 1), es)
+            h = F.interpolate(h, scale_factor=2)
+            h = blk["up_1"](torch.cat([h, s1], 1), es)
+            h = F.interpolate(h, scale_factor=2)
+            h = blk["up_0"](torch.cat([h, s0], 1), es)
+            o = self.outc(F.silu(group_norm(self.outn, h)))
+            return o.permute(0, 2, 3, 1).reshape(B, -1)
 
     @staticmethod
     def run(net, cfg, d):

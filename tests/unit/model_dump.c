@@ -251,20 +251,37 @@ static int
 cddpm_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
            struct result *res)
 {
-	struct cg_cddpm_config c = {
-	    int_of(m, "in_dim"), int_of(m, "ncond"),     int_of(m, "hidden"),
-	    int_of(m, "layers"), int_of(m, "embed"),     int_of(m, "timesteps"),
-	    snr_clip_of(m),      int_of(m, "predict-x0")};
+	struct cg_cddpm_config c = {int_of(m, "in_dim"),
+	                            int_of(m, "ncond"),
+	                            int_of(m, "hidden"),
+	                            int_of(m, "layers"),
+	                            int_of(m, "embed"),
+	                            int_of(m, "timesteps"),
+	                            snr_clip_of(m),
+	                            int_of(m, "predict-x0"),
+	                            int_of(m, "unet"),
+	                            0,
+	                            0,
+	                            0,
+	                            int_of(m, "attn")};
 	size_t nx = (size_t)B * c.in_dim;
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(nx, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
 	int32_t *t = calloc((size_t)B, sizeof(int32_t));
-	struct cg_cddpm_ws *ws = cg_cddpm_ws_new(&c, B);
-	int rc = -1;
+	struct cg_cddpm_ws *ws = NULL;
+	int shape[3], rc = -1;
 
 	(void)T;
-	if (!x || !eps || !cond || !t || !ws) {
-		cg_seterr("out of memory");
+	/* The U-Net's image shape is the manifest's. */
+	if (c.unet > 0) {
+		if (m->arch->image_shape(m, shape) != 0)
+			goto out;
+		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
+	}
+	if (!x || !eps || !cond || !t ||
+	    (ws = cg_cddpm_ws_new(&c, B)) == NULL) {
+		if (!x || !eps || !cond || !t)
+			cg_seterr("out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < m->nparams; i++)

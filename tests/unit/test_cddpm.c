@@ -13,8 +13,10 @@
  * description over cg_cddpm_predict: DDIM and DDPM, guided and not, with
  * the same draws; DDIM is a function of the seed alone, guidance 0 is the
  * conditional prediction alone, and guidance changes nothing where the
- * null condition's embedding is the condition's.  Exit 0 pass, 1 fail
- * (automake convention).
+ * null condition's embedding is the condition's.  The U-Net: its config
+ * limits and view table, batch invariance, and every view's gradient
+ * against central differences (its forward pass against PyTorch's is
+ * torch_check.py's).  Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +32,7 @@
 
 #include "fd.h"
 
-#define MAXV 64
+#define MAXV 128
 #define EPS CG_CDDPM_EPS_LOSS
 
 static struct cg_rng rng;
@@ -195,7 +197,8 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out,
 static void
 test_config(void)
 {
-	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5, 1};
+	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5,
+	                            1,   0,  0,   0, 0,   0};
 	size_t want = 512 * 128 + 512 + 11 * 512 + 512 * 785 + 2 * (512 * 513) +
 	              784 * 513;
 
@@ -230,7 +233,7 @@ test_config(void)
 	       "2^20 wide and 64 deep: too many parameters");
 
 	/* Ho et al.'s schedule at T = 1000: abar_999 = 4.04e-5. */
-	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1};
+	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1, 0, 0, 0, 0, 0};
 	double *ab = xcalloc(1000, sizeof(double));
 	cg_cddpm_schedule(&h, ab);
 	char what[128];
@@ -247,7 +250,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1};
+	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0};
 	struct cg_view v[MAXV];
 	int n = cg_cddpm_views(&c, v, MAXV), ok = n == 9;
 	static const char *const names[] = {"time.w",  "time.b",  "cond.emb",
@@ -274,7 +277,10 @@ test_errors(void)
 	struct tcase t;
 	double loss = -1;
 
-	tcase_init(&t, (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1}, 3);
+	tcase_init(
+	    &t,
+	    (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0, 0},
+	    3);
 	t.cond[1] = 4;
 	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
 	                                 t.t, t.eps, 3, t.grad, &loss) == -1 &&
@@ -403,14 +409,16 @@ test_grad(struct cg_cddpm_config c, int B)
 	tcase_init(&t, c, B);
 	tloss(&t, t.grad);
 	printf("     config in=%d cond=%d hidden=%d layers=%d embed=%d "
-	       "T=%d snr-clip %g x0 %d, B=%d, %zu params\n",
+	       "T=%d snr-clip %g x0 %d unet %d (%dx%dx%d) attn %d, B=%d, "
+	       "%zu params\n",
 	       c.in_dim, c.ncond, c.hidden, c.layers, c.embed, c.timesteps,
-	       c.snr_clip, c.predict_x0, B, t.np);
+	       c.snr_clip, c.predict_x0, c.unet, c.height, c.width, c.channels,
+	       c.attn, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d snr-clip %g: every gradient vs central "
-	         "differences (worst rel err %.3g)",
-	         c.layers, c.snr_clip, worst);
+	         "layers=%d snr-clip %g unet %d attn %d: every gradient vs "
+	         "central differences (worst rel err %.3g)",
+	         c.layers, c.snr_clip, c.unet, c.attn, worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	/* The null condition's row gets a gradient (tcase_init gives
@@ -425,11 +433,15 @@ test_grad(struct cg_cddpm_config c, int B)
 	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
 	       "checker rejects a gradient off by 0.05 in one element");
 	t.grad[t.v[2].off + 1] -= 0.05f;
-	const struct cg_view *v = &t.v[0];
+	/* The MLP's time layer; the U-Net's output convolution (its time
+	 * layer's gradient can be below the checker's floor: the embedding
+	 * reaches it through group norms). */
+	const struct cg_view *v = c.unet ? view(&t, "out.w") : &t.v[0];
 	for (size_t j = 0; j < v->n; j++)
 		t.grad[v->off + j] *= 0.97f;
-	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol,
-	       "checker rejects the time layer's gradient scaled by 0.97");
+	snprintf(what, sizeof(what),
+	         "checker rejects %s's gradient scaled by 0.97", v->name);
+	expect(check_grad(&t, t.grad, 1) > FD_IMAGE.tol, what);
 	tcase_free(&t);
 }
 
@@ -523,7 +535,7 @@ test_sample(void)
 {
 	struct tcase t;
 	const int n = 3;
-	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1};
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0};
 	int cond[3] = {1, 1, 1};
 	char what[160];
 
@@ -612,6 +624,169 @@ test_sample(void)
 	tcase_free(&t);
 }
 
+/* ------------------------------------------------------------- U-Net */
+
+/* The U-Net's parameter count from cddpm.h, for C channels, an image of
+ * ch channels, embedding width E after the embeddings' P0 floats. */
+static size_t
+unet_count(size_t P0, int C, int ch, int E)
+{
+	/* in, out channels of each block: down.0 .. up.0 */
+	static const int in[7] = {1, 1, 2, 2, 4, 4, 3};
+	static const int out[7] = {1, 2, 2, 2, 2, 2, 1};
+	size_t n = P0 + (size_t)ch * C * 9 + C;
+
+	n += (size_t)C * C * 9 + C + (size_t)4 * C * C * 9 + 2 * C; /* ds */
+	for (int i = 0; i < 7; i++) {
+		size_t a = (size_t)in[i] * C, b = (size_t)out[i] * C;
+		n += 2 * a + a * b * 9 + b + b * E + b + 2 * b + b * b * 9 + b;
+		if (a != b)
+			n += a * b + b;
+	}
+	return n + 2 * (size_t)C + (size_t)ch * C * 9 + ch;
+}
+
+static void
+test_unet_config(void)
+{
+	struct cg_cddpm_config c = {784, 10, 64, 3,  32, 1000, 5,
+	                            1,   16, 28, 28, 1,  0};
+	struct cg_view v[MAXV];
+	size_t emb = 64 * 32 + 64 + 11 * 64;
+	char what[160];
+
+	snprintf(what, sizeof(what),
+	         "28x28x1, unet 16, hidden 64: %zu parameters as counted",
+	         cg_cddpm_nparams(&c));
+	expect(cg_cddpm_check_config(&c) == 0 &&
+	           cg_cddpm_nparams(&c) == unet_count(emb, 16, 1, 64),
+	       what);
+	int n = cg_cddpm_views(&c, v, MAXV), ok = n == CG_CDDPM_UNET_VIEWS;
+	size_t off = 0;
+	for (int i = 0; ok && i < n; i++) {
+		ok &= v[i].off == off;
+		off += v[i].n;
+	}
+	ok &= off == cg_cddpm_nparams(&c);
+	snprintf(what, sizeof(what),
+	         "unet views: %d, contiguous over the buffer", n);
+	expect(ok, what);
+	static const struct {
+		int i;
+		const char *name;
+		int ndim, s0, s1, decay;
+	} some[] = {{2, "cond.emb", 2, 11, 64, 0},
+	            {3, "in.w", 4, 16, 1, 1},
+	            {5, "down.0.n1.g", 1, 16, 0, 0},
+	            {9, "down.0.emb.w", 2, 16, 64, 1},
+	            {15, "ds.1.w", 4, 16, 16, 1},
+	            {27, "down.1.skip.w", 4, 32, 16, 1},
+	            {87, "out.n.g", 1, 16, 0, 0},
+	            {89, "out.w", 4, 1, 16, 1},
+	            {90, "out.b", 1, 1, 0, 0}};
+	ok = n == CG_CDDPM_UNET_VIEWS;
+	for (size_t i = 0; ok && i < sizeof(some) / sizeof(some[0]); i++) {
+		const struct cg_view *w = &v[some[i].i];
+		ok &= strcmp(w->name, some[i].name) == 0 &&
+		      w->ndim == some[i].ndim &&
+		      w->shape[0] == (uint64_t)some[i].s0 &&
+		      (some[i].ndim == 1 ||
+		       w->shape[1] == (uint64_t)some[i].s1) &&
+		      w->decay == some[i].decay;
+		if (!ok)
+			printf("     view %d: %s\n", some[i].i, w->name);
+	}
+	ok &= v[27].shape[2] == 1 && v[3].shape[2] == 3;
+	expect(ok, "unet views: names, shapes and decay");
+	expect(cg_cddpm_views(&c, v, CG_CDDPM_UNET_VIEWS - 1) == -1,
+	       "unet views: too small a table");
+
+	c.height = 14, c.width = 56;
+	expect(cg_cddpm_check_config(&c) == -1 &&
+	           strstr(cg_errmsg(), "14x56x1") != NULL,
+	       "the U-Net refuses a side not a multiple of 4");
+	c.height = 28, c.width = 28, c.channels = 3;
+	expect(cg_cddpm_check_config(&c) == -1,
+	       "the U-Net refuses a shape that is not in_dim's");
+	c.channels = 1;
+	c.unet = CG_CDDPM_MAX_UNET + 1;
+	expect(cg_cddpm_check_config(&c) == -1 && strstr(cg_errmsg(), "unet"),
+	       "too wide a U-Net is refused");
+	c.unet = 0;
+	c.height = 5; /* read only with a U-Net */
+	expect(cg_cddpm_check_config(&c) == 0, "unet 0: the shape is unread");
+	c.attn = 1;
+	expect(cg_cddpm_check_config(&c) == -1 && strstr(cg_errmsg(), "attn"),
+	       "attn without a U-Net is refused");
+
+	/* attn: 6 views after mid's, d = 2C = 32. */
+	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
+	                             1,   16, 28, 28, 1,  1};
+	n = cg_cddpm_views(&c, v, MAXV);
+	size_t d = 32;
+	snprintf(what, sizeof(what),
+	         "attn: %d views, %zu parameters (%zu more)", n,
+	         cg_cddpm_nparams(&c),
+	         cg_cddpm_nparams(&c) - unet_count(emb, 16, 1, 64));
+	expect(n == CG_CDDPM_UNET_VIEWS + CG_CDDPM_ATTN_VIEWS &&
+	           cg_cddpm_nparams(&c) == unet_count(emb, 16, 1, 64) + 2 * d +
+	                                       3 * d * d + 3 * d + d * d + d &&
+	           strcmp(v[51].name, "attn.n.g") == 0 &&
+	           strcmp(v[53].name, "attn.qkv.w") == 0 &&
+	           v[53].shape[0] == 3 * d && v[53].shape[1] == d &&
+	           strcmp(v[56].name, "attn.proj.b") == 0 &&
+	           strcmp(v[57].name, "up.2.n1.g") == 0 &&
+	           v[51].off == v[50].off + v[50].n,
+	       what);
+	c.attn = 2;
+	expect(cg_cddpm_check_config(&c) == -1, "attn is 0 or 1");
+}
+
+/* The loss of a batch is the mean of its examples', and
+ * cg_cddpm_predict agrees with the training pass's x0 or v. */
+static void
+test_unet_batch(struct cg_cddpm_config c, int B)
+{
+	struct tcase t;
+	const int D = c.in_dim;
+	char what[160];
+
+	tcase_init(&t, c, B);
+	double loss = tloss(&t, NULL);
+	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1);
+	double sum = 0;
+	for (int b = 0; b < B; b++) {
+		double l;
+		if (one == NULL ||
+		    cg_cddpm_forward_backward(
+		        &c, t.params, one, t.x0 + (size_t)b * D, t.cond + b,
+		        t.t + b, t.eps + (size_t)b * D, 1, NULL, &l) != 0)
+			die("one example");
+		sum += l / B;
+	}
+	snprintf(what, sizeof(what),
+	         "unet %d, %dx%dx%d: a batch's loss %.9g is the mean of its "
+	         "examples' %.9g",
+	         c.unet, c.height, c.width, c.channels, loss, sum);
+	expect(loss > 0 && fabs(sum - loss) < 1e-6 * (1 + loss), what);
+
+	/* The sampler runs the U-Net as it runs the MLP: guided DDPM, the
+	 * conditional and null passes as one batch of 2B. */
+	struct cg_cddpm_sampling smp = {1.5, 4, 0, 1};
+	float *img = xcalloc((size_t)B * D, sizeof(float));
+	struct cg_rng r;
+	int ok = 1;
+	cg_rng_seed(&r, 3);
+	ok = cg_cddpm_sample(&c, t.params, t.ws, t.cond, B, &smp, &r, img) == 0;
+	for (size_t i = 0; ok && i < (size_t)B * D; i++)
+		ok = img[i] >= 0 && img[i] <= 1;
+	ok &= maxdiff(img, img + D, (size_t)D) > 0;
+	expect(ok, "unet: guided DDPM draws images in [0, 1]");
+	free(img);
+	cg_cddpm_ws_free(one);
+	tcase_free(&t);
+}
+
 int
 main(void)
 {
@@ -626,19 +801,63 @@ main(void)
 	 * 0), clipped where some of the timesteps drawn pass the clip, on v
 	 * (clip past every snr); its x0, with the same and the loss on
 	 * eps. */
-	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0}, 5);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0}, 7);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0}, 6);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0}, 6);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1}, 7);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1}, 6);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1}, 5);
-	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0}, 4);
-	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0}, 6);
-	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0}, 6);
-	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1}, 6);
-	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1}, 5);
+	test_forward(
+	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0, 0, 0, 0},
+	    5);
+	test_forward(
+	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0, 0, 0, 0},
+	    7);
+	test_forward(
+	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0, 0, 0, 0},
+	    6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0, 0, 0,
+	                                      0, 0, 0},
+	             6);
+	test_forward(
+	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0, 0, 0, 0},
+	    7);
+	test_forward(
+	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0, 0, 0, 0},
+	    6);
+	test_forward(
+	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0, 0, 0, 0},
+	    5);
+	test_grad(
+	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0, 0, 0},
+	    4);
+	test_grad(
+	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0, 0},
+	    6);
+	test_grad(
+	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0, 0, 0},
+	    6);
+	test_grad(
+	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0, 0},
+	    6);
+	test_grad(
+	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0, 0, 0},
+	    5);
 	test_sample();
+
+	/* The U-Net: 8x8x1 at 2 channels (groups of 1 and 2), 4x8x3 at 4
+	 * (down to 1x2 positions, groups of 1 to 4), each output. */
+	test_unet_config();
+	test_unet_batch(
+	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0},
+	    5);
+	test_grad(
+	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0},
+	    4);
+	test_grad(
+	    (struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8, 3, 0},
+	    3);
+	/* Self-attention over 3x2 positions. */
+	test_unet_batch(
+	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1},
+	    4);
+	test_grad(
+	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1},
+	    4);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

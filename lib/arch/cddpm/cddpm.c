@@ -10,7 +10,12 @@
  * activations are kept after ReLU (positive exactly where the
  * pre-activation was), which is all backward needs.  The schedule is
  * computed in double once per workspace; the products that reach floats
- * are its coefficients rounded once.
+ * are its coefficients rounded once.  The U-Net (unet > 0) has its own
+ * layout (unet_of), init and passes (unet_*), and shares the embeddings,
+ * the loss and the samplers with the MLP; its workspace keeps every map
+ * of the forward pass and one gradient per map, which the backward pass
+ * clears and then accumulates into (a map read twice, a skip, sums both
+ * readers' gradients).
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +24,12 @@
 
 #include "arch/cddpm/cddpm.h"
 #include "core/arena.h"
+#include "nn/conv.h"
+#include "nn/gemm.h"
 #include "nn/nn.h"
+
+/* Floats of unfolded input the convolutions may take at once (16 MiB). */
+#define COL_BUDGET ((size_t)1 << 22)
 
 /* ---------------------------------------------------------------- layout */
 
@@ -66,6 +76,181 @@ linear_at(const struct cg_cddpm_config *c, int idx)
 	return ln;
 }
 
+/* ---------------------------------------------------------- U-Net layout */
+
+/* The residual blocks, in buffer order. */
+enum { RB_D0, RB_D1, RB_D2, RB_MID, RB_U2, RB_U1, RB_U0, NRB };
+
+/* The maps of the forward pass, each [B, positions of its level,
+ * channels]: what each block reads and writes, and between them. */
+enum {
+	M_H0, /* in * x_t */
+	M_S0, /* down.0 */
+	M_P1, /* ds.1 */
+	M_S1, /* down.1 */
+	M_P2, /* ds.2 */
+	M_S2, /* down.2 */
+	M_M,  /* mid */
+	M_A,  /* attn(mid), with attn */
+	M_K2, /* cat(mid or attn(mid), s2) */
+	M_U2, /* up.2 */
+	M_V1, /* up-sampled u2 */
+	M_K1, /* cat(v1, s1) */
+	M_U1, /* up.1 */
+	M_V0, /* up-sampled u1 */
+	M_K0, /* cat(v0, s0) */
+	M_U0, /* up.0 */
+	NMAP
+};
+
+/* Each map's level (0: H x W, 1: H/2, 2: H/4) and channels over C. */
+static const struct {
+	int level, mult;
+} map_spec[NMAP] = {{0, 1}, {0, 1}, {1, 1}, {1, 2}, {2, 2}, {2, 2},
+                    {2, 2}, {2, 2}, {2, 4}, {2, 2}, {1, 2}, {1, 4},
+                    {1, 2}, {0, 2}, {0, 3}, {0, 1}};
+
+/* Each block's name, input and output map. */
+static const struct {
+	const char *name;
+	int in, out;
+} rb_spec[NRB] = {{"down.0", M_H0, M_S0}, {"down.1", M_P1, M_S1},
+                  {"down.2", M_P2, M_S2}, {"mid", M_S2, M_M},
+                  {"up.2", M_K2, M_U2},   {"up.1", M_K1, M_U1},
+                  {"up.0", M_K0, M_U0}};
+
+/* A residual block's shapes and where its tensors are. */
+struct rb {
+	int in, out, G1, G2, P; /* channels, groups of n1 and n2, positions */
+	struct cg_conv c1, c2, sk; /* sk (1x1) where in != out */
+	size_t n1g, n1b, c1w, c1b, ew, eb, n2g, n2b, c2w, c2b, skw, skb;
+};
+
+/* The whole U-Net: its sizes, convolutions, blocks and tensors. */
+struct unet {
+	int C, ch, E;         /* channels of level 0, image, embedding */
+	int H[3], W[3], P[3]; /* each level's sides and positions */
+	int Go;               /* groups of the output norm */
+	int attn, Ga;         /* self-attention, its norm's groups */
+	struct cg_conv cin, ds1, ds2, cout;
+	struct rb rb[NRB];
+	size_t inw, inb, ds1w, ds1b, ds2w, ds2b, ong, onb, outw, outb, end;
+	size_t ang, anb, aqw, aqb, apw, apb; /* attn's */
+};
+
+/* The groups of a norm over n channels: the most, up to 8, of at least
+ * 4 channels each (1 below 8 channels), so that the embedding added
+ * per channel before a norm does not vanish in it. */
+static int
+groups(int n)
+{
+	for (int g = 8; g > 1; g--)
+		if (n % g == 0 && n / g >= 4)
+			return g;
+	return 1;
+}
+
+/* Channels of map i. */
+static int
+map_ch(const struct unet *u, int i)
+{
+	return map_spec[i].mult * u->C;
+}
+
+/* Floats of map i for one example (0 for attn's without it). */
+static size_t
+map_size(const struct unet *u, int i)
+{
+	if (i == M_A && !u->attn)
+		return 0;
+	return (size_t)u->P[map_spec[i].level] * map_ch(u, i);
+}
+
+/* The U-Net of c (unet > 0); -1 (no message) where the image does not
+ * make one. */
+static int
+unet_of(const struct cg_cddpm_config *c, struct unet *u)
+{
+	const int C = c->unet, H = c->height, W = c->width, ch = c->channels;
+	size_t o = emb_off(c) + ((size_t)c->ncond + 1) * c->hidden;
+
+	memset(u, 0, sizeof(*u));
+	if (C < 1 || C > CG_CDDPM_MAX_UNET || H < 4 || W < 4 || H % 4 ||
+	    W % 4 || ch < 1 || (int64_t)H * W * ch != c->in_dim)
+		return -1;
+	u->C = C, u->ch = ch, u->E = c->hidden;
+	for (int l = 0; l < 3; l++) {
+		u->H[l] = H >> l, u->W[l] = W >> l;
+		u->P[l] = u->H[l] * u->W[l];
+	}
+	u->Go = groups(C);
+	u->attn = c->attn;
+	u->Ga = groups(2 * C);
+	if (cg_conv_shape(&u->cin, ch, H, W, C, 3, 1, 1) != 0 ||
+	    cg_conv_shape(&u->ds1, C, H, W, C, 3, 2, 1) != 0 ||
+	    cg_conv_shape(&u->ds2, 2 * C, H / 2, W / 2, 2 * C, 3, 2, 1) != 0 ||
+	    cg_conv_shape(&u->cout, C, H, W, ch, 3, 1, 1) != 0)
+		return -1;
+#define TAKE(f, k) (f = o, o += (size_t)(k))
+	TAKE(u->inw, cg_conv_wsize(&u->cin));
+	TAKE(u->inb, C);
+	for (int i = 0; i < NRB; i++) {
+		struct rb *k = &u->rb[i];
+		const int l = map_spec[rb_spec[i].out].level;
+
+		k->in = map_ch(u, rb_spec[i].in);
+		k->out = map_ch(u, rb_spec[i].out);
+		k->G1 = groups(k->in), k->G2 = groups(k->out);
+		k->P = u->P[l];
+		if (cg_conv_shape(&k->c1, k->in, u->H[l], u->W[l], k->out, 3, 1,
+		                  1) != 0 ||
+		    cg_conv_shape(&k->c2, k->out, u->H[l], u->W[l], k->out, 3,
+		                  1, 1) != 0 ||
+		    (k->in != k->out &&
+		     cg_conv_shape(&k->sk, k->in, u->H[l], u->W[l], k->out, 1,
+		                   1, 0) != 0))
+			return -1;
+		/* The down-sampling convolution before the block's level. */
+		if (i == RB_D1) {
+			TAKE(u->ds1w, cg_conv_wsize(&u->ds1));
+			TAKE(u->ds1b, C);
+		} else if (i == RB_D2) {
+			TAKE(u->ds2w, cg_conv_wsize(&u->ds2));
+			TAKE(u->ds2b, 2 * C);
+		}
+		TAKE(k->n1g, k->in);
+		TAKE(k->n1b, k->in);
+		TAKE(k->c1w, cg_conv_wsize(&k->c1));
+		TAKE(k->c1b, k->out);
+		TAKE(k->ew, (size_t)k->out * u->E);
+		TAKE(k->eb, k->out);
+		TAKE(k->n2g, k->out);
+		TAKE(k->n2b, k->out);
+		TAKE(k->c2w, cg_conv_wsize(&k->c2));
+		TAKE(k->c2b, k->out);
+		if (k->in != k->out) {
+			TAKE(k->skw, cg_conv_wsize(&k->sk));
+			TAKE(k->skb, k->out);
+		}
+		if (i == RB_MID && u->attn) {
+			const size_t d = 2 * (size_t)C;
+			TAKE(u->ang, d);
+			TAKE(u->anb, d);
+			TAKE(u->aqw, 3 * d * d);
+			TAKE(u->aqb, 3 * d);
+			TAKE(u->apw, d * d);
+			TAKE(u->apb, d);
+		}
+	}
+	TAKE(u->ong, C);
+	TAKE(u->onb, C);
+	TAKE(u->outw, cg_conv_wsize(&u->cout));
+	TAKE(u->outb, ch);
+#undef TAKE
+	u->end = o;
+	return 0;
+}
+
 int
 cg_cddpm_check_config(const struct cg_cddpm_config *c)
 {
@@ -95,6 +280,31 @@ cg_cddpm_check_config(const struct cg_cddpm_config *c)
 	if (c->timesteps < CG_CDDPM_MIN_T || c->timesteps > CG_CDDPM_MAX_T)
 		return cg_seterr("cddpm: timesteps = %d: not in [%d, %d]",
 		                 c->timesteps, CG_CDDPM_MIN_T, CG_CDDPM_MAX_T);
+	if (c->unet < 0 || c->unet > CG_CDDPM_MAX_UNET)
+		return cg_seterr("cddpm: unet = %d: not in [0, %d]", c->unet,
+		                 CG_CDDPM_MAX_UNET);
+	if (c->attn != 0 && c->attn != 1)
+		return cg_seterr("cddpm: attn = %d: not 0 or 1", c->attn);
+	if (c->attn && !c->unet)
+		return cg_seterr("cddpm: attn without a U-Net");
+	if (c->unet) {
+		struct unet u;
+
+		if (unet_of(c, &u) != 0)
+			return cg_seterr("cddpm: images of %dx%dx%d for %d "
+			                 "inputs: the U-Net wants them so, "
+			                 "sides multiples of 4",
+			                 c->height, c->width, c->channels,
+			                 c->in_dim);
+		if (u.end > CG_CDDPM_MAX_PARAMS ||
+		    u.end > SIZE_MAX / sizeof(float))
+			return cg_seterr(
+			    "cddpm: %llu parameters: more than "
+			    "%llu",
+			    (unsigned long long)u.end,
+			    (unsigned long long)CG_CDDPM_MAX_PARAMS);
+		return 0;
+	}
 	/* Every width at most 2^20: no wrap below 2^63. */
 	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, E = c->embed;
 	uint64_t L = c->layers;
@@ -113,8 +323,97 @@ cg_cddpm_nparams(const struct cg_cddpm_config *c)
 {
 	if (cg_cddpm_check_config(c) != 0)
 		return 0;
+	if (c->unet) {
+		struct unet u;
+
+		unet_of(c, &u);
+		return u.end;
+	}
 	struct linear ln = linear_at(c, c->layers + 1);
 	return ln.b + ln.out;
+}
+
+/* A convolution's views: NAME.w [out, in, KH, KW] (decay), NAME.b. */
+static void
+conv_views(struct cg_view *v, const char *layer, size_t w, size_t b,
+           const struct cg_conv *cv)
+{
+	char name[sizeof(v->name)];
+
+	snprintf(name, sizeof(name), "%s.w", layer);
+	cg_view_set(&v[0], name, w, (size_t)cv->OC, cg_conv_wsize(cv) / cv->OC,
+	            1);
+	v[0].ndim = 4;
+	v[0].shape[1] = (uint64_t)cv->C;
+	v[0].shape[2] = (uint64_t)cv->KH;
+	v[0].shape[3] = (uint64_t)cv->KW;
+	snprintf(name, sizeof(name), "%s.b", layer);
+	cg_view_set(&v[1], name, b, (size_t)cv->OC, 0, 0);
+}
+
+/* A group norm's views: NAME.g and NAME.b [n], no decay. */
+static void
+norm_views(struct cg_view *v, const char *layer, size_t g, size_t b, int n)
+{
+	char name[sizeof(v->name)];
+
+	snprintf(name, sizeof(name), "%s.g", layer);
+	cg_view_set(&v[0], name, g, (size_t)n, 0, 0);
+	snprintf(name, sizeof(name), "%s.b", layer);
+	cg_view_set(&v[1], name, b, (size_t)n, 0, 0);
+}
+
+/* The U-Net's views after the embeddings' 3, from v[3]; the count. */
+static int
+unet_views(const struct cg_cddpm_config *c, struct cg_view *v)
+{
+	struct unet u;
+	char name[64];
+	int n = 3;
+
+	unet_of(c, &u);
+	conv_views(&v[n], "in", u.inw, u.inb, &u.cin);
+	n += 2;
+	for (int i = 0; i < NRB; i++) {
+		const struct rb *k = &u.rb[i];
+		const char *b = rb_spec[i].name;
+
+		if (i == RB_D1 || i == RB_D2) {
+			conv_views(&v[n], i == RB_D1 ? "ds.1" : "ds.2",
+			           i == RB_D1 ? u.ds1w : u.ds2w,
+			           i == RB_D1 ? u.ds1b : u.ds2b,
+			           i == RB_D1 ? &u.ds1 : &u.ds2);
+			n += 2;
+		}
+		snprintf(name, sizeof(name), "%s.n1", b);
+		norm_views(&v[n], name, k->n1g, k->n1b, k->in);
+		snprintf(name, sizeof(name), "%s.c1", b);
+		conv_views(&v[n + 2], name, k->c1w, k->c1b, &k->c1);
+		snprintf(name, sizeof(name), "%s.emb", b);
+		cg_view_linear(&v[n + 4], name, k->ew, k->eb, k->out, u.E);
+		snprintf(name, sizeof(name), "%s.n2", b);
+		norm_views(&v[n + 6], name, k->n2g, k->n2b, k->out);
+		snprintf(name, sizeof(name), "%s.c2", b);
+		conv_views(&v[n + 8], name, k->c2w, k->c2b, &k->c2);
+		n += 10;
+		if (k->in != k->out) {
+			snprintf(name, sizeof(name), "%s.skip", b);
+			conv_views(&v[n], name, k->skw, k->skb, &k->sk);
+			n += 2;
+		}
+		if (i == RB_MID && u.attn) {
+			const int d = 2 * u.C;
+			norm_views(&v[n], "attn.n", u.ang, u.anb, d);
+			cg_view_linear(&v[n + 2], "attn.qkv", u.aqw, u.aqb,
+			               3 * d, d);
+			cg_view_linear(&v[n + 4], "attn.proj", u.apw, u.apb, d,
+			               d);
+			n += 6;
+		}
+	}
+	norm_views(&v[n], "out.n", u.ong, u.onb, u.C);
+	conv_views(&v[n + 2], "out", u.outw, u.outb, &u.cout);
+	return n + 4;
 }
 
 int
@@ -124,6 +423,19 @@ cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 
 	if (cg_cddpm_check_config(c) != 0)
 		return -1;
+	if (c->unet) {
+		struct linear lt = linear_at(c, 0);
+
+		const int nv =
+		    CG_CDDPM_UNET_VIEWS + c->attn * CG_CDDPM_ATTN_VIEWS;
+		if (max < nv)
+			return cg_seterr("cddpm: %d views do not fit in %d", nv,
+			                 max);
+		cg_view_linear(&v[0], "time", lt.w, lt.b, lt.out, lt.in);
+		cg_view_set(&v[2], "cond.emb", emb_off(c), (size_t)c->ncond + 1,
+		            c->hidden, 0);
+		return unet_views(c, v);
+	}
 	if (max < 2 * c->layers + 5)
 		return cg_seterr("cddpm: %d views do not fit in %d",
 		                 2 * c->layers + 5, max);
@@ -146,6 +458,69 @@ cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 	return n;
 }
 
+/* n floats at p uniform in +-1/sqrt(fan_in). */
+static void
+init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
+{
+	const float bound = 1.0f / sqrtf((float)fan_in);
+
+	for (size_t j = 0; j < n; j++)
+		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
+}
+
+/* A convolution's weight and bias (they follow each other) as a Linear
+ * of fan-in C KH KW. */
+static void
+init_conv(float *params, size_t w, const struct cg_conv *cv, struct cg_rng *r)
+{
+	init_uniform(params + w, cg_conv_wsize(cv) + cv->OC,
+	             (size_t)cv->C * cv->KH * cv->KW, r);
+}
+
+/* A group norm: scale 1, shift 0. */
+static void
+init_norm(float *params, size_t g, size_t b, int n)
+{
+	for (int j = 0; j < n; j++) {
+		params[g + j] = 1;
+		params[b + j] = 0;
+	}
+}
+
+/* The U-Net's tensors after the embeddings, in buffer order. */
+static void
+unet_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
+{
+	struct unet u;
+
+	unet_of(c, &u);
+	init_conv(params, u.inw, &u.cin, r);
+	for (int i = 0; i < NRB; i++) {
+		const struct rb *k = &u.rb[i];
+
+		if (i == RB_D1)
+			init_conv(params, u.ds1w, &u.ds1, r);
+		else if (i == RB_D2)
+			init_conv(params, u.ds2w, &u.ds2, r);
+		init_norm(params, k->n1g, k->n1b, k->in);
+		init_conv(params, k->c1w, &k->c1, r);
+		init_uniform(params + k->ew, (size_t)k->out * u.E + k->out,
+		             (size_t)u.E, r);
+		init_norm(params, k->n2g, k->n2b, k->out);
+		init_conv(params, k->c2w, &k->c2, r);
+		if (k->in != k->out)
+			init_conv(params, k->skw, &k->sk, r);
+		if (i == RB_MID && u.attn) {
+			const size_t d = 2 * (size_t)u.C;
+			init_norm(params, u.ang, u.anb, (int)d);
+			init_uniform(params + u.aqw, 3 * d * d + 3 * d, d, r);
+			init_uniform(params + u.apw, d * d + d, d, r);
+		}
+	}
+	init_norm(params, u.ong, u.onb, u.C);
+	init_conv(params, u.outw, &u.cout, r);
+}
+
 void
 cg_cddpm_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 {
@@ -164,6 +539,10 @@ cg_cddpm_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 			size_t ne = ((size_t)c->ncond + 1) * c->hidden;
 			for (size_t j = 0; j < ne; j++)
 				params[e + j] = 0.1f * cg_rng_normal(r);
+			if (c->unet) {
+				unet_init(c, params, r);
+				return;
+			}
 		}
 	}
 }
@@ -199,6 +578,28 @@ struct cg_cddpm_ws {
 	float *dpre; /* [B, hidden] */
 	float *demb; /* [B, hidden] */
 	int *ibuf;   /* [2][B]: the sampler's conditions and timesteps */
+	/* The U-Net (unet > 0; else every size 0). */
+	struct unet u;
+	float *es, *des;               /* [B, hidden]: silu(emb), its grad */
+	float *map[NMAP], *dmap[NMAP]; /* [B, map_size] */
+	struct rb_act {
+		float *n1, *a1;      /* [B, P, in]: GN1, then SiLU */
+		float *h1, *n2, *a2; /* [B, P, out]: conv1 + e, GN2, SiLU */
+		float *e;            /* [B, out] */
+		float *m1, *r1, *m2, *r2; /* [B, G1] and [B, G2] */
+	} act[NRB];
+	float *on, *oa;      /* [B, H W, C]: the output's norm, then SiLU */
+	float *om, *orstd;   /* [B, Go] */
+	float *t1, *t2, *t3; /* [B, the largest block's map]: scratch */
+	float *de;           /* [B, 2C] */
+	/* Self-attention (attn; else empty), P = H/4 W/4 positions, d = 2C. */
+	float *an, *am, *ar; /* [B, P, d]: its norm; [B, Ga] */
+	float *qkv, *dqkv;   /* [B, P, 3d] */
+	float *att;          /* [B, P, P]: softmax(q k^T / sqrt(d)) */
+	float *ao;           /* [B, P, d]: att v */
+	float *datt;         /* [P, P] */
+	float *col;          /* [ncol] */
+	size_t ncol;
 };
 
 /* The workspace's buffers, in arena a (counting, then assigning:
@@ -209,7 +610,10 @@ lay(void *ws, struct cg_arena *a)
 	struct cg_cddpm_ws *w = ws;
 	const struct cg_cddpm_config *c = &w->c;
 	size_t B = w->max_batch, D = c->in_dim, H = c->hidden, E = c->embed;
-	size_t L = c->layers;
+	/* The MLP's layers (none for the U-Net), the U-Net's embedding. */
+	size_t L = c->unet ? 0 : c->layers, MH = c->unet ? 0 : H;
+	size_t UH = c->unet ? H : 0;
+	const struct unet *u = &w->u;
 
 	w->abar = cg_arena_take(a, (size_t)c->timesteps, 1, sizeof(double));
 	w->ibuf = cg_arena_take(a, 2, B, sizeof(int));
@@ -219,9 +623,56 @@ lay(void *ws, struct cg_arena *a)
 	w->h = CG_ARENA_FLOATS(a, B, L * H);
 	w->out = CG_ARENA_FLOATS(a, B, D);
 	w->dout = CG_ARENA_FLOATS(a, B, D);
-	w->dh = CG_ARENA_FLOATS(a, B, H);
-	w->dpre = CG_ARENA_FLOATS(a, B, H);
+	w->dh = CG_ARENA_FLOATS(a, B, MH);
+	w->dpre = CG_ARENA_FLOATS(a, B, MH);
 	w->demb = CG_ARENA_FLOATS(a, B, H);
+
+	/* The U-Net's maps and blocks: all of size 0 without one. */
+	size_t big = (size_t)u->P[0] * u->C;
+	w->es = CG_ARENA_FLOATS(a, B, UH);
+	w->des = CG_ARENA_FLOATS(a, B, UH);
+	for (int i = 0; i < NMAP; i++) {
+		w->map[i] = CG_ARENA_FLOATS(a, B, map_size(u, i));
+		w->dmap[i] = CG_ARENA_FLOATS(a, B, map_size(u, i));
+	}
+	for (int i = 0; i < NRB; i++) {
+		const struct rb *k = &u->rb[i];
+		struct rb_act *ac = &w->act[i];
+		size_t Pi = (size_t)k->P * k->in, Po = (size_t)k->P * k->out;
+
+		ac->n1 = CG_ARENA_FLOATS(a, B, Pi);
+		ac->a1 = CG_ARENA_FLOATS(a, B, Pi);
+		ac->h1 = CG_ARENA_FLOATS(a, B, Po);
+		ac->n2 = CG_ARENA_FLOATS(a, B, Po);
+		ac->a2 = CG_ARENA_FLOATS(a, B, Po);
+		ac->e = CG_ARENA_FLOATS(a, B, (size_t)k->out);
+		ac->m1 = CG_ARENA_FLOATS(a, B, (size_t)k->G1);
+		ac->r1 = CG_ARENA_FLOATS(a, B, (size_t)k->G1);
+		ac->m2 = CG_ARENA_FLOATS(a, B, (size_t)k->G2);
+		ac->r2 = CG_ARENA_FLOATS(a, B, (size_t)k->G2);
+		if (Pi > big)
+			big = Pi;
+		if (Po > big)
+			big = Po;
+	}
+	w->on = CG_ARENA_FLOATS(a, B, (size_t)u->P[0] * u->C);
+	w->oa = CG_ARENA_FLOATS(a, B, (size_t)u->P[0] * u->C);
+	w->om = CG_ARENA_FLOATS(a, B, (size_t)u->Go);
+	w->orstd = CG_ARENA_FLOATS(a, B, (size_t)u->Go);
+	w->t1 = CG_ARENA_FLOATS(a, B, big);
+	w->t2 = CG_ARENA_FLOATS(a, B, big);
+	w->t3 = CG_ARENA_FLOATS(a, B, big);
+	w->de = CG_ARENA_FLOATS(a, B, (size_t)2 * u->C);
+	size_t AP = u->attn ? (size_t)u->P[2] : 0, Ad = 2 * (size_t)u->C;
+	w->an = CG_ARENA_FLOATS(a, B, AP * Ad);
+	w->am = CG_ARENA_FLOATS(a, B, u->attn ? (size_t)u->Ga : 0);
+	w->ar = CG_ARENA_FLOATS(a, B, u->attn ? (size_t)u->Ga : 0);
+	w->qkv = CG_ARENA_FLOATS(a, B, AP * 3 * Ad);
+	w->dqkv = CG_ARENA_FLOATS(a, B, AP * 3 * Ad);
+	w->att = CG_ARENA_FLOATS(a, B, AP * AP);
+	w->ao = CG_ARENA_FLOATS(a, B, AP * Ad);
+	w->datt = CG_ARENA_FLOATS(a, AP, AP);
+	w->col = CG_ARENA_FLOATS(a, w->ncol, 1);
 }
 
 struct cg_cddpm_ws *
@@ -243,6 +694,23 @@ cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	if (c->unet) {
+		struct unet *u = &w->u;
+
+		unet_of(c, u);
+		const struct cg_conv *cv[4 + 2 * NRB] = {&u->cin, &u->ds1,
+		                                         &u->ds2, &u->cout};
+		for (int i = 0; i < NRB; i++) {
+			cv[4 + 2 * i] = &u->rb[i].c1;
+			cv[5 + 2 * i] = &u->rb[i].c2;
+		}
+		for (int i = 0; i < 4 + 2 * NRB; i++) {
+			size_t k =
+			    cg_conv_scratch(cv[i], max_batch, COL_BUDGET);
+			if (k > w->ncol)
+				w->ncol = k;
+		}
+	}
 	if (cg_arena_make(&a, lay, w, "cddpm", max_batch) != 0) {
 		free(w);
 		return NULL;
@@ -285,14 +753,13 @@ check_call(const struct cg_cddpm_config *c, const struct cg_cddpm_ws *w,
 	return 0;
 }
 
-/* v_hat of the network on w->xt [B, in_dim] into w->out; every
- * activation backward needs stays in w. */
+/* w->emb [B, hidden] = time.w sin_emb(t) + time.b + cond.emb[cond]
+ * (w->temb the encoding). */
 static void
-forward(const struct cg_cddpm_config *c, const float *params,
-        struct cg_cddpm_ws *w, const int *cond, const int *t, int B)
+embed_forward(const struct cg_cddpm_config *c, const float *params,
+              struct cg_cddpm_ws *w, const int *cond, const int *t, int B)
 {
 	const int E = c->embed, H = c->hidden, half = c->embed / 2;
-	const size_t stride = (size_t)w->max_batch * H;
 	const float *cemb = params + emb_off(c);
 
 	for (int b = 0; b < B; b++) {
@@ -310,6 +777,41 @@ forward(const struct cg_cddpm_config *c, const float *params,
 		for (int j = 0; j < H; j++)
 			w->emb[(size_t)b * H + j] +=
 			    cemb[(size_t)cond[b] * H + j];
+}
+
+/* Its backward given w->demb [B, hidden]: grad of time and cond.emb +=. */
+static void
+embed_backward(const struct cg_cddpm_config *c, const float *params,
+               struct cg_cddpm_ws *w, const int *cond, int B, float *grad)
+{
+	const int H = c->hidden;
+	struct linear lt = linear_at(c, 0);
+
+	cg_linear_backward(NULL, grad + lt.w, grad + lt.b, w->demb, w->temb,
+	                   params + lt.w, B, c->embed, H);
+	float *gemb = grad + emb_off(c);
+	for (int b = 0; b < B; b++)
+		for (int j = 0; j < H; j++)
+			gemb[(size_t)cond[b] * H + j] +=
+			    w->demb[(size_t)b * H + j];
+}
+
+static void unet_forward(const float *params, struct cg_cddpm_ws *w, int B);
+
+/* v_hat of the network on w->xt [B, in_dim] into w->out; every
+ * activation backward needs stays in w. */
+static void
+forward(const struct cg_cddpm_config *c, const float *params,
+        struct cg_cddpm_ws *w, const int *cond, const int *t, int B)
+{
+	const int H = c->hidden;
+	const size_t stride = (size_t)w->max_batch * H;
+
+	embed_forward(c, params, w, cond, t, B);
+	if (c->unet) {
+		unet_forward(params, w, B);
+		return;
+	}
 	for (int l = 0; l < c->layers; l++) {
 		struct linear ln = linear_at(c, l + 1);
 		float *h = w->h + l * stride;
@@ -324,6 +826,264 @@ forward(const struct cg_cddpm_config *c, const float *params,
 	struct linear lo = linear_at(c, c->layers + 1);
 	cg_linear_forward(w->out, w->h + (c->layers - 1) * stride,
 	                  params + lo.w, params + lo.b, B, H, c->in_dim);
+}
+
+/* ----------------------------------------------------------- U-Net passes */
+
+/* Block i on its input map into its output map (cddpm.h's RB); its
+ * activations stay in w->act[i]. */
+static void
+rb_forward(struct cg_cddpm_ws *w, const float *params, int i, int B)
+{
+	const struct unet *u = &w->u;
+	const struct rb *k = &u->rb[i];
+	struct rb_act *a = &w->act[i];
+	const float *x = w->map[rb_spec[i].in];
+	float *y = w->map[rb_spec[i].out];
+	const size_t ni = (size_t)B * k->P * k->in;
+	const size_t no = (size_t)B * k->P * k->out;
+
+	cg_groupnorm_forward(a->n1, a->m1, a->r1, x, params + k->n1g,
+	                     params + k->n1b, B, k->P, k->in, k->G1);
+	cg_silu_forward(a->a1, a->n1, ni);
+	cg_conv_forward(&k->c1, a->h1, a->a1, params + k->c1w, params + k->c1b,
+	                B, w->col, w->ncol);
+	cg_linear_forward(a->e, w->es, params + k->ew, params + k->eb, B, u->E,
+	                  k->out);
+	cg_add_channel_forward(a->h1, a->e, B, k->P, k->out);
+	cg_groupnorm_forward(a->n2, a->m2, a->r2, a->h1, params + k->n2g,
+	                     params + k->n2b, B, k->P, k->out, k->G2);
+	cg_silu_forward(a->a2, a->n2, no);
+	cg_conv_forward(&k->c2, y, a->a2, params + k->c2w, params + k->c2b, B,
+	                w->col, w->ncol);
+	if (k->in != k->out) {
+		cg_conv_forward(&k->sk, w->t1, x, params + k->skw,
+		                params + k->skb, B, w->col, w->ncol);
+		x = w->t1;
+	}
+	for (size_t j = 0; j < no; j++)
+		y[j] += x[j];
+}
+
+/* Its backward given the gradient of its output map: its input map's
+ * gradient +=, grad += for its tensors, w->des += for silu(emb). */
+static void
+rb_backward(struct cg_cddpm_ws *w, const float *params, int i, int B,
+            float *grad)
+{
+	const struct unet *u = &w->u;
+	const struct rb *k = &u->rb[i];
+	const struct rb_act *a = &w->act[i];
+	const float *x = w->map[rb_spec[i].in];
+	const float *dy = w->dmap[rb_spec[i].out];
+	float *dx = w->dmap[rb_spec[i].in];
+	const size_t ni = (size_t)B * k->P * k->in;
+	const size_t no = (size_t)B * k->P * k->out;
+
+	if (k->in != k->out)
+		cg_conv_backward(&k->sk, dx, grad + k->skw, grad + k->skb, dy,
+		                 x, params + k->skw, B, w->col, w->ncol);
+	else
+		for (size_t j = 0; j < no; j++)
+			dx[j] += dy[j];
+	memset(w->t1, 0, no * sizeof(float));
+	cg_conv_backward(&k->c2, w->t1, grad + k->c2w, grad + k->c2b, dy, a->a2,
+	                 params + k->c2w, B, w->col, w->ncol);
+	memset(w->t2, 0, no * sizeof(float));
+	cg_silu_backward(w->t2, w->t1, a->n2, no);
+	memset(w->t3, 0, no * sizeof(float));
+	cg_groupnorm_backward(w->t3, grad + k->n2g, grad + k->n2b, w->t2, a->h1,
+	                      params + k->n2g, a->m2, a->r2, B, k->P, k->out,
+	                      k->G2);
+	/* w->t3: the gradient of conv1's output, and of e at each
+	 * position. */
+	memset(w->de, 0, (size_t)B * k->out * sizeof(float));
+	cg_add_channel_backward(w->de, w->t3, B, k->P, k->out);
+	cg_linear_backward(w->des, grad + k->ew, grad + k->eb, w->de, w->es,
+	                   params + k->ew, B, u->E, k->out);
+	memset(w->t1, 0, ni * sizeof(float));
+	cg_conv_backward(&k->c1, w->t1, grad + k->c1w, grad + k->c1b, w->t3,
+	                 a->a1, params + k->c1w, B, w->col, w->ncol);
+	memset(w->t2, 0, ni * sizeof(float));
+	cg_silu_backward(w->t2, w->t1, a->n1, ni);
+	cg_groupnorm_backward(dx, grad + k->n1g, grad + k->n1b, w->t2, x,
+	                      params + k->n1g, a->m1, a->r1, B, k->P, k->in,
+	                      k->G1);
+}
+
+/* Self-attention (cddpm.h's attn) on map M_M into M_A. */
+static void
+attn_forward(struct cg_cddpm_ws *w, const float *params, int B)
+{
+	const struct unet *u = &w->u;
+	const int P = u->P[2], d = 2 * u->C, Q = 3 * d;
+	const float scale = 1.0f / sqrtf((float)d);
+	const float *x = w->map[M_M];
+	float *y = w->map[M_A];
+
+	cg_groupnorm_forward(w->an, w->am, w->ar, x, params + u->ang,
+	                     params + u->anb, B, P, d, u->Ga);
+	cg_linear_forward(w->qkv, w->an, params + u->aqw, params + u->aqb,
+	                  B * P, d, Q);
+	for (int b = 0; b < B; b++) {
+		const float *q = w->qkv + (size_t)b * P * Q;
+		float *A = w->att + (size_t)b * P * P;
+
+		cg_sgemm(0, 1, P, P, d, scale, q, Q, q + d, Q, 0.0f, A, P);
+		for (int i = 0; i < P; i++) {
+			float *row = A + (size_t)i * P, mx = row[0];
+			double sum = 0;
+			for (int j = 1; j < P; j++)
+				mx = row[j] > mx ? row[j] : mx;
+			for (int j = 0; j < P; j++) {
+				row[j] = expf(row[j] - mx);
+				sum += row[j];
+			}
+			const float inv = (float)(1.0 / sum);
+			for (int j = 0; j < P; j++)
+				row[j] *= inv;
+		}
+		cg_sgemm(0, 0, P, d, P, 1.0f, A, P, q + 2 * d, Q, 0.0f,
+		         w->ao + (size_t)b * P * d, d);
+	}
+	cg_linear_forward(y, w->ao, params + u->apw, params + u->apb, B * P, d,
+	                  d);
+	for (size_t j = 0; j < (size_t)B * P * d; j++)
+		y[j] += x[j];
+}
+
+/* Its backward given M_A's gradient: M_M's +=, grad += for its tensors. */
+static void
+attn_backward(struct cg_cddpm_ws *w, const float *params, int B, float *grad)
+{
+	const struct unet *u = &w->u;
+	const int P = u->P[2], d = 2 * u->C, Q = 3 * d;
+	const size_t n = (size_t)B * P * d;
+	const float scale = 1.0f / sqrtf((float)d);
+	const float *dy = w->dmap[M_A];
+	float *dx = w->dmap[M_M];
+
+	for (size_t j = 0; j < n; j++)
+		dx[j] += dy[j];
+	/* w->t1: the gradient of att v. */
+	memset(w->t1, 0, n * sizeof(float));
+	cg_linear_backward(w->t1, grad + u->apw, grad + u->apb, dy, w->ao,
+	                   params + u->apw, B * P, d, d);
+	for (int b = 0; b < B; b++) {
+		const float *q = w->qkv + (size_t)b * P * Q;
+		const float *A = w->att + (size_t)b * P * P;
+		const float *dO = w->t1 + (size_t)b * P * d;
+		float *dq = w->dqkv + (size_t)b * P * Q, *dA = w->datt;
+
+		/* dv = A^T dO, dA = dO v^T, then through the softmax. */
+		cg_sgemm(1, 0, P, d, P, 1.0f, A, P, dO, d, 0.0f, dq + 2 * d, Q);
+		cg_sgemm(0, 1, P, P, d, 1.0f, dO, d, q + 2 * d, Q, 0.0f, dA, P);
+		for (int i = 0; i < P; i++) {
+			const float *a = A + (size_t)i * P;
+			float *g = dA + (size_t)i * P;
+			double s = 0;
+			for (int j = 0; j < P; j++)
+				s += (double)g[j] * a[j];
+			for (int j = 0; j < P; j++)
+				g[j] = a[j] * (g[j] - (float)s);
+		}
+		/* dq = dS k / sqrt(d), dk = dS^T q / sqrt(d). */
+		cg_sgemm(0, 0, P, d, P, scale, dA, P, q + d, Q, 0.0f, dq, Q);
+		cg_sgemm(1, 0, P, d, P, scale, dA, P, q, Q, 0.0f, dq + d, Q);
+	}
+	memset(w->t2, 0, n * sizeof(float));
+	cg_linear_backward(w->t2, grad + u->aqw, grad + u->aqb, w->dqkv, w->an,
+	                   params + u->aqw, B * P, d, Q);
+	cg_groupnorm_backward(dx, grad + u->ang, grad + u->anb, w->t2,
+	                      w->map[M_M], params + u->ang, w->am, w->ar, B, P,
+	                      d, u->Ga);
+}
+
+/* The U-Net on w->xt [B, H W ch] and w->emb into w->out (cddpm.h). */
+static void
+unet_forward(const float *params, struct cg_cddpm_ws *w, int B)
+{
+	const struct unet *u = &w->u;
+	float *const *m = w->map;
+	const int C = u->C;
+
+	cg_silu_forward(w->es, w->emb, (size_t)B * u->E);
+	cg_conv_forward(&u->cin, m[M_H0], w->xt, params + u->inw,
+	                params + u->inb, B, w->col, w->ncol);
+	rb_forward(w, params, RB_D0, B);
+	cg_conv_forward(&u->ds1, m[M_P1], m[M_S0], params + u->ds1w,
+	                params + u->ds1b, B, w->col, w->ncol);
+	rb_forward(w, params, RB_D1, B);
+	cg_conv_forward(&u->ds2, m[M_P2], m[M_S1], params + u->ds2w,
+	                params + u->ds2b, B, w->col, w->ncol);
+	rb_forward(w, params, RB_D2, B);
+	rb_forward(w, params, RB_MID, B);
+	if (u->attn)
+		attn_forward(w, params, B);
+	cg_concat_forward(m[M_K2], m[u->attn ? M_A : M_M], m[M_S2], B * u->P[2],
+	                  2 * C, 2 * C);
+	rb_forward(w, params, RB_U2, B);
+	cg_upsample2_forward(m[M_V1], m[M_U2], B, u->H[2], u->W[2], 2 * C);
+	cg_concat_forward(m[M_K1], m[M_V1], m[M_S1], B * u->P[1], 2 * C, 2 * C);
+	rb_forward(w, params, RB_U1, B);
+	cg_upsample2_forward(m[M_V0], m[M_U1], B, u->H[1], u->W[1], 2 * C);
+	cg_concat_forward(m[M_K0], m[M_V0], m[M_S0], B * u->P[0], 2 * C, C);
+	rb_forward(w, params, RB_U0, B);
+	cg_groupnorm_forward(w->on, w->om, w->orstd, m[M_U0], params + u->ong,
+	                     params + u->onb, B, u->P[0], C, u->Go);
+	cg_silu_forward(w->oa, w->on, (size_t)B * u->P[0] * C);
+	cg_conv_forward(&u->cout, w->out, w->oa, params + u->outw,
+	                params + u->outb, B, w->col, w->ncol);
+}
+
+/* Its backward given w->dout [B, in_dim]: grad += for the U-Net's
+ * tensors, and w->demb = the gradient reaching emb. */
+static void
+unet_backward(const float *params, struct cg_cddpm_ws *w, int B, float *grad)
+{
+	const struct unet *u = &w->u;
+	float *const *m = w->map, *const *d = w->dmap;
+	const int C = u->C;
+	const size_t n0 = (size_t)B * u->P[0] * C;
+
+	for (int i = 0; i < NMAP; i++)
+		memset(d[i], 0, (size_t)B * map_size(u, i) * sizeof(float));
+	memset(w->des, 0, (size_t)B * u->E * sizeof(float));
+	memset(w->t1, 0, n0 * sizeof(float));
+	cg_conv_backward(&u->cout, w->t1, grad + u->outw, grad + u->outb,
+	                 w->dout, w->oa, params + u->outw, B, w->col, w->ncol);
+	memset(w->t2, 0, n0 * sizeof(float));
+	cg_silu_backward(w->t2, w->t1, w->on, n0);
+	cg_groupnorm_backward(d[M_U0], grad + u->ong, grad + u->onb, w->t2,
+	                      m[M_U0], params + u->ong, w->om, w->orstd, B,
+	                      u->P[0], C, u->Go);
+	rb_backward(w, params, RB_U0, B, grad);
+	cg_concat_backward(d[M_V0], d[M_S0], d[M_K0], B * u->P[0], 2 * C, C);
+	cg_upsample2_backward(d[M_U1], d[M_V0], B, u->H[1], u->W[1], 2 * C);
+	rb_backward(w, params, RB_U1, B, grad);
+	cg_concat_backward(d[M_V1], d[M_S1], d[M_K1], B * u->P[1], 2 * C,
+	                   2 * C);
+	cg_upsample2_backward(d[M_U2], d[M_V1], B, u->H[2], u->W[2], 2 * C);
+	rb_backward(w, params, RB_U2, B, grad);
+	cg_concat_backward(d[u->attn ? M_A : M_M], d[M_S2], d[M_K2],
+	                   B * u->P[2], 2 * C, 2 * C);
+	if (u->attn)
+		attn_backward(w, params, B, grad);
+	/* s2's gradient is then whole: the skip's and mid's. */
+	rb_backward(w, params, RB_MID, B, grad);
+	rb_backward(w, params, RB_D2, B, grad);
+	cg_conv_backward(&u->ds2, d[M_S1], grad + u->ds2w, grad + u->ds2b,
+	                 d[M_P2], m[M_S1], params + u->ds2w, B, w->col,
+	                 w->ncol);
+	rb_backward(w, params, RB_D1, B, grad);
+	cg_conv_backward(&u->ds1, d[M_S0], grad + u->ds1w, grad + u->ds1b,
+	                 d[M_P1], m[M_S0], params + u->ds1w, B, w->col,
+	                 w->ncol);
+	rb_backward(w, params, RB_D0, B, grad);
+	cg_conv_backward(&u->cin, NULL, grad + u->inw, grad + u->inb, d[M_H0],
+	                 w->xt, params + u->inw, B, w->col, w->ncol);
+	memset(w->demb, 0, (size_t)B * u->E * sizeof(float));
+	cg_silu_backward(w->demb, w->des, w->emb, (size_t)B * u->E);
 }
 
 /* w->out [B, in_dim]: the last layer's x0_hat or v_hat, as forward
@@ -416,8 +1176,13 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 		*loss = sum / B;
 	if (grad == NULL)
 		return 0;
+	if (c->unet) {
+		unet_backward(params, w, B, grad);
+		embed_backward(c, params, w, cond, B, grad);
+		return 0;
+	}
 
-	struct linear lo = linear_at(c, L + 1), lt = linear_at(c, 0);
+	struct linear lo = linear_at(c, L + 1);
 	const size_t nh = (size_t)B * H;
 	cg_linear_backward_set(w->dh, grad + lo.w, grad + lo.b, w->dout,
 	                       w->h + (L - 1) * stride, params + lo.w, B, H, D);
@@ -435,13 +1200,7 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 		for (size_t i = 0; i < nh; i++)
 			w->demb[i] += w->dpre[i];
 	}
-	cg_linear_backward(NULL, grad + lt.w, grad + lt.b, w->demb, w->temb,
-	                   params + lt.w, B, c->embed, H);
-	float *gemb = grad + emb_off(c);
-	for (int b = 0; b < B; b++)
-		for (int j = 0; j < H; j++)
-			gemb[(size_t)cond[b] * H + j] +=
-			    w->demb[(size_t)b * H + j];
+	embed_backward(c, params, w, cond, B, grad);
 	return 0;
 }
 

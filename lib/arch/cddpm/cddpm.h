@@ -1,6 +1,6 @@
 /*
- * arch/cddpm/cddpm.h - conditional denoising diffusion (an MLP that predicts
- * the clean image) with classifier-free guidance.
+ * arch/cddpm/cddpm.h - conditional denoising diffusion (an MLP or a U-Net
+ * that predicts the clean image) with classifier-free guidance.
  *
  * Images x0 in [-1, 1] (pixel / 127.5 - 1) are noised as in Ho et al.
  * (2020): x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps, eps ~ N(0, I), for
@@ -46,6 +46,39 @@
  * (x0_hat - x0)^2, of models made before the weighting.  Reported losses
  * are batch means.  All parameters live in one flat float buffer
  * laid out as cg_cddpm_views says.
+ *
+ * With unet = C > 0 the network is a U-Net (Ronneberger et al., 2015, as
+ * Ho et al. use it) on the image of H x W x ch, channels-last, H and W
+ * multiples of 4, and gives x0_hat or v_hat as the MLP does (the loss,
+ * the sampler and guidance are the same).  emb is the MLP's, of width
+ * hidden, and each residual block takes its own projection of silu(emb):
+ *
+ *   RB(x) = conv2(silu(GN2(conv1(silu(GN1(x))) + e))) + skip(x)
+ *   e = blk.emb.w silu(emb) + blk.emb.b, added at every position [out]
+ *
+ * conv1 and conv2 3x3 with padding 1, skip a 1x1 convolution where the
+ * block changes the channels (else x itself), GN a group norm (eps 1e-5)
+ * of the most groups, up to 8, of at least 4 channels each (one group
+ * below 8 channels).  The levels are C channels at H x W, 2C at H/2, 2C
+ * at H/4:
+ *
+ *   h   = in * x_t                                  [H, W, C]
+ *   s0  = down.0(h)                                 [H, W, C]
+ *   s1  = down.1(ds.1 *2 s0)                        [H/2, W/2, 2C]
+ *   s2  = down.2(ds.2 *2 s1)                        [H/4, W/4, 2C]
+ *   m   = mid(s2), then attn(m) with attn           [H/4, W/4, 2C]
+ *   u2  = up.2(cat(m, s2))                          [H/4, W/4, 2C]
+ *   u1  = up.1(cat(up(u2), s1))                     [H/2, W/2, 2C]
+ *   u0  = up.0(cat(up(u1), s0))                     [H, W, C]
+ *   o   = out * silu(GN(u0))                        [H, W, ch]
+ *
+ * where * is a 3x3 convolution with padding 1 and its bias (*2 at stride
+ * 2), up nearest up-sampling by 2 and cat the concatenation of channels.
+ * hidden is then the embeddings' width and layers is unused.  attn is
+ * self-attention over the P = H/4 W/4 positions, one head of d = 2C:
+ *
+ *   n = GN(m); q, k, v = attn.qkv.w n + attn.qkv.b     [P, d] each
+ *   attn(m) = m + attn.proj.w softmax(q k^T / sqrt(d)) v + attn.proj.b
  */
 #ifndef CG_CDDPM_H
 #define CG_CDDPM_H
@@ -69,7 +102,20 @@ struct cg_cddpm_config {
 	int timesteps;   /* T */
 	double snr_clip; /* clip of the loss weighting, or CG_CDDPM_EPS_LOSS */
 	int predict_x0;  /* 1: the last layer gives x0_hat; 0: v_hat */
+	/*
+	 * The U-Net: 0 for none (the MLP), else the channels of its first
+	 * level.  height x width x channels is the image's shape (what
+	 * in_dim counts), read only when unet > 0.
+	 */
+	int unet;
+	int height, width, channels;
+	int attn; /* 1: self-attention after the U-Net's middle block */
 };
+
+#define CG_CDDPM_MAX_UNET 4096
+/* The U-Net's views (cg_cddpm_views), and how many attn adds. */
+#define CG_CDDPM_UNET_VIEWS 91
+#define CG_CDDPM_ATTN_VIEWS 6
 
 /* Largest value of any width, largest parameter count and batch; the
  * range of T (below 50 the largest beta, 20 / T, would pass 0.4). */
@@ -84,8 +130,10 @@ struct cg_cddpm_config {
 /*
  * Returns 0 if c is usable: widths in [1, CG_CDDPM_MAX_DIM], embed even,
  * T in [CG_CDDPM_MIN_T, CG_CDDPM_MAX_T], snr_clip in [0,
- * CG_CDDPM_MAX_SNR_CLIP] or CG_CDDPM_EPS_LOSS, and at most CG_CDDPM_MAX_PARAMS
- * parameters; else -1 with a message.
+ * CG_CDDPM_MAX_SNR_CLIP] or CG_CDDPM_EPS_LOSS, unet in [0,
+ * CG_CDDPM_MAX_UNET] and, above 0, an image of in_dim values with sides
+ * multiples of 4, attn 0 or 1 (1 only with the U-Net), and at most
+ * CG_CDDPM_MAX_PARAMS parameters; else -1 with a message.
  */
 int cg_cddpm_check_config(const struct cg_cddpm_config *c);
 
@@ -97,7 +145,15 @@ size_t cg_cddpm_nparams(const struct cg_cddpm_config *c);
  * Fill v[0..] with the named views of the parameter buffer, in buffer
  * order: time.w [hidden, embed], time.b, cond.emb [ncond + 1, hidden],
  * hid.0.w [hidden, in_dim], hid.0.b, ..., out.w [in_dim, hidden], out.b
- * (2 * layers + 5 views).  Matrices decay 1; biases and the embedding 0.
+ * (2 * layers + 5 views).  The U-Net's: time.w, time.b, cond.emb, then
+ * in, down.0, ds.1, down.1, ds.2, down.2, mid, with attn attn.n,
+ * attn.qkv [3d, d] and attn.proj [d, d], then up.2, up.1, up.0, out.n
+ * and out (CG_CDDPM_UNET_VIEWS views, CG_CDDPM_ATTN_VIEWS more with
+ * attn): a convolution NAME is NAME.w [out,
+ * in, KH, KW] and NAME.b [out]; a group norm NAME.g and NAME.b
+ * [channels]; a block's views are n1, c1, emb (.w [out, hidden], .b),
+ * n2, c2 and, where it changes the channels, skip (1x1).  Matrices and
+ * convolution weights decay 1; biases, norms and the embedding 0.
  * Returns the count, or -1 with a message if c is bad or max is too small.
  */
 int cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max);
@@ -105,7 +161,9 @@ int cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max);
 /*
  * Seeded weights drawn from r in buffer order: each Linear as PyTorch's
  * default (W and b uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in))), the
- * condition embedding normal with standard deviation 0.1.  c must pass
+ * condition embedding normal with standard deviation 0.1; a
+ * convolution as a Linear of fan_in its input channels times KH KW, a
+ * group norm's scale 1 and shift 0 (no draw).  c must pass
  * cg_cddpm_check_config (else nothing is written).
  */
 void cg_cddpm_init(const struct cg_cddpm_config *c, float *params,

@@ -8,7 +8,9 @@
  * its noise eps -- from (noise seed, example index) in that order, so
  * that a batch split over workers draws what the whole batch draws on
  * one machine.  Sampling follows m->diffusion: DDIM by default, 50 steps
- * (T if fewer), guidance 0 (the conditional model alone).
+ * (T if fewer), guidance 0 (the conditional model alone).  The U-Net
+ * (--unet) takes the image's shape from the manifest; a model without
+ * the key is the MLP.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -40,17 +42,29 @@ struct config {
 	double drop;
 };
 
+/*
+ * m's config: its keys, and for the U-Net the image's shape from the
+ * manifest, then checked whole.
+ */
 static int
-get_config(const cJSON *j, struct cg_cddpm_config *c, double *drop)
+get_config(const struct cg_model *m, struct cg_cddpm_config *c, double *drop)
 {
 	struct config k;
+	int shape[3];
 
-	if (cg_arch_read_config(&cg_arch_cddpm, j, &k) != 0)
+	if (cg_arch_read_config(&cg_arch_cddpm, m->config, &k) != 0)
 		return -1;
 	*c = k.c;
 	if (drop)
 		*drop = k.drop;
-	return 0;
+	if (c->unet == 0)
+		return 0;
+	if (cg_arch_image_shape(m, (uint64_t)c->in_dim, shape) != 0)
+		return -1;
+	c->height = shape[0];
+	c->width = shape[1];
+	c->channels = shape[2];
+	return cg_cddpm_check_config(c);
 }
 
 static int
@@ -59,10 +73,11 @@ cddpm_layout(struct cg_model *m)
 	struct cg_cddpm_config c;
 	int nv;
 
-	if (get_config(m->config, &c, NULL) != 0)
+	if (get_config(m, &c, NULL) != 0)
 		return -1;
 	m->nparams = cg_cddpm_nparams(&c);
-	nv = 2 * c.layers + 5;
+	nv = c.unet ? CG_CDDPM_UNET_VIEWS + c.attn * CG_CDDPM_ATTN_VIEWS
+	            : 2 * c.layers + 5;
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cddpm_views(&c, m->views, nv)) < 0)
@@ -75,7 +90,7 @@ cddpm_init(struct cg_model *m, struct cg_rng *r)
 {
 	struct cg_cddpm_config c;
 
-	if (get_config(m->config, &c, NULL) == 0)
+	if (get_config(m, &c, NULL) == 0)
 		cg_cddpm_init(&c, m->params, r);
 }
 
@@ -109,7 +124,7 @@ get_ws(struct cg_model *m, int B)
 		return NULL;
 	}
 	m->ws = w;
-	if (get_config(m->config, &w->c, &w->drop) != 0 ||
+	if (get_config(m, &w->c, &w->drop) != 0 ||
 	    (w->ws = cg_cddpm_ws_new(&w->c, B)) == NULL ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
@@ -192,12 +207,28 @@ static const struct cg_arch_opt cddpm_opts[] = {
      "the loss weight on x0 is min(snr, X) + 1"},
     {"predict-x0", CG_ARCH_OPT_BOOL, 1, 0, 1,
      "the last layer gives the clean image (0: v)"},
+    {"unet", CG_ARCH_OPT_INT, 0, 0, CG_CDDPM_MAX_UNET,
+     "a U-Net of this many channels at full size (0: the MLP)"},
+    {"attn", CG_ARCH_OPT_BOOL, 0, 0, 1,
+     "self-attention after the U-Net's middle block"},
 };
 
+/* What the keys alone say: the U-Net's image shape is the manifest's,
+ * which get_config adds and checks. */
 static int
 check_config(const void *k)
 {
-	return cg_cddpm_check_config(&((const struct config *)k)->c);
+	struct cg_cddpm_config c = ((const struct config *)k)->c;
+
+	if (c.unet > 0 && c.height == 0) {
+		/* the rest as the MLP's */
+		c.unet = 0;
+		if (c.attn != 0 && c.attn != 1)
+			return cg_seterr("cddpm: attn = %d: not 0 or 1",
+			                 c.attn);
+		c.attn = 0;
+	}
+	return cg_cddpm_check_config(&c);
 }
 
 #define KEY(name, field, optional, absent)                                     \
@@ -215,13 +246,16 @@ static const struct cg_arch_key cddpm_keys[] = {
     KEY("snr-clip", c.snr_clip, 1, CG_CDDPM_EPS_LOSS),
     /* nor the choice of what the last layer gives: v */
     KEY("predict-x0", c.predict_x0, 1, 0),
+    /* nor a U-Net: the MLP */
+    KEY("unet", c.unet, 1, 0),
+    KEY("attn", c.attn, 1, 0),
 };
 #undef KEY
 
 const struct cg_arch cg_arch_cddpm = {
     .name = "cddpm",
-    .summary = "conditional diffusion (MLP, classifier-free guidance) "
-               "for images",
+    .summary = "conditional diffusion (MLP or U-Net, classifier-free "
+               "guidance) for images",
     .loss_name = "mse",
     .part_names = {NULL, NULL, NULL},
     .opts = cddpm_opts,
