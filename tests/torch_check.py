@@ -599,11 +599,11 @@ class Cgan:
             if self.cfg.get("conv", 0) > 0:
                 H, W = self.cfg["image_h"], self.cfg["image_w"]
                 a = self.nchw(self.gen0(z) + self.gen_emb(y), H // 4, W // 4)
-                a = F.relu(self.gen_n0(a))
+                a = F.relu(group_norm(self.gen_n0, a))
                 a = self.gen_c1(F.interpolate(a, scale_factor=2))
-                a = F.relu(self.gen_n1(a))
+                a = F.relu(group_norm(self.gen_n1, a))
                 a = self.gen_c2(F.interpolate(a, scale_factor=2))
-                a = F.relu(self.gen_n2(a))
+                a = F.relu(group_norm(self.gen_n2, a))
                 return torch.sigmoid(self.flat(self.gen_out(a)))
             h = F.relu(self.gen[0](z) + self.gen_emb(y))
             for m in self.gen[1:]:
