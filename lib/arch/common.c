@@ -91,6 +91,20 @@ cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim, int shape[3])
 	return 0;
 }
 
+int
+cg_arch_image_hwc(const struct cg_model *m, int in_dim, int *h, int *w,
+                  int *ch)
+{
+	int shape[3];
+
+	if (in_dim < 1 || cg_arch_image_shape(m, (uint64_t)in_dim, shape) != 0)
+		return in_dim < 1 ? cg_seterr("config: in_dim %d", in_dim) : -1;
+	*h = shape[0];
+	*w = shape[1];
+	*ch = shape[2];
+	return 0;
+}
+
 /* The in_dim and ncond of m's config, as m->arch reads its config (its
  * key table, then its check). */
 static int

@@ -23,6 +23,13 @@ int cg_arch_image_config(const char *arch, const struct cg_shard *s,
  * a manifest that disagrees would have a reader run past a sample.
  * Returns 0 or -1 with a message.
  */
+/*
+ * A convolutional model's image: height, width and channels from m's
+ * manifest as cg_arch_image_shape reads them (checked against in_dim)
+ * into *h, *w, *ch.  Returns 0 or -1 with a message.
+ */
+int cg_arch_image_hwc(const struct cg_model *m, int in_dim, int *h, int *w,
+                      int *ch);
 int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
                         int shape[3]);
 /*

@@ -17,6 +17,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/par.h"
@@ -54,6 +55,23 @@ size_t
 cg_conv_wsize(const struct cg_conv *c)
 {
 	return (size_t)c->OC * c->C * c->KH * c->KW;
+}
+
+void
+cg_view_conv(struct cg_view v[2], const char *layer, size_t w_off,
+             size_t b_off, const struct cg_conv *c)
+{
+	char name[sizeof(v->name)];
+
+	snprintf(name, sizeof(name), "%s.w", layer);
+	cg_view_set(&v[0], name, w_off, (size_t)c->OC,
+	            cg_conv_wsize(c) / c->OC, 1);
+	v[0].ndim = 4;
+	v[0].shape[1] = (uint64_t)c->C;
+	v[0].shape[2] = (uint64_t)c->KH;
+	v[0].shape[3] = (uint64_t)c->KW;
+	snprintf(name, sizeof(name), "%s.b", layer);
+	cg_view_set(&v[1], name, b_off, (size_t)c->OC, 0, 0);
 }
 
 /* A 1x1 kernel at stride 1 without padding: the linear layer itself. */

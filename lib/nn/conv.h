@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 
+#include "nn/nn.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,6 +44,14 @@ int cg_conv_shape(struct cg_conv *c, int C, int H, int W, int OC, int K,
 
 /* Elements of the weight [OC, C, KH, KW] (its bias is [OC]). */
 size_t cg_conv_wsize(const struct cg_conv *c);
+
+/*
+ * The two views of a convolution named layer (nn.h's struct cg_view):
+ * "layer.w" [OC, C, KH, KW] at w_off (weight decay) and "layer.b" [OC]
+ * at b_off (none).
+ */
+void cg_view_conv(struct cg_view v[2], const char *layer, size_t w_off,
+                  size_t b_off, const struct cg_conv *c);
 
 /*
  * The scratch (in floats) the passes want for B examples: the weight and

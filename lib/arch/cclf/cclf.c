@@ -161,19 +161,10 @@ cg_cclf_views(const struct cg_cclf_config *c, struct cg_view *v, int max)
 	if (max < n)
 		return cg_seterr("cclf: %d views do not fit in %d", n, max);
 	for (int s = 0; s < t.stages; s++) {
-		const struct cg_conv *cv = &t.cv[s];
-		struct cg_view *w = &v[2 * s];
-		char name[32];
+		char layer[32];
 
-		snprintf(name, sizeof(name), "conv.%d.w", s);
-		cg_view_set(w, name, t.w[s], (size_t)cv->OC,
-		            cg_conv_wsize(cv) / cv->OC, 1);
-		w->ndim = 4;
-		w->shape[1] = (uint64_t)cv->C;
-		w->shape[2] = (uint64_t)cv->KH;
-		w->shape[3] = (uint64_t)cv->KW;
-		snprintf(name, sizeof(name), "conv.%d.b", s);
-		cg_view_set(&v[2 * s + 1], name, t.b[s], (size_t)cv->OC, 0, 0);
+		snprintf(layer, sizeof(layer), "conv.%d", s);
+		cg_view_conv(&v[2 * s], layer, t.w[s], t.b[s], &t.cv[s]);
 	}
 	for (int i = 0; i <= c->layers; i++) {
 		struct linear ln = linear_at(c, &t, i);

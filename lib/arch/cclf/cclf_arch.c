@@ -35,17 +35,13 @@ extern const struct cg_arch cg_arch_cclf;
 static int
 get_config(const struct cg_model *m, struct cg_cclf_config *c)
 {
-	int shape[3];
-
 	if (cg_arch_read_config(&cg_arch_cclf, m->config, c) != 0)
 		return -1;
 	if (c->conv == 0)
 		return 0;
-	if (cg_arch_image_shape(m, (uint64_t)c->in_dim, shape) != 0)
+	if (cg_arch_image_hwc(m, c->in_dim, &c->height, &c->width,
+	                      &c->channels) != 0)
 		return -1;
-	c->height = shape[0];
-	c->width = shape[1];
-	c->channels = shape[2];
 	return cg_cclf_check_config(c);
 }
 

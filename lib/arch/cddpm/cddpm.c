@@ -333,24 +333,6 @@ cg_cddpm_nparams(const struct cg_cddpm_config *c)
 	return ln.b + ln.out;
 }
 
-/* A convolution's views: NAME.w [out, in, KH, KW] (decay), NAME.b. */
-static void
-conv_views(struct cg_view *v, const char *layer, size_t w, size_t b,
-           const struct cg_conv *cv)
-{
-	char name[sizeof(v->name)];
-
-	snprintf(name, sizeof(name), "%s.w", layer);
-	cg_view_set(&v[0], name, w, (size_t)cv->OC, cg_conv_wsize(cv) / cv->OC,
-	            1);
-	v[0].ndim = 4;
-	v[0].shape[1] = (uint64_t)cv->C;
-	v[0].shape[2] = (uint64_t)cv->KH;
-	v[0].shape[3] = (uint64_t)cv->KW;
-	snprintf(name, sizeof(name), "%s.b", layer);
-	cg_view_set(&v[1], name, b, (size_t)cv->OC, 0, 0);
-}
-
 /* A group norm's views: NAME.g and NAME.b [n], no decay. */
 static void
 norm_views(struct cg_view *v, const char *layer, size_t g, size_t b, int n)
@@ -372,14 +354,14 @@ unet_views(const struct cg_cddpm_config *c, struct cg_view *v)
 	int n = 3;
 
 	unet_of(c, &u);
-	conv_views(&v[n], "in", u.inw, u.inb, &u.cin);
+	cg_view_conv(&v[n], "in", u.inw, u.inb, &u.cin);
 	n += 2;
 	for (int i = 0; i < NRB; i++) {
 		const struct rb *k = &u.rb[i];
 		const char *b = rb_spec[i].name;
 
 		if (i == RB_D1 || i == RB_D2) {
-			conv_views(&v[n], i == RB_D1 ? "ds.1" : "ds.2",
+			cg_view_conv(&v[n], i == RB_D1 ? "ds.1" : "ds.2",
 			           i == RB_D1 ? u.ds1w : u.ds2w,
 			           i == RB_D1 ? u.ds1b : u.ds2b,
 			           i == RB_D1 ? &u.ds1 : &u.ds2);
@@ -388,17 +370,17 @@ unet_views(const struct cg_cddpm_config *c, struct cg_view *v)
 		snprintf(name, sizeof(name), "%s.n1", b);
 		norm_views(&v[n], name, k->n1g, k->n1b, k->in);
 		snprintf(name, sizeof(name), "%s.c1", b);
-		conv_views(&v[n + 2], name, k->c1w, k->c1b, &k->c1);
+		cg_view_conv(&v[n + 2], name, k->c1w, k->c1b, &k->c1);
 		snprintf(name, sizeof(name), "%s.emb", b);
 		cg_view_linear(&v[n + 4], name, k->ew, k->eb, k->out, u.E);
 		snprintf(name, sizeof(name), "%s.n2", b);
 		norm_views(&v[n + 6], name, k->n2g, k->n2b, k->out);
 		snprintf(name, sizeof(name), "%s.c2", b);
-		conv_views(&v[n + 8], name, k->c2w, k->c2b, &k->c2);
+		cg_view_conv(&v[n + 8], name, k->c2w, k->c2b, &k->c2);
 		n += 10;
 		if (k->in != k->out) {
 			snprintf(name, sizeof(name), "%s.skip", b);
-			conv_views(&v[n], name, k->skw, k->skb, &k->sk);
+			cg_view_conv(&v[n], name, k->skw, k->skb, &k->sk);
 			n += 2;
 		}
 		if (i == RB_MID && u.attn) {
@@ -412,7 +394,7 @@ unet_views(const struct cg_cddpm_config *c, struct cg_view *v)
 		}
 	}
 	norm_views(&v[n], "out.n", u.ong, u.onb, u.C);
-	conv_views(&v[n + 2], "out", u.outw, u.outb, &u.cout);
+	cg_view_conv(&v[n + 2], "out", u.outw, u.outb, &u.cout);
 	return n + 4;
 }
 

@@ -50,8 +50,6 @@ static int
 get_config(const struct cg_model *m, struct cg_cddpm_config *c, double *drop)
 {
 	struct config k;
-	int shape[3];
-
 	if (cg_arch_read_config(&cg_arch_cddpm, m->config, &k) != 0)
 		return -1;
 	*c = k.c;
@@ -59,11 +57,9 @@ get_config(const struct cg_model *m, struct cg_cddpm_config *c, double *drop)
 		*drop = k.drop;
 	if (c->unet == 0)
 		return 0;
-	if (cg_arch_image_shape(m, (uint64_t)c->in_dim, shape) != 0)
+	if (cg_arch_image_hwc(m, c->in_dim, &c->height, &c->width,
+	                      &c->channels) != 0)
 		return -1;
-	c->height = shape[0];
-	c->width = shape[1];
-	c->channels = shape[2];
 	return cg_cddpm_check_config(c);
 }
 

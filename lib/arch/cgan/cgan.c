@@ -269,24 +269,6 @@ cg_cgan_nparams(const struct cg_cgan_config *c)
 	return e.b;
 }
 
-/* A convolution's views: NAME.w [out, in, KH, KW] (decay), NAME.b. */
-static void
-conv_views(struct cg_view *v, const char *layer, size_t w, size_t b,
-           const struct cg_conv *cv)
-{
-	char name[sizeof(v->name)];
-
-	snprintf(name, sizeof(name), "%s.w", layer);
-	cg_view_set(&v[0], name, w, (size_t)cv->OC,
-	            cg_conv_wsize(cv) / cv->OC, 1);
-	v[0].ndim = 4;
-	v[0].shape[1] = (uint64_t)cv->C;
-	v[0].shape[2] = (uint64_t)cv->KH;
-	v[0].shape[3] = (uint64_t)cv->KW;
-	snprintf(name, sizeof(name), "%s.b", layer);
-	cg_view_set(&v[1], name, b, (size_t)cv->OC, 0, 0);
-}
-
 static int
 cnet_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 {
@@ -300,15 +282,15 @@ cnet_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 	cg_view_linear(&v[1], "gen.0", n.g0w, n.g0b, n.F, c->latent);
 	cg_view_set(&v[3], "gen.n0.g", n.n0g, 2 * (size_t)n.C, 0, 0);
 	cg_view_set(&v[4], "gen.n0.b", n.n0b, 2 * (size_t)n.C, 0, 0);
-	conv_views(&v[5], "gen.c1", n.g1w, n.g1b, &n.g1);
+	cg_view_conv(&v[5], "gen.c1", n.g1w, n.g1b, &n.g1);
 	cg_view_set(&v[7], "gen.n1.g", n.n1g, (size_t)n.C, 0, 0);
 	cg_view_set(&v[8], "gen.n1.b", n.n1b, (size_t)n.C, 0, 0);
-	conv_views(&v[9], "gen.c2", n.g2w, n.g2b, &n.g2);
+	cg_view_conv(&v[9], "gen.c2", n.g2w, n.g2b, &n.g2);
 	cg_view_set(&v[11], "gen.n2.g", n.n2g, (size_t)n.C, 0, 0);
 	cg_view_set(&v[12], "gen.n2.b", n.n2b, (size_t)n.C, 0, 0);
-	conv_views(&v[13], "gen.out", n.gow, n.gob, &n.go);
-	conv_views(&v[15], "disc.c1", n.d1w, n.d1b, &n.d1);
-	conv_views(&v[17], "disc.c2", n.d2w, n.d2b, &n.d2);
+	cg_view_conv(&v[13], "gen.out", n.gow, n.gob, &n.go);
+	cg_view_conv(&v[15], "disc.c1", n.d1w, n.d1b, &n.d1);
+	cg_view_conv(&v[17], "disc.c2", n.d2w, n.d2b, &n.d2);
 	cg_view_linear(&v[19], "disc.psi", n.psiw, n.psib, 1, n.F);
 	cg_view_set(&v[21], "disc.emb", n.demb, (size_t)c->ncond, n.F, 0);
 	return CG_CGAN_CONV_VIEWS;
