@@ -10,7 +10,8 @@
  * weighting of the outputs with respect to every input, gradient buffers
  * starting non-zero so that accumulation (+=) is checked too.  In
  * deterministic mode every kernel must give the same bits on one thread
- * and on several.  A deliberately wrong gradient must be caught.
+ * and on several.  The convolutions run on every matrix engine built in.
+ * A deliberately wrong gradient must be caught.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -557,8 +558,22 @@ test_threads(void)
 int
 main(void)
 {
+	static const enum cg_engine engines[] = {
+	    CG_ENGINE_BUILTIN, CG_ENGINE_BLAS, CG_ENGINE_DNNL, CG_ENGINE_AUTO};
+
 	cg_rng_seed(&rng, 20261205);
-	test_conv();
+	/* The convolutions' products on every engine built in: the same
+	 * direct sums and differences on each. */
+	for (size_t e = 0; e < sizeof(engines) / sizeof(engines[0]); e++) {
+		if (cg_set_engine(engines[e]) != 0) {
+			printf("info engine %s: not built in\n",
+			       cg_engine_name(engines[e]));
+			continue;
+		}
+		printf("info engine %s\n", cg_engine_name(engines[e]));
+		test_conv();
+	}
+	cg_set_engine(CG_ENGINE_AUTO);
 	test_upsample();
 	test_groupnorm();
 	test_silu();
