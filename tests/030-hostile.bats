@@ -151,6 +151,18 @@ cases = {
     # a valid file whose manifest strings would drive a terminal
     "escapes": lambda: tar(dict(man, arch="\x1b[31mred\x1b[0m\x07",
                                 **{"x\x1b[2J": "\r\n"})),
+    # a convolutional model whose manifest lies about its image or its
+    # width (digests all right): another image of as many values, sides
+    # no convolution takes, no image, a width the tensors do not hold
+    "image-lies": lambda: tar(dict(man, image={"height": 14, "width": 14,
+                                               "channels": 4})),
+    "image-odd": lambda: tar(dict(man, image={"height": 7, "width": 112,
+                                              "channels": 1})),
+    "image-none": lambda: tar({k: v for k, v in man.items()
+                               if k != "image"}),
+    "width-lies": lambda: tar(dict(man, config={
+        k: 2 * v if k in ("conv", "unet") else v
+        for k, v in man["config"].items()})),
     # a valid shard whose conditions lie outside its vocabulary
     "wild-conds": lambda: tar(
         dict(man, conditions=["a"], tensors=[
@@ -460,4 +472,31 @@ reject() {
 	run -0 limited cg-inspect --json wild-conds.bad
 	assert_equal "$(jq -c '.cond_counts' <<<"$output")" \
 		'[{"cond":0,"name":"a","count":1},{"cond":7,"name":null,"count":2},{"cond":4294967295,"name":null,"count":1}]'
+}
+
+@test "convolutional models whose manifest lies: one line, exit 1, no output" {
+	cg-shard -q -o tr "$BATS_TEST_DIRNAME/fixtures/fashion-mnist-mini"
+	cg-init -a cclf -d tr-0.cgd --conv 4 --hidden 8 --layers 1 \
+		-o "$BATS_FILE_TMPDIR/cnn.cgm"
+	cg-init -a cgan -d tr-0.cgd --conv 4 -o "$BATS_FILE_TMPDIR/gan.cgm"
+	cg-init -a cddpm -d tr-0.cgd --unet 4 -o "$BATS_FILE_TMPDIR/unet.cgm"
+	for m in cnn gan unet; do
+		for c in image-lies image-odd image-none width-lies; do
+			mkbad "$c" "$m.cgm"
+			mv "$c.bad" "$m-$c.cgm"
+			run -1 --separate-stderr cg-inspect --verify "$m-$c.cgm"
+			one_line "$m-$c.cgm"
+			run -1 --separate-stderr cg-eval -m "$m-$c.cgm" -d tr-0.cgd
+			assert_output ''
+			assert_equal "${#stderr_lines[@]}" 1
+			run -1 --separate-stderr cg-train-step -m "$m-$c.cgm" \
+				-d tr-0.cgd --emit model -o out.cgm
+			assert_equal "${#stderr_lines[@]}" 1
+			[ ! -e out.cgm ]
+			[ "$m" = cnn ] && continue
+			run -1 --separate-stderr cg-sample -m "$m-$c.cgm" -o s.png
+			assert_equal "${#stderr_lines[@]}" 1
+			[ ! -e s.png ]
+		done
+	done
 }
