@@ -39,7 +39,7 @@ setup() {
 	assert_output --partial '-a cclf: image classifier (MLP or CNN)'
 	assert_output --partial "hidden width (the judge's features)"
 	assert_output --partial '(default 1024; 1 to 1048576)'
-	assert_output --partial "channels of a convolutional trunk's first stage"
+	assert_output --partial "a CNN trunk's first channels"
 	run -0 bash -c "tar xOf '$D/clf0.cgm' cg.json | jq -c .config"
 	assert_output '{"in_dim":784,"ncond":10,"hidden":32,"layers":1,"conv":0}'
 	run -0 bash -c "tar tf '$D/clf0.cgm' | tr '\n' ' '"

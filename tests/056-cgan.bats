@@ -73,7 +73,7 @@ changed() {
 
 @test "cg-init -a cgan --help lists its options" {
 	run -0 cg-init -a cgan --help
-	assert_output --partial '-a cgan: conditional GAN (MLP or convolutional, projection discriminator'
+	assert_output --partial '-a cgan: conditional GAN (MLP or CNN, projection discriminator'
 	assert_output --partial '--latent N'
 	assert_output --partial '--sn-iters N'
 	assert_output --partial '--conv N'

@@ -186,7 +186,7 @@ static const struct cg_arch_opt cclf_opts[] = {
      "hidden width (the judge's features)"},
     {"layers", CG_ARCH_OPT_INT, 2, 1, 64, "hidden layers"},
     {"conv", CG_ARCH_OPT_INT, 0, 0, CG_CCLF_MAX_CONV,
-     "channels of a convolutional trunk's first stage (0: none, an MLP)"},
+     "a CNN trunk's first channels (0: none, the MLP)"},
 };
 
 /* What the keys alone say: the CNN's image shape is the manifest's,
@@ -219,8 +219,8 @@ static const struct cg_arch_key cclf_keys[] = {
 
 const struct cg_arch cg_arch_cclf = {
     .name = "cclf",
-    .summary = "image classifier (MLP or CNN) of the data's conditions: "
-               "the judge of cg-eval",
+    .summary = "image classifier (MLP or CNN) of the conditions: "
+               "cg-eval's judge",
     .loss_name = "xent",
     .part_names = {"acc", NULL, NULL},
     .opts = cclf_opts,

@@ -251,7 +251,7 @@ static const struct cg_arch_key cddpm_keys[] = {
 const struct cg_arch cg_arch_cddpm = {
     .name = "cddpm",
     .summary = "conditional diffusion (MLP or U-Net, classifier-free "
-               "guidance) for images",
+               "guidance)",
     .loss_name = "mse",
     .part_names = {NULL, NULL, NULL},
     .opts = cddpm_opts,

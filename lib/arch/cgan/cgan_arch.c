@@ -218,8 +218,8 @@ static const struct cg_arch_key cgan_keys[] = {
 
 const struct cg_arch cg_arch_cgan = {
     .name = "cgan",
-    .summary = "conditional GAN (MLP or convolutional, projection "
-               "discriminator, hinge loss) for images",
+    .summary = "conditional GAN (MLP or CNN, projection discriminator, "
+               "hinge loss)",
     .loss_name = "d_hinge",
     .part_names = {"d_real", "d_fake", "g"},
     .opts = cgan_opts,
