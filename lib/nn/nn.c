@@ -47,6 +47,15 @@ cg_view_linear(struct cg_view v[2], const char *layer, size_t w_off,
 	cg_view_set(&v[1], name, b_off, (size_t)out, 0, 0);
 }
 
+void
+cg_init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
+{
+	const float bound = 1.0f / sqrtf((float)fan_in);
+
+	for (size_t j = 0; j < n; j++)
+		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
+}
+
 /* ---------------------------------------------------------------- linear */
 
 /*

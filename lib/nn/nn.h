@@ -46,6 +46,14 @@ void cg_view_set(struct cg_view *v, const char *name, size_t off, size_t rows,
 void cg_view_linear(struct cg_view v[2], const char *layer, size_t w_off,
                     size_t b_off, int out, int in);
 
+/*
+ * PyTorch's default init of a Linear or convolution layer: p [n] (its
+ * weight, then its bias where they follow each other) uniform in
+ * [-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn from r in order.
+ */
+struct cg_rng;
+void cg_init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r);
+
 /* ---------------------------------------------------------------- linear */
 
 /*

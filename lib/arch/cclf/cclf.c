@@ -180,16 +180,6 @@ cg_cclf_views(const struct cg_cclf_config *c, struct cg_view *v, int max)
 	return n;
 }
 
-/* W and b uniform in +-1/sqrt(fan_in), n floats from p, drawn from r. */
-static void
-init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
-{
-	float bound = 1.0f / sqrtf((float)fan_in);
-
-	for (size_t j = 0; j < n; j++)
-		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
-}
-
 void
 cg_cclf_init(const struct cg_cclf_config *c, float *params, struct cg_rng *r)
 {
@@ -199,12 +189,12 @@ cg_cclf_init(const struct cg_cclf_config *c, float *params, struct cg_rng *r)
 		return;
 	trunk_of(c, &t);
 	for (int s = 0; s < t.stages; s++)
-		init_uniform(params + t.w[s], t.b[s] + t.cv[s].OC - t.w[s],
+		cg_init_uniform(params + t.w[s], t.b[s] + t.cv[s].OC - t.w[s],
 		             (size_t)t.cv[s].C * t.cv[s].KH * t.cv[s].KW, r);
 	for (int i = 0; i <= c->layers; i++) {
 		struct linear ln = linear_at(c, &t, i);
 
-		init_uniform(params + ln.w, (size_t)ln.out * ln.in + ln.out,
+		cg_init_uniform(params + ln.w, (size_t)ln.out * ln.in + ln.out,
 		             (size_t)ln.in, r);
 	}
 }

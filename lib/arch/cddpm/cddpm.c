@@ -440,22 +440,12 @@ cg_cddpm_views(const struct cg_cddpm_config *c, struct cg_view *v, int max)
 	return n;
 }
 
-/* n floats at p uniform in +-1/sqrt(fan_in). */
-static void
-init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
-{
-	const float bound = 1.0f / sqrtf((float)fan_in);
-
-	for (size_t j = 0; j < n; j++)
-		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
-}
-
 /* A convolution's weight and bias (they follow each other) as a Linear
  * of fan-in C KH KW. */
 static void
 init_conv(float *params, size_t w, const struct cg_conv *cv, struct cg_rng *r)
 {
-	init_uniform(params + w, cg_conv_wsize(cv) + cv->OC,
+	cg_init_uniform(params + w, cg_conv_wsize(cv) + cv->OC,
 	             (size_t)cv->C * cv->KH * cv->KW, r);
 }
 
@@ -486,7 +476,7 @@ unet_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 			init_conv(params, u.ds2w, &u.ds2, r);
 		init_norm(params, k->n1g, k->n1b, k->in);
 		init_conv(params, k->c1w, &k->c1, r);
-		init_uniform(params + k->ew, (size_t)k->out * u.E + k->out,
+		cg_init_uniform(params + k->ew, (size_t)k->out * u.E + k->out,
 		             (size_t)u.E, r);
 		init_norm(params, k->n2g, k->n2b, k->out);
 		init_conv(params, k->c2w, &k->c2, r);
@@ -495,8 +485,8 @@ unet_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 		if (i == RB_MID && u.attn) {
 			const size_t d = 2 * (size_t)u.C;
 			init_norm(params, u.ang, u.anb, (int)d);
-			init_uniform(params + u.aqw, 3 * d * d + 3 * d, d, r);
-			init_uniform(params + u.apw, d * d + d, d, r);
+			cg_init_uniform(params + u.aqw, 3 * d * d + 3 * d, d, r);
+			cg_init_uniform(params + u.apw, d * d + d, d, r);
 		}
 	}
 	init_norm(params, u.ong, u.onb, u.C);

@@ -346,16 +346,6 @@ init_linear(float *params, struct linear ln, struct cg_rng *r)
 		params[ln.w + j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
 }
 
-/* W and b at w uniform in +-1/sqrt(fan_in): n floats. */
-static void
-init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
-{
-	const float bound = 1.0f / sqrtf((float)fan_in);
-
-	for (size_t j = 0; j < n; j++)
-		p[j] = (2.0f * cg_rng_uniform(r) - 1.0f) * bound;
-}
-
 /* The convolutional nets' init, in buffer order as cg_cgan_init's. */
 static void
 cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
@@ -365,9 +355,9 @@ cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 
 	cnet_of(c, &n);
 	const size_t at[] = {n.g1w, n.g2w, n.gow, n.d1w, n.d2w};
-	init_uniform(params + n.emb, (size_t)c->ncond * n.F,
+	cg_init_uniform(params + n.emb, (size_t)c->ncond * n.F,
 	             (size_t)c->latent + c->ncond, r);
-	init_uniform(params + n.g0w, (size_t)n.F * c->latent + n.F,
+	cg_init_uniform(params + n.g0w, (size_t)n.F * c->latent + n.F,
 	             (size_t)c->latent + c->ncond, r);
 	/* The norms' scales 1 and shifts 0 (nn.GroupNorm's), no draw. */
 	const size_t ng[] = {n.n0g, n.n1g, n.n2g}, nb[] = {n.n0b, n.n1b, n.n2b};
@@ -377,9 +367,9 @@ cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 			params[nb[i] + j] = 0;
 		}
 	for (int i = 0; i < 5; i++)
-		init_uniform(params + at[i], cg_conv_wsize(cv[i]) + cv[i]->OC,
+		cg_init_uniform(params + at[i], cg_conv_wsize(cv[i]) + cv[i]->OC,
 		             (size_t)cv[i]->C * 9, r);
-	init_uniform(params + n.psiw, (size_t)n.F + 1, (size_t)n.F, r);
+	cg_init_uniform(params + n.psiw, (size_t)n.F + 1, (size_t)n.F, r);
 	for (size_t j = 0; j < (size_t)c->ncond * n.F; j++)
 		params[n.demb + j] = cg_rng_normal(r);
 }
