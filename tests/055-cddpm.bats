@@ -58,12 +58,13 @@ EOF
 	assert_output --partial '--predict-x0'
 	assert_output --partial '--unet N'
 	assert_output --partial '--attn'
+	assert_output --partial '--film'
 	refute_output --partial '--latent'
 }
 
 @test "cg-init -a cddpm: the config and the tensors" {
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '[.arch, .config, [.tensors[].name]]'"
-	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0,"attn":0},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
+	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0,"attn":0,"film":1},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '.tensors[2].shape'"
 	assert_output '[11,48]'
 }
@@ -129,12 +130,17 @@ with_config() {
 	run -0 manifest "$D/unet.cgm" '[.config.unet, (.tensors | length), .image]'
 	assert_output '[4,91,{"height":28,"width":28,"channels":1}]'
 	run -0 manifest "$D/unet.cgm" '[.tensors[] | select(.name | test("^(time|in|ds[.][12]|out)[.]w$|^cond|skip[.]w$|^up[.]0[.]|^out")) | .name + ":" + (.shape | map(tostring) | join("x"))] | join(" ")'
-	assert_output '"time.w:16x8 cond.emb:11x16 in.w:4x1x3x3 ds.1.w:4x4x3x3 down.1.skip.w:8x4x1x1 ds.2.w:8x8x3x3 up.2.skip.w:8x16x1x1 up.1.skip.w:8x16x1x1 up.0.n1.g:12 up.0.n1.b:12 up.0.c1.w:4x12x3x3 up.0.c1.b:4 up.0.emb.w:4x16 up.0.emb.b:4 up.0.n2.g:4 up.0.n2.b:4 up.0.c2.w:4x4x3x3 up.0.c2.b:4 up.0.skip.w:4x12x1x1 up.0.skip.b:4 out.n.g:4 out.n.b:4 out.w:1x4x3x3 out.b:1"'
-	# the embeddings' 320; in 40, ds.1 148, ds.2 584; the blocks: down.0
-	# 380, down.1 1080, down.2 and mid 1336 each, up.2 and up.1 2064
-	# each, up.0 736; out.n and out 45
+	assert_output '"time.w:16x8 cond.emb:11x16 in.w:4x1x3x3 ds.1.w:4x4x3x3 down.1.skip.w:8x4x1x1 ds.2.w:8x8x3x3 up.2.skip.w:8x16x1x1 up.1.skip.w:8x16x1x1 up.0.n1.g:12 up.0.n1.b:12 up.0.c1.w:4x12x3x3 up.0.c1.b:4 up.0.emb.w:8x16 up.0.emb.b:8 up.0.n2.g:4 up.0.n2.b:4 up.0.c2.w:4x4x3x3 up.0.c2.b:4 up.0.skip.w:4x12x1x1 up.0.skip.b:4 out.n.g:4 out.n.b:4 out.w:1x4x3x3 out.b:1"'
+	# the embeddings' 320; in 40, ds.1 148, ds.2 584; the blocks without
+	# film: down.0 380, down.1 1080, down.2 and mid 1336 each, up.2 and
+	# up.1 2064 each, up.0 736; out.n and out 45; film (the default)
+	# doubles each block's emb, 17 floats a channel: 48 channels, 816
 	run -0 manifest "$D/unet.cgm" '[.tensors[].shape | reduce .[] as $d (1; . * $d)] | add'
-	assert_output 10133
+	assert_output 10949
+	cg-init -a cddpm -d "$D/train-0.cgd" --unet 4 --hidden 16 --embed 8 \
+		--timesteps 100 --seed 1 --film=0 -o nofilm.cgm
+	run -0 manifest nofilm.cgm '[.config.film, ([.tensors[].shape | reduce .[] as $d (1; . * $d)] | add), (.tensors[] | select(.name == "up.0.emb.w") | .shape)]'
+	assert_output '[0,10133,[4,16]]'
 	cg-init -a cddpm -d "$D/train-0.cgd" --unet 4 --hidden 16 --embed 8 \
 		--timesteps 100 --seed 1 -o again.cgm
 	cmp again.cgm "$D/unet.cgm"

@@ -259,21 +259,28 @@ class ResBlock(nn.Module):
     """A residual block of the cddpm U-Net (cddpm.h): GN, SiLU, 3x3
     convolution, plus a projection of silu(emb) per channel, GN, SiLU,
     3x3 convolution, plus the input (through a 1x1 convolution where the
-    channels change)."""
+    channels change); with film the projection, twice as wide, scales
+    and shifts the second GN's output instead."""
 
-    def __init__(self, cin, cout, E):
+    def __init__(self, cin, cout, E, film):
         super().__init__()
+        self.film = film
         self.n1 = nn.GroupNorm(groups(cin), cin)
         self.c1 = nn.Conv2d(cin, cout, 3, 1, 1)
-        self.emb = nn.Linear(E, cout)
+        self.emb = nn.Linear(E, 2 * cout if film else cout)
         self.n2 = nn.GroupNorm(groups(cout), cout)
         self.c2 = nn.Conv2d(cout, cout, 3, 1, 1)
         self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else None
 
     def forward(self, x, es):
-        h = self.c1(F.silu(group_norm(self.n1, x))) + \
-            self.emb(es)[:, :, None, None]
-        h = self.c2(F.silu(group_norm(self.n2, h)))
+        h = self.c1(F.silu(group_norm(self.n1, x)))
+        e = self.emb(es)[:, :, None, None]
+        if self.film:
+            s, t = e.chunk(2, dim=1)
+            h = group_norm(self.n2, h) * (1 + s) + t
+        else:
+            h = group_norm(self.n2, h + e)
+        h = self.c2(F.silu(h))
         return h + (self.skip(x) if self.skip is not None else x)
 
     def named_tensors(self, name):
@@ -336,6 +343,14 @@ class Cddpm:
         ["in_dim=512", "ncond=4", "hidden=8", "layers=1", "embed=6",
          "timesteps=1000", "snr-clip=5", "unet=4", "attn=1", "image_h=16",
          "image_w=16", "image_c=2", "batch=3", "seed=12"],
+        # the embedding as scale and shift after the norm, with and
+        # without attention
+        ["in_dim=64", "ncond=3", "hidden=6", "layers=1", "embed=4",
+         "timesteps=100", "snr-clip=5", "predict-x0=1", "unet=2", "film=1",
+         "image_h=8", "image_w=8", "image_c=1", "batch=5", "seed=13"],
+        ["in_dim=512", "ncond=4", "hidden=8", "layers=1", "embed=6",
+         "timesteps=1000", "unet=4", "attn=1", "film=1", "image_h=16",
+         "image_w=16", "image_c=2", "batch=3", "seed=14"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -371,7 +386,8 @@ class Cddpm:
                                     ("up.2", 4 * C, 2 * C),
                                     ("up.1", 4 * C, 2 * C),
                                     ("up.0", 3 * C, C)]:
-                self.blocks[name.replace(".", "_")] = ResBlock(cin, cout, E)
+                self.blocks[name.replace(".", "_")] = ResBlock(
+                    cin, cout, E, cfg.get("film", 0))
             self.outn = nn.GroupNorm(groups(C), C)
             self.outc = nn.Conv2d(C, ch, 3, 1, 1)
             if cfg.get("attn", 0):

@@ -575,6 +575,52 @@ cg_add_channel_backward(float *de, const float *dx, int B, int HW, int C)
 }
 
 void
+cg_film_forward(float *y, const float *x, const float *e, int B, int HW, int C)
+{
+	const size_t rows = (size_t)B * HW;
+
+	PAR_FOR(rows * C)
+	for (size_t r = 0; r < rows; r++) {
+		const float *s = e + r / HW * 2 * C, *t = s + C;
+		const float *a = x + r * C;
+		float *d = y + r * C;
+
+		SIMD()
+		for (int c = 0; c < C; c++)
+			d[c] = a[c] * (1 + s[c]) + t[c];
+	}
+}
+
+void
+cg_film_backward(float *dx, float *de, const float *dy, const float *x,
+                 const float *e, int B, int HW, int C)
+{
+	/* Each example's sums in position order, on one thread. */
+	PAR_FOR((size_t)B * HW * C)
+	for (int b = 0; b < B; b++) {
+		const float *s = e + (size_t)b * 2 * C;
+		float *ds = de + (size_t)b * 2 * C, *dt = ds + C;
+
+		for (int p = 0; p < HW; p++) {
+			const size_t o = ((size_t)b * HW + p) * C;
+			const float *g = dy + o, *a = x + o;
+
+			SIMD()
+			for (int c = 0; c < C; c++) {
+				ds[c] += g[c] * a[c];
+				dt[c] += g[c];
+			}
+			if (dx == NULL)
+				continue;
+			float *d = dx + o;
+			SIMD()
+			for (int c = 0; c < C; c++)
+				d[c] += g[c] * (1 + s[c]);
+		}
+	}
+}
+
+void
 cg_concat_forward(float *out, const float *a, const float *b, int R, int C1,
                   int C2)
 {

@@ -141,6 +141,18 @@ void cg_add_channel_backward(float *de, const float *dx, int B, int HW,
                              int C);
 
 /*
+ * y [B, HW, C] = x (1 + e[b, :C]) + e[b, C:], e [B, 2C]: a scale and a
+ * shift per example and channel (FiLM, as the U-Nets of Dhariwal and
+ * Nichol put an embedding after a norm).  y may not alias x.  The
+ * backward: dx += dy (1 + e[b, :C]) (dx NULL: not wanted), de[b, :C] +=
+ * the sum over HW of dy x, de[b, C:] += the sum of dy.
+ */
+void cg_film_forward(float *y, const float *x, const float *e, int B, int HW,
+                     int C);
+void cg_film_backward(float *dx, float *de, const float *dy, const float *x,
+                      const float *e, int B, int HW, int C);
+
+/*
  * out [R, C1 + C2] = a [R, C1] and b [R, C2] side by side in each row (R
  * = B*H*W positions: torch.cat along channels); the backward splits dout
  * into da += .. and db += .. (either NULL when not wanted).

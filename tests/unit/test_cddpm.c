@@ -198,7 +198,7 @@ static void
 test_config(void)
 {
 	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5,
-	                            1,   0,  0,   0, 0,   0};
+	                            1,   0,  0,   0, 0,   0, 0};
 	size_t want = 512 * 128 + 512 + 11 * 512 + 512 * 785 + 2 * (512 * 513) +
 	              784 * 513;
 
@@ -233,7 +233,7 @@ test_config(void)
 	       "2^20 wide and 64 deep: too many parameters");
 
 	/* Ho et al.'s schedule at T = 1000: abar_999 = 4.04e-5. */
-	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1, 0, 0, 0, 0, 0, 0};
 	double *ab = xcalloc(1000, sizeof(double));
 	cg_cddpm_schedule(&h, ab);
 	char what[128];
@@ -250,7 +250,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0, 0};
 	struct cg_view v[MAXV];
 	int n = cg_cddpm_views(&c, v, MAXV), ok = n == 9;
 	static const char *const names[] = {"time.w",  "time.b",  "cond.emb",
@@ -279,7 +279,7 @@ test_errors(void)
 
 	tcase_init(
 	    &t,
-	    (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0, 0, 0},
 	    3);
 	t.cond[1] = 4;
 	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
@@ -409,16 +409,16 @@ test_grad(struct cg_cddpm_config c, int B)
 	tcase_init(&t, c, B);
 	tloss(&t, t.grad);
 	printf("     config in=%d cond=%d hidden=%d layers=%d embed=%d "
-	       "T=%d snr-clip %g x0 %d unet %d (%dx%dx%d) attn %d, B=%d, "
-	       "%zu params\n",
+	       "T=%d snr-clip %g x0 %d unet %d (%dx%dx%d) attn %d film %d, "
+	       "B=%d, %zu params\n",
 	       c.in_dim, c.ncond, c.hidden, c.layers, c.embed, c.timesteps,
 	       c.snr_clip, c.predict_x0, c.unet, c.height, c.width, c.channels,
-	       c.attn, B, t.np);
+	       c.attn, c.film, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d snr-clip %g unet %d attn %d: every gradient vs "
-	         "central differences (worst rel err %.3g)",
-	         c.layers, c.snr_clip, c.unet, c.attn, worst);
+	         "layers=%d snr-clip %g unet %d attn %d film %d: every "
+	         "gradient vs central differences (worst rel err %.3g)",
+	         c.layers, c.snr_clip, c.unet, c.attn, c.film, worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	/* The null condition's row gets a gradient (tcase_init gives
@@ -535,7 +535,7 @@ test_sample(void)
 {
 	struct tcase t;
 	const int n = 3;
-	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0, 0};
 	int cond[3] = {1, 1, 1};
 	char what[160];
 
@@ -627,9 +627,10 @@ test_sample(void)
 /* ------------------------------------------------------------- U-Net */
 
 /* The U-Net's parameter count from cddpm.h, for C channels, an image of
- * ch channels, embedding width E after the embeddings' P0 floats. */
+ * ch channels, embedding width E after the embeddings' P0 floats; each
+ * block's e ne times its channels (2 with film). */
 static size_t
-unet_count(size_t P0, int C, int ch, int E)
+unet_count_e(size_t P0, int C, int ch, int E, int ne)
 {
 	/* in, out channels of each block: down.0 .. up.0 */
 	static const int in[7] = {1, 1, 2, 2, 4, 4, 3};
@@ -639,18 +640,25 @@ unet_count(size_t P0, int C, int ch, int E)
 	n += (size_t)C * C * 9 + C + (size_t)4 * C * C * 9 + 2 * C; /* ds */
 	for (int i = 0; i < 7; i++) {
 		size_t a = (size_t)in[i] * C, b = (size_t)out[i] * C;
-		n += 2 * a + a * b * 9 + b + b * E + b + 2 * b + b * b * 9 + b;
+		n += 2 * a + a * b * 9 + b + ne * (b * E + b) + 2 * b +
+		     b * b * 9 + b;
 		if (a != b)
 			n += a * b + b;
 	}
 	return n + 2 * (size_t)C + (size_t)ch * C * 9 + ch;
 }
 
+static size_t
+unet_count(size_t P0, int C, int ch, int E)
+{
+	return unet_count_e(P0, C, ch, E, 1);
+}
+
 static void
 test_unet_config(void)
 {
 	struct cg_cddpm_config c = {784, 10, 64, 3,  32, 1000, 5,
-	                            1,   16, 28, 28, 1,  0};
+	                            1,   16, 28, 28, 1,  0, 0};
 	struct cg_view v[MAXV];
 	size_t emb = 64 * 32 + 64 + 11 * 64;
 	char what[160];
@@ -721,7 +729,7 @@ test_unet_config(void)
 
 	/* attn: 6 views after mid's, d = 2C = 32. */
 	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
-	                             1,   16, 28, 28, 1,  1};
+	                             1,   16, 28, 28, 1,  1, 0};
 	n = cg_cddpm_views(&c, v, MAXV);
 	size_t d = 32;
 	snprintf(what, sizeof(what),
@@ -738,6 +746,22 @@ test_unet_config(void)
 	           strcmp(v[57].name, "up.2.n1.g") == 0 &&
 	           v[51].off == v[50].off + v[50].n,
 	       what);
+
+	/* film: each block's emb [2 out, E]. */
+	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
+	                             1,   16, 28, 28, 1,  0, 1};
+	n = cg_cddpm_views(&c, v, MAXV);
+	snprintf(what, sizeof(what), "film: %d views, %zu parameters", n,
+	         cg_cddpm_nparams(&c));
+	expect(n == CG_CDDPM_UNET_VIEWS &&
+	           cg_cddpm_nparams(&c) == unet_count_e(emb, 16, 1, 64, 2) &&
+	           strcmp(v[9].name, "down.0.emb.w") == 0 &&
+	           v[9].shape[0] == 32 && v[9].shape[1] == 64 &&
+	           v[10].n == 32,
+	       what);
+	c.film = 2;
+	expect(cg_cddpm_check_config(&c) == -1 && strstr(cg_errmsg(), "film"),
+	       "film 2 is refused");
 	c.attn = 2;
 	expect(cg_cddpm_check_config(&c) == -1, "attn is 0 or 1");
 }
@@ -802,40 +826,40 @@ main(void)
 	 * (clip past every snr); its x0, with the same and the loss on
 	 * eps. */
 	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0, 0, 0, 0, 0},
 	    5);
 	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0, 0, 0, 0, 0},
 	    7);
 	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0, 0, 0, 0, 0},
 	    6);
 	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0, 0, 0,
-	                                      0, 0, 0},
+	                                      0, 0, 0, 0},
 	             6);
 	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0, 0, 0, 0, 0},
 	    7);
 	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0, 0, 0, 0, 0},
 	    6);
 	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0, 0, 0, 0, 0},
 	    5);
 	test_grad(
-	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0, 0, 0, 0},
 	    4);
 	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0, 0, 0},
 	    6);
 	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0, 0, 0, 0},
 	    6);
 	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0, 0, 0},
 	    6);
 	test_grad(
-	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0, 0, 0},
+	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0, 0, 0, 0},
 	    5);
 	test_sample();
 
@@ -843,21 +867,31 @@ main(void)
 	 * (down to 1x2 positions, groups of 1 to 4), each output. */
 	test_unet_config();
 	test_unet_batch(
-	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0},
+	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0, 0},
 	    5);
 	test_grad(
-	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0},
+	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0, 0},
 	    4);
 	test_grad(
-	    (struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8, 3, 0},
+	    (struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8, 3, 0, 0},
 	    3);
 	/* Self-attention over 3x2 positions. */
 	test_unet_batch(
-	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1},
+	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1, 0},
 	    4);
 	test_grad(
-	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1},
+	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1, 0},
 	    4);
+	/* The embedding as scale and shift after the norm (film). */
+	test_unet_batch((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2,
+	                                         8, 8, 1, 0, 1},
+	                5);
+	test_grad((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8,
+	                                   1, 0, 1},
+	          4);
+	test_grad((struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8,
+	                                   3, 1, 1},
+	          3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

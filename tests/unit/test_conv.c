@@ -358,6 +358,7 @@ struct pl {
 	    ry[PB * PHW * PC];
 	float a[PB * PHW * PC], b[PB * PHW * PC2],
 	    cat[PB * PHW * (PC + PC2)], rc[PB * PHW * (PC + PC2)];
+	float fe[PB * 2 * PC];
 };
 
 static double
@@ -376,6 +377,15 @@ add_loss(void *ctx)
 
 	memcpy(p->y, p->x, sizeof(p->y));
 	cg_add_channel_forward(p->y, p->e, PB, PHW, PC);
+	return dot(p->y, p->ry, PB * PHW * PC);
+}
+
+static double
+film_loss(void *ctx)
+{
+	struct pl *p = ctx;
+
+	cg_film_forward(p->y, p->x, p->fe, PB, PHW, PC);
 	return dot(p->y, p->ry, PB * PHW * PC);
 }
 
@@ -407,6 +417,7 @@ test_pool_add_concat(void)
 	fill(p.a, PB * PHW * PC, -1, 1);
 	fill(p.b, PB * PHW * PC2, -1, 1);
 	fill(p.rc, PB * PHW * (PC + PC2), -1, 1);
+	fill(p.fe, PB * 2 * PC, -1, 1);
 	pool_loss(&p);
 	for (int b = 0; b < PB; b++)
 		for (int c = 0; c < PC; c++) {
@@ -434,6 +445,37 @@ test_pool_add_concat(void)
 	gdelta(de, g0e, PB * PC);
 	fdcheck(&FD_NN, "add_channel_backward de", p.e, de, PB * PC, add_loss,
 	        &p, 0);
+
+	film_loss(&p);
+	ok = 1;
+	for (int b = 0; b < PB; b++)
+		for (int q = 0; q < PHW; q++)
+			for (int c = 0; c < PC; c++) {
+				int i = (b * PHW + q) * PC + c;
+				double r = (double)p.x[i] *
+				               (1 + (double)p.fe[b * 2 * PC + c]) +
+				           p.fe[b * 2 * PC + PC + c];
+				ok &= fabs(p.y[i] - r) <= 1e-6 * (1 + fabs(r));
+			}
+	expect(ok, "film_forward scales by 1 + e[:C] and shifts by e[C:]");
+	{
+		float *g0x, *dx = gstart(PB * PHW * PC, &g0x), *g0f,
+		           *df = gstart(PB * 2 * PC, &g0f);
+
+		cg_film_backward(dx, df, p.ry, p.x, p.fe, PB, PHW, PC);
+		gdelta(dx, g0x, PB * PHW * PC);
+		gdelta(df, g0f, PB * 2 * PC);
+		fdcheck(&FD_NN, "film_backward dx", p.x, dx, PB * PHW * PC,
+		        film_loss, &p, 0);
+		fdcheck(&FD_NN, "film_backward de", p.fe, df, PB * 2 * PC,
+		        film_loss, &p, 0);
+		memcpy(df, g0f, PB * 2 * PC * sizeof(float));
+		cg_film_backward(NULL, df, p.ry, p.x, p.fe, PB, PHW, PC);
+		gdelta(df, g0f, PB * 2 * PC);
+		fdcheck(&FD_NN, "film_backward de (dx NULL)", p.fe, df,
+		        PB * 2 * PC, film_loss, &p, 0);
+		free(dx), free(g0x), free(df), free(g0f);
+	}
 
 	cat_loss(&p);
 	ok = 1;
@@ -529,6 +571,12 @@ run_all(float *out, int threads)
 	n += B * C + nin;
 	cg_add_channel_backward(out + n, x, B, H * W / 4, 4 * C);
 	n += 4 * B * C;
+	/* film with the first 2C of each example's input as its vector */
+	cg_film_forward(out + n, x, x, B, H * W / 2, 2 * C);
+	memset(out + n + nin, 0, (nin + 4 * B * C) * sizeof(float));
+	cg_film_backward(out + n + nin, out + 2 * nin + n, out + n, x, x, B,
+	                 H * W / 2, 2 * C);
+	n += 2 * nin + 4 * B * C;
 	free(x), free(w), free(col), free(big);
 	rng = r0;
 	return n;

@@ -132,6 +132,7 @@ struct unet {
 	int H[3], W[3], P[3]; /* each level's sides and positions */
 	int Go;               /* groups of the output norm */
 	int attn, Ga;         /* self-attention, its norm's groups */
+	int film, ne;         /* scale-shift by e; e's width over out */
 	struct cg_conv cin, ds1, ds2, cout;
 	struct rb rb[NRB];
 	size_t inw, inb, ds1w, ds1b, ds2w, ds2b, ong, onb, outw, outb, end;
@@ -186,6 +187,8 @@ unet_of(const struct cg_cddpm_config *c, struct unet *u)
 	u->Go = groups(C);
 	u->attn = c->attn;
 	u->Ga = groups(2 * C);
+	u->film = c->film;
+	u->ne = c->film ? 2 : 1;
 	if (cg_conv_shape(&u->cin, ch, H, W, C, 3, 1, 1) != 0 ||
 	    cg_conv_shape(&u->ds1, C, H, W, C, 3, 2, 1) != 0 ||
 	    cg_conv_shape(&u->ds2, 2 * C, H / 2, W / 2, 2 * C, 3, 2, 1) != 0 ||
@@ -222,8 +225,8 @@ unet_of(const struct cg_cddpm_config *c, struct unet *u)
 		TAKE(k->n1b, k->in);
 		TAKE(k->c1w, cg_conv_wsize(&k->c1));
 		TAKE(k->c1b, k->out);
-		TAKE(k->ew, (size_t)k->out * u->E);
-		TAKE(k->eb, k->out);
+		TAKE(k->ew, (size_t)u->ne * k->out * u->E);
+		TAKE(k->eb, (size_t)u->ne * k->out);
 		TAKE(k->n2g, k->out);
 		TAKE(k->n2b, k->out);
 		TAKE(k->c2w, cg_conv_wsize(&k->c2));
@@ -287,6 +290,8 @@ cg_cddpm_check_config(const struct cg_cddpm_config *c)
 		return cg_seterr("cddpm: attn = %d: not 0 or 1", c->attn);
 	if (c->attn && !c->unet)
 		return cg_seterr("cddpm: attn without a U-Net");
+	if (c->film != 0 && c->film != 1)
+		return cg_seterr("cddpm: film = %d: not 0 or 1", c->film);
 	if (c->unet) {
 		struct unet u;
 
@@ -372,7 +377,8 @@ unet_views(const struct cg_cddpm_config *c, struct cg_view *v)
 		snprintf(name, sizeof(name), "%s.c1", b);
 		cg_view_conv(&v[n + 2], name, k->c1w, k->c1b, &k->c1);
 		snprintf(name, sizeof(name), "%s.emb", b);
-		cg_view_linear(&v[n + 4], name, k->ew, k->eb, k->out, u.E);
+		cg_view_linear(&v[n + 4], name, k->ew, k->eb, u.ne * k->out,
+		               u.E);
 		snprintf(name, sizeof(name), "%s.n2", b);
 		norm_views(&v[n + 6], name, k->n2g, k->n2b, k->out);
 		snprintf(name, sizeof(name), "%s.c2", b);
@@ -476,8 +482,9 @@ unet_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 			init_conv(params, u.ds2w, &u.ds2, r);
 		init_norm(params, k->n1g, k->n1b, k->in);
 		init_conv(params, k->c1w, &k->c1, r);
-		cg_init_uniform(params + k->ew, (size_t)k->out * u.E + k->out,
-		             (size_t)u.E, r);
+		cg_init_uniform(params + k->ew,
+		                (size_t)u.ne * k->out * (u.E + 1), (size_t)u.E,
+		                r);
 		init_norm(params, k->n2g, k->n2b, k->out);
 		init_conv(params, k->c2w, &k->c2, r);
 		if (k->in != k->out)
@@ -556,14 +563,15 @@ struct cg_cddpm_ws {
 	float *map[NMAP], *dmap[NMAP]; /* [B, map_size] */
 	struct rb_act {
 		float *n1, *a1;      /* [B, P, in]: GN1, then SiLU */
-		float *h1, *n2, *a2; /* [B, P, out]: conv1 + e, GN2, SiLU */
-		float *e;            /* [B, out] */
+		float *h1, *n2, *a2; /* [B, P, out]: conv1 (+ e), GN2, SiLU */
+		float *f;            /* [B, P, out]: GN2 scaled and shifted */
+		float *e;            /* [B, out], with film [B, 2 out] */
 		float *m1, *r1, *m2, *r2; /* [B, G1] and [B, G2] */
 	} act[NRB];
 	float *on, *oa;      /* [B, H W, C]: the output's norm, then SiLU */
 	float *om, *orstd;   /* [B, Go] */
 	float *t1, *t2, *t3; /* [B, the largest block's map]: scratch */
-	float *de;           /* [B, 2C] */
+	float *de;           /* [B, 2C], with film [B, 4C] */
 	/* Self-attention (attn; else empty), P = H/4 W/4 positions, d = 2C. */
 	float *an, *am, *ar; /* [B, P, d]: its norm; [B, Ga] */
 	float *qkv, *dqkv;   /* [B, P, 3d] */
@@ -617,7 +625,8 @@ lay(void *ws, struct cg_arena *a)
 		ac->h1 = CG_ARENA_FLOATS(a, B, Po);
 		ac->n2 = CG_ARENA_FLOATS(a, B, Po);
 		ac->a2 = CG_ARENA_FLOATS(a, B, Po);
-		ac->e = CG_ARENA_FLOATS(a, B, (size_t)k->out);
+		ac->f = CG_ARENA_FLOATS(a, B, u->film ? Po : 0);
+		ac->e = CG_ARENA_FLOATS(a, B, (size_t)u->ne * k->out);
 		ac->m1 = CG_ARENA_FLOATS(a, B, (size_t)k->G1);
 		ac->r1 = CG_ARENA_FLOATS(a, B, (size_t)k->G1);
 		ac->m2 = CG_ARENA_FLOATS(a, B, (size_t)k->G2);
@@ -634,7 +643,7 @@ lay(void *ws, struct cg_arena *a)
 	w->t1 = CG_ARENA_FLOATS(a, B, big);
 	w->t2 = CG_ARENA_FLOATS(a, B, big);
 	w->t3 = CG_ARENA_FLOATS(a, B, big);
-	w->de = CG_ARENA_FLOATS(a, B, (size_t)2 * u->C);
+	w->de = CG_ARENA_FLOATS(a, B, (size_t)2 * u->ne * u->C);
 	size_t AP = u->attn ? (size_t)u->P[2] : 0, Ad = 2 * (size_t)u->C;
 	w->an = CG_ARENA_FLOATS(a, B, AP * Ad);
 	w->am = CG_ARENA_FLOATS(a, B, u->attn ? (size_t)u->Ga : 0);
@@ -821,11 +830,17 @@ rb_forward(struct cg_cddpm_ws *w, const float *params, int i, int B)
 	cg_conv_forward(&k->c1, a->h1, a->a1, params + k->c1w, params + k->c1b,
 	                B, w->col, w->ncol);
 	cg_linear_forward(a->e, w->es, params + k->ew, params + k->eb, B, u->E,
-	                  k->out);
-	cg_add_channel_forward(a->h1, a->e, B, k->P, k->out);
+	                  u->ne * k->out);
+	if (!u->film)
+		cg_add_channel_forward(a->h1, a->e, B, k->P, k->out);
 	cg_groupnorm_forward(a->n2, a->m2, a->r2, a->h1, params + k->n2g,
 	                     params + k->n2b, B, k->P, k->out, k->G2);
-	cg_silu_forward(a->a2, a->n2, no);
+	if (u->film) {
+		cg_film_forward(a->f, a->n2, a->e, B, k->P, k->out);
+		cg_silu_forward(a->a2, a->f, no);
+	} else {
+		cg_silu_forward(a->a2, a->n2, no);
+	}
 	cg_conv_forward(&k->c2, y, a->a2, params + k->c2w, params + k->c2b, B,
 	                w->col, w->ncol);
 	if (k->in != k->out) {
@@ -862,17 +877,26 @@ rb_backward(struct cg_cddpm_ws *w, const float *params, int i, int B,
 	cg_conv_backward(&k->c2, w->t1, grad + k->c2w, grad + k->c2b, dy, a->a2,
 	                 params + k->c2w, B, w->col, w->ncol);
 	memset(w->t2, 0, no * sizeof(float));
-	cg_silu_backward(w->t2, w->t1, a->n2, no);
+	cg_silu_backward(w->t2, w->t1, u->film ? a->f : a->n2, no);
+	memset(w->de, 0, (size_t)B * u->ne * k->out * sizeof(float));
+	if (u->film) {
+		/* w->t2 the gradient of the scaled map: GN2's output's, in
+		 * w->t1, and e's. */
+		memset(w->t1, 0, no * sizeof(float));
+		cg_film_backward(w->t1, w->de, w->t2, a->n2, a->e, B, k->P,
+		                 k->out);
+	}
 	memset(w->t3, 0, no * sizeof(float));
-	cg_groupnorm_backward(w->t3, grad + k->n2g, grad + k->n2b, w->t2, a->h1,
+	cg_groupnorm_backward(w->t3, grad + k->n2g, grad + k->n2b,
+	                      u->film ? w->t1 : w->t2, a->h1,
 	                      params + k->n2g, a->m2, a->r2, B, k->P, k->out,
 	                      k->G2);
-	/* w->t3: the gradient of conv1's output, and of e at each
-	 * position. */
-	memset(w->de, 0, (size_t)B * k->out * sizeof(float));
-	cg_add_channel_backward(w->de, w->t3, B, k->P, k->out);
+	/* w->t3: the gradient of conv1's output (and, without film, of e
+	 * at each position). */
+	if (!u->film)
+		cg_add_channel_backward(w->de, w->t3, B, k->P, k->out);
 	cg_linear_backward(w->des, grad + k->ew, grad + k->eb, w->de, w->es,
-	                   params + k->ew, B, u->E, k->out);
+	                   params + k->ew, B, u->E, u->ne * k->out);
 	memset(w->t1, 0, ni * sizeof(float));
 	cg_conv_backward(&k->c1, w->t1, grad + k->c1w, grad + k->c1b, w->t3,
 	                 a->a1, params + k->c1w, B, w->col, w->ncol);

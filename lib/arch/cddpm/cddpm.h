@@ -56,6 +56,15 @@
  *   RB(x) = conv2(silu(GN2(conv1(silu(GN1(x))) + e))) + skip(x)
  *   e = blk.emb.w silu(emb) + blk.emb.b, added at every position [out]
  *
+ * or with film, e of twice the width scales and shifts the normed map
+ * (Dhariwal and Nichol's scale-shift norm) in place of the sum:
+ *
+ *   RB(x) = conv2(silu(GN2(h) (1 + e[:out]) + e[out:])) + skip(x)
+ *   h = conv1(silu(GN1(x))), e = blk.emb.w silu(emb) + blk.emb.b  [2 out]
+ *
+ * (a shift before a norm is taken out again with its group's mean; a
+ * scale after it reaches every pixel).  The MLP ignores film.
+ *
  * conv1 and conv2 3x3 with padding 1, skip a 1x1 convolution where the
  * block changes the channels (else x itself), GN a group norm (eps 1e-5)
  * of the most groups, up to 8, of at least 4 channels each (one group
@@ -110,6 +119,7 @@ struct cg_cddpm_config {
 	int unet;
 	int height, width, channels;
 	int attn; /* 1: self-attention after the U-Net's middle block */
+	int film; /* 1: each block scales and shifts its normed map by e */
 };
 
 #define CG_CDDPM_MAX_UNET 4096
@@ -132,7 +142,7 @@ struct cg_cddpm_config {
  * T in [CG_CDDPM_MIN_T, CG_CDDPM_MAX_T], snr_clip in [0,
  * CG_CDDPM_MAX_SNR_CLIP] or CG_CDDPM_EPS_LOSS, unet in [0,
  * CG_CDDPM_MAX_UNET] and, above 0, an image of in_dim values with sides
- * multiples of 4, attn 0 or 1 (1 only with the U-Net), and at most
+ * multiples of 4, attn 0 or 1 (1 only with the U-Net), film 0 or 1, and at most
  * CG_CDDPM_MAX_PARAMS parameters; else -1 with a message.
  */
 int cg_cddpm_check_config(const struct cg_cddpm_config *c);

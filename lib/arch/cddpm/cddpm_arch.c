@@ -207,6 +207,9 @@ static const struct cg_arch_opt cddpm_opts[] = {
      "a U-Net of this many channels at full size (0: the MLP)"},
     {"attn", CG_ARCH_OPT_BOOL, 0, 0, 1,
      "self-attention after the U-Net's middle block"},
+    {"film", CG_ARCH_OPT_BOOL, 1, 0, 1,
+     "the U-Net's blocks scale and shift their normed maps by the "
+     "embedding (0: add it before the norm)"},
 };
 
 /* What the keys alone say: the U-Net's image shape is the manifest's,
@@ -245,6 +248,8 @@ static const struct cg_arch_key cddpm_keys[] = {
     /* nor a U-Net: the MLP */
     KEY("unet", c.unet, 1, 0),
     KEY("attn", c.attn, 1, 0),
+    /* nor scale and shift: the embedding added before the norm */
+    KEY("film", c.film, 1, 0),
 };
 #undef KEY
 
