@@ -138,3 +138,56 @@ train() {
 	run -0 cg-train-step -q -m cvae.cgm -d img-0.cgd --max-memory 1G \
 		-o g.cgg
 }
+
+# The convolutional image models: their activations counted, a tight
+# budget run in chunks of the batch (the same gradient to rounding, under
+# the budget), one nothing fits refused, and no checkpointing.
+@test "--max-memory on the convolutional cclf, cgan and cddpm: chunks, under the budget" {
+	images img -n 1
+	model cclf img-0.cgd clf.cgm --conv 16 --hidden 32 --layers 1
+	model cgan img-0.cgd gan.cgm --conv 16
+	model cddpm img-0.cgd dm.cgm --unet 8 --hidden 32 --embed 16 \
+		--timesteps 100
+	for m in clf gan dm; do
+		g() {
+			cg-train-step -q -m $m.cgm -d img-0.cgd --batch 64 \
+				--seed 2 -j 1 "$@"
+		}
+		rm -f a.jsonl b.jsonl a.cgg b.cgg
+		g --log a.jsonl -o a.cgg
+		full=$(jq -r .memory_plan a.jsonl)
+		[ "$(jq -r .chunk a.jsonl)" = 0 ]
+		budget=$((((full - 4000000) * 3 / 4 + 4000000) >> 20))
+		g --max-memory ${budget}M --log b.jsonl -o b.cgg
+		echo "$m: whole batch $full bytes, budget ${budget}M: $(cat b.jsonl)"
+		chunk=$(jq -r .chunk b.jsonl)
+		[ "$chunk" -ge 1 ] && [ "$chunk" -lt 64 ]
+		[ "$(jq -r .memory_plan b.jsonl)" -le $((budget << 20)) ]
+		if [ "${CG_SANITIZED:-0}" != 1 ]; then
+			[ "$(jq -r .memory_peak b.jsonl)" -le $((budget << 20)) ]
+		fi
+		# chunks change rounding (relative L2 about 1e-6) and
+		# nothing else: a chunk's share wrong by one example would
+		# move the sums by a sixtieth
+		run -1 cg-inspect --diff -q a.cgg b.cgg
+		run -0 cg-inspect --diff -q --tolerance 5e-5 a.cgg b.cgg
+		# a budget of the weights alone: one line, exit 1, no output
+		run -1 --separate-stderr g --max-memory 6M -o c.cgg
+		[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+		[[ "$stderr" == *"--max-memory: a step needs at least"* ]]
+		[ ! -e c.cgg ]
+		run -1 --separate-stderr g --checkpoint-activations -o c.cgg
+		[[ "$stderr" == *"has no activation checkpointing"* ]]
+		[ ! -e c.cgg ]
+	done
+	# training in chunks: the effective batch, the same model to
+	# rounding (by SGD: Adam's first steps are the sign of each
+	# gradient, which rounding flips where one is near 0)
+	cg-train-step -q -m gan.cgm -d img-0.cgd --emit model --steps 2 \
+		--batch 64 --seed 2 -j 1 --opt sgd -o a.cgm
+	cg-train-step -q -m gan.cgm -d img-0.cgd --emit model --steps 2 \
+		--batch 64 --seed 2 -j 1 --opt sgd --max-memory 40M -o b.cgm
+	[ "$(tar xOf b.cgm cg.json | jq -r .samples)" = 128 ]
+	run -1 cg-inspect --diff -q a.cgm b.cgm
+	run -0 cg-inspect --diff -q --tolerance 1e-6 a.cgm b.cgm
+}

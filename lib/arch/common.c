@@ -5,11 +5,13 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "arch/common.h"
+#include "core/util.h"
 #include "data/image.h"
 #include "model/model.h"
 
@@ -161,4 +163,63 @@ cg_arch_image_from_shard(const struct cg_arch *a, const struct cg_shard *s,
                          cJSON *config, cJSON *extra)
 {
 	return cg_arch_image_config(a->name, s, config, extra);
+}
+
+/* ------------------------------------------------------------- chunks */
+
+int
+cg_arch_chunk_of(int B, int chunk)
+{
+	if (chunk <= 0 || chunk >= B)
+		return B;
+	int n = (B + chunk - 1) / chunk;
+	return (B + n - 1) / n;
+}
+
+size_t
+cg_arch_chunk_bytes(const struct cg_model *m, int B, int cap)
+{
+	return cap < B ? m->nparams * sizeof(float) : 0;
+}
+
+int
+cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
+                const struct cg_shard *s, const uint64_t *ex, int B,
+                uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	const int cap = cg_arch_chunk_of(B, m->chunk);
+	float *g = NULL;
+	struct cg_metrics sum = {0}, part;
+
+	if (cap >= B)
+		return run(m, s, ex, B, noise_seed, grad, out);
+	if (grad &&
+	    (g = cg_alloc((size_t)m->nparams * sizeof(float))) == NULL)
+		return -1;
+	for (int at = 0; at < B; at += cap) {
+		const int n = B - at < cap ? B - at : cap;
+		const double share = (double)n / B;
+
+		if (g)
+			memset(g, 0, (size_t)m->nparams * sizeof(float));
+		if (run(m, s, ex + at, n, noise_seed, g, &part) != 0) {
+			free(g);
+			return -1;
+		}
+		if (g) {
+			const float f = (float)share;
+			for (size_t i = 0; i < m->nparams; i++)
+				grad[i] += f * g[i];
+		}
+		sum.loss += share * part.loss;
+		for (int k = 0; k < 3; k++)
+			sum.part[k] += share * part.part[k];
+		sum.bits_per += share * part.bits_per;
+		sum.data += share * part.data;
+		sum.teacher += share * part.teacher;
+	}
+	free(g);
+	sum.n = (uint64_t)B;
+	*out = sum;
+	return 0;
 }

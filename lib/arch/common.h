@@ -65,4 +65,34 @@ int cg_arch_image_nconds(const struct cg_model *m);
 int cg_arch_image_sample_shape(const struct cg_model *m, int shape[3]);
 int cg_arch_image_check(struct cg_model *m, const struct cg_shard *s);
 
+/*
+ * Batches in chunks, for an arch whose batch is a mean over examples
+ * that each draw their own randomness (the image archs): the chunk size
+ * for batches of B when the planner asks for chunks of at most chunk
+ * (0, or B or more: the whole batch), as many chunks as that takes,
+ * their sizes evened out.
+ */
+int cg_arch_chunk_of(int B, int chunk);
+/* The bytes cg_arch_chunked adds to the workspace of chunks of cap for
+ * batches of B: a gradient of m's size where a chunk is not the whole
+ * batch. */
+size_t cg_arch_chunk_bytes(const struct cg_model *m, int B, int cap);
+/*
+ * The batch of struct cg_arch (the loss on ex[0..B) of s as means, grad
+ * += their gradient) through run, a batch function of the same form,
+ * on chunks of cg_arch_chunk_of(B, m->chunk) examples: each chunk's
+ * gradient, in a buffer of its own, added to grad times the chunk's
+ * share of the batch, and each figure of out the mean of the chunks'
+ * weighted so.  Whole batches go to run as they are (the same bytes as
+ * without chunking); chunks change only rounding.  Returns 0 or -1 with
+ * a message.
+ */
+typedef int (*cg_arch_batch_fn)(struct cg_model *m, const struct cg_shard *s,
+                                const uint64_t *ex, int B,
+                                uint64_t noise_seed, float *grad,
+                                struct cg_metrics *out);
+int cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
+                    const struct cg_shard *s, const uint64_t *ex, int B,
+                    uint64_t noise_seed, float *grad, struct cg_metrics *out);
+
 #endif

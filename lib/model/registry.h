@@ -237,13 +237,18 @@ struct cg_arch {
 	/*
 	 * Bytes of workspace that batches of B examples take, run in
 	 * equal chunks of at most chunk examples (as few chunks as that
-	 * allows, their sizes evened out; chunk 0: the arch's default), with activation checkpointing
-	 * when checkpoint != 0; 0 with a message if impossible.  NULL when
-	 * the arch neither chunks nor checkpoints (its batch function then
-	 * ignores m->checkpoint and m->ws_budget).
+	 * allows, their sizes evened out; chunk 0: the arch's default),
+	 * with activation checkpointing when checkpoint != 0 (an arch
+	 * without it, checkpoints 0, counts as if it were 0); 0 with a
+	 * message if impossible.  NULL when the arch neither chunks nor
+	 * checkpoints (its batch function then ignores m->chunk and
+	 * m->checkpoint).
 	 */
 	size_t (*ws_bytes)(struct cg_model *m, int B, int chunk,
 			   int checkpoint);
+	/* 1 where batch recomputes activations when m->checkpoint says
+	 * so (ws_bytes counts it), else 0: the planner then only chunks. */
+	int checkpoints;
 	/*
 	 * Inference (cg_model_read_infer): whether view i of m, stored in
 	 * a file as dtype dt, may stay so, the arch's forward pass and

@@ -573,7 +573,9 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 	uint64_t fixed = resident + plan_reserve() + P; /* + the gradient */
 
 	memset(p, 0, sizeof(*p));
-	if (checkpoint && m->arch->ws_bytes == NULL)
+	const int can_ckpt = m->arch->ws_bytes && m->arch->checkpoints;
+
+	if (checkpoint && !can_ckpt)
 		return cg_seterr("%s has no activation checkpointing",
 				 m->arch->name);
 	if (o->emit == CG_EMIT_MODEL) {
@@ -599,7 +601,7 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 			goto none;
 		return 0;
 	}
-	size_t least = plan_ws(m, o, B, 1, 1);
+	size_t least = plan_ws(m, o, B, 1, can_ckpt);
 	if (least == 0)
 		return -1;
 	p->floor = fixed + least;
@@ -611,7 +613,7 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 			goto none;
 		uint64_t avail = budget - fixed;
 		int c0 = checkpoint ? 0 : largest_chunk(m, o, B, 0, avail);
-		int c1 = largest_chunk(m, o, B, 1, avail);
+		int c1 = can_ckpt ? largest_chunk(m, o, B, 1, avail) : 0;
 		int small = B < PLAN_MIN_CHUNK ? B : PLAN_MIN_CHUNK;
 		if (c0 >= small || c0 >= c1) {
 			p->chunk = c0;

@@ -241,11 +241,12 @@ lay(void *ws, struct cg_arena *a)
 	w->tmp = CG_ARENA_FLOATS(a, B, H);
 }
 
-struct cg_cclf_ws *
-cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
+/* A workspace's struct for batches of up to max_batch, its arena not
+ * laid out; NULL with a message. */
+static struct cg_cclf_ws *
+ws_prep(const struct cg_cclf_config *c, int max_batch)
 {
 	struct cg_cclf_ws *w;
-	struct cg_arena a;
 
 	if (cg_cclf_check_config(c) != 0)
 		return NULL;
@@ -267,12 +268,41 @@ cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
 		if (n > w->ncol)
 			w->ncol = n;
 	}
+	return w;
+}
+
+struct cg_cclf_ws *
+cg_cclf_ws_new(const struct cg_cclf_config *c, int max_batch)
+{
+	struct cg_cclf_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a;
+
+	if (w == NULL)
+		return NULL;
 	if (cg_arena_make(&a, lay, w, "cclf", max_batch) != 0) {
 		free(w);
 		return NULL;
 	}
 	w->mem = (float *)a.base;
 	return w;
+}
+
+size_t
+cg_cclf_ws_bytes(const struct cg_cclf_config *c, int max_batch)
+{
+	struct cg_cclf_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a = {0};
+
+	if (w == NULL)
+		return 0;
+	lay(w, &a);
+	free(w);
+	if (a.overflow || a.used > SIZE_MAX - sizeof(*w)) {
+		cg_seterr("cclf: workspace for batch %d: too large",
+		          max_batch);
+		return 0;
+	}
+	return a.used + sizeof(*w);
 }
 
 void

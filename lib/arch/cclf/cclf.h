@@ -90,6 +90,9 @@ struct cg_cclf_ws;
 struct cg_cclf_ws *cg_cclf_ws_new(const struct cg_cclf_config *c,
                                   int max_batch);
 void cg_cclf_ws_free(struct cg_cclf_ws *w);
+/* The bytes cg_cclf_ws_new(c, max_batch) allocates, counted without
+ * allocating; 0 with a message where it would fail. */
+size_t cg_cclf_ws_bytes(const struct cg_cclf_config *c, int max_batch);
 
 /*
  * One forward pass and, if grad != NULL, the backward pass.

@@ -129,8 +129,9 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
+/* A batch, or a chunk of one, whole (cclf_batch chunks). */
 static int
-cclf_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+cclf_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
            int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
 {
 	struct cclf_ws *w = get_ws(m, B);
@@ -156,6 +157,30 @@ cclf_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	out->part[0] = acc;
 	out->n = (uint64_t)B;
 	return 0;
+}
+
+static int
+cclf_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	return cg_arch_chunked(m, cclf_run, s, ex, B, noise_seed, grad, out);
+}
+
+/* Its workspace for batches of B in chunks of chunk: the kernels', a
+ * chunk's inputs, and the chunks' gradient.  No checkpointing. */
+static size_t
+cclf_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
+{
+	struct cg_cclf_config c;
+	const int cap = cg_arch_chunk_of(B, chunk);
+	size_t n;
+
+	(void)checkpoint;
+	if (get_config(m, &c) != 0 || (n = cg_cclf_ws_bytes(&c, cap)) == 0)
+		return 0;
+	return n + sizeof(struct cclf_ws) +
+	       (size_t)cap * ((size_t)c.in_dim * sizeof(float) + sizeof(int)) +
+	       cg_arch_chunk_bytes(m, B, cap);
 }
 
 static int
@@ -236,6 +261,7 @@ const struct cg_arch cg_arch_cclf = {
     .init = cclf_init,
     .check_data = cg_arch_image_check,
     .batch = cclf_batch,
+    .ws_bytes = cclf_ws_bytes,
     .free_ws = cclf_free_ws,
     .classify = cclf_classify,
     .nfeatures = cclf_nfeatures,

@@ -656,11 +656,12 @@ lay(void *ws, struct cg_arena *a)
 	w->col = CG_ARENA_FLOATS(a, w->ncol, 1);
 }
 
-struct cg_cddpm_ws *
-cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
+/* A workspace's struct for batches of up to max_batch, its arena not
+ * laid out; NULL with a message. */
+static struct cg_cddpm_ws *
+ws_prep(const struct cg_cddpm_config *c, int max_batch)
 {
 	struct cg_cddpm_ws *w;
-	struct cg_arena a;
 
 	if (cg_cddpm_check_config(c) != 0)
 		return NULL;
@@ -692,6 +693,17 @@ cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 				w->ncol = k;
 		}
 	}
+	return w;
+}
+
+struct cg_cddpm_ws *
+cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
+{
+	struct cg_cddpm_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a;
+
+	if (w == NULL)
+		return NULL;
 	if (cg_arena_make(&a, lay, w, "cddpm", max_batch) != 0) {
 		free(w);
 		return NULL;
@@ -699,6 +711,24 @@ cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 	w->mem = (float *)a.base;
 	cg_cddpm_schedule(c, w->abar);
 	return w;
+}
+
+size_t
+cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch)
+{
+	struct cg_cddpm_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a = {0};
+
+	if (w == NULL)
+		return 0;
+	lay(w, &a);
+	free(w);
+	if (a.overflow || a.used > SIZE_MAX - sizeof(*w)) {
+		cg_seterr("cddpm: workspace for batch %d: too large",
+		          max_batch);
+		return 0;
+	}
+	return a.used + sizeof(*w);
 }
 
 void

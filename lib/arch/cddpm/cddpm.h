@@ -195,6 +195,9 @@ struct cg_cddpm_ws;
 struct cg_cddpm_ws *cg_cddpm_ws_new(const struct cg_cddpm_config *c,
                                     int max_batch);
 void cg_cddpm_ws_free(struct cg_cddpm_ws *w);
+/* The bytes cg_cddpm_ws_new(c, max_batch) allocates, counted without
+ * allocating; 0 with a message where it would fail. */
+size_t cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch);
 
 /*
  * One training forward pass and, if grad != NULL, the backward pass.

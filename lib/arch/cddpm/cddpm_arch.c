@@ -135,9 +135,10 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
+/* A batch, or a chunk of one, whole (cddpm_batch chunks). */
 static int
-cddpm_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-            int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+cddpm_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+          int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
 {
 	struct cddpm_ws *w = get_ws(m, B);
 	double loss;
@@ -167,6 +168,33 @@ cddpm_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	out->loss = loss;
 	out->n = (uint64_t)B;
 	return 0;
+}
+
+static int
+cddpm_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+            int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	return cg_arch_chunked(m, cddpm_run, s, ex, B, noise_seed, grad, out);
+}
+
+/* Its workspace for batches of B in chunks of chunk: the kernels', the
+ * images, noise, conditions and timesteps of a chunk, and the chunks'
+ * gradient.  No checkpointing. */
+static size_t
+cddpm_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
+{
+	struct cg_cddpm_config c;
+	const int cap = cg_arch_chunk_of(B, chunk);
+	size_t n;
+
+	(void)checkpoint;
+	if (get_config(m, &c, NULL) != 0 ||
+	    (n = cg_cddpm_ws_bytes(&c, cap)) == 0)
+		return 0;
+	return n + sizeof(struct cddpm_ws) +
+	       (size_t)cap * (2 * (size_t)c.in_dim * sizeof(float) +
+	                      2 * sizeof(int)) +
+	       cg_arch_chunk_bytes(m, B, cap);
 }
 
 static int
@@ -208,8 +236,7 @@ static const struct cg_arch_opt cddpm_opts[] = {
     {"attn", CG_ARCH_OPT_BOOL, 0, 0, 1,
      "self-attention after the U-Net's middle block"},
     {"film", CG_ARCH_OPT_BOOL, 1, 0, 1,
-     "the U-Net's blocks scale and shift their normed maps by the "
-     "embedding (0: add it before the norm)"},
+     "U-Net: the embedding scales and shifts after each norm"},
 };
 
 /* What the keys alone say: the U-Net's image shape is the manifest's,
@@ -272,6 +299,7 @@ const struct cg_arch cg_arch_cddpm = {
     .init = cddpm_init,
     .check_data = cg_arch_image_check,
     .batch = cddpm_batch,
+    .ws_bytes = cddpm_ws_bytes,
     .sample_image = cddpm_sample_image,
     .diffusion = 1,
     .free_ws = cddpm_free_ws,

@@ -501,11 +501,12 @@ lay(void *ws, struct cg_arena *a)
 	}
 }
 
-struct cg_cgan_ws *
-cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
+/* A workspace's struct for batches of up to max_batch, its arena not
+ * laid out; NULL with a message. */
+static struct cg_cgan_ws *
+ws_prep(const struct cg_cgan_config *c, int max_batch)
 {
 	struct cg_cgan_ws *w;
-	struct cg_arena a;
 
 	if (cg_cgan_check_config(c) != 0)
 		return NULL;
@@ -537,6 +538,17 @@ cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 				w->ncol = k;
 		}
 	}
+	return w;
+}
+
+struct cg_cgan_ws *
+cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
+{
+	struct cg_cgan_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a;
+
+	if (w == NULL)
+		return NULL;
 	if (cg_arena_make(&a, lay, w, "cgan", max_batch) != 0) {
 		free(w->sn);
 		free(w);
@@ -544,6 +556,27 @@ cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 	}
 	w->mem = (float *)a.base;
 	return w;
+}
+
+size_t
+cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch)
+{
+	struct cg_cgan_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a = {0};
+	size_t sn;
+
+	if (w == NULL)
+		return 0;
+	sn = ((size_t)disc_layers(c) + 2) * sizeof(*w->sn);
+	lay(w, &a);
+	free(w->sn);
+	free(w);
+	if (a.overflow || a.used > SIZE_MAX - sizeof(*w) - sn) {
+		cg_seterr("cgan: workspace for batch %d: too large",
+		          max_batch);
+		return 0;
+	}
+	return a.used + sizeof(*w) + sn;
 }
 
 void

@@ -148,6 +148,9 @@ struct cg_cgan_ws;
 struct cg_cgan_ws *cg_cgan_ws_new(const struct cg_cgan_config *c,
                                   int max_batch);
 void cg_cgan_ws_free(struct cg_cgan_ws *w);
+/* The bytes cg_cgan_ws_new(c, max_batch) allocates, counted without
+ * allocating; 0 with a message where it would fail. */
+size_t cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch);
 
 /* The figures of one pass (batch means). */
 struct cg_cgan_loss {

@@ -128,8 +128,9 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
+/* A batch, or a chunk of one, whole (cgan_batch chunks). */
 static int
-cgan_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+cgan_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
            int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
 {
 	struct cgan_ws *w = get_ws(m, B);
@@ -160,6 +161,31 @@ cgan_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	out->part[2] = loss.g;
 	out->n = (uint64_t)B;
 	return 0;
+}
+
+static int
+cgan_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	return cg_arch_chunked(m, cgan_run, s, ex, B, noise_seed, grad, out);
+}
+
+/* Its workspace for batches of B in chunks of chunk: the kernels', a
+ * chunk's inputs, and the chunks' gradient.  No checkpointing. */
+static size_t
+cgan_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
+{
+	struct cg_cgan_config c;
+	const int cap = cg_arch_chunk_of(B, chunk);
+	size_t n;
+
+	(void)checkpoint;
+	if (get_config(m, &c) != 0 || (n = cg_cgan_ws_bytes(&c, cap)) == 0)
+		return 0;
+	return n + sizeof(struct cgan_ws) +
+	       (size_t)cap * (((size_t)c.in_dim + c.latent) * sizeof(float) +
+	                      sizeof(int)) +
+	       cg_arch_chunk_bytes(m, B, cap);
 }
 
 static int
@@ -235,6 +261,7 @@ const struct cg_arch cg_arch_cgan = {
     .init = cgan_init,
     .check_data = cg_arch_image_check,
     .batch = cgan_batch,
+    .ws_bytes = cgan_ws_bytes,
     .sample_image = cgan_sample_image,
     .adversarial = 1,
     .free_ws = cgan_free_ws,

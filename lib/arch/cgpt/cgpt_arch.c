@@ -653,6 +653,7 @@ const struct cg_arch cg_arch_cgpt = {
     .sample_text = cgpt_sample_text,
     .free_ws = cgpt_free_ws,
     .ws_bytes = cgpt_ws_bytes,
+    .checkpoints = 1,
     .keeps = cgpt_keeps,
     .input_sq = cgpt_input_sq,
     .check_teacher = cgpt_check_teacher,
