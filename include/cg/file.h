@@ -60,8 +60,8 @@ const char *cg_file_tensor_dtype(const struct cg_file *f, size_t i);
 int cg_file_tensor_shape(const struct cg_file *f, size_t i, uint64_t *shape,
                          int max);
 /* Tensor i's raw bytes, little-endian in its dtype, and their count in
- * *nbytes; owned by f, valid until cg_file_free.  NULL (with a message)
- * where i is out of range. */
+ * *nbytes (unless nbytes is NULL); owned by f, valid until cg_file_free.
+ * NULL (with a message) where i is out of range. */
 const void *cg_file_tensor_data(const struct cg_file *f, size_t i,
                                 size_t *nbytes);
 /*

@@ -132,7 +132,8 @@ cg_file_tensor_data(const struct cg_file *f, size_t i, size_t *nbytes)
 
 	if (t == NULL)
 		return NULL;
-	*nbytes = (size_t)t->nbytes;
+	if (nbytes)
+		*nbytes = (size_t)t->nbytes;
 	return t->data;
 }
 
