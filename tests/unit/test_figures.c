@@ -76,17 +76,6 @@ json(const struct cg_figures *f)
 	return s;
 }
 
-static void
-same(char *got, const char *want, const char *what)
-{
-	int ok = strcmp(got, want) == 0;
-
-	expect(ok, what);
-	if (!ok)
-		fprintf(stderr, "got:\n%s\nwant:\n%s\n", got, want);
-	free(got);
-}
-
 /* An image model: its objective and parts; bits/dim only for a bound in
  * nats per image (not a classifier, diffusion or adversarial model). */
 static void
@@ -103,44 +92,48 @@ test_images(void)
 	                       .r = &r};
 	int header = 0;
 
-	same(table(&f, &header),
-	     "  examples      nelbo        rec         kl   bits/dim  data\n"
-	     "        12    33.2711     0.5000     0.2500     2.0000  d.cgd\n",
-	     "table: the header, then a vae's row with bits/dim");
+	expect_str(
+	    table(&f, &header),
+	    "  examples      nelbo        rec         kl   bits/dim  data\n"
+	    "        12    33.2711     0.5000     0.2500     2.0000  d.cgd\n",
+	    "table: the header, then a vae's row with bits/dim");
 	expect(header == 1, "table: the header is noted");
-	same(table(&f, &header),
-	     "        12    33.2711     0.5000     0.2500     2.0000  d.cgd\n",
-	     "table: no second header");
-	same(json(&f),
-	     "{\"model\":\"m.cgm\",\"data\":\"d.cgd\",\"arch\":\"vae\","
-	     "\"step\":7,\"seed\":3,\"examples\":12,"
-	     "\"nelbo\":33.271064666877372,\"rec\":0.5,\"kl\":0.25,"
-	     "\"bits_per_dim\":2}",
-	     "json: a vae's keys, bits_per_dim");
+	expect_str(
+	    table(&f, &header),
+	    "        12    33.2711     0.5000     0.2500     2.0000  d.cgd\n",
+	    "table: no second header");
+	expect_str(json(&f),
+	           "{\"model\":\"m.cgm\",\"data\":\"d.cgd\",\"arch\":\"vae\","
+	           "\"step\":7,\"seed\":3,\"examples\":12,"
+	           "\"nelbo\":33.271064666877372,\"rec\":0.5,\"kl\":0.25,"
+	           "\"bits_per_dim\":2}",
+	           "json: a vae's keys, bits_per_dim");
 	f.deterministic = 1;
 	m.arch = &clf;
 	header = 0;
-	same(table(&f, &header),
-	     "  examples       xent        acc  data\n"
-	     "        12    33.2711     0.5000  d.cgd\n",
-	     "table: a classifier's cross-entropy is no bound: no bits/dim");
-	same(json(&f),
-	     "{\"model\":\"m.cgm\",\"data\":\"d.cgd\",\"arch\":\"clf\","
-	     "\"step\":7,\"seed\":3,\"deterministic\":true,\"examples\":12,"
-	     "\"xent\":33.271064666877372,\"acc\":0.5}",
-	     "json: --deterministic said, no bits_per_dim");
+	expect_str(
+	    table(&f, &header),
+	    "  examples       xent        acc  data\n"
+	    "        12    33.2711     0.5000  d.cgd\n",
+	    "table: a classifier's cross-entropy is no bound: no bits/dim");
+	expect_str(
+	    json(&f),
+	    "{\"model\":\"m.cgm\",\"data\":\"d.cgd\",\"arch\":\"clf\","
+	    "\"step\":7,\"seed\":3,\"deterministic\":true,\"examples\":12,"
+	    "\"xent\":33.271064666877372,\"acc\":0.5}",
+	    "json: --deterministic said, no bits_per_dim");
 	m.arch = &dm;
 	header = 0;
-	same(table(&f, &header),
-	     "  examples        mse  data\n"
-	     "        12    33.2711  d.cgd\n",
-	     "table: a diffusion model's mse alone");
+	expect_str(table(&f, &header),
+	           "  examples        mse  data\n"
+	           "        12    33.2711  d.cgd\n",
+	           "table: a diffusion model's mse alone");
 	m.arch = &gan;
 	header = 0;
-	same(table(&f, &header),
-	     "  examples       loss          d          g  data\n"
-	     "        12    33.2711     0.5000     0.2500  d.cgd\n",
-	     "table: an arch without a loss name: \"loss\"");
+	expect_str(table(&f, &header),
+	           "  examples       loss          d          g  data\n"
+	           "        12    33.2711     0.5000     0.2500  d.cgd\n",
+	           "table: an arch without a loss name: \"loss\"");
 }
 
 /* A text model: nats per token in a wider column, bpb and ppl, then
@@ -157,31 +150,34 @@ test_text(void)
 	    .model = "-", .data = "t.cgd", .m = &m, .s = &text, .r = &r};
 	int header = 0;
 
-	same(table(&f, &header),
-	     "  examples nats_per_token        bpb        ppl  data\n"
-	     "         5         0.5000     3.0000     8.0000  t.cgd\n",
-	     "table: text: nats_per_token, bpb, ppl = 2^bpb");
-	same(json(&f),
-	     "{\"model\":\"-\",\"data\":\"t.cgd\",\"arch\":\"gpt\",\"step\":1,"
-	     "\"seed\":0,\"examples\":5,\"loss\":0.5,\"nats_per_token\":0.5,"
-	     "\"bpb\":3,\"ppl\":8}",
-	     "json: text");
+	expect_str(table(&f, &header),
+	           "  examples nats_per_token        bpb        ppl  data\n"
+	           "         5         0.5000     3.0000     8.0000  t.cgd\n",
+	           "table: text: nats_per_token, bpb, ppl = 2^bpb");
+	expect_str(
+	    json(&f),
+	    "{\"model\":\"-\",\"data\":\"t.cgd\",\"arch\":\"gpt\",\"step\":1,"
+	    "\"seed\":0,\"examples\":5,\"loss\":0.5,\"nats_per_token\":0.5,"
+	    "\"bpb\":3,\"ppl\":8}",
+	    "json: text");
 	f.sampler = &sm;
 	f.gen = &g;
 	header = 0;
-	same(table(&f, &header),
-	     "  examples nats_per_token        bpb        ppl       bleu    "
-	     "rouge_l  data\n"
-	     "         5         0.5000     3.0000     8.0000     0.1250     "
-	     "0.3750  t.cgd\n",
-	     "table: --generate's bleu and rouge_l");
-	same(json(&f),
-	     "{\"model\":\"-\",\"data\":\"t.cgd\",\"arch\":\"gpt\",\"step\":1,"
-	     "\"seed\":0,\"examples\":5,\"loss\":0.5,\"nats_per_token\":0.5,"
-	     "\"bpb\":3,\"ppl\":8,\"generated\":2,\"generated_bytes\":40,"
-	     "\"temperature\":0.5,\"top_k\":4,\"top_p\":0.75,\"bleu\":0.125,"
-	     "\"rouge_l\":0.375}",
-	     "json: --generate's sampler and scores");
+	expect_str(
+	    table(&f, &header),
+	    "  examples nats_per_token        bpb        ppl       bleu    "
+	    "rouge_l  data\n"
+	    "         5         0.5000     3.0000     8.0000     0.1250     "
+	    "0.3750  t.cgd\n",
+	    "table: --generate's bleu and rouge_l");
+	expect_str(
+	    json(&f),
+	    "{\"model\":\"-\",\"data\":\"t.cgd\",\"arch\":\"gpt\",\"step\":1,"
+	    "\"seed\":0,\"examples\":5,\"loss\":0.5,\"nats_per_token\":0.5,"
+	    "\"bpb\":3,\"ppl\":8,\"generated\":2,\"generated_bytes\":40,"
+	    "\"temperature\":0.5,\"top_k\":4,\"top_p\":0.75,\"bleu\":0.125,"
+	    "\"rouge_l\":0.375}",
+	    "json: --generate's sampler and scores");
 }
 
 /* --judge: the call's line and table after the row, the header asked
@@ -224,15 +220,17 @@ test_judge(void)
 	    "judge clf.cgm (6 images per condition, seed 9, 32 "
 	    "features)\n%s",
 	    all);
-	same(table(&f, &header), want, "table: the judge's line and table");
+	expect_str(table(&f, &header), want,
+	           "table: the judge's line and table");
 	expect(header == 0, "table: after a judge, the next row has a header");
-	same(json(&f),
-	     "{\"model\":\"m\",\"data\":\"d\",\"arch\":\"vae\",\"step\":0,"
-	     "\"seed\":9,\"examples\":1,\"nelbo\":33.271064666877372,\"rec\":0,"
-	     "\"kl\":0,\"bits_per_dim\":2,\"judge\":\"clf.cgm\","
-	     "\"judge_samples\":6,\"judge_features\":32,\"cond_acc\":0.5,"
-	     "\"judge_real_acc\":0.75,\"frechet\":null,\"per_condition\":[]}",
-	     "json: the judge's call and figures");
+	expect_str(
+	    json(&f),
+	    "{\"model\":\"m\",\"data\":\"d\",\"arch\":\"vae\",\"step\":0,"
+	    "\"seed\":9,\"examples\":1,\"nelbo\":33.271064666877372,\"rec\":0,"
+	    "\"kl\":0,\"bits_per_dim\":2,\"judge\":\"clf.cgm\","
+	    "\"judge_samples\":6,\"judge_features\":32,\"cond_acc\":0.5,"
+	    "\"judge_real_acc\":0.75,\"frechet\":null,\"per_condition\":[]}",
+	    "json: the judge's call and figures");
 	m.arch = &dm;
 	snprintf(want, sizeof(want),
 	         "  examples        mse  data\n"
@@ -240,8 +238,9 @@ test_judge(void)
 	         "judge clf.cgm (6 images per condition, seed 9, 32 features; "
 	         "guidance 1.5, ddpm, its default steps)\n%s",
 	         all);
-	same(table(&f, &header), want,
-	     "table: a diffusion model's guidance, sampler, default steps");
+	expect_str(
+	    table(&f, &header), want,
+	    "table: a diffusion model's guidance, sampler, default steps");
 	d.sampler = CG_SAMPLER_DEFAULT;
 	d.steps = 5;
 	header = 1;
@@ -250,15 +249,17 @@ test_judge(void)
 	         "judge clf.cgm (6 images per condition, seed 9, 32 features; "
 	         "guidance 1.5, ddim, 5 steps)\n%s",
 	         all);
-	same(table(&f, &header), want, "table: the default sampler is ddim");
-	same(json(&f),
-	     "{\"model\":\"m\",\"data\":\"d\",\"arch\":\"dm\",\"step\":0,"
-	     "\"seed\":9,\"examples\":1,\"mse\":33.271064666877372,"
-	     "\"judge\":\"clf.cgm\",\"judge_samples\":6,\"judge_features\":32,"
-	     "\"guidance\":1.5,\"sampler\":\"ddim\",\"steps\":5,"
-	     "\"cond_acc\":0.5,\"judge_real_acc\":0.75,\"frechet\":null,"
-	     "\"per_condition\":[]}",
-	     "json: a diffusion model's steps");
+	expect_str(table(&f, &header), want,
+	           "table: the default sampler is ddim");
+	expect_str(
+	    json(&f),
+	    "{\"model\":\"m\",\"data\":\"d\",\"arch\":\"dm\",\"step\":0,"
+	    "\"seed\":9,\"examples\":1,\"mse\":33.271064666877372,"
+	    "\"judge\":\"clf.cgm\",\"judge_samples\":6,\"judge_features\":32,"
+	    "\"guidance\":1.5,\"sampler\":\"ddim\",\"steps\":5,"
+	    "\"cond_acc\":0.5,\"judge_real_acc\":0.75,\"frechet\":null,"
+	    "\"per_condition\":[]}",
+	    "json: a diffusion model's steps");
 	d.steps = 0;
 	char *s = json(&f);
 	expect(strstr(s, "\"steps\":null") != NULL,

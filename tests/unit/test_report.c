@@ -42,17 +42,6 @@ log_line(const struct cg_train_report *r)
 	return s;
 }
 
-static void
-same(char *got, const char *want, const char *what)
-{
-	int ok = strcmp(got, want) == 0;
-
-	expect(ok, what);
-	if (!ok)
-		fprintf(stderr, "got:  %s\nwant: %s\n", got, want);
-	free(got);
-}
-
 /* The summary's lines joined by "|". */
 static char *
 summary(const struct cg_train_report *r)
@@ -100,17 +89,18 @@ main(void)
 	struct cg_file f = {0};
 	char *s;
 
-	same(log_line(&r),
-	     "{\"emit\":\"delta\",\"step\":12,\"steps\":4,\"samples\":64,"
-	     "\"loss\":2.5,\"rec\":2,\"kl\":0.5,\"seconds\":2,\"chunk\":0,"
-	     "\"checkpoint\":false,\"memory_plan\":3145728}",
-	     "log: the call, the arch's parts, the plan");
+	expect_str(
+	    log_line(&r),
+	    "{\"emit\":\"delta\",\"step\":12,\"steps\":4,\"samples\":64,"
+	    "\"loss\":2.5,\"rec\":2,\"kl\":0.5,\"seconds\":2,\"chunk\":0,"
+	    "\"checkpoint\":false,\"memory_plan\":3145728}",
+	    "log: the call, the arch's parts, the plan");
 	s = summary(&r);
 	strip_peak(s);
-	same(s,
-	     "64 examples, loss 2.5000, 32 examples/s, peak memory "
-	     "(planned 3)",
-	     "summary: examples, loss, speed, memory");
+	expect_str(s,
+	           "64 examples, loss 2.5000, 32 examples/s, peak memory "
+	           "(planned 3)",
+	           "summary: examples, loss, speed, memory");
 
 	/* a teacher, a time limit, a chunked and checkpointed plan, an
 	 * encoded update */
@@ -124,34 +114,35 @@ main(void)
 		die("cJSON_Parse");
 	r.coded = &f;
 	r.enc_secs = 0.25;
-	same(log_line(&r),
-	     "{\"emit\":\"delta\",\"step\":12,\"steps\":4,\"samples\":64,"
-	     "\"loss\":2.5,\"rec\":2,\"kl\":0.5,\"data\":3,\"teacher\":0.5,"
-	     "\"teacher_weight\":0.75,\"teacher_temp\":2,\"seconds\":2,"
-	     "\"chunk\":8,\"checkpoint\":true,\"memory_plan\":3145728,"
-	     "\"codec\":\"q8\",\"update_bytes\":100,\"dense_bytes\":400,"
-	     "\"encode_seconds\":0.25}",
-	     "log: the teacher's terms, the codec's sizes");
+	expect_str(
+	    log_line(&r),
+	    "{\"emit\":\"delta\",\"step\":12,\"steps\":4,\"samples\":64,"
+	    "\"loss\":2.5,\"rec\":2,\"kl\":0.5,\"data\":3,\"teacher\":0.5,"
+	    "\"teacher_weight\":0.75,\"teacher_temp\":2,\"seconds\":2,"
+	    "\"chunk\":8,\"checkpoint\":true,\"memory_plan\":3145728,"
+	    "\"codec\":\"q8\",\"update_bytes\":100,\"dense_bytes\":400,"
+	    "\"encode_seconds\":0.25}",
+	    "log: the teacher's terms, the codec's sizes");
 	s = summary(&r);
 	strip_peak(s);
-	same(s,
-	     "--time-limit: stopped after 4 of 10 steps|"
-	     "64 examples, loss 2.5000, 32 examples/s, chunks of 8 "
-	     "checkpointed, peak memory (planned 3)|"
-	     "data term 3.0000, teacher term 0.5000 (weight 0.75, "
-	     "temperature 2)|"
-	     "encoded update: 100 bytes of 400 dense (4.0x smaller)",
-	     "summary: time limit, chunks, teacher, encoded update");
+	expect_str(s,
+	           "--time-limit: stopped after 4 of 10 steps|"
+	           "64 examples, loss 2.5000, 32 examples/s, chunks of 8 "
+	           "checkpointed, peak memory (planned 3)|"
+	           "data term 3.0000, teacher term 0.5000 (weight 0.75, "
+	           "temperature 2)|"
+	           "encoded update: 100 bytes of 400 dense (4.0x smaller)",
+	           "summary: time limit, chunks, teacher, encoded update");
 	r.npeers = 3;
 	r.distill = NULL;
 	r.steps = 4;
 	s = summary(&r);
 	strip_peak(s);
-	same(s,
-	     "64 examples, loss 2.5000, 32 examples/s, chunks of 8 "
-	     "checkpointed, peak memory (planned 3)|"
-	     "masked update: 100 bytes for 400 of f32, among 3 peers",
-	     "summary: a masked update among its peers");
+	expect_str(s,
+	           "64 examples, loss 2.5000, 32 examples/s, chunks of 8 "
+	           "checkpointed, peak memory (planned 3)|"
+	           "masked update: 100 bytes for 400 of f32, among 3 peers",
+	           "summary: a masked update among its peers");
 
 	/* a codec object without dense bytes is no encoded update */
 	cJSON_Delete(f.manifest);
@@ -161,10 +152,10 @@ main(void)
 	r.secs = 0;
 	s = summary(&r);
 	strip_peak(s);
-	same(s,
-	     "64 examples, loss 2.5000, 0 examples/s, chunks of 8 "
-	     "checkpointed, peak memory (planned 3)",
-	     "summary: no sizes, no update line; no time, no speed");
+	expect_str(s,
+	           "64 examples, loss 2.5000, 0 examples/s, chunks of 8 "
+	           "checkpointed, peak memory (planned 3)",
+	           "summary: no sizes, no update line; no time, no speed");
 	s = log_line(&r);
 	expect(strstr(s, "codec") == NULL, "log: no sizes, no codec keys");
 	free(s);
