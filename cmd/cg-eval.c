@@ -18,17 +18,15 @@
  * A shard that cannot be read or does not fit the model is reported and
  * skipped; the exit status says whether any was.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
 
 #include "cg.h"
 #include "cli/cli.h"
 #include "data/shard.h"
 #include "eval/evalgen.h"
+#include "eval/figures.h"
 #include "eval/judge.h"
 #include "model/model.h"
 #include "nn/gemm.h"
@@ -246,187 +244,6 @@ validate(const struct opts *o)
 	return CG_CONTINUE;
 }
 
-/* The arch's name for its objective (the cvae's: the negative ELBO). */
-static const char *
-loss_name(const struct cg_model *m)
-{
-	return m->arch->loss_name ? m->arch->loss_name : "loss";
-}
-
-/* Bits per dimension: the objective per pixel value. */
-/* Whether an image model's loss is a bound in nats per image, which
- * bits/dim restates: not a classifier's cross-entropy, a diffusion
- * model's mean squared error, nor an adversarial loss. */
-static int
-nats_per_image(const struct cg_model *m)
-{
-	return m->arch->classify == NULL && !m->arch->diffusion &&
-	       !m->arch->adversarial;
-}
-
-static double
-bits_per_dim(const struct cg_shard *s, const struct cg_metrics *r)
-{
-	double dims = (double)s->height * s->width * s->channels;
-
-	return r->loss / (M_LN2 * dims);
-}
-
-/*
- * The figures of a text shard.  A text arch's loss is in nats per scored
- * token, and it counts end-of-text as a byte (struct cg_metrics, model.h),
- * so that a model is also scored on where a text ends: bits_per is then
- * per token and per byte at once.
- */
-struct text_figures {
-	double nats; /* per token */
-	double bpb;  /* bits per byte */
-	double ppl;  /* perplexity per byte, 2^bpb */
-};
-
-static void
-text_figures(const struct cg_metrics *r, struct text_figures *t)
-{
-	t->bpb = r->bits_per;
-	t->nats = r->loss;
-	t->ppl = exp2(t->bpb);
-}
-
-/* --judge's call into j, then its figures (cg_judge_json). */
-static void
-judge_json(cJSON *j, const struct opts *o, const struct cg_model *m,
-           const struct cg_judge_result *jr)
-{
-	cJSON_AddStringToObject(j, "judge", o->judge);
-	cJSON_AddNumberToObject(j, "judge_samples", o->judge_samples);
-	cJSON_AddNumberToObject(j, "judge_features", jr->nfeatures);
-	if (m->arch->diffusion) {
-		const struct cg_diffusion_opts *d = &o->diffusion;
-		cJSON_AddNumberToObject(j, "guidance", d->guidance);
-		cJSON_AddStringToObject(j, "sampler",
-		                        d->sampler == CG_SAMPLER_DDPM ? "ddpm"
-		                                                      : "ddim");
-		if (d->steps > 0)
-			cJSON_AddNumberToObject(j, "steps", d->steps);
-		else
-			cJSON_AddNullToObject(j, "steps");
-	}
-	cg_judge_json(j, m, jr);
-}
-
-/* --judge's call, then its table (cg_judge_table). */
-static void
-judge_table(const struct opts *o, const struct cg_model *m,
-            const struct cg_judge_result *jr)
-{
-	const struct cg_diffusion_opts *d = &o->diffusion;
-
-	printf("judge %s (%d images per condition, seed %llu, %d features",
-	       o->judge, o->judge_samples, (unsigned long long)o->seed,
-	       jr->nfeatures);
-	if (m->arch->diffusion) {
-		printf("; guidance %g, %s", d->guidance,
-		       d->sampler == CG_SAMPLER_DDPM ? "ddpm" : "ddim");
-		if (d->steps > 0)
-			printf(", %d steps", d->steps);
-		else
-			printf(", its default steps");
-	}
-	printf(")\n");
-	cg_judge_table(stdout, m, jr);
-}
-
-static int
-print_json(const struct opts *o, const struct cg_model *m, const char *data,
-           const struct cg_shard *s, const struct cg_metrics *r,
-           const struct cg_gen_result *g, const struct cg_judge_result *jr)
-{
-	cJSON *j;
-
-	if ((j = cJSON_CreateObject()) == NULL)
-		return cg_seterr("out of memory");
-	cJSON_AddStringToObject(j, "model", o->model);
-	cJSON_AddStringToObject(j, "data", data);
-	cJSON_AddStringToObject(j, "arch", m->arch->name);
-	cJSON_AddNumberToObject(j, "step", (double)m->step);
-	cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-	if (o->deterministic)
-		cJSON_AddBoolToObject(j, "deterministic", 1);
-	cJSON_AddNumberToObject(j, "examples", (double)r->n);
-	cJSON_AddNumberToObject(j, loss_name(m), r->loss);
-	for (int i = 0; i < 3 && m->arch->part_names[i]; i++)
-		cJSON_AddNumberToObject(j, m->arch->part_names[i], r->part[i]);
-	if (s->kind == CG_PAYLOAD_IMAGE) {
-		if (nats_per_image(m))
-			cJSON_AddNumberToObject(j, "bits_per_dim",
-			                        bits_per_dim(s, r));
-	} else {
-		struct text_figures t;
-
-		text_figures(r, &t);
-		cJSON_AddNumberToObject(j, "nats_per_token", t.nats);
-		cJSON_AddNumberToObject(j, "bpb", t.bpb);
-		cJSON_AddNumberToObject(j, "ppl", t.ppl);
-	}
-	if (g) {
-		const struct cg_sampler *sm = &o->gen.sampler;
-
-		cJSON_AddNumberToObject(j, "generated", (double)g->n);
-		cJSON_AddNumberToObject(j, "generated_bytes", (double)g->bytes);
-		cJSON_AddNumberToObject(j, "temperature", sm->temperature);
-		cJSON_AddNumberToObject(j, "top_k", sm->top_k);
-		cJSON_AddNumberToObject(j, "top_p", sm->top_p);
-		cJSON_AddNumberToObject(j, "bleu", g->bleu);
-		cJSON_AddNumberToObject(j, "rouge_l", g->rouge_l);
-	}
-	if (jr)
-		judge_json(j, o, m, jr);
-	return cg_json_print(stdout, j);
-}
-
-/*
- * One table row; the header before the first.  Images: the objective,
- * its parts, bits/dim.  Text: nats_per_token, the parts, bpb, ppl, and
- * bleu and rouge_l with --generate.  The shards of one call are all of
- * the model's kind, so one header serves.
- */
-static void
-print_row(const struct cg_model *m, const char *data, const struct cg_shard *s,
-          const struct cg_metrics *r, const struct cg_gen_result *g,
-          int *header)
-{
-	const int text = s->kind == CG_PAYLOAD_TEXT;
-	const int w = text ? 14 : 10; /* room for "nats_per_token" */
-	struct text_figures t;
-
-	if (!*header) {
-		printf("%10s %*s", "examples", w,
-		       text ? "nats_per_token" : loss_name(m));
-		for (int i = 0; i < 3 && m->arch->part_names[i]; i++)
-			printf(" %10s", m->arch->part_names[i]);
-		if (text)
-			printf(" %10s %10s", "bpb", "ppl");
-		else if (nats_per_image(m))
-			printf(" %10s", "bits/dim");
-		if (g)
-			printf(" %10s %10s", "bleu", "rouge_l");
-		printf("  data\n");
-		*header = 1;
-	}
-	text_figures(r, &t);
-	printf("%10llu %*.4f", (unsigned long long)r->n, w,
-	       text ? t.nats : r->loss);
-	for (int i = 0; i < 3 && m->arch->part_names[i]; i++)
-		printf(" %10.4f", r->part[i]);
-	if (text)
-		printf(" %10.4f %10.4f", t.bpb, t.ppl);
-	else if (nats_per_image(m))
-		printf(" %10.4f", bits_per_dim(s, r));
-	if (g)
-		printf(" %10.4f %10.4f", g->bleu, g->rouge_l);
-	printf("  %s\n", data);
-}
-
 /* The progress line begins again for a second phase: the line drawn so
  * far is overwritten, not ended. */
 static void
@@ -488,17 +305,17 @@ eval_one(const struct opts *o, struct cg_model *m, struct cg_model *judge,
 		cg_errprefix(data);
 		goto done;
 	}
-	if (o->json) {
-		if (print_json(o, m, data, s, &r, o->generate ? &g : NULL,
-		               judge ? &jr : NULL) != 0)
-			goto done;
-	} else {
-		print_row(m, data, s, &r, o->generate ? &g : NULL, header);
-		if (judge) {
-			judge_table(o, m, &jr);
-			*header = 0; /* the next shard's row needs its own */
-		}
-	}
+	struct cg_figures f = {
+	    .model = o->model, .data = data, .seed = o->seed,
+	    .deterministic = o->deterministic, .m = m, .s = s, .r = &r,
+	    .sampler = &o->gen.sampler, .gen = o->generate ? &g : NULL,
+	    .judge = o->judge, .judge_samples = o->judge_samples,
+	    .diffusion = &o->diffusion, .jr = judge ? &jr : NULL,
+	};
+	if (!o->json)
+		cg_figures_table(stdout, &f, header);
+	else if (cg_json_print(stdout, cg_figures_json(&f)) != 0)
+		goto done;
 	rc = 0;
 done:
 	cg_judge_result_free(&jr);

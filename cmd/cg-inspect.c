@@ -30,7 +30,6 @@
 #include "eval/inspect.h"
 #include "eval/verify.h"
 #include "file/format.h"
-#include "file/sign.h"
 
 enum {
 	OPT_DIFF = CG_KEY_OWN,
@@ -152,35 +151,7 @@ do_json(const char *path)
 static int
 do_verify(const char *path)
 {
-	const struct cg_format *fmt;
-	struct cg_file *f = cg_read_any(path, &fmt);
-
-	if (f == NULL)
-		return -1;
-	if (fmt != &cg_format_cg) {
-		/* well formed, but nothing in it can prove it unaltered */
-		cg_file_free(f);
-		return cg_seterr("%s: a %s file: no digests to verify",
-		                 display(path), fmt->name);
-	}
-	/* and what its kind's readers check: "OK" means they take it */
-	if (cg_verify_file(f) != 0) {
-		cg_errprefix(display(path));
-		cg_file_free(f);
-		return -1;
-	}
-	if (!opt.quiet && !f->is_signed)
-		printf("%s: OK\n", display(path));
-	else if (!opt.quiet) {
-		char fp[65];
-		cg_key_fingerprint(fp, f->signer);
-		printf("%s: OK, signed by %s (%s)\n", display(path), fp,
-		       cg_trust_active() > 0 && cg_trusted(f->signer)
-		           ? "trusted"
-		           : "not in the trust list");
-	}
-	cg_file_free(f);
-	return 0;
+	return cg_verify_path(opt.quiet ? NULL : stdout, path, display(path));
 }
 
 static int

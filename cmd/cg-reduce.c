@@ -15,13 +15,9 @@
  * the same worker and base model, is refused in one line naming both
  * (uident.h), unless --allow-duplicates.
  */
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#include <cjson/cJSON.h>
 
 #include "cli/cli.h"
 #include "cli/progress.h"
@@ -119,41 +115,6 @@ static const struct cg_cli cli = {
     .epilog = epilog,
 };
 
-/* "Operations (--op):", a line per row of the reducer's table (NAME:P
- * for a row that takes a parameter P), the exit statuses. */
-static void
-make_epilog(void)
-{
-	const struct cg_reduce_op *op;
-	size_t n = 0, cap = sizeof(epilog);
-
-	n += (size_t)snprintf(epilog, cap, "Operations (--op):\n");
-	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL && n < cap; i++) {
-		char name[64];
-		snprintf(name, sizeof(name), "%s%s%s", op->name,
-		         op->param ? ":" : "", op->param ? op->param : "");
-		n += (size_t)snprintf(epilog + n, cap - n, "  %-15s %s\n", name,
-		                      op->help);
-	}
-	if (n < cap)
-		n += (size_t)snprintf(
-		    epilog + n, cap - n,
-		    "\nStaleness rules (--staleness-weight; s: "
-		    "--model's step minus the\ninput's base "
-		    "step):\n");
-	for (const struct cg_stale_rule *w = cg_stale_rules; w->name && n < cap;
-	     w++) {
-		char name[64];
-		snprintf(name, sizeof(name), "%s%s%s", w->name,
-		         w->params ? ":" : "", w->params ? w->params : "");
-		n += (size_t)snprintf(epilog + n, cap - n, "  %-15s %s\n", name,
-		                      w->help);
-	}
-	if (n < cap)
-		snprintf(epilog + n, cap - n,
-		         "\nExit status: 0 success, 1 failure, 2 usage error.");
-}
-
 /* --op and --staleness-weight; CG_CONTINUE, or a usage error. */
 static int
 set_option(void *ctx, const struct cg_getopt *g, int c)
@@ -178,7 +139,9 @@ parse(int argc, char **argv, struct args *a)
 {
 	int ind, rc;
 
-	make_epilog();
+	cg_cli_reduce_help(
+	    epilog, sizeof(epilog),
+	    "\nExit status: 0 success, 1 failure, 2 usage error.");
 	if ((rc = cg_getopt_all(&cli, argc, argv, set_option, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
@@ -234,53 +197,21 @@ add_one(struct cg_reducer *r, const char *path, int *stdin_used, int quiet)
 	return rc;
 }
 
-/* Every input named on the command line into r; the failures counted. */
+/* Every input named on the command line (cg_inputs_expand) into r; the
+ * failures counted. */
 static int
 add_all(struct cg_reducer *r, char **names, int n, int quiet)
 {
 	int errors = 0, stdin_used = 0;
+	size_t count;
+	char **paths = cg_inputs_expand(names, n, &count);
 
-	if (n == 0)
-		return add_one(r, "-", &stdin_used, quiet);
-	for (int i = 0; i < n; i++) {
-		glob_t g;
-		/* A pattern the shell left alone (quoted, or for a remote
-		 * inbox) is expanded here; a plain name is taken as is. */
-		if (strpbrk(names[i], "*?[") && access(names[i], F_OK) != 0 &&
-		    glob(names[i], 0, NULL, &g) == 0) {
-			for (size_t j = 0; j < g.gl_pathc; j++)
-				errors += add_one(r, g.gl_pathv[j], &stdin_used,
-				                  quiet);
-			globfree(&g);
-		} else {
-			errors += add_one(r, names[i], &stdin_used, quiet);
-		}
-	}
+	if (paths == NULL)
+		return cg_fail(NULL);
+	for (size_t i = 0; i < count; i++)
+		errors += add_one(r, paths[i], &stdin_used, quiet);
+	cg_inputs_free(paths);
 	return errors;
-}
-
-/* One JSON line of the call's figures appended to path: 0, or -1 with a
- * message. */
-static int
-write_log(const char *path, const struct cg_reducer *r, const struct cg_file *f,
-          double secs)
-{
-	cJSON *o = cJSON_CreateObject();
-
-	cJSON_AddNumberToObject(o, "inputs", (double)r->inputs);
-	cJSON_AddNumberToObject(o, "samples", r->samples);
-	cJSON_AddNumberToObject(o, "seconds", secs);
-	cJSON_AddNumberToObject(o, "fold_seconds", r->fold_seconds);
-	/* the inputs left out by --skip-nonfinite, by name */
-	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
-	for (size_t i = 0; arr && i < r->nleft_out; i++)
-		cJSON_AddItemToArray(arr, cJSON_CreateString(r->left_out[i]));
-	/* with --model, how every input stood against it (the manifest's) */
-	const cJSON *st =
-	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
-	if (st)
-		cJSON_AddItemToObject(o, "staleness", cJSON_Duplicate(st, 1));
-	return cg_json_append(path, o);
 }
 
 /* A call's work: the reducer, the model it reduces for, the inputs
@@ -338,8 +269,11 @@ report(const struct args *a, struct call *c, double t0)
 		if ((c->f = g) == NULL)
 			return cg_warn(NULL), -1;
 	}
-	if (cg_file_write(c->f, a->out, a->comp) != 0 ||
-	    (a->log && write_log(a->log, &c->r, c->f, cg_now() - t0) != 0))
+	if (cg_file_write(c->f, a->out, a->comp) != 0)
+		return cg_warn(NULL), -1;
+	if (a->log &&
+	    cg_json_append(
+	        a->log, cg_reducer_log_json(&c->r, c->f, cg_now() - t0)) != 0)
 		return cg_warn(NULL), -1;
 	return 0;
 }

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli/cli.h"
 #include "exchange/secagg.h"
 #include "exchange/uident.h"
@@ -20,6 +18,7 @@
 #include "nn/gemm.h"
 #include "train/audit.h"
 #include "train/encode.h"
+#include "train/report.h"
 #include "train/train.h"
 
 #define MAX_BATCH (1 << 20)
@@ -194,9 +193,7 @@ struct job {
 	struct cg_file *f;
 	struct cg_out out, sout;
 	float *buf; /* grad and delta: what is emitted [nparams] */
-	double secs;
-	double coded_bytes, dense_bytes; /* --codec: the update's sizes */
-	double enc_secs;                 /* and the time its encoding took */
+	struct cg_train_report rep; /* what the call did, for the log */
 	int shown; /* a progress line was drawn: the summary follows */
 };
 
@@ -398,7 +395,13 @@ train(const struct args *a, struct job *j)
 	o.progress_ctx = &pb;
 	t0 = cg_now();
 	rc = cg_train_run(j->m, j->s, &o, j->st, j->buf, &j->res);
-	j->secs = cg_now() - t0;
+	j->rep = (struct cg_train_report){.emit = a->emit_name,
+	                                  .m = j->m,
+	                                  .res = &j->res,
+	                                  .plan = &j->plan,
+	                                  .distill = j->t ? &j->distill : NULL,
+	                                  .steps = o.steps,
+	                                  .secs = cg_now() - t0};
 	j->shown = pb.on;
 	cg_progress_done(&pb);
 	if (rc != 0)
@@ -409,48 +412,6 @@ train(const struct args *a, struct job *j)
 	if (j->t && j->t->arch->free_ws)
 		j->t->arch->free_ws(j->t);
 	return 0;
-}
-
-/* One JSON line of the call's figures appended to path: 0 or -1. */
-static int
-write_log(const char *path, const struct cg_model *m,
-          const struct cg_train_result *res, double secs, const char *emit,
-          const struct cg_memplan *plan, const struct job *j)
-{
-	cJSON *o = cJSON_CreateObject();
-
-	cJSON_AddStringToObject(o, "emit", emit);
-	cJSON_AddNumberToObject(o, "step", (double)m->step);
-	cJSON_AddNumberToObject(o, "steps", res->steps);
-	cJSON_AddNumberToObject(o, "samples", (double)res->samples);
-	cJSON_AddNumberToObject(o, "loss", res->mean.loss);
-	for (int i = 0; i < 3; i++)
-		if (m->arch->part_names[i])
-			cJSON_AddNumberToObject(o, m->arch->part_names[i],
-			                        res->mean.part[i]);
-	if (j->t) {
-		cJSON_AddNumberToObject(o, "data", res->mean.data);
-		cJSON_AddNumberToObject(o, "teacher", res->mean.teacher);
-		cJSON_AddNumberToObject(o, "teacher_weight", j->distill.alpha);
-		cJSON_AddNumberToObject(o, "teacher_temp", j->distill.tau);
-	}
-	cJSON_AddNumberToObject(o, "seconds", secs);
-	cJSON_AddNumberToObject(o, "chunk", plan->chunk);
-	cJSON_AddBoolToObject(o, "checkpoint", plan->checkpoint);
-	cJSON_AddNumberToObject(o, "memory_plan", (double)plan->estimate);
-	cJSON_AddNumberToObject(o, "memory_peak", (double)cg_rss_peak());
-	if (j->dense_bytes > 0) {
-		cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest,
-		                                            "codec");
-		cJSON *sp = cJSON_GetObjectItemCaseSensitive(c, "spec");
-		cJSON_AddStringToObject(o, "codec", cJSON_IsString(sp)
-		                                        ? sp->valuestring
-		                                        : "");
-		cJSON_AddNumberToObject(o, "update_bytes", j->coded_bytes);
-		cJSON_AddNumberToObject(o, "dense_bytes", j->dense_bytes);
-		cJSON_AddNumberToObject(o, "encode_seconds", j->enc_secs);
-	}
-	return cg_json_append(path, o);
 }
 
 /*
@@ -493,10 +454,9 @@ encode(const struct args *a, struct job *j)
 	if ((j->f = cg_train_encode(j->m, j->s, j->st, j->buf, &j->res, &e)) ==
 	    NULL)
 		return -1;
-	cJSON *c = cJSON_GetObjectItemCaseSensitive(j->f->manifest, "codec");
-	j->coded_bytes = cg_json_num(c, "bytes", 0);
-	j->dense_bytes = cg_json_num(c, "dense_bytes", 0);
-	j->enc_secs = cg_now() - t0;
+	j->rep.coded = j->f;
+	j->rep.enc_secs = cg_now() - t0;
+	j->rep.npeers = j->mask.npeers;
 	return 0;
 }
 
@@ -526,10 +486,8 @@ emit(const struct args *a, struct job *j)
 	if (a->o.emit == CG_EMIT_MODEL) {
 		double seen = cg_json_num(m->manifest, "samples", 0) +
 		              (double)j->res.samples;
-		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "loss");
-		cJSON_AddNumberToObject(m->manifest, "loss", j->res.mean.loss);
-		cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "samples");
-		cJSON_AddNumberToObject(m->manifest, "samples", seen);
+		cg_json_set_num(m->manifest, "loss", j->res.mean.loss);
+		cg_json_set_num(m->manifest, "samples", seen);
 		j->f = cg_model_file(m);
 		if (j->st)
 			cg_state_call_next(&j->call, m);
@@ -569,47 +527,20 @@ emit(const struct args *a, struct job *j)
 		return -1;
 	if (cg_out_commit_all(outs, j->st ? 2 : 1) != 0)
 		return cg_warn(NULL), -1;
-	if (a->log &&
-	    write_log(a->log, m, &j->res, j->secs, a->emit_name, &j->plan, j) !=
-	        0)
+	if (a->log && cg_json_append(a->log, cg_train_log_json(&j->rep)) != 0)
 		return cg_warn(NULL), -1;
 	return 0;
 }
 
-/* The summary line, on a terminal after the progress line. */
+/* The summary, on a terminal after the progress line. */
 static void
 report(const struct job *j)
 {
-	const struct cg_memplan *p = &j->plan;
-	char chunks[64] = "";
+	char lines[CG_TRAIN_SUMMARY_LINES][CG_TRAIN_SUMMARY_LINE];
 
-	if (!j->shown)
-		return;
-	if (p->chunk || p->checkpoint)
-		snprintf(chunks, sizeof(chunks), ", chunks of %d%s", p->chunk,
-		         p->checkpoint ? " checkpointed" : "");
-	if (j->res.steps < j->o.steps)
-		cg_warnx("--time-limit: stopped after %d of %d steps",
-		         j->res.steps, j->o.steps);
-	cg_warnx("%llu examples, loss %.4f, %.0f examples/s%s, peak memory "
-	         "%.0f MiB (planned %.0f)",
-	         (unsigned long long)j->res.samples, j->res.mean.loss,
-	         j->secs > 0 ? j->res.samples / j->secs : 0, chunks,
-	         cg_rss_peak() / 1048576.0, p->estimate / 1048576.0);
-	if (j->t)
-		cg_warnx("data term %.4f, teacher term %.4f (weight %g, "
-		         "temperature %g)",
-		         j->res.mean.data, j->res.mean.teacher, j->distill.alpha,
-		         j->distill.tau);
-	if (j->dense_bytes > 0 && j->mask.npeers > 0)
-		cg_warnx("masked update: %.0f bytes for %.0f of f32, among %d "
-		         "peers",
-		         j->coded_bytes, j->dense_bytes, j->mask.npeers);
-	else if (j->dense_bytes > 0)
-		cg_warnx("encoded update: %.0f bytes of %.0f dense (%.1fx "
-		         "smaller)",
-		         j->coded_bytes, j->dense_bytes,
-		         j->dense_bytes / (j->coded_bytes > 0 ? j->coded_bytes : 1));
+	for (int i = 0, n = j->shown ? cg_train_summary(&j->rep, lines) : 0;
+	     i < n; i++)
+		cg_warnx("%s", lines[i]);
 }
 
 static void

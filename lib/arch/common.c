@@ -107,6 +107,19 @@ cg_arch_image_hwc(const struct cg_model *m, int in_dim, int *h, int *w,
 	return 0;
 }
 
+int
+cg_arch_conv_keys(const char *arch, const char *key, int *conv, int max,
+                  int height)
+{
+	if (*conv <= 0 || height != 0)
+		return 0;
+	if (*conv > max)
+		return cg_seterr("%s: %s = %d: not in [0, %d]", arch, key,
+		                 *conv, max);
+	*conv = 0;
+	return 1;
+}
+
 /* The in_dim and ncond of m's config, as m->arch reads its config (its
  * key table, then its check). */
 static int

@@ -33,6 +33,17 @@ int cg_arch_image_hwc(const struct cg_model *m, int in_dim, int *h, int *w,
 int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
                         int shape[3]);
 /*
+ * check_config's first step for an arch whose convolutional form (*conv
+ * > 0, the config key named key) takes its image shape from the
+ * manifest, not from a key: until the manifest gives the image (height
+ * 0) only the keys can be checked, so *conv is held to [0, max] ("ARCH:
+ * KEY = N: not in [0, MAX]") and set to 0, and the rest is checked as
+ * the MLP's.  Returns 1 when it did so, 0 when there was nothing to do
+ * (the MLP, or the image known), or -1 with a message.
+ */
+int cg_arch_conv_keys(const char *arch, const char *key, int *conv, int max,
+                      int height);
+/*
  * For image archs: check_data's work for a model of in_dim values per
  * image and ncond conditions: refuses data that is not images (naming
  * arch), images of another size, another number of conditions or other

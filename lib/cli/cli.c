@@ -11,6 +11,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@
 #include "arch/all.h"
 #include "cg.h"
 #include "cli/cli.h"
+#include "exchange/reduce.h"
+#include "exchange/stale.h"
 #include "exchange/ucodec.h"
 #include "file/sign.h"
 #include "model/model.h"
@@ -360,6 +363,35 @@ cg_cli_arch_names(char *buf, size_t cap)
 	add(buf, cap, &n, "architecture:");
 	for (int i = 0; i < cg_arch_count(); i++)
 		add(buf, cap, &n, "%s %s", i ? "," : "", cg_arch_at(i)->name);
+}
+
+/* "  NAME:P          help" (NAME alone where it takes no parameter). */
+static void
+table_row(char *buf, size_t cap, size_t *n, const char *name, const char *param,
+          const char *help)
+{
+	char s[64];
+
+	snprintf(s, sizeof(s), "%s%s%s", name, param ? ":" : "",
+	         param ? param : "");
+	add(buf, cap, n, "  %-15s %s\n", s, help);
+}
+
+void
+cg_cli_reduce_help(char *buf, size_t cap, const char *tail)
+{
+	const struct cg_reduce_op *op;
+	size_t n = 0;
+
+	add(buf, cap, &n, "Operations (--op):\n");
+	for (int i = 0; (op = cg_reduce_op_at(i)) != NULL; i++)
+		table_row(buf, cap, &n, op->name, op->param, op->help);
+	add(buf, cap, &n,
+	    "\nStaleness rules (--staleness-weight; s: --model's step minus "
+	    "the\ninput's base step):\n");
+	for (const struct cg_stale_rule *w = cg_stale_rules; w->name; w++)
+		table_row(buf, cap, &n, w->name, w->params, w->help);
+	add(buf, cap, &n, "%s", tail);
 }
 
 int
@@ -897,4 +929,61 @@ cg_opt_sampler(const char *arg, void *where)
 	else
 		return cg_seterr("--sampler: '%.32s': not ddim or ddpm", arg);
 	return 0;
+}
+
+/* ------------------------------------------------- inputs by pattern */
+
+/* path, copied, as one more of *v [*n] (room *cap): 0, or -1. */
+static int
+push_path(char ***v, size_t *n, size_t *cap, const char *path)
+{
+	if (*n + 1 >= *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		char **q = realloc(*v, c * sizeof(*q));
+		if (q == NULL)
+			return -1;
+		*v = q;
+		*cap = c;
+	}
+	if (((*v)[*n] = strdup(path)) == NULL)
+		return -1;
+	(*v)[++*n] = NULL;
+	return 0;
+}
+
+char **
+cg_inputs_expand(char *const *names, int n, size_t *count)
+{
+	char **v = NULL;
+	size_t cap = 0;
+	int e = 0;
+
+	*count = 0;
+	if (n == 0)
+		e = push_path(&v, count, &cap, "-");
+	for (int i = 0; i < n && e == 0; i++) {
+		glob_t g;
+		if (strpbrk(names[i], "*?[") && access(names[i], F_OK) != 0 &&
+		    glob(names[i], 0, NULL, &g) == 0) {
+			for (size_t j = 0; j < g.gl_pathc && e == 0; j++)
+				e = push_path(&v, count, &cap, g.gl_pathv[j]);
+			globfree(&g);
+		} else {
+			e = push_path(&v, count, &cap, names[i]);
+		}
+	}
+	if (e != 0) {
+		cg_inputs_free(v);
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	return v;
+}
+
+void
+cg_inputs_free(char **paths)
+{
+	for (size_t i = 0; paths && paths[i]; i++)
+		free(paths[i]);
+	free(paths);
 }

@@ -286,6 +286,14 @@ void cg_cli_arch_help(char *buf, size_t cap, const struct cg_cli *cli,
                       const struct cg_arch *only, const char *tail);
 void cg_cli_arch_names(char *buf, size_t cap);
 
+/*
+ * cg-reduce's sections for --help into buf [cap]: "Operations (--op):",
+ * a line per row of the reducer's table (NAME:P for a row that takes a
+ * parameter P), then the staleness rules (exchange/stale.h) alike, then
+ * tail; cut at cap.
+ */
+void cg_cli_reduce_help(char *buf, size_t cap, const char *tail);
+
 #define CG_OPT_END (-1)  /* cg_getopt_next: no more options */
 #define CG_OPT_EXIT (-2) /* cg_getopt_next: return g.status from main */
 
@@ -342,6 +350,18 @@ int cg_getopt_all(const struct cg_cli *cli, int argc, char **argv,
  * naming it ("standard input" for -), *buf NULL.
  */
 int cg_read_input(const char *path, size_t max, uint8_t **buf, size_t *n);
+
+/*
+ * The inputs named on a command line, names [n], as paths: a name with
+ * a wildcard (* ? [) that is no file and that glob(3) matches stands for
+ * its matches, in glob's order (a pattern the shell left alone: quoted,
+ * or for a remote inbox); any other name is taken as it is; no name at
+ * all is "-".  Returns a NULL-terminated array of *count paths that the
+ * caller frees with cg_inputs_free, or NULL with a message when out of
+ * memory.
+ */
+char **cg_inputs_expand(char *const *names, int n, size_t *count);
+void cg_inputs_free(char **paths);
 
 /* ------------------------------------------------------ JSON lines */
 

@@ -14,6 +14,8 @@
 #ifndef CG_VERIFY_H
 #define CG_VERIFY_H
 
+#include <stdio.h>
+
 #include "cg.h"
 
 /*
@@ -24,5 +26,16 @@
  * file.
  */
 int cg_verify_file(const struct cg_file *f);
+
+/*
+ * cg-inspect --verify of one file: path ("-": standard input) read in
+ * whichever format it is (cg_read_any), refused unless a cg file (no
+ * other format has digests to verify), then cg_verify_file.  On
+ * success, and unless out is NULL, "NAME: OK" on out, and where the
+ * file is signed ", signed by FINGERPRINT (trusted)" or "(not in the
+ * trust list)"; name is path as messages say it.  Returns 0, or -1 with
+ * a message naming the file.
+ */
+int cg_verify_path(FILE *out, const char *path, const char *name);
 
 #endif

@@ -936,3 +936,25 @@ cg_reducer_finish(struct cg_reducer *r)
 	cJSON_AddStringToObject(f->manifest, "reduce", how);
 	return f;
 }
+
+cJSON *
+cg_reducer_log_json(const struct cg_reducer *r, const struct cg_file *f,
+                    double secs)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o == NULL)
+		return NULL;
+	cJSON_AddNumberToObject(o, "inputs", (double)r->inputs);
+	cJSON_AddNumberToObject(o, "samples", r->samples);
+	cJSON_AddNumberToObject(o, "seconds", secs);
+	cJSON_AddNumberToObject(o, "fold_seconds", r->fold_seconds);
+	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
+	for (size_t i = 0; arr && i < r->nleft_out; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(r->left_out[i]));
+	const cJSON *st =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
+	if (st)
+		cJSON_AddItemToObject(o, "staleness", cJSON_Duplicate(st, 1));
+	return o;
+}

@@ -262,4 +262,15 @@ int cg_reducer_add(struct cg_reducer *r, struct cg_update *u);
 struct cg_file *cg_reducer_finish(struct cg_reducer *r);
 void cg_reducer_free(struct cg_reducer *r);
 
+/*
+ * cg-reduce --log's object of a finished reduction r whose result is f:
+ * "inputs", "samples", "seconds" (secs, the caller's clock over the
+ * call), "fold_seconds", "skipped" (the inputs left out, by name) and,
+ * with a model, "staleness" (f's manifest's: how every input stood
+ * against it).  A new object the caller owns, or NULL when out of
+ * memory.
+ */
+struct cJSON *cg_reducer_log_json(const struct cg_reducer *r,
+                                  const struct cg_file *f, double secs);
+
 #endif

@@ -6,7 +6,10 @@
  * number, never on what else a call draws, so a subset of a draw is the
  * same bytes as in the whole: the property cg-sample(1) promises.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/draw.h"
 
@@ -83,4 +86,86 @@ cg_draw_texts(struct cg_model *m, const int *rows, int nrows, int count,
 				return 0;
 		}
 	return 0;
+}
+
+/* ------------------------------------------------------------ a grid */
+
+int
+cg_draw_grid(struct cg_model *m, const char *mname, const int shape[3],
+             const int *rows, int nrows, int count, double temperature,
+             uint64_t seed, const char *path, int pad, enum cg_image_format fmt)
+{
+	size_t pixels = (size_t)shape[0] * shape[1] * shape[2];
+	uint32_t gw, gh;
+	float *imgs;
+	int rc;
+
+	/* Refuse a picture too large before drawing a single image. */
+	if (cg_image_grid_size(nrows * count, shape[0], shape[1], shape[2],
+	                       count, pad, &gw, &gh) != 0) {
+		cg_errprefix(strcmp(path, "-") == 0 ? "standard output" : path);
+		return -1;
+	}
+	if ((imgs = malloc((size_t)nrows * count * pixels * sizeof(*imgs))) ==
+	    NULL)
+		return cg_seterr("out of memory");
+	if ((rc = cg_draw_images(m, rows, nrows, count, temperature, seed,
+	                         imgs)) != 0)
+		cg_errprefix(mname);
+	else
+		rc = cg_image_grid_write(path, imgs, nrows * count, shape[0],
+		                         shape[1], shape[2], count, pad, fmt);
+	free(imgs);
+	return rc;
+}
+
+/* -------------------------------------------------------- a text sink */
+
+void
+cg_text_sink_init(struct cg_text_sink *k, FILE *fp, int tty, const char *sep)
+{
+	*k =
+	    (struct cg_text_sink){.fp = fp, .tty = tty, .last = -1, .sep = sep};
+}
+
+/* Write byte as it is; nonzero on a write error (in k->err). */
+static int
+put_byte(struct cg_text_sink *k, int byte)
+{
+	if (putc(byte, k->fp) == EOF || (k->tty && fflush(k->fp) != 0)) {
+		k->err = errno ? errno : EIO;
+		return 1;
+	}
+	k->last = byte;
+	return 0;
+}
+
+int
+cg_text_sink_byte(void *ctx, int byte)
+{
+	struct cg_text_sink *k = ctx;
+
+	return put_byte(k, k->tty ? cg_shown_byte(byte, 1) : byte);
+}
+
+int
+cg_text_sink_sep(void *ctx)
+{
+	struct cg_text_sink *k = ctx;
+
+	for (const char *s = k->sep; *s; s++)
+		if (put_byte(k, (unsigned char)*s) != 0)
+			return -1;
+	return 0;
+}
+
+int
+cg_text_sink_end(struct cg_text_sink *k)
+{
+	/* A terminal's prompt should not follow the text on its line. */
+	if (k->tty && !k->err && k->last >= 0 && k->last != '\n')
+		put_byte(k, '\n');
+	if (!k->err && fflush(k->fp) != 0)
+		k->err = errno ? errno : EIO;
+	return k->err;
 }

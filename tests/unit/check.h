@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cg.h"
 
@@ -22,6 +23,20 @@ expect(int cond, const char *what)
 	printf("%-4s %s\n", cond ? "ok" : "FAIL", what);
 	if (!cond)
 		failures++;
+}
+
+/* expect that the string got (malloc'd, freed here) is want; both on
+ * stderr when not. */
+static inline void
+expect_str(char *got, const char *want, const char *what)
+{
+	int ok = got != NULL && strcmp(got, want) == 0;
+
+	expect(ok, what);
+	if (!ok)
+		fprintf(stderr, "got:\n%s\nwant:\n%s\n", got ? got : "(null)",
+		        want);
+	free(got);
 }
 
 /* The same for checks that explain a failure in printf's words, on

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "arch/all.h"
+#include "arch/common.h"
 #include "arch/cddpm/cddpm.h"
 #include "check.h"
 #include "data/dataset.h"
@@ -393,9 +394,32 @@ test_toy(const struct cg_shard *s)
 	cg_model_free(m);
 }
 
+/* cg_arch_conv_keys: a convolutional form's key alone, before the
+ * manifest gives the image, held to its range and the rest then checked
+ * as the MLP's; nothing done for an MLP or a known image. */
+static void
+test_conv_keys(void)
+{
+	int conv = 0;
+
+	expect(cg_arch_conv_keys("a", "conv", &conv, 8, 0) == 0 && conv == 0,
+	       "conv keys: an MLP, nothing to do");
+	conv = 8;
+	expect(cg_arch_conv_keys("a", "conv", &conv, 8, 28) == 0 && conv == 8,
+	       "conv keys: the image known, nothing to do");
+	expect(cg_arch_conv_keys("a", "conv", &conv, 8, 0) == 1 && conv == 0,
+	       "conv keys: before the image, its key in range, then the MLP");
+	conv = 9;
+	expect(cg_arch_conv_keys("cgan", "unet", &conv, 8, 0) == -1 &&
+	           conv == 9 &&
+	           strcmp(cg_errmsg(), "cgan: unet = 9: not in [0, 8]") == 0,
+	       "conv keys: out of range, named by arch and key");
+}
+
 int
 main(void)
 {
+	test_conv_keys();
 	if (cg_arch_all() != 0)
 		die("cg_arch_all");
 	struct cg_shard *s = image_shard(N, H, W, "test", extremes);

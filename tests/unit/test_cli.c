@@ -3,9 +3,13 @@
  * into --help, the messages of cli.h, and a separator's escapes.
  *
  * stderr and stdout are caught in temporary files to compare the lines
- * the helpers print.  Exit 0 pass, 1 fail.
+ * the helpers print.  Then cg-reduce's help sections from its tables,
+ * and inputs named by patterns the shell left alone.  Exit 0 pass, 1
+ * fail.
  */
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TEST_NAME "test_cli"
@@ -430,6 +434,91 @@ test_unescape(void)
 	           "kept, a trailing one too");
 }
 
+/* cg-reduce's sections: a row per operation and per staleness rule, a
+ * parameter after its name, aligned as cg_cli_help aligns, then tail;
+ * cut, never overrun, in a small buffer. */
+static void
+test_reduce_help(void)
+{
+	const char *head = "Operations (--op):\n"
+	                   "  mean            the mean weighted by each "
+	                   "input's weight\n"
+	                   "  sum             the plain sum\n";
+	char buf[4096], small[40];
+
+	memset(small, 'x', sizeof(small));
+	cg_cli_reduce_help(buf, sizeof(buf), "\nTAIL");
+	expect(strncmp(buf, head, strlen(head)) == 0,
+	       "reduce help: the operations, the first first, aligned");
+	expect(strstr(buf, "\n  trimmed-mean:F  each element's mean") &&
+	           strstr(buf, "\n  clip-mean:TAU   centred clipping"),
+	       "reduce help: an operation's parameter after its name");
+	expect(strstr(buf, "\n\nStaleness rules (--staleness-weight; s: "
+	                   "--model's step minus the\ninput's base step):\n"
+	                   "  constant        every kept update in full\n"
+	                   "  poly:A          (1+s)^-A\n"
+	                   "  hinge:A,B       1 up to s = B, then "
+	                   "1/(A(s-B)+1)\n\nTAIL") != NULL,
+	       "reduce help: the staleness rules, then the tail, last");
+	cg_cli_reduce_help(small, 32, "");
+	expect(strlen(small) == 31 && small[32] == 'x' &&
+	           strncmp(buf, small, 31) == 0,
+	       "reduce help: cut at the buffer's end, nothing past it");
+}
+
+/* A pattern no file is named as is expanded, in glob's order; a file
+ * whose name has a wildcard is itself; no pattern matching is taken as
+ * it is; no name at all is "-". */
+static void
+test_inputs(void)
+{
+	char dir[] = "/tmp/test_cli.XXXXXX", path[64], pat[64], odd[64];
+	char *names[4];
+	char **v;
+	size_t n;
+	FILE *fp;
+
+	if (mkdtemp(dir) == NULL)
+		die("mkdtemp");
+	for (const char *f = "bac"; *f; f++) {
+		snprintf(path, sizeof(path), "%s/u%c.cgu", dir, *f);
+		if ((fp = fopen(path, "w")) == NULL)
+			die("fopen");
+		fclose(fp);
+	}
+	snprintf(odd, sizeof(odd), "%s/u[a].cgu", dir); /* a file */
+	if ((fp = fopen(odd, "w")) == NULL)
+		die("fopen");
+	fclose(fp);
+	snprintf(pat, sizeof(pat), "%s/u?.cgu", dir);
+	names[0] = "-";
+	names[1] = pat;
+	names[2] = odd;
+	names[3] = "none*.cgu";
+	v = cg_inputs_expand(names, 4, &n);
+	int ok = v != NULL && n == 6 && v[6] == NULL &&
+	         strcmp(v[0], "-") == 0 && strcmp(v[4], odd) == 0 &&
+	         strcmp(v[5], "none*.cgu") == 0;
+	for (int i = 0; ok && i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/u%c.cgu", dir, "abc"[i]);
+		ok = strcmp(v[1 + i], path) == 0;
+	}
+	expect(ok, "inputs: a pattern expanded in order, a file with a "
+	           "wildcard and a pattern matching nothing as they are");
+	cg_inputs_free(v);
+	v = cg_inputs_expand(names, 0, &n);
+	expect(v && n == 1 && strcmp(v[0], "-") == 0 && v[1] == NULL,
+	       "inputs: none named: standard input");
+	cg_inputs_free(v);
+	cg_inputs_free(NULL);
+	for (const char *f = "abc"; *f; f++) {
+		snprintf(path, sizeof(path), "%s/u%c.cgu", dir, *f);
+		remove(path);
+	}
+	remove(odd);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -440,5 +529,7 @@ main(void)
 	test_help_version();
 	test_messages();
 	test_unescape();
+	test_reduce_help();
+	test_inputs();
 	return failures ? 1 : 0;
 }

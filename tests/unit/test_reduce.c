@@ -17,7 +17,8 @@
  * a parameter is parsed against its row.  An update counts once: a
  * second of the same content among many, or of the same worker and
  * base, is refused naming the first, unless allowed; the result lists
- * its contributors.  The operation names that cg-reduce's
+ * its contributors; cg-reduce --log's object says what was reduced and
+ * left out.  The operation names that cg-reduce's
  * --help lists come from the table; its manual must name each one.
  * Exit 0 pass, 1 fail.
  */
@@ -860,6 +861,42 @@ params(void)
 	           "checked, one message each");
 }
 
+/* cg-reduce --log's object: the counts, the times given, the inputs
+ * left out by name, the result's staleness as its manifest has it. */
+static void
+log_line(void)
+{
+	struct cg_reducer r = {.inputs = 3, .samples = 96, .fold_seconds = 0.5};
+	char *left[] = {"b.cgu", "c.cgu"};
+	struct cg_file f = {0};
+	cJSON *j;
+	char *s;
+
+	f.manifest = cJSON_Parse("{\"kind\":\"delta\"}");
+	j = cg_reducer_log_json(&r, &f, 2);
+	s = j ? cJSON_PrintUnformatted(j) : NULL;
+	expect(s && strcmp(s, "{\"inputs\":3,\"samples\":96,\"seconds\":2,"
+	                      "\"fold_seconds\":0.5,\"skipped\":[]}") == 0,
+	       "log: the counts and times, none skipped, no staleness");
+	free(s);
+	cJSON_Delete(j);
+	cJSON_Delete(f.manifest);
+	r.left_out = left;
+	r.nleft_out = 2;
+	f.manifest = cJSON_Parse("{\"staleness\":[{\"input\":\"a.cgu\","
+	                         "\"staleness\":1}]}");
+	j = cg_reducer_log_json(&r, &f, 2);
+	cJSON_Delete(f.manifest); /* the log holds a copy */
+	s = j ? cJSON_PrintUnformatted(j) : NULL;
+	expect(s && strcmp(s, "{\"inputs\":3,\"samples\":96,\"seconds\":2,"
+	                      "\"fold_seconds\":0.5,\"skipped\":[\"b.cgu\","
+	                      "\"c.cgu\"],\"staleness\":[{\"input\":"
+	                      "\"a.cgu\",\"staleness\":1}]}") == 0,
+	       "log: the inputs left out by name, the result's staleness");
+	free(s);
+	cJSON_Delete(j);
+}
+
 static void
 table(void)
 {
@@ -960,6 +997,7 @@ main(void)
 	threads(m);
 	params();
 	table();
+	log_line();
 	registry();
 	cg_model_free(m);
 	cg_model_free(other);

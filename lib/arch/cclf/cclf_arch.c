@@ -221,12 +221,9 @@ check_config(const void *config)
 {
 	struct cg_cclf_config c = *(const struct cg_cclf_config *)config;
 
-	if (c.conv > 0 && c.height == 0) {
-		if (c.conv > CG_CCLF_MAX_CONV)
-			return cg_seterr("cclf: conv = %d: not in [0, %d]",
-			                 c.conv, CG_CCLF_MAX_CONV);
-		c.conv = 0;
-	}
+	if (cg_arch_conv_keys("cclf", "conv", &c.conv, CG_CCLF_MAX_CONV,
+	                      c.height) < 0)
+		return -1;
 	return cg_cclf_check_config(&c);
 }
 

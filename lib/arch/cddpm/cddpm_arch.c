@@ -245,10 +245,13 @@ static int
 check_config(const void *k)
 {
 	struct cg_cddpm_config c = ((const struct config *)k)->c;
+	int alone = cg_arch_conv_keys("cddpm", "unet", &c.unet,
+	                              CG_CDDPM_MAX_UNET, c.height);
 
-	if (c.unet > 0 && c.height == 0) {
-		/* the rest as the MLP's */
-		c.unet = 0;
+	if (alone < 0)
+		return -1;
+	if (alone) {
+		/* the attention is the U-Net's: the MLP has none */
 		if (c.attn != 0 && c.attn != 1)
 			return cg_seterr("cddpm: attn = %d: not 0 or 1",
 			                 c.attn);

@@ -219,12 +219,9 @@ check_config(const void *config)
 {
 	struct cg_cgan_config c = *(const struct cg_cgan_config *)config;
 
-	if (c.conv > 0 && c.height == 0) {
-		if (c.conv > CG_CGAN_MAX_CONV)
-			return cg_seterr("cgan: conv = %d: not in [0, %d]",
-			                 c.conv, CG_CGAN_MAX_CONV);
-		c.conv = 0;
-	}
+	if (cg_arch_conv_keys("cgan", "conv", &c.conv, CG_CGAN_MAX_CONV,
+	                      c.height) < 0)
+		return -1;
 	return cg_cgan_check_config(&c);
 }
 
