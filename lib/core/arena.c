@@ -60,3 +60,17 @@ cg_arena_make(struct cg_arena *a, void (*lay)(void *ws, struct cg_arena *a),
 	lay(ws, a);
 	return 0;
 }
+
+size_t
+cg_arena_bytes(void (*lay)(void *ws, struct cg_arena *a), void *ws,
+               size_t extra, const char *arch, int batch)
+{
+	struct cg_arena a = {0};
+
+	lay(ws, &a);
+	if (a.overflow || a.used > SIZE_MAX - extra) {
+		cg_seterr("%s: workspace for batch %d: too large", arch, batch);
+		return 0;
+	}
+	return a.used + extra;
+}

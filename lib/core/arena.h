@@ -54,4 +54,12 @@ int cg_arena_alloc(struct cg_arena *a, const char *what);
 int cg_arena_make(struct cg_arena *a, void (*lay)(void *ws, struct cg_arena *a),
                   void *ws, const char *arch, int batch);
 
+/*
+ * What cg_arena_make would allocate for ws, counted without allocating,
+ * plus extra bytes (the caller's struct): the sum, or 0 with the message
+ * cg_arena_make would give where it overflows.
+ */
+size_t cg_arena_bytes(void (*lay)(void *ws, struct cg_arena *a), void *ws,
+                      size_t extra, const char *arch, int batch);
+
 #endif

@@ -291,18 +291,13 @@ size_t
 cg_cclf_ws_bytes(const struct cg_cclf_config *c, int max_batch)
 {
 	struct cg_cclf_ws *w = ws_prep(c, max_batch);
-	struct cg_arena a = {0};
+	size_t n;
 
 	if (w == NULL)
 		return 0;
-	lay(w, &a);
+	n = cg_arena_bytes(lay, w, sizeof(*w), "cclf", max_batch);
 	free(w);
-	if (a.overflow || a.used > SIZE_MAX - sizeof(*w)) {
-		cg_seterr("cclf: workspace for batch %d: too large",
-		          max_batch);
-		return 0;
-	}
-	return a.used + sizeof(*w);
+	return n;
 }
 
 void

@@ -562,21 +562,17 @@ size_t
 cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch)
 {
 	struct cg_cgan_ws *w = ws_prep(c, max_batch);
-	struct cg_arena a = {0};
-	size_t sn;
+	size_t n;
 
 	if (w == NULL)
 		return 0;
-	sn = ((size_t)disc_layers(c) + 2) * sizeof(*w->sn);
-	lay(w, &a);
+	n = cg_arena_bytes(lay, w,
+	                   sizeof(*w) + ((size_t)disc_layers(c) + 2) *
+	                                    sizeof(*w->sn),
+	                   "cgan", max_batch);
 	free(w->sn);
 	free(w);
-	if (a.overflow || a.used > SIZE_MAX - sizeof(*w) - sn) {
-		cg_seterr("cgan: workspace for batch %d: too large",
-		          max_batch);
-		return 0;
-	}
-	return a.used + sizeof(*w) + sn;
+	return n;
 }
 
 void
