@@ -162,6 +162,11 @@ size() {
 		{"published":3,"staleness":["a"]}|staleness: not a number
 		{"round":1,"bytes_up":{}}|"bytes_up" is not a number
 	EOF
+	# sums past the largest double
+	printf '{"emit":"model","samples":1e308}\n%.0s' 1 2 >big.log
+	run -1 --separate-stderr cg-plot -t big.log
+	assert_equal "$stderr" \
+		"cg-plot: big.log:2: the samples or seconds so far pass the largest number"
 	# a line of a megabyte and more, and a NUL
 	{ printf '{"emit":"x","pad":"'; head -c 1100000 /dev/zero | tr '\0' a
 	  printf '"}\n'; } >long.log

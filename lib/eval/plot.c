@@ -68,6 +68,14 @@ put_num(FILE *fp, double v)
 		fprintf(fp, " %.9g", v);
 }
 
+/* s on fp, control bytes (a file's name may hold any) as '?'. */
+static void
+put_clean(FILE *fp, const char *s)
+{
+	for (; *s; s++)
+		putc((unsigned char)*s < ' ' || *s == 0x7f ? '?' : *s, fp);
+}
+
 /* s as a gnuplot string in double quotes, control bytes as '?'. */
 static void
 put_str(FILE *fp, const char *s)
@@ -418,18 +426,21 @@ text_line(FILE *fp, const struct cg_runlog *lg, const char *what, size_t off,
 			step = lg->p[i].step;
 	}
 	w = n < (size_t)width ? (int)n : width;
-	fprintf(fp, "%s: %s ", lg->name, what);
+	put_clean(fp, lg->name);
+	fprintf(fp, ": %s ", what);
 	for (int b = 0; b < w; b++) {
 		size_t i0 = n * (size_t)b / (size_t)w;
 		size_t i1 = n * (size_t)(b + 1) / (size_t)w;
-		double s = 0;
-		int lvl = 0;
+		/* long double: sums and spans of finite doubles stay
+		 * finite */
+		long double sum = 0, f = 0;
 		for (size_t i = i0; i < i1; i++)
-			s += y[i];
-		s /= (double)(i1 - i0);
+			sum += y[i];
+		sum /= (long double)(i1 - i0);
 		if (hi > lo)
-			lvl = (int)((s - lo) / (hi - lo) * 7.0 + 0.5);
-		fputs(bars[lvl < 0 ? 0 : lvl > 7 ? 7 : lvl], fp);
+			f = (sum - lo) / ((long double)hi - lo);
+		f = f > 0 ? (f < 1 ? f : 1) : 0;
+		fputs(bars[(int)(f * 7 + 0.5L)], fp);
 	}
 	fprintf(fp, " first %.6g last %.6g min %.6g", y[0], y[n - 1], y[imin]);
 	if (!isnan(step))
@@ -447,7 +458,8 @@ cg_plot_text(FILE *fp, const struct cg_runlog *lg, int width)
 	char what[CG_RUNLOG_NAME_MAX + 16];
 
 	if (cg_runlog_count(lg, lo) == 0 && cg_runlog_count(lg, mo) == 0) {
-		fprintf(fp, "%s: no loss\n", lg->name);
+		put_clean(fp, lg->name);
+		fputs(": no loss\n", fp);
 		return ferror(fp) ? -1 : 0;
 	}
 	snprintf(what, sizeof what, "held-out %s", lg->metric);

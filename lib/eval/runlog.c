@@ -198,6 +198,9 @@ point_of(struct cg_runlog *lg, const cJSON *o, struct cg_runlog_point *p)
 		p->examples = (isnan(p->examples) ? 0 : p->examples) + samples;
 	if (!isnan(secs))
 		p->seconds = (isnan(p->seconds) ? 0 : p->seconds) + secs;
+	if (isinf(p->examples) || isinf(p->seconds))
+		return cg_seterr("the samples or seconds so far pass the "
+		                 "largest number");
 	return 1;
 }
 
