@@ -15,7 +15,8 @@ load '/usr/lib/bats/bats-assert/load'
 load helpers
 
 PROGS="cg-apply cg-audit cg-convert cg-eval cg-init cg-inspect cg-key cg-probe
-cg-prune cg-quantize cg-reduce cg-sample cg-shard cg-train-step cg-cluster cg-inbox"
+cg-plot cg-prune cg-quantize cg-reduce cg-sample cg-shard cg-train-step cg-cluster
+cg-inbox"
 # every program's --help comes from a cg_cli option table (cg-cluster's
 # and cg-inbox's, shell scripts', are written to the same shape)
 TABLED=$PROGS

@@ -202,13 +202,14 @@ make_small() {
 		{ cat -v "$log"; false; }
 }
 
-@test "examples/fashion-cvae: make single sync diloco judge (small sizes)" {
-	make_small fashion-cvae log single sync diloco judge OUT="$PWD/out" \
+@test "examples/fashion-cvae: make single sync diloco judge plot (small sizes)" {
+	make_small fashion-cvae log single sync diloco judge plot OUT="$PWD/out" \
 		DATA="$fx/fashion-mnist-mini" STEPS=2 ROUNDS=2 OUTER=2 INNER=2 \
 		HIDDEN=32 LAYERS=1 LATENT=4 JHIDDEN=16 JSTEPS=2 JSTEPS2=2 \
 		JSAMPLES=4
 	for w in single sync diloco; do
 		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
+		[ -s "out/$w/plot.png" ] || { echo "no $w/plot.png"; false; }
 		grep -q "out/$w/model.cgm (cvae, step 2)" log
 	done
 	grep -q "out/judge/clf.cgm (cclf, step 4)" log
@@ -260,16 +261,17 @@ make_small() {
 	[ -s "$HOSTS_DIR/host2/diloco/shard.cgd" ]
 }
 
-@test "examples/compressed-diloco: make run (small sizes)" {
-	make_small compressed-diloco log run OUT="$PWD/out" \
+@test "examples/compressed-diloco: make run plot (small sizes)" {
+	make_small compressed-diloco log run plot OUT="$PWD/out" \
 		DATA="$fx/fashion-mnist-mini" ROUNDS=2 INNER=2 HIDDEN=32 LAYERS=1 \
 		LATENT=4
 	# every worker ends with the coordinator's model
 	grep -Eq '^after 2 rounds: params [0-9a-f]{64} on the coordinator and all 4 workers$' log
+	[ -s out/run/plot.png ]
 }
 
-@test "examples/fortunes-cgpt: make train eval sample diloco distill (small sizes)" {
-	make_small fortunes-cgpt log train eval sample diloco distill \
+@test "examples/fortunes-cgpt: make train eval sample diloco distill plot (small sizes)" {
+	make_small fortunes-cgpt log train eval sample diloco distill plot \
 		OUT="$PWD/out" DATA="$fx/text/fortunes" STEPS=2 OUTER=2 INNER=2 \
 		CONTEXT=32 WIDTH=16 LAYERS=1 HEADS=2 CATS="computers wisdom" \
 		SWIDTH=8 SSTEPS=2 SWARMUP=1
@@ -280,6 +282,8 @@ make_small() {
 	grep -q "out/student/scratch.cgm (cgpt, step 2)" log
 	grep -q "out/student/distilled.cgm (cgpt, step 2)" log
 	[ "$(jq -r .teacher_weight out/student/distill.jsonl)" = 0.9 ]
+	[ -s out/plot.png ] && [ -s out/diloco/plot.png ] &&
+		[ -s out/student/plot.png ]
 }
 
 @test "examples/shard-fashion/run.sh and examples/inspect/run.sh" {

@@ -30,6 +30,7 @@
 #include "exchange/reduce.h"
 #include "exchange/stale.h"
 #include "exchange/ucodec.h"
+#include "file/format.h"
 #include "file/sign.h"
 #include "model/model.h"
 #include "nn/gemm.h"
@@ -515,6 +516,104 @@ bad_option(struct cg_getopt *g, int c)
 	return cg_usage("unknown option '%.*s'", (int)len, word), CG_OPT_EXIT;
 }
 
+/* -------------------------------------------------- --list-options */
+
+/* enum cg_compress's names, in its order (cg_compress_parse reads
+ * them); cg_opt_sampler's words */
+static const char *const compress_names[] = {"none", "gzip", "zstd", NULL};
+static const char *const sampler_names[] = {"ddim", "ddpm", NULL};
+
+/* Arguments that name a file, by their name in --help ("DIR": a
+ * directory). */
+static const char *const file_args[] = {"FILE", "SHARD", "KEY",    "KEYS",
+                                        "CLF",  "GRAD",  "PREFIX", NULL};
+
+/* w after a space at the end of buf [cap], if there is room. */
+static void
+add_word(char *buf, size_t cap, const char *w)
+{
+	size_t n = strlen(buf);
+
+	if (n + strlen(w) + 2 <= cap)
+		snprintf(buf + n, cap - n, " %s", w);
+}
+
+/* The words that o's argument may be into buf [cap], each after a space,
+ * from the list or registry its parser reads: the names of an enum row,
+ * of the compressions, codecs, optimizers, samplers, architectures,
+ * reduce operations, staleness rules and formats. */
+static void
+words_of(char *buf, size_t cap, const struct cg_opt *o)
+{
+	const char *w;
+
+	buf[0] = '\0';
+	if (o->type == CG_TYPE_ENUM) {
+		for (int i = 0; o->names[i]; i++)
+			add_word(buf, cap, o->names[i]);
+	} else if (o->parse == cg_opt_compress) {
+		for (int i = 0; compress_names[i]; i++)
+			add_word(buf, cap, compress_names[i]);
+	} else if (o->parse == cg_opt_codec) {
+		for (int i = 0; (w = cg_ucodec_name_at(i)) != NULL; i++)
+			add_word(buf, cap, w);
+	} else if (o->parse == cg_opt_optim) {
+		for (int k = CG_OPT_SGD; k <= CG_OPT_ADAMW; k++)
+			add_word(buf, cap, cg_optim_name((enum cg_opt_kind)k));
+	} else if (o->parse == cg_opt_sampler) {
+		for (int i = 0; sampler_names[i]; i++)
+			add_word(buf, cap, sampler_names[i]);
+	} else if (strcmp(o->name, "arch") == 0) {
+		for (int i = 0; i < cg_arch_count(); i++)
+			add_word(buf, cap, cg_arch_at(i)->name);
+	} else if (strcmp(o->name, "op") == 0) {
+		for (int i = 0; i < cg_reduce_op_count(); i++)
+			add_word(buf, cap, cg_reduce_op_at(i)->name);
+	} else if (strcmp(o->name, "staleness-weight") == 0) {
+		for (int i = 0; cg_stale_rules[i].name; i++)
+			add_word(buf, cap, cg_stale_rules[i].name);
+	} else if (strcmp(o->name, "to") == 0) {
+		for (int i = 0; i < cg_format_count(); i++)
+			add_word(buf, cap, cg_format_at(i)->name);
+	}
+}
+
+/*
+ * The hidden option --list-options, alone on the command line: a line
+ * per option of cli's table, for scripts/bash-completion: "--LONG -S ARG
+ * KIND [WORD...]", where -S is "-" without a short option, ARG the
+ * argument's name in --help ("-": none) and KIND flag (no argument),
+ * optional (only as --LONG=ARG), file, dir, word (one of the WORDs) or
+ * value (anything else).  Returns what main returns.
+ */
+static int
+list_options(const struct cg_cli *cli)
+{
+	char words[4096];
+
+	for (const struct cg_opt *o = cli->opts; o->name || o->help; o++) {
+		const char *kind = "value";
+		words[0] = '\0';
+		if (o->name == NULL)
+			continue;
+		if (o->arg == NULL)
+			kind = "flag";
+		else if (o->arg[0] == '[')
+			kind = "optional";
+		else if (strcmp(o->arg, "DIR") == 0)
+			kind = "dir";
+		for (int i = 0; kind[0] == 'v' && file_args[i]; i++)
+			if (strcmp(o->arg, file_args[i]) == 0)
+				kind = "file";
+		if (kind[0] == 'v')
+			words_of(words, sizeof words, o);
+		printf("--%s %s%c %s %s%s\n", o->name, o->key < 0x80 ? "-" : "",
+		       o->key < 0x80 ? o->key : '-', o->arg ? o->arg : "-",
+		       words[0] ? "word" : kind, words);
+	}
+	return stdout_ok() ? CG_EXIT_OK : CG_EXIT_FAILURE;
+}
+
 int
 cg_getopt_next(struct cg_getopt *g)
 {
@@ -524,6 +623,10 @@ cg_getopt_next(struct cg_getopt *g)
 	g->opt = NULL;
 	g->arg = NULL;
 	g->name = NULL;
+	if (g->argc == 2 && strcmp(g->argv[1], "--list-options") == 0) {
+		g->status = list_options(g->cli);
+		return CG_OPT_EXIT;
+	}
 	if (g->arch_failed) {
 		g->arch_failed = 0;
 		g->status = cg_fail(NULL);
@@ -537,7 +640,7 @@ cg_getopt_next(struct cg_getopt *g)
 		if ((g->sign && cg_sign_use(g->sign) != 0) ||
 		    (g->trust && cg_trust_use(g->trust) != 0)) {
 			cg_warn("%s", cg_sign_active() || !g->sign ? "--trust"
-			                                            : "--sign");
+			                                           : "--sign");
 			g->status = CG_EXIT_FAILURE;
 			return CG_OPT_EXIT;
 		}
@@ -788,16 +891,12 @@ cg_json_append(const char *path, cJSON *j)
 int
 cg_compress_parse(const char *s, enum cg_compress *out)
 {
-	if (strcmp(s, "none") == 0)
-		*out = CG_COMPRESS_NONE;
-	else if (strcmp(s, "gzip") == 0)
-		*out = CG_COMPRESS_GZIP;
-	else if (strcmp(s, "zstd") == 0)
-		*out = CG_COMPRESS_ZSTD;
-	else
-		return cg_seterr("unknown compression '%s' (none, gzip, zstd)",
-		                 s);
-	return 0;
+	for (int i = 0; compress_names[i]; i++)
+		if (strcmp(s, compress_names[i]) == 0) {
+			*out = (enum cg_compress)i;
+			return 0;
+		}
+	return cg_seterr("unknown compression '%s' (none, gzip, zstd)", s);
 }
 
 int
@@ -852,14 +951,15 @@ cg_set_compute(int deterministic, int precision, int quiet)
 	cg_set_deterministic(deterministic);
 	cg_set_precision(precision ? CG_PREC_BF16 : CG_PREC_F32);
 	if (precision && !cg_bf16_native() && !quiet)
-		cg_warnx("bf16 products emulated in f32 (%s): the same numbers, "
-		         "no faster",
-		         deterministic ? "deterministic mode"
-		         : e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL
-		             ? "CG_GEMM_ENGINE"
-		             : cg_engine_built(CG_ENGINE_DNNL)
-		             ? "no avx512_bf16 or amx_bf16 on this CPU"
-		             : "built without oneDNN");
+		cg_warnx(
+		    "bf16 products emulated in f32 (%s): the same numbers, "
+		    "no faster",
+		    deterministic ? "deterministic mode"
+		    : e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL
+		        ? "CG_GEMM_ENGINE"
+		    : cg_engine_built(CG_ENGINE_DNNL)
+		        ? "no avx512_bf16 or amx_bf16 on this CPU"
+		        : "built without oneDNN");
 	return 0;
 }
 

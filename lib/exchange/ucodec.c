@@ -141,6 +141,18 @@ cg_ucodec_help(void)
 }
 
 const char *
+cg_ucodec_name_at(int i)
+{
+	const struct cg_ucodec *c;
+
+	for (int r = 0; i >= 0 && (c = row(r)) != NULL; r++)
+		for (int j = 0; j < CG_UCODEC_NAMES && c->names[j].name; j++)
+			if (i-- == 0)
+				return c->names[j].name;
+	return NULL;
+}
+
+const char *
 cg_uspec_name(const struct cg_uspec *s)
 {
 	const struct cg_ucodec *c = s->codec;

@@ -98,6 +98,9 @@ int cg_uspec_masked(const struct cg_uspec *s);
 /* The codec's name ("topk"), and --help's lines for every codec. */
 const char *cg_uspec_name(const struct cg_uspec *s);
 const char *cg_ucodec_help(void);
+/* The i-th name --codec knows, over every codec (cg_uspec_parse takes
+ * it bare or with its parameters after a colon); NULL from the last on. */
+const char *cg_ucodec_name_at(int i);
 
 /* Bytes the coded tensors of views v [nv] take under s (no container
  * headers); -1 with a message on overflow. */
@@ -143,8 +146,8 @@ int cg_ubind(const struct cg_file *f, struct cg_uspec *s,
 /* Elements [lo, lo + n) of bound view v into out [n]; any number of
  * threads at once.  A masked view has no values: NaN (callers check
  * cg_uspec_masked first). */
-void cg_udecode(const struct cg_uspec *s, const struct cg_uview *v,
-                uint64_t lo, size_t n, float *out);
+void cg_udecode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
+                size_t n, float *out);
 /* The floats of a bound view when they lie in f as f32 (the dense f32
  * codec), else NULL: a reader may use them where they are. */
 const float *cg_uview_f32(const struct cg_uspec *s, const struct cg_uview *v);

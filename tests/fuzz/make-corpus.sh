@@ -19,7 +19,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 rm -rf "$out"
-for t in codec container encode fortune idx jsonl safetensors shard tsv update; do
+for t in codec container encode fortune idx jsonl runlog safetensors shard tsv update; do
 	mkdir -p "$out/$t"
 done
 
@@ -150,6 +150,24 @@ for name in f32 f16 bf16 i8 u8 u16 u32 u64 q8_0 q4_0 q2_0 q4_1; do
 	row=$((row + 1))
 done
 codec 9 1000000000000 999999999990 20 q4 "$out/codec/q4_0-claims"
+
+# run logs: the lines cg-train-step (with and without a codec),
+# cg-reduce --model and cg-eval --json append, those of cg-cluster and
+# cg-inbox, and a log cut short
+cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --emit delta --steps 2 \
+	--codec q4 --no-error-feedback --log "$out/runlog/worker" -o lg.cgg
+cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --emit model --steps 2 \
+	--log "$out/runlog/worker" -o lg.cgm
+cg-reduce -q --model m.cgm --log "$out/runlog/coord" lg.cgg -o lg.cgu
+cg-eval -m lg.cgm -d img-1.cgd --json >>"$out/runlog/coord"
+printf '%s\n' \
+	'{"round":1,"published":1,"samples":8,"loss":548.8,"bytes_down":24064,"bytes_up":6144,"seconds":1,"hosts":2,"of":2}' \
+	'{"published":2,"inputs":2,"samples":8,"loss":548.6,"staleness":[0,1],"seconds":1}' \
+	>"$out/runlog/coordinators"
+{
+	head -n 1 "$out/runlog/worker"
+	sed -n 2p "$out/runlog/worker" | cut -c 1-40 | tr -d '\n'
+} >"$out/runlog/worker-cut"
 
 # encode: a codec byte (0-15, fuzz_encode.c's table), its parameter,
 # flags, the view count, then 200 bytes of a real tensor for dimensions
