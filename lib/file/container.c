@@ -437,6 +437,21 @@ cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
 }
 
 struct cg_tensor *
+cg_file_add_source(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		   int ndim, const uint64_t *shape,
+		   int (*read)(void *ctx, uint64_t off, void *buf, size_t n),
+		   void *ctx)
+{
+	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
+
+	if (t == NULL)
+		return NULL;
+	t->read = read;
+	t->read_ctx = ctx;
+	return t;
+}
+
+struct cg_tensor *
 cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype,
 	    int ndim, const uint64_t *shape, const void *data)
 {
@@ -500,6 +515,65 @@ cg_tensor_make_f32(struct cg_tensor *t)
 
 /* -------------------------------------------------------------- writing */
 
+/* The chunk a source tensor (cg_file_add_source) is read in. */
+#define SOURCE_CHUNK (1u << 20)
+
+/*
+ * Pass the bytes of source tensor t through SHA-256 into dg, and, with a
+ * non-NULL a, write them to a as they come.  Returns 0, or -1 with a
+ * message ("tensor NAME: ...").
+ */
+static int
+source_pass(struct cg_tensor *t, struct archive *a, unsigned char dg[32])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned char *buf = malloc(SOURCE_CHUNK);
+	unsigned int len = 32;
+	uint64_t off = 0;
+	int rc = -1;
+
+	if (c == NULL || buf == NULL ||
+	    EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1) {
+		cg_seterr("tensor %s: out of memory", t->name);
+		goto out;
+	}
+	while (off < t->nbytes) {
+		size_t n = t->nbytes - off > SOURCE_CHUNK
+			       ? SOURCE_CHUNK
+			       : (size_t)(t->nbytes - off);
+		if (t->read(t->read_ctx, off, buf, n) != 0) {
+			cg_errprefix(t->name);
+			cg_errprefix("tensor");
+			goto out;
+		}
+		if (EVP_DigestUpdate(c, buf, n) != 1) {
+			cg_seterr("tensor %s: SHA-256 failed", t->name);
+			goto out;
+		}
+		for (size_t k = 0; a != NULL && k < n;) {
+			la_ssize_t w = archive_write_data(a, buf + k, n - k);
+			if (w <= 0) {
+				cg_seterr("%s: %s", t->name,
+					  archive_error_string(a)
+					      ? archive_error_string(a)
+					      : "write failed");
+				goto out;
+			}
+			k += (size_t)w;
+		}
+		off += n;
+	}
+	if (EVP_DigestFinal_ex(c, dg, &len) != 1) {
+		cg_seterr("tensor %s: SHA-256 failed", t->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	EVP_MD_CTX_free(c);
+	free(buf);
+	return rc;
+}
+
 cJSON *
 cg_file_manifest(struct cg_file *f)
 {
@@ -508,11 +582,18 @@ cg_file_manifest(struct cg_file *f)
 
 	if (m == NULL)
 		return NULL;
-	/* The digests first, shared among threads: the bulk of a write. */
+	/* The digests first, shared among threads: the bulk of a write;
+	 * a source tensor's by a pass over its source. */
 #pragma omp parallel for schedule(dynamic, 1)
 	for (size_t i = 0; i < f->ntensors; i++)
-		cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
-			  f->tensors[i]->nbytes);
+		if (f->tensors[i]->read == NULL)
+			cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
+				  f->tensors[i]->nbytes);
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (f->tensors[i]->read != NULL &&
+		    source_pass(f->tensors[i], NULL, f->tensors[i]->sha256) !=
+			0)
+			goto fail_said;
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
 	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
 		goto fail;
@@ -535,10 +616,14 @@ cg_file_manifest(struct cg_file *f)
 	}
 	return m;
 fail:
+	cg_seterr("out of memory");
+fail_said:
 	cJSON_Delete(m);
 	return NULL;
 }
 
+/* A member's header and its n bytes from data; with data NULL, the
+ * header only, and the caller writes the n bytes. */
 static int
 write_member(struct archive *a, const char *name, const void *data,
 	     uint64_t n)
@@ -560,7 +645,7 @@ write_member(struct archive *a, const char *name, const void *data,
 		cg_seterr("%s: %s", name, archive_error_string(a));
 		goto out;
 	}
-	while (n > 0) {
+	while (data != NULL && n > 0) {
 		size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
 		la_ssize_t w = archive_write_data(a, p, chunk);
 		if (w <= 0) {
@@ -609,8 +694,11 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 	char *json = NULL;
 	int rc = -1;
 
-	if ((m = cg_file_manifest(f)) == NULL ||
-	    (json = cJSON_Print(m)) == NULL) {
+	if ((m = cg_file_manifest(f)) == NULL) {
+		cg_errprefix(path);
+		goto done;
+	}
+	if ((json = cJSON_Print(m)) == NULL) {
 		cg_seterr("%s: out of memory", path);
 		goto done;
 	}
@@ -635,10 +723,26 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 	}
 	if (write_member(a, MANIFEST_NAME, json, strlen(json)) != 0)
 		goto fail_prefix;
-	for (size_t i = 0; i < f->ntensors; i++)
-		if (write_member(a, f->tensors[i]->name, f->tensors[i]->data,
-				 f->tensors[i]->nbytes) != 0)
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = f->tensors[i];
+		unsigned char dg[32];
+
+		if (t->read == NULL) {
+			if (write_member(a, t->name, t->data, t->nbytes) != 0)
+				goto fail_prefix;
+			continue;
+		}
+		/* its header, then its bytes from a second pass, which
+		 * must give the digest the manifest holds */
+		if (write_member(a, t->name, NULL, t->nbytes) != 0 ||
+		    source_pass(t, a, dg) != 0)
 			goto fail_prefix;
+		if (memcmp(dg, t->sha256, 32) != 0) {
+			cg_seterr("tensor %s: changed while it was read",
+				  t->name);
+			goto fail_prefix;
+		}
+	}
 	if (cg_sign_active()) {
 		char *sig;
 		size_t nsig;
