@@ -59,12 +59,27 @@ cg_max_bytes(void)
 struct cg_late {
 	pthread_t thread;
 	const struct cg_tensor *t;
+	int mapped; /* t lies in the file's mapping */
 	atomic_int stop;
 	atomic_int verdict; /* 0 running, 1 matched, -1 not */
 	int joined;
 };
 
 #define LATE_STEP (4u << 20)
+
+/* Drop this process's copy of the whole pages of p [n] of a mapped file
+ * (a page shared with a neighbour is the neighbour's too); the bytes
+ * stay in the page cache, and a later touch maps them again. */
+static void
+page_out(const void *p, size_t n)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + n) & ~(page - 1);
+
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 
 static void *
 late_run(void *arg)
@@ -80,6 +95,10 @@ late_run(void *arg)
 	while (ok && left > 0 && !atomic_load(&l->stop)) {
 		size_t n = left > LATE_STEP ? LATE_STEP : (size_t)left;
 		ok = EVP_DigestUpdate(c, p, n) == 1;
+		/* hashed pages are not kept: a tensor larger than memory
+		 * is read through, not held */
+		if (l->mapped)
+			page_out(p, n);
 		p += n;
 		left -= n;
 	}
@@ -93,13 +112,14 @@ late_run(void *arg)
 /* Verify t's digest on a thread of f's; -1 (nothing begun) if no thread
  * can be had. */
 static int
-late_begin(struct cg_file *f, const struct cg_tensor *t)
+late_begin(struct cg_file *f, const struct cg_tensor *t, int mapped)
 {
 	struct cg_late *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
 		return -1;
 	l->t = t;
+	l->mapped = mapped;
 	atomic_init(&l->stop, 0);
 	atomic_init(&l->verdict, 0);
 	if (pthread_create(&l->thread, NULL, late_run, l) != 0) {
@@ -197,26 +217,28 @@ cg_file_drop_blob(struct cg_file *f)
 	f->blob_size = 0;
 }
 
-void
-cg_file_let_go(const struct cg_file *f, struct cg_tensor *t)
+int
+cg_file_page_out(const struct cg_file *f, const struct cg_tensor *t)
 {
 	const char *d = t->data, *b = f->blob;
 
-	if (d == NULL)
+	if (d == NULL || !t->borrowed || b == NULL || d < b ||
+	    t->nbytes > f->blob_size ||
+	    (size_t)(d - b) > f->blob_size - t->nbytes)
+		return 0;
+	page_out(d, t->nbytes);
+	return 1;
+}
+
+void
+cg_file_let_go(const struct cg_file *f, struct cg_tensor *t)
+{
+	if (t->data == NULL)
 		return;
 	if (!t->borrowed)
 		free(t->data);
-	else if (b != NULL && d >= b && t->nbytes <= f->blob_size &&
-		 (size_t)(d - b) <= f->blob_size - t->nbytes) {
-		/* The whole pages only: a page it shares with a neighbour
-		 * is the neighbour's too.  The file's bytes stay in the
-		 * page cache; this process's copy of a page is dropped. */
-		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-		uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1);
-		uintptr_t hi = ((uintptr_t)d + t->nbytes) & ~(page - 1);
-		if (hi > lo)
-			madvise((void *)lo, hi - lo, MADV_DONTNEED);
-	}
+	else
+		cg_file_page_out(f, t);
 	t->data = NULL;
 	t->borrowed = 0;
 }
@@ -1205,7 +1227,13 @@ read_archive(struct reader *r)
 	 * rest's are shared out among ours; the first mismatch in file
 	 * order is the one reported. */
 	struct cg_tensor *lt = r->late ? cg_file_find(f, r->late) : NULL;
-	if (lt != NULL && late_begin(f, lt) != 0)
+	if (lt != NULL &&
+	    late_begin(f, lt,
+		       lt->borrowed && r->blob != NULL &&
+			   (const char *)lt->data >= r->blob &&
+			   lt->nbytes <= r->blob_size &&
+			   (size_t)((const char *)lt->data - r->blob) <=
+			       r->blob_size - lt->nbytes) != 0)
 		lt = NULL; /* no thread: verified with the rest */
 	size_t bad = f->ntensors;
 #ifdef _OPENMP

@@ -164,6 +164,15 @@ struct cg_file *cg_file_read_mem(const void *buf, size_t n,
  * marked not borrowed); otherwise nothing. */
 void cg_file_drop_blob(struct cg_file *f);
 /*
+ * Give back this process's copy of the pages of tensor t of f where t
+ * lies in f's mapped file (cg_file_read of a plain file): t->data stays
+ * valid, and a later read maps the bytes again from the page cache, or
+ * the disk.  So a tensor larger than memory is read a part at a time, as
+ * the caller goes, and never held whole.  Returns 1, or 0 (nothing done)
+ * where t has memory of its own.
+ */
+int cg_file_page_out(const struct cg_file *f, const struct cg_tensor *t);
+/*
  * Done with tensor t of f: its memory is given back (its own buffer
  * freed, or the pages it has alone in f's mapped file returned, so that
  * they count no more in this process's memory) and t->data is NULL.
