@@ -75,7 +75,8 @@ enum cg_text_format cg_text_format_guess(const char *path);
  * file order) and index[i] = i.  Conditions are sorted by name (strcmp);
  * for fortunes every file is a condition, even one without entries.
  * An example longer than max_entry bytes is an error, as are more than
- * CG_SHARD_MAX_EXAMPLES examples or more than cg_max_bytes() of payload.
+ * CG_SHARD_MAX_EXAMPLES examples or, read whole (not o->stream), more
+ * than cg_max_bytes() of payload.
  * Returns 0 with *out filled (free it with cg_dataset_free), or -1 with
  * *out zeroed and a message naming the file and, for a bad record, its
  * line.
