@@ -363,6 +363,11 @@ load(struct args *a, struct cg_dataset *d)
 
 	if (a->text) {
 		a->topts.limit = a->limit;
+		/* a plain file stays where it is until its shards are
+		 * written: memory by examples, not by bytes */
+		a->topts.stream = 1;
+		a->topts.hash = a->split.strategy == CG_SPLIT_HASHED;
+		a->topts.hash_seed = a->split.seed;
 		if (cg_text_load(a->inputs[0], &a->topts, d) != 0)
 			goto out;
 	} else {

@@ -290,6 +290,8 @@ job_opts(const struct args *a, struct job *j)
 {
 	j->o = a->o;
 	j->o.distill = j->t ? &j->distill : NULL;
+	/* under a budget the shard is read a batch at a time */
+	j->o.page_out = a->max_memory > 0;
 	return &j->o;
 }
 
@@ -335,6 +337,10 @@ prepare(const struct args *a, struct job *j)
 			return cg_warn(NULL), -1;
 		j->has_sd = cg_state_digest(j->st, j->sd);
 	}
+	/* what of the shard's payload is mapped is no part of the plan:
+	 * under a budget it is given back after each step */
+	if (a->max_memory)
+		cg_shard_page_out(j->s);
 	if (cg_train_plan(j->m, job_opts(a, j), j->st, a->max_memory,
 	                  cg_rss_now(), a->ckpt, &j->plan) != 0) {
 		if (a->max_memory)

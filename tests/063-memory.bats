@@ -191,3 +191,32 @@ train() {
 	run -1 cg-inspect --diff -q a.cgm b.cgm
 	run -0 cg-inspect --diff -q --tolerance 1e-6 a.cgm b.cgm
 }
+
+@test "--max-memory: a shard larger than the budget is read a batch at a time, with the result of the shard held whole" {
+	local b
+	# 160 MiB of text: 1 MiB blocks of 256 records of about 4 KiB
+	awk 'BEGIN { srand(1); for (i = 0; i < 256; i++) { s = "";
+		while (length(s) < 4000) s = s sprintf("w%d ", int(rand() * 100000));
+		printf("{\"cond\":\"c%d\",\"text\":\"%s\"}\n", i % 10, s) } }' \
+		>block
+	for b in $(seq 160); do cat block; done >big.jsonl
+	cg-shard -q -n 1 -s contiguous -o big big.jsonl
+	rm big.jsonl
+	cg-init -a cgpt -d big-0.cgd --context 64 --width 32 --layers 1 \
+		--heads 1 --seed 1 -o small.cgm
+	[ "$(stat -c %s big-0.cgd)" -gt $((96 << 20)) ]
+	cg-train-step -q -m small.cgm -d big-0.cgd --emit model --steps 3 \
+		--batch 8 --seed 2 -j 1 --max-memory 96M --log b.jsonl -o b.cgm
+	cat b.jsonl
+	if [ "${CG_SANITIZED:-0}" != 1 ]; then
+		[ "$(jq -r .memory_peak b.jsonl)" -le $((96 << 20)) ]
+	fi
+	# the same examples from a compressed shard, which is read whole
+	# into memory: the same bytes
+	for b in $(seq 160); do cat block; done >big.jsonl
+	cg-shard -q -n 1 -s contiguous -z zstd -o whole big.jsonl
+	rm big.jsonl
+	cg-train-step -q -m small.cgm -d whole-0.cgd --emit model --steps 3 \
+		--batch 8 --seed 2 -j 1 -o a.cgm
+	cmp a.cgm b.cgm
+}

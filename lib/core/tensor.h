@@ -23,6 +23,10 @@ struct cg_tensor {
 	unsigned char sha256[32];
 	void *data; /* nbytes, 64-byte aligned; owned by the cg_file */
 	int borrowed; /* data is the caller's (cg_file_add_ref) */
+	/* A tensor written from a source (cg_file_add_source): data is
+	 * NULL and read(ctx, off, buf, n) gives bytes [off, off + n). */
+	int (*read)(void *ctx, uint64_t off, void *buf, size_t n);
+	void *read_ctx;
 };
 
 /*

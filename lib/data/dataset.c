@@ -24,11 +24,28 @@ cg_dataset_free(struct cg_dataset *d)
 	free(d->offset);
 	free(d->payload);
 	free(d->prompt_len);
+	free(d->hash);
+	if (d->fetch_free)
+		d->fetch_free(d->fetch_ctx);
 	if (d->conditions)
 		for (size_t i = 0; i < d->nconditions; i++)
 			free(d->conditions[i]);
 	free(d->conditions);
 	memset(d, 0, sizeof(*d));
+}
+
+uint64_t
+cg_payload_hash(const uint8_t *p, uint64_t n, uint64_t seed)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x9e3779b97f4a7c15ULL);
+
+	for (uint64_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	return h ^ (h >> 31);
 }
 
 /* Well-formed UTF-8 (no overlong forms, surrogates or values past

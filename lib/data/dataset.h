@@ -37,6 +37,14 @@ enum cg_payload { CG_PAYLOAD_IMAGE, CG_PAYLOAD_TEXT };
  * it was read from.  A text example with a prompt stores the prompt's
  * prompt_len[i] bytes first and its text after them; prompt_len is NULL
  * when no example has a prompt (and always for images).
+ *
+ * A dataset larger than memory leaves its payload where it was read
+ * from: payload is NULL, and fetch(fetch_ctx, i, out) reads example i's
+ * offset[i+1] - offset[i] bytes again into out (0, or -1 with a
+ * message: the input changed or cannot be read); cg_dataset_free calls
+ * fetch_free(fetch_ctx).  Its loader computes hash[i], cg_payload_hash
+ * of each payload with hash_seed, where a split asks for it (hashed),
+ * since the bytes are not at hand then; hash is NULL otherwise.
  */
 struct cg_dataset {
 	uint64_t n;
@@ -49,7 +57,19 @@ struct cg_dataset {
 	size_t nconditions;
 	enum cg_payload kind;
 	uint32_t height, width, channels; /* images: every payload is h*w*c */
+	int (*fetch)(void *ctx, uint64_t i, uint8_t *out);
+	void (*fetch_free)(void *ctx);
+	void *fetch_ctx;
+	uint64_t *hash; /* [n], or NULL */
+	uint64_t hash_seed;
 };
+
+/*
+ * A seeded 64-bit hash of p [n] (FNV-1a, then a splitmix64 finalizer so
+ * that every output bit depends on every input bit): what a hashed split
+ * assigns an example by.
+ */
+uint64_t cg_payload_hash(const uint8_t *p, uint64_t n, uint64_t seed);
 
 /* Release the arrays of d and zero it; d may be NULL. */
 void cg_dataset_free(struct cg_dataset *d);

@@ -261,6 +261,15 @@ cg_shard_open(const char *path)
 	return cg_shard_from_file(f, strcmp(path, "-") == 0 ? "(stdin)" : path);
 }
 
+int
+cg_shard_page_out(const struct cg_shard *s)
+{
+	const struct cg_tensor *t =
+	    s->file ? cg_file_find(s->file, "payload") : NULL;
+
+	return t ? cg_file_page_out(s->file, t) : 0;
+}
+
 struct cg_shard *
 cg_shard_open_late(const char *path)
 {

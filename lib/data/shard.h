@@ -78,6 +78,16 @@ struct cg_shard *cg_shard_from_file(struct cg_file *f, const char *display);
  */
 int cg_shard_file_check(const struct cg_file *f);
 
+/*
+ * Give back this process's copy of s's payload pages, where the payload
+ * lies in the shard's mapped file (a plain file: cg_file_page_out); the
+ * pointers stay valid, and the next example read maps its bytes again.
+ * A trainer that calls it after each step holds a batch of the payload,
+ * not the shard.  Returns 1, or 0 where the payload has memory of its
+ * own (a compressed shard, standard input), which stays.
+ */
+int cg_shard_page_out(const struct cg_shard *s);
+
 /* Release s and its file; s may be NULL. */
 void cg_shard_free(struct cg_shard *s);
 

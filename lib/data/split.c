@@ -358,22 +358,6 @@ split_roundrobin(const uint32_t *rest, uint64_t m, const uint64_t *targets,
 	return 0;
 }
 
-/* A 64-bit hash of bytes (FNV-1a, seeded, then a splitmix64 finalizer so
- * that every output bit depends on every input bit). */
-static uint64_t
-hash_bytes(const uint8_t *p, uint64_t n, uint64_t seed)
-{
-	uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x9e3779b97f4a7c15ULL);
-
-	for (uint64_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	h ^= h >> 30;
-	h *= 0xbf58476d1ce4e5b9ULL;
-	h ^= h >> 27;
-	h *= 0x94d049bb133111ebULL;
-	return h ^ (h >> 31);
-}
-
 static int
 split_hashed(const struct cg_dataset *d, const struct cg_split *s, int *assign)
 {
@@ -392,8 +376,11 @@ split_hashed(const struct cg_dataset *d, const struct cg_split *s, int *assign)
 		if (assign[i] < 0)
 			continue;
 		uint64_t h =
-		    hash_bytes(d->payload + d->offset[i],
-		               d->offset[i + 1] - d->offset[i], s->seed);
+		    d->payload == NULL
+		        ? d->hash[i]
+		        : cg_payload_hash(d->payload + d->offset[i],
+		                          d->offset[i + 1] - d->offset[i],
+		                          s->seed);
 		double u = (double)(h >> 11) * 0x1p-53;
 		int j = 0;
 		while (j < n - 1 && u >= bound[j])
@@ -711,6 +698,13 @@ check_split(const struct cg_dataset *d, const struct cg_split *s)
 		                 (unsigned long long)d->n);
 	if (d->nconditions == 0)
 		return cg_seterr("dataset without conditions");
+	if (d->payload == NULL && d->fetch == NULL)
+		return cg_seterr("dataset without a payload");
+	if (d->payload == NULL && s->strategy == CG_SPLIT_HASHED &&
+	    (d->hash == NULL || d->hash_seed != s->seed))
+		return cg_seterr("hashed split of a dataset read without "
+		                 "the hashes of seed %llu",
+		                 (unsigned long long)s->seed);
 	for (uint64_t i = 0; i < d->n; i++)
 		if (d->cond[i] >= d->nconditions)
 			return cg_seterr("example %llu: condition %u out of "
@@ -837,10 +831,98 @@ add_manifest(cJSON *m, const struct cg_dataset *d, uint64_t n, int shard,
 	return 0;
 }
 
-struct cg_file *
-cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
-               const struct cg_split *s)
+/*
+ * The payload of one shard of a dataset whose payload is not in memory
+ * (d->fetch): the writer reads it in order, from 0 to the end, twice; a
+ * read at 0 starts again from the first example.  buf holds the example
+ * being read, fetched whole.
+ */
+struct shard_src {
+	const struct cg_dataset *d;
+	const int *assign;
+	int shard;
+	uint64_t i;     /* the example in buf, an index into d */
+	uint64_t at;    /* the payload offset of buf's first byte */
+	uint64_t len;   /* bytes in buf */
+	uint64_t next;  /* the offset the next read must start at */
+	uint8_t *buf;   /* [the shard's longest example] */
+};
+
+/* Fetch the shard's next example after src->i (from the first, with
+ * first set) into buf. */
+static int
+shard_src_next(struct shard_src *src, int first)
 {
+	const struct cg_dataset *d = src->d;
+	uint64_t i = first ? 0 : src->i + 1;
+
+	if (!first)
+		src->at += src->len;
+	while (i < d->n && src->assign[i] != src->shard)
+		i++;
+	if (i == d->n)
+		return cg_seterr("payload: past the shard's last example");
+	src->i = i;
+	src->len = d->offset[i + 1] - d->offset[i];
+	if (d->fetch(d->fetch_ctx, i, src->buf) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+shard_src_read(void *ctx, uint64_t off, void *buf, size_t n)
+{
+	struct shard_src *src = ctx;
+	uint8_t *out = buf;
+
+	if (off == 0) {
+		src->i = 0;
+		src->at = 0;
+		src->len = 0;
+		if (shard_src_next(src, 1) != 0)
+			return -1;
+	} else if (off != src->next) {
+		return cg_seterr("payload: read out of order");
+	}
+	src->next = off + n;
+	while (n > 0) {
+		uint64_t in = off - src->at, k;
+		if (in >= src->len) {
+			if (shard_src_next(src, 0) != 0)
+				return -1;
+			continue;
+		}
+		k = src->len - in < n ? src->len - in : n;
+		memcpy(out, src->buf + in, k);
+		out += k;
+		off += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static void
+shard_src_free(struct shard_src *src)
+{
+	if (src) {
+		free(src->buf);
+		free(src);
+	}
+}
+
+/*
+ * cg_shard_build for any dataset, one whose payload is not in memory too
+ * (d->fetch): its "payload" tensor is then a source (cg_file_add_source)
+ * that reads each example again as the file is written, and *srcp the
+ * state it reads with, for the caller to free (shard_src_free) after the
+ * file; NULL for a dataset in memory.
+ */
+static struct cg_file *
+shard_build(const struct cg_dataset *d, const int *assign, int shard,
+            const struct cg_split *s, struct shard_src **srcp)
+{
+	struct shard_src *src = NULL;
+	uint64_t longest = 0;
 	struct cg_tensor *tc, *ti, *to, *tp, *tl;
 	uint64_t n = 0, bytes = 0, j = 0;
 	struct cg_file *f;
@@ -857,11 +939,31 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 	}
 	for (uint64_t i = 0; i < d->n; i++)
 		if (assign[i] == shard) {
+			uint64_t len = d->offset[i + 1] - d->offset[i];
 			n++;
-			bytes += d->offset[i + 1] - d->offset[i];
+			bytes += len;
+			longest = len > longest ? len : longest;
 		}
-	if ((f = cg_file_new("data")) == NULL)
+	if (d->payload == NULL) {
+		if (srcp == NULL) {
+			cg_seterr("a shard of a dataset not in memory is "
+			          "written (cg_shard_write), not built");
+			return NULL;
+		}
+		if ((src = calloc(1, sizeof(*src))) == NULL ||
+		    (src->buf = malloc(longest ? longest : 1)) == NULL) {
+			free(src);
+			cg_seterr("out of memory");
+			return NULL;
+		}
+		src->d = d;
+		src->assign = assign;
+		src->shard = shard;
+	}
+	if ((f = cg_file_new("data")) == NULL) {
+		shard_src_free(src);
 		return NULL;
+	}
 	if (add_manifest(f->manifest, d, n, shard, s) != 0) {
 		cg_seterr("out of memory");
 		goto fail;
@@ -869,8 +971,11 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 	if ((tc = cg_file_add_zero(f, "cond", CG_U32, 1, &n)) == NULL ||
 	    (ti = cg_file_add_zero(f, "index", CG_U64, 1, &n)) == NULL ||
 	    (to = cg_file_add_zero(f, "offset", CG_U64, 1,
-	                           (uint64_t[]){n + 1})) == NULL ||
-	    (tp = cg_file_add_zero(f, "payload", CG_U8, 1, &bytes)) == NULL)
+	                           (uint64_t[]){n + 1})) == NULL)
+		goto fail;
+	if (src ? cg_file_add_source(f, "payload", CG_U8, 1, &bytes,
+	                             shard_src_read, src) == NULL
+	        : cg_file_add_zero(f, "payload", CG_U8, 1, &bytes) == NULL)
 		goto fail;
 	/* Last, so that the first four members are the same for every kind
 	 * of shard. */
@@ -886,7 +991,7 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 	uint32_t *cond = tc->data;
 	uint32_t *plen = tl ? tl->data : NULL;
 	uint64_t *index = ti->data, *offset = to->data;
-	uint8_t *payload = tp->data;
+	uint8_t *payload = tp->read ? NULL : tp->data;
 	offset[0] = 0;
 	for (uint64_t i = 0; i < d->n; i++) {
 		if (assign[i] != shard)
@@ -903,21 +1008,38 @@ cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
 			plen[j] = d->prompt_len[i];
 		cond[j] = d->cond[i];
 		index[j] = d->index[i];
-		memcpy(payload + offset[j], d->payload + d->offset[i], len);
+		if (payload)
+			memcpy(payload + offset[j], d->payload + d->offset[i],
+			       len);
 		offset[j + 1] = offset[j] + len;
 		j++;
 	}
+	if (srcp)
+		*srcp = src;
 	return f;
 fail:
 	cg_file_free(f);
+	shard_src_free(src);
 	return NULL;
+}
+
+struct cg_file *
+cg_shard_build(const struct cg_dataset *d, const int *assign, int shard,
+               const struct cg_split *s)
+{
+	return shard_build(d, assign, shard, s, NULL);
 }
 
 int
 cg_shard_write(const struct cg_dataset *d, const int *assign, int shard,
                const struct cg_split *s, const char *path, enum cg_compress c)
 {
-	return cg_file_write_free(cg_shard_build(d, assign, shard, s), path, c);
+	struct shard_src *src = NULL;
+	int rc = cg_file_write_free(shard_build(d, assign, shard, s, &src),
+	                            path, c);
+
+	shard_src_free(src);
+	return rc;
 }
 
 /* --------------------------------------------------- a split's files */

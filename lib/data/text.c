@@ -9,7 +9,11 @@
  * arrives and is capped by cg_max_bytes(); condition names are checked as
  * cg_dataset_set_conditions checks them, with the line that brought them.
  * Files are read through zlib, so JSON Lines and TSV may be gzip streams.
- * Everything is in memory: the dataset must fit in RAM once.
+ * Everything is in memory, the dataset must fit in RAM once, but for a
+ * JSON Lines or TSV file that is plain and can be read again
+ * (cg_text_options.stream): then only each example's condition, length
+ * and place in the file are kept (about 40 bytes an example), and its
+ * bytes are decoded from the file again when a shard is written.
  *
  * JSON Lines records are validated by cJSON, but their strings are taken
  * from the line by a small scanner of our own: cJSON hands out strings as
@@ -71,6 +75,8 @@ struct rd {
 	size_t pos, len;
 	int eof;
 	uint64_t lineno; /* of the line last returned */
+	uint64_t base;   /* bytes of the input before chunk */
+	uint64_t start;  /* the input offset of the line last returned */
 };
 
 static int
@@ -114,6 +120,7 @@ rd_fill(struct rd *r)
 	int got, errnum;
 	const char *msg;
 
+	r->base += r->len;
 	r->pos = r->len = 0;
 	if ((got = gzread(r->gz, r->chunk, RD_CHUNK)) < 0) {
 		msg = gzerror(r->gz, &errnum);
@@ -143,6 +150,7 @@ rd_line(struct rd *r, struct buf *line, uint64_t max, int *nl)
 {
 	line->len = 0;
 	*nl = 0;
+	r->start = r->base + r->pos;
 	for (;;) {
 		unsigned char *start, *end;
 		size_t n;
@@ -152,6 +160,8 @@ rd_line(struct rd *r, struct buf *line, uint64_t max, int *nl)
 				break;
 			if (rd_fill(r) != 0)
 				return -1;
+			if (line->len == 0)
+				r->start = r->base;
 			if (r->eof)
 				break;
 		}
@@ -290,7 +300,25 @@ struct build {
 	int any_prompt;     /* some record had a prompt */
 	struct vocab v;
 	const char *name; /* the input, for messages */
+	/* Streaming (cg_text_options.stream): payload holds only the
+	 * example being read, from offset[n] on; each committed example's
+	 * line is src[i], srclen[i] bytes, and its hash hash[i] where
+	 * want_hash.  The line being read is at line_off, line_len. */
+	int stream, want_hash;
+	uint64_t seed;
+	uint64_t *src, *hash;
+	uint32_t *srclen;
+	uint64_t line_off;
+	uint32_t line_len;
 };
+
+/* Where the example being read goes on: payload + (cur - what of it is
+ * no longer held). */
+static uint8_t *
+build_at(struct build *b)
+{
+	return b->d.payload + (b->cur - (b->stream ? b->d.offset[b->d.n] : 0));
+}
 
 static int
 build_init(struct build *b, const struct cg_text_options *o, const char *name)
@@ -300,6 +328,8 @@ build_init(struct build *b, const struct cg_text_options *o, const char *name)
 	b->max_entry = o && o->max_entry ? o->max_entry : CG_TEXT_MAX_ENTRY;
 	b->limit = o ? o->limit : 0;
 	b->max_bytes = cg_max_bytes();
+	b->want_hash = o ? o->hash : 0;
+	b->seed = o ? o->hash_seed : 0;
 	if (b->max_entry > CG_TEXT_MAX_ENTRY_LIMIT)
 		return cg_seterr("entry limit of %llu bytes is above %llu",
 		                 (unsigned long long)b->max_entry,
@@ -315,6 +345,9 @@ build_free(struct build *b)
 {
 	cg_dataset_free(&b->d);
 	vocab_free(&b->v);
+	free(b->src);
+	free(b->srclen);
+	free(b->hash);
 }
 
 /* Whether the example limit has been reached. */
@@ -330,12 +363,13 @@ build_full(const struct build *b)
 static int
 build_room(struct build *b, uint64_t more)
 {
-	uint64_t need = b->cur + more, cap;
+	uint64_t held = b->stream ? b->d.offset[b->d.n] : 0;
+	uint64_t need = b->cur - held + more, cap;
 	uint8_t *p;
 
 	if (need <= b->bcap && b->d.payload != NULL)
 		return 0;
-	if (need > b->max_bytes)
+	if (need + held > b->max_bytes && !b->stream)
 		return cg_seterr("%s: more than %llu bytes of text (the limit "
 		                 "is CG_MAX_BYTES)",
 		                 b->name, (unsigned long long)b->max_bytes);
@@ -358,7 +392,7 @@ build_append(struct build *b, const void *src, uint64_t n)
 	if (build_room(b, n) != 0)
 		return -1;
 	if (n > 0)
-		memcpy(b->d.payload + b->cur, src, n);
+		memcpy(build_at(b), src, n);
 	b->cur += n;
 	return 0;
 }
@@ -391,7 +425,29 @@ build_commit(struct build *b, uint32_t cond, uint32_t prompt_len)
 			d->prompt_len = l;
 		if (!c || !x || !o || (b->want_prompts && !l))
 			return cg_seterr("%s: out of memory", b->name);
+		if (b->stream) {
+			uint64_t *sp = realloc(b->src, cap * sizeof(*sp)), *h;
+			uint32_t *sl;
+			if (sp)
+				b->src = sp;
+			sl = realloc(b->srclen, cap * sizeof(*sl));
+			if (sl)
+				b->srclen = sl;
+			h = b->want_hash ? realloc(b->hash, cap * sizeof(*h))
+			                 : NULL;
+			if (h)
+				b->hash = h;
+			if (!sp || !sl || (b->want_hash && !h))
+				return cg_seterr("%s: out of memory", b->name);
+		}
 		b->ncap = cap;
+	}
+	if (b->stream) {
+		uint64_t len = b->cur - d->offset[d->n];
+		b->src[d->n] = b->line_off;
+		b->srclen[d->n] = b->line_len;
+		if (b->want_hash)
+			b->hash[d->n] = cg_payload_hash(d->payload, len, b->seed);
 	}
 	d->cond[d->n] = cond;
 	d->index[d->n] = d->n;
@@ -454,6 +510,8 @@ build_finish(struct build *b, struct cg_dataset *out)
 
 	if (b->d.n == 0)
 		return cg_seterr("%s: no examples", b->name);
+	if (b->stream && b->d.n > UINT64_MAX / sizeof(uint64_t))
+		return cg_seterr("%s: out of memory", b->name);
 	if ((order = malloc(v->n * sizeof(*order))) == NULL ||
 	    (sorted = malloc(v->n * sizeof(*sorted))) == NULL ||
 	    (rank = malloc(v->n * sizeof(*rank))) == NULL) {
@@ -1010,8 +1068,8 @@ jsonl_record(struct build *b, uint64_t lineno, const unsigned char *line,
 	if (build_room(b, plen + tlen) != 0)
 		return -1;
 	if (at[F_PROMPT])
-		json_string(at[F_PROMPT], end, b->d.payload + b->cur, &plen);
-	json_string(at[F_TEXT], end, b->d.payload + b->cur + plen, &tlen);
+		json_string(at[F_PROMPT], end, build_at(b), &plen);
+	json_string(at[F_TEXT], end, build_at(b) + plen, &tlen);
 	b->cur += plen + tlen;
 	if (at[F_PROMPT])
 		b->any_prompt = 1;
@@ -1095,7 +1153,7 @@ tsv_record(struct build *b, uint64_t lineno, const unsigned char *line,
 		return -1;
 	if (build_room(b, tlen) != 0)
 		return -1;
-	if ((got = tsv_field(text, tlen, b->d.payload + b->cur, &bad)) < 0)
+	if ((got = tsv_field(text, tlen, build_at(b), &bad)) < 0)
 		goto bad_escape;
 	if ((uint64_t)got > b->max_entry)
 		return cg_seterr("%s: line %llu: text of %lld bytes, more than "
@@ -1153,6 +1211,13 @@ load_lines(struct build *b, const char *path, enum cg_text_format fmt)
 			continue;
 		if (len == 0)
 			continue;
+		if (b->stream && len > UINT32_MAX) {
+			cg_seterr("%s: line %llu: longer than 4 GiB", b->name,
+			          (unsigned long long)r.lineno);
+			goto out;
+		}
+		b->line_off = r.start + (uint64_t)(p - line.p);
+		b->line_len = (uint32_t)len;
 		if ((fmt == CG_TEXT_JSONL
 		         ? jsonl_record(b, r.lineno, p, len, &scratch)
 		         : tsv_record(b, r.lineno, p, len, &scratch)) != 0)
@@ -1164,6 +1229,153 @@ out:
 	free(scratch.p);
 	rd_close(&r);
 	return rc;
+}
+
+/* ------------------------------------------------- reading it again */
+
+/* What a streamed dataset reads its payloads again from. */
+struct refetch {
+	int fd;
+	enum cg_text_format fmt;
+	char *name;        /* the input, for messages */
+	uint64_t *src;     /* [n] each record's line: offset */
+	uint32_t *srclen;  /* [n] and length */
+	const uint64_t *offset; /* the dataset's, [n + 1] */
+	struct buf line, scratch;
+};
+
+static void
+refetch_free(void *ctx)
+{
+	struct refetch *x = ctx;
+
+	if (x == NULL)
+		return;
+	if (x->fd >= 0)
+		close(x->fd);
+	free(x->name);
+	free(x->src);
+	free(x->srclen);
+	free(x->line.p);
+	free(x->scratch.p);
+	free(x);
+}
+
+/*
+ * Example i's payload, decoded from its line again into out [its
+ * length]: the record was checked when the dataset was read, so anything
+ * else now (a short read, other bytes, another length) means the file
+ * changed since.
+ */
+static int
+refetch(void *ctx, uint64_t i, uint8_t *out)
+{
+	struct refetch *x = ctx;
+	uint64_t want = x->offset[i + 1] - x->offset[i];
+	size_t len = x->srclen[i], got = 0, plen = 0, tlen = 0;
+	const unsigned char *p, *end, *at[NFIELDS];
+
+	if (buf_reserve(&x->line, len + 1) != 0)
+		return cg_seterr("%s: out of memory", x->name);
+	while (got < len) {
+		ssize_t k = pread(x->fd, x->line.p + got, len - got,
+		                  (off_t)(x->src[i] + got));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return cg_seterr("%s: %s", x->name, strerror(errno));
+		if (k == 0)
+			goto changed;
+		got += (size_t)k;
+	}
+	x->line.p[len] = '\0';
+	p = x->line.p;
+	end = p + len;
+	if (x->fmt == CG_TEXT_JSONL) {
+		if (jsonl_fields(p, end, at) != 0 || at[F_TEXT] == NULL ||
+		    (at[F_PROMPT] &&
+		     json_string(at[F_PROMPT], end, NULL, &plen) == NULL) ||
+		    json_string(at[F_TEXT], end, NULL, &tlen) == NULL ||
+		    plen + tlen != want)
+			goto changed;
+		if (at[F_PROMPT])
+			json_string(at[F_PROMPT], end, out, &plen);
+		json_string(at[F_TEXT], end, out + plen, &tlen);
+		return 0;
+	} else {
+		const unsigned char *tab = memchr(p, '\t', len);
+		int64_t k;
+		int bad;
+
+		if (tab == NULL)
+			goto changed;
+		tlen = (size_t)(end - tab - 1);
+		if (buf_reserve(&x->scratch, tlen + 1) != 0)
+			return cg_seterr("%s: out of memory", x->name);
+		k = tsv_field(tab + 1, tlen, x->scratch.p, &bad);
+		if (k < 0 || (uint64_t)k != want)
+			goto changed;
+		memcpy(out, x->scratch.p, (size_t)k);
+		return 0;
+	}
+changed:
+	cg_seterr("%s: changed while it was read (line at byte %llu)",
+	          x->name, (unsigned long long)x->src[i]);
+	return -1;
+}
+
+/*
+ * Whether path can be streamed: a regular file, not gzip (whose bytes
+ * cannot be read again at an offset).  Opens it into *fd if so.
+ */
+static int
+can_stream(const char *path, int *fd)
+{
+	unsigned char magic[2];
+	struct stat st;
+
+	*fd = -1;
+	if (strcmp(path, "-") == 0)
+		return 0;
+	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (pread(*fd, magic, 2, 0) == 2 && magic[0] == 0x1f &&
+	     magic[1] == 0x8b)) {
+		close(*fd);
+		*fd = -1;
+		return 0;
+	}
+	return 1;
+}
+
+/* Hand a streamed build's places to d (fetch), its hashes too. */
+static int
+stream_finish(struct build *b, int fd, enum cg_text_format fmt,
+              struct cg_dataset *d)
+{
+	struct refetch *x = calloc(1, sizeof(*x));
+
+	if (x == NULL || (x->name = strdup(b->name)) == NULL) {
+		free(x);
+		return cg_seterr("out of memory");
+	}
+	x->fd = fd;
+	x->fmt = fmt;
+	x->src = b->src;
+	x->srclen = b->srclen;
+	x->offset = d->offset;
+	b->src = NULL;
+	b->srclen = NULL;
+	free(d->payload);
+	d->payload = NULL;
+	d->fetch = refetch;
+	d->fetch_free = refetch_free;
+	d->fetch_ctx = x;
+	d->hash = b->hash;
+	d->hash_seed = b->seed;
+	b->hash = NULL;
+	return 0;
 }
 
 /* ---------------------------------------------------------- entry point */
@@ -1225,7 +1437,7 @@ cg_text_load(const char *path, const struct cg_text_options *o,
 	enum cg_text_format fmt = o ? o->format : CG_TEXT_AUTO;
 	struct build b;
 	struct stat st;
-	int rc = -1;
+	int rc = -1, fd = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (fmt == CG_TEXT_AUTO) {
@@ -1244,13 +1456,24 @@ cg_text_load(const char *path, const struct cg_text_options *o,
 		                 "input");
 	if (build_init(&b, o, name) != 0)
 		goto out;
+	b.stream = o && o->stream && fmt != CG_TEXT_FORTUNES &&
+	           can_stream(path, &fd);
 	if ((fmt == CG_TEXT_FORTUNES ? load_fortunes(&b, path)
 	                             : load_lines(&b, path, fmt)) != 0)
 		goto out;
 	if (build_finish(&b, out) != 0)
 		goto out;
+	if (b.stream) {
+		if (stream_finish(&b, fd, fmt, out) != 0) {
+			cg_dataset_free(out);
+			goto out;
+		}
+		fd = -1;
+	}
 	rc = 0;
 out:
+	if (fd >= 0)
+		close(fd);
 	build_free(&b);
 	return rc;
 }

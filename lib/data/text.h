@@ -26,6 +26,16 @@ struct cg_text_options {
 	uint64_t max_entry; /* bytes of one example, 1 .. CG_TEXT_MAX_ENTRY_
 	                     * LIMIT; 0: CG_TEXT_MAX_ENTRY */
 	uint64_t limit;     /* > 0: keep the first limit examples only */
+	/* Leave the payload in a JSON Lines or TSV file that is plain and
+	 * regular (not gzip, not standard input): the dataset's fetch
+	 * decodes each record again from the file when it is wanted
+	 * (data/dataset.h), and its payload bytes are never held together.
+	 * Other inputs are read whole, as without it. */
+	int stream;
+	/* With stream: compute each payload's hash with hash_seed, which a
+	 * hashed split of a streamed dataset needs (dataset.h). */
+	int hash;
+	uint64_t hash_seed;
 };
 
 /* "auto", "fortunes", "jsonl", "tsv". */
@@ -65,7 +75,8 @@ enum cg_text_format cg_text_format_guess(const char *path);
  * file order) and index[i] = i.  Conditions are sorted by name (strcmp);
  * for fortunes every file is a condition, even one without entries.
  * An example longer than max_entry bytes is an error, as are more than
- * CG_SHARD_MAX_EXAMPLES examples or more than cg_max_bytes() of payload.
+ * CG_SHARD_MAX_EXAMPLES examples or, read whole (not o->stream), more
+ * than cg_max_bytes() of payload.
  * Returns 0 with *out filled (free it with cg_dataset_free), or -1 with
  * *out zeroed and a message naming the file and, for a bad record, its
  * line.

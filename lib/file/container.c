@@ -59,12 +59,27 @@ cg_max_bytes(void)
 struct cg_late {
 	pthread_t thread;
 	const struct cg_tensor *t;
+	int mapped; /* t lies in the file's mapping */
 	atomic_int stop;
 	atomic_int verdict; /* 0 running, 1 matched, -1 not */
 	int joined;
 };
 
 #define LATE_STEP (4u << 20)
+
+/* Drop this process's copy of the whole pages of p [n] of a mapped file
+ * (a page shared with a neighbour is the neighbour's too); the bytes
+ * stay in the page cache, and a later touch maps them again. */
+static void
+page_out(const void *p, size_t n)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t hi = ((uintptr_t)p + n) & ~(page - 1);
+
+	if (hi > lo)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 
 static void *
 late_run(void *arg)
@@ -80,6 +95,10 @@ late_run(void *arg)
 	while (ok && left > 0 && !atomic_load(&l->stop)) {
 		size_t n = left > LATE_STEP ? LATE_STEP : (size_t)left;
 		ok = EVP_DigestUpdate(c, p, n) == 1;
+		/* hashed pages are not kept: a tensor larger than memory
+		 * is read through, not held */
+		if (l->mapped)
+			page_out(p, n);
 		p += n;
 		left -= n;
 	}
@@ -93,13 +112,14 @@ late_run(void *arg)
 /* Verify t's digest on a thread of f's; -1 (nothing begun) if no thread
  * can be had. */
 static int
-late_begin(struct cg_file *f, const struct cg_tensor *t)
+late_begin(struct cg_file *f, const struct cg_tensor *t, int mapped)
 {
 	struct cg_late *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
 		return -1;
 	l->t = t;
+	l->mapped = mapped;
 	atomic_init(&l->stop, 0);
 	atomic_init(&l->verdict, 0);
 	if (pthread_create(&l->thread, NULL, late_run, l) != 0) {
@@ -197,26 +217,28 @@ cg_file_drop_blob(struct cg_file *f)
 	f->blob_size = 0;
 }
 
-void
-cg_file_let_go(const struct cg_file *f, struct cg_tensor *t)
+int
+cg_file_page_out(const struct cg_file *f, const struct cg_tensor *t)
 {
 	const char *d = t->data, *b = f->blob;
 
-	if (d == NULL)
+	if (d == NULL || !t->borrowed || b == NULL || d < b ||
+	    t->nbytes > f->blob_size ||
+	    (size_t)(d - b) > f->blob_size - t->nbytes)
+		return 0;
+	page_out(d, t->nbytes);
+	return 1;
+}
+
+void
+cg_file_let_go(const struct cg_file *f, struct cg_tensor *t)
+{
+	if (t->data == NULL)
 		return;
 	if (!t->borrowed)
 		free(t->data);
-	else if (b != NULL && d >= b && t->nbytes <= f->blob_size &&
-		 (size_t)(d - b) <= f->blob_size - t->nbytes) {
-		/* The whole pages only: a page it shares with a neighbour
-		 * is the neighbour's too.  The file's bytes stay in the
-		 * page cache; this process's copy of a page is dropped. */
-		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-		uintptr_t lo = ((uintptr_t)d + page - 1) & ~(page - 1);
-		uintptr_t hi = ((uintptr_t)d + t->nbytes) & ~(page - 1);
-		if (hi > lo)
-			madvise((void *)lo, hi - lo, MADV_DONTNEED);
-	}
+	else
+		cg_file_page_out(f, t);
 	t->data = NULL;
 	t->borrowed = 0;
 }
@@ -437,6 +459,21 @@ cg_file_add_ref(struct cg_file *f, const char *name, enum cg_dtype dtype,
 }
 
 struct cg_tensor *
+cg_file_add_source(struct cg_file *f, const char *name, enum cg_dtype dtype,
+		   int ndim, const uint64_t *shape,
+		   int (*read)(void *ctx, uint64_t off, void *buf, size_t n),
+		   void *ctx)
+{
+	struct cg_tensor *t = new_tensor(f, name, dtype, ndim, shape);
+
+	if (t == NULL)
+		return NULL;
+	t->read = read;
+	t->read_ctx = ctx;
+	return t;
+}
+
+struct cg_tensor *
 cg_file_add(struct cg_file *f, const char *name, enum cg_dtype dtype,
 	    int ndim, const uint64_t *shape, const void *data)
 {
@@ -500,6 +537,65 @@ cg_tensor_make_f32(struct cg_tensor *t)
 
 /* -------------------------------------------------------------- writing */
 
+/* The chunk a source tensor (cg_file_add_source) is read in. */
+#define SOURCE_CHUNK (1u << 20)
+
+/*
+ * Pass the bytes of source tensor t through SHA-256 into dg, and, with a
+ * non-NULL a, write them to a as they come.  Returns 0, or -1 with a
+ * message ("tensor NAME: ...").
+ */
+static int
+source_pass(struct cg_tensor *t, struct archive *a, unsigned char dg[32])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned char *buf = malloc(SOURCE_CHUNK);
+	unsigned int len = 32;
+	uint64_t off = 0;
+	int rc = -1;
+
+	if (c == NULL || buf == NULL ||
+	    EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1) {
+		cg_seterr("tensor %s: out of memory", t->name);
+		goto out;
+	}
+	while (off < t->nbytes) {
+		size_t n = t->nbytes - off > SOURCE_CHUNK
+			       ? SOURCE_CHUNK
+			       : (size_t)(t->nbytes - off);
+		if (t->read(t->read_ctx, off, buf, n) != 0) {
+			cg_errprefix(t->name);
+			cg_errprefix("tensor");
+			goto out;
+		}
+		if (EVP_DigestUpdate(c, buf, n) != 1) {
+			cg_seterr("tensor %s: SHA-256 failed", t->name);
+			goto out;
+		}
+		for (size_t k = 0; a != NULL && k < n;) {
+			la_ssize_t w = archive_write_data(a, buf + k, n - k);
+			if (w <= 0) {
+				cg_seterr("%s: %s", t->name,
+					  archive_error_string(a)
+					      ? archive_error_string(a)
+					      : "write failed");
+				goto out;
+			}
+			k += (size_t)w;
+		}
+		off += n;
+	}
+	if (EVP_DigestFinal_ex(c, dg, &len) != 1) {
+		cg_seterr("tensor %s: SHA-256 failed", t->name);
+		goto out;
+	}
+	rc = 0;
+out:
+	EVP_MD_CTX_free(c);
+	free(buf);
+	return rc;
+}
+
 cJSON *
 cg_file_manifest(struct cg_file *f)
 {
@@ -508,11 +604,18 @@ cg_file_manifest(struct cg_file *f)
 
 	if (m == NULL)
 		return NULL;
-	/* The digests first, shared among threads: the bulk of a write. */
+	/* The digests first, shared among threads: the bulk of a write;
+	 * a source tensor's by a pass over its source. */
 #pragma omp parallel for schedule(dynamic, 1)
 	for (size_t i = 0; i < f->ntensors; i++)
-		cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
-			  f->tensors[i]->nbytes);
+		if (f->tensors[i]->read == NULL)
+			cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
+				  f->tensors[i]->nbytes);
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (f->tensors[i]->read != NULL &&
+		    source_pass(f->tensors[i], NULL, f->tensors[i]->sha256) !=
+			0)
+			goto fail_said;
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
 	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
 		goto fail;
@@ -535,10 +638,14 @@ cg_file_manifest(struct cg_file *f)
 	}
 	return m;
 fail:
+	cg_seterr("out of memory");
+fail_said:
 	cJSON_Delete(m);
 	return NULL;
 }
 
+/* A member's header and its n bytes from data; with data NULL, the
+ * header only, and the caller writes the n bytes. */
 static int
 write_member(struct archive *a, const char *name, const void *data,
 	     uint64_t n)
@@ -560,7 +667,7 @@ write_member(struct archive *a, const char *name, const void *data,
 		cg_seterr("%s: %s", name, archive_error_string(a));
 		goto out;
 	}
-	while (n > 0) {
+	while (data != NULL && n > 0) {
 		size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
 		la_ssize_t w = archive_write_data(a, p, chunk);
 		if (w <= 0) {
@@ -609,8 +716,11 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 	char *json = NULL;
 	int rc = -1;
 
-	if ((m = cg_file_manifest(f)) == NULL ||
-	    (json = cJSON_Print(m)) == NULL) {
+	if ((m = cg_file_manifest(f)) == NULL) {
+		cg_errprefix(path);
+		goto done;
+	}
+	if ((json = cJSON_Print(m)) == NULL) {
 		cg_seterr("%s: out of memory", path);
 		goto done;
 	}
@@ -635,10 +745,26 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 	}
 	if (write_member(a, MANIFEST_NAME, json, strlen(json)) != 0)
 		goto fail_prefix;
-	for (size_t i = 0; i < f->ntensors; i++)
-		if (write_member(a, f->tensors[i]->name, f->tensors[i]->data,
-				 f->tensors[i]->nbytes) != 0)
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = f->tensors[i];
+		unsigned char dg[32];
+
+		if (t->read == NULL) {
+			if (write_member(a, t->name, t->data, t->nbytes) != 0)
+				goto fail_prefix;
+			continue;
+		}
+		/* its header, then its bytes from a second pass, which
+		 * must give the digest the manifest holds */
+		if (write_member(a, t->name, NULL, t->nbytes) != 0 ||
+		    source_pass(t, a, dg) != 0)
 			goto fail_prefix;
+		if (memcmp(dg, t->sha256, 32) != 0) {
+			cg_seterr("tensor %s: changed while it was read",
+				  t->name);
+			goto fail_prefix;
+		}
+	}
 	if (cg_sign_active()) {
 		char *sig;
 		size_t nsig;
@@ -1101,7 +1227,13 @@ read_archive(struct reader *r)
 	 * rest's are shared out among ours; the first mismatch in file
 	 * order is the one reported. */
 	struct cg_tensor *lt = r->late ? cg_file_find(f, r->late) : NULL;
-	if (lt != NULL && late_begin(f, lt) != 0)
+	if (lt != NULL &&
+	    late_begin(f, lt,
+		       lt->borrowed && r->blob != NULL &&
+			   (const char *)lt->data >= r->blob &&
+			   lt->nbytes <= r->blob_size &&
+			   (size_t)((const char *)lt->data - r->blob) <=
+			       r->blob_size - lt->nbytes) != 0)
 		lt = NULL; /* no thread: verified with the rest */
 	size_t bad = f->ntensors;
 #ifdef _OPENMP

@@ -63,6 +63,22 @@ struct cg_tensor *cg_file_add(struct cg_file *f, const char *name,
 struct cg_tensor *cg_file_add_ref(struct cg_file *f, const char *name,
 				  enum cg_dtype dtype, int ndim,
 				  const uint64_t *shape, const void *data);
+/*
+ * A tensor that is never held whole: the writer asks read(ctx, off, buf,
+ * n) for its bytes [off, off + n), in order from 0 to the end, once to
+ * compute its digest and once to write it, a chunk at a time (read
+ * returns 0, or -1 with a message).  The two passes must give the same
+ * bytes: a write whose second pass differs fails ("changed while it was
+ * read") and its output is left uncommitted.  For files made only to be
+ * written (cg_file_write); data stays NULL.  Returns the new tensor, or
+ * NULL on error.
+ */
+struct cg_tensor *cg_file_add_source(struct cg_file *f, const char *name,
+				     enum cg_dtype dtype, int ndim,
+				     const uint64_t *shape,
+				     int (*read)(void *ctx, uint64_t off,
+						 void *buf, size_t n),
+				     void *ctx);
 /* Like cg_file_add but the data is left zeroed for the caller to fill. */
 struct cg_tensor *cg_file_add_zero(struct cg_file *f, const char *name,
 				   enum cg_dtype dtype, int ndim,
@@ -147,6 +163,15 @@ struct cg_file *cg_file_read_mem(const void *buf, size_t n,
 /* Unmap f's file once no tensor lies in it any more (all copied out and
  * marked not borrowed); otherwise nothing. */
 void cg_file_drop_blob(struct cg_file *f);
+/*
+ * Give back this process's copy of the pages of tensor t of f where t
+ * lies in f's mapped file (cg_file_read of a plain file): t->data stays
+ * valid, and a later read maps the bytes again from the page cache, or
+ * the disk.  So a tensor larger than memory is read a part at a time, as
+ * the caller goes, and never held whole.  Returns 1, or 0 (nothing done)
+ * where t has memory of its own.
+ */
+int cg_file_page_out(const struct cg_file *f, const struct cg_tensor *t);
 /*
  * Done with tensor t of f: its memory is given back (its own buffer
  * freed, or the pages it has alone in f's mapped file returned, so that

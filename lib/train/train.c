@@ -467,6 +467,8 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 			goto out;
 		if (md->steps)
 			run_step(&r);
+		if (o->page_out)
+			cg_shard_page_out(s);
 		/* a payload that fails its digest stops the call at once */
 		if (cg_shard_verified(s, 0) < 0)
 			goto out;

@@ -30,6 +30,11 @@ struct cg_train_opts {
 	 * that many steps but for the model noise, which stays seeded as
 	 * in a call of all steps. */
 	double deadline;
+	/* Give back the shard's payload pages after each step
+	 * (cg_shard_page_out): a shard larger than the memory budget is
+	 * read a batch at a time from its file, never held whole.  The
+	 * bytes read, and so the result, are the same. */
+	int page_out;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
