@@ -1,10 +1,11 @@
 #!/bin/sh
 # speed.sh - cg against PyTorch on training throughput, same models, same
 # hyper-parameters, same thread count, PyTorch in its fastest configuration
-# (the cvae, the cgpt, and cg-init's default cddpm and cgan), each in f32
-# and with bf16 matrix products (cg-train-step --precision bf16, PyTorch's
-# CPU autocast); and cg-reduce against cat on the same bytes.  One
-# command, one report.
+# (the cvae, the cgpt, and cg-init's default cddpm and cgan; on request
+# the convolutional cclf, cgan and cddpm U-Net), each in f32 and with
+# bf16 matrix products (cg-train-step --precision bf16, PyTorch's CPU
+# autocast); and cg-reduce against cat on the same bytes.  One command,
+# one report.
 #
 # usage: bench/speed.sh (from the top of the source tree, after a build)
 #
@@ -16,7 +17,10 @@
 #   DEB_PYTHON   interpreter with Debian's python3-torch [/usr/bin/python3]
 #   TORCH_IMPLS  the PyTorch builds timed, some of "pypi debian" [both]
 #   THREADS      threads for everything [2]
-#   MODELS       the models timed, some of "cvae cgpt cddpm cgan" [all four]
+#   MODELS       the models timed, some of "cvae cgpt cddpm cgan
+#                cclf-conv cgan-conv cddpm-unet", or "all" (the seven)
+#                ["cvae cgpt cddpm cgan"]; the convolutional three:
+#                MODELS="cclf-conv cgan-conv cddpm-unet"
 #   PRECISIONS   "f32" or "f32 bf16": cg-train-step --precision of cg's
 #                calls, and PyTorch in float32 or under autocast bf16,
 #                both tuned and timed ["f32 bf16"]
@@ -24,10 +28,15 @@
 #                steps of a timed call [100, 20, 100, 100]
 #   CVAE_RUNS, CGPT_RUNS, CDDPM_RUNS, CGAN_RUNS
 #                timed calls of each program [5, 3, 5, 5]
+#   CCLF_CONV_STEPS, CGAN_CONV_STEPS, CDDPM_UNET_STEPS [10, 10, 10],
+#   CCLF_CONV_RUNS, CGAN_CONV_RUNS, CDDPM_UNET_RUNS [3, 3, 3]
+#                the same for the convolutional models
 #   REDUCE_RUNS  runs of each cg-reduce and cat line; 0 leaves cg-reduce
 #                out [5]
 #   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS, TUNE_CDDPM_STEPS, TUNE_CGAN_STEPS
 #                steps of each tuning run [30, 4, 30, 30]
+#   TUNE_CCLF_CONV_STEPS, TUNE_CGAN_CONV_STEPS, TUNE_CDDPM_UNET_STEPS
+#                the same for the convolutional models [5, 5, 5]
 #   TUNE_MAX_SECONDS  time box of one tuning candidate [10]
 #   TORCH_MAX_SECONDS time box of one timed PyTorch run, rated on the
 #                steps it timed (bf16 without bf16 instructions) [30]
@@ -49,7 +58,9 @@ bin=${CG_BIN:-build/cmd}
 venv=${VENV:-/opt/cg-bench-venv}
 deb_py=${DEB_PYTHON:-/usr/bin/python3}
 threads=${THREADS:-2}
+all_models="cvae cgpt cddpm cgan cclf-conv cgan-conv cddpm-unet"
 models=${MODELS:-cvae cgpt cddpm cgan}
+[ "$models" = all ] && models=$all_models
 precisions=${PRECISIONS:-f32 bf16}
 impls=${TORCH_IMPLS:-pypi debian}
 cvae_steps=${CVAE_STEPS:-100}
@@ -65,6 +76,15 @@ tune_cvae=${TUNE_CVAE_STEPS:-30}
 tune_cgpt=${TUNE_CGPT_STEPS:-4}
 tune_cddpm=${TUNE_CDDPM_STEPS:-30}
 tune_cgan=${TUNE_CGAN_STEPS:-30}
+cclf_conv_steps=${CCLF_CONV_STEPS:-10}
+cgan_conv_steps=${CGAN_CONV_STEPS:-10}
+cddpm_unet_steps=${CDDPM_UNET_STEPS:-10}
+cclf_conv_runs=${CCLF_CONV_RUNS:-3}
+cgan_conv_runs=${CGAN_CONV_RUNS:-3}
+cddpm_unet_runs=${CDDPM_UNET_RUNS:-3}
+tune_cclf_conv=${TUNE_CCLF_CONV_STEPS:-5}
+tune_cgan_conv=${TUNE_CGAN_CONV_STEPS:-5}
+tune_cddpm_unet=${TUNE_CDDPM_UNET_STEPS:-5}
 tune_max=${TUNE_MAX_SECONDS:-10}
 torch_max=${TORCH_MAX_SECONDS:-30}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
@@ -80,8 +100,9 @@ say() { echo "speed.sh: $(date +%T): $*" >&2; }
 mlist=
 for m in $models; do
 	case $m in
-	cvae | cgpt | cddpm | cgan) mlist=${mlist:+$mlist,}$m ;;
-	*) say "MODELS: $m: not one of cvae cgpt cddpm cgan"; exit 2 ;;
+	cvae | cgpt | cddpm | cgan | cclf-conv | cgan-conv | cddpm-unet)
+		mlist=${mlist:+$mlist,}$m ;;
+	*) say "MODELS: $m: not one of $all_models (or all)"; exit 2 ;;
 	esac
 done
 [ -n "$mlist" ] || { say "MODELS: empty"; exit 2; }
@@ -157,6 +178,14 @@ for m in $models; do
 		ncond=$("$bin/cg-inspect" --json "$tmp/cgpt.cgm" | jq .config.ncond)
 		meta cgpt_vocab $((256 + ncond + 1))
 		;;
+	# bench/judge.sh's CNN judge (CONV=32), bench/cgan.sh's CONV=32, and
+	# the U-Net of RESULTS's "The cddpm U-Net" (--film on by default)
+	cclf-conv) "$bin/cg-init" -a cclf -d "$tmp/fm-0.cgd" --conv 32 \
+		--hidden 256 --layers 1 --seed 1 -o "$tmp/$m.cgm" ;;
+	cgan-conv) "$bin/cg-init" -a cgan -d "$tmp/fm-0.cgd" --conv 32 \
+		--seed 1 -o "$tmp/$m.cgm" ;;
+	cddpm-unet) "$bin/cg-init" -a cddpm -d "$tmp/fm-0.cgd" --unet 16 \
+		--hidden 128 --embed 64 --seed 1 -o "$tmp/$m.cgm" ;;
 	# cg-init's defaults, as bench/cddpm.sh and bench/cgan.sh train them
 	*) "$bin/cg-init" -a "$m" -d "$tmp/fm-0.cgd" --seed 1 -o "$tmp/$m.cgm" ;;
 	esac
@@ -202,6 +231,9 @@ for impl in $impls; do
 		--models "$mlist" --precisions "$plist" \
 		--cvae-steps "$tune_cvae" --cgpt-steps "$tune_cgpt" \
 		--cddpm-steps "$tune_cddpm" --cgan-steps "$tune_cgan" \
+		--cclf-conv-steps "$tune_cclf_conv" \
+		--cgan-conv-steps "$tune_cgan_conv" \
+		--cddpm-unet-steps "$tune_cddpm_unet" \
 		--max-seconds "$tune_max" \
 		>>"$tmp/tune.jsonl"
 done
@@ -219,6 +251,12 @@ cg_call() {
 		--opt adam --lr 1e-3 ;;
 	cgan) set -- "$@" -m "$tmp/cgan.cgm" -d "$tmp/fm-0.cgd" --batch 128 \
 		--opt adam --lr 4e-4 --beta1 0.5 --beta2 0.999 ;;
+	cclf-conv) set -- "$@" -m "$tmp/cclf-conv.cgm" -d "$tmp/fm-0.cgd" \
+		--batch 128 --opt adam --lr 1e-3 ;;
+	cgan-conv) set -- "$@" -m "$tmp/cgan-conv.cgm" -d "$tmp/fm-0.cgd" \
+		--batch 128 --opt adam --lr 4e-4 --beta1 0.5 --beta2 0.999 ;;
+	cddpm-unet) set -- "$@" -m "$tmp/cddpm-unet.cgm" -d "$tmp/fm-0.cgd" \
+		--batch 64 --opt adam --lr 1e-3 ;;
 	esac
 	m=$1 k=$2 p=$3
 	shift 3
@@ -250,6 +288,9 @@ steps_of() {
 	cgpt) echo "$cgpt_steps" ;;
 	cddpm) echo "$cddpm_steps" ;;
 	cgan) echo "$cgan_steps" ;;
+	cclf-conv) echo "$cclf_conv_steps" ;;
+	cgan-conv) echo "$cgan_conv_steps" ;;
+	cddpm-unet) echo "$cddpm_unet_steps" ;;
 	esac
 }
 runs_of() {
@@ -258,6 +299,9 @@ runs_of() {
 	cgpt) echo "$cgpt_runs" ;;
 	cddpm) echo "$cddpm_runs" ;;
 	cgan) echo "$cgan_runs" ;;
+	cclf-conv) echo "$cclf_conv_runs" ;;
+	cgan-conv) echo "$cgan_conv_runs" ;;
+	cddpm-unet) echo "$cddpm_unet_runs" ;;
 	esac
 }
 runs=0

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """torch_speed.py - PyTorch's side of bench/speed.sh, and its report.
 
-usage: torch_speed.py run --model cvae|cgpt|cddpm|cgan [options]  (torch)
+usage: torch_speed.py run --model MODEL[,MODEL...] [options]  (torch)
        torch_speed.py tune --python PY --impl NAME [options]
        torch_speed.py measure --tuned TUNE.jsonl --impl NAME --model M ...
        torch_speed.py report RESULTS.jsonl
@@ -21,10 +21,19 @@ cddpm and cgan as cg-init makes them by default, batch 128 of
 Fashion-MNIST: the cddpm with Adam 1e-3, each batch drawing its
 timesteps, dropped conditions (10%) and noise as cg's does; the cgan with
 Adam 4e-4, betas 0.5 and 0.999, one simultaneous step of both nets.
-Variants change how, never what, is computed: --attn naive (the
-reference: masked_fill + softmax) or sdpa (F.scaled_dot_product_attention,
-is_causal), --opt loop, foreach or fused (torch.optim's three
-implementations of the same update); and the precision: f32, or bf16,
+The convolutional models are the same classes (and tests/torch_check.py's
+Cclf) as cg-init makes them with --conv or --unet: cclf-conv, the CNN
+judge (--conv 32 --hidden 256 --layers 1), batch 128, Adam 1e-3;
+cgan-conv (--conv 32), the cgan's batch and Adam; cddpm-unet (--unet 16
+--hidden 128 --embed 64, the embedding as scale and shift), batch 64,
+Adam 1e-3.
+Variants change how, never what, is computed: the attention of the cgpt,
+naive (the reference: masked_fill + softmax) or sdpa
+(F.scaled_dot_product_attention, is_causal), or in its place the memory
+layout of a convolutional model, nchw (the module as made) or
+channels_last (m.to(memory_format=torch.channels_last)); the optimizer,
+loop, foreach or fused (torch.optim's three implementations of the same
+update); and the precision: f32, or bf16,
 the forward pass and the loss under torch.autocast("cpu",
 dtype=torch.bfloat16), the backward pass and the optimizer outside it
 (PyTorch's recipe for the CPU; cg-train-step --precision bf16's
@@ -69,7 +78,12 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 # tests/torch_check.py: the cddpm and cgan references
 TESTS = os.path.join(os.path.dirname(HERE), "tests")
-MODELS = ("cvae", "cgpt", "cddpm", "cgan")
+MODELS = ("cvae", "cgpt", "cddpm", "cgan", "cclf-conv", "cgan-conv",
+          "cddpm-unet")
+# the models whose variants try the memory layout (in the attention's
+# place: the cgpt alone has attention), and their two layouts
+CONV_MODELS = ("cclf-conv", "cgan-conv", "cddpm-unet")
+LAYOUTS = ("nchw", "channels_last")
 PRECISIONS = ("f32", "bf16")
 THREAD_VARS = ("OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "GOMP_",
                "CG_NO_REEXEC")
@@ -118,6 +132,14 @@ CDDPM = {"in_dim": 784, "ncond": 10, "hidden": 512, "layers": 3,
 CGAN = {"in_dim": 784, "ncond": 10, "latent": 64, "hidden": 512,
         "layers": 2, "sn_iters": 5, "batch": 128, "lr": 4e-4,
         "betas": (0.5, 0.999)}
+# the convolutional models as speed.sh's cg-init commands make them (the
+# config cg-inspect --json shows, the image's shape from the data)
+IMAGE = {"image_h": 28, "image_w": 28, "image_c": 1}
+CCLF_CONV = dict(IMAGE, in_dim=784, ncond=10, hidden=256, layers=1,
+                 conv=32, batch=128, lr=1e-3)
+CGAN_CONV = dict(CGAN, conv=32, **IMAGE)
+CDDPM_UNET = dict(CDDPM, hidden=128, embed=64, unet=16, film=1, attn=0,
+                  batch=64, **IMAGE)
 
 
 def cvae_flops(in_dim=784, ncond=10, hidden=512, layers=2, latent=32):
@@ -163,6 +185,89 @@ def cgan_flops(in_dim=784, latent=64, hidden=512, layers=2):
     wg = latent * H + (layers - 1) * H * H + H * in_dim
     wd = in_dim * H + (layers - 1) * H * H + 2 * H
     return 6 * wg + 14 * wd
+
+
+def conv_macs(cin, cout, positions, k=3):
+    """Multiply-adds of a k x k convolution forward: its weights times
+    the positions of its output map."""
+    return k * k * cin * cout * positions
+
+
+def cclf_conv_flops(conv=32, hidden=256, ncond=10, h=28, w=28, c=1):
+    """Training FLOPs per example of the CNN judge: 6 W, W the forward's
+    multiply-adds: each 3x3 convolution's weights times its output's
+    positions (conv channels at h x w, 2 conv at h/2, 4 conv at h/4:
+    strides 1, 2, 2), the hidden layer over the flattened last map and
+    the output layer.  Biases, ReLU and the loss not counted; nor that
+    the first convolution needs no gradient for the image (the count
+    charges every layer both backward products, as the MLPs' do).
+    Conv 32 on 28 x 28: 225,792 + 3,612,672 + 3,612,672 + 6272 x 256 +
+    256 x 10 = 9,059,328; 54.36 MFLOP."""
+    h1, w1 = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    h2, w2 = (h1 - 1) // 2 + 1, (w1 - 1) // 2 + 1
+    m = (conv_macs(c, conv, h * w) + conv_macs(conv, 2 * conv, h1 * w1) +
+         conv_macs(2 * conv, 4 * conv, h2 * w2))
+    m += 4 * conv * h2 * w2 * hidden + hidden * ncond
+    return 6 * m
+
+
+def cgan_conv_flops(conv=32, latent=64, h=28, w=28, c=1):
+    """Training FLOPs per example (one real image and one fake) of the
+    convolutional cgan, counted as the MLP cgan's: 6 Wg + 14 Wd, Wg and
+    Wd the multiply-adds of each net's forward.  F = h/4 w/4 2 conv (the
+    generator's first map, the discriminator's features).
+    Wg = latent F                       the first layer, to a map
+       + 9 (2C) C (h/2 w/2)             3x3 convolution after the first
+                                        up-sampling
+       + 9 C C (h w)                    after the second
+       + 9 C c (h w)                    the output convolution
+    Wd = 9 c C (h/2 w/2)                stride-2 convolutions
+       + 9 C (2C) (h/4 w/4)
+       + 2 F                            the head's two dot products
+    Conv 32 on 28 x 28: Wg 11,264,512, Wd 965,888; 81.11 MFLOP.  The
+    group norms, the up-sampling, the power iterations (of the
+    convolutions' weights as [out, in 9] matrices) not counted."""
+    C, F = conv, h // 4 * (w // 4) * 2 * conv
+    wg = (latent * F + conv_macs(2 * C, C, h // 2 * (w // 2)) +
+          conv_macs(C, C, h * w) + conv_macs(C, c, h * w))
+    wd = (conv_macs(c, C, h // 2 * (w // 2)) +
+          conv_macs(C, 2 * C, h // 4 * (w // 4)) + 2 * F)
+    return 6 * wg + 14 * wd
+
+
+def cddpm_unet_flops(unet=16, hidden=128, embed=64, film=1, h=28, w=28,
+                     c=1):
+    """Training FLOPs per example of the cddpm U-Net: 6 W, W the
+    forward's multiply-adds.  C = unet; levels at h x w (C channels),
+    h/2 (2C) and h/4 (2C).  Each residual block (cin -> cout at P
+    positions): two 3x3 convolutions, 9 cin cout P + 9 cout^2 P, a 1x1
+    skip cin cout P where the channels change, and the embedding's
+    projection hidden x cout (2 cout with film) once an example.
+    W = 9 c C P0                        input convolution
+      + down.0 (C->C, P0) + 9 C^2 P1    stride-2 convolution
+      + down.1 (C->2C, P1) + 9 (2C)^2 P2
+      + down.2 (2C->2C, P2) + mid (2C->2C, P2)
+      + up.2 (4C->2C, P2) + up.1 (4C->2C, P1) + up.0 (3C->C, P0)
+                                        skips concatenated
+      + 9 C c P0                        output convolution
+      + embed hidden                    time encoding's layer
+    P0 = h w, P1 = h/2 w/2, P2 = h/4 w/4.  Unet 16, hidden 128, embed
+    64, film, 28 x 28: W = 24,518,144; 147.11 MFLOP.  The group norms,
+    SiLU, the up-sampling and the loss not counted."""
+    C, f = unet, 2 if film else 1
+    P0, P1, P2 = h * w, (h // 2) * (w // 2), (h // 4) * (w // 4)
+
+    def block(cin, cout, P):
+        m = conv_macs(cin, cout, P) + conv_macs(cout, cout, P)
+        if cin != cout:
+            m += conv_macs(cin, cout, P, 1)
+        return m + hidden * f * cout
+    m = conv_macs(c, C, P0) + block(C, C, P0) + conv_macs(C, C, P1)
+    m += block(C, 2 * C, P1) + conv_macs(2 * C, 2 * C, P2)
+    m += block(2 * C, 2 * C, P2) + block(2 * C, 2 * C, P2)
+    m += block(4 * C, 2 * C, P2) + block(4 * C, 2 * C, P1)
+    m += block(3 * C, C, P0) + conv_macs(C, c, P0) + embed * hidden
+    return 6 * m
 
 # ------------------------------------------------------------------ run
 
@@ -223,14 +328,26 @@ def run_model(a, model, torch):
         opt.step()
         return loss.item()
 
-    if model in ("cvae", "cddpm", "cgan"):
+    def layout(m, variant):
+        """A convolutional model in the variant's memory layout: as made
+        (nchw), or its 4-d tensors channels-last, which the convolutions'
+        outputs then follow."""
+        if variant["attn"] == "channels_last":
+            m.to(memory_format=torch.channels_last)
+        elif variant["attn"] != "nchw":
+            raise ValueError("layout %s: not one of %s"
+                             % (variant["attn"], ", ".join(LAYOUTS)))
+        return m
+
+    if model != "cgpt":
         # Fashion-MNIST's images as bytes, labels as int64
         from torch_cvae import read_idx
         x8 = read_idx(os.path.join(a.data, "train-images-idx3-ubyte.gz"))
         y8 = read_idx(os.path.join(a.data, "train-labels-idx1-ubyte.gz"))
         x8 = torch.from_numpy(x8.reshape(len(x8), -1).copy())
         y = torch.from_numpy(y8.astype(np.int64))
-        unit, attns = "examples", ["none"]
+        unit = "examples"
+        attns = list(LAYOUTS) if model in CONV_MODELS else ["none"]
 
         def sampler(B, gen):
             """The next batch's indices: epochs of shuffled examples."""
@@ -268,15 +385,18 @@ def run_model(a, model, torch):
                     loss = (rec + kl).mean()
                 return descend(opt, loss)
             return step
-    elif model == "cddpm":
+    elif model in ("cddpm", "cddpm-unet"):
         sys.path.insert(0, TESTS)
         from torch_check import Cddpm
-        cfg, B = CDDPM, CDDPM["batch"]
+        cfg = CDDPM if model == "cddpm" else CDDPM_UNET
+        B = cfg["batch"]
         per_step = B
 
         def setup(variant):
             torch.manual_seed(1)
             m = Cddpm.Net(cfg)
+            if model == "cddpm-unet":
+                layout(m, variant)
             opt = make_opt(variant["opt"], m.parameters(), torch.optim.Adam,
                            lr=cfg["lr"])
             gen = torch.Generator().manual_seed(1)
@@ -297,29 +417,40 @@ def run_model(a, model, torch):
                     loss = Cddpm.loss(m, cfg, x0, eps, c, t)
                 return descend(opt, loss)
             return step
-    elif model == "cgan":
+    elif model in ("cgan", "cgan-conv"):
         sys.path.insert(0, TESTS)
         from torch_check import Cgan
-        cfg, B = CGAN, CGAN["batch"]
+        cfg = CGAN if model == "cgan" else CGAN_CONV
+        B = cfg["batch"]
         per_step = B
 
         def setup(variant):
             torch.manual_seed(1)
             m = Cgan.Net(cfg)
-            gp = ([m.gen_emb.weight] + list(m.gen.parameters()) +
-                  list(m.gen_out.parameters()))
-            dp = (list(m.disc.parameters()) + list(m.psi.parameters()) +
-                  [m.disc_emb.weight])
+            if model == "cgan-conv":
+                layout(m, variant)
+            # cg's buffer order: the generator's tensors, then the
+            # discriminator's (the MLP's: gen_emb, gen, gen_out; disc,
+            # psi, disc_emb)
+            named = m.named_tensors()
+            gp = [p for n, p in named if n.startswith("gen.")]
+            dp = [p for n, p in named if not n.startswith("gen.")]
             opt = make_opt(variant["opt"], gp + dp, torch.optim.Adam,
                            lr=cfg["lr"], betas=cfg["betas"])
             gen = torch.Generator().manual_seed(1)
             next_batch = sampler(B, gen)
-            mats = ([l.weight for l in m.disc] +
-                    [m.psi.weight, m.disc_emb.weight])
+            # the normalised matrices, a convolution's weight as
+            # [out, in 9] (lib/arch/cgan/cgan.c), the head's psi and
+            # embedding last
+            if model == "cgan":
+                mats = [l.weight for l in m.disc]
+            else:
+                mats = [m.disc_c1.weight, m.disc_c2.weight]
+            mats += [m.psi.weight, m.disc_emb.weight]
             # the power iteration's fixed start (lib/nn/nn.c
             # cg_spectral_power: a normalised draw, the same every step)
-            v0 = [F.normalize(torch.randn(w.shape[1], generator=gen), dim=0)
-                  for w in mats]
+            v0 = [F.normalize(torch.randn(w[0].numel(), generator=gen),
+                              dim=0) for w in mats]
             amp = autocast(variant)
 
             def step(k):
@@ -329,6 +460,7 @@ def run_model(a, model, torch):
                 uv = []
                 with torch.no_grad():
                     for w, v in zip(mats, v0):
+                        w = w.reshape(w.shape[0], -1)
                         for _ in range(cfg["sn_iters"]):
                             u = F.normalize(w @ v, dim=0)
                             v = F.normalize(w.t() @ u, dim=0)
@@ -350,6 +482,29 @@ def run_model(a, model, torch):
                     p.grad = g
                 opt.step()
                 return ld.item()
+            return step
+    elif model == "cclf-conv":
+        sys.path.insert(0, TESTS)
+        from torch_check import Cclf
+        cfg, B = CCLF_CONV, CCLF_CONV["batch"]
+        per_step = B
+
+        def setup(variant):
+            torch.manual_seed(1)
+            m = layout(Cclf.Net(cfg), variant)
+            opt = make_opt(variant["opt"], m.parameters(), torch.optim.Adam,
+                           lr=cfg["lr"])
+            gen = torch.Generator().manual_seed(1)
+            next_batch = sampler(B, gen)
+            amp = autocast(variant)
+
+            def step(k):
+                idx = next_batch()
+                x = x8[idx].float().div_(255.0)
+                with amp():
+                    logits = m.out(m.hid(m.trunk(x, cfg)))
+                    loss = F.cross_entropy(logits, y[idx])
+                return descend(opt, loss)
             return step
     else:
         import torch_cgpt as R
@@ -452,12 +607,13 @@ def run_model(a, model, torch):
         # ATTN,OPT[,PREC][;...]; only the cgpt has attention to choose
         for v in a.variants.split(";"):
             at, opt, prec = (v.split(",") + [a.precision])[:3]
-            measure_variant({"attn": at if model == "cgpt" else "none",
+            measure_variant({"attn": at if model == "cgpt" or
+                             model in CONV_MODELS else "none",
                              "opt": opt, "prec": prec})
         return
     # greedy, in --precision: the reference's variant, the other
-    # attentions with its optimizer, then the other optimizers with the
-    # best attention
+    # attentions (layouts) with its optimizer, then the other optimizers
+    # with the best attention (layout)
     rate = lambda r: r.get("rate", 0.0)
     prec = a.precision
     best = measure_variant({"attn": attns[0], "opt": "foreach",
@@ -567,9 +723,14 @@ def tune(a):
     common = ["--threads", str(a.threads), "--data", a.data,
               "--shard", a.shard]
     models = a.models.split(",")
+    # (steps, warm-up steps) of a candidate
     short = {"cvae": (a.cvae_steps, 3), "cgpt": (a.cgpt_steps, 2),
-             "cddpm": (a.cddpm_steps, 3), "cgan": (a.cgan_steps, 3)}
-    ref = {m: "naive,foreach" if m == "cgpt" else "none,foreach"
+             "cddpm": (a.cddpm_steps, 3), "cgan": (a.cgan_steps, 3),
+             "cclf-conv": (a.cclf_conv_steps, 2),
+             "cgan-conv": (a.cgan_conv_steps, 2),
+             "cddpm-unet": (a.cddpm_unet_steps, 2)}
+    ref = {m: "naive,foreach" if m == "cgpt" else
+           "nchw,foreach" if m in CONV_MODELS else "none,foreach"
            for m in models}
     precs = a.precisions.split(",")
     cands = {m: [] for m in models}
@@ -777,11 +938,14 @@ def report(a):
     peak = max(g["gflops_best"] for g in gemm)
     V = int(meta.get("cgpt_vocab", 300))
     fl = {"cvae": cvae_flops(), "cgpt": cgpt_flops(V),
-          "cddpm": cddpm_flops(), "cgan": cgan_flops()}
-    unit = {"cvae": "examples/s", "cgpt": "tokens/s",
-            "cddpm": "examples/s", "cgan": "examples/s"}
+          "cddpm": cddpm_flops(), "cgan": cgan_flops(),
+          "cclf-conv": cclf_conv_flops(), "cgan-conv": cgan_conv_flops(),
+          "cddpm-unet": cddpm_unet_flops()}
+    unit = {m: "tokens/s" if m == "cgpt" else "examples/s" for m in MODELS}
     per = {"cvae": CVAE["batch"], "cgpt": CGPT["batch"] * CGPT["context"],
-           "cddpm": CDDPM["batch"], "cgan": CGAN["batch"]}
+           "cddpm": CDDPM["batch"], "cgan": CGAN["batch"],
+           "cclf-conv": CCLF_CONV["batch"], "cgan-conv": CGAN_CONV["batch"],
+           "cddpm-unet": CDDPM_UNET["batch"]}
     # the models measured, in MODELS's order
     models = [m for m in MODELS if any(r["model"] == m for r in get("cg"))]
     tuned = {(r["impl"], r["model"]): r for r in get("tune")}
@@ -791,6 +955,8 @@ def report(a):
             impls.append(r["impl"])
     precs = [p for p in PRECISIONS
              if any(r["precision"] == p for r in get("cg") + get("torch"))]
+    # what a variant's "attn" names: the convolutional models' layout
+    slot = lambda m: "layout" if m in CONV_MODELS else "attention"
     # the row's name after the implementation
     pname = {"f32": "", "bf16": ", bf16"}
     tname = {"f32": "", "bf16": ", autocast bf16"}
@@ -827,7 +993,13 @@ def report(a):
             "cgpt": "cgpt T128 C256 L4 H4, batch 16, AdamW",
             "cddpm": "cddpm 784-512x3-784, T1000, batch 128, Adam",
             "cgan": "cgan G 64-512-512-784, D 784-512-512, batch 128, "
-                    "Adam"}
+                    "Adam",
+            "cclf-conv": "cclf conv 32-64-128, 6272-256-10, batch 128, "
+                         "Adam",
+            "cgan-conv": "cgan conv 32, G 64-7x7x64-32-32-1, D 32-64, "
+                         "batch 128, Adam",
+            "cddpm-unet": "cddpm U-Net 16/32/32, film, T1000, batch 64, "
+                          "Adam"}
     over = {}
     # med[(model, who, precision)]: the median throughput, who "cg" or
     # an impl; skipped[(model, impl, precision)]: why PyTorch did not run
@@ -914,12 +1086,13 @@ def report(a):
                                 }.items(), key=lambda kv: kv[1])
                 worst = rates[0][1]
                 print("- torch %s (%s), %s%s: %s; set_num_threads(%s)%s; "
-                      "attention %s, optimizer %s (tune: %.0f %s%s; the "
+                      "%s %s, optimizer %s (tune: %.0f %s%s; the "
                       "slowest candidate %.0f, %s)" % (
                           t["torch"], impl, m, tname[p], b["env_name"],
                           meta.get("threads", "2"),
                           ", set_num_interop_threads(1)" if b["interop"]
-                          else "", b["attn"], b["opt"], b["rate"], unit[m],
+                          else "", slot(m), b["attn"], b["opt"], b["rate"],
+                          unit[m],
                           ", tuning's fastest" if len(precs) > 1 and
                           t["precision"] == p else "", worst,
                           rates[0][0][0]))
@@ -931,9 +1104,9 @@ def report(a):
                     if err.startswith("skipped: "):
                         err = err[len("skipped: "):]
                     print("  - skipped: candidate %s (stage %d%s, "
-                          "attention %s, optimizer %s): %s" % (
+                          "%s %s, optimizer %s): %s" % (
                               c["env"], c["stage"], tname[c["precision"]],
-                              c["attn"], c["opt"], err))
+                              slot(m), c["attn"], c["opt"], err))
     print()
     print("cg per-call overhead (load + save + start: t(1 step) - one step "
           "time; step time = (t(N) - t(1)) / (N - 1))%s" % (
@@ -1000,7 +1173,9 @@ def main():
                    help="set_num_interop_threads (0: leave it)")
     r.add_argument("--variants", default="greedy",
                    help="ATTN,OPT[,PREC][;ATTN,OPT[,PREC]...] or greedy "
-                   "(the default: attention first, then the optimizer)")
+                   "(the default: attention first, then the optimizer); "
+                   "ATTN is a convolutional model's layout, %s"
+                   % " or ".join(LAYOUTS))
     r.add_argument("--precision", choices=PRECISIONS, default="f32",
                    help="of greedy's variants, and of those that name "
                    "none: f32, or bf16 (autocast)")
@@ -1014,6 +1189,9 @@ def main():
     t.add_argument("--cgpt-steps", type=int, default=4)
     t.add_argument("--cddpm-steps", type=int, default=30)
     t.add_argument("--cgan-steps", type=int, default=30)
+    t.add_argument("--cclf-conv-steps", type=int, default=5)
+    t.add_argument("--cgan-conv-steps", type=int, default=5)
+    t.add_argument("--cddpm-unet-steps", type=int, default=5)
     t.add_argument("--models", default=",".join(MODELS),
                    help="the models to tune, with commas")
     t.add_argument("--precisions", default=",".join(PRECISIONS),
