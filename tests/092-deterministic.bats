@@ -53,7 +53,7 @@ load '/usr/lib/bats/bats-assert/load'
 	(THREADS=2 pipeline p) >/dev/null
 	cd p
 	# a path this CPU lacks is refused, and skipped here
-	for k in portable avx2 avx512vnni; do
+	for k in portable avx2 avx512vnni neon; do
 		CG_QKERNEL=$k cg-eval -j 1 -m cgpt-q8.cgm -d fort-0.cgd \
 			--json >/dev/null 2>&1 || continue
 		CG_QKERNEL=$k cg-eval --deterministic -j 1 -m cgpt-q8.cgm \
