@@ -44,7 +44,7 @@ setup() {
 # paths: the kernel paths this CPU runs (cg-eval refuses the others).
 paths() {
 	local p
-	for p in portable avx2 avx512vnni; do
+	for p in portable avx2 avx512vnni neon; do
 		if CG_QKERNEL=$p cg-eval -m "$D/t-q8_0.cgm" -d "$D/fort-0.cgd" \
 			>/dev/null 2>err; then
 			echo $p
@@ -64,7 +64,7 @@ nats() {
 	assert_line --index 0 portable
 	run -1 --separate-stderr env CG_QKERNEL=sse9 \
 		cg-eval -m "$D/t-q8_0.cgm" -d "$D/fort-0.cgd"
-	[ "$stderr" = "cg-eval: CG_QKERNEL=sse9: not portable, avx2 or avx512vnni" ]
+	[ "$stderr" = "cg-eval: CG_QKERNEL=sse9: not portable, avx2, avx512vnni or neon" ]
 	[ -z "$output" ]
 }
 

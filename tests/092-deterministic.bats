@@ -24,42 +24,7 @@ bats_require_minimum_version 1.5.0
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
-# pipeline DIR: cvae and cgpt at sizes whose products are shared among
-# threads: a grad, two deltas through a state, eval, generation and
-# samples, a q8_0 copy's figures, all --deterministic; prints every
-# file's SHA-256.
-pipeline() {
-	local fix=$CG_SRCDIR/tests/fixtures
-	local j="--threads $THREADS --deterministic"
-	mkdir -p "$1"
-	cd "$1"
-	cg-shard -q -n 1 -o fm "$fix/fashion-mnist-mini"
-	cg-init -a cvae -d fm-0.cgd --hidden 200 --latent 8 --seed 3 -o cvae.cgm
-	cg-train-step $j -q -m cvae.cgm -d fm-0.cgd --steps 2 --batch 50 \
-		--seed 5 -o cvae-g.cgg
-	for k in 1 2; do
-		cg-train-step $j -q -m cvae.cgm -d fm-0.cgd --emit delta \
-			--steps 2 --batch 50 --seed 5 --state cvae.state \
-			-o cvae-d$k.cgg
-	done
-	cg-eval $j -m cvae.cgm -d fm-0.cgd --json >cvae-eval.json
-	cg-sample $j -m cvae.cgm --seed 7 -n 3 --format pgm -o cvae.pgm
-	cg-shard -q -n 1 -o fort "$fix/text/fortunes"
-	cg-init -a cgpt -d fort-0.cgd --width 64 --heads 4 --layers 2 \
-		--context 64 --seed 3 -o cgpt.cgm
-	cg-train-step $j -q -m cgpt.cgm -d fort-0.cgd --steps 2 --batch 8 \
-		--seed 5 -o cgpt-g.cgg
-	cg-train-step $j -q -m cgpt.cgm -d fort-0.cgd --emit delta \
-		--steps 2 --batch 8 --seed 5 --state cgpt.state -o cgpt-d.cgg
-	cg-eval $j -m cgpt.cgm -d fort-0.cgd --json --generate \
-		--max-bytes 8 --limit 4 >cgpt-eval.json
-	cg-sample $j -m cgpt.cgm -c computers -n 2 --seed 7 \
-		--max-bytes 30 >cgpt-sample.txt
-	# int8 products, on the portable path whatever the CPU has
-	cg-quantize -o cgpt-q8.cgm cgpt.cgm q8_0 2>/dev/null
-	cg-eval $j -m cgpt-q8.cgm -d fort-0.cgd --json >cgpt-q8-eval.json
-	sha256sum -- * | LC_ALL=C sort -k 2
-}
+. "$CG_SRCDIR/tests/deterministic.sh"
 
 @test "--deterministic: golden.sh's digests are the portable build's, in this build" {
 	DET=1 run -0 "$CG_SRCDIR/tests/golden.sh" "$BATS_TEST_TMPDIR/run"
@@ -88,7 +53,7 @@ pipeline() {
 	(THREADS=2 pipeline p) >/dev/null
 	cd p
 	# a path this CPU lacks is refused, and skipped here
-	for k in portable avx2 avx512vnni; do
+	for k in portable avx2 avx512vnni neon; do
 		CG_QKERNEL=$k cg-eval -j 1 -m cgpt-q8.cgm -d fort-0.cgd \
 			--json >/dev/null 2>&1 || continue
 		CG_QKERNEL=$k cg-eval --deterministic -j 1 -m cgpt-q8.cgm \

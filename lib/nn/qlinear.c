@@ -4,10 +4,14 @@
  * One dot product per (output row, input row): the weight row is read
  * once per output and stays in L1 while the rows of a batch pass over it,
  * so at batch 1 the cost is reading the weights, which is what a smaller
- * dtype saves.  Three paths compute the dot products: portable C, AVX2
+ * dtype saves.  Four paths compute the dot products: portable C, AVX2
  * and AVX-512 VNNI, each compiled with __attribute__((target)) so that a
- * build without -march=native carries them too; the CPU's features pick
- * one at run time (see qlinear.h for CG_QKERNEL).
+ * build without -march=native carries them too, and NEON on arm64 (part
+ * of AArch64 itself); the CPU's features pick one at run time (see
+ * qlinear.h for CG_QKERNEL).  The NEON path sums a block's int8 products
+ * in vectors and its f32 block terms in the portable path's order, so
+ * its block products give the portable path's bits; its f16 product
+ * sums in four lanes.
  *
  * A block of a q8_0 weight row is 2 bytes of f16 scale d_w and 32 int8;
  * of a q4_0 row 2 bytes of scale and 16 bytes, element j < 16 the low
@@ -54,6 +58,11 @@
 #define CG_QX86 1
 #include <cpuid.h>
 #include <immintrin.h>
+#endif
+#if defined(__GNUC__) && defined(__aarch64__) && defined(__ARM_NEON) && \
+    defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define CG_QNEON 1
+#include <arm_neon.h>
 #endif
 
 #define QK CG_QBLOCK
@@ -343,6 +352,75 @@ f16_vnni(const unsigned char *w, const float *x, int K)
 static const struct qkernels k_vnni = {{q8_vnni, q4_vnni}, f16_vnni};
 #endif /* CG_QX86 */
 
+#ifdef CG_QNEON
+/* --------------------------------------------------------------- NEON */
+
+/* sum_j w[j] q[j] over 16 int8 pairs, added to acc: products of at most
+ * 128 * 127 in int16, pairwise into int32. */
+static inline int32x4_t
+dot16_neon(int32x4_t acc, int8x16_t w, int8x16_t x)
+{
+	acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(w), vget_low_s8(x)));
+	return vpadalq_s16(acc, vmull_high_s8(w, x));
+}
+
+static float
+q8_neon(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	float acc = 0;
+
+	for (int b = 0; b < nb; b++, w += Q8_BYTES, q += QK) {
+		int32x4_t s = vdupq_n_s32(0);
+		s = dot16_neon(s, vld1q_s8((const int8_t *)w + 2), vld1q_s8(q));
+		s = dot16_neon(s, vld1q_s8((const int8_t *)w + 18),
+		               vld1q_s8(q + 16));
+		acc += scale_of(w) * d[b] * (float)vaddvq_s32(s);
+	}
+	return acc;
+}
+
+static float
+q4_neon(const unsigned char *w, const int8_t *q, const float *d, int nb)
+{
+	const uint8x16_t m = vdupq_n_u8(15);
+	const int8x16_t eight = vdupq_n_s8(8);
+	float acc = 0;
+
+	for (int b = 0; b < nb; b++, w += Q4_BYTES, q += QK) {
+		uint8x16_t v = vld1q_u8(w + 2);
+		int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m)), eight);
+		int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+		int32x4_t s = vdupq_n_s32(0);
+		s = dot16_neon(s, lo, vld1q_s8(q));
+		s = dot16_neon(s, hi, vld1q_s8(q + 16));
+		acc += scale_of(w) * d[b] * (float)vaddvq_s32(s);
+	}
+	return acc;
+}
+
+/* Halves widened by the CPU (exact), four lanes of fused products. */
+static float
+f16_neon(const unsigned char *w, const float *x, int K)
+{
+	float32x4_t a0 = vdupq_n_f32(0), a1 = vdupq_n_f32(0);
+	int k = 0;
+	float acc;
+
+	for (; k + 8 <= K; k += 8) {
+		uint16x8_t h = vld1q_u16((const uint16_t *)(const void *)(w + 2 * k));
+		float16x8_t f = vreinterpretq_f16_u16(h);
+		a0 = vfmaq_f32(a0, vcvt_f32_f16(vget_low_f16(f)), vld1q_f32(x + k));
+		a1 = vfmaq_f32(a1, vcvt_high_f32_f16(f), vld1q_f32(x + k + 4));
+	}
+	acc = vaddvq_f32(vaddq_f32(a0, a1));
+	for (; k < K; k++)
+		acc += scale_of(w + 2 * k) * x[k];
+	return acc;
+}
+
+static const struct qkernels k_neon = {{q8_neon, q4_neon}, f16_neon};
+#endif /* CG_QNEON */
+
 /* ----------------------------------------------------------- dispatch */
 
 #ifdef CG_QX86
@@ -358,7 +436,7 @@ has_f16c(void)
 #endif
 
 static const char *const path_names[CG_QPATH_N] = {"portable", "avx2",
-                                                   "avx512vnni"};
+                                                   "avx512vnni", "neon"};
 static int chosen = -1; /* cg_qpath_init's choice, once made */
 
 int
@@ -381,6 +459,10 @@ cg_qpath_supported(enum cg_qpath p)
 		       __builtin_cpu_supports("avx512dq") &&
 		       __builtin_cpu_supports("avx512vl") &&
 		       __builtin_cpu_supports("avx512vnni");
+#endif
+#ifdef CG_QNEON
+	case CG_QPATH_NEON:
+		return 1;
 #endif
 	default:
 		return 0;
@@ -415,8 +497,8 @@ cg_qpath_init(void)
 		return 0;
 	}
 	if ((p = cg_name_index(path_names, 0, CG_QPATH_N - 1, e)) < 0)
-		return cg_seterr("CG_QKERNEL=%.32s: not portable, avx2 or "
-		                 "avx512vnni",
+		return cg_seterr("CG_QKERNEL=%.32s: not portable, avx2, "
+		                 "avx512vnni or neon",
 		                 e);
 	if (!cg_qpath_supported((enum cg_qpath)p))
 		return cg_seterr("CG_QKERNEL=%s: this CPU lacks it", e);
@@ -441,6 +523,10 @@ kernels(enum cg_qpath p)
 		return &k_vnni;
 	if (p == CG_QPATH_AVX2)
 		return &k_avx2;
+#endif
+#ifdef CG_QNEON
+	if (p == CG_QPATH_NEON)
+		return &k_neon;
 #endif
 	(void)p;
 	return &k_portable;

@@ -14,9 +14,9 @@
  *
  * Kernels: a portable C path, AVX2 (maddubs/madd, F16C and FMA for f16)
  * and AVX-512 VNNI (vpdpbusd), chosen at run time from the CPU's features,
- * whatever the build's -march; the environment variable CG_QKERNEL
- * (portable, avx2 or avx512vnni) forces one, and naming a path the CPU
- * lacks is an error.  Every path computes the same int8 dot products
+ * whatever the build's -march, and on arm64 NEON (every AArch64 CPU has
+ * it); the environment variable CG_QKERNEL (portable, avx2, avx512vnni
+ * or neon) forces one, and naming a path the CPU lacks is an error.  Every path computes the same int8 dot products
  * exactly; they differ only in the order the f32 block terms are summed.
  *
  * Error of a block product against the exact product of the stored
@@ -56,13 +56,14 @@ enum cg_qpath {
 	CG_QPATH_PORTABLE,
 	CG_QPATH_AVX2,
 	CG_QPATH_VNNI,
+	CG_QPATH_NEON,
 	CG_QPATH_N,
 	CG_QPATH_BEST = -1
 };
 
 /* Whether the CPU runs path p (the portable one always). */
 int cg_qpath_supported(enum cg_qpath p);
-/* Its name: "portable", "avx2", "avx512vnni". */
+/* Its name: "portable", "avx2", "avx512vnni", "neon". */
 const char *cg_qpath_name(enum cg_qpath p);
 /*
  * Choose the path (once; later calls return the choice): CG_QKERNEL's if
