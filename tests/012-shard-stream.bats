@@ -93,6 +93,15 @@ teardown() {
 # bytes; and read whole, from standard input, under the same limit it fails
 stream() {
 	local mib=$1 lim=$2 t0=$SECONDS
+	if [ "${CG_SANITIZED:-0}" = 1 ]; then
+		# the sanitizers' shadow memory is not the program's: the
+		# same streaming, checked, without the limit
+		jsonl "$mib" in.jsonl
+		run -0 --separate-stderr cg-shard -q -n 4 --json -o s in.jsonl
+		[ "$(echo "$output" | jq -s 'map(.examples) | add')" -eq $((mib * 256)) ]
+		cg-inspect --verify -q s-0.cgd
+		return 0
+	fi
 	mem_group "$lim" || skip "$WHY"
 	jsonl "$mib" in.jsonl
 	echo "generated $mib MiB in $((SECONDS - t0)) s"

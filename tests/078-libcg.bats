@@ -19,9 +19,10 @@ load '/usr/lib/bats/bats-assert/load'
 load helpers
 
 setup_file() {
-	[ -n "${CG_BUILDDIR:-}" ] || skip 'needs the build tree (make check)'
-	[ -f "$CG_BUILDDIR/lib/libcg.so.0.0.0" ] ||
-		skip 'this build has no shared library (--disable-shared or sanitizers)'
+	# nothing to install where there is no shared library: setup skips
+	# each test
+	[ -n "${CG_BUILDDIR:-}" ] &&
+		[ -f "$CG_BUILDDIR/lib/libcg.so.0.0.0" ] || return 0
 	cd "$BATS_FILE_TMPDIR"
 	export OMP_NUM_THREADS=1
 	# make check's own make leaves its jobserver in the environment
