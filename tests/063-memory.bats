@@ -5,7 +5,9 @@
 # --checkpoint-activations recomputes activations in the backward pass and
 # changes no bit of the result; --max-memory picks chunks and
 # checkpointing to fit a budget, keeps the effective batch (the same
-# model to float rounding), and refuses a budget nothing fits.  Measured
+# model to float rounding), and refuses a budget nothing fits; the
+# convolutional image models are chunked too (never checkpointed), and a
+# shard larger than the budget is read a batch at a time.  Measured
 # peaks are checked only in the plain build: the sanitizers' shadow
 # memory is not the program's.
 
