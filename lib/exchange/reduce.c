@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/clock.h"
+#include "exchange/dp.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
 #include "file/sign.h"
@@ -187,6 +188,42 @@ cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
 	r->model_name = mname;
 	r->max_staleness = max_staleness;
 	r->stale = *w;
+	return 0;
+}
+
+int
+cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma, double q,
+                  double delta, uint64_t seed, double target)
+{
+	struct cg_dp next;
+
+	if (!r->op->weighs || !r->op->streams)
+		return cg_seterr("differential privacy: --op %s is not a "
+		                 "weighted mean (the mean is)",
+		                 r->op->name);
+	r->dp_clip = clip;
+	r->dp_sigma = sigma;
+	r->dp_q = q;
+	r->dp_seed = seed;
+	if (sigma <= 0)
+		return 0;
+	if (r->model && cg_dp_read(r->model->manifest, &r->dp) < 0) {
+		cg_errprefix(r->model_name);
+		return -1;
+	}
+	if (r->dp.nhist == 0)
+		r->dp.delta = delta;
+	else if (r->dp.delta != delta)
+		return cg_seterr("%s: its budget is spent at delta %g, not %g",
+		                 r->model_name, r->dp.delta, delta);
+	next = r->dp;
+	if (cg_dp_append(&next, sigma, q, 1) != 0)
+		return -1;
+	if (target > 0 && next.epsilon > target)
+		return cg_seterr("this round would spend epsilon %.4g at delta "
+		                 "%g in all (%.4g so far), past "
+		                 "--target-epsilon %g",
+		                 next.epsilon, delta, r->dp.epsilon, target);
 	return 0;
 }
 
@@ -629,6 +666,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
 	const double w = u->weight, ns = u->samples, loss = u->loss;
 	const uint64_t inputs = u->inputs;
+	double wt = w; /* what it adds to the total weight */
 	struct cg_uident id = {.n = 0};
 	double factor = 1;
 	int64_t stale = 0;
@@ -641,6 +679,34 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	rc = -1;
 	if (r->first != NULL && check_input(r, u) != 0)
 		goto out;
+	/* a noised release stands alone: it passes through a reduction of
+	 * one (a recode) with its record, and mixes with nothing */
+	if (cJSON_GetObjectItemCaseSensitive(u->file->manifest, "dp") &&
+	    (r->dp_clip > 0 || r->first != NULL)) {
+		cg_seterr("%s: noised for differential privacy already: it "
+		          "is reduced with no other input",
+		          u->name);
+		goto out;
+	}
+	if (r->acc &&
+	    cJSON_GetObjectItemCaseSensitive(r->acc->manifest, "dp")) {
+		cg_seterr("%s: the first input was noised for differential "
+		          "privacy: it is reduced with no other input",
+		          u->name);
+		goto out;
+	}
+	if (r->dp_clip > 0 && u->mask) {
+		cg_seterr("%s: masked: its values cannot be clipped for "
+		          "differential privacy",
+		          u->name);
+		goto out;
+	}
+	if (r->dp_clip > 0 && inputs != 1) {
+		cg_seterr("%s: stands for %llu updates: differential privacy "
+		          "clips each worker's own",
+		          u->name, (unsigned long long)inputs);
+		goto out;
+	}
 	/* (a masked value means nothing alone: the integer sum checks it) */
 	if (u->mask == NULL && check_finite(u, r->skip_nonfinite) != 0) {
 		if (r->skip_nonfinite) {
@@ -671,6 +737,13 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		goto out;
 	/* its weight in the sum; the total divided by stays w (reduce.h) */
 	u->weight = w * factor;
+	if (r->dp_clip > 0) {
+		/* one worker, one vote, of norm at most the clip */
+		double c = cg_dp_clip_factor(cg_dp_update_norm(u), r->dp_clip);
+		u->weight = factor * c;
+		r->dp_clipped += c < 1;
+		wt = 1;
+	}
 	if (u->mask) {
 		double t0 = cg_now();
 		if (add_masked(r, u) != 0) {
@@ -708,9 +781,9 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 			u = NULL;
 		}
 	}
-	r->weight += w;
+	r->weight += wt;
 	r->samples += ns;
-	r->loss += w * loss;
+	r->loss += wt * loss;
 	r->inputs += inputs;
 	cg_uident_set_add(&r->ids, &id);
 	rc = 0;
@@ -913,10 +986,22 @@ cg_reducer_finish(struct cg_reducer *r)
 	f = r->acc;
 	if (check_result(f) != 0)
 		return NULL;
+	/* the noise of DP-FedAvg: std sigma C / W on the mean (dp.h) */
+	if (r->dp_sigma > 0) {
+		cg_dp_add_noise(f, r->dp_sigma * r->dp_clip / r->weight,
+		                r->dp_seed);
+		r->dp.clip = r->dp_clip;
+		r->dp.release = (struct cg_dp_run){
+		    .sigma = r->dp_sigma, .q = r->dp_q, .steps = 1};
+		if (cg_dp_append(&r->dp, r->dp_sigma, r->dp_q, 1) != 0 ||
+		    check_result(f) != 0)
+			return NULL;
+	}
 	r->acc = NULL;
 	if (put_signers(f, r) != 0 ||
 	    cg_uident_set_put(&r->ids, f->manifest) != 0 ||
-	    (r->model != NULL && put_staleness(f, r) != 0)) {
+	    (r->model != NULL && put_staleness(f, r) != 0) ||
+	    (r->dp_sigma > 0 && cg_dp_write(f->manifest, &r->dp) != 0)) {
 		cg_file_free(f);
 		release(r);
 		return NULL;
@@ -952,6 +1037,10 @@ cg_reducer_log_json(const struct cg_reducer *r, const struct cg_file *f,
 	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
 	for (size_t i = 0; arr && i < r->nleft_out; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(r->left_out[i]));
+	if (r->dp_clip > 0)
+		cJSON_AddNumberToObject(o, "dp_clipped", (double)r->dp_clipped);
+	if (r->dp_sigma > 0)
+		cJSON_AddNumberToObject(o, "epsilon", r->dp.epsilon);
 	const cJSON *st =
 	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
 	if (st)

@@ -99,6 +99,7 @@
 #include "exchange/stale.h"
 #include "exchange/uident.h"
 #include "exchange/update.h"
+#include "model/privacy.h"
 
 struct cg_model;
 
@@ -227,6 +228,13 @@ struct cg_reducer {
 	 * not finite, or too stale), in the order given; owned. */
 	char **left_out;
 	size_t nleft_out, capleft_out;
+	/* Differential privacy (cg_reducer_set_dp): dp_clip > 0 clips;
+	 * dp_sigma > 0 adds noise drawn from dp_seed, and dp, the model's
+	 * record (or none), gets the release. */
+	double dp_clip, dp_sigma, dp_q;
+	uint64_t dp_seed;
+	struct cg_dp dp;
+	uint64_t dp_clipped; /* inputs scaled down by the clip */
 };
 
 /* A reducer running op with parameter param (cg_reduce_op_parse):
@@ -244,6 +252,22 @@ void cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
 int cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
                          const char *mname, uint64_t max_staleness,
                          const struct cg_stale_weight *w);
+/*
+ * Differential privacy for r (after cg_reducer_set_model, if any, and
+ * before the first input): every input clipped to L2 norm clip (> 0)
+ * and weighed alike; with sigma > 0, noise of std sigma clip / W added
+ * to the mean from a stream seeded with seed, the release recorded as
+ * sampled at rate q (0 < q <= 1) at delta (0 < delta < 1), after r's
+ * model's record.  0, or -1 with a message: r's operation is not a
+ * streaming weighted mean; the model's record is at another delta;
+ * target > 0 and the round would bring epsilon past it ("this round
+ * would spend epsilon E at delta D in all, past --target-epsilon T").
+ * Then cg_reducer_add refuses a masked input (its values cannot be
+ * clipped) and one that stands for more than one update.
+ */
+int cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma, double q,
+                      double delta, uint64_t seed, double target);
+
 /*
  * Add u (taken over: freed now when streaming or left out, at the end
  * otherwise).  Returns 0; 1 when u holds a value that is not finite and
@@ -265,10 +289,11 @@ void cg_reducer_free(struct cg_reducer *r);
 /*
  * cg-reduce --log's object of a finished reduction r whose result is f:
  * "inputs", "samples", "seconds" (secs, the caller's clock over the
- * call), "fold_seconds", "skipped" (the inputs left out, by name) and,
- * with a model, "staleness" (f's manifest's: how every input stood
- * against it).  A new object the caller owns, or NULL when out of
- * memory.
+ * call), "fold_seconds", "skipped" (the inputs left out, by name),
+ * with differential privacy "dp_clipped" (the inputs the clip scaled
+ * down) and "epsilon", and, with a model, "staleness" (f's manifest's: how
+ * every input stood against it).  A new object the caller owns, or NULL when
+ * out of memory.
  */
 struct cJSON *cg_reducer_log_json(const struct cg_reducer *r,
                                   const struct cg_file *f, double secs);
