@@ -120,13 +120,15 @@ static const struct cg_opt opts[] = {
      "clip each input to L2 norm C over all its tensors; weigh them alike",
      CG_OPT_F64(dp_clip, 0, 1e30), CG_OPT_POSITIVE},
     {"dp-noise", OPT_DP_NOISE, "SIGMA",
-     "add noise of std SIGMA*C/W to the mean of the W inputs",
+     "add noise of std SIGMA*C/W to the mean of the W inputs\n"
+     "(masked inputs may bring their shares of it instead)",
      CG_OPT_F64(dp_noise, 0, 1e6), CG_OPT_POSITIVE,
      CG_OPT_SEEN(dp_noise_given)},
     {"dp-rate", OPT_DP_RATE, "Q",
      "each worker took part with probability Q, for the accountant (1)",
      CG_OPT_F64(dp_rate, 0, 1), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_only)},
-    {"dp-delta", OPT_DP_DELTA, "D", "the budget's delta (1e-5)",
+    {"dp-delta", OPT_DP_DELTA, "D",
+     "the budget's delta (the model's record's, else 1e-5)",
      CG_OPT_F64(dp_delta, 0, 0.5), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_only)},
     {"target-epsilon", OPT_TARGET_EPSILON, "E",
      "refuse a round that would bring the model's epsilon past E",
@@ -208,10 +210,8 @@ validate(const struct args *a)
 	if (a->dp_noise > 0 && a->dp_clip == 0)
 		return cg_usage("--dp-noise: noise is measured in the clip's "
 		                "units: give --dp-clip");
-	if (a->dp_only && a->dp_noise_given == NULL)
-		return cg_usage("--%s: counts what noise spends: give "
-		                "--dp-noise",
-		                a->dp_only);
+	if (a->seed_given && a->dp_noise_given == NULL)
+		return cg_usage("--seed: seeds the noise: give --dp-noise");
 	if (a->target_epsilon > 0 && a->model == NULL)
 		return cg_usage("--target-epsilon: the budget spent so far is "
 		                "the model's: name it with --model");
@@ -276,12 +276,16 @@ start_dp(const struct args *a, struct call *c)
 {
 	uint64_t seed = a->seed;
 
+	if (a->dp_only && cg_reducer_set_budget(&c->r, a->dp_rate, a->dp_delta,
+	                                        a->target_epsilon) != 0)
+		return cg_warn(NULL), -1;
+	if (a->dp_clip == 0)
+		return 0;
 	if (a->seed_given == NULL && getentropy(&seed, sizeof(seed)) != 0)
 		return cg_warnx("no randomness for the noise: %s",
 		                strerror(errno)),
 		       -1;
-	if (cg_reducer_set_dp(&c->r, a->dp_clip, a->dp_noise, a->dp_rate,
-	                      a->dp_delta, seed, a->target_epsilon) != 0)
+	if (cg_reducer_set_dp(&c->r, a->dp_clip, a->dp_noise, seed) != 0)
 		return cg_warn(NULL), -1;
 	return 0;
 }
@@ -301,7 +305,7 @@ start(const struct args *a, struct call *c)
 	         a->max_staleness < 0 ? UINT64_MAX : (uint64_t)a->max_staleness,
 	         &a->stale) != 0))
 		return cg_warn(NULL), -1;
-	return a->dp_clip > 0 ? start_dp(a, c) : 0;
+	return start_dp(a, c);
 }
 
 /*
@@ -373,7 +377,6 @@ main(int argc, char **argv)
 	                 .op = cg_reduce_op_at(0),
 	                 .min_inputs = 1,
 	                 .dp_rate = 1,
-	                 .dp_delta = 1e-5,
 	                 .max_staleness = -1};
 	struct call c = {.m = NULL};
 	int rc;

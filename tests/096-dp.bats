@@ -87,8 +87,11 @@ edit_manifest() {
 @test "the privacy options: usage errors" {
 	run -2 --separate-stderr cg-reduce --dp-noise 1 "$D/d0.cgg" -o r.cgg
 	[[ ${stderr_lines[0]} == "cg-reduce: --dp-noise: "*"give --dp-clip" ]]
-	run -2 --separate-stderr cg-reduce --dp-clip 1 --dp-rate 0.5 "$D/d0.cgg" -o r.cgg
-	[[ ${stderr_lines[0]} == "cg-reduce: --dp-rate: "*"give --dp-noise" ]]
+	run -2 --separate-stderr cg-reduce --dp-clip 1 --seed 1 "$D/d0.cgg" -o r.cgg
+	[[ ${stderr_lines[0]} == "cg-reduce: --seed: "*"give --dp-noise" ]]
+	# a budget for a round with no noise, here or at the workers
+	run -1 --separate-stderr cg-reduce --dp-clip 1 --dp-rate 0.5 "$D/d0.cgg" -o r.cgg
+	[ "$stderr" = "cg-reduce: a privacy budget, but no noise in this round (--dp-noise here, or at the workers under --mask)" ]
 	run -2 --separate-stderr cg-reduce --dp-clip 1 --dp-noise 1 --target-epsilon 8 "$D/d0.cgg" -o r.cgg
 	[[ ${stderr_lines[0]} == "cg-reduce: --target-epsilon: "*"--model" ]]
 	local bad
@@ -98,6 +101,10 @@ edit_manifest() {
 		[[ ${stderr_lines[0]} == "cg-reduce: --"* ]]
 	done
 	run -2 --separate-stderr cg-apply --target-epsilon -1 -m "$D/model.cgm" "$D/d0.cgg"
+	# a worker's share is under the masks only
+	run -2 --separate-stderr cg-train-step -m "$D/model.cgm" -d "$D/fm-0.cgd" \
+		--emit delta --dp-clip 1 -o r.cgg
+	[[ ${stderr_lines[0]} == "cg-train-step: --dp-clip: "*"--mask"* ]]
 	[ ! -e r.cgg ]
 }
 
@@ -264,5 +271,42 @@ edit_manifest() {
 	run -1 --separate-stderr cg-reduce "$D/d2.cgg" n.cgg -o r.cgg
 	[[ $stderr == "cg-reduce: n.cgg: noised for differential privacy already"* ]]
 	run -1 --separate-stderr cg-reduce --op median --dp-clip 1 "$D/d0.cgg" -o r.cgg
+	[ ! -e r.cgg ]
+}
+
+@test "secure aggregation: the workers' noise shares make the same release" {
+	local w
+	for w in 0 1 2 3; do cg-key --x25519 -C worker$w -o k$w >/dev/null; done
+	cat k0.pub k1.pub k2.pub k3.pub >peers
+	for w in 0 1 2 3; do
+		cg-train-step -q -m "$D/model.cgm" -d "$D/fm-$w.cgd" --emit delta \
+			--batch 8 --mask k$w --peers peers --dp-clip 0.5 --dp-noise 2 \
+			--dp-seed $w -o s$w.cgg
+	done
+	run -0 jq -c '[.dp_share, .weight]' < <(tar xOf s0.cgg cg.json)
+	assert_output '[{"clip":0.5,"sigma":2,"peers":4},1]'
+	run -0 cg-reduce --model "$D/model.cgm" s0.cgg s1.cgg s2.cgg s3.cgg -o mean.cgg
+	local rms mean n
+	read -r rms mean n < <(rms_mean mean.cgg)
+	echo "rms $rms over $n coordinates; want 2 * 0.5 / 4 = 0.25"
+	# the clipped mean adds at most 0.5 / sqrt(n), 1.2% of it, in quadrature
+	[ "$(jq -n "($rms / 0.25 - 1 | fabs) < 0.03")" = true ]
+	run -0 jq -c '.dp.release, .dp.history' < <(tar xOf mean.cgg cg.json)
+	assert_output $'{"sigma":2,"q":1,"steps":1,"clip":0.5}\n[{"sigma":2,"q":1,"steps":1}]'
+	run -0 cg-apply -m "$D/model.cgm" --target-epsilon 3 mean.cgg -o m.cgm
+	[ "$(tar xOf m.cgm cg.json | jq .dp.epsilon)" = "$(tar xOf mean.cgg cg.json | jq .dp.epsilon)" ]
+	# a budget the shares would pass is refused before the sum
+	run -1 --separate-stderr cg-reduce --model "$D/model.cgm" --target-epsilon 2 \
+		s0.cgg s1.cgg s2.cgg s3.cgg -o r.cgg
+	[[ $stderr == "cg-reduce: this round would spend epsilon 2.166 at delta 1e-05 in all (0 so far), past --target-epsilon 2" ]]
+	# a worker with less noise than the others is refused
+	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-3.cgd" --emit delta --batch 8 \
+		--mask k3 --peers peers --dp-clip 0.5 --dp-noise 0.1 -o low.cgg
+	run -1 --separate-stderr cg-reduce s0.cgg s1.cgg s2.cgg low.cgg -o r.cgg
+	[ "$stderr" = "cg-reduce: low.cgg: its noise share (dp_share) is not the first input's" ]
+	# the secret noise cannot be made again by an auditor
+	run -2 --separate-stderr cg-train-step -m "$D/model.cgm" -d "$D/fm-0.cgd" \
+		--emit delta --mask k0 --peers peers --dp-clip 0.5 --dp-noise 2 \
+		--deterministic -o r.cgg
 	[ ! -e r.cgg ]
 }

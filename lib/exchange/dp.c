@@ -43,6 +43,22 @@ cg_dp_clip_factor(double norm, double clip)
 	return norm > clip ? clip / norm : 1;
 }
 
+double
+cg_dp_clip_noise(float *x, uint64_t n, double clip, double std, uint64_t seed)
+{
+	double ss = 0, c;
+	struct cg_rng r;
+
+	for (uint64_t j = 0; j < n; j++)
+		ss += (double)x[j] * x[j];
+	c = cg_dp_clip_factor(sqrt(ss), clip);
+	cg_rng_derive(&r, seed, 0x6470 /* "dp" */, 1);
+	for (uint64_t j = 0; j < n; j++)
+		x[j] =
+		    (float)(x[j] * c + (std > 0 ? std * cg_rng_normal(&r) : 0));
+	return sqrt(ss);
+}
+
 void
 cg_dp_add_noise(struct cg_file *f, double std, uint64_t seed)
 {

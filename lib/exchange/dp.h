@@ -34,4 +34,11 @@ double cg_dp_clip_factor(double norm, double clip);
  * machine and thread count. */
 void cg_dp_add_noise(struct cg_file *f, double std, uint64_t seed);
 
+/* A worker's share (privacy.h's struct cg_dp_share): x [n] scaled to L2
+ * norm at most clip (its norm summed in double, in order), then N(0,
+ * std^2) added to each element from a stream seeded with seed (std 0:
+ * none).  Returns x's norm before the clip. */
+double cg_dp_clip_noise(float *x, uint64_t n, double clip, double std,
+                        uint64_t seed);
+
 #endif

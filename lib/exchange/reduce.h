@@ -228,12 +228,16 @@ struct cg_reducer {
 	 * not finite, or too stale), in the order given; owned. */
 	char **left_out;
 	size_t nleft_out, capleft_out;
-	/* Differential privacy (cg_reducer_set_dp): dp_clip > 0 clips;
-	 * dp_sigma > 0 adds noise drawn from dp_seed, and dp, the model's
-	 * record (or none), gets the release. */
-	double dp_clip, dp_sigma, dp_q;
+	/* Differential privacy (cg_reducer_set_budget, _set_dp): dp_clip
+	 * > 0 clips; dp_sigma > 0 adds noise drawn from dp_seed; masked
+	 * inputs may bring their noise shares instead (share); dp, the
+	 * model's record (or none), gets the release (noised). */
+	double dp_clip, dp_sigma, dp_q, dp_delta, dp_target;
+	int dp_budget; /* cg_reducer_set_budget was called */
 	uint64_t dp_seed;
 	struct cg_dp dp;
+	struct cg_dp_share share;
+	int share_set, noised;
 	uint64_t dp_clipped; /* inputs scaled down by the clip */
 };
 
@@ -247,26 +251,43 @@ void cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
  * mname in messages: inputs staler than max_staleness (UINT64_MAX: no
  * limit) are left out, the others weighed by w; the result's base is m.
  * Before the first input.  0, or -1 with a message when w is not
- * constant and r's operation does not weigh its inputs.
+ * constant and r's operation does not weigh its inputs, or m's privacy
+ * record (privacy.h, kept as what the round adds to) is not sound.
  */
 int cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
                          const char *mname, uint64_t max_staleness,
                          const struct cg_stale_weight *w);
 /*
- * Differential privacy for r (after cg_reducer_set_model, if any, and
- * before the first input): every input clipped to L2 norm clip (> 0)
- * and weighed alike; with sigma > 0, noise of std sigma clip / W added
- * to the mean from a stream seeded with seed, the release recorded as
- * sampled at rate q (0 < q <= 1) at delta (0 < delta < 1), after r's
- * model's record.  0, or -1 with a message: r's operation is not a
- * streaming weighted mean; the model's record is at another delta;
- * target > 0 and the round would bring epsilon past it ("this round
- * would spend epsilon E at delta D in all, past --target-epsilon T").
- * Then cg_reducer_add refuses a masked input (its values cannot be
- * clipped) and one that stands for more than one update.
+ * The budget differential privacy counts r's round against, whether the
+ * noise is added here (cg_reducer_set_dp) or by the workers (masked
+ * inputs carrying a noise share, privacy.h): the release sampled at
+ * rate q (0 < q <= 1; 1 where not set), at delta (0: the model's
+ * record's, else 1e-5), after the record of r's model (read by
+ * cg_reducer_set_model); target > 0 refuses a round that would bring
+ * epsilon past it ("this round would spend epsilon E at delta D in all
+ * (F so far), past --target-epsilon T"), before the first input where
+ * the noise is added here, in cg_reducer_finish where the workers
+ * added it.  A
+ * budget set makes a round without noise fail in cg_reducer_finish.
+ * After cg_reducer_set_model, before the first input.  0, or -1 with a
+ * message: delta is not the model's record's.
  */
-int cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma, double q,
-                      double delta, uint64_t seed, double target);
+int cg_reducer_set_budget(struct cg_reducer *r, double q, double delta,
+                          double target);
+
+/*
+ * Differential privacy added here (after cg_reducer_set_budget, if
+ * any, and before the first input): every input clipped to L2 norm clip
+ * (> 0) and weighed alike; with sigma > 0, noise of std sigma clip / W
+ * added to the mean from a stream seeded with seed.  0, or -1 with a
+ * message: r's operation is not a streaming weighted mean, or the round
+ * is past the budget's target.  Then cg_reducer_add refuses a masked
+ * input (its values cannot be clipped) and one that stands for more
+ * than one update.  Masked inputs with noise shares need none of it:
+ * their shares must agree (clip, sigma, the round's peers, weight 1).
+ */
+int cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma,
+                      uint64_t seed);
 
 /*
  * Add u (taken over: freed now when streaming or left out, at the end

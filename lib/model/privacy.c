@@ -19,6 +19,9 @@
 /* Releases a run counts at most (2^53: exact in a JSON number). */
 #define MAX_STEPS 9007199254740992.0
 
+/* The record's name in messages: "dp" or "dp_share". */
+static const char *what = "dp";
+
 /* man's number key, checked against (lo, hi] (lo_open) or [lo, hi];
  * 0 or -1 with a message. */
 static int
@@ -28,10 +31,10 @@ get_num(const cJSON *o, const char *key, double lo, int lo_open, double hi,
 	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
 
 	if (!cJSON_IsNumber(x))
-		return cg_seterr("dp: %s missing or not a number", key);
+		return cg_seterr("%s: %s missing or not a number", what, key);
 	*v = x->valuedouble;
 	if (!(lo_open ? *v > lo : *v >= lo) || !(*v <= hi))
-		return cg_seterr("dp: %s %g is not in %c%g, %g]", key, *v,
+		return cg_seterr("%s: %s %g is not in %c%g, %g]", what, key, *v,
 		                 lo_open ? '(' : '[', lo, hi);
 	return 0;
 }
@@ -73,6 +76,7 @@ cg_dp_read(const cJSON *man, struct cg_dp *out)
 	double eps, e;
 
 	memset(dp, 0, sizeof(*dp));
+	what = "dp";
 	if (o == NULL)
 		return 0;
 	if (!cJSON_IsObject(o))
@@ -174,5 +178,43 @@ cg_dp_write(cJSON *man, const struct cg_dp *dp)
 		    cJSON_AddNumberToObject(r, "clip", dp->clip) == NULL)
 			return cg_seterr("out of memory");
 	}
+	return 0;
+}
+
+int
+cg_dp_share_read(const cJSON *man, struct cg_dp_share *out)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(man, "dp_share");
+	struct cg_dp_share tmp, *s = out ? out : &tmp;
+	double peers;
+
+	memset(s, 0, sizeof(*s));
+	what = "dp_share";
+	if (o == NULL)
+		return 0;
+	if (!cJSON_IsObject(o))
+		return cg_seterr("dp_share: not an object");
+	if (get_num(o, "clip", 0, 1, 1e30, &s->clip) != 0 ||
+	    get_num(o, "sigma", 0, 0, CG_RDP_MAX_SIGMA, &s->sigma) != 0 ||
+	    get_num(o, "peers", 2, 0, 1 << 20, &peers) != 0)
+		return -1;
+	if (peers != floor(peers))
+		return cg_seterr("dp_share: peers %g is not a whole number",
+		                 peers);
+	s->peers = (int)peers;
+	return 1;
+}
+
+int
+cg_dp_share_write(cJSON *man, const struct cg_dp_share *s)
+{
+	cJSON *o;
+
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "dp_share");
+	if ((o = cJSON_AddObjectToObject(man, "dp_share")) == NULL ||
+	    cJSON_AddNumberToObject(o, "clip", s->clip) == NULL ||
+	    cJSON_AddNumberToObject(o, "sigma", s->sigma) == NULL ||
+	    cJSON_AddNumberToObject(o, "peers", s->peers) == NULL)
+		return cg_seterr("out of memory");
 	return 0;
 }

@@ -49,6 +49,26 @@ struct cg_dp {
 };
 
 /*
+ * A worker's share of the noise under secure aggregation (cg-train-step
+ * --mask --dp-clip --dp-noise): its masked update, of weight 1, was
+ * clipped to L2 norm clip and given noise of std sigma clip / sqrt(peers),
+ * so that the mean of the round's peers carries std sigma clip / peers
+ * and no one sees it without.  The manifest's "dp_share": {"clip": C,
+ * "sigma": S, "peers": W}.
+ */
+struct cg_dp_share {
+	double clip, sigma; /* clip > 0; sigma 0: clipped, no noise */
+	int peers;
+};
+
+/* man's "dp_share" into *s (unless NULL).  1 when present and sound,
+ * 0 when absent, -1 with a message ("dp_share: clip -1 is not in (0,
+ * 1e+30]"). */
+int cg_dp_share_read(const struct cJSON *man, struct cg_dp_share *s);
+/* s as man's "dp_share".  0, or -1 with a message. */
+int cg_dp_share_write(struct cJSON *man, const struct cg_dp_share *s);
+
+/*
  * man's "dp" into *dp (unless NULL: checked only).  1 when present and
  * sound, 0 when absent (*dp zeroed), -1 with a message ("dp: sigma -1 is
  * not in (0, 1e+06]", "dp: epsilon 0.5 is not its history's 3.2") when
