@@ -310,3 +310,12 @@ edit_manifest() {
 		--deterministic -o r.cgg
 	[ ! -e r.cgg ]
 }
+
+@test "a published change carries the release: a worker's model records the same" {
+	run -0 cg-reduce --dp-clip 0.01 --dp-noise 1 --seed 1 "$D"/d[0-3].cgg -o r.cgg
+	run -0 cg-apply -m "$D/model.cgm" --change ch.cgg r.cgg -o coord.cgm
+	run -0 cg-apply -m "$D/model.cgm" ch.cgg -o worker.cgm
+	[ "$(tar xOf worker.cgm cg.json | jq -c .dp)" = "$(tar xOf coord.cgm cg.json | jq -c .dp)" ]
+	run -0 jq -c '.dp.history' < <(tar xOf coord.cgm cg.json)
+	assert_output '[{"sigma":1,"q":1,"steps":1}]'
+}
