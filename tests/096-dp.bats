@@ -299,6 +299,12 @@ edit_manifest() {
 	run -1 --separate-stderr cg-reduce --model "$D/model.cgm" --target-epsilon 2 \
 		s0.cgg s1.cgg s2.cgg s3.cgg -o r.cgg
 	[[ $stderr == "cg-reduce: this round would spend epsilon 2.166 at delta 1e-05 in all (0 so far), past --target-epsilon 2" ]]
+	# a share that lies about itself is refused by its readers
+	edit_manifest s0.cgg neg.cgg jq -c '.dp_share.sigma = -2'
+	run -1 --separate-stderr cg-inspect neg.cgg
+	[ "$stderr" = "cg-inspect: neg.cgg: dp_share: sigma -2 is not in [0, 1e+06]" ]
+	run -1 --separate-stderr cg-reduce neg.cgg s1.cgg s2.cgg s3.cgg -o r.cgg
+	[ "$stderr" = "cg-reduce: neg.cgg: dp_share: sigma -2 is not in [0, 1e+06]" ]
 	# a worker with less noise than the others is refused
 	cg-train-step -q -m "$D/model.cgm" -d "$D/fm-3.cgd" --emit delta --batch 8 \
 		--mask k3 --peers peers --dp-clip 0.5 --dp-noise 0.1 -o low.cgg

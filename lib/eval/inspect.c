@@ -588,7 +588,8 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	char size[16], shape[SHAPE_LEN];
 
 	/* checked before a line is printed: a bad mask prints nothing */
-	if (pruned_counts(f, &pruned) != 0 || cg_dp_read(f->manifest, NULL) < 0)
+	if (pruned_counts(f, &pruned) != 0 || cg_dp_read(f->manifest, NULL) < 0 ||
+	    cg_dp_share_read(f->manifest, NULL) < 0)
 		goto fail;
 	if (is_masked(f))
 		mo.stats = 0;
@@ -805,7 +806,8 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 
 	if (j == NULL || cJSON_AddStringToObject(j, "path", display) == NULL)
 		goto nomem;
-	if (pruned_counts(f, &pruned) != 0 || cg_dp_read(f->manifest, NULL) < 0)
+	if (pruned_counts(f, &pruned) != 0 || cg_dp_read(f->manifest, NULL) < 0 ||
+	    cg_dp_share_read(f->manifest, NULL) < 0)
 		goto fail;
 	/* The keys this summary adds win over a manifest's own. */
 	cJSON_ArrayForEach(v, f->manifest)
