@@ -19,14 +19,11 @@
 /* Releases a run counts at most (2^53: exact in a JSON number). */
 #define MAX_STEPS 9007199254740992.0
 
-/* The record's name in messages: "dp" or "dp_share". */
-static const char *what = "dp";
-
-/* man's number key, checked against (lo, hi] (lo_open) or [lo, hi];
- * 0 or -1 with a message. */
+/* o's number key, checked against (lo, hi] (lo_open) or [lo, hi]; 0 or
+ * -1 with a message naming the record what ("dp", "dp_share"). */
 static int
-get_num(const cJSON *o, const char *key, double lo, int lo_open, double hi,
-        double *v)
+get_num(const cJSON *o, const char *what, const char *key, double lo,
+        int lo_open, double hi, double *v)
 {
 	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
 
@@ -47,9 +44,9 @@ get_run(const cJSON *o, struct cg_dp_run *r)
 
 	if (!cJSON_IsObject(o))
 		return cg_seterr("dp: a run of the history is not an object");
-	if (get_num(o, "sigma", 0, 1, CG_RDP_MAX_SIGMA, &r->sigma) != 0 ||
-	    get_num(o, "q", 0, 1, 1, &r->q) != 0 ||
-	    get_num(o, "steps", 1, 0, MAX_STEPS, &steps) != 0)
+	if (get_num(o, "dp", "sigma", 0, 1, CG_RDP_MAX_SIGMA, &r->sigma) != 0 ||
+	    get_num(o, "dp", "q", 0, 1, 1, &r->q) != 0 ||
+	    get_num(o, "dp", "steps", 1, 0, MAX_STEPS, &steps) != 0)
 		return -1;
 	if (steps != floor(steps))
 		return cg_seterr("dp: steps %g is not a whole number", steps);
@@ -76,12 +73,11 @@ cg_dp_read(const cJSON *man, struct cg_dp *out)
 	double eps, e;
 
 	memset(dp, 0, sizeof(*dp));
-	what = "dp";
 	if (o == NULL)
 		return 0;
 	if (!cJSON_IsObject(o))
 		return cg_seterr("dp: not an object");
-	if (get_num(o, "delta", 0, 1, 1, &dp->delta) != 0)
+	if (get_num(o, "dp", "delta", 0, 1, 1, &dp->delta) != 0)
 		return -1;
 	if (dp->delta >= 1)
 		return cg_seterr("dp: delta %g is not under 1", dp->delta);
@@ -98,10 +94,10 @@ cg_dp_read(const cJSON *man, struct cg_dp *out)
 	}
 	if ((r = cJSON_GetObjectItemCaseSensitive(o, "release")) != NULL) {
 		if (get_run(r, &dp->release) != 0 ||
-		    get_num(r, "clip", 0, 1, 1e30, &dp->clip) != 0)
+		    get_num(r, "dp", "clip", 0, 1, 1e30, &dp->clip) != 0)
 			return -1;
 	}
-	if (get_num(o, "epsilon", 0, 0, INFINITY, &eps) != 0)
+	if (get_num(o, "dp", "epsilon", 0, 0, INFINITY, &eps) != 0)
 		return -1;
 	e = history_epsilon(dp);
 	if (!(fabs(eps - e) <= 1e-6 * e + 1e-9))
@@ -189,14 +185,14 @@ cg_dp_share_read(const cJSON *man, struct cg_dp_share *out)
 	double peers;
 
 	memset(s, 0, sizeof(*s));
-	what = "dp_share";
 	if (o == NULL)
 		return 0;
 	if (!cJSON_IsObject(o))
 		return cg_seterr("dp_share: not an object");
-	if (get_num(o, "clip", 0, 1, 1e30, &s->clip) != 0 ||
-	    get_num(o, "sigma", 0, 0, CG_RDP_MAX_SIGMA, &s->sigma) != 0 ||
-	    get_num(o, "peers", 2, 0, 1 << 20, &peers) != 0)
+	if (get_num(o, "dp_share", "clip", 0, 1, 1e30, &s->clip) != 0 ||
+	    get_num(o, "dp_share", "sigma", 0, 0, CG_RDP_MAX_SIGMA,
+	            &s->sigma) != 0 ||
+	    get_num(o, "dp_share", "peers", 2, 0, 1 << 20, &peers) != 0)
 		return -1;
 	if (peers != floor(peers))
 		return cg_seterr("dp_share: peers %g is not a whole number",
