@@ -7,7 +7,9 @@
  * (apply.c); this program parses, checks the options against the kind of
  * update it was given, and reports.  A stale update (computed from an
  * older model) is applied when that model is given (--base-model), a
- * gradient corrected by DC-ASGD with --delay-comp.
+ * gradient corrected by DC-ASGD with --delay-comp.  An update noised for
+ * differential privacy adds what it spent to the model's record
+ * (model/privacy.h); --target-epsilon refuses one past a budget.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,7 @@ enum {
 	OPT_OUTER,
 	OPT_OUTER_LR,
 	OPT_OUTER_MOMENTUM,
+	OPT_TARGET_EPSILON,
 };
 
 struct args {
@@ -55,6 +58,10 @@ static const struct cg_opt opts[] = {
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
      CG_OPT_PARSE(comp, cg_opt_compress)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
+    {"target-epsilon", OPT_TARGET_EPSILON, "E",
+     "refuse an update whose noise would bring the model's\n"
+     "differential privacy epsilon past E (or that has none)",
+     CG_OPT_F64(ao.target_epsilon, 0, 1e6), CG_OPT_POSITIVE},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
     CG_OPT_HELP,

@@ -14,10 +14,17 @@
  * Every update counts once: a second input of the same content, or of
  * the same worker and base model, is refused in one line naming both
  * (uident.h), unless --allow-duplicates.
+ *
+ * With --dp-clip and --dp-noise the reduction is DP-FedAvg's (dp.h): each
+ * worker's update clipped, their plain mean noised once, and what that
+ * spends of a privacy budget recorded in the result (privacy.h), after
+ * what --model had spent; --target-epsilon refuses a round past it.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/progress.h"
@@ -30,12 +37,18 @@ enum {
 	OPT_OP,
 	OPT_CODEC,
 	OPT_BUDGET,
+	OPT_DP_CLIP,
+	OPT_DP_DELTA,
+	OPT_DP_NOISE,
+	OPT_DP_RATE,
 	OPT_LOG,
 	OPT_MAX_STALENESS,
 	OPT_MIN_INPUTS,
 	OPT_MODEL,
+	OPT_SEED,
 	OPT_SKIP_NONFINITE,
-	OPT_STALENESS_WEIGHT
+	OPT_STALENESS_WEIGHT,
+	OPT_TARGET_EPSILON
 };
 
 /* After the options, the reducer's table of operations: made by
@@ -60,6 +73,10 @@ struct args {
 	int threads;
 	const char *log;
 	long long min_inputs;
+	double dp_clip, dp_noise, dp_rate, dp_delta, target_epsilon;
+	const char *dp_noise_given, *dp_only; /* the option's name */
+	uint64_t seed;
+	const char *seed_given;
 	char **inputs; /* [ninputs] */
 	int ninputs;
 	int quiet;
@@ -98,6 +115,27 @@ static const struct cg_opt opts[] = {
      CG_OPT_PARSE(comp, cg_opt_compress)},
     {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)",
      CG_OPT_STR(log)},
+    CG_OPT_HEADING("Differential privacy (DP-FedAvg: each input a worker's):"),
+    {"dp-clip", OPT_DP_CLIP, "C",
+     "clip each input to L2 norm C over all its tensors; weigh them alike",
+     CG_OPT_F64(dp_clip, 0, 1e30), CG_OPT_POSITIVE},
+    {"dp-noise", OPT_DP_NOISE, "SIGMA",
+     "add noise of std SIGMA*C/W to the mean of the W inputs\n"
+     "(masked inputs may bring their shares of it instead)",
+     CG_OPT_F64(dp_noise, 0, 1e6), CG_OPT_POSITIVE,
+     CG_OPT_SEEN(dp_noise_given)},
+    {"dp-rate", OPT_DP_RATE, "Q",
+     "each worker took part with probability Q, for the accountant (1)",
+     CG_OPT_F64(dp_rate, 0, 1), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_only)},
+    {"dp-delta", OPT_DP_DELTA, "D",
+     "the budget's delta (the model's record's, else 1e-5)",
+     CG_OPT_F64(dp_delta, 0, 0.5), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_only)},
+    {"target-epsilon", OPT_TARGET_EPSILON, "E",
+     "refuse a round that would bring the model's epsilon past E",
+     CG_OPT_F64(target_epsilon, 0, 1e6), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_only)},
+    {"seed", OPT_SEED, "N",
+     "draw the noise from seed N, kept secret (the system's randomness)",
+     CG_OPT_U64(seed), CG_OPT_SEEN(seed_given)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"quiet", 'q', NULL, "nothing on stderr but errors", CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
@@ -169,6 +207,14 @@ validate(const struct args *a)
 		return cg_usage("--staleness-weight %s: --op %s weighs no "
 		                "input (the mean does)",
 		                a->stale.rule->name, a->op->name);
+	if (a->dp_noise > 0 && a->dp_clip == 0)
+		return cg_usage("--dp-noise: noise is measured in the clip's "
+		                "units: give --dp-clip");
+	if (a->seed_given && a->dp_noise_given == NULL)
+		return cg_usage("--seed: seeds the noise: give --dp-noise");
+	if (a->target_epsilon > 0 && a->model == NULL)
+		return cg_usage("--target-epsilon: the budget spent so far is "
+		                "the model's: name it with --model");
 	if (a->model && strcmp(a->model, "-") == 0)
 		return cg_usage("--model: a file, not standard input (the "
 		                "inputs may come from there)");
@@ -222,6 +268,28 @@ struct call {
 	struct cg_file *f;
 };
 
+/* c's reducer private as a asks; 0, or -1 said.  The noise's seed is
+ * --seed, or without it the system's randomness: noise whose seed is
+ * known can be taken off again. */
+static int
+start_dp(const struct args *a, struct call *c)
+{
+	uint64_t seed = a->seed;
+
+	if (a->dp_only && cg_reducer_set_budget(&c->r, a->dp_rate, a->dp_delta,
+	                                        a->target_epsilon) != 0)
+		return cg_warn(NULL), -1;
+	if (a->dp_clip == 0)
+		return 0;
+	if (a->seed_given == NULL && getentropy(&seed, sizeof(seed)) != 0)
+		return cg_warnx("no randomness for the noise: %s",
+		                strerror(errno)),
+		       -1;
+	if (cg_reducer_set_dp(&c->r, a->dp_clip, a->dp_noise, seed) != 0)
+		return cg_warn(NULL), -1;
+	return 0;
+}
+
 /* c's reducer as a asks: its operation, its model; 0, or -1 said. */
 static int
 start(const struct args *a, struct call *c)
@@ -237,7 +305,7 @@ start(const struct args *a, struct call *c)
 	         a->max_staleness < 0 ? UINT64_MAX : (uint64_t)a->max_staleness,
 	         &a->stale) != 0))
 		return cg_warn(NULL), -1;
-	return 0;
+	return start_dp(a, c);
 }
 
 /*
@@ -308,6 +376,7 @@ main(int argc, char **argv)
 	struct args a = {.out = "-",
 	                 .op = cg_reduce_op_at(0),
 	                 .min_inputs = 1,
+	                 .dp_rate = 1,
 	                 .max_staleness = -1};
 	struct call c = {.m = NULL};
 	int rc;

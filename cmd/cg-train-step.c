@@ -7,14 +7,19 @@
  * file keeps what a worker must remember between calls: the data cursor
  * and the inner optimizer's moments.  Same inputs and seed, same bytes.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "exchange/dp.h"
 #include "exchange/secagg.h"
 #include "exchange/uident.h"
 #include "exchange/update.h"
+#include "model/privacy.h"
 #include "nn/gemm.h"
 #include "train/audit.h"
 #include "train/encode.h"
@@ -35,6 +40,9 @@ enum {
 	OPT_CLIP,
 	OPT_CODEC,
 	OPT_DETERMINISTIC,
+	OPT_DP_CLIP,
+	OPT_DP_NOISE,
+	OPT_DP_SEED,
 	OPT_FEEDBACK_DECAY,
 	OPT_NO_FEEDBACK,
 	OPT_LOG,
@@ -70,6 +78,10 @@ struct args {
 	int quiet, ckpt, coded, no_feedback, deterministic, precision;
 	const char *mask, *peers, *mask_round; /* --mask and its options */
 	long long mask_bits;
+	/* --dp-clip, --dp-noise, --dp-seed: a share of DP's noise */
+	double dp_clip, dp_noise;
+	uint64_t dp_seed;
+	const char *dp_given, *dp_seed_given;
 };
 
 /* --emit's and --order's names, in their enums' order. */
@@ -156,6 +168,16 @@ static const struct cg_opt opts[] = {
      CG_OPT_PARSE(mask_round, parse_round)},
     {"mask-bits", OPT_MASK_BITS, "F", "fraction bits of the fixed point (32)",
      CG_OPT_I64(mask_bits, CG_MASK_MIN_FRAC, CG_MASK_MAX_FRAC)},
+    {"dp-clip", OPT_DP_CLIP, "C",
+     "with --mask: clip the update to L2 norm C, of weight 1",
+     CG_OPT_F64(dp_clip, 0, 1e30), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_given)},
+    {"dp-noise", OPT_DP_NOISE, "SIGMA",
+     "with --mask: add this worker's share of DP's noise,\n"
+     "std SIGMA*C/sqrt(peers): the round's mean gets SIGMA*C/peers",
+     CG_OPT_F64(dp_noise, 0, 1e6), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_given)},
+    {"dp-seed", OPT_DP_SEED, "N",
+     "draw the share from seed N, kept secret (the system's randomness)",
+     CG_OPT_U64(dp_seed), CG_OPT_SEEN(dp_seed_given)},
     {"quiet", 'q', NULL, "no progress bar or summary", CG_OPT_FLAG(quiet)},
     CG_OPT_SIGN,
     CG_OPT_TRUST,
@@ -255,6 +277,18 @@ validate(struct args *a)
 		                "--budget");
 	if (a->mask && a->o.emit == CG_EMIT_MODEL)
 		return cg_usage("--mask masks a grad or a delta, not a model");
+	if (a->dp_given && a->mask == NULL)
+		return cg_usage("--%s: a worker's part of differential privacy "
+		                "is under --mask (else cg-reduce --dp-clip)",
+		                a->dp_given);
+	if (a->dp_noise > 0 && a->dp_clip == 0)
+		return cg_usage("--dp-noise: noise is measured in the clip's "
+		                "units: give --dp-clip");
+	if (a->dp_seed_given && a->dp_noise == 0)
+		return cg_usage("--dp-seed: seeds the noise: give --dp-noise");
+	if (a->dp_noise > 0 && a->deterministic)
+		return cg_usage("--dp-noise and --deterministic conflict: the "
+		                "noise is secret, no one can make it again");
 	if (a->budget && a->codec_name == NULL)
 		cg_uspec_parse("topk", &a->codec);
 	a->coded = a->codec_name != NULL || a->budget != 0;
@@ -421,6 +455,27 @@ train(const struct args *a, struct job *j)
 }
 
 /*
+ * This worker's share of differential privacy under the masks: its
+ * update clipped to --dp-clip and of weight 1, with noise of std sigma
+ * C / sqrt(peers) (privacy.h's struct cg_dp_share), drawn from --dp-seed
+ * or else the system's randomness.  0, or -1 with a message.
+ */
+static int
+dp_share(const struct args *a, struct job *j)
+{
+	uint64_t seed = a->dp_seed;
+
+	if (a->dp_seed_given == NULL && a->dp_noise > 0 &&
+	    getentropy(&seed, sizeof(seed)) != 0)
+		return cg_seterr("no randomness for the noise: %s",
+		                 strerror(errno));
+	cg_dp_clip_noise(j->buf, j->m->nparams, a->dp_clip,
+	                 a->dp_noise * a->dp_clip / sqrt(j->mask.npeers), seed);
+	j->res.weight = 1;
+	return 0;
+}
+
+/*
  * The update encoded under --codec (fitted to --budget) or --mask into
  * j->f, with the error feedback and codec state the state file keeps
  * (cg_train_encode).  0, or -1 with a message.
@@ -449,6 +504,8 @@ encode(const struct args *a, struct job *j)
 			memcpy(d, e.base, 32);
 		else
 			cg_model_digest(j->m, d);
+		if (a->dp_clip > 0 && dp_share(a, j) != 0)
+			return -1;
 		if (cg_mask_check_weight(j->res.weight, j->mask.frac_bits,
 		                         &e.mask_weight) != 0 ||
 		    cg_mask_round(&j->mask, d) != 0) {
@@ -459,6 +516,13 @@ encode(const struct args *a, struct job *j)
 	}
 	if ((j->f = cg_train_encode(j->m, j->s, j->st, j->buf, &j->res, &e)) ==
 	    NULL)
+		return -1;
+	if (a->dp_clip > 0 &&
+	    cg_dp_share_write(j->f->manifest,
+	                      &(struct cg_dp_share){.clip = a->dp_clip,
+	                                            .sigma = a->dp_noise,
+	                                            .peers = j->mask.npeers}) !=
+	        0)
 		return -1;
 	j->rep.coded = j->f;
 	j->rep.enc_secs = cg_now() - t0;

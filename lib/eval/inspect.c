@@ -24,6 +24,7 @@
 #include "exchange/update.h"
 #include "file/sign.h"
 #include "model/model.h"
+#include "model/privacy.h"
 
 /* Elements decoded per step: a multiple of the 32-element quant block. */
 #define CHUNK 2048
@@ -417,7 +418,7 @@ static int
 is_known(const char *k)
 {
 	if (strcmp(k, "format") == 0 || strcmp(k, "kind") == 0 ||
-	    strcmp(k, VOCAB_KEY) == 0)
+	    strcmp(k, "dp") == 0 || strcmp(k, VOCAB_KEY) == 0)
 		return 1;
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
 		if (strcmp(k, known[i]) == 0)
@@ -517,6 +518,31 @@ pruned_counts(const struct cg_file *f, uint64_t **out)
 	return 0;
 }
 
+/* The privacy line of a table: the (epsilon, delta) f's record says
+ * was spent (recomputed from its history as it is read), and an update's
+ * release; nothing without a record.  0, or -1: a record not sound. */
+static int
+table_dp(FILE *fp, const struct cg_file *f)
+{
+	struct cg_dp dp;
+	int rc;
+
+	if ((rc = cg_dp_read(f->manifest, &dp)) <= 0)
+		return rc;
+	put_key(fp, "privacy");
+	fprintf(fp, "epsilon %.4g at delta %g, %llu release%s\n", dp.epsilon,
+	        dp.delta, (unsigned long long)cg_dp_rounds(&dp),
+	        cg_dp_rounds(&dp) == 1 ? "" : "s");
+	for (int i = 0; i < dp.nhist; i++)
+		fprintf(fp, "  %llu x sigma %g, q %g\n",
+		        (unsigned long long)dp.hist[i].steps, dp.hist[i].sigma,
+		        dp.hist[i].q);
+	if (dp.clip > 0)
+		fprintf(fp, "  this update: clip %g, sigma %g, q %g\n", dp.clip,
+		        dp.release.sigma, dp.release.q);
+	return 0;
+}
+
 /* The pruned line of a table: weights, tensors, the share of theirs. */
 static void
 table_pruned(FILE *fp, const struct cg_file *f, const uint64_t *c)
@@ -562,7 +588,8 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 	char size[16], shape[SHAPE_LEN];
 
 	/* checked before a line is printed: a bad mask prints nothing */
-	if (pruned_counts(f, &pruned) != 0)
+	if (pruned_counts(f, &pruned) != 0 || cg_dp_read(f->manifest, NULL) < 0 ||
+	    cg_dp_share_read(f->manifest, NULL) < 0)
 		goto fail;
 	if (is_masked(f))
 		mo.stats = 0;
@@ -592,7 +619,7 @@ cg_inspect_table(FILE *fp, const char *display, const struct cg_file *f,
 		cg_key_fingerprint(hex, f->signer);
 		fprintf(fp, "%s\n", hex);
 	}
-	if (table_conds(fp, f) != 0)
+	if (table_conds(fp, f) != 0 || table_dp(fp, f) != 0)
 		goto fail;
 	cJSON_ArrayForEach(v, f->manifest)
 	{
@@ -779,7 +806,8 @@ cg_inspect_json(const char *display, const struct cg_file *f,
 
 	if (j == NULL || cJSON_AddStringToObject(j, "path", display) == NULL)
 		goto nomem;
-	if (pruned_counts(f, &pruned) != 0)
+	if (pruned_counts(f, &pruned) != 0 || cg_dp_read(f->manifest, NULL) < 0 ||
+	    cg_dp_share_read(f->manifest, NULL) < 0)
 		goto fail;
 	/* The keys this summary adds win over a manifest's own. */
 	cJSON_ArrayForEach(v, f->manifest)

@@ -19,6 +19,7 @@
 #include "exchange/apply.h"
 #include "exchange/feedback.h"
 #include "exchange/stale.h"
+#include "model/privacy.h"
 
 int
 cg_outer_parse(const char *s, enum cg_outer *out)
@@ -146,16 +147,64 @@ put_stale(struct cg_model *m, const struct cg_update *u, int64_t s,
 	return 0;
 }
 
+/*
+ * The privacy record m will carry once u is applied, into *next: m's,
+ * with u's release after it.  1 when u has one, 0 when not (m's record
+ * stays as it is), -1 with a message: a record not sound, another
+ * delta, or a budget o->target_epsilon that the release would pass.
+ */
+static int
+next_dp(const struct cg_model *m, const char *mname, const struct cg_update *u,
+        const struct cg_apply_opts *o, struct cg_dp *next)
+{
+	struct cg_dp ud;
+	int rc;
+
+	if ((rc = cg_dp_read(u->file->manifest, &ud)) < 0)
+		return cg_errprefix(u->name), -1;
+	if (rc == 0 && o->target_epsilon > 0)
+		return cg_seterr("%s: --target-epsilon: no noise was added to "
+		                 "it (no \"dp\" record)",
+		                 u->name);
+	if (rc == 0)
+		return 0;
+	if (ud.clip <= 0)
+		return cg_seterr("%s: dp: a record without the release that "
+		                 "made it",
+		                 u->name);
+	if (cg_dp_read(m->manifest, next) < 0)
+		return cg_errprefix(mname), -1;
+	if (next->nhist == 0)
+		next->delta = ud.delta;
+	else if (next->delta != ud.delta)
+		return cg_seterr("%s: noised at delta %g, the budget of the "
+		                 "model %s at %g",
+		                 u->name, ud.delta, mname, next->delta);
+	double before = next->epsilon;
+	if (cg_dp_append(next, ud.release.sigma, ud.release.q,
+	                 ud.release.steps) != 0)
+		return -1;
+	if (o->target_epsilon > 0 && next->epsilon > o->target_epsilon)
+		return cg_seterr("%s: would bring epsilon to %.4g at delta %g "
+		                 "(%.4g so far), past --target-epsilon %g",
+		                 u->name, next->epsilon, next->delta, before,
+		                 o->target_epsilon);
+	return 1;
+}
+
 int
 cg_apply_update(struct cg_model *m, const char *mname,
                 const struct cg_update *u, const struct cg_apply_opts *o)
 {
 	int64_t s = 0;
 	float *g;
-	int rc = -1;
+	int rc = -1, dp;
+	struct cg_dp next;
 
 	if (o->base == NULL ? cg_update_check_base(u, m, mname) < 0
 	                    : (s = check_stale(m, mname, u, o)) < 0)
+		return -1;
+	if ((dp = next_dp(m, mname, u, o, &next)) < 0)
 		return -1;
 	if ((g = cg_alloc(m->nparams * sizeof(float))) == NULL)
 		return -1;
@@ -182,6 +231,8 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	/* "samples" counts the examples the model has learnt from. */
 	cg_json_set_num(m->manifest, "samples",
 	                cg_json_num(m->manifest, "samples", 0) + u->samples);
+	if (dp && cg_dp_write(m->manifest, &next) != 0)
+		goto out;
 	rc = 0;
 out:
 	free(g);
@@ -248,6 +299,14 @@ cg_apply_publish(struct cg_model *m, const char *mname,
 		goto out;
 	cg_json_set_num(f->manifest, "inputs", (double)u->inputs);
 	cJSON_AddBoolToObject(f->manifest, "downlink", 1);
+	/* a noised release: the workers' models record it as this one */
+	const cJSON *dpr =
+	    cJSON_GetObjectItemCaseSensitive(u->file->manifest, "dp");
+	if (dpr && !cJSON_AddItemToObject(f->manifest, "dp",
+	                                  cJSON_Duplicate(dpr, 1))) {
+		cg_seterr("out of memory");
+		goto out;
+	}
 	/* the model becomes what a worker rebuilds */
 	memcpy(m->params, old, P * sizeof(float));
 	add_unfrozen(m, m->params, sent);

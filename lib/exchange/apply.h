@@ -32,6 +32,9 @@ struct cg_apply_opts {
 	const struct cg_model *base;
 	const char *base_name;
 	double delay_comp;
+	/* > 0: refuse an update whose differential privacy release would
+	 * bring the model's epsilon past this (model/privacy.h) */
+	double target_epsilon;
 };
 
 /* Defaults: Adam with PyTorch's settings, no clip; avg, outer lr 0.7 and
@@ -52,7 +55,12 @@ void cg_apply_defaults(struct cg_apply_opts *o);
  * missing.  A delta is added as it is (avg) or through the outer
  * Nesterov step (outer.mom allocated when missing), frozen groups left
  * as they are.  Either way m->step goes up by one, the manifest's
- * "samples" by u's and its "loss" becomes u's.  A step that leaves a
+ * "samples" by u's and its "loss" becomes u's; an update noised for
+ * differential privacy appends its release to the manifest's "dp"
+ * (model/privacy.h), refused first when at another delta than the
+ * model's record or, with o->target_epsilon > 0, when it would bring
+ * the epsilon past that (an update without a record is refused then
+ * too).  A step that leaves a
  * weight or a moment not finite is refused ("the new model is not
  * finite: tensor NAME: element I is inf ...").  Returns 0, or -1 with a
  * message (m is then unchanged unless the failure came after the step:

@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/clock.h"
+#include "exchange/dp.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
 #include "file/sign.h"
@@ -165,6 +166,7 @@ cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
 	r->sliced = !op->streams;
 	r->slice = CG_REDUCE_SLICE;
 	r->max_staleness = UINT64_MAX;
+	r->dp_q = 1;
 	cg_stale_weight_default(&r->stale);
 	cg_uident_set_init(&r->ids);
 }
@@ -180,6 +182,10 @@ cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
 		return cg_seterr("--op %s weighs no input: only a staleness "
 		                 "rule of constant goes with it",
 		                 r->op->name);
+	if (cg_dp_read(m->manifest, &r->dp) < 0) {
+		cg_errprefix(mname);
+		return -1;
+	}
 	cg_model_digest(m, d);
 	cg_hex(r->model_base, d);
 	r->model = m;
@@ -187,6 +193,94 @@ cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
 	r->model_name = mname;
 	r->max_staleness = max_staleness;
 	r->stale = *w;
+	return 0;
+}
+
+/*
+ * The record r's round makes, into *next: the model's (r->dp), with a
+ * release of noise multiplier sigma at r's rate after it, at r's delta
+ * (the model's record's, else 1e-5, where not given).  0, or -1 with a
+ * message: another delta than the model's, or past r's target.
+ */
+static int
+round_dp(const struct cg_reducer *r, double sigma, struct cg_dp *next)
+{
+	const double delta = r->dp_delta > 0   ? r->dp_delta
+	                     : r->dp.nhist > 0 ? r->dp.delta
+	                                       : 1e-5;
+
+	*next = r->dp;
+	if (next->nhist > 0 && next->delta != delta)
+		return cg_seterr("%s: its budget is spent at delta %g, not %g",
+		                 r->model_name, next->delta, delta);
+	next->delta = delta;
+	if (cg_dp_append(next, sigma, r->dp_q, 1) != 0)
+		return -1;
+	if (r->dp_target > 0 && next->epsilon > r->dp_target)
+		return cg_seterr("this round would spend epsilon %.4g at delta "
+		                 "%g in all (%.4g so far), past "
+		                 "--target-epsilon %g",
+		                 next->epsilon, delta, r->dp.epsilon,
+		                 r->dp_target);
+	return 0;
+}
+
+int
+cg_reducer_set_budget(struct cg_reducer *r, double q, double delta,
+                      double target)
+{
+	struct cg_dp next;
+
+	r->dp_q = q;
+	r->dp_delta = delta;
+	r->dp_target = target;
+	r->dp_budget = 1;
+	/* a delta the model's record is not at is refused now */
+	return r->dp.nhist > 0 && delta > 0 ? round_dp(r, 0, &next) : 0;
+}
+
+int
+cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma,
+                  uint64_t seed)
+{
+	struct cg_dp next;
+
+	if (!r->op->weighs || !r->op->streams)
+		return cg_seterr("differential privacy: --op %s is not a "
+		                 "weighted mean (the mean is)",
+		                 r->op->name);
+	r->dp_clip = clip;
+	r->dp_sigma = sigma;
+	r->dp_seed = seed;
+	return sigma > 0 ? round_dp(r, sigma, &next) : 0;
+}
+
+/*
+ * Masked u's share of the noise (privacy.h), against the first input's:
+ * every peer's the same, or none; of weight 1 and of the round's peers.
+ * (The budget is checked once the sum is whole, before anything is
+ * written.)  0, or -1 with a message.
+ */
+static int
+take_share(struct cg_reducer *r, const struct cg_update *u)
+{
+	struct cg_dp_share sh;
+	int has = cg_dp_share_read(u->file->manifest, &sh);
+
+	if (has < 0)
+		return cg_errprefix(u->name), -1;
+	if (r->first == NULL) {
+		r->share_set = has;
+		r->share = sh;
+	} else if (has != r->share_set ||
+	           (has && memcmp(&sh, &r->share, sizeof(sh)) != 0))
+		return cg_seterr("%s: its noise share (dp_share) is not the "
+		                 "first input's",
+		                 u->name);
+	if (has && (u->weight != 1 || sh.peers != u->mask->npeers))
+		return cg_seterr("%s: a noise share of weight %g for %d peers "
+		                 "in a round of %d: a share weighs 1",
+		                 u->name, u->weight, sh.peers, u->mask->npeers);
 	return 0;
 }
 
@@ -629,6 +723,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 {
 	const double w = u->weight, ns = u->samples, loss = u->loss;
 	const uint64_t inputs = u->inputs;
+	double wt = w; /* what it adds to the total weight */
 	struct cg_uident id = {.n = 0};
 	double factor = 1;
 	int64_t stale = 0;
@@ -641,6 +736,34 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	rc = -1;
 	if (r->first != NULL && check_input(r, u) != 0)
 		goto out;
+	/* a noised release stands alone: it passes through a reduction of
+	 * one (a recode) with its record, and mixes with nothing */
+	if (cJSON_GetObjectItemCaseSensitive(u->file->manifest, "dp") &&
+	    (r->dp_clip > 0 || r->first != NULL)) {
+		cg_seterr("%s: noised for differential privacy already: it "
+		          "is reduced with no other input",
+		          u->name);
+		goto out;
+	}
+	if (r->acc &&
+	    cJSON_GetObjectItemCaseSensitive(r->acc->manifest, "dp")) {
+		cg_seterr("%s: the first input was noised for differential "
+		          "privacy: it is reduced with no other input",
+		          u->name);
+		goto out;
+	}
+	if (r->dp_clip > 0 && u->mask) {
+		cg_seterr("%s: masked: its values cannot be clipped for "
+		          "differential privacy",
+		          u->name);
+		goto out;
+	}
+	if (r->dp_clip > 0 && inputs != 1) {
+		cg_seterr("%s: stands for %llu updates: differential privacy "
+		          "clips each worker's own",
+		          u->name, (unsigned long long)inputs);
+		goto out;
+	}
 	/* (a masked value means nothing alone: the integer sum checks it) */
 	if (u->mask == NULL && check_finite(u, r->skip_nonfinite) != 0) {
 		if (r->skip_nonfinite) {
@@ -671,9 +794,16 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		goto out;
 	/* its weight in the sum; the total divided by stays w (reduce.h) */
 	u->weight = w * factor;
+	if (r->dp_clip > 0) {
+		/* one worker, one vote, of norm at most the clip */
+		double c = cg_dp_clip_factor(cg_dp_update_norm(u), r->dp_clip);
+		u->weight = factor * c;
+		r->dp_clipped += c < 1;
+		wt = 1;
+	}
 	if (u->mask) {
 		double t0 = cg_now();
-		if (add_masked(r, u) != 0) {
+		if (take_share(r, u) != 0 || add_masked(r, u) != 0) {
 			if (r->first == NULL) {
 				/* the next input starts afresh */
 				cg_file_free(r->acc);
@@ -708,9 +838,9 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 			u = NULL;
 		}
 	}
-	r->weight += w;
+	r->weight += wt;
 	r->samples += ns;
-	r->loss += w * loss;
+	r->loss += wt * loss;
 	r->inputs += inputs;
 	cg_uident_set_add(&r->ids, &id);
 	rc = 0;
@@ -913,10 +1043,33 @@ cg_reducer_finish(struct cg_reducer *r)
 	f = r->acc;
 	if (check_result(f) != 0)
 		return NULL;
+	/* the noise of DP-FedAvg: std sigma C / W on the mean (dp.h),
+	 * added here or by the workers under their masks */
+	const double sigma = r->dp_sigma > 0 ? r->dp_sigma
+	                     : r->masked    ? r->share.sigma
+	                                    : 0;
+	if (sigma > 0) {
+		struct cg_dp next;
+		if (r->dp_sigma > 0)
+			cg_dp_add_noise(f, r->dp_sigma * r->dp_clip / r->weight,
+			                r->dp_seed);
+		if (round_dp(r, sigma, &next) != 0 || check_result(f) != 0)
+			return NULL;
+		r->dp = next;
+		r->dp.clip = r->dp_sigma > 0 ? r->dp_clip : r->share.clip;
+		r->dp.release = (struct cg_dp_run){
+		    .sigma = sigma, .q = r->dp_q, .steps = 1};
+	} else if (r->dp_budget) {
+		cg_seterr("a privacy budget, but no noise in this round "
+		          "(--dp-noise here, or at the workers under --mask)");
+		return NULL;
+	}
+	r->noised = sigma > 0;
 	r->acc = NULL;
 	if (put_signers(f, r) != 0 ||
 	    cg_uident_set_put(&r->ids, f->manifest) != 0 ||
-	    (r->model != NULL && put_staleness(f, r) != 0)) {
+	    (r->model != NULL && put_staleness(f, r) != 0) ||
+	    (r->noised && cg_dp_write(f->manifest, &r->dp) != 0)) {
 		cg_file_free(f);
 		release(r);
 		return NULL;
@@ -952,6 +1105,10 @@ cg_reducer_log_json(const struct cg_reducer *r, const struct cg_file *f,
 	cJSON *arr = cJSON_AddArrayToObject(o, "skipped");
 	for (size_t i = 0; arr && i < r->nleft_out; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(r->left_out[i]));
+	if (r->dp_clip > 0)
+		cJSON_AddNumberToObject(o, "dp_clipped", (double)r->dp_clipped);
+	if (r->noised)
+		cJSON_AddNumberToObject(o, "epsilon", r->dp.epsilon);
 	const cJSON *st =
 	    cJSON_GetObjectItemCaseSensitive(f->manifest, "staleness");
 	if (st)

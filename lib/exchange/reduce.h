@@ -99,6 +99,7 @@
 #include "exchange/stale.h"
 #include "exchange/uident.h"
 #include "exchange/update.h"
+#include "model/privacy.h"
 
 struct cg_model;
 
@@ -227,6 +228,17 @@ struct cg_reducer {
 	 * not finite, or too stale), in the order given; owned. */
 	char **left_out;
 	size_t nleft_out, capleft_out;
+	/* Differential privacy (cg_reducer_set_budget, _set_dp): dp_clip
+	 * > 0 clips; dp_sigma > 0 adds noise drawn from dp_seed; masked
+	 * inputs may bring their noise shares instead (share); dp, the
+	 * model's record (or none), gets the release (noised). */
+	double dp_clip, dp_sigma, dp_q, dp_delta, dp_target;
+	int dp_budget; /* cg_reducer_set_budget was called */
+	uint64_t dp_seed;
+	struct cg_dp dp;
+	struct cg_dp_share share;
+	int share_set, noised;
+	uint64_t dp_clipped; /* inputs scaled down by the clip */
 };
 
 /* A reducer running op with parameter param (cg_reduce_op_parse):
@@ -239,11 +251,44 @@ void cg_reducer_init(struct cg_reducer *r, const struct cg_reduce_op *op,
  * mname in messages: inputs staler than max_staleness (UINT64_MAX: no
  * limit) are left out, the others weighed by w; the result's base is m.
  * Before the first input.  0, or -1 with a message when w is not
- * constant and r's operation does not weigh its inputs.
+ * constant and r's operation does not weigh its inputs, or m's privacy
+ * record (privacy.h, kept as what the round adds to) is not sound.
  */
 int cg_reducer_set_model(struct cg_reducer *r, const struct cg_model *m,
                          const char *mname, uint64_t max_staleness,
                          const struct cg_stale_weight *w);
+/*
+ * The budget differential privacy counts r's round against, whether the
+ * noise is added here (cg_reducer_set_dp) or by the workers (masked
+ * inputs carrying a noise share, privacy.h): the release sampled at
+ * rate q (0 < q <= 1; 1 where not set), at delta (0: the model's
+ * record's, else 1e-5), after the record of r's model (read by
+ * cg_reducer_set_model); target > 0 refuses a round that would bring
+ * epsilon past it ("this round would spend epsilon E at delta D in all
+ * (F so far), past --target-epsilon T"), before the first input where
+ * the noise is added here, in cg_reducer_finish where the workers
+ * added it.  A
+ * budget set makes a round without noise fail in cg_reducer_finish.
+ * After cg_reducer_set_model, before the first input.  0, or -1 with a
+ * message: delta is not the model's record's.
+ */
+int cg_reducer_set_budget(struct cg_reducer *r, double q, double delta,
+                          double target);
+
+/*
+ * Differential privacy added here (after cg_reducer_set_budget, if
+ * any, and before the first input): every input clipped to L2 norm clip
+ * (> 0) and weighed alike; with sigma > 0, noise of std sigma clip / W
+ * added to the mean from a stream seeded with seed.  0, or -1 with a
+ * message: r's operation is not a streaming weighted mean, or the round
+ * is past the budget's target.  Then cg_reducer_add refuses a masked
+ * input (its values cannot be clipped) and one that stands for more
+ * than one update.  Masked inputs with noise shares need none of it:
+ * their shares must agree (clip, sigma, the round's peers, weight 1).
+ */
+int cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma,
+                      uint64_t seed);
+
 /*
  * Add u (taken over: freed now when streaming or left out, at the end
  * otherwise).  Returns 0; 1 when u holds a value that is not finite and
@@ -265,10 +310,11 @@ void cg_reducer_free(struct cg_reducer *r);
 /*
  * cg-reduce --log's object of a finished reduction r whose result is f:
  * "inputs", "samples", "seconds" (secs, the caller's clock over the
- * call), "fold_seconds", "skipped" (the inputs left out, by name) and,
- * with a model, "staleness" (f's manifest's: how every input stood
- * against it).  A new object the caller owns, or NULL when out of
- * memory.
+ * call), "fold_seconds", "skipped" (the inputs left out, by name),
+ * with differential privacy "dp_clipped" (the inputs the clip scaled
+ * down) and "epsilon", and, with a model, "staleness" (f's manifest's: how
+ * every input stood against it).  A new object the caller owns, or NULL when
+ * out of memory.
  */
 struct cJSON *cg_reducer_log_json(const struct cg_reducer *r,
                                   const struct cg_file *f, double secs);

@@ -17,6 +17,7 @@
 #include "exchange/secagg.h"
 #include "exchange/update.h"
 #include "model/model.h"
+#include "model/privacy.h"
 
 static const char *const kind_names[] = {"grad", "delta"};
 
@@ -205,6 +206,9 @@ parse(struct cg_update *u, const struct cg_file *f)
 	u->weight = cg_json_num(f->manifest, "weight", u->samples);
 	u->loss = cg_json_num(f->manifest, "loss", 0);
 	u->inputs = cg_json_u64(f->manifest, "inputs", 1);
+	if (cg_dp_read(f->manifest, NULL) < 0 ||
+	    cg_dp_share_read(f->manifest, NULL) < 0)
+		return -1;
 	/* a masked update says so in its codec; its "mask" must then be
 	 * whole, and no other update may carry one */
 	if (cg_uspec_masked(&u->spec)) {

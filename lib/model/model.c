@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "model/model.h"
+#include "model/privacy.h"
 
 int
 cg_model_conditions(const struct cg_model *m, int need, const char ***names,
@@ -396,7 +397,8 @@ check_file(struct cg_model *m, const struct cg_file *f)
 }
 
 /* f's manifest, less what is the container's, for model_new; NULL with
- * a message when f is not a model. */
+ * a message when f is not a model, or its privacy record is not sound
+ * (privacy.h). */
 static cJSON *
 model_manifest(const struct cg_file *f)
 {
@@ -406,6 +408,8 @@ model_manifest(const struct cg_file *f)
 		cg_seterr("a %s file, not a model", cg_file_kind(f));
 		return NULL;
 	}
+	if (cg_dp_read(f->manifest, NULL) < 0)
+		return NULL;
 	if ((man = cJSON_Duplicate(f->manifest, 1)) == NULL) {
 		cg_seterr("out of memory");
 		return NULL;
