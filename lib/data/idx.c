@@ -69,8 +69,8 @@ static int
 idx_open(struct idx *x, const char *path)
 {
 	const char *name = strcmp(path, "-") == 0 ? "(stdin)" : path;
-	int fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO)
-	                                : open(path, O_RDONLY);
+	int fd =
+	    strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY);
 
 	if (fd < 0) {
 		memset(x, 0, sizeof(*x));
@@ -297,8 +297,7 @@ idx_fetch_free(void *ctx)
  * read.
  */
 static int
-idx_pass(struct idx *x, uint64_t n, uint64_t per, uint64_t *hash,
-         uint64_t seed)
+idx_pass(struct idx *x, uint64_t n, uint64_t per, uint64_t *hash, uint64_t seed)
 {
 	uint8_t *buf;
 	int64_t got;
@@ -406,18 +405,17 @@ idx_load(const char *images, const char *labels, uint64_t limit,
 			cg_seterr("%s: out of memory", im.name);
 			goto fail;
 		}
-		if (idx_pass(&im, n, per, d.hash,
-		             hash_seed ? *hash_seed : 0) != 0)
+		if (idx_pass(&im, n, per, d.hash, hash_seed ? *hash_seed : 0) !=
+		    0)
 			goto fail;
 		d.hash_seed = hash_seed ? *hash_seed : 0;
 	} else if ((d.payload = idx_body(&im, n * per, "pixels")) == NULL) {
 		goto fail;
 	}
 	/* (a plain file whose pixels the pass left unread was measured) */
-	if (n == total &&
-	    (idx_end(&lb) != 0 ||
-	     ((rr == NULL || !gzdirect(im.gz) || hash_seed) &&
-	      idx_end(&im) != 0)))
+	if (n == total && (idx_end(&lb) != 0 ||
+	                   ((rr == NULL || !gzdirect(im.gz) || hash_seed) &&
+	                    idx_end(&im) != 0)))
 		goto fail;
 	/* the first pass is over: the file is read again from here on */
 	idx_close(&im);
@@ -485,9 +483,9 @@ cg_idx_stream(const char *images, const char *labels, uint64_t limit,
 	if (strcmp(images, "-") == 0 && strcmp(labels, "-") == 0)
 		return cg_seterr("images and labels cannot both be standard "
 		                 "input");
-	if ((rr = cg_reread_open(images, strcmp(images, "-") == 0
-	                                     ? "(stdin)"
-	                                     : images)) == NULL)
+	if ((rr = cg_reread_open(images, strcmp(images, "-") == 0 ? "(stdin)"
+	                                                          : images)) ==
+	    NULL)
 		return -1;
 	return idx_load(images, labels, limit, rr, hash_seed, out);
 }

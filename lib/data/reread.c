@@ -32,11 +32,11 @@
 #define SKIP_CHUNK (1u << 16)
 
 struct cg_reread {
-	char *path;  /* NULL for standard input's copy */
-	char *name;  /* for messages */
-	int fd;      /* -1 while resting */
-	int gzip;    /* the input is a gzip stream */
-	gzFile gz;   /* gzip: the stream being read, or NULL */
+	char *path;   /* NULL for standard input's copy */
+	char *name;   /* for messages */
+	int fd;       /* -1 while resting */
+	int gzip;     /* the input is a gzip stream */
+	gzFile gz;    /* gzip: the stream being read, or NULL */
 	uint64_t pos; /* gzip: the decompressed offset gz is at */
 	unsigned char *skip;
 	struct stat st; /* as first opened */
@@ -221,8 +221,8 @@ gz_get(struct cg_reread *r, unsigned char *buf, size_t n)
 	int errnum;
 
 	while (have < n) {
-		unsigned chunk = n - have > (1u << 30) ? (1u << 30)
-		                                       : (unsigned)(n - have);
+		unsigned chunk =
+		    n - have > (1u << 30) ? (1u << 30) : (unsigned)(n - have);
 		int got = gzread(r->gz, (buf ? buf : r->skip) + have, chunk);
 		if (got < 0) {
 			const char *msg = gzerror(r->gz, &errnum);
@@ -261,8 +261,8 @@ gzip_at(struct cg_reread *r, uint64_t off, unsigned char *buf, size_t n)
 	if (r->skip == NULL && (r->skip = malloc(SKIP_CHUNK)) == NULL)
 		return cg_seterr("%s: out of memory", r->name);
 	while (r->pos < off) {
-		uint64_t k = off - r->pos < SKIP_CHUNK ? off - r->pos
-		                                       : SKIP_CHUNK;
+		uint64_t k =
+		    off - r->pos < SKIP_CHUNK ? off - r->pos : SKIP_CHUNK;
 		if ((got = gz_get(r, NULL, (size_t)k)) < 0)
 			return -1;
 		if ((uint64_t)got < k)

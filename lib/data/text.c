@@ -108,8 +108,7 @@ rd_open_fd(struct rd *r, int fd, const char *name)
 /* Open path ("-": standard input), or where rr is not NULL, rr's input
  * from its start. */
 static int
-rd_open(struct rd *r, const char *path, const char *name,
-        struct cg_reread *rr)
+rd_open(struct rd *r, const char *path, const char *name, struct cg_reread *rr)
 {
 	int fd;
 
@@ -1293,12 +1292,12 @@ out:
 /* What a streamed dataset reads its payloads again from. */
 struct refetch {
 	enum cg_text_format fmt;
-	char *name;        /* the input, for messages */
+	char *name;            /* the input, for messages */
 	struct cg_reread **rr; /* [nrr]: fortunes, by condition; else one */
 	size_t nrr;
-	size_t cur;        /* the fortune file read last */
-	uint64_t *src;     /* [n] each record's line (an entry): offset */
-	uint32_t *srclen;  /* [n] and length (JSON Lines and TSV) */
+	size_t cur;             /* the fortune file read last */
+	uint64_t *src;          /* [n] each record's line (an entry): offset */
+	uint32_t *srclen;       /* [n] and length (JSON Lines and TSV) */
 	const uint64_t *offset; /* the dataset's, [n + 1] */
 	const uint32_t *cond;   /* the dataset's, [n] */
 	struct buf line, scratch;
