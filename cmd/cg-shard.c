@@ -363,8 +363,9 @@ load(struct args *a, struct cg_dataset *d)
 
 	if (a->text) {
 		a->topts.limit = a->limit;
-		/* a plain file stays where it is until its shards are
-		 * written: memory by examples, not by bytes */
+		/* the input stays where it is (standard input in a
+		 * temporary file) until its shards are written: memory by
+		 * examples, not by bytes */
 		a->topts.stream = 1;
 		a->topts.hash = a->split.strategy == CG_SPLIT_HASHED;
 		a->topts.hash_seed = a->split.seed;
@@ -377,7 +378,12 @@ load(struct args *a, struct cg_dataset *d)
 			said = 1;
 			goto out;
 		}
-		if (cg_idx_load(images, labels, a->limit, d) != 0)
+		/* the pixels stay in the file until the shards are written */
+		if (cg_idx_stream(images, labels, a->limit,
+		                  a->split.strategy == CG_SPLIT_HASHED
+		                      ? &a->split.seed
+		                      : NULL,
+		                  d) != 0)
 			goto out;
 	}
 	if (a->conditions) {

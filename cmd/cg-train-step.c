@@ -338,8 +338,11 @@ prepare(const struct args *a, struct job *j)
 {
 	/* The shard first: its payload's digest is verified on a thread
 	 * while the model is read and the call trains, and waited for in
-	 * emit before a byte leaves (cg_shard_open_late). */
-	if ((j->s = cg_shard_open_late(a->data)) == NULL ||
+	 * emit before a byte leaves (cg_shard_open_late).  Under a budget
+	 * a compressed shard is decompressed to a temporary file first,
+	 * to be read a batch at a time as a plain one is. */
+	if ((j->s = a->max_memory ? cg_shard_open_spooled(a->data)
+	                          : cg_shard_open_late(a->data)) == NULL ||
 	    (j->m = cg_model_read(a->model)) == NULL ||
 	    (a->teacher && (j->t = cg_model_read(a->teacher)) == NULL))
 		return cg_warn(NULL), -1;

@@ -7,7 +7,8 @@
 # checkpointing to fit a budget, keeps the effective batch (the same
 # model to float rounding), and refuses a budget nothing fits; the
 # convolutional image models are chunked too (never checkpointed), and a
-# shard larger than the budget is read a batch at a time.  Measured
+# shard larger than the budget is read a batch at a time, a compressed
+# one too (from a decompressed copy on disk).  Measured
 # peaks are checked only in the plain build: the sanitizers' shadow
 # memory is not the program's.
 
@@ -194,7 +195,7 @@ train() {
 	run -0 cg-inspect --diff -q --tolerance 1e-6 a.cgm b.cgm
 }
 
-@test "--max-memory: a shard larger than the budget is read a batch at a time, with the result of the shard held whole" {
+@test "--max-memory: a shard larger than the budget, plain or compressed, is read a batch at a time, with the result of the shard held whole" {
 	local b
 	# 160 MiB of text: 1 MiB blocks of 256 records of about 4 KiB
 	awk 'BEGIN { srand(1); for (i = 0; i < 256; i++) { s = "";
@@ -214,11 +215,30 @@ train() {
 		[ "$(jq -r .memory_peak b.jsonl)" -le $((96 << 20)) ]
 	fi
 	# the same examples from a compressed shard, which is read whole
-	# into memory: the same bytes
+	# into memory without a budget: the same bytes
 	for b in $(seq 160); do cat block; done >big.jsonl
 	cg-shard -q -n 1 -s contiguous -z zstd -o whole big.jsonl
 	rm big.jsonl
 	cg-train-step -q -m small.cgm -d whole-0.cgd --emit model --steps 3 \
-		--batch 8 --seed 2 -j 1 -o a.cgm
+		--batch 8 --seed 2 -j 1 --log a.jsonl -o a.cgm
 	cmp a.cgm b.cgm
+	# and under the budget, decompressed to a temporary file (TMPDIR)
+	# and read from there a batch at a time: the same bytes again,
+	# under the budget, the copy gone after; from standard input too
+	mkdir tmp
+	TMPDIR=$PWD/tmp cg-train-step -q -m small.cgm -d whole-0.cgd \
+		--emit model --steps 3 --batch 8 --seed 2 -j 1 \
+		--max-memory 96M --log c.jsonl -o c.cgm
+	cat a.jsonl c.jsonl
+	cmp a.cgm c.cgm
+	TMPDIR=$PWD/tmp cg-train-step -q -m small.cgm -d - --emit model \
+		--steps 3 --batch 8 --seed 2 -j 1 --max-memory 96M \
+		--log d.jsonl -o d.cgm <whole-0.cgd
+	cmp a.cgm d.cgm
+	if [ "${CG_SANITIZED:-0}" != 1 ]; then
+		[ "$(jq -r .memory_peak a.jsonl)" -gt $((96 << 20)) ]
+		[ "$(jq -r .memory_peak c.jsonl)" -le $((96 << 20)) ]
+		[ "$(jq -r .memory_peak d.jsonl)" -le $((96 << 20)) ]
+	fi
+	[ -z "$(ls -A tmp)" ]
 }

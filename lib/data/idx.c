@@ -26,6 +26,7 @@
 #include <zlib.h>
 
 #include "data/idx.h"
+#include "data/reread.h"
 
 #define IDX_U8 0x08
 #define IDX_MAX_SIDE 16384 /* pixels along one image side */
@@ -42,17 +43,14 @@ struct idx {
 	uint32_t dim[4];
 };
 
+/* Open fd (taken, closed on failure too) as the IDX file name. */
 static int
-idx_open(struct idx *x, const char *path)
+idx_open_fd(struct idx *x, int fd, const char *name)
 {
 	struct stat st;
-	int fd;
 
 	memset(x, 0, sizeof(*x));
-	x->name = strcmp(path, "-") == 0 ? "(stdin)" : path;
-	fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY);
-	if (fd < 0)
-		return cg_seterr("%s: %s", x->name, strerror(errno));
+	x->name = name;
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		close(fd);
 		return cg_seterr("%s: is a directory", x->name);
@@ -65,6 +63,20 @@ idx_open(struct idx *x, const char *path)
 	}
 	gzbuffer(x->gz, 1u << 17);
 	return 0;
+}
+
+static int
+idx_open(struct idx *x, const char *path)
+{
+	const char *name = strcmp(path, "-") == 0 ? "(stdin)" : path;
+	int fd =
+	    strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY);
+
+	if (fd < 0) {
+		memset(x, 0, sizeof(*x));
+		return cg_seterr("%s: %s", name, strerror(errno));
+	}
+	return idx_open_fd(x, fd, name);
 }
 
 static void
@@ -249,20 +261,103 @@ default_names(struct cg_dataset *d)
 	return 0;
 }
 
-int
-cg_idx_load(const char *images, const char *labels, uint64_t limit,
-            struct cg_dataset *out)
+/* ------------------------------------------------------ reading again */
+
+/* What a streamed IDX dataset reads its images again from. */
+struct idx_fetch {
+	struct cg_reread *rr;
+	uint64_t head; /* bytes of the header */
+	uint64_t per;  /* bytes of one image */
+};
+
+static int
+idx_refetch(void *ctx, uint64_t i, uint8_t *out)
 {
+	struct idx_fetch *x = ctx;
+
+	return cg_reread_at(x->rr, x->head + i * x->per, out, (size_t)x->per);
+}
+
+static void
+idx_fetch_free(void *ctx)
+{
+	struct idx_fetch *x = ctx;
+
+	if (x) {
+		cg_reread_free(x->rr);
+		free(x);
+	}
+}
+
+/*
+ * The pixels of a streamed dataset's n images, read once through: a
+ * gzip stream must prove its length and its checksum, and a hashed split
+ * wants each image's hash (hash [n], or NULL), which only the bytes
+ * give.  A plain file whose size was checked and no hashes: nothing to
+ * read.
+ */
+static int
+idx_pass(struct idx *x, uint64_t n, uint64_t per, uint64_t *hash, uint64_t seed)
+{
+	uint8_t *buf;
+	int64_t got;
+	int rc = -1;
+
+	if (gzdirect(x->gz) && hash == NULL)
+		return 0;
+	if ((buf = malloc(per)) == NULL)
+		return cg_seterr("%s: out of memory", x->name);
+	for (uint64_t i = 0; i < n; i++) {
+		if ((got = idx_read(x, buf, per)) < 0)
+			goto out;
+		if ((uint64_t)got < per) {
+			cg_seterr("%s: truncated (%llu of %llu bytes of "
+			          "pixels)",
+			          x->name,
+			          (unsigned long long)(i * per + (uint64_t)got),
+			          (unsigned long long)(n * per));
+			goto out;
+		}
+		if (hash)
+			hash[i] = cg_payload_hash(buf, per, seed);
+	}
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+/*
+ * cg_idx_load, or with rr (the images opened to be read again) a
+ * dataset that leaves its pixels in the file (fetch), with each image's
+ * hash of seed *hash_seed where hash_seed is not NULL.
+ */
+static int
+idx_load(const char *images, const char *labels, uint64_t limit,
+         struct cg_reread *rr, const uint64_t *hash_seed,
+         struct cg_dataset *out)
+{
+	const char *imname = strcmp(images, "-") == 0 ? "(stdin)" : images;
 	struct idx im = {0}, lb = {0};
 	struct cg_dataset d = {0};
+	struct idx_fetch *fx = NULL;
 	uint64_t n, total, per, h, w, c;
 	uint8_t *lab = NULL;
+	int fd;
 
 	memset(out, 0, sizeof(*out));
-	if (strcmp(images, "-") == 0 && strcmp(labels, "-") == 0)
-		return cg_seterr("images and labels cannot both be standard "
-		                 "input");
-	if (idx_open(&im, images) != 0 || idx_header(&im, 3) != 0)
+	if (strcmp(images, "-") == 0 && strcmp(labels, "-") == 0) {
+		cg_seterr("images and labels cannot both be standard input");
+		goto fail;
+	}
+	if (rr) {
+		if ((fd = cg_reread_fd(rr)) < 0 ||
+		    idx_open_fd(&im, fd, imname) != 0)
+			goto fail;
+	} else if (idx_open(&im, images) != 0) {
+		goto fail;
+	}
+	if (idx_header(&im, 3) != 0)
 		goto fail;
 	if (idx_open(&lb, labels) != 0 || idx_header(&lb, 1) != 0)
 		goto fail;
@@ -292,7 +387,8 @@ cg_idx_load(const char *images, const char *labels, uint64_t limit,
 		cg_seterr("%s: no examples", im.name);
 		goto fail;
 	}
-	if (n > CG_SHARD_MAX_EXAMPLES || n * per > cg_max_bytes()) {
+	if (n > CG_SHARD_MAX_EXAMPLES ||
+	    (rr == NULL && n * per > cg_max_bytes())) {
 		cg_seterr("%s: %llu images of %llu bytes exceed the limit "
 		          "(CG_MAX_BYTES)",
 		          im.name, (unsigned long long)n,
@@ -303,10 +399,26 @@ cg_idx_load(const char *images, const char *labels, uint64_t limit,
 	/* Labels first: they are small and catch a mismatched pair early. */
 	if ((lab = idx_body(&lb, n, "labels")) == NULL)
 		goto fail;
-	if ((d.payload = idx_body(&im, n * per, "pixels")) == NULL)
+	if (rr) {
+		if (hash_seed &&
+		    (d.hash = malloc(n * sizeof(*d.hash))) == NULL) {
+			cg_seterr("%s: out of memory", im.name);
+			goto fail;
+		}
+		if (idx_pass(&im, n, per, d.hash, hash_seed ? *hash_seed : 0) !=
+		    0)
+			goto fail;
+		d.hash_seed = hash_seed ? *hash_seed : 0;
+	} else if ((d.payload = idx_body(&im, n * per, "pixels")) == NULL) {
 		goto fail;
-	if (n == total && (idx_end(&lb) != 0 || idx_end(&im) != 0))
+	}
+	/* (a plain file whose pixels the pass left unread was measured) */
+	if (n == total && (idx_end(&lb) != 0 ||
+	                   ((rr == NULL || !gzdirect(im.gz) || hash_seed) &&
+	                    idx_end(&im) != 0)))
 		goto fail;
+	/* the first pass is over: the file is read again from here on */
+	idx_close(&im);
 
 	d.n = n;
 	d.kind = CG_PAYLOAD_IMAGE;
@@ -328,8 +440,20 @@ cg_idx_load(const char *images, const char *labels, uint64_t limit,
 	d.offset[n] = n * per;
 	if (default_names(&d) != 0)
 		goto fail;
+	if (rr) {
+		if ((fx = malloc(sizeof(*fx))) == NULL) {
+			cg_seterr("%s: out of memory", im.name);
+			goto fail;
+		}
+		fx->rr = rr;
+		fx->head = 4 + 4 * (uint64_t)im.ndim;
+		fx->per = per;
+		d.fetch = idx_refetch;
+		d.fetch_free = idx_fetch_free;
+		d.fetch_ctx = fx;
+		rr = NULL;
+	}
 	free(lab);
-	idx_close(&im);
 	idx_close(&lb);
 	*out = d;
 	return 0;
@@ -338,7 +462,32 @@ fail:
 	idx_close(&im);
 	idx_close(&lb);
 	cg_dataset_free(&d);
+	cg_reread_free(rr);
 	return -1;
+}
+
+int
+cg_idx_load(const char *images, const char *labels, uint64_t limit,
+            struct cg_dataset *out)
+{
+	return idx_load(images, labels, limit, NULL, NULL, out);
+}
+
+int
+cg_idx_stream(const char *images, const char *labels, uint64_t limit,
+              const uint64_t *hash_seed, struct cg_dataset *out)
+{
+	struct cg_reread *rr;
+
+	memset(out, 0, sizeof(*out));
+	if (strcmp(images, "-") == 0 && strcmp(labels, "-") == 0)
+		return cg_seterr("images and labels cannot both be standard "
+		                 "input");
+	if ((rr = cg_reread_open(images, strcmp(images, "-") == 0 ? "(stdin)"
+	                                                          : images)) ==
+	    NULL)
+		return -1;
+	return idx_load(images, labels, limit, rr, hash_seed, out);
 }
 
 /* ------------------------------------------------- pairs in a directory */

@@ -24,6 +24,21 @@ int cg_idx_load(const char *images, const char *labels, uint64_t limit,
                 struct cg_dataset *out);
 
 /*
+ * cg_idx_load for images larger than memory: the pixels stay in the
+ * file (the dataset's fetch reads each image again, data/dataset.h;
+ * data/reread.h says how for gzip and standard input, which is copied
+ * to a temporary file), and only the labels and each example's place
+ * are held, about 20 bytes an example.  A gzip file is read through
+ * once to prove its length and checksum; the hashes a hashed split
+ * needs (cg_payload_hash of each image with *hash_seed) are computed
+ * then where hash_seed is not NULL, which reads a plain file once too.
+ * The checks, the errors and the examples are cg_idx_load's, but that
+ * CG_MAX_BYTES does not bound the pixels.  Returns as cg_idx_load.
+ */
+int cg_idx_stream(const char *images, const char *labels, uint64_t limit,
+                  const uint64_t *hash_seed, struct cg_dataset *out);
+
+/*
  * The IDX pair of set ("train" or "t10k", as MNIST names them) in
  * directory dir: for the images, the first regular file of
  * SET-images-idx3-ubyte, the same with ".gz", SET-images.idx3-ubyte and

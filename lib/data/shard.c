@@ -280,6 +280,16 @@ cg_shard_open_late(const char *path)
 	return cg_shard_from_file(f, strcmp(path, "-") == 0 ? "(stdin)" : path);
 }
 
+struct cg_shard *
+cg_shard_open_spooled(const char *path)
+{
+	struct cg_file *f = cg_file_read_spooled(path, "payload");
+
+	if (f == NULL)
+		return NULL;
+	return cg_shard_from_file(f, strcmp(path, "-") == 0 ? "(stdin)" : path);
+}
+
 int
 cg_shard_verified(const struct cg_shard *s, int wait)
 {

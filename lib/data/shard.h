@@ -56,6 +56,16 @@ struct cg_shard *cg_shard_open(const char *path);
 struct cg_shard *cg_shard_open_late(const char *path);
 
 /*
+ * cg_shard_open_late, but a compressed shard (or one from a pipe) is
+ * first decompressed into a temporary file and mapped from there
+ * (cg_file_read_spooled), as a plain shard is mapped where it lies: its
+ * payload can then be given back a batch at a time (cg_shard_page_out)
+ * instead of being held whole.  What a trainer under a memory budget
+ * opens.
+ */
+struct cg_shard *cg_shard_open_spooled(const char *path);
+
+/*
  * Whether s's payload is verified (cg_shard_open_late; any other shard
  * is): 0 yes, -1 no with the message "tensor payload: digest mismatch
  * (file truncated or altered)" (not naming the file); with wait 0, 1
@@ -84,7 +94,8 @@ int cg_shard_file_check(const struct cg_file *f);
  * pointers stay valid, and the next example read maps its bytes again.
  * A trainer that calls it after each step holds a batch of the payload,
  * not the shard.  Returns 1, or 0 where the payload has memory of its
- * own (a compressed shard, standard input), which stays.
+ * own (a compressed shard or standard input not opened with
+ * cg_shard_open_spooled), which stays.
  */
 int cg_shard_page_out(const struct cg_shard *s);
 

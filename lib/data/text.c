@@ -9,11 +9,14 @@
  * arrives and is capped by cg_max_bytes(); condition names are checked as
  * cg_dataset_set_conditions checks them, with the line that brought them.
  * Files are read through zlib, so JSON Lines and TSV may be gzip streams.
- * Everything is in memory, the dataset must fit in RAM once, but for a
- * JSON Lines or TSV file that is plain and can be read again
- * (cg_text_options.stream): then only each example's condition, length
- * and place in the file are kept (about 40 bytes an example), and its
- * bytes are decoded from the file again when a shard is written.
+ * Read whole, everything is in memory, and the dataset must fit in RAM
+ * once.  Streamed (cg_text_options.stream), only each example's
+ * condition, length and place in its input are kept (about 40 bytes an
+ * example), and its bytes are read again when a shard is written
+ * (data/reread.h: a gzip input is decompressed again, standard input is
+ * copied to a temporary file first): a record decoded from its line
+ * again, a fortune taken as it lies in its file, where an entry is
+ * always one run of bytes (its lines but the last newline).
  *
  * JSON Lines records are validated by cJSON, but their strings are taken
  * from the line by a small scanner of our own: cJSON hands out strings as
@@ -31,6 +34,7 @@
 #include <cjson/cJSON.h>
 #include <zlib.h>
 
+#include "data/reread.h"
 #include "data/text.h"
 
 #define RD_CHUNK (1u << 16)
@@ -79,17 +83,14 @@ struct rd {
 	uint64_t start;  /* the input offset of the line last returned */
 };
 
+/* Open fd (taken: closed on failure too) as the input name. */
 static int
-rd_open(struct rd *r, const char *path, const char *name)
+rd_open_fd(struct rd *r, int fd, const char *name)
 {
 	struct stat st;
-	int fd;
 
 	memset(r, 0, sizeof(*r));
 	r->name = name;
-	fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY);
-	if (fd < 0)
-		return cg_seterr("%s: %s", name, strerror(errno));
 	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		close(fd);
 		return cg_seterr("%s: is a directory", name);
@@ -102,6 +103,28 @@ rd_open(struct rd *r, const char *path, const char *name)
 		return cg_seterr("%s: out of memory", name);
 	}
 	return 0;
+}
+
+/* Open path ("-": standard input), or where rr is not NULL, rr's input
+ * from its start. */
+static int
+rd_open(struct rd *r, const char *path, const char *name, struct cg_reread *rr)
+{
+	int fd;
+
+	if (rr) {
+		memset(r, 0, sizeof(*r));
+		if ((fd = cg_reread_fd(rr)) < 0)
+			return -1;
+	} else {
+		fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO)
+		                            : open(path, O_RDONLY);
+		if (fd < 0) {
+			memset(r, 0, sizeof(*r));
+			return cg_seterr("%s: %s", name, strerror(errno));
+		}
+	}
+	return rd_open_fd(r, fd, name);
 }
 
 static void
@@ -310,6 +333,10 @@ struct build {
 	uint32_t *srclen;
 	uint64_t line_off;
 	uint32_t line_len;
+	/* The input read again, one per fortune file (by condition id,
+	 * which is the file's place in name order), else one. */
+	struct cg_reread **rr;
+	size_t nrr;
 };
 
 /* Where the example being read goes on: payload + (cur - what of it is
@@ -348,6 +375,9 @@ build_free(struct build *b)
 	free(b->src);
 	free(b->srclen);
 	free(b->hash);
+	for (size_t i = 0; i < b->nrr; i++)
+		cg_reread_free(b->rr[i]);
+	free(b->rr);
 }
 
 /* Whether the example limit has been reached. */
@@ -557,7 +587,7 @@ fortune_entry(struct build *b, const char *name, uint64_t lineno, uint32_t cond)
 {
 	uint64_t start = b->d.offset[b->d.n];
 
-	if (b->cur > start && b->d.payload[b->cur - 1] == '\n')
+	if (b->cur > start && build_at(b)[-1] == '\n')
 		b->cur--;
 	if (b->cur == start)
 		return 0;
@@ -573,11 +603,19 @@ fortune_entry(struct build *b, const char *name, uint64_t lineno, uint32_t cond)
 static int
 fortune_file(struct build *b, const char *path, const char *name, uint32_t cond)
 {
+	struct cg_reread *rr = NULL;
 	struct buf line = {0};
 	struct rd r;
 	int rc = -1, got, nl;
 
-	if (rd_open(&r, path, name) != 0)
+	/* Streamed, an entry is the bytes of its lines in the file but
+	 * the last newline: its place is where its first line starts. */
+	if (b->stream) {
+		if ((rr = cg_reread_open(path, name)) == NULL)
+			return -1;
+		b->rr[cond] = rr;
+	}
+	if (rd_open(&r, path, name, rr) != 0)
 		return -1;
 	/* A line longer than an entry may be cannot be part of one. */
 	while (!build_full(b) &&
@@ -597,6 +635,8 @@ fortune_file(struct build *b, const char *path, const char *name, uint32_t cond)
 			          (unsigned long long)b->max_entry);
 			goto out;
 		}
+		if (b->cur == b->d.offset[b->d.n])
+			b->line_off = r.start;
 		if (build_append(b, line.p, line.len) != 0 ||
 		    (nl && build_append(b, "\n", 1) != 0))
 			goto out;
@@ -608,6 +648,8 @@ fortune_file(struct build *b, const char *path, const char *name, uint32_t cond)
 out:
 	free(line.p);
 	rd_close(&r);
+	/* many files are not held open at once */
+	cg_reread_rest(rr);
 	return rc;
 }
 
@@ -686,6 +728,16 @@ fail:
 	return -1;
 }
 
+/* Room for the rereads of n fortune files, one per condition. */
+static int
+fortune_rr(struct build *b, size_t n)
+{
+	if ((b->rr = calloc(n, sizeof(*b->rr))) == NULL)
+		return cg_seterr("%s: out of memory", b->name);
+	b->nrr = n;
+	return 0;
+}
+
 /* A directory of fortune files, or one such file. */
 static int
 load_fortunes(struct build *b, const char *path)
@@ -710,6 +762,8 @@ load_fortunes(struct build *b, const char *path)
 			cg_errprefix(path);
 			return -1;
 		}
+		if (b->stream && fortune_rr(b, 1) != 0)
+			return -1;
 		if (fortune_file(b, path, path, id) != 0)
 			return -1;
 		if (b->d.n == 0)
@@ -739,6 +793,8 @@ load_fortunes(struct build *b, const char *path)
 			goto out;
 		}
 	}
+	if (b->stream && fortune_rr(b, nfiles) != 0)
+		goto out;
 	for (size_t i = 0; i < nfiles && !build_full(b); i++) {
 		if (asprintf(&file, "%s/%s", path, files[i]) < 0) {
 			file = NULL;
@@ -1193,7 +1249,7 @@ load_lines(struct build *b, const char *path, enum cg_text_format fmt)
 	else
 		max = TSV_EXPAND * (b->max_entry + CG_SHARD_MAX_NAME) + 1;
 	b->want_prompts = fmt == CG_TEXT_JSONL;
-	if (rd_open(&r, path, b->name) != 0)
+	if (rd_open(&r, path, b->name, b->nrr ? b->rr[0] : NULL) != 0)
 		return -1;
 	while (!build_full(b) && (got = rd_line(&r, &line, max, &nl)) != 0) {
 		const unsigned char *p = line.p;
@@ -1235,12 +1291,15 @@ out:
 
 /* What a streamed dataset reads its payloads again from. */
 struct refetch {
-	int fd;
 	enum cg_text_format fmt;
-	char *name;        /* the input, for messages */
-	uint64_t *src;     /* [n] each record's line: offset */
-	uint32_t *srclen;  /* [n] and length */
+	char *name;            /* the input, for messages */
+	struct cg_reread **rr; /* [nrr]: fortunes, by condition; else one */
+	size_t nrr;
+	size_t cur;             /* the fortune file read last */
+	uint64_t *src;          /* [n] each record's line (an entry): offset */
+	uint32_t *srclen;       /* [n] and length (JSON Lines and TSV) */
 	const uint64_t *offset; /* the dataset's, [n + 1] */
+	const uint32_t *cond;   /* the dataset's, [n] */
 	struct buf line, scratch;
 };
 
@@ -1251,8 +1310,9 @@ refetch_free(void *ctx)
 
 	if (x == NULL)
 		return;
-	if (x->fd >= 0)
-		close(x->fd);
+	for (size_t i = 0; i < x->nrr; i++)
+		cg_reread_free(x->rr[i]);
+	free(x->rr);
 	free(x->name);
 	free(x->src);
 	free(x->srclen);
@@ -1262,32 +1322,30 @@ refetch_free(void *ctx)
 }
 
 /*
- * Example i's payload, decoded from its line again into out [its
- * length]: the record was checked when the dataset was read, so anything
- * else now (a short read, other bytes, another length) means the file
- * changed since.
+ * Example i's payload, read again into out [its length]: a fortune's
+ * bytes as they are in its file; a record decoded from its line again.
+ * The record was checked when the dataset was read, so anything else now
+ * (other bytes, another length) means the file changed since.
  */
 static int
 refetch(void *ctx, uint64_t i, uint8_t *out)
 {
 	struct refetch *x = ctx;
 	uint64_t want = x->offset[i + 1] - x->offset[i];
-	size_t len = x->srclen[i], got = 0, plen = 0, tlen = 0;
+	size_t len = x->srclen[i], plen = 0, tlen = 0;
 	const unsigned char *p, *end, *at[NFIELDS];
 
+	if (x->fmt == CG_TEXT_FORTUNES) {
+		size_t f = x->nrr == 1 ? 0 : x->cond[i];
+		if (f != x->cur)
+			cg_reread_rest(x->rr[x->cur]);
+		x->cur = f;
+		return cg_reread_at(x->rr[f], x->src[i], out, (size_t)want);
+	}
 	if (buf_reserve(&x->line, len + 1) != 0)
 		return cg_seterr("%s: out of memory", x->name);
-	while (got < len) {
-		ssize_t k = pread(x->fd, x->line.p + got, len - got,
-		                  (off_t)(x->src[i] + got));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return cg_seterr("%s: %s", x->name, strerror(errno));
-		if (k == 0)
-			goto changed;
-		got += (size_t)k;
-	}
+	if (cg_reread_at(x->rr[0], x->src[i], x->line.p, len) != 0)
+		return -1;
 	x->line.p[len] = '\0';
 	p = x->line.p;
 	end = p + len;
@@ -1324,35 +1382,9 @@ changed:
 	return -1;
 }
 
-/*
- * Whether path can be streamed: a regular file, not gzip (whose bytes
- * cannot be read again at an offset).  Opens it into *fd if so.
- */
-static int
-can_stream(const char *path, int *fd)
-{
-	unsigned char magic[2];
-	struct stat st;
-
-	*fd = -1;
-	if (strcmp(path, "-") == 0)
-		return 0;
-	if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
-	if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    (pread(*fd, magic, 2, 0) == 2 && magic[0] == 0x1f &&
-	     magic[1] == 0x8b)) {
-		close(*fd);
-		*fd = -1;
-		return 0;
-	}
-	return 1;
-}
-
 /* Hand a streamed build's places to d (fetch), its hashes too. */
 static int
-stream_finish(struct build *b, int fd, enum cg_text_format fmt,
-              struct cg_dataset *d)
+stream_finish(struct build *b, enum cg_text_format fmt, struct cg_dataset *d)
 {
 	struct refetch *x = calloc(1, sizeof(*x));
 
@@ -1360,11 +1392,17 @@ stream_finish(struct build *b, int fd, enum cg_text_format fmt,
 		free(x);
 		return cg_seterr("out of memory");
 	}
-	x->fd = fd;
 	x->fmt = fmt;
+	x->rr = b->rr;
+	x->nrr = b->nrr;
 	x->src = b->src;
 	x->srclen = b->srclen;
 	x->offset = d->offset;
+	/* fortune files are conditions in name order, and build_finish
+	 * sorted them by name: an example's condition is its file */
+	x->cond = d->cond;
+	b->rr = NULL;
+	b->nrr = 0;
 	b->src = NULL;
 	b->srclen = NULL;
 	free(d->payload);
@@ -1437,7 +1475,7 @@ cg_text_load(const char *path, const struct cg_text_options *o,
 	enum cg_text_format fmt = o ? o->format : CG_TEXT_AUTO;
 	struct build b;
 	struct stat st;
-	int rc = -1, fd = -1;
+	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (fmt == CG_TEXT_AUTO) {
@@ -1456,24 +1494,28 @@ cg_text_load(const char *path, const struct cg_text_options *o,
 		                 "input");
 	if (build_init(&b, o, name) != 0)
 		goto out;
-	b.stream = o && o->stream && fmt != CG_TEXT_FORTUNES &&
-	           can_stream(path, &fd);
+	b.stream = o && o->stream;
+	if (b.stream && fmt != CG_TEXT_FORTUNES) {
+		/* standard input is copied to a file here */
+		if ((b.rr = calloc(1, sizeof(*b.rr))) == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		b.nrr = 1;
+		if ((b.rr[0] = cg_reread_open(path, name)) == NULL)
+			goto out;
+	}
 	if ((fmt == CG_TEXT_FORTUNES ? load_fortunes(&b, path)
 	                             : load_lines(&b, path, fmt)) != 0)
 		goto out;
 	if (build_finish(&b, out) != 0)
 		goto out;
-	if (b.stream) {
-		if (stream_finish(&b, fd, fmt, out) != 0) {
-			cg_dataset_free(out);
-			goto out;
-		}
-		fd = -1;
+	if (b.stream && stream_finish(&b, fmt, out) != 0) {
+		cg_dataset_free(out);
+		goto out;
 	}
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
 	build_free(&b);
 	return rc;
 }

@@ -26,11 +26,12 @@ struct cg_text_options {
 	uint64_t max_entry; /* bytes of one example, 1 .. CG_TEXT_MAX_ENTRY_
 	                     * LIMIT; 0: CG_TEXT_MAX_ENTRY */
 	uint64_t limit;     /* > 0: keep the first limit examples only */
-	/* Leave the payload in a JSON Lines or TSV file that is plain and
-	 * regular (not gzip, not standard input): the dataset's fetch
-	 * decodes each record again from the file when it is wanted
-	 * (data/dataset.h), and its payload bytes are never held together.
-	 * Other inputs are read whole, as without it. */
+	/* Leave the payload in the input: the dataset's fetch reads each
+	 * example again when it is wanted (data/dataset.h), decoding a
+	 * record from its line again, and its payload bytes are never held
+	 * together.  A gzip input is decompressed again for that, standard
+	 * input (and a pipe) is copied to a temporary file in $TMPDIR first
+	 * (data/reread.h); fortune files are opened again one at a time. */
 	int stream;
 	/* With stream: compute each payload's hash with hash_seed, which a
 	 * hashed split of a streamed dataset needs (dataset.h). */

@@ -1543,6 +1543,125 @@ cg_file_read_late(const char *path, const char *late)
 	return read_path(path, 1, late);
 }
 
+/*
+ * What is left of fd, a cg file compressed or from a pipe, decompressed
+ * into an unlinked temporary file in $TMPDIR (else /tmp): its descriptor
+ * at offset 0, or -1 with a message.  No more than the largest file the
+ * tensor limit allows (cg_max_bytes() and room for the manifest and the
+ * archive's headers) is written, so that a stream that inflates without
+ * end fills no disk.
+ */
+static int
+spool_plain(int fd, const char *display)
+{
+	const char *dir = getenv("TMPDIR");
+	uint64_t most = cg_max_bytes() + (64u << 20), have = 0;
+	struct archive *a = NULL;
+	struct archive_entry *e;
+	char *tmp = NULL, *buf = NULL;
+	int out = -1;
+
+	if (dir == NULL || *dir == '\0')
+		dir = "/tmp";
+	if (asprintf(&tmp, "%s/cg-plain.XXXXXX", dir) < 0) {
+		tmp = NULL;
+		goto oom;
+	}
+	if ((buf = malloc(1u << 16)) == NULL || (a = archive_read_new()) == NULL)
+		goto oom;
+	if ((out = mkstemp(tmp)) < 0) {
+		cg_seterr("%s: a copy in %s: %s", display, dir, strerror(errno));
+		goto out;
+	}
+	unlink(tmp);
+	archive_read_support_filter_gzip(a);
+	archive_read_support_filter_zstd(a);
+	archive_read_support_format_raw(a);
+	if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK ||
+	    archive_read_next_header(a, &e) != ARCHIVE_OK)
+		goto bad;
+	for (;;) {
+		la_ssize_t got = archive_read_data(a, buf, 1u << 16);
+		if (got < 0)
+			goto bad;
+		if (got == 0)
+			break;
+		if ((have += (uint64_t)got) > most) {
+			cg_seterr("%s: more than %llu bytes decompressed (the "
+				  "limit is CG_MAX_BYTES)",
+				  display, (unsigned long long)most);
+			goto fail;
+		}
+		for (la_ssize_t done = 0; done < got;) {
+			ssize_t k = write(out, buf + done, (size_t)(got - done));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0) {
+				cg_seterr("%s: a copy in %s: %s", display, dir,
+					  strerror(errno));
+				goto fail;
+			}
+			done += k;
+		}
+	}
+	if (lseek(out, 0, SEEK_SET) != 0) {
+		cg_seterr("%s: %s", display, strerror(errno));
+		goto fail;
+	}
+	goto out;
+bad:
+	cg_seterr("%s: %s", display,
+		  archive_error_string(a) ? archive_error_string(a)
+					  : "cannot read");
+	goto fail;
+oom:
+	cg_seterr("%s: out of memory", display);
+fail:
+	if (out >= 0)
+		close(out);
+	out = -1;
+out:
+	if (a)
+		archive_read_free(a);
+	free(buf);
+	free(tmp);
+	return out;
+}
+
+struct cg_file *
+cg_file_read_spooled(const char *path, const char *late)
+{
+	const char *display = strcmp(path, "-") == 0 ? "(stdin)" : path;
+	unsigned char magic[4] = {0};
+	struct cg_file *f = NULL;
+	struct stat st;
+	off_t pos;
+	int fd, plain;
+
+	fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY);
+	if (fd < 0) {
+		cg_seterr("%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	/* A plain file is mapped where it is, as cg_file_read_late does. */
+	plain = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		(pos = lseek(fd, 0, SEEK_CUR)) >= 0 &&
+		pread(fd, magic, sizeof(magic), pos) >= 2 &&
+		!is_compressed(magic, sizeof(magic));
+	if (plain) {
+		f = read_fd(fd, display, 1, late);
+	} else {
+		int tmp = spool_plain(fd, display);
+		if (tmp >= 0) {
+			f = read_fd(tmp, display, 1, late);
+			close(tmp);
+		}
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	return f;
+}
+
 /* ------------------------------------------------------- the format row */
 
 const struct cg_format cg_format_cg = {

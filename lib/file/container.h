@@ -142,6 +142,17 @@ struct cg_file *cg_file_read_copy(const char *path);
  */
 struct cg_file *cg_file_read_late(const char *path, const char *late);
 /*
+ * cg_file_read_late, but a file that is compressed or not a regular file
+ * (a pipe) is first decompressed into an unlinked temporary file in
+ * $TMPDIR (else /tmp), which is then mapped as a plain file is: its
+ * tensors lie in the mapping, and cg_file_page_out gives back what of
+ * them was read, so that no tensor is held whole in memory.  It costs
+ * the disk the decompressed file takes, and the time to write it.
+ * Returns as cg_file_read does (and "PATH: a copy in DIR: ..." where the
+ * copy cannot be written).
+ */
+struct cg_file *cg_file_read_spooled(const char *path, const char *late);
+/*
  * The verdict on f's late digest (cg_file_read_late): 0 when it matched
  * or none was late; -1 with the message "tensor NAME: digest mismatch
  * (file truncated or altered)", not naming the file; with wait 0, 1

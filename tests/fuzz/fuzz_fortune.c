@@ -91,5 +91,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cg_dataset_free(&d);
 	if (nfiles == 1 && cg_text_load(one, &o, &d) == 0)
 		cg_dataset_free(&d);
+	/* streamed: the entries are read again from their files */
+	o.stream = 1;
+	if (cg_text_load(dir, &o, &d) == 0) {
+		uint8_t *buf = malloc(d.offset[d.n] + 1);
+		for (uint64_t i = 0; buf && i < d.n; i++)
+			if (d.fetch(d.fetch_ctx, i, buf) != 0)
+				abort(); /* nothing changed them */
+		free(buf);
+		cg_dataset_free(&d);
+	}
 	return 0;
 }

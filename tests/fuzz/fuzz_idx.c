@@ -4,8 +4,11 @@
  * The first 4 bytes of the input (little-endian) say how many of the
  * rest are the images file; the others are the labels file.  Both go to
  * cg_idx_load through memfds (fuzz.h), plain or gzip, once whole and, if that
- * loads, once with a limit on the examples kept.
+ * loads, once with a limit on the examples kept; then to cg_idx_stream,
+ * whose images are read again, each one.
  */
+#include <stdlib.h>
+
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "fuzz.h"
@@ -32,5 +35,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cg_dataset_free(&d);
 	if (cg_idx_load(images, labels, 3, &d) == 0)
 		cg_dataset_free(&d);
+	if (cg_idx_stream(images, labels, 0, &(uint64_t){1}, &d) == 0) {
+		uint8_t *px = malloc(d.offset[1] ? d.offset[1] : 1);
+		for (uint64_t i = 0; px && i < d.n; i++)
+			if (d.fetch(d.fetch_ctx, i, px) != 0)
+				abort(); /* the file was read through already */
+		free(px);
+		cg_dataset_free(&d);
+	}
 	return 0;
 }

@@ -4,7 +4,8 @@
  * The input is the file (plain or gzip), given to cg_text_load through a
  * memfd (fuzz.h) with the format named, as cg-shard --format tsv
  * reads it: once with the default entry limit and, if that loads, once
- * with a small one and a limit on the examples.
+ * with a small one and a limit on the examples; then streamed, each
+ * record fetched again.
  */
 #include "data/dataset.h"
 #include "data/text.h"
@@ -27,5 +28,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	o.limit = 2;
 	if (cg_text_load(path, &o, &d) == 0)
 		cg_dataset_free(&d);
+	/* streamed: every record decoded again from the file */
+	o.max_entry = 0;
+	o.limit = 0;
+	o.stream = 1;
+	if (cg_text_load(path, &o, &d) == 0) {
+		uint8_t *buf = malloc(d.offset[d.n] + 1);
+		for (uint64_t i = 0; buf && i < d.n; i++)
+			if (d.fetch(d.fetch_ctx, i, buf) != 0)
+				abort(); /* nothing changed the file */
+		free(buf);
+		cg_dataset_free(&d);
+	}
 	return 0;
 }

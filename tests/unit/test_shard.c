@@ -782,12 +782,18 @@ write_idx(const char *path, int gz, int ndim, const uint32_t *dims,
 	}
 }
 
+/*
+ * cg_idx_load and cg_idx_stream (with hashes) of the same pair: both
+ * succeed or fail alike, and the streamed dataset's fetch gives the
+ * bytes, and its hashes the hashes, of the one read whole.
+ */
 static void
 expect_idx(const char *im, const char *lb, uint64_t limit, int ok,
            const char *want)
 {
-	struct cg_dataset d;
-	int rc = cg_idx_load(im, lb, limit, &d);
+	struct cg_dataset d, s;
+	const uint64_t seed = 5;
+	int rc = cg_idx_load(im, lb, limit, &d), rs;
 
 	if (ok)
 		CHECK(rc == 0, "%s: %s", want, cg_errmsg());
@@ -795,7 +801,57 @@ expect_idx(const char *im, const char *lb, uint64_t limit, int ok,
 		CHECK(rc == -1 && strstr(cg_errmsg(), want) != NULL,
 		      "expected '%s', got rc %d '%s'", want, rc,
 		      rc ? cg_errmsg() : "");
+	rs = cg_idx_stream(im, lb, limit, &seed, &s);
+	if (ok) {
+		CHECK(rs == 0 && s.payload == NULL && s.fetch != NULL &&
+		          s.hash != NULL && s.n == d.n &&
+		          memcmp(s.offset, d.offset,
+		                 (d.n + 1) * sizeof(*d.offset)) == 0 &&
+		          memcmp(s.cond, d.cond, d.n * sizeof(*d.cond)) == 0,
+		      "%s, streamed: %s", want, rs ? cg_errmsg() : "differs");
+		for (uint64_t i = 0; rs == 0 && i < s.n; i++) {
+			uint64_t len = d.offset[i + 1] - d.offset[i];
+			uint8_t buf[64];
+			CHECK(len <= sizeof(buf) &&
+			          s.fetch(s.fetch_ctx, i, buf) == 0 &&
+			          memcmp(buf, d.payload + d.offset[i], len) ==
+			              0 &&
+			          s.hash[i] == cg_payload_hash(buf, len, seed),
+			      "%s, streamed: example %llu differs", want,
+			      (unsigned long long)i);
+		}
+	} else {
+		CHECK(rs == -1 && strstr(cg_errmsg(), want) != NULL,
+		      "streamed: expected '%s', got rc %d '%s'", want, rs,
+		      rs ? cg_errmsg() : "");
+	}
 	cg_dataset_free(&d);
+	cg_dataset_free(&s);
+}
+
+/* A streamed IDX file that changes before its images are read again:
+ * an error, never other bytes. */
+static void
+test_idx_changed(const char *lb, int gz)
+{
+	uint8_t px[5 * 4 * 3] = {0};
+	char p[512];
+	struct cg_dataset s;
+	uint8_t buf[12];
+
+	snprintf(p, sizeof(p), "%s/changing%s", tmpdir, gz ? ".gz" : "");
+	write_idx(p, gz, 3, (uint32_t[]){5, 4, 3}, px, sizeof(px), 0);
+	CHECK(cg_idx_stream(p, lb, 0, NULL, &s) == 0, "changing: %s",
+	      cg_errmsg());
+	CHECK(s.fetch(s.fetch_ctx, 4, buf) == 0 &&
+	          s.fetch(s.fetch_ctx, 0, buf) == 0,
+	      "changing, before: %s", cg_errmsg());
+	/* one image fewer: another size */
+	write_idx(p, gz, 3, (uint32_t[]){4, 4, 3}, px, sizeof(px) - 12, 0);
+	CHECK(s.fetch(s.fetch_ctx, 1, buf) == -1 &&
+	          strstr(cg_errmsg(), "changed while it was read") != NULL,
+	      "changing: got '%s'", cg_errmsg());
+	cg_dataset_free(&s);
 }
 
 static void
@@ -891,6 +947,8 @@ test_idx(void)
 	expect_idx("/nonexistent", lb, 0, 0, "/nonexistent: No such file");
 	expect_idx(tmpdir, lb, 0, 0, "is a directory");
 	expect_idx("-", "-", 0, 0, "both be standard input");
+	test_idx_changed(lb, 0);
+	test_idx_changed(lb, 1);
 }
 
 /* ---------------------------------------------------------------- text */
@@ -924,14 +982,58 @@ struct want {
 		c, lit, sizeof(lit) - 1, p                                     \
 	}
 
+/*
+ * Load path whole into d; and streamed (cg_text_options.stream, with
+ * hashes), which must succeed or fail as the whole read does, with the
+ * same message, and give the same examples through its fetch.
+ */
 static int
 load(const char *path, enum cg_text_format f, uint64_t max, uint64_t limit,
      struct cg_dataset *d)
 {
 	struct cg_text_options o = {
 	    .format = f, .max_entry = max, .limit = limit};
+	struct cg_dataset s;
+	char msg[512];
+	int rc = cg_text_load(path, &o, d), rs;
+	uint8_t *buf = NULL;
 
-	return cg_text_load(path, &o, d);
+	snprintf(msg, sizeof(msg), "%s", rc ? cg_errmsg() : "");
+	o.stream = o.hash = 1;
+	o.hash_seed = 9;
+	rs = cg_text_load(path, &o, &s);
+	/* the bytes in memory are what CG_MAX_BYTES bounds: not a stream's */
+	if (rc != 0 && strstr(msg, "CG_MAX_BYTES") != NULL)
+		CHECK(rs == 0, "%s streamed: '%s'", path, cg_errmsg());
+	else
+		CHECK(rs == rc && (rc == 0 || strcmp(msg, cg_errmsg()) == 0),
+		      "%s streamed: rc %d '%s', read whole: rc %d '%s'", path,
+		      rs, rs ? cg_errmsg() : "", rc, msg);
+	if (rc == 0 && rs == 0) {
+		CHECK(s.payload == NULL && s.n == d->n &&
+		          s.nconditions == d->nconditions &&
+		          (s.prompt_len == NULL) == (d->prompt_len == NULL) &&
+		          memcmp(s.offset, d->offset,
+		                 (d->n + 1) * sizeof(*d->offset)) == 0 &&
+		          memcmp(s.cond, d->cond, d->n * sizeof(*d->cond)) == 0,
+		      "%s streamed: another dataset", path);
+		buf = malloc(d->offset[d->n] + 1);
+		for (uint64_t i = 0; buf && i < d->n && i < s.n; i++) {
+			uint64_t len = d->offset[i + 1] - d->offset[i];
+			CHECK(s.fetch(s.fetch_ctx, i, buf) == 0 &&
+			          memcmp(buf, d->payload + d->offset[i], len) ==
+			              0 &&
+			          s.hash[i] == cg_payload_hash(buf, len, 9),
+			      "%s streamed: example %llu differs (%s)", path,
+			      (unsigned long long)i, cg_errmsg());
+		}
+		free(buf);
+	}
+	if (rs == 0)
+		cg_dataset_free(&s);
+	if (rc != 0)
+		cg_seterr("%s", msg);
+	return rc;
 }
 
 /* d holds exactly w[n], in order; prompts says whether prompt_len is set */
