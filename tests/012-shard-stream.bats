@@ -214,7 +214,7 @@ stream() {
 		im/train-labels-idx1-ubyte < im/train-images-idx3-ubyte'
 	for i in 0 1 2 3; do cmp s-$i.cgd i-$i.cgd; done
 	# no copy of standard input is left behind
-	[ -z "$(ls | grep cg-stdin)" ]
+	[ -z "$(ls | grep cg-input)" ]
 	[ "${CG_SANITIZED:-0}" = 1 ] || bites $lim im/train-images-idx3-ubyte
 }
 

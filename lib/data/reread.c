@@ -2,13 +2,13 @@
  * data/reread.c - an input read again at the offsets of its bytes.
  *
  * A plain file is read with pread.  A gzip file has no offsets but its
- * decompressed stream's: it is inflated forward from where the last read
- * ended, and from the start again when a read goes back, so a shard's
- * examples, read in input order, cost one pass over the stream (cg-shard
- * reads each shard twice, for its digest and for its bytes: 2 * (shards
- * + 1) passes in all; inflating is some hundreds of MB/s).  Standard
- * input cannot be read again: it is copied to an unlinked temporary file
- * first, which then stands for it.
+ * decompressed stream's: read alone, it is inflated once more into an
+ * unlinked temporary file, which then stands for it (disk the size of
+ * the decompressed input, in $TMPDIR, else /tmp); one of many (a fortune
+ * directory's files, closed between reads) is inflated forward from
+ * where the last read ended, and from the start again when a read goes
+ * back.  Standard input cannot be read again: it is copied to an
+ * unlinked temporary file first, which then stands for it.
  *
  * A file that changes between the reads would give the shards other
  * bytes than those the first pass counted: each read checks the file's
@@ -38,6 +38,7 @@ struct cg_reread {
 	int gzip;     /* the input is a gzip stream */
 	gzFile gz;    /* gzip: the stream being read, or NULL */
 	uint64_t pos; /* gzip: the decompressed offset gz is at */
+	int rested;   /* one of many files, closed between reads */
 	unsigned char *skip;
 	struct stat st; /* as first opened */
 };
@@ -64,29 +65,61 @@ same_file(const struct cg_reread *r, int fd)
 	return 0;
 }
 
+/* An unlinked temporary file in $TMPDIR (else /tmp): its descriptor,
+ * or -1 with a message naming name. */
+static int
+tmpfile_in(const char *name)
+{
+	const char *dir = getenv("TMPDIR");
+	char *tmp = NULL;
+	int fd;
+
+	if (dir == NULL || *dir == '\0')
+		dir = "/tmp";
+	if (asprintf(&tmp, "%s/cg-input.XXXXXX", dir) < 0) {
+		cg_seterr("%s: out of memory", name);
+		return -1;
+	}
+	if ((fd = mkstemp(tmp)) < 0)
+		cg_seterr("%s: a copy in %s: %s", name, dir, strerror(errno));
+	else
+		unlink(tmp);
+	free(tmp);
+	return fd;
+}
+
+/* Write all n bytes of buf to fd: 0, or -1 with a message. */
+static int
+put(int fd, const unsigned char *buf, size_t n, const char *name)
+{
+	while (n > 0) {
+		ssize_t k = write(fd, buf, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return cg_seterr("%s: a temporary copy: %s", name,
+			                 strerror(errno));
+		buf += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 /* Copy what is left of in to an unlinked temporary file: its descriptor,
  * or -1 with a message. */
 static int
 spool(int in, const char *name)
 {
-	const char *dir = getenv("TMPDIR");
-	char *tmp = NULL, *buf = NULL;
+	unsigned char *buf = malloc(SKIP_CHUNK);
 	int fd = -1;
 	ssize_t got;
 
-	if (dir == NULL || *dir == '\0')
-		dir = "/tmp";
-	if (asprintf(&tmp, "%s/cg-stdin.XXXXXX", dir) < 0) {
-		tmp = NULL;
-		goto oom;
+	if (buf == NULL) {
+		cg_seterr("%s: out of memory", name);
+		return -1;
 	}
-	if ((buf = malloc(SKIP_CHUNK)) == NULL)
-		goto oom;
-	if ((fd = mkstemp(tmp)) < 0) {
-		cg_seterr("%s: a copy in %s: %s", name, dir, strerror(errno));
+	if ((fd = tmpfile_in(name)) < 0)
 		goto out;
-	}
-	unlink(tmp);
 	for (;;) {
 		got = read(in, buf, SKIP_CHUNK);
 		if (got < 0 && errno == EINTR)
@@ -97,27 +130,14 @@ spool(int in, const char *name)
 		}
 		if (got == 0)
 			break;
-		for (ssize_t done = 0; done < got;) {
-			ssize_t k = write(fd, buf + done, (size_t)(got - done));
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0) {
-				cg_seterr("%s: a copy in %s: %s", name, dir,
-				          strerror(errno));
-				goto fail;
-			}
-			done += k;
-		}
+		if (put(fd, buf, (size_t)got, name) != 0)
+			goto fail;
 	}
-	goto out;
-oom:
-	cg_seterr("%s: out of memory", name);
 	goto out;
 fail:
 	close(fd);
 	fd = -1;
 out:
-	free(tmp);
 	free(buf);
 	return fd;
 }
@@ -238,10 +258,65 @@ gz_get(struct cg_reread *r, unsigned char *buf, size_t n)
 	return (int64_t)have;
 }
 
+/*
+ * The gzip input r inflated once into an unlinked temporary file, which
+ * then stands for it as a plain file: later reads are preads, not
+ * passes over the stream from its start.  0, or -1 with a message.
+ */
+static int
+inflate_copy(struct cg_reread *r)
+{
+	int fd = cg_reread_fd(r), out = -1;
+	int64_t got;
+
+	if (fd < 0)
+		return -1;
+	if ((r->gz = gzdopen(fd, "rb")) == NULL) {
+		close(fd);
+		return cg_seterr("%s: out of memory", r->name);
+	}
+	gzbuffer(r->gz, 1u << 17);
+	r->pos = 0;
+	if ((r->skip == NULL && (r->skip = malloc(SKIP_CHUNK)) == NULL)) {
+		cg_seterr("%s: out of memory", r->name);
+		goto fail;
+	}
+	if ((out = tmpfile_in(r->name)) < 0)
+		goto fail;
+	while ((got = gz_get(r, NULL, SKIP_CHUNK)) > 0)
+		if (put(out, r->skip, (size_t)got, r->name) != 0)
+			goto fail;
+	if (got < 0 || same_file(r, r->fd) != 0 || fstat(out, &r->st) != 0)
+		goto fail;
+	gzclose_r(r->gz);
+	r->gz = NULL;
+	close(r->fd);
+	r->fd = out;
+	r->gzip = 0;
+	free(r->path);
+	r->path = NULL;
+	return 0;
+fail:
+	if (out >= 0)
+		close(out);
+	gzclose_r(r->gz);
+	r->gz = NULL;
+	return -1;
+}
+
 static int
 gzip_at(struct cg_reread *r, uint64_t off, unsigned char *buf, size_t n)
 {
 	int64_t got;
+
+	/* An input read alone is inflated once more, into a copy; one of
+	 * many files (a fortune directory) is not, or every one would
+	 * hold a descriptor and a copy. */
+	if (r->gz == NULL && !r->rested) {
+		if (inflate_copy(r) != 0)
+			return -1;
+		return plain_at(r, off, buf, n);
+	}
 
 	if (r->gz != NULL && off < r->pos) {
 		gzclose_r(r->gz);
@@ -292,6 +367,7 @@ cg_reread_rest(struct cg_reread *r)
 {
 	if (r == NULL || r->path == NULL)
 		return;
+	r->rested = 1;
 	if (r->gz)
 		gzclose_r(r->gz);
 	r->gz = NULL;

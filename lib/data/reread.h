@@ -34,9 +34,11 @@ int cg_reread_fd(struct cg_reread *r);
  * Bytes [off, off + n) of r's input into buf: 0, or -1 with a message,
  * "NAME: changed while it was read" when the input is no longer the one
  * first opened (its size, time or inode differ, or it ends early).  A
- * gzip input is decompressed as it is read: forward from where the last
- * read ended, and from its start again for an offset before that, so
- * read it in increasing order.
+ * gzip input is inflated at its first read into an unlinked temporary
+ * file in $TMPDIR (else /tmp) that then stands for it; after
+ * cg_reread_rest it is instead decompressed as it is read: forward from
+ * where the last read ended, and from its start again for an offset
+ * before that, so read it in increasing order.
  */
 int cg_reread_at(struct cg_reread *r, uint64_t off, void *buf, size_t n);
 
