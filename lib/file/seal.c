@@ -10,6 +10,7 @@
  * after its end, fails a tag instead of passing for whole.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +486,9 @@ open_chunk(EVP_CIPHER_CTX *c, const unsigned char *head, uint64_t i,
 	unsigned char iv[12];
 	int len;
 
+	if (n < TAG || n - TAG > INT_MAX)
+		return cg_seterr("sealed: chunk %llu: bad length",
+		                 (unsigned long long)i);
 	nonce(iv, i, last);
 	n -= TAG;
 	if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, iv) == 1 &&
@@ -590,6 +594,11 @@ open_mapped(struct opener *o, int out, const unsigned char *body, size_t nb,
 		                 "less than its tag)",
 		                 nb);
 	nchunks = (nb + o->chunk + TAG - 1) / step;
+	/* the last chunk holds 1 to chunk + TAG bytes: at least its tag */
+	if (nb - (nchunks - 1) * step < TAG)
+		return cg_seterr("sealed: cut short (chunk %zu has %zu bytes, "
+		                 "less than its tag)",
+		                 nchunks - 1, nb - (nchunks - 1) * step);
 	plain = nb - nchunks * TAG;
 	if (plain > max)
 		return cg_seterr("sealed: more than %llu bytes inside (the "

@@ -208,6 +208,11 @@ hostile(const unsigned char pub[32])
 		ok &= refused(b.p, CG_SEAL_HEAD + k * step,
 		              "fails authentication");
 	ok &= refused(b.p, CG_SEAL_HEAD + step + 100, "fails authentication");
+	/* a last chunk shorter than a tag: within the tag of the one
+	 * before, or a few bytes past it */
+	ok &= refused(b.p, CG_SEAL_HEAD + step - 5, "fails authentication");
+	ok &= refused(b.p, CG_SEAL_HEAD + step + 5, "cut short");
+	ok &= refused(b.p, CG_SEAL_HEAD + 2 * step + 15, "cut short");
 	ok &= refused(b.p, b.n - 1, "fails authentication");
 	ok &= refused(b.p, CG_SEAL_HEAD + 3, "cut short");
 	ok &= refused(b.p, CG_SEAL_HEAD + 10, "cut short");
