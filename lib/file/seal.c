@@ -578,16 +578,18 @@ out:
 /*
  * The chunks of a regular file, mapped (the body of body [nb] bytes),
  * opened into out in parallel: every chunk's place is known from the
- * file's size.  0 or -1 with the first failing chunk's message.
+ * file's size.  Each thread opens a chunk into a buffer of its own and
+ * writes it to its place (pwrite: cheaper here than writing through a
+ * shared mapping, whose pages cost a fault each).  0 or -1 with the
+ * first failing chunk's message.
  */
 static int
 open_mapped(struct opener *o, int out, const unsigned char *body, size_t nb,
             uint64_t max)
 {
 	size_t step = o->chunk + TAG, nchunks, plain;
-	unsigned char *pt;
 	uint64_t bad = UINT64_MAX;
-	int oom = 0;
+	int oom = 0, werr = 0;
 
 	if (nb < TAG)
 		return cg_seterr("sealed: cut short (chunk 0 has %zu bytes, "
@@ -604,46 +606,60 @@ open_mapped(struct opener *o, int out, const unsigned char *body, size_t nb,
 		return cg_seterr("sealed: more than %llu bytes inside (the "
 		                 "limit, CG_MAX_BYTES)",
 		                 (unsigned long long)max);
-	if (ftruncate(out, (off_t)plain) != 0)
-		return cg_seterr("sealed: %s", strerror(errno));
-	if (plain == 0)
-		pt = NULL;
-	else if ((pt = mmap(NULL, plain, PROT_READ | PROT_WRITE,
-	                    MAP_SHARED | MAP_POPULATE,
-	                    out, 0)) == MAP_FAILED)
-		return cg_seterr("sealed: %s", strerror(errno));
+#pragma omp parallel
 	{
-		unsigned char zero[1];
-#pragma omp parallel for schedule(dynamic, 1)
-		for (size_t i = 0; i < nchunks; i++) {
-			EVP_CIPHER_CTX *c = cipher(o->key, 0);
-			int last = i == nchunks - 1;
-			size_t n = last ? nb - i * step : step;
-			if (c == NULL) {
+		EVP_CIPHER_CTX *c = cipher(o->key, 0);
+		unsigned char *pt = malloc(o->chunk);
+		if (c == NULL || pt == NULL) {
 #pragma omp atomic write
-				oom = 1;
+			oom = 1;
+		}
+#pragma omp for schedule(dynamic, 1)
+		for (size_t i = 0; i < nchunks; i++) {
+			int last = i == nchunks - 1;
+			size_t n = last ? nb - i * step : step, k = 0;
+			if (c == NULL || pt == NULL)
 				continue;
-			}
 			if (open_chunk(c, o->head, i, last, body + i * step, n,
-			               pt ? pt + i * o->chunk : zero) != 0) {
+			               pt) != 0) {
 #pragma omp critical(cg_seal_bad)
 				if (i < bad)
 					bad = i;
+				continue;
 			}
-			EVP_CIPHER_CTX_free(c);
+			while (k < n - TAG) {
+				ssize_t w = pwrite(out, pt + k, n - TAG - k,
+				                   (off_t)(i * o->chunk + k));
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0) {
+#pragma omp atomic write
+					werr = w < 0 ? errno : EIO;
+					break;
+				}
+				k += (size_t)w;
+			}
 		}
+		if (pt)
+			OPENSSL_cleanse(pt, o->chunk);
+		free(pt);
+		EVP_CIPHER_CTX_free(c);
 	}
-	if (pt && (bad != UINT64_MAX || oom))
-		memset(pt, 0, plain);
-	if (pt)
-		munmap(pt, plain);
 	if (oom)
-		return cg_seterr("sealed: AES-256-GCM unavailable");
-	if (bad != UINT64_MAX)
+		return cg_seterr("sealed: out of memory");
+	if (bad != UINT64_MAX) {
+		if (ftruncate(out, 0) != 0) /* nothing of it kept */
+			return cg_seterr("sealed: %s", strerror(errno));
 		return cg_seterr("sealed: chunk %llu fails authentication (the "
 		                 "file was altered, cut short, extended or "
 		                 "reordered)",
 		                 (unsigned long long)bad);
+	}
+	if (werr)
+		return cg_seterr("sealed: %s", strerror(werr));
+	/* an empty last chunk leaves the size short of its end */
+	if (ftruncate(out, (off_t)plain) != 0)
+		return cg_seterr("sealed: %s", strerror(errno));
 	return 0;
 }
 
