@@ -687,7 +687,8 @@ cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max)
 	          : -1;
 	if (pos == CG_SEAL_HEAD && st.st_size > pos) {
 		size_t size = (size_t)st.st_size;
-		unsigned char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE,
+		unsigned char *map = mmap(NULL, size, PROT_READ,
+		                          MAP_PRIVATE | MAP_POPULATE,
 		                          fd, 0);
 		if (map == MAP_FAILED) {
 			cg_seterr("sealed: %s", strerror(errno));
