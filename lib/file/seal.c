@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "core/util.h"
+#include "file/magic.h"
 #include "file/seal.h"
 #include "file/sign.h"
 
@@ -32,13 +33,6 @@
 #define INFO "cg seal v1"
 #define CHUNK_MIN (1u << 12)
 #define CHUNK_MAX (1u << 24)
-
-int
-cg_seal_probe(const void *buf, size_t n)
-{
-	return n >= CG_SEAL_MAGIC_LEN &&
-	       memcmp(buf, CG_SEAL_MAGIC, CG_SEAL_MAGIC_LEN) == 0;
-}
 
 static void
 put32(unsigned char *p, uint32_t v)

@@ -45,14 +45,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CG_SEAL_MAGIC "CGSEAL\0\1"
-#define CG_SEAL_MAGIC_LEN 8
+#include "file/magic.h" /* CG_SEAL_MAGIC, cg_seal_probe */
+
 #define CG_SEAL_HEAD 80
 #define CG_SEAL_CHUNK (1u << 20)
-
-/* Whether buf [n] begins a sealed file (n >= CG_SEAL_MAGIC_LEN for a
- * yes): 1 or 0. */
-int cg_seal_probe(const void *buf, size_t n);
 
 /* ---------------------------------------------------------------- keys */
 
