@@ -526,8 +526,8 @@ static const char *const sampler_names[] = {"ddim", "ddpm", NULL};
 
 /* Arguments that name a file, by their name in --help ("DIR": a
  * directory). */
-static const char *const file_args[] = {"FILE", "SHARD", "KEY", "KEYS", "PUB",
-                                        "CLF",  "GRAD",  "PREFIX", NULL};
+static const char *const file_args[] = {
+    "FILE", "SHARD", "KEY", "KEYS", "PUB", "CLF", "GRAD", "PREFIX", NULL};
 
 /* w after a space at the end of buf [cap], if there is room. */
 static void

@@ -50,11 +50,11 @@ get32(const unsigned char *p)
 
 /* ---------------------------------------------------------------- keys */
 
-static int to_set;             /* cg_seal_to was called */
-static int to_on;              /* and a key is in use */
+static int to_set; /* cg_seal_to was called */
+static int to_on;  /* and a key is in use */
 static unsigned char to_pub[32];
-static int key_set;            /* cg_seal_key_use was called */
-static EVP_PKEY *key_priv;     /* the key to open with, or NULL */
+static int key_set;        /* cg_seal_key_use was called */
+static EVP_PKEY *key_priv; /* the key to open with, or NULL */
 static unsigned char key_pub[32];
 
 /* The first X25519 key of a key file. */
@@ -157,7 +157,8 @@ file_key(unsigned char out[32], EVP_PKEY *mine, const unsigned char peer[32],
 	if ((p = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, peer,
 	                                     32)) == NULL ||
 	    (c = EVP_PKEY_CTX_new(mine, NULL)) == NULL ||
-	    EVP_PKEY_derive_init(c) != 1 || EVP_PKEY_derive_set_peer(c, p) != 1 ||
+	    EVP_PKEY_derive_init(c) != 1 ||
+	    EVP_PKEY_derive_set_peer(c, p) != 1 ||
 	    EVP_PKEY_derive(c, secret, &n) != 1 || n != 32 ||
 	    CRYPTO_memcmp(secret, zero, 32) == 0) {
 		cg_seterr("sealed: no shared secret with this key");
@@ -202,9 +203,8 @@ cipher(const unsigned char key[32], int enc)
 {
 	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
 
-	if (c == NULL ||
-	    EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL, enc) !=
-	        1) {
+	if (c == NULL || EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, key,
+	                                   NULL, enc) != 1) {
 		EVP_CIPHER_CTX_free(c);
 		cg_seterr("sealed: AES-256-GCM unavailable");
 		return NULL;
@@ -220,7 +220,7 @@ struct cg_sealer {
 	EVP_CIPHER_CTX *c;
 	unsigned char head[CG_SEAL_HEAD];
 	size_t chunk;
-	uint64_t index; /* of the next chunk */
+	uint64_t index;    /* of the next chunk */
 	unsigned char *pt; /* [chunk]: what waits to be sealed */
 	size_t npt;
 	unsigned char *ct; /* [chunk + TAG] */
@@ -474,8 +474,8 @@ open_head(struct opener *o, size_t got)
 /* Open chunk i, n bytes of ciphertext and tag at ct, into pt with c:
  * 0, or -1 with a message. */
 static int
-open_chunk(EVP_CIPHER_CTX *c, const unsigned char *head, uint64_t i,
-           int last, const unsigned char *ct, size_t n, unsigned char *pt)
+open_chunk(EVP_CIPHER_CTX *c, const unsigned char *head, uint64_t i, int last,
+           const unsigned char *ct, size_t n, unsigned char *pt)
 {
 	unsigned char iv[12];
 	int len;
@@ -506,8 +506,8 @@ write_all(int fd, const unsigned char *buf, size_t n)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return cg_seterr("sealed: %s",
-			                 w < 0 ? strerror(errno) : "write failed");
+			return cg_seterr("sealed: %s", w < 0 ? strerror(errno)
+			                                     : "write failed");
 		buf += w;
 		n -= (size_t)w;
 	}
@@ -675,15 +675,14 @@ cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max)
 	}
 	/* a regular file read from where the header ended, mapped whole
 	 * from a page: its chunks in parallel; else a chunk at a time */
-	pos = o.npre == 0 && fd >= 0 && fstat(fd, &st) == 0 &&
-	              S_ISREG(st.st_mode)
-	          ? lseek(fd, 0, SEEK_CUR)
-	          : -1;
+	pos =
+	    o.npre == 0 && fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+	        ? lseek(fd, 0, SEEK_CUR)
+	        : -1;
 	if (pos == CG_SEAL_HEAD && st.st_size > pos) {
 		size_t size = (size_t)st.st_size;
 		unsigned char *map = mmap(NULL, size, PROT_READ,
-		                          MAP_PRIVATE | MAP_POPULATE,
-		                          fd, 0);
+		                          MAP_PRIVATE | MAP_POPULATE, fd, 0);
 		if (map == MAP_FAILED) {
 			cg_seterr("sealed: %s", strerror(errno));
 			goto done;

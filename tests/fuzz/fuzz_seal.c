@@ -49,7 +49,8 @@ key_once(void)
 	done = 1;
 	k = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, raw, 32);
 	if (k == NULL || EVP_PKEY_get_raw_public_key(k, pub, &n) != 1 ||
-	    (fd = memfd_create("key", 0)) < 0 || (fp = fdopen(fd, "w")) == NULL ||
+	    (fd = memfd_create("key", 0)) < 0 ||
+	    (fp = fdopen(fd, "w")) == NULL ||
 	    PEM_write_PrivateKey(fp, k, NULL, NULL, 0, NULL, NULL) != 1 ||
 	    fflush(fp) != 0)
 		abort();
@@ -154,7 +155,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0)
 		return 0;
 	if (data[0] % 2 == 0) {
-		struct cg_file *f = cg_file_read_mem(data + 1, size - 1, "fuzz");
+		struct cg_file *f =
+		    cg_file_read_mem(data + 1, size - 1, "fuzz");
 		if (f) {
 			fuzz_inspect(f);
 			fuzz_use_file(f);

@@ -123,9 +123,8 @@ unseal(const unsigned char *b, size_t n, int mapped, unsigned char **out)
 static void
 round_trips(const unsigned char pub[32])
 {
-	static const size_t lens[] = {0,         1,         CHUNK - 1,
-	                              CHUNK,     CHUNK + 1, 3 * CHUNK,
-	                              3 * CHUNK + 5};
+	static const size_t lens[] = {0,         1,         CHUNK - 1,    CHUNK,
+	                              CHUNK + 1, 3 * CHUNK, 3 * CHUNK + 5};
 	unsigned char *data = malloc(3 * CHUNK + 5);
 	char what[96];
 
