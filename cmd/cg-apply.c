@@ -62,7 +62,9 @@ static const struct cg_opt opts[] = {
      "refuse an update whose noise would bring the model's\n"
      "differential privacy epsilon past E (or that has none)",
      CG_OPT_F64(ao.target_epsilon, 0, 1e6), CG_OPT_POSITIVE},
+    CG_OPT_ENCRYPT_TO,
     CG_OPT_SIGN,
+    CG_OPT_SEAL_KEY,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,

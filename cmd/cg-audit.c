@@ -58,6 +58,7 @@ static const struct cg_opt opts[] = {
     {"json", OPT_JSON, NULL, "one JSON object per update, one per line",
      CG_OPT_FLAG(json)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
+    CG_OPT_SEAL_KEY,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,

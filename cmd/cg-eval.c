@@ -89,6 +89,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_INT(batch, 1, MAX_BATCH)},
     {"data", 'd', "SHARD", "a data shard to score (repeatable; - is stdin)",
      CG_OPT_CUSTOM},
+    CG_OPT_SEAL_KEY,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     {"json", OPT_JSON, NULL, "one JSON object per shard, one per line",

@@ -79,6 +79,7 @@ static const struct cg_opt opts[] = {
      "check every digest and what the readers of\nthe file's kind check; "
      "print FILE: OK",
      CG_OPT_FLAG(verify)},
+    CG_OPT_SEAL_KEY,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,

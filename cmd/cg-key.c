@@ -6,9 +6,11 @@
  * and the public key NAME.pub (one line: "ed25519 HEX COMMENT"), which
  * is what a trust list holds; with --x25519 the pair masks updates for
  * secure aggregation (cg-train-step --mask), its .pub line "x25519 HEX
- * COMMENT" what a peer list holds.  "cg-key -l FILE" prints the fingerprint
- * of each key of a private key, a .pub file or a trust list: the SHA-256
- * of the 32 bytes of the public key, in hex, then the comment.
+ * COMMENT" what a peer list holds; the same pair seals files
+ * (--encrypt-to NAME.pub, --seal-key NAME).  "cg-key -l FILE" prints
+ * the fingerprint of each key of a private key, a .pub file or a trust
+ * list: the SHA-256 of the 32 bytes of the public key, in hex, then the
+ * comment.
  * lib/file/sign.c does the work.
  */
 #include <stdio.h>
@@ -37,7 +39,9 @@ static const struct cg_opt opts[] = {
     {"output", 'o', "NAME", "write the key pair NAME and NAME.pub",
      CG_OPT_STR(out)},
     {"x25519", OPT_X25519, NULL,
-     "an X25519 pair, for masking (cg-train-step --mask)", CG_OPT_FLAG(x25519)},
+     "an X25519 pair, for masking (cg-train-step --mask) and\n"
+     "sealing (--encrypt-to, --seal-key)",
+     CG_OPT_FLAG(x25519)},
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},
@@ -50,7 +54,8 @@ static const struct cg_cli cli = {
     .about =
         "Make an Ed25519 key pair for --sign and --trust: the private\n"
         "key NAME (mode 0600) and the public key NAME.pub; with --x25519,\n"
-        "an X25519 pair that masks updates for secure aggregation.  With -l,\n"
+        "an X25519 pair that masks updates for secure aggregation and\n"
+        "seals files (--encrypt-to, --seal-key).  With -l,\n"
         "print the fingerprint of each key of each FILE (a private key,\n"
         "a .pub file or a trust list): the SHA-256 of the public key in\n"
         "hex, and its comment.",

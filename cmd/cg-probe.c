@@ -60,6 +60,7 @@ static const struct cg_opt opts[] = {
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"json", OPT_JSON, NULL, "one JSON object instead of the table",
      CG_OPT_FLAG(json)},
+    CG_OPT_SEAL_KEY,
     CG_OPT_HELP,
     CG_OPT_VERSION,
     {0},

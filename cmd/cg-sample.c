@@ -109,6 +109,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_INT(count, 1, MAX_COUNT), CG_OPT_SEEN(have_count)},
     {"format", 'f', "FMT", "png or pgm (default: from FILE's suffix, else png)",
      CG_OPT_PARSE(format, parse_format), CG_OPT_SEEN(have_format)},
+    CG_OPT_SEAL_KEY,
     CG_OPT_TRUST,
     CG_OPT_HELP,
     {"model", 'm', "FILE", "the model (- is stdin)", CG_OPT_STR(model)},

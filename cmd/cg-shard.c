@@ -134,6 +134,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_FLAG(verbose)},
     {"quiet", 'q', NULL, "print nothing but errors (and no progress)",
      CG_OPT_FLAG(quiet)},
+    CG_OPT_ENCRYPT_TO,
     CG_OPT_SIGN,
     CG_OPT_HELP,
     CG_OPT_VERSION,

@@ -22,6 +22,9 @@ setup_file() {
 	mkcg base.cgm
 	mkcg base.tgz gzip
 	mkcg -k data base.cgd
+	cg-key --x25519 -o seal.key
+	cg-key --x25519 -o other.key
+	cg-convert -t cg --encrypt-to seal.key.pub base.cgm -o base.sealed
 	cat >mkbad.py <<'EOF'
 # mkbad.py CASE BASE OUT: write a damaged or forged cg file.
 import gzip, hashlib, json, sys, tarfile
@@ -498,5 +501,45 @@ reject() {
 			assert_equal "${#stderr_lines[@]}" 1
 			[ ! -e s.png ]
 		done
+	done
+}
+
+# ---------------------------------------------------------- sealed files
+
+# sealed_bad HOW: base.sealed (base.cgm sealed to seal.key.pub) with one
+# thing done to its bytes, as HOW.bad: flip:AT (a byte, from the end
+# where AT < 0), cut:N (the first N bytes kept), append (a byte more)
+sealed_bad() {
+	/usr/bin/python3 - "$1" "$BATS_FILE_TMPDIR/base.sealed" <<'EOF'
+import sys
+how, src = sys.argv[1:3]
+b = bytearray(open(src, "rb").read())
+if how.startswith("flip:"):
+    b[int(how[5:])] ^= 0x01
+elif how.startswith("cut:"):
+    b = b[:int(how[4:])]
+elif how == "append":
+    b += b"\0"
+open(how + ".bad", "wb").write(b)
+EOF
+}
+
+@test "a sealed file read without its key, or with another key" {
+	unset CG_SEAL_KEY
+	cp "$BATS_FILE_TMPDIR/base.sealed" sealed.bad
+	reject sealed.bad 'sealed \(to key [0-9a-f]{16}\.\.\.\): no key to open it'
+	CG_SEAL_KEY=$BATS_FILE_TMPDIR/other.key reject sealed.bad \
+		'sealed to key [0-9a-f]{16}\.\.\., not to the key given'
+}
+
+@test "a sealed file altered, cut short or extended" {
+	local how n
+	export CG_SEAL_KEY=$BATS_FILE_TMPDIR/seal.key
+	n=$(stat -c %s "$BATS_FILE_TMPDIR/base.sealed")
+	run -0 cg-inspect --verify "$BATS_FILE_TMPDIR/base.sealed"
+	for how in flip:8 flip:12 flip:16 flip:48 flip:80 flip:300 flip:-1 \
+		cut:40 cut:80 cut:95 cut:$((n - 1)) append; do
+		sealed_bad $how
+		reject $how.bad 'sealed'
 	done
 }

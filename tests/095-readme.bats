@@ -312,6 +312,18 @@ make_small() {
 	[[ $stderr == *"altered.cgg: cg.sig: the signature does not match"* ]]
 }
 
+@test "examples/seal/run.sh" {
+	run -0 --separate-stderr "$top/examples/seal/run.sh" "$PWD/seal"
+	assert_line 'model.cgm: OK'
+	assert_line 'CGSEAL'
+	assert_line 'cg.json'
+	assert_line "files in $PWD/seal"
+	[[ $stderr == *"model.cgm: sealed (to key "*"): no key to open it"* ]]
+	[[ $stderr == *"model.cgm: sealed to key "*", not to the key given"* ]]
+	[[ $stderr == *"altered.cgg: sealed: chunk 0 fails authentication"* ]]
+	head -c 6 seal/w0.state | grep -q CGSEAL
+}
+
 @test "examples/secagg/run.sh" {
 	run -0 --separate-stderr "$top/examples/secagg/run.sh" "$PWD/secagg"
 	assert_line --regexp '^[0-9a-f]{64} worker2$'

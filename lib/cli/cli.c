@@ -31,6 +31,7 @@
 #include "exchange/stale.h"
 #include "exchange/ucodec.h"
 #include "file/format.h"
+#include "file/seal.h"
 #include "file/sign.h"
 #include "model/model.h"
 #include "nn/gemm.h"
@@ -525,8 +526,8 @@ static const char *const sampler_names[] = {"ddim", "ddpm", NULL};
 
 /* Arguments that name a file, by their name in --help ("DIR": a
  * directory). */
-static const char *const file_args[] = {"FILE", "SHARD", "KEY",    "KEYS",
-                                        "CLF",  "GRAD",  "PREFIX", NULL};
+static const char *const file_args[] = {
+    "FILE", "SHARD", "KEY", "KEYS", "PUB", "CLF", "GRAD", "PREFIX", NULL};
 
 /* w after a space at the end of buf [cap], if there is room. */
 static void
@@ -644,6 +645,14 @@ cg_getopt_next(struct cg_getopt *g)
 			g->status = CG_EXIT_FAILURE;
 			return CG_OPT_EXIT;
 		}
+		if ((g->seal_to && cg_seal_to(g->seal_to) != 0) ||
+		    (g->seal_key && cg_seal_key_use(g->seal_key) != 0)) {
+			cg_warn("%s", g->seal_to && cg_seal_active() <= 0
+			                  ? "--encrypt-to"
+			                  : "--seal-key");
+			g->status = CG_EXIT_FAILURE;
+			return CG_OPT_EXIT;
+		}
 		return CG_OPT_END;
 	}
 	if (c == ':' || c == '?' || (o = find_key(g->cli, c)) == NULL)
@@ -662,6 +671,10 @@ cg_getopt_next(struct cg_getopt *g)
 	}
 	if (c == CG_KEY_SIGN || c == CG_KEY_TRUST) {
 		*(c == CG_KEY_SIGN ? &g->sign : &g->trust) = optarg;
+		return cg_getopt_next(g);
+	}
+	if (c == CG_KEY_ENCRYPT_TO || c == CG_KEY_SEAL_KEY) {
+		*(c == CG_KEY_ENCRYPT_TO ? &g->seal_to : &g->seal_key) = optarg;
 		return cg_getopt_next(g);
 	}
 	return c;

@@ -309,6 +309,7 @@ struct cg_getopt {
 	int ind;          /* after CG_OPT_END: argv[ind] is the first operand */
 	int status;       /* after CG_OPT_EXIT: what main returns */
 	const char *sign, *trust; /* --sign and --trust, used at the end */
+	const char *seal_to, *seal_key; /* --encrypt-to and --seal-key */
 	int arch_failed; /* cg_arch_all() failed: said at the first option */
 	struct option longopts[CG_OPT_MAX + 1];
 	char shortopts[3 * CG_OPT_MAX + 2];
@@ -425,7 +426,12 @@ int cg_threads(void);
  * cg_sign_use and cg_trust_use (sign.h), and a key file it cannot use
  * ends the program, status 1.
  */
-enum { CG_KEY_SIGN = CG_KEY_LIB + 0x80, CG_KEY_TRUST };
+enum {
+	CG_KEY_SIGN = CG_KEY_LIB + 0x80,
+	CG_KEY_TRUST,
+	CG_KEY_ENCRYPT_TO,
+	CG_KEY_SEAL_KEY
+};
 /* clang-format off */
 #define CG_OPT_SIGN {"sign", CG_KEY_SIGN, "KEY", \
 	"sign the files written with the private key KEY (cg-key)", \
@@ -434,6 +440,21 @@ enum { CG_KEY_SIGN = CG_KEY_LIB + 0x80, CG_KEY_TRUST };
 	"read only cg files signed by a key of KEYS, a file of .pub\n" \
 	"lines or a directory of .pub files (default: $CG_TRUST)", \
 	CG_OPT_CUSTOM}
+/* clang-format on */
+
+/*
+ * The rows of --encrypt-to PUB (every program that writes cg files) and
+ * --seal-key KEY (every program that reads them), answered as --sign and
+ * --trust are: the files go to cg_seal_to and cg_seal_key_use (seal.h)
+ * once the options end.
+ */
+/* clang-format off */
+#define CG_OPT_ENCRYPT_TO {"encrypt-to", CG_KEY_ENCRYPT_TO, "PUB", \
+	"seal the files written to the X25519 key PUB\n" \
+	"(cg-key --x25519; default: $CG_ENCRYPT_TO)", CG_OPT_CUSTOM}
+#define CG_OPT_SEAL_KEY {"seal-key", CG_KEY_SEAL_KEY, "KEY", \
+	"open sealed files with the X25519 private key KEY\n" \
+	"(default: $CG_SEAL_KEY)", CG_OPT_CUSTOM}
 /* clang-format on */
 
 /* ---------------------------------------------- optimizer options */

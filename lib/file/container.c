@@ -28,6 +28,7 @@
 #include "cg.h"
 #include "file/format.h"
 #include "file/magic.h"
+#include "file/seal.h"
 #include "file/sign.h"
 
 #define MANIFEST_NAME "cg.json"
@@ -698,6 +699,26 @@ archive_out(struct archive *a, void *data, const void *buf, size_t n)
 	return (la_ssize_t)n;
 }
 
+/* The sealer's output (file/seal.h): out's descriptor. */
+static int
+sealed_write(void *ctx, const void *buf, size_t n)
+{
+	if (cg_out_write(ctx, buf, n) != 0)
+		return cg_seterr("write failed: %s", strerror(errno));
+	return 0;
+}
+
+/* libarchive's output when the file is sealed: through the sealer. */
+static la_ssize_t
+archive_sealed(struct archive *a, void *data, const void *buf, size_t n)
+{
+	if (cg_sealer_write(data, buf, n) != 0) {
+		archive_set_error(a, EIO, "%s", cg_errmsg());
+		return -1;
+	}
+	return (la_ssize_t)n;
+}
+
 /*
  * libarchive's block: whole blocks go out straight from our buffers, only
  * the ends of members are copied.  Its default, 10240 bytes, not a whole
@@ -712,10 +733,15 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 {
 	const char *path = out->path ? out->path : "(stdout)";
 	struct archive *a = NULL;
+	struct cg_sealer *s = NULL;
 	cJSON *m = NULL;
 	char *json = NULL;
-	int rc = -1;
+	int rc = -1, seal;
 
+	if ((seal = cg_seal_active()) < 0) {
+		cg_errprefix(path);
+		goto done;
+	}
 	if ((m = cg_file_manifest(f)) == NULL) {
 		cg_errprefix(path);
 		goto done;
@@ -739,7 +765,12 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 		archive_write_add_filter_zstd(a);
 	}
 	fflush(out->fp);
-	if (archive_write_open(a, out, NULL, archive_out, NULL) != ARCHIVE_OK) {
+	/* sealed: the whole archive's bytes go through the sealer */
+	if (seal && (s = cg_sealer_new(sealed_write, out)) == NULL)
+		goto fail_prefix;
+	if ((s ? archive_write_open(a, s, NULL, archive_sealed, NULL)
+	       : archive_write_open(a, out, NULL, archive_out, NULL)) !=
+	    ARCHIVE_OK) {
 		cg_seterr("%s: %s", path, archive_error_string(a));
 		goto done;
 	}
@@ -780,6 +811,8 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 		cg_seterr("%s: %s", path, archive_error_string(a));
 		goto done;
 	}
+	if (s && cg_sealer_close(s) != 0)
+		goto fail_prefix;
 	rc = 0;
 	goto done;
 fail_prefix:
@@ -787,6 +820,7 @@ fail_prefix:
 done:
 	if (a)
 		archive_write_free(a);
+	cg_sealer_free(s);
 	cJSON_Delete(m);
 	free(json);
 	return rc;
@@ -1361,6 +1395,30 @@ prefixed_read(struct archive *a, void *data, const void **out)
 	return n;
 }
 
+static struct cg_file *read_fd(int fd, const char *display, int in_place,
+			       const char *late);
+
+/*
+ * The sealed file whose bytes are pre [npre] and the rest of fd
+ * (file/seal.h): opened whole into a memory file, which is then read as
+ * a plain file is.
+ */
+static struct cg_file *
+read_sealed(int fd, const char *display, const void *pre, size_t npre,
+	    int in_place, const char *late)
+{
+	struct cg_file *f;
+	int pfd = cg_unseal_fd(fd, pre, npre, cg_max_bytes());
+
+	if (pfd < 0) {
+		cg_errprefix(display);
+		return NULL;
+	}
+	f = read_fd(pfd, display, in_place, late);
+	close(pfd);
+	return f;
+}
+
 static struct cg_file *
 read_fd_pre(int fd, const char *display, int in_place, const void *pre,
 	    size_t npre, const char *late)
@@ -1371,6 +1429,7 @@ read_fd_pre(int fd, const char *display, int in_place, const void *pre,
 	struct prefixed *src = NULL;
 	struct stat st;
 	char *blob = NULL;
+	unsigned char peek[CG_SEAL_MAGIC_LEN];
 	size_t got = 0;
 	int rc;
 
@@ -1392,6 +1451,9 @@ read_fd_pre(int fd, const char *display, int in_place, const void *pre,
 				  display);
 			return NULL;
 		}
+		if (nhead > 0 && cg_seal_probe(head, (size_t)nhead))
+			return read_sealed(fd, display, NULL, 0, in_place,
+					   late);
 		if (in_place && pos >= 0 && pos < st.st_size &&
 		    pos % sysconf(_SC_PAGESIZE) == 0 &&
 		    (uint64_t)(st.st_size - pos) <= r.avail &&
@@ -1411,6 +1473,22 @@ read_fd_pre(int fd, const char *display, int in_place, const void *pre,
 			 * comes from there). */
 		}
 	}
+	else if (npre == 0) {
+		/* a pipe: its first bytes say whether it is sealed, and are
+		 * handed on as a caller's would be */
+		ssize_t k = 0;
+		while (npre < sizeof(peek) &&
+		       ((k = read(fd, peek + npre, sizeof(peek) - npre)) > 0 ||
+			(k < 0 && errno == EINTR)))
+			npre += k > 0 ? (size_t)k : 0;
+		if (k < 0) {
+			cg_seterr("%s: %s", display, strerror(errno));
+			return NULL;
+		}
+		pre = peek;
+	}
+	if (cg_seal_probe(pre, npre))
+		return read_sealed(fd, display, pre, npre, in_place, late);
 	if ((r.a = archive_read_new()) == NULL) {
 		if (blob)
 			munmap(blob, got);
@@ -1480,6 +1558,8 @@ cg_file_read_mem(const void *buf, size_t n, const char *display)
 			  display);
 		return NULL;
 	}
+	if (cg_seal_probe(buf, n))
+		return read_sealed(-1, display, buf, n, 0, NULL);
 	/* bounded as a regular file is, by its size; members are copied
 	 * (r.blob stays NULL), so buf is only read */
 	r.fsize = n;

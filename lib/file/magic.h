@@ -18,4 +18,15 @@
  */
 int cg_safetensors_probe(const void *buf, size_t n);
 
+/* A sealed file's first bytes (file/seal.h), the last the version. */
+#define CG_SEAL_MAGIC "CGSEAL\0\1"
+#define CG_SEAL_MAGIC_LEN 8
+
+/*
+ * Whether the first n bytes of a file (n >= CG_SEAL_MAGIC_LEN for a yes)
+ * begin a sealed file: CG_SEAL_MAGIC.  Neither a tar archive, gzip, zstd
+ * nor safetensors ever does.  1 or 0.
+ */
+int cg_seal_probe(const void *buf, size_t n);
+
 #endif

@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "file/safetensors.h"
+#include "file/seal.h"
 #include "file/sign.h"
 
 /* The largest number a header may hold: a double counts exactly to here,
@@ -784,8 +785,16 @@ cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 	char *text = NULL, *hdr = NULL;
 	unsigned char len[8];
 	size_t hlen = 0;
-	int rc = -1;
+	int rc = -1, seal = cg_seal_active();
 
+	/* other tools read safetensors: never written in the clear where
+	 * files are to be sealed */
+	if (seal != 0) {
+		if (seal > 0)
+			cg_seterr("a safetensors file cannot be sealed "
+			          "(--encrypt-to seals cg files)");
+		goto fail;
+	}
 	for (size_t i = 0; i < f->ntensors; i++)
 		if (cg_row(f->tensors[i]->dtype) < 0 &&
 		    cg_tensor_make_f32(f->tensors[i]) != 0)

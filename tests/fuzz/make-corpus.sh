@@ -19,7 +19,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 rm -rf "$out"
-for t in codec container encode fortune idx jsonl runlog safetensors shard tsv update; do
+for t in codec container encode fortune idx jsonl runlog safetensors seal shard tsv update; do
 	mkdir -p "$out/$t"
 done
 
@@ -181,4 +181,21 @@ while [ $w -lt 16 ]; do
 	} >"$out/encode/seed-$(printf %02d $w)"
 	w=$((w + 1))
 done
+# seal: 0, then a file sealed to fuzz_seal.c's key (its raw bytes made
+# into a PEM here), whole and cut short; 1, then a plaintext, with and
+# without edits after it
+printf '302e020100300506032b656e04220420%s' \
+	77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a |
+	xxd -r -p | openssl pkey -inform DER -out seal.key
+for f in m.cgm fort-0.cgd; do
+	cg-convert -t cg --encrypt-to seal.key "$f" -o "s-$f"
+	{ printf '\000'; cat "s-$f"; } >"$out/seal/sealed-$f"
+done
+{ printf '\000'; head -c 200 s-m.cgm; } >"$out/seal/sealed-cut"
+{ printf '\001'; head -c 3000 m.cgm; } >"$out/seal/plain"
+{
+	printf '\001'
+	head -c 9000 fort-0.cgd
+	printf '\020\001\000\200\000\001\002'
+} >"$out/seal/plain-edits"
 du -sh "$out"
