@@ -1,0 +1,139 @@
+#!/usr/bin/env bats
+#
+# 096-finetune.bats - fine-tuning a trained model: cg-train-step --freeze
+# (frozen tensors keep their bytes through --emit model, delta and grad,
+# a delta call's state keeps moments of the others only, and the update
+# carries only the tensors that train, which cg-reduce and cg-apply take,
+# plain and coded, leaving the frozen ones as they are); its errors.  The
+# programs come from PATH.
+
+bats_require_minimum_version 1.5.0
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+load helpers
+
+setup_file() {
+	cd "$BATS_FILE_TMPDIR"
+	texts t -n 2 --strategy round-robin
+	small_cgpt t-0.cgd m.cgm
+}
+
+setup() {
+	D=$BATS_FILE_TMPDIR
+	cd "$BATS_TEST_TMPDIR"
+	export LC_ALL=C
+}
+
+# the bytes of tensor $2 of file $1
+member() { tar xOf "$1" "$2"; }
+# whether tensor $3 has the same bytes in files $1 and $2
+same() { cmp -s <(member "$1" "$3") <(member "$2" "$3"); }
+# the tensor names of file $1, one a line
+names() { tar tf "$1" | grep -v '^cg.json$'; }
+
+FROZEN="h.0.attn.qkv.w h.0.attn.proj.w h.0.mlp.fc.w h.0.mlp.proj.w wpe h.0.ln1.b"
+TRAINS="wte lm_head.w lnf.w"
+
+@test "--freeze: frozen tensors keep their bytes through --emit model, the others move" {
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit model \
+		-k 3 -b 4 --opt adamw --freeze 'h.0.*' --freeze wpe -o out.cgm
+	for t in $FROZEN; do
+		same "$D/m.cgm" out.cgm "$t" || fail "$t moved"
+	done
+	for t in $TRAINS; do
+		! same "$D/m.cgm" out.cgm "$t" || fail "$t did not move"
+	done
+	# a frozen tensor's moments stay as they were: zero from scratch
+	run -0 bash -c "cg-inspect --json out.cgm | jq -c '.tensors[] | select(.name == \"opt.m\") | .shape'"
+	assert_output "[$(cg-inspect --json "$D/m.cgm" | jq '[.tensors[].count] | add')]"
+}
+
+@test "--freeze: a delta carries the tensors that train, its state their moments only" {
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit delta \
+		-k 2 -b 4 --freeze 'h.0.*' -s f.state -o f.cgg
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit delta \
+		-k 2 -b 4 -s a.state -o a.cgg
+	run -0 names f.cgg
+	assert_output "$(printf 'wte\nwpe\nlnf.w\nlnf.b\nlm_head.w')"
+	run -0 jq -r .partial <(member f.cgg cg.json)
+	assert_output true
+	run -0 jq -r '.partial // "absent"' <(member a.cgg cg.json)
+	assert_output absent
+	# opt.m: the parameters of the five tensors that train, 4 bytes each
+	n=$(cg-inspect --json "$D/m.cgm" | jq '[.tensors[] | select(.name | startswith("h.0.") | not) | .count] | add')
+	run -0 bash -c "tar xOf f.state opt.m | wc -c"
+	assert_output $((4 * n))
+	full=$(tar xOf a.state opt.m | wc -c)
+	[ "$((4 * n))" -lt "$full" ]
+	[ "$(stat -c %s f.cgg)" -lt "$(stat -c %s a.cgg)" ]
+	# a second call continues the state: same frozen set, same sizes
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit delta \
+		-k 2 -b 4 --freeze 'h.0.*' -s f.state -o f2.cgg
+	# another frozen set does not fit the state's moments
+	run -1 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit delta \
+		-k 2 -b 4 --freeze 'wpe' -s f.state -o f3.cgg
+	assert_output --partial "opt.m"
+}
+
+@test "--freeze: the first step of a tensor that trains is the step without --freeze" {
+	for f in "" "--freeze h.0.* --freeze wpe"; do
+		run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" \
+			--emit delta -k 1 -b 4 --opt adamw $f \
+			-o "d${f:+f}.cgg"
+	done
+	for t in $TRAINS; do
+		same d.cgg df.cgg "$t" || fail "$t differs"
+	done
+}
+
+@test "--freeze: partial deltas through cg-reduce and cg-apply (avg, nesterov, coded)" {
+	for w in 0 1; do
+		run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-$w.cgd" \
+			--emit delta -k 2 -b 4 --freeze 'h.0.*' -o "d$w.cgg"
+		run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-$w.cgd" \
+			--emit delta -k 2 -b 4 --freeze 'h.0.*' --codec q8 \
+			--no-error-feedback -o "q$w.cgg"
+	done
+	run -0 cg-reduce --model "$D/m.cgm" d0.cgg d1.cgg -o r.cgg
+	run -0 cg-reduce q0.cgg q1.cgg -o rq.cgg
+	for outer in avg nesterov; do
+		run -0 cg-apply -m "$D/m.cgm" --outer $outer r.cgg -o $outer.cgm
+		for t in h.0.attn.qkv.w h.0.mlp.fc.b h.0.ln2.w; do
+			same "$D/m.cgm" $outer.cgm "$t" || fail "$outer: $t moved"
+		done
+		! same "$D/m.cgm" $outer.cgm wte || fail "$outer: wte still"
+	done
+	run -0 cg-apply -m "$D/m.cgm" rq.cgg -o q.cgm
+	same "$D/m.cgm" q.cgm h.0.mlp.fc.w
+	! same "$D/m.cgm" q.cgm lm_head.w
+	# a partial and a whole update do not reduce together
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit delta \
+		-k 2 -b 4 -o whole.cgg
+	run -1 cg-reduce d0.cgg whole.cgg -o x.cgg
+	assert_output --partial "whole.cgg"
+	[ ! -e x.cgg ]
+}
+
+@test "--freeze: a partial gradient through cg-apply adamw: no decay of what is frozen" {
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" -k 2 -b 4 \
+		--freeze 'h.0.*' -o g.cgg
+	run -0 names g.cgg
+	refute_output --partial h.0.
+	run -0 cg-apply -m "$D/m.cgm" --opt adamw --wd 0.5 g.cgg -o a.cgm
+	same "$D/m.cgm" a.cgm h.0.attn.proj.w
+	! same "$D/m.cgm" a.cgm lm_head.w
+}
+
+@test "--freeze: a pattern that matches nothing, or everything, is refused" {
+	run -1 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" \
+		--freeze 'nosuch*' -o x.cgg
+	assert_output "cg-train-step: --freeze 'nosuch*': matches no tensor of the model (cg-inspect lists them)"
+	run -1 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --freeze '*' \
+		-o x.cgg
+	assert_output --partial "every tensor is frozen"
+	run -2 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --freeze wte \
+		--deterministic -o x.cgg
+	assert_output --partial "--freeze and --deterministic conflict"
+	[ ! -e x.cgg ]
+}
