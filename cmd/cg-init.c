@@ -27,10 +27,10 @@
 
 /* Keys of the options that have no short form; the architectures'
  * options get OPT_ARCH + their index in names[]. */
-enum { OPT_SEED = CG_KEY_OWN, OPT_ARCH };
+enum { OPT_FROM = CG_KEY_OWN, OPT_SEED, OPT_ARCH };
 
 struct args {
-	const char *data, *out;
+	const char *data, *out, *from;
 	const struct cg_arch *arch;
 	uint64_t seed;
 	enum cg_compress comp;
@@ -50,6 +50,9 @@ static const struct cg_opt own[] = {
     {"arch", 'a', "NAME", NULL, CG_OPT_CUSTOM},
     {"data", 'd', "SHARD", "a data shard: input shape, conditions",
      CG_OPT_STR(data)},
+    {"from", OPT_FROM, "MODEL",
+     "a trained model made over for the shard's conditions",
+     CG_OPT_STR(from)},
     {"output", 'o', "FILE", "model to write (- for stdout)", CG_OPT_STR(out)},
     {"seed", OPT_SEED, "N", "weight seed (0)", CG_OPT_U64(seed)},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
@@ -70,7 +73,8 @@ static char epilog[16384];
 
 static const struct cg_cli cli = {
     .name = "cg-init",
-    .synopsis = "-a ARCH -d SHARD [options] -o MODEL",
+    .synopsis = "-a ARCH -d SHARD [options] -o MODEL\n"
+                "--from MODEL -d SHARD [--seed N] -o MODEL",
     .about = "Create a model of architecture ARCH with seeded weights.  "
              "After -a ARCH,\n--help lists that architecture's options "
              "only.",
@@ -145,10 +149,24 @@ parse(int argc, char **argv, struct args *a)
 static int
 validate(struct args *a)
 {
-	if (a->arch == NULL)
-		return cg_usage("no architecture (-a)");
 	if (a->data == NULL)
 		return cg_usage("no data shard (-d)");
+	if (a->from) {
+		if (a->arch)
+			return cg_usage("--from takes the architecture from "
+			                "the model: no -a");
+		for (int k = 0; k < a->nnames; k++)
+			if (a->given[k])
+				return cg_usage("--from takes the options from "
+				                "the model: no --%s",
+				                a->names[k]);
+		if (strcmp(a->from, "-") == 0 && strcmp(a->data, "-") == 0)
+			return cg_usage("the model and the shard cannot both "
+			                "be standard input");
+		return CG_CONTINUE;
+	}
+	if (a->arch == NULL)
+		return cg_usage("no architecture (-a)");
 	for (int i = 0; i < a->arch->nopts; i++)
 		a->vals[i] = a->arch->opts[i].dflt;
 	for (int k = 0; k < a->nnames; k++) {
@@ -178,6 +196,21 @@ run(const struct args *a)
 
 	if ((s = cg_shard_open(a->data)) == NULL)
 		return -1;
+	if (a->from) {
+		struct cg_model *old = cg_model_read(a->from);
+		if (old == NULL)
+			goto out;
+		m = cg_model_recondition(old, s, a->seed);
+		cg_model_free(old);
+		if (m == NULL) {
+			cg_errprefix(strcmp(a->from, "-") ? a->from : "(stdin)");
+			goto out;
+		}
+		if (cg_model_write(m, a->out, a->comp) != 0)
+			goto out;
+		rc = 0;
+		goto out;
+	}
 	if (cg_arch_config(a->arch, s, a->vals, &config, &extra) != 0) {
 		cg_errprefix(a->data);
 		goto out;

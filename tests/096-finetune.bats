@@ -4,8 +4,11 @@
 # (frozen tensors keep their bytes through --emit model, delta and grad,
 # a delta call's state keeps moments of the others only, and the update
 # carries only the tensors that train, which cg-reduce and cg-apply take,
-# plain and coded, leaving the frozen ones as they are); its errors.  The
-# programs come from PATH.
+# plain and coded, leaving the frozen ones as they are); its errors.
+# cg-init --from: a cgpt trained on two of the fortunes' categories made
+# over for all three (the rows of the conditions it has moved by name,
+# the new one's as cg-init makes it, the rest its own), which then
+# trains where the old one is refused.  The programs come from PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -17,6 +20,13 @@ setup_file() {
 	cd "$BATS_FILE_TMPDIR"
 	texts t -n 2 --strategy round-robin
 	small_cgpt t-0.cgd m.cgm
+	# two of the three categories, the middle one left out
+	mkdir two
+	cp "$FIXTURES/text/fortunes/animals" "$FIXTURES/text/fortunes/wisdom" two/
+	cg-shard -q -n 1 -o two two
+	small_cgpt two-0.cgd m2.cgm
+	cg-train-step -q -m m2.cgm -d two-0.cgd --emit model -k 4 -b 4 \
+		-o m2t.cgm
 }
 
 setup() {
@@ -136,4 +146,53 @@ TRAINS="wte lm_head.w lnf.w"
 		--deterministic -o x.cgg
 	assert_output --partial "--freeze and --deterministic conflict"
 	[ ! -e x.cgg ]
+}
+
+# row $3 (16 floats: the small cgpt's width) of tensor $2 of model $1
+row() { tar xOf "$1" "$2" | dd bs=64 skip="$3" count=1 status=none | od -An -tx1; }
+
+@test "cg-init --from: a trained cgpt made over for a shard with one more condition" {
+	run -1 cg-train-step -q -m "$D/m2t.cgm" -d "$D/t-0.cgd" --emit model \
+		-o x.cgm
+	assert_output "cg-train-step: $D/t-0.cgd: 3 conditions in the data, 2 in the model (cg-init --from MODEL -d SHARD makes it over for the data's)"
+	run -0 cg-init --from "$D/m2t.cgm" -d "$D/t-0.cgd" --seed 1 -o g.cgm
+	run -0 jq -c '[.conditions, .config.ncond, .step]' <(tar xOf g.cgm cg.json)
+	assert_output '[["animals","computers","wisdom"],3,0]'
+	# the rest of the model is the trained one's
+	for t in $(tar tf g.cgm | grep -v '^cg.json$\|^wte$\|^lm_head.w$'); do
+		same "$D/m2t.cgm" g.cgm "$t" || fail "$t differs"
+	done
+	# the rows of the vocabulary: bytes and the conditions it had
+	# (animals 256, wisdom 257, the end mark 258) are the trained ones,
+	# the new condition's (computers, 257) cg-init's of the same seed
+	cg-init -a cgpt -d "$D/t-0.cgd" --seed 1 --context 32 --width 16 \
+		--layers 1 --heads 2 -o fresh.cgm
+	for t in wte lm_head.w; do
+		for r in 0 65 255; do
+			[ "$(row g.cgm $t $r)" = "$(row "$D/m2t.cgm" $t $r)" ]
+		done
+		[ "$(row g.cgm $t 256)" = "$(row "$D/m2t.cgm" $t 256)" ]
+		[ "$(row g.cgm $t 258)" = "$(row "$D/m2t.cgm" $t 257)" ]
+		[ "$(row g.cgm $t 259)" = "$(row "$D/m2t.cgm" $t 258)" ]
+		[ "$(row g.cgm $t 257)" = "$(row fresh.cgm $t 257)" ]
+		[ "$(row g.cgm $t 257)" != "$(row "$D/m2t.cgm" $t 257)" ]
+	done
+	run -0 cg-train-step -q -m g.cgm -d "$D/t-0.cgd" --emit model -k 2 \
+		-b 4 -o gt.cgm
+}
+
+@test "cg-init --from: its usage errors and what it refuses" {
+	run -2 cg-init --from "$D/m2t.cgm" -a cgpt -d "$D/t-0.cgd" -o x.cgm
+	assert_output --partial "--from takes the architecture from the model"
+	run -2 cg-init --from "$D/m2t.cgm" --width 32 -d "$D/t-0.cgd" -o x.cgm
+	assert_output --partial "no --width"
+	run -1 cg-init --from nosuch.cgm -d "$D/t-0.cgd" -o x.cgm
+	assert_output --partial "nosuch.cgm"
+	images fm -n 1
+	small_cvae fm-0.cgd vae.cgm
+	run -1 cg-init --from vae.cgm -d fm-0.cgd -o x.cgm
+	assert_output "cg-init: vae.cgm: cvae models cannot take other conditions"
+	run -1 cg-init --from "$D/m2t.cgm" -d fm-0.cgd -o x.cgm
+	assert_output --partial "cgpt needs text data"
+	[ ! -e x.cgm ]
 }

@@ -80,16 +80,90 @@ cg_model_check_conditions(const struct cg_model *m, const struct cg_shard *s)
 		return -1;
 	if (names == NULL) /* a model without names takes any */
 		return 0;
+	/* where the arch can, a model is made over for the data's */
+	const char *hint = m->arch->recondition
+	                       ? " (cg-init --from MODEL -d SHARD makes it "
+	                         "over for the data's)"
+	                       : "";
 	if ((size_t)n != s->nconditions)
-		rc = cg_seterr("%zu conditions in the data, %d in the model",
-		               s->nconditions, n);
+		rc = cg_seterr("%zu conditions in the data, %d in the model%s",
+		               s->nconditions, n, hint);
 	for (int i = 0; rc == 0 && i < n; i++)
 		if (strcmp(names[i], s->conditions[i]) != 0)
 			rc = cg_seterr("condition %d is \"%.64s\" in the data "
-			               "but \"%.64s\" in the model",
-			               i, s->conditions[i], names[i]);
+			               "but \"%.64s\" in the model%s",
+			               i, s->conditions[i], names[i], hint);
 	free(names);
 	return rc;
+}
+
+struct cg_model *
+cg_model_recondition(const struct cg_model *old, const struct cg_shard *s,
+                     uint64_t seed)
+{
+	const struct cg_arch *a = old->arch;
+	cJSON *config = NULL, *extra = NULL, *fresh = NULL, *conds, *it;
+	const char **names = NULL;
+	struct cg_model *m = NULL;
+	int *map = NULL, n;
+
+	if (a->recondition == NULL) {
+		cg_seterr("%s models cannot take other conditions", a->name);
+		return NULL;
+	}
+	if (cg_model_conditions(old, 1, &names, &n) != 0)
+		return NULL;
+	if ((config = cJSON_Duplicate(old->config, 1)) == NULL ||
+	    (fresh = cJSON_CreateObject()) == NULL ||
+	    (extra = cJSON_CreateObject()) == NULL ||
+	    (conds = cJSON_AddArrayToObject(extra, "conditions")) == NULL ||
+	    (map = calloc(s->nconditions + 1, sizeof(*map))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < s->nconditions; i++) {
+		cJSON *name = cJSON_CreateString(s->conditions[i]);
+		if (name == NULL || !cJSON_AddItemToArray(conds, name)) {
+			cJSON_Delete(name);
+			goto oom;
+		}
+		map[i] = -1;
+		for (int k = 0; k < n; k++)
+			if (strcmp(names[k], s->conditions[i]) == 0)
+				map[i] = k;
+	}
+	/* the keys the shard fixes replace old's: the rest is old's */
+	if (a->config_from_shard(a, s, fresh, extra) != 0)
+		goto fail;
+	cJSON_ArrayForEach(it, fresh)
+	{
+		cJSON *dup = cJSON_Duplicate(it, 1);
+		if (dup == NULL)
+			goto oom;
+		if (cJSON_GetObjectItemCaseSensitive(config, it->string)
+		        ? !cJSON_ReplaceItemInObjectCaseSensitive(
+		              config, it->string, dup)
+		        : !cJSON_AddItemToObject(config, it->string, dup)) {
+			cJSON_Delete(dup);
+			goto oom;
+		}
+	}
+	m = cg_model_create(a->name, config, extra, seed);
+	config = extra = NULL; /* taken over */
+	if (m == NULL || a->recondition(m, old, map) != 0)
+		goto fail;
+	free(names);
+	free(map);
+	cJSON_Delete(fresh);
+	return m;
+oom:
+	cg_seterr("out of memory");
+fail:
+	cg_model_free(m);
+	cJSON_Delete(config);
+	cJSON_Delete(extra);
+	cJSON_Delete(fresh);
+	free(names);
+	free(map);
+	return NULL;
 }
 
 int

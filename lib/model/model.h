@@ -168,6 +168,20 @@ int cg_model_check_conditions(const struct cg_model *m,
 			      const struct cg_shard *s);
 
 /*
+ * A new model of old's arch and config for the conditions of shard s
+ * (their names and number, as cg-init -d s would give them), holding
+ * old's weights: those of a condition old has by name (in any order)
+ * are old's, those of a condition old lacks as the arch's init makes
+ * them from seed, those of a condition s lacks are dropped (struct
+ * cg_arch's recondition).  Step 0, no optimizer state.  old must name
+ * its conditions.  Returns the model (the caller frees it), or NULL with
+ * a message.
+ */
+struct cg_model *cg_model_recondition(const struct cg_model *old,
+                                      const struct cg_shard *s,
+                                      uint64_t seed);
+
+/*
  * Whether t can teach m on shard s (struct cg_distill): the same arch,
  * one that distills, t fit for s as m is (the same conditions) and what
  * the arch's check_teacher asks.  Returns 0, or -1 with a message.
