@@ -27,10 +27,23 @@
 
 /* Keys of the options that have no short form; the architectures'
  * options get OPT_ARCH + their index in names[]. */
-enum { OPT_FROM = CG_KEY_OWN, OPT_SEED, OPT_ARCH };
+enum {
+	OPT_FROM = CG_KEY_OWN,
+	OPT_LORA,
+	OPT_LORA_ALPHA,
+	OPT_LORA_TARGETS,
+	OPT_SEED,
+	OPT_ARCH /* the architectures' options: OPT_ARCH + k */
+};
+/* --lora-on: patterns at most */
+#define MAX_TARGETS 64
 
 struct args {
 	const char *data, *out, *from;
+	long long lora;   /* --lora R; 0: none */
+	double lora_alpha; /* 0: R */
+	const char *targets[MAX_TARGETS];
+	int ntargets;
 	const struct cg_arch *arch;
 	uint64_t seed;
 	enum cg_compress comp;
@@ -53,6 +66,13 @@ static const struct cg_opt own[] = {
     {"from", OPT_FROM, "MODEL",
      "a trained model made over for the shard's conditions",
      CG_OPT_STR(from)},
+    {"lora", OPT_LORA, "R",
+     "--from: low-rank adapters of rank R, only they to train",
+     CG_OPT_I64(lora, 1, 65536)},
+    {"lora-alpha", OPT_LORA_ALPHA, "A", "the adapters' scale is A/R (R)",
+     CG_OPT_F64(lora_alpha, 1e-6, 1e6)},
+    {"lora-on", OPT_LORA_TARGETS, "GLOB",
+     "the matrices that get adapters (repeatable)", CG_OPT_CUSTOM},
     {"output", 'o', "FILE", "model to write (- for stdout)", CG_OPT_STR(out)},
     {"seed", OPT_SEED, "N", "weight seed (0)", CG_OPT_U64(seed)},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
@@ -74,7 +94,8 @@ static char epilog[16384];
 static const struct cg_cli cli = {
     .name = "cg-init",
     .synopsis = "-a ARCH -d SHARD [options] -o MODEL\n"
-                "--from MODEL -d SHARD [--seed N] -o MODEL",
+                "--from MODEL -d SHARD [--seed N] -o MODEL\n"
+                "--from MODEL --lora R --lora-on GLOB [options] -o MODEL",
     .about = "Create a model of architecture ARCH with seeded weights.  "
              "After -a ARCH,\n--help lists that architecture's options "
              "only.",
@@ -113,7 +134,12 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
 
-	if (c != 'a') {
+	if (c == OPT_LORA_TARGETS) {
+		if (a->ntargets == MAX_TARGETS)
+			return cg_usage("--lora-on: more than %d",
+			                MAX_TARGETS);
+		a->targets[a->ntargets++] = g->arg;
+	} else if (c != 'a') {
 		a->given[c - OPT_ARCH] = 1;
 		a->value[c - OPT_ARCH] = g->arg;
 	} else if ((a->arch = cg_arch_find(g->arg)) == NULL)
@@ -149,7 +175,17 @@ parse(int argc, char **argv, struct args *a)
 static int
 validate(struct args *a)
 {
-	if (a->data == NULL)
+	if ((a->lora_alpha > 0 || a->ntargets) && !a->lora)
+		return cg_usage("--%s needs --lora R",
+		                a->ntargets ? "lora-on" : "lora-alpha");
+	if (a->lora && a->from == NULL)
+		return cg_usage("--lora adds adapters to a model: --from MODEL");
+	if (a->lora && a->ntargets == 0)
+		return cg_usage("--lora needs --lora-on GLOB");
+	if (a->lora && a->data)
+		return cg_usage("--lora and -d: one at a time (first -d, then "
+		                "--lora)");
+	if (a->data == NULL && !a->lora)
 		return cg_usage("no data shard (-d)");
 	if (a->from) {
 		if (a->arch)
@@ -160,7 +196,8 @@ validate(struct args *a)
 				return cg_usage("--from takes the options from "
 				                "the model: no --%s",
 				                a->names[k]);
-		if (strcmp(a->from, "-") == 0 && strcmp(a->data, "-") == 0)
+		if (a->data && strcmp(a->from, "-") == 0 &&
+		    strcmp(a->data, "-") == 0)
 			return cg_usage("the model and the shard cannot both "
 			                "be standard input");
 		return CG_CONTINUE;
@@ -185,6 +222,28 @@ validate(struct args *a)
 	return CG_CONTINUE;
 }
 
+/* --from MODEL --lora R: the model with adapters.  0 or -1 said. */
+static int
+add_lora(const struct args *a)
+{
+	struct cg_model *old, *m;
+	int rc = -1;
+
+	if ((old = cg_model_read(a->from)) == NULL)
+		return -1;
+	m = cg_model_add_lora(old, (int)a->lora,
+	                      a->lora_alpha > 0 ? a->lora_alpha
+	                                        : (double)a->lora,
+	                      a->targets, a->ntargets, a->seed);
+	cg_model_free(old);
+	if (m == NULL)
+		cg_errprefix(strcmp(a->from, "-") ? a->from : "(stdin)");
+	else if (cg_model_write(m, a->out, a->comp) == 0)
+		rc = 0;
+	cg_model_free(m);
+	return rc;
+}
+
 /* Make the model and write it.  Returns 0 or -1 with a message. */
 static int
 run(const struct args *a)
@@ -194,6 +253,8 @@ run(const struct args *a)
 	cJSON *config, *extra;
 	int rc = -1;
 
+	if (a->lora)
+		return add_lora(a);
 	if ((s = cg_shard_open(a->data)) == NULL)
 		return -1;
 	if (a->from) {

@@ -337,9 +337,12 @@ prepare(const struct args *a, struct job *j)
 	    (j->m = cg_model_read(a->model)) == NULL ||
 	    (a->teacher && (j->t = cg_model_read(a->teacher)) == NULL))
 		return cg_warn(NULL), -1;
-	if (a->nfreeze && cg_train_freeze(j->m, a->freeze, a->nfreeze,
-	                                  &j->frozen) != 0)
+	if (cg_train_freeze(j->m, a->freeze, a->nfreeze, &j->frozen) != 0)
 		return cg_warn(NULL), -1;
+	if (j->m->lora && a->deterministic)
+		return cg_warnx("--deterministic: cg-audit cannot remake a "
+		                "call of a model with adapters"),
+		       -1;
 	/* A teacher that cannot teach this model on this shard is refused
 	 * before any output is opened. */
 	if (j->t) {

@@ -8,7 +8,10 @@
 # cg-init --from: a cgpt trained on two of the fortunes' categories made
 # over for all three (the rows of the conditions it has moved by name,
 # the new one's as cg-init makes it, the rest its own), which then
-# trains where the old one is refused.  The programs come from PATH.
+# trains where the old one is refused.  cg-init --lora: adapters on the
+# matrices named, B zero (the function as it was), only they train, a
+# DiLoCo round's deltas carry them alone, and cg-convert -M merges them
+# into a plain model of the same losses.  The programs come from PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -194,5 +197,90 @@ row() { tar xOf "$1" "$2" | dd bs=64 skip="$3" count=1 status=none | od -An -tx1
 	assert_output "cg-init: vae.cgm: cvae models cannot take other conditions"
 	run -1 cg-init --from "$D/m2t.cgm" -d fm-0.cgd -o x.cgm
 	assert_output --partial "cgpt needs text data"
+	[ ! -e x.cgm ]
+}
+
+# the tensor names of model $1 that are no adapter's
+base_names() { names "$1" | grep -v '\.lora_[ab]$\|^opt\.\|^outer\.'; }
+
+@test "cg-init --lora: adapters on the matrices named, B zero, the model's function as it was" {
+	run -0 cg-init --from "$D/m2t.cgm" --lora 4 --lora-on 'h.*.attn.*.w' \
+		--lora-on lm_head.w --seed 3 -o l.cgm
+	run -0 jq -c '[.lora, .step // 0]' <(tar xOf l.cgm cg.json)
+	assert_output '[{"r":4,"alpha":4,"targets":["h.0.attn.qkv.w","h.0.attn.proj.w","lm_head.w"]},0]'
+	run -0 bash -c "tar tf l.cgm | grep lora_"
+	assert_output "$(printf '%s\n' h.0.attn.qkv.w.lora_a h.0.attn.qkv.w.lora_b h.0.attn.proj.w.lora_a h.0.attn.proj.w.lora_b lm_head.w.lora_a lm_head.w.lora_b)"
+	for t in $(base_names l.cgm); do
+		same "$D/m2t.cgm" l.cgm "$t" || fail "$t differs"
+	done
+	run -0 cg-inspect --json l.cgm
+	[ "$(jq -r '.tensors[] | select(.name == "lm_head.w.lora_b") | .zero_frac' <<<"$output")" = 1 ]
+	[ "$(jq -r '.tensors[] | select(.name == "lm_head.w.lora_a") | .zero_frac' <<<"$output")" = 0 ]
+	# B = 0: the same losses as the model without adapters
+	a=$(cg-eval --json -m l.cgm -d "$D/two-0.cgd" | jq -c '[.nats_per_token, .bpb]')
+	b=$(cg-eval --json -m "$D/m2t.cgm" -d "$D/two-0.cgd" | jq -c '[.nats_per_token, .bpb]')
+	[ "$a" = "$b" ]
+}
+
+@test "--lora: only the adapters train; a DiLoCo round moves only their bytes; cg-convert -M merges" {
+	run -0 cg-init --from "$D/m2t.cgm" --lora 2 --lora-on 'h.*.w' \
+		--lora-alpha 4 -o l.cgm
+	run -0 cg-train-step -q -m l.cgm -d "$D/two-0.cgd" --emit model -k 4 \
+		-b 4 --opt adamw --lr 1e-2 -o lt.cgm
+	for t in $(base_names l.cgm); do
+		same l.cgm lt.cgm "$t" || fail "$t moved"
+	done
+	! same l.cgm lt.cgm h.0.mlp.fc.w.lora_b
+	# the workers' deltas carry the adapters alone
+	for w in 0 1; do
+		run -0 cg-train-step -q -m lt.cgm -d "$D/two-0.cgd" --emit delta \
+			-k 2 -b 4 --seed $w -s w$w.state -o d$w.cgg
+	done
+	run -0 names d0.cgg
+	assert_output "$(names lt.cgm | grep '\.lora_[ab]$')"
+	run -0 cg-reduce d0.cgg d1.cgg -o r.cgg
+	run -0 cg-apply -m lt.cgm --outer nesterov r.cgg -o next.cgm
+	for t in $(base_names l.cgm); do
+		same lt.cgm next.cgm "$t" || fail "$t moved"
+	done
+	# a plain model whose losses are those of the model with adapters
+	run -0 cg-convert -M next.cgm -o plain.cgm
+	run -0 jq -r '.lora // "none"' <(tar xOf plain.cgm cg.json)
+	assert_output none
+	run -0 names plain.cgm
+	assert_output "$(base_names next.cgm)"
+	! same next.cgm plain.cgm h.0.mlp.fc.w
+	same next.cgm plain.cgm wte
+	a=$(cg-eval --json -m next.cgm -d "$D/two-0.cgd" | jq -c '[.nats_per_token, .bpb]')
+	b=$(cg-eval --json -m plain.cgm -d "$D/two-0.cgd" | jq -c '[.nats_per_token, .bpb]')
+	[ "$a" = "$b" ]
+	run -0 cg-train-step -q -m plain.cgm -d "$D/two-0.cgd" --emit model \
+		-k 1 -b 4 -o more.cgm
+	# and the same samples
+	run -0 cg-sample -m next.cgm -c animals -n 2 --seed 1 --max-bytes 40 \
+		-o a.txt
+	run -0 cg-sample -m plain.cgm -c animals -n 2 --seed 1 --max-bytes 40 \
+		-o b.txt
+	cmp a.txt b.txt
+}
+
+@test "--lora and cg-convert -M: usage errors and refusals" {
+	run -2 cg-init --lora 2 --lora-on 'h.*' -d "$D/t-0.cgd" -a cgpt -o x.cgm
+	assert_output --partial "--lora adds adapters to a model: --from MODEL"
+	run -2 cg-init --from "$D/m.cgm" --lora 2 -o x.cgm
+	assert_output --partial "--lora needs --lora-on GLOB"
+	run -2 cg-init --from "$D/m.cgm" --lora-on 'h.*' -o x.cgm
+	assert_output --partial "--lora-on needs --lora R"
+	run -2 cg-init --from "$D/m.cgm" --lora 2 --lora-on wte -d "$D/t-0.cgd" -o x.cgm
+	assert_output --partial "one at a time"
+	run -1 cg-init --from "$D/m.cgm" --lora 2 --lora-on 'nosuch*' -o x.cgm
+	assert_output --partial "--lora-on 'nosuch*': matches no matrix"
+	run -1 cg-init --from "$D/m.cgm" --lora 17 --lora-on 'h.0.attn.proj.w' -o x.cgm
+	assert_output --partial "rank 17 above h.0.attn.proj.w's 16x16"
+	run -1 cg-convert -M "$D/m.cgm" -o x.cgm
+	assert_output --partial "no adapters"
+	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" -o g.cgg
+	run -1 cg-convert -M g.cgg -o x.cgm
+	assert_output --partial "a grad file, not a model"
 	[ ! -e x.cgm ]
 }

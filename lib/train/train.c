@@ -79,11 +79,17 @@ int
 cg_train_freeze(const struct cg_model *m, const char *const *glob, int n,
                 uint8_t **frozen)
 {
-	uint8_t *f = calloc((size_t)m->nviews, 1);
+	uint8_t *f;
 	int nf = 0;
 
-	if (f == NULL)
+	*frozen = NULL;
+	if (n == 0 && m->lora == NULL)
+		return 0;
+	if ((f = calloc((size_t)m->nviews, 1)) == NULL)
 		return cg_seterr("out of memory");
+	/* a model with adapters trains them alone */
+	for (int i = 0; m->lora && i < m->nviews; i++)
+		f[i] = !cg_lora_is_adapter(m, i);
 	for (int k = 0; k < n; k++) {
 		int hit = 0;
 		for (int i = 0; i < m->nviews; i++)
@@ -433,6 +439,12 @@ run_begin(struct run *r)
 
 	if (o->steps < 1 || o->batch < 1)
 		return cg_seterr("steps and batch must be positive");
+	/* W trains not: its gradient is the adapters' (model/lora.h) */
+	for (int i = 0; m->lora && i < m->nviews; i++)
+		if (!cg_lora_is_adapter(m, i) && (!o->frozen || !o->frozen[i]))
+			return cg_seterr("tensor %s: a model with adapters "
+			                 "trains them alone (cg_train_freeze)",
+			                 m->views[i].name);
 	if (r->s->n == 0)
 		return cg_seterr("the shard holds no examples");
 	if (m->arch->check_data(m, r->s) != 0)
@@ -445,6 +457,9 @@ run_begin(struct run *r)
 		 * more, at no cost (see cg_train_plan). */
 		t->chunk = m->chunk;
 		t->checkpoint = 1;
+		/* a teacher with adapters runs merged */
+		if (cg_lora_merge(t, 1) != 0)
+			return -1;
 	}
 	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
 		return -1;
@@ -489,9 +504,16 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	if (g == r->grad && !r->grad_clear)
 		memset(r->grad, 0, r->P * sizeof(float));
 	r->grad_clear = 0;
-	if ((o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B, nseed,
-	                                   g, bm)
-	                : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm)) != 0)
+	/* adapters: the arch runs W + s B A, and dW' becomes dA and dB */
+	if (cg_lora_merge(m, 0) != 0)
+		return -1;
+	int rc = o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B,
+	                                       nseed, g, bm)
+	                    : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm);
+	if (rc == 0)
+		cg_lora_grad(m, g);
+	cg_lora_unmerge(m);
+	if (rc != 0)
 		return -1;
 	/* A diverged run ends here: a model, delta or gradient of NaNs would
 	 * pass for a result and poison every reduction it went into. */
@@ -834,6 +856,10 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		return -1;
 	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
 		return -1;
+	if (cg_lora_merge(m, 0) != 0) {
+		free(ex);
+		return -1;
+	}
 	cg_rng_derive(&r, seed, 0x6576616cULL, 0);
 	uint64_t nseed = cg_rng_u64(&r);
 	for (uint64_t i = 0; i < s->n; i += (uint64_t)B) {
@@ -842,6 +868,7 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		for (int b = 0; b < nb; b++)
 			ex[b] = i + (uint64_t)b;
 		if (m->arch->batch(m, s, ex, nb, nseed, NULL, &bm) != 0) {
+			cg_lora_unmerge(m);
 			free(ex);
 			return -1;
 		}
@@ -857,6 +884,7 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 				 (int)tot, NAN);
 		}
 	}
+	cg_lora_unmerge(m);
 	if (text)
 		finish_text_metrics(out, tokens);
 	else

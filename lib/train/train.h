@@ -51,9 +51,12 @@ struct cg_train_opts {
 
 /*
  * The views of m whose names match one of the fnmatch(3) patterns glob
- * [n]: *frozen [m->nviews] (the caller frees) 1 where a view matches.
- * Returns 0, or -1 with a message when a pattern matches no view or
- * every view matches (nothing would train).
+ * [n], and for a model with adapters (model/lora.h) every view but
+ * theirs: *frozen [m->nviews] (the caller frees) 1 where a view is
+ * frozen, or NULL where none is.  Returns 0, or -1 with a message when a
+ * pattern matches no view or every view is frozen (nothing would train).
+ * cg_train_run refuses a model with adapters whose other views are not
+ * all frozen.
  */
 int cg_train_freeze(const struct cg_model *m, const char *const *glob, int n,
                     uint8_t **frozen);
