@@ -284,3 +284,18 @@ base_names() { names "$1" | grep -v '\.lora_[ab]$\|^opt\.\|^outer\.'; }
 	assert_output --partial "a grad file, not a model"
 	[ ! -e x.cgm ]
 }
+
+@test "--lora on a cvae: only the adapters train, the merged model scores the same" {
+	images fm -n 1
+	small_cvae fm-0.cgd v.cgm
+	run -0 cg-init --from v.cgm --lora 2 --lora-on 'dec.*.w' -o vl.cgm
+	run -0 cg-train-step -q -m vl.cgm -d fm-0.cgd --emit model -k 3 -b 8 \
+		-o vlt.cgm
+	for t in $(base_names vl.cgm); do
+		same vl.cgm vlt.cgm "$t" || fail "$t moved"
+	done
+	run -0 cg-convert -M vlt.cgm -o vm.cgm
+	a=$(cg-eval --json --seed 1 -m vlt.cgm -d fm-0.cgd | jq -c .nelbo)
+	b=$(cg-eval --json --seed 1 -m vm.cgm -d fm-0.cgd | jq -c .nelbo)
+	[ -n "$a" ] && [ "$a" = "$b" ]
+}
