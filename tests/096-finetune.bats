@@ -279,6 +279,11 @@ base_names() { names "$1" | grep -v '\.lora_[ab]$\|^opt\.\|^outer\.'; }
 	assert_output --partial "rank 17 above h.0.attn.proj.w's 16x16"
 	run -1 cg-convert -M "$D/m.cgm" -o x.cgm
 	assert_output --partial "no adapters"
+	run -0 cg-init --from "$D/m2t.cgm" --lora 2 --lora-on 'h.*.w' -o l.cgm
+	run -1 cg-init --from l.cgm --lora 2 --lora-on 'h.*.w' -o x.cgm
+	assert_output --partial "adapters already"
+	run -1 cg-init --from l.cgm -d "$D/t-0.cgd" -o x.cgm
+	assert_output "cg-init: l.cgm: a model with adapters: merge them first (cg-convert --merge-lora)"
 	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" -o g.cgg
 	run -1 cg-convert -M g.cgg -o x.cgm
 	assert_output --partial "a grad file, not a model"

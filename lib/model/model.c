@@ -113,6 +113,11 @@ cg_model_recondition(const struct cg_model *old, const struct cg_shard *s,
 		cg_seterr("%s models cannot take other conditions", a->name);
 		return NULL;
 	}
+	if (old->lora) {
+		cg_seterr("a model with adapters: merge them first "
+		          "(cg-convert --merge-lora)");
+		return NULL;
+	}
 	if (cg_model_conditions(old, 1, &names, &n) != 0)
 		return NULL;
 	if ((config = cJSON_Duplicate(old->config, 1)) == NULL ||
