@@ -284,6 +284,10 @@ base_names() { names "$1" | grep -v '\.lora_[ab]$\|^opt\.\|^outer\.'; }
 	assert_output --partial "adapters already"
 	run -1 cg-init --from l.cgm -d "$D/t-0.cgd" -o x.cgm
 	assert_output "cg-init: l.cgm: a model with adapters: merge them first (cg-convert --merge-lora)"
+	# stored quantized weights cannot take their adapters as they run
+	run -0 cg-quantize -q -o lq.cgm l.cgm q8_0
+	run -1 cg-eval -m lq.cgm -d "$D/two-0.cgd"
+	assert_output --partial "and the model has adapters: merge them before quantizing"
 	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" -o g.cgg
 	run -1 cg-convert -M g.cgg -o x.cgm
 	assert_output --partial "a grad file, not a model"

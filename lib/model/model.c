@@ -759,9 +759,13 @@ cg_model_read_infer(const char *path)
 	}
 	/* a model with adapters runs merged */
 	if (m->lora && kept) {
-		cg_seterr("adapters on stored %s weights: merge them first "
-		          "(cg-convert --merge-lora)",
-		          cg_dtype_name(m->stored[0].dtype));
+		int i = 0;
+		while (m->stored[i].dtype == CG_F32)
+			i++;
+		cg_seterr("tensor %s: stored %s, and the model has adapters: "
+		          "merge them before quantizing (cg-convert "
+		          "--merge-lora)",
+		          m->views[i].name, cg_dtype_name(m->stored[i].dtype));
 		goto fail;
 	}
 	if (m->lora && cg_lora_merge(m, 1) != 0)
