@@ -8,7 +8,9 @@
 # cg-init --from: a cgpt trained on two of the fortunes' categories made
 # over for all three (the rows of the conditions it has moved by name,
 # the new one's as cg-init makes it, the rest its own), which then
-# trains where the old one is refused.  cg-init --lora: adapters on the
+# trains where the old one is refused; a cvae made over for one more
+# condition (columns of its first layers, rows of its tables) and for
+# its own in another order.  cg-init --lora: adapters on the
 # matrices named, B zero (the function as it was), only they train, a
 # DiLoCo round's deltas carry them alone, and cg-convert -M merges them
 # into a plain model of the same losses.  The programs come from PATH.
@@ -193,8 +195,8 @@ row() { tar xOf "$1" "$2" | dd bs=64 skip="$3" count=1 status=none | od -An -tx1
 	assert_output --partial "nosuch.cgm"
 	images fm -n 1
 	small_cvae fm-0.cgd vae.cgm
-	run -1 cg-init --from vae.cgm -d fm-0.cgd -o x.cgm
-	assert_output "cg-init: vae.cgm: cvae models cannot take other conditions"
+	run -1 cg-init --from vae.cgm -d "$D/t-0.cgd" -o x.cgm
+	assert_output --partial "needs image data"
 	run -1 cg-init --from "$D/m2t.cgm" -d fm-0.cgd -o x.cgm
 	assert_output --partial "cgpt needs text data"
 	[ ! -e x.cgm ]
@@ -307,4 +309,44 @@ base_names() { names "$1" | grep -v '\.lora_[ab]$\|^opt\.\|^outer\.'; }
 	a=$(cg-eval --json --seed 1 -m vlt.cgm -d fm-0.cgd | jq -c .nelbo)
 	b=$(cg-eval --json --seed 1 -m vm.cgm -d fm-0.cgd | jq -c .nelbo)
 	[ -n "$a" ] && [ "$a" = "$b" ]
+}
+
+# column $4 of every row of the [rows, $3] tensor $2 of model $1, in hex
+col() { tar xOf "$1" "$2" | od -An -v -tx4 -w$(($3 * 4)) | awk -v c="$4" '{print $(c + 1)}'; }
+# row $3 of the [rows, 4] tensor $2 of model $1
+row4() { tar xOf "$1" "$2" | dd bs=16 skip="$3" count=1 status=none | od -An -tx1; }
+
+@test "cg-init --from: a cvae made over for one more condition, the old ones moved by name" {
+	images fm -n 1
+	model cvae fm-0.cgd v.cgm --hidden 16 --layers 2 --latent 4
+	run -0 cg-train-step -q -m v.cgm -d fm-0.cgd --emit model -k 2 -b 8 \
+		-o vt.cgm
+	{ echo new; tar xOf fm-0.cgd cg.json | jq -r '.conditions[]'; } >names
+	cg-shard -q -n 1 --conditions names -o fm11 "$FIXTURES/fashion-mnist-mini"
+	run -1 cg-train-step -q -m vt.cgm -d fm11-0.cgd -o x.cgg
+	assert_output --partial "cg-init --from MODEL -d SHARD makes it over"
+	run -0 cg-init --from vt.cgm -d fm11-0.cgd --seed 1 -o g.cgm
+	model cvae fm11-0.cgd fresh.cgm --hidden 16 --layers 2 --latent 4
+	# the first layers' condition columns (after 784 and 4 inputs), the
+	# tables' rows: old k is new k + 1, new 0 cg-init's
+	for k in 0 4 9; do
+		[ "$(col g.cgm enc.0.w 795 $((785 + k)))" = "$(col vt.cgm enc.0.w 794 $((784 + k)))" ]
+		[ "$(col g.cgm dec.0.w 15 $((5 + k)))" = "$(col vt.cgm dec.0.w 14 $((4 + k)))" ]
+		[ "$(row4 g.cgm prior.mu $((k + 1)))" = "$(row4 vt.cgm prior.mu $k)" ]
+	done
+	[ "$(col g.cgm enc.0.w 795 784)" = "$(col fresh.cgm enc.0.w 795 784)" ]
+	[ "$(col g.cgm enc.0.w 795 3)" = "$(col vt.cgm enc.0.w 794 3)" ]
+	[ "$(row4 g.cgm prior.logvar 0)" = "$(row4 fresh.cgm prior.logvar 0)" ]
+	cmp <(tar xOf g.cgm enc.1.cond | tail -c $((10 * 64))) <(tar xOf vt.cgm enc.1.cond)
+	for t in enc.1.w dec.out.w dec.out.b enc.mu.w; do
+		same vt.cgm g.cgm "$t" || fail "$t differs"
+	done
+	run -0 cg-train-step -q -m g.cgm -d fm11-0.cgd --emit model -k 1 -b 8 \
+		-o gt.cgm
+	# the same conditions in another order: each moved by name
+	tac names | sed '/^new$/d' >rev
+	cg-shard -q -n 1 --conditions rev -o rev "$FIXTURES/fashion-mnist-mini"
+	run -0 cg-init --from vt.cgm -d rev-0.cgd -o r.cgm
+	[ "$(row4 r.cgm prior.mu 0)" = "$(row4 vt.cgm prior.mu 9)" ]
+	[ "$(row4 r.cgm prior.mu 9)" = "$(row4 vt.cgm prior.mu 0)" ]
 }

@@ -171,8 +171,8 @@ cgpt_nconds(const struct cg_model *m)
  * struct cg_arch's recondition.  Of the vocabulary's rows (wte, and
  * lm_head.w where untied), the bytes' 0-255 and the end mark's (256 +
  * ncond) are old's, condition k's (256 + k) old's 256 + map[k] where
- * old has it; every other tensor is the same shape as old's, and
- * copied.
+ * old has it (moved by name even when the counts are equal); every
+ * other tensor is the same shape as old's, and copied.
  */
 static int
 cgpt_recondition(struct cg_model *m, const struct cg_model *old,
@@ -193,7 +193,12 @@ cgpt_recondition(struct cg_model *m, const struct cg_model *old,
 		if (strcmp(v->name, w->name) != 0)
 			return cg_seterr("tensor %s: the old model's is %s",
 			                 v->name, w->name);
-		if (v->n == w->n) {
+		if (strcmp(v->name, "wte") != 0 &&
+		    strcmp(v->name, "lm_head.w") != 0) {
+			if (v->n != w->n)
+				return cg_seterr("tensor %s: shape differs "
+				                 "from the old model's",
+				                 v->name);
 			memcpy(dst, src, v->n * sizeof(float));
 			continue;
 		}
