@@ -19,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "eval/verify.h"
+#include "model/model.h"
 #include "file/format.h"
 #include "file/safetensors.h"
 
@@ -26,6 +27,7 @@ struct args {
 	const char *in, *out, *to;
 	enum cg_compress comp;
 	const char *zgiven;
+	int merge;
 };
 
 #define CG_CTX struct args
@@ -37,6 +39,9 @@ static const struct cg_opt opts[] = {
     {"to", 't', "FORMAT",
      "write FORMAT: cg or safetensors (the one IN is not in)", CG_OPT_STR(to)},
     CG_OPT_ENCRYPT_TO,
+    {"merge-lora", 'M', NULL,
+     "a model's adapters merged into its weights: a plain model",
+     CG_OPT_FLAG(merge)},
     CG_OPT_SIGN,
     CG_OPT_SEAL_KEY,
     CG_OPT_TRUST,
@@ -47,7 +52,7 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-convert",
-    .synopsis = "[-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]",
+    .synopsis = "[-M] [-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]",
     .about = "Write the cg file IN as a safetensors file, or the safetensors\n"
              "file IN as a cg file (IN - or none: standard input).",
     .opts = opts,
@@ -79,6 +84,36 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
+/* The merged model, whose arrays the file merged makes borrows: freed
+ * at the end of main. */
+static struct cg_model *merged_model;
+
+/* The model file f (freed) with its adapters merged (cg_model_merge_lora),
+ * as a new file; NULL with a message naming in. */
+static struct cg_file *
+merged(struct cg_file *f, const char *in)
+{
+	const char *name = strcmp(in, "-") ? in : "(stdin)";
+	struct cg_model *m = NULL, *p = NULL;
+	struct cg_file *out = NULL;
+
+	if (strcmp(cg_file_kind(f), "model") != 0)
+		cg_seterr("--merge-lora: a %s file, not a model",
+		          cg_file_kind(f));
+	else if ((m = cg_model_from_file(f, name)) != NULL &&
+	         (p = cg_model_merge_lora(m)) != NULL &&
+	         (out = cg_model_file(p)) != NULL) {
+		merged_model = p;
+		p = NULL;
+	}
+	if (out == NULL)
+		cg_errprefix(name);
+	cg_model_free(m);
+	cg_model_free(p);
+	cg_file_free(f);
+	return out;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -92,19 +127,23 @@ main(int argc, char **argv)
 	if ((f = cg_read_any(a.in, &from)) == NULL)
 		return cg_fail(NULL);
 	/* by default a cg file becomes a safetensors file, any other a cg
-	 * file */
-	to = a.to ? cg_format_find(a.to)
+	 * file; a merged model a cg file */
+	to = a.to                  ? cg_format_find(a.to)
+	     : a.merge             ? &cg_format_cg
 	     : from == &cg_format_cg ? &cg_format_safetensors
 	                             : &cg_format_cg;
 	/* either way, only a file every reader of its kind takes */
 	if (cg_verify_file(f) != 0) {
 		cg_errprefix(strcmp(a.in, "-") ? a.in : "(stdin)");
 		rc = -1;
-	} else if (a.zgiven && a.comp != CG_COMPRESS_NONE && !to->compresses)
+	} else if (a.merge && (f = merged(f, a.in)) == NULL)
+		rc = -1;
+	else if (a.zgiven && a.comp != CG_COMPRESS_NONE && !to->compresses)
 		rc = cg_seterr("--compress: a %s file is written uncompressed",
 		               to->name);
 	else
 		rc = to->write(f, a.out, a.comp);
 	cg_file_free(f);
+	cg_model_free(merged_model);
 	return rc == 0 ? CG_EXIT_OK : cg_fail(NULL);
 }

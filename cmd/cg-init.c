@@ -27,10 +27,23 @@
 
 /* Keys of the options that have no short form; the architectures'
  * options get OPT_ARCH + their index in names[]. */
-enum { OPT_SEED = CG_KEY_OWN, OPT_ARCH };
+enum {
+	OPT_FROM = CG_KEY_OWN,
+	OPT_LORA,
+	OPT_LORA_ALPHA,
+	OPT_LORA_TARGETS,
+	OPT_SEED,
+	OPT_ARCH /* the architectures' options: OPT_ARCH + k */
+};
+/* --lora-on: patterns at most */
+#define MAX_TARGETS 64
 
 struct args {
-	const char *data, *out;
+	const char *data, *out, *from;
+	long long lora;   /* --lora R; 0: none */
+	double lora_alpha; /* 0: R */
+	const char *targets[MAX_TARGETS];
+	int ntargets;
 	const struct cg_arch *arch;
 	uint64_t seed;
 	enum cg_compress comp;
@@ -50,6 +63,16 @@ static const struct cg_opt own[] = {
     {"arch", 'a', "NAME", NULL, CG_OPT_CUSTOM},
     {"data", 'd', "SHARD", "a data shard: input shape, conditions",
      CG_OPT_STR(data)},
+    {"from", OPT_FROM, "MODEL",
+     "a trained model made over for the shard's conditions",
+     CG_OPT_STR(from)},
+    {"lora", OPT_LORA, "R",
+     "--from: low-rank adapters of rank R, only they to train",
+     CG_OPT_I64(lora, 1, 65536)},
+    {"lora-alpha", OPT_LORA_ALPHA, "A", "the adapters' scale is A/R (R)",
+     CG_OPT_F64(lora_alpha, 1e-6, 1e6)},
+    {"lora-on", OPT_LORA_TARGETS, "GLOB",
+     "the matrices that get adapters (repeatable)", CG_OPT_CUSTOM},
     {"output", 'o', "FILE", "model to write (- for stdout)", CG_OPT_STR(out)},
     {"seed", OPT_SEED, "N", "weight seed (0)", CG_OPT_U64(seed)},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
@@ -72,7 +95,9 @@ static char epilog[16384];
 
 static const struct cg_cli cli = {
     .name = "cg-init",
-    .synopsis = "-a ARCH -d SHARD [options] -o MODEL",
+    .synopsis = "-a ARCH -d SHARD [options] -o MODEL\n"
+                "--from MODEL -d SHARD [--seed N] -o MODEL\n"
+                "--from MODEL --lora R --lora-on GLOB [options] -o MODEL",
     .about = "Create a model of architecture ARCH with seeded weights.  "
              "After -a ARCH,\n--help lists that architecture's options "
              "only.",
@@ -111,7 +136,12 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 {
 	struct args *a = ctx;
 
-	if (c != 'a') {
+	if (c == OPT_LORA_TARGETS) {
+		if (a->ntargets == MAX_TARGETS)
+			return cg_usage("--lora-on: more than %d",
+			                MAX_TARGETS);
+		a->targets[a->ntargets++] = g->arg;
+	} else if (c != 'a') {
 		a->given[c - OPT_ARCH] = 1;
 		a->value[c - OPT_ARCH] = g->arg;
 	} else if ((a->arch = cg_arch_find(g->arg)) == NULL)
@@ -147,10 +177,35 @@ parse(int argc, char **argv, struct args *a)
 static int
 validate(struct args *a)
 {
+	if ((a->lora_alpha > 0 || a->ntargets) && !a->lora)
+		return cg_usage("--%s needs --lora R",
+		                a->ntargets ? "lora-on" : "lora-alpha");
+	if (a->lora && a->from == NULL)
+		return cg_usage("--lora adds adapters to a model: --from MODEL");
+	if (a->lora && a->ntargets == 0)
+		return cg_usage("--lora needs --lora-on GLOB");
+	if (a->lora && a->data)
+		return cg_usage("--lora and -d: one at a time (first -d, then "
+		                "--lora)");
+	if (a->data == NULL && !a->lora)
+		return cg_usage("no data shard (-d)");
+	if (a->from) {
+		if (a->arch)
+			return cg_usage("--from takes the architecture from "
+			                "the model: no -a");
+		for (int k = 0; k < a->nnames; k++)
+			if (a->given[k])
+				return cg_usage("--from takes the options from "
+				                "the model: no --%s",
+				                a->names[k]);
+		if (a->data && strcmp(a->from, "-") == 0 &&
+		    strcmp(a->data, "-") == 0)
+			return cg_usage("the model and the shard cannot both "
+			                "be standard input");
+		return CG_CONTINUE;
+	}
 	if (a->arch == NULL)
 		return cg_usage("no architecture (-a)");
-	if (a->data == NULL)
-		return cg_usage("no data shard (-d)");
 	for (int i = 0; i < a->arch->nopts; i++)
 		a->vals[i] = a->arch->opts[i].dflt;
 	for (int k = 0; k < a->nnames; k++) {
@@ -169,6 +224,28 @@ validate(struct args *a)
 	return CG_CONTINUE;
 }
 
+/* --from MODEL --lora R: the model with adapters.  0 or -1 said. */
+static int
+add_lora(const struct args *a)
+{
+	struct cg_model *old, *m;
+	int rc = -1;
+
+	if ((old = cg_model_read(a->from)) == NULL)
+		return -1;
+	m = cg_model_add_lora(old, (int)a->lora,
+	                      a->lora_alpha > 0 ? a->lora_alpha
+	                                        : (double)a->lora,
+	                      a->targets, a->ntargets, a->seed);
+	cg_model_free(old);
+	if (m == NULL)
+		cg_errprefix(strcmp(a->from, "-") ? a->from : "(stdin)");
+	else if (cg_model_write(m, a->out, a->comp) == 0)
+		rc = 0;
+	cg_model_free(m);
+	return rc;
+}
+
 /* Make the model and write it.  Returns 0 or -1 with a message. */
 static int
 run(const struct args *a)
@@ -178,8 +255,25 @@ run(const struct args *a)
 	cJSON *config, *extra;
 	int rc = -1;
 
+	if (a->lora)
+		return add_lora(a);
 	if ((s = cg_shard_open(a->data)) == NULL)
 		return -1;
+	if (a->from) {
+		struct cg_model *old = cg_model_read(a->from);
+		if (old == NULL)
+			goto out;
+		m = cg_model_recondition(old, s, a->seed);
+		cg_model_free(old);
+		if (m == NULL) {
+			cg_errprefix(strcmp(a->from, "-") ? a->from : "(stdin)");
+			goto out;
+		}
+		if (cg_model_write(m, a->out, a->comp) != 0)
+			goto out;
+		rc = 0;
+		goto out;
+	}
 	if (cg_arch_config(a->arch, s, a->vals, &config, &extra) != 0) {
 		cg_errprefix(a->data);
 		goto out;

@@ -33,6 +33,8 @@
 #define MAX_TEMP 100
 /* --time-limit: a year */
 #define MAX_SECONDS (366.0 * 86400)
+/* --freeze: patterns at most */
+#define MAX_FREEZE 64
 
 enum {
 	OPT_BUDGET = CG_KEY_OWN,
@@ -44,6 +46,7 @@ enum {
 	OPT_DP_NOISE,
 	OPT_DP_SEED,
 	OPT_FEEDBACK_DECAY,
+	OPT_FREEZE,
 	OPT_NO_FEEDBACK,
 	OPT_LOG,
 	OPT_MASK,
@@ -82,6 +85,8 @@ struct args {
 	double dp_clip, dp_noise;
 	uint64_t dp_seed;
 	const char *dp_given, *dp_seed_given;
+	const char *freeze[MAX_FREEZE]; /* --freeze GLOB, repeatable */
+	int nfreeze;
 };
 
 /* --emit's and --order's names, in their enums' order. */
@@ -97,6 +102,19 @@ parse_round(const char *arg, void *where)
 		                 CG_MASK_ROUND_MAX);
 	*(const char **)where = arg;
 	return 0;
+}
+
+/* --freeze GLOB: one more pattern. */
+static int
+freeze_option(void *ctx, const struct cg_getopt *g, int c)
+{
+	struct args *a = ctx;
+
+	(void)c;
+	if (a->nfreeze == MAX_FREEZE)
+		return cg_usage("--freeze: more than %d", MAX_FREEZE);
+	a->freeze[a->nfreeze++] = g->arg;
+	return CG_CONTINUE;
 }
 
 #define CG_CTX struct args
@@ -115,6 +133,9 @@ static const struct cg_opt opts[] = {
      CG_OPT_STR(out)},
     {"clip", OPT_CLIP, "X", "clip the gradient norm to X",
      CG_OPT_F64(o.clip, 0, 1e30)},
+    {"freeze", OPT_FREEZE, "GLOB",
+     "tensors whose names match GLOB do not train (repeatable)",
+     CG_OPT_CUSTOM},
     {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)",
      CG_OPT_ENUM(o.order, order_names)},
     {"seed", OPT_SEED, "N", "data order and model noise (0)",
@@ -217,6 +238,7 @@ struct job {
 	struct cg_file *f;
 	struct cg_out out, sout;
 	float *buf; /* grad and delta: what is emitted [nparams] */
+	uint8_t *frozen; /* --freeze: [nviews], 1 where frozen; or NULL */
 	struct cg_train_report rep; /* what the call did, for the log */
 	int shown; /* a progress line was drawn: the summary follows */
 };
@@ -228,7 +250,7 @@ parse(int argc, char **argv, struct args *a)
 	int ind, rc;
 
 	cg_optim_cli_init(&a->oc, CG_OPT_ADAM);
-	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
+	if ((rc = cg_getopt_all(&cli, argc, argv, freeze_option, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
 	if (ind != argc)
@@ -277,6 +299,11 @@ validate(struct args *a)
 	if (a->mask && (a->codec_name || a->budget))
 		return cg_usage("--mask is a codec of its own: no --codec or "
 		                "--budget");
+	/* cg-audit remakes a call from what its update records, which
+	 * holds no --freeze */
+	if (a->nfreeze && a->deterministic)
+		return cg_usage("--freeze and --deterministic conflict: "
+		                "cg-audit cannot remake a frozen call");
 	if (a->mask && a->o.emit == CG_EMIT_MODEL)
 		return cg_usage("--mask masks a grad or a delta, not a model");
 	if (a->dp_given && a->mask == NULL)
@@ -326,6 +353,7 @@ job_opts(const struct args *a, struct job *j)
 {
 	j->o = a->o;
 	j->o.distill = j->t ? &j->distill : NULL;
+	j->o.frozen = j->frozen;
 	/* under a budget the shard is read a batch at a time */
 	j->o.page_out = a->max_memory > 0;
 	return &j->o;
@@ -348,6 +376,12 @@ prepare(const struct args *a, struct job *j)
 	    (j->m = cg_model_read(a->model)) == NULL ||
 	    (a->teacher && (j->t = cg_model_read(a->teacher)) == NULL))
 		return cg_warn(NULL), -1;
+	if (cg_train_freeze(j->m, a->freeze, a->nfreeze, &j->frozen) != 0)
+		return cg_warn(NULL), -1;
+	if (j->m->lora && a->deterministic)
+		return cg_warnx("--deterministic: cg-audit cannot remake a "
+		                "call of a model with adapters"),
+		       -1;
 	/* A teacher that cannot teach this model on this shard is refused
 	 * before any output is opened. */
 	if (j->t) {
@@ -399,10 +433,10 @@ prepare(const struct args *a, struct job *j)
 	j->spec = a->codec;
 	if (a->coded && a->budget) {
 		struct cg_uview *v;
-		int rc;
-		if (cg_update_model_views(j->m, &v) != 0)
+		int rc, nv;
+		if (cg_update_views_of(j->m, j->frozen, &v, &nv) != 0)
 			return cg_warn(NULL), -1;
-		rc = cg_uspec_fit(&j->spec, v, j->m->nviews, a->budget);
+		rc = cg_uspec_fit(&j->spec, v, nv, a->budget);
 		free(v);
 		if (rc != 0)
 			return cg_warn(NULL), -1;
@@ -498,6 +532,7 @@ encode(const struct args *a, struct job *j)
 	    /* the input model's digest is the state's, taken before
 	     * training */
 	    .base = j->st ? j->call.model : NULL,
+	    .frozen = j->frozen,
 	};
 	double t0 = cg_now();
 
@@ -572,7 +607,7 @@ emit(const struct args *a, struct job *j)
 	} else
 		j->f = cg_update_file(
 		    m, a->o.emit == CG_EMIT_GRAD ? "grad" : "delta", j->buf,
-		    &j->res);
+		    &j->res, j->frozen);
 	/* who made it, for a reducer that counts each worker once */
 	if (j->f && a->o.emit != CG_EMIT_MODEL) {
 		unsigned char shard[32];
@@ -625,6 +660,7 @@ job_free(struct job *j)
 	cg_out_abort(&j->sout);
 	cg_file_free(j->f);
 	free(j->buf);
+	free(j->frozen);
 	cg_state_free(j->st);
 	cg_shard_free(j->s);
 	cg_model_free(j->m);

@@ -75,7 +75,7 @@ refused() {
 
 @test "cg-convert --help, --version, bad options and operands" {
 	run -0 --separate-stderr cg-convert --help
-	assert_line --index 0 'usage: cg-convert [-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]'
+	assert_line --index 0 'usage: cg-convert [-M] [-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]'
 	assert_output --partial 'safetensors'
 	assert_equal "$stderr" ''
 	run -0 cg-convert --version

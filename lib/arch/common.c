@@ -66,8 +66,12 @@ cg_arch_check_image_data(const char *arch, const struct cg_model *m,
 		                 "%d inputs",
 		                 s->height, s->width, s->channels, in_dim);
 	if (s->nconditions != (size_t)ncond)
-		return cg_seterr("%zu conditions in the data, %d in the model",
-		                 s->nconditions, ncond);
+		return cg_seterr("%zu conditions in the data, %d in the model%s",
+		                 s->nconditions, ncond,
+		                 m->arch->recondition
+		                     ? " (cg-init --from MODEL -d SHARD makes "
+		                       "it over for the data's)"
+		                     : "");
 	return cg_model_check_conditions(m, s);
 }
 

@@ -45,8 +45,46 @@ cg_apply_defaults(struct cg_apply_opts *o)
 
 static void add_unfrozen(const struct cg_model *m, float *p, const float *x);
 
+/*
+ * One step of m's groups that are not frozen over their views where
+ * present [nviews] (NULL: every view) is set: the views a partial
+ * update leaves out are frozen, and no decay, moment or step count
+ * moves them.  0, or -1 with a message.
+ */
 static int
-apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
+step_present(struct cg_model *m, float *g, const struct cg_apply_opts *o,
+             const uint8_t *present)
+{
+	struct cg_view *sel;
+
+	if (present == NULL) {
+		cg_optim_step_groups(&o->opt, m->groups, m->ngroups, m->params,
+		                     g, m->opt_m, m->opt_v, m->views, 0);
+		return 0;
+	}
+	if ((sel = cg_alloc((size_t)m->nviews * sizeof(*sel))) == NULL)
+		return -1;
+	for (int i = 0; i < m->ngroups; i++) {
+		struct cg_group *gr = &m->groups[i];
+		int k = 0;
+		if (gr->frozen)
+			continue;
+		for (int v = gr->view0; v < gr->view0 + gr->nviews; v++)
+			if (present[v])
+				sel[k++] = m->views[v];
+		if (k == 0)
+			continue;
+		gr->opt_t++;
+		cg_optim_step_views(&o->opt, gr->opt_t, m->params, g, m->opt_m,
+		                    m->opt_v, sel, k, 0);
+	}
+	free(sel);
+	return 0;
+}
+
+static int
+apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o,
+           const uint8_t *present)
 {
 	/* DC-ASGD corrects the gradient as computed, before anything else
 	 * of this step touches it */
@@ -61,8 +99,8 @@ apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
 	if (cg_model_ensure_opt(m, cg_optim_needs_m(o->opt.kind),
 	                        cg_optim_needs_v(o->opt.kind)) != 0)
 		return -1;
-	cg_optim_step_groups(&o->opt, m->groups, m->ngroups, m->params, g,
-	                     m->opt_m, m->opt_v, m->views, 0);
+	if (step_present(m, g, o, present) != 0)
+		return -1;
 	/* weight decay of a pruned zero is zero, but moments loaded from
 	 * elsewhere are not: the weights are set back */
 	cg_model_mask_all(m);
@@ -70,7 +108,8 @@ apply_grad(struct cg_model *m, float *g, const struct cg_apply_opts *o)
 }
 
 static int
-apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
+apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o,
+            const uint8_t *present)
 {
 	if (o->outer == CG_OUTER_NESTEROV && cg_model_ensure_outer(m) != 0)
 		return -1;
@@ -81,10 +120,23 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o)
 	}
 	for (int i = 0; i < m->ngroups; i++) {
 		const struct cg_group *gr = &m->groups[i];
-		if (!gr->frozen)
+		if (gr->frozen)
+			continue;
+		if (present == NULL) {
 			cg_outer_nesterov(m->params + gr->off, d + gr->off,
 			                  m->outer_mom + gr->off, gr->n,
 			                  o->outer_lr, o->outer_mu);
+			continue;
+		}
+		/* a view the update leaves out keeps its momentum too */
+		for (int v = gr->view0; v < gr->view0 + gr->nviews; v++) {
+			const struct cg_view *w = &m->views[v];
+			if (present[v])
+				cg_outer_nesterov(m->params + w->off,
+				                  d + w->off,
+				                  m->outer_mom + w->off, w->n,
+				                  o->outer_lr, o->outer_mu);
+		}
 	}
 	/* a pruned weight stays 0, and so does its outer momentum */
 	cg_model_mask_all(m);
@@ -198,6 +250,7 @@ cg_apply_update(struct cg_model *m, const char *mname,
 {
 	int64_t s = 0;
 	float *g;
+	uint8_t *present = NULL;
 	int rc = -1, dp;
 	struct cg_dp next;
 
@@ -210,8 +263,13 @@ cg_apply_update(struct cg_model *m, const char *mname,
 		return -1;
 	if (cg_update_get(u, m, g) != 0)
 		goto out;
-	if ((u->kind == CG_UPDATE_GRAD ? apply_grad(m, g, o)
-	                               : apply_delta(m, g, o)) != 0)
+	if (u->partial) {
+		if ((present = cg_alloc((size_t)m->nviews)) == NULL)
+			goto out;
+		cg_update_present(u, m, present);
+	}
+	if ((u->kind == CG_UPDATE_GRAD ? apply_grad(m, g, o, present)
+	                               : apply_delta(m, g, o, present)) != 0)
 		goto out;
 	/* a finite update can still overflow a weight or a moment: no
 	 * reader takes such a model, so none is made */
@@ -236,6 +294,7 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	rc = 0;
 out:
 	free(g);
+	free(present);
 	return rc;
 }
 

@@ -391,6 +391,11 @@ check_input(const struct cg_reducer *r, const struct cg_update *u)
 		          a->nviews);
 		goto fail;
 	}
+	if (u->partial != a->partial) {
+		cg_seterr("%s, the first input %s", u->partial ? "partial" : "whole",
+		          a->partial ? "partial" : "whole");
+		goto fail;
+	}
 	for (int i = 0; i < u->nviews; i++) {
 		const struct cg_uview *x = &a->views[i], *t = &u->views[i];
 		if (strcmp(x->name, t->name) != 0 || x->n != t->n ||
@@ -618,13 +623,22 @@ static int
 check_model_layout(const struct cg_reducer *r, const struct cg_update *u)
 {
 	const struct cg_model *m = r->model;
+	int j = 0;
 
-	if (u->nviews != m->nviews)
+	/* a partial update's views are some of the model's, in its order */
+	if (u->nviews != m->nviews && !(u->partial && u->nviews < m->nviews))
 		return cg_seterr("%s: %d tensors, the model %s has %d", u->name,
 		                 u->nviews, r->model_name, m->nviews);
-	for (int i = 0; i < u->nviews; i++) {
-		const struct cg_view *v = &m->views[i];
+	for (int i = 0; i < u->nviews; i++, j++) {
 		const struct cg_uview *t = &u->views[i];
+		while (u->partial && j < m->nviews &&
+		       strcmp(m->views[j].name, t->name) != 0)
+			j++;
+		if (j == m->nviews)
+			return cg_seterr("%s: tensor %s: not one of the model "
+			                 "%s's (or out of its order)",
+			                 u->name, t->name, r->model_name);
+		const struct cg_view *v = &m->views[j];
 		if (strcmp(v->name, t->name) != 0 || v->n != t->n ||
 		    v->ndim != t->ndim ||
 		    memcmp(v->shape, t->shape,

@@ -64,36 +64,91 @@ update_file(const struct cg_model *base, const unsigned char *digest,
 	return f;
 }
 
+/*
+ * Whether skip [m->nviews] (NULL: none) leaves views out: then the
+ * manifest says "partial", or -1 with a message when it leaves out every
+ * view (an update of nothing).
+ */
+static int
+mark_partial(struct cg_file *f, const struct cg_model *m, const uint8_t *skip)
+{
+	int kept = 0;
+
+	if (skip == NULL)
+		return 0;
+	for (int i = 0; i < m->nviews; i++)
+		kept += !skip[i];
+	if (kept == 0)
+		return cg_seterr("every tensor is frozen: nothing to update");
+	if (kept < m->nviews &&
+	    !cJSON_AddBoolToObject(f->manifest, "partial", 1))
+		return cg_seterr("out of memory");
+	return 0;
+}
+
+struct cg_file *
+cg_update_new_part(const struct cg_model *base, enum cg_update_kind kind,
+                   const float *buf, double samples, double weight,
+                   double loss, const uint8_t *skip)
+{
+	struct cg_file *f = update_file(base, NULL, kind, samples, weight, loss);
+
+	if (f == NULL)
+		return NULL;
+	if (mark_partial(f, base, skip) != 0)
+		goto fail;
+	for (int i = 0; i < base->nviews; i++) {
+		const struct cg_view *v = &base->views[i];
+		if (skip && skip[i])
+			continue;
+		if (cg_file_add_ref(f, v->name, CG_F32, v->ndim, v->shape,
+		                    buf + v->off) == NULL)
+			goto fail;
+	}
+	return f;
+fail:
+	cg_file_free(f);
+	return NULL;
+}
+
 struct cg_file *
 cg_update_new(const struct cg_model *base, enum cg_update_kind kind,
               const float *buf, double samples, double weight, double loss)
 {
-	struct cg_file *f = update_file(base, NULL, kind, samples, weight, loss);
-
-	if (f != NULL && cg_model_put_views(base, f, buf) != 0) {
-		cg_file_free(f);
-		return NULL;
-	}
-	return f;
+	return cg_update_new_part(base, kind, buf, samples, weight, loss, NULL);
 }
 
 int
-cg_update_model_views(const struct cg_model *m, struct cg_uview **out)
+cg_update_views_of(const struct cg_model *m, const uint8_t *skip,
+                   struct cg_uview **out, int *n)
 {
 	struct cg_uview *v = calloc((size_t)m->nviews, sizeof(*v));
+	int k = 0;
 
 	if (v == NULL)
 		return cg_seterr("out of memory");
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *w = &m->views[i];
-		snprintf(v[i].name, sizeof(v[i].name), "%s", w->name);
-		v[i].ndim = w->ndim;
-		memcpy(v[i].shape, w->shape, (size_t)w->ndim * sizeof(uint64_t));
-		v[i].n = w->n;
-		v[i].off = w->off;
+		if (skip && skip[i])
+			continue;
+		snprintf(v[k].name, sizeof(v[k].name), "%s", w->name);
+		v[k].ndim = w->ndim;
+		memcpy(v[k].shape, w->shape, (size_t)w->ndim * sizeof(uint64_t));
+		v[k].n = w->n;
+		v[k].off = w->off;
+		k++;
 	}
 	*out = v;
+	*n = k;
 	return 0;
+}
+
+int
+cg_update_model_views(const struct cg_model *m, struct cg_uview **out)
+{
+	int n;
+
+	return cg_update_views_of(m, NULL, out, &n);
 }
 
 struct cg_file *
@@ -102,13 +157,26 @@ cg_update_encode(const struct cg_model *base, const unsigned char *digest,
                  double weight, double loss, const struct cg_uspec *s,
                  struct cg_uenc *e, float *sent, float *left)
 {
+	return cg_update_encode_part(base, digest, kind, buf, samples, weight,
+	                             loss, s, e, sent, left, NULL);
+}
+
+struct cg_file *
+cg_update_encode_part(const struct cg_model *base, const unsigned char *digest,
+                      enum cg_update_kind kind, const float *buf,
+                      double samples, double weight, double loss,
+                      const struct cg_uspec *s, struct cg_uenc *e,
+                      float *sent, float *left, const uint8_t *skip)
+{
 	struct cg_file *f = update_file(base, digest, kind, samples, weight,
 	                                loss);
 	struct cg_uview *v = NULL;
+	int nv;
 
-	if (f == NULL || cg_update_model_views(base, &v) != 0)
+	if (f == NULL || mark_partial(f, base, skip) != 0 ||
+	    cg_update_views_of(base, skip, &v, &nv) != 0)
 		goto fail;
-	if (cg_uencode(s, v, base->nviews, buf, f, e, sent, left) != 0)
+	if (cg_uencode(s, v, nv, buf, f, e, sent, left) != 0)
 		goto fail;
 	free(v);
 	return f;
@@ -209,6 +277,13 @@ parse(struct cg_update *u, const struct cg_file *f)
 	if (cg_dp_read(f->manifest, NULL) < 0 ||
 	    cg_dp_share_read(f->manifest, NULL) < 0)
 		return -1;
+	{
+		const cJSON *pt =
+		    cJSON_GetObjectItemCaseSensitive(f->manifest, "partial");
+		if (pt && !cJSON_IsBool(pt))
+			return cg_seterr("manifest: \"partial\" is no boolean");
+		u->partial = cJSON_IsTrue(pt);
+	}
 	/* a masked update says so in its codec; its "mask" must then be
 	 * whole, and no other update may carry one */
 	if (cg_uspec_masked(&u->spec)) {
@@ -380,14 +455,22 @@ cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 		          "every peer's update unmasks it");
 		goto fail;
 	}
+	int found = 0;
+
 	for (int i = 0; i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
 		int k = find_view(u, v->name, i);
 		const struct cg_uview *x;
+		if (k < 0 && u->partial) {
+			/* left out: a frozen tensor, which does not change */
+			memset(buf + v->off, 0, v->n * sizeof(float));
+			continue;
+		}
 		if (k < 0) {
 			cg_seterr("tensor %s: missing", v->name);
 			goto fail;
 		}
+		found++;
 		x = &u->views[k];
 		if (x->ndim != v->ndim || x->n != v->n ||
 		    memcmp(x->shape, v->shape, v->ndim * sizeof(uint64_t))) {
@@ -397,12 +480,26 @@ cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 		}
 		cg_update_decode(u, k, 0, v->n, buf + v->off);
 	}
-	if (u->nviews != m->nviews) {
-		cg_seterr("%d tensors, the model has %d", u->nviews, m->nviews);
+	if (found != u->nviews || (!u->partial && u->nviews != m->nviews)) {
+		cg_seterr("%d tensors, %d of them the model's (it has %d)",
+		          u->nviews, found, m->nviews);
 		goto fail;
 	}
 	return 0;
 fail:
 	cg_errprefix(u->name);
 	return -1;
+}
+
+int
+cg_update_present(const struct cg_update *u, const struct cg_model *m,
+                  uint8_t *present)
+{
+	int n = 0;
+
+	for (int i = 0; i < m->nviews; i++) {
+		present[i] = find_view(u, m->views[i].name, i) >= 0;
+		n += present[i];
+	}
+	return n;
 }

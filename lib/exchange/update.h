@@ -35,6 +35,11 @@ struct cg_update {
 	double weight;      /* "weight", or "samples" where absent */
 	double loss;        /* its mean loss (0 where absent) */
 	uint64_t inputs;    /* worker outputs it sums up (1 where absent) */
+	/* The manifest's "partial": true when the update carries only some
+	 * of its model's views (cg-train-step --freeze): those it leaves
+	 * out are frozen, their change zero, and a model's step leaves
+	 * them as they are.  Without it every view must be there. */
+	int partial;
 	/* Its dense views and the codec they are stored in (ucodec.h):
 	 * every number of an update is read through these. */
 	struct cg_uspec spec;
@@ -59,8 +64,22 @@ struct cg_file *cg_update_new(const struct cg_model *base,
                               enum cg_update_kind kind, const float *buf,
                               double samples, double weight, double loss);
 
+/*
+ * The same as cg_update_new but for the views where skip [nviews] (NULL:
+ * none) is nonzero, which the file leaves out: its manifest then says
+ * "partial".  NULL with a message, also when skip leaves out every view.
+ */
+struct cg_file *cg_update_new_part(const struct cg_model *base,
+                                   enum cg_update_kind kind, const float *buf,
+                                   double samples, double weight, double loss,
+                                   const uint8_t *skip);
+
 /* The views of m, for an encoder: *out [m->nviews], the caller frees. */
 int cg_update_model_views(const struct cg_model *m, struct cg_uview **out);
+/* The same less those where skip [m->nviews] (NULL: none) is nonzero:
+ * *n of them, in m's order.  0, or -1 with a message. */
+int cg_update_views_of(const struct cg_model *m, const uint8_t *skip,
+                       struct cg_uview **out, int *n);
 /*
  * The same as cg_update_new with buf encoded under s (ucodec.h): sent
  * [nparams] (may be NULL) gets what a reader decodes, left [nparams]
@@ -74,6 +93,16 @@ struct cg_file *cg_update_encode(const struct cg_model *base,
                                  double samples, double weight, double loss,
                                  const struct cg_uspec *s, struct cg_uenc *e,
                                  float *sent, float *left);
+/* cg_update_encode leaving out the views where skip [nviews] (NULL:
+ * none) is nonzero, as cg_update_new_part does. */
+struct cg_file *cg_update_encode_part(const struct cg_model *base,
+                                      const unsigned char *digest,
+                                      enum cg_update_kind kind,
+                                      const float *buf, double samples,
+                                      double weight, double loss,
+                                      const struct cg_uspec *s,
+                                      struct cg_uenc *e, float *sent,
+                                      float *left, const uint8_t *skip);
 /*
  * A dense update file f (a reduction's result) encoded under s, fitted
  * to budget bytes when budget > 0, with f's manifest: a new file, f left
@@ -155,10 +184,16 @@ const float *cg_update_view_f32(const struct cg_update *u, int i);
 
 /*
  * Copy u's tensors into buf [nparams] in m's layout, checking that every
- * view is there with its shape; -1 with a message starting with u's name
- * otherwise, and for a masked update, whose values no one reader has.
+ * view is there with its shape (a partial update: that each of its views
+ * is one of m's, and the others are zeros in buf); -1 with a message
+ * starting with u's name otherwise, and for a masked update, whose values
+ * no one reader has.
  */
 int cg_update_get(const struct cg_update *u, const struct cg_model *m,
                   float *buf);
+/* Which of m's views u carries: present [m->nviews] set to 1 or 0.
+ * Returns how many it carries. */
+int cg_update_present(const struct cg_update *u, const struct cg_model *m,
+                      uint8_t *present);
 
 #endif

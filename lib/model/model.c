@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,6 +26,7 @@
 
 #include "model/model.h"
 #include "model/privacy.h"
+#include "nn/gemm.h"
 
 int
 cg_model_conditions(const struct cg_model *m, int need, const char ***names,
@@ -81,16 +83,196 @@ cg_model_check_conditions(const struct cg_model *m, const struct cg_shard *s)
 		return -1;
 	if (names == NULL) /* a model without names takes any */
 		return 0;
+	/* where the arch can, a model is made over for the data's */
+	const char *hint = m->arch->recondition
+	                       ? " (cg-init --from MODEL -d SHARD makes it "
+	                         "over for the data's)"
+	                       : "";
 	if ((size_t)n != s->nconditions)
-		rc = cg_seterr("%zu conditions in the data, %d in the model",
-		               s->nconditions, n);
+		rc = cg_seterr("%zu conditions in the data, %d in the model%s",
+		               s->nconditions, n, hint);
 	for (int i = 0; rc == 0 && i < n; i++)
 		if (strcmp(names[i], s->conditions[i]) != 0)
 			rc = cg_seterr("condition %d is \"%.64s\" in the data "
-			               "but \"%.64s\" in the model",
-			               i, s->conditions[i], names[i]);
+			               "but \"%.64s\" in the model%s",
+			               i, s->conditions[i], names[i], hint);
 	free(names);
 	return rc;
+}
+
+struct cg_model *
+cg_model_recondition(const struct cg_model *old, const struct cg_shard *s,
+                     uint64_t seed)
+{
+	const struct cg_arch *a = old->arch;
+	cJSON *config = NULL, *extra = NULL, *fresh = NULL, *conds, *it;
+	const char **names = NULL;
+	struct cg_model *m = NULL;
+	int *map = NULL, n;
+
+	if (a->recondition == NULL) {
+		cg_seterr("%s models cannot take other conditions", a->name);
+		return NULL;
+	}
+	if (old->lora) {
+		cg_seterr("a model with adapters: merge them first "
+		          "(cg-convert --merge-lora)");
+		return NULL;
+	}
+	if (cg_model_conditions(old, 1, &names, &n) != 0)
+		return NULL;
+	if ((config = cJSON_Duplicate(old->config, 1)) == NULL ||
+	    (fresh = cJSON_CreateObject()) == NULL ||
+	    (extra = cJSON_CreateObject()) == NULL ||
+	    (conds = cJSON_AddArrayToObject(extra, "conditions")) == NULL ||
+	    (map = calloc(s->nconditions + 1, sizeof(*map))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < s->nconditions; i++) {
+		cJSON *name = cJSON_CreateString(s->conditions[i]);
+		if (name == NULL || !cJSON_AddItemToArray(conds, name)) {
+			cJSON_Delete(name);
+			goto oom;
+		}
+		map[i] = -1;
+		for (int k = 0; k < n; k++)
+			if (strcmp(names[k], s->conditions[i]) == 0)
+				map[i] = k;
+	}
+	/* the keys the shard fixes replace old's: the rest is old's */
+	if (a->config_from_shard(a, s, fresh, extra) != 0)
+		goto fail;
+	cJSON_ArrayForEach(it, fresh)
+	{
+		cJSON *dup = cJSON_Duplicate(it, 1);
+		if (dup == NULL)
+			goto oom;
+		if (cJSON_GetObjectItemCaseSensitive(config, it->string)
+		        ? !cJSON_ReplaceItemInObjectCaseSensitive(
+		              config, it->string, dup)
+		        : !cJSON_AddItemToObject(config, it->string, dup)) {
+			cJSON_Delete(dup);
+			goto oom;
+		}
+	}
+	m = cg_model_create(a->name, config, extra, seed);
+	config = extra = NULL; /* taken over */
+	if (m == NULL || a->recondition(m, old, map) != 0)
+		goto fail;
+	free(names);
+	free(map);
+	cJSON_Delete(fresh);
+	return m;
+oom:
+	cg_seterr("out of memory");
+fail:
+	cg_model_free(m);
+	cJSON_Delete(config);
+	cJSON_Delete(extra);
+	cJSON_Delete(fresh);
+	free(names);
+	free(map);
+	return NULL;
+}
+
+struct cg_model *
+cg_model_add_lora(const struct cg_model *old, int r, double alpha,
+                  const char *const *glob, int n, uint64_t seed)
+{
+	cJSON *man = NULL, *lo, *tg;
+	struct cg_model *m;
+
+	if (old->lora)
+		return cg_seterr("the model has adapters already"), NULL;
+	if (old->mask)
+		return cg_seterr("a pruned model takes no adapters"), NULL;
+	if ((man = cJSON_Duplicate(old->manifest, 1)) == NULL)
+		goto oom;
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "step");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "lora");
+	if ((lo = cJSON_AddObjectToObject(man, "lora")) == NULL ||
+	    !cJSON_AddNumberToObject(lo, "r", r) ||
+	    !cJSON_AddNumberToObject(lo, "alpha", alpha) ||
+	    (tg = cJSON_AddArrayToObject(lo, "targets")) == NULL)
+		goto oom;
+	for (int k = 0; k < n; k++) {
+		int hit = 0;
+		for (int i = 0; i < old->nviews && !hit; i++)
+			hit = old->views[i].ndim == 2 &&
+			      fnmatch(glob[k], old->views[i].name, 0) == 0;
+		if (!hit) {
+			cJSON_Delete(man);
+			cg_seterr("--lora-on '%s': matches no matrix of "
+			          "the model (cg-inspect lists them)",
+			          glob[k]);
+			return NULL;
+		}
+	}
+	for (int i = 0; i < old->nviews; i++) {
+		const struct cg_view *v = &old->views[i];
+		int hit = 0;
+		for (int k = 0; k < n && !hit; k++)
+			hit = v->ndim == 2 && fnmatch(glob[k], v->name, 0) == 0;
+		if (!hit)
+			continue;
+		cJSON *name = cJSON_CreateString(v->name);
+		if (name == NULL || !cJSON_AddItemToArray(tg, name)) {
+			cJSON_Delete(name);
+			goto oom;
+		}
+	}
+	cJSON *config = cJSON_DetachItemFromObjectCaseSensitive(man, "config");
+	if (config == NULL)
+		goto oom;
+	if ((m = cg_model_create(old->arch->name, config, man, seed)) == NULL)
+		return NULL;
+	/* the arch's views come first, where old has them */
+	memcpy(m->params, old->params, old->nparams * sizeof(float));
+	return m;
+oom:
+	cJSON_Delete(man);
+	cg_seterr("out of memory");
+	return NULL;
+}
+
+struct cg_model *
+cg_model_merge_lora(const struct cg_model *m)
+{
+	const struct cg_lora *l = m->lora;
+	struct cg_model *out = NULL;
+	cJSON *man, *config;
+
+	if (l == NULL)
+		return cg_seterr("the model has no adapters"), NULL;
+	if ((man = cJSON_Duplicate(m->manifest, 1)) == NULL)
+		goto oom;
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "lora");
+	if ((config = cJSON_DetachItemFromObjectCaseSensitive(man, "config")) ==
+	    NULL) {
+		cJSON_Delete(man);
+		goto oom;
+	}
+	if ((out = cg_model_create(m->arch->name, config, man,
+	                           cg_json_u64(m->manifest, "seed", 0))) ==
+	    NULL)
+		return NULL;
+	/* the merged weights: W' over a copy of m's */
+	memcpy(out->params, m->params, out->nparams * sizeof(float));
+	if (l->merged == 0) {
+		for (int k = 0; k < l->n; k++) {
+			const struct cg_view *v = &m->views[l->w[k]];
+			const struct cg_view *a = &m->views[l->a[k]];
+			const struct cg_view *b = &m->views[l->b[k]];
+			const int o = (int)v->shape[0], in = (int)v->shape[1];
+			cg_sgemm(0, 0, o, in, l->r, (float)l->scale,
+			         m->params + b->off, l->r, m->params + a->off,
+			         in, 1.0f, out->params + v->off, in);
+		}
+	}
+	out->step = m->step;
+	return out;
+oom:
+	cg_seterr("out of memory");
+	return NULL;
 }
 
 int
@@ -126,6 +308,7 @@ cg_model_free(struct cg_model *m)
 	cg_file_free(m->src);
 	free(m->views);
 	free(m->groups);
+	cg_lora_free(m->lora);
 	free(m->opt_m);
 	free(m->opt_v);
 	free(m->outer_mom);
@@ -167,7 +350,7 @@ model_new(cJSON *man, int lazy, const struct cg_file *from)
 		cg_seterr("manifest: no \"config\" object");
 		goto fail;
 	}
-	if (m->arch->layout(m) != 0)
+	if (m->arch->layout(m) != 0 || cg_lora_layout(m) != 0)
 		goto fail;
 	if (from) {
 		uint64_t held = 0;
@@ -230,6 +413,8 @@ cg_model_create(const char *arch, cJSON *config, cJSON *extra, uint64_t seed)
 		return NULL;
 	cg_rng_seed(&r, seed);
 	m->arch->init(m, &r);
+	/* after the arch's draws: its weights are those of no adapters */
+	cg_lora_init(m, &r);
 	return m;
 }
 
@@ -576,6 +761,19 @@ cg_model_read_infer(const char *path)
 			if (!(m->mask[j >> 3] >> (j & 7) & 1))
 				m->params[j] = 0.0f;
 	}
+	/* a model with adapters runs merged */
+	if (m->lora && kept) {
+		int i = 0;
+		while (m->stored[i].dtype == CG_F32)
+			i++;
+		cg_seterr("tensor %s: stored %s, and the model has adapters: "
+		          "merge them before quantizing (cg-convert "
+		          "--merge-lora)",
+		          m->views[i].name, cg_dtype_name(m->stored[i].dtype));
+		goto fail;
+	}
+	if (m->lora && cg_lora_merge(m, 1) != 0)
+		goto fail;
 	if (kept == 0) {
 		/* Nothing lies in f: an ordinary model. */
 		free(m->stored);

@@ -25,6 +25,7 @@
 
 #include "cg.h"
 #include "data/shard.h"
+#include "model/lora.h"
 #include "model/mask.h"
 #include "model/registry.h"
 #include "nn/nn.h"
@@ -74,6 +75,9 @@ struct cg_model {
 	struct cg_wmat *stored;
 	struct cg_file *src;
 	size_t params_map; /* nonzero: params is a mapping of that many bytes */
+	/* Low-rank adapters (model/lora.h; the manifest's "lora"), their
+	 * views after the arch's; NULL: none. */
+	struct cg_lora *lora;
 };
 
 /* --------------------------------------------------------------- models */
@@ -166,6 +170,40 @@ int cg_model_conditions(const struct cg_model *m, int need, const char ***names,
  */
 int cg_model_check_conditions(const struct cg_model *m,
 			      const struct cg_shard *s);
+
+/*
+ * A new model of old's arch and config for the conditions of shard s
+ * (their names and number, as cg-init -d s would give them), holding
+ * old's weights: those of a condition old has by name (in any order)
+ * are old's, those of a condition old lacks as the arch's init makes
+ * them from seed, those of a condition s lacks are dropped (struct
+ * cg_arch's recondition).  Step 0, no optimizer state.  old must name
+ * its conditions.  Returns the model (the caller frees it), or NULL with
+ * a message.
+ */
+struct cg_model *cg_model_recondition(const struct cg_model *old,
+                                      const struct cg_shard *s,
+                                      uint64_t seed);
+
+/*
+ * old with low-rank adapters of rank r and scale alpha / r on the
+ * matrices whose names match one of the fnmatch(3) patterns glob [n]
+ * (model/lora.h): old's weights, A drawn from seed, B zero (the same
+ * function as old), at step 0 without optimizer state.  Returns the
+ * model (the caller frees it), or NULL with a message when old has
+ * adapters already or a pruning mask, a pattern matches no matrix, or r
+ * exceeds a target's sides.
+ */
+struct cg_model *cg_model_add_lora(const struct cg_model *old, int r,
+                                   double alpha, const char *const *glob,
+                                   int n, uint64_t seed);
+/*
+ * m with its adapters merged into its weights, W + (alpha / r) B A: a
+ * plain model of m's arch, step and manifest but for "lora", without
+ * optimizer state.  NULL with a message (m without adapters, out of
+ * memory).
+ */
+struct cg_model *cg_model_merge_lora(const struct cg_model *m);
 
 /*
  * Whether t can teach m on shard s (struct cg_distill): the same arch,

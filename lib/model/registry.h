@@ -165,6 +165,17 @@ struct cg_arch {
 	 */
 	int (*nconds)(const struct cg_model *m);
 	/*
+	 * Optional (NULL: the arch's models cannot take other conditions):
+	 * carry the weights of old into m, a new model of this arch whose
+	 * config is old's but for what the conditions fix
+	 * (cg_model_recondition): map [m's nconds] gives, for each of m's
+	 * conditions, its index in old, or -1 for one old lacks, whose
+	 * weights stay as m's init made them; every other weight is old's.
+	 * Returns 0, or -1 with a message.
+	 */
+	int (*recondition)(struct cg_model *m, const struct cg_model *old,
+	                   const int *map);
+	/*
 	 * Image models: the shape of one sample, {height, width, channels},
 	 * from the manifest and checked against the config (see
 	 * cg_arch_image_shape).  Returns 0 or -1 with a message.  NULL for

@@ -26,15 +26,16 @@ cg_train_encode(const struct cg_model *m, const struct cg_shard *s,
 	float *left = NULL;
 	unsigned char id[32];
 	uint64_t nq, seedmix;
+	int nv;
 
-	if (cg_update_model_views(m, &v) != 0)
+	if (cg_update_views_of(m, e->frozen, &v, &nv) != 0)
 		return NULL;
 	/* stochastic rounding and a first low-rank factor: a function of
 	 * the seed, the model's step and the shard */
 	cg_state_identity(s->file, id);
 	memcpy(&seedmix, id, sizeof(seedmix));
 	cg_rng_derive(&enc.rng, e->seed, m->step, seedmix);
-	nq = cg_uspec_state_floats(e->spec, v, m->nviews);
+	nq = cg_uspec_state_floats(e->spec, v, nv);
 	if (st && nq &&
 	    (enc.warm = cg_state_put(st, cg_uspec_state_name(e->spec), CG_F32,
 	                             nq)) == NULL)
@@ -61,9 +62,10 @@ cg_train_encode(const struct cg_model *m, const struct cg_shard *s,
 			cg_feedback_add(buf, left, P, (float)e->decay);
 	}
 	/* the residual becomes what was not sent */
-	f = cg_update_encode(m, e->base, e->kind, buf, (double)res->samples,
-	                     res->weight, res->mean.loss, e->spec, &enc, NULL,
-	                     left);
+	f = cg_update_encode_part(m, e->base, e->kind, buf,
+	                          (double)res->samples, res->weight,
+	                          res->mean.loss, e->spec, &enc, NULL, left,
+	                          e->frozen);
 	/* what a code puts at a pruned weight the coordinator zeroes:
 	 * nothing there is owed to the next call */
 	if (f && left)

@@ -34,6 +34,8 @@ struct cg_train_enc {
 	/* the digest of the model the update was computed from, as the
 	 * state took it before training; NULL: m's own */
 	const unsigned char *base;
+	/* the views left out (struct cg_train_opts's frozen): NULL, none */
+	const uint8_t *frozen;
 };
 
 /*

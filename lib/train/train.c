@@ -10,6 +10,7 @@
  * four workers with batch 32 see exactly what one worker with batch 128
  * sees when the shards are a round-robin split read in order.
  */
+#include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -72,6 +73,69 @@ order_at(struct order *o, uint64_t pos)
 	return o->perm[pos % o->n];
 }
 
+/* ------------------------------------------------------------ frozen */
+
+int
+cg_train_freeze(const struct cg_model *m, const char *const *glob, int n,
+                uint8_t **frozen)
+{
+	uint8_t *f;
+	int nf = 0;
+
+	*frozen = NULL;
+	if (n == 0 && m->lora == NULL)
+		return 0;
+	if ((f = calloc((size_t)m->nviews, 1)) == NULL)
+		return cg_seterr("out of memory");
+	/* a model with adapters trains them alone */
+	for (int i = 0; m->lora && i < m->nviews; i++)
+		f[i] = !cg_lora_is_adapter(m, i);
+	for (int k = 0; k < n; k++) {
+		int hit = 0;
+		for (int i = 0; i < m->nviews; i++)
+			if (fnmatch(glob[k], m->views[i].name, 0) == 0)
+				f[i] = 1, hit = 1;
+		if (!hit) {
+			free(f);
+			return cg_seterr("--freeze '%s': matches no tensor of "
+			                 "the model (cg-inspect lists them)",
+			                 glob[k]);
+		}
+	}
+	for (int i = 0; i < m->nviews; i++)
+		nf += f[i];
+	if (nf == m->nviews) {
+		free(f);
+		return cg_seterr("--freeze: every tensor is frozen: nothing "
+		                 "would train");
+	}
+	*frozen = f;
+	return 0;
+}
+
+size_t
+cg_train_trained(const struct cg_model *m, const uint8_t *frozen)
+{
+	size_t n = 0;
+
+	if (frozen == NULL)
+		return m->nparams;
+	for (int i = 0; i < m->nviews; i++)
+		if (!frozen[i])
+			n += m->views[i].n;
+	return n;
+}
+
+/* Zero the frozen views of x [nparams]. */
+static void
+zero_frozen(const struct cg_model *m, const uint8_t *frozen, float *x)
+{
+	for (int i = 0; frozen && i < m->nviews; i++)
+		if (frozen[i])
+			memset(x + m->views[i].off, 0,
+			       m->views[i].n * sizeof(float));
+}
+
 /* ------------------------------------------------------------- state */
 
 /* Where a call without a state starts reading: one round of K batches
@@ -91,7 +155,7 @@ int
 cg_train_state_init(struct cg_state *st, const struct cg_model *m,
 		    const struct cg_train_opts *o)
 {
-	const uint64_t P = m->nparams;
+	const uint64_t P = cg_train_trained(m, o->frozen);
 	uint64_t c;
 	int have = cg_state_get_u64(st, "cursor", &c);
 
@@ -211,6 +275,18 @@ struct run {
 	int own_moments; /* mm and vv are this call's, freed at its end */
 	uint64_t t_local, *tp;
 	float *start; /* delta: the parameters before the first step */
+	/* With frozen views (o->frozen): the views that train, tv [ntv],
+	 * and the groups over them, tg [ngroups] (view0 and nviews index
+	 * tv; a group with none of them frozen).  A delta call's moments
+	 * hold only these views: tv's offsets are then into the compact
+	 * buffers pc and gc [Pt], which each step fills from the model's
+	 * parameters and gradient and the parameters are put back from;
+	 * a model call's tv keeps the model's offsets. */
+	struct cg_view *tv;
+	struct cg_group *tg;
+	int ntv;
+	size_t Pt;
+	float *pc, *gc; /* [Pt], delta with frozen views; else NULL */
 };
 
 /* What sets one mode apart: its arrays before the first step, whether an
@@ -242,6 +318,7 @@ grad_end(struct run *r)
 	for (size_t i = 0; i < r->P; i++)
 		r->out[i] *= inv;
 	cg_model_mask(r->m, r->out);
+	zero_frozen(r->m, r->o->frozen, r->out);
 	r->res->grad_norm = cg_clip_norm(r->out, r->P, r->o->clip);
 }
 
@@ -254,20 +331,25 @@ delta_begin(struct run *r)
 	const int need_m = cg_optim_needs_m(r->o->opt.kind);
 	const int need_v = cg_optim_needs_v(r->o->opt.kind);
 
+	const size_t Pm = r->Pt; /* only the views that train */
+
 	if (r->st) {
 		/* Put there by cg_train_state_init. */
 		r->tp = cg_state_put(r->st, "opt.t", CG_U64, 1);
 		if (need_m)
-			r->mm = cg_state_put(r->st, "opt.m", CG_F32, r->P);
+			r->mm = cg_state_put(r->st, "opt.m", CG_F32, Pm);
 		if (need_v)
-			r->vv = cg_state_put(r->st, "opt.v", CG_F32, r->P);
+			r->vv = cg_state_put(r->st, "opt.v", CG_F32, Pm);
 	} else {
 		r->own_moments = 1;
-		if ((need_m && (r->mm = cg_alloc(r->P * sizeof(float))) == NULL) ||
-		    (need_v && (r->vv = cg_alloc(r->P * sizeof(float))) == NULL))
+		if ((need_m && (r->mm = cg_alloc(Pm * sizeof(float))) == NULL) ||
+		    (need_v && (r->vv = cg_alloc(Pm * sizeof(float))) == NULL))
 			return -1;
 		r->tp = &r->t_local;
 	}
+	if (r->tv && ((r->pc = cg_alloc(Pm * sizeof(float))) == NULL ||
+	              (r->gc = cg_alloc(Pm * sizeof(float))) == NULL))
+		return -1;
 	if ((r->start = cg_alloc(r->P * sizeof(float))) == NULL ||
 	    (r->groups = cg_alloc((size_t)m->ngroups * sizeof(*r->groups))) ==
 	        NULL)
@@ -310,6 +392,42 @@ static const struct mode modes[] = {
     [CG_EMIT_MODEL] = {model_begin, 1, NULL},
 };
 
+/* The views that train and the groups over them (struct run's tv,
+ * tg); 0, or -1 with a message. */
+static int
+frozen_begin(struct run *r)
+{
+	const struct cg_model *m = r->m;
+	const uint8_t *fz = r->o->frozen;
+	const int compact = r->o->emit == CG_EMIT_DELTA;
+	size_t at = 0;
+
+	if ((r->tv = cg_alloc((size_t)m->nviews * sizeof(*r->tv))) == NULL ||
+	    (r->tg = cg_alloc((size_t)m->ngroups * sizeof(*r->tg))) == NULL)
+		return -1;
+	for (int i = 0; i < m->ngroups; i++) {
+		const struct cg_group *g = &m->groups[i];
+		struct cg_group *t = &r->tg[i];
+		*t = *g;
+		t->view0 = r->ntv;
+		for (int v = g->view0; v < g->view0 + g->nviews; v++) {
+			if (fz[v])
+				continue;
+			r->tv[r->ntv] = m->views[v];
+			if (compact)
+				r->tv[r->ntv].off = at;
+			at += m->views[v].n;
+			r->ntv++;
+		}
+		t->nviews = r->ntv - t->view0;
+		/* no view of it trains: it takes no step */
+		if (t->nviews == 0)
+			t->frozen = 1;
+	}
+	r->Pt = at;
+	return 0;
+}
+
 /* What every mode needs before its own begin: the checks, the order of
  * the examples, the batch and gradient arrays, where the data stream
  * stands.  0, or -1 with a message. */
@@ -321,6 +439,12 @@ run_begin(struct run *r)
 
 	if (o->steps < 1 || o->batch < 1)
 		return cg_seterr("steps and batch must be positive");
+	/* W trains not: its gradient is the adapters' (model/lora.h) */
+	for (int i = 0; m->lora && i < m->nviews; i++)
+		if (!cg_lora_is_adapter(m, i) && (!o->frozen || !o->frozen[i]))
+			return cg_seterr("tensor %s: a model with adapters "
+			                 "trains them alone (cg_train_freeze)",
+			                 m->views[i].name);
 	if (r->s->n == 0)
 		return cg_seterr("the shard holds no examples");
 	if (m->arch->check_data(m, r->s) != 0)
@@ -333,11 +457,17 @@ run_begin(struct run *r)
 		 * more, at no cost (see cg_train_plan). */
 		t->chunk = m->chunk;
 		t->checkpoint = 1;
+		/* a teacher with adapters runs merged */
+		if (cg_lora_merge(t, 1) != 0)
+			return -1;
 	}
 	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
 		return -1;
 	if ((r->ex = cg_alloc((size_t)o->batch * sizeof(*r->ex))) == NULL ||
 	    (r->grad = cg_alloc(r->P * sizeof(float))) == NULL)
+		return -1;
+	r->Pt = r->P;
+	if (o->frozen && frozen_begin(r) != 0)
 		return -1;
 	r->cursor = start_cursor(m, o);
 	if (r->st) {
@@ -374,9 +504,16 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	if (g == r->grad && !r->grad_clear)
 		memset(r->grad, 0, r->P * sizeof(float));
 	r->grad_clear = 0;
-	if ((o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B, nseed,
-	                                   g, bm)
-	                : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm)) != 0)
+	/* adapters: the arch runs W + s B A, and dW' becomes dA and dB */
+	if (cg_lora_merge(m, 0) != 0)
+		return -1;
+	int rc = o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B,
+	                                       nseed, g, bm)
+	                    : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm);
+	if (rc == 0)
+		cg_lora_grad(m, g);
+	cg_lora_unmerge(m);
+	if (rc != 0)
 		return -1;
 	/* A diverged run ends here: a model, delta or gradient of NaNs would
 	 * pass for a result and poison every reduction it went into. */
@@ -398,6 +535,43 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	return 0;
 }
 
+/* The step of the views that train (struct run's tv): on compact
+ * copies of their parameters and gradient (delta), or in place (model);
+ * grad is all zeros afterwards. */
+static void
+step_trained(struct run *r)
+{
+	struct cg_model *m = r->m;
+	float *p = m->params, *g = r->grad;
+
+	if (r->pc) {
+		for (int i = 0, v = 0; i < r->ntv; i++, v++) {
+			while (strcmp(m->views[v].name, r->tv[i].name) != 0)
+				v++;
+			memcpy(r->pc + r->tv[i].off, p + m->views[v].off,
+			       r->tv[i].n * sizeof(float));
+			memcpy(r->gc + r->tv[i].off, g + m->views[v].off,
+			       r->tv[i].n * sizeof(float));
+		}
+		p = r->pc;
+		g = r->gc;
+	}
+	for (int i = 0; i < m->ngroups; i++)
+		r->tg[i].opt_t = r->groups[i].opt_t;
+	cg_optim_step_groups(&r->o->opt, r->tg, m->ngroups, p, g, r->mm, r->vv,
+	                     r->tv, 0);
+	for (int i = 0; i < m->ngroups; i++)
+		r->groups[i].opt_t = r->tg[i].opt_t;
+	if (r->pc)
+		for (int i = 0, v = 0; i < r->ntv; i++, v++) {
+			while (strcmp(m->views[v].name, r->tv[i].name) != 0)
+				v++;
+			memcpy(m->params + m->views[v].off, r->pc + r->tv[i].off,
+			       r->tv[i].n * sizeof(float));
+		}
+	memset(r->grad, 0, r->P * sizeof(float));
+}
+
 /* The optimizer's step on grad, in the modes that step. */
 static void
 run_step(struct run *r)
@@ -411,14 +585,20 @@ run_step(struct run *r)
 	cg_model_mask(m, r->grad);
 	if (m->ngroups > 1)
 		cg_optim_mask_frozen(r->grad, r->groups, m->ngroups);
+	zero_frozen(m, o->frozen, r->grad);
 	if (o->clip > 0)
 		cg_clip_norm(r->grad, r->P, o->clip);
-	/* Weight decay skips biases: one step per view. */
-	cg_optim_step_groups(&o->opt, r->groups, m->ngroups, m->params,
-	                     r->grad, r->mm, r->vv, m->views, 1);
+	if (r->tv)
+		step_trained(r);
+	else
+		/* Weight decay skips biases: one step per view. */
+		cg_optim_step_groups(&o->opt, r->groups, m->ngroups, m->params,
+		                     r->grad, r->mm, r->vv, m->views, 1);
 	cg_model_mask(m, m->params);
-	cg_model_mask(m, r->mm);
-	cg_model_mask(m, r->vv);
+	if (r->pc == NULL) { /* moments in the model's layout */
+		cg_model_mask(m, r->mm);
+		cg_model_mask(m, r->vv);
+	}
 	if (r->tp)
 		*r->tp += 1;
 	r->grad_clear = 1;
@@ -439,6 +619,10 @@ run_free(struct run *r)
 	free(r->ex);
 	free(r->grad);
 	free(r->start);
+	free(r->tv);
+	free(r->tg);
+	free(r->pc);
+	free(r->gc);
 }
 
 int
@@ -457,9 +641,12 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	if (run_begin(&r) != 0 || md->begin(&r) != 0)
 		goto out;
 	/* Moments kept from before the model was pruned start at zero
-	 * where it prunes. */
-	cg_model_mask(m, r.mm);
-	cg_model_mask(m, r.vv);
+	 * where it prunes (in the model's layout; compact moments of the
+	 * views that train are zeroed by the step's masked gradient). */
+	if (r.pc == NULL) {
+		cg_model_mask(m, r.mm);
+		cg_model_mask(m, r.vv);
+	}
 	for (int k = 0; k < o->steps; k++) {
 		struct cg_metrics bm;
 
@@ -646,11 +833,11 @@ none:
 
 struct cg_file *
 cg_update_file(const struct cg_model *base, const char *kind, const float *buf,
-	       const struct cg_train_result *res)
+	       const struct cg_train_result *res, const uint8_t *frozen)
 {
-	return cg_update_new(
+	return cg_update_new_part(
 	    base, strcmp(kind, "grad") == 0 ? CG_UPDATE_GRAD : CG_UPDATE_DELTA,
-	    buf, (double)res->samples, res->weight, res->mean.loss);
+	    buf, (double)res->samples, res->weight, res->mean.loss, frozen);
 }
 
 int
@@ -669,6 +856,10 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		return -1;
 	if ((ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
 		return -1;
+	if (cg_lora_merge(m, 0) != 0) {
+		free(ex);
+		return -1;
+	}
 	cg_rng_derive(&r, seed, 0x6576616cULL, 0);
 	uint64_t nseed = cg_rng_u64(&r);
 	for (uint64_t i = 0; i < s->n; i += (uint64_t)B) {
@@ -677,6 +868,7 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		for (int b = 0; b < nb; b++)
 			ex[b] = i + (uint64_t)b;
 		if (m->arch->batch(m, s, ex, nb, nseed, NULL, &bm) != 0) {
+			cg_lora_unmerge(m);
 			free(ex);
 			return -1;
 		}
@@ -692,6 +884,7 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 				 (int)tot, NAN);
 		}
 	}
+	cg_lora_unmerge(m);
 	if (text)
 		finish_text_metrics(out, tokens);
 	else

@@ -35,11 +35,34 @@ struct cg_train_opts {
 	 * read a batch at a time from its file, never held whole.  The
 	 * bytes read, and so the result, are the same. */
 	int page_out;
+	/* The views that do not train (cg_train_freeze): frozen [nviews]
+	 * is 1 where a view is frozen; NULL: every view trains.  A frozen
+	 * view gets no gradient (zero in a grad), no step and no moments:
+	 * a delta call's moments (its state's "opt.m", "opt.v") hold only
+	 * the views that train, laid end to end in the model's order; a
+	 * model call keeps the model's own, whole, and leaves a frozen
+	 * view's as they are. */
+	const uint8_t *frozen;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
 	void *progress_ctx;
 };
+
+/*
+ * The views of m whose names match one of the fnmatch(3) patterns glob
+ * [n], and for a model with adapters (model/lora.h) every view but
+ * theirs: *frozen [m->nviews] (the caller frees) 1 where a view is
+ * frozen, or NULL where none is.  Returns 0, or -1 with a message when a
+ * pattern matches no view or every view is frozen (nothing would train).
+ * cg_train_run refuses a model with adapters whose other views are not
+ * all frozen.
+ */
+int cg_train_freeze(const struct cg_model *m, const char *const *glob, int n,
+                    uint8_t **frozen);
+/* The parameters of the views of m that train under frozen (NULL: all):
+ * the length of a delta call's moments. */
+size_t cg_train_trained(const struct cg_model *m, const uint8_t *frozen);
 
 /*
  * Worker state kept between calls (lib/train/state.h), by name: "cursor" (u64,
@@ -114,11 +137,13 @@ int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 /*
  * The file a grad or delta call emits (kind "grad" or "delta"): the
  * update module's cg_update_new with the call's samples, weight and mean
- * loss; buf is borrowed and must outlive the file.
+ * loss, less the views frozen [nviews] (NULL: none) marks (a partial
+ * update); buf is borrowed and must outlive the file.
  */
 struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 			       const float *buf,
-			       const struct cg_train_result *res);
+			       const struct cg_train_result *res,
+			       const uint8_t *frozen);
 
 /* Evaluate m over all of s in batches of B (no gradient); noise from
  * seed.  The means are per example, but for text shards loss and

@@ -56,6 +56,10 @@ for c in f32 f16 q8 q4 q2 topk:0.1 topk:k=3,chunk=64 sign lowrank:1; do
 done
 cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --emit delta --steps 2 \
 	--state w.state -o d.cgg
+# a partial delta (--freeze) and a model with adapters (cg-init --lora)
+cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --emit delta \
+	--freeze 'enc.*' -o dp.cgg
+cg-init --from m.cgm --lora 1 --lora-on 'dec.*.w' -o ml.cgm
 cg-quantize -q --all -o mq.cgm m.cgm q4_0
 cg-convert -o m.safetensors m.cgm
 
@@ -77,6 +81,8 @@ for f in u-*.cgg d.cgg; do
 	unpack "$f" "$out/update/${f%.cgg}"
 done
 unpack m.cgm "$out/update/model"
+unpack dp.cgg "$out/update/partial"
+unpack ml.cgm "$out/update/lora"
 unpack w.state "$out/update/state"
 
 s=$out/safetensors

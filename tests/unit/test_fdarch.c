@@ -11,7 +11,8 @@
  * the loss the same hook reports.  A gradient spoilt in one element must
  * fail the check.  Every registered architecture (the built-in ones and
  * the test-only toy of arch_toy.c) needs a row: a new one without one
- * fails here.  The kernel tests of each arch (test_cvae, ...) check more
+ * fails here.  Low-rank adapters (model/lora.h) on a cgpt and a cvae
+ * have their own check, test_lora.  The kernel tests of each arch (test_cvae, ...) check more
  * configs and their parts on their own.  Exit 0 pass, 1 fail.
  */
 #include <math.h>
@@ -229,6 +230,125 @@ test_row(const struct fd_arch *row, const struct cg_shard *s)
 	cg_model_free(m);
 }
 
+/* ------------------------------------------------------- adapters */
+
+/* The loss of a model with adapters, run as training runs it. */
+static double
+lora_loss(void *ctx, int v)
+{
+	struct fd_case *c = ctx;
+	struct cg_metrics r;
+
+	(void)v;
+	if (cg_lora_merge(c->m, 0) != 0 ||
+	    c->m->arch->batch(c->m, c->s, c->ex, c->row->B, c->row->noise_seed,
+	                      NULL, &r) != 0)
+		die("lora");
+	cg_lora_unmerge(c->m);
+	return r.loss;
+}
+
+/* A model with adapters: the arch, its config keys over the defaults,
+ * the "lora" object, the shard and batch, the tolerances. */
+struct lora_row {
+	struct fd_arch row;
+	const char *lora;
+};
+
+/* clang-format off */
+static const struct lora_row lora_rows[] = {
+    /* lm_head.w among the targets: the output's own rows */
+    {{.arch = "cgpt",
+      .config = "{\"context\":6,\"width\":8,\"layers\":2,\"heads\":2}",
+      .text = 1, .B = 3, .noise_seed = 7, .jitter = 0.1f,
+      .tol = &FD_TEXT_FINE},
+     "{\"r\":2,\"alpha\":3,\"targets\":[\"h.0.attn.qkv.w\","
+     "\"h.1.mlp.proj.w\",\"lm_head.w\"]}"},
+    {{.arch = "cvae",
+      .config = "{\"hidden\":6,\"layers\":2,\"latent\":3}",
+      .B = 4, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
+     "{\"r\":2,\"alpha\":2,\"targets\":[\"enc.1.w\",\"dec.out.w\"]}"},
+};
+/* clang-format on */
+
+/*
+ * Low-rank adapters (model/lora.h): every adapter's gradient (dW' of the
+ * arch's backward turned into dA and dB by cg_lora_grad) against
+ * differences of the loss of W + (alpha/r) B A, with B away from zero so
+ * that dA matters; W's own places in the gradient zero; and the weights
+ * as they were after the merge is undone.
+ */
+static void
+test_lora(const struct lora_row *lr, const struct cg_shard *s)
+{
+	const struct fd_arch *row = &lr->row;
+	const struct cg_arch *a = cg_arch_find(row->arch);
+	cJSON *config, *extra, *set = cJSON_Parse(row->config), *it;
+	struct cg_model *m;
+	struct cg_metrics r;
+	char what[256];
+
+	if (a == NULL || set == NULL ||
+	    cg_arch_config(a, s, NULL, &config, &extra) != 0)
+		die(row->arch);
+	cJSON_ArrayForEach(it, set)
+	    cJSON_ReplaceItemInObjectCaseSensitive(config, it->string,
+	                                           cJSON_Duplicate(it, 1));
+	cJSON_Delete(set);
+	cJSON_AddItemToObject(extra, "lora", cJSON_Parse(lr->lora));
+	if ((m = cg_model_create(row->arch, config, extra, 5)) == NULL ||
+	    m->lora == NULL || m->arch->check_data(m, s) != 0)
+		die(row->arch);
+	struct fd_case c = {row, m, s, {0}};
+	for (int b = 0; b < row->B; b++)
+		c.ex[b] = (uint64_t)b % s->n;
+	for (size_t i = 0; i < m->nparams; i++)
+		m->params[i] += row->jitter * cg_rng_normal(&rng);
+	float *before = xcalloc(m->nparams, sizeof(float));
+	memcpy(before, m->params, m->nparams * sizeof(float));
+	float *g = xcalloc(m->nparams, sizeof(float));
+	if (cg_lora_merge(m, 0) != 0 ||
+	    m->arch->batch(m, s, c.ex, row->B, row->noise_seed, g, &r) != 0)
+		die(row->arch);
+	cg_lora_grad(m, g);
+	cg_lora_unmerge(m);
+	snprintf(what, sizeof(what),
+	         "%s lora: the weights as they were after the merge is undone",
+	         row->arch);
+	expect(memcmp(before, m->params, m->nparams * sizeof(float)) == 0,
+	       what);
+	int zero = 1;
+	for (int k = 0; k < m->lora->n; k++) {
+		const struct cg_view *w = &m->views[m->lora->w[k]];
+		for (size_t i = 0; i < w->n; i++)
+			zero &= g[w->off + i] == 0.0f;
+	}
+	snprintf(what, sizeof(what),
+	         "%s lora: the targets' own gradient is zero", row->arch);
+	expect(zero, what);
+	const int first = m->lora->a[0], nad = m->nviews - first;
+	printf("     %s with adapters %s, loss %.6g\n", row->arch, lr->lora,
+	       r.loss);
+	double worst = fd_views(row->tol, m->views + first, nad, m->params, g,
+	                        lora_loss, &c, NULL, &rng, 0);
+	snprintf(what, sizeof(what),
+	         "%s lora: every adapter's gradient vs central differences "
+	         "(worst rel err %.3g)",
+	         row->arch, worst);
+	expect(worst <= row->tol->tol, what);
+	const struct cg_view *v = &m->views[m->lora->a[0]];
+	g[v->off] += 0.05f;
+	snprintf(what, sizeof(what),
+	         "%s lora: a gradient off by 0.05 in an A is caught",
+	         row->arch);
+	expect(fd_views(row->tol, v, 1, m->params, g, lora_loss, &c, NULL,
+	                &rng, 1) > row->tol->tol,
+	       what);
+	free(before);
+	free(g);
+	cg_model_free(m);
+}
+
 int
 main(void)
 {
@@ -256,6 +376,10 @@ main(void)
 		snprintf(what, sizeof(what), "%s: %d row(s) in the table",
 		         a->name, n);
 		expect(n > 0, what);
+	}
+	for (size_t k = 0; k < sizeof(lora_rows) / sizeof(lora_rows[0]); k++) {
+		cg_rng_seed(&rng, 99 + (uint64_t)k);
+		test_lora(&lora_rows[k], lora_rows[k].row.text ? txt : img);
 	}
 	cg_shard_free(img);
 	cg_shard_free(txt);

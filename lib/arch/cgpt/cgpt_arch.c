@@ -138,7 +138,9 @@ cgpt_check_data(struct cg_model *m, const struct cg_shard *s)
 	if (s->kind != CG_PAYLOAD_TEXT)
 		return cg_seterr("cgpt needs text data");
 	if (s->nconditions != (size_t)c.ncond)
-		return cg_seterr("%zu conditions in the data, %d in the model",
+		return cg_seterr("%zu conditions in the data, %d in the model "
+		                 "(cg-init --from MODEL -d SHARD makes it over "
+		                 "for the data's)",
 		                 s->nconditions, c.ncond);
 	return cg_model_check_conditions(m, s);
 }
@@ -163,6 +165,59 @@ cgpt_nconds(const struct cg_model *m)
 	struct cg_cgpt_config c;
 
 	return get_config(m->config, &c) != 0 ? -1 : c.ncond;
+}
+
+/*
+ * struct cg_arch's recondition.  Of the vocabulary's rows (wte, and
+ * lm_head.w where untied), the bytes' 0-255 and the end mark's (256 +
+ * ncond) are old's, condition k's (256 + k) old's 256 + map[k] where
+ * old has it (moved by name even when the counts are equal); every
+ * other tensor is the same shape as old's, and copied.
+ */
+static int
+cgpt_recondition(struct cg_model *m, const struct cg_model *old,
+                 const int *map)
+{
+	struct cg_cgpt_config c, o;
+
+	if (get_config(m->config, &c) != 0 || get_config(old->config, &o) != 0)
+		return -1;
+	if (m->nviews != old->nviews)
+		return cg_seterr("%d tensors, the old model %d", m->nviews,
+		                 old->nviews);
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i], *w = &old->views[i];
+		float *dst = m->params + v->off;
+		const float *src = old->params + w->off;
+		const size_t C = (size_t)c.C;
+		if (strcmp(v->name, w->name) != 0)
+			return cg_seterr("tensor %s: the old model's is %s",
+			                 v->name, w->name);
+		if (strcmp(v->name, "wte") != 0 &&
+		    strcmp(v->name, "lm_head.w") != 0) {
+			if (v->n != w->n)
+				return cg_seterr("tensor %s: shape differs "
+				                 "from the old model's",
+				                 v->name);
+			memcpy(dst, src, v->n * sizeof(float));
+			continue;
+		}
+		if (v->ndim != 2 || v->shape[0] != (uint64_t)cg_cgpt_vocab(&c) ||
+		    w->shape[0] != (uint64_t)cg_cgpt_vocab(&o) ||
+		    v->shape[1] != C || w->shape[1] != C)
+			return cg_seterr("tensor %s: not of the vocabulary's "
+			                 "rows",
+			                 v->name);
+		memcpy(dst, src, 256 * C * sizeof(float));
+		for (int k = 0; k < c.ncond; k++)
+			if (map[k] >= 0)
+				memcpy(dst + (256 + (size_t)k) * C,
+				       src + (256 + (size_t)map[k]) * C,
+				       C * sizeof(float));
+		memcpy(dst + (256 + (size_t)c.ncond) * C,
+		       src + (256 + (size_t)o.ncond) * C, C * sizeof(float));
+	}
+	return 0;
 }
 
 static void
@@ -645,6 +700,7 @@ const struct cg_arch cg_arch_cgpt = {
     .check_config = check_config,
     .config_from_shard = cgpt_config_from_shard,
     .nconds = cgpt_nconds,
+    .recondition = cgpt_recondition,
     .layout = cgpt_layout,
     .init = cgpt_init,
     .check_data = cgpt_check_data,

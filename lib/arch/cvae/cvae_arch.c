@@ -323,6 +323,89 @@ static const struct cg_arch_key cvae_keys[] = {
 };
 #undef KEY
 
+/* Whether name ends in suffix. */
+static int
+ends_with(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+
+	return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+/*
+ * struct cg_arch's recondition.  The condition enters the cvae as the
+ * last ncond columns of each side's first layer (enc.0.w, dec.0.w: a
+ * one-hot after the input) and as the rows of prior.mu, prior.logvar
+ * and the tables of cond-every (enc.L.cond, dec.L.cond); condition k's
+ * column or row is old's map[k] where old has it, else as m's init made
+ * it.  Every other tensor is the same shape as old's, and copied.
+ */
+static int
+cvae_recondition(struct cg_model *m, const struct cg_model *old,
+                 const int *map)
+{
+	struct cg_cvae_config c, o;
+
+	if (get_config(m->config, &c) != 0 || get_config(old->config, &o) != 0)
+		return -1;
+	if (m->nviews != old->nviews)
+		return cg_seterr("%d tensors, the old model %d", m->nviews,
+		                 old->nviews);
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i], *w = &old->views[i];
+		float *dst = m->params + v->off;
+		const float *src = old->params + w->off;
+		if (strcmp(v->name, w->name) != 0 || v->ndim != w->ndim)
+			return cg_seterr("tensor %s: the old model's is %s",
+			                 v->name, w->name);
+		if (strcmp(v->name, "enc.0.w") == 0 ||
+		    strcmp(v->name, "dec.0.w") == 0) {
+			/* [rows, base + ncond]: the input's columns, then
+			 * the condition's */
+			const size_t R = v->shape[0], nc = v->shape[1],
+			             oc = w->shape[1];
+			if (nc < (size_t)c.ncond || oc < (size_t)o.ncond ||
+			    nc - c.ncond != oc - o.ncond || w->shape[0] != R)
+				return cg_seterr("tensor %s: not of the "
+				                 "conditions' columns",
+				                 v->name);
+			const size_t base = nc - c.ncond;
+			for (size_t r = 0; r < R; r++) {
+				memcpy(dst + r * nc, src + r * oc,
+				       base * sizeof(float));
+				for (int k = 0; k < c.ncond; k++)
+					if (map[k] >= 0)
+						dst[r * nc + base + k] =
+						    src[r * oc + base + map[k]];
+			}
+			continue;
+		}
+		if (strcmp(v->name, "prior.mu") == 0 ||
+		    strcmp(v->name, "prior.logvar") == 0 ||
+		    ends_with(v->name, ".cond")) {
+			/* [ncond, cols]: a row a condition */
+			const size_t C = v->shape[1];
+			if (v->shape[0] != (size_t)c.ncond ||
+			    w->shape[0] != (size_t)o.ncond || w->shape[1] != C)
+				return cg_seterr("tensor %s: not of the "
+				                 "conditions' rows",
+				                 v->name);
+			for (int k = 0; k < c.ncond; k++)
+				if (map[k] >= 0)
+					memcpy(dst + (size_t)k * C,
+					       src + (size_t)map[k] * C,
+					       C * sizeof(float));
+			continue;
+		}
+		if (v->n != w->n)
+			return cg_seterr("tensor %s: shape differs from the "
+			                 "old model's",
+			                 v->name);
+		memcpy(dst, src, v->n * sizeof(float));
+	}
+	return 0;
+}
+
 const struct cg_arch cg_arch_cvae = {
     .name = "cvae",
     .summary = "conditional VAE (MLP encoder and decoder) for images",
@@ -336,6 +419,7 @@ const struct cg_arch cg_arch_cvae = {
     .check_config = check_config,
     .config_from_shard = cg_arch_image_from_shard,
     .nconds = cg_arch_image_nconds,
+    .recondition = cvae_recondition,
     .image_shape = cg_arch_image_sample_shape,
     .layout = cvae_layout,
     .init = cvae_init,

@@ -1,0 +1,92 @@
+#!/bin/sh
+# finetune.sh - the fortunes cgpt adapted to a category it never saw:
+# low-rank adapters (cg-init --lora) against full fine-tuning and against
+# a model trained from scratch, at equal steps; held-out bits per byte of
+# the new category, and the bytes of one DiLoCo round's delta with
+# adapters and without.
+#
+# usage: bench/finetune.sh FORTUNES CATEGORY OUT
+#   FORTUNES  a directory of fortune files, one category each
+#             (/usr/share/games/fortunes)
+#   CATEGORY  the category held out of the base model (science)
+#   OUT       a directory for the shards and models (made)
+#
+# The base model is examples/fortunes-cgpt's (context 128, width 256, 4
+# layers, 4 heads) trained BASE AdamW steps (batch 16, lr 1e-3, warm-up
+# 30) on every category but CATEGORY.  CATEGORY is split 80/20 (seed 1)
+# into a training shard and a held-out one.  The base is made over for
+# the new shard's condition (cg-init --from: its one condition row new,
+# everything else kept), then for STEPS steps of batch 16:
+#   lora     adapters of rank R (scale 1) on every matrix of the blocks
+#            (h.*.w: qkv, proj, fc, proj of each layer), lr LORA_LR
+#   full     every tensor, lr 1e-3
+#   scratch  cg-init's model for the new shard alone, lr 1e-3
+# and the held-out shard scored (cg-eval: bpb).  Then one worker call of
+# a DiLoCo round (--emit delta, 2 steps) from the adapted model and from
+# the fully fine-tuned one: the bytes of each delta.  Prints one line per
+# figure.
+#
+# Environment: CG_BIN (programs, default build/cmd), BASE (200), STEPS
+# (60), R (8), LORA_LR (3e-3), SEED (1), THREADS (2).
+set -eu
+src=${1:?usage: bench/finetune.sh FORTUNES CATEGORY OUT}
+cat=${2:?usage: bench/finetune.sh FORTUNES CATEGORY OUT}
+out=${3:?usage: bench/finetune.sh FORTUNES CATEGORY OUT}
+bin=${CG_BIN:-build/cmd}
+base=${BASE:-200}
+steps=${STEPS:-60}
+r=${R:-8}
+lora_lr=${LORA_LR:-3e-3}
+seed=${SEED:-1}
+j=${THREADS:-2}
+arch="--context 128 --width 256 --layers 4 --heads 4"
+train="--batch 16 --opt adamw --wd 0.1 --seed $seed -j $j -q"
+
+mkdir -p "$out/base" "$out/new"
+for f in "$src"/*; do
+	b=$(basename "$f")
+	case $b in *.*) continue ;; esac
+	[ -f "$f" ] || continue
+	if [ "$b" = "$cat" ]; then cp "$f" "$out/new/"; else cp "$f" "$out/base/"; fi
+done
+"$bin/cg-shard" -q -n 1 --seed "$seed" -o "$out/b" "$out/base"
+"$bin/cg-shard" -q -n 1 --holdout-fraction 0.2 --holdout "$out/held.cgd" \
+	--seed "$seed" -o "$out/s" "$out/new"
+
+t0=$(date +%s)
+"$bin/cg-init" -a cgpt -d "$out/b-0.cgd" $arch --seed "$seed" -o "$out/init.cgm"
+"$bin/cg-train-step" -m "$out/init.cgm" -d "$out/b-0.cgd" --emit model \
+	--steps "$base" $train --lr 1e-3 --warmup 30 -o "$out/base.cgm"
+echo "base: $base steps in $(($(date +%s) - t0)) s"
+
+bpb() { "$bin/cg-eval" --json -m "$1" -d "$out/held.cgd" -j "$j" | jq .bpb; }
+
+"$bin/cg-init" --from "$out/base.cgm" -d "$out/s-0.cgd" --seed "$seed" \
+	-o "$out/grown.cgm"
+echo "base, made over for $cat, 0 steps: held-out bpb $(bpb "$out/grown.cgm")"
+
+"$bin/cg-init" --from "$out/grown.cgm" --lora "$r" --lora-on 'h.*.w' \
+	--seed "$seed" -o "$out/lora0.cgm"
+"$bin/cg-init" -a cgpt -d "$out/s-0.cgd" $arch --seed "$seed" \
+	-o "$out/scratch0.cgm"
+for m in lora full scratch; do
+	case $m in
+	lora) from=$out/lora0.cgm lr=$lora_lr ;;
+	full) from=$out/grown.cgm lr=1e-3 ;;
+	scratch) from=$out/scratch0.cgm lr=1e-3 ;;
+	esac
+	t0=$(date +%s)
+	"$bin/cg-train-step" -m "$from" -d "$out/s-0.cgd" --emit model \
+		--steps "$steps" $train --lr "$lr" -o "$out/$m.cgm"
+	echo "$m: $steps steps (lr $lr) in $(($(date +%s) - t0)) s: held-out bpb $(bpb "$out/$m.cgm")"
+done
+"$bin/cg-convert" -M "$out/lora.cgm" -o "$out/lora-merged.cgm"
+echo "lora merged (cg-convert -M): held-out bpb $(bpb "$out/lora-merged.cgm")"
+
+# one worker's part of a DiLoCo round from each fine-tuned model
+for m in lora full; do
+	"$bin/cg-train-step" -m "$out/$m.cgm" -d "$out/s-0.cgd" --emit delta \
+		--steps 2 $train --lr 1e-3 -o "$out/$m-delta.cgg"
+	echo "$m: one round's delta $(stat -c %s "$out/$m-delta.cgg") bytes," \
+		"$(tar tf "$out/$m-delta.cgg" | grep -vc '^cg.json$') tensors"
+done
