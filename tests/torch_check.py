@@ -12,6 +12,13 @@ in float64, loaded with cg's parameters in view order, and run on the same
 inputs; the loss and its parts, every parameter gradient and the arch's
 other outputs (cgpt's logits, cclf's logits and features) must match within atol + rtol*|ref|.
 
+A dump with low-rank adapters (model_dump lora=R, lora.txt) is checked
+against the arch's model with each target's nn.Linear replaced by a
+LoRALinear: the frozen W plus the separate path x A^T B^T scaled by
+alpha / r, with cg's A and B (B given nonzero values by the dump); cg
+runs it merged (model/lora.h) and reports zeros for W's gradient, which
+PyTorch, with W frozen, leaves None: zeros here.
+
 What is shared: reading a dump, loading the views, comparing.  What an
 architecture adds (class Cvae, class Cclf, class Cddpm, class Cgan,
 class Cgpt): its configs, its torch.nn
@@ -68,6 +75,9 @@ class Cvae:
          "class-prior=0", "cond-every=0", "batch=6", "seed=4"],
         ["in_dim=20", "ncond=4", "hidden=16", "layers=3", "latent=5",
          "class-prior=0", "cond-every=1", "batch=6", "seed=5"],
+        # low-rank adapters on every linear layer's matrix, scale 3 / 2
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "latent=5",
+         "lora=2", "lora-alpha=3", "lora-on=*.w", "batch=6", "seed=6"],
     ]
     tol = {"loss": (1e-5, 1e-5), "grad": (1e-4, 1e-5)}
     outputs = []
@@ -729,6 +739,14 @@ class Cgpt:
          "tied=0", "batch=4", "positions=16", "seed=3"],
         ["ncond=1", "context=12", "width=24", "layers=2", "heads=1",
          "tied=1", "batch=3", "positions=5", "seed=4"],
+        # low-rank adapters: on every matrix of the blocks (scale 2), and
+        # on one block's attention and the head (rank 3, scale 1 / 3)
+        ["ncond=3", "context=8", "width=16", "layers=2", "heads=2",
+         "tied=1", "lora=2", "lora-alpha=4", "lora-on=h.*.w", "batch=3",
+         "positions=7", "seed=5"],
+        ["ncond=2", "context=8", "width=12", "layers=2", "heads=3",
+         "tied=0", "lora=3", "lora-alpha=1", "lora-on=h.1.attn.*",
+         "lora-on=lm_head.w", "batch=2", "positions=8", "seed=6"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-7),
            "logits": (1e-4, 1e-5)}
@@ -805,6 +823,59 @@ AUTOCAST_TOL = {"loss": (2 ** -7, 2e-3), "grad": 0.05}
 
 # ---------------------------------------------------------- shared code
 
+class LoRALinear(nn.Linear):
+    """A linear layer with a low-rank adapter, as one writes it in
+    PyTorch: the frozen weight W [out, in] (and the bias) plus the path
+    x A^T B^T scaled by alpha / r, A [r, in] and B [out, r] trained."""
+
+    def __init__(self, lin, r, alpha):
+        super().__init__(lin.in_features, lin.out_features,
+                         bias=lin.bias is not None)
+        self.to(lin.weight.dtype)
+        self.weight.requires_grad_(False)
+        self.lora_a = nn.Parameter(lin.weight.new_zeros(r, lin.in_features))
+        self.lora_b = nn.Parameter(lin.weight.new_zeros(lin.out_features, r))
+        self.scale = alpha / r
+
+    def forward(self, x):
+        return (F.linear(x, self.weight, self.bias) +
+                (x @ self.lora_a.t() @ self.lora_b.t()) * self.scale)
+
+
+def add_lora(d, net, names):
+    """Where the dump has adapters (lora.txt; views named NAME.lora_a and
+    NAME.lora_b after the arch's), each target NAME's nn.Linear of net in
+    place replaced by a LoRALinear; the adapters' (name, parameter) in
+    view order.  No adapters: []."""
+    path = os.path.join(d, "lora.txt")
+    if not os.path.exists(path):
+        return []
+    lo = read_kv(path)
+    r, alpha = int(lo["r"]), float(lo["alpha"])
+    params = dict(net.named_tensors())
+    out = []
+    for name in names:
+        if not name.endswith(".lora_a"):
+            continue
+        w = params.get(name[:-len(".lora_a")])
+        hit = [(parent, key) for parent in net.modules()
+               for key, m in parent.named_children()
+               if isinstance(m, nn.Linear) and m.weight is w]
+        if w is None or len(hit) != 1:
+            raise DumpError("%s: no linear layer of the model" % name)
+        parent, key = hit[0]
+        lin = LoRALinear(getattr(parent, key), r, alpha)
+        setattr(parent, key, lin)
+        out += [(name, lin.lora_a), (name[:-1] + "b", lin.lora_b)]
+    return out
+
+
+def grad_of(p):
+    """p's gradient; a frozen p's (no gradient) as zeros."""
+    return (p.grad if p.grad is not None else torch.zeros_like(p)) \
+        .detach().reshape(-1)
+
+
 class DumpError(Exception):
     pass
 
@@ -856,7 +927,9 @@ def load_views(d, net, params):
             w = line.split()
             views.append((w[0], int(w[1]), int(w[2]),
                           [int(s) for s in w[3:]]))
-    tensors = net.named_tensors()
+    # the adapters' views follow the arch's
+    lora = add_lora(d, net, [v[0] for v in views][len(net.named_tensors()):])
+    tensors = net.named_tensors() + lora
     if [v[0] for v in views] != [t[0] for t in tensors]:
         raise DumpError("view names differ from the model's")
     off = 0
@@ -921,7 +994,7 @@ def check(arch, d):
     for (name, _, n, _), (_, p) in zip(views, tensors):
         got = grad[off:off + n].astype(np.float64)
         off += n
-        good, dmax = compare(name, got, p.grad.detach().reshape(-1).numpy(),
+        good, dmax = compare(name, got, grad_of(p).numpy(),
                              *arch.tol["grad"])
         ok &= good
         if dmax > worst:
@@ -944,7 +1017,7 @@ def autocast(arch, cfg, d, params):
          else losses["loss"]).backward()
     finally:
         DTYPE[0] = torch.float64
-    grad = np.concatenate([p.grad.detach().reshape(-1).double().numpy()
+    grad = np.concatenate([grad_of(p).double().numpy()
                            for _, p in tensors])
     return {k: v.item() for k, v in losses.items()}, grad
 
@@ -957,8 +1030,7 @@ def check_bf16(arch, d):
     got = got.astype(np.float64)
     ref, _ = arch.run(net, cfg, d)
     (ref.pop("backward") if "backward" in ref else ref["loss"]).backward()
-    g64 = np.concatenate([p.grad.detach().reshape(-1).numpy()
-                          for _, p in tensors])
+    g64 = np.concatenate([grad_of(p).numpy() for _, p in tensors])
     ac, gac = autocast(arch, cfg, d, params)
     ok = True
     rtol, atol = AUTOCAST_TOL["loss"]

@@ -11,6 +11,14 @@
  * bf16=1, which gives every matrix product bf16 operands (nn/gemm.h),
  * and image_h, image_w and image_c, the image shape the manifest gives
  * (what a convolutional model reads).
+ * lora=R (cvae and cgpt) gives the model low-rank adapters of rank R, as
+ * cg-init --from MODEL --lora R makes them, on the matrices lora-on=GLOB
+ * names (up to 4 such keys; the one string value taken), with scale
+ * lora-alpha=A / R (A: R if not given); each B, zero at the start, is
+ * given N(0, 0.2^2) values, so that the adapters matter, and the pass
+ * runs as cg-train-step runs it (model/lora.h): the merged W' in the
+ * arch, the adapters' gradients from dW', W's places zero.  lora.txt
+ * then holds r and alpha.
  * Writes to DIR (which must exist): arch.txt (ARCH), config.txt (the
  * config's numbers, the case's keys and nparams), views.txt (name,
  * offset, count and shape of each view), params.bin, grad.bin
@@ -65,6 +73,7 @@
 #include "arch/cvae/cvae.h"
 #include "cg.h"
 #include "nn/gemm.h"
+#include "model/lora.h"
 #include "model/model.h"
 
 #define PROG "model_dump"
@@ -143,6 +152,22 @@ snr_clip_of(const struct cg_model *m)
 	return cJSON_IsNumber(v) ? v->valuedouble : CG_CDDPM_EPS_LOSS;
 }
 
+/* Around a case's pass: the adapters merged into their W (model/lora.h),
+ * then their gradient from dW' and W back; nothing without adapters. */
+static int
+lora_on(struct cg_model *m)
+{
+	return cg_lora_merge(m, 0);
+}
+
+static void
+lora_off(struct cg_model *m, float *grad, int ok)
+{
+	if (ok)
+		cg_lora_grad(m, grad);
+	cg_lora_unmerge(m);
+}
+
 static int
 cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
@@ -156,7 +181,7 @@ cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(ne, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
 	struct cg_cvae_ws *ws = cg_cvae_ws_new(&c, B);
-	int rc = -1;
+	int fb, rc = -1;
 
 	(void)T;
 	if (!x || !eps || !cond || !ws) {
@@ -181,10 +206,13 @@ cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 				    0.5f * cg_rng_normal(r);
 	res->part_name[0] = "rec";
 	res->part_name[1] = "kl";
-	if (cg_cvae_forward_backward(&c, m->params, ws, x, cond, eps, B, grad,
-	                             &res->loss, &res->part[0],
-	                             &res->part[1]) != 0 ||
-	    write32("x.bin", x, nx) != 0 || write32("eps.bin", eps, ne) != 0 ||
+	if (lora_on(m) != 0)
+		goto out;
+	fb = cg_cvae_forward_backward(&c, m->params, ws, x, cond, eps, B, grad,
+	                              &res->loss, &res->part[0], &res->part[1]);
+	lora_off(m, grad, fb == 0);
+	if (fb != 0 || write32("x.bin", x, nx) != 0 ||
+	    write32("eps.bin", eps, ne) != 0 ||
 	    write32("cond.bin", cond, (size_t)B) != 0)
 		goto out;
 	rc = 0;
@@ -408,7 +436,7 @@ cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	                           int_of(m, "width"), int_of(m, "layers"),
 	                           int_of(m, "heads"), int_of(m, "tied")};
 	size_t n = (size_t)B * T;
-	int V = cg_cgpt_vocab(&c), count = 0, rc = -1;
+	int V = cg_cgpt_vocab(&c), count = 0, fb, rc = -1;
 	float *weight = calloc(n, sizeof(float));
 	int32_t *tokens = calloc(n, sizeof(int32_t));
 	int32_t *targets = calloc(n, sizeof(int32_t));
@@ -437,9 +465,12 @@ cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	}
 	for (size_t i = 0; i < n; i++)
 		weight[i] /= count > 0 ? count : 1;
-	if (cg_cgpt_forward_backward(&c, m->params, ws, tokens, targets, weight,
-	                             B, T, grad, &res->loss) != 0 ||
-	    write32("tokens.bin", tokens, n) != 0 ||
+	if (lora_on(m) != 0)
+		goto out;
+	fb = cg_cgpt_forward_backward(&c, m->params, ws, tokens, targets,
+	                              weight, B, T, grad, &res->loss);
+	lora_off(m, grad, fb == 0);
+	if (fb != 0 || write32("tokens.bin", tokens, n) != 0 ||
 	    write32("targets.bin", targets, n) != 0 ||
 	    write32("weight.bin", weight, n) != 0 ||
 	    write32("logits.bin", cg_cgpt_logits(ws), n * V) != 0)
@@ -459,31 +490,38 @@ static const struct {
 	const char *arch;
 	const char *defaults;
 	case_fn run;
+	int adapters; /* whether the case takes lora=R */
 } rows[] = {
     {"cvae",
      "in_dim=20 ncond=4 hidden=16 layers=2 latent=5 class-prior=1 "
      "cond-every=1 batch=6",
-     cvae_case},
-    {"cclf", "in_dim=20 ncond=4 hidden=16 layers=2 batch=6", cclf_case},
+     cvae_case, 1},
+    {"cclf", "in_dim=20 ncond=4 hidden=16 layers=2 batch=6", cclf_case, 0},
     /* cond-drop is the arch's draw, which the case makes itself. */
     {"cddpm",
      "in_dim=20 ncond=4 hidden=16 layers=2 embed=6 timesteps=50 "
      "cond-drop=0 batch=6",
-     cddpm_case},
+     cddpm_case, 0},
     {"cgan", "in_dim=20 ncond=4 latent=5 hidden=16 layers=2 sn-iters=5 batch=6",
-     cgan_case},
+     cgan_case, 0},
     {"cgpt",
      "ncond=3 context=8 width=16 layers=2 heads=2 tied=0 batch=3 "
      "positions=7",
-     cgpt_case},
+     cgpt_case, 1},
 };
 
 /* ------------------------------------------------------------- main */
 
+/* lora-on= keys at most */
+#define MAX_GLOBS 4
+
 /* Case keys: what the dump takes, not the model's config. */
 struct keys {
 	long seed, batch, positions, bf16;
-	long image[3]; /* height, width, channels; 0: no "image" */
+	long image[3];         /* height, width, channels; 0: no "image" */
+	long lora, lora_alpha; /* rank (0: no adapters); 0: alpha = rank */
+	const char *glob[MAX_GLOBS];
+	int nglob;
 };
 
 /* KEY=VALUE into k or cfg; -1 with a message on stderr. */
@@ -500,6 +538,16 @@ parse_kv(const char *s, cJSON *cfg, struct keys *k)
 	}
 	memcpy(key, s, (size_t)(eq - s));
 	key[eq - s] = '\0';
+	if (strcmp(key, "lora-on") == 0) {
+		if (k->nglob == MAX_GLOBS || eq[1] == '\0') {
+			fprintf(stderr,
+			        PROG ": %s: 1 to %d non-empty lora-on\n", s,
+			        MAX_GLOBS);
+			return -1;
+		}
+		k->glob[k->nglob++] = eq + 1;
+		return 0;
+	}
 	errno = 0;
 	v = strtol(eq + 1, &end, 10);
 	if (errno || end == eq + 1 || *end != '\0' || v < 0 || v > 1 << 20) {
@@ -515,6 +563,10 @@ parse_kv(const char *s, cJSON *cfg, struct keys *k)
 		k->positions = v;
 	else if (strcmp(key, "bf16") == 0)
 		k->bf16 = v;
+	else if (strcmp(key, "lora") == 0)
+		k->lora = v;
+	else if (strcmp(key, "lora-alpha") == 0)
+		k->lora_alpha = v;
 	else if (strcmp(key, "image_h") == 0)
 		k->image[0] = v;
 	else if (strcmp(key, "image_w") == 0)
@@ -544,6 +596,11 @@ parse_args(int argc, char **argv, const char *defaults, cJSON *cfg,
 			return -1;
 	if (k->batch < 1) {
 		fprintf(stderr, PROG ": batch=%ld: at least 1\n", k->batch);
+		return -1;
+	}
+	if ((k->lora > 0) != (k->nglob > 0) || (k->lora_alpha && !k->lora)) {
+		fprintf(stderr, PROG ": lora=R and lora-on=GLOB go together "
+		                     "(lora-alpha with them)\n");
 		return -1;
 	}
 	return 0;
@@ -596,11 +653,25 @@ write_text(const struct cg_model *m, const struct keys *k,
 	return closeout(fp, "loss.txt");
 }
 
+/* lora.txt: the adapters' rank and alpha, where m has them. */
+static int
+write_lora(const struct cg_model *m)
+{
+	FILE *fp;
+
+	if (m->lora == NULL)
+		return 0;
+	if ((fp = openout("lora.txt")) == NULL)
+		return -1;
+	fprintf(fp, "r %d\nalpha %.17g\n", m->lora->r, m->lora->alpha);
+	return closeout(fp, "lora.txt");
+}
+
 int
 main(int argc, char **argv)
 {
 	char path[4096];
-	struct keys k = {1, 0, 0, 0, {0, 0, 0}};
+	struct keys k = {1, 0, 0, 0, {0, 0, 0}, 0, 0, {NULL}, 0};
 	cJSON *extra = NULL;
 	struct result res = {0};
 	struct cg_model *m = NULL;
@@ -651,6 +722,31 @@ main(int argc, char **argv)
 	if ((m = cg_model_create(argv[2], cfg, extra, (uint64_t)k.seed)) ==
 	    NULL)
 		goto fail;
+	if (k.lora > 0) {
+		struct cg_model *a;
+
+		if (!rows[row].adapters) {
+			fprintf(stderr, PROG ": %s: no adapters in this case\n",
+			        argv[2]);
+			cg_model_free(m);
+			return 2;
+		}
+		a = cg_model_add_lora(
+		    m, (int)k.lora,
+		    (double)(k.lora_alpha ? k.lora_alpha : k.lora), k.glob,
+		    k.nglob, (uint64_t)k.seed);
+		cg_model_free(m);
+		if ((m = a) == NULL)
+			goto fail;
+		/* B starts at zero, where a wrong scale would go unseen. */
+		cg_rng_seed(&r, (uint64_t)k.seed + 2);
+		for (int i = 0; i < m->lora->n; i++) {
+			const struct cg_view *b = &m->views[m->lora->b[i]];
+			for (size_t j = 0; j < b->n; j++)
+				m->params[b->off + j] =
+				    0.2f * cg_rng_normal(&r);
+		}
+	}
 	if ((grad = calloc(m->nparams, sizeof(float))) == NULL) {
 		cg_seterr("out of memory");
 		goto fail;
@@ -661,7 +757,7 @@ main(int argc, char **argv)
 	    0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/model.cgm", dir);
-	if (write_text(m, &k, &res) != 0 ||
+	if (write_text(m, &k, &res) != 0 || write_lora(m) != 0 ||
 	    write32("params.bin", m->params, m->nparams) != 0 ||
 	    write32("grad.bin", grad, m->nparams) != 0)
 		goto out;
