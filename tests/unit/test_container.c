@@ -454,6 +454,97 @@ test_late(const char *dir)
 	free(p);
 }
 
+/* Whether a 512-byte block of b [n] opens with pat [k] and zeros up to
+ * its 8th byte (a member of k bytes, padded). */
+static int
+opens_block(const char *b, size_t n, const unsigned char *pat, size_t k)
+{
+	static const char zero[8];
+
+	for (size_t at = 512; at + 8 <= n; at += 512)
+		if (memcmp(b + at, pat, k) == 0 &&
+		    memcmp(b + at + k, zero, 8 - k) == 0)
+			return 1;
+	return 0;
+}
+
+/* Whether tensor name of f holds the k bytes p. */
+static int
+holds(const struct cg_file *f, const char *name, const void *p, size_t k)
+{
+	const struct cg_tensor *t = cg_file_find(f, name);
+
+	return t && t->nbytes == k && memcmp(t->data, p, k) == 0;
+}
+
+/*
+ * The words of a file are little-endian on every host: a u16, a u32, a
+ * u64 and an f32 tensor written hold their values' little-endian bytes
+ * in the file, a q8_0 block its scale's, and read back (in place and as
+ * a copy, plain and compressed) they are the host's values again.
+ */
+static void
+test_byte_order(const char *dir)
+{
+	static const unsigned char le[] = {
+	    0x02, 0x01,                                     /* u16 0x0102 */
+	    0x04, 0x03, 0x02, 0x01,                         /* u32 */
+	    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* u64 */
+	    0x00, 0x00, 0xa0, 0xc0,                         /* f32 -5 */
+	};
+	const uint16_t h = 0x0102;
+	const uint32_t w = 0x01020304u;
+	const uint64_t d = 0x0102030405060708u;
+	const float x = -5.0f;
+	float q[32] = {0};
+	unsigned char blk[34];
+	struct cg_file *f = cg_file_new("data");
+	char p[512];
+	size_t n;
+
+	q[0] = 2.0f; /* scale 2/127 */
+	cg_codec(CG_Q8_0)->encode(blk, q, 32);
+	cg_file_add(f, "h", CG_U16, 1, (uint64_t[]){1}, &h);
+	cg_file_add(f, "w", CG_U32, 1, (uint64_t[]){1}, &w);
+	cg_file_add(f, "d", CG_U64, 1, (uint64_t[]){1}, &d);
+	cg_file_add(f, "x", CG_F32, 1, (uint64_t[]){1}, &x);
+	cg_file_add(f, "q", CG_Q8_0, 1, (uint64_t[]){32}, blk);
+	snprintf(p, sizeof(p), "%s/order", dir);
+	CHECK(cg_file_write(f, p, CG_COMPRESS_NONE) == 0, "%s", cg_errmsg());
+	char *b = slurp(p, &n);
+	/* members are padded to 512 bytes: each value opens a block */
+	int found = 0;
+	found += opens_block(b, n, le, 2);
+	found += opens_block(b, n, le + 2, 4);
+	found += opens_block(b, n, le + 6, 8);
+	found += opens_block(b, n, le + 14, 4);
+	CHECK(found == 4, "little-endian words in the file: %d of 4", found);
+	/* q8_0: the f16 scale 2/127 (0x2408), little-endian, then 127 */
+	CHECK(memmem(b, n, "\x08\x24\x7f", 3) != NULL,
+	      "a block's scale little-endian in the file");
+	free(b);
+	for (int c = 0; c < 2; c++) {
+		if (c == 1)
+			CHECK(cg_file_write(f, p, CG_COMPRESS_GZIP) == 0, "%s",
+			      cg_errmsg());
+		for (int copy = 0; copy < 2; copy++) {
+			struct cg_file *g =
+			    copy ? cg_file_read_copy(p) : cg_file_read(p);
+			CHECK(g != NULL, "read: %s", cg_errmsg());
+			if (g == NULL)
+				continue;
+			CHECK(holds(g, "h", &h, 2) && holds(g, "w", &w, 4) &&
+			          holds(g, "d", &d, 8) &&
+			          holds(g, "x", &x, 4) &&
+			          holds(g, "q", blk, 34),
+			      "host words read back (%s, %s)",
+			      c ? "gzip" : "plain", copy ? "copy" : "in place");
+			cg_file_free(g);
+		}
+	}
+	cg_file_free(f);
+}
+
 int
 main(void)
 {
@@ -465,6 +556,7 @@ main(void)
 	test_hostile(dir);
 	test_truncated_mapping(dir);
 	test_late(dir);
+	test_byte_order(dir);
 	test_halves();
 	test_rng();
 	test_hex_names();
