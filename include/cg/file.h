@@ -59,7 +59,9 @@ const char *cg_file_tensor_dtype(const struct cg_file *f, size_t i);
  */
 int cg_file_tensor_shape(const struct cg_file *f, size_t i, uint64_t *shape,
                          int max);
-/* Tensor i's raw bytes, little-endian in its dtype, and their count in
+/* Tensor i's raw bytes and their count in *nbytes: a plain dtype's
+ * elements as host words (the file's little-endian words, turned around
+ * on a big-endian host), a block dtype's blocks as the file holds them;
  * *nbytes (unless nbytes is NULL); owned by f, valid until cg_file_free.
  * NULL (with a message) where i is out of range. */
 const void *cg_file_tensor_data(const struct cg_file *f, size_t i,

@@ -3,13 +3,14 @@
  * conversions to and from f32, as ggml's type_traits.
  *
  * Every reader and writer of tensor values goes through this table; no other
- * file switches on a dtype.  Stored bytes are little-endian and are read and
- * written as such, whatever the host.  Block types (q8_0, q4_0) follow ggml's
- * layout and its reference quantizers bit for bit: blocks of 32 elements, each
- * with one f16 scale first; q8_0 holds 32 int8, q4_0 16 bytes of 4-bit values;
- * q2_0, cg's own, q4_0's rule at 2 bits.  Half conversions round to nearest
- * even.  The rules for values a dtype cannot hold are in core/dtype.h,
- * beside the table.
+ * file switches on a dtype.  A plain type's elements are host words here
+ * (files hold them little-endian: their readers and writers turn them
+ * around); a block is bytes, its f16 scales little-endian on every host.  Block
+ * types (q8_0, q4_0) follow ggml's layout and its reference quantizers bit for
+ * bit: blocks of 32 elements, each with one f16 scale first; q8_0 holds 32
+ * int8, q4_0 16 bytes of 4-bit values; q2_0, cg's own, q4_0's rule at 2 bits.
+ * Half conversions round to nearest even.  The rules for values a dtype cannot
+ * hold are in core/dtype.h, beside the table.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -121,25 +122,19 @@ cg_f32_to_bf16(float f)
 	return (uint16_t)(x >> 16);
 }
 
-/* ------------------------------------------------------- little-endian */
+/* ---------------------------------------------------------- byte order */
 
+/*
+ * A block's f16 scales are little-endian bytes wherever the block lies
+ * (blocks are bytes: a file's reader and writer leave them as they are).
+ * A plain type's elements are host words in memory (the reader and writer
+ * of a file turn them around on a big-endian host: core/util.h), so its
+ * row reads and writes them as such.
+ */
 static uint16_t
 get16(const unsigned char *p)
 {
 	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t
-get32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-get64(const unsigned char *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
 static void
@@ -149,61 +144,37 @@ put16(unsigned char *p, uint16_t v)
 	p[1] = (unsigned char)(v >> 8);
 }
 
-static void
-put32(unsigned char *p, uint32_t v)
-{
-	put16(p, (uint16_t)v);
-	put16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void
-put64(unsigned char *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
-}
+#define HOST_WORD(BITS)                                                        \
+	static inline uint##BITS##_t host##BITS(const unsigned char *p)        \
+	{                                                                      \
+		uint##BITS##_t v;                                              \
+		memcpy(&v, p, sizeof(v));                                      \
+		return v;                                                      \
+	}                                                                      \
+	static inline void sethost##BITS(unsigned char *p, uint##BITS##_t v)   \
+	{                                                                      \
+		memcpy(p, &v, sizeof(v));                                      \
+	}
+HOST_WORD(16)
+HOST_WORD(32)
+HOST_WORD(64)
 
 /* -------------------------------------------------------- float types */
 
-/* On a little-endian host the stored f32 is the float: a copy (a model's
- * views are read at memory speed, nan payloads and all). */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define F32_IS_STORED 1
-#else
-#define F32_IS_STORED 0
-#endif
-
+/* The f32 of memory is the float: a copy (a model's views are read at
+ * memory speed, nan payloads and all). */
 static void
 f32_decode(float *dst, const void *src, size_t n)
 {
-	const unsigned char *p = src;
-
-	if (F32_IS_STORED) {
-		if (n)
-			memcpy(dst, src, n * 4);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint32_t u = get32(p + 4 * i);
-		memcpy(&dst[i], &u, 4);
-	}
+	if (n)
+		memcpy(dst, src, n * 4);
 }
 
 static int
 f32_encode(void *dst, const float *src, size_t n)
 {
-	unsigned char *p = dst;
-
-	if (F32_IS_STORED) {
-		if (n)
-			memcpy(dst, src, n * 4);
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint32_t u;
-		memcpy(&u, &src[i], 4);
-		put32(p + 4 * i, u);
-	}
+	if (n)
+		memcpy(dst, src, n * 4);
 	return 0;
 }
 
@@ -213,13 +184,13 @@ f32_encode(void *dst, const float *src, size_t n)
 	{                                                                      \
 		const unsigned char *p = src;                                  \
 		for (size_t i = 0; i < n; i++)                                 \
-			dst[i] = TO_F32(get16(p + 2 * i));                     \
+			dst[i] = TO_F32(host16(p + 2 * i));                    \
 	}                                                                      \
 	static int NAME##_encode(void *dst, const float *src, size_t n)        \
 	{                                                                      \
 		unsigned char *p = dst;                                        \
 		for (size_t i = 0; i < n; i++)                                 \
-			put16(p + 2 * i, FROM_F32(src[i]));                    \
+			sethost16(p + 2 * i, FROM_F32(src[i]));                \
 		return 0;                                                      \
 	}
 
@@ -307,9 +278,9 @@ put8(unsigned char *p, uint8_t v)
  */
 INT_CODEC(i8, int8_t, 1, GET_I8, PUT_I8, -128, 127)
 INT_CODEC(u8, uint8_t, 1, get8, put8, 0, 255)
-INT_CODEC(u16, uint16_t, 2, get16, put16, 0, 65535)
-INT_CODEC(u32, uint32_t, 4, get32, put32, 0, UINT32_MAX)
-INT_CODEC(u64, uint64_t, 8, get64, put64, 0, UINT64_MAX)
+INT_CODEC(u16, uint16_t, 2, host16, sethost16, 0, 65535)
+INT_CODEC(u32, uint32_t, 4, host32, sethost32, 0, UINT32_MAX)
+INT_CODEC(u64, uint64_t, 8, host64, sethost64, 0, UINT64_MAX)
 
 /* --------------------------------------------------------- block types */
 
@@ -983,6 +954,14 @@ cg_dtype_parse(const char *s, enum cg_dtype *out)
 			return 0;
 		}
 	return cg_seterr("unknown dtype '%.32s'", s);
+}
+
+unsigned
+cg_dtype_word(enum cg_dtype t)
+{
+	if ((unsigned)t >= CG_NDTYPES || codecs[t].block != 1)
+		return 1;
+	return codecs[t].bytes;
 }
 
 int

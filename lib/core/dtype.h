@@ -39,10 +39,13 @@ enum cg_codec_kind {
 };
 
 /*
- * One row of the codec table.  Stored bytes are little-endian on every
- * host.  n counts elements and is always a multiple of block; src and dst
- * hold n / block blocks of bytes bytes each.  None of the functions
- * allocates, and all may run on several threads at once.
+ * One row of the codec table.  A plain type's elements are host words in
+ * memory (files hold them little-endian; their readers and writers turn
+ * them around on a big-endian host, cg_dtype_word); a block type's are
+ * bytes, its f16 scales little-endian on every host.  n counts elements and is
+ * always a multiple of block; src and dst hold n / block blocks of bytes bytes
+ * each.  None of the functions allocates, and all may run on several threads at
+ * once.
  *
  * decode (all rows; never fails): f32 exactly; f16 and bf16 exactly
  *   (nan, inf, -0 and subnormals kept); integers exactly up to 2^24 in
@@ -112,6 +115,12 @@ int cg_dtype_parse(const char *s, enum cg_dtype *out);
 /* Bytes needed for n elements of t, or -1 with a message on overflow, an
  * unknown dtype or a block dtype whose n is not a multiple of its block. */
 int cg_dtype_bytes(enum cg_dtype t, uint64_t n, uint64_t *out);
+
+/* The word a byte-order turn of t's elements reverses (core/util.h's
+ * cg_le_words): the element's size for a plain type of more than one
+ * byte (f32, f16, bf16, u16, u32, u64); 1 for the others (bytes, and
+ * blocks, which are bytes) and outside the enum. */
+unsigned cg_dtype_word(enum cg_dtype t);
 
 /* One element of the half-precision rows, as their decode and encode. */
 float cg_f16_to_f32(uint16_t h);

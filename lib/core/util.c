@@ -192,3 +192,64 @@ cg_sha256(unsigned char out[32], const void *data, size_t n)
 
 	EVP_Digest(data, n, out, &len, EVP_sha256(), NULL);
 }
+
+/* ---------------------------------------------------------- byte order */
+
+void
+cg_bswap_words(void *p, size_t n, unsigned w)
+{
+	unsigned char *b = p;
+
+	if (w == 2)
+		for (size_t i = 0; i + 2 <= n; i += 2) {
+			uint16_t v;
+			memcpy(&v, b + i, 2);
+			v = __builtin_bswap16(v);
+			memcpy(b + i, &v, 2);
+		}
+	else if (w == 4)
+		for (size_t i = 0; i + 4 <= n; i += 4) {
+			uint32_t v;
+			memcpy(&v, b + i, 4);
+			v = __builtin_bswap32(v);
+			memcpy(b + i, &v, 4);
+		}
+	else if (w == 8)
+		for (size_t i = 0; i + 8 <= n; i += 8) {
+			uint64_t v;
+			memcpy(&v, b + i, 8);
+			v = __builtin_bswap64(v);
+			memcpy(b + i, &v, 8);
+		}
+}
+
+void
+cg_sha256_le(unsigned char out[32], const void *p, size_t n, unsigned w)
+{
+	enum { CHUNK = 1 << 16 };
+	unsigned char *buf;
+	unsigned int len = 32;
+	EVP_MD_CTX *c;
+
+	if (!CG_BIG_ENDIAN || w <= 1) {
+		cg_sha256(out, p, n);
+		return;
+	}
+	/* out of memory: a digest nothing has, so nothing matches */
+	memset(out, 0, 32);
+	if ((buf = malloc(CHUNK)) == NULL)
+		return;
+	if ((c = EVP_MD_CTX_new()) != NULL &&
+	    EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1) {
+		const unsigned char *b = p;
+		for (size_t off = 0; off < n; off += CHUNK) {
+			size_t k = n - off < CHUNK ? n - off : CHUNK;
+			memcpy(buf, b + off, k);
+			cg_bswap_words(buf, k, w);
+			EVP_DigestUpdate(c, buf, k);
+		}
+		EVP_DigestFinal_ex(c, out, &len);
+	}
+	EVP_MD_CTX_free(c);
+	free(buf);
+}

@@ -1,6 +1,6 @@
 /*
  * core/util.h - small helpers of every layer: aligned allocation, memory,
- * hex and digests, bytes shown to people.
+ * hex and digests, bytes shown to people, byte order.
  */
 #ifndef CG_UTIL_H
 #define CG_UTIL_H
@@ -43,5 +43,44 @@ int cg_unhex(unsigned char *out, const char *s, size_t n, int any_case);
  * then undefined). */
 int cg_hex_parse(unsigned char out[32], const char *s);
 void cg_sha256(unsigned char out[32], const void *data, size_t n);
+
+/*
+ * Byte order.  cg's files are little-endian on every host; in memory a
+ * tensor of a plain multi-byte type holds host values, and its reader and
+ * writer turn the words around on a big-endian host (s390x).  On a
+ * little-endian host CG_BIG_ENDIAN is 0 and every turn below compiles
+ * to nothing.
+ */
+#if !defined(__BYTE_ORDER__)
+#error "cg needs the compiler to say the byte order (__BYTE_ORDER__)"
+#elif __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CG_BIG_ENDIAN 1
+#else
+#define CG_BIG_ENDIAN 0
+#endif
+/* Reverse the bytes of each w-byte word of p [n] (w 2, 4 or 8, n a
+ * multiple of w; any other w leaves p alone), on any host. */
+void cg_bswap_words(void *p, size_t n, unsigned w);
+/* Between little-endian words of w bytes and host words, in place: the
+ * same turn both ways; nothing on a little-endian host. */
+static inline void
+cg_le_words(void *p, size_t n, unsigned w)
+{
+	if (CG_BIG_ENDIAN && w > 1)
+		cg_bswap_words(p, n, w);
+}
+/* The SHA-256 of host words of w bytes p [n] as written little-endian:
+ * cg_sha256 itself on a little-endian host, or where w is 1. */
+void cg_sha256_le(unsigned char out[32], const void *p, size_t n, unsigned w);
+/* The little-endian 64-bit word at p, on any host. */
+static inline uint64_t
+cg_get_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
 
 #endif

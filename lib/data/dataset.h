@@ -9,8 +9,8 @@
  *
  * Limits: at most CG_SHARD_MAX_EXAMPLES examples (the assignment array is
  * int), CG_SHARD_MAX_SHARDS shards, CG_SHARD_MAX_CONDITIONS names of at most
- * CG_SHARD_MAX_NAME bytes.  Tensors are stored in host byte order, which
- * the container defines as little-endian.
+ * CG_SHARD_MAX_NAME bytes.  Tensors are host words in memory and
+ * little-endian in the file (the container turns them around).
  */
 #ifndef CG_DATASET_H
 #define CG_DATASET_H

@@ -10,8 +10,8 @@
  * input is a struct cg_file that cg_file_read has already checked (shapes
  * agree with byte lengths, digests match), but the manifest's free-form
  * fields are still somebody else's bytes: they are printed with control
- * characters replaced.  Raw tensor bytes are little-endian and are read as
- * such, whatever the host.
+ * characters replaced.  A tensor of a plain type holds host words, as the
+ * container reads it.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -369,9 +369,8 @@ cond_counts(const struct cg_file *f, struct cond_count **out, size_t *n)
 	if ((vals = malloc(t->nelem ? (size_t)t->nelem * 4 : 1)) == NULL)
 		return cg_seterr("out of memory");
 	for (i = 0; i < t->nelem; i++) {
-		const unsigned char *p = (const unsigned char *)t->data + 4 * i;
-		vals[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-		          (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+		/* host words: a u32 tensor as read */
+		memcpy(&vals[i], (const unsigned char *)t->data + 4 * i, 4);
 	}
 	qsort(vals, (size_t)t->nelem, 4, cmp_u32);
 	for (i = 0; i < t->nelem; i++)

@@ -81,7 +81,8 @@ content_of(const struct cg_file *f, unsigned char out[32])
 		if (memcmp(t->sha256, none, 32) != 0 || t->data == NULL)
 			memcpy(d, t->sha256, 32);
 		else
-			cg_sha256(d, t->data, t->nbytes);
+			cg_sha256_le(d, t->data, t->nbytes,
+			             cg_dtype_word(t->dtype));
 		EVP_DigestUpdate(c, d, 32);
 	}
 	EVP_DigestFinal_ex(c, out, &len);

@@ -541,13 +541,25 @@ cg_tensor_make_f32(struct cg_tensor *t)
 /* The chunk a source tensor (cg_file_add_source) is read in. */
 #define SOURCE_CHUNK (1u << 20)
 
+/* Whether t's stored bytes are made a chunk at a time (stored_pass):
+ * a source tensor's, and on a big-endian host those of a type whose
+ * words are turned around; else they are t->data as it lies. */
+static int
+by_chunks(const struct cg_tensor *t)
+{
+	return t->read != NULL || (CG_BIG_ENDIAN && t->data != NULL &&
+	                           cg_dtype_word(t->dtype) > 1);
+}
+
 /*
- * Pass the bytes of source tensor t through SHA-256 into dg, and, with a
- * non-NULL a, write them to a as they come.  Returns 0, or -1 with a
+ * Pass the stored bytes of t (by_chunks) through SHA-256 into dg, and,
+ * with a non-NULL a, write them to a as they come: a source tensor's as
+ * its source gives them, a tensor in memory's copied a chunk at a time;
+ * the words of either turned to little-endian.  Returns 0, or -1 with a
  * message ("tensor NAME: ...").
  */
 static int
-source_pass(struct cg_tensor *t, struct archive *a, unsigned char dg[32])
+stored_pass(struct cg_tensor *t, struct archive *a, unsigned char dg[32])
 {
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
 	unsigned char *buf = malloc(SOURCE_CHUNK);
@@ -564,11 +576,15 @@ source_pass(struct cg_tensor *t, struct archive *a, unsigned char dg[32])
 		size_t n = t->nbytes - off > SOURCE_CHUNK
 			       ? SOURCE_CHUNK
 			       : (size_t)(t->nbytes - off);
-		if (t->read(t->read_ctx, off, buf, n) != 0) {
+		if (t->read == NULL)
+			memcpy(buf, (const unsigned char *)t->data + off, n);
+		else if (t->read(t->read_ctx, off, buf, n) != 0) {
 			cg_errprefix(t->name);
 			cg_errprefix("tensor");
 			goto out;
 		}
+		/* a chunk is a whole number of words: SOURCE_CHUNK is */
+		cg_le_words(buf, n, cg_dtype_word(t->dtype));
 		if (EVP_DigestUpdate(c, buf, n) != 1) {
 			cg_seterr("tensor %s: SHA-256 failed", t->name);
 			goto out;
@@ -609,13 +625,13 @@ cg_file_manifest(struct cg_file *f)
 	 * a source tensor's by a pass over its source. */
 #pragma omp parallel for schedule(dynamic, 1)
 	for (size_t i = 0; i < f->ntensors; i++)
-		if (f->tensors[i]->read == NULL)
+		if (!by_chunks(f->tensors[i]))
 			cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
 				  f->tensors[i]->nbytes);
 	for (size_t i = 0; i < f->ntensors; i++)
-		if (f->tensors[i]->read != NULL &&
-		    source_pass(f->tensors[i], NULL, f->tensors[i]->sha256) !=
-			0)
+		if (by_chunks(f->tensors[i]) &&
+		    stored_pass(f->tensors[i], NULL, f->tensors[i]->sha256) !=
+		        0)
 			goto fail_said;
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "tensors");
 	if ((arr = cJSON_AddArrayToObject(m, "tensors")) == NULL)
@@ -780,7 +796,7 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 		struct cg_tensor *t = f->tensors[i];
 		unsigned char dg[32];
 
-		if (t->read == NULL) {
+		if (!by_chunks(t)) {
 			if (write_member(a, t->name, t->data, t->nbytes) != 0)
 				goto fail_prefix;
 			continue;
@@ -788,7 +804,7 @@ cg_file_write_to(struct cg_file *f, struct cg_out *out, enum cg_compress c)
 		/* its header, then its bytes from a second pass, which
 		 * must give the digest the manifest holds */
 		if (write_member(a, t->name, NULL, t->nbytes) != 0 ||
-		    source_pass(t, a, dg) != 0)
+		    stored_pass(t, a, dg) != 0)
 			goto fail_prefix;
 		if (memcmp(dg, t->sha256, 32) != 0) {
 			cg_seterr("tensor %s: changed while it was read",
@@ -982,13 +998,14 @@ fail:
 
 /*
  * The current member of n bytes: where it lies in r->blob (*borrowed set)
- * when the file is mapped, else in a buffer of its own.  The memory reader
- * hands a member out as one block into the blob, and tar puts members at
- * multiples of 512 bytes, so they are as aligned as the blob; a block that
- * is not the whole member is copied and the rest read after it.
+ * when the file is mapped and copy is 0, else in a buffer of its own.  The
+ * memory reader hands a member out as one block into the blob, and tar puts
+ * members at multiples of 512 bytes, so they are as aligned as the blob; a
+ * block that is not the whole member is copied and the rest read after it.
  */
 static void *
-member_data(struct reader *r, const char *what, uint64_t n, int *borrowed)
+member_data(struct reader *r, const char *what, uint64_t n, int copy,
+            int *borrowed)
 {
 	const void *p;
 	size_t sz;
@@ -996,7 +1013,7 @@ member_data(struct reader *r, const char *what, uint64_t n, int *borrowed)
 	int rc;
 
 	*borrowed = 0;
-	if (r->blob == NULL || r->compressed || n == 0)
+	if (copy || r->blob == NULL || r->compressed || n == 0)
 		return read_member(r, what, n, NULL, 0);
 	rc = archive_read_data_block(r->a, &p, &sz, &off);
 	if (rc == ARCHIVE_EOF) {
@@ -1016,6 +1033,15 @@ member_data(struct reader *r, const char *what, uint64_t n, int *borrowed)
 		return (void *)p;
 	}
 	return read_member(r, what, n, p, sz);
+}
+
+/* Whether t's words are turned around between the file and memory: on
+ * a big-endian host, for a plain type of more than a byte (never on a
+ * little-endian one, where this is 0 and what it guards compiles away). */
+static int
+turned(const struct cg_tensor *t)
+{
+	return CG_BIG_ENDIAN && cg_dtype_word(t->dtype) > 1;
 }
 
 /* Next member header; -1 with a message on error, 1 at the end. */
@@ -1253,14 +1279,19 @@ read_archive(struct reader *r)
 				  t->name);
 			goto fail;
 		}
-		if ((t->data = member_data(r, what, t->nbytes,
-					   &t->borrowed)) == NULL)
+		/* a tensor whose words a big-endian host turns around is
+		 * in a buffer of its own: a mapping's pages may be dropped
+		 * and read again (page_out) */
+		if ((t->data = member_data(r, what, t->nbytes, turned(t),
+		                           &t->borrowed)) == NULL)
 			goto fail;
 	}
 	/* The late tensor's digest begins on a thread of its own, the
 	 * rest's are shared out among ours; the first mismatch in file
 	 * order is the one reported. */
 	struct cg_tensor *lt = r->late ? cg_file_find(f, r->late) : NULL;
+	if (lt != NULL && turned(lt))
+		lt = NULL; /* its words are turned once its digest is known */
 	if (lt != NULL &&
 	    late_begin(f, lt,
 		       lt->borrowed && r->blob != NULL &&
@@ -1287,6 +1318,11 @@ read_archive(struct reader *r)
 			  f->tensors[bad]->name);
 		goto fail;
 	}
+	/* the file's little-endian words as host words */
+	for (size_t i = 0; i < f->ntensors; i++)
+		if (turned(f->tensors[i]))
+			cg_le_words(f->tensors[i]->data, f->tensors[i]->nbytes,
+			            cg_dtype_word(f->tensors[i]->dtype));
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct cg_tensor *t = f->tensors[i];
 		const struct cg_codec *c = cg_codec(t->dtype);

@@ -19,7 +19,11 @@
 
 /*
  * A whole cg file in memory: the manifest (cJSON, owned) and the tensors in
- * manifest order.  Reading verifies every digest.  Each tensor is
+ * manifest order.  Reading verifies every digest.  A tensor of a plain
+ * multi-byte type (f32, f16, bf16, u16, u32, u64) holds host words in
+ * memory and little-endian words in the file: on a big-endian host the
+ * reader turns them around once the digest is checked, and the writer
+ * as it hashes and writes (core/util.h; nothing on a little-endian host).  Each tensor is
  * allocated once and stays where it is until the file is freed: a
  * pointer from cg_file_add* or cg_file_find holds across later adds (the
  * table of pointers grows, the tensors do not move).
@@ -65,7 +69,8 @@ struct cg_tensor *cg_file_add_ref(struct cg_file *f, const char *name,
 				  const uint64_t *shape, const void *data);
 /*
  * A tensor that is never held whole: the writer asks read(ctx, off, buf,
- * n) for its bytes [off, off + n), in order from 0 to the end, once to
+ * n) for its bytes [off, off + n) (host words, as data would hold), in
+ * order from 0 to the end, once to
  * compute its digest and once to write it, a chunk at a time (read
  * returns 0, or -1 with a message).  The two passes must give the same
  * bytes: a write whose second pass differs fails ("changed while it was
@@ -123,8 +128,9 @@ int cg_kind_check_manifest(const struct cJSON *m);
  * is mapped whole (private: writing to a tensor changes only this
  * process's copy) and its tensors are used where they lie (f->blob; the
  * tensors are marked borrowed), so reading copies nothing; compressed
- * files and pipes are read member by member.  Returns NULL with a message naming the file (and
- * tensor).
+ * files and pipes are read member by member; on a big-endian host a
+ * tensor whose words are turned around is a copy.  Returns NULL with a
+ * message naming the file (and tensor).
  */
 struct cg_file *cg_file_read(const char *path);
 /* The same, but every tensor in a buffer of its own (no blob), which a
@@ -138,7 +144,9 @@ struct cg_file *cg_file_read_copy(const char *path);
  * that tensor's bytes are unchecked: the caller may compute with them,
  * never size, index or allocate by them, and must hand out nothing made
  * from them.  Its data stays where it is until cg_file_free, which stops
- * the thread.  Returns as cg_file_read does.
+ * the thread.  (On a big-endian host a late tensor whose words are turned
+ * around is verified before this returns, as the rest.)  Returns as
+ * cg_file_read does.
  */
 struct cg_file *cg_file_read_late(const char *path, const char *late);
 /*

@@ -440,9 +440,12 @@ add_tensors(struct cg_file *f, struct entry **sorted, size_t n,
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1)
 #endif
-	for (size_t i = 0; i < f->ntensors; i++)
-		cg_sha256(f->tensors[i]->sha256, f->tensors[i]->data,
-		          f->tensors[i]->nbytes);
+	for (size_t i = 0; i < f->ntensors; i++) {
+		struct cg_tensor *t = f->tensors[i];
+		cg_sha256(t->sha256, t->data, t->nbytes);
+		/* the file's little-endian words as host words */
+		cg_le_words(t->data, t->nbytes, cg_dtype_word(t->dtype));
+	}
 	return 0;
 }
 
@@ -776,6 +779,33 @@ make_header(const struct cg_tensor *const *order, size_t n,
 	return 0;
 }
 
+/* The bytes of t to fp, its words little-endian: as they lie on a
+ * little-endian host, a copy turned around a chunk at a time on a
+ * big-endian one.  0, or -1 with errno set. */
+static int
+write_data(const struct cg_tensor *t, FILE *fp)
+{
+	enum { CHUNK = 1 << 16 }; /* a whole number of words */
+	const unsigned w = cg_dtype_word(t->dtype);
+	const unsigned char *p = t->data;
+	unsigned char buf[CHUNK];
+
+	if (!CG_BIG_ENDIAN || w == 1)
+		return t->nbytes == 0 ||
+		               fwrite(p, 1, t->nbytes, fp) == t->nbytes
+		           ? 0
+		           : -1;
+	for (uint64_t off = 0; off < t->nbytes; off += CHUNK) {
+		size_t k =
+		    t->nbytes - off < CHUNK ? (size_t)(t->nbytes - off) : CHUNK;
+		memcpy(buf, p + off, k);
+		cg_le_words(buf, k, w);
+		if (fwrite(buf, 1, k, fp) != k)
+			return -1;
+	}
+	return 0;
+}
+
 int
 cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 {
@@ -826,9 +856,7 @@ cg_safetensors_write_to(struct cg_file *f, struct cg_out *o)
 	    fwrite(hdr, 1, hlen, o->fp) != hlen)
 		goto write_error;
 	for (size_t i = 0; i < f->ntensors; i++)
-		if (order[i]->nbytes &&
-		    fwrite(order[i]->data, 1, order[i]->nbytes, o->fp) !=
-		        order[i]->nbytes)
+		if (write_data(order[i], o->fp) != 0)
 			goto write_error;
 	rc = 0;
 	goto done;

@@ -133,13 +133,18 @@ q4_portable(const unsigned char *w, const int8_t *q, const float *d, int nb)
 	return acc;
 }
 
+/* An f16 weight row is a tensor of a plain type: host words in memory
+ * (little-endian on every host with a SIMD path below). */
 static float
 f16_portable(const unsigned char *w, const float *x, int K)
 {
 	float acc = 0;
 
-	for (int k = 0; k < K; k++)
-		acc += scale_of(w + 2 * k) * x[k];
+	for (int k = 0; k < K; k++) {
+		uint16_t h;
+		memcpy(&h, w + 2 * k, 2);
+		acc += cg_f16_to_f32(h) * x[k];
+	}
 	return acc;
 }
 

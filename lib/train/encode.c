@@ -33,7 +33,7 @@ cg_train_encode(const struct cg_model *m, const struct cg_shard *s,
 	/* stochastic rounding and a first low-rank factor: a function of
 	 * the seed, the model's step and the shard */
 	cg_state_identity(s->file, id);
-	memcpy(&seedmix, id, sizeof(seedmix));
+	seedmix = cg_get_le64(id); /* the same on every host */
 	cg_rng_derive(&enc.rng, e->seed, m->step, seedmix);
 	nq = cg_uspec_state_floats(e->spec, v, nv);
 	if (st && nq &&

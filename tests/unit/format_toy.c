@@ -112,8 +112,12 @@ toy_read_fd(int fd, const char *display, const void *pre, size_t npre)
 			cg_seterr("tensor %s: past the end", name);
 			goto bad;
 		}
-		if (cg_file_add(f, name, CG_F32, 1, shape, b + at) == NULL)
+		struct cg_tensor *t =
+		    cg_file_add(f, name, CG_F32, 1, shape, b + at);
+		if (t == NULL)
 			goto bad;
+		/* host words in memory, as every reader leaves them */
+		cg_le_words(t->data, t->nbytes, 4);
 		at += shape[0] * 4;
 	}
 	if (at != n) {

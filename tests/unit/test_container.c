@@ -106,17 +106,23 @@ test_roundtrip(const char *dir)
 			/* A plain file's members are used where they lie in
 			 * the file read whole (64-byte aligned); compressed
 			 * ones are copies. */
-			int inplace = 1;
+			int inplace = 1, borrowed = 0;
 			for (size_t i = 0; i < g->ntensors; i++) {
 				const char *d = g->tensors[i]->data;
-				if (g->tensors[i]->nbytes == 0)
+				borrowed |= g->tensors[i]->borrowed;
+				/* a big-endian host turns a plain
+				 * type's words around in a copy */
+				if (g->tensors[i]->nbytes == 0 ||
+				    (CG_BIG_ENDIAN &&
+				     cg_dtype_word(g->tensors[i]->dtype) > 1))
 					continue;
 				inplace &= g->tensors[i]->borrowed && g->blob &&
 					   d >= (char *)g->blob &&
 					   ((uintptr_t)d & 63) == 0;
 			}
-			CHECK(c == 0 ? inplace : !inplace && g->blob == NULL,
-			      "%s: members in place: %d", ext[c], inplace);
+			CHECK(c == 0 ? inplace : !borrowed && g->blob == NULL,
+			      "%s: members in place: %d, borrowed: %d", ext[c],
+			      inplace, borrowed);
 		}
 		cg_file_free(g);
 		/* Read as copies: each tensor its own, none borrowed. */
@@ -221,8 +227,8 @@ test_hostile(const char *dir)
 	}
 	/* flip one byte of the first tensor's data: find the float -1.0 */
 	memcpy(c, b, n);
-	float m1 = -1.0f;
-	char *at = memmem(c, n, &m1, 4);
+	const unsigned char m1[4] = {0, 0, 0x80, 0xbf}; /* little-endian */
+	char *at = memmem(c, n, m1, 4);
 	CHECK(at != NULL, "tensor bytes not found");
 	if (at) {
 		at[1] ^= 0x40;
@@ -311,15 +317,17 @@ static void
 test_truncated_mapping(const char *dir)
 {
 	char p[512];
-	static float big[4096];
+	static unsigned char big[16384];
 	struct cg_file *f = cg_file_new("model");
 	int status = 0;
 
+	/* bytes: a tensor whose words a big-endian host turns around is
+	 * copied out of the mapping, these are left in it on every host */
 	snprintf(p, sizeof(p), "%s/shrinks", dir);
-	for (int i = 0; i < 4096; i++)
-		big[i] = (float)i;
-	cg_file_add(f, "a", CG_F32, 1, (uint64_t[]){4096}, big);
-	cg_file_add(f, "b", CG_F32, 1, (uint64_t[]){4096}, big);
+	for (int i = 0; i < 16384; i++)
+		big[i] = (unsigned char)i;
+	cg_file_add(f, "a", CG_U8, 1, (uint64_t[]){16384}, big);
+	cg_file_add(f, "b", CG_U8, 1, (uint64_t[]){16384}, big);
 	CHECK(cg_file_write(f, p, CG_COMPRESS_NONE) == 0, "%s", cg_errmsg());
 	cg_file_free(f);
 	fflush(NULL);
@@ -330,12 +338,12 @@ test_truncated_mapping(const char *dir)
 		omp_set_num_threads(1);
 #endif
 		struct cg_file *g = cg_file_read(p);
-		volatile float x;
+		volatile unsigned char x;
 		if (g == NULL || g->blob == NULL)
 			_exit(3);
 		if (truncate(p, 512) != 0)
 			_exit(4);
-		x = ((float *)g->tensors[1]->data)[4095];
+		x = ((unsigned char *)g->tensors[1]->data)[16383];
 		(void)x;
 		_exit(5); /* not reached: the page is gone */
 	}
@@ -446,6 +454,97 @@ test_late(const char *dir)
 	free(p);
 }
 
+/* Whether a 512-byte block of b [n] opens with pat [k] and zeros up to
+ * its 8th byte (a member of k bytes, padded). */
+static int
+opens_block(const char *b, size_t n, const unsigned char *pat, size_t k)
+{
+	static const char zero[8];
+
+	for (size_t at = 512; at + 8 <= n; at += 512)
+		if (memcmp(b + at, pat, k) == 0 &&
+		    memcmp(b + at + k, zero, 8 - k) == 0)
+			return 1;
+	return 0;
+}
+
+/* Whether tensor name of f holds the k bytes p. */
+static int
+holds(const struct cg_file *f, const char *name, const void *p, size_t k)
+{
+	const struct cg_tensor *t = cg_file_find(f, name);
+
+	return t && t->nbytes == k && memcmp(t->data, p, k) == 0;
+}
+
+/*
+ * The words of a file are little-endian on every host: a u16, a u32, a
+ * u64 and an f32 tensor written hold their values' little-endian bytes
+ * in the file, a q8_0 block its scale's, and read back (in place and as
+ * a copy, plain and compressed) they are the host's values again.
+ */
+static void
+test_byte_order(const char *dir)
+{
+	static const unsigned char le[] = {
+	    0x02, 0x01,                                     /* u16 0x0102 */
+	    0x04, 0x03, 0x02, 0x01,                         /* u32 */
+	    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* u64 */
+	    0x00, 0x00, 0xa0, 0xc0,                         /* f32 -5 */
+	};
+	const uint16_t h = 0x0102;
+	const uint32_t w = 0x01020304u;
+	const uint64_t d = 0x0102030405060708u;
+	const float x = -5.0f;
+	float q[32] = {0};
+	unsigned char blk[34];
+	struct cg_file *f = cg_file_new("data");
+	char p[512];
+	size_t n;
+
+	q[0] = 2.0f; /* scale 2/127 */
+	cg_codec(CG_Q8_0)->encode(blk, q, 32);
+	cg_file_add(f, "h", CG_U16, 1, (uint64_t[]){1}, &h);
+	cg_file_add(f, "w", CG_U32, 1, (uint64_t[]){1}, &w);
+	cg_file_add(f, "d", CG_U64, 1, (uint64_t[]){1}, &d);
+	cg_file_add(f, "x", CG_F32, 1, (uint64_t[]){1}, &x);
+	cg_file_add(f, "q", CG_Q8_0, 1, (uint64_t[]){32}, blk);
+	snprintf(p, sizeof(p), "%s/order", dir);
+	CHECK(cg_file_write(f, p, CG_COMPRESS_NONE) == 0, "%s", cg_errmsg());
+	char *b = slurp(p, &n);
+	/* members are padded to 512 bytes: each value opens a block */
+	int found = 0;
+	found += opens_block(b, n, le, 2);
+	found += opens_block(b, n, le + 2, 4);
+	found += opens_block(b, n, le + 6, 8);
+	found += opens_block(b, n, le + 14, 4);
+	CHECK(found == 4, "little-endian words in the file: %d of 4", found);
+	/* q8_0: the f16 scale 2/127 (0x2408), little-endian, then 127 */
+	CHECK(memmem(b, n, "\x08\x24\x7f", 3) != NULL,
+	      "a block's scale little-endian in the file");
+	free(b);
+	for (int c = 0; c < 2; c++) {
+		if (c == 1)
+			CHECK(cg_file_write(f, p, CG_COMPRESS_GZIP) == 0, "%s",
+			      cg_errmsg());
+		for (int copy = 0; copy < 2; copy++) {
+			struct cg_file *g =
+			    copy ? cg_file_read_copy(p) : cg_file_read(p);
+			CHECK(g != NULL, "read: %s", cg_errmsg());
+			if (g == NULL)
+				continue;
+			CHECK(holds(g, "h", &h, 2) && holds(g, "w", &w, 4) &&
+			          holds(g, "d", &d, 8) &&
+			          holds(g, "x", &x, 4) &&
+			          holds(g, "q", blk, 34),
+			      "host words read back (%s, %s)",
+			      c ? "gzip" : "plain", copy ? "copy" : "in place");
+			cg_file_free(g);
+		}
+	}
+	cg_file_free(f);
+}
+
 int
 main(void)
 {
@@ -457,6 +556,7 @@ main(void)
 	test_hostile(dir);
 	test_truncated_mapping(dir);
 	test_late(dir);
+	test_byte_order(dir);
 	test_halves();
 	test_rng();
 	test_hex_names();

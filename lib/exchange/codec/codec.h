@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cg.h"
 #include "exchange/ucodec.h"
@@ -93,21 +94,22 @@ struct cg_ucodec {
 	               uint64_t lo, size_t n, float *out);
 };
 
-/* Little-endian words of a tensor's bytes. */
+/* 32-bit words of a tensor's bytes, at any alignment: host words, as a
+ * tensor of a plain type holds them in memory (the file's reader and
+ * writer turn them around: core/util.h). */
 static inline uint32_t
 cg_ucodec_get32(const unsigned char *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
 }
 
 static inline void
 cg_ucodec_put32(unsigned char *p, uint32_t v)
 {
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 24);
+	memcpy(p, &v, 4);
 }
 
 /* name + suffix into out [CG_MAX_NAME]; -1 with a message when it does

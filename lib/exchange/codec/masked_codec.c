@@ -36,12 +36,9 @@ masked_encode(const struct cg_uspec *s, const struct cg_uview *v,
 	    NULL)
 		return -1;
 	y = t->data; /* 64-byte aligned */
+	/* host words: the file's writer makes them little-endian */
 	if (cg_mask_encode(e->mask, e->mask_weight, x, v->off, v->n, y) != 0)
 		return -1;
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	for (uint64_t i = 0; i < v->n; i++)
-		y[i] = __builtin_bswap64(y[i]);
-#endif
 	if (cJSON_GetObjectItemCaseSensitive(f->manifest, "mask") == NULL) {
 		cJSON *o = cg_mask_manifest(e->mask);
 		if (o == NULL)

@@ -356,8 +356,8 @@ put_index(unsigned char *p, enum cg_dtype t, uint64_t i, uint32_t v)
 	if (t == CG_U8)
 		p[i] = (unsigned char)v;
 	else if (t == CG_U16) {
-		p[2 * i] = (unsigned char)v;
-		p[2 * i + 1] = (unsigned char)(v >> 8);
+		uint16_t h = (uint16_t)v;
+		memcpy(p + 2 * i, &h, 2);
 	} else
 		cg_ucodec_put32(p + 4 * i, v);
 }
@@ -367,8 +367,11 @@ get_index(const unsigned char *p, enum cg_dtype t, uint64_t i)
 {
 	if (t == CG_U8)
 		return p[i];
-	if (t == CG_U16)
-		return (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8;
+	if (t == CG_U16) {
+		uint16_t h;
+		memcpy(&h, p + 2 * i, 2);
+		return h;
+	}
 	return cg_ucodec_get32(p + 4 * i);
 }
 
