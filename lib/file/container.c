@@ -197,7 +197,8 @@ cg_file_free(struct cg_file *f)
 	free(f->tensors);
 	free(f->index);
 	if (f->blob)
-		munmap(f->blob, f->blob_size);
+		munmap(f->blob, f->blob_anon ? cg_unsealed_len(f->blob_size)
+					     : f->blob_size);
 	cJSON_Delete(f->manifest);
 	free(f);
 }
@@ -213,9 +214,11 @@ cg_file_drop_blob(struct cg_file *f)
 		    d < (const char *)f->blob + f->blob_size)
 			return;
 	}
-	munmap(f->blob, f->blob_size);
+	munmap(f->blob, f->blob_anon ? cg_unsealed_len(f->blob_size)
+				     : f->blob_size);
 	f->blob = NULL;
 	f->blob_size = 0;
+	f->blob_anon = 0;
 }
 
 int
@@ -223,7 +226,7 @@ cg_file_page_out(const struct cg_file *f, const struct cg_tensor *t)
 {
 	const char *d = t->data, *b = f->blob;
 
-	if (d == NULL || !t->borrowed || b == NULL || d < b ||
+	if (d == NULL || !t->borrowed || b == NULL || f->blob_anon || d < b ||
 	    t->nbytes > f->blob_size ||
 	    (size_t)(d - b) > f->blob_size - t->nbytes)
 		return 0;
@@ -936,6 +939,7 @@ struct reader {
 	int compressed;
 	const char *blob; /* the whole plain file, when read in place */
 	size_t blob_size;
+	int blob_anon; /* blob is anonymous memory: never paged out */
 	const char *late; /* the tensor whose digest a thread verifies */
 };
 
@@ -1294,7 +1298,7 @@ read_archive(struct reader *r)
 		lt = NULL; /* its words are turned once its digest is known */
 	if (lt != NULL &&
 	    late_begin(f, lt,
-		       lt->borrowed && r->blob != NULL &&
+		       lt->borrowed && r->blob != NULL && !r->blob_anon &&
 			   (const char *)lt->data >= r->blob &&
 			   lt->nbytes <= r->blob_size &&
 			   (size_t)((const char *)lt->data - r->blob) <=
@@ -1443,15 +1447,58 @@ static struct cg_file *
 read_sealed(int fd, const char *display, const void *pre, size_t npre,
 	    int in_place, const char *late)
 {
-	struct cg_file *f;
-	int pfd = cg_unseal_fd(fd, pre, npre, cg_max_bytes());
+	struct reader r = {.name = display, .avail = cg_max_bytes(),
+			   .late = late};
+	struct cg_unsealed u;
+	struct cg_file *f = NULL;
 
-	if (pfd < 0) {
+	if (cg_unseal(fd, pre, npre, r.avail, &u) != 0) {
 		cg_errprefix(display);
 		return NULL;
 	}
-	f = read_fd(pfd, display, in_place, late);
-	close(pfd);
+	if (u.mem == NULL) {
+		f = read_fd(u.fd, display, in_place, late);
+		cg_unsealed_free(&u);
+		return f;
+	}
+	/* Opened into memory: read in place, the members left where they
+	 * lie and the memory handed to the file, as a mapped plain file's
+	 * are; anything else (empty, compressed, not a tar, sealed again)
+	 * read as bytes in memory are, and the memory let go. */
+	if (!in_place || u.size < 4 ||
+	    is_compressed(u.mem, u.size) ||
+	    cg_safetensors_probe(u.mem, u.size) ||
+	    cg_seal_probe(u.mem, u.size)) {
+		f = u.size ? cg_file_read_mem(u.mem, u.size, display) : NULL;
+		if (u.size == 0)
+			cg_seterr("%s: empty file, not a cg file", display);
+		cg_unsealed_free(&u);
+		return f;
+	}
+	r.fsize = u.size;
+	r.blob = u.mem;
+	r.blob_size = u.size;
+	r.blob_anon = 1;
+	if ((r.a = archive_read_new()) == NULL) {
+		cg_unsealed_free(&u);
+		cg_seterr("%s: out of memory", display);
+		return NULL;
+	}
+	archive_read_support_format_tar(r.a);
+	if (archive_read_open_memory(r.a, u.mem, u.size) != ARCHIVE_OK)
+		cg_seterr("%s", archive_error_string(r.a)
+				    ? archive_error_string(r.a)
+				    : "cannot read");
+	else if ((f = read_archive(&r)) != NULL) {
+		f->blob = u.mem;
+		f->blob_size = u.size;
+		f->blob_anon = 1;
+		u.mem = NULL;
+	}
+	if (f == NULL)
+		cg_errprefix(display);
+	archive_read_free(r.a);
+	cg_unsealed_free(&u);
 	return f;
 }
 

@@ -38,6 +38,8 @@ struct cg_file {
 	size_t nindex;
 	void *blob; /* a plain file mapped whole: its members lie in it */
 	size_t blob_size;
+	int blob_anon; /* blob is memory of its own (an opened sealed file),
+	                * not a file's pages: never paged out */
 	/* Read from a signed file: is_signed is 1 and signer its key, the
 	 * signature checked against the manifest (lib/file/sign.h). */
 	int is_signed;

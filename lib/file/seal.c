@@ -569,21 +569,65 @@ out:
 	return rc;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+size_t
+cg_unsealed_len(size_t n)
+{
+	return n ? (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : HUGE_PAGE;
+}
+
+/*
+ * Anonymous memory for n bytes, cg_unsealed_len(n) of it, on a 2 MiB
+ * boundary and marked for huge pages: the pages of a fresh buffer are
+ * what an opened file costs, and a huge page is one fault (and one
+ * zeroing) for 512 small ones.  The length is whole huge pages, so that
+ * the tail is one too.  NULL with a message.
+ */
+static unsigned char *
+plain_alloc(size_t n)
+{
+	size_t need, len, lo;
+	unsigned char *p, *a;
+
+	if (n > SIZE_MAX / 2 - 2 * HUGE_PAGE) {
+		cg_seterr("sealed: out of memory");
+		return NULL;
+	}
+	need = cg_unsealed_len(n);
+	len = need + HUGE_PAGE;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	         -1, 0);
+	if (p == MAP_FAILED) {
+		cg_seterr("sealed: %s", strerror(errno));
+		return NULL;
+	}
+	a = (unsigned char *)(((uintptr_t)p + HUGE_PAGE - 1) &
+	                      ~(uintptr_t)(HUGE_PAGE - 1));
+	lo = (size_t)(a - p);
+	if (lo)
+		munmap(p, lo);
+	if (len - lo > need)
+		munmap(a + need, len - lo - need);
+	madvise(a, need, MADV_HUGEPAGE); /* a hint: without it, small pages */
+	return a;
+}
+
 /*
  * The chunks of a regular file, mapped (the body of body [nb] bytes),
- * opened into out in parallel: every chunk's place is known from the
- * file's size.  Each thread opens a chunk into a buffer of its own and
- * writes it to its place (pwrite: cheaper here than writing through a
- * shared mapping, whose pages cost a fault each).  0 or -1 with the
- * first failing chunk's message.
+ * opened in parallel straight into fresh memory (plain_alloc), every
+ * chunk to its place, which is known from the file's size.  The memory
+ * and its size are left in *mem and *n; 0, or -1 with the first failing
+ * chunk's message (and nothing kept).
  */
 static int
-open_mapped(struct opener *o, int out, const unsigned char *body, size_t nb,
-            uint64_t max)
+open_mapped(struct opener *o, const unsigned char *body, size_t nb,
+            uint64_t max, unsigned char **mem, size_t *n)
 {
 	size_t step = o->chunk + TAG, nchunks, plain;
 	uint64_t bad = UINT64_MAX;
-	int oom = 0, werr = 0;
+	unsigned char *dst;
+	int oom = 0;
 
 	if (nb < TAG)
 		return cg_seterr("sealed: cut short (chunk 0 has %zu bytes, "
@@ -600,79 +644,59 @@ open_mapped(struct opener *o, int out, const unsigned char *body, size_t nb,
 		return cg_seterr("sealed: more than %llu bytes inside (the "
 		                 "limit, CG_MAX_BYTES)",
 		                 (unsigned long long)max);
+	if ((dst = plain_alloc(plain)) == NULL)
+		return -1;
 #pragma omp parallel
 	{
 		EVP_CIPHER_CTX *c = cipher(o->key, 0);
-		unsigned char *pt = malloc(o->chunk);
-		if (c == NULL || pt == NULL) {
+		if (c == NULL) {
 #pragma omp atomic write
 			oom = 1;
 		}
 #pragma omp for schedule(dynamic, 1)
 		for (size_t i = 0; i < nchunks; i++) {
 			int last = i == nchunks - 1;
-			size_t n = last ? nb - i * step : step, k = 0;
-			if (c == NULL || pt == NULL)
+			size_t k = last ? nb - i * step : step;
+			if (c == NULL)
 				continue;
-			if (open_chunk(c, o->head, i, last, body + i * step, n,
-			               pt) != 0) {
+			if (open_chunk(c, o->head, i, last, body + i * step, k,
+			               dst + i * o->chunk) != 0) {
 #pragma omp critical(cg_seal_bad)
 				if (i < bad)
 					bad = i;
-				continue;
-			}
-			while (k < n - TAG) {
-				ssize_t w = pwrite(out, pt + k, n - TAG - k,
-				                   (off_t)(i * o->chunk + k));
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0) {
-#pragma omp atomic write
-					werr = w < 0 ? errno : EIO;
-					break;
-				}
-				k += (size_t)w;
 			}
 		}
-		if (pt)
-			OPENSSL_cleanse(pt, o->chunk);
-		free(pt);
 		EVP_CIPHER_CTX_free(c);
 	}
-	if (oom)
-		return cg_seterr("sealed: out of memory");
-	if (bad != UINT64_MAX) {
-		if (ftruncate(out, 0) != 0) /* nothing of it kept */
-			return cg_seterr("sealed: %s", strerror(errno));
+	if (oom || bad != UINT64_MAX) {
+		/* nothing of it kept: what failed a tag is not believed */
+		munmap(dst, cg_unsealed_len(plain));
+		if (oom)
+			return cg_seterr("sealed: out of memory");
 		return cg_seterr("sealed: chunk %llu fails authentication (the "
 		                 "file was altered, cut short, extended or "
 		                 "reordered)",
 		                 (unsigned long long)bad);
 	}
-	if (werr)
-		return cg_seterr("sealed: %s", strerror(werr));
-	/* an empty last chunk leaves the size short of its end */
-	if (ftruncate(out, (off_t)plain) != 0)
-		return cg_seterr("sealed: %s", strerror(errno));
+	*mem = dst;
+	*n = plain;
 	return 0;
 }
 
 int
-cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max)
+cg_unseal(int fd, const void *pre, size_t npre, uint64_t max,
+          struct cg_unsealed *u)
 {
 	struct opener o = {.fd = fd, .pre = pre, .npre = npre};
 	struct stat st;
 	ssize_t got;
 	off_t pos;
-	int out = -1, rc = -1;
+	int rc = -1;
 
+	*u = (struct cg_unsealed){.fd = -1};
 	if ((got = src_fill(&o, o.head, 0, CG_SEAL_HEAD)) < 0 ||
 	    open_head(&o, (size_t)got) != 0)
 		goto done;
-	if ((out = memfd_create("cg-unsealed", MFD_CLOEXEC)) < 0) {
-		cg_seterr("sealed: %s", strerror(errno));
-		goto done;
-	}
 	/* a regular file read from where the header ended, mapped whole
 	 * from a page: its chunks in parallel; else a chunk at a time */
 	pos =
@@ -687,20 +711,60 @@ cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max)
 			cg_seterr("sealed: %s", strerror(errno));
 			goto done;
 		}
-		rc = open_mapped(&o, out, map + pos, size - (size_t)pos, max);
+		rc = open_mapped(&o, map + pos, size - (size_t)pos, max,
+		                 (unsigned char **)&u->mem, &u->size);
 		munmap(map, size);
 		lseek(fd, 0, SEEK_END);
-	} else
-		rc = open_stream(&o, out, max);
-	if (rc == 0 && lseek(out, 0, SEEK_SET) != 0) {
+		goto done;
+	}
+	if ((u->fd = memfd_create("cg-unsealed", MFD_CLOEXEC)) < 0) {
+		cg_seterr("sealed: %s", strerror(errno));
+		goto done;
+	}
+	if ((rc = open_stream(&o, u->fd, max)) == 0 &&
+	    lseek(u->fd, 0, SEEK_SET) != 0) {
 		cg_seterr("sealed: %s", strerror(errno));
 		rc = -1;
 	}
 done:
 	OPENSSL_cleanse(o.key, sizeof(o.key));
-	if (rc != 0 && out >= 0) {
+	if (rc != 0) {
+		if (u->fd >= 0)
+			close(u->fd);
+		*u = (struct cg_unsealed){.fd = -1};
+	}
+	return rc;
+}
+
+void
+cg_unsealed_free(struct cg_unsealed *u)
+{
+	if (u->mem)
+		munmap(u->mem, cg_unsealed_len(u->size));
+	if (u->fd >= 0)
+		close(u->fd);
+	*u = (struct cg_unsealed){.fd = -1};
+}
+
+int
+cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max)
+{
+	struct cg_unsealed u;
+	int out;
+
+	if (cg_unseal(fd, pre, npre, max, &u) != 0)
+		return -1;
+	if (u.mem == NULL)
+		return u.fd;
+	/* opened into memory: copied into a memory file */
+	if ((out = memfd_create("cg-unsealed", MFD_CLOEXEC)) < 0)
+		cg_seterr("sealed: %s", strerror(errno));
+	else if (write_all(out, u.mem, u.size) != 0 ||
+	         (lseek(out, 0, SEEK_SET) != 0 &&
+	          cg_seterr("sealed: %s", strerror(errno)))) {
 		close(out);
 		out = -1;
 	}
+	cg_unsealed_free(&u);
 	return out;
 }

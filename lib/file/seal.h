@@ -111,4 +111,22 @@ void cg_sealer_free(struct cg_sealer *s);
  */
 int cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max);
 
+/*
+ * The same, opened into memory where fd is a regular file (and npre is
+ * 0): the chunks opened in parallel straight into anonymous memory, which
+ * u->mem [u->size] holds (u->fd -1); else into a memory file, u->fd (u->mem
+ * NULL).  0, or -1 with the same messages.  cg_unsealed_free frees
+ * either; munmap(u->mem, cg_unsealed_len(u->size)) frees u->mem too.
+ */
+struct cg_unsealed {
+	int fd;
+	void *mem;
+	size_t size;
+};
+int cg_unseal(int fd, const void *pre, size_t npre, uint64_t max,
+              struct cg_unsealed *u);
+void cg_unsealed_free(struct cg_unsealed *u);
+/* The length of the memory that holds n opened bytes. */
+size_t cg_unsealed_len(size_t n);
+
 #endif
