@@ -122,20 +122,18 @@ cg_lora_layout(struct cg_model *m)
 			goto fail;
 		}
 		char name[sizeof(v->name)];
-		if (strlen(v[w].name) + strlen(CG_LORA_A) >= sizeof(name)) {
-			cg_seterr("manifest: \"lora\": \"%.64s\": name too "
-			          "long",
-			          v[w].name);
-			goto fail;
-		}
 		l->w[k] = w;
 		l->a[k] = m->nviews;
-		snprintf(name, sizeof(name), "%s%s", v[w].name, CG_LORA_A);
+		if (snprintf(name, sizeof(name), "%s%s", v[w].name,
+		             CG_LORA_A) >= (int)sizeof(name))
+			goto long_name;
 		cg_view_set(&v[m->nviews++], name, m->nparams, (size_t)l->r,
 		            (size_t)in, 0);
 		m->nparams += (size_t)l->r * in;
 		l->b[k] = m->nviews;
-		snprintf(name, sizeof(name), "%s%s", v[w].name, CG_LORA_B);
+		if (snprintf(name, sizeof(name), "%s%s", v[w].name,
+		             CG_LORA_B) >= (int)sizeof(name))
+			goto long_name;
 		cg_view_set(&v[m->nviews++], name, m->nparams, (size_t)out,
 		            (size_t)l->r, 0);
 		m->nparams += (size_t)out * l->r;
@@ -143,6 +141,10 @@ cg_lora_layout(struct cg_model *m)
 	}
 	m->lora = l;
 	return 0;
+long_name:
+	cg_seterr("manifest: \"lora\": \"%.64s\": name too long",
+	          v[l->w[k]].name);
+	goto fail;
 bad:
 	cg_seterr("manifest: \"lora\": a target is no string");
 fail:
