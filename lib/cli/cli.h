@@ -451,7 +451,7 @@ enum {
 /* clang-format off */
 #define CG_OPT_ENCRYPT_TO {"encrypt-to", CG_KEY_ENCRYPT_TO, "PUB", \
 	"seal the files written to the X25519 key PUB\n" \
-	"(cg-key --x25519; default: $CG_ENCRYPT_TO)", CG_OPT_CUSTOM}
+	"(an X25519 pair of cg-key; default: $CG_ENCRYPT_TO)", CG_OPT_CUSTOM}
 #define CG_OPT_SEAL_KEY {"seal-key", CG_KEY_SEAL_KEY, "KEY", \
 	"open sealed files with the X25519 private key KEY\n" \
 	"(default: $CG_SEAL_KEY)", CG_OPT_CUSTOM}
