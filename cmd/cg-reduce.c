@@ -19,6 +19,11 @@
  * worker's update clipped, their plain mean noised once, and what that
  * spends of a privacy budget recorded in the result (privacy.h), after
  * what --model had spent; --target-epsilon refuses a round past it.
+ *
+ * A masked round of a threshold (secagg.h) closes with a quorum: each
+ * surviving worker runs cg-reduce --reveal KEY --peers FILE over the
+ * masked updates that are in, which writes its reveal, and cg-reduce
+ * --unmask REVEALS takes the masks off with them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,7 +33,13 @@
 
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include <cjson/cJSON.h>
+#include <openssl/crypto.h>
+
+#include "core/atomic.h"
 #include "exchange/reduce.h"
+#include "exchange/secagg.h"
+#include "exchange/update.h"
 #include "exchange/stale.h"
 #include "model/model.h"
 
@@ -48,7 +59,10 @@ enum {
 	OPT_SEED,
 	OPT_SKIP_NONFINITE,
 	OPT_STALENESS_WEIGHT,
-	OPT_TARGET_EPSILON
+	OPT_TARGET_EPSILON,
+	OPT_PEERS,
+	OPT_REVEAL,
+	OPT_UNMASK
 };
 
 /* After the options, the reducer's table of operations: made by
@@ -77,7 +91,8 @@ struct args {
 	const char *dp_noise_given, *dp_only; /* the option's name */
 	uint64_t seed;
 	const char *seed_given;
-	char **inputs; /* [ninputs] */
+	const char *reveal, *peers, *unmask; /* a threshold round's */
+	char **inputs;                       /* [ninputs] */
 	int ninputs;
 	int quiet;
 };
@@ -136,6 +151,17 @@ static const struct cg_opt opts[] = {
     {"seed", OPT_SEED, "N",
      "draw the noise from seed N, kept secret (the system's randomness)",
      CG_OPT_U64(seed), CG_OPT_SEEN(seed_given)},
+    CG_OPT_HEADING("Secure aggregation with a threshold (--mask-threshold):"),
+    {"unmask", OPT_UNMASK, "FILES",
+     "take the masks off with the survivors' reveals (a file, or a\n"
+     "quoted glob): the round closes with a quorum of its peers",
+     CG_OPT_STR(unmask)},
+    {"reveal", OPT_REVEAL, "KEY",
+     "as a surviving worker, with its X25519 key: write what closes\n"
+     "the round of the masked updates given (once per round)",
+     CG_OPT_STR(reveal)},
+    {"peers", OPT_PEERS, "FILE",
+     "with --reveal: the round's peers (a file or dir)", CG_OPT_STR(peers)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"quiet", 'q', NULL, "nothing on stderr but errors", CG_OPT_FLAG(quiet)},
     CG_OPT_ENCRYPT_TO,
@@ -217,6 +243,14 @@ validate(const struct args *a)
 	if (a->target_epsilon > 0 && a->model == NULL)
 		return cg_usage("--target-epsilon: the budget spent so far is "
 		                "the model's: name it with --model");
+	if (a->reveal && a->peers == NULL)
+		return cg_usage("--reveal needs --peers FILE");
+	if (a->peers && a->reveal == NULL)
+		return cg_usage("--peers needs --reveal");
+	if (a->reveal &&
+	    (a->unmask || a->model || a->dp_clip > 0 || a->coded || a->dp_only))
+		return cg_usage("--reveal writes a reveal, not a reduction: no "
+		                "--unmask, --model, --codec or --dp-*");
 	if (a->model && strcmp(a->model, "-") == 0)
 		return cg_usage("--model: a file, not standard input (the "
 		                "inputs may come from there)");
@@ -348,6 +382,101 @@ report(const struct args *a, struct call *c, double t0)
 	return 0;
 }
 
+/* The reveals of --unmask into r; the failures counted. */
+static int
+add_reveals(struct cg_reducer *r, const char *pattern)
+{
+	char *name = (char *)pattern;
+	size_t count;
+	char **paths = cg_inputs_expand(&name, 1, &count);
+	int errors = 0;
+
+	if (paths == NULL)
+		return cg_fail(NULL);
+	if (cg_reducer_reveal_ready(r) != 0)
+		count = 0, errors = cg_fail(NULL);
+	for (size_t i = 0; i < count; i++) {
+		uint8_t *buf = NULL;
+		size_t n = 0;
+		if (cg_read_input(paths[i], CG_MAX_MANIFEST, &buf, &n) != 0 ||
+		    cg_reducer_reveal(r, (const char *)buf, n, paths[i]) != 0)
+			errors += cg_fail(NULL);
+		free(buf);
+	}
+	cg_inputs_free(paths);
+	return errors;
+}
+
+/* --reveal: this survivor's reveal of the masked updates given, written
+ * to a->out; the exit status. */
+static int
+run_reveal(const struct args *a)
+{
+	struct cg_mask m;
+	size_t count = 0, n = 0;
+	char **paths = cg_inputs_expand(a->inputs, a->ninputs, &count);
+	struct cg_update **u = calloc(count ? count : 1, sizeof(*u));
+	const struct cg_mask_info **in = calloc(count ? count : 1, sizeof(*in));
+	unsigned char(*base)[32] = calloc(count ? count : 1, 32);
+	const char **names = calloc(count ? count : 1, sizeof(*names));
+	struct cg_out out = {0};
+	cJSON *o = NULL;
+	char *text = NULL;
+	int rc = CG_EXIT_FAILURE;
+
+	if (cg_mask_init(&m, a->reveal, a->peers, NULL, CG_MASK_FRAC_BITS) !=
+	    0) {
+		cg_warn(NULL);
+		goto out;
+	}
+	if (paths == NULL || !u || !in || !base || !names) {
+		cg_fail(NULL);
+		goto out;
+	}
+	for (; n < count; n++) {
+		if ((u[n] = cg_update_read(paths[n])) == NULL) {
+			cg_fail(NULL);
+			goto out;
+		}
+		if (u[n]->mask == NULL) {
+			cg_warnx("%s: not masked: nothing to reveal", paths[n]);
+			n++;
+			goto out;
+		}
+		in[n] = u[n]->mask;
+		names[n] = u[n]->name;
+		cg_hex_parse(base[n], u[n]->base); /* checked by the reader */
+	}
+	if ((o = cg_mask_reveal(&m, in, (const unsigned char(*)[32])base, names,
+	                        (int)n)) == NULL ||
+	    (text = cJSON_PrintUnformatted(o)) == NULL) {
+		cg_fail(NULL);
+		goto out;
+	}
+	if (cg_out_open(&out, a->out) != 0 ||
+	    cg_out_write(&out, text, strlen(text)) != 0 ||
+	    cg_out_write(&out, "\n", 1) != 0 || cg_out_commit(&out) != 0) {
+		cg_warn(NULL);
+		cg_out_abort(&out);
+		goto out;
+	}
+	rc = CG_EXIT_OK;
+out:
+	if (text)
+		OPENSSL_cleanse(text, strlen(text));
+	free(text);
+	cJSON_Delete(o);
+	for (size_t i = 0; i < n; i++)
+		cg_update_free(u[i]);
+	free(u);
+	free(in);
+	free(base);
+	free(names);
+	cg_inputs_free(paths);
+	cg_mask_free(&m);
+	return rc;
+}
+
 /* The call: every input into the reducer, the result out; the exit
  * status. */
 static int
@@ -355,8 +484,11 @@ run(const struct args *a, struct call *c)
 {
 	const double t0 = cg_now();
 
+	if (a->reveal)
+		return run_reveal(a);
 	if (start(a, c) != 0 ||
 	    add_all(&c->r, a->inputs, a->ninputs, a->quiet) != 0 ||
+	    (a->unmask && add_reveals(&c->r, a->unmask) != 0) ||
 	    quorum(a, &c->r) != 0)
 		return CG_EXIT_FAILURE;
 	if ((c->f = cg_reducer_finish(&c->r)) == NULL)

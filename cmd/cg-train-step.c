@@ -51,6 +51,7 @@ enum {
 	OPT_LOG,
 	OPT_MASK,
 	OPT_MASK_BITS,
+	OPT_MASK_THRESHOLD,
 	OPT_MASK_ROUND,
 	OPT_MAX_MEMORY,
 	OPT_ORDER,
@@ -80,7 +81,7 @@ struct args {
 	double decay;
 	int quiet, ckpt, coded, no_feedback, deterministic, precision;
 	const char *mask, *peers, *mask_round; /* --mask and its options */
-	long long mask_bits;
+	long long mask_bits, mask_threshold;
 	/* --dp-clip, --dp-noise, --dp-seed: a share of DP's noise */
 	double dp_clip, dp_noise;
 	uint64_t dp_seed;
@@ -189,6 +190,10 @@ static const struct cg_opt opts[] = {
      CG_OPT_PARSE(mask_round, parse_round)},
     {"mask-bits", OPT_MASK_BITS, "F", "fraction bits of the fixed point (32)",
      CG_OPT_I64(mask_bits, CG_MASK_MIN_FRAC, CG_MASK_MAX_FRAC)},
+    {"mask-threshold", OPT_MASK_THRESHOLD, "T",
+     "a round that closes with T of the peers' updates: a self-mask,\n"
+     "shared among the peers (none: every peer's update is needed)",
+     CG_OPT_I64(mask_threshold, 2, CG_MASK_MAX_PEERS)},
     {"dp-clip", OPT_DP_CLIP, "C",
      "with --mask: clip the update to L2 norm C, of weight 1",
      CG_OPT_F64(dp_clip, 0, 1e30), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_given)},
@@ -287,11 +292,13 @@ validate(struct args *a)
 	if (a->deterministic && a->time_limit > 0)
 		return cg_usage("--deterministic and --time-limit conflict: "
 		                "a deadline's steps depend on the machine");
-	if ((a->peers || a->mask_round || a->mask_bits) && a->mask == NULL)
+	if ((a->peers || a->mask_round || a->mask_bits || a->mask_threshold) &&
+	    a->mask == NULL)
 		return cg_usage("--%s needs --mask",
 		                a->peers        ? "peers"
 		                : a->mask_round ? "mask-round"
-		                                : "mask-bits");
+		                : a->mask_bits  ? "mask-bits"
+		                                : "mask-threshold");
 	if (a->mask && a->peers == NULL)
 		return cg_usage("--mask needs --peers FILE");
 	if (a->codec_name && cg_uspec_masked(&a->codec))
@@ -395,6 +402,12 @@ prepare(const struct args *a, struct job *j)
 	if (a->mask && cg_mask_init(&j->mask, a->mask, a->peers, a->mask_round,
 	                            (int)a->mask_bits) != 0)
 		return cg_warn(NULL), -1;
+	if (a->mask && a->mask_threshold > j->mask.npeers)
+		return cg_warnx("--mask-threshold %lld: more than the %d peers "
+		                "of %s",
+		                a->mask_threshold, j->mask.npeers, a->peers),
+		       -1;
+	j->mask.threshold = (int)a->mask_threshold;
 	/* Open the outputs first: a terminal on stdout or an unwritable
 	 * directory is refused before any work is done. */
 	if (cg_out_open(&j->out, a->out) != 0 ||

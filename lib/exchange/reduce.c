@@ -284,6 +284,21 @@ take_share(struct cg_reducer *r, const struct cg_update *u)
 	return 0;
 }
 
+/*
+ * The noise multiplier of a masked round's shares over the peers in: each
+ * of n peers adds std sigma C / sqrt(n), so m of them leave the mean of
+ * weight m with sigma sqrt(m / n) C / m (a round that lost peers spends
+ * more of the budget than one that did not).
+ */
+static double
+masked_sigma(const struct cg_reducer *r)
+{
+	const double m = cg_mask_sum_present(r->masked);
+	const double n = cg_mask_sum_peers(r->masked);
+
+	return r->share.sigma * sqrt(m / n);
+}
+
 /* Everything r holds but the names of the inputs left out. */
 static void
 release(struct cg_reducer *r)
@@ -1034,7 +1049,10 @@ cg_reducer_finish(struct cg_reducer *r)
 		return NULL;
 	}
 	if (r->masked) {
-		/* every peer in, and the masks gone: the mean, or nothing */
+		/* every peer in (or a quorum, and the reveals), and the
+		 * masks gone: the mean, or nothing */
+		if (cg_mask_sum_close(r->masked) != 0)
+			return NULL;
 		f = r->acc;
 		for (int i = 0; i < r->first->nviews; i++)
 			if (cg_mask_sum_mean(r->masked, &r->first->views[i],
@@ -1042,7 +1060,7 @@ cg_reducer_finish(struct cg_reducer *r)
 				return NULL;
 		cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "masked");
 		cJSON_AddNumberToObject(f->manifest, "masked",
-		                        cg_mask_sum_peers(r->masked));
+		                        cg_mask_sum_present(r->masked));
 	} else if (r->sliced) {
 		double t0 = cg_now();
 		if (finish_sliced(r) != 0)
@@ -1060,8 +1078,8 @@ cg_reducer_finish(struct cg_reducer *r)
 	/* the noise of DP-FedAvg: std sigma C / W on the mean (dp.h),
 	 * added here or by the workers under their masks */
 	const double sigma = r->dp_sigma > 0 ? r->dp_sigma
-	                     : r->masked    ? r->share.sigma
-	                                    : 0;
+	                     : r->masked     ? masked_sigma(r)
+	                                     : 0;
 	if (sigma > 0) {
 		struct cg_dp next;
 		if (r->dp_sigma > 0)
@@ -1128,4 +1146,21 @@ cg_reducer_log_json(const struct cg_reducer *r, const struct cg_file *f,
 	if (st)
 		cJSON_AddItemToObject(o, "staleness", cJSON_Duplicate(st, 1));
 	return o;
+}
+
+int
+cg_reducer_reveal_ready(const struct cg_reducer *r)
+{
+	return r->masked ? cg_mask_sum_quorum(r->masked) : 0;
+}
+
+int
+cg_reducer_reveal(struct cg_reducer *r, const char *text, size_t len,
+                  const char *name)
+{
+	if (r->masked == NULL)
+		return cg_seterr("%s: a reveal, but no masked inputs", name);
+	if (cg_mask_sum_quorum(r->masked) != 0)
+		return -1;
+	return cg_mask_sum_reveal(r->masked, text, len, name);
 }

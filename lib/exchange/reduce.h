@@ -305,6 +305,16 @@ int cg_reducer_add(struct cg_reducer *r, struct cg_update *u);
  * finite.  Either way r's inputs are released; its counts and left_out
  * stay for a report until cg_reducer_free. */
 struct cg_file *cg_reducer_finish(struct cg_reducer *r);
+/*
+ * A surviving peer's reveal (secagg.h; text [len], named name) for r's
+ * masked round of a threshold, after every input: 0, or -1 with a
+ * message (no masked inputs, or what cg_mask_sum_reveal refuses).
+ */
+int cg_reducer_reveal(struct cg_reducer *r, const char *text, size_t len,
+                      const char *name);
+/* -1 with a message when r's masked round has a threshold and fewer
+ * updates than it are in: no reveal can close it.  Else 0. */
+int cg_reducer_reveal_ready(const struct cg_reducer *r);
 void cg_reducer_free(struct cg_reducer *r);
 
 /*

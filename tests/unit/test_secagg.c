@@ -14,7 +14,13 @@
  * with another key or base (the masks do not cancel), a value past the
  * clip, a weight that is not whole, the median and a plain input among
  * masked ones are refused, each with its message; a hostile "mask"
- * object or tensor is refused by the reader.  Exit 0 pass, 1 fail.
+ * object or tensor is refused by the reader.  Shamir's sharing over
+ * GF(2^61 - 1): its product against a 128-bit remainder, any t of n
+ * shares giving the secret back, t - 1 of them (with a wrong one) not,
+ * and bad points refused; in a round of a threshold, a lost worker's
+ * update stripped of every pairwise mask (what the survivors reveal)
+ * still correlates with its values below 0.01: its self-mask stays on.
+ * Exit 0 pass, 1 fail.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "cg.h"
+#include "core/shamir.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
 #include "exchange/update.h"
@@ -313,6 +320,120 @@ correlation(void)
 	free(c);
 }
 
+/* ------------------------------------------------------------- shamir */
+
+static void
+shamir(void)
+{
+	const uint64_t p = CG_SHAMIR_P;
+	struct cg_rng r;
+	int mul_ok = 1, any_t = 1, less_not = 1;
+	char what[128];
+
+	cg_rng_seed(&r, 3);
+	for (int i = 0; i < 100000; i++) {
+		uint64_t a = cg_rng_u64(&r) % p, b = cg_rng_u64(&r) % p;
+		if (i == 0)
+			a = b = p - 1;
+		mul_ok &= cg_shamir_mul(a, b) ==
+		          (uint64_t)((unsigned __int128)a * b % p);
+	}
+	expect(mul_ok, "shamir: a b mod 2^61 - 1 as a 128-bit remainder");
+	for (int t = 2; t <= 7; t++) {
+		const int n = 9;
+		uint64_t coef[7], px[9], py[9], x[7], y[7], s;
+		for (int k = 0; k < t; k++)
+			coef[k] = cg_rng_u64(&r) % p;
+		for (int q = 0; q < n; q++) {
+			px[q] = (uint64_t)q + 1;
+			py[q] = cg_shamir_eval(coef, t, px[q]);
+		}
+		for (int trial = 0; trial < 20; trial++) {
+			/* t different shares at random */
+			int used[9] = {0};
+			for (int k = 0; k < t; k++) {
+				int q;
+				do
+					q = (int)(cg_rng_u64(&r) % n);
+				while (used[q]);
+				used[q] = 1;
+				x[k] = px[q];
+				y[k] = py[q];
+			}
+			any_t &=
+			    cg_shamir_combine(x, y, t, &s) == 0 && s == coef[0];
+			/* t - 1 of them and a made-up one */
+			y[t - 1] = (y[t - 1] + 1) % p;
+			less_not &=
+			    cg_shamir_combine(x, y, t, &s) == 0 && s != coef[0];
+		}
+	}
+	snprintf(what, sizeof(what),
+	         "shamir: any t of 9 shares give the secret (t = 2..7), one "
+	         "share off does not");
+	expect(any_t && less_not, what);
+	{
+		uint64_t x[3] = {1, 2, 2}, y[3] = {5, 6, 7}, s;
+		int dup = cg_shamir_combine(x, y, 3, &s);
+		x[2] = 0;
+		int zero = cg_shamir_combine(x, y, 3, &s);
+		x[2] = 3;
+		y[1] = p;
+		int big = cg_shamir_combine(x, y, 3, &s);
+		expect(dup == -1 && zero == -1 && big == -1,
+		       "shamir: an x twice, an x of 0, a y of p refused");
+	}
+}
+
+/* A lost worker's masked words less every pairwise mask: its values
+ * under its self-mask, uncorrelated with them. */
+static void
+late_update(void)
+{
+	const size_t P = (size_t)1 << 18;
+	const char *peers = make_peers(5);
+	float *x = xcalloc(P, sizeof(float));
+	uint64_t *y = xcalloc(P, 8), *pairs = xcalloc(P, 8);
+	double *a = xcalloc(P, sizeof(double)), *b = xcalloc(P, sizeof(double));
+	unsigned char base[32];
+	struct cg_mask m, plain;
+	struct cg_rng r;
+	char what[128];
+
+	cg_rng_seed(&r, 9);
+	for (size_t i = 0; i < P; i++)
+		x[i] = 0.01f * cg_rng_normal(&r) + (i % 1000 < 10 ? 3 : 0);
+	cg_sha256(base, "late", 4);
+	if (cg_mask_init(&m, tmp("k2"), peers, "", CG_MASK_FRAC_BITS) != 0)
+		die("cg_mask_init");
+	m.threshold = 3;
+	if (cg_mask_round(&m, base) != 0 ||
+	    cg_mask_encode(&m, 1, x, 0, P, y) != 0)
+		die("cg_mask_encode");
+	/* the same key and round without a threshold: the pairwise masks,
+	 * every one of which the survivors' reveals would give away */
+	init_mask(&plain, 2, peers, "", CG_MASK_FRAC_BITS, base);
+	if (cg_mask_words(&plain, 0, P, pairs) != 0)
+		die("cg_mask_words");
+	for (size_t i = 0; i < P; i++) {
+		a[i] = x[i];
+		b[i] = (double)(int64_t)(y[i] - pairs[i]);
+	}
+	double rs = corr(a, b, P);
+	snprintf(what, sizeof(what),
+	         "a lost worker's update less its pairwise masks: correlation "
+	         "with its values %.5f, below 0.01",
+	         rs);
+	expect(fabs(rs) < 0.01, what);
+	cg_mask_free(&m);
+	cg_mask_free(&plain);
+	free(x);
+	free(y);
+	free(pairs);
+	free(a);
+	free(b);
+}
+
 /* ----------------------------------------------------------- refusals */
 
 static int
@@ -578,6 +699,8 @@ main(void)
 	mean_bound(3, 12);
 	correlation();
 	refusals();
+	shamir();
+	late_update();
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
