@@ -66,6 +66,40 @@ cg_shamir_eval(const uint64_t *coef, int t, uint64_t x)
 }
 
 int
+cg_shamir_weights(const uint64_t *x, int t, uint64_t *w)
+{
+	for (int i = 0; i < t; i++) {
+		if (x[i] == 0 || x[i] >= P)
+			return -1;
+		for (int j = 0; j < i; j++)
+			if (x[j] == x[i])
+				return -1;
+	}
+	/* w_i = prod_{j != i} x_j / (x_j - x_i) */
+	for (int i = 0; i < t; i++) {
+		uint64_t num = 1, den = 1;
+		for (int j = 0; j < t; j++) {
+			if (j == i)
+				continue;
+			num = cg_shamir_mul(num, x[j]);
+			den = cg_shamir_mul(den, sub(x[j], x[i]));
+		}
+		w[i] = cg_shamir_mul(num, inverse(den));
+	}
+	return 0;
+}
+
+uint64_t
+cg_shamir_dot(const uint64_t *w, const uint64_t *y, int t)
+{
+	uint64_t acc = 0;
+
+	for (int i = 0; i < t; i++)
+		acc = add(acc, cg_shamir_mul(w[i], y[i]));
+	return acc;
+}
+
+int
 cg_shamir_combine(const uint64_t *x, const uint64_t *y, int t, uint64_t *s)
 {
 	uint64_t acc = 0;

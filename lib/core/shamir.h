@@ -31,4 +31,14 @@ uint64_t cg_shamir_eval(const uint64_t *coef, int t, uint64_t x);
  */
 int cg_shamir_combine(const uint64_t *x, const uint64_t *y, int t, uint64_t *s);
 
+/*
+ * The Lagrange weights at 0 of the points x [t] into w [t]: the secret
+ * of shares (x_k, y_k) is sum_k w_k y_k mod p, so that many secrets
+ * shared at the same points cost one set of weights.  0, or -1 as
+ * cg_shamir_combine for the x.
+ */
+int cg_shamir_weights(const uint64_t *x, int t, uint64_t *w);
+/* sum_k w [k] y [k] mod p (y each < p). */
+uint64_t cg_shamir_dot(const uint64_t *w, const uint64_t *y, int t);
+
 #endif

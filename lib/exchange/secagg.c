@@ -1260,23 +1260,29 @@ rebuild_self(const struct cg_mask_sum *s, unsigned char (*key)[32])
 {
 	const struct cg_mask_info *r = &s->round;
 	const int np = r->npeers, t = r->threshold;
-	uint64_t x[CG_MASK_MAX_PEERS], y[CG_MASK_MAX_PEERS], v;
-	int who[CG_MASK_MAX_PEERS], n = 0;
+	uint64_t x[CG_MASK_MAX_PEERS], w[CG_MASK_MAX_PEERS];
+	uint64_t y[CG_MASK_MAX_PEERS], v;
+	int who[CG_MASK_MAX_PEERS], n = 0, bad = 0;
 	unsigned char c[32];
 
 	for (int q = 0; q < np && n < t; q++)
-		if (s->revealed[q])
+		if (s->revealed[q]) {
+			x[n] = (uint64_t)q + 1;
 			who[n++] = q;
+		}
+	/* the same t revealers for every peer: one set of weights */
+	if (n < t || cg_shamir_weights(x, t, w) != 0)
+		return cg_seterr("reveals: two at one point");
 	for (int i = 0; i < np; i++) {
 		if (!s->seen[i])
 			continue;
 		for (int k = 0; k < 8; k++) {
 			for (int m = 0; m < t; m++) {
-				x[m] = (uint64_t)who[m] + 1;
 				y[m] = s->share[(size_t)who[m] * np + i][k];
+				bad |= y[m] >= CG_SHAMIR_P;
 			}
-			if (cg_shamir_combine(x, y, t, &v) != 0 ||
-			    v > UINT32_MAX)
+			v = bad ? UINT64_MAX : cg_shamir_dot(w, y, t);
+			if (v > UINT32_MAX)
 				v = UINT64_MAX; /* caught by the commitment */
 			for (int b = 0; b < 4; b++)
 				key[i][4 * k + b] =

@@ -369,8 +369,8 @@ shamir(void)
 		}
 	}
 	snprintf(what, sizeof(what),
-	         "shamir: any t of 9 shares give the secret (t = 2..7), one "
-	         "share off does not");
+	         "shamir: any t of 9 shares give the secret (t = 2..7; "
+	         "combined, and by weights), one share off does not");
 	expect(any_t && less_not, what);
 	{
 		uint64_t x[3] = {1, 2, 2}, y[3] = {5, 6, 7}, s;
