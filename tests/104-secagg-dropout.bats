@@ -8,7 +8,8 @@
 # prints the largest difference), with 1 and 2 workers lost and with
 # none; fewer updates or reveals than the threshold, a survivor's reveal
 # missing, a late update of a lost worker, and hostile reveals and
-# shares refused with one line, exit 1, nothing written.  The programs
+# shares refused with one line, exit 1, nothing written; workers' noise
+# shares counted over the updates in.  The programs
 # come from PATH.
 
 bats_require_minimum_version 1.5.0
@@ -270,4 +271,21 @@ PY
 		[[ ${stderr_lines[0]} == "cg-reduce: e0.cgg: "* ]]
 		[ ! -e x.json ]
 	done
+}
+
+@test "noise shares under the masks: 6 of 8 in leave the mean noise of multiplier sigma sqrt(6/8), which the record counts" {
+	local w ins=()
+	for w in 0 1 2 3 4 5 6 7; do
+		cg-train-step -q -m "$D/m.cgm" -d "$D/fm-$w.cgd" --emit delta --steps 1 \
+			--batch 8 --seed $w --mask "$D/k$w" --peers "$D/peers" \
+			--mask-threshold 6 --dp-clip 0.5 --dp-noise 2 -o n$w.cgg
+	done
+	for w in 0 1 2 3 4 5; do ins+=("n$w.cgg"); done
+	for w in 0 1 2 3 4 5; do
+		cg-reduce --reveal "$D/k$w" --peers "$D/peers" -o r$w.json "${ins[@]}"
+	done
+	run -0 cg-reduce --model "$D/m.cgm" --unmask 'r*.json' "${ins[@]}" -o mean.cgg
+	run -0 jq -c '[.masked, .dp.release.clip, (.dp.release.sigma * 1e6 | round)]' \
+		< <(tar xOf mean.cgg cg.json)
+	assert_output '[6,0.5,1732051]'
 }

@@ -1311,10 +1311,13 @@ unmask(struct cg_mask_sum *s)
 
 	if (key == NULL)
 		return cg_seterr("out of memory");
-	if (rebuild_self(s, key) != 0)
-		bad = 1;
+	if (rebuild_self(s, key) != 0) {
+		OPENSSL_cleanse(key, (size_t)np * 32);
+		free(key);
+		return -1;
+	}
 #pragma omp parallel for schedule(dynamic) reduction(| : bad)
-	for (uint64_t g = 0; g < (bad ? 0 : nseg); g++) {
+	for (uint64_t g = 0; g < nseg; g++) {
 		uint64_t lo = g * SEG, len = s->P - lo < SEG ? s->P - lo : SEG;
 		for (int i = 0; i < np && !bad; i++) {
 			if (!s->seen[i])
