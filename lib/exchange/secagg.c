@@ -8,8 +8,14 @@
  * to its fixed-point update; the coordinator's side adds the masked
  * words of every peer modulo 2^64, which leaves the weighted sum of the
  * true values, and refuses to say anything before every peer is in.
- * Nothing here is a cipher of its own: the stream is ChaCha20 and the
- * keys come from X25519 and HKDF as OpenSSL gives them.
+ * A round of a threshold adds the self-mask, its Shamir shares sealed
+ * for each peer (ChaCha20-Poly1305) and the commitments on the worker's
+ * side; a survivor's reveal; and on the coordinator's side the checks of
+ * the reveals against the commitments, the self-masks rebuilt and every
+ * mask of the round taken off.  Nothing here is a cipher of its own: the
+ * streams are ChaCha20, the seals ChaCha20-Poly1305, and the keys come
+ * from X25519 and HKDF as OpenSSL gives them; the field arithmetic is
+ * core/shamir.c's.
  */
 #include <dirent.h>
 #include <errno.h>
