@@ -6,8 +6,12 @@
 #
 # The hosts are those of the tests (tests/hosts.sh): four network
 # namespaces on a bridge, each with its own sshd, each link capped both
-# ways by a token bucket (tc tbf, RATE).  This kernel has no netem: the
-# links have a rate and no added delay or loss.  Every row trains the
+# ways by a token bucket (tc tbf, RATE).  This kernel has no netem: with
+# RTT (milliseconds) or LOSS (a share of the frames) each link goes
+# through tests/unit/linkrelay (made by make check), which delays every
+# frame RTT/4 each way, so that a round trip between two hosts takes
+# RTT, and loses LOSS of them; without, the links have a rate and no
+# added delay or loss.  Every row trains the
 # same conditional VAE (HIDDEN x LAYERS, LATENT: small, so that per-step
 # exchanges finish in the time of a bench) on Fashion-MNIST, each host a
 # quarter of the training set and a batch of BATCH a step, until the
@@ -49,7 +53,8 @@
 # shards' push not included.
 #
 # Prints a Markdown table on stdout, progress on stderr.  Knobs
-# (environment): CG_BIN (build/cmd), RATE (10mbit), TARGET (270),
+# (environment): CG_BIN (build/cmd), RATE (10mbit), RTT (0), LOSS (0),
+# HOSTS_RELAY (CG_BIN/../tests/unit/linkrelay), TARGET (270),
 # HIDDEN (64), LAYERS (1), LATENT (16), BATCH (32), LR (1e-3), SEED (1),
 # DILOCO_STEPS (50), SYNC_CHUNK (25), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
 # evaluations), MAX_SECONDS (600), SYNC_MAX_SECONDS (MAX_SECONDS, the
@@ -63,6 +68,9 @@ top=$PWD
 
 CG_BIN=$(cd "${CG_BIN:-build/cmd}" && pwd) || exit 1
 RATE=${RATE:-10mbit}
+RTT=${RTT:-0}
+LOSS=${LOSS:-0}
+export HOSTS_RELAY=${HOSTS_RELAY:-$CG_BIN/../tests/unit/linkrelay}
 TARGET=${TARGET:-270}
 HIDDEN=${HIDDEN:-64}
 LAYERS=${LAYERS:-1}
@@ -86,9 +94,9 @@ why=$(hosts_skip_reason)
 work=$(mktemp -d "${TMPDIR:-/tmp}/cg-cluster-bench.XXXXXX") || exit 1
 trap 'hosts_down; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM
-hosts_up "$N" "$RATE" || exit 1
+hosts_up "$N" "$RATE" "$RTT" "$LOSS" || exit 1
 export LC_ALL=C OMP_NUM_THREADS=1
-echo "cluster.sh: $N hosts at $RATE, work in $work" >&2
+echo "cluster.sh: $N hosts at $RATE, RTT $RTT ms, loss $LOSS, work in $work" >&2
 
 ns() { echo "cgn${HOSTS_PREFIX}h$1"; }
 
@@ -224,7 +232,8 @@ done
 # The table: time and bytes against plain DDP's and the best DDP row's
 # (the least time among the DDP rows that reached the target).
 echo "cvae ${HIDDEN}x${LAYERS}, latent $LATENT ($params parameters), $N hosts" \
-	"at $RATE, batch $BATCH a host, target test nelbo $TARGET," \
+	"at $RATE, RTT $RTT ms, loss $LOSS, batch $BATCH a host," \
+	"target test nelbo $TARGET," \
 	"at most $MAX_SECONDS s a row"
 echo
 jq -rs '
