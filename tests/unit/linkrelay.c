@@ -60,9 +60,9 @@
 
 struct frame {
 	struct frame *next;
-	uint64_t due;	/* CLOCK_MONOTONIC, ns */
+	uint64_t due; /* CLOCK_MONOTONIC, ns */
 	size_t len;
-	unsigned char data[];	/* virtio_net_hdr, then the Ethernet frame */
+	unsigned char data[]; /* virtio_net_hdr, then the Ethernet frame */
 };
 
 /* one direction: frames read from in, to leave by out */
@@ -121,28 +121,27 @@ open_if(const char *name, int *index)
 		return -1;
 	}
 	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    htons(ETH_P_ALL));
+	            htons(ETH_P_ALL));
 	if (fd < 0) {
 		fprintf(stderr, "linkrelay: packet socket: %s\n",
-			strerror(errno));
+		        strerror(errno));
 		return -1;
 	}
-	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) <
-	    0) {
+	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) < 0) {
 		fprintf(stderr, "linkrelay: %s: PACKET_VNET_HDR: %s\n", name,
-			strerror(errno));
+		        strerror(errno));
 		goto fail;
 	}
 	/* older kernels lack it: the address's packet type is checked too */
 	(void)setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
-			 sizeof one);
+	                 sizeof one);
 	memset(&sll, 0, sizeof sll);
 	sll.sll_family = AF_PACKET;
 	sll.sll_protocol = htons(ETH_P_ALL);
 	sll.sll_ifindex = ix;
 	if (bind(fd, (struct sockaddr *)&sll, sizeof sll) < 0) {
 		fprintf(stderr, "linkrelay: %s: bind: %s\n", name,
-			strerror(errno));
+		        strerror(errno));
 		goto fail;
 	}
 	/* frames for any address: the hosts' MACs are not this side's */
@@ -152,7 +151,7 @@ open_if(const char *name, int *index)
 	if (setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr) <
 	    0) {
 		fprintf(stderr, "linkrelay: %s: promiscuous mode: %s\n", name,
-			strerror(errno));
+		        strerror(errno));
 		goto fail;
 	}
 	*index = ix;
@@ -166,7 +165,7 @@ fail:
  * and queued (or lost, or dropped past CAP bytes) */
 static void
 take_in(struct way *w, unsigned char *buf, uint64_t delay, double loss,
-	size_t cap)
+        size_t cap)
 {
 	struct sockaddr_ll from;
 	socklen_t fl;
@@ -176,14 +175,14 @@ take_in(struct way *w, unsigned char *buf, uint64_t delay, double loss,
 	for (;;) {
 		fl = sizeof from;
 		n = recvfrom(w->in, buf, FRAME_MAX, MSG_TRUNC,
-			     (struct sockaddr *)&from, &fl);
+		             (struct sockaddr *)&from, &fl);
 		if (n < 0) {
 			/* a link down reads ENETDOWN; gone (its namespace
 			 * removed, a run killed), it ends the relay */
 			if ((errno == ENETDOWN || errno == ENODEV ||
 			     errno == ENXIO) &&
 			    if_indextoname((unsigned)w->in_index,
-					   (char[IF_NAMESIZE]){0}) == NULL)
+			                   (char[IF_NAMESIZE]){0}) == NULL)
 				stop = 1;
 			return; /* EAGAIN: nothing more to read */
 		}
@@ -230,7 +229,7 @@ send_due(struct way *w, uint64_t now)
 		memcpy(to.sll_addr, f->data + sizeof(struct virtio_net_hdr),
 		       ETH_ALEN);
 		n = sendto(w->out, f->data, f->len, 0, (struct sockaddr *)&to,
-			   sizeof to);
+		           sizeof to);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 1;
 		/* sent, or lost (ENOBUFS: the qdisc is full; a link down) */
@@ -261,7 +260,7 @@ static void
 usage(FILE *to)
 {
 	fprintf(to, "usage: linkrelay [-d DELAY_US] [-l LOSS] [-s SEED] "
-		    "[-b BYTES] IF_A IF_B\n");
+	            "[-b BYTES] IF_A IF_B\n");
 }
 
 int
@@ -351,7 +350,8 @@ main(int argc, char **argv)
 		if (poll(pf, 2, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
-			fprintf(stderr, "linkrelay: poll: %s\n", strerror(errno));
+			fprintf(stderr, "linkrelay: poll: %s\n",
+			        strerror(errno));
 			return 1;
 		}
 		/* an error (a link down) is read, and so cleared */
