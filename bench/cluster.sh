@@ -6,8 +6,12 @@
 #
 # The hosts are those of the tests (tests/hosts.sh): four network
 # namespaces on a bridge, each with its own sshd, each link capped both
-# ways by a token bucket (tc tbf, RATE).  This kernel has no netem: the
-# links have a rate and no added delay or loss.  Every row trains the
+# ways by a token bucket (tc tbf, RATE).  This kernel has no netem: with
+# RTT (milliseconds) or LOSS (a share of the frames) each link goes
+# through tests/unit/linkrelay (made by make check), which delays every
+# frame RTT/4 each way, so that a round trip between two hosts takes
+# RTT, and loses LOSS of them; without, the links have a rate and no
+# added delay or loss.  Every row trains the
 # same conditional VAE (HIDDEN x LAYERS, LATENT: small, so that per-step
 # exchanges finish in the time of a bench) on Fashion-MNIST, each host a
 # quarter of the training set and a batch of BATCH a step, until the
@@ -31,6 +35,11 @@
 #   cg-diloco-q2-h100-q4down  the same, the model's change sent down 4-bit
 #                   (cg-cluster --down-codec q4: each host keeps its copy)
 #   cg-diloco-q2-h200-q4down  the same, 200 local steps a round
+#   cg-diloco-grow  cg-diloco with rounds of 25 local steps, then 50,
+#                   then 100 (--steps 25x4,50x4,100)
+#   cg-sync50-diloco  50 synchronous rounds (one step each, the
+#                   coordinator's Adam at LR), then cg-diloco's rounds
+#                   (--sync-rounds 50)
 #
 # DDP's process group is rank 0 in the first host; cg-cluster's
 # coordinator runs in the first host too (ip netns exec), and that host is
@@ -49,7 +58,8 @@
 # shards' push not included.
 #
 # Prints a Markdown table on stdout, progress on stderr.  Knobs
-# (environment): CG_BIN (build/cmd), RATE (10mbit), TARGET (270),
+# (environment): CG_BIN (build/cmd), RATE (10mbit), RTT (0), LOSS (0),
+# HOSTS_RELAY (CG_BIN/../tests/unit/linkrelay), TARGET (270),
 # HIDDEN (64), LAYERS (1), LATENT (16), BATCH (32), LR (1e-3), SEED (1),
 # DILOCO_STEPS (50), SYNC_CHUNK (25), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
 # evaluations), MAX_SECONDS (600), SYNC_MAX_SECONDS (MAX_SECONDS, the
@@ -63,6 +73,9 @@ top=$PWD
 
 CG_BIN=$(cd "${CG_BIN:-build/cmd}" && pwd) || exit 1
 RATE=${RATE:-10mbit}
+RTT=${RTT:-0}
+LOSS=${LOSS:-0}
+export HOSTS_RELAY=${HOSTS_RELAY:-$CG_BIN/../tests/unit/linkrelay}
 TARGET=${TARGET:-270}
 HIDDEN=${HIDDEN:-64}
 LAYERS=${LAYERS:-1}
@@ -76,7 +89,7 @@ EVAL_EVERY=${EVAL_EVERY:-25}
 MAX_SECONDS=${MAX_SECONDS:-600}
 SYNC_MAX_SECONDS=${SYNC_MAX_SECONDS:-$MAX_SECONDS}
 SSH_MUX=${SSH_MUX:-1}
-ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down}
+ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-grow cg-sync50-diloco}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 PY=${DEB_PYTHON:-/usr/bin/python3}
 N=4
@@ -86,9 +99,9 @@ why=$(hosts_skip_reason)
 work=$(mktemp -d "${TMPDIR:-/tmp}/cg-cluster-bench.XXXXXX") || exit 1
 trap 'hosts_down; rm -rf "$work"' EXIT
 trap 'exit 1' INT TERM
-hosts_up "$N" "$RATE" || exit 1
+hosts_up "$N" "$RATE" "$RTT" "$LOSS" || exit 1
 export LC_ALL=C OMP_NUM_THREADS=1
-echo "cluster.sh: $N hosts at $RATE, work in $work" >&2
+echo "cluster.sh: $N hosts at $RATE, RTT $RTT ms, loss $LOSS, work in $work" >&2
 
 ns() { echo "cgn${HOSTS_PREFIX}h$1"; }
 
@@ -152,12 +165,28 @@ ddp() {
 		  nelbo: .nelbo, reached: .reached, bytes: $b}' "ddp.$name.0")"
 }
 
-# cg NAME MODE STEPS CHUNK [TRAIN-OPTS [CLUSTER-OPTS]]: cg-cluster with
-# the coordinator in the first host, CHUNK rounds a call, scored after
-# each
+# nth SPEC I: the I-th (from 1) number of the schedule SPEC, K[xN],...
+# (K for N times, the last K ever after), as cg-cluster's --steps reads
+nth() {
+	echo "$1" | awk -F, -v r="$2" '{
+		for (i = 1; i <= NF; i++) {
+			n = split($i, p, "x"); k = p[1]
+			if (r <= (n == 2 ? p[2] : 1)) { print k; exit }
+			r -= (n == 2 ? p[2] : 1)
+		}
+		print k }'
+}
+
+# cg NAME MODE STEPS CHUNK [TRAIN-OPTS [CLUSTER-OPT...]]: cg-cluster
+# with the coordinator in the first host, CHUNK rounds a call (the
+# calls' counts a schedule as STEPS may be), scored after each; the
+# steps and examples are those its --log counts
 cg() {
-	local name=$1 mode=$2 steps=$3 chunk=$4 topts=${5:-} copts=${6:-}
-	local d r=0 t=0 t0 t1 max=$MAX_SECONDS
+	local name=$1 mode=$2 steps=$3 chunk=$4 topts=${5:-}
+	shift 4
+	shift $(($# > 0))
+	local copts=("$@")
+	local d r=0 c=0 t=0 t0 t1 max=$MAX_SECONDS
 	local b0 b1 nelbo=nan reached=false
 	d=$work/$name
 	# Adam at LR: the coordinator's (sync) or each host's inner one
@@ -172,15 +201,16 @@ cg() {
 	set -- -f hosts -m init.cgm -o "$d" --mode "$mode" -k "$steps" \
 		-b "$BATCH" --seed "$SEED" --ssh "$cg_ssh" \
 		--remote-dir "$HOSTS_DIR/%h" --remote-prefix "$CG_BIN/" -q \
-		-T "$train" "${apply[@]}" $copts
+		-T "$train" "${apply[@]}" "${copts[@]}"
 	ip netns exec "$(ns 0)" "$CG_BIN/cg-cluster" "$@" --push-only "$FMNIST" ||
 		return 1
 	b0=$(sent)
 	while :; do
-		r=$((r + chunk))
+		c=$((c + 1))
+		r=$((r + $(nth "$chunk" $c)))
 		t0=$(now)
-		ip netns exec "$(ns 0)" "$CG_BIN/cg-cluster" "$@" -r $r "$FMNIST" ||
-			return 1
+		ip netns exec "$(ns 0)" "$CG_BIN/cg-cluster" "$@" -r $r \
+			--log "$d.log" "$FMNIST" || return 1
 		t1=$(now)
 		t=$(echo "$t + $t1 - $t0" | bc)
 		nelbo=$("$CG_BIN/cg-eval" -q -m "$d/model.cgm" -d test-0.cgd \
@@ -193,11 +223,11 @@ cg() {
 		[ "$(echo "$t >= $max" | bc)" = 1 ] && break
 	done
 	b1=$(sent)
-	row "$(jq -nc --arg n "$name" --argjson s "$t" --argjson r $r \
-		--argjson k "$steps" --argjson e $((r * steps * BATCH * N)) \
+	row "$(jq -sc --arg n "$name" --argjson s "$t" \
 		--argjson l "$nelbo" --argjson ok $reached --argjson b $((b1 - b0)) \
-		'{row: $n, seconds: $s, steps: ($r * $k), examples: $e, nelbo: $l,
-		  reached: $ok, bytes: $b}')"
+		'{row: $n, seconds: $s, steps: (map(.steps) | add),
+		  examples: (map(.samples) | add), nelbo: $l, reached: $ok,
+		  bytes: $b}' "$d.log")"
 }
 
 : >rows.jsonl
@@ -210,13 +240,19 @@ for r in $ROWS; do
 	cg-sync) cg cg-sync sync 1 "$SYNC_CHUNK" ;;
 	cg-diloco) cg cg-diloco diloco "$DILOCO_STEPS" 1 ;;
 	cg-diloco-q2) cg cg-diloco-q2 diloco "$DILOCO_STEPS" 1 "--codec q2" ;;
+	# when to synchronise: rounds of 25 steps growing to 100; 50
+	# synchronous rounds (scored every 25), then DiLoCo
+	cg-diloco-grow) cg cg-diloco-grow diloco 25x4,50x4,100 1 ;;
+	cg-sync50-diloco)
+		cg cg-sync50-diloco diloco 1x50,"$DILOCO_STEPS" 25x2,1 "" \
+			--sync-rounds 50 --sync-apply-opts "--lr $LR" ;;
 	cg-diloco-q2-h100) cg cg-diloco-q2-h100 diloco 100 1 "--codec q2" ;;
 	cg-diloco-q2-h100-q4down)
 		cg cg-diloco-q2-h100-q4down diloco 100 1 "--codec q2" \
-			"--down-codec q4" ;;
+			--down-codec q4 ;;
 	cg-diloco-q2-h200-q4down)
 		cg cg-diloco-q2-h200-q4down diloco 200 1 "--codec q2" \
-			"--down-codec q4" ;;
+			--down-codec q4 ;;
 	*) echo "cluster.sh: unknown row '$r'" >&2; exit 2 ;;
 	esac || echo "cluster.sh: $r failed" >&2
 done
@@ -224,7 +260,8 @@ done
 # The table: time and bytes against plain DDP's and the best DDP row's
 # (the least time among the DDP rows that reached the target).
 echo "cvae ${HIDDEN}x${LAYERS}, latent $LATENT ($params parameters), $N hosts" \
-	"at $RATE, batch $BATCH a host, target test nelbo $TARGET," \
+	"at $RATE, RTT $RTT ms, loss $LOSS, batch $BATCH a host," \
+	"target test nelbo $TARGET," \
 	"at most $MAX_SECONDS s a row"
 echo
 jq -rs '

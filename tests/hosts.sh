@@ -3,8 +3,15 @@
 #
 #   hosts_skip_reason     prints why no hosts can be made here (not root, no
 #                         ip, no sshd, ...), or nothing
-#   hosts_up N [RATE]     makes host0 .. host(N-1); RATE (e.g. 10mbit) caps
-#                         each host's link both ways with a token bucket
+#   hosts_up N [RATE [RTT [LOSS]]]
+#                         makes host0 .. host(N-1); RATE (e.g. 10mbit, or
+#                         empty) caps each host's link both ways with a
+#                         token bucket; RTT (whole milliseconds) delays
+#                         it so that a round trip between two hosts
+#                         takes at least RTT (RTT/4 each way on each
+#                         link: a packet crosses two links, and comes
+#                         back), and LOSS (0 to 1) loses that share of
+#                         the frames each way on each link (linkrelay)
 #   hosts_down            removes all of it; safe to call twice, and from a
 #                         trap (trap hosts_down EXIT) or a bats teardown
 #   hosts_bytes I         "RX TX": the bytes host I's link has carried from
@@ -14,7 +21,7 @@
 #                         run), as a machine that loses its power
 #   hosts_mend I          host I back: its link up, its sshd started again
 #                         where none runs; returns when it answers
-#   hosts_setup_file N [RATE]
+#   hosts_setup_file N [RATE [RTT [LOSS]]]
 #                         for a bats setup_file: HOSTS_SKIP set and exported
 #                         (why no hosts can be made here, or empty), else
 #                         hosts_up N RATE and its variables exported for
@@ -39,7 +46,12 @@
 # its veth (hosts_bytes).  Names carry this shell's PID (cgb$$, cgv$$hI,
 # cgn$$hI), so two runs do not meet, and namespaces left by a run that
 # was killed (its PID gone) are removed by the next hosts_up.  The kernel
-# here has no netem: a rate, no delay or loss.
+# here has no netem: a delay or a loss is made in user space.  With RTT
+# or LOSS, a host's veth is not in the bridge: a second veth pair
+# (cgr$$hI, its peer cgs$$hI in the bridge) is, and linkrelay
+# (tests/unit/linkrelay.c; HOSTS_RELAY, else the one on PATH) copies
+# every frame between cgv$$hI and cgr$$hI after the delay; the token
+# buckets stay on the host's own veth pair.
 
 hosts_skip_reason() {
 	if [ "$(id -u)" -ne 0 ]; then
@@ -71,12 +83,28 @@ hosts__stale() {
 		done
 		ip netns del "$ns" 2>/dev/null
 		ip link del "cgb$pid" 2>/dev/null
+		# a relay's pair (its relay ends when its veth goes)
+		ip link del "cgr${ns#cgn}" 2>/dev/null
 	done
 	return 0
 }
 
 hosts_up() {
-	local n=$1 rate=${2:-} d i x ns v p addr pid key
+	local n=$1 rate=${2:-} rtt=${3:-0} loss=${4:-0} d i x ns v p addr pid key
+	local relay=
+	case $rtt in
+	'' | *[!0-9]*)
+		echo "hosts_up: RTT '$rtt' is not a whole number of ms" >&2
+		return 1
+		;;
+	esac
+	if [ "$rtt" != 0 ] || [ "$loss" != 0 ]; then
+		relay=${HOSTS_RELAY:-$(command -v linkrelay)}
+		[ -x "$relay" ] || {
+			echo "hosts_up: no linkrelay (HOSTS_RELAY, PATH)" >&2
+			return 1
+		}
+	fi
 	HOSTS_N=$n
 	HOSTS_PREFIX=$$
 	hosts__stale
@@ -117,11 +145,23 @@ hosts_up() {
 		mkdir -p "$d/host$i" &&
 			ip netns add "$ns" &&
 			ip link add "$v" type veth peer name "$p" netns "$ns" &&
-			ip link set "$v" master "cgb$$" &&
-			ip link set "$v" up &&
 			ip -n "$ns" link set lo up &&
 			ip -n "$ns" addr add "$addr/24" dev "$p" &&
 			ip -n "$ns" link set "$p" up || { hosts_down; return 1; }
+		if [ -z "$relay" ]; then
+			ip link set "$v" master "cgb$$" &&
+				ip link set "$v" up || { hosts_down; return 1; }
+		else
+			ip link add "cgr$$h$i" type veth peer name "cgs$$h$i" &&
+				ip link set "cgs$$h$i" master "cgb$$" &&
+				ip link set "cgs$$h$i" up &&
+				ip link set "cgr$$h$i" up &&
+				ip link set "$v" up || { hosts_down; return 1; }
+			"$relay" -d $((rtt * 250)) -l "$loss" -s $((i + 1)) \
+				"$v" "cgr$$h$i" </dev/null >/dev/null \
+				2>"$d/relay.$i.log" 3>&- &
+			echo $! >>"$d/pids"
+		fi
 		if [ -n "$rate" ]; then
 			tc qdisc add dev "$v" root tbf rate "$rate" burst 32kbit \
 				latency 400ms &&
@@ -242,6 +282,7 @@ hosts_down() {
 		done
 		ip netns del "cgn${pfx}h$i" 2>/dev/null
 		ip link del "cgv${pfx}h$i" 2>/dev/null
+		ip link del "cgr${pfx}h$i" 2>/dev/null
 	done
 	ip link del "cgb$pfx" 2>/dev/null
 	rm -rf "$d"
@@ -257,7 +298,7 @@ hosts_setup_file() {
 		HOSTS_SKIP=
 		return 1
 	}
-	export HOSTS_DIR HOSTS_SSH HOSTS_N HOSTS_PREFIX
+	export HOSTS_DIR HOSTS_SSH HOSTS_N HOSTS_PREFIX HOSTS_NET
 }
 
 hosts_prefix() {
