@@ -57,6 +57,7 @@ enum {
 	OPT_ORDER,
 	OPT_PEERS,
 	OPT_PRECISION,
+	OPT_QAT,
 	OPT_SEED,
 	OPT_TEACHER,
 	OPT_TEACHER_TEMP,
@@ -137,6 +138,10 @@ static const struct cg_opt opts[] = {
     {"freeze", OPT_FREEZE, "GLOB",
      "tensors whose names match GLOB do not train (repeatable)",
      CG_OPT_CUSTOM},
+    {"qat", OPT_QAT, "TYPE",
+     "quantization-aware: run the weight matrices as cg-quantize\n"
+     "stores them in TYPE (q8_0, q4_1, q4_0, ...), train f32",
+     CG_OPT_PARSE(o.qat, cg_opt_wtype)},
     {"order", OPT_ORDER, "NAME", "shuffle or sequential (shuffle)",
      CG_OPT_ENUM(o.order, order_names)},
     {"seed", OPT_SEED, "N", "data order and model noise (0)",
@@ -311,6 +316,9 @@ validate(struct args *a)
 	if (a->nfreeze && a->deterministic)
 		return cg_usage("--freeze and --deterministic conflict: "
 		                "cg-audit cannot remake a frozen call");
+	if (a->o.qat != CG_F32 && a->deterministic)
+		return cg_usage("--qat and --deterministic conflict: "
+		                "cg-audit cannot remake a quantized call");
 	if (a->mask && a->o.emit == CG_EMIT_MODEL)
 		return cg_usage("--mask masks a grad or a delta, not a model");
 	if (a->dp_given && a->mask == NULL)
@@ -385,6 +393,12 @@ prepare(const struct args *a, struct job *j)
 		return cg_warn(NULL), -1;
 	if (cg_train_freeze(j->m, a->freeze, a->nfreeze, &j->frozen) != 0)
 		return cg_warn(NULL), -1;
+	if (j->m->lora && a->o.qat != CG_F32)
+		return cg_warnx("--qat: %s: a model with adapters trains them "
+		                "alone: its matrices cannot be trained "
+		                "quantized",
+		                a->model),
+		       -1;
 	if (j->m->lora && a->deterministic)
 		return cg_warnx("--deterministic: cg-audit cannot remake a "
 		                "call of a model with adapters"),

@@ -530,6 +530,13 @@ static const char *const file_args[] = {
     "FILE", "SHARD", "KEY", "KEYS", "PUB", "CLF", "GRAD", "PREFIX", NULL};
 
 /* w after a space at the end of buf [cap], if there is room. */
+/* Whether t is a type weights are quantized to (a float type but f32). */
+static int
+is_wtype(enum cg_dtype t)
+{
+	return t != CG_F32 && cg_codec(t)->kind == CG_KIND_FLOAT;
+}
+
 static void
 add_word(char *buf, size_t cap, const char *w)
 {
@@ -558,6 +565,10 @@ words_of(char *buf, size_t cap, const struct cg_opt *o)
 	} else if (o->parse == cg_opt_codec) {
 		for (int i = 0; (w = cg_ucodec_name_at(i)) != NULL; i++)
 			add_word(buf, cap, w);
+	} else if (o->parse == cg_opt_wtype) {
+		for (int t = 0; t < CG_NDTYPES; t++)
+			if (is_wtype((enum cg_dtype)t))
+				add_word(buf, cap, cg_dtype_name((enum cg_dtype)t));
 	} else if (o->parse == cg_opt_optim) {
 		for (int k = CG_OPT_SGD; k <= CG_OPT_ADAMW; k++)
 			add_word(buf, cap, cg_optim_name((enum cg_opt_kind)k));
@@ -922,6 +933,19 @@ int
 cg_opt_codec(const char *arg, void *where)
 {
 	return cg_uspec_parse(arg, where);
+}
+
+int
+cg_opt_wtype(const char *arg, void *where)
+{
+	enum cg_dtype t;
+
+	if (cg_dtype_parse(arg, &t) != 0 || !is_wtype(t))
+		return cg_seterr("'%.32s' is no type to quantize weights to "
+		                 "(f16, bf16, q8_0, q4_1, q4_0, q2_0)",
+		                 arg);
+	*(enum cg_dtype *)where = t;
+	return 0;
 }
 
 extern volatile int cg_runtime_linked;

@@ -245,6 +245,9 @@ struct cg_opt {
  * --compress (enum cg_compress) and --codec (struct cg_uspec). */
 int cg_opt_compress(const char *arg, void *where);
 int cg_opt_codec(const char *arg, void *where);
+/* A float dtype other than f32 to store weights in (enum cg_dtype):
+ * cg-train-step --qat. */
+int cg_opt_wtype(const char *arg, void *where);
 
 /* The rows every program has, answered by the parser. */
 /* clang-format off */

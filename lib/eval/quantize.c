@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "eval/quantize.h"
+#include "model/qat.h"
 
 int
 cg_quant_choose(const struct cg_model *m, const struct cg_view *v,
@@ -16,7 +17,6 @@ cg_quant_choose(const struct cg_model *m, const struct cg_view *v,
 {
 	const struct cg_codec *c = cg_codec(r->type);
 
-	(void)m;
 	if (c == NULL)
 		return -1;
 	if (c->kind != CG_KIND_FLOAT)
@@ -30,19 +30,10 @@ cg_quant_choose(const struct cg_model *m, const struct cg_view *v,
 			*why = "--keep";
 			return 0;
 		}
-	if (!r->all && v->ndim < 2) {
-		*why = "a norm or a bias";
+	if ((*why = cg_quant_why(v, r->type, r->all)) != NULL)
 		return 0;
-	}
-	if (!r->all && !v->decay) {
-		*why = "an embedding";
-		return 0;
-	}
-	if (v->n % c->block != 0) {
-		*why = "not a whole number of blocks";
-		return 0;
-	}
-	*to = r->type;
+	/* an allocation's choice among the views the rule lets in */
+	*to = r->types ? r->types[v - m->views] : r->type;
 	return 0;
 }
 

@@ -37,6 +37,10 @@ struct cg_quant_rule {
 	/* the reference rule (ggml's quantize_row_*_reference) where the
 	 * type has a fitted encoder (encode_fit) too */
 	int reference;
+	/* NULL, or the type [nviews] of each view the rule lets take
+	 * r->type (an allocation: cg_bitalloc); r->type then only says
+	 * which views may (the narrowest type of the allocation) */
+	const enum cg_dtype *types;
 };
 
 /* What became of one view. */

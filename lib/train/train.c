@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "exchange/update.h"
+#include "model/qat.h"
 #include "nn/gemm.h"
 #include "train/train.h"
 
@@ -275,6 +276,7 @@ struct run {
 	int own_moments; /* mm and vv are this call's, freed at its end */
 	uint64_t t_local, *tp;
 	float *start; /* delta: the parameters before the first step */
+	struct cg_qat *qat; /* o->qat's fake quantization, or NULL */
 	/* With frozen views (o->frozen): the views that train, tv [ntv],
 	 * and the groups over them, tg [ngroups] (view0 and nviews index
 	 * tv; a group with none of them frozen).  A delta call's moments
@@ -461,6 +463,9 @@ run_begin(struct run *r)
 		if (cg_lora_merge(t, 1) != 0)
 			return -1;
 	}
+	if (o->qat != CG_F32 &&
+	    (r->qat = cg_qat_new(m, o->qat, NULL, 0)) == NULL)
+		return -1;
 	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
 		return -1;
 	if ((r->ex = cg_alloc((size_t)o->batch * sizeof(*r->ex))) == NULL ||
@@ -507,11 +512,16 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	/* adapters: the arch runs W + s B A, and dW' becomes dA and dB */
 	if (cg_lora_merge(m, 0) != 0)
 		return -1;
+	/* QAT: the arch runs the quantized weights, and their gradient
+	 * passes straight through to the masters put back after it */
+	if (r->qat && cg_qat_apply(r->qat, m) != 0)
+		return -1;
 	int rc = o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B,
 	                                       nseed, g, bm)
 	                    : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm);
 	if (rc == 0)
 		cg_lora_grad(m, g);
+	cg_qat_restore(r->qat, m);
 	cg_lora_unmerge(m);
 	if (rc != 0)
 		return -1;
@@ -623,6 +633,7 @@ run_free(struct run *r)
 	free(r->tg);
 	free(r->pc);
 	free(r->gc);
+	cg_qat_free(r->qat);
 }
 
 int

@@ -43,6 +43,11 @@ struct cg_train_opts {
 	 * model call keeps the model's own, whole, and leaves a frozen
 	 * view's as they are. */
 	const uint8_t *frozen;
+	/* Quantization-aware training (model/qat.h): the weight matrices
+	 * run as cg-quantize would store them in this type, and their
+	 * gradient there steps the f32 masters; CG_F32 (0): none.  A model
+	 * with adapters is refused. */
+	enum cg_dtype qat;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
