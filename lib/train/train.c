@@ -25,6 +25,9 @@
 #include "core/clock.h"
 #include "exchange/update.h"
 #include "nn/gemm.h"
+#include "model/stage.h"
+#include "train/pipe.h"
+#include "file/frame.h"
 #include "train/train.h"
 
 /* ------------------------------------------------------------ batches */
@@ -891,4 +894,270 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		finish_metrics(out);
 	free(ex);
 	return 0;
+}
+
+/* ------------------------------------------------------ pipeline stages */
+
+/* What one stage holds through its call (cg_train_stage). */
+struct stage_run {
+	int T, C, run, nmb; /* rows per micro-batch, micro-batches */
+	int *tokens, *targets;
+	float *weight;      /* [B, T] */
+	float *xs;          /* [B, T, C]: every micro-batch's input */
+	float *y, *dy, *dx; /* [run, T, C] */
+	float *grad;        /* [nparams], written in the stage's range */
+	void *ws;
+};
+
+static void
+stage_run_free(const struct cg_model *m, struct stage_run *r)
+{
+	free(r->tokens);
+	free(r->targets);
+	free(r->weight);
+	free(r->xs);
+	free(r->y);
+	free(r->dy);
+	free(r->dx);
+	free(r->grad);
+	if (r->ws)
+		m->arch->stages->stage_free(r->ws);
+}
+
+/* The handshake: stage 0 says the call's shape, the others hear it and
+ * pass it on.  0, or -1 with a message. */
+static int
+stage_head(const struct cg_model *m, const struct cg_stage *st,
+           struct cg_train_opts *o, int *micro, const struct cg_pipe *p)
+{
+	uint64_t h[6] = {1,
+	                 (uint64_t)st->count,
+	                 (uint64_t)o->steps,
+	                 (uint64_t)o->batch,
+	                 (uint64_t)*micro,
+	                 m->step};
+
+	if (st->index > 0) {
+		if (cg_pipe_hear(p->up_in, "head", h, 6) != 0)
+			return -1;
+		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
+			return cg_seterr(
+			    "the previous stage takes this one for "
+			    "stage %llu of %llu, not %d of %d",
+			    (unsigned long long)h[0] + 1,
+			    (unsigned long long)h[1], st->index + 1, st->count);
+		if (h[5] != m->step)
+			return cg_seterr("the previous stage is at step %llu, "
+			                 "this one at %llu",
+			                 (unsigned long long)h[5],
+			                 (unsigned long long)m->step);
+		if (h[2] < 1 || h[2] > 1 << 30 || h[3] < 1 || h[3] > 1 << 20 ||
+		    h[4] < 1 || h[4] > h[3])
+			return cg_seterr("the previous stage asks for %llu "
+			                 "steps of %llu in %llu micro-batches",
+			                 (unsigned long long)h[2],
+			                 (unsigned long long)h[3],
+			                 (unsigned long long)h[4]);
+		o->steps = (int)h[2];
+		o->batch = (int)h[3];
+		*micro = (int)h[4];
+		h[0]++;
+	}
+	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 6))
+		return -1;
+	return 0;
+}
+
+/* One step's fill: every micro-batch forward, down the pipe. */
+static int
+stage_fill(const struct cg_model *m, const struct cg_stage *st,
+           struct stage_run *r, int B, const struct cg_pipe *p)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	const int last = st->index == st->count - 1;
+
+	for (int j = 0; j < r->nmb; j++) {
+		int b0 = j * r->run, nb = B - b0 < r->run ? B - b0 : r->run;
+		size_t rt = (size_t)b0 * r->T, rx = rt * r->C;
+		uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+		if (st->index > 0 &&
+		    (cg_frame_expect(p->up_in, "x", CG_F32, 3, sa,
+		                     r->xs + rx) != 0 ||
+		     cg_frame_expect(p->up_in, "targets", CG_U32, 2, sa,
+		                     r->targets + rt) != 0 ||
+		     cg_frame_expect(p->up_in, "weight", CG_F32, 2, sa,
+		                     r->weight + rt) != 0))
+			return -1;
+		if (last)
+			continue;
+		if (ops->forward(m, r->ws, r->tokens + rt, r->xs + rx, nb,
+		                 r->y) != 0 ||
+		    cg_frame_write(p->down_out, "x", CG_F32, 3, sa, r->y) !=
+		        0 ||
+		    cg_frame_write(p->down_out, "targets", CG_U32, 2, sa,
+		                   r->targets + rt) != 0 ||
+		    cg_frame_write(p->down_out, "weight", CG_F32, 2, sa,
+		                   r->weight + rt) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* One step's drain: every micro-batch backward, in order, up the pipe;
+ * *loss gets the sum of their losses, in that order. */
+static int
+stage_drain(const struct cg_model *m, const struct cg_stage *st,
+            struct stage_run *r, int B, const struct cg_pipe *p, double *loss)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	const int last = st->index == st->count - 1;
+
+	*loss = 0;
+	for (int j = 0; j < r->nmb; j++) {
+		int b0 = j * r->run, nb = B - b0 < r->run ? B - b0 : r->run;
+		size_t rt = (size_t)b0 * r->T, rx = rt * r->C;
+		uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+		uint64_t bits;
+		double part;
+		if (!last && (cg_frame_expect(p->down_in, "dx", CG_F32, 3, sa,
+		                              r->dy) != 0 ||
+		              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
+			return -1;
+		if (ops->backward(m, r->ws, r->tokens + rt, r->xs + rx,
+		                  r->targets + rt, r->weight + rt, r->dy, nb,
+		                  r->grad, r->dx, &part) != 0)
+			return -1;
+		if (!last)
+			memcpy(&part, &bits, sizeof(part));
+		else
+			memcpy(&bits, &part, sizeof(bits));
+		*loss += part;
+		if (st->index > 0 &&
+		    (cg_frame_write(p->up_out, "dx", CG_F32, 3, sa, r->dx) !=
+		         0 ||
+		     cg_pipe_say(p->up_out, "loss", &bits, 1) != 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* A zeroed array of n floats whose pages cost memory once written. */
+static float *
+lazy_floats(size_t n)
+{
+	float *p = calloc(n ? n : 1, sizeof(float));
+
+	if (p == NULL)
+		cg_seterr("out of memory");
+	return p;
+}
+
+int
+cg_train_stage(struct cg_model *m, const struct cg_stage *st,
+               const struct cg_shard *s, struct cg_train_opts *o, int *micro,
+               const struct cg_pipe *p, struct cg_train_result *res)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	struct stage_run r = {.T = st->T, .C = st->C};
+	struct order ord = {0};
+	double tokens = 0;
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (ops == NULL)
+		return cg_seterr("a %s model has no stages", m->arch->name);
+	if (o->emit != CG_EMIT_MODEL)
+		return cg_seterr("a stage emits its model");
+	if (stage_head(m, st, o, micro, p) != 0)
+		return -1;
+	const int B = o->batch;
+	/* the chunks of cgpt's batch under m->chunk = ceil(B / M) */
+	int most = (B + *micro - 1) / *micro;
+	int nch = (B + most - 1) / most;
+	r.run = (B + nch - 1) / nch;
+	r.nmb = (B + r.run - 1) / r.run;
+	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
+	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
+	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||
+	    (r.y = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (r.dy = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (r.grad = lazy_floats(m->nparams)) == NULL ||
+	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL)
+		goto out;
+	if (st->index == 0) {
+		if (s == NULL || s->n == 0)
+			goto nodata;
+		if (m->arch->check_data(m, s) != 0 ||
+		    order_init(&ord, s->n, o->order, o->seed) != 0 ||
+		    (r.tokens = cg_alloc(bt * sizeof(int))) == NULL)
+			goto out;
+	} else if ((r.xs = cg_alloc(bt * r.C * sizeof(float))) == NULL)
+		goto out;
+	if ((cg_optim_needs_m(o->opt.kind) && m->opt_m == NULL &&
+	     (m->opt_m = lazy_floats(m->nparams)) == NULL) ||
+	    (cg_optim_needs_v(o->opt.kind) && m->opt_v == NULL &&
+	     (m->opt_v = lazy_floats(m->nparams)) == NULL))
+		goto out;
+	uint64_t cursor = start_cursor(m, o);
+	uint64_t *ex = NULL;
+	if (st->index == 0 && (ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
+		goto out;
+	for (int k = 0; k < o->steps; k++) {
+		double loss;
+		if (st->index == 0) {
+			struct cg_rng nr;
+			uint64_t count;
+			for (int b = 0; b < B; b++)
+				ex[b] = order_at(&ord, cursor + (uint64_t)b);
+			cursor += (uint64_t)B;
+			cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, m->step);
+			if (ops->rows(m, s, ex, B, cg_rng_u64(&nr), r.tokens,
+			              r.targets, r.weight, &count) != 0)
+				goto fail_ex;
+			res->mean.part[1] = (double)count; /* below */
+		}
+		if (stage_fill(m, st, &r, B, p) != 0 ||
+		    stage_drain(m, st, &r, B, p, &loss) != 0)
+			goto fail_ex;
+		if (st->index == 0) {
+			struct cg_metrics bm = {.loss = loss,
+			                        .n = (uint64_t)B,
+			                        .bits_per = loss / M_LN2};
+			bm.part[0] = res->mean.part[1] / B;
+			res->mean.part[1] = 0;
+			if (!isfinite(loss)) {
+				cg_seterr("step %d of %d: the loss is not "
+				          "finite: training diverged (a lower "
+				          "--lr)",
+				          k + 1, o->steps);
+				goto fail_ex;
+			}
+			add_text_metrics(&res->mean, &bm, &tokens);
+		}
+		m->groups[0].opt_t++;
+		cg_optim_step_views(&o->opt, m->groups[0].opt_t, m->params,
+		                    r.grad, m->opt_m, m->opt_v,
+		                    m->views + st->v0, st->v1 - st->v0, 1);
+		m->step++;
+		if (o->progress)
+			o->progress(o->progress_ctx, k + 1, o->steps,
+			            st->index == 0 ? res->mean.loss / tokens
+			                           : NAN);
+	}
+	finish_text_metrics(&res->mean, tokens);
+	res->steps = o->steps;
+	res->samples = (uint64_t)o->steps * (uint64_t)B;
+	res->weight = tokens;
+	rc = 0;
+fail_ex:
+	free(ex);
+	goto out;
+nodata:
+	cg_seterr("the first stage reads the data: give it a shard that "
+	          "holds examples");
+out:
+	free(ord.perm);
+	stage_run_free(m, &r);
+	return rc;
 }
