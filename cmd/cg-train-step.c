@@ -293,11 +293,11 @@ validate_stage(struct args *a)
 	                                 : NULL;
 
 	if (a->o.emit != CG_EMIT_MODEL)
-		return cg_usage("a pipeline stage (--next, or no -d) emits its "
-		                "model: give --emit model");
+		return cg_usage("a pipeline stage (--next) emits its model: give "
+		                "--emit model");
 	if (no)
-		return cg_usage("%s: not with a pipeline stage (--next, or no "
-		                "-d)",
+		return cg_usage("%s: not with a pipeline stage (--next, or "
+		                "--emit model without -d)",
 		                no);
 	if (strcmp(a->model, "-") == 0)
 		return cg_usage("a pipeline stage's model is a file, not "
@@ -314,9 +314,13 @@ validate(struct args *a)
 {
 	if (a->model == NULL)
 		return cg_usage("no model (-m)");
-	a->stage = a->next != NULL || a->data == NULL;
+	/* a stage past the first reads no data */
+	a->stage = a->next != NULL ||
+	           (a->data == NULL && a->o.emit == CG_EMIT_MODEL);
 	if (a->stage)
 		return validate_stage(a);
+	if (a->data == NULL)
+		return cg_usage("no data shard (-d)");
 	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
@@ -715,7 +719,7 @@ stage_job(struct args *a, struct job *j)
 	uint64_t end[2];
 
 	if ((j->m = cg_stage_read(a->model, &st)) == NULL)
-		return cg_warn(NULL), -1;
+		return cg_warn(a->data ? NULL : "no data shard (-d), and"), -1;
 	const int first = st.index == 0, last = st.index == st.count - 1;
 	if (first != (a->data != NULL) || last != (a->next == NULL))
 		return cg_warnx("%s: stage %d of %d: %s", a->model,
