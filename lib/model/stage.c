@@ -156,6 +156,7 @@ get_range(const struct cg_model *m, const struct cg_file *f, const char *name,
 	    (*dst = calloc(m->nparams ? m->nparams : 1, sizeof(float))) == NULL)
 		return cg_seterr("out of memory");
 	memcpy(*dst + st->lo, t->data, t->nbytes);
+	cg_file_let_go(f, t);
 	return 0;
 }
 
@@ -179,6 +180,8 @@ load_range(struct cg_model *m, const struct cg_file *f,
 			                 v->name);
 		if (cg_tensor_to_f32(t, m->params + v->off) != 0)
 			return -1;
+		/* not held twice: the file's copy goes */
+		cg_file_let_go(f, t);
 	}
 	want += cg_file_find(f, "opt.m") != NULL;
 	want += cg_file_find(f, "opt.v") != NULL;

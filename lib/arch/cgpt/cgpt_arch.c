@@ -425,15 +425,16 @@ make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
 }
 
 /*
- * The sequences of examples ex[0..B) of s into w's tokens, targets and
- * weights, the weights scaled to sum to 1; *count gets the scored tokens.
- * 0, or -1 with a message.
+ * The sequences of examples ex[0..B) of s for config c into tokens,
+ * targets and weight [B, T], the weights scaled to sum to 1; *count gets
+ * the scored tokens.  0, or -1 with a message.
  */
 static int
-fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
-           int B, uint64_t noise_seed, uint64_t *count)
+fill_rows(const struct cg_cgpt_config *c, const struct cg_shard *s,
+          const uint64_t *ex, int B, uint64_t noise_seed, int *tokens,
+          int *targets, float *weight, uint64_t *count)
 {
-	const int T = w->c.T;
+	const int T = c->T;
 
 	*count = 0;
 	for (int b = 0; b < B; b++) {
@@ -447,16 +448,25 @@ fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
 			                 (unsigned long long)s->n);
 		/* cg_shard_open checked prompt_len[i] <= the length. */
 		uint64_t P = s->prompt_len ? s->prompt_len[i] : 0;
-		*count += make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
-		                   w->targets + r, w->weight + r, NULL);
+		*count += make_seq(c, s, i, P, noise_seed, tokens + r,
+		                   targets + r, weight + r, NULL);
 	}
 	if (*count == 0)
 		return 0;
 	/* Weights 1/count make the summed loss a mean per scored token. */
 	float inv = (float)(1.0 / (double)*count);
 	for (size_t j = 0; j < (size_t)B * T; j++)
-		w->weight[j] *= inv;
+		weight[j] *= inv;
 	return 0;
+}
+
+/* fill_rows into w's tokens, targets and weights. */
+static int
+fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, uint64_t *count)
+{
+	return fill_rows(&w->c, s, ex, B, noise_seed, w->tokens, w->targets,
+	                 w->weight, count);
 }
 
 static int
@@ -722,18 +732,15 @@ stage_rows(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
            int B, uint64_t noise_seed, int *tokens, int *targets, float *weight,
            uint64_t *count)
 {
-	struct cgpt_ws *w;
+	struct cg_cgpt_config c;
 
 	if (B < 1)
 		return cg_seterr("cgpt: batch %d: not positive", B);
-	if ((w = get_ws(m, B)) == NULL ||
-	    fill_batch(w, s, ex, B, noise_seed, count) != 0)
+	if (get_config(m->config, &c) != 0)
 		return -1;
-	size_t n = (size_t)B * w->c.T;
-	memcpy(tokens, w->tokens, n * sizeof(int));
-	memcpy(targets, w->targets, n * sizeof(int));
-	memcpy(weight, w->weight, n * sizeof(float));
-	return 0;
+	/* no workspace: a stage holds only its blocks' */
+	return fill_rows(&c, s, ex, B, noise_seed, tokens, targets, weight,
+	                 count);
 }
 
 struct cgpt_stage {
