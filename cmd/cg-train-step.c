@@ -57,6 +57,7 @@ enum {
 	OPT_MAX_MEMORY,
 	OPT_MICRO,
 	OPT_NEXT,
+	OPT_WIRE,
 	OPT_ORDER,
 	OPT_PEERS,
 	OPT_PRECISION,
@@ -78,6 +79,7 @@ struct args {
 	long long micro;  /* --micro-batches; 0: the arch's chunks */
 	const char *next; /* --next: the next pipeline stage's command */
 	int stage;        /* a pipeline stage's call (--next, or no -d) */
+	int wire;         /* --wire: 1 bf16 */
 	enum cg_compress comp;
 	long long steps, batch;
 	int threads;
@@ -99,6 +101,7 @@ struct args {
 /* --emit's and --order's names, in their enums' order. */
 static const char *const emit_names[] = {"grad", "delta", "model", NULL};
 static const char *const order_names[] = {"shuffle", "sequential", NULL};
+static const char *const wire_names[] = {"f32", "bf16", NULL};
 
 /* --mask-round TEXT, of at most CG_MASK_ROUND_MAX bytes. */
 static int
@@ -167,6 +170,9 @@ static const struct cg_opt opts[] = {
      CG_OPT_I64(micro, 1, MAX_BATCH)},
     {"next", OPT_NEXT, "CMD",
      "a pipeline stage: run the next stage as sh -c CMD", CG_OPT_STR(next)},
+    {"wire", OPT_WIRE, "DTYPE",
+     "the first stage's activations between stages: f32 or bf16 (f32)",
+     CG_OPT_ENUM(wire, wire_names)},
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
      "recompute activations in the backward pass", CG_OPT_FLAG(ckpt)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
@@ -321,6 +327,8 @@ validate(struct args *a)
 		return validate_stage(a);
 	if (a->data == NULL)
 		return cg_usage("no data shard (-d)");
+	if (a->wire)
+		return cg_usage("--wire: a pipeline stage's (--next)");
 	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
@@ -715,7 +723,9 @@ stage_job(struct args *a, struct job *j)
 {
 	struct cg_pipe p = CG_PIPE_NONE;
 	struct cg_stage st;
-	int micro = (int)(a->micro ? a->micro : 1), rc = -1;
+	struct cg_stage_opts so = {.micro = (int)(a->micro ? a->micro : 1),
+	                           .bf16 = a->wire};
+	int rc = -1;
 	uint64_t end[2];
 
 	if ((j->m = cg_stage_read(a->model, &st)) == NULL)
@@ -746,7 +756,7 @@ stage_job(struct args *a, struct job *j)
 	    cg_out_open(&j->out, a->out) != 0 ||
 	    (a->next && cg_pipe_spawn(&p, a->next) != 0))
 		goto fail;
-	if (cg_train_stage(j->m, &st, j->s, &a->o, &micro, &p, &j->res) != 0)
+	if (cg_train_stage(j->m, &st, j->s, &a->o, &so, &p, &j->res) != 0)
 		goto fail;
 	memcpy(&end[0], &j->res.mean.loss, sizeof(double));
 	end[1] = j->res.samples;

@@ -173,19 +173,40 @@ pipeline() {
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm \
 		< "$D/m.cgm"
 	[[ $stderr == *"bad magic"* ]]
-	# a head of 6 words claiming 2^62 bytes
-	printf 'CGF1\004head\007\001\000\000\006\000\000\000\000\000\000\000\000\000\000\000\000\000\000\100' > big
+	# a head of 7 words claiming 2^62 bytes
+	printf 'CGF1\004head\007\001\000\000\007\000\000\000\000\000\000\000\000\000\000\000\000\000\000\100' > big
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < big
 	[[ $stderr == *"not what its shape says"* ]]
 	# the head of another pipeline: stage 1 of 3, or another step
-	printf 'CGF1\004head\007\001\000\000\006\000\000\000\000\000\000\000\060\000\000\000\000\000\000\000' > h
+	printf 'CGF1\004head\007\001\000\000\007\000\000\000\000\000\000\000\070\000\000\000\000\000\000\000' > h
 	printf '\001\000\000\000\000\000\000\000\003\000\000\000\000\000\000\000' >> h
 	printf '\001\000\000\000\000\000\000\000\004\000\000\000\000\000\000\000' >> h
 	printf '\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >> h
+	printf '\000\000\000\000\000\000\000\000' >> h
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < h
 	[[ $stderr == *"for stage 2 of 3, not 2 of 2"* ]]
 	[ "$(echo "$stderr" | wc -l)" -eq 1 ]
 	[ ! -e o2.cgm ]
+}
+
+@test "--wire bf16: about half the bytes down the pipe, a model near the f32 one" {
+	stages 2
+	for w in f32 bf16; do
+		run -0 cg-train-step -q -m s1.cgm -d "$D/t-0.cgd" -e model -k 3 \
+			-b 8 --micro-batches 3 --wire "$w" -o "o1-$w.cgm" --next \
+			"tee down-$w | cg-train-step -q -m s2.cgm -e model -o o2-$w.cgm"
+		run -0 cg-convert -J "o1-$w.cgm" "o2-$w.cgm" -o "j-$w.cgm"
+	done
+	cmp j-f32.cgm "$D/u.cgm"
+	run ! cmp -s j-bf16.cgm "$D/u.cgm"
+	f=$(wc -c < down-f32) b=$(wc -c < down-bf16)
+	[ $((b * 10)) -lt $((f * 6)) ] || fail "bf16: $b bytes down, f32 $f"
+	# the same loss to 4 digits: bf16 rounds the activations only
+	run -0 jq -n --argjson a "$(tar xOf j-f32.cgm cg.json | jq .loss)" \
+		--argjson b "$(tar xOf j-bf16.cgm cg.json | jq .loss)" \
+		'($a - $b) | fabs < 1e-3 * $a'
+	assert_output true
+	run -2 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --wire bf16 -o x
 }
 
 @test "the options of a stage: --help, conflicts" {

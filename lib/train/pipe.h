@@ -8,8 +8,9 @@
  * cg-train-step ...`), or talks to it over a pair of FIFOs.  What is
  * said, in order (frames of file/frame.h):
  *
- *   down  "head" u64 [6]: the receiver's index, the count of stages,
- *         steps K, batch B, micro-batches M, the model's step
+ *   down  "head" u64 [7]: the receiver's index, the count of stages,
+ *         steps K, batch B, micro-batches M, the model's step, 1 where
+ *         "x" and "dx" cross as bf16 (else 0: f32)
  *   per step, GPipe's fill and drain:
  *   down  per micro-batch: "x" f32 [b, T, C], "targets" u32 [b, T],
  *         "weight" f32 [b, T]

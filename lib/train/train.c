@@ -907,6 +907,8 @@ struct stage_run {
 	float *y, *dy, *dx; /* [run, T, C] */
 	float *grad;        /* [nparams], written in the stage's range */
 	void *ws;
+	int bf16;       /* activations cross as bf16 */
+	uint16_t *wire; /* [run, T, C] their bf16 words */
 };
 
 static void
@@ -920,6 +922,7 @@ stage_run_free(const struct cg_model *m, struct stage_run *r)
 	free(r->dy);
 	free(r->dx);
 	free(r->grad);
+	free(r->wire);
 	if (r->ws)
 		m->arch->stages->stage_free(r->ws);
 }
@@ -928,17 +931,19 @@ stage_run_free(const struct cg_model *m, struct stage_run *r)
  * pass it on.  0, or -1 with a message. */
 static int
 stage_head(const struct cg_model *m, const struct cg_stage *st,
-           struct cg_train_opts *o, int *micro, const struct cg_pipe *p)
+           struct cg_train_opts *o, struct cg_stage_opts *so,
+           const struct cg_pipe *p)
 {
-	uint64_t h[6] = {1,
+	uint64_t h[7] = {1,
 	                 (uint64_t)st->count,
 	                 (uint64_t)o->steps,
 	                 (uint64_t)o->batch,
-	                 (uint64_t)*micro,
-	                 m->step};
+	                 (uint64_t)so->micro,
+	                 m->step,
+	                 (uint64_t)(so->bf16 != 0)};
 
 	if (st->index > 0) {
-		if (cg_pipe_hear(p->up_in, "head", h, 6) != 0)
+		if (cg_pipe_hear(p->up_in, "head", h, 7) != 0)
 			return -1;
 		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
 			return cg_seterr(
@@ -952,7 +957,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			                 (unsigned long long)h[5],
 			                 (unsigned long long)m->step);
 		if (h[2] < 1 || h[2] > 1 << 30 || h[3] < 1 || h[3] > 1 << 20 ||
-		    h[4] < 1 || h[4] > h[3])
+		    h[4] < 1 || h[4] > h[3] || h[6] > 1)
 			return cg_seterr("the previous stage asks for %llu "
 			                 "steps of %llu in %llu micro-batches",
 			                 (unsigned long long)h[2],
@@ -960,11 +965,43 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			                 (unsigned long long)h[4]);
 		o->steps = (int)h[2];
 		o->batch = (int)h[3];
-		*micro = (int)h[4];
+		so->micro = (int)h[4];
+		so->bf16 = (int)h[6];
 		h[0]++;
 	}
-	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 6))
+	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 7))
 		return -1;
+	return 0;
+}
+
+/* Activations or their gradient x [shape] as frame name to fd: f32, or
+ * rounded to bf16 through r->wire.  0 or -1. */
+static int
+send_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
+         const float *x)
+{
+	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+
+	if (!r->bf16)
+		return cg_frame_write(fd, name, CG_F32, 3, shape, x);
+	for (size_t i = 0; i < n; i++)
+		r->wire[i] = cg_f32_to_bf16(x[i]);
+	return cg_frame_write(fd, name, CG_BF16, 3, shape, r->wire);
+}
+
+/* The frame send_act sent, into x [shape] as f32.  0 or -1. */
+static int
+recv_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
+         float *x)
+{
+	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+
+	if (!r->bf16)
+		return cg_frame_expect(fd, name, CG_F32, 3, shape, x);
+	if (cg_frame_expect(fd, name, CG_BF16, 3, shape, r->wire) != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		x[i] = cg_bf16_to_f32(r->wire[i]);
 	return 0;
 }
 
@@ -981,8 +1018,7 @@ stage_fill(const struct cg_model *m, const struct cg_stage *st,
 		size_t rt = (size_t)b0 * r->T, rx = rt * r->C;
 		uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
 		if (st->index > 0 &&
-		    (cg_frame_expect(p->up_in, "x", CG_F32, 3, sa,
-		                     r->xs + rx) != 0 ||
+		    (recv_act(r, p->up_in, "x", sa, r->xs + rx) != 0 ||
 		     cg_frame_expect(p->up_in, "targets", CG_U32, 2, sa,
 		                     r->targets + rt) != 0 ||
 		     cg_frame_expect(p->up_in, "weight", CG_F32, 2, sa,
@@ -992,8 +1028,7 @@ stage_fill(const struct cg_model *m, const struct cg_stage *st,
 			continue;
 		if (ops->forward(m, r->ws, r->tokens + rt, r->xs + rx, nb,
 		                 r->y) != 0 ||
-		    cg_frame_write(p->down_out, "x", CG_F32, 3, sa, r->y) !=
-		        0 ||
+		    send_act(r, p->down_out, "x", sa, r->y) != 0 ||
 		    cg_frame_write(p->down_out, "targets", CG_U32, 2, sa,
 		                   r->targets + rt) != 0 ||
 		    cg_frame_write(p->down_out, "weight", CG_F32, 2, sa,
@@ -1019,8 +1054,7 @@ stage_drain(const struct cg_model *m, const struct cg_stage *st,
 		uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
 		uint64_t bits;
 		double part;
-		if (!last && (cg_frame_expect(p->down_in, "dx", CG_F32, 3, sa,
-		                              r->dy) != 0 ||
+		if (!last && (recv_act(r, p->down_in, "dx", sa, r->dy) != 0 ||
 		              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
 			return -1;
 		if (ops->backward(m, r->ws, r->tokens + rt, r->xs + rx,
@@ -1033,8 +1067,7 @@ stage_drain(const struct cg_model *m, const struct cg_stage *st,
 			memcpy(&bits, &part, sizeof(bits));
 		*loss += part;
 		if (st->index > 0 &&
-		    (cg_frame_write(p->up_out, "dx", CG_F32, 3, sa, r->dx) !=
-		         0 ||
+		    (send_act(r, p->up_out, "dx", sa, r->dx) != 0 ||
 		     cg_pipe_say(p->up_out, "loss", &bits, 1) != 0))
 			return -1;
 	}
@@ -1054,8 +1087,9 @@ lazy_floats(size_t n)
 
 int
 cg_train_stage(struct cg_model *m, const struct cg_stage *st,
-               const struct cg_shard *s, struct cg_train_opts *o, int *micro,
-               const struct cg_pipe *p, struct cg_train_result *res)
+               const struct cg_shard *s, struct cg_train_opts *o,
+               struct cg_stage_opts *so, const struct cg_pipe *p,
+               struct cg_train_result *res)
 {
 	const struct cg_stage_ops *ops = m->arch->stages;
 	struct stage_run r = {.T = st->T, .C = st->C};
@@ -1068,11 +1102,12 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 		return cg_seterr("a %s model has no stages", m->arch->name);
 	if (o->emit != CG_EMIT_MODEL)
 		return cg_seterr("a stage emits its model");
-	if (stage_head(m, st, o, micro, p) != 0)
+	if (stage_head(m, st, o, so, p) != 0)
 		return -1;
+	r.bf16 = so->bf16;
 	const int B = o->batch;
 	/* the chunks of cgpt's batch under m->chunk = ceil(B / M) */
-	int most = (B + *micro - 1) / *micro;
+	int most = (B + so->micro - 1) / so->micro;
 	int nch = (B + most - 1) / most;
 	r.run = (B + nch - 1) / nch;
 	r.nmb = (B + r.run - 1) / r.run;
@@ -1082,6 +1117,7 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	    (r.y = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (r.dy = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (so->bf16 && (r.wire = cg_alloc(rtc * sizeof(uint16_t))) == NULL) ||
 	    (r.grad = lazy_floats(m->nparams)) == NULL ||
 	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL)
 		goto out;
