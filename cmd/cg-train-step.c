@@ -58,6 +58,7 @@ enum {
 	OPT_MICRO,
 	OPT_NEXT,
 	OPT_WIRE,
+	OPT_PIPELINE,
 	OPT_ORDER,
 	OPT_PEERS,
 	OPT_PRECISION,
@@ -80,6 +81,7 @@ struct args {
 	const char *next; /* --next: the next pipeline stage's command */
 	int stage;        /* a pipeline stage's call (--next, or no -d) */
 	int wire;         /* --wire: 1 bf16 */
+	int pipeline;     /* --pipeline: 1 1F1B */
 	enum cg_compress comp;
 	long long steps, batch;
 	int threads;
@@ -102,6 +104,7 @@ struct args {
 static const char *const emit_names[] = {"grad", "delta", "model", NULL};
 static const char *const order_names[] = {"shuffle", "sequential", NULL};
 static const char *const wire_names[] = {"f32", "bf16", NULL};
+static const char *const pipeline_names[] = {"gpipe", "1f1b", NULL};
 
 /* --mask-round TEXT, of at most CG_MASK_ROUND_MAX bytes. */
 static int
@@ -170,6 +173,9 @@ static const struct cg_opt opts[] = {
      CG_OPT_I64(micro, 1, MAX_BATCH)},
     {"next", OPT_NEXT, "CMD",
      "a pipeline stage: run the next stage as sh -c CMD", CG_OPT_STR(next)},
+    {"pipeline", OPT_PIPELINE, "NAME",
+     "the first stage's schedule: gpipe or 1f1b (gpipe)",
+     CG_OPT_ENUM(pipeline, pipeline_names)},
     {"wire", OPT_WIRE, "DTYPE",
      "the first stage's activations between stages: f32 or bf16 (f32)",
      CG_OPT_ENUM(wire, wire_names)},
@@ -327,8 +333,9 @@ validate(struct args *a)
 		return validate_stage(a);
 	if (a->data == NULL)
 		return cg_usage("no data shard (-d)");
-	if (a->wire)
-		return cg_usage("--wire: a pipeline stage's (--next)");
+	if (a->wire || a->pipeline)
+		return cg_usage("--%s: a pipeline stage's (--next)",
+		                a->wire ? "wire" : "pipeline");
 	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
@@ -724,7 +731,8 @@ stage_job(struct args *a, struct job *j)
 	struct cg_pipe p = CG_PIPE_NONE;
 	struct cg_stage st;
 	struct cg_stage_opts so = {.micro = (int)(a->micro ? a->micro : 1),
-	                           .bf16 = a->wire};
+	                           .bf16 = a->wire,
+	                           .one_f_one_b = a->pipeline};
 	int rc = -1;
 	uint64_t end[2];
 

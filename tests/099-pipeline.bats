@@ -73,6 +73,27 @@ pipeline() {
 	run -0 cg-inspect --verify j.cgm
 }
 
+@test "--pipeline 1f1b: the same bytes, frames larger than a pipe's buffer" {
+	# 16 KiB a row: a micro-batch of 8 rows is 128 KiB a frame, both
+	# neighbours sending before they read
+	small_cgpt "$D/t-0.cgd" w.cgm --layers 4 --width 128
+	run -0 cg-train-step -q -m w.cgm -d "$D/t-0.cgd" --emit model \
+		-k 2 -b 32 --micro-batches 4 -o u.cgm
+	for n in 2 4; do
+		rm -f s*.cgm o*.cgm
+		for i in $(seq 1 "$n"); do
+			cg-convert -S "$i/$n" w.cgm -o "s$i.cgm"
+		done
+		for p in gpipe 1f1b; do
+			run -0 cg-train-step -q -m s1.cgm -d "$D/t-0.cgd" -e model \
+				-k 2 -b 32 --micro-batches 4 --pipeline "$p" \
+				-o o1.cgm --next "$(chain 2 "$n")"
+			run -0 cg-convert -J o*.cgm -o j.cgm
+			cmp j.cgm u.cgm || fail "$p, $n stages: not the same bytes"
+		done
+	done
+}
+
 @test "--deterministic stages make --deterministic's bytes" {
 	run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --emit model \
 		-k 2 -b 6 --micro-batches 4 --deterministic -o u.cgm
@@ -173,15 +194,16 @@ pipeline() {
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm \
 		< "$D/m.cgm"
 	[[ $stderr == *"bad magic"* ]]
-	# a head of 7 words claiming 2^62 bytes
-	printf 'CGF1\004head\007\001\000\000\007\000\000\000\000\000\000\000\000\000\000\000\000\000\000\100' > big
+	# a head of 8 words claiming 2^62 bytes
+	printf 'CGF1\004head\007\001\000\000\010\000\000\000\000\000\000\000\000\000\000\000\000\000\000\100' > big
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < big
 	[[ $stderr == *"not what its shape says"* ]]
 	# the head of another pipeline: stage 1 of 3, or another step
-	printf 'CGF1\004head\007\001\000\000\007\000\000\000\000\000\000\000\070\000\000\000\000\000\000\000' > h
+	printf 'CGF1\004head\007\001\000\000\010\000\000\000\000\000\000\000\100\000\000\000\000\000\000\000' > h
 	printf '\001\000\000\000\000\000\000\000\003\000\000\000\000\000\000\000' >> h
 	printf '\001\000\000\000\000\000\000\000\004\000\000\000\000\000\000\000' >> h
 	printf '\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >> h
+	printf '\000\000\000\000\000\000\000\000' >> h
 	printf '\000\000\000\000\000\000\000\000' >> h
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < h
 	[[ $stderr == *"for stage 2 of 3, not 2 of 2"* ]]
@@ -207,6 +229,8 @@ pipeline() {
 		'($a - $b) | fabs < 1e-3 * $a'
 	assert_output true
 	run -2 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --wire bf16 -o x
+	run -2 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --pipeline 1f1b \
+		-o x
 }
 
 @test "the options of a stage: --help, conflicts" {

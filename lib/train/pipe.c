@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,4 +138,143 @@ cg_pipe_commit(const struct cg_pipe *p, int index, int count)
 	if (index < count - 1 && cg_pipe_say(p->down_out, "commit", &one, 1))
 		return -1;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- sender */
+
+struct frame_job {
+	struct frame_job *next;
+	char name[CG_FRAME_NAME + 1];
+	enum cg_dtype dt;
+	int ndim;
+	uint64_t shape[CG_FRAME_DIMS];
+	void *data;
+};
+
+struct cg_sender {
+	int fd;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct frame_job *head, *tail;
+	int stop;
+	int failed;
+	char err[256];
+};
+
+static void *
+sender_main(void *arg)
+{
+	struct cg_sender *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		while (s->head == NULL && !s->stop)
+			pthread_cond_wait(&s->cv, &s->mu);
+		struct frame_job *j = s->head;
+		if (j == NULL)
+			break;
+		s->head = j->next;
+		if (s->head == NULL)
+			s->tail = NULL;
+		int failed = s->failed;
+		pthread_mutex_unlock(&s->mu);
+		int rc = failed ? 0
+		                : cg_frame_write(s->fd, j->name, j->dt, j->ndim,
+		                                 j->shape, j->data);
+		pthread_mutex_lock(&s->mu);
+		if (rc != 0 && !s->failed) {
+			s->failed = 1;
+			snprintf(s->err, sizeof(s->err), "%s", cg_errmsg());
+		}
+		free(j->data);
+		free(j);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+struct cg_sender *
+cg_sender_start(int fd)
+{
+	struct cg_sender *s = calloc(1, sizeof(*s));
+
+	if (s == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	s->fd = fd;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if (pthread_create(&s->thread, NULL, sender_main, s) != 0) {
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+		free(s);
+		cg_seterr("pipe: cannot start a thread");
+		return NULL;
+	}
+	return s;
+}
+
+int
+cg_sender_put(struct cg_sender *s, const char *name, enum cg_dtype dt, int ndim,
+              const uint64_t *shape, const void *data)
+{
+	struct frame_job *j = calloc(1, sizeof(*j));
+	uint64_t nelem = 1, nbytes;
+
+	if (j == NULL)
+		return cg_seterr("out of memory");
+	if (strlen(name) > CG_FRAME_NAME || ndim < 0 || ndim > CG_FRAME_DIMS) {
+		free(j);
+		return cg_seterr("frame %s: bad name or rank", name);
+	}
+	for (int i = 0; i < ndim; i++)
+		nelem *= shape[i];
+	if (cg_dtype_bytes(dt, nelem, &nbytes) != 0 ||
+	    (j->data = malloc(nbytes ? (size_t)nbytes : 1)) == NULL) {
+		free(j);
+		return cg_seterr("frame %s: out of memory", name);
+	}
+	memcpy(j->data, data, (size_t)nbytes);
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->dt = dt;
+	j->ndim = ndim;
+	memcpy(j->shape, shape, (size_t)ndim * sizeof(*shape));
+	pthread_mutex_lock(&s->mu);
+	int failed = s->failed;
+	if (!failed) {
+		if (s->tail)
+			s->tail->next = j;
+		else
+			s->head = j;
+		s->tail = j;
+		pthread_cond_signal(&s->cv);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (failed) {
+		free(j->data);
+		free(j);
+		return cg_seterr("%s", s->err);
+	}
+	return 0;
+}
+
+int
+cg_sender_stop(struct cg_sender *s)
+{
+	int rc;
+
+	if (s == NULL)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	s->stop = 1;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	rc = s->failed ? cg_seterr("%s", s->err) : 0;
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+	return rc;
 }

@@ -8,10 +8,12 @@
  * cg-train-step ...`), or talks to it over a pair of FIFOs.  What is
  * said, in order (frames of file/frame.h):
  *
- *   down  "head" u64 [7]: the receiver's index, the count of stages,
+ *   down  "head" u64 [8]: the receiver's index, the count of stages,
  *         steps K, batch B, micro-batches M, the model's step, 1 where
- *         "x" and "dx" cross as bf16 (else 0: f32)
- *   per step, GPipe's fill and drain:
+ *         "x" and "dx" cross as bf16 (else 0: f32), 1 for 1F1B (else
+ *         0: GPipe)
+ *   per step, in the schedule's order (each side's frames in the
+ *   order of the micro-batches):
  *   down  per micro-batch: "x" f32 [b, T, C], "targets" u32 [b, T],
  *         "weight" f32 [b, T]
  *   up    per micro-batch, in the same order: "dx" f32 [b, T, C],
@@ -30,6 +32,8 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "core/dtype.h"
 
 /* The links of one stage; a side that is absent is -1. */
 struct cg_pipe {
@@ -57,6 +61,23 @@ int cg_pipe_close(struct cg_pipe *p);
 int cg_pipe_say(int fd, const char *name, const uint64_t *v, int n);
 /* Frame name of n u64 words from fd into v; 0 or -1 with a message. */
 int cg_pipe_hear(int fd, const char *name, uint64_t *v, int n);
+
+/*
+ * A sender: frames written to fd by a thread of its own, in the order
+ * they were put, so that a stage never waits for its neighbour to read
+ * (with 1F1B both neighbours send before they read: written in line,
+ * frames larger than a pipe's buffer would wait on each other for
+ * ever).  cg_sender_put copies the frame (cg_frame_write's arguments)
+ * and returns at once: 0, or -1 with the message of an earlier write
+ * that failed.  cg_sender_stop waits until every frame is written and
+ * ends the thread: 0, or -1 with the message of a write that failed;
+ * stop(NULL) is 0.  cg_sender_start returns NULL with a message.
+ */
+struct cg_sender;
+struct cg_sender *cg_sender_start(int fd);
+int cg_sender_put(struct cg_sender *s, const char *name, enum cg_dtype dt,
+                  int ndim, const uint64_t *shape, const void *data);
+int cg_sender_stop(struct cg_sender *s);
 
 /*
  * The end of a call, for stage index of count (pipe.h's last three

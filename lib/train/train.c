@@ -908,6 +908,9 @@ struct stage_run {
 	float *grad;        /* [nparams], written in the stage's range */
 	void *ws;
 	int bf16;       /* activations cross as bf16 */
+	int one_f_one_b;             /* the schedule: 1F1B, else GPipe */
+	int slots;                   /* micro-batches' inputs xs holds */
+	struct cg_sender *up, *down; /* to the stages above and below */
 	uint16_t *wire; /* [run, T, C] their bf16 words */
 };
 
@@ -923,6 +926,8 @@ stage_run_free(const struct cg_model *m, struct stage_run *r)
 	free(r->dx);
 	free(r->grad);
 	free(r->wire);
+	cg_sender_stop(r->up);
+	cg_sender_stop(r->down);
 	if (r->ws)
 		m->arch->stages->stage_free(r->ws);
 }
@@ -934,16 +939,17 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
            struct cg_train_opts *o, struct cg_stage_opts *so,
            const struct cg_pipe *p)
 {
-	uint64_t h[7] = {1,
+	uint64_t h[8] = {1,
 	                 (uint64_t)st->count,
 	                 (uint64_t)o->steps,
 	                 (uint64_t)o->batch,
 	                 (uint64_t)so->micro,
 	                 m->step,
-	                 (uint64_t)(so->bf16 != 0)};
+	                 (uint64_t)(so->bf16 != 0),
+	                 (uint64_t)(so->one_f_one_b != 0)};
 
 	if (st->index > 0) {
-		if (cg_pipe_hear(p->up_in, "head", h, 7) != 0)
+		if (cg_pipe_hear(p->up_in, "head", h, 8) != 0)
 			return -1;
 		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
 			return cg_seterr(
@@ -957,7 +963,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			                 (unsigned long long)h[5],
 			                 (unsigned long long)m->step);
 		if (h[2] < 1 || h[2] > 1 << 30 || h[3] < 1 || h[3] > 1 << 20 ||
-		    h[4] < 1 || h[4] > h[3] || h[6] > 1)
+		    h[4] < 1 || h[4] > h[3] || h[6] > 1 || h[7] > 1)
 			return cg_seterr("the previous stage asks for %llu "
 			                 "steps of %llu in %llu micro-batches",
 			                 (unsigned long long)h[2],
@@ -967,29 +973,30 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 		o->batch = (int)h[3];
 		so->micro = (int)h[4];
 		so->bf16 = (int)h[6];
+		so->one_f_one_b = (int)h[7];
 		h[0]++;
 	}
-	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 7))
+	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 8))
 		return -1;
 	return 0;
 }
 
-/* Activations or their gradient x [shape] as frame name to fd: f32, or
- * rounded to bf16 through r->wire.  0 or -1. */
+/* Activations or their gradient x [shape] as frame name to the sender
+ * to: f32, or rounded to bf16 through r->wire.  0 or -1. */
 static int
-send_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
-         const float *x)
+send_act(struct stage_run *r, struct cg_sender *to, const char *name,
+         const uint64_t *shape, const float *x)
 {
 	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
 
 	if (!r->bf16)
-		return cg_frame_write(fd, name, CG_F32, 3, shape, x);
+		return cg_sender_put(to, name, CG_F32, 3, shape, x);
 	for (size_t i = 0; i < n; i++)
 		r->wire[i] = cg_f32_to_bf16(x[i]);
-	return cg_frame_write(fd, name, CG_BF16, 3, shape, r->wire);
+	return cg_sender_put(to, name, CG_BF16, 3, shape, r->wire);
 }
 
-/* The frame send_act sent, into x [shape] as f32.  0 or -1. */
+/* The frame send_act sent, from fd into x [shape] as f32.  0 or -1. */
 static int
 recv_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
          float *x)
@@ -1005,72 +1012,114 @@ recv_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
 	return 0;
 }
 
-/* One step's fill: every micro-batch forward, down the pipe. */
+/* Micro-batch j's rows: the first b0, nb of them. */
+static void
+mb_rows(const struct stage_run *r, int B, int j, int *b0, int *nb)
+{
+	*b0 = j * r->run;
+	*nb = B - *b0 < r->run ? B - *b0 : r->run;
+}
+
+/* Micro-batch j forward: its input from the stage above (all but the
+ * first), its output down (all but the last; the last only keeps its
+ * input).  0 or -1. */
 static int
-stage_fill(const struct cg_model *m, const struct cg_stage *st,
-           struct stage_run *r, int B, const struct cg_pipe *p)
+stage_fwd(const struct cg_model *m, const struct cg_stage *st,
+          struct stage_run *r, int B, const struct cg_pipe *p, int j)
 {
 	const struct cg_stage_ops *ops = m->arch->stages;
-	const int last = st->index == st->count - 1;
+	int b0, nb;
 
-	for (int j = 0; j < r->nmb; j++) {
-		int b0 = j * r->run, nb = B - b0 < r->run ? B - b0 : r->run;
-		size_t rt = (size_t)b0 * r->T, rx = rt * r->C;
-		uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
-		if (st->index > 0 &&
-		    (recv_act(r, p->up_in, "x", sa, r->xs + rx) != 0 ||
-		     cg_frame_expect(p->up_in, "targets", CG_U32, 2, sa,
-		                     r->targets + rt) != 0 ||
-		     cg_frame_expect(p->up_in, "weight", CG_F32, 2, sa,
-		                     r->weight + rt) != 0))
-			return -1;
-		if (last)
-			continue;
-		if (ops->forward(m, r->ws, r->tokens + rt, r->xs + rx, nb,
-		                 r->y) != 0 ||
-		    send_act(r, p->down_out, "x", sa, r->y) != 0 ||
-		    cg_frame_write(p->down_out, "targets", CG_U32, 2, sa,
-		                   r->targets + rt) != 0 ||
-		    cg_frame_write(p->down_out, "weight", CG_F32, 2, sa,
-		                   r->weight + rt) != 0)
-			return -1;
-	}
+	mb_rows(r, B, j, &b0, &nb);
+	size_t rt = (size_t)b0 * r->T;
+	float *x = r->xs ? r->xs + (size_t)(j % r->slots) * r->run * r->T * r->C
+	                 : NULL;
+	uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+	if (st->index > 0 && (recv_act(r, p->up_in, "x", sa, x) != 0 ||
+	                      cg_frame_expect(p->up_in, "targets", CG_U32, 2,
+	                                      sa, r->targets + rt) != 0 ||
+	                      cg_frame_expect(p->up_in, "weight", CG_F32, 2, sa,
+	                                      r->weight + rt) != 0))
+		return -1;
+	if (st->index == st->count - 1)
+		return 0;
+	if (ops->forward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x, nb,
+	                 r->y) != 0 ||
+	    send_act(r, r->down, "x", sa, r->y) != 0 ||
+	    cg_sender_put(r->down, "targets", CG_U32, 2, sa, r->targets + rt) !=
+	        0 ||
+	    cg_sender_put(r->down, "weight", CG_F32, 2, sa, r->weight + rt) !=
+	        0)
+		return -1;
 	return 0;
 }
 
-/* One step's drain: every micro-batch backward, in order, up the pipe;
- * *loss gets the sum of their losses, in that order. */
+/* Micro-batch j backward: its output's gradient from below (all but the
+ * last), its input's gradient up (all but the first); *loss += its
+ * loss, which comes up from the last stage.  0 or -1. */
 static int
-stage_drain(const struct cg_model *m, const struct cg_stage *st,
-            struct stage_run *r, int B, const struct cg_pipe *p, double *loss)
+stage_bwd(const struct cg_model *m, const struct cg_stage *st,
+          struct stage_run *r, int B, const struct cg_pipe *p, int j,
+          double *loss)
 {
 	const struct cg_stage_ops *ops = m->arch->stages;
 	const int last = st->index == st->count - 1;
+	int b0, nb;
 
+	mb_rows(r, B, j, &b0, &nb);
+	size_t rt = (size_t)b0 * r->T;
+	float *x = r->xs ? r->xs + (size_t)(j % r->slots) * r->run * r->T * r->C
+	                 : NULL;
+	uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+	uint64_t bits;
+	double part;
+	if (!last && (recv_act(r, p->down_in, "dx", sa, r->dy) != 0 ||
+	              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
+		return -1;
+	if (ops->backward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x,
+	                  r->targets + rt, r->weight + rt, r->dy, nb, r->grad,
+	                  r->dx, &part) != 0)
+		return -1;
+	if (!last)
+		memcpy(&part, &bits, sizeof(part));
+	else
+		memcpy(&bits, &part, sizeof(bits));
+	*loss += part;
+	if (st->index > 0 && (send_act(r, r->up, "dx", sa, r->dx) != 0 ||
+	                      cg_sender_put(r->up, "loss", CG_U64, 1,
+	                                    (uint64_t[1]){1}, &bits) != 0))
+		return -1;
+	return 0;
+}
+
+/*
+ * One step's micro-batches through the stage, in the schedule's order,
+ * *loss their losses' sum in the order of the micro-batches (the
+ * backward passes' order under both schedules).  GPipe: every one
+ * forward, then every one backward.  1F1B: N - 1 - index forward (the
+ * warm-up), then one forward and one backward in turn, then the
+ * backward passes left; a stage then holds the inputs of at most
+ * N - index micro-batches.
+ */
+static int
+stage_step(const struct cg_model *m, const struct cg_stage *st,
+           struct stage_run *r, int B, const struct cg_pipe *p, double *loss)
+{
+	int w = r->one_f_one_b ? st->count - 1 - st->index : r->nmb;
+
+	if (w > r->nmb)
+		w = r->nmb;
 	*loss = 0;
-	for (int j = 0; j < r->nmb; j++) {
-		int b0 = j * r->run, nb = B - b0 < r->run ? B - b0 : r->run;
-		size_t rt = (size_t)b0 * r->T, rx = rt * r->C;
-		uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
-		uint64_t bits;
-		double part;
-		if (!last && (recv_act(r, p->down_in, "dx", sa, r->dy) != 0 ||
-		              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
+	for (int j = 0; j < w; j++)
+		if (stage_fwd(m, st, r, B, p, j) != 0)
 			return -1;
-		if (ops->backward(m, r->ws, r->tokens + rt, r->xs + rx,
-		                  r->targets + rt, r->weight + rt, r->dy, nb,
-		                  r->grad, r->dx, &part) != 0)
+	for (int i = 0; i < r->nmb - w; i++)
+		if (stage_fwd(m, st, r, B, p, w + i) != 0 ||
+		    stage_bwd(m, st, r, B, p, i, loss) != 0)
 			return -1;
-		if (!last)
-			memcpy(&part, &bits, sizeof(part));
-		else
-			memcpy(&bits, &part, sizeof(bits));
-		*loss += part;
-		if (st->index > 0 &&
-		    (send_act(r, p->up_out, "dx", sa, r->dx) != 0 ||
-		     cg_pipe_say(p->up_out, "loss", &bits, 1) != 0))
+	for (int i = r->nmb - w; i < r->nmb; i++)
+		if (stage_bwd(m, st, r, B, p, i, loss) != 0)
 			return -1;
-	}
 	return 0;
 }
 
@@ -1105,12 +1154,17 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	if (stage_head(m, st, o, so, p) != 0)
 		return -1;
 	r.bf16 = so->bf16;
+	r.one_f_one_b = so->one_f_one_b;
 	const int B = o->batch;
 	/* the chunks of cgpt's batch under m->chunk = ceil(B / M) */
 	int most = (B + so->micro - 1) / so->micro;
 	int nch = (B + most - 1) / most;
 	r.run = (B + nch - 1) / nch;
 	r.nmb = (B + r.run - 1) / r.run;
+	/* GPipe holds every micro-batch's input, 1F1B those in flight */
+	r.slots = r.one_f_one_b && st->count - st->index < r.nmb
+	              ? st->count - st->index
+	              : r.nmb;
 	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
 	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
 	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||
@@ -1119,7 +1173,10 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (so->bf16 && (r.wire = cg_alloc(rtc * sizeof(uint16_t))) == NULL) ||
 	    (r.grad = lazy_floats(m->nparams)) == NULL ||
-	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL)
+	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL ||
+	    (st->index > 0 && (r.up = cg_sender_start(p->up_out)) == NULL) ||
+	    (st->index < st->count - 1 &&
+	     (r.down = cg_sender_start(p->down_out)) == NULL))
 		goto out;
 	if (st->index == 0) {
 		if (s == NULL || s->n == 0)
@@ -1128,7 +1185,8 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 		    order_init(&ord, s->n, o->order, o->seed) != 0 ||
 		    (r.tokens = cg_alloc(bt * sizeof(int))) == NULL)
 			goto out;
-	} else if ((r.xs = cg_alloc(bt * r.C * sizeof(float))) == NULL)
+	} else if ((r.xs = cg_alloc((size_t)r.slots * rtc * sizeof(float))) ==
+	           NULL)
 		goto out;
 	if ((cg_optim_needs_m(o->opt.kind) && m->opt_m == NULL &&
 	     (m->opt_m = lazy_floats(m->nparams)) == NULL) ||
@@ -1153,8 +1211,7 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 				goto fail_ex;
 			res->mean.part[1] = (double)count; /* below */
 		}
-		if (stage_fill(m, st, &r, B, p) != 0 ||
-		    stage_drain(m, st, &r, B, p, &loss) != 0)
+		if (stage_step(m, st, &r, B, p, &loss) != 0)
 			goto fail_ex;
 		if (st->index == 0) {
 			struct cg_metrics bm = {.loss = loss,
@@ -1185,6 +1242,17 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	res->steps = o->steps;
 	res->samples = (uint64_t)o->steps * (uint64_t)B;
 	res->weight = tokens;
+	/* every frame written before the end's are said in line */
+	if (cg_sender_stop(r.up) != 0) {
+		r.up = NULL;
+		goto fail_ex;
+	}
+	r.up = NULL;
+	if (cg_sender_stop(r.down) != 0) {
+		r.down = NULL;
+		goto fail_ex;
+	}
+	r.down = NULL;
 	rc = 0;
 fail_ex:
 	free(ex);

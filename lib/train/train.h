@@ -166,6 +166,7 @@ struct cg_pipe;
 struct cg_stage_opts {
 	int micro; /* micro-batches a batch is run in */
 	int bf16;  /* activations and gradients bf16 on the wire, not f32 */
+	int one_f_one_b; /* the schedule: 1F1B, else GPipe */
 };
 int cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                    const struct cg_shard *s, struct cg_train_opts *o,
