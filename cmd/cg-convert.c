@@ -12,14 +12,20 @@
  * as cg-inspect --verify checks it (lib/eval/verify.h) before anything is
  * written: a file of a kind the format does not define, or one its
  * kind's readers refuse, is not passed on.
+ *
+ * --stage I/N cuts a model's pipeline stage I of N, and --join joins the
+ * stage files back into the model (lib/model/stage.h): the cut and the
+ * join of every stage give the model's file again, byte for byte.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "eval/verify.h"
 #include "model/model.h"
+#include "model/stage.h"
 #include "file/format.h"
 #include "file/safetensors.h"
 
@@ -27,7 +33,11 @@ struct args {
 	const char *in, *out, *to;
 	enum cg_compress comp;
 	const char *zgiven;
-	int merge;
+	int merge, join;
+	const char *stage;
+	int index, count; /* --stage I/N, 0-based */
+	char **ins;       /* --join's inputs */
+	int nins;
 };
 
 #define CG_CTX struct args
@@ -39,11 +49,15 @@ static const struct cg_opt opts[] = {
     {"to", 't', "FORMAT",
      "write FORMAT: cg or safetensors (the one IN is not in)", CG_OPT_STR(to)},
     CG_OPT_ENCRYPT_TO,
+    {"join", 'J', NULL, "the pipeline stages IN... joined into their model",
+     CG_OPT_FLAG(join)},
     {"merge-lora", 'M', NULL,
      "a model's adapters merged into its weights: a plain model",
      CG_OPT_FLAG(merge)},
     CG_OPT_SIGN,
     CG_OPT_SEAL_KEY,
+    {"stage", 'S', "I/N", "the model IN's pipeline stage I of N (1 to N)",
+     CG_OPT_STR(stage)},
     CG_OPT_TRUST,
     CG_OPT_HELP,
     CG_OPT_VERSION,
@@ -52,12 +66,34 @@ static const struct cg_opt opts[] = {
 
 static const struct cg_cli cli = {
     .name = "cg-convert",
-    .synopsis = "[-M] [-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]",
+    .synopsis = "[-M] [-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]\n"
+                "       cg-convert -S I/N [-z ALG] [-o OUT] [MODEL [OUT]]\n"
+                "       cg-convert -J [-z ALG] -o OUT STAGE...",
     .about = "Write the cg file IN as a safetensors file, or the safetensors\n"
              "file IN as a cg file (IN - or none: standard input).",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
+
+/* --stage I/N into a->index and a->count; CG_CONTINUE or a usage error. */
+static int
+stage_arg(struct args *a)
+{
+	char *end;
+	long i = strtol(a->stage, &end, 10), n;
+
+	if (end == a->stage || *end != '/')
+		return cg_usage("--stage %s: not I/N", a->stage);
+	const char *rest = end + 1;
+	n = strtol(rest, &end, 10);
+	if (end == rest || *end != '\0' || n < 1 || n > CG_STAGE_MAX || i < 1 ||
+	    i > n)
+		return cg_usage("--stage %s: not I/N with 1 <= I <= N <= %d",
+		                a->stage, CG_STAGE_MAX);
+	a->index = (int)i - 1;
+	a->count = (int)n;
+	return CG_CONTINUE;
+}
 
 /* The command line into a, checked; CG_CONTINUE or the exit status. */
 static int
@@ -68,6 +104,25 @@ parse(int argc, char **argv, struct args *a)
 	if ((rc = cg_getopt_all(&cli, argc, argv, NULL, a, &ind)) !=
 	    CG_CONTINUE)
 		return rc;
+	if ((a->join || a->stage) && (a->to || a->merge))
+		return cg_usage("--join and --stage write cg files: no --to "
+		                "or --merge-lora");
+	if (a->join && a->stage)
+		return cg_usage("--join and --stage conflict");
+	if (a->join) {
+		if (argc - ind < 1)
+			return cg_usage("--join: give the stage files");
+		if (argc - ind > CG_STAGE_MAX)
+			return cg_usage("--join: more than %d stages",
+			                CG_STAGE_MAX);
+		a->ins = argv + ind;
+		a->nins = argc - ind;
+		if (a->out == NULL)
+			a->out = "-";
+		return CG_CONTINUE;
+	}
+	if (a->stage && stage_arg(a) != CG_CONTINUE)
+		return CG_EXIT_USAGE;
 	if ((n = argc - ind) > 2)
 		return cg_usage("too many operands");
 	if (n == 2 && a->out)
@@ -114,6 +169,48 @@ merged(struct cg_file *f, const char *in)
 	return out;
 }
 
+/* --stage: stage a->index of a->count of model file f (freed) to
+ * a->out.  0, or -1 with a message. */
+static int
+cut(const struct args *a, struct cg_file *f)
+{
+	const char *name = strcmp(a->in, "-") ? a->in : "(stdin)";
+	struct cg_model *m = cg_model_from_file(f, name);
+	struct cg_stage st;
+	int rc = -1;
+
+	cg_file_free(f);
+	if (m == NULL)
+		return -1;
+	if (cg_stage_plan(m, a->index, a->count, &st) != 0)
+		cg_errprefix(name);
+	else
+		rc = cg_file_write_free(cg_stage_file(m, &st), a->out, a->comp);
+	cg_model_free(m);
+	return rc;
+}
+
+/* --join: the stage files a->ins into their model at a->out.  0, or -1
+ * with a message. */
+static int
+join(const struct args *a)
+{
+	struct cg_file *f[CG_STAGE_MAX] = {0};
+	struct cg_model *m = NULL;
+	int rc = -1, i;
+
+	for (i = 0; i < a->nins; i++)
+		if ((f[i] = cg_file_read(a->ins[i])) == NULL)
+			goto out;
+	if ((m = cg_stage_join(f, a->nins, (const char *const *)a->ins)))
+		rc = cg_model_write(m, a->out, a->comp);
+out:
+	for (i = 0; i < a->nins; i++)
+		cg_file_free(f[i]);
+	cg_model_free(m);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -124,7 +221,13 @@ main(int argc, char **argv)
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE)
 		return rc;
+	if (a.join)
+		return join(&a) == 0 ? CG_EXIT_OK : cg_fail(NULL);
 	if ((f = cg_read_any(a.in, &from)) == NULL)
+		return cg_fail(NULL);
+	if (a.stage)
+		return cut(&a, f) == 0 ? CG_EXIT_OK : cg_fail(NULL);
+	if (f == NULL)
 		return cg_fail(NULL);
 	/* by default a cg file becomes a safetensors file, any other a cg
 	 * file; a merged model a cg file */

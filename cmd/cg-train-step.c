@@ -24,7 +24,9 @@
 #include "train/audit.h"
 #include "train/encode.h"
 #include "train/report.h"
+#include "train/pipe.h"
 #include "train/train.h"
+#include "model/stage.h"
 
 #define MAX_BATCH (1 << 20)
 #define MAX_STEPS (1LL << 40)
@@ -54,6 +56,10 @@ enum {
 	OPT_MASK_THRESHOLD,
 	OPT_MASK_ROUND,
 	OPT_MAX_MEMORY,
+	OPT_MICRO,
+	OPT_NEXT,
+	OPT_WIRE,
+	OPT_PIPELINE,
 	OPT_ORDER,
 	OPT_PEERS,
 	OPT_PRECISION,
@@ -73,6 +79,11 @@ struct args {
 	double start, time_limit; /* cg_now() at the start; 0: no limit */
 	struct cg_train_opts o;
 	struct cg_optim_cli oc;
+	long long micro;  /* --micro-batches; 0: the arch's chunks */
+	const char *next; /* --next: the next pipeline stage's command */
+	int stage;        /* a pipeline stage's call (--next, or no -d) */
+	int wire;         /* --wire: 1 bf16 */
+	int pipeline;     /* --pipeline: 1 1F1B */
 	enum cg_compress comp;
 	long long steps, batch;
 	int threads;
@@ -94,6 +105,8 @@ struct args {
 /* --emit's and --order's names, in their enums' order. */
 static const char *const emit_names[] = {"grad", "delta", "model", NULL};
 static const char *const order_names[] = {"shuffle", "sequential", NULL};
+static const char *const wire_names[] = {"f32", "bf16", NULL};
+static const char *const pipeline_names[] = {"gpipe", "1f1b", NULL};
 
 /* --mask-round TEXT, of at most CG_MASK_ROUND_MAX bytes. */
 static int
@@ -162,6 +175,17 @@ static const struct cg_opt opts[] = {
     {"max-memory", OPT_MAX_MEMORY, "SIZE",
      "fit the call in SIZE (256M, 2G): chunks, checkpointing",
      CG_OPT_SIZE(max_memory), CG_OPT_POSITIVE},
+    {"micro-batches", OPT_MICRO, "M",
+     "run each batch in M micro-batches, gradients accumulated",
+     CG_OPT_I64(micro, 1, MAX_BATCH)},
+    {"next", OPT_NEXT, "CMD",
+     "a pipeline stage: run the next stage as sh -c CMD", CG_OPT_STR(next)},
+    {"pipeline", OPT_PIPELINE, "NAME",
+     "the first stage's schedule: gpipe or 1f1b (gpipe)",
+     CG_OPT_ENUM(pipeline, pipeline_names)},
+    {"wire", OPT_WIRE, "DTYPE",
+     "the first stage's activations between stages: f32 or bf16 (f32)",
+     CG_OPT_ENUM(wire, wire_names)},
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
      "recompute activations in the backward pass", CG_OPT_FLAG(ckpt)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
@@ -269,14 +293,60 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
+/*
+ * A pipeline stage's call: what it cannot do, then its training options.
+ * Whether it needs -d and --next its file says (stage_job).
+ */
+static int
+validate_stage(struct args *a)
+{
+	const char *no = a->state        ? "--state"
+	                 : a->coded      ? "--codec"
+	                 : a->codec_name ? "--codec"
+	                 : a->budget     ? "--budget"
+	                 : a->mask       ? "--mask"
+	                 : a->teacher    ? "--teacher"
+	                 : a->nfreeze    ? "--freeze"
+	                 : a->o.clip > 0 ? "--clip"
+	                 : a->time_limit ? "--time-limit"
+	                 : a->max_memory ? "--max-memory"
+	                 : a->ckpt       ? "--checkpoint-activations"
+	                 : a->dp_given   ? "--dp-clip"
+	                 : a->log        ? "--log"
+	                                 : NULL;
+
+	if (a->o.emit != CG_EMIT_MODEL)
+		return cg_usage("a pipeline stage (--next) emits its model: give "
+		                "--emit model");
+	if (no)
+		return cg_usage("%s: not with a pipeline stage (--next, or "
+		                "--emit model without -d)",
+		                no);
+	if (strcmp(a->model, "-") == 0)
+		return cg_usage("a pipeline stage's model is a file, not "
+		                "standard input");
+	cg_optim_cli_finish(&a->oc, &a->o.opt);
+	a->o.steps = (int)(a->steps > 1 << 30 ? 1 << 30 : a->steps);
+	a->o.batch = (int)a->batch;
+	return CG_CONTINUE;
+}
+
 /* What is missing or in conflict; then the training options from a. */
 static int
 validate(struct args *a)
 {
 	if (a->model == NULL)
 		return cg_usage("no model (-m)");
+	/* a stage past the first reads no data */
+	a->stage = a->next != NULL ||
+	           (a->data == NULL && a->o.emit == CG_EMIT_MODEL);
+	if (a->stage)
+		return validate_stage(a);
 	if (a->data == NULL)
 		return cg_usage("no data shard (-d)");
+	if (a->wire || a->pipeline)
+		return cg_usage("--%s: a pipeline stage's (--next)",
+		                a->wire ? "wire" : "pipeline");
 	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
 		return cg_usage("the model and the shard cannot both be "
 		                "standard input");
@@ -450,6 +520,15 @@ prepare(const struct args *a, struct job *j)
 		else
 			cg_warn(NULL);
 		return -1;
+	}
+	/* --micro-batches: cgpt's chunks are the micro-batches */
+	if (a->micro > 0) {
+		if (a->max_memory || a->ckpt)
+			return cg_warnx(
+			           "--micro-batches: not with --max-memory "
+			           "or --checkpoint-activations"),
+			       -1;
+		j->m->chunk = (int)((a->batch + a->micro - 1) / a->micro);
 	}
 	if (j->st && cg_train_state_init(j->st, j->m, job_opts(a, j)) != 0)
 		return cg_warn("%s", a->state), -1;
@@ -669,6 +748,77 @@ emit(const struct args *a, struct job *j)
 	return 0;
 }
 
+/*
+ * A pipeline stage's call (lib/train/pipe.h): read the stage, run the
+ * next one, train, and write the output only once every stage below has
+ * written its own, renamed on stage 0's word.  0, or -1 said.
+ */
+static int
+stage_job(struct args *a, struct job *j)
+{
+	struct cg_pipe p = CG_PIPE_NONE;
+	struct cg_stage st;
+	struct cg_stage_opts so = {.micro = (int)(a->micro ? a->micro : 1),
+	                           .bf16 = a->wire,
+	                           .one_f_one_b = a->pipeline};
+	int rc = -1;
+	uint64_t end[2];
+
+	if ((j->m = cg_stage_read(a->model, &st)) == NULL)
+		return cg_warn(a->data ? NULL : "no data shard (-d), and"), -1;
+	const int first = st.index == 0, last = st.index == st.count - 1;
+	if (first != (a->data != NULL) || last != (a->next == NULL))
+		return cg_warnx("%s: stage %d of %d: %s", a->model,
+		                st.index + 1, st.count,
+		                first != (a->data != NULL)
+		                    ? (first
+		                           ? "the first stage reads the data: "
+		                             "give -d"
+		                           : "only the first stage reads "
+		                             "data: no -d")
+		                    : (last ? "the last stage runs no other: "
+		                              "no --next"
+		                            : "give --next CMD, the next "
+		                              "stage")),
+		       -1;
+	if (!first && strcmp(a->out, "-") == 0)
+		return cg_warnx("stage %d of %d: standard output is the "
+		                "pipe to the previous stage: give -o FILE",
+		                st.index + 1, st.count),
+		       -1;
+	if (!first)
+		p.up_in = 0, p.up_out = 1;
+	if ((first && (j->s = cg_shard_open(a->data)) == NULL) ||
+	    cg_out_open(&j->out, a->out) != 0 ||
+	    (a->next && cg_pipe_spawn(&p, a->next) != 0))
+		goto fail;
+	if (cg_train_stage(j->m, &st, j->s, &a->o, &so, &p, &j->res) != 0)
+		goto fail;
+	memcpy(&end[0], &j->res.mean.loss, sizeof(double));
+	end[1] = j->res.samples;
+	if (cg_pipe_end(&p, st.index, st.count, end) != 0)
+		goto fail;
+	double loss, seen = cg_json_num(j->m->manifest, "samples", 0);
+	memcpy(&loss, &end[0], sizeof(loss));
+	cg_json_set_num(j->m->manifest, "loss", loss);
+	cg_json_set_num(j->m->manifest, "samples", seen + (double)end[1]);
+	if (cg_model_check_all_finite(j->m) != 0 ||
+	    (j->f = cg_stage_file(j->m, &st)) == NULL ||
+	    cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
+	    cg_out_flush(&j->out) != 0 ||
+	    cg_pipe_ready(&p, st.index, st.count) != 0 ||
+	    cg_pipe_commit(&p, st.index, st.count) != 0 ||
+	    cg_out_commit(&j->out) != 0)
+		goto fail;
+	rc = 0;
+fail:
+	if (rc != 0)
+		cg_warn(NULL);
+	if (cg_pipe_close(&p) != 0 && rc == 0)
+		rc = -1, cg_warn(NULL);
+	return rc;
+}
+
 /* The summary, on a terminal after the progress line. */
 static void
 report(const struct job *j)
@@ -715,7 +865,10 @@ main(int argc, char **argv)
 	if (cg_set_compute(a.deterministic, a.precision, a.quiet) != 0)
 		return cg_fail(NULL);
 	rc = CG_EXIT_FAILURE;
-	if (prepare(&a, &j) == 0 && train(&a, &j) == 0 && emit(&a, &j) == 0) {
+	if (a.stage)
+		rc = stage_job(&a, &j) == 0 ? CG_EXIT_OK : CG_EXIT_FAILURE;
+	else if (prepare(&a, &j) == 0 && train(&a, &j) == 0 &&
+	         emit(&a, &j) == 0) {
 		report(&j);
 		rc = CG_EXIT_OK;
 	}

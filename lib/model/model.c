@@ -392,6 +392,12 @@ fail:
 }
 
 struct cg_model *
+cg_model_laid_out(cJSON *man, int lazy)
+{
+	return model_new(man, lazy, NULL);
+}
+
+struct cg_model *
 cg_model_create(const char *arch, cJSON *config, cJSON *extra, uint64_t seed)
 {
 	cJSON *man = extra ? extra : cJSON_CreateObject();
@@ -591,6 +597,12 @@ model_manifest(const struct cg_file *f)
 
 	if (strcmp(cg_file_kind(f), "model") != 0) {
 		cg_seterr("a %s file, not a model", cg_file_kind(f));
+		return NULL;
+	}
+	if (cJSON_GetObjectItemCaseSensitive(f->manifest, "stage")) {
+		cg_seterr("a pipeline stage, not a whole model (cg-train-step "
+		          "--next trains it, cg-convert --join makes the model "
+		          "of its stages)");
 		return NULL;
 	}
 	if (cg_dp_read(f->manifest, NULL) < 0)

@@ -89,6 +89,13 @@ struct cg_model {
  */
 struct cg_model *cg_model_create(const char *arch, struct cJSON *config,
 				 struct cJSON *extra, uint64_t seed);
+/*
+ * A model laid out from manifest man (taken over: arch, config, step),
+ * its parameters zeroed: with lazy an anonymous mapping whose pages
+ * take memory only once written (a pipeline stage's model writes its
+ * range alone: model/stage.h).  NULL with a message.
+ */
+struct cg_model *cg_model_laid_out(struct cJSON *man, int lazy);
 /* Read a model file; NULL with a message naming the file and tensor. */
 struct cg_model *cg_model_read(const char *path);
 /*

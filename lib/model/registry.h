@@ -21,6 +21,44 @@
 struct cJSON;
 struct cg_model;
 
+/*
+ * Pipeline stages (lib/train/pipe.c): an arch whose layers run one after
+ * another on rows of T positions of width C, cut between layers.  A stage
+ * holds layers [a, b): views [layer_view(a), layer_view(b)), a contiguous
+ * range of the flat buffer (the inputs' views go with layer 0, the head's
+ * with the last).  What flows between stages for a micro-batch of B rows
+ * is activations [B, T, C] forward and their gradient back; the first
+ * stage makes the rows from the data, and the batch's targets and
+ * weights travel to the last.
+ */
+struct cg_stage_ops {
+	/* The layers a split cuts between, T and C; -1 with a message
+	 * where m cannot be split into n stages. */
+	int (*layers)(const struct cg_model *m, int n, int *T, int *C);
+	/* The first view of layer l (0 <= l <= layers: nviews). */
+	int (*layer_view)(const struct cg_model *m, int l);
+	/* The rows of examples ex[0..B) of s as batch makes them: tokens,
+	 * targets [B, T] and weight [B, T] (summing to 1 over the batch),
+	 * *count the scored positions; 0, or -1 with a message. */
+	int (*rows)(struct cg_model *m, const struct cg_shard *s,
+	            const uint64_t *ex, int B, uint64_t noise_seed, int *tokens,
+	            int *targets, float *weight, uint64_t *count);
+	/* A workspace for layers [a, b) and micro-batches of up to mb rows
+	 * (free it with stage_free), or NULL with a message. */
+	void *(*stage_new)(const struct cg_model *m, int a, int b, int mb);
+	void (*stage_free)(void *ws);
+	/* Forward, not the last stage: tokens (the first) or x into y. */
+	int (*forward)(const struct cg_model *m, void *ws, const int *tokens,
+	               const float *x, int B, float *y);
+	/* Forward again, then backward from the loss of targets and
+	 * weight (the last stage: *loss) or from dy; grad += the stage's
+	 * share, dx (not the first) = d(loss)/d(x). */
+	int (*backward)(const struct cg_model *m, void *ws, const int *tokens,
+	                const float *x, const int *targets, const float *weight,
+	                const float *dy, int B, float *grad, float *dx,
+	                double *loss);
+};
+
 /* How a text model picks each next byte. */
 struct cg_sampler {
 	double temperature; /* 0: greedy (argmax) */
@@ -299,6 +337,8 @@ struct cg_arch {
 		       const struct cg_shard *s, const uint64_t *ex, int B,
 		       uint64_t noise_seed, float *grad, struct cg_metrics *out);
 	size_t (*teacher_bytes)(struct cg_model *t, int B, int chunk);
+	/* Optional (NULL: the arch's models are not split into stages). */
+	const struct cg_stage_ops *stages;
 };
 
 /* The architecture called name, or NULL with a message. */

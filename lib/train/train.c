@@ -26,6 +26,9 @@
 #include "exchange/update.h"
 #include "model/qat.h"
 #include "nn/gemm.h"
+#include "model/stage.h"
+#include "train/pipe.h"
+#include "file/frame.h"
 #include "train/train.h"
 
 /* ------------------------------------------------------------ batches */
@@ -902,4 +905,374 @@ cg_eval_shard(struct cg_model *m, const struct cg_shard *s, int B,
 		finish_metrics(out);
 	free(ex);
 	return 0;
+}
+
+/* ------------------------------------------------------ pipeline stages */
+
+/* What one stage holds through its call (cg_train_stage). */
+struct stage_run {
+	int T, C, run, nmb; /* rows per micro-batch, micro-batches */
+	int *tokens, *targets;
+	float *weight;      /* [B, T] */
+	float *xs;          /* [B, T, C]: every micro-batch's input */
+	float *y, *dy, *dx; /* [run, T, C] */
+	float *grad;        /* [nparams], written in the stage's range */
+	void *ws;
+	int bf16;       /* activations cross as bf16 */
+	int one_f_one_b;             /* the schedule: 1F1B, else GPipe */
+	int slots;                   /* micro-batches' inputs xs holds */
+	struct cg_sender *up, *down; /* to the stages above and below */
+	uint16_t *wire; /* [run, T, C] their bf16 words */
+};
+
+static void
+stage_run_free(const struct cg_model *m, struct stage_run *r)
+{
+	free(r->tokens);
+	free(r->targets);
+	free(r->weight);
+	free(r->xs);
+	free(r->y);
+	free(r->dy);
+	free(r->dx);
+	free(r->grad);
+	free(r->wire);
+	cg_sender_stop(r->up);
+	cg_sender_stop(r->down);
+	if (r->ws)
+		m->arch->stages->stage_free(r->ws);
+}
+
+/* The handshake: stage 0 says the call's shape, the others hear it and
+ * pass it on.  0, or -1 with a message. */
+static int
+stage_head(const struct cg_model *m, const struct cg_stage *st,
+           struct cg_train_opts *o, struct cg_stage_opts *so,
+           const struct cg_pipe *p)
+{
+	uint64_t h[8] = {1,
+	                 (uint64_t)st->count,
+	                 (uint64_t)o->steps,
+	                 (uint64_t)o->batch,
+	                 (uint64_t)so->micro,
+	                 m->step,
+	                 (uint64_t)(so->bf16 != 0),
+	                 (uint64_t)(so->one_f_one_b != 0)};
+
+	if (st->index > 0) {
+		if (cg_pipe_hear(p->up_in, "head", h, 8) != 0)
+			return -1;
+		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
+			return cg_seterr(
+			    "the previous stage takes this one for "
+			    "stage %llu of %llu, not %d of %d",
+			    (unsigned long long)h[0] + 1,
+			    (unsigned long long)h[1], st->index + 1, st->count);
+		if (h[5] != m->step)
+			return cg_seterr("the previous stage is at step %llu, "
+			                 "this one at %llu",
+			                 (unsigned long long)h[5],
+			                 (unsigned long long)m->step);
+		if (h[2] < 1 || h[2] > 1 << 30 || h[3] < 1 || h[3] > 1 << 20 ||
+		    h[4] < 1 || h[4] > h[3] || h[6] > 1 || h[7] > 1)
+			return cg_seterr("the previous stage asks for %llu "
+			                 "steps of %llu in %llu micro-batches",
+			                 (unsigned long long)h[2],
+			                 (unsigned long long)h[3],
+			                 (unsigned long long)h[4]);
+		o->steps = (int)h[2];
+		o->batch = (int)h[3];
+		so->micro = (int)h[4];
+		so->bf16 = (int)h[6];
+		so->one_f_one_b = (int)h[7];
+		h[0]++;
+	}
+	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 8))
+		return -1;
+	return 0;
+}
+
+/* Activations or their gradient x [shape] as frame name to the sender
+ * to: f32, or rounded to bf16 through r->wire.  0 or -1. */
+static int
+send_act(struct stage_run *r, struct cg_sender *to, const char *name,
+         const uint64_t *shape, const float *x)
+{
+	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+
+	if (!r->bf16)
+		return cg_sender_put(to, name, CG_F32, 3, shape, x);
+	for (size_t i = 0; i < n; i++)
+		r->wire[i] = cg_f32_to_bf16(x[i]);
+	return cg_sender_put(to, name, CG_BF16, 3, shape, r->wire);
+}
+
+/* The frame send_act sent, from fd into x [shape] as f32.  0 or -1. */
+static int
+recv_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
+         float *x)
+{
+	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+
+	if (!r->bf16)
+		return cg_frame_expect(fd, name, CG_F32, 3, shape, x);
+	if (cg_frame_expect(fd, name, CG_BF16, 3, shape, r->wire) != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		x[i] = cg_bf16_to_f32(r->wire[i]);
+	return 0;
+}
+
+/* Micro-batch j's rows: the first b0, nb of them. */
+static void
+mb_rows(const struct stage_run *r, int B, int j, int *b0, int *nb)
+{
+	*b0 = j * r->run;
+	*nb = B - *b0 < r->run ? B - *b0 : r->run;
+}
+
+/* Micro-batch j forward: its input from the stage above (all but the
+ * first), its output down (all but the last; the last only keeps its
+ * input).  0 or -1. */
+static int
+stage_fwd(const struct cg_model *m, const struct cg_stage *st,
+          struct stage_run *r, int B, const struct cg_pipe *p, int j)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	int b0, nb;
+
+	mb_rows(r, B, j, &b0, &nb);
+	size_t rt = (size_t)b0 * r->T;
+	float *x = r->xs ? r->xs + (size_t)(j % r->slots) * r->run * r->T * r->C
+	                 : NULL;
+	uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+	if (st->index > 0 && (recv_act(r, p->up_in, "x", sa, x) != 0 ||
+	                      cg_frame_expect(p->up_in, "targets", CG_U32, 2,
+	                                      sa, r->targets + rt) != 0 ||
+	                      cg_frame_expect(p->up_in, "weight", CG_F32, 2, sa,
+	                                      r->weight + rt) != 0))
+		return -1;
+	if (st->index == st->count - 1)
+		return 0;
+	if (ops->forward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x, nb,
+	                 r->y) != 0 ||
+	    send_act(r, r->down, "x", sa, r->y) != 0 ||
+	    cg_sender_put(r->down, "targets", CG_U32, 2, sa, r->targets + rt) !=
+	        0 ||
+	    cg_sender_put(r->down, "weight", CG_F32, 2, sa, r->weight + rt) !=
+	        0)
+		return -1;
+	return 0;
+}
+
+/* Micro-batch j backward: its output's gradient from below (all but the
+ * last), its input's gradient up (all but the first); *loss += its
+ * loss, which comes up from the last stage.  0 or -1. */
+static int
+stage_bwd(const struct cg_model *m, const struct cg_stage *st,
+          struct stage_run *r, int B, const struct cg_pipe *p, int j,
+          double *loss)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	const int last = st->index == st->count - 1;
+	int b0, nb;
+
+	mb_rows(r, B, j, &b0, &nb);
+	size_t rt = (size_t)b0 * r->T;
+	float *x = r->xs ? r->xs + (size_t)(j % r->slots) * r->run * r->T * r->C
+	                 : NULL;
+	uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+	uint64_t bits;
+	double part;
+	if (!last && (recv_act(r, p->down_in, "dx", sa, r->dy) != 0 ||
+	              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
+		return -1;
+	if (ops->backward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x,
+	                  r->targets + rt, r->weight + rt, r->dy, nb, r->grad,
+	                  r->dx, &part) != 0)
+		return -1;
+	if (!last)
+		memcpy(&part, &bits, sizeof(part));
+	else
+		memcpy(&bits, &part, sizeof(bits));
+	*loss += part;
+	if (st->index > 0 && (send_act(r, r->up, "dx", sa, r->dx) != 0 ||
+	                      cg_sender_put(r->up, "loss", CG_U64, 1,
+	                                    (uint64_t[1]){1}, &bits) != 0))
+		return -1;
+	return 0;
+}
+
+/*
+ * One step's micro-batches through the stage, in the schedule's order,
+ * *loss their losses' sum in the order of the micro-batches (the
+ * backward passes' order under both schedules).  GPipe: every one
+ * forward, then every one backward.  1F1B: N - 1 - index forward (the
+ * warm-up), then one forward and one backward in turn, then the
+ * backward passes left; a stage then holds the inputs of at most
+ * N - index micro-batches.
+ */
+static int
+stage_step(const struct cg_model *m, const struct cg_stage *st,
+           struct stage_run *r, int B, const struct cg_pipe *p, double *loss)
+{
+	int w = r->one_f_one_b ? st->count - 1 - st->index : r->nmb;
+
+	if (w > r->nmb)
+		w = r->nmb;
+	*loss = 0;
+	for (int j = 0; j < w; j++)
+		if (stage_fwd(m, st, r, B, p, j) != 0)
+			return -1;
+	for (int i = 0; i < r->nmb - w; i++)
+		if (stage_fwd(m, st, r, B, p, w + i) != 0 ||
+		    stage_bwd(m, st, r, B, p, i, loss) != 0)
+			return -1;
+	for (int i = r->nmb - w; i < r->nmb; i++)
+		if (stage_bwd(m, st, r, B, p, i, loss) != 0)
+			return -1;
+	return 0;
+}
+
+/* A zeroed array of n floats whose pages cost memory once written. */
+static float *
+lazy_floats(size_t n)
+{
+	float *p = calloc(n ? n : 1, sizeof(float));
+
+	if (p == NULL)
+		cg_seterr("out of memory");
+	return p;
+}
+
+int
+cg_train_stage(struct cg_model *m, const struct cg_stage *st,
+               const struct cg_shard *s, struct cg_train_opts *o,
+               struct cg_stage_opts *so, const struct cg_pipe *p,
+               struct cg_train_result *res)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	struct stage_run r = {.T = st->T, .C = st->C};
+	struct order ord = {0};
+	double tokens = 0;
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (ops == NULL)
+		return cg_seterr("a %s model has no stages", m->arch->name);
+	if (o->emit != CG_EMIT_MODEL)
+		return cg_seterr("a stage emits its model");
+	if (stage_head(m, st, o, so, p) != 0)
+		return -1;
+	r.bf16 = so->bf16;
+	r.one_f_one_b = so->one_f_one_b;
+	const int B = o->batch;
+	/* the chunks of cgpt's batch under m->chunk = ceil(B / M) */
+	int most = (B + so->micro - 1) / so->micro;
+	int nch = (B + most - 1) / most;
+	r.run = (B + nch - 1) / nch;
+	r.nmb = (B + r.run - 1) / r.run;
+	/* GPipe holds every micro-batch's input, 1F1B those in flight */
+	r.slots = r.one_f_one_b && st->count - st->index < r.nmb
+	              ? st->count - st->index
+	              : r.nmb;
+	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
+	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
+	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||
+	    (r.y = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (r.dy = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
+	    (so->bf16 && (r.wire = cg_alloc(rtc * sizeof(uint16_t))) == NULL) ||
+	    (r.grad = lazy_floats(m->nparams)) == NULL ||
+	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL ||
+	    (st->index > 0 && (r.up = cg_sender_start(p->up_out)) == NULL) ||
+	    (st->index < st->count - 1 &&
+	     (r.down = cg_sender_start(p->down_out)) == NULL))
+		goto out;
+	if (st->index == 0) {
+		if (s == NULL || s->n == 0)
+			goto nodata;
+		if (m->arch->check_data(m, s) != 0 ||
+		    order_init(&ord, s->n, o->order, o->seed) != 0 ||
+		    (r.tokens = cg_alloc(bt * sizeof(int))) == NULL)
+			goto out;
+	} else if ((r.xs = cg_alloc((size_t)r.slots * rtc * sizeof(float))) ==
+	           NULL)
+		goto out;
+	if ((cg_optim_needs_m(o->opt.kind) && m->opt_m == NULL &&
+	     (m->opt_m = lazy_floats(m->nparams)) == NULL) ||
+	    (cg_optim_needs_v(o->opt.kind) && m->opt_v == NULL &&
+	     (m->opt_v = lazy_floats(m->nparams)) == NULL))
+		goto out;
+	uint64_t cursor = start_cursor(m, o);
+	uint64_t *ex = NULL;
+	if (st->index == 0 && (ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
+		goto out;
+	for (int k = 0; k < o->steps; k++) {
+		double loss;
+		if (st->index == 0) {
+			struct cg_rng nr;
+			uint64_t count;
+			for (int b = 0; b < B; b++)
+				ex[b] = order_at(&ord, cursor + (uint64_t)b);
+			cursor += (uint64_t)B;
+			cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, m->step);
+			if (ops->rows(m, s, ex, B, cg_rng_u64(&nr), r.tokens,
+			              r.targets, r.weight, &count) != 0)
+				goto fail_ex;
+			res->mean.part[1] = (double)count; /* below */
+		}
+		if (stage_step(m, st, &r, B, p, &loss) != 0)
+			goto fail_ex;
+		if (st->index == 0) {
+			struct cg_metrics bm = {.loss = loss,
+			                        .n = (uint64_t)B,
+			                        .bits_per = loss / M_LN2};
+			bm.part[0] = res->mean.part[1] / B;
+			res->mean.part[1] = 0;
+			if (!isfinite(loss)) {
+				cg_seterr("step %d of %d: the loss is not "
+				          "finite: training diverged (a lower "
+				          "--lr)",
+				          k + 1, o->steps);
+				goto fail_ex;
+			}
+			add_text_metrics(&res->mean, &bm, &tokens);
+		}
+		m->groups[0].opt_t++;
+		cg_optim_step_views(&o->opt, m->groups[0].opt_t, m->params,
+		                    r.grad, m->opt_m, m->opt_v,
+		                    m->views + st->v0, st->v1 - st->v0, 1);
+		m->step++;
+		if (o->progress)
+			o->progress(o->progress_ctx, k + 1, o->steps,
+			            st->index == 0 ? res->mean.loss / tokens
+			                           : NAN);
+	}
+	finish_text_metrics(&res->mean, tokens);
+	res->steps = o->steps;
+	res->samples = (uint64_t)o->steps * (uint64_t)B;
+	res->weight = tokens;
+	/* every frame written before the end's are said in line */
+	if (cg_sender_stop(r.up) != 0) {
+		r.up = NULL;
+		goto fail_ex;
+	}
+	r.up = NULL;
+	if (cg_sender_stop(r.down) != 0) {
+		r.down = NULL;
+		goto fail_ex;
+	}
+	r.down = NULL;
+	rc = 0;
+fail_ex:
+	free(ex);
+	goto out;
+nodata:
+	cg_seterr("the first stage reads the data: give it a shard that "
+	          "holds examples");
+out:
+	free(ord.perm);
+	stage_run_free(m, &r);
+	return rc;
 }

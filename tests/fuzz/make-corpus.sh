@@ -19,7 +19,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 rm -rf "$out"
-for t in codec container encode fortune idx jsonl runlog safetensors seal shard tsv update; do
+for t in codec container encode fortune frame idx jsonl runlog safetensors seal shard tsv update; do
 	mkdir -p "$out/$t"
 done
 
@@ -204,4 +204,15 @@ done
 	head -c 9000 fort-0.cgd
 	printf '\020\001\000\200\000\001\002'
 } >"$out/seal/plain-edits"
+# frame: the first bytes a pipeline's second stage reads, whole frames
+# and cut inside one
+cg-init -a cgpt -d fort-0.cgd --seed 1 --context 8 --width 8 --layers 2 \
+	--heads 2 -o p.cgm
+cg-convert -S 1/2 p.cgm -o p1.cgm
+cg-convert -S 2/2 p.cgm -o p2.cgm
+cg-train-step -q -m p1.cgm -d fort-0.cgd -e model -k 1 -b 2 \
+	--micro-batches 2 -o p1-out.cgm --next "head -c 600 >'$out/frame/stream'" ||
+	true
+head -c 93 "$out/frame/stream" >"$out/frame/head"
+head -c 300 "$out/frame/stream" >"$out/frame/cut"
 du -sh "$out"

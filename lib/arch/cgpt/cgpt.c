@@ -274,6 +274,7 @@ struct cg_cgpt_ws {
 	struct cg_cgpt_config c;
 	int max_batch;
 	int ckpt; /* 1: blk[] share one scratch set but for res3 */
+	int l0, nblk; /* blk[i] holds block l0 + i's: a stage's, or all */
 	void *mem;
 	float *encoded;                   /* [B, T, C] */
 	struct acts *blk;                 /* [L] */
@@ -328,7 +329,7 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 	TAKE(w->encoded, R, C);
 	if (w->ckpt)
 		TAKE_ACTS(&shared);
-	for (int l = 0; l < w->c.L; l++) {
+	for (int l = 0; l < w->nblk; l++) {
 		struct acts *a = ar->base ? &w->blk[l] : &dummy;
 		if (w->ckpt)
 			*a = shared;
@@ -384,8 +385,10 @@ size_t
 cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
                  int checkpoint)
 {
-	struct cg_cgpt_ws w = {.c = *c, .max_batch = max_batch,
-	                       .ckpt = checkpoint != 0};
+	struct cg_cgpt_ws w = {.c = *c,
+	                       .max_batch = max_batch,
+	                       .ckpt = checkpoint != 0,
+	                       .nblk = c->L};
 	struct cg_arena a = {0};
 
 	if (check_ws(c, max_batch) != 0)
@@ -399,8 +402,10 @@ cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
 	return a.used + sizeof(w) + (size_t)c->L * sizeof(struct acts);
 }
 
-struct cg_cgpt_ws *
-cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
+/* A workspace for blocks [l0, l0 + nblk) of c. */
+static struct cg_cgpt_ws *
+ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint, int l0,
+       int nblk)
 {
 	struct cg_cgpt_ws *w;
 	struct cg_arena a = {0};
@@ -409,7 +414,7 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 	if (check_ws(c, max_batch) != 0)
 		return NULL;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    (w->blk = calloc((size_t)c->L, sizeof(*w->blk))) == NULL) {
+	    (w->blk = calloc((size_t)nblk, sizeof(*w->blk))) == NULL) {
 		free(w);
 		cg_seterr("cgpt: out of memory");
 		return NULL;
@@ -417,6 +422,8 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 	w->c = *c;
 	w->max_batch = max_batch;
 	w->ckpt = checkpoint != 0;
+	w->l0 = l0;
+	w->nblk = nblk;
 	snprintf(what, sizeof(what), "cgpt: workspace for batch %d",
 	         max_batch);
 	carve(w, &a);
@@ -428,6 +435,12 @@ cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 fail:
 	cg_cgpt_ws_free(w);
 	return NULL;
+}
+
+struct cg_cgpt_ws *
+cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
+{
+	return ws_new(c, max_batch, checkpoint, 0, c->L);
 }
 
 void
@@ -497,7 +510,7 @@ check_call(const struct cg_cgpt_config *c, const struct cg_cgpt_ws *w,
 		                 w->max_batch);
 	if (T < 1 || T > c->T)
 		return cg_seterr("cgpt: %d positions: not in [1, %d]", T, c->T);
-	for (size_t i = 0; i < (size_t)B * T; i++)
+	for (size_t i = 0; tokens && i < (size_t)B * T; i++)
 		if (tokens[i] < 0 || tokens[i] >= V)
 			return cg_seterr("cgpt: token %d (sequence %zu, "
 			                 "position %zu): not in [0, %d)",
@@ -526,7 +539,7 @@ block_forward(const struct cg_cgpt_config *c, const float *p,
 	const int C = c->C, NH = c->NH, BT = B * T;
 	const size_t N = (size_t)BT * C;
 	struct block k = block_at(c, l);
-	struct acts *a = &w->blk[l];
+	struct acts *a = &w->blk[l - w->l0];
 
 	cg_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p + k.ln1w,
 	                     p + k.ln1b, B, T, C);
@@ -549,7 +562,7 @@ block_forward(const struct cg_cgpt_config *c, const float *p,
 static const float *
 block_input(const struct cg_cgpt_ws *w, int l)
 {
-	return l > 0 ? w->blk[l - 1].res3 : w->encoded;
+	return l > w->l0 ? w->blk[l - 1 - w->l0].res3 : w->encoded;
 }
 
 /* The forward pass on checked arguments. */
@@ -589,6 +602,48 @@ zero(float *p, size_t n)
 }
 
 /*
+ * Block l's backward pass, its forward pass's activations in w->blk[l]
+ * and its input res: w->dres [B, T, C] holds d(loss)/d(its output) and
+ * gets d(loss)/d(its input); grad [nparams] += its parameters' share.
+ */
+static void
+block_backward(const struct cg_cgpt_config *c, const float *params,
+               struct cg_cgpt_ws *w, int l, const float *res, int B, int T,
+               float *grad)
+{
+	const int C = c->C, NH = c->NH;
+	const int BT = B * T;
+	const size_t N = (size_t)BT * C;
+	struct block k = block_at(c, l);
+	struct acts *a = &w->blk[l - w->l0];
+	const float *p = params;
+	float *g = grad;
+	size_t N4 = 4 * N;
+
+	/* res3 = res2 + mlp(ln2(res2)) */
+	cg_linear_backward_set(w->dfch_gelu, g + k.mprojw, g + k.mprojb,
+	                       w->dres, a->fch_gelu, p + k.mprojw, BT, 4 * C,
+	                       C);
+	/* fch_gelu is spent: it takes d(loss)/d(fch). */
+	float *dfch = a->fch_gelu;
+	cg_gelu_backward_set(dfch, w->dfch_gelu, a->fch, N4);
+	cg_linear_backward_set(w->dln, g + k.fcw, g + k.fcb, dfch, a->ln2,
+	                       p + k.fcw, BT, C, 4 * C);
+	cg_layernorm_backward(w->dres, g + k.ln2w, g + k.ln2b, w->dln, a->res2,
+	                      p + k.ln2w, a->ln2_mean, a->ln2_rstd, B, T, C);
+	/* res2 = res + proj(attention(qkv(ln1(res)))) */
+	cg_linear_backward_set(w->datty, g + k.projw, g + k.projb, w->dres,
+	                       a->atty, p + k.projw, BT, C, C);
+	zero(w->dqkv, 3 * N);
+	cg_attention_backward(w->dqkv, w->dscratch, w->datty, a->qkv, a->att, B,
+	                      T, C, NH);
+	cg_linear_backward_set(w->dln, g + k.qkvw, g + k.qkvb, w->dqkv, a->ln1,
+	                       p + k.qkvw, BT, C, 3 * C);
+	cg_layernorm_backward(w->dres, g + k.ln1w, g + k.ln1b, w->dln, res,
+	                      p + k.ln1w, a->ln1_mean, a->ln1_rstd, B, T, C);
+}
+
+/*
  * The backward pass from w->dlogits [B, T, V], after the forward pass of
  * the same tokens on w: grad [nparams] += d(loss)/d(params).
  */
@@ -596,7 +651,7 @@ static void
 backward(const struct cg_cgpt_config *c, const float *params,
          struct cg_cgpt_ws *w, const int *tokens, int B, int T, float *grad)
 {
-	const int C = c->C, NH = c->NH, V = cg_cgpt_vocab(c);
+	const int C = c->C, V = cg_cgpt_vocab(c);
 	const int BT = B * T;
 	const size_t N = (size_t)BT * C;
 
@@ -611,42 +666,11 @@ backward(const struct cg_cgpt_config *c, const float *params,
 
 	/* Blocks, top down; w->dres is d(loss)/d(the block's output). */
 	for (int l = c->L - 1; l >= 0; l--) {
-		struct block k = block_at(c, l);
-		struct acts *a = &w->blk[l];
-		const float *res = block_input(w, l);
-		const float *p = params;
-		float *g = grad;
-		size_t N4 = 4 * N;
-
 		/* Checkpointed: the scratch set holds the top block's
 		 * activations since the forward pass; others recompute. */
 		if (w->ckpt && l < c->L - 1)
-			block_forward(c, params, w, l, res, B, T);
-
-		/* res3 = res2 + mlp(ln2(res2)) */
-		cg_linear_backward_set(w->dfch_gelu, g + k.mprojw,
-		                       g + k.mprojb, w->dres, a->fch_gelu,
-		                       p + k.mprojw, BT, 4 * C, C);
-		/* fch_gelu is spent: it takes d(loss)/d(fch). */
-		float *dfch = a->fch_gelu;
-		cg_gelu_backward_set(dfch, w->dfch_gelu, a->fch, N4);
-		cg_linear_backward_set(w->dln, g + k.fcw, g + k.fcb, dfch,
-		                       a->ln2, p + k.fcw, BT, C, 4 * C);
-		cg_layernorm_backward(w->dres, g + k.ln2w, g + k.ln2b, w->dln,
-		                      a->res2, p + k.ln2w, a->ln2_mean,
-		                      a->ln2_rstd, B, T, C);
-		/* res2 = res + proj(attention(qkv(ln1(res)))) */
-		cg_linear_backward_set(w->datty, g + k.projw, g + k.projb,
-		                       w->dres, a->atty, p + k.projw, BT, C, C);
-		zero(w->dqkv, 3 * N);
-		cg_attention_backward(w->dqkv, w->dscratch, w->datty, a->qkv,
-		                      a->att, B, T, C, NH);
-		cg_linear_backward_set(w->dln, g + k.qkvw, g + k.qkvb,
-		                       w->dqkv, a->ln1, p + k.qkvw, BT, C,
-		                       3 * C);
-		cg_layernorm_backward(w->dres, g + k.ln1w, g + k.ln1b, w->dln,
-		                      res, p + k.ln1w, a->ln1_mean, a->ln1_rstd,
-		                      B, T, C);
+			block_forward(c, params, w, l, block_input(w, l), B, T);
+		block_backward(c, params, w, l, block_input(w, l), B, T, grad);
 	}
 	cg_embed_backward(grad, grad + wpe_off(c), w->dres, tokens, B, T, C);
 }
@@ -740,6 +764,128 @@ cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
 	if (grad != NULL)
 		backward(c, params, w, tokens, B, T, grad);
 	return 0;
+}
+
+/* ----------------------------------------------------- pipeline stages */
+
+struct cg_cgpt_ws *
+cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c, int max_batch, int a,
+                     int b)
+{
+	if (cg_cgpt_check_config(c) != 0)
+		return NULL;
+	if (a < 0 || b <= a || b > c->L) {
+		cg_seterr("cgpt: blocks [%d, %d): not a range of [0, %d)", a, b,
+		          c->L);
+		return NULL;
+	}
+	return ws_new(c, max_batch, 0, a, b - a);
+}
+
+/* The checks of a stage's call; 0 or -1 with a message. */
+static int
+check_stage(const struct cg_cgpt_config *c, const struct cg_cgpt_ws *w,
+            const int *tokens, const int *targets, const float *weight, int B,
+            int T)
+{
+	const int V = cg_cgpt_vocab(c);
+
+	if (w->ckpt || w->mats)
+		return cg_seterr("cgpt: not a stage's workspace");
+	if (check_call(c, w, w->l0 == 0 ? tokens : NULL, B, T) != 0)
+		return -1;
+	for (size_t i = 0; targets && i < (size_t)B * T; i++)
+		if (weight[i] != 0 && (targets[i] < 0 || targets[i] >= V))
+			return cg_seterr("cgpt: target %d (sequence %zu, "
+			                 "position %zu): not in [0, %d)",
+			                 targets[i], i / T, i % T, V);
+	return 0;
+}
+
+/* The stage's blocks forward, from the embeddings of tokens (the first
+ * stage) or from x. */
+static void
+stage_forward(const struct cg_cgpt_config *c, const float *params,
+              struct cg_cgpt_ws *w, const int *tokens, const float *x, int B,
+              int T)
+{
+	const int C = c->C;
+
+	if (w->l0 == 0)
+		cg_embed_forward(w->encoded, tokens, params,
+		                 params + wpe_off(c), B, T, C);
+	else
+		memcpy(w->encoded, x, (size_t)B * T * C * sizeof(float));
+	for (int l = w->l0; l < w->l0 + w->nblk; l++)
+		block_forward(c, params, w, l, block_input(w, l), B, T);
+}
+
+int
+cg_cgpt_stage_forward(const struct cg_cgpt_config *c, const float *params,
+                      struct cg_cgpt_ws *w, const int *tokens, const float *x,
+                      int B, int T, float *y)
+{
+	if (check_stage(c, w, tokens, NULL, NULL, B, T) != 0)
+		return -1;
+	stage_forward(c, params, w, tokens, x, B, T);
+	memcpy(y, block_input(w, w->l0 + w->nblk),
+	       (size_t)B * T * c->C * sizeof(float));
+	return 0;
+}
+
+int
+cg_cgpt_stage_backward(const struct cg_cgpt_config *c, const float *params,
+                       struct cg_cgpt_ws *w, const int *tokens, const float *x,
+                       const int *targets, const float *weight, const float *dy,
+                       int B, int T, float *grad, float *dx, double *loss)
+{
+	const int C = c->C, V = cg_cgpt_vocab(c), BT = B * T;
+	const int top = w->l0 + w->nblk;
+	const size_t N = (size_t)BT * C;
+
+	if (check_stage(c, w, tokens, top == c->L ? targets : NULL, weight, B,
+	                T) != 0)
+		return -1;
+	stage_forward(c, params, w, tokens, x, B, T);
+	*loss = 0;
+	if (top == c->L) {
+		/* as cg_cgpt_forward_backward: head, loss, head's backward */
+		size_t f = lnf_off(c);
+		cg_layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd,
+		                     block_input(w, top), params + f,
+		                     params + f + C, B, T, C);
+		linear(w, 4 * c->L, w->logits, w->lnf, params + head_off(c),
+		       NULL, BT, C, V);
+		zero(w->dlogits, (size_t)BT * V);
+		cg_xent_forward_backward(w->losses, w->dlogits, w->logits,
+		                         targets, weight, B, T, V);
+		double s = 0;
+		for (size_t i = 0; i < (size_t)BT; i++)
+			s += weight[i] * w->losses[i];
+		*loss = s;
+		cg_linear_backward_set(w->dln, grad + head_off(c), NULL,
+		                       w->dlogits, w->lnf, params + head_off(c),
+		                       BT, C, V);
+		zero(w->dres, N);
+		cg_layernorm_backward(w->dres, grad + f, grad + f + C, w->dln,
+		                      block_input(w, top), params + f,
+		                      w->lnf_mean, w->lnf_rstd, B, T, C);
+	} else
+		memcpy(w->dres, dy, N * sizeof(float));
+	for (int l = top - 1; l >= w->l0; l--)
+		block_backward(c, params, w, l, block_input(w, l), B, T, grad);
+	if (w->l0 == 0)
+		cg_embed_backward(grad, grad + wpe_off(c), w->dres, tokens, B,
+		                  T, C);
+	else
+		memcpy(dx, w->dres, N * sizeof(float));
+	return 0;
+}
+
+size_t
+cg_cgpt_stage_off(const struct cg_cgpt_config *c, int l)
+{
+	return l == 0 ? 0 : l == c->L ? cg_cgpt_nparams(c) : block_off(c, l);
 }
 
 /* ------------------------------------------------- inputs of the layers */

@@ -190,6 +190,51 @@ int cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
                                      float *grad, double *loss, double *data,
                                      double *teacher);
 
+/* ------------------------------------------------------- pipeline stages */
+
+/*
+ * A pipeline stage holds blocks [a, b) of the L, the embeddings with them
+ * where a = 0 and the final LayerNorm and head where b = L.  Its
+ * parameters are the range [cg_cgpt_stage_off(c, a), cg_cgpt_stage_off(c,
+ * b)) of the flat buffer (0 and nparams at the ends: the layout is
+ * embeddings, blocks, head), and its passes read and write no other.
+ * Run one stage after another on the same micro-batch, they make the
+ * very floats cg_cgpt_forward_backward makes: the same kernels on the
+ * same inputs, in the same order.  A tied model (the head is wte) cannot
+ * be cut where the first stage is not the last; the caller checks.
+ */
+size_t cg_cgpt_stage_off(const struct cg_cgpt_config *c, int l);
+
+/* A workspace for micro-batches of up to max_batch sequences through
+ * blocks [a, b) of c (0 <= a < b <= L), never checkpointed: it holds the
+ * activations of those blocks only.  NULL with a message. */
+struct cg_cgpt_ws *cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c,
+                                        int max_batch, int a, int b);
+
+/*
+ * The stage's forward pass, a < b < L (not the last stage): from tokens
+ * [B, T] where a = 0, else from x [B, T, C], the output of block b - 1
+ * into y [B, T, C].  Returns 0, or -1 with a message (sizes, a token out
+ * of range).
+ */
+int cg_cgpt_stage_forward(const struct cg_cgpt_config *c, const float *params,
+                          struct cg_cgpt_ws *w, const int *tokens,
+                          const float *x, int B, int T, float *y);
+
+/*
+ * The stage's forward pass again (as cg_cgpt_stage_forward: tokens or
+ * x), then its backward pass: from the loss of targets and weight [B, T]
+ * (as cg_cgpt_forward_backward's; *loss gets it) where b = L, else from
+ * dy [B, T, C] = d(loss)/d(its output) (*loss = 0).  grad [nparams] +=
+ * its parameters' share; where a > 0, dx [B, T, C] = d(loss)/d(x).
+ * Returns 0, or -1 with a message (a token or target out of range).
+ */
+int cg_cgpt_stage_backward(const struct cg_cgpt_config *c, const float *params,
+                           struct cg_cgpt_ws *w, const int *tokens,
+                           const float *x, const int *targets,
+                           const float *weight, const float *dy, int B, int T,
+                           float *grad, float *dx, double *loss);
+
 /* ------------------------------------------------------------ generation */
 
 /*

@@ -425,15 +425,16 @@ make_seq(const struct cg_cgpt_config *c, const struct cg_shard *s, uint64_t i,
 }
 
 /*
- * The sequences of examples ex[0..B) of s into w's tokens, targets and
- * weights, the weights scaled to sum to 1; *count gets the scored tokens.
- * 0, or -1 with a message.
+ * The sequences of examples ex[0..B) of s for config c into tokens,
+ * targets and weight [B, T], the weights scaled to sum to 1; *count gets
+ * the scored tokens.  0, or -1 with a message.
  */
 static int
-fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
-           int B, uint64_t noise_seed, uint64_t *count)
+fill_rows(const struct cg_cgpt_config *c, const struct cg_shard *s,
+          const uint64_t *ex, int B, uint64_t noise_seed, int *tokens,
+          int *targets, float *weight, uint64_t *count)
 {
-	const int T = w->c.T;
+	const int T = c->T;
 
 	*count = 0;
 	for (int b = 0; b < B; b++) {
@@ -447,16 +448,25 @@ fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
 			                 (unsigned long long)s->n);
 		/* cg_shard_open checked prompt_len[i] <= the length. */
 		uint64_t P = s->prompt_len ? s->prompt_len[i] : 0;
-		*count += make_seq(&w->c, s, i, P, noise_seed, w->tokens + r,
-		                   w->targets + r, w->weight + r, NULL);
+		*count += make_seq(c, s, i, P, noise_seed, tokens + r,
+		                   targets + r, weight + r, NULL);
 	}
 	if (*count == 0)
 		return 0;
 	/* Weights 1/count make the summed loss a mean per scored token. */
 	float inv = (float)(1.0 / (double)*count);
 	for (size_t j = 0; j < (size_t)B * T; j++)
-		w->weight[j] *= inv;
+		weight[j] *= inv;
 	return 0;
+}
+
+/* fill_rows into w's tokens, targets and weights. */
+static int
+fill_batch(struct cgpt_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, uint64_t *count)
+{
+	return fill_rows(&w->c, s, ex, B, noise_seed, w->tokens, w->targets,
+	                 w->weight, count);
 }
 
 static int
@@ -687,6 +697,117 @@ static const struct cg_arch_key cgpt_keys[] = {
 };
 #undef KEY
 
+/* ------------------------------------------------------ pipeline stages */
+
+static int
+stage_layers(const struct cg_model *m, int n, int *T, int *C)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	if (n < 1 || n > c.L)
+		return cg_seterr("%d stages of a model of %d blocks", n, c.L);
+	if (c.tied && n > 1)
+		return cg_seterr("a tied model's head is its embedding: it "
+		                 "cannot be split (cg-init --tied 0)");
+	*T = c.T;
+	*C = c.C;
+	return c.L;
+}
+
+/* Views: wte, wpe, 12 per block, then the head's. */
+static int
+stage_layer_view(const struct cg_model *m, int l)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	return l == 0 ? 0 : l == c.L ? m->nviews : 2 + 12 * l;
+}
+
+static int
+stage_rows(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, int *tokens, int *targets, float *weight,
+           uint64_t *count)
+{
+	struct cg_cgpt_config c;
+
+	if (B < 1)
+		return cg_seterr("cgpt: batch %d: not positive", B);
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	/* no workspace: a stage holds only its blocks' */
+	return fill_rows(&c, s, ex, B, noise_seed, tokens, targets, weight,
+	                 count);
+}
+
+struct cgpt_stage {
+	struct cg_cgpt_config c;
+	struct cg_cgpt_ws *ws;
+};
+
+static void
+stage_free(void *ws)
+{
+	struct cgpt_stage *st = ws;
+
+	if (st == NULL)
+		return;
+	cg_cgpt_ws_free(st->ws);
+	free(st);
+}
+
+static void *
+stage_new(const struct cg_model *m, int a, int b, int mb)
+{
+	struct cgpt_stage *st = calloc(1, sizeof(*st));
+
+	if (st == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	if (get_config(m->config, &st->c) != 0 ||
+	    (st->ws = cg_cgpt_stage_ws_new(&st->c, mb, a, b)) == NULL) {
+		stage_free(st);
+		return NULL;
+	}
+	return st;
+}
+
+static int
+stage_forward(const struct cg_model *m, void *ws, const int *tokens,
+              const float *x, int B, float *y)
+{
+	struct cgpt_stage *st = ws;
+
+	return cg_cgpt_stage_forward(&st->c, m->params, st->ws, tokens, x, B,
+	                             st->c.T, y);
+}
+
+static int
+stage_backward(const struct cg_model *m, void *ws, const int *tokens,
+               const float *x, const int *targets, const float *weight,
+               const float *dy, int B, float *grad, float *dx, double *loss)
+{
+	struct cgpt_stage *st = ws;
+
+	return cg_cgpt_stage_backward(&st->c, m->params, st->ws, tokens, x,
+	                              targets, weight, dy, B, st->c.T, grad, dx,
+	                              loss);
+}
+
+static const struct cg_stage_ops cgpt_stages = {
+    .layers = stage_layers,
+    .layer_view = stage_layer_view,
+    .rows = stage_rows,
+    .stage_new = stage_new,
+    .stage_free = stage_free,
+    .forward = stage_forward,
+    .backward = stage_backward,
+};
+
 const struct cg_arch cg_arch_cgpt = {
     .name = "cgpt",
     .summary = "conditional byte-level transformer (GPT-2) for text",
@@ -715,4 +836,5 @@ const struct cg_arch cg_arch_cgpt = {
     .check_teacher = cgpt_check_teacher,
     .distill = cgpt_distill,
     .teacher_bytes = cgpt_teacher_bytes,
+    .stages = &cgpt_stages,
 };
