@@ -216,6 +216,8 @@ struct cg_cclf_ws {
 	float *dlogits; /* [B, ncond] */
 	float *dh;      /* [B, hidden] */
 	float *tmp;     /* [B, hidden] */
+	double *sq;     /* [B], DP-SGD: each example's squared norm */
+	float *rs;      /* [B], DP-SGD: each example's clip factor */
 };
 
 /* The workspace's buffers in struct order, in arena a (counting, then
@@ -239,6 +241,8 @@ lay(void *ws, struct cg_arena *a)
 	w->dlogits = CG_ARENA_FLOATS(a, B, K);
 	w->dh = CG_ARENA_FLOATS(a, B, H);
 	w->tmp = CG_ARENA_FLOATS(a, B, H);
+	w->sq = cg_arena_take(a, B, 1, sizeof(double));
+	w->rs = CG_ARENA_FLOATS(a, B, 1);
 }
 
 /* A workspace's struct for batches of up to max_batch, its arena not
@@ -383,6 +387,91 @@ xent(double *sum, int *right, float *dlogits, const float *logits,
 	*right = n;
 }
 
+/*
+ * From w->dlogits down the MLP to its input in (the trunk's last map,
+ * or the image) [B, t->out]: grad [nparams] += the MLP's weights'
+ * gradient, or with grad NULL none; sq [B] (or NULL) += each example's
+ * squared norm of its own gradient of them (the ghost norm,
+ * cg_linear_ghost_sq).
+ */
+static void
+mlp_backward(const struct cg_cclf_config *c, const float *params,
+             struct cg_cclf_ws *w, const float *in, int B, float *grad,
+             double *sq)
+{
+	const int L = c->layers, H = c->hidden, K = c->ncond;
+	const size_t stride = (size_t)w->max_batch * H;
+	const struct trunk *t = &w->t;
+	const float *top = w->h + (L - 1) * stride;
+	struct linear lo = linear_at(c, t, L);
+
+	if (sq)
+		cg_linear_ghost_sq(sq, w->dlogits, top, B, H, K, 1);
+	cg_linear_backward_set(w->dh, grad ? grad + lo.w : NULL,
+	                       grad ? grad + lo.b : NULL, w->dlogits, top,
+	                       params + lo.w, B, H, K);
+	for (int l = L - 1; l >= 0; l--) {
+		struct linear ln = linear_at(c, t, l);
+		const float *out = w->h + l * stride;
+		const float *x = l > 0 ? out - stride : in;
+		float *dinp = l > 0 ? w->dh
+		              : t->stages ? w->dact[t->stages - 1]
+		                          : NULL;
+
+		cg_linear_relu_backward(dinp, grad ? grad + ln.w : NULL,
+		                        grad ? grad + ln.b : NULL, w->tmp,
+		                        w->dh, out, x, params + ln.w, B, ln.in,
+		                        ln.out);
+		if (sq)
+			cg_linear_ghost_sq(sq, w->tmp, x, B, ln.in, ln.out, 1);
+	}
+}
+
+int
+cg_cclf_dp_forward_backward(const struct cg_cclf_config *c,
+                            const float *params, struct cg_cclf_ws *w,
+                            const float *x, const int *cond, int B,
+                            double clip, float *grad, double *loss,
+                            double *acc, double *norms)
+{
+	const int K = c->ncond;
+	double sum;
+	int right;
+
+	if (c->conv > 0)
+		return cg_seterr("cclf: DP-SGD of the convolutional trunk "
+		                 "(conv %d) is not done: the MLP only (conv 0)",
+		                 c->conv);
+	if (!(clip > 0 && clip <= 1e30))
+		return cg_seterr("cclf: clip %g: not in (0, 1e30]", clip);
+	if (cond == NULL)
+		return cg_seterr("cclf: a gradient needs the conditions");
+	/* the forward pass alone, checked */
+	if (cg_cclf_forward_backward(c, params, w, x, cond, B, NULL, NULL,
+	                             NULL) != 0)
+		return -1;
+	/* each example's own loss (scale 1): its gradient is g_b */
+	xent(&sum, &right, w->dlogits, w->logits, cond, 1.0f, B, K);
+	for (int b = 0; b < B; b++)
+		w->sq[b] = 0;
+	mlp_backward(c, params, w, x, B, NULL, w->sq);
+	for (int b = 0; b < B; b++) {
+		const double n = sqrt(w->sq[b]);
+
+		w->rs[b] = n > clip ? (float)(clip / n) : 1.0f;
+		if (norms)
+			norms[b] = n;
+	}
+	/* backward is linear in dlogits: scaled rows give sum_b rs [b] g_b */
+	cg_scale_rows(w->dlogits, w->rs, B, (size_t)K);
+	mlp_backward(c, params, w, x, B, grad, NULL);
+	if (loss)
+		*loss = sum / B;
+	if (acc)
+		*acc = (double)right / B;
+	return 0;
+}
+
 int
 cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
                          struct cg_cclf_ws *w, const float *x, const int *cond,
@@ -429,19 +518,7 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 		*acc = (double)right / B;
 	if (grad == NULL)
 		return 0;
-	cg_linear_backward_set(w->dh, grad + lo.w, grad + lo.b, w->dlogits, top,
-	                       params + lo.w, B, H, K);
-	for (int l = L - 1; l >= 0; l--) {
-		struct linear ln = linear_at(c, t, l);
-		const float *out = w->h + l * stride;
-		float *dinp = l > 0 ? w->dh
-		              : t->stages ? w->dact[t->stages - 1]
-		                          : NULL;
-
-		cg_linear_relu_backward(dinp, grad + ln.w, grad + ln.b, w->tmp,
-		                        w->dh, out, l > 0 ? out - stride : in,
-		                        params + ln.w, B, ln.in, ln.out);
-	}
+	mlp_backward(c, params, w, in, B, grad, NULL);
 	/* Down the trunk: each stage's gradient through its ReLU (in place),
 	 * then through its convolution into the stage below's. */
 	for (int s = t->stages - 1; s >= 0; s--) {
