@@ -434,6 +434,11 @@ dpsgd_plan(const struct args *a, struct job *j)
 	struct cg_dp next;
 	const uint64_t n = j->s->n;
 
+	if (j->m->arch->dp_batch == NULL)
+		return cg_warnx("%s: DP-SGD: per-example clipping is not done "
+		                "for %s models yet",
+		                a->model, j->m->arch->name),
+		       -1;
 	if ((uint64_t)a->batch > n)
 		return cg_warnx("--batch %lld: more than the %llu examples of "
 		                "%s: the rate B/N would pass 1",
