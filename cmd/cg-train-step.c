@@ -352,11 +352,13 @@ validate(struct args *a)
 		                "infinite epsilon");
 	if (a->ex_given && (a->mask || a->teacher || a->dp_given))
 		return cg_usage("--example-clip and --%s conflict",
-		                a->mask ? "mask"
-		                : a->teacher ? "teacher" : "dp-clip");
+		                a->mask      ? "mask"
+		                : a->teacher ? "teacher"
+		                             : "dp-clip");
 	if (a->ex_given && a->deterministic && a->ex_noise != 0)
-		return cg_usage("--example-noise and --deterministic conflict: "
-		                "the noise is secret, no one can make it again");
+		return cg_usage(
+		    "--example-noise and --deterministic conflict: "
+		    "the noise is secret, no one can make it again");
 	if (a->dp_given && a->mask == NULL)
 		return cg_usage("--%s: a worker's part of differential privacy "
 		                "is under --mask (else cg-reduce --dp-clip)",
@@ -476,11 +478,12 @@ dpsgd_plan(const struct args *a, struct job *j)
 	if (d->sigma > 0 && a->target_given &&
 	    (cg_dp_append(&next, d->sigma, d->q, (uint64_t)a->o.steps) != 0 ||
 	     next.epsilon > a->target_eps))
-		return cg_warnx("--target-epsilon %g: %d steps at noise %g and "
-		                "rate %g would bring epsilon to %.4g at delta %g "
-		                "(%.4g so far)",
-		                a->target_eps, a->o.steps, d->sigma, d->q,
-		                next.epsilon, next.delta, j->dp.epsilon),
+		return cg_warnx(
+		           "--target-epsilon %g: %d steps at noise %g and "
+		           "rate %g would bring epsilon to %.4g at delta %g "
+		           "(%.4g so far)",
+		           a->target_eps, a->o.steps, d->sigma, d->q,
+		           next.epsilon, next.delta, j->dp.epsilon),
 		       -1;
 	d->seed = a->dp_seed;
 	if (a->dp_seed_given == NULL && getentropy(&d->seed, sizeof(d->seed)))
@@ -515,9 +518,10 @@ dpsgd_record(const struct args *a, struct job *j, struct cJSON *man)
 	next.clip = 0;
 	if (a->o.emit != CG_EMIT_MODEL) {
 		next.clip = d->clip;
-		next.release = (struct cg_dp_run){
-		    .sigma = d->sigma, .q = d->q,
-		    .steps = (uint64_t)j->res.steps};
+		next.release =
+		    (struct cg_dp_run){.sigma = d->sigma,
+		                       .q = d->q,
+		                       .steps = (uint64_t)j->res.steps};
 	}
 	return cg_dp_write(man, &next);
 }

@@ -162,8 +162,7 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 		 * fewer threads in bigger blocks (a whole product a thread,
 		 * with two), which the BLAS runs faster than two halves.
 		 */
-		int split = dinp != NULL && dw != NULL && n >= 2,
-		    half = n / 2;
+		int split = dinp != NULL && dw != NULL && n >= 2, half = n / 2;
 		int wid = split ? id - half : id, wn = split ? n - half : n;
 		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with set, = */
 		if (dinp != NULL && (!split || id < half)) {

@@ -530,8 +530,9 @@ run_dp_batch(struct run *r, uint64_t index, uint64_t nseed,
 	r->grad_clear = 0;
 	memset(bm, 0, sizeof(*bm));
 	for (uint64_t at = 0; at < taken; at += (uint64_t)o->batch) {
-		const int B = taken - at < (uint64_t)o->batch ? (int)(taken - at)
-		                                              : o->batch;
+		const int B = taken - at < (uint64_t)o->batch
+		                  ? (int)(taken - at)
+		                  : o->batch;
 
 		if (m->arch->dp_batch(m, r->s, r->pex + at, B, nseed, dp->clip,
 		                      r->grad, &part) != 0)
@@ -542,11 +543,13 @@ run_dp_batch(struct run *r, uint64_t index, uint64_t nseed,
 	r->res->samples += taken;
 	/* (sum + N(0, (sigma C)^2)) / (q n): Opacus' mean for Poisson
 	 * batches, whose size is not fixed and so not private either. */
-	const double std = dp->sigma * dp->clip, inv = 1.0 / (dp->q * (double)n);
+	const double std = dp->sigma * dp->clip,
+	             inv = 1.0 / (dp->q * (double)n);
 	for (size_t i = 0; i < r->P; i++)
-		r->grad[i] = (float)((r->grad[i] +
-		                      (std > 0 ? std * cg_rng_normal(&zr) : 0)) *
-		                     inv);
+		r->grad[i] =
+		    (float)((r->grad[i] +
+		             (std > 0 ? std * cg_rng_normal(&zr) : 0)) *
+		            inv);
 	if (o->emit == CG_EMIT_GRAD)
 		for (size_t i = 0; i < r->P; i++)
 			r->out[i] += r->grad[i];

@@ -63,8 +63,9 @@ struct cg_train_opts {
 	const uint8_t *frozen;
 	/* DP-SGD (NULL: plain training): every micro-batch is then a
 	 * Poisson sample of the shard at rate dpsgd->q, and batch the
-	 * most examples the arch is given at once.  No distillation, no
-	 * text in grad mode (each micro-batch is one release either way). */
+	 * most examples the arch is given at once; every micro-batch is
+	 * one release.  No distillation; an arch without dp_batch is
+	 * refused. */
 	const struct cg_dpsgd *dpsgd;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */

@@ -124,8 +124,11 @@ vae_one(void *ctx, int b, float *g)
 static void
 test_cvae(int layers, int class_prior, int cond_every)
 {
-	struct vae v = {.c = {.in_dim = 12, .ncond = 3, .hidden = 8,
-	                      .layers = layers, .latent = 3,
+	struct vae v = {.c = {.in_dim = 12,
+	                      .ncond = 3,
+	                      .hidden = 8,
+	                      .layers = layers,
+	                      .latent = 3,
 	                      .class_prior = class_prior,
 	                      .cond_every = cond_every}};
 	char what[128];
@@ -177,8 +180,7 @@ test_cvae(int layers, int class_prior, int cond_every)
 	brute(vae_one, &v, v.np, 1e30, want, ns);
 	memset(got, 0, v.np * sizeof(float));
 	if (cg_cvae_dp_forward_backward(&v.c, v.p, v.ws, v.x, v.cond, v.eps, B,
-	                                1e30, got, NULL, NULL, NULL,
-	                                NULL) != 0)
+	                                1e30, got, NULL, NULL, NULL, NULL) != 0)
 		die("cvae DP pass");
 	float *mean = xcalloc(v.np, sizeof(float));
 	if (cg_cvae_forward_backward(&v.c, v.p, v.ws, v.x, v.cond, v.eps, B,
@@ -192,8 +194,8 @@ test_cvae(int layers, int class_prior, int cond_every)
 	         layers, class_prior, cond_every);
 	expect(close_all(what, got, want, v.np), what);
 
-	expect(cg_cvae_dp_forward_backward(&v.c, v.p, v.ws, v.x, v.cond,
-	                                   v.eps, B, 0, got, NULL, NULL, NULL,
+	expect(cg_cvae_dp_forward_backward(&v.c, v.p, v.ws, v.x, v.cond, v.eps,
+	                                   B, 0, got, NULL, NULL, NULL,
 	                                   NULL) == -1 &&
 	           strstr(cg_errmsg(), "clip") != NULL,
 	       "cvae: clip 0 refused");
@@ -230,8 +232,8 @@ clf_one(void *ctx, int b, float *g)
 static void
 test_cclf(int layers)
 {
-	struct clf v = {.c = {.in_dim = 16, .ncond = 4, .hidden = 8,
-	                      .layers = layers}};
+	struct clf v = {
+	    .c = {.in_dim = 16, .ncond = 4, .hidden = 8, .layers = layers}};
 	char what[128];
 	double norms[B], got_n[B], *want, clip;
 	float *got;
@@ -266,9 +268,14 @@ test_cclf(int layers)
 	cg_cclf_ws_free(v.ws);
 
 	/* the convolutional trunk is not done: refused */
-	struct cg_cclf_config cc = {.in_dim = 64, .ncond = 4, .hidden = 8,
-	                            .layers = 1, .conv = 2, .height = 8,
-	                            .width = 8, .channels = 1};
+	struct cg_cclf_config cc = {.in_dim = 64,
+	                            .ncond = 4,
+	                            .hidden = 8,
+	                            .layers = 1,
+	                            .conv = 2,
+	                            .height = 8,
+	                            .width = 8,
+	                            .channels = 1};
 	struct cg_cclf_ws *ws = cg_cclf_ws_new(&cc, B);
 	float *p = xcalloc(cg_cclf_nparams(&cc), sizeof(float));
 	float *x = xcalloc((size_t)B * 64, sizeof(float));

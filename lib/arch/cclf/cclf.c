@@ -414,25 +414,23 @@ mlp_backward(const struct cg_cclf_config *c, const float *params,
 		struct linear ln = linear_at(c, t, l);
 		const float *out = w->h + l * stride;
 		const float *x = l > 0 ? out - stride : in;
-		float *dinp = l > 0 ? w->dh
+		float *dinp = l > 0       ? w->dh
 		              : t->stages ? w->dact[t->stages - 1]
 		                          : NULL;
 
-		cg_linear_relu_backward(dinp, grad ? grad + ln.w : NULL,
-		                        grad ? grad + ln.b : NULL, w->tmp,
-		                        w->dh, out, x, params + ln.w, B, ln.in,
-		                        ln.out);
+		cg_linear_relu_backward(
+		    dinp, grad ? grad + ln.w : NULL, grad ? grad + ln.b : NULL,
+		    w->tmp, w->dh, out, x, params + ln.w, B, ln.in, ln.out);
 		if (sq)
 			cg_linear_ghost_sq(sq, w->tmp, x, B, ln.in, ln.out, 1);
 	}
 }
 
 int
-cg_cclf_dp_forward_backward(const struct cg_cclf_config *c,
-                            const float *params, struct cg_cclf_ws *w,
-                            const float *x, const int *cond, int B,
-                            double clip, float *grad, double *loss,
-                            double *acc, double *norms)
+cg_cclf_dp_forward_backward(const struct cg_cclf_config *c, const float *params,
+                            struct cg_cclf_ws *w, const float *x,
+                            const int *cond, int B, double clip, float *grad,
+                            double *loss, double *acc, double *norms)
 {
 	const int K = c->ncond;
 	double sum;

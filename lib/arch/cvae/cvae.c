@@ -628,11 +628,12 @@ backward(const struct cg_cvae_config *c, const float *params,
 
 			prior_kl_backward(w->dmu + r, w->dlogvar + r, G(pm),
 			                  G(plv), w->mu + r, w->logvar + r,
-			                  params + pm, params + plv, cond + b, sc,
-			                  nb, Z, sq ? sq + b : NULL);
+			                  params + pm, params + plv, cond + b,
+			                  sc, nb, Z, sq ? sq + b : NULL);
 		} else
 			cg_gauss_kl_backward(w->dmu + r, w->dlogvar + r,
-			                     w->mu + r, w->logvar + r, sc, nb, Z);
+			                     w->mu + r, w->logvar + r, sc, nb,
+			                     Z);
 	}
 	memset(w->dh0, 0, nh * sizeof(float));
 	if (sq) {
@@ -718,11 +719,11 @@ passes(const struct cg_cvae_config *c, const float *params,
 }
 
 int
-cg_cvae_dp_forward_backward(const struct cg_cvae_config *c,
-                            const float *params, struct cg_cvae_ws *w,
-                            const float *x, const int *cond, const float *eps,
-                            int B, double clip, float *grad, double *loss,
-                            double *rec, double *kl, double *norms)
+cg_cvae_dp_forward_backward(const struct cg_cvae_config *c, const float *params,
+                            struct cg_cvae_ws *w, const float *x,
+                            const int *cond, const float *eps, int B,
+                            double clip, float *grad, double *loss, double *rec,
+                            double *kl, double *norms)
 {
 	const int K = c->ncond, Z = c->latent, D = c->in_dim;
 	double srec = 0, skl = 0;
