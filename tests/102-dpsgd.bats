@@ -5,7 +5,7 @@
 # clip no gradient reaches and every example in each sample (--batch N
 # of N: rate 1), the gradient is plain training's mean gradient (within
 # float rounding: the sum runs in another order), for the cvae and the
-# classifier.  The (epsilon, delta) a call records is Opacus' figure for
+# classifier, MLP and CNN.  The (epsilon, delta) a call records is Opacus' figure for
 # its steps, noise and rate (tests/rdp-vectors/opacus.txt) to 1e-6, a
 # second call on its model composes with the first, an update carries
 # the call as its release and cg-apply puts it in the model, and
@@ -29,6 +29,7 @@ setup_file() {
 	images fm -n 1
 	small_cvae fm-0.cgd vae.cgm --class-prior=0 --cond-every=0
 	model cclf fm-0.cgd clf.cgm --hidden 16 --layers 1
+	model cclf fm-0.cgd cnn.cgm --conv 2 --hidden 16 --layers 1
 	texts tx -n 1
 	small_cgpt tx-0.cgd gpt.cgm
 	cg-inspect --json fm-0.cgd | jq -r .examples >n.txt
@@ -70,7 +71,7 @@ near() {
 
 @test "no noise, a clip never reached, rate 1: the plain mean gradient" {
 	[ "$N" -gt 1 ]
-	for m in vae clf; do
+	for m in vae clf cnn; do
 		cg-train-step -q -m "$D/$m.cgm" -d "$D/fm-0.cgd" --batch "$N" \
 			--seed 3 -o plain-$m.cgg
 		cg-train-step -q -m "$D/$m.cgm" -d "$D/fm-0.cgd" --batch "$N" \
@@ -196,8 +197,8 @@ near() {
 
 @test "not done, or past the shard: one line, exit 1, nothing written" {
 	local m
-	model cclf "$D/fm-0.cgd" conv.cgm --conv 2 --hidden 8 --layers 1
-	for m in "$D/gpt.cgm -d $D/tx-0.cgd" "conv.cgm -d $D/fm-0.cgd" \
+	model cddpm "$D/fm-0.cgd" ddpm.cgm
+	for m in "$D/gpt.cgm -d $D/tx-0.cgd" "ddpm.cgm -d $D/fm-0.cgd" \
 		"$D/clf.cgm -d $D/fm-0.cgd --batch 100000"; do
 		# shellcheck disable=SC2086
 		run -1 --separate-stderr cg-train-step -q -m $m \

@@ -11,9 +11,9 @@
  * rtol |ref| on every parameter, and the norms too, with C at the
  * median norm (half the examples clipped, half not), for the cvae with
  * and without its learnt prior and its condition at every layer, one
- * and two layers, and the MLP classifier; with C huge, the clipped sum
- * is B times the plain mean gradient.  A convolutional classifier is
- * refused, as a bad clip is.  A corrupted sum must be caught.
+ * and two layers, and the classifier, MLP and CNN; with C huge, the
+ * clipped sum is B times the plain mean gradient.  A bad clip is
+ * refused.  A corrupted sum must be caught.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -267,28 +267,50 @@ test_cclf(int layers)
 	free(got);
 	cg_cclf_ws_free(v.ws);
 
-	/* the convolutional trunk is not done: refused */
-	struct cg_cclf_config cc = {.in_dim = 64,
-	                            .ncond = 4,
-	                            .hidden = 8,
-	                            .layers = 1,
-	                            .conv = 2,
-	                            .height = 8,
-	                            .width = 8,
-	                            .channels = 1};
-	struct cg_cclf_ws *ws = cg_cclf_ws_new(&cc, B);
-	float *p = xcalloc(cg_cclf_nparams(&cc), sizeof(float));
-	float *x = xcalloc((size_t)B * 64, sizeof(float));
-	int cond[B] = {0};
-	if (ws == NULL)
+}
+
+/* The CNN classifier: its trunk's convolutions clipped with the rest. */
+static void
+test_cclf_conv(void)
+{
+	struct clf v = {.c = {.in_dim = 64, .ncond = 4, .hidden = 8,
+	                      .layers = 1, .conv = 2, .height = 8, .width = 8,
+	                      .channels = 1}};
+	double norms[B], got_n[B], *want, clip;
+	float *got;
+
+	v.np = cg_cclf_nparams(&v.c);
+	v.p = xcalloc(v.np, sizeof(float));
+	v.x = xcalloc((size_t)B * v.c.in_dim, sizeof(float));
+	want = xcalloc(v.np, sizeof(double));
+	got = xcalloc(v.np, sizeof(float));
+	cg_cclf_init(&v.c, v.p, &rng);
+	for (int i = 0; i < B * v.c.in_dim; i++)
+		v.x[i] = cg_rng_uniform(&rng);
+	for (int b = 0; b < B; b++)
+		v.cond[b] = (b * 3) % v.c.ncond;
+	if ((v.ws = cg_cclf_ws_new(&v.c, B)) == NULL)
 		die("cclf conv workspace");
-	expect(cg_cclf_dp_forward_backward(&cc, p, ws, x, cond, B, 1, p, NULL,
-	                                   NULL, NULL) == -1 &&
-	           strstr(cg_errmsg(), "not done") != NULL,
-	       "cclf: a convolutional trunk is refused");
-	cg_cclf_ws_free(ws);
-	free(p);
-	free(x);
+	brute(clf_one, &v, v.np, 1e30, want, norms);
+	clip = median(norms, B);
+	brute(clf_one, &v, v.np, clip, want, norms);
+	if (cg_cclf_dp_forward_backward(&v.c, v.p, v.ws, v.x, v.cond, B, clip,
+	                                got, NULL, NULL, got_n) != 0)
+		die("cclf conv DP pass");
+	expect(close_all("cclf conv 2: clipped sum", got, want, v.np),
+	       "cclf conv 2: clipped sum");
+	for (int b = 0; b < B; b++)
+		CHECK(fabs(got_n[b] - norms[b]) <= 1e-4 * norms[b],
+		      "cclf conv norm %d: %.9g, not %.9g", b, got_n[b],
+		      norms[b]);
+	expect(cg_cclf_dp_forward_backward(&v.c, v.p, v.ws, v.x, v.cond, B,
+	                                   -1, got, NULL, NULL, NULL) == -1,
+	       "cclf: clip -1 refused");
+	free(v.p);
+	free(v.x);
+	free(want);
+	free(got);
+	cg_cclf_ws_free(v.ws);
 }
 
 int
@@ -301,5 +323,6 @@ main(void)
 				test_cvae(layers, cp, ce);
 	test_cclf(1);
 	test_cclf(2);
+	test_cclf_conv();
 	return failures ? 1 : 0;
 }

@@ -218,6 +218,8 @@ struct cg_cclf_ws {
 	float *tmp;     /* [B, hidden] */
 	double *sq;     /* [B], DP-SGD: each example's squared norm */
 	float *rs;      /* [B], DP-SGD: each example's clip factor */
+	float *pw;      /* DP-SGD: one example's gradient of the largest
+	                 * stage, weight and bias */
 };
 
 /* The workspace's buffers in struct order, in arena a (counting, then
@@ -243,6 +245,12 @@ lay(void *ws, struct cg_arena *a)
 	w->tmp = CG_ARENA_FLOATS(a, B, H);
 	w->sq = cg_arena_take(a, B, 1, sizeof(double));
 	w->rs = CG_ARENA_FLOATS(a, B, 1);
+	size_t pw = 1;
+	for (int s = 0; s < w->t.stages; s++) {
+		size_t n = cg_conv_wsize(&w->t.cv[s]) + (size_t)w->t.cv[s].OC;
+		pw = n > pw ? n : pw;
+	}
+	w->pw = CG_ARENA_FLOATS(a, pw, 1);
 }
 
 /* A workspace's struct for batches of up to max_batch, its arena not
@@ -388,6 +396,55 @@ xent(double *sum, int *right, float *dlogits, const float *logits,
 }
 
 /*
+ * Down the trunk from w->dact [last] (the MLP's input gradient): each
+ * stage's gradient through its ReLU (in place), then through its
+ * convolution into the stage below's.  grad [nparams] += the stages'
+ * weights' gradient, or with grad NULL none; sq [B] (or NULL) += each
+ * example's squared norm of its own gradient of them, made one example
+ * at a time into w->pw (a convolution's weight sees many rows per
+ * example, and its gradient is smaller than their ghost norm: the same
+ * arithmetic as the batch's weight gradient, once more).
+ */
+static void
+trunk_backward(const float *params, struct cg_cclf_ws *w, const float *x,
+               int B, float *grad, double *sq)
+{
+	const struct trunk *t = &w->t;
+
+	for (int s = t->stages - 1; s >= 0; s--) {
+		const struct cg_conv *cv = &t->cv[s];
+		const size_t on = (size_t)cv->OH * cv->OW * cv->OC;
+		const size_t in = (size_t)cv->H * cv->W * cv->C;
+		const size_t nw = cg_conv_wsize(cv), n = (size_t)B * on;
+		float *d = w->dact[s];
+		const float *a = w->act[s];
+		const float *inp = s > 0 ? w->act[s - 1] : x;
+
+		for (size_t i = 0; i < n; i++)
+			d[i] = a[i] > 0 ? d[i] : 0;
+		for (int b = 0; sq && b < B; b++) {
+			double ss = 0;
+
+			memset(w->pw, 0, (nw + (size_t)cv->OC) * sizeof(float));
+			cg_conv_backward(cv, NULL, w->pw, w->pw + nw,
+			                 d + (size_t)b * on, inp + (size_t)b * in,
+			                 params + t->w[s], 1, w->col, w->ncol);
+			for (size_t i = 0; i < nw + (size_t)cv->OC; i++)
+				ss += (double)w->pw[i] * w->pw[i];
+			sq[b] += ss;
+		}
+		if (s > 0)
+			memset(w->dact[s - 1], 0, (size_t)B * in * sizeof(float));
+		if (s == 0 && grad == NULL)
+			break;
+		cg_conv_backward(cv, s > 0 ? w->dact[s - 1] : NULL,
+		                 grad ? grad + t->w[s] : NULL,
+		                 grad ? grad + t->b[s] : NULL, d, inp,
+		                 params + t->w[s], B, w->col, w->ncol);
+	}
+}
+
+/*
  * From w->dlogits down the MLP to its input in (the trunk's last map,
  * or the image) [B, t->out]: grad [nparams] += the MLP's weights'
  * gradient, or with grad NULL none; sq [B] (or NULL) += each example's
@@ -436,10 +493,6 @@ cg_cclf_dp_forward_backward(const struct cg_cclf_config *c, const float *params,
 	double sum;
 	int right;
 
-	if (c->conv > 0)
-		return cg_seterr("cclf: DP-SGD of the convolutional trunk "
-		                 "(conv %d) is not done: the MLP only (conv 0)",
-		                 c->conv);
 	if (!(clip > 0 && clip <= 1e30))
 		return cg_seterr("cclf: clip %g: not in (0, 1e30]", clip);
 	if (cond == NULL)
@@ -450,9 +503,11 @@ cg_cclf_dp_forward_backward(const struct cg_cclf_config *c, const float *params,
 		return -1;
 	/* each example's own loss (scale 1): its gradient is g_b */
 	xent(&sum, &right, w->dlogits, w->logits, cond, 1.0f, B, K);
+	const float *in = w->t.stages ? w->act[w->t.stages - 1] : x;
 	for (int b = 0; b < B; b++)
 		w->sq[b] = 0;
-	mlp_backward(c, params, w, x, B, NULL, w->sq);
+	mlp_backward(c, params, w, in, B, NULL, w->sq);
+	trunk_backward(params, w, x, B, NULL, w->sq);
 	for (int b = 0; b < B; b++) {
 		const double n = sqrt(w->sq[b]);
 
@@ -462,7 +517,8 @@ cg_cclf_dp_forward_backward(const struct cg_cclf_config *c, const float *params,
 	}
 	/* backward is linear in dlogits: scaled rows give sum_b rs [b] g_b */
 	cg_scale_rows(w->dlogits, w->rs, B, (size_t)K);
-	mlp_backward(c, params, w, x, B, grad, NULL);
+	mlp_backward(c, params, w, in, B, grad, NULL);
+	trunk_backward(params, w, x, B, grad, NULL);
 	if (loss)
 		*loss = sum / B;
 	if (acc)
@@ -517,23 +573,6 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 	if (grad == NULL)
 		return 0;
 	mlp_backward(c, params, w, in, B, grad, NULL);
-	/* Down the trunk: each stage's gradient through its ReLU (in place),
-	 * then through its convolution into the stage below's. */
-	for (int s = t->stages - 1; s >= 0; s--) {
-		const struct cg_conv *cv = &t->cv[s];
-		const size_t n = (size_t)B * cv->OH * cv->OW * cv->OC;
-		float *d = w->dact[s];
-		const float *a = w->act[s];
-
-		for (size_t i = 0; i < n; i++)
-			d[i] = a[i] > 0 ? d[i] : 0;
-		if (s > 0)
-			memset(w->dact[s - 1], 0,
-			       (size_t)B * cv->H * cv->W * cv->C * sizeof(float));
-		cg_conv_backward(cv, s > 0 ? w->dact[s - 1] : NULL,
-		                 grad + t->w[s], grad + t->b[s], d,
-		                 s > 0 ? w->act[s - 1] : x, params + t->w[s], B,
-		                 w->col, w->ncol);
-	}
+	trunk_backward(params, w, x, B, grad, NULL);
 	return 0;
 }
