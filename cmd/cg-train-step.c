@@ -14,7 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
+#include "core/rdp.h"
 #include "exchange/dp.h"
 #include "exchange/secagg.h"
 #include "exchange/uident.h"
@@ -47,6 +50,9 @@ enum {
 	OPT_DP_CLIP,
 	OPT_DP_NOISE,
 	OPT_DP_SEED,
+	OPT_EXAMPLE_CLIP,
+	OPT_EXAMPLE_DELTA,
+	OPT_EXAMPLE_NOISE,
 	OPT_FEEDBACK_DECAY,
 	OPT_FREEZE,
 	OPT_NO_FEEDBACK,
@@ -65,6 +71,7 @@ enum {
 	OPT_PRECISION,
 	OPT_QAT,
 	OPT_SEED,
+	OPT_TARGET_EPSILON,
 	OPT_TEACHER,
 	OPT_TEACHER_TEMP,
 	OPT_TEACHER_WEIGHT,
@@ -98,6 +105,10 @@ struct args {
 	double dp_clip, dp_noise;
 	uint64_t dp_seed;
 	const char *dp_given, *dp_seed_given;
+	/* --example-clip, --example-noise, --example-delta,
+	 * --target-epsilon: DP-SGD */
+	double ex_clip, ex_noise, ex_delta, target_eps;
+	const char *ex_given, *ex_noise_given, *ex_delta_given, *target_given;
 	const char *freeze[MAX_FREEZE]; /* --freeze GLOB, repeatable */
 	int nfreeze;
 };
@@ -231,8 +242,26 @@ static const struct cg_opt opts[] = {
      "std SIGMA*C/sqrt(peers): the round's mean gets SIGMA*C/peers",
      CG_OPT_F64(dp_noise, 0, 1e6), CG_OPT_POSITIVE, CG_OPT_SEEN(dp_given)},
     {"dp-seed", OPT_DP_SEED, "N",
-     "draw the share from seed N, kept secret (the system's randomness)",
+     "draw the share, or DP-SGD's sample and noise, from seed N,\n"
+     "kept secret (the system's randomness)",
      CG_OPT_U64(dp_seed), CG_OPT_SEEN(dp_seed_given)},
+    {"example-clip", OPT_EXAMPLE_CLIP, "C",
+     "DP-SGD: clip each example's gradient to L2 norm C; each step\n"
+     "a Poisson sample of the shard at rate B/N",
+     CG_OPT_F64(ex_clip, 0, 1e30), CG_OPT_POSITIVE, CG_OPT_SEEN(ex_given)},
+    {"example-noise", OPT_EXAMPLE_NOISE, "SIGMA",
+     "DP-SGD: add N(0, (SIGMA*C)^2) to each step's clipped sum",
+     CG_OPT_F64(ex_noise, 0, 1e6), CG_OPT_SEEN(ex_noise_given)},
+    {"example-delta", OPT_EXAMPLE_DELTA, "D",
+     "DP-SGD: the delta of the (epsilon, delta) spent (the model's,\n"
+     "else 1e-5)",
+     CG_OPT_F64(ex_delta, 0, 0.5), CG_OPT_POSITIVE,
+     CG_OPT_SEEN(ex_delta_given)},
+    {"target-epsilon", OPT_TARGET_EPSILON, "E",
+     "DP-SGD: refuse a call that would bring the model's epsilon\n"
+     "past E; without --example-noise, the least SIGMA that does not",
+     CG_OPT_F64(target_eps, 0, 1e6), CG_OPT_POSITIVE,
+     CG_OPT_SEEN(target_given)},
     {"quiet", 'q', NULL, "no progress bar or summary", CG_OPT_FLAG(quiet)},
     CG_OPT_ENCRYPT_TO,
     CG_OPT_SIGN,
@@ -268,6 +297,8 @@ struct job {
 	struct cg_memplan plan;
 	struct cg_uspec spec; /* --codec, fitted to --budget */
 	struct cg_mask mask;  /* --mask */
+	struct cg_dpsgd dpsgd; /* --example-clip */
+	struct cg_dp dp;       /* the model's record (--example-clip) */
 	struct cg_train_result res;
 	struct cg_file *f;
 	struct cg_out out, sout;
@@ -391,6 +422,28 @@ validate(struct args *a)
 		                "cg-audit cannot remake a quantized call");
 	if (a->mask && a->o.emit == CG_EMIT_MODEL)
 		return cg_usage("--mask masks a grad or a delta, not a model");
+	if ((a->ex_noise_given || a->ex_delta_given || a->target_given) &&
+	    a->ex_given == NULL)
+		return cg_usage("--%s is DP-SGD's: give --example-clip",
+		                a->ex_noise_given   ? "example-noise"
+		                : a->ex_delta_given ? "example-delta"
+		                                    : "target-epsilon");
+	if (a->ex_given && a->ex_noise_given == NULL && a->target_given == NULL)
+		return cg_usage("--example-clip: give --example-noise SIGMA or "
+		                "--target-epsilon E");
+	if (a->ex_given && a->ex_noise_given && a->ex_noise == 0 &&
+	    a->target_given)
+		return cg_usage("--target-epsilon: --example-noise 0 spends an "
+		                "infinite epsilon");
+	if (a->ex_given && (a->mask || a->teacher || a->dp_given))
+		return cg_usage("--example-clip and --%s conflict",
+		                a->mask      ? "mask"
+		                : a->teacher ? "teacher"
+		                             : "dp-clip");
+	if (a->ex_given && a->deterministic && a->ex_noise != 0)
+		return cg_usage(
+		    "--example-noise and --deterministic conflict: "
+		    "the noise is secret, no one can make it again");
 	if (a->dp_given && a->mask == NULL)
 		return cg_usage("--%s: a worker's part of differential privacy "
 		                "is under --mask (else cg-reduce --dp-clip)",
@@ -398,8 +451,9 @@ validate(struct args *a)
 	if (a->dp_noise > 0 && a->dp_clip == 0)
 		return cg_usage("--dp-noise: noise is measured in the clip's "
 		                "units: give --dp-clip");
-	if (a->dp_seed_given && a->dp_noise == 0)
-		return cg_usage("--dp-seed: seeds the noise: give --dp-noise");
+	if (a->dp_seed_given && a->dp_noise == 0 && a->ex_given == NULL)
+		return cg_usage("--dp-seed: seeds the noise: give --dp-noise "
+		                "or --example-clip");
 	if (a->dp_noise > 0 && a->deterministic)
 		return cg_usage("--dp-noise and --deterministic conflict: the "
 		                "noise is secret, no one can make it again");
@@ -439,9 +493,122 @@ job_opts(const struct args *a, struct job *j)
 	j->o = a->o;
 	j->o.distill = j->t ? &j->distill : NULL;
 	j->o.frozen = j->frozen;
+	j->o.dpsgd = a->ex_given ? &j->dpsgd : NULL;
 	/* under a budget the shard is read a batch at a time */
 	j->o.page_out = a->max_memory > 0;
 	return &j->o;
+}
+
+/* The shard as messages name it. */
+static const char *
+shard_name(const struct args *a)
+{
+	return strcmp(a->data, "-") ? a->data : "(stdin)";
+}
+
+/*
+ * DP-SGD's parameters, from the command line and the shard (the rate q
+ * = B/N), and the model's privacy record, which the call extends: the
+ * noise multiplier given or, with --target-epsilon alone, the least
+ * that keeps a model without a record within it; a call that would
+ * pass the target is refused here, before any work.  The seed is
+ * --dp-seed's or the system's.  0, or -1 said.
+ */
+static int
+dpsgd_plan(const struct args *a, struct job *j)
+{
+	struct cg_dpsgd *d = &j->dpsgd;
+	struct cg_dp next;
+	const uint64_t n = j->s->n;
+
+	if (j->m->arch->dp_batch == NULL)
+		return cg_warnx("%s: DP-SGD: per-example clipping is not done "
+		                "for %s models yet",
+		                a->model, j->m->arch->name),
+		       -1;
+	if ((uint64_t)a->batch > n)
+		return cg_warnx("--batch %lld: more than the %llu examples of "
+		                "%s: the rate B/N would pass 1",
+		                a->batch, (unsigned long long)n, shard_name(a)),
+		       -1;
+	if (cg_dp_read(j->m->manifest, &j->dp) < 0)
+		return cg_warn("%s", a->model), -1;
+	d->clip = a->ex_clip;
+	d->q = (double)a->batch / (double)n;
+	d->sigma = a->ex_noise;
+	if (j->dp.nhist == 0)
+		j->dp.delta = a->ex_delta_given ? a->ex_delta : 1e-5;
+	else if (a->ex_delta_given && a->ex_delta != j->dp.delta)
+		return cg_warnx("--example-delta %g: the model %s spent its "
+		                "budget at delta %g",
+		                a->ex_delta, a->model, j->dp.delta),
+		       -1;
+	if (a->ex_noise_given == NULL) {
+		if (j->dp.nhist > 0)
+			return cg_warnx("--target-epsilon: the model %s has "
+			                "spent epsilon %.4g already: give "
+			                "--example-noise",
+			                a->model, j->dp.epsilon),
+			       -1;
+		d->sigma = cg_rdp_sigma_for(a->target_eps, d->q,
+		                            (double)a->o.steps, j->dp.delta);
+		if (d->sigma < 0)
+			return cg_warnx("--target-epsilon %g: no noise up to "
+			                "%g reaches it in %d steps at rate %g",
+			                a->target_eps, CG_RDP_MAX_SIGMA,
+			                a->o.steps, d->q),
+			       -1;
+	}
+	next = j->dp;
+	if (d->sigma > 0 && a->target_given &&
+	    (cg_dp_append(&next, d->sigma, d->q, (uint64_t)a->o.steps) != 0 ||
+	     next.epsilon > a->target_eps))
+		return cg_warnx(
+		           "--target-epsilon %g: %d steps at noise %g and "
+		           "rate %g would bring epsilon to %.4g at delta %g "
+		           "(%.4g so far)",
+		           a->target_eps, a->o.steps, d->sigma, d->q,
+		           next.epsilon, next.delta, j->dp.epsilon),
+		       -1;
+	d->seed = a->dp_seed;
+	if (a->dp_seed_given == NULL && getentropy(&d->seed, sizeof(d->seed)))
+		return cg_warnx("no randomness for DP-SGD: %s",
+		                strerror(errno)),
+		       -1;
+	return 0;
+}
+
+/*
+ * What a DP-SGD call spent, into its output's manifest man: the model's
+ * record with the steps done appended (noise 0 spends an unbounded
+ * epsilon: no record, and a model that had one is refused) and, in an
+ * update, those steps as its release, which cg-apply appends to the
+ * model it is applied to.  0, or -1 with a message.
+ */
+static int
+dpsgd_record(const struct args *a, struct job *j, struct cJSON *man)
+{
+	struct cg_dp next = j->dp;
+	const struct cg_dpsgd *d = &j->dpsgd;
+
+	if (d->sigma == 0) {
+		if (j->dp.nhist > 0)
+			return cg_seterr("--example-noise 0: the model's "
+			                 "epsilon would be unbounded");
+		cJSON_DeleteItemFromObjectCaseSensitive(man, "dp");
+		return 0;
+	}
+	if (cg_dp_append(&next, d->sigma, d->q, (uint64_t)j->res.steps) != 0)
+		return -1;
+	next.clip = 0;
+	if (a->o.emit != CG_EMIT_MODEL) {
+		next.clip = d->clip;
+		next.release =
+		    (struct cg_dp_run){.sigma = d->sigma,
+		                       .q = d->q,
+		                       .steps = (uint64_t)j->res.steps};
+	}
+	return cg_dp_write(man, &next);
 }
 
 /*
@@ -482,6 +649,8 @@ prepare(const struct args *a, struct job *j)
 		j->distill.alpha = a->alpha;
 		j->distill.tau = a->tau;
 	}
+	if (a->ex_given && dpsgd_plan(a, j) != 0)
+		return -1;
 	/* the keys and peers of --mask, before any work */
 	if (a->mask && cg_mask_init(&j->mask, a->mask, a->peers, a->mask_round,
 	                            (int)a->mask_bits) != 0)
@@ -548,13 +717,6 @@ prepare(const struct args *a, struct job *j)
 			return cg_warn(NULL), -1;
 	}
 	return 0;
-}
-
-/* The shard as messages name it. */
-static const char *
-shard_name(const struct args *a)
-{
-	return strcmp(a->data, "-") ? a->data : "(stdin)";
 }
 
 /* The shard's payload verified (cg_shard_open_late): 0, or -1 said. */
@@ -704,6 +866,8 @@ emit(const struct args *a, struct job *j)
 		              (double)j->res.samples;
 		cg_json_set_num(m->manifest, "loss", j->res.mean.loss);
 		cg_json_set_num(m->manifest, "samples", seen);
+		if (a->ex_given && dpsgd_record(a, j, m->manifest) != 0)
+			return cg_warn(NULL), -1;
 		j->f = cg_model_file(m);
 		if (j->st)
 			cg_state_call_next(&j->call, m);
@@ -714,6 +878,9 @@ emit(const struct args *a, struct job *j)
 		j->f = cg_update_file(
 		    m, a->o.emit == CG_EMIT_GRAD ? "grad" : "delta", j->buf,
 		    &j->res, j->frozen);
+	if (j->f && a->o.emit != CG_EMIT_MODEL && a->ex_given &&
+	    dpsgd_record(a, j, j->f->manifest) != 0)
+		return cg_warn(NULL), -1;
 	/* who made it, for a reducer that counts each worker once */
 	if (j->f && a->o.emit != CG_EMIT_MODEL) {
 		unsigned char shard[32];

@@ -244,6 +244,18 @@ struct cg_arch {
 		     const uint64_t *ex, int B, uint64_t noise_seed,
 		     float *grad, struct cg_metrics *out);
 	/*
+	 * DP-SGD (NULL: not done for the arch, and refused): as batch, but
+	 * grad [nparams] += the sum over the examples of each one's own
+	 * gradient clipped to L2 norm clip (a sum, not a mean), made
+	 * without a pass per example; out as batch's.  Neither chunks nor
+	 * checkpoints (the caller passes at most the batch it planned).
+	 * Returns 0, or -1 with a message (a config the arch cannot clip
+	 * per example among them).
+	 */
+	int (*dp_batch)(struct cg_model *m, const struct cg_shard *s,
+	                const uint64_t *ex, int B, uint64_t noise_seed,
+	                double clip, float *grad, struct cg_metrics *out);
+	/*
 	 * Image models: n images out [n, pixels] in [0, 1] (pixel
 	 * probabilities / intensities) for conditions cond [n]; latent noise
 	 * drawn from r and scaled by temperature.  NULL for text models.

@@ -162,7 +162,7 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 		 * fewer threads in bigger blocks (a whole product a thread,
 		 * with two), which the BLAS runs faster than two halves.
 		 */
-		int split = dinp != NULL && n >= 2, half = n / 2;
+		int split = dinp != NULL && dw != NULL && n >= 2, half = n / 2;
 		int wid = split ? id - half : id, wn = split ? n - half : n;
 		/* dinp[B, C] += d[B, OC] @ w[OC, C]; with set, = */
 		if (dinp != NULL && (!split || id < half)) {
@@ -171,7 +171,7 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 			cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
 			              set ? 0.0f : 1.0f, dinp, C);
 		}
-		if (!split || id >= half) {
+		if (dw != NULL && (!split || id >= half)) {
 			/* dw[OC, C] += d[B, OC]^T @ inp[B, C] */
 			struct cg_block k = cg_sgemm_block(wid, wn, OC, C);
 			cg_sgemm_part(&k, 1, 0, B, 1.0f, d, OC, inp, C, 1.0f,
@@ -219,6 +219,33 @@ cg_linear_relu_backward(float *dinp, float *dw, float *db, float *dpre,
                         const float *w, int B, int C, int OC)
 {
 	linear_backward(dinp, dw, db, dpre, dout, out, inp, w, B, C, OC, 1, 1);
+}
+
+void
+cg_linear_ghost_sq(double *sq, const float *dout, const float *inp, int B,
+                   int C, int OC, int bias)
+{
+	PAR_FOR(B)
+	for (int b = 0; b < B; b++) {
+		const float *g = dout + (size_t)b * OC;
+		double gg = 0, aa = bias ? 1 : 0;
+
+		for (int o = 0; o < OC; o++)
+			gg += (double)g[o] * g[o];
+		for (int i = 0; inp && i < C; i++)
+			aa += (double)inp[(size_t)b * C + i] *
+			      inp[(size_t)b * C + i];
+		sq[b] += gg * aa;
+	}
+}
+
+void
+cg_scale_rows(float *x, const float *s, int B, size_t N)
+{
+	PAR_FOR((size_t)B * N)
+	for (int b = 0; b < B; b++)
+		for (size_t i = 0; i < N; i++)
+			x[(size_t)b * N + i] *= s[b];
 }
 
 /* ------------------------------------------------------------------ relu */

@@ -64,8 +64,8 @@ void cg_linear_forward(float *out, const float *inp, const float *w,
                        const float *b, int B, int C, int OC);
 /*
  * dinp += dout @ w, dw += dout^T @ inp, db += sum over B of dout.
- * dinp [B, C] or NULL (not wanted), dw [OC, C], db [OC] or NULL,
- * dout [B, OC], inp [B, C], w [OC, C].
+ * dinp [B, C] or NULL (not wanted), dw [OC, C] or NULL (with db: not
+ * wanted), db [OC] or NULL, dout [B, OC], inp [B, C], w [OC, C].
  */
 void cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, int B, int C, int OC);
@@ -92,6 +92,19 @@ void cg_linear_relu_backward(float *dinp, float *dw, float *db, float *dpre,
                              const float *dout, const float *out,
                              const float *inp, const float *w, int B, int C,
                              int OC);
+
+/*
+ * The "ghost norm" of a linear layer y = inp @ w^T + b for DP-SGD: each
+ * example is one row, so its own gradient dw_b = dout_b^T inp_b is of
+ * rank one and its squared norm is |dout_b|^2 |inp_b|^2 (plus |dout_b|^2
+ * for the bias, db_b = dout_b, when bias != 0), had without making
+ * dw_b.  sq [B] += that, in double.  dout [B, OC], inp [B, C] or NULL
+ * (C 0: a bias alone, or a table's row one example reads).
+ */
+void cg_linear_ghost_sq(double *sq, const float *dout, const float *inp, int B,
+                        int C, int OC, int bias);
+/* Row b of x [B, N] *= s [b]. */
+void cg_scale_rows(float *x, const float *s, int B, size_t N);
 
 /* ------------------------------------------------------------------ relu */
 

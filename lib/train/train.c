@@ -269,6 +269,7 @@ struct run {
 	int text;
 	struct order ord;
 	uint64_t *ex, cursor, *st_cursor;
+	uint64_t *pex; /* DP-SGD: a step's Poisson sample [s->n] */
 	float *grad;
 	double tokens;
 	int grad_clear; /* grad is all zeros: the optimizer cleared it */
@@ -469,6 +470,27 @@ run_begin(struct run *r)
 	if (o->qat != CG_F32 &&
 	    (r->qat = cg_qat_new(m, o->qat, NULL, 0)) == NULL)
 		return -1;
+	if (o->dpsgd) {
+		const struct cg_dpsgd *dp = o->dpsgd;
+		if (m->arch->dp_batch == NULL)
+			return cg_seterr("DP-SGD: per-example clipping is not "
+			                 "done for %s models yet",
+			                 m->arch->name);
+		if (o->distill)
+			return cg_seterr("DP-SGD: no distillation (the "
+			                 "teacher's outputs are not clipped)");
+		if (r->qat || m->lora)
+			return cg_seterr("DP-SGD: not with %s yet (its "
+			                 "per-example pass runs the f32 weights)",
+			                 r->qat ? "--qat" : "adapters");
+		if (!(dp->clip > 0) || !(dp->sigma >= 0) ||
+		    !(dp->q > 0 && dp->q <= 1))
+			return cg_seterr("DP-SGD: clip %g, sigma %g or rate %g "
+			                 "out of range",
+			                 dp->clip, dp->sigma, dp->q);
+		if ((r->pex = cg_alloc(r->s->n * sizeof(*r->pex))) == NULL)
+			return -1;
+	}
 	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
 		return -1;
 	if ((r->ex = cg_alloc((size_t)o->batch * sizeof(*r->ex))) == NULL ||
@@ -488,6 +510,64 @@ run_begin(struct run *r)
 	return 0;
 }
 
+/*
+ * DP-SGD's step k (struct cg_dpsgd): a Poisson sample of the shard, its
+ * clipped sum in chunks of at most the batch, the noise, divided by the
+ * expected batch, into grad (and, in grad mode, added to out); its mean
+ * loss into *bm (n 0 for an empty sample).  The sample and the noise
+ * draw from the secret seed and the step's index, the model's noise
+ * from nseed as in a plain step.  0, or -1 with a message.
+ */
+static int
+run_dp_batch(struct run *r, uint64_t index, uint64_t nseed,
+             struct cg_metrics *bm)
+{
+	struct cg_model *m = r->m;
+	const struct cg_train_opts *o = r->o;
+	const struct cg_dpsgd *dp = o->dpsgd;
+	const uint64_t n = r->s->n;
+	uint64_t taken = 0;
+	struct cg_rng sr, zr;
+	struct cg_metrics part;
+
+	cg_rng_derive(&sr, dp->seed, 0x706f6973736f6eULL /* "poisson" */,
+	              index);
+	cg_rng_derive(&zr, dp->seed, 0x6e6f697365ULL /* "noise" */, index);
+	for (uint64_t i = 0; i < n; i++)
+		/* q 1: everyone, without a draw that could miss */
+		if (dp->q >= 1 || cg_rng_uniform(&sr) < dp->q)
+			r->pex[taken++] = i;
+	if (!r->grad_clear)
+		memset(r->grad, 0, r->P * sizeof(float));
+	r->grad_clear = 0;
+	memset(bm, 0, sizeof(*bm));
+	for (uint64_t at = 0; at < taken; at += (uint64_t)o->batch) {
+		const int B = taken - at < (uint64_t)o->batch
+		                  ? (int)(taken - at)
+		                  : o->batch;
+
+		if (m->arch->dp_batch(m, r->s, r->pex + at, B, nseed, dp->clip,
+		                      r->grad, &part) != 0)
+			return -1;
+		add_metrics(bm, &part);
+	}
+	finish_metrics(bm);
+	r->res->samples += taken;
+	/* (sum + N(0, (sigma C)^2)) / (q n): Opacus' mean for Poisson
+	 * batches, whose size is not fixed and so not private either. */
+	const double std = dp->sigma * dp->clip,
+	             inv = 1.0 / (dp->q * (double)n);
+	for (size_t i = 0; i < r->P; i++)
+		r->grad[i] =
+		    (float)((r->grad[i] +
+		             (std > 0 ? std * cg_rng_normal(&zr) : 0)) *
+		            inv);
+	if (o->emit == CG_EMIT_GRAD)
+		for (size_t i = 0; i < r->P; i++)
+			r->out[i] += r->grad[i];
+	return 0;
+}
+
 /* Step k's batch: its loss into *bm and its gradient into grad (or, for
  * images in grad mode, added to out).  0, or -1 with a message. */
 static int
@@ -500,6 +580,19 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	                     ? m->step
 	                     : step0 * (uint64_t)o->steps + (uint64_t)k;
 	struct cg_rng nr;
+
+	if (o->dpsgd) {
+		cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
+		if (run_dp_batch(r, noise, cg_rng_u64(&nr), bm) != 0)
+			return -1;
+		if (bm->n > 0 && !isfinite(bm->loss))
+			return cg_seterr("step %d of %d: the loss is %s: "
+			                 "training diverged (a lower --lr)",
+			                 k + 1, o->steps,
+			                 isnan(bm->loss) ? "NaN" : "infinite");
+		add_metrics(&r->res->mean, bm);
+		return 0;
+	}
 
 	for (int b = 0; b < B; b++)
 		r->ex[b] = order_at(&r->ord, r->cursor + (uint64_t)b);
@@ -630,6 +723,7 @@ run_free(struct run *r)
 		free(r->groups);
 	free(r->ord.perm);
 	free(r->ex);
+	free(r->pex);
 	free(r->grad);
 	free(r->start);
 	free(r->tv);
@@ -687,7 +781,8 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	else
 		finish_metrics(&res->mean);
 	res->steps = done;
-	res->samples = (uint64_t)done * (uint64_t)o->batch;
+	if (o->dpsgd == NULL) /* DP-SGD counts what its samples took */
+		res->samples = (uint64_t)done * (uint64_t)o->batch;
 	res->weight = r.text ? r.tokens : (double)res->samples;
 	if (md->end)
 		md->end(&r);

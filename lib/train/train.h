@@ -13,6 +13,24 @@
 enum cg_emit { CG_EMIT_GRAD, CG_EMIT_DELTA, CG_EMIT_MODEL };
 enum cg_order { CG_ORDER_SHUFFLE, CG_ORDER_SEQUENTIAL };
 
+/*
+ * DP-SGD (Abadi et al. 2016): each step's batch is a Poisson sample of
+ * the shard (each example in with probability q, on its own), each
+ * example's own gradient is clipped to L2 norm clip (the arch's
+ * dp_batch, without a pass per example), and the clipped sum gets
+ * N(0, (sigma clip)^2) on every coordinate and is divided by the
+ * expected batch q n: one release of the subsampled Gaussian mechanism
+ * of noise multiplier sigma at rate q per step (core/rdp.h counts what
+ * they spend).  The sampling and the noise draw from seed, which must
+ * stay secret: who knows it can take the noise back out.
+ */
+struct cg_dpsgd {
+	double clip;  /* C > 0 */
+	double sigma; /* >= 0; 0: clipped, not private */
+	double q;     /* the sampling rate, in (0, 1] */
+	uint64_t seed;
+};
+
 struct cg_train_opts {
 	int steps;	 /* K micro-batches (grad) or optimizer steps */
 	int batch;	 /* B examples per micro-batch */
@@ -48,6 +66,12 @@ struct cg_train_opts {
 	 * gradient there steps the f32 masters; CG_F32 (0): none.  A model
 	 * with adapters is refused. */
 	enum cg_dtype qat;
+	/* DP-SGD (NULL: plain training): every micro-batch is then a
+	 * Poisson sample of the shard at rate dpsgd->q, and batch the
+	 * most examples the arch is given at once; every micro-batch is
+	 * one release.  No distillation; an arch without dp_batch is
+	 * refused. */
+	const struct cg_dpsgd *dpsgd;
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);

@@ -216,6 +216,10 @@ struct cg_cclf_ws {
 	float *dlogits; /* [B, ncond] */
 	float *dh;      /* [B, hidden] */
 	float *tmp;     /* [B, hidden] */
+	double *sq;     /* [B], DP-SGD: each example's squared norm */
+	float *rs;      /* [B], DP-SGD: each example's clip factor */
+	float *pw;      /* DP-SGD: one example's gradient of the largest
+	                 * stage, weight and bias */
 };
 
 /* The workspace's buffers in struct order, in arena a (counting, then
@@ -239,6 +243,14 @@ lay(void *ws, struct cg_arena *a)
 	w->dlogits = CG_ARENA_FLOATS(a, B, K);
 	w->dh = CG_ARENA_FLOATS(a, B, H);
 	w->tmp = CG_ARENA_FLOATS(a, B, H);
+	w->sq = cg_arena_take(a, B, 1, sizeof(double));
+	w->rs = CG_ARENA_FLOATS(a, B, 1);
+	size_t pw = 1;
+	for (int s = 0; s < w->t.stages; s++) {
+		size_t n = cg_conv_wsize(&w->t.cv[s]) + (size_t)w->t.cv[s].OC;
+		pw = n > pw ? n : pw;
+	}
+	w->pw = CG_ARENA_FLOATS(a, pw, 1);
 }
 
 /* A workspace's struct for batches of up to max_batch, its arena not
@@ -383,6 +395,137 @@ xent(double *sum, int *right, float *dlogits, const float *logits,
 	*right = n;
 }
 
+/*
+ * Down the trunk from w->dact [last] (the MLP's input gradient): each
+ * stage's gradient through its ReLU (in place), then through its
+ * convolution into the stage below's.  grad [nparams] += the stages'
+ * weights' gradient, or with grad NULL none; sq [B] (or NULL) += each
+ * example's squared norm of its own gradient of them, made one example
+ * at a time into w->pw (a convolution's weight sees many rows per
+ * example, and its gradient is smaller than their ghost norm: the same
+ * arithmetic as the batch's weight gradient, once more).
+ */
+static void
+trunk_backward(const float *params, struct cg_cclf_ws *w, const float *x,
+               int B, float *grad, double *sq)
+{
+	const struct trunk *t = &w->t;
+
+	for (int s = t->stages - 1; s >= 0; s--) {
+		const struct cg_conv *cv = &t->cv[s];
+		const size_t on = (size_t)cv->OH * cv->OW * cv->OC;
+		const size_t in = (size_t)cv->H * cv->W * cv->C;
+		const size_t nw = cg_conv_wsize(cv), n = (size_t)B * on;
+		float *d = w->dact[s];
+		const float *a = w->act[s];
+		const float *inp = s > 0 ? w->act[s - 1] : x;
+
+		for (size_t i = 0; i < n; i++)
+			d[i] = a[i] > 0 ? d[i] : 0;
+		for (int b = 0; sq && b < B; b++) {
+			double ss = 0;
+
+			memset(w->pw, 0, (nw + (size_t)cv->OC) * sizeof(float));
+			cg_conv_backward(cv, NULL, w->pw, w->pw + nw,
+			                 d + (size_t)b * on, inp + (size_t)b * in,
+			                 params + t->w[s], 1, w->col, w->ncol);
+			for (size_t i = 0; i < nw + (size_t)cv->OC; i++)
+				ss += (double)w->pw[i] * w->pw[i];
+			sq[b] += ss;
+		}
+		if (s > 0)
+			memset(w->dact[s - 1], 0, (size_t)B * in * sizeof(float));
+		if (s == 0 && grad == NULL)
+			break;
+		cg_conv_backward(cv, s > 0 ? w->dact[s - 1] : NULL,
+		                 grad ? grad + t->w[s] : NULL,
+		                 grad ? grad + t->b[s] : NULL, d, inp,
+		                 params + t->w[s], B, w->col, w->ncol);
+	}
+}
+
+/*
+ * From w->dlogits down the MLP to its input in (the trunk's last map,
+ * or the image) [B, t->out]: grad [nparams] += the MLP's weights'
+ * gradient, or with grad NULL none; sq [B] (or NULL) += each example's
+ * squared norm of its own gradient of them (the ghost norm,
+ * cg_linear_ghost_sq).
+ */
+static void
+mlp_backward(const struct cg_cclf_config *c, const float *params,
+             struct cg_cclf_ws *w, const float *in, int B, float *grad,
+             double *sq)
+{
+	const int L = c->layers, H = c->hidden, K = c->ncond;
+	const size_t stride = (size_t)w->max_batch * H;
+	const struct trunk *t = &w->t;
+	const float *top = w->h + (L - 1) * stride;
+	struct linear lo = linear_at(c, t, L);
+
+	if (sq)
+		cg_linear_ghost_sq(sq, w->dlogits, top, B, H, K, 1);
+	cg_linear_backward_set(w->dh, grad ? grad + lo.w : NULL,
+	                       grad ? grad + lo.b : NULL, w->dlogits, top,
+	                       params + lo.w, B, H, K);
+	for (int l = L - 1; l >= 0; l--) {
+		struct linear ln = linear_at(c, t, l);
+		const float *out = w->h + l * stride;
+		const float *x = l > 0 ? out - stride : in;
+		float *dinp = l > 0       ? w->dh
+		              : t->stages ? w->dact[t->stages - 1]
+		                          : NULL;
+
+		cg_linear_relu_backward(
+		    dinp, grad ? grad + ln.w : NULL, grad ? grad + ln.b : NULL,
+		    w->tmp, w->dh, out, x, params + ln.w, B, ln.in, ln.out);
+		if (sq)
+			cg_linear_ghost_sq(sq, w->tmp, x, B, ln.in, ln.out, 1);
+	}
+}
+
+int
+cg_cclf_dp_forward_backward(const struct cg_cclf_config *c, const float *params,
+                            struct cg_cclf_ws *w, const float *x,
+                            const int *cond, int B, double clip, float *grad,
+                            double *loss, double *acc, double *norms)
+{
+	const int K = c->ncond;
+	double sum;
+	int right;
+
+	if (!(clip > 0 && clip <= 1e30))
+		return cg_seterr("cclf: clip %g: not in (0, 1e30]", clip);
+	if (cond == NULL)
+		return cg_seterr("cclf: a gradient needs the conditions");
+	/* the forward pass alone, checked */
+	if (cg_cclf_forward_backward(c, params, w, x, cond, B, NULL, NULL,
+	                             NULL) != 0)
+		return -1;
+	/* each example's own loss (scale 1): its gradient is g_b */
+	xent(&sum, &right, w->dlogits, w->logits, cond, 1.0f, B, K);
+	const float *in = w->t.stages ? w->act[w->t.stages - 1] : x;
+	for (int b = 0; b < B; b++)
+		w->sq[b] = 0;
+	mlp_backward(c, params, w, in, B, NULL, w->sq);
+	trunk_backward(params, w, x, B, NULL, w->sq);
+	for (int b = 0; b < B; b++) {
+		const double n = sqrt(w->sq[b]);
+
+		w->rs[b] = n > clip ? (float)(clip / n) : 1.0f;
+		if (norms)
+			norms[b] = n;
+	}
+	/* backward is linear in dlogits: scaled rows give sum_b rs [b] g_b */
+	cg_scale_rows(w->dlogits, w->rs, B, (size_t)K);
+	mlp_backward(c, params, w, in, B, grad, NULL);
+	trunk_backward(params, w, x, B, grad, NULL);
+	if (loss)
+		*loss = sum / B;
+	if (acc)
+		*acc = (double)right / B;
+	return 0;
+}
+
 int
 cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
                          struct cg_cclf_ws *w, const float *x, const int *cond,
@@ -429,36 +572,7 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 		*acc = (double)right / B;
 	if (grad == NULL)
 		return 0;
-	cg_linear_backward_set(w->dh, grad + lo.w, grad + lo.b, w->dlogits, top,
-	                       params + lo.w, B, H, K);
-	for (int l = L - 1; l >= 0; l--) {
-		struct linear ln = linear_at(c, t, l);
-		const float *out = w->h + l * stride;
-		float *dinp = l > 0 ? w->dh
-		              : t->stages ? w->dact[t->stages - 1]
-		                          : NULL;
-
-		cg_linear_relu_backward(dinp, grad + ln.w, grad + ln.b, w->tmp,
-		                        w->dh, out, l > 0 ? out - stride : in,
-		                        params + ln.w, B, ln.in, ln.out);
-	}
-	/* Down the trunk: each stage's gradient through its ReLU (in place),
-	 * then through its convolution into the stage below's. */
-	for (int s = t->stages - 1; s >= 0; s--) {
-		const struct cg_conv *cv = &t->cv[s];
-		const size_t n = (size_t)B * cv->OH * cv->OW * cv->OC;
-		float *d = w->dact[s];
-		const float *a = w->act[s];
-
-		for (size_t i = 0; i < n; i++)
-			d[i] = a[i] > 0 ? d[i] : 0;
-		if (s > 0)
-			memset(w->dact[s - 1], 0,
-			       (size_t)B * cv->H * cv->W * cv->C * sizeof(float));
-		cg_conv_backward(cv, s > 0 ? w->dact[s - 1] : NULL,
-		                 grad + t->w[s], grad + t->b[s], d,
-		                 s > 0 ? w->act[s - 1] : x, params + t->w[s], B,
-		                 w->col, w->ncol);
-	}
+	mlp_backward(c, params, w, in, B, grad, NULL);
+	trunk_backward(params, w, x, B, grad, NULL);
 	return 0;
 }

@@ -110,6 +110,24 @@ int cg_cclf_forward_backward(const struct cg_cclf_config *c,
                              const float *x, const int *cond, int B,
                              float *grad, double *loss, double *acc);
 
+/*
+ * DP-SGD's step on a batch: as cg_cclf_forward_backward, but grad
+ * [nparams] += the sum over the examples of each one's own gradient g_b
+ * (of its cross-entropy, not divided by B) clipped to L2 norm clip: g_b
+ * min(1, clip / |g_b|), |g_b| had without making g_b whole (the ghost
+ * norm, cg_linear_ghost_sq) and the clipped sum by a second backward pass
+ * with each example's logits' gradient scaled.  A convolution's part of
+ * |g_b| is made from its input and output gradient one example at a
+ * time (the arithmetic of the batch's weight gradient, once more).
+ * norms [B] (or NULL) gets each |g_b|.  clip in (0, 1e30].  Returns 0,
+ * or -1 with a message.
+ */
+int cg_cclf_dp_forward_backward(const struct cg_cclf_config *c,
+                                const float *params, struct cg_cclf_ws *w,
+                                const float *x, const int *cond, int B,
+                                double clip, float *grad, double *loss,
+                                double *acc, double *norms);
+
 /* The logits [B, ncond] and the features [B, hidden] of the last
  * forward pass on w (valid until the next call on w). */
 const float *cg_cclf_logits(const struct cg_cclf_ws *w);

@@ -160,6 +160,36 @@ cclf_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 }
 
 static int
+cclf_dp_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+              int B, uint64_t noise_seed, double clip, float *grad,
+              struct cg_metrics *out)
+{
+	struct cclf_ws *w = get_ws(m, B);
+	const int D = w ? w->c.in_dim : 0;
+	double loss, acc;
+
+	(void)noise_seed;
+	if (w == NULL)
+		return -1;
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+
+		for (int i = 0; i < D; i++)
+			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
+		w->cond[b] = (int)s->cond[ex[b]];
+	}
+	if (cg_cclf_dp_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
+	                                B, clip, grad, &loss, &acc, NULL) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = acc;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+static int
 cclf_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
            int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
 {
@@ -258,6 +288,7 @@ const struct cg_arch cg_arch_cclf = {
     .init = cclf_init,
     .check_data = cg_arch_image_check,
     .batch = cclf_batch,
+    .dp_batch = cclf_dp_batch,
     .ws_bytes = cclf_ws_bytes,
     .free_ws = cclf_free_ws,
     .classify = cclf_classify,

@@ -246,6 +246,8 @@ struct cg_cvae_ws {
 	float *dlogvar; /* [B, latent] */
 	double *rec;    /* [B] */
 	double *kl;     /* [B] */
+	double *sq;     /* [B], DP-SGD: each example's squared norm */
+	float *rs;      /* [B], DP-SGD: each example's clip factor */
 	/* The matrices as stored (cg_cvae_ws_set_mats), else NULL. */
 	struct cg_wmat *mats; /* [CG_CVAE_NMATS(layers)] */
 	void *qscratch;       /* cg_qlinear_scratch(B, widest input) */
@@ -278,6 +280,8 @@ lay(void *ws, struct cg_arena *a)
 	w->dlogvar = CG_ARENA_FLOATS(a, B, Z);
 	w->rec = cg_arena_take(a, B, 1, sizeof(double));
 	w->kl = cg_arena_take(a, B, 1, sizeof(double));
+	w->sq = cg_arena_take(a, B, 1, sizeof(double));
+	w->rs = CG_ARENA_FLOATS(a, B, 1);
 }
 
 struct cg_cvae_ws *
@@ -446,24 +450,35 @@ mlp_forward(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
  * scratch; dinp [B, in] = d(loss)/d(inp) (written), or NULL.  With
  * cond_every, each table's row of an example's condition gets the
  * layer's d(loss)/d(pre-activation) of that example, in batch order.
+ * grad NULL: no weight's gradient; sq [B] (or NULL) += each example's
+ * squared norm of its own gradient of these layers (DP-SGD's ghost
+ * norm, cg_linear_ghost_sq; a condition's row is one example's tmp row).
  */
 static void
 mlp_backward(const struct cg_cvae_config *c, const float *params, float *grad,
              int side, const float *h, const float *inp, const int *cond,
-             float *dh, float *tmp, float *dinp, int B, size_t stride)
+             float *dh, float *tmp, float *dinp, int B, size_t stride,
+             double *sq)
 {
 	const int first = side == ENC ? 0 : c->layers + 2, H = c->hidden;
 
 	for (int l = c->layers - 1; l >= 0; l--) {
 		struct linear ln = linear_at(c, first + l);
 		const float *out = h + l * stride;
+		const float *x = l > 0 ? out - stride : inp;
 
 		/* tmp: d(loss)/d(pre-activation) [B, hidden] */
-		cg_linear_relu_backward(l > 0 ? dh : dinp, grad + ln.w,
-		                        grad + ln.b, tmp, dh, out,
-		                        l > 0 ? out - stride : inp,
-		                        params + ln.w, B, ln.in, ln.out);
+		cg_linear_relu_backward(l > 0 ? dh : dinp,
+		                        grad ? grad + ln.w : NULL,
+		                        grad ? grad + ln.b : NULL, tmp, dh, out,
+		                        x, params + ln.w, B, ln.in, ln.out);
+		if (sq)
+			cg_linear_ghost_sq(sq, tmp, x, B, ln.in, ln.out, 1);
 		if (!c->cond_every || l == 0)
+			continue;
+		if (sq)
+			cg_linear_ghost_sq(sq, tmp, NULL, B, 0, H, 1);
+		if (grad == NULL)
 			continue;
 		float *g = grad + cond_at(c, side, l);
 		for (int b = 0; b < B; b++)
@@ -503,25 +518,35 @@ prior_kl_forward(double *kl, const float *mu, const float *logvar,
 /*
  * Backward of prior_kl_forward, times scale: dmu, dlogvar [B, Z] and the
  * prior's dpm, dplv [K, Z] += (each class's rows summed over its
- * examples, in batch order).
+ * examples, in batch order).  dpm NULL: not the prior's; sq [B] (or
+ * NULL) += each example's squared norm of its own gradient of the prior.
  */
 static void
 prior_kl_backward(float *dmu, float *dlogvar, float *dpm, float *dplv,
                   const float *mu, const float *logvar, const float *pm,
-                  const float *plv, const int *cond, float scale, int B, int Z)
+                  const float *plv, const int *cond, float scale, int B, int Z,
+                  double *sq)
 {
 	for (int b = 0; b < B; b++) {
 		const size_t r = (size_t)b * Z, k = (size_t)cond[b] * Z;
+		double s2 = 0;
 
 		for (int i = 0; i < Z; i++) {
 			float e = expf(-plv[k + i]), d = mu[r + i] - pm[k + i];
 			float v = expf(logvar[r + i] - plv[k + i]);
+			float gm = scale * d * e;
+			float gv = scale * 0.5f * (1 - v - d * d * e);
 
-			dmu[r + i] += scale * d * e;
+			dmu[r + i] += gm;
 			dlogvar[r + i] += scale * 0.5f * (v - 1);
-			dpm[k + i] -= scale * d * e;
-			dplv[k + i] += scale * 0.5f * (1 - v - d * d * e);
+			s2 += (double)gm * gm + (double)gv * gv;
+			if (dpm == NULL)
+				continue;
+			dpm[k + i] -= gm;
+			dplv[k + i] += gv;
 		}
+		if (sq)
+			sq[b] += s2;
 	}
 }
 
@@ -533,32 +558,18 @@ struct distill {
 	double *teacher;
 };
 
-/* The passes of cg_cvae_forward_backward, distilled when d != NULL (see
- * cg_cvae_distill_forward_backward). */
-static int
-passes(const struct cg_cvae_config *c, const float *params,
-       struct cg_cvae_ws *w, const float *x, const int *cond, const float *eps,
-       int B, float *grad, double *loss, double *rec, double *kl,
-       const struct distill *d)
+/* Encoder, sample, decoder: the activations of x, cond, eps [B] into w.
+ * The call is checked. */
+static void
+forward(const struct cg_cvae_config *c, const float *params,
+        struct cg_cvae_ws *w, const float *x, const int *cond, const float *eps,
+        int B)
 {
-	int L = c->layers, D = c->in_dim, K = c->ncond, Z = c->latent;
-	size_t hstride;
-	struct linear mu, lv, out;
-	double srec = 0, skl = 0;
-
-	if (check_call(c, w, cond, B) != 0)
-		return -1;
-	if (grad != NULL && w->mats != NULL)
-		return cg_seterr("cvae: no gradient through matrices as "
-		                 "stored");
-	hstride = (size_t)w->max_batch * c->hidden;
-	mu = linear_at(c, L);
-	lv = linear_at(c, L + 1);
-	out = linear_at(c, 2 * L + 2);
+	const int L = c->layers, D = c->in_dim, K = c->ncond, Z = c->latent;
+	const size_t hstride = (size_t)w->max_batch * c->hidden;
 	const float *htop = w->enc_h + (L - 1) * hstride;
 	const float *dtop = w->dec_h + (L - 1) * hstride;
 
-	/* Encoder, sample, decoder. */
 	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
 	mlp_forward(c, w, params, ENC, w->enc_h, w->enc_in, cond, B, hstride);
 	linear(c, w, params, L, w->mu, htop, B, 0);
@@ -567,10 +578,97 @@ passes(const struct cg_cvae_config *c, const float *params,
 	cg_concat_onehot_forward(w->dec_in, w->z, cond, B, Z, K);
 	mlp_forward(c, w, params, DEC, w->dec_h, w->dec_in, cond, B, hstride);
 	linear(c, w, params, 2 * L + 2, w->logits, dtop, B, 0);
+}
+
+/*
+ * From w->dlogits (the reconstruction's gradient, kept) down to the
+ * encoder's input, the KL's gradient added at the sample times scale,
+ * or times rs [b] for example b where rs != NULL.  grad [nparams] +=
+ * every weight's gradient, or with grad NULL none; sq [B] (or NULL) +=
+ * each example's squared norm of its own gradient (DP-SGD's ghost norm:
+ * the layers' inputs and output gradients give it, cg_linear_ghost_sq).
+ */
+static void
+backward(const struct cg_cvae_config *c, const float *params,
+         struct cg_cvae_ws *w, const int *cond, const float *eps, int B,
+         float *grad, float scale, const float *rs, double *sq)
+{
+	const int L = c->layers, K = c->ncond, Z = c->latent;
+	const size_t hstride = (size_t)w->max_batch * c->hidden;
+	const size_t nh = (size_t)B * c->hidden, nz = (size_t)B * Z;
+	const struct linear mu = linear_at(c, L), lv = linear_at(c, L + 1);
+	const struct linear out = linear_at(c, 2 * L + 2);
+	const float *htop = w->enc_h + (L - 1) * hstride;
+	const float *dtop = w->dec_h + (L - 1) * hstride;
+#define G(off) (grad ? grad + (off) : NULL)
+
+	/* Decoder backward, down to d(loss)/d(z). */
+	memset(w->dh0, 0, nh * sizeof(float));
+	if (sq)
+		cg_linear_ghost_sq(sq, w->dlogits, dtop, B, out.in, out.out, 1);
+	cg_linear_backward(w->dh0, G(out.w), G(out.b), w->dlogits, dtop,
+	                   params + out.w, B, out.in, out.out);
+	mlp_backward(c, params, grad, DEC, w->dec_h, w->dec_in, cond, w->dh0,
+	             w->dh1, w->ddec_in, B, hstride, sq);
+	memset(w->dz, 0, nz * sizeof(float));
+	cg_concat_onehot_backward(w->dz, w->ddec_in, B, Z, K);
+
+	/* Sampling and KL, then the heads and the encoder. */
+	memset(w->dmu, 0, nz * sizeof(float));
+	memset(w->dlogvar, 0, nz * sizeof(float));
+	cg_reparam_backward(w->dmu, w->dlogvar, w->dz, w->logvar, eps, nz);
+	for (int b = 0, n = rs ? B : 1; b < n; b++) {
+		/* one call for the batch, or one for each example */
+		const size_t r = rs ? (size_t)b * Z : 0;
+		const int nb = rs ? 1 : B;
+		const float sc = rs ? rs[b] : scale;
+
+		if (c->class_prior) {
+			size_t pm = prior_at(c), plv = pm + (size_t)K * Z;
+
+			prior_kl_backward(w->dmu + r, w->dlogvar + r, G(pm),
+			                  G(plv), w->mu + r, w->logvar + r,
+			                  params + pm, params + plv, cond + b,
+			                  sc, nb, Z, sq ? sq + b : NULL);
+		} else
+			cg_gauss_kl_backward(w->dmu + r, w->dlogvar + r,
+			                     w->mu + r, w->logvar + r, sc, nb,
+			                     Z);
+	}
+	memset(w->dh0, 0, nh * sizeof(float));
+	if (sq) {
+		cg_linear_ghost_sq(sq, w->dmu, htop, B, mu.in, mu.out, 1);
+		cg_linear_ghost_sq(sq, w->dlogvar, htop, B, lv.in, lv.out, 1);
+	}
+	cg_linear_backward(w->dh0, G(mu.w), G(mu.b), w->dmu, htop,
+	                   params + mu.w, B, mu.in, mu.out);
+	cg_linear_backward(w->dh0, G(lv.w), G(lv.b), w->dlogvar, htop,
+	                   params + lv.w, B, lv.in, lv.out);
+	mlp_backward(c, params, grad, ENC, w->enc_h, w->enc_in, cond, w->dh0,
+	             w->dh1, NULL, B, hstride, sq);
+#undef G
+}
+
+/* The passes of cg_cvae_forward_backward, distilled when d != NULL (see
+ * cg_cvae_distill_forward_backward). */
+static int
+passes(const struct cg_cvae_config *c, const float *params,
+       struct cg_cvae_ws *w, const float *x, const int *cond, const float *eps,
+       int B, float *grad, double *loss, double *rec, double *kl,
+       const struct distill *d)
+{
+	int K = c->ncond, Z = c->latent, D = c->in_dim;
+	double srec = 0, skl = 0;
+
+	if (check_call(c, w, cond, B) != 0)
+		return -1;
+	if (grad != NULL && w->mats != NULL)
+		return cg_seterr("cvae: no gradient through matrices as "
+		                 "stored");
+	forward(c, params, w, x, cond, eps, B);
 
 	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
 	float scale = 1.0f / B;
-	size_t nh = (size_t)B * c->hidden, nz = (size_t)B * Z;
 	/* Distilled, the data's reconstruction term is weighed by 1 -
 	 * alpha ((1 - 0) * scale is scale: alpha 0 is plain training to the
 	 * bit), and the teacher's term by alpha. */
@@ -616,37 +714,63 @@ passes(const struct cg_cvae_config *c, const float *params,
 		*kl = skl / B;
 	if (grad == NULL)
 		return 0;
+	backward(c, params, w, cond, eps, B, grad, scale, NULL, NULL);
+	return 0;
+}
 
-	/* Decoder backward, down to d(loss)/d(z). */
-	memset(w->dh0, 0, nh * sizeof(float));
-	cg_linear_backward(w->dh0, grad + out.w, grad + out.b, w->dlogits, dtop,
-	                   params + out.w, B, out.in, out.out);
-	mlp_backward(c, params, grad, DEC, w->dec_h, w->dec_in, cond, w->dh0,
-	             w->dh1, w->ddec_in, B, hstride);
-	memset(w->dz, 0, nz * sizeof(float));
-	cg_concat_onehot_backward(w->dz, w->ddec_in, B, Z, K);
+int
+cg_cvae_dp_forward_backward(const struct cg_cvae_config *c, const float *params,
+                            struct cg_cvae_ws *w, const float *x,
+                            const int *cond, const float *eps, int B,
+                            double clip, float *grad, double *loss, double *rec,
+                            double *kl, double *norms)
+{
+	const int K = c->ncond, Z = c->latent, D = c->in_dim;
+	double srec = 0, skl = 0;
 
-	/* Sampling and KL, then the heads and the encoder. */
-	memset(w->dmu, 0, nz * sizeof(float));
-	memset(w->dlogvar, 0, nz * sizeof(float));
-	cg_reparam_backward(w->dmu, w->dlogvar, w->dz, w->logvar, eps, nz);
-	if (c->class_prior) {
-		size_t pm = prior_at(c), plv = pm + (size_t)K * Z;
+	if (check_call(c, w, cond, B) != 0)
+		return -1;
+	if (w->mats != NULL)
+		return cg_seterr("cvae: no gradient through matrices as "
+		                 "stored");
+	if (!(clip > 0 && clip <= 1e30))
+		return cg_seterr("cvae: clip %g: not in (0, 1e30]", clip);
+	forward(c, params, w, x, cond, eps, B);
+	/* Each example's own loss (scale 1): its gradient is g_b. */
+	memset(w->dlogits, 0, (size_t)B * D * sizeof(float));
+	cg_bce_logits_forward_backward(w->rec, w->dlogits, w->logits, x, 1.0f,
+	                               B, D);
+	if (c->class_prior)
+		prior_kl_forward(w->kl, w->mu, w->logvar, params + prior_at(c),
+		                 params + prior_at(c) + (size_t)K * Z, cond, B,
+		                 Z);
+	else
+		cg_gauss_kl_forward(w->kl, w->mu, w->logvar, B, Z);
+	for (int b = 0; b < B; b++) {
+		srec += w->rec[b];
+		skl += w->kl[b];
+		w->sq[b] = 0;
+		w->rs[b] = 1.0f;
+	}
+	/* The ghost pass: |g_b|^2 with no weight's gradient made. */
+	backward(c, params, w, cond, eps, B, NULL, 1.0f, w->rs, w->sq);
+	for (int b = 0; b < B; b++) {
+		const double n = sqrt(w->sq[b]);
 
-		prior_kl_backward(w->dmu, w->dlogvar, grad + pm, grad + plv,
-		                  w->mu, w->logvar, params + pm, params + plv,
-		                  cond, scale, B, Z);
-	} else
-		cg_gauss_kl_backward(w->dmu, w->dlogvar, w->mu, w->logvar,
-		                     scale, B, Z);
-	memset(w->dh0, 0, nh * sizeof(float));
-	cg_linear_backward(w->dh0, grad + mu.w, grad + mu.b, w->dmu, htop,
-	                   params + mu.w, B, mu.in, mu.out);
-	cg_linear_backward(w->dh0, grad + lv.w, grad + lv.b, w->dlogvar, htop,
-	                   params + lv.w, B, lv.in, lv.out);
-	mlp_backward(c, params, grad, ENC, w->enc_h, w->enc_in, cond, w->dh0,
-	             w->dh1,
-	             NULL, B, hstride);
+		w->rs[b] = n > clip ? (float)(clip / n) : 1.0f;
+		if (norms)
+			norms[b] = n;
+	}
+	/* Backward is linear in the loss's gradient: scaled by rs [b] at
+	 * each example's start, it makes sum_b rs [b] g_b. */
+	cg_scale_rows(w->dlogits, w->rs, B, (size_t)D);
+	backward(c, params, w, cond, eps, B, grad, 1.0f, w->rs, NULL);
+	if (loss)
+		*loss = (srec + skl) / B;
+	if (rec)
+		*rec = srec / B;
+	if (kl)
+		*kl = skl / B;
 	return 0;
 }
 

@@ -155,6 +155,26 @@ int cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
                                      float *grad, double *loss, double *rec,
                                      double *kl, double *teacher);
 
+/*
+ * DP-SGD's step on a batch: as cg_cvae_forward_backward, but grad
+ * [nparams] += the sum over the examples of each one's own gradient g_b
+ * (of its rec + kl, not divided by B) clipped to L2 norm clip: g_b
+ * min(1, clip / |g_b|).  |g_b| is had without making g_b (the ghost
+ * norm: a backward pass without the weights' products, from each
+ * Linear layer's input and output gradient), then a second backward
+ * pass, each example's gradient scaled at its start, makes the clipped
+ * sum: one forward and two backward passes for the batch, not B.
+ * norms [B] (or NULL) gets each |g_b|.  clip in (0, 1e30].  Returns 0,
+ * or -1 with a message as cg_cvae_forward_backward (matrices as stored
+ * are refused).
+ */
+int cg_cvae_dp_forward_backward(const struct cg_cvae_config *c,
+                                const float *params, struct cg_cvae_ws *w,
+                                const float *x, const int *cond,
+                                const float *eps, int B, double clip,
+                                float *grad, double *loss, double *rec,
+                                double *kl, double *norms);
+
 /* The decoder's logits [B, in_dim] of the last forward pass on w (valid
  * until the next call on w). */
 const float *cg_cvae_logits(const struct cg_cvae_ws *w);

@@ -188,6 +188,29 @@ cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	return 0;
 }
 
+static int
+cvae_dp_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+              int B, uint64_t noise_seed, double clip, float *grad,
+              struct cg_metrics *out)
+{
+	struct cvae_ws *w = get_ws(m, B);
+	double loss, rec, kl;
+
+	if (w == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
+	if (cg_cvae_dp_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
+	                                w->eps, B, clip, grad, &loss, &rec, &kl,
+	                                NULL) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = rec;
+	out->part[1] = kl;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
 /* ------------------------------------------------------- distillation */
 
 /*
@@ -425,6 +448,7 @@ const struct cg_arch cg_arch_cvae = {
     .init = cvae_init,
     .check_data = cg_arch_image_check,
     .batch = cvae_batch,
+    .dp_batch = cvae_dp_batch,
     .sample_image = cvae_sample_image,
     .keeps = cvae_keeps,
     .free_ws = cvae_free_ws,
