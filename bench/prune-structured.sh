@@ -14,12 +14,13 @@
 # figure as cut, and after FT_STEPS steps of cg-train-step --emit model
 # toward DENSE (--teacher, the default weight and temperature; AdamW at
 # FT_LR, batch FT_BATCH, seed 2).  DENSE trained the same FT_STEPS on
-# the data alone is the control: what the extra steps give by
-# themselves.  The figure is cg-eval's bpb (cgpt) or nelbo (cvae).
+# the data alone is the control (CONTROL=0: not run): what the extra
+# steps give by themselves.  The figure is cg-eval's bpb (cgpt) or nelbo (cvae).
 # Then, paired with DENSE (RUNS runs each, one warm-up), the wall time
 # and peak memory of TIME_STEPS training steps (batch FT_BATCH, no
 # teacher) and of drawing: cgpt SAMPLE_BYTES bytes from condition 0,
-# cvae SAMPLE_N images of each condition.
+# cvae SAMPLE_N images of each condition (as PGM: a PNG's compression
+# would cost more than the drawing).
 #
 # Environment: CG_BIN (the programs, default build/cmd; copy them
 # elsewhere first if a rebuild could happen during the run), CUTS
@@ -27,7 +28,8 @@
 # units:0.41": about 30% and 50% of the parameters at cg-init's
 # default sizes), FT_STEPS (100), FT_LR (1e-3), FT_BATCH (cgpt 16, cvae
 # 128), TIME_STEPS (cgpt 5, cvae 100), RUNS (5), SAMPLE_BYTES (400),
-# SAMPLE_N (100), THREADS (2), TMPDIR.  Needs jq and farm-bench.
+# SAMPLE_N (1000), THREADS (2), CONTROL (1), FIGURES (1; 0: the
+# timings alone), TMPDIR.  Needs jq and farm-bench.
 set -eu
 dense=${1:?usage: bench/prune-structured.sh DENSE TRAIN HELD [OUT]}
 train=${2:?usage: bench/prune-structured.sh DENSE TRAIN HELD [OUT]}
@@ -77,29 +79,32 @@ sample_cmd() {
 	if [ "$arch" = cgpt ]; then
 		echo "$bin/cg-sample -m $1 -c 0 --max-bytes ${SAMPLE_BYTES:-400} --temperature 1 --seed 1 --threads $threads -o $tmp/s.txt"
 	else
-		echo "$bin/cg-sample -m $1 -n ${SAMPLE_N:-100} --seed 1 --threads $threads -o $tmp/s.png"
+		echo "$bin/cg-sample -m $1 -n ${SAMPLE_N:-1000} --seed 1 --threads $threads -f pgm -o $tmp/s.pgm"
 	fi
 }
 # farm-bench's median of row $2 ("A wall s", "A/B wall", ...) in $1
 median() { awk -v r="$2" 'index($0, r) == 1 { print $(NF - 1) }' "$1"; }
-paired() { # model $1, what $2 (train|sample)
+paired() { # model $1, what $2 (train|sample), its name $3
 	# shellcheck disable=SC2046
 	farm-bench -n "$runs" --timeout 3000 --vs "$("$2"_cmd "$dense")" -- \
 		$("$2"_cmd "$1") >"$tmp/fb.txt" 2>&1
 	cat "$tmp/fb.txt" >>"$out"
-	printf '%s %s: %s s against %s s (ratio %s), peak %s MiB against %s MiB\n' \
-		"$1" "$2" "$(median "$tmp/fb.txt" 'A wall s')" \
+	printf '%s %s: %s s against %s s (A/B %s, cpu %s), peak %s MiB against %s MiB\n' \
+		"$3" "$2" "$(median "$tmp/fb.txt" 'A wall s')" \
 		"$(median "$tmp/fb.txt" 'B wall s')" \
 		"$(median "$tmp/fb.txt" 'A/B wall')" \
+		"$(median "$tmp/fb.txt" 'A/B cpu')" \
 		"$(median "$tmp/fb.txt" 'A peak MiB')" \
 		"$(median "$tmp/fb.txt" 'B peak MiB')" | tee -a "$out"
 }
 
 n0=$(nparams "$dense")
 echo "dense: $n0 parameters, $fig $(figure "$dense")" | tee -a "$out"
-finetune "$dense" "$tmp/dense-ft.cgm" plain
-echo "dense + $steps plain steps: $fig $(figure "$tmp/dense-ft.cgm")" |
-	tee -a "$out"
+if [ "${CONTROL:-1}" != 0 ] && [ "${FIGURES:-1}" != 0 ]; then
+	finetune "$dense" "$tmp/dense-ft.cgm" plain
+	echo "dense + $steps plain steps: $fig $(figure "$tmp/dense-ft.cgm")" |
+		tee -a "$out"
+fi
 for cut in $cuts; do
 	list=${cut%:*} x=${cut#*:}
 	m=$tmp/$list-$x.cgm
@@ -108,10 +113,12 @@ for cut in $cuts; do
 	echo "$list $x: $n parameters ($(echo "$n $n0" |
 		awk '{ printf "%.1f", 100 * (1 - $1 / $2) }')% removed)," \
 		"config $(tar xOf "$m" cg.json | jq -c .config)" | tee -a "$out"
-	echo "$list $x as cut: $fig $(figure "$m")" | tee -a "$out"
-	finetune "$m" "$tmp/ft.cgm"
-	echo "$list $x + $steps steps toward the dense model: $fig" \
-		"$(figure "$tmp/ft.cgm")" | tee -a "$out"
-	paired "$m" train
-	paired "$m" sample
+	if [ "${FIGURES:-1}" != 0 ]; then
+		echo "$list $x as cut: $fig $(figure "$m")" | tee -a "$out"
+		finetune "$m" "$tmp/ft.cgm"
+		echo "$list $x + $steps steps toward the dense model: $fig" \
+			"$(figure "$tmp/ft.cgm")" | tee -a "$out"
+	fi
+	paired "$m" train "$list $x"
+	paired "$m" sample "$list $x"
 done
