@@ -18,18 +18,23 @@
 # steps give by themselves.  The figure is cg-eval's bpb (cgpt) or nelbo (cvae).
 # Then, paired with DENSE (RUNS runs each, one warm-up), the wall time
 # and peak memory of TIME_STEPS training steps (batch FT_BATCH, no
-# teacher) and of drawing: cgpt SAMPLE_BYTES bytes from condition 0,
+# teacher) and of drawing: cgpt SAMPLE_TEXTS texts of at most
+# SAMPLE_BYTES bytes from condition 0,
 # cvae SAMPLE_N images of each condition (as PGM: a PNG's compression
-# would cost more than the drawing).
+# would cost more than the drawing).  A text ends at the end mark, so
+# the two models' texts differ in length: each call's bytes (the same
+# every run: one seed) are counted, and the ratio of bytes a second is
+# printed beside the ratio of times.
 #
 # Environment: CG_BIN (the programs, default build/cmd; copy them
 # elsewhere first if a rebuild could happen during the run), CUTS
 # (cgpt "heads,rows:0.35 heads,rows:0.55", cvae "units:0.23
 # units:0.41": about 30% and 50% of the parameters at cg-init's
 # default sizes), FT_STEPS (100), FT_LR (1e-3), FT_BATCH (cgpt 16, cvae
-# 128), TIME_STEPS (cgpt 5, cvae 100), RUNS (5), SAMPLE_BYTES (400),
+# 128), TIME_STEPS (cgpt 5, cvae 100), RUNS (5), SAMPLE_TEXTS (50),
+# SAMPLE_BYTES (400),
 # SAMPLE_N (1000), THREADS (2), CONTROL (1), FIGURES (1; 0: the
-# timings alone), TMPDIR.  Needs jq and farm-bench.
+# timings alone), TIMINGS ("train sample": which to time), TMPDIR.  Needs jq and farm-bench.
 set -eu
 dense=${1:?usage: bench/prune-structured.sh DENSE TRAIN HELD [OUT]}
 train=${2:?usage: bench/prune-structured.sh DENSE TRAIN HELD [OUT]}
@@ -77,7 +82,7 @@ train_cmd() {
 }
 sample_cmd() {
 	if [ "$arch" = cgpt ]; then
-		echo "$bin/cg-sample -m $1 -c 0 --max-bytes ${SAMPLE_BYTES:-400} --temperature 1 --seed 1 --threads $threads -o $tmp/s.txt"
+		echo "$bin/cg-sample -m $1 -c 0 -n ${SAMPLE_TEXTS:-50} --max-bytes ${SAMPLE_BYTES:-400} --temperature 1 --seed 1 --threads $threads -o $tmp/s.txt"
 	else
 		echo "$bin/cg-sample -m $1 -n ${SAMPLE_N:-1000} --seed 1 --threads $threads -f pgm -o $tmp/s.pgm"
 	fi
@@ -89,6 +94,17 @@ paired() { # model $1, what $2 (train|sample), its name $3
 	farm-bench -n "$runs" --timeout 3000 --vs "$("$2"_cmd "$dense")" -- \
 		$("$2"_cmd "$1") >"$tmp/fb.txt" 2>&1
 	cat "$tmp/fb.txt" >>"$out"
+	if [ "$2" = sample ] && [ "$arch" = cgpt ]; then
+		# shellcheck disable=SC2046,SC2091
+		$("$2"_cmd "$1") && na=$(wc -c <"$tmp/s.txt")
+		# shellcheck disable=SC2046,SC2091
+		$("$2"_cmd "$dense") && nb=$(wc -c <"$tmp/s.txt")
+		echo "$3 sample: $na bytes against $nb; bytes a second, A/B:" \
+			"$(echo "$na $nb $(median "$tmp/fb.txt" 'A wall s')" \
+				"$(median "$tmp/fb.txt" 'B wall s')" |
+				awk '{ printf "%.3f", ($1 / $3) / ($2 / $4) }')" |
+			tee -a "$out"
+	fi
 	printf '%s %s: %s s against %s s (A/B %s, cpu %s), peak %s MiB against %s MiB\n' \
 		"$3" "$2" "$(median "$tmp/fb.txt" 'A wall s')" \
 		"$(median "$tmp/fb.txt" 'B wall s')" \
@@ -119,6 +135,7 @@ for cut in $cuts; do
 		echo "$list $x + $steps steps toward the dense model: $fig" \
 			"$(figure "$tmp/ft.cgm")" | tee -a "$out"
 	fi
-	paired "$m" train "$list $x"
-	paired "$m" sample "$list $x"
+	for what in ${TIMINGS:-train sample}; do
+		paired "$m" "$what" "$list $x"
+	done
 done

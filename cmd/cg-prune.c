@@ -104,7 +104,8 @@ static const struct cg_opt opts[] = {
      CG_OPT_CUSTOM},
     CG_OPT_HEADING("A smaller model:"),
     {"structured", OPT_STRUCTURED, "LIST",
-     "remove whole structures: heads,rows (cgpt) or units (cvae)",
+     "remove whole structures, as the model's arch names them: "
+     "heads,rows; units",
      CG_OPT_STR(structured)},
     {"remove", OPT_REMOVE, "X",
      "--structured: the fraction X (0 to 1) of each layer's to remove",
@@ -135,7 +136,8 @@ static const struct cg_cli cli = {
                 "--structured LIST --remove X [--keep-shape] [-o OUT] MODEL",
     .about = "Prune a model (-: standard input): the least important "
              "weights of its Linear\nlayers become 0, and a mask keeps "
-             "them 0 through later training.",
+             "them 0 through later training; with\n--structured, whole "
+             "heads, rows or units go, and the model written is smaller.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
