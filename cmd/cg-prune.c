@@ -1,11 +1,12 @@
 /*
  * cg-prune - a sparser model: the least important weights set to zero
- * and masked, so that later training keeps them at zero.
+ * and masked, so that later training keeps them at zero; or, with
+ * --structured, a smaller model: whole heads, rows or units removed.
  *
  * Per tensor, global or N:M; importance by magnitude, Wanda (a
  * calibration shard's activations) or a gradient.  The work is the
- * library's (prune.c chooses, mask.c keeps); this program parses, reads
- * the inputs, and writes the model.
+ * library's (prune.c chooses, mask.c keeps, the arch's shrink cuts);
+ * this program parses, reads the inputs, and writes the model.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,11 @@ enum {
 	OPT_EXCLUDE,
 	OPT_GLOBAL,
 	OPT_GROUP,
+	OPT_KEEP_SHAPE,
 	OPT_NM,
+	OPT_REMOVE,
 	OPT_SEED,
+	OPT_STRUCTURED,
 };
 
 struct args {
@@ -42,6 +46,10 @@ struct args {
 	int threads;
 	uint64_t seed;
 	enum cg_compress comp;
+	const char *structured; /* the structures to remove, or NULL */
+	double remove;
+	const char *remove_given;
+	int keep_shape;
 };
 
 static const char *const group_names[] = {"tensor", "row", NULL};
@@ -94,6 +102,17 @@ static const struct cg_opt opts[] = {
     {"exclude", OPT_EXCLUDE, "GLOB",
      "leave the tensors whose names match GLOB dense (repeatable)",
      CG_OPT_CUSTOM},
+    CG_OPT_HEADING("A smaller model:"),
+    {"structured", OPT_STRUCTURED, "LIST",
+     "remove whole structures, as the model's arch names them: "
+     "heads,rows; units",
+     CG_OPT_STR(structured)},
+    {"remove", OPT_REMOVE, "X",
+     "--structured: the fraction X (0 to 1) of each layer's to remove",
+     CG_OPT_F64(remove, 0, 1), CG_OPT_SEEN(remove_given)},
+    {"keep-shape", OPT_KEEP_SHAPE, NULL,
+     "--structured: zero them in the model instead of removing them",
+     CG_OPT_FLAG(keep_shape)},
     CG_OPT_HEADING("Which first (the least important):"),
     {"importance", 'i', "NAME",
      "magnitude |w|, wanda |w| ||x|| (needs -d) or grad |w g| (needs "
@@ -113,10 +132,12 @@ static const struct cg_opt opts[] = {
 static const struct cg_cli cli = {
     .name = "cg-prune",
     .synopsis = "-s X [--global] [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]\n"
-                "--nm N:M [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]",
+                "--nm N:M [-i NAME] [-d SHARD] [-o OUT] MODEL [GRAD]\n"
+                "--structured LIST --remove X [--keep-shape] [-o OUT] MODEL",
     .about = "Prune a model (-: standard input): the least important "
              "weights of its Linear\nlayers become 0, and a mask keeps "
-             "them 0 through later training.",
+             "them 0 through later training; with\n--structured, whole "
+             "heads, rows or units go, and the model written is smaller.",
     .opts = opts,
     .epilog = "Exit status: 0 success, 1 failure, 2 usage error.",
 };
@@ -156,11 +177,40 @@ parse(int argc, char **argv, struct args *a)
 	return CG_CONTINUE;
 }
 
+/* --structured's checks: it goes with none of the weight-by-weight
+ * options. */
+static int
+validate_structured(const struct args *a)
+{
+	if (a->structured == NULL)
+		return a->remove_given || a->keep_shape
+		           ? cg_usage("--%s is for --structured",
+		                      a->remove_given ? "remove" : "keep-shape")
+		           : CG_CONTINUE;
+	if (!a->remove_given)
+		return cg_usage("--structured needs --remove X");
+	if (a->remove >= 1)
+		return cg_usage("--remove %g: a layer keeps one at least: X "
+		                "in [0, 1)",
+		                a->remove);
+	if (a->sparsity_given || a->po.nm_m || a->global_given ||
+	    a->group >= 0 || a->nexclude || a->grad || a->data ||
+	    a->imp != CG_IMPORTANCE_MAGNITUDE)
+		return cg_usage("--structured removes whole structures by "
+		                "their weights' norms: no -s, --nm, --global, "
+		                "--group, --exclude, -i, -d or GRAD");
+	return CG_CONTINUE;
+}
+
 static int
 validate(struct args *a)
 {
+	int rc;
+
 	if (a->model == NULL)
 		return cg_usage("no model");
+	if ((rc = validate_structured(a)) != CG_CONTINUE || a->structured)
+		return rc;
 	if (!a->sparsity_given && a->po.nm_m == 0)
 		return cg_usage("nothing to prune: give --sparsity X or --nm "
 		                "N:M");
@@ -248,6 +298,26 @@ out:
 	return rc;
 }
 
+/* --structured: m smaller (or zeroed) written to a->out; 0 or -1. */
+static int
+shrink(const struct args *a, struct cg_model *m, const char *mname)
+{
+	double remove[CG_ARCH_MAX_STRUCTURES];
+	struct cg_model *small;
+	int rc;
+
+	if (cg_prune_structures(m->arch, a->structured, a->remove, remove) !=
+	        0 ||
+	    (small = cg_prune_shrink(m, remove, a->keep_shape)) == NULL) {
+		cg_errprefix(mname);
+		return -1;
+	}
+	rc = cg_model_write(small, a->out, a->comp);
+	if (small != m)
+		cg_model_free(small);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -265,6 +335,11 @@ main(int argc, char **argv)
 	rc = CG_EXIT_FAILURE;
 	if ((m = cg_model_read(a.model)) == NULL) {
 		cg_warn(NULL);
+		goto out;
+	}
+	if (a.structured) {
+		rc = shrink(&a, m, mname) ? (cg_warn(NULL), CG_EXIT_FAILURE)
+		                          : CG_EXIT_OK;
 		goto out;
 	}
 	if ((chosen = calloc((size_t)m->nviews, 1)) == NULL ||

@@ -377,6 +377,8 @@ make_small() {
 	# fine-tuned, the pruned weights are still the zeros
 	assert_line "h.0.mlp.fc.w: 2048 pruned, 2048 zeros"
 	assert_line --regexp '^wanda +[0-9.]+ bits per byte$'
+	assert_line --regexp '^config of the smaller model: .*"heads":1,.*"head_size":16,"ffn":64}$'
+	assert_line --regexp '^small +[0-9.]+ bits per byte$'
 }
 
 @test "examples/resume/run.sh" {

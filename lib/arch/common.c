@@ -240,3 +240,74 @@ cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
 	*out = sum;
 	return 0;
 }
+
+/* ------------------------------------------------ structured pruning */
+
+int
+cg_arch_removed(double remove, int n)
+{
+	int k = (int)floor(remove * n + 0.5);
+
+	if (k > n - 1)
+		k = n - 1;
+	return k < 0 ? 0 : k;
+}
+
+void
+cg_arch_least(unsigned char *keep, const double *score, int n, int k)
+{
+	for (int i = 0; i < n; i++)
+		keep[i] = 1;
+	for (int r = 0; r < k; r++) {
+		int best = -1;
+		double bs = 0;
+		for (int i = 0; i < n; i++) {
+			double s = score[i] == score[i] ? score[i] : 0;
+			if (keep[i] && (best < 0 || s < bs))
+				best = i, bs = s;
+		}
+		if (best >= 0)
+			keep[best] = 0;
+	}
+}
+
+void
+cg_arch_sub(float *dst, float *src, size_t R, size_t K,
+            const unsigned char *kr, const unsigned char *kc)
+{
+	for (size_t r = 0; r < R; r++) {
+		float *row = src + r * K;
+		int rk = kr == NULL || kr[r];
+		for (size_t j = 0; j < K; j++) {
+			int ck = kc == NULL || kc[j];
+			if (dst == NULL) {
+				if (!rk || !ck)
+					row[j] = 0;
+			} else if (rk && ck)
+				*dst++ = row[j];
+		}
+	}
+}
+
+double
+cg_arch_norm(const float *x, size_t R, size_t K, long r, long col)
+{
+	double s = 0;
+
+	if (col < 0)
+		for (size_t j = 0; j < K; j++)
+			s += (double)x[r * K + j] * x[r * K + j];
+	else
+		for (size_t i = 0; i < R; i++)
+			s += (double)x[i * K + col] * x[i * K + col];
+	return sqrt(s);
+}
+
+int
+cg_arch_view(const struct cg_model *m, const char *name)
+{
+	for (int i = 0; i < m->nviews; i++)
+		if (strcmp(m->views[i].name, name) == 0)
+			return i;
+	return -1;
+}

@@ -106,4 +106,28 @@ int cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
                     const struct cg_shard *s, const uint64_t *ex, int B,
                     uint64_t noise_seed, float *grad, struct cg_metrics *out);
 
+/* ------------------------------------------------ structured pruning */
+
+/*
+ * What shrink (struct cg_arch) shares.  cg_arch_removed: how many of n
+ * structures a fraction remove in [0, 1) takes out, round(remove n) to
+ * the nearest (halves up), at most n - 1.  cg_arch_least: keep [n] = 1
+ * but for the k of score [n] that are smallest (0 there; a score that
+ * is not a number counts as 0; ties to the lower index).
+ */
+int cg_arch_removed(double remove, int n);
+void cg_arch_least(unsigned char *keep, const double *score, int n, int k);
+/*
+ * The sub-matrix of src [R, K] on the rows kr [R] and columns kc [K]
+ * keep (NULL: all) into dst [kept rows, kept columns]; with dst NULL,
+ * zero in src the rows and the columns they do not keep.  A 1-D view
+ * is K = 1 with kc NULL.
+ */
+void cg_arch_sub(float *dst, float *src, size_t R, size_t K,
+                 const unsigned char *kr, const unsigned char *kc);
+/* The L2 norm of row r of x [R, K] (col < 0), or of its column col. */
+double cg_arch_norm(const float *x, size_t R, size_t K, long r, long col);
+/* The index of m's view called name, or -1. */
+int cg_arch_view(const struct cg_model *m, const char *name);
+
 #endif

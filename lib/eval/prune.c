@@ -351,3 +351,118 @@ cg_prune_record(struct cg_model *m, enum cg_importance imp,
 	}
 	cJSON_AddNumberToObject(r, "pruned", (double)cg_model_pruned(m, -1));
 }
+
+/* ------------------------------------------------ structured pruning */
+
+int
+cg_prune_structures(const struct cg_arch *a, const char *list, double remove,
+                    double *out)
+{
+	char names[128] = "", *save = NULL, *tok, *buf;
+	int n = 0;
+
+	for (int k = 0; k < CG_ARCH_MAX_STRUCTURES; k++)
+		out[k] = 0;
+	if (a->shrink == NULL || a->structures == NULL)
+		return cg_seterr("%s models have no structures to remove "
+		                 "(-s or --nm prune their weights)",
+		                 a->name);
+	if (!(remove >= 0 && remove < 1))
+		return cg_seterr("--remove %g: not in [0, 1)", remove);
+	for (; a->structures[n] != NULL && n < CG_ARCH_MAX_STRUCTURES; n++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names),
+		         "%s%s", n ? ", " : "", a->structures[n]);
+	if ((buf = strdup(list)) == NULL)
+		return cg_seterr("out of memory");
+	for (tok = strtok_r(buf, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int k = 0;
+		while (k < n && strcmp(a->structures[k], tok) != 0)
+			k++;
+		if (k == n) {
+			cg_seterr("--structured '%s': %s models have %s", tok,
+			          a->name, names);
+			free(buf);
+			return -1;
+		}
+		out[k] = remove;
+	}
+	free(buf);
+	return 0;
+}
+
+/* m's manifest's "pruning" record of remove; 0 or -1 (no memory). */
+static int
+shrink_record(struct cg_model *m, const double *remove, size_t params,
+              int zeroed)
+{
+	cJSON *r, *st;
+
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "pruning");
+	if ((r = cJSON_AddObjectToObject(m->manifest, "pruning")) == NULL ||
+	    (st = cJSON_AddObjectToObject(r, "structures")) == NULL)
+		return cg_seterr("out of memory");
+	for (int k = 0; m->arch->structures[k] != NULL; k++)
+		if (remove[k] > 0 &&
+		    !cJSON_AddNumberToObject(st, m->arch->structures[k],
+		                             remove[k]))
+			return cg_seterr("out of memory");
+	if (zeroed ? !cJSON_AddTrueToObject(r, "zeroed")
+	           : !cJSON_AddNumberToObject(r, "params", (double)params))
+		return cg_seterr("out of memory");
+	return 0;
+}
+
+struct cg_model *
+cg_prune_shrink(struct cg_model *m, const double *remove, int keep_shape)
+{
+	const struct cg_arch *a = m->arch;
+	struct cg_model *small = NULL;
+	cJSON *man = NULL, *config;
+
+	if (a->shrink == NULL)
+		return cg_seterr("%s models have no structures to remove",
+		                 a->name),
+		       NULL;
+	if (m->lora)
+		return cg_seterr("a model with adapters: merge them first "
+		                 "(cg-convert --merge-lora)"),
+		       NULL;
+	if (m->mask)
+		return cg_seterr("a model pruned weight by weight (a mask): "
+		                 "remove structures from the dense one"),
+		       NULL;
+	if (keep_shape) {
+		if (a->shrink(m, remove, NULL, NULL) != 0 ||
+		    shrink_record(m, remove, m->nparams, 1) != 0)
+			return NULL;
+		return m;
+	}
+	if ((man = cJSON_Duplicate(m->manifest, 1)) == NULL)
+		goto oom;
+	/* no optimizer state: a fresh start, as cg_model_create's */
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "step");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "opt_t");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "groups");
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "loss");
+	if ((config = cJSON_DetachItemFromObjectCaseSensitive(man, "config")) ==
+	    NULL)
+		goto oom;
+	if (a->shrink(m, remove, config, NULL) != 0) {
+		cJSON_Delete(config);
+		cJSON_Delete(man);
+		return NULL;
+	}
+	small = cg_model_create(a->name, config, man,
+	                        cg_json_u64(m->manifest, "seed", 0));
+	if (small == NULL || a->shrink(m, remove, NULL, small) != 0 ||
+	    shrink_record(small, remove, m->nparams, 0) != 0) {
+		cg_model_free(small);
+		return NULL;
+	}
+	return small;
+oom:
+	cJSON_Delete(man);
+	cg_seterr("out of memory");
+	return NULL;
+}

@@ -13,6 +13,7 @@
 
 #include "data/shard.h"
 #include "model/model.h"
+#include "model/registry.h"
 
 /* What a weight's score is; the lowest scores are pruned. */
 enum cg_importance {
@@ -93,5 +94,31 @@ int cg_prune_choose(const struct cg_model *m, const char *const *exclude,
  */
 void cg_prune_record(struct cg_model *m, enum cg_importance imp,
                      const struct cg_prune_opts *o);
+
+/* ------------------------------------------------ structured pruning */
+
+/*
+ * The fraction remove of each structure named in list (commas between
+ * names of a->structures) into out [CG_ARCH_MAX_STRUCTURES] (0 for the
+ * others).  Returns 0, or -1 with a message (an arch without
+ * structures, a name it lacks, remove not in [0, 1)).
+ */
+int cg_prune_structures(const struct cg_arch *a, const char *list,
+                        double remove, double *out);
+
+/*
+ * Structured pruning (struct cg_arch's shrink): the structures remove
+ * [CG_ARCH_MAX_STRUCTURES] says taken out of every layer of m, the
+ * least important first.  Returns a new, smaller model of m's arch (a
+ * config with the smaller sizes, m's manifest otherwise, step 0, no
+ * optimizer state, and a "pruning" record: "structures" {name:
+ * fraction}, "params" m's count) that the caller frees; or, with
+ * keep_shape, m itself with the removed structures' weights zeroed (the
+ * dense model that computes what the smaller one computes; its record
+ * says "zeroed": true).  NULL with a message: an arch that cannot
+ * shrink, a model with adapters or a mask, no memory.
+ */
+struct cg_model *cg_prune_shrink(struct cg_model *m, const double *remove,
+                                 int keep_shape);
 
 #endif

@@ -351,7 +351,30 @@ struct cg_arch {
 	size_t (*teacher_bytes)(struct cg_model *t, int B, int chunk);
 	/* Optional (NULL: the arch's models are not split into stages). */
 	const struct cg_stage_ops *stages;
+	/*
+	 * Structured pruning (NULL: the arch's models do not shrink;
+	 * cg_prune_shrink drives it).  structures: the kinds of structure
+	 * the arch can remove, NULL-terminated, at most
+	 * CG_ARCH_MAX_STRUCTURES.  shrink: for each kind k with remove[k]
+	 * > 0 (each in [0, 1)), in every layer that has them, the
+	 * round(remove[k] n) of its n structures of kind k that matter
+	 * least (at most n - 1), by the arch's importance, ties to the
+	 * lower index; the same every call on the same weights.  Then:
+	 * with config (a copy of m's) and small NULL, set in config the
+	 * sizes of the smaller model; with small (a model of that config),
+	 * copy into small->params the weights m keeps; with both NULL,
+	 * zero in m->params the weights the removed structures are made
+	 * of, so that m computes what the smaller model computes.  Returns
+	 * 0, or -1 with a message.
+	 */
+	const char *const *structures;
+	int (*shrink)(struct cg_model *m, const double *remove,
+		      struct cJSON *config, struct cg_model *small);
 };
+
+/* The most kinds of structure (struct cg_arch's structures) an arch
+ * names. */
+#define CG_ARCH_MAX_STRUCTURES 8
 
 /* The architecture called name, or NULL with a message. */
 const struct cg_arch *cg_arch_find(const char *name);

@@ -434,7 +434,7 @@ cgpt_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 {
 	struct cg_cgpt_config c = {int_of(m, "ncond"), int_of(m, "context"),
 	                           int_of(m, "width"), int_of(m, "layers"),
-	                           int_of(m, "heads"), int_of(m, "tied")};
+	                           int_of(m, "heads"), int_of(m, "tied"), 0, 0};
 	size_t n = (size_t)B * T;
 	int V = cg_cgpt_vocab(&c), count = 0, fb, rc = -1;
 	float *weight = calloc(n, sizeof(float));

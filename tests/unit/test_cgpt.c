@@ -86,19 +86,30 @@ static struct cg_rng rng;
 static void
 test_config(void)
 {
-	struct cg_cgpt_config ok = {3, 16, 12, 2, 3, 0};
+	struct cg_cgpt_config ok = {3, 16, 12, 2, 3, 0, 0, 0};
 	struct cg_cgpt_config bad[] = {
-	    {0, 16, 12, 2, 3, 0},                        /* no conditions */
-	    {3, 0, 12, 2, 3, 0},                         /* no context */
-	    {3, 16, 12, 2, 5, 0},                        /* 5 heads in 12 */
-	    {3, 16, 12, 0, 3, 0},                        /* no layers */
-	    {3, 16, 12, 2, 3, 2},                        /* tied = 2 */
-	    {3, CG_CGPT_MAX_T + 1, 12, 2, 3, 0},         /* context too long */
-	    {3, 16, CG_CGPT_MAX_C, CG_CGPT_MAX_L, 1, 0}, /* too many params */
+	    {0, 16, 12, 2, 3, 0, 0, 0},                /* no conditions */
+	    {3, 0, 12, 2, 3, 0, 0, 0},                 /* no context */
+	    {3, 16, 12, 2, 5, 0, 0, 0},                /* 5 heads in 12 */
+	    {3, 16, 12, 0, 3, 0, 0, 0},                /* no layers */
+	    {3, 16, 12, 2, 3, 2, 0, 0},                /* tied = 2 */
+	    {3, CG_CGPT_MAX_T + 1, 12, 2, 3, 0, 0, 0}, /* context too long */
+	    {3, 16, CG_CGPT_MAX_C, CG_CGPT_MAX_L, 1, 0, 0, 0}, /* too many */
+	    {3, 16, 12, 2, 3, 0, CG_CGPT_MAX_C, 0}, /* heads too wide */
+	    {3, 16, 12, 2, 3, 0, 0, -1},               /* negative MLP */
 	};
 	int all = 1;
 
 	expect(cg_cgpt_check_config(&ok) == 0, "a good config passes");
+	ok.NH = 5, ok.hs = 4, ok.F = 7; /* heads of 4 in 12: as pruned */
+	expect(cg_cgpt_check_config(&ok) == 0 &&
+	           cg_cgpt_nparams(&ok) ==
+	               (size_t)(256 + 3 + 1 + 16) * 12 + 2 * 12 +
+	                   2 * (4 * 20 * 12 + 2 * 7 * 12 + 3 * 20 + 7 +
+	                        6 * 12) +
+	                   (256 + 3 + 1) * 12,
+	       "heads of their own size, and an MLP of its own width");
+	ok.NH = 3, ok.hs = 0, ok.F = 0;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (cg_cgpt_check_config(&bad[i]) == 0 ||
 		    cg_cgpt_nparams(&bad[i]) != 0) {
@@ -146,7 +157,7 @@ has_shape(const struct cg_view *v, int ndim, uint64_t d0, uint64_t d1)
 static void
 test_views(int tied)
 {
-	struct cg_cgpt_config c = {5, 16, 12, 3, 3, tied};
+	struct cg_cgpt_config c = {5, 16, 12, 3, 3, tied, 0, 0};
 	struct cg_view v[MAXV];
 	int nv = cg_cgpt_views(&c, v, MAXV);
 	uint64_t V = 256 + 5 + 1, C = 12;
@@ -204,7 +215,7 @@ stats(const float *p, size_t n, double *mean, double *sd)
 static void
 test_init(void)
 {
-	struct cg_cgpt_config c = {3, 64, 64, 4, 4, 0};
+	struct cg_cgpt_config c = {3, 64, 64, 4, 4, 0, 0, 0};
 	struct cg_view v[MAXV];
 	int nv = cg_cgpt_views(&c, v, MAXV);
 	size_t np = cg_cgpt_nparams(&c);
@@ -359,7 +370,7 @@ view_loss(void *ctx, int v)
 static void
 test_gradients(int tied)
 {
-	struct cg_cgpt_config c = {2, 6, 8, 2, 2, tied};
+	struct cg_cgpt_config c = {2, 6, 8, 2, 2, tied, 0, 0};
 	struct tcase t;
 	char what[128];
 
@@ -427,7 +438,7 @@ test_gradients(int tied)
 static void
 test_distill(void)
 {
-	struct cg_cgpt_config c = {2, 5, 8, 2, 2, 0};
+	struct cg_cgpt_config c = {2, 5, 8, 2, 2, 0, 0, 0};
 	const int B = 3, T = 5, V = cg_cgpt_vocab(&c);
 	const size_t R = (size_t)B * T;
 	struct tcase t;
@@ -535,7 +546,7 @@ test_distill(void)
 static void
 test_fresh_loss(void)
 {
-	struct cg_cgpt_config c = {3, 32, 64, 2, 4, 1};
+	struct cg_cgpt_config c = {3, 32, 64, 2, 4, 1, 0, 0};
 	struct tcase t;
 	char what[96];
 
@@ -550,7 +561,7 @@ test_fresh_loss(void)
 static void
 test_halves(void)
 {
-	struct cg_cgpt_config c = {2, 7, 16, 2, 4, 0};
+	struct cg_cgpt_config c = {2, 7, 16, 2, 4, 0, 0, 0};
 	struct tcase t;
 	float *g2;
 	double l1, l2;
@@ -595,7 +606,7 @@ test_halves(void)
 static void
 test_prefix(void)
 {
-	struct cg_cgpt_config c = {2, 9, 16, 2, 2, 1};
+	struct cg_cgpt_config c = {2, 9, 16, 2, 2, 1, 0, 0};
 	struct tcase t;
 	int V = cg_cgpt_vocab(&c);
 	float *full;
@@ -636,7 +647,7 @@ test_prefix(void)
 static void
 test_errors(void)
 {
-	struct cg_cgpt_config c = {2, 6, 8, 1, 2, 0}, other = c;
+	struct cg_cgpt_config c = {2, 6, 8, 1, 2, 0, 0, 0}, other = c;
 	struct tcase t;
 	int V = cg_cgpt_vocab(&c);
 	int ok = 1;
@@ -807,7 +818,7 @@ static int
 arch_vs_ref(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
             int B, uint64_t noise, struct cg_metrics *out, int *starts)
 {
-	struct cg_cgpt_config c = {3, 0, 16, 2, 2, 0};
+	struct cg_cgpt_config c = {3, 0, 16, 2, 2, 0, 0, 0};
 	int T = (int)cg_json_u64(m->config, "context", 0);
 	float *g1 = xcalloc(m->nparams, sizeof(float));
 	float *g2 = xcalloc(m->nparams, sizeof(float));
@@ -988,7 +999,11 @@ static void
 test_checkpoint(void)
 {
 	const struct cg_cgpt_config cs[] = {
-	    {2, 9, 16, 1, 2, 0}, {3, 9, 16, 3, 4, 0}, {2, 12, 24, 2, 3, 1}};
+	    {2, 9, 16, 1, 2, 0, 0, 0},
+	    {3, 9, 16, 3, 4, 0, 0, 0},
+	    {2, 12, 24, 2, 3, 1, 0, 0},
+	    {2, 9, 16, 2, 3, 0, 4, 40}, /* heads and MLP as pruned */
+	};
 
 	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
 		struct cg_cgpt_config c = cs[i];
@@ -1068,7 +1083,7 @@ test_checkpoint(void)
 		worst = fmax(worst,
 		             normwise(g[2] + m->views[v].off,
 		                      g[0] + m->views[v].off, m->views[v].n));
-	const struct cg_cgpt_config mc = {3, 16, 16, 2, 2, 0}; /* m's */
+	const struct cg_cgpt_config mc = {3, 16, 16, 2, 2, 0, 0, 0}; /* m's */
 	worst /= 2 * gamma_n(cg_cgpt_vocab(&mc));
 	expect(mt[1].loss == mt[0].loss &&
 	           memcmp(g[0], g[1], m->nparams * sizeof(float)) == 0,

@@ -192,20 +192,20 @@ test_cache(void)
 		int steps, min_slides;
 	} t[] = {
 	    /* Chunked prefill (64 + 13 rows), then slides of 39 rows. */
-	    {{3, 80, 32, 2, 4, 0}, 75, 150, 3},
-	    {{3, 80, 32, 2, 4, 1}, 0, 100, 1},
+	    {{3, 80, 32, 2, 4, 0, 0, 0}, 75, 150, 3},
+	    {{3, 80, 32, 2, 4, 1, 0, 0}, 0, 100, 1},
 	    /* A prompt longer than the context: no start mark. */
-	    {{2, 9, 16, 2, 2, 1}, 30, 40, 8},
-	    {{2, 9, 16, 3, 4, 0}, 3, 40, 8},
+	    {{2, 9, 16, 2, 2, 1, 0, 0}, 30, 40, 8},
+	    {{2, 9, 16, 3, 4, 0, 0, 0}, 3, 40, 8},
 	    /* The prompt just fits beside the mark (7), or just not (8). */
-	    {{2, 9, 16, 2, 2, 0}, 7, 20, 4},
-	    {{2, 9, 16, 2, 2, 0}, 8, 20, 4},
-	    {{1, 16, 8, 1, 1, 0}, 0, 60, 6},
+	    {{2, 9, 16, 2, 2, 0, 0, 0}, 7, 20, 4},
+	    {{2, 9, 16, 2, 2, 0, 0, 0}, 8, 20, 4},
+	    {{1, 16, 8, 1, 1, 0, 0, 0}, 0, 60, 6},
 	    /* Edge contexts: slide every step (3, 2), or never feed (1). */
-	    {{2, 3, 8, 1, 2, 0}, 5, 10, 9},
-	    {{2, 3, 8, 1, 2, 0}, 1, 10, 9},
-	    {{2, 2, 8, 1, 2, 1}, 0, 10, 9},
-	    {{2, 1, 8, 1, 2, 0}, 4, 5, 0},
+	    {{2, 3, 8, 1, 2, 0, 0, 0}, 5, 10, 9},
+	    {{2, 3, 8, 1, 2, 0, 0, 0}, 1, 10, 9},
+	    {{2, 2, 8, 1, 2, 1, 0, 0}, 0, 10, 9},
+	    {{2, 1, 8, 1, 2, 0, 0, 0}, 4, 5, 0},
 	};
 	double most = 0;
 	int slides_ok = 1;
@@ -224,6 +224,20 @@ test_cache(void)
 	}
 	expect(slides_ok, "the windows slid as often as expected");
 	printf("     largest |cached - full| logit difference: %.3g\n", most);
+}
+
+/* The same for heads and an MLP of their own widths, as cg-prune
+ * --structured leaves them (run last: its draws leave the others'
+ * weights as they were). */
+static void
+test_cache_pruned(void)
+{
+	struct cg_cgpt_config c = {2, 9, 16, 2, 3, 0, 4, 20};
+	int slides;
+
+	check_cache(&c, 0, 7, 20, &slides);
+	expect(slides >= 4, "3 heads of 4 in a width of 16, an MLP of 20: "
+	                    "the windows slid");
 }
 
 /*
@@ -273,10 +287,10 @@ test_attention_row(void)
 static void
 test_gen_errors(void)
 {
-	struct cg_cgpt_config c = {2, 8, 8, 1, 2, 0};
+	struct cg_cgpt_config c = {2, 8, 8, 1, 2, 0, 0, 0};
 	float *params = random_params(&c);
 	struct cg_cgpt_gen *g = cg_cgpt_gen_new(&c, params);
-	struct cg_cgpt_config bad = {2, 8, 8, 1, 3, 0};
+	struct cg_cgpt_config bad = {2, 8, 8, 1, 3, 0, 0, 0};
 
 	if (g == NULL)
 		die("generator");
@@ -554,7 +568,7 @@ no_eot(const struct cg_cgpt_config *c, float *p)
 static void
 test_sample(void)
 {
-	struct cg_cgpt_config c = {3, 16, 16, 2, 2, 0};
+	struct cg_cgpt_config c = {3, 16, 16, 2, 2, 0, 0, 0};
 	const int eot = 256 + c.ncond;
 	float *params = random_params(&c);
 	struct cg_sampler s = {1.0, 0, 1.0, 100};
@@ -826,6 +840,7 @@ main(void)
 	test_determinism();
 	test_sample();
 	test_stored();
+	test_cache_pruned();
 	if (failures) {
 		printf("test_cgpt_sample: %d failure(s)\n", failures);
 		return 1;

@@ -102,6 +102,13 @@ static const struct fd_arch rows[] = {
                "\"tied\":1}",
      .text = 1, .B = 5, .noise_seed = 7, .chunk = 2, .jitter = 0.1f,
      .tol = &FD_TEXT_FINE},
+    /* As cg-prune --structured leaves it: 3 heads of 2 in a width of
+     * 8, an MLP 5 wide. */
+    {.arch = "cgpt",
+     .config = "{\"context\":6,\"width\":8,\"layers\":2,\"heads\":3,"
+               "\"head_size\":2,\"ffn\":5}",
+     .text = 1, .B = 3, .noise_seed = 7, .jitter = 0.1f,
+     .tol = &FD_TEXT_FINE},
     {.arch = "cclf", .config = "{\"hidden\":6,\"layers\":1}", .B = 4,
      .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
     {.arch = "cclf", .config = "{\"hidden\":6,\"layers\":2}", .B = 5,
@@ -171,9 +178,13 @@ row_model(const struct fd_arch *row, const struct cg_shard *s)
 		die(row->arch);
 	cJSON_ArrayForEach(it, set)
 	{
-		if (!cJSON_HasObjectItem(config, it->string) ||
-		    !cJSON_ReplaceItemInObjectCaseSensitive(
-		        config, it->string, cJSON_Duplicate(it, 1)))
+		/* a key no option sets (cgpt's head_size) is added */
+		cJSON *dup = cJSON_Duplicate(it, 1);
+		if (dup == NULL ||
+		    !(cJSON_HasObjectItem(config, it->string)
+		          ? cJSON_ReplaceItemInObjectCaseSensitive(
+		                config, it->string, dup)
+		          : cJSON_AddItemToObject(config, it->string, dup)))
 			die(it->string);
 	}
 	cJSON_Delete(set);

@@ -693,7 +693,7 @@ test_cgpt_input_sq(void)
 	for (int tied = 0; tied < 2; tied++)
 		for (int ckpt = 0; ckpt < 2; ckpt++) {
 			struct cg_model *m = cgpt_model(8, 2, 6, tied, 10);
-			struct cg_cgpt_config c = {3, 6, 8, 2, 2, tied};
+			struct cg_cgpt_config c = {3, 6, 8, 2, 2, tied, 0, 0};
 			const int B = 3, T = 6, V = cg_cgpt_vocab(&c);
 			int tok[18];
 			float rows[18];
@@ -737,7 +737,7 @@ test_cgpt_arch(void)
 {
 	static const char *const texts[] = {"ab", "hello", "q", "xyz!"};
 	struct cg_model *m = cgpt_model(8, 2, 12, 0, 12);
-	struct cg_cgpt_config c = {3, 12, 8, 2, 2, 0};
+	struct cg_cgpt_config c = {3, 12, 8, 2, 2, 0, 0, 0};
 	struct cg_shard *s = text_shard(texts, 4, 3, "test");
 	const int B = 4, T = 12, EOT = 256 + 3;
 	uint64_t ex[4] = {0, 1, 2, 3}, rows = 0, want_rows = 0;

@@ -32,11 +32,14 @@ struct block {
 	size_t ln2w, ln2b, fcw, fcb, mprojw, mprojb;
 };
 
-/* Floats in one block: 12 C^2 + 13 C. */
+/* Floats in one block: 4 A C + 2 F C + 3 A + F + 6 C (12 C^2 + 13 C
+ * when A = C and F = 4C). */
 static uint64_t
-block_size(uint64_t C)
+block_size(const struct cg_cgpt_config *c)
 {
-	return 12 * C * C + 13 * C;
+	uint64_t C = c->C, A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
+
+	return 4 * A * C + 2 * F * C + 3 * A + F + 6 * C;
 }
 
 static size_t
@@ -49,27 +52,28 @@ wpe_off(const struct cg_cgpt_config *c)
 static size_t
 block_off(const struct cg_cgpt_config *c, int l)
 {
-	return wpe_off(c) + (size_t)c->T * c->C + (size_t)l * block_size(c->C);
+	return wpe_off(c) + (size_t)c->T * c->C + (size_t)l * block_size(c);
 }
 
 static struct block
 block_at(const struct cg_cgpt_config *c, int l)
 {
 	size_t C = c->C, o = block_off(c, l);
+	size_t A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
 	struct block k;
 
 	k.ln1w = o;
 	k.ln1b = k.ln1w + C;
 	k.qkvw = k.ln1b + C;
-	k.qkvb = k.qkvw + 3 * C * C;
-	k.projw = k.qkvb + 3 * C;
-	k.projb = k.projw + C * C;
+	k.qkvb = k.qkvw + 3 * A * C;
+	k.projw = k.qkvb + 3 * A;
+	k.projb = k.projw + C * A;
 	k.ln2w = k.projb + C;
 	k.ln2b = k.ln2w + C;
 	k.fcw = k.ln2b + C;
-	k.fcb = k.fcw + 4 * C * C;
-	k.mprojw = k.fcb + 4 * C;
-	k.mprojb = k.mprojw + 4 * C * C;
+	k.fcb = k.fcw + F * C;
+	k.mprojw = k.fcb + F;
+	k.mprojb = k.mprojw + C * F;
 	return k;
 }
 
@@ -99,18 +103,23 @@ cg_cgpt_check_config(const struct cg_cgpt_config *c)
 	    {"layers", c->L, 1, CG_CGPT_MAX_L},
 	    {"heads", c->NH, 1, CG_CGPT_MAX_C},
 	    {"tied", c->tied, 0, 1},
+	    {"head_size", c->hs, 0, CG_CGPT_MAX_C},
+	    {"ffn", c->F, 0, 4 * CG_CGPT_MAX_C},
 	};
 
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		if (f[i].v < f[i].lo || f[i].v > f[i].hi)
 			return cg_seterr("cgpt: %s = %d: not in [%d, %d]",
 			                 f[i].name, f[i].v, f[i].lo, f[i].hi);
-	if (c->C % c->NH != 0)
+	if (c->hs == 0 && c->C % c->NH != 0)
 		return cg_seterr("cgpt: width %d is not a multiple of %d heads",
 		                 c->C, c->NH);
-	/* Each factor is below 2^17 and L below 2^11: no wrap in 64 bits. */
+	if ((uint64_t)c->NH * cg_cgpt_hs(c) > CG_CGPT_MAX_C)
+		return cg_seterr("cgpt: %d heads of %d: wider than %d", c->NH,
+		                 cg_cgpt_hs(c), CG_CGPT_MAX_C);
+	/* Each factor is below 2^19 and L below 2^11: no wrap in 64 bits. */
 	uint64_t V = cg_cgpt_vocab(c), C = c->C;
-	uint64_t n = V * C + (uint64_t)c->T * C + c->L * block_size(C) + 2 * C +
+	uint64_t n = V * C + (uint64_t)c->T * C + c->L * block_size(c) + 2 * C +
 	             (c->tied ? 0 : V * C);
 	if (n > CG_CGPT_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
 		return cg_seterr("cgpt: %llu parameters: more than %llu",
@@ -163,6 +172,7 @@ static int
 table(const struct cg_cgpt_config *c, struct cg_view *v, enum init *kind)
 {
 	uint64_t V = cg_cgpt_vocab(c), C = c->C;
+	uint64_t A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
 	size_t off = 0;
 	int n = 0;
 	char name[64];
@@ -170,28 +180,28 @@ table(const struct cg_cgpt_config *c, struct cg_view *v, enum init *kind)
 	put(v, kind, &n, &off, "wte", V, C, 0, INIT_NORMAL);
 	put(v, kind, &n, &off, "wpe", c->T, C, 0, INIT_NORMAL);
 	for (int l = 0; l < c->L; l++) {
-		static const struct {
+		const struct {
 			const char *name;
-			int d0, d1; /* multiples of C; d1 0 for 1-D */
+			uint64_t d0, d1; /* d1 0 for 1-D */
 			int decay;
 			enum init k;
 		} b[] = {
-		    {"ln1.w", 1, 0, 0, INIT_ONE},
-		    {"ln1.b", 1, 0, 0, INIT_ZERO},
-		    {"attn.qkv.w", 3, 1, 1, INIT_NORMAL},
-		    {"attn.qkv.b", 3, 0, 0, INIT_ZERO},
-		    {"attn.proj.w", 1, 1, 1, INIT_RESID},
-		    {"attn.proj.b", 1, 0, 0, INIT_ZERO},
-		    {"ln2.w", 1, 0, 0, INIT_ONE},
-		    {"ln2.b", 1, 0, 0, INIT_ZERO},
-		    {"mlp.fc.w", 4, 1, 1, INIT_NORMAL},
-		    {"mlp.fc.b", 4, 0, 0, INIT_ZERO},
-		    {"mlp.proj.w", 1, 4, 1, INIT_RESID},
-		    {"mlp.proj.b", 1, 0, 0, INIT_ZERO},
+		    {"ln1.w", C, 0, 0, INIT_ONE},
+		    {"ln1.b", C, 0, 0, INIT_ZERO},
+		    {"attn.qkv.w", 3 * A, C, 1, INIT_NORMAL},
+		    {"attn.qkv.b", 3 * A, 0, 0, INIT_ZERO},
+		    {"attn.proj.w", C, A, 1, INIT_RESID},
+		    {"attn.proj.b", C, 0, 0, INIT_ZERO},
+		    {"ln2.w", C, 0, 0, INIT_ONE},
+		    {"ln2.b", C, 0, 0, INIT_ZERO},
+		    {"mlp.fc.w", F, C, 1, INIT_NORMAL},
+		    {"mlp.fc.b", F, 0, 0, INIT_ZERO},
+		    {"mlp.proj.w", C, F, 1, INIT_RESID},
+		    {"mlp.proj.b", C, 0, 0, INIT_ZERO},
 		};
 		for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
 			snprintf(name, sizeof(name), "h.%d.%s", l, b[i].name);
-			put(v, kind, &n, &off, name, b[i].d0 * C, b[i].d1 * C,
+			put(v, kind, &n, &off, name, b[i].d0, b[i].d1,
 			    b[i].decay, b[i].k);
 		}
 	}
@@ -261,12 +271,12 @@ cg_cgpt_init(const struct cg_cgpt_config *c, float *params, struct cg_rng *r)
 /* One block's activations, each with max_batch * T rows. */
 struct acts {
 	float *ln1, *ln1_mean, *ln1_rstd; /* [B, T, C], [B, T], [B, T] */
-	float *qkv;                       /* [B, T, 3C] */
-	float *atty;                      /* [B, T, C] attention output */
+	float *qkv;                       /* [B, T, 3A] */
+	float *atty;                      /* [B, T, A] attention output */
 	float *att;                       /* [B, NH, T, T] */
 	float *res2;                      /* [B, T, C] after attention */
 	float *ln2, *ln2_mean, *ln2_rstd; /* [B, T, C], [B, T], [B, T] */
-	float *fch, *fch_gelu;            /* [B, T, 4C] */
+	float *fch, *fch_gelu;            /* [B, T, F] */
 	float *res3;                      /* [B, T, C] the block's output */
 };
 
@@ -285,14 +295,14 @@ struct cg_cgpt_ws {
 	/* Gradients of activations, shared by the blocks. */
 	float *dres;      /* [B, T, C] of the residual stream */
 	float *dln;       /* [B, T, C] of a LayerNorm output */
-	float *dqkv;      /* [B, T, 3C] */
-	float *datty;     /* [B, T, C] */
-	float *dfch_gelu; /* [B, T, 4C] */
+	float *dqkv;      /* [B, T, 3A] */
+	float *datty;     /* [B, T, A] */
+	float *dfch_gelu; /* [B, T, F] */
 	float *dlogits;   /* [B, T, V] */
 	float *dscratch;  /* [B, NH, T, T] */
 	/* The matrices as stored (cg_cgpt_ws_set_mats), else NULL. */
 	struct cg_wmat *mats; /* [CG_CGPT_NMATS(L)] */
-	void *qscratch;       /* cg_qlinear_scratch(B T, 4C) bytes */
+	void *qscratch;       /* cg_qlinear_scratch(B T, max(A, F)) bytes */
 };
 
 /*
@@ -307,6 +317,7 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 {
 	size_t R = (size_t)w->max_batch * w->c.T, C = w->c.C;
 	size_t V = cg_cgpt_vocab(&w->c), NH = w->c.NH;
+	size_t A = cg_cgpt_attn(&w->c), F = cg_cgpt_ffn(&w->c);
 	size_t att = (size_t)w->max_batch * NH * w->c.T;
 	struct acts shared, dummy;
 
@@ -316,15 +327,15 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 		TAKE((a)->ln1, R, C);                                          \
 		TAKE((a)->ln1_mean, R, 1);                                     \
 		TAKE((a)->ln1_rstd, R, 1);                                     \
-		TAKE((a)->qkv, R, 3 * C);                                      \
-		TAKE((a)->atty, R, C);                                         \
+		TAKE((a)->qkv, R, 3 * A);                                      \
+		TAKE((a)->atty, R, A);                                         \
 		TAKE((a)->att, att, w->c.T);                                   \
 		TAKE((a)->res2, R, C);                                         \
 		TAKE((a)->ln2, R, C);                                          \
 		TAKE((a)->ln2_mean, R, 1);                                     \
 		TAKE((a)->ln2_rstd, R, 1);                                     \
-		TAKE((a)->fch, R, 4 * C);                                      \
-		TAKE((a)->fch_gelu, R, 4 * C);                                 \
+		TAKE((a)->fch, R, F);                                          \
+		TAKE((a)->fch_gelu, R, F);                                     \
 	} while (0)
 	TAKE(w->encoded, R, C);
 	if (w->ckpt)
@@ -347,9 +358,9 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 	w->losses = (double *)losses;
 	TAKE(w->dres, R, C);
 	TAKE(w->dln, R, C);
-	TAKE(w->dqkv, R, 3 * C);
-	TAKE(w->datty, R, C);
-	TAKE(w->dfch_gelu, R, 4 * C);
+	TAKE(w->dqkv, R, 3 * A);
+	TAKE(w->datty, R, A);
+	TAKE(w->dfch_gelu, R, F);
 	TAKE(w->dlogits, R, V);
 	TAKE(w->dscratch, att, w->c.T);
 #undef TAKE_ACTS
@@ -371,6 +382,10 @@ check_ws(const struct cg_cgpt_config *c, int max_batch)
 	 */
 	uint64_t rows = (uint64_t)max_batch * c->T;
 	uint64_t wide = (uint64_t)4 * c->C;
+	if ((uint64_t)cg_cgpt_ffn(c) > wide)
+		wide = cg_cgpt_ffn(c);
+	if ((uint64_t)3 * cg_cgpt_attn(c) > wide)
+		wide = (uint64_t)3 * cg_cgpt_attn(c);
 	if ((uint64_t)cg_cgpt_vocab(c) > wide)
 		wide = cg_cgpt_vocab(c);
 	if ((uint64_t)c->NH * c->T > wide)
@@ -458,15 +473,18 @@ cg_cgpt_ws_free(struct cg_cgpt_ws *w)
 int
 cg_cgpt_ws_set_mats(struct cg_cgpt_ws *w, const struct cg_wmat *mats)
 {
-	const int C = w->c.C;
+	const int C = w->c.C, A = cg_cgpt_attn(&w->c), F = cg_cgpt_ffn(&w->c);
 	const int n = CG_CGPT_NMATS(w->c.L);
 	struct cg_wmat *copy = NULL;
 	void *scratch = NULL;
 
 	if (mats != NULL) {
 		for (int i = 0; i < n; i++) {
-			/* in-widths: qkv, proj, fc take C, mlp.proj 4C */
-			int K = i < 4 * w->c.L && i % 4 == 3 ? 4 * C : C;
+			/* in-widths: qkv and fc take C, proj A, mlp.proj F */
+			int K = i >= 4 * w->c.L ? C
+			        : i % 4 == 3    ? F
+			        : i % 4 == 1    ? A
+			                        : C;
 			if (!cg_wmat_ok(mats[i].dtype, (uint64_t)K))
 				return cg_seterr("cgpt: matrix %d: %s [*, %d] "
 				                 "cannot be multiplied as "
@@ -476,7 +494,7 @@ cg_cgpt_ws_set_mats(struct cg_cgpt_ws *w, const struct cg_wmat *mats)
 		}
 		if ((copy = malloc((size_t)n * sizeof(*copy))) == NULL ||
 		    (scratch = cg_alloc(cg_qlinear_scratch(
-		         w->max_batch * w->c.T, 4 * C))) == NULL) {
+		         w->max_batch * w->c.T, A > F ? A : F))) == NULL) {
 			free(copy);
 			return cg_seterr("cgpt: out of memory");
 		}
@@ -537,24 +555,24 @@ block_forward(const struct cg_cgpt_config *c, const float *p,
               struct cg_cgpt_ws *w, int l, const float *res, int B, int T)
 {
 	const int C = c->C, NH = c->NH, BT = B * T;
+	const int A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
 	const size_t N = (size_t)BT * C;
 	struct block k = block_at(c, l);
 	struct acts *a = &w->blk[l - w->l0];
 
 	cg_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, res, p + k.ln1w,
 	                     p + k.ln1b, B, T, C);
-	linear(w, 4 * l, a->qkv, a->ln1, p + k.qkvw, p + k.qkvb, BT, C, 3 * C);
-	cg_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+	linear(w, 4 * l, a->qkv, a->ln1, p + k.qkvw, p + k.qkvb, BT, C, 3 * A);
+	cg_attention_forward(a->atty, a->att, a->qkv, B, T, A, NH);
 	linear(w, 4 * l + 1, w->branch, a->atty, p + k.projw, p + k.projb, BT,
-	       C, C);
+	       A, C);
 	cg_residual_forward(a->res2, res, w->branch, N);
 	cg_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
 	                     p + k.ln2w, p + k.ln2b, B, T, C);
-	linear(w, 4 * l + 2, a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C,
-	       4 * C);
-	cg_gelu_forward(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
+	linear(w, 4 * l + 2, a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C, F);
+	cg_gelu_forward(a->fch_gelu, a->fch, (size_t)BT * F);
 	linear(w, 4 * l + 3, w->branch, a->fch_gelu, p + k.mprojw,
-	       p + k.mprojb, BT, 4 * C, C);
+	       p + k.mprojb, BT, F, C);
 	cg_residual_forward(a->res3, a->res2, w->branch, N);
 }
 
@@ -612,33 +630,32 @@ block_backward(const struct cg_cgpt_config *c, const float *params,
                float *grad)
 {
 	const int C = c->C, NH = c->NH;
+	const int A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
 	const int BT = B * T;
-	const size_t N = (size_t)BT * C;
 	struct block k = block_at(c, l);
 	struct acts *a = &w->blk[l - w->l0];
 	const float *p = params;
 	float *g = grad;
-	size_t N4 = 4 * N;
+	size_t NF = (size_t)BT * F;
 
 	/* res3 = res2 + mlp(ln2(res2)) */
 	cg_linear_backward_set(w->dfch_gelu, g + k.mprojw, g + k.mprojb,
-	                       w->dres, a->fch_gelu, p + k.mprojw, BT, 4 * C,
-	                       C);
+	                       w->dres, a->fch_gelu, p + k.mprojw, BT, F, C);
 	/* fch_gelu is spent: it takes d(loss)/d(fch). */
 	float *dfch = a->fch_gelu;
-	cg_gelu_backward_set(dfch, w->dfch_gelu, a->fch, N4);
+	cg_gelu_backward_set(dfch, w->dfch_gelu, a->fch, NF);
 	cg_linear_backward_set(w->dln, g + k.fcw, g + k.fcb, dfch, a->ln2,
-	                       p + k.fcw, BT, C, 4 * C);
+	                       p + k.fcw, BT, C, F);
 	cg_layernorm_backward(w->dres, g + k.ln2w, g + k.ln2b, w->dln, a->res2,
 	                      p + k.ln2w, a->ln2_mean, a->ln2_rstd, B, T, C);
 	/* res2 = res + proj(attention(qkv(ln1(res)))) */
 	cg_linear_backward_set(w->datty, g + k.projw, g + k.projb, w->dres,
-	                       a->atty, p + k.projw, BT, C, C);
-	zero(w->dqkv, 3 * N);
+	                       a->atty, p + k.projw, BT, A, C);
+	zero(w->dqkv, 3 * (size_t)BT * A);
 	cg_attention_backward(w->dqkv, w->dscratch, w->datty, a->qkv, a->att, B,
-	                      T, C, NH);
+	                      T, A, NH);
 	cg_linear_backward_set(w->dln, g + k.qkvw, g + k.qkvb, w->dqkv, a->ln1,
-	                       p + k.qkvw, BT, C, 3 * C);
+	                       p + k.qkvw, BT, C, 3 * A);
 	cg_layernorm_backward(w->dres, g + k.ln1w, g + k.ln1b, w->dln, res,
 	                      p + k.ln1w, a->ln1_mean, a->ln1_rstd, B, T, C);
 }
@@ -911,6 +928,8 @@ cg_cgpt_input_sq(const struct cg_cgpt_config *c, const float *params,
                  int B, int T, double *sq)
 {
 	const size_t C = c->C, R = (size_t)B * T;
+	const size_t A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
+	const size_t per = 2 * C + A + F; /* sq's floats per block */
 
 	if (check_call(c, w, tokens, B, T) != 0)
 		return -1;
@@ -920,21 +939,21 @@ cg_cgpt_input_sq(const struct cg_cgpt_config *c, const float *params,
 	 * activations at a time. */
 	for (int l = 0; l < c->L; l++) {
 		const struct acts *a = &w->blk[l];
-		double *q = sq + (size_t)l * 7 * C;
+		double *q = sq + (size_t)l * per;
 
 		block_forward(c, params, w, l, block_input(w, l), B, T);
 		/* attn.qkv.w, attn.proj.w, mlp.fc.w, mlp.proj.w */
 		add_sq(q, a->ln1, rows, R, C);
-		add_sq(q + C, a->atty, rows, R, C);
-		add_sq(q + 2 * C, a->ln2, rows, R, C);
-		add_sq(q + 3 * C, a->fch_gelu, rows, R, 4 * C);
+		add_sq(q + C, a->atty, rows, R, A);
+		add_sq(q + C + A, a->ln2, rows, R, C);
+		add_sq(q + 2 * C + A, a->fch_gelu, rows, R, F);
 	}
 	if (!c->tied) {
 		size_t f = lnf_off(c);
 		cg_layernorm_forward(w->lnf, w->lnf_mean, w->lnf_rstd,
 		                     block_input(w, c->L), params + f,
 		                     params + f + C, B, T, c->C);
-		add_sq(sq + (size_t)c->L * 7 * C, w->lnf, rows, R, C);
+		add_sq(sq + (size_t)c->L * per, w->lnf, rows, R, C);
 	}
 	return 0;
 }

@@ -5,8 +5,9 @@
  * Tokens are bytes 0..255, then one token per condition (256 + cond), then
  * EOT (256 + ncond): V = 257 + ncond.  The model is GPT-2's: token plus
  * learned position embeddings, L pre-LayerNorm blocks (causal multi-head
- * self-attention, then an MLP C -> 4C -> C with tanh-GELU, each added to
- * the residual stream), a final LayerNorm and a bias-free projection to V
+ * self-attention, then an MLP C -> F -> C with tanh-GELU, each added to
+ * the residual stream; F = 4C unless the config says), a final
+ * LayerNorm and a bias-free projection to V
  * logits, either its own matrix lm_head.w or the token embedding (tied).
  * The loss is a weighted sum of per-position cross-entropies; the caller's
  * weights both mask positions out and normalise (mask / count gives a
@@ -32,8 +33,16 @@ struct cg_cgpt_config {
 	int T;     /* context: most positions a sequence may have */
 	int C;     /* width */
 	int L;     /* layers (blocks) */
-	int NH;    /* heads; C % NH == 0 */
+	int NH;    /* heads; C % NH == 0 unless hs is given */
 	int tied;  /* 1: logits use wte, and there is no lm_head.w */
+	/*
+	 * A model whose heads or MLP rows were removed (cg-prune
+	 * --structured) says its own; 0, as in every model cg-init makes,
+	 * is GPT-2's: hs = C / NH, F = 4C.  The attention's width, the
+	 * queries' (and keys' and values') channels, is A = NH hs.
+	 */
+	int hs; /* head size */
+	int F;  /* the MLP's hidden width */
 };
 
 /* Limits of the config fields, the parameter count and the batch. */
@@ -51,11 +60,30 @@ cg_cgpt_vocab(const struct cg_cgpt_config *c)
 	return 256 + c->ncond + 1;
 }
 
+/* Head size, attention width A = NH hs and the MLP's width F of c. */
+static inline int
+cg_cgpt_hs(const struct cg_cgpt_config *c)
+{
+	return c->hs ? c->hs : c->C / c->NH;
+}
+static inline int
+cg_cgpt_attn(const struct cg_cgpt_config *c)
+{
+	return c->NH * cg_cgpt_hs(c);
+}
+static inline int
+cg_cgpt_ffn(const struct cg_cgpt_config *c)
+{
+	return c->F ? c->F : 4 * c->C;
+}
+
 /*
  * Returns 0 if c is usable: ncond in [1, CG_CGPT_MAX_COND], T in
  * [1, CG_CGPT_MAX_T], C in [1, CG_CGPT_MAX_C], L in [1, CG_CGPT_MAX_L],
- * NH in [1, C] dividing C, tied 0 or 1, at most CG_CGPT_MAX_PARAMS
- * parameters; else -1 with a message.
+ * NH in [1, CG_CGPT_MAX_C], dividing C when hs is 0, hs 0 or in [1,
+ * CG_CGPT_MAX_C] with NH hs at most CG_CGPT_MAX_C, F 0 or in [1, 4
+ * CG_CGPT_MAX_C], tied 0 or 1, at most CG_CGPT_MAX_PARAMS parameters;
+ * else -1 with a message.
  */
 int cg_cgpt_check_config(const struct cg_cgpt_config *c);
 
@@ -69,10 +97,10 @@ int cg_cgpt_nviews(const struct cg_cgpt_config *c);
 /*
  * Fill v[0..] with the named views in buffer order:
  *   wte [V, C], wpe [T, C], then per block l
- *   h.l.ln1.w [C], h.l.ln1.b [C], h.l.attn.qkv.w [3C, C],
- *   h.l.attn.qkv.b [3C], h.l.attn.proj.w [C, C], h.l.attn.proj.b [C],
- *   h.l.ln2.w [C], h.l.ln2.b [C], h.l.mlp.fc.w [4C, C], h.l.mlp.fc.b [4C],
- *   h.l.mlp.proj.w [C, 4C], h.l.mlp.proj.b [C],
+ *   h.l.ln1.w [C], h.l.ln1.b [C], h.l.attn.qkv.w [3A, C],
+ *   h.l.attn.qkv.b [3A], h.l.attn.proj.w [C, A], h.l.attn.proj.b [C],
+ *   h.l.ln2.w [C], h.l.ln2.b [C], h.l.mlp.fc.w [F, C], h.l.mlp.fc.b [F],
+ *   h.l.mlp.proj.w [C, F], h.l.mlp.proj.b [C],
  *   then lnf.w [C], lnf.b [C] and, untied, lm_head.w [V, C].
  * Linear weights are [out, in] as nn.Linear.  Weight decay (decay 1) is on
  * the Linear weights only (qkv, proj, fc, lm_head), as in GPT-2 and
@@ -109,8 +137,8 @@ struct cg_cgpt_ws *cg_cgpt_ws_new(const struct cg_cgpt_config *c,
 /*
  * The Linear layers' matrices, for a model whose matrices stay as a file
  * stores them (cg_model_read_infer): per block l, entries 4 l .. 4 l + 3
- * are attn.qkv.w [3C, C], attn.proj.w [C, C], mlp.fc.w [4C, C] and
- * mlp.proj.w [C, 4C]; entry 4 L is the head (lm_head.w [V, C], or wte
+ * are attn.qkv.w [3A, C], attn.proj.w [C, A], mlp.fc.w [F, C] and
+ * mlp.proj.w [C, F]; entry 4 L is the head (lm_head.w [V, C], or wte
  * when tied).  An entry of dtype CG_F32 points at its floats.
  */
 #define CG_CGPT_NMATS(L) (4 * (L) + 1)
@@ -163,7 +191,8 @@ int cg_cgpt_forward_backward(const struct cg_cgpt_config *c,
  * for each layer in buffer order (per block attn.qkv.w, attn.proj.w,
  * mlp.fc.w, mlp.proj.w, then lm_head.w when untied) and each of its
  * input columns j, the sum over positions of rows[b, t] * x[b, t, j]^2
- * to sq [L * 7C + (untied ? C : 0)] (per block C, C, C, 4C; in double).
+ * to sq [L (2C + A + F) + (untied ? C : 0)] (per block C, A, C, F; in
+ * double).
  * rows [B, T] weighs each position (1: counted, 0: padding).  The
  * logits are not computed.  Returns 0, or -1 with a message.
  */

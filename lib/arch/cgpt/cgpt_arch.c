@@ -669,6 +669,132 @@ cgpt_sample_text(struct cg_model *m, int cond, const uint8_t *prompt,
 	return n;
 }
 
+/* ------------------------------------------------ structured pruning */
+
+enum { S_HEADS, S_ROWS };
+static const char *const cgpt_structures[] = {"heads", "rows", NULL};
+
+/* config's key set to the number x, added when absent; 0 or -1. */
+static int
+set_key(cJSON *config, const char *key, int x)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+
+	if (v != NULL) {
+		cJSON_SetNumberValue(v, x);
+		return 0;
+	}
+	return cJSON_AddNumberToObject(config, key, x) ? 0
+	                                              : cg_seterr("out of memory");
+}
+
+/*
+ * struct cg_arch's shrink: "heads" and "rows" (the MLP's hidden rows).
+ * A head's importance is the norm of its value rows of attn.qkv.w
+ * times that of its columns of attn.proj.w: what it adds to the
+ * residual stream scales with both, while its queries and keys only say
+ * where it looks.  An MLP row's is the norm of its row of mlp.fc.w
+ * times that of its column of mlp.proj.w.  Every block loses as many of
+ * each, so that the config says the smaller model in two numbers:
+ * heads (of head_size each) and ffn.  A removed head's queries, keys,
+ * values and projection columns go, a removed row's weights, bias and
+ * projection column; the projections' biases stay.
+ */
+static int
+cgpt_shrink(struct cg_model *m, const double *remove, cJSON *config,
+            struct cg_model *small)
+{
+	struct cg_cgpt_config c;
+	double *score = NULL;
+	unsigned char *kh = NULL, *ka = NULL, *kq = NULL, *kf = NULL;
+	int rc = -1;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	const size_t C = c.C, NH = c.NH, hs = cg_cgpt_hs(&c);
+	const size_t A = cg_cgpt_attn(&c), F = cg_cgpt_ffn(&c);
+	const int rh = cg_arch_removed(remove[S_HEADS], c.NH);
+	const int rf = cg_arch_removed(remove[S_ROWS], (int)F);
+	if (config != NULL && small == NULL) {
+		if (set_key(config, "heads", c.NH - rh) != 0 ||
+		    ((rh > 0 || c.hs) &&
+		     set_key(config, "head_size", (int)hs) != 0) ||
+		    ((rf > 0 || c.F) && set_key(config, "ffn", (int)F - rf) != 0))
+			return -1;
+		return 0;
+	}
+	if ((score = malloc((NH > F ? NH : F) * sizeof(*score))) == NULL ||
+	    (kh = malloc(NH)) == NULL || (ka = malloc(A)) == NULL ||
+	    (kq = malloc(3 * A)) == NULL || (kf = malloc(F)) == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (int l = 0; l < c.L; l++) {
+		const struct cg_view *v = &m->views[2 + 12 * l];
+		float *p = m->params;
+		const float *qkv = p + v[2].off, *proj = p + v[4].off;
+		const float *fc = p + v[8].off, *mproj = p + v[10].off;
+
+		for (size_t h = 0; h < NH; h++) {
+			double sv = 0, sp = 0;
+			for (size_t j = h * hs; j < (h + 1) * hs; j++) {
+				double a = cg_arch_norm(qkv, 3 * A, C,
+				                        (long)(2 * A + j), -1);
+				double b = cg_arch_norm(proj, C, A, 0, (long)j);
+				sv += a * a, sp += b * b;
+			}
+			score[h] = sqrt(sv) * sqrt(sp);
+		}
+		cg_arch_least(kh, score, (int)NH, rh);
+		for (size_t j = 0; j < A; j++)
+			ka[j] = kq[j] = kq[A + j] = kq[2 * A + j] = kh[j / hs];
+		for (size_t j = 0; j < F; j++)
+			score[j] = cg_arch_norm(fc, F, C, (long)j, -1) *
+			           cg_arch_norm(mproj, C, F, 0, (long)j);
+		cg_arch_least(kf, score, (int)F, rf);
+		for (int i = 0; i < 12; i++) {
+			float *dst = small ? small->params +
+			                         small->views[2 + 12 * l + i].off
+			                   : NULL;
+			float *src = p + v[i].off;
+			switch (i) {
+			case 2: /* attn.qkv.w, .b */
+			case 3:
+				cg_arch_sub(dst, src, 3 * A, i == 2 ? C : 1,
+				            kq, NULL);
+				break;
+			case 4: /* attn.proj.w */
+				cg_arch_sub(dst, src, C, A, NULL, ka);
+				break;
+			case 8: /* mlp.fc.w, .b */
+			case 9:
+				cg_arch_sub(dst, src, F, i == 8 ? C : 1, kf,
+				            NULL);
+				break;
+			case 10: /* mlp.proj.w */
+				cg_arch_sub(dst, src, C, F, NULL, kf);
+				break;
+			default:
+				cg_arch_sub(dst, src, v[i].n, 1, NULL, NULL);
+			}
+		}
+	}
+	/* the embeddings, the last LayerNorm and the head: as they are */
+	for (int i = 0; small != NULL && i < m->nviews; i++)
+		if (i < 2 || i >= 2 + 12 * c.L)
+			memcpy(small->params + small->views[i].off,
+			       m->params + m->views[i].off,
+			       m->views[i].n * sizeof(float));
+	rc = 0;
+out:
+	free(score);
+	free(kh);
+	free(ka);
+	free(kq);
+	free(kf);
+	return rc;
+}
+
 /* cg-init's options; their keys follow ncond in the config. */
 static const struct cg_arch_opt cgpt_opts[] = {
     {"context", CG_ARCH_OPT_INT, 128, 1, CG_CGPT_MAX_T,
@@ -694,6 +820,10 @@ check_config(const void *c)
 static const struct cg_arch_key cgpt_keys[] = {
     KEY("ncond", ncond), KEY("context", T), KEY("width", C),
     KEY("layers", L),    KEY("heads", NH),  KEY("tied", tied),
+    /* what cg-prune --structured writes; absent (0): C / NH and 4C */
+    {"head_size", offsetof(struct cg_cgpt_config, hs), 1, CG_CGPT_MAX_C, 1,
+     0},
+    {"ffn", offsetof(struct cg_cgpt_config, F), 1, 4 * CG_CGPT_MAX_C, 1, 0},
 };
 #undef KEY
 
@@ -837,4 +967,6 @@ const struct cg_arch cg_arch_cgpt = {
     .distill = cgpt_distill,
     .teacher_bytes = cgpt_teacher_bytes,
     .stages = &cgpt_stages,
+    .structures = cgpt_structures,
+    .shrink = cgpt_shrink,
 };

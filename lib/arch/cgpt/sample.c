@@ -49,6 +49,7 @@ struct block {
 struct cg_cgpt_gen {
 	struct cg_cgpt_config c;
 	int V, hs, R; /* vocabulary, head size, rows per chunk */
+	int A, F;     /* attention and MLP widths (cgpt.h) */
 	const float *wte, *wpe, *lnfw, *lnfb, *head;
 	struct block *blk; /* [L] */
 	int started;
@@ -58,15 +59,15 @@ struct cg_cgpt_gen {
 	float *x;           /* [R, C] the residual stream */
 	float *ln;          /* [R, C] a LayerNorm's output */
 	float *mean, *rstd; /* [R] */
-	float *qkv;         /* [R, 3C] */
-	float *atty;        /* [R, C] attention output */
+	float *qkv;         /* [R, 3A] */
+	float *atty;        /* [R, A] attention output */
 	float *branch;      /* [R, C] a projection's output */
-	float *fch;         /* [R, 4C] */
+	float *fch;         /* [R, F] */
 	float *att;         /* [NH, T] attention weights of one row */
 	float *logits;      /* [V] */
 	void *mem;
 	struct cg_wmat *mats; /* [CG_CGPT_NMATS(L)] as stored, or NULL */
-	void *qscratch;       /* cg_qlinear_scratch(R, 4C) bytes */
+	void *qscratch;       /* cg_qlinear_scratch(R, max(A, F)) bytes */
 };
 
 /* -------------------------------------------------------------- setup */
@@ -117,18 +118,18 @@ static void
 carve(struct cg_cgpt_gen *g, struct cg_arena *a)
 {
 	const struct cg_cgpt_config *c = &g->c;
-	size_t R = g->R, C = c->C, T = c->T, L = c->L;
+	size_t R = g->R, C = c->C, T = c->T, L = c->L, A = g->A;
 
-	g->kc = CG_ARENA_FLOATS(a, L * T, C); /* L NH T hs */
-	g->vc = CG_ARENA_FLOATS(a, L * T, C);
+	g->kc = CG_ARENA_FLOATS(a, L * T, A); /* L NH T hs */
+	g->vc = CG_ARENA_FLOATS(a, L * T, A);
 	g->x = CG_ARENA_FLOATS(a, R, C);
 	g->ln = CG_ARENA_FLOATS(a, R, C);
 	g->mean = CG_ARENA_FLOATS(a, R, 1);
 	g->rstd = CG_ARENA_FLOATS(a, R, 1);
-	g->qkv = CG_ARENA_FLOATS(a, R, 3 * C);
-	g->atty = CG_ARENA_FLOATS(a, R, C);
+	g->qkv = CG_ARENA_FLOATS(a, R, 3 * A);
+	g->atty = CG_ARENA_FLOATS(a, R, A);
 	g->branch = CG_ARENA_FLOATS(a, R, C);
-	g->fch = CG_ARENA_FLOATS(a, R, 4 * C);
+	g->fch = CG_ARENA_FLOATS(a, R, (size_t)g->F);
 	g->att = CG_ARENA_FLOATS(a, (size_t)c->NH, T);
 	g->logits = CG_ARENA_FLOATS(a, (size_t)g->V, 1);
 }
@@ -157,10 +158,14 @@ cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
 	}
 	g->c = *c;
 	g->V = cg_cgpt_vocab(c);
-	g->hs = c->C / c->NH;
+	g->hs = cg_cgpt_hs(c);
+	g->A = cg_cgpt_attn(c);
+	g->F = cg_cgpt_ffn(c);
 	g->R = c->T < PREFILL_ROWS ? c->T : PREFILL_ROWS;
 	/* cg_sgemm takes int sizes: a chunk's widest output must fit. */
 	if ((uint64_t)g->R * 4 * c->C > INT32_MAX ||
+	    (uint64_t)g->R * g->F > INT32_MAX ||
+	    (uint64_t)g->R * 3 * g->A > INT32_MAX ||
 	    (uint64_t)g->V * c->C > INT32_MAX) {
 		cg_seterr("cgpt: model too large to sample from");
 		goto fail;
@@ -175,8 +180,11 @@ cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
 	if (mats != NULL) {
 		size_t nm = (size_t)CG_CGPT_NMATS(c->L);
 		for (size_t i = 0; i < nm; i++) {
-			/* in-widths: qkv, proj, fc take C, mlp.proj 4C */
-			int K = i < nm - 1 && i % 4 == 3 ? 4 * c->C : c->C;
+			/* in-widths: qkv and fc take C, proj A, mlp.proj F */
+			int K = i == nm - 1 ? c->C
+			        : i % 4 == 3 ? g->F
+			        : i % 4 == 1 ? g->A
+			                     : c->C;
 			if (!cg_wmat_ok(mats[i].dtype, (uint64_t)K)) {
 				cg_seterr("cgpt: matrix %zu: %s [*, %d] cannot "
 				          "be multiplied as stored",
@@ -186,7 +194,7 @@ cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
 		}
 		if ((g->mats = malloc(nm * sizeof(*g->mats))) == NULL ||
 		    (g->qscratch = cg_alloc(cg_qlinear_scratch(
-		         g->R, 4 * c->C))) == NULL) {
+		         g->R, g->A > g->F ? g->A : g->F))) == NULL) {
 			cg_seterr("cgpt: out of memory");
 			goto fail;
 		}
@@ -236,6 +244,7 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 {
 	const struct cg_cgpt_config *c = &g->c;
 	const int C = c->C, NH = c->NH, hs = g->hs, T = c->T, p0 = g->len;
+	const int A = g->A, F = g->F;
 	const size_t N = (size_t)n * C;
 
 	/* wpe is offset so that row i takes position p0 + i. */
@@ -248,14 +257,14 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 
 		cg_layernorm_forward(g->ln, g->mean, g->rstd, g->x, k->ln1w,
 		                     k->ln1b, 1, n, C);
-		linear(g, 4 * l, g->qkv, g->ln, k->qkvw, k->qkvb, n, C, 3 * C);
+		linear(g, 4 * l, g->qkv, g->ln, k->qkvw, k->qkvb, n, C, 3 * A);
 		for (int i = 0; i < n; i++)
 			for (int h = 0; h < NH; h++) {
-				const float *r = g->qkv + (size_t)i * 3 * C;
+				const float *r = g->qkv + (size_t)i * 3 * A;
 				size_t at = ((size_t)h * T + p0 + i) * hs;
-				memcpy(kc + at, r + C + h * hs,
+				memcpy(kc + at, r + A + h * hs,
 				       (size_t)hs * sizeof(float));
-				memcpy(vc + at, r + 2 * C + h * hs,
+				memcpy(vc + at, r + 2 * A + h * hs,
 				       (size_t)hs * sizeof(float));
 			}
 		/* Rows in order: row i sees the cache up to p0 + i only.
@@ -268,23 +277,22 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 #endif
 			for (int h = 0; h < NH; h++)
 				cg_attention_row(
-				    g->atty + (size_t)i * C + h * hs,
+				    g->atty + (size_t)i * A + h * hs,
 				    g->att + (size_t)h * T,
-				    g->qkv + (size_t)i * 3 * C + h * hs,
+				    g->qkv + (size_t)i * 3 * A + h * hs,
 				    kc + (size_t)h * T * hs,
 				    vc + (size_t)h * T * hs, hs, p, hs);
 			(void)work;
 		}
 		linear(g, 4 * l + 1, g->branch, g->atty, k->projw, k->projb, n,
-		       C, C);
+		       A, C);
 		cg_residual_forward(g->x, g->x, g->branch, N);
 		cg_layernorm_forward(g->ln, g->mean, g->rstd, g->x, k->ln2w,
 		                     k->ln2b, 1, n, C);
-		linear(g, 4 * l + 2, g->fch, g->ln, k->fcw, k->fcb, n, C,
-		       4 * C);
-		cg_gelu_forward(g->fch, g->fch, 4 * N);
+		linear(g, 4 * l + 2, g->fch, g->ln, k->fcw, k->fcb, n, C, F);
+		cg_gelu_forward(g->fch, g->fch, (size_t)n * F);
 		linear(g, 4 * l + 3, g->branch, g->fch, k->mprojw, k->mprojb,
-		       n, 4 * C, C);
+		       n, F, C);
 		cg_residual_forward(g->x, g->x, g->branch, N);
 	}
 	g->len += n;

@@ -8,6 +8,7 @@
  * whole batch on one machine.  A teacher (cvae_distill) decodes its
  * posterior mean, without noise, so distillation keeps that property.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,120 @@ cvae_recondition(struct cg_model *m, const struct cg_model *old,
 	return 0;
 }
 
+/* ------------------------------------------------ structured pruning */
+
+static const char *const cvae_structures[] = {"units", NULL};
+
+/* The index of m's view "SIDE.L.PART" (l < 0: "SIDE.PART"), or -1. */
+static int
+view_at(const struct cg_model *m, const char *side, int l, const char *part)
+{
+	char name[48];
+
+	if (l >= 0)
+		snprintf(name, sizeof(name), "%s.%d.%s", side, l, part);
+	else
+		snprintf(name, sizeof(name), "%s.%s", side, part);
+	return cg_arch_view(m, name);
+}
+
+/*
+ * struct cg_arch's shrink: "units", the hidden units of every hidden
+ * layer of the encoder and of the decoder, each layer losing as many,
+ * so that the config says the smaller model in one number (hidden).
+ * A unit's importance is the norm of its row of its layer's weight
+ * times that of its column of what reads it (the next layer's weight;
+ * after the encoder's last layer, the mu and logvar heads' together).
+ * A removed unit's row and bias, its column of the condition's table
+ * (cond-every), and its column of what reads it go.
+ */
+static int
+cvae_shrink(struct cg_model *m, const double *remove, cJSON *config,
+            struct cg_model *small)
+{
+	static const char *const sides[] = {"enc", "dec"};
+	struct cg_cvae_config c;
+	unsigned char *keep = NULL;
+	double *score = NULL;
+	int rc = -1;
+
+	if (get_config(m->config, &c) != 0)
+		return -1;
+	const int H = c.hidden, NL = c.layers;
+	const int k = cg_arch_removed(remove[0], H);
+	if (config != NULL && small == NULL) {
+		cJSON *v = cJSON_GetObjectItemCaseSensitive(config, "hidden");
+		if (v == NULL)
+			return cg_seterr("config: no \"hidden\"");
+		cJSON_SetNumberValue(v, H - k);
+		return 0;
+	}
+	/* keep [side, layer, H]: all chosen before any is zeroed */
+	if ((keep = malloc((size_t)2 * NL * H)) == NULL ||
+	    (score = malloc((size_t)H * sizeof(*score))) == NULL) {
+		cg_seterr("out of memory");
+		goto out;
+	}
+	for (int sd = 0; sd < 2; sd++)
+		for (int l = 0; l < NL; l++) {
+			const struct cg_view *w =
+			    &m->views[view_at(m, sides[sd], l, "w")];
+			int next[2] = {-1, -1};
+			if (l + 1 < NL)
+				next[0] = view_at(m, sides[sd], l + 1, "w");
+			else if (sd == 0)
+				next[0] = view_at(m, "enc", -1, "mu.w"),
+				next[1] = view_at(m, "enc", -1, "logvar.w");
+			else
+				next[0] = view_at(m, "dec", -1, "out.w");
+			for (int j = 0; j < H; j++) {
+				double out = 0;
+				for (int q = 0; q < 2 && next[q] >= 0; q++) {
+					const struct cg_view *x =
+					    &m->views[next[q]];
+					double a = cg_arch_norm(
+					    m->params + x->off, x->shape[0],
+					    x->shape[1], 0, j);
+					out += a * a;
+				}
+				score[j] = cg_arch_norm(m->params + w->off,
+				                        w->shape[0], w->shape[1],
+				                        j, -1) *
+				           sqrt(out);
+			}
+			cg_arch_least(keep + ((size_t)sd * NL + l) * H, score,
+			              H, k);
+		}
+	for (int i = 0; i < m->nviews; i++) {
+		const struct cg_view *v = &m->views[i];
+		const unsigned char *kr = NULL, *kc = NULL;
+		float *dst = small ? small->params + small->views[i].off : NULL;
+		for (int sd = 0; sd < 2; sd++) {
+			const unsigned char *ks = keep + (size_t)sd * NL * H;
+			for (int l = 0; l < NL; l++) {
+				if (i == view_at(m, sides[sd], l, "w") ||
+				    i == view_at(m, sides[sd], l, "b"))
+					kr = ks + (size_t)l * H;
+				if (i == view_at(m, sides[sd], l, "w") && l > 0)
+					kc = ks + (size_t)(l - 1) * H;
+				if (i == view_at(m, sides[sd], l, "cond"))
+					kc = ks + (size_t)l * H;
+			}
+			if (i == view_at(m, sides[sd], -1,
+			                 sd == 0 ? "mu.w" : "out.w") ||
+			    (sd == 0 && i == view_at(m, "enc", -1, "logvar.w")))
+				kc = ks + (size_t)(NL - 1) * H;
+		}
+		cg_arch_sub(dst, m->params + v->off, v->shape[0],
+		            v->ndim == 2 ? v->shape[1] : 1, kr, kc);
+	}
+	rc = 0;
+out:
+	free(keep);
+	free(score);
+	return rc;
+}
+
 const struct cg_arch cg_arch_cvae = {
     .name = "cvae",
     .summary = "conditional VAE (MLP encoder and decoder) for images",
@@ -455,4 +570,6 @@ const struct cg_arch cg_arch_cvae = {
     .input_sq = cvae_input_sq,
     .check_teacher = cvae_check_teacher,
     .distill = cvae_distill,
+    .structures = cvae_structures,
+    .shrink = cvae_shrink,
 };
