@@ -10,7 +10,15 @@
 #   mean delta: lr 1, no momentum, as SparseLoCo; default DiLoCo's
 #   Nesterov step, OUTER_LR and OUTER_MOMENTUM), decay=X (the workers'
 #   --feedback-decay), h=N (N local steps a round, ROUNDS * INNER / N
-#   rounds: the same examples).  Default: the table's rows.
+#   rounds: the same examples), lr=X and mu=X (this row's outer lr and
+#   momentum), op=NAME (cg-reduce --op, e.g. sent-mean), gather (no
+#   published change: every worker receives the other workers' coded
+#   deltas and reduces and applies them itself, as the coordinator does,
+#   so the down codec is unused; bytes down are, for each worker, the
+#   other three files).  Default: the table's rows.
+#
+#   SparseLoCo (Sarfi et al., 2025) is, for example,
+#   sloco=topk:k=64,chunk=4096,val=lut2/-/decay=0.95/lr=1/mu=0/op=sent-mean/gather
 #
 # Every run sees ROUNDS * INNER * 4 * BATCH training examples: 4 workers
 # (stratified shards) run ROUNDS rounds of INNER local steps of batch
@@ -28,7 +36,8 @@
 # equals (tests/061-sync-equivalence.bats).
 #
 # Environment: CG_BIN (programs, default build/cmd), ROUNDS, INNER,
-# BATCH, WORKER_THREADS (1), OUTER_LR (0.7), OUTER_MOMENTUM (0.9),
+# BATCH, WORKER_THREADS (1), OUTER_LR (0.7), OUTER_MOMENTUM (0.9), SINGLE
+# (the single machine's figure, not run again: an earlier run's),
 # UP_OPTS (more cg-train-step options for the workers, e.g.
 # "--feedback-decay 0.95"), INIT_OPTS (more cg-init options: the model's
 # size, e.g. "--hidden 256"), TRAIN_OPTS (more cg-train-step options for
@@ -86,11 +95,17 @@ train="$train ${TRAIN_OPTS:-}"
 "$bin/cg-init" $init -d "$tmp/all-0.cgd" --seed 1 -o "$tmp/init.cgm"
 ev() { "$bin/cg-eval" --json -m "$1" -d "$held" | jq -r ".$metric"; }
 
-# the single machine: batch 4 x BATCH
-# shellcheck disable=SC2086
-"$bin/cg-train-step" -q -m "$tmp/init.cgm" -d "$tmp/all-0.cgd" --emit model \
-	--steps "$steps" --batch $((4 * batch)) $train -o "$tmp/single.cgm"
-single=$(ev "$tmp/single.cgm")
+# the single machine: batch 4 x BATCH (SINGLE: its figure from an earlier
+# run of the same budget, the run being deterministic)
+if [ -n "${SINGLE:-}" ]; then
+	single=$SINGLE
+else
+	# shellcheck disable=SC2086
+	"$bin/cg-train-step" -q -m "$tmp/init.cgm" -d "$tmp/all-0.cgd" \
+		--emit model --steps "$steps" --batch $((4 * batch)) $train \
+		-o "$tmp/single.cgm"
+	single=$(ev "$tmp/single.cgm")
+fi
 
 # per-step synchronous averaging, counted: 4 workers x steps x (one f32
 # gradient up, the f32 parameters down)
@@ -114,9 +129,10 @@ printf '%-30s %14s %14s %10s %10.4f %8s\n' "single machine" - - - "$single" -
 printf '%-30s %14d %14d %10.1f %10.4f %8.2f\n' "per-step sync (f32)" \
 	"$sync_up" "$sync_down" 1 "$single" 0
 
-# one compressed DiLoCo run: NAME UP DOWN EF(1|0) LR MOMENTUM DECAY H
+# one compressed DiLoCo run: NAME UP DOWN EF(1|0) LR MOMENTUM DECAY H OP
+# GATHER(1|0)
 run() {
-	name=$1 up=$2 down=$3 ef=$4 lr=$5 mu=$6 decay=$7 h=$8
+	name=$1 up=$2 down=$3 ef=$4 lr=$5 mu=$6 decay=$7 h=$8 op=$9 gather=${10}
 	nr=$((steps / h))
 	noef= upef="--feedback-decay $decay"
 	[ "$ef" = 1 ] || noef=--no-error-feedback upef=--no-error-feedback
@@ -148,15 +164,29 @@ run() {
 			pids="$pids $!"
 		done
 		for p in $pids; do wait "$p"; done
-		bup=$((bup + $(size "$d"/up?.cgu)))
-		"$bin/cg-reduce" "$d"/up?.cgu | "$bin/cg-apply" -m "$d/coord.cgm" \
-			--outer nesterov --outer-lr "$lr" --outer-momentum "$mu" \
-			--codec "$down" $noef --change "$d/down.cgu" -z zstd \
-			-o "$d/coord.cgm"
-		bdown=$((bdown + 4 * $(size "$d/down.cgu")))
-		for w in 0 1 2 3; do
-			"$bin/cg-apply" -m "$d/m$w.cgm" "$d/down.cgu" -o "$d/m$w.cgm"
-		done
+		sup=$(size "$d"/up?.cgu)
+		bup=$((bup + sup))
+		if [ "$gather" = 1 ]; then
+			# every worker reduces the four deltas as the
+			# coordinator does: one reduction, applied five times
+			"$bin/cg-reduce" --op "$op" "$d"/up?.cgu -o "$d/mean.cgu"
+			for m in coord m0 m1 m2 m3; do
+				"$bin/cg-apply" -m "$d/$m.cgm" --outer nesterov \
+					--outer-lr "$lr" --outer-momentum "$mu" \
+					"$d/mean.cgu" -o "$d/$m.cgm"
+			done
+			bdown=$((bdown + 3 * sup))
+		else
+			"$bin/cg-reduce" --op "$op" "$d"/up?.cgu | "$bin/cg-apply" \
+				-m "$d/coord.cgm" --outer nesterov --outer-lr "$lr" \
+				--outer-momentum "$mu" --codec "$down" $noef \
+				--change "$d/down.cgu" -z zstd -o "$d/coord.cgm"
+			bdown=$((bdown + 4 * $(size "$d/down.cgu")))
+			for w in 0 1 2 3; do
+				"$bin/cg-apply" -m "$d/m$w.cgm" "$d/down.cgu" \
+					-o "$d/m$w.cgm"
+			done
+		fi
 		r=$((r + 1))
 	done
 	want=$(digest "$d/coord.cgm")
@@ -186,10 +216,14 @@ for m in "$@"; do
 	up=${spec%%/*}
 	rest=${spec#*/}
 	down=${rest%%/*}
-	ef=1 lr=$olr mu=$omu decay=1 h=$inner
+	ef=1 lr=$olr mu=$omu decay=1 h=$inner op=mean gather=0
 	case /$rest/ in */noef/*) ef=0 ;; esac
 	case /$rest/ in */avg/*) lr=1 mu=0 ;; esac
+	case /$rest/ in */gather/*) gather=1 ;; esac
+	case /$rest/ in */lr=*) lr=${rest##*lr=} lr=${lr%%/*} ;; esac
+	case /$rest/ in */mu=*) mu=${rest##*mu=} mu=${mu%%/*} ;; esac
+	case /$rest/ in */op=*) op=${rest##*op=} op=${op%%/*} ;; esac
 	case /$rest/ in */decay=*) decay=${rest##*decay=} decay=${decay%%/*} ;; esac
 	case /$rest/ in */h=*) h=${rest##*h=} h=${h%%/*} ;; esac
-	run "$name" "$up" "$down" "$ef" "$lr" "$mu" "$decay" "$h"
+	run "$name" "$up" "$down" "$ef" "$lr" "$mu" "$decay" "$h" "$op" "$gather"
 done

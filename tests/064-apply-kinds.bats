@@ -78,7 +78,7 @@ setup() {
 	assert_line --regexp '^ +sum +the plain sum'
 	assert_line --regexp '^ +median +each element.s median'
 	run -2 --separate-stderr cg-reduce --op mode "$D/g.cgg" -o r.cgg
-	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'mode' (mean, sum, median, trimmed-mean, clip-mean)" ]
+	[ "${stderr_lines[0]}" = "cg-reduce: --op: unknown operation 'mode' (mean, sum, median, trimmed-mean, clip-mean, sent-mean)" ]
 	[ ! -e r.cgg ]
 }
 

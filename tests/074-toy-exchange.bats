@@ -58,7 +58,7 @@ floats() {
 		--no-error-feedback -o u.cgu
 	assert_equal "${stderr_lines[0]}" "cg-train-step: --codec: unknown codec 'toy-neg' (f32, f16, bf16, q8, q4, q2, topk, sign, lowrank, masked)"
 	run -2 --separate-stderr cg-reduce --op toy-max "$D/model.cgm"
-	assert_equal "${stderr_lines[0]}" "cg-reduce: --op: unknown operation 'toy-max' (mean, sum, median, trimmed-mean, clip-mean)"
+	assert_equal "${stderr_lines[0]}" "cg-reduce: --op: unknown operation 'toy-max' (mean, sum, median, trimmed-mean, clip-mean, sent-mean)"
 	delta "$TOY/cg-train-step" 0 toy-neg n.cgu
 	run -1 --separate-stderr cg-reduce n.cgu -o r.cgg
 	assert_equal "$stderr" "cg-reduce: n.cgu: manifest: unknown codec 'toy-neg' (f32, f16, bf16, q8, q4, q2, topk, sign, lowrank, masked)"

@@ -33,7 +33,8 @@
 
 /* The built-in operations, one X() per exchange/op/NAME_op.c, in the
  * order --help lists them; the first is the default. */
-#define CG_REDUCE_OPS X(mean) X(sum) X(median) X(trimmed_mean) X(clip_mean)
+#define CG_REDUCE_OPS X(mean) X(sum) X(median) X(trimmed_mean) X(clip_mean) \
+	X(sent_mean)
 
 #define X(name) extern const struct cg_reduce_op cg_reduce_op_##name;
 CG_REDUCE_OPS

@@ -71,6 +71,7 @@ struct cg_uspec {
 	uint32_t chunk;      /* topk: keep of each run of chunk elements */
 	int rank;            /* lowrank */
 	int sr;              /* block: stochastic rounding */
+	int lut;             /* topk: values as 2-bit codes into a table */
 };
 
 /* What an encoder may use besides the values. */

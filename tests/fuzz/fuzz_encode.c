@@ -76,8 +76,8 @@ value(struct input *in, int nonfinite)
 static void
 spec_text(unsigned which, unsigned p, char *buf, size_t n)
 {
-	static const char *val[] = {"f16", "f32", "bf16", "q8_0", "q4_0",
-	                            "q2_0"};
+	static const char *val[] = {"f16",  "f32",  "bf16", "q8_0",
+	                            "q4_0", "q2_0", "lut2"};
 
 	switch (which % 16) {
 	case 0: snprintf(buf, n, "f32"); break;
@@ -91,7 +91,7 @@ spec_text(unsigned which, unsigned p, char *buf, size_t n)
 	case 8: snprintf(buf, n, "topk:k=%u", p + 1); break;
 	case 9:
 		snprintf(buf, n, "topk:%g,val=%s", (p % 64 + 1) / 64.0,
-		         val[p / 64 % 6]);
+		         val[p / 64 % 7]);
 		break;
 	case 10:
 		snprintf(buf, n, "topk:%g,chunk=%u", (p % 16 + 1) / 32.0,
@@ -99,7 +99,7 @@ spec_text(unsigned which, unsigned p, char *buf, size_t n)
 		break;
 	case 11:
 		snprintf(buf, n, "topk:k=%u,chunk=%u,val=%s", p % 8 + 1,
-		         8u << (p / 8 % 8), val[p % 6]);
+		         8u << (p / 8 % 8), val[p % 7]);
 		break;
 	case 12: snprintf(buf, n, "sign"); break;
 	default: snprintf(buf, n, "lowrank:%u", p % 9 + 1); break;

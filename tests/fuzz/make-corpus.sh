@@ -49,7 +49,8 @@ cg-shard -q -o ts "$fx/text/escapes.tsv"
 # a model of a few thousand weights, its updates in several codecs, a
 # state file
 cg-init -a cvae -d img-0.cgd --hidden 2 --layers 1 --latent 1 -o m.cgm
-for c in f32 f16 q8 q4 q2 topk:0.1 topk:k=3,chunk=64 sign lowrank:1; do
+for c in f32 f16 q8 q4 q2 topk:0.1 topk:k=3,chunk=64 topk:k=3,chunk=64,val=lut2 \
+	sign lowrank:1; do
 	n=$(echo "$c" | tr -c 'a-z0-9\n' _)
 	cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --codec "$c" \
 		--no-error-feedback -o "u-$n.cgg"

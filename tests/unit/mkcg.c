@@ -20,7 +20,9 @@
  * first index of the first ".idx" tensor past every view), idx-repeat
  * (its second index equal to the first), scale-nan (the first block
  * scale of the first tensor of a block dtype a NaN), min-nan (the first
- * block minimum of the first q4_1 tensor a NaN), rows (the first matrix
+ * block minimum of the first q4_1 tensor a NaN), lut-nan (the first table
+ * entry of the first u8 ".val" of a topk:...,val=lut2 update a NaN), rows
+ * (the first matrix
  * of a block dtype one row shorter, its bytes as they were), blocks (the
  * first layout view 32 elements longer, so its block count no longer
  * matches) or row-blocks (a model's first 2-D q8_0/q4_0 tensor one zero
@@ -410,6 +412,12 @@ tamper(const char *in, const char *how)
 		if (strcmp(how, "scale-nan") == 0 && blk) {
 			p[0] = 0x00;
 			p[1] = 0x7e;
+			return f;
+		}
+		if (strcmp(how, "lut-nan") == 0 && t->dtype == CG_U8 &&
+		    t->nelem >= 16 && len > 4 &&
+		    strcmp(t->name + len - 4, ".val") == 0) {
+			memcpy(p, "\0\0\xc0\x7f", 4); /* little-endian NaN */
 			return f;
 		}
 		if (strcmp(how, "min-nan") == 0 && t->dtype == CG_Q4_1) {

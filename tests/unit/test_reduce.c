@@ -293,6 +293,79 @@ ref_median(const float *v, int k)
 	return k % 2 ? (float)d[k / 2] : (float)((d[k / 2 - 1] + d[k / 2]) / 2);
 }
 
+/*
+ * sent-mean: each element's weighted mean over the inputs nonzero there,
+ * against a reference in double, on inputs made sparse (each element
+ * kept by some of the inputs, none, or all), sliced small and whole; on
+ * dense inputs the weighted mean; a staleness rule refused.
+ */
+static void
+sent_means(const struct cg_model *m, const struct cg_model *other)
+{
+	float got[TOY_P], mean[TOY_P];
+	int ok = 1, none = 0, one = 0;
+
+	for (int i = 0; i < NIN; i++) {
+		toy_fill(bufs[i], TOY_P, 120 + (uint64_t)i, 1);
+		for (int j = 0; j < TOY_P; j++)
+			if ((((uint32_t)(j + 1) * 2654435761u ^
+			      (uint32_t)(i + 1) * 40503u) >> 7) % 3 != 0)
+				bufs[i][j] = 0;
+	}
+	for (size_t slice = 0; slice <= 7; slice += 7) {
+		struct cg_file *f = reduce(m, "sent-mean", 0, NIN, slice);
+		flat(m, f, got);
+		for (int j = 0; j < TOY_P; j++) {
+			double s = 0, ws = 0;
+			int c = 0;
+			for (int i = 0; i < NIN; i++)
+				if (bufs[i][j] != 0) {
+					s += weights[i] * (double)bufs[i][j];
+					ws += weights[i];
+					c++;
+				}
+			none += c == 0;
+			one += c == 1;
+			CHECK(got[j] == (ws > 0 ? (float)(s / ws) : 0.0f),
+			      "sent-mean [%d]: %g, want %g of %d", j, got[j],
+			      ws > 0 ? s / ws : 0, c);
+			ok &= got[j] == (ws > 0 ? (float)(s / ws) : 0.0f);
+		}
+		cg_file_free(f);
+	}
+	printf("     (%d elements sent by none, %d by one)\n", none / 2, one / 2);
+	expect(ok && none > 0 && one > 0,
+	       "sent-mean: each element's weighted mean over the inputs that "
+	       "sent it (one, several, none), in slices of 7 and whole");
+
+	for (int i = 0; i < NIN; i++)
+		toy_fill(bufs[i], TOY_P, 130 + (uint64_t)i, 1);
+	struct cg_file *f = reduce(m, "sent-mean", 0, NIN, 0);
+	struct cg_file *g = reduce(m, "mean", 0, NIN, 0);
+	flat(m, f, got);
+	flat(m, g, mean);
+	cg_file_free(f);
+	cg_file_free(g);
+	double worst = 0;
+	for (int j = 0; j < TOY_P; j++) {
+		double d = fabs((double)got[j] - mean[j]) /
+		           (1e-6 + 1e-6 * fabs((double)mean[j]));
+		worst = d > worst ? d : worst;
+	}
+	printf("     (dense: largest difference %.3g of the tolerance)\n",
+	       worst);
+	expect(worst < 1, "sent-mean of dense inputs: the weighted mean");
+
+	struct cg_reducer r;
+	cg_reducer_init(&r, cg_reduce_op_find("sent-mean"), 0);
+	struct cg_stale_weight sw;
+	ok = cg_stale_weight_parse("poly:0.5", &sw) == 0 &&
+	     cg_reducer_set_model(&r, other, "other", UINT64_MAX, &sw) == -1 &&
+	     strstr(cg_errmsg(), "weighs no input") != NULL;
+	cg_reducer_free(&r);
+	expect(ok, "sent-mean: a staleness rule is refused");
+}
+
 /* median: each element's, odd and even counts, sliced small and whole;
  * an input a million times off moves nothing; a nan is refused */
 static void
@@ -837,7 +910,7 @@ params(void)
 	    {"mean:", "mean: takes no parameter", 0},
 	    {"clip:1",
 	     "unknown operation 'clip' (mean, sum, median, "
-	     "trimmed-mean, clip-mean)",
+	     "trimmed-mean, clip-mean, sent-mean)",
 	     0},
 	};
 	int ok = 1;
@@ -916,7 +989,7 @@ table(void)
 	expect(cg_reduce_op_find("mode") == NULL &&
 	           strcmp(cg_errmsg(),
 	                  "unknown operation 'mode' (mean, sum, median, "
-	                  "trimmed-mean, clip-mean)") == 0,
+	                  "trimmed-mean, clip-mean, sent-mean)") == 0,
 	       "an unknown operation: the message lists the table");
 
 	/* the manual names every operation of the table */
@@ -975,7 +1048,8 @@ registry(void)
 	     cg_reduce_op_parse("sum-again", &p) == &r && p == 0 &&
 	     cg_reduce_op_find("mode") == NULL &&
 	     strcmp(cg_errmsg(), "unknown operation 'mode' (mean, sum, median, "
-	                         "trimmed-mean, clip-mean, sum-again)") == 0;
+	                         "trimmed-mean, clip-mean, sent-mean, "
+	                         "sum-again)") == 0;
 	expect(ok, "register: a row joins after the built-in ones, found by "
 	           "its name");
 }
@@ -992,6 +1066,7 @@ main(void)
 	medians(m);
 	trimmed(m);
 	clipped(m);
+	sent_means(m, other);
 	nonfinite(m);
 	duplicates(m);
 	threads(m);

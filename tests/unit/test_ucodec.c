@@ -500,6 +500,160 @@ lowrank_plain(void)
 	expect(all, "lowrank:1-9: the plain loops' factors and sums, to the bit");
 }
 
+/* f written to dir, read back, bound and decoded into out [P]; 0, or -1
+ * with the message in msg [256]. */
+static int
+readback(struct cg_file *f, const char *dir, float *out, char *msg)
+{
+	char path[4200];
+	struct cg_uspec s;
+	struct cg_uview *v;
+	int nv, rc = -1;
+
+	snprintf(path, sizeof(path), "%s/rb.cgu", dir);
+	if (cg_file_write(f, path, CG_COMPRESS_NONE) != 0)
+		die("write");
+	struct cg_file *g = cg_file_read(path);
+	if (g == NULL || cg_ubind(g, &s, &v, &nv) != 0) {
+		snprintf(msg, 256, "%s", cg_errmsg());
+		cg_file_free(g);
+		return -1;
+	}
+	if (nv == NV) {
+		uint64_t off = 0;
+		for (int i = 0; i < nv; i++) {
+			cg_udecode(&s, &v[i], 0, v[i].n, out + off);
+			off += v[i].n;
+		}
+		rc = off == P ? 0 : -1;
+	}
+	snprintf(msg, 256, "%s", rc ? "views not the layout's" : "");
+	free(v);
+	cg_file_free(g);
+	return rc;
+}
+
+/*
+ * topk's val=lut2: the same elements kept as with f32 values; a table of
+ * four per view, each kept value decoded to its bin's entry, bins 1.5
+ * standard deviations wide around the kept values' mean, each entry the
+ * mean of its bin's values (against a reference in double); the codes
+ * packed four to a byte; the same values read back from a file.
+ */
+static void
+lut2(const char *dir)
+{
+	static const char *spec[] = {"topk:0.1,chunk=16,val=lut2",
+	                             "topk:k=7,val=lut2"};
+	static const char *plain[] = {"topk:0.1,chunk=16,val=f32",
+	                              "topk:k=7,val=f32"};
+	struct cg_rng r;
+	struct cg_uenc e = {0};
+	static float x[P], y[P], z[P], back[P];
+	struct cg_uview v[NV];
+	char msg[256];
+
+	views(v);
+	cg_rng_seed(&r, 61);
+	fill(x, P, &r, 0.01);
+	for (int i = 0; i < P; i += 3)
+		x[i] += 0.004f; /* a mean that is not zero */
+	for (int c = 0; c < 2; c++) {
+		int ok = 1;
+		double worst = 0;
+		cg_file_free(encode(plain[c], x, z, &e));
+		struct cg_file *f = encode(spec[c], x, y, &e);
+		for (int i = 0; i < NV; i++) {
+			char name[32];
+			const float *xv = x + v[i].off, *zv = z + v[i].off,
+			            *yv = y + v[i].off;
+			uint64_t k = 0;
+			double m = 0, ss = 0, sum[4] = {0};
+			uint64_t cnt[4] = {0};
+			for (uint64_t j = 0; j < v[i].n; j++) {
+				/* kept where f32 values keep (x's are nonzero) */
+				ok &= (zv[j] != 0) == (zv[j] == xv[j]);
+				if (zv[j] != 0) {
+					k++;
+					m += xv[j];
+				}
+			}
+			m /= (double)k;
+			for (uint64_t j = 0; j < v[i].n; j++)
+				if (zv[j] != 0)
+					ss += (xv[j] - m) * (xv[j] - m);
+			double step = k > 1 ? 1.5 * sqrt(ss / (double)(k - 1)) : 1;
+			int bin[P];
+			for (uint64_t j = 0; j < v[i].n; j++) {
+				if (zv[j] == 0) {
+					ok &= yv[j] == 0;
+					continue;
+				}
+				double q = ((double)xv[j] - m) / step + 2;
+				int b = (int)floor(q + 0.5);
+				b = b < 0 ? 0 : b > 3 ? 3 : b;
+				bin[j] = b;
+				sum[b] += xv[j] - m;
+				cnt[b]++;
+			}
+			snprintf(name, sizeof(name), "%.16s.val", v[i].name);
+			const struct cg_tensor *tv = cg_file_find(f, name);
+			ok &= tv && tv->dtype == CG_U8 &&
+			      tv->nelem == 16 + (k + 3) / 4;
+			if (!ok)
+				break;
+			/* the table: four little-endian f32 */
+			float tab[4];
+			for (int b = 0; b < 4; b++) {
+				const unsigned char *q =
+				    (const unsigned char *)tv->data + 4 * b;
+				uint32_t u = (uint32_t)q[0] | (uint32_t)q[1] << 8 |
+				             (uint32_t)q[2] << 16 |
+				             (uint32_t)q[3] << 24;
+				memcpy(&tab[b], &u, 4);
+			}
+			for (int b = 0; b < 4; b++) {
+				double want = cnt[b] ? m + sum[b] / (double)cnt[b] : m;
+				double d = fabs(tab[b] - want) /
+				           (1e-7 + 1e-6 * fabs(want));
+				worst = fmax(worst, d);
+			}
+			for (uint64_t j = 0; j < v[i].n; j++)
+				if (zv[j] != 0)
+					ok &= yv[j] == tab[bin[j]];
+		}
+		ok &= readback(f, dir, back, msg) == 0 &&
+		      memcmp(back, y, sizeof(y)) == 0;
+		cg_file_free(f);
+		printf("     (%s: table within %.3g of the tolerance)\n", spec[c],
+		       worst);
+		char what[128];
+		snprintf(what, sizeof(what),
+		         "%s: the f32 code's elements, each its bin's mean, "
+		         "read back the same",
+		         spec[c]);
+		expect(ok && worst < 1, what);
+	}
+
+	/* one kept value a view, and all of them equal: a table of it */
+	for (int i = 0; i < P; i++)
+		x[i] = i % 2 ? 0.5f : -0.5f;
+	cg_file_free(encode("topk:k=1,val=lut2", x, y, &e));
+	int ok = 1;
+	for (int i = 0; i < NV; i++)
+		ok &= y[v[i].off] == x[v[i].off];
+	/* one of each run of two: 960 + 19 + 15 runs */
+	cg_file_free(encode("topk:0.5,chunk=2,val=lut2", x, y, &e));
+	int sent = 0;
+	for (int i = 0; i < P; i++) {
+		ok &= y[i] == 0 || y[i] == x[i];
+		sent += y[i] != 0;
+	}
+	ok &= sent == 960 + 19 + 15;
+	expect(ok, "lut2: one value a view, and equal magnitudes, sent "
+	           "exactly");
+}
+
 /* 100 rounds of error feedback: the sum sent stays within the last
  * update's error of the sum of the updates; without it, it drifts. */
 static void
@@ -798,6 +952,46 @@ hostile(const char *dir)
 	expect(strstr(m, "b.idx: index 200 outside its 5 elements") != NULL,
 	       "an index outside its run is refused");
 
+	f = encode("topk:0.1,chunk=64,val=lut2", x, y, &e);
+	expect(strcmp(verdict(f, dir), "") == 0, "a sound topk lut2 file reads");
+
+	f = encode("topk:0.1,chunk=64,val=lut2", x, y, &e);
+	memcpy((unsigned char *)tensor(f, "b.val")->data + 8, "\0\0\xc0\x7f",
+	       4);
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "b.val: table entry 2 is not finite") != NULL,
+	       "lut2: a NaN in the table is refused");
+
+	/* a file of f16 values that says lut2: its values are not codes */
+	f = encode("topk:0.1,chunk=64", x, y, &e);
+	cJSON *c2 = cJSON_GetObjectItemCaseSensitive(f->manifest, "codec");
+	cJSON_ReplaceItemInObject(
+	    c2, "spec", cJSON_CreateString("topk:0.1,val=lut2,chunk=64"));
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "tensor w.val: dtype f16, not u8") != NULL,
+	       "lut2: values of another dtype are refused");
+
+	/* codes cut short: one byte less than the kept values need */
+	f = encode("topk:0.1,chunk=64,val=lut2", x, y, &e);
+	struct cg_file *g = cg_file_new("delta");
+	for (size_t i = 0; i < f->ntensors; i++) {
+		const struct cg_tensor *t = f->tensors[i];
+		uint64_t n = t->nelem - (strcmp(t->name, "w.val") == 0);
+		struct cg_tensor *u =
+		    cg_file_add_zero(g, t->name, t->dtype, 1, &n);
+		memcpy(u->data, t->data, u->nbytes);
+	}
+	cJSON_Delete(g->manifest);
+	g->manifest = cJSON_Duplicate(f->manifest, 1);
+	cg_file_free(f);
+	m = verdict(g, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "tensor w.val: its shape is not the layout's") !=
+	           NULL,
+	       "lut2: codes cut short are refused");
+
 	f = encode("topk:0.1", x, y, &e);
 	cg_file_add_zero(f, "extra", CG_F32, 1, (uint64_t[]){3});
 	m = verdict(f, dir);
@@ -839,8 +1033,10 @@ specs(void)
 	                             "q8",         "q4:sr", "q2",
 	                             "topk:0.01",  "topk:k=100,val=f32",
 	                             "topk:0.03,chunk=64,val=q2_0",
+	                             "topk:k=64,chunk=4096,val=lut2",
 	                             "sign",       "lowrank:8"};
 	static const char *bad[] = {"q3", "topk:2", "topk:k=0", "topk:val=u8",
+	                            "topk:val=lut3", "topk:val=lut",
 	                            "topk:chunk=1", "topk:chunk=70000",
 	                            "lowrank:0", "q8:fast", "topk:0.1,x=1", ""};
 
@@ -934,11 +1130,13 @@ main(int argc, char **argv)
 	bounds();
 	feedback("q2");
 	feedback("topk:0.05");
+	feedback("topk:0.1,chunk=64,val=lut2");
 	feedback("sign");
 	feedback("lowrank:2");
 	lowrank_plain();
 	trees();
 	hostile(dir);
+	lut2(dir);
 	registry();
 	char cmd[1100];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -8,6 +8,19 @@
  * selection is exact: the k largest magnitudes, ties taken in order of
  * position, whatever the path that finds them.  Fitting a budget bisects
  * the fraction kept.
+ *
+ * With val=lut2 NAME.val is u8: a table of four f32 (16 bytes, each
+ * little-endian), then the values as 2-bit codes into it, four to a byte
+ * (entry p in bits 2(p mod 4) of byte 16 + p / 4): the quantizer of
+ * SparseLoCo (Sarfi et al., 2025).  The kept values' mean m and standard
+ * deviation s set four bins 1.5 s wide around m (six deviations across
+ * the four; a value beyond the outer bins is taken into them), and each
+ * bin's entry is the mean of the values it took (m where it took none):
+ * the table is fitted to the values, so a view's large positive and
+ * negative values, which top-k keeps and a block scale would squeeze into
+ * one side, keep both signs.  The table lives in the values' tensor, not
+ * one of its own: a tensor costs a small file more in its manifest entry
+ * than the table's 16 bytes.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -85,14 +98,69 @@ topk_nval(const struct cg_uspec *s, uint64_t k)
 	return (k + b - 1) / b * b;
 }
 
+/* Bytes of k values under lut2: the table of LUT_N f32, then the codes. */
+#define LUT_N 4
+#define LUT_BYTES(k) (4 * LUT_N + ((k) + 3) / 4)
+
 static int
 topk_size(const struct cg_uspec *s, const struct cg_uview *v, uint64_t *b)
 {
 	uint64_t k = topk_k(s, v->n);
 
 	*b = bytes_of(topk_idx_dtype(s), k) +
-	     bytes_of(s->dtype, topk_nval(s, k));
+	     (s->lut ? LUT_BYTES(k) : bytes_of(s->dtype, topk_nval(s, k)));
 	return 0;
+}
+
+/* lut2's table entry i of a .val tensor's bytes p, on any host. */
+static float
+lut_get(const unsigned char *p, int i)
+{
+	uint32_t u = 0;
+	float x;
+
+	for (int b = 3; b >= 0; b--)
+		u = u << 8 | p[4 * i + b];
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+/*
+ * The kept values val [k] (k >= 1) as lut2's bytes out [LUT_BYTES(k)]:
+ * the table, then the codes (the file's header says the rule).  Sums in
+ * double.
+ */
+static void
+lut2_encode(const float *val, uint64_t k, unsigned char *out)
+{
+	double m = 0, ss = 0, step, sum[LUT_N] = {0};
+	uint64_t cnt[LUT_N] = {0};
+	unsigned char *code = out + 4 * LUT_N;
+
+	for (uint64_t p = 0; p < k; p++)
+		m += val[p];
+	m /= (double)k;
+	for (uint64_t p = 0; p < k; p++)
+		ss += ((double)val[p] - m) * ((double)val[p] - m);
+	step = k > 1 ? 1.5 * sqrt(ss / (double)(k - 1)) : 0;
+	if (!(step > 0) || !isfinite(step))
+		step = 1;
+	memset(out, 0, LUT_BYTES(k));
+	for (uint64_t p = 0; p < k; p++) {
+		double c = ((double)val[p] - m) / step;
+		int b = c < -2 ? 0 : c >= 1.5 ? 3 : (int)floor(c + 2.5);
+		b = b < 0 ? 0 : b > 3 ? 3 : b;
+		code[p / 4] |= (unsigned char)(b << (2 * (p % 4)));
+		sum[b] += (double)val[p] - m;
+		cnt[b]++;
+	}
+	for (int b = 0; b < LUT_N; b++) {
+		float t = (float)(cnt[b] ? m + sum[b] / (double)cnt[b] : m);
+		uint32_t u;
+		memcpy(&u, &t, 4);
+		for (int i = 0; i < 4; i++)
+			out[4 * b + i] = (unsigned char)(u >> 8 * i);
+	}
 }
 
 /* The bits of |x|: for magnitudes, ordered as the values are. */
@@ -380,6 +448,7 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v, const float *x,
             struct cg_file *f, struct cg_uenc *e, float *warm)
 {
 	const uint64_t k = topk_k(s, v->n), nval = topk_nval(s, k);
+	const uint64_t ncode = LUT_BYTES(k);
 	const enum cg_dtype it = topk_idx_dtype(s);
 	char name[CG_MAX_NAME];
 	struct cg_tensor *ti, *tv;
@@ -394,7 +463,9 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v, const float *x,
 	if (cg_ucodec_suffixed(name, v->name, ".idx") != 0 ||
 	    (ti = cg_file_add_zero(f, name, it, 1, &k)) == NULL ||
 	    cg_ucodec_suffixed(name, v->name, ".val") != 0 ||
-	    (tv = cg_file_add_zero(f, name, s->dtype, 1, &nval)) == NULL)
+	    (tv = s->lut
+	              ? cg_file_add_zero(f, name, CG_U8, 1, &ncode)
+	              : cg_file_add_zero(f, name, s->dtype, 1, &nval)) == NULL)
 		return -1;
 	if (k == 0)
 		return 0;
@@ -437,7 +508,11 @@ topk_encode(const struct cg_uspec *s, const struct cg_uview *v, const float *x,
 		}
 		free(keys);
 	}
-	rc = cg_codec(s->dtype)->encode(tv->data, val, nval);
+	if (s->lut) {
+		lut2_encode(val, k, tv->data);
+		rc = 0;
+	} else
+		rc = cg_codec(s->dtype)->encode(tv->data, val, nval);
 out:
 	free(at);
 	free(val);
@@ -452,12 +527,18 @@ topk_bind(const struct cg_uspec *s, struct cg_uview *v, const struct cg_file *f)
 	const struct cg_tensor *ti, *tv;
 	const unsigned char *p;
 	const uint64_t C = s->chunk ? s->chunk : v->n;
-	const uint64_t kc = s->chunk ? topk_kc(s) : k;
+	const uint64_t kc = s->chunk ? topk_kc(s) : k, ncode = LUT_BYTES(k);
 
 	if ((ti = cg_ucodec_need(f, v->name, ".idx", it, 1, &k)) == NULL ||
-	    (tv = cg_ucodec_need(f, v->name, ".val", s->dtype, 1, &nval)) ==
-	        NULL)
+	    (tv = s->lut ? cg_ucodec_need(f, v->name, ".val", CG_U8, 1, &ncode)
+	                 : cg_ucodec_need(f, v->name, ".val", s->dtype, 1,
+	                                  &nval)) == NULL)
 		return -1;
+	for (int b = 0; s->lut && b < LUT_N; b++)
+		if (!isfinite(lut_get(tv->data, b)))
+			return cg_seterr("tensor %s: table entry %d is not "
+			                 "finite",
+			                 tv->name, b);
 	p = ti->data;
 	/* within each run, strictly increasing and inside the run */
 	for (uint64_t i = 0; i < k; i++) {
@@ -474,7 +555,7 @@ topk_bind(const struct cg_uspec *s, struct cg_uview *v, const struct cg_file *f)
 			                 " repeated or out of order",
 			                 ti->name, at, i);
 	}
-	if (cg_ucodec_check_finite(tv) != 0)
+	if (!s->lut && cg_ucodec_check_finite(tv) != 0)
 		return -1;
 	v->k = k;
 	v->t[0] = ti;
@@ -520,7 +601,18 @@ topk_decode(const struct cg_uspec *s, const struct cg_uview *v, uint64_t lo,
 	p1 = lower_bound(s, v, lo + n);
 	for (uint64_t p = p0; p < p1; p += CHUNK) {
 		size_t m = p1 - p < CHUNK ? (size_t)(p1 - p) : CHUNK;
-		cg_tensor_decode(v->t[1], p, m, buf);
+		if (s->lut) {
+			const unsigned char *c = v->t[1]->data;
+			float tab[LUT_N];
+			for (int b = 0; b < LUT_N; b++)
+				tab[b] = lut_get(c, b);
+			c += 4 * LUT_N;
+			for (size_t j = 0; j < m; j++) {
+				uint64_t q = p + j;
+				buf[j] = tab[(c[q / 4] >> (2 * (q % 4))) & 3];
+			}
+		} else
+			cg_tensor_decode(v->t[1], p, m, buf);
 		for (size_t j = 0; j < m; j++) {
 			uint64_t q = p + j;
 			uint64_t el =
@@ -559,7 +651,13 @@ topk_param(struct cg_uspec *s, const char *p)
 		s->count = v;
 		return 0;
 	}
+	if (strcmp(p, "val=lut2") == 0) {
+		s->lut = 1;
+		s->dtype = CG_U8;
+		return 0;
+	}
 	if (strncmp(p, "val=", 4) == 0) {
+		s->lut = 0;
 		if (cg_dtype_parse(p + 4, &s->dtype) != 0 ||
 		    cg_codec(s->dtype)->kind != CG_KIND_FLOAT)
 			return -1;
@@ -579,13 +677,14 @@ static void
 topk_format(const struct cg_uspec *s, const char *name, char *buf, size_t n)
 {
 	char ch[24] = "";
+	const char *vn = s->lut ? "lut2" : cg_dtype_name(s->dtype);
 
 	(void)name;
 	if (s->chunk)
 		snprintf(ch, sizeof(ch), ",chunk=%" PRIu32, s->chunk);
 	if (s->count)
-		snprintf(buf, n, "topk:k=%" PRIu64 ",val=%s%s", s->count,
-		         cg_dtype_name(s->dtype), ch);
+		snprintf(buf, n, "topk:k=%" PRIu64 ",val=%s%s", s->count, vn,
+		         ch);
 	else {
 		/* the shortest decimal that reads back as frac */
 		char fr[32];
@@ -594,8 +693,7 @@ topk_format(const struct cg_uspec *s, const char *name, char *buf, size_t n)
 			if (strtod(fr, NULL) == s->frac)
 				break;
 		}
-		snprintf(buf, n, "topk:%s,val=%s%s", fr,
-		         cg_dtype_name(s->dtype), ch);
+		snprintf(buf, n, "topk:%s,val=%s%s", fr, vn, ch);
 	}
 }
 
@@ -640,8 +738,8 @@ topk_fit(struct cg_uspec *s, const struct cg_uview *v, int nv, uint64_t budget)
 
 const struct cg_ucodec cg_ucodec_topk = {
     .name = "topk",
-    .help = "topk:F or topk:k=N[,val=DTYPE][,chunk=C]: the largest of "
-            "each tensor (or of each run of C)",
+    .help = "topk:F or topk:k=N[,val=DTYPE|lut2][,chunk=C]: the largest "
+            "of each tensor (or of each run of C)",
     .names = {{"topk", CG_F16}},
     .defaults = topk_defaults,
     .param = topk_param,
