@@ -36,7 +36,9 @@
 #include "model/cond.h"
 #include "model/draw.h"
 #include "model/model.h"
+#include "model/stage.h"
 #include "nn/gemm.h"
+#include "train/pipe_sample.h"
 
 #define DEFAULT_COUNT 10
 #define DEFAULT_TEXT_COUNT 1
@@ -55,10 +57,12 @@
 enum {
 	OPT_DETERMINISTIC = CG_KEY_OWN,
 	OPT_MAX_BYTES,
+	OPT_NEXT,
 	OPT_PRECISION,
 	OPT_PROMPT_FILE,
 	OPT_SEED,
 	OPT_SEPARATOR,
+	OPT_STAGE,
 	OPT_TEMPERATURE,
 	OPT_TOP_K,
 	OPT_TOP_P
@@ -88,6 +92,8 @@ struct opts {
 	const char *prompt_file; /* --prompt-file, or NULL */
 	struct cg_sampler sampler;
 	char *separator; /* owned, escapes expanded */
+	const char *next; /* --next: the next pipeline stage's command */
+	int stage;        /* --stage: a pipeline stage past the first */
 };
 
 static int
@@ -149,6 +155,14 @@ static const struct cg_opt opts[] = {
     {"top-p", OPT_TOP_P, "P",
      "draw from the likeliest bytes of mass P (default 1)",
      CG_OPT_F64(sampler.top_p, 0, 1), CG_OPT_SEEN_LAST(text_opt)},
+    CG_OPT_HEADING("Text models cut into stages (cg-convert -S):"),
+    {"next", OPT_NEXT, "CMD",
+     "a stage but the last: run the next stage as sh -c CMD",
+     CG_OPT_STR(next)},
+    {"stage", OPT_STAGE, NULL,
+     "a stage past the first: rows from standard input, logits to "
+     "standard output",
+     CG_OPT_FLAG(stage)},
     {0},
 };
 
@@ -160,7 +174,9 @@ static const struct cg_cli cli = {
                 " [--sampler ddim|ddpm]\n"
                 "-m TEXT-MODEL [-c COND ...] [-p TEXT | --prompt-file FILE]\n"
                 " [-n N] [--temperature T] [--top-k K] [--top-p P]\n"
-                " [--max-bytes N] [--separator STR] [--seed N] [-o FILE]",
+                " [--max-bytes N] [--separator STR] [--seed N] [-o FILE]\n"
+                "-m STAGE-1 [text options] --next CMD\n"
+                "--stage -m STAGE-I [--next CMD]",
     .about = "Draw from a model: images (a grid with one row per condition) "
              "or text.",
     .opts = opts,
@@ -216,6 +232,13 @@ validate(struct opts *o)
 	if (o->nconds > CG_SHARD_MAX_CONDITIONS)
 		return cg_usage("more than %d conditions given",
 		                CG_SHARD_MAX_CONDITIONS);
+	if (o->stage && (o->nconds || o->have_count || o->text_opt ||
+	                 strcmp(o->output, "-") != 0))
+		return cg_usage("--stage: the first stage draws: no -c, -n, -o "
+		                "or text options here");
+	if (o->stage && strcmp(o->model, "-") == 0)
+		return cg_usage("--stage: standard input is the previous "
+		                "stage's: give -m FILE");
 	if (o->prompt && o->prompt_file)
 		return cg_usage(
 		    "--prompt and --prompt-file exclude each other");
@@ -350,9 +373,10 @@ text_conds(const struct opts *o, const struct cg_conds *vb, int **rows,
 	return 0;
 }
 
-/* Text from a text model: returns the exit status. */
+/* Text from a text model, or through the pipeline whose first stage is
+ * sg (else NULL): returns the exit status. */
 static int
-run_text(struct cg_model *m, const struct opts *o)
+run_text(struct cg_model *m, const struct opts *o, struct cg_stage_gen *sg)
 {
 	struct cg_conds vb = {0};
 	struct cg_out out = {0};
@@ -390,12 +414,18 @@ run_text(struct cg_model *m, const struct opts *o)
 		goto fail;
 	else
 		cg_text_sink_init(&k, out.fp, 0, o->separator);
-	if (cg_draw_texts(m, rows, nrows, count, prompt, plen, &o->sampler,
-	                  o->seed, cg_text_sink_byte, cg_text_sink_sep,
-	                  &k) != 0) {
+	if ((sg ? cg_draw_texts_by(sg->ops->gen_sample, sg->gen, rows, nrows,
+	                           count, prompt, plen, &o->sampler, o->seed,
+	                           cg_text_sink_byte, cg_text_sink_sep, &k)
+	        : cg_draw_texts(m, rows, nrows, count, prompt, plen,
+	                        &o->sampler, o->seed, cg_text_sink_byte,
+	                        cg_text_sink_sep, &k)) != 0) {
 		cg_errprefix(o->model);
 		goto fail;
 	}
+	/* The next stages' answer: they end with the text. */
+	if (sg && cg_stage_gen_end(sg) != 0)
+		goto fail;
 	if (cg_text_sink_end(&k) == EPIPE && to_stdout) {
 		/* The reader has gone (SIGPIPE ignored): not worth a word. */
 		status = 1;
@@ -420,6 +450,48 @@ done:
 	return status;
 }
 
+/*
+ * A pipeline stage (lib/train/pipe_sample.h): the first draws the text
+ * as run_text does, the later ones answer their rows.  Returns the exit
+ * status.
+ */
+static int
+run_stage(const struct opts *o)
+{
+	struct cg_stage_gen sg = {0};
+	struct cg_stage st;
+	struct cg_model *m;
+	int rc = 1;
+
+	if ((m = cg_stage_read(o->model, &st)) == NULL)
+		return cg_fail(NULL);
+	if (o->stage != (st.index > 0)) {
+		rc = cg_failx("%s: stage %d of %d: %s", o->model, st.index + 1,
+		              st.count,
+		              o->stage ? "the first stage draws the text: no "
+		                         "--stage"
+		                       : "its rows come from the previous "
+		                         "stage: give --stage");
+		goto done;
+	}
+	if (cg_stage_gen_open(&sg, m, &st, o->next) != 0)
+		rc = cg_fail(NULL);
+	else if (o->stage)
+		rc = cg_stage_gen_serve(&sg) == 0 ? 0 : cg_fail(NULL);
+	else if (m->arch->sample_text == NULL)
+		rc = cg_failx("%s: %s models are not sampled across stages",
+		              o->model, m->arch->name);
+	else if ((rc = run_text(m, o, &sg)) != 0)
+		/* The next stages are told to end, not left to find a cut
+		 * stream: the failure is said once, here. */
+		(void)cg_stage_gen_end(&sg);
+	if (cg_stage_gen_close(&sg) != 0 && rc == 0)
+		rc = cg_fail(NULL);
+done:
+	cg_model_free(m);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -433,6 +505,8 @@ main(int argc, char **argv)
 	cg_set_threads(o.threads);
 	if (cg_set_compute(o.deterministic, o.precision, 0) != 0)
 		rc = cg_fail(NULL);
+	else if (o.next || o.stage)
+		rc = run_stage(&o);
 	else if ((m = cg_model_read_infer(o.model)) == NULL)
 		rc = cg_fail(NULL);
 	else if (o.diff_opt && !m->arch->diffusion)
@@ -440,7 +514,7 @@ main(int argc, char **argv)
 		              "one)",
 		              o.model, o.diff_opt, m->arch->name);
 	else if (m->arch->sample_text != NULL)
-		rc = run_text(m, &o);
+		rc = run_text(m, &o, NULL);
 	else if (m->arch->sample_image != NULL)
 		rc = run_image(m, &o);
 	else

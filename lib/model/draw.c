@@ -64,11 +64,32 @@ tap_emit(void *ctx, int byte)
 	return t->stopped;
 }
 
+/* cg_text_fn of a whole model. */
+static long
+model_text(void *g, int cond, const uint8_t *prompt, size_t plen,
+           const struct cg_sampler *s, struct cg_rng *r, cg_emit_fn emit,
+           void *ctx)
+{
+	struct cg_model *m = g;
+
+	return m->arch->sample_text(m, cond, prompt, plen, s, r, emit, ctx);
+}
+
 int
 cg_draw_texts(struct cg_model *m, const int *rows, int nrows, int count,
               const uint8_t *prompt, size_t plen, const struct cg_sampler *sm,
               uint64_t seed, cg_emit_fn emit, int (*between)(void *ctx),
               void *ctx)
+{
+	return cg_draw_texts_by(model_text, m, rows, nrows, count, prompt, plen,
+	                        sm, seed, emit, between, ctx);
+}
+
+int
+cg_draw_texts_by(cg_text_fn fn, void *g, const int *rows, int nrows,
+                 int count, const uint8_t *prompt, size_t plen,
+                 const struct cg_sampler *sm, uint64_t seed, cg_emit_fn emit,
+                 int (*between)(void *ctx), void *ctx)
 {
 	struct tap t = {emit, ctx, 0};
 
@@ -79,8 +100,8 @@ cg_draw_texts(struct cg_model *m, const int *rows, int nrows, int count,
 			if ((r > 0 || i > 0) && between && between(ctx) != 0)
 				return 0;
 			cg_draw_rng(&rng, seed, rows[r], (uint64_t)i);
-			if (m->arch->sample_text(m, rows[r], prompt, plen, sm,
-			                         &rng, tap_emit, &t) < 0)
+			if (fn(g, rows[r], prompt, plen, sm, &rng, tap_emit,
+			       &t) < 0)
 				return -1;
 			if (t.stopped)
 				return 0;

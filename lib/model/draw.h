@@ -40,6 +40,16 @@ int cg_draw_texts(struct cg_model *m, const int *rows, int nrows, int count,
                   const struct cg_sampler *sm, uint64_t seed, cg_emit_fn emit,
                   int (*between)(void *ctx), void *ctx);
 
+/* What draws one text: sample_text's contract (registry.h) on g. */
+typedef long (*cg_text_fn)(void *g, int cond, const uint8_t *prompt,
+                           size_t plen, const struct cg_sampler *s,
+                           struct cg_rng *r, cg_emit_fn emit, void *ctx);
+/* cg_draw_texts through fn on g (a pipeline's first stage). */
+int cg_draw_texts_by(cg_text_fn fn, void *g, const int *rows, int nrows,
+                     int count, const uint8_t *prompt, size_t plen,
+                     const struct cg_sampler *sm, uint64_t seed,
+                     cg_emit_fn emit, int (*between)(void *ctx), void *ctx);
+
 /*
  * cg_draw_images's images of m (named mname in messages), of shape
  * [3] (image_shape's), as one picture at path (cg_image_grid_write: a

@@ -31,6 +31,17 @@ struct cg_model;
  * stage makes the rows from the data, and the batch's targets and
  * weights travel to the last.
  */
+/*
+ * Sampling across stages: how a stage's generator hands the rows of a
+ * chunk, x [n, C] at positions p0 .. p0 + n - 1, to the next stage, and
+ * gets back the logits [V] of the last row.  0, or -1 with a message.
+ */
+struct cg_sampler;
+struct cg_stage_link {
+	int (*rows)(void *ctx, int p0, const float *x, int n, float *logits);
+	void *ctx;
+};
+
 struct cg_stage_ops {
 	/* The layers a split cuts between, T and C; -1 with a message
 	 * where m cannot be split into n stages. */
@@ -57,6 +68,21 @@ struct cg_stage_ops {
 	                const float *x, const int *targets, const float *weight,
 	                const float *dy, int B, float *grad, float *dx,
 	                double *loss);
+	/* Text archs that sample across stages (else NULL): a generator of
+	 * layers [a, b) of m, next the link onward (NULL for the last
+	 * stage), *V the logits' length; NULL with a message. */
+	void *(*gen_new)(const struct cg_model *m, int a, int b,
+	                 const struct cg_stage_link *next, int *V);
+	void (*gen_free)(void *gen);
+	/* The first stage: sample_text's contract through gen. */
+	long (*gen_sample)(void *gen, int cond, const uint8_t *prompt,
+	                   size_t plen, const struct cg_sampler *s,
+	                   struct cg_rng *r, int (*emit)(void *ctx, int byte),
+	                   void *ctx);
+	/* A later stage: rows x [n, C] at p0 in, the logits [V] out
+	 * (struct cg_stage_link's contract). */
+	int (*gen_rows)(void *gen, int p0, const float *x, int n,
+	                float *logits);
 };
 
 /* How a text model picks each next byte. */

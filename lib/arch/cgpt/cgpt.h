@@ -308,6 +308,34 @@ struct cg_cgpt_gen *cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c,
 void cg_cgpt_gen_free(struct cg_cgpt_gen *g);
 
 /*
+ * A pipeline stage's generator: blocks [a, b) of c->L only, their cache
+ * only (params as cg_stage_read lays them out).  The first stage (a = 0)
+ * embeds and samples (cg_cgpt_gen_sample); a later one takes its rows
+ * from cg_cgpt_gen_rows.  next (borrowed) takes each chunk's rows on to
+ * the next stage and answers the logits of its last row; NULL exactly
+ * when b = c->L (the last stage, which holds the head).  mats only for
+ * the whole model.  NULL with a message.
+ */
+struct cg_stage_link;
+struct cg_cgpt_gen *cg_cgpt_gen_new_stage(const struct cg_cgpt_config *c,
+                                          const float *params,
+                                          const struct cg_wmat *mats, int a,
+                                          int b,
+                                          const struct cg_stage_link *next);
+
+/*
+ * A later stage: rows x [n, C] (the previous stage's output) at
+ * positions p0 .. p0 + n - 1, p0 either 0 (a new window) or the count
+ * the stage holds, n at most a chunk; logits [V] the last row's (from
+ * the head, or the next stage).  0, or -1 with a message (rows out of
+ * place, the next stage's failure).
+ */
+int cg_cgpt_gen_rows(struct cg_cgpt_gen *g, int p0, const float *x, int n,
+                     float *logits);
+/* V, the logits' length. */
+int cg_cgpt_gen_vocab(const struct cg_cgpt_gen *g);
+
+/*
  * Start a window: the token of condition cond in [0, c->ncond), then EOT
  * and the whole prompt [plen] when plen <= T - 2, else the prompt's last
  * T - 1 bytes (prompt may be NULL when plen is 0).  Returns 0, or -1
@@ -361,6 +389,12 @@ long cg_cgpt_sample(const struct cg_cgpt_config *c, const float *params,
                     int cond, const uint8_t *prompt, size_t plen,
                     const struct cg_sampler *s, struct cg_rng *r,
                     int (*emit)(void *ctx, int byte), void *ctx);
+/* The same through generator g (the first stage's, or a whole model's);
+ * a next stage's failure is an error too. */
+long cg_cgpt_gen_sample(struct cg_cgpt_gen *g, int cond,
+                        const uint8_t *prompt, size_t plen,
+                        const struct cg_sampler *s, struct cg_rng *r,
+                        int (*emit)(void *ctx, int byte), void *ctx);
 /* The same through a generator of cg_cgpt_gen_new_mats(c, params, mats). */
 long cg_cgpt_sample_mats(const struct cg_cgpt_config *c, const float *params,
                          const struct cg_wmat *mats, int cond,

@@ -928,6 +928,41 @@ stage_backward(const struct cg_model *m, void *ws, const int *tokens,
 	                              loss);
 }
 
+static void *
+stage_gen_new(const struct cg_model *m, int a, int b,
+              const struct cg_stage_link *next, int *V)
+{
+	struct cg_cgpt_config c;
+	struct cg_cgpt_gen *g;
+
+	if (get_config(m->config, &c) != 0 ||
+	    (g = cg_cgpt_gen_new_stage(&c, m->params, NULL, a, b, next)) ==
+	        NULL)
+		return NULL;
+	*V = cg_cgpt_gen_vocab(g);
+	return g;
+}
+
+static void
+stage_gen_free(void *gen)
+{
+	cg_cgpt_gen_free(gen);
+}
+
+static long
+stage_gen_sample(void *gen, int cond, const uint8_t *prompt, size_t plen,
+                 const struct cg_sampler *s, struct cg_rng *r,
+                 int (*emit)(void *ctx, int byte), void *ctx)
+{
+	return cg_cgpt_gen_sample(gen, cond, prompt, plen, s, r, emit, ctx);
+}
+
+static int
+stage_gen_rows(void *gen, int p0, const float *x, int n, float *logits)
+{
+	return cg_cgpt_gen_rows(gen, p0, x, n, logits);
+}
+
 static const struct cg_stage_ops cgpt_stages = {
     .layers = stage_layers,
     .layer_view = stage_layer_view,
@@ -936,6 +971,10 @@ static const struct cg_stage_ops cgpt_stages = {
     .stage_free = stage_free,
     .forward = stage_forward,
     .backward = stage_backward,
+    .gen_new = stage_gen_new,
+    .gen_free = stage_gen_free,
+    .gen_sample = stage_gen_sample,
+    .gen_rows = stage_gen_rows,
 };
 
 const struct cg_arch cg_arch_cgpt = {

@@ -18,6 +18,14 @@
  * rows do not depend on M they are the same bits).  The window and how it
  * starts and slides are described in cgpt.h.  The parameter offsets come
  * from cg_cgpt_views, in the order cgpt.h documents.
+ *
+ * A pipeline stage's generator (cg_cgpt_gen_new_stage) runs blocks [a, b)
+ * only and caches their keys and values only: the first stage embeds the
+ * tokens and hands each chunk's rows to the next stage through a link,
+ * which answers the logits of the chunk's last row; a later stage takes
+ * its rows from the previous one (cg_cgpt_gen_rows), and the last adds
+ * the final LayerNorm and the head.  The chunks are the unsplit
+ * generator's, so are the numbers.
  */
 #include <limits.h>
 #include <math.h>
@@ -49,13 +57,15 @@ struct block {
 struct cg_cgpt_gen {
 	struct cg_cgpt_config c;
 	int V, hs, R; /* vocabulary, head size, rows per chunk */
+	int la, lb;   /* the blocks run: [la, lb) */
+	const struct cg_stage_link *next; /* the next stage, or NULL */
 	int A, F;     /* attention and MLP widths (cgpt.h) */
 	const float *wte, *wpe, *lnfw, *lnfb, *head;
 	struct block *blk; /* [L] */
 	int started;
 	int len;            /* positions in the window and the cache */
 	int *win;           /* [T] the window's tokens */
-	float *kc, *vc;     /* [L, NH, T, hs] cached keys and values */
+	float *kc, *vc;     /* [lb - la, NH, T, hs] cached keys and values */
 	float *x;           /* [R, C] the residual stream */
 	float *ln;          /* [R, C] a LayerNorm's output */
 	float *mean, *rstd; /* [R] */
@@ -118,7 +128,7 @@ static void
 carve(struct cg_cgpt_gen *g, struct cg_arena *a)
 {
 	const struct cg_cgpt_config *c = &g->c;
-	size_t R = g->R, C = c->C, T = c->T, L = c->L, A = g->A;
+	size_t R = g->R, C = c->C, T = c->T, L = g->lb - g->la, A = g->A;
 
 	g->kc = CG_ARENA_FLOATS(a, L * T, A); /* L NH T hs */
 	g->vc = CG_ARENA_FLOATS(a, L * T, A);
@@ -144,6 +154,14 @@ struct cg_cgpt_gen *
 cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
                      const struct cg_wmat *mats)
 {
+	return cg_cgpt_gen_new_stage(c, params, mats, 0, c->L, NULL);
+}
+
+struct cg_cgpt_gen *
+cg_cgpt_gen_new_stage(const struct cg_cgpt_config *c, const float *params,
+                      const struct cg_wmat *mats, int a, int b,
+                      const struct cg_stage_link *next)
+{
 	struct cg_cgpt_gen *g;
 	struct cg_arena arena = {0};
 
@@ -157,6 +175,15 @@ cg_cgpt_gen_new_mats(const struct cg_cgpt_config *c, const float *params,
 		return NULL;
 	}
 	g->c = *c;
+	if (a < 0 || b > c->L || a >= b || (next == NULL) != (b == c->L) ||
+	    (mats != NULL && (a > 0 || b < c->L))) {
+		cg_seterr("cgpt: blocks [%d, %d) of %d: not a stage", a, b,
+		          c->L);
+		goto fail;
+	}
+	g->la = a;
+	g->lb = b;
+	g->next = next;
 	g->V = cg_cgpt_vocab(c);
 	g->hs = cg_cgpt_hs(c);
 	g->A = cg_cgpt_attn(c);
@@ -235,11 +262,13 @@ linear(const struct cg_cgpt_gen *g, int i, float *out, const float *inp,
 }
 
 /*
- * Run n rows of tokens [n] at positions g->len .. g->len + n - 1 (all
- * within T, n <= g->R) through the blocks, appending their keys and
- * values to the cache; g->x ends as the last block's output.
+ * Run n rows of tokens [n] (or, NULL, the rows already in g->x) at
+ * positions g->len .. g->len + n - 1 (all within T, n <= g->R) through
+ * the blocks, appending their keys and values to the cache; g->x ends as
+ * the last block's output.  With a next stage, the rows go on to it and
+ * g->logits are its answer.  0, or -1 with a message (the link's).
  */
-static void
+static int
 feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 {
 	const struct cg_cgpt_config *c = &g->c;
@@ -248,12 +277,13 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 	const size_t N = (size_t)n * C;
 
 	/* wpe is offset so that row i takes position p0 + i. */
-	cg_embed_forward(g->x, tokens, g->wte, g->wpe + (size_t)p0 * C, 1, n,
-	                 C);
-	for (int l = 0; l < c->L; l++) {
+	if (tokens != NULL)
+		cg_embed_forward(g->x, tokens, g->wte,
+		                 g->wpe + (size_t)p0 * C, 1, n, C);
+	for (int l = g->la; l < g->lb; l++) {
 		const struct block *k = &g->blk[l];
-		float *kc = g->kc + (size_t)l * NH * T * hs;
-		float *vc = g->vc + (size_t)l * NH * T * hs;
+		float *kc = g->kc + (size_t)(l - g->la) * NH * T * hs;
+		float *vc = g->vc + (size_t)(l - g->la) * NH * T * hs;
 
 		cg_layernorm_forward(g->ln, g->mean, g->rstd, g->x, k->ln1w,
 		                     k->ln1b, 1, n, C);
@@ -296,24 +326,65 @@ feed_chunk(struct cg_cgpt_gen *g, const int *tokens, int n)
 		cg_residual_forward(g->x, g->x, g->branch, N);
 	}
 	g->len += n;
+	if (g->next != NULL)
+		return g->next->rows(g->next->ctx, p0, g->x, n, g->logits);
+	return 0;
+}
+
+/* The logits of row i of g->x (the last stage's). */
+static void
+head(struct cg_cgpt_gen *g, int i)
+{
+	const int C = g->c.C;
+	const float *last = g->x + (size_t)i * C;
+
+	cg_layernorm_forward(g->ln, g->mean, g->rstd, last, g->lnfw, g->lnfb, 1,
+	                     1, C);
+	linear(g, 4 * g->c.L, g->logits, g->ln, g->head, NULL, 1, C, g->V);
 }
 
 /* Feed g->win [g->len .. end) (within T) and compute the logits of the
- * last position. */
-static void
+ * last position: 0, or -1 with a message (the next stage's). */
+static int
 feed(struct cg_cgpt_gen *g, int end)
 {
-	const int C = g->c.C;
 	int n = 0;
 
 	while (g->len < end) {
 		n = end - g->len < g->R ? end - g->len : g->R;
-		feed_chunk(g, g->win + g->len, n);
+		if (feed_chunk(g, g->win + g->len, n) != 0)
+			return -1;
 	}
-	const float *last = g->x + (size_t)(n - 1) * C;
-	cg_layernorm_forward(g->ln, g->mean, g->rstd, last, g->lnfw, g->lnfb, 1,
-	                     1, C);
-	linear(g, 4 * g->c.L, g->logits, g->ln, g->head, NULL, 1, C, g->V);
+	if (g->next == NULL)
+		head(g, n - 1);
+	return 0;
+}
+
+int
+cg_cgpt_gen_rows(struct cg_cgpt_gen *g, int p0, const float *x, int n,
+                 float *logits)
+{
+	if (g->la == 0)
+		return cg_seterr("cgpt: the first stage makes its own rows");
+	if (n < 1 || n > g->R || p0 < 0 || p0 > g->c.T - n ||
+	    (p0 != 0 && p0 != g->len))
+		return cg_seterr("cgpt: %d rows at position %d: the stage "
+		                 "holds %d of at most %d, in chunks of %d",
+		                 n, p0, g->len, g->c.T, g->R);
+	memcpy(g->x, x, (size_t)n * g->c.C * sizeof(float));
+	g->len = p0;
+	if (feed_chunk(g, NULL, n) != 0)
+		return -1;
+	if (g->next == NULL)
+		head(g, n - 1);
+	memcpy(logits, g->logits, (size_t)g->V * sizeof(float));
+	return 0;
+}
+
+int
+cg_cgpt_gen_vocab(const struct cg_cgpt_gen *g)
+{
+	return g->V;
 }
 
 /* ------------------------------------------------------------- window */
@@ -343,8 +414,7 @@ cg_cgpt_gen_start(struct cg_cgpt_gen *g, int cond, const uint8_t *prompt,
 		g->win[at + i] = prompt[plen - n + i];
 	g->len = 0;
 	g->started = 1;
-	feed(g, at + (int)n);
-	return 0;
+	return feed(g, at + (int)n);
 }
 
 int
@@ -360,8 +430,7 @@ cg_cgpt_gen_push(struct cg_cgpt_gen *g, int token)
 		return 0; /* the condition alone: nothing else fits */
 	if (g->len < T) {
 		g->win[g->len] = token;
-		feed(g, g->len + 1);
-		return 0;
+		return feed(g, g->len + 1);
 	}
 	/* Full: the condition, the most recent keep tokens, the new one.
 	 * keep <= T - 2, so a start mark at position 1 is never kept. */
@@ -369,8 +438,7 @@ cg_cgpt_gen_push(struct cg_cgpt_gen *g, int token)
 	memmove(g->win + 1, g->win + T - keep, (size_t)keep * sizeof(int));
 	g->win[1 + keep] = token;
 	g->len = 0;
-	feed(g, keep + 2);
-	return 0;
+	return feed(g, keep + 2);
 }
 
 const float *
@@ -517,9 +585,26 @@ cg_cgpt_sample_mats(const struct cg_cgpt_config *c, const float *params,
                     int (*emit)(void *ctx, int byte), void *ctx)
 {
 	struct cg_cgpt_gen *g;
+	long n;
+
+	if ((g = cg_cgpt_gen_new_mats(c, params, mats)) == NULL)
+		return -1;
+	n = cg_cgpt_gen_sample(g, cond, prompt, plen, s, r, emit, ctx);
+	cg_cgpt_gen_free(g);
+	return n;
+}
+
+long
+cg_cgpt_gen_sample(struct cg_cgpt_gen *g, int cond, const uint8_t *prompt,
+                   size_t plen, const struct cg_sampler *s, struct cg_rng *r,
+                   int (*emit)(void *ctx, int byte), void *ctx)
+{
+	const struct cg_cgpt_config *c = &g->c;
 	const int EOT = 256 + c->ncond;
 	long count = 0;
 
+	if (g->la != 0)
+		return cg_seterr("cgpt: only the first stage samples");
 	if (!(s->temperature >= 0) || !isfinite(s->temperature))
 		return cg_seterr("cgpt: temperature %g: not a finite number "
 		                 ">= 0",
@@ -528,10 +613,8 @@ cg_cgpt_sample_mats(const struct cg_cgpt_config *c, const float *params,
 		return cg_seterr("cgpt: top-k %d: negative", s->top_k);
 	if (!(s->top_p >= 0 && s->top_p <= 1))
 		return cg_seterr("cgpt: top-p %g: not in [0, 1]", s->top_p);
-	if ((g = cg_cgpt_gen_new_mats(c, params, mats)) == NULL)
-		return -1;
 	if (cg_cgpt_gen_start(g, cond, prompt, plen) != 0)
-		goto fail;
+		return -1;
 	while ((size_t)count < s->max_bytes && count < LONG_MAX) {
 		int tok = cg_cgpt_pick(g->logits, c->ncond, s, r);
 		if (tok == EOT)
@@ -539,12 +622,9 @@ cg_cgpt_sample_mats(const struct cg_cgpt_config *c, const float *params,
 		count++;
 		if (emit(ctx, tok) != 0 || (size_t)count == s->max_bytes)
 			break;
-		/* tok is a byte: pushing it cannot fail. */
-		cg_cgpt_gen_push(g, tok);
+		/* tok is a byte: only a next stage can fail it. */
+		if (cg_cgpt_gen_push(g, tok) != 0)
+			return -1;
 	}
-	cg_cgpt_gen_free(g);
 	return count;
-fail:
-	cg_cgpt_gen_free(g);
-	return -1;
 }
