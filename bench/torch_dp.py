@@ -15,7 +15,16 @@ cclf: test accuracy and cross-entropy), the noise multiplier, the
 epsilon the accountant says was spent, and training examples per second
 (the examples drawn, over the training loop's wall time, and over its CPU
 time, every thread's).
+
+Two options make a run comparable with cg-train-step's: --sample-rate Q
+--steps T draw T Poisson batches at rate Q (Opacus' own loader has rate
+1 / its number of batches, ceil(N / batch)), the noise multiplier from
+Opacus' get_noise_multiplier for those and the spent epsilon from its
+RDP accountant; --init FILE starts from the weights of a safetensors
+file (cg-convert of a cg-init model: the classifier only).  --sigma S
+sets the noise multiplier instead of --epsilon (0: clipping alone).
 """
+import struct
 import argparse
 import json
 import os
@@ -53,6 +62,43 @@ class VAELoss(nn.Module):
         return rec + kl
 
 
+def load_safetensors(path):
+    """The tensors of a safetensors file (little-endian F32 only)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    head = json.loads(blob[8:8 + n])
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            sys.exit("torch_dp.py: %s: %s is %s, not F32"
+                     % (path, name, t["dtype"]))
+        a, b = t["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(blob[8 + n + a:8 + n + b]),
+                                     dtype=torch.float32).reshape(t["shape"])
+    return out
+
+
+def load_cclf_init(net, path):
+    """cg's cclf names (hid.I.w, hid.I.b, out.w, out.b) onto the
+    nn.Sequential of classifier(): the same [out, in] layout."""
+    ts = load_safetensors(path)
+    lin = [m for m in net if isinstance(m, nn.Linear)]
+    names = ["hid.%d" % i for i in range(len(lin) - 1)] + ["out"]
+    with torch.no_grad():
+        for m, nm in zip(lin, names):
+            for attr, suf in (("weight", ".w"), ("bias", ".b")):
+                t = ts[nm + suf]
+                p = getattr(m, attr)
+                if t.shape != p.shape:
+                    sys.exit("torch_dp.py: %s: %s is %s, not %s"
+                             % (path, nm + suf, tuple(t.shape),
+                                tuple(p.shape)))
+                p.copy_(t)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", choices=["cvae", "cclf"], required=True)
@@ -70,6 +116,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0,
                     help="train on the first N training images (0: all)")
+    ap.add_argument("--sample-rate", type=float, default=0,
+                    help="Poisson rate of the DP batches (0: Opacus' 1/batches)")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="with --sample-rate: the DP steps (0: epochs/rate)")
+    ap.add_argument("--sigma", type=float, default=-1,
+                    help="the noise multiplier (default: from --epsilon)")
+    ap.add_argument("--init", default="",
+                    help="initial weights: a safetensors file (cclf)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -84,13 +138,50 @@ def main():
                       a.latent)
     else:
         net = classifier(784, a.hidden, a.layers, ncond)
+        if a.init:
+            load_cclf_init(net, a.init)
     opt = torch.optim.Adam(net.parameters(), lr=a.lr)
     ds = torch.utils.data.TensorDataset(xtr, ytr)
     loader = torch.utils.data.DataLoader(ds, batch_size=a.batch,
                                          shuffle=True)
     sigma = 0.0
     engine = None
-    if a.epsilon > 0:
+    own = None
+    if a.sample_rate > 0:
+        # cg-train-step's sampling: T batches, each example in with
+        # probability q; Opacus clips and adds the noise, the accountant is
+        # given (sigma, q, T) itself
+        from opacus import PrivacyEngine
+        from opacus.accountants.utils import get_noise_multiplier
+        q = a.sample_rate
+        steps = a.steps or int(round(a.epochs / q))
+        if a.sigma >= 0:
+            sigma = a.sigma
+        elif a.epsilon > 0:
+            sigma = get_noise_multiplier(
+                target_epsilon=a.epsilon, target_delta=a.delta,
+                sample_rate=q, steps=steps, accountant="rdp")
+        else:
+            sys.exit("torch_dp.py: --sample-rate needs --epsilon or --sigma")
+        engine = PrivacyEngine(accountant="rdp")
+        net, opt, _ = engine.make_private(
+            module=net, optimizer=opt, data_loader=loader,
+            noise_multiplier=sigma, max_grad_norm=a.clip,
+            poisson_sampling=False)
+        opt.expected_batch_size = max(1, int(round(q * len(xtr))))
+        gen = torch.Generator().manual_seed(a.seed)
+        own = [torch.nonzero(torch.rand(len(xtr), generator=gen) < q)
+               .flatten() for _ in range(steps)]
+        a.epochs = 1
+    elif a.sigma >= 0 and a.epsilon == 0:
+        from opacus import PrivacyEngine
+        engine = PrivacyEngine(accountant="rdp")
+        net, opt, loader = engine.make_private(
+            module=net, optimizer=opt, data_loader=loader,
+            noise_multiplier=a.sigma, max_grad_norm=a.clip,
+            poisson_sampling=True)
+        sigma = a.sigma
+    elif a.epsilon > 0:
         from opacus import PrivacyEngine
         engine = PrivacyEngine(accountant="rdp")
         net, opt, loader = engine.make_private_with_epsilon(
@@ -98,6 +189,8 @@ def main():
             target_epsilon=a.epsilon, target_delta=a.delta,
             epochs=a.epochs, max_grad_norm=a.clip, poisson_sampling=True)
         sigma = opt.noise_multiplier
+    if own is not None:
+        loader = [(xtr[i], ytr[i]) for i in own]
 
     seen = 0
     t0, c0 = time.perf_counter(), time.process_time()
@@ -125,7 +218,18 @@ def main():
            "threads": a.threads, "torch": torch.__version__}
     if engine:
         import opacus
-        row["epsilon_spent"] = engine.get_epsilon(a.delta)
+        if own is not None:
+            from opacus.accountants import RDPAccountant
+            acc = RDPAccountant()
+            acc.history = [(sigma, a.sample_rate, len(own))]
+            row["epsilon_spent"] = (acc.get_epsilon(a.delta) if sigma > 0
+                                    else None)
+            row["sample_rate"] = a.sample_rate
+            row["steps"] = len(own)
+        elif sigma > 0:
+            row["epsilon_spent"] = engine.get_epsilon(a.delta)
+        else:
+            row["epsilon_spent"] = None
         row["opacus"] = opacus.__version__
     with torch.no_grad():
         if a.model == "cvae":
