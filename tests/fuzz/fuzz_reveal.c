@@ -50,8 +50,8 @@ static struct {
 static void
 key_file(const unsigned char raw[32], unsigned char pub[32], char path[32])
 {
-	EVP_PKEY *k = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, raw,
-	                                           32);
+	EVP_PKEY *k =
+	    EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, raw, 32);
 	size_t n = 32;
 	int fd;
 	FILE *fp;
@@ -167,8 +167,8 @@ round_once(void)
 		    cg_mask_encode(&m[w], (uint64_t)R.weight[w], x[w], 0, P,
 		                   R.words[w]) != 0)
 			abort();
-		if (w == 1 && (R.manifest_b = cJSON_PrintUnformatted(man)) ==
-		                  NULL)
+		if (w == 1 &&
+		    (R.manifest_b = cJSON_PrintUnformatted(man)) == NULL)
 			abort();
 		cJSON_Delete(man);
 	}
@@ -263,8 +263,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			p = nl ? nl + 1 : end;
 		}
 	} else {
-		cJSON *man = cJSON_ParseWithLength((const char *)data + 1,
-		                                   size - 1);
+		cJSON *man =
+		    cJSON_ParseWithLength((const char *)data + 1, size - 1);
 		struct cg_mask_info *b = cg_mask_info_read(man, R.weight[1]);
 		cJSON_Delete(man);
 		if (b == NULL)
