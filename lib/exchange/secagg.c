@@ -1266,7 +1266,7 @@ rebuild_self(const struct cg_mask_sum *s, unsigned char (*key)[32])
 {
 	const struct cg_mask_info *r = &s->round;
 	const int np = r->npeers, t = r->threshold;
-	uint64_t x[CG_MASK_MAX_PEERS], w[CG_MASK_MAX_PEERS];
+	uint64_t x[CG_MASK_MAX_PEERS] = {0}, w[CG_MASK_MAX_PEERS];
 	uint64_t y[CG_MASK_MAX_PEERS], v;
 	int who[CG_MASK_MAX_PEERS], n = 0, bad = 0;
 	unsigned char c[32];
