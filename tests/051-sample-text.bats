@@ -280,6 +280,11 @@ print("ok")' both a
 	local pid=$!
 	sleep 0.5
 	kill -TERM "$pid"
-	run ! wait "$pid"
+	# wait here, not under run: run's subshell has no such child, so
+	# its wait returned at once and ls raced the signal handler
+	local rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -ne 0 ]
+	ls -la dir # shown if the test fails: what was left
 	[ -z "$(ls -A dir)" ]
 }
