@@ -65,6 +65,22 @@ cg_shamir_eval(const uint64_t *coef, int t, uint64_t x)
 	return r;
 }
 
+/* Lagrange's weight of point i of x [t] at 0:
+ * w_i = prod_{j != i} x_j / (x_j - x_i); the points checked distinct. */
+static uint64_t
+lagrange(const uint64_t *x, int t, int i)
+{
+	uint64_t num = 1, den = 1;
+
+	for (int j = 0; j < t; j++) {
+		if (j == i)
+			continue;
+		num = cg_shamir_mul(num, x[j]);
+		den = cg_shamir_mul(den, sub(x[j], x[i]));
+	}
+	return cg_shamir_mul(num, inverse(den));
+}
+
 int
 cg_shamir_weights(const uint64_t *x, int t, uint64_t *w)
 {
@@ -75,17 +91,8 @@ cg_shamir_weights(const uint64_t *x, int t, uint64_t *w)
 			if (x[j] == x[i])
 				return -1;
 	}
-	/* w_i = prod_{j != i} x_j / (x_j - x_i) */
-	for (int i = 0; i < t; i++) {
-		uint64_t num = 1, den = 1;
-		for (int j = 0; j < t; j++) {
-			if (j == i)
-				continue;
-			num = cg_shamir_mul(num, x[j]);
-			den = cg_shamir_mul(den, sub(x[j], x[i]));
-		}
-		w[i] = cg_shamir_mul(num, inverse(den));
-	}
+	for (int i = 0; i < t; i++)
+		w[i] = lagrange(x, t, i);
 	return 0;
 }
 
@@ -111,18 +118,9 @@ cg_shamir_combine(const uint64_t *x, const uint64_t *y, int t, uint64_t *s)
 			if (x[j] == x[i])
 				return -1;
 	}
-	/* s = sum_i y_i prod_{j != i} x_j / (x_j - x_i) */
-	for (int i = 0; i < t; i++) {
-		uint64_t num = 1, den = 1;
-		for (int j = 0; j < t; j++) {
-			if (j == i)
-				continue;
-			num = cg_shamir_mul(num, x[j]);
-			den = cg_shamir_mul(den, sub(x[j], x[i]));
-		}
-		acc = add(
-		    acc, cg_shamir_mul(y[i], cg_shamir_mul(num, inverse(den))));
-	}
+	/* s = sum_i y_i w_i */
+	for (int i = 0; i < t; i++)
+		acc = add(acc, cg_shamir_mul(y[i], lagrange(x, t, i)));
 	*s = acc;
 	return 0;
 }

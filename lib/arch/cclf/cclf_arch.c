@@ -129,18 +129,13 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
-/* A batch, or a chunk of one, whole (cclf_batch chunks). */
-static int
-cclf_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+/* Examples ex [B] of s into w's inputs (pixels in [0, 1]) and labels. */
+static void
+load_batch(struct cclf_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B)
 {
-	struct cclf_ws *w = get_ws(m, B);
-	const int D = w ? w->c.in_dim : 0;
-	double loss, acc;
+	const int D = w->c.in_dim;
 
-	(void)noise_seed;
-	if (w == NULL)
-		return -1;
 	for (int b = 0; b < B; b++) {
 		uint64_t len;
 		const uint8_t *px = cg_shard_example(s, ex[b], &len);
@@ -149,6 +144,20 @@ cclf_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
 		w->cond[b] = (int)s->cond[ex[b]];
 	}
+}
+
+/* A batch, or a chunk of one, whole (cclf_batch chunks). */
+static int
+cclf_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cclf_ws *w = get_ws(m, B);
+	double loss, acc;
+
+	(void)noise_seed;
+	if (w == NULL)
+		return -1;
+	load_batch(w, s, ex, B);
 	if (cg_cclf_forward_backward(&w->c, m->params, w->ws, w->x, w->cond, B,
 	                             grad, &loss, &acc) != 0)
 		return -1;
@@ -165,20 +174,12 @@ cclf_dp_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
               struct cg_metrics *out)
 {
 	struct cclf_ws *w = get_ws(m, B);
-	const int D = w ? w->c.in_dim : 0;
 	double loss, acc;
 
 	(void)noise_seed;
 	if (w == NULL)
 		return -1;
-	for (int b = 0; b < B; b++) {
-		uint64_t len;
-		const uint8_t *px = cg_shard_example(s, ex[b], &len);
-
-		for (int i = 0; i < D; i++)
-			w->x[(size_t)b * D + i] = px[i] * (1.0f / 255.0f);
-		w->cond[b] = (int)s->cond[ex[b]];
-	}
+	load_batch(w, s, ex, B);
 	if (cg_cclf_dp_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
 	                                B, clip, grad, &loss, &acc, NULL) != 0)
 		return -1;
