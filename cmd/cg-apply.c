@@ -9,7 +9,9 @@
  * older model) is applied when that model is given (--base-model), a
  * gradient corrected by DC-ASGD with --delay-comp.  An update noised for
  * differential privacy adds what it spent to the model's record
- * (model/privacy.h); --target-epsilon refuses one past a budget.
+ * (model/privacy.h); --target-epsilon refuses one past a budget.  A
+ * pipeline stage's file (cg-convert --stage) takes that stage's update
+ * and is written back as the stage.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 #include "exchange/apply.h"
 #include "exchange/update.h"
 #include "model/model.h"
+#include "model/stage.h"
 
 enum {
 	OPT_BASE_MODEL = CG_KEY_OWN,
@@ -212,6 +215,16 @@ publish(const struct args *a, struct cg_model *m, const char *mname,
 	struct cg_file *mf = NULL, *ch = NULL;
 	int rc = -1;
 
+	if (a->ao.stage) {
+		if (a->change)
+			return cg_seterr("%s: a pipeline stage publishes no "
+			                 "change (--change)",
+			                 mname);
+		if (cg_apply_update(m, mname, u, &a->ao) != 0)
+			return -1;
+		return cg_file_write_free(cg_stage_file(m, a->ao.stage), a->out,
+		                          a->comp);
+	}
 	if (a->change == NULL) {
 		if (cg_apply_update(m, mname, u, &a->ao) != 0)
 			return -1;
@@ -243,7 +256,8 @@ main(int argc, char **argv)
 	struct args a;
 	struct cg_model *m = NULL, *b = NULL;
 	struct cg_update *u = NULL;
-	int rc;
+	struct cg_stage st;
+	int rc, staged;
 
 	if ((rc = parse(argc, argv, &a)) != CG_CONTINUE ||
 	    (rc = validate(&a)) != CG_CONTINUE)
@@ -253,7 +267,7 @@ main(int argc, char **argv)
 	 * fits a top-k to it */
 	if (a.change && a.codec_name == NULL)
 		cg_uspec_parse(a.budget ? "topk" : "f32", &a.codec);
-	if ((m = cg_model_read(a.model)) == NULL ||
+	if ((m = cg_stage_or_model_read(a.model, &st, &staged)) == NULL ||
 	    (a.base && (b = cg_model_read(a.base)) == NULL) ||
 	    (u = cg_update_read(a.update)) == NULL) {
 		rc = cg_fail(NULL);
@@ -261,6 +275,7 @@ main(int argc, char **argv)
 	}
 	a.ao.base = b;
 	a.ao.base_name = a.base;
+	a.ao.stage = staged ? &st : NULL;
 	if ((rc = validate_kind(&a, u)) != CG_CONTINUE)
 		goto out;
 	if (publish(&a, m, strcmp(a.model, "-") ? a.model : "(stdin)", u) !=

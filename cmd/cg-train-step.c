@@ -81,6 +81,7 @@ enum {
 /* What the command line asks for. */
 struct args {
 	const char *model, *data, *out, *state, *log, *emit_name, *teacher;
+	const char *emit_given; /* --emit was given */
 	double tau, alpha;
 	const char *tau_set, *alpha_set;
 	double start, time_limit; /* cg_now() at the start; 0: no limit */
@@ -148,7 +149,7 @@ static const struct cg_opt opts[] = {
     {"model", 'm', "FILE", "the model to start from", CG_OPT_STR(model)},
     {"data", 'd', "SHARD", "the worker's data shard", CG_OPT_STR(data)},
     {"emit", 'e', "WHAT", "grad, delta or model (grad)",
-     CG_OPT_ENUM(o.emit, emit_names)},
+     CG_OPT_ENUM(o.emit, emit_names), CG_OPT_SEEN(emit_given)},
     {"steps", 'k', "K", "micro-batches or optimizer steps (1)",
      CG_OPT_I64(steps, 1, MAX_STEPS)},
     {"batch", 'b', "B", "examples per micro-batch (128)",
@@ -326,7 +327,9 @@ parse(int argc, char **argv, struct args *a)
 
 /*
  * A pipeline stage's call: what it cannot do, then its training options.
- * Whether it needs -d and --next its file says (stage_job).
+ * Whether it needs -d and --next its file says (stage_job).  It emits
+ * its model, or its grad or delta (the stages' options must agree: the
+ * first says its own down the pipe).
  */
 static int
 validate_stage(struct args *a)
@@ -346,12 +349,9 @@ validate_stage(struct args *a)
 	                 : a->log        ? "--log"
 	                                 : NULL;
 
-	if (a->o.emit != CG_EMIT_MODEL)
-		return cg_usage("a pipeline stage (--next) emits its model: give "
-		                "--emit model");
 	if (no)
 		return cg_usage("%s: not with a pipeline stage (--next, or "
-		                "--emit model without -d)",
+		                "--emit without -d)",
 		                no);
 	if (strcmp(a->model, "-") == 0)
 		return cg_usage("a pipeline stage's model is a file, not "
@@ -368,9 +368,8 @@ validate(struct args *a)
 {
 	if (a->model == NULL)
 		return cg_usage("no model (-m)");
-	/* a stage past the first reads no data */
-	a->stage = a->next != NULL ||
-	           (a->data == NULL && a->o.emit == CG_EMIT_MODEL);
+	/* a stage past the first reads no data, and says what it emits */
+	a->stage = a->next != NULL || (a->data == NULL && a->emit_given);
 	if (a->stage)
 		return validate_stage(a);
 	if (a->data == NULL)
@@ -930,6 +929,7 @@ stage_job(struct args *a, struct job *j)
 	                           .one_f_one_b = a->pipeline};
 	int rc = -1;
 	uint64_t end[2];
+	unsigned char shard[32];
 
 	if ((j->m = cg_stage_read(a->model, &st)) == NULL)
 		return cg_warn(a->data ? NULL : "no data shard (-d), and"), -1;
@@ -959,7 +959,21 @@ stage_job(struct args *a, struct job *j)
 	    cg_out_open(&j->out, a->out) != 0 ||
 	    (a->next && cg_pipe_spawn(&p, a->next) != 0))
 		goto fail;
-	if (cg_train_stage(j->m, &st, j->s, &a->o, &so, &p, &j->res) != 0)
+	if (first) {
+		cg_state_identity(j->s->file, shard);
+		for (int i = 0; i < 4; i++)
+			so.worker[i] = cg_get_le64(shard + 8 * i);
+		so.worker[4] = a->o.seed;
+	}
+	/* a grad's or delta's range of the stage, the rest never written */
+	if (a->o.emit != CG_EMIT_MODEL &&
+	    (j->buf = calloc(j->m->nparams ? j->m->nparams : 1,
+	                     sizeof(float))) == NULL) {
+		cg_seterr("out of memory");
+		goto fail;
+	}
+	if (cg_train_stage(j->m, &st, j->s, &a->o, &so, &p, j->buf, &j->res) !=
+	    0)
 		goto fail;
 	memcpy(&end[0], &j->res.mean.loss, sizeof(double));
 	end[1] = j->res.samples;
@@ -967,11 +981,28 @@ stage_job(struct args *a, struct job *j)
 		goto fail;
 	double loss, seen = cg_json_num(j->m->manifest, "samples", 0);
 	memcpy(&loss, &end[0], sizeof(loss));
-	cg_json_set_num(j->m->manifest, "loss", loss);
-	cg_json_set_num(j->m->manifest, "samples", seen + (double)end[1]);
-	if (cg_model_check_all_finite(j->m) != 0 ||
-	    (j->f = cg_stage_file(j->m, &st)) == NULL ||
-	    cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
+	if (a->o.emit != CG_EMIT_MODEL) {
+		for (int i = 0; i < 32; i++)
+			shard[i] =
+			    (unsigned char)(so.worker[i / 8] >> (8 * (i % 8)));
+		if (cg_model_check_finite(j->m, j->buf) != 0 ||
+		    (j->f = cg_update_new_stage(j->m, &st,
+		                                a->o.emit == CG_EMIT_GRAD
+		                                    ? CG_UPDATE_GRAD
+		                                    : CG_UPDATE_DELTA,
+		                                j->buf, (double)end[1],
+		                                j->res.weight, loss)) == NULL ||
+		    cg_uident_record(j->f->manifest, shard, so.worker[4]) != 0)
+			goto fail;
+	} else {
+		cg_json_set_num(j->m->manifest, "loss", loss);
+		cg_json_set_num(j->m->manifest, "samples",
+		                seen + (double)end[1]);
+		if (cg_model_check_all_finite(j->m) != 0 ||
+		    (j->f = cg_stage_file(j->m, &st)) == NULL)
+			goto fail;
+	}
+	if (cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
 	    cg_out_flush(&j->out) != 0 ||
 	    cg_pipe_ready(&p, st.index, st.count) != 0 ||
 	    cg_pipe_commit(&p, st.index, st.count) != 0 ||

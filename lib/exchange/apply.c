@@ -20,6 +20,7 @@
 #include "exchange/feedback.h"
 #include "exchange/stale.h"
 #include "model/privacy.h"
+#include "model/stage.h"
 
 int
 cg_outer_parse(const char *s, enum cg_outer *out)
@@ -113,6 +114,12 @@ apply_delta(struct cg_model *m, const float *d, const struct cg_apply_opts *o,
 {
 	if (o->outer == CG_OUTER_NESTEROV && cg_model_ensure_outer(m) != 0)
 		return -1;
+	if (o->outer != CG_OUTER_NESTEROV && o->stage) {
+		/* a stage's range alone: the rest is no part of it */
+		for (size_t j = o->stage->lo; j < o->stage->hi; j++)
+			m->params[j] += d[j];
+		return 0;
+	}
 	if (o->outer != CG_OUTER_NESTEROV) {
 		add_unfrozen(m, m->params, d);
 		cg_model_mask_all(m);
@@ -244,6 +251,39 @@ next_dp(const struct cg_model *m, const char *mname, const struct cg_update *u,
 	return 1;
 }
 
+/*
+ * Whether u is an update of what m is, a whole model or the stage
+ * o->stage: 0, or -1 with a message.
+ */
+static int
+check_stage(const char *mname, const struct cg_update *u,
+            const struct cg_apply_opts *o)
+{
+	const struct cg_stage *st = o->stage;
+	char x[32];
+
+	if (st == NULL && u->stage.count)
+		return cg_seterr("%s: an update of %s: apply it to that "
+		                 "stage (cg-convert --stage), not to the whole "
+		                 "model %s",
+		                 u->name, cg_update_stage_name(u, x, sizeof(x)),
+		                 mname);
+	if (st == NULL)
+		return 0;
+	if (u->stage.count != st->count || u->stage.index != st->index ||
+	    u->stage.a != st->a || u->stage.b != st->b)
+		return cg_seterr("%s: an update of %s, but %s is stage %d of "
+		                 "%d",
+		                 u->name, cg_update_stage_name(u, x, sizeof(x)),
+		                 mname, st->index + 1, st->count);
+	if (o->base || o->clip > 0)
+		return cg_seterr("%s: a pipeline stage takes no %s", mname,
+		                 o->base
+		                     ? "stale update (--base-model)"
+		                     : "--clip (the whole gradient's norm)");
+	return 0;
+}
+
 int
 cg_apply_update(struct cg_model *m, const char *mname,
                 const struct cg_update *u, const struct cg_apply_opts *o)
@@ -254,19 +294,42 @@ cg_apply_update(struct cg_model *m, const char *mname,
 	int rc = -1, dp;
 	struct cg_dp next;
 
-	if (o->base == NULL ? cg_update_check_base(u, m, mname) < 0
-	                    : (s = check_stale(m, mname, u, o)) < 0)
+	if (check_stage(mname, u, o) != 0)
+		return -1;
+	if (o->stage) {
+		unsigned char d[32];
+		char hex[65];
+		cg_stage_digest(m, o->stage, d);
+		cg_hex(hex, d);
+		if (cg_update_check_base_of(u, hex, m->step, mname) < 0)
+			return -1;
+	} else if (o->base == NULL ? cg_update_check_base(u, m, mname) < 0
+	                           : (s = check_stale(m, mname, u, o)) < 0)
 		return -1;
 	if ((dp = next_dp(m, mname, u, o, &next)) < 0)
 		return -1;
-	if ((g = cg_alloc(m->nparams * sizeof(float))) == NULL)
+	/* a stage's: zero pages outside its range, never written */
+	if ((g = o->stage ? calloc(m->nparams ? m->nparams : 1, sizeof(float))
+	                  : cg_alloc(m->nparams * sizeof(float))) == NULL) {
+		cg_seterr("out of memory");
 		return -1;
+	}
 	if (cg_update_get(u, m, g) != 0)
 		goto out;
-	if (u->partial) {
+	if (u->partial || o->stage) {
 		if ((present = cg_alloc((size_t)m->nviews)) == NULL)
 			goto out;
-		cg_update_present(u, m, present);
+		int n = cg_update_present(u, m, present), in = 0;
+		/* a stage's update: its views, every one */
+		for (int i = o->stage ? o->stage->v0 : 0;
+		     o->stage && i < o->stage->v1; i++)
+			in += present[i];
+		if (o->stage && (n != in || in != o->stage->v1 - o->stage->v0)) {
+			cg_seterr("%s: %d tensors, %d of them the stage's (it "
+			          "has %d)",
+			          u->name, n, in, o->stage->v1 - o->stage->v0);
+			goto out;
+		}
 	}
 	if ((u->kind == CG_UPDATE_GRAD ? apply_grad(m, g, o, present)
 	                               : apply_delta(m, g, o, present)) != 0)

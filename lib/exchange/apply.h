@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "nn/optim.h"
 
+struct cg_stage;
+
 /* How a delta is applied. */
 enum cg_outer {
 	CG_OUTER_AVG,     /* add it as it is: model averaging */
@@ -35,6 +37,11 @@ struct cg_apply_opts {
 	/* > 0: refuse an update whose differential privacy release would
 	 * bring the model's epsilon past this (model/privacy.h) */
 	double target_epsilon;
+	/* m is a pipeline stage (model/stage.h: cg_stage_read), which only
+	 * an update of that very stage fits; NULL: a whole model, which
+	 * no stage's update fits.  No stale base and no clip with a stage
+	 * (the norm that clip limits is the whole gradient's). */
+	const struct cg_stage *stage;
 };
 
 /* Defaults: Adam with PyTorch's settings, no clip; avg, outer lr 0.7 and

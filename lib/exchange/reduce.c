@@ -397,6 +397,15 @@ check_input(const struct cg_reducer *r, const struct cg_update *u)
 		          cg_update_kind_name(a->kind));
 		goto fail;
 	}
+	/* each stage's replicas reduce apart: a mean across stages, or
+	 * of a stage with whole models, is no update of anything */
+	if (memcmp(&u->stage, &a->stage, sizeof(u->stage)) != 0) {
+		char x[32], y[32];
+		cg_seterr("an update of %s, the first input's of %s",
+		          cg_update_stage_name(u, x, sizeof(x)),
+		          cg_update_stage_name(a, y, sizeof(y)));
+		goto fail;
+	}
 	/* told its model, the reduction measured u against it already */
 	if (r->model == NULL &&
 	    cg_update_check_base_of(u, a->base, a->base_step,
@@ -702,6 +711,10 @@ static int
 measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
         double *factor)
 {
+	if (u->stage.count)
+		return cg_seterr("%s: a pipeline stage's update: --model "
+		                 "takes a whole model's",
+		                 u->name);
 	int64_t s =
 	    cg_update_staleness(u, r->model_base, r->model_step, r->model_name);
 

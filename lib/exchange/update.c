@@ -18,6 +18,7 @@
 #include "exchange/update.h"
 #include "model/model.h"
 #include "model/privacy.h"
+#include "model/stage.h"
 
 static const char *const kind_names[] = {"grad", "delta"};
 
@@ -109,6 +110,42 @@ cg_update_new_part(const struct cg_model *base, enum cg_update_kind kind,
 fail:
 	cg_file_free(f);
 	return NULL;
+}
+
+struct cg_file *
+cg_update_new_stage(const struct cg_model *base, const struct cg_stage *st,
+                    enum cg_update_kind kind, const float *buf, double samples,
+                    double weight, double loss)
+{
+	unsigned char d[32];
+	struct cg_file *f;
+
+	cg_stage_digest(base, st, d);
+	if ((f = update_file(base, d, kind, samples, weight, loss)) == NULL)
+		return NULL;
+	if (cg_stage_put(f->manifest, st) != 0)
+		goto fail;
+	for (int i = st->v0; i < st->v1; i++) {
+		const struct cg_view *v = &base->views[i];
+		if (cg_file_add_ref(f, v->name, CG_F32, v->ndim, v->shape,
+		                    buf + v->off) == NULL)
+			goto fail;
+	}
+	return f;
+fail:
+	cg_file_free(f);
+	return NULL;
+}
+
+const char *
+cg_update_stage_name(const struct cg_update *u, char *buf, size_t n)
+{
+	if (u->stage.count == 0)
+		snprintf(buf, n, "a whole model");
+	else
+		snprintf(buf, n, "stage %d of %d", u->stage.index + 1,
+		         u->stage.count);
+	return buf;
 }
 
 struct cg_file *
@@ -284,6 +321,12 @@ parse(struct cg_update *u, const struct cg_file *f)
 			return cg_seterr("manifest: \"partial\" is no boolean");
 		u->partial = cJSON_IsTrue(pt);
 	}
+	if (cg_stage_get(f->manifest, &u->stage.index, &u->stage.count,
+	                 &u->stage.a, &u->stage.b) < 0)
+		return -1;
+	if (u->stage.count && u->partial)
+		return cg_seterr("manifest: a stage's update is not "
+		                 "\"partial\"");
 	/* a masked update says so in its codec; its "mask" must then be
 	 * whole, and no other update may carry one */
 	if (cg_uspec_masked(&u->spec)) {
@@ -461,6 +504,8 @@ cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 		const struct cg_view *v = &m->views[i];
 		int k = find_view(u, v->name, i);
 		const struct cg_uview *x;
+		if (k < 0 && u->stage.count)
+			continue; /* another stage's */
 		if (k < 0 && u->partial) {
 			/* left out: a frozen tensor, which does not change */
 			memset(buf + v->off, 0, v->n * sizeof(float));
@@ -480,7 +525,8 @@ cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 		}
 		cg_update_decode(u, k, 0, v->n, buf + v->off);
 	}
-	if (found != u->nviews || (!u->partial && u->nviews != m->nviews)) {
+	if (found != u->nviews ||
+	    (!u->partial && !u->stage.count && u->nviews != m->nviews)) {
 		cg_seterr("%d tensors, %d of them the model's (it has %d)",
 		          u->nviews, found, m->nviews);
 		goto fail;

@@ -40,6 +40,13 @@ struct cg_update {
 	 * out are frozen, their change zero, and a model's step leaves
 	 * them as they are.  Without it every view must be there. */
 	int partial;
+	/* A pipeline stage's update (model/stage.h): the manifest's
+	 * "stage", stage index of count, layers [a, b); count 0 for an
+	 * update of a whole model.  Its views are the stage's, its base the
+	 * stage's digest (cg_stage_digest), and only that stage takes it. */
+	struct {
+		int index, count, a, b;
+	} stage;
 	/* Its dense views and the codec they are stored in (ucodec.h):
 	 * every number of an update is read through these. */
 	struct cg_uspec spec;
@@ -73,6 +80,22 @@ struct cg_file *cg_update_new_part(const struct cg_model *base,
                                    enum cg_update_kind kind, const float *buf,
                                    double samples, double weight, double loss,
                                    const uint8_t *skip);
+
+/*
+ * The update of stage st of base (model/stage.h): one f32 tensor per
+ * view of the stage from buf [nparams] (borrowed), the manifest of
+ * cg_update_new with the stage's digest as base and the stage's
+ * "stage".  NULL with a message.
+ */
+struct cg_stage;
+struct cg_file *cg_update_new_stage(const struct cg_model *base,
+                                    const struct cg_stage *st,
+                                    enum cg_update_kind kind, const float *buf,
+                                    double samples, double weight, double loss);
+
+/* "stage 2 of 3" for u's stage, or "a whole model" into buf [n]. */
+const char *cg_update_stage_name(const struct cg_update *u, char *buf,
+                                 size_t n);
 
 /* The views of m, for an encoder: *out [m->nviews], the caller frees. */
 int cg_update_model_views(const struct cg_model *m, struct cg_uview **out);
@@ -185,7 +208,8 @@ const float *cg_update_view_f32(const struct cg_update *u, int i);
 /*
  * Copy u's tensors into buf [nparams] in m's layout, checking that every
  * view is there with its shape (a partial update: that each of its views
- * is one of m's, and the others are zeros in buf); -1 with a message
+ * is one of m's, and the others are zeros in buf; a stage's update: the
+ * same, but the others are left as they are in buf); -1 with a message
  * starting with u's name otherwise, and for a masked update, whose values
  * no one reader has.
  */

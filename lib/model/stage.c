@@ -30,9 +30,9 @@ cg_stage_plan(const struct cg_model *m, int index, int count,
 	if (count < 1 || count > CG_STAGE_MAX || index < 0 || index >= count)
 		return cg_seterr("stage %d of %d: not a stage", index + 1,
 		                 count);
-	if (m->mask || m->lora || m->ngroups != 1 || m->outer_mom || m->ef_down)
+	if (m->mask || m->lora || m->ngroups != 1 || m->ef_down)
 		return cg_seterr("a model with a mask, adapters, parameter "
-		                 "groups or a coordinator's arrays is not cut "
+		                 "groups or a downlink's residual is not cut "
 		                 "into stages");
 	if ((L = ops->layers(m, count, &st->T, &st->C)) < 0)
 		return -1;
@@ -55,7 +55,6 @@ cg_stage_file(struct cg_model *m, const struct cg_stage *st)
 {
 	struct cg_file *f = cg_file_new("model");
 	uint64_t n[1] = {st->hi - st->lo};
-	cJSON *so, *layers;
 
 	if (f == NULL)
 		return NULL;
@@ -70,13 +69,8 @@ cg_stage_file(struct cg_model *m, const struct cg_stage *st)
 			goto oom;
 		cJSON_AddItemToObject(f->manifest, it->string, dup);
 	}
-	if ((so = cJSON_AddObjectToObject(f->manifest, "stage")) == NULL ||
-	    !cJSON_AddNumberToObject(so, "index", st->index) ||
-	    !cJSON_AddNumberToObject(so, "count", st->count) ||
-	    (layers = cJSON_AddArrayToObject(so, "layers")) == NULL)
-		goto oom;
-	cJSON_AddItemToArray(layers, cJSON_CreateNumber(st->a));
-	cJSON_AddItemToArray(layers, cJSON_CreateNumber(st->b));
+	if (cg_stage_put(f->manifest, st) != 0)
+		goto fail;
 	for (int i = st->v0; i < st->v1; i++) {
 		const struct cg_view *v = &m->views[i];
 		if (cg_file_add_ref(f, v->name, CG_F32, v->ndim, v->shape,
@@ -89,6 +83,9 @@ cg_stage_file(struct cg_model *m, const struct cg_stage *st)
 	if (m->opt_v &&
 	    !cg_file_add_ref(f, "opt.v", CG_F32, 1, n, m->opt_v + st->lo))
 		goto fail;
+	if (m->outer_mom && !cg_file_add_ref(f, "outer.mom", CG_F32, 1, n,
+	                                     m->outer_mom + st->lo))
+		goto fail;
 	return f;
 oom:
 	cg_seterr("out of memory");
@@ -97,28 +94,64 @@ fail:
 	return NULL;
 }
 
+int
+cg_stage_put(cJSON *man, const struct cg_stage *st)
+{
+	cJSON *so, *layers;
+
+	if ((so = cJSON_AddObjectToObject(man, "stage")) == NULL ||
+	    !cJSON_AddNumberToObject(so, "index", st->index) ||
+	    !cJSON_AddNumberToObject(so, "count", st->count) ||
+	    (layers = cJSON_AddArrayToObject(so, "layers")) == NULL ||
+	    !cJSON_AddItemToArray(layers, cJSON_CreateNumber(st->a)) ||
+	    !cJSON_AddItemToArray(layers, cJSON_CreateNumber(st->b)))
+		return cg_seterr("out of memory");
+	return 0;
+}
+
+int
+cg_stage_get(const cJSON *man, int *index, int *count, int *a, int *b)
+{
+	const cJSON *so = cJSON_GetObjectItemCaseSensitive(man, "stage");
+	const cJSON *l = cJSON_GetObjectItemCaseSensitive(so, "layers");
+
+	if (so == NULL)
+		return 0;
+	*index = (int)cg_json_u64(so, "index", UINT64_MAX >> 1);
+	*count = (int)cg_json_u64(so, "count", 0);
+	if (!cJSON_IsObject(so) || *count < 1 || *count > CG_STAGE_MAX ||
+	    *index < 0 || *index >= *count || !cJSON_IsArray(l) ||
+	    cJSON_GetArraySize(l) != 2 ||
+	    !cJSON_IsNumber(cJSON_GetArrayItem(l, 0)) ||
+	    !cJSON_IsNumber(cJSON_GetArrayItem(l, 1)) ||
+	    cJSON_GetArrayItem(l, 0)->valuedouble < 0 ||
+	    cJSON_GetArrayItem(l, 1)->valuedouble > 1 << 20)
+		return cg_seterr("manifest: \"stage\" is not a stage's record");
+	*a = cJSON_GetArrayItem(l, 0)->valueint;
+	*b = cJSON_GetArrayItem(l, 1)->valueint;
+	return 1;
+}
+
+void
+cg_stage_digest(const struct cg_model *m, const struct cg_stage *st,
+                unsigned char out[32])
+{
+	/* of the bytes a file holds: the same on every host */
+	cg_sha256_le(out, m->params + st->lo, (st->hi - st->lo) * sizeof(float),
+	             4);
+}
+
 /* The "stage" of f's manifest into index, count, a, b; 0 or -1. */
 static int
 stage_of(const struct cg_file *f, int *index, int *count, int *a, int *b)
 {
-	const cJSON *so =
-	    cJSON_GetObjectItemCaseSensitive(f->manifest, "stage");
-	const cJSON *l = cJSON_GetObjectItemCaseSensitive(so, "layers");
+	int rc;
 
-	if (strcmp(cg_file_kind(f), "model") != 0 || !cJSON_IsObject(so))
+	if (strcmp(cg_file_kind(f), "model") != 0 ||
+	    (rc = cg_stage_get(f->manifest, index, count, a, b)) == 0)
 		return cg_seterr("not a pipeline stage (cg-convert --stage "
 		                 "cuts one)");
-	*index = (int)cg_json_u64(so, "index", UINT64_MAX >> 1);
-	*count = (int)cg_json_u64(so, "count", 0);
-	if (*count < 1 || *count > CG_STAGE_MAX || *index < 0 ||
-	    *index >= *count || !cJSON_IsArray(l) ||
-	    cJSON_GetArraySize(l) != 2 ||
-	    !cJSON_IsNumber(cJSON_GetArrayItem(l, 0)) ||
-	    !cJSON_IsNumber(cJSON_GetArrayItem(l, 1)))
-		return cg_seterr("manifest: \"stage\" is not a stage's record");
-	*a = cJSON_GetArrayItem(l, 0)->valueint;
-	*b = cJSON_GetArrayItem(l, 1)->valueint;
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 /* f's manifest less the container's keys and "stage"; NULL or -1. */
@@ -185,11 +218,13 @@ load_range(struct cg_model *m, const struct cg_file *f,
 	}
 	want += cg_file_find(f, "opt.m") != NULL;
 	want += cg_file_find(f, "opt.v") != NULL;
+	want += cg_file_find(f, "outer.mom") != NULL;
 	if (f->ntensors != want)
 		return cg_seterr("%zu tensors, the stage's are %zu",
 		                 f->ntensors, want);
 	if (get_range(m, f, "opt.m", st, &m->opt_m) != 0 ||
-	    get_range(m, f, "opt.v", st, &m->opt_v) != 0)
+	    get_range(m, f, "opt.v", st, &m->opt_v) != 0 ||
+	    get_range(m, f, "outer.mom", st, &m->outer_mom) != 0)
 		return -1;
 	m->groups[0].opt_t = cg_json_u64(f->manifest, "opt_t", 0);
 	return 0;
@@ -209,17 +244,14 @@ plan_as(const struct cg_model *m, int index, int count, int a, int b,
 	return 0;
 }
 
-struct cg_model *
-cg_stage_read(const char *path, struct cg_stage *st)
+/* The stage in f (taken: freed here) as a model, display naming it. */
+static struct cg_model *
+stage_from(struct cg_file *f, const char *display, struct cg_stage *st)
 {
-	const char *display = strcmp(path, "-") ? path : "(stdin)";
-	struct cg_file *f = cg_file_read(path);
 	struct cg_model *m = NULL;
 	int index, count, a, b;
 	cJSON *man;
 
-	if (f == NULL)
-		return NULL;
 	if (stage_of(f, &index, &count, &a, &b) != 0 ||
 	    (man = bare_manifest(f)) == NULL ||
 	    (m = cg_model_laid_out(man, 1)) == NULL ||
@@ -229,6 +261,37 @@ cg_stage_read(const char *path, struct cg_stage *st)
 		m = NULL;
 		cg_errprefix(display);
 	}
+	cg_file_free(f);
+	return m;
+}
+
+struct cg_model *
+cg_stage_read(const char *path, struct cg_stage *st)
+{
+	const char *display = strcmp(path, "-") ? path : "(stdin)";
+	struct cg_file *f = cg_file_read(path);
+
+	if (f == NULL)
+		return NULL;
+	return stage_from(f, display, st);
+}
+
+struct cg_model *
+cg_stage_or_model_read(const char *path, struct cg_stage *st, int *staged)
+{
+	const char *display = strcmp(path, "-") ? path : "(stdin)";
+	struct cg_file *f = cg_file_read(path);
+	struct cg_model *m;
+
+	memset(st, 0, sizeof(*st));
+	*staged = 0;
+	if (f == NULL)
+		return NULL;
+	if (cJSON_GetObjectItemCaseSensitive(f->manifest, "stage")) {
+		*staged = 1;
+		return stage_from(f, display, st);
+	}
+	m = cg_model_from_file(f, display);
 	cg_file_free(f);
 	return m;
 }
@@ -289,7 +352,9 @@ cg_stage_join(struct cg_file *const *f, int n, const char *const *display)
 		if ((cg_file_find(by[0], "opt.m") != NULL) !=
 		        (cg_file_find(by[i], "opt.m") != NULL) ||
 		    (cg_file_find(by[0], "opt.v") != NULL) !=
-		        (cg_file_find(by[i], "opt.v") != NULL)) {
+		        (cg_file_find(by[i], "opt.v") != NULL) ||
+		    (cg_file_find(by[0], "outer.mom") != NULL) !=
+		        (cg_file_find(by[i], "outer.mom") != NULL)) {
 			cg_seterr("%s: its moments are not those of the other "
 			          "stages",
 			          display[who[i]]);

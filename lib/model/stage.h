@@ -7,11 +7,16 @@
  * and that range of the optimizer's moments.  Its file is a model file
  * (kind "model") with the whole model's manifest and a "stage" object
  * {"index", "count", "layers": [a, b]}, holding the views of its range
- * and "opt.m", "opt.v" of hi - lo values; readers of whole models refuse
- * it.  Joining the n stage files of one model gives the whole model's
- * file again, byte for byte (the manifest is the stages' own, less
- * "stage").  Masks, adapters, several parameter groups and the
- * coordinator's arrays are not cut: such a model is refused.
+ * and "opt.m", "opt.v" and DiLoCo's "outer.mom" of hi - lo values;
+ * readers of whole models refuse it.  Joining the n stage files of one
+ * model gives the whole model's file again, byte for byte (the manifest
+ * is the stages' own, less "stage").  Masks, adapters, several parameter
+ * groups and the downlink's residual are not cut: such a model is
+ * refused.
+ *
+ * A stage's update (a grad or delta of its views alone, exchange/update.h)
+ * carries the same "stage" record, and as its base the stage's digest
+ * (cg_stage_digest): the SHA-256 of its range of the parameters.
  */
 #ifndef CG_STAGE_H
 #define CG_STAGE_H
@@ -19,6 +24,8 @@
 #include <stddef.h>
 
 #include "model/model.h"
+
+struct cJSON;
 
 #define CG_STAGE_MAX 256
 
@@ -50,6 +57,30 @@ struct cg_file *cg_stage_file(struct cg_model *m, const struct cg_stage *st);
  * message naming the file and tensor.
  */
 struct cg_model *cg_stage_read(const char *path, struct cg_stage *st);
+
+/*
+ * Read path as a stage (*staged 1, *st its stage) or as a whole model
+ * (*staged 0), whichever it is.  NULL with a message naming the file.
+ */
+struct cg_model *cg_stage_or_model_read(const char *path, struct cg_stage *st,
+                                        int *staged);
+
+/* The digest of stage st of m: SHA-256 of params [lo, hi) as a file
+ * holds them (little-endian), what a stage's update names as its base. */
+void cg_stage_digest(const struct cg_model *m, const struct cg_stage *st,
+                     unsigned char out[32]);
+
+/* The record "stage" {"index", "count", "layers": [a, b]} of st into
+ * manifest man: 0, or -1 with a message. */
+int cg_stage_put(struct cJSON *man, const struct cg_stage *st);
+
+/*
+ * The "stage" record of manifest man: 1 with *index, *count, *a, *b set,
+ * 0 when man has none, -1 with a message when it is not a stage's
+ * record.
+ */
+int cg_stage_get(const struct cJSON *man, int *index, int *count, int *a,
+                 int *b);
 
 /*
  * The whole model from the n stage files f [n] (any order; display [n]

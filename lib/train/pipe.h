@@ -8,12 +8,18 @@
  * cg-train-step ...`), or talks to it over a pair of FIFOs.  What is
  * said, in order (frames of file/frame.h):
  *
- *   down  "head" u64 [8]: the receiver's index, the count of stages,
+ *   down  "head" u64 [9]: the receiver's index, the count of stages,
  *         steps K, batch B, micro-batches M, the model's step, 1 where
  *         "x" and "dx" cross as bf16 (else 0: f32), 1 for 1F1B (else
- *         0: GPipe)
- *   per step, in the schedule's order (each side's frames in the
- *   order of the micro-batches):
+ *         0: GPipe), what the call emits (enum cg_emit: 0 grad, 1
+ *         delta, 2 model)
+ *   down  a grad or delta call: "worker" u64 [5], the shard's identity
+ *         and the seed of the update's worker (train.h)
+ *   per step:
+ *   down  a grad or delta call: "tokens" u64 [1], the bits of the
+ *         step's scored tokens (a double), what the step weighs
+ *   then in the schedule's order (each side's frames in the order of
+ *   the micro-batches):
  *   down  per micro-batch: "x" f32 [b, T, C], "targets" u32 [b, T],
  *         "weight" f32 [b, T]
  *   up    per micro-batch, in the same order: "dx" f32 [b, T, C],

@@ -1039,23 +1039,26 @@ stage_run_free(const struct cg_model *m, struct stage_run *r)
 }
 
 /* The handshake: stage 0 says the call's shape, the others hear it and
- * pass it on.  0, or -1 with a message. */
+ * pass it on; in a grad or delta call, the worker after it.  0, or -1
+ * with a message. */
 static int
 stage_head(const struct cg_model *m, const struct cg_stage *st,
            struct cg_train_opts *o, struct cg_stage_opts *so,
            const struct cg_pipe *p)
 {
-	uint64_t h[8] = {1,
+	static const char *const what[] = {"a grad", "a delta", "its model"};
+	uint64_t h[9] = {1,
 	                 (uint64_t)st->count,
 	                 (uint64_t)o->steps,
 	                 (uint64_t)o->batch,
 	                 (uint64_t)so->micro,
 	                 m->step,
 	                 (uint64_t)(so->bf16 != 0),
-	                 (uint64_t)(so->one_f_one_b != 0)};
+	                 (uint64_t)(so->one_f_one_b != 0),
+	                 (uint64_t)o->emit};
 
 	if (st->index > 0) {
-		if (cg_pipe_hear(p->up_in, "head", h, 8) != 0)
+		if (cg_pipe_hear(p->up_in, "head", h, 9) != 0)
 			return -1;
 		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
 			return cg_seterr(
@@ -1069,20 +1072,32 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			                 (unsigned long long)h[5],
 			                 (unsigned long long)m->step);
 		if (h[2] < 1 || h[2] > 1 << 30 || h[3] < 1 || h[3] > 1 << 20 ||
-		    h[4] < 1 || h[4] > h[3] || h[6] > 1 || h[7] > 1)
+		    h[4] < 1 || h[4] > h[3] || h[6] > 1 || h[7] > 1 ||
+		    h[8] > CG_EMIT_MODEL)
 			return cg_seterr("the previous stage asks for %llu "
 			                 "steps of %llu in %llu micro-batches",
 			                 (unsigned long long)h[2],
 			                 (unsigned long long)h[3],
 			                 (unsigned long long)h[4]);
+		if (h[8] != (uint64_t)o->emit)
+			return cg_seterr(
+			    "the previous stage emits %s, this one "
+			    "%s (--emit)",
+			    what[h[8]], what[o->emit]);
 		o->steps = (int)h[2];
 		o->batch = (int)h[3];
 		so->micro = (int)h[4];
 		so->bf16 = (int)h[6];
 		so->one_f_one_b = (int)h[7];
 		h[0]++;
+		if (o->emit != CG_EMIT_MODEL &&
+		    cg_pipe_hear(p->up_in, "worker", so->worker, 5) != 0)
+			return -1;
 	}
-	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 8))
+	if (st->index < st->count - 1 &&
+	    (cg_pipe_say(p->down_out, "head", h, 9) != 0 ||
+	     (o->emit != CG_EMIT_MODEL &&
+	      cg_pipe_say(p->down_out, "worker", so->worker, 5) != 0)))
 		return -1;
 	return 0;
 }
@@ -1240,14 +1255,78 @@ lazy_floats(size_t n)
 	return p;
 }
 
+/* The steps of a stage's call that emits a grad or a delta: its views
+ * stepped on moments of its own (zeros, from step 0: delta), or their
+ * gradients summed by the tokens of each step (grad), into out; NULL
+ * in a model call. */
+struct stage_emit {
+	float *out;      /* [nparams], the stage's range written */
+	float *mm, *vv;  /* delta: the inner moments [nparams] */
+	float *start;    /* delta: the range's parameters before [hi - lo] */
+	uint64_t t;      /* delta: the inner steps taken */
+	uint64_t noise0; /* the model noise's first index */
+};
+
+/*
+ * Stage st's step k done, its gradient in grad (of weight w, the step's
+ * scored tokens): stepped as the call's emit asks, the stage's range of
+ * grad zeroed after.
+ */
+static void
+stage_update(struct cg_model *m, const struct cg_stage *st,
+             const struct cg_train_opts *o, struct stage_emit *e, float *grad,
+             float w)
+{
+	const struct cg_view *v = m->views + st->v0;
+	const int nv = st->v1 - st->v0;
+
+	if (o->emit == CG_EMIT_GRAD) {
+		/* as cg_train_run's text batches: weighted by their tokens */
+		for (size_t i = st->lo; i < st->hi; i++) {
+			e->out[i] += w * grad[i];
+			grad[i] = 0;
+		}
+	} else if (o->emit == CG_EMIT_DELTA) {
+		e->t++;
+		cg_optim_step_views(&o->opt, e->t, m->params, grad, e->mm,
+		                    e->vv, v, nv, 1);
+	} else {
+		m->groups[0].opt_t++;
+		cg_optim_step_views(&o->opt, m->groups[0].opt_t, m->params,
+		                    grad, m->opt_m, m->opt_v, v, nv, 1);
+		m->step++;
+	}
+}
+
+/* The call's output, once every step is done: grad, the mean by the
+ * tokens; delta, the new parameters less the old, which are put back. */
+static void
+stage_finish(struct cg_model *m, const struct cg_stage *st,
+             const struct cg_train_opts *o, struct stage_emit *e, double tokens)
+{
+	const float inv = tokens > 0 ? (float)(1.0 / tokens) : 0.0f;
+
+	if (o->emit == CG_EMIT_GRAD)
+		for (size_t i = st->lo; i < st->hi; i++)
+			e->out[i] *= inv;
+	if (o->emit == CG_EMIT_DELTA) {
+		float *p = m->params + st->lo;
+		for (size_t i = 0; i < st->hi - st->lo; i++) {
+			e->out[st->lo + i] = p[i] - e->start[i];
+			p[i] = e->start[i];
+		}
+	}
+}
+
 int
 cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                const struct cg_shard *s, struct cg_train_opts *o,
-               struct cg_stage_opts *so, const struct cg_pipe *p,
+               struct cg_stage_opts *so, const struct cg_pipe *p, float *out,
                struct cg_train_result *res)
 {
 	const struct cg_stage_ops *ops = m->arch->stages;
 	struct stage_run r = {.T = st->T, .C = st->C};
+	struct stage_emit e = {.out = out, .noise0 = m->step};
 	struct order ord = {0};
 	double tokens = 0;
 	int rc = -1;
@@ -1255,10 +1334,18 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	memset(res, 0, sizeof(*res));
 	if (ops == NULL)
 		return cg_seterr("a %s model has no stages", m->arch->name);
-	if (o->emit != CG_EMIT_MODEL)
-		return cg_seterr("a stage emits its model");
+	if (o->emit != CG_EMIT_MODEL && out == NULL)
+		return cg_seterr("a stage's grad or delta needs its buffer");
+	if (o->clip > 0 || o->frozen || o->distill || o->dpsgd ||
+	    o->qat != CG_F32 || o->deadline > 0)
+		return cg_seterr("a stage's call: no clip, freeze, teacher, "
+		                 "DP-SGD, QAT or deadline");
 	if (stage_head(m, st, o, so, p) != 0)
 		return -1;
+	/* as cg_train_run: a grad or delta call's K batches are one model
+	 * step's, their noise counted from step * K */
+	if (o->emit != CG_EMIT_MODEL)
+		e.noise0 = m->step * (uint64_t)o->steps;
 	r.bf16 = so->bf16;
 	r.one_f_one_b = so->one_f_one_b;
 	const int B = o->batch;
@@ -1294,29 +1381,64 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	} else if ((r.xs = cg_alloc((size_t)r.slots * rtc * sizeof(float))) ==
 	           NULL)
 		goto out;
-	if ((cg_optim_needs_m(o->opt.kind) && m->opt_m == NULL &&
-	     (m->opt_m = lazy_floats(m->nparams)) == NULL) ||
-	    (cg_optim_needs_v(o->opt.kind) && m->opt_v == NULL &&
-	     (m->opt_v = lazy_floats(m->nparams)) == NULL))
+	if (o->emit == CG_EMIT_MODEL &&
+	    ((cg_optim_needs_m(o->opt.kind) && m->opt_m == NULL &&
+	      (m->opt_m = lazy_floats(m->nparams)) == NULL) ||
+	     (cg_optim_needs_v(o->opt.kind) && m->opt_v == NULL &&
+	      (m->opt_v = lazy_floats(m->nparams)) == NULL)))
 		goto out;
+	if (o->emit == CG_EMIT_DELTA) {
+		if ((cg_optim_needs_m(o->opt.kind) &&
+		     (e.mm = lazy_floats(m->nparams)) == NULL) ||
+		    (cg_optim_needs_v(o->opt.kind) &&
+		     (e.vv = lazy_floats(m->nparams)) == NULL) ||
+		    (e.start = cg_alloc((st->hi - st->lo) * sizeof(float))) ==
+		        NULL)
+			goto out;
+		memcpy(e.start, m->params + st->lo,
+		       (st->hi - st->lo) * sizeof(float));
+	}
 	uint64_t cursor = start_cursor(m, o);
 	uint64_t *ex = NULL;
 	if (st->index == 0 && (ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
 		goto out;
 	for (int k = 0; k < o->steps; k++) {
 		double loss;
+		uint64_t wbits = 0;
+		double w = 0;
 		if (st->index == 0) {
 			struct cg_rng nr;
 			uint64_t count;
 			for (int b = 0; b < B; b++)
 				ex[b] = order_at(&ord, cursor + (uint64_t)b);
 			cursor += (uint64_t)B;
-			cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, m->step);
+			cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL,
+			              o->emit == CG_EMIT_MODEL
+			                  ? m->step
+			                  : e.noise0 + (uint64_t)k);
 			if (ops->rows(m, s, ex, B, cg_rng_u64(&nr), r.tokens,
 			              r.targets, r.weight, &count) != 0)
 				goto fail_ex;
 			res->mean.part[1] = (double)count; /* below */
+			/* the step's weight as add_text_metrics rounds it */
+			w = round((double)count / B * (double)B);
+			memcpy(&wbits, &w, sizeof(w));
+		} else if (o->emit != CG_EMIT_MODEL) {
+			if (cg_frame_expect(p->up_in, "tokens", CG_U64, 1,
+			                    (uint64_t[1]){1}, &wbits) != 0)
+				goto fail_ex;
+			memcpy(&w, &wbits, sizeof(w));
+			if (!(w >= 0 && w <= (double)B * r.T)) {
+				cg_seterr("the previous stage says a step of "
+				          "%g tokens",
+				          w);
+				goto fail_ex;
+			}
 		}
+		if (o->emit != CG_EMIT_MODEL && st->index < st->count - 1 &&
+		    cg_sender_put(r.down, "tokens", CG_U64, 1, (uint64_t[1]){1},
+		                  &wbits) != 0)
+			goto fail_ex;
 		if (stage_step(m, st, &r, B, p, &loss) != 0)
 			goto fail_ex;
 		if (st->index == 0) {
@@ -1333,17 +1455,16 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 				goto fail_ex;
 			}
 			add_text_metrics(&res->mean, &bm, &tokens);
-		}
-		m->groups[0].opt_t++;
-		cg_optim_step_views(&o->opt, m->groups[0].opt_t, m->params,
-		                    r.grad, m->opt_m, m->opt_v,
-		                    m->views + st->v0, st->v1 - st->v0, 1);
-		m->step++;
+		} else
+			tokens += w;
+		stage_update(m, st, o, &e, r.grad, (float)w);
 		if (o->progress)
 			o->progress(o->progress_ctx, k + 1, o->steps,
 			            st->index == 0 ? res->mean.loss / tokens
 			                           : NAN);
 	}
+	if (o->emit != CG_EMIT_MODEL)
+		stage_finish(m, st, o, &e, tokens);
 	finish_text_metrics(&res->mean, tokens);
 	res->steps = o->steps;
 	res->samples = (uint64_t)o->steps * (uint64_t)B;
@@ -1368,6 +1489,9 @@ nodata:
 	          "holds examples");
 out:
 	free(ord.perm);
+	free(e.mm);
+	free(e.vv);
+	free(e.start);
 	stage_run_free(m, &r);
 	return rc;
 }

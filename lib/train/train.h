@@ -175,19 +175,27 @@ struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
 			       const uint8_t *frozen);
 
 /*
- * Run a pipeline stage's call (emit model only: GPipe's fill and drain,
+ * Run a pipeline stage's call (GPipe's fill and drain, or 1F1B,
  * train/pipe.h): m a stage's model (cg_stage_read) holding stage st;
- * stage 0 reads shard s (NULL elsewhere) and says o's steps and batch
- * and so down the pipe, which the others take from it into o and so.
- * With so->bf16 the activations and their gradients cross rounded to
- * bf16 (half the bytes; then not the unsplit call's bits).  Each step runs the
- * batch in micro-batches of the rows cgpt's chunks would hold under the same
- * count (each stage's forward pass again before its backward pass: only the
- * inputs of the micro-batches are held), then the optimizer's step on the
- * stage's views.  With the same options the bits are those cg_train_run makes
- * with m->chunk = ceil(B / so->micro), when so->bf16 is 0.  res: stage 0's is
- * the call's; the others know no tokens or losses (the "end" frame brings the
- * mean). Returns 0, or -1 with a message.
+ * stage 0 reads shard s (NULL elsewhere) and says o's steps and batch,
+ * its emit and so down the pipe, which the others take from it into o
+ * and so (their own o->emit must be stage 0's).  With so->bf16 the
+ * activations and their gradients cross rounded to bf16 (half the bytes;
+ * then not the unsplit call's bits).  Each step runs the batch in
+ * micro-batches of the rows cgpt's chunks would hold under the same
+ * count (each stage's forward pass again before its backward pass: only
+ * the inputs of the micro-batches are held).  Then, by o->emit: model,
+ * the optimizer's step on the stage's views; grad, no step, and out
+ * [nparams] (zeros, the caller's) gets in the stage's range the mean
+ * gradient per scored token of the call; delta, steps on moments of the
+ * call's own from zero, out's range gets the new parameters less the
+ * old, and m is left as it was.  With the same options the bits are
+ * those cg_train_run makes with m->chunk = ceil(B / so->micro), when
+ * so->bf16 is 0: joined, the stages' outputs are the unsplit call's.  No
+ * clip, freeze, teacher, DP-SGD, QAT or deadline.  res: stage 0's is the
+ * call's; the others know no losses (the "end" frame brings the mean),
+ * but of a grad or delta call the tokens (res->weight).
+ * Returns 0, or -1 with a message.
  */
 struct cg_stage;
 struct cg_pipe;
@@ -196,11 +204,15 @@ struct cg_stage_opts {
 	int micro; /* micro-batches a batch is run in */
 	int bf16;  /* activations and gradients bf16 on the wire, not f32 */
 	int one_f_one_b; /* the schedule: 1F1B, else GPipe */
+	/* grad and delta: who computes the update (exchange/uident.h), the
+	 * shard's identity in four little-endian words and the seed;
+	 * stage 0's caller sets it, the others hear it */
+	uint64_t worker[5];
 };
 int cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                    const struct cg_shard *s, struct cg_train_opts *o,
                    struct cg_stage_opts *so, const struct cg_pipe *p,
-                   struct cg_train_result *res);
+                   float *out, struct cg_train_result *res);
 
 /* Evaluate m over all of s in batches of B (no gradient); noise from
  * seed.  The means are per example, but for text shards loss and
