@@ -371,6 +371,13 @@ make_small() {
 	[ "$(stat -c %s shrink/model-q4_1.cgm)" -lt "$(stat -c %s shrink/model-f32.cgm)" ]
 }
 
+@test "examples/stages/run.sh" {
+	run -0 --separate-stderr "$top/examples/stages/run.sh" "$PWD/stages"
+	assert_line --regexp '^round 1: loss [0-9.]+, the joined stages are the unsplit model$'
+	assert_line --regexp '^round 2: loss [0-9.]+, the joined stages are the unsplit model$'
+	assert_line "files in $PWD/stages"
+}
+
 @test "examples/prune/run.sh" {
 	run -0 --separate-stderr "$top/examples/prune/run.sh" "$PWD/prune"
 	assert_line "output in $PWD/prune"
