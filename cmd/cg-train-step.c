@@ -335,9 +335,6 @@ static int
 validate_stage(struct args *a)
 {
 	const char *no = a->state        ? "--state"
-	                 : a->coded      ? "--codec"
-	                 : a->codec_name ? "--codec"
-	                 : a->budget     ? "--budget"
 	                 : a->mask       ? "--mask"
 	                 : a->teacher    ? "--teacher"
 	                 : a->nfreeze    ? "--freeze"
@@ -356,6 +353,19 @@ validate_stage(struct args *a)
 	if (strcmp(a->model, "-") == 0)
 		return cg_usage("a pipeline stage's model is a file, not "
 		                "standard input");
+	if (a->budget && a->codec_name == NULL)
+		cg_uspec_parse("topk", &a->codec);
+	a->coded = a->codec_name != NULL || a->budget != 0;
+	if (a->coded && a->o.emit == CG_EMIT_MODEL)
+		return cg_usage("--codec and --budget encode a grad or a delta, "
+		                "not a model");
+	if (a->coded && cg_uspec_masked(&a->codec))
+		return cg_usage("--codec masked: not with a pipeline stage");
+	/* a stage keeps no state, where a residual would go */
+	if (a->coded && !cg_uspec_lossless(&a->codec) && !a->no_feedback)
+		return cg_usage("a lossy --codec keeps what it did not send in "
+		                "--state, which a pipeline stage has not: give "
+		                "--no-error-feedback");
 	cg_optim_cli_finish(&a->oc, &a->o.opt);
 	a->o.steps = (int)(a->steps > 1 << 30 ? 1 << 30 : a->steps);
 	a->o.batch = (int)a->batch;
@@ -915,6 +925,56 @@ emit(const struct args *a, struct job *j)
 }
 
 /*
+ * A stage's update encoded under --codec (fitted to --budget over the
+ * stage's tensors), without error feedback: as cg_update_new_stage's, of
+ * the stage's tensors with its digest as base and its "stage", and the
+ * stochastic rounding drawn as cg_train_encode draws it, from the seed,
+ * the step and the shard (the first stage's, which every stage knows).  NULL
+ * with a message.
+ */
+static struct cg_file *
+stage_encode(const struct args *a, struct job *j, const struct cg_stage *st,
+             const unsigned char shard[32], uint64_t seed)
+{
+	struct cg_model *m = j->m;
+	struct cg_uenc enc = {0};
+	struct cg_uview *v = NULL;
+	struct cg_file *f = NULL;
+	unsigned char d[32];
+	uint8_t *skip = calloc((size_t)m->nviews, 1);
+	int nv;
+
+	if (skip == NULL) {
+		cg_seterr("out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < m->nviews; i++)
+		skip[i] = i < st->v0 || i >= st->v1;
+	j->spec = a->codec;
+	if (cg_update_views_of(m, skip, &v, &nv) != 0 ||
+	    (a->budget && cg_uspec_fit(&j->spec, v, nv, a->budget) != 0))
+		goto out;
+	cg_rng_derive(&enc.rng, seed, m->step, cg_get_le64(shard));
+	cg_stage_digest(m, st, d);
+	f = cg_update_encode_part(
+	    m, d, a->o.emit == CG_EMIT_GRAD ? CG_UPDATE_GRAD : CG_UPDATE_DELTA,
+	    j->buf, (double)j->res.samples, j->res.weight, j->res.mean.loss,
+	    &j->spec, &enc, NULL, NULL, skip);
+	if (f == NULL)
+		goto out;
+	/* not a partial update: a stage's */
+	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "partial");
+	if (cg_stage_put(f->manifest, st) != 0) {
+		cg_file_free(f);
+		f = NULL;
+	}
+out:
+	free(skip);
+	free(v);
+	return f;
+}
+
+/*
  * A pipeline stage's call (lib/train/pipe.h): read the stage, run the
  * next one, train, and write the output only once every stage below has
  * written its own, renamed on stage 0's word.  0, or -1 said.
@@ -985,13 +1045,18 @@ stage_job(struct args *a, struct job *j)
 		for (int i = 0; i < 32; i++)
 			shard[i] =
 			    (unsigned char)(so.worker[i / 8] >> (8 * (i % 8)));
+		j->res.samples = end[1];
+		j->res.mean.loss = loss;
 		if (cg_model_check_finite(j->m, j->buf) != 0 ||
-		    (j->f = cg_update_new_stage(j->m, &st,
-		                                a->o.emit == CG_EMIT_GRAD
-		                                    ? CG_UPDATE_GRAD
-		                                    : CG_UPDATE_DELTA,
-		                                j->buf, (double)end[1],
-		                                j->res.weight, loss)) == NULL ||
+		    (j->f = a->coded
+		                ? stage_encode(a, j, &st, shard, so.worker[4])
+		                : cg_update_new_stage(j->m, &st,
+		                                      a->o.emit == CG_EMIT_GRAD
+		                                          ? CG_UPDATE_GRAD
+		                                          : CG_UPDATE_DELTA,
+		                                      j->buf, (double)end[1],
+		                                      j->res.weight, loss)) ==
+		        NULL ||
 		    cg_uident_record(j->f->manifest, shard, so.worker[4]) != 0)
 			goto fail;
 	} else {

@@ -120,6 +120,32 @@ replica() {
 	cmp k.cgm v.cgm || fail "round 2: not the unsplit round's model"
 }
 
+@test "2 replicas x 2 stages coded by block (--codec q8): the unsplit round's bytes; a lossy codec needs --no-error-feedback" {
+	c=(--codec q8 --no-error-feedback)
+	for r in 0 1; do
+		run -0 cg-train-step -q -m "$D/m.cgm" -d "$D/t-$r.cgd" -e grad \
+			-k 2 -b 6 --micro-batches 3 "${c[@]}" -o "w$r.cgg"
+		run -0 replica "$r" grad "$D/s1.cgm" "$D/s2.cgm" "${c[@]}"
+	done
+	run -0 bash -c "tar xOf r1-2.cgg cg.json | jq -r '.codec.name, .stage.index'"
+	assert_output "$(printf 'q8\n1')"
+	[ "$(stat -c %s r0-1.cgg)" -lt "$(stat -c %s w0.cgg)" ]
+	run -0 cg-reduce -q w0.cgg w1.cgg -o g.cgg
+	run -0 cg-apply -m "$D/m.cgm" g.cgg -o u.cgm
+	for s in 1 2; do
+		run -0 cg-reduce -q "r0-$s.cgg" "r1-$s.cgg" -o "g$s.cgg"
+		run -0 cg-apply -m "$D/s$s.cgm" "g$s.cgg" -o "n$s.cgm"
+	done
+	run -0 cg-convert -J n1.cgm n2.cgm -o j.cgm
+	cmp j.cgm u.cgm || fail "q8: the joined stages are not the unsplit round's model"
+	run -2 --separate-stderr cg-train-step -q -m "$D/s1.cgm" -d "$D/t-0.cgd" \
+		-e grad --codec q8 -o a.cgg --next true
+	[[ $stderr == *"give --no-error-feedback"* ]]
+	run -2 --separate-stderr cg-train-step -q -m "$D/s1.cgm" -d "$D/t-0.cgd" \
+		-e model --codec f32 -o a.cgg --next true
+	[[ $stderr == *"not a model"* ]]
+}
+
 @test "stage updates refuse to mix with other stages and with whole models, one line, exit 1" {
 	run -0 replica 0 grad "$D/s1.cgm" "$D/s2.cgm"
 	run -0 replica 1 grad "$D/s1.cgm" "$D/s2.cgm"
@@ -160,13 +186,10 @@ replica() {
 		--next "cg-train-step -q -m $D/s2.cgm -e delta -o b.cgg"
 	[[ $stderr == *"the previous stage emits a grad, this one a delta (--emit)"* ]]
 	[ ! -e a.cgg ] && [ ! -e b.cgg ]
-	# a stage's call takes no codec or state yet
+	# a stage's call keeps no state
 	run -2 --separate-stderr cg-train-step -q -m "$D/s1.cgm" -d "$D/t-0.cgd" \
 		-e delta --state st -o a.cgg --next "true"
 	[[ $stderr == *"--state: not with a pipeline stage"* ]]
-	run -2 --separate-stderr cg-train-step -q -m "$D/s1.cgm" -d "$D/t-0.cgd" \
-		-e grad --codec q8 -o a.cgg --next "true"
-	[[ $stderr == *"--codec: not with a pipeline stage"* ]]
 	# without -d and with --emit: a stage, or the file says it is none
 	run -1 --separate-stderr cg-train-step -q -m "$D/m.cgm" -e grad -o a.cgg
 	[[ $stderr == *"not a pipeline stage"* ]]
