@@ -496,8 +496,9 @@ cg_plan_find(const struct cg_model *m, const struct cg_plan_hosts *hs,
 		int v = ops->layer_view(m, l);
 		s.poff[l] = v >= m->nviews ? m->nparams : m->views[v].off;
 	}
-	for (int M = o->micro ? o->micro : 1;
-	     M <= (o->micro ? o->micro : o->batch); M++) {
+	int most = o->batch < CG_PLAN_MAX_MICRO ? o->batch : CG_PLAN_MAX_MICRO;
+	for (int M = o->micro ? o->micro : 1; M <= (o->micro ? o->micro : most);
+	     M++) {
 		int last;
 		chunks(o->batch, M, &s.run, &s.nmb, &last);
 		if (s.run == prev_run)

@@ -27,9 +27,9 @@
  * activations in flight.  The program and its libraries are not
  * counted.
  *
- * The search: for each micro-batch count (the one given, or each that
- * cuts the batch differently), the contiguous ranges whose slowest
- * stage is fastest (ties: the least time in all) among those that fit
+ * The search: for each micro-batch count (the one given, or each of 1
+ * to CG_PLAN_MAX_MICRO that cuts the batch differently), the
+ * contiguous ranges whose slowest stage is fastest (ties: the least time in all) among those that fit
  * every host's memory; of those, the one whose step plays out fastest.
  */
 #ifndef CG_PLAN_H
@@ -41,6 +41,10 @@
 #include "model/stage.h"
 
 #define CG_PLAN_NAME 63
+/* the most micro-batches the search tries where none is given: the
+ * bubble of N stages is (N - 1) / (M + N - 1) of a step, and each count
+ * costs a search */
+#define CG_PLAN_MAX_MICRO 64
 
 struct cg_plan_host {
 	char name[CG_PLAN_NAME + 1];
