@@ -125,10 +125,10 @@ ranges() {
 		run -0 cg-train-step -q -m s1.cgm -d "$D/t-0.cgd" -e model -k 3 \
 			-b 8 --micro-batches 2 --wire "$wire" -o o1.cgm \
 			--next "tee d.bin | cg-train-step -q -m s2.cgm -e model -o o2.cgm | tee u.bin"
-		# 3 steps, and the call's frames: "head" 93, "end" 44,
+		# 3 steps, and the call's frames: "head" 101, "end" 44,
 		# "commit" 39 down, "ready" 38 up
-		[ "$(stat -c %s d.bin)" = $((3 * down + 176)) ] ||
-			fail "$wire: $(stat -c %s d.bin) bytes down, not 3 x $down + 176"
+		[ "$(stat -c %s d.bin)" = $((3 * down + 184)) ] ||
+			fail "$wire: $(stat -c %s d.bin) bytes down, not 3 x $down + 184"
 		[ "$(stat -c %s u.bin)" = $((3 * up + 38)) ] ||
 			fail "$wire: $(stat -c %s u.bin) bytes up, not 3 x $up + 38"
 	done
@@ -148,6 +148,17 @@ ranges() {
 		--next "cg-train-step -q -m stage-2.cgm -e model -o o2.cgm"
 	run -0 cg-convert -J o2.cgm o1.cgm -o j.cgm
 	cmp j.cgm u.cgm || fail "the uneven split's join differs"
+	# stages of different cuts do not train or sample together
+	cg-convert -S 2/2 "$D/m.cgm" -o even2.cgm
+	run -1 --separate-stderr cg-train-step -q -m stage-1.cgm \
+		-d "$D/t-0.cgd" -e model -k 1 -b 8 -o o1.cgm \
+		--next "cg-train-step -q -m even2.cgm -e model -o o2.cgm"
+	[[ $stderr == *"the previous stage ends at layer 1, this one starts at 2: stages of different cuts"* ]] ||
+		fail "$stderr"
+	run -1 --separate-stderr cg-sample -m stage-1.cgm -c 0 --seed 1 \
+		--next "cg-sample --stage -m even2.cgm"
+	[[ $stderr == *"the previous stage ends at layer 1, this one starts at 2"* ]] ||
+		fail "$stderr"
 	# stages that do not meet, a range that is no stage's
 	cg-convert -S 2/2 -L 2:4 "$D/m.cgm" -o gap.cgm
 	run -1 --separate-stderr cg-convert -J stage-1.cgm gap.cgm -o x.cgm

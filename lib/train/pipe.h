@@ -8,10 +8,11 @@
  * cg-train-step ...`), or talks to it over a pair of FIFOs.  What is
  * said, in order (frames of file/frame.h):
  *
- *   down  "head" u64 [8]: the receiver's index, the count of stages,
+ *   down  "head" u64 [9]: the receiver's index, the count of stages,
  *         steps K, batch B, micro-batches M, the model's step, 1 where
  *         "x" and "dx" cross as bf16 (else 0: f32), 1 for 1F1B (else
- *         0: GPipe)
+ *         0: GPipe), the layer the sender's stage ends at (the
+ *         receiver's first)
  *   per step, in the schedule's order (each side's frames in the
  *   order of the micro-batches):
  *   down  per micro-batch: "x" f32 [b, T, C], "targets" u32 [b, T],

@@ -1045,17 +1045,18 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
            struct cg_train_opts *o, struct cg_stage_opts *so,
            const struct cg_pipe *p)
 {
-	uint64_t h[8] = {1,
+	uint64_t h[9] = {1,
 	                 (uint64_t)st->count,
 	                 (uint64_t)o->steps,
 	                 (uint64_t)o->batch,
 	                 (uint64_t)so->micro,
 	                 m->step,
 	                 (uint64_t)(so->bf16 != 0),
-	                 (uint64_t)(so->one_f_one_b != 0)};
+	                 (uint64_t)(so->one_f_one_b != 0),
+	                 (uint64_t)st->b};
 
 	if (st->index > 0) {
-		if (cg_pipe_hear(p->up_in, "head", h, 8) != 0)
+		if (cg_pipe_hear(p->up_in, "head", h, 9) != 0)
 			return -1;
 		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
 			return cg_seterr(
@@ -1075,6 +1076,14 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			                 (unsigned long long)h[2],
 			                 (unsigned long long)h[3],
 			                 (unsigned long long)h[4]);
+		/* stages cut from different splits would skip or repeat
+		 * layers */
+		if (h[8] != (uint64_t)st->a)
+			return cg_seterr("the previous stage ends at layer %llu, "
+			                 "this one starts at %d: stages of "
+			                 "different cuts",
+			                 (unsigned long long)h[8], st->a);
+		h[8] = (uint64_t)st->b;
 		o->steps = (int)h[2];
 		o->batch = (int)h[3];
 		so->micro = (int)h[4];
@@ -1082,7 +1091,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 		so->one_f_one_b = (int)h[7];
 		h[0]++;
 	}
-	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 8))
+	if (st->index < st->count - 1 && cg_pipe_say(p->down_out, "head", h, 9))
 		return -1;
 	return 0;
 }
