@@ -16,6 +16,8 @@
  * --stage I/N cuts a model's pipeline stage I of N, and --join joins the
  * stage files back into the model (lib/model/stage.h): the cut and the
  * join of every stage give the model's file again, byte for byte.
+ * --layers A:B cuts a stage of other layers than the even cut's (the
+ * split cg-probe --plan finds for hosts of unequal speed or memory).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,8 @@ struct args {
 	int merge, join;
 	const char *stage;
 	int index, count; /* --stage I/N, 0-based */
+	const char *layers;
+	int a, b;         /* --layers A:B; b = 0: the even cut */
 	char **ins;       /* --join's inputs */
 	int nins;
 };
@@ -51,6 +55,10 @@ static const struct cg_opt opts[] = {
     CG_OPT_ENCRYPT_TO,
     {"join", 'J', NULL, "the pipeline stages IN... joined into their model",
      CG_OPT_FLAG(join)},
+    {"layers", 'L', "A:B",
+     "with --stage: the stage holds layers A to B - 1 (as cg-probe --plan "
+     "says)",
+     CG_OPT_STR(layers)},
     {"merge-lora", 'M', NULL,
      "a model's adapters merged into its weights: a plain model",
      CG_OPT_FLAG(merge)},
@@ -67,7 +75,8 @@ static const struct cg_opt opts[] = {
 static const struct cg_cli cli = {
     .name = "cg-convert",
     .synopsis = "[-M] [-t FORMAT] [-z ALG] [-o OUT] [IN [OUT]]\n"
-                "       cg-convert -S I/N [-z ALG] [-o OUT] [MODEL [OUT]]\n"
+                "       cg-convert -S I/N [-L A:B] [-z ALG] [-o OUT] [MODEL "
+                "[OUT]]\n"
                 "       cg-convert -J [-z ALG] -o OUT STAGE...",
     .about = "Write the cg file IN as a safetensors file, or the safetensors\n"
              "file IN as a cg file (IN - or none: standard input).",
@@ -92,6 +101,17 @@ stage_arg(struct args *a)
 		                a->stage, CG_STAGE_MAX);
 	a->index = (int)i - 1;
 	a->count = (int)n;
+	if (a->layers == NULL)
+		return CG_CONTINUE;
+	long la = strtol(a->layers, &end, 10), lb;
+	if (end == a->layers || *end != ':')
+		return cg_usage("--layers %s: not A:B", a->layers);
+	rest = end + 1;
+	lb = strtol(rest, &end, 10);
+	if (end == rest || *end != '\0' || la < 0 || lb <= la || lb > 1 << 20)
+		return cg_usage("--layers %s: not A:B with 0 <= A < B", a->layers);
+	a->a = (int)la;
+	a->b = (int)lb;
 	return CG_CONTINUE;
 }
 
@@ -109,6 +129,8 @@ parse(int argc, char **argv, struct args *a)
 		                "or --merge-lora");
 	if (a->join && a->stage)
 		return cg_usage("--join and --stage conflict");
+	if (a->layers && !a->stage)
+		return cg_usage("--layers: a stage's (--stage)");
 	if (a->join) {
 		if (argc - ind < 1)
 			return cg_usage("--join: give the stage files");
@@ -182,7 +204,8 @@ cut(const struct args *a, struct cg_file *f)
 	cg_file_free(f);
 	if (m == NULL)
 		return -1;
-	if (cg_stage_plan(m, a->index, a->count, &st) != 0)
+	if ((a->b ? cg_stage_plan_at(m, a->index, a->count, a->a, a->b, &st)
+	          : cg_stage_plan(m, a->index, a->count, &st)) != 0)
 		cg_errprefix(name);
 	else
 		rc = cg_file_write_free(cg_stage_file(m, &st), a->out, a->comp);

@@ -194,18 +194,19 @@ pipeline() {
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm \
 		< "$D/m.cgm"
 	[[ $stderr == *"bad magic"* ]]
-	# a head of 9 words claiming 2^62 bytes
-	printf 'CGF1\004head\007\001\000\000\011\000\000\000\000\000\000\000\000\000\000\000\000\000\000\100' > big
+	# a head of 10 words claiming 2^62 bytes
+	printf 'CGF1\004head\007\001\000\000\012\000\000\000\000\000\000\000\000\000\000\000\000\000\000\100' > big
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < big
 	[[ $stderr == *"not what its shape says"* ]]
 	# the head of another pipeline: stage 1 of 3, or another step
-	printf 'CGF1\004head\007\001\000\000\011\000\000\000\000\000\000\000\110\000\000\000\000\000\000\000' > h
+	printf 'CGF1\004head\007\001\000\000\012\000\000\000\000\000\000\000\120\000\000\000\000\000\000\000' > h
 	printf '\001\000\000\000\000\000\000\000\003\000\000\000\000\000\000\000' >> h
 	printf '\001\000\000\000\000\000\000\000\004\000\000\000\000\000\000\000' >> h
 	printf '\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' >> h
 	printf '\000\000\000\000\000\000\000\000' >> h
 	printf '\000\000\000\000\000\000\000\000' >> h
 	printf '\002\000\000\000\000\000\000\000' >> h
+	printf '\000\000\000\000\000\000\000\000' >> h
 	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < h
 	[[ $stderr == *"for stage 2 of 3, not 2 of 2"* ]]
 	[ "$(echo "$stderr" | wc -l)" -eq 1 ]

@@ -129,7 +129,7 @@ at() {
 	run -1 --separate-stderr stage2 < "$D/u.cgm"
 	[[ $stderr == *"bad magic"* ]]
 	# the head, then rows out of the window (of 16), or out of place
-	head -c 69 down > h
+	head -c 77 down > h
 	{ cat h; at 10 7; } > far
 	run -1 --separate-stderr stage2 < far
 	assert_equal "$stderr" "cg-sample: the previous stage: 7 rows at position 10: not within the window of 16"
@@ -151,7 +151,7 @@ at() {
 	# a frame the protocol has no place for
 	cat h h > twice
 	run -1 --separate-stderr stage2 < twice
-	assert_equal "$stderr" 'cg-sample: the previous stage: frame head: 40 bytes, more than 16'
+	assert_equal "$stderr" 'cg-sample: the previous stage: frame head: 48 bytes, more than 16'
 	{
 		cat h
 		printf 'CGF1\006commit\007\001\000\000\001\000\000\000\000\000\000\000'

@@ -57,6 +57,11 @@ struct cg_stage_ops {
 	/* A workspace for layers [a, b) and micro-batches of up to mb rows
 	 * (free it with stage_free), or NULL with a message. */
 	void *(*stage_new)(const struct cg_model *m, int a, int b, int mb);
+	/* What layers [a, b) cost, for a plan (train/plan.h): *flops the
+	 * floating-point operations of one row forward, *ws the bytes
+	 * stage_new(m, a, b, mb) takes; 0, or -1 with a message. */
+	int (*cost)(const struct cg_model *m, int a, int b, int mb,
+	            double *flops, size_t *ws);
 	void (*stage_free)(void *ws);
 	/* Forward, not the last stage: tokens (the first) or x into y. */
 	int (*forward)(const struct cg_model *m, void *ws, const int *tokens,

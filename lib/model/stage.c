@@ -16,12 +16,13 @@
 
 #include "model/stage.h"
 
-int
-cg_stage_plan(const struct cg_model *m, int index, int count,
-              struct cg_stage *st)
+/* Stage index of count for m, st->T and st->C set, *L its layers, or
+ * -1 with a message. */
+static int
+layers_of(const struct cg_model *m, int index, int count,
+          struct cg_stage *st, int *L)
 {
 	const struct cg_stage_ops *ops = m->arch->stages;
-	int L;
 
 	memset(st, 0, sizeof(*st));
 	if (ops == NULL)
@@ -34,13 +35,33 @@ cg_stage_plan(const struct cg_model *m, int index, int count,
 		return cg_seterr("a model with a mask, adapters, parameter "
 		                 "groups or a downlink's residual is not cut "
 		                 "into stages");
-	if ((L = ops->layers(m, count, &st->T, &st->C)) < 0)
+	if ((*L = ops->layers(m, count, &st->T, &st->C)) < 0)
 		return -1;
-	int base = L / count, extra = L % count;
+	return 0;
+}
+
+int
+cg_stage_plan_at(const struct cg_model *m, int index, int count, int a, int b,
+                 struct cg_stage *st)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	int L;
+
+	if (layers_of(m, index, count, st, &L) != 0)
+		return -1;
+	/* the first stage holds the input's layer, the last the output's,
+	 * and each of the others one layer at least (the join checks that
+	 * they meet) */
+	if (a < 0 || b <= a || b > L || (index == 0) != (a == 0) ||
+	    (index == count - 1) != (b == L) || a < index ||
+	    L - b < count - 1 - index)
+		return cg_seterr("stage %d of %d: layers [%d, %d) of %d: not "
+		                 "a stage's",
+		                 index + 1, count, a, b, L);
 	st->index = index;
 	st->count = count;
-	st->a = index * base + (index < extra ? index : extra);
-	st->b = st->a + base + (index < extra);
+	st->a = a;
+	st->b = b;
 	st->v0 = ops->layer_view(m, st->a);
 	st->v1 = ops->layer_view(m, st->b);
 	if (st->v0 < 0 || st->v1 > m->nviews || st->v1 <= st->v0)
@@ -48,6 +69,20 @@ cg_stage_plan(const struct cg_model *m, int index, int count,
 	st->lo = m->views[st->v0].off;
 	st->hi = st->v1 == m->nviews ? m->nparams : m->views[st->v1].off;
 	return 0;
+}
+
+int
+cg_stage_plan(const struct cg_model *m, int index, int count,
+              struct cg_stage *st)
+{
+	int L;
+
+	if (layers_of(m, index, count, st, &L) != 0)
+		return -1;
+	int base = L / count, extra = L % count;
+	int a = index * base + (index < extra ? index : extra);
+	return cg_stage_plan_at(m, index, count, a, a + base + (index < extra),
+	                        st);
 }
 
 struct cg_file *
@@ -230,20 +265,6 @@ load_range(struct cg_model *m, const struct cg_file *f,
 	return 0;
 }
 
-/* Stage index of count, layers [a, b), planned for m: st.  0 or -1. */
-static int
-plan_as(const struct cg_model *m, int index, int count, int a, int b,
-        struct cg_stage *st)
-{
-	if (cg_stage_plan(m, index, count, st) != 0)
-		return -1;
-	if (st->a != a || st->b != b)
-		return cg_seterr("stage %d of %d: layers [%d, %d), the cut "
-		                 "gives [%d, %d)",
-		                 index + 1, count, a, b, st->a, st->b);
-	return 0;
-}
-
 /* The stage in f (taken: freed here) as a model, display naming it. */
 static struct cg_model *
 stage_from(struct cg_file *f, const char *display, struct cg_stage *st)
@@ -255,7 +276,7 @@ stage_from(struct cg_file *f, const char *display, struct cg_stage *st)
 	if (stage_of(f, &index, &count, &a, &b) != 0 ||
 	    (man = bare_manifest(f)) == NULL ||
 	    (m = cg_model_laid_out(man, 1)) == NULL ||
-	    plan_as(m, index, count, a, b, st) != 0 ||
+	    cg_stage_plan_at(m, index, count, a, b, st) != 0 ||
 	    load_range(m, f, st) != 0) {
 		cg_model_free(m);
 		m = NULL;
@@ -361,7 +382,15 @@ cg_stage_join(struct cg_file *const *f, int n, const char *const *display)
 			cg_model_free(m);
 			return NULL;
 		}
-		if (plan_as(m, i, n, at[i][0], at[i][1], &st) != 0 ||
+		if (i > 0 && at[i][0] != at[i - 1][1]) {
+			cg_seterr("%s: stage %d of %d starts at layer %d, stage "
+			          "%d ends at %d",
+			          display[who[i]], i + 1, n, at[i][0], i,
+			          at[i - 1][1]);
+			cg_model_free(m);
+			return NULL;
+		}
+		if (cg_stage_plan_at(m, i, n, at[i][0], at[i][1], &st) != 0 ||
 		    load_range(m, by[i], &st) != 0) {
 			cg_errprefix(display[who[i]]);
 			cg_model_free(m);

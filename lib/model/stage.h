@@ -46,6 +46,12 @@ struct cg_stage {
 int cg_stage_plan(const struct cg_model *m, int index, int count,
                   struct cg_stage *st);
 
+/* Stage index of count for model m holding layers [a, b): the first
+ * stage from layer 0, the last to the model's last, one layer each at
+ * least.  0, or -1 with a message. */
+int cg_stage_plan_at(const struct cg_model *m, int index, int count, int a,
+                     int b, struct cg_stage *st);
+
 /* Stage st of m as a file (the caller frees it before m: it borrows m's
  * arrays), or NULL with a message. */
 struct cg_file *cg_stage_file(struct cg_model *m, const struct cg_stage *st);

@@ -8,11 +8,12 @@
  * cg-train-step ...`), or talks to it over a pair of FIFOs.  What is
  * said, in order (frames of file/frame.h):
  *
- *   down  "head" u64 [9]: the receiver's index, the count of stages,
+ *   down  "head" u64 [10]: the receiver's index, the count of stages,
  *         steps K, batch B, micro-batches M, the model's step, 1 where
  *         "x" and "dx" cross as bf16 (else 0: f32), 1 for 1F1B (else
  *         0: GPipe), what the call emits (enum cg_emit: 0 grad, 1
- *         delta, 2 model)
+ *         delta, 2 model), the layer the sender's stage ends at (the
+ *         receiver's first)
  *   down  a grad or delta call: "worker" u64 [5], the shard's identity
  *         and the seed of the update's worker (train.h)
  *   per step:

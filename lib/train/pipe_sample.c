@@ -49,12 +49,13 @@ static int
 head(struct cg_stage_gen *g)
 {
 	const struct cg_stage *st = &g->st;
-	uint64_t h[5] = {(uint64_t)st->index, (uint64_t)st->count,
-	                 (uint64_t)st->T, (uint64_t)st->C, (uint64_t)g->V};
+	uint64_t h[6] = {(uint64_t)st->index, (uint64_t)st->count,
+	                 (uint64_t)st->T, (uint64_t)st->C, (uint64_t)g->V,
+	                 (uint64_t)st->b};
 
 	if (st->index > 0) {
-		uint64_t in[5];
-		if (cg_pipe_hear(g->p.up_in, "head", in, 5) != 0)
+		uint64_t in[6];
+		if (cg_pipe_hear(g->p.up_in, "head", in, 6) != 0)
 			return -1;
 		if (in[0] != h[0] || in[1] != h[1])
 			return cg_seterr("the previous stage sends to stage "
@@ -70,10 +71,15 @@ head(struct cg_stage_gen *g)
 			    (unsigned long long)in[2],
 			    (unsigned long long)in[3],
 			    (unsigned long long)in[4], st->T, st->C, g->V);
+		if (in[5] != (uint64_t)st->a)
+			return cg_seterr("the previous stage ends at layer %llu, "
+			                 "this one starts at %d: stages of "
+			                 "different cuts",
+			                 (unsigned long long)in[5], st->a);
 	}
 	h[0]++;
 	if (st->index < st->count - 1 &&
-	    cg_pipe_say(g->p.down_out, "head", h, 5))
+	    cg_pipe_say(g->p.down_out, "head", h, 6))
 		return -1;
 	return 0;
 }

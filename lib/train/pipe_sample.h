@@ -5,8 +5,9 @@
  *
  * Over the links of train/pipe.h, frames of file/frame.h:
  *
- *   down  "head" u64 [5]: the receiver's index, the count of stages, the
- *         window T, the width C, the logits' length V
+ *   down  "head" u64 [6]: the receiver's index, the count of stages, the
+ *         window T, the width C, the logits' length V, the layer the
+ *         sender's stage ends at (the receiver's first)
  *   per chunk of rows (the unsplit generator's chunks, so its numbers):
  *   down  "at" u64 [2]: the first row's position p0 (0: a new window),
  *         the rows n

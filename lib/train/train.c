@@ -1047,7 +1047,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
            const struct cg_pipe *p)
 {
 	static const char *const what[] = {"a grad", "a delta", "its model"};
-	uint64_t h[9] = {1,
+	uint64_t h[10] = {1,
 	                 (uint64_t)st->count,
 	                 (uint64_t)o->steps,
 	                 (uint64_t)o->batch,
@@ -1055,10 +1055,11 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 	                 m->step,
 	                 (uint64_t)(so->bf16 != 0),
 	                 (uint64_t)(so->one_f_one_b != 0),
-	                 (uint64_t)o->emit};
+	                 (uint64_t)o->emit,
+	                 (uint64_t)st->b};
 
 	if (st->index > 0) {
-		if (cg_pipe_hear(p->up_in, "head", h, 9) != 0)
+		if (cg_pipe_hear(p->up_in, "head", h, 10) != 0)
 			return -1;
 		if (h[0] != (uint64_t)st->index || h[1] != (uint64_t)st->count)
 			return cg_seterr(
@@ -1084,6 +1085,14 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			    "the previous stage emits %s, this one "
 			    "%s (--emit)",
 			    what[h[8]], what[o->emit]);
+		/* stages cut from different splits would skip or repeat
+		 * layers */
+		if (h[9] != (uint64_t)st->a)
+			return cg_seterr("the previous stage ends at layer %llu, "
+			                 "this one starts at %d: stages of "
+			                 "different cuts",
+			                 (unsigned long long)h[9], st->a);
+		h[9] = (uint64_t)st->b;
 		o->steps = (int)h[2];
 		o->batch = (int)h[3];
 		so->micro = (int)h[4];
@@ -1095,7 +1104,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			return -1;
 	}
 	if (st->index < st->count - 1 &&
-	    (cg_pipe_say(p->down_out, "head", h, 9) != 0 ||
+	    (cg_pipe_say(p->down_out, "head", h, 10) != 0 ||
 	     (o->emit != CG_EMIT_MODEL &&
 	      cg_pipe_say(p->down_out, "worker", so->worker, 5) != 0)))
 		return -1;

@@ -28,7 +28,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(fd);
 	if ((fd = open(path, O_RDONLY)) < 0)
 		abort();
-	uint64_t head[8], hs[1] = {8}, xs[3] = {2, 4, 8};
+	uint64_t head[10], hs[1] = {10}, xs[3] = {2, 4, 8};
 	float x[64];
 	if (cg_frame_expect(fd, "head", CG_U64, 1, hs, head) == 0)
 		(void)cg_frame_expect(fd, "x", CG_F32, 3, xs, x);

@@ -396,14 +396,16 @@ check_ws(const struct cg_cgpt_config *c, int max_batch)
 	return 0;
 }
 
-size_t
-cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
-                 int checkpoint)
+/* The bytes ws_new(c, max_batch, checkpoint, any l0, nblk) allocates,
+ * or 0 with a message. */
+static size_t
+ws_bytes(const struct cg_cgpt_config *c, int max_batch, int checkpoint,
+         int nblk)
 {
 	struct cg_cgpt_ws w = {.c = *c,
 	                       .max_batch = max_batch,
 	                       .ckpt = checkpoint != 0,
-	                       .nblk = c->L};
+	                       .nblk = nblk};
 	struct cg_arena a = {0};
 
 	if (check_ws(c, max_batch) != 0)
@@ -414,7 +416,14 @@ cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
 		          max_batch);
 		return 0;
 	}
-	return a.used + sizeof(w) + (size_t)c->L * sizeof(struct acts);
+	return a.used + sizeof(w) + (size_t)nblk * sizeof(struct acts);
+}
+
+size_t
+cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
+                 int checkpoint)
+{
+	return ws_bytes(c, max_batch, checkpoint, c->L);
 }
 
 /* A workspace for blocks [l0, l0 + nblk) of c. */
@@ -797,6 +806,37 @@ cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c, int max_batch, int a,
 		return NULL;
 	}
 	return ws_new(c, max_batch, 0, a, b - a);
+}
+
+size_t
+cg_cgpt_stage_ws_bytes(const struct cg_cgpt_config *c, int max_batch, int a,
+                       int b)
+{
+	if (cg_cgpt_check_config(c) != 0)
+		return 0;
+	if (a < 0 || b <= a || b > c->L) {
+		cg_seterr("cgpt: blocks [%d, %d): not a range of [0, %d)", a, b,
+		          c->L);
+		return 0;
+	}
+	return ws_bytes(c, max_batch, 0, b - a);
+}
+
+double
+cg_cgpt_stage_flops(const struct cg_cgpt_config *c, int a, int b)
+{
+	double T = c->T, C = c->C, A = cg_cgpt_attn(c), F = cg_cgpt_ffn(c);
+	double V = cg_cgpt_vocab(c);
+	/* a block's products a token: qkv, the projection, the MLP's two;
+	 * causal attention's scores and sums over (T + 1) / 2 keys on
+	 * average */
+	double block = 2 * (C * 3 * A + A * C + 2 * C * F) + 2 * 2 * A *
+	                                                          (T + 1) / 2;
+	double f = (b - a) * block;
+
+	if (b == c->L)
+		f += 2 * C * V; /* the head */
+	return f * T;
 }
 
 /* The checks of a stage's call; 0 or -1 with a message. */

@@ -240,6 +240,15 @@ size_t cg_cgpt_stage_off(const struct cg_cgpt_config *c, int l);
 struct cg_cgpt_ws *cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c,
                                         int max_batch, int a, int b);
 
+/* The bytes cg_cgpt_stage_ws_new(c, max_batch, a, b) allocates, or 0
+ * with a message. */
+size_t cg_cgpt_stage_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
+                              int a, int b);
+/* The floating-point operations of one sequence of T positions forward
+ * through blocks [a, b) of c (and the head where b = L): the matrix
+ * products', the element-wise work not counted. */
+double cg_cgpt_stage_flops(const struct cg_cgpt_config *c, int a, int b);
+
 /*
  * The stage's forward pass, a < b < L (not the last stage): from tokens
  * [B, T] where a = 0, else from x [B, T, C], the output of block b - 1

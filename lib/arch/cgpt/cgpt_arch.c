@@ -907,6 +907,19 @@ stage_new(const struct cg_model *m, int a, int b, int mb)
 }
 
 static int
+stage_cost(const struct cg_model *m, int a, int b, int mb, double *flops,
+           size_t *ws)
+{
+	struct cg_cgpt_config c;
+
+	if (get_config(m->config, &c) != 0 ||
+	    (*ws = cg_cgpt_stage_ws_bytes(&c, mb, a, b)) == 0)
+		return -1;
+	*flops = cg_cgpt_stage_flops(&c, a, b);
+	return 0;
+}
+
+static int
 stage_forward(const struct cg_model *m, void *ws, const int *tokens,
               const float *x, int B, float *y)
 {
@@ -969,6 +982,7 @@ static const struct cg_stage_ops cgpt_stages = {
     .rows = stage_rows,
     .stage_new = stage_new,
     .stage_free = stage_free,
+    .cost = stage_cost,
     .forward = stage_forward,
     .backward = stage_backward,
     .gen_new = stage_gen_new,
