@@ -41,9 +41,12 @@
 #                   (cg-cluster --down-codec q4: each host keeps its copy)
 #   cg-diloco-q2-h200-q4down  the same, 200 local steps a round
 #   cg-diloco-q2-h200  cg-diloco-q2 with 200 local steps a round
+#   cg-diloco-q2-h200-slow  the same, the outer step at OVERLAP_APPLY
 #   cg-diloco-q2-h200-overlap  the same, overlapped (cg-cluster
 #                   --overlap: each host computes a round while the
-#                   round before goes up and its model down)
+#                   round before goes up and its model down; the
+#                   update one round stale, so the outer step at
+#                   OVERLAP_APPLY)
 #   cg-diloco-q2-h100-overlap  the same, 100 local steps a round
 #   cg-diloco-grow  cg-diloco with rounds of 25 local steps, then 50,
 #                   then 100 (--steps 25x4,50x4,100)
@@ -71,7 +74,8 @@
 # (environment): CG_BIN (build/cmd), RATE (10mbit), RTT (0), LOSS (0),
 # HOSTS_RELAY (CG_BIN/../tests/unit/linkrelay), TARGET (270),
 # HIDDEN (64), LAYERS (1), LATENT (16), BATCH (32), LR (1e-3), SEED (1),
-# DILOCO_STEPS (50), SYNC_CHUNK (25), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
+# DILOCO_STEPS (50), SYNC_CHUNK (25), OVERLAP_APPLY (--outer-lr 0.5
+# --outer-momentum 0), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
 # evaluations), MAX_SECONDS (600), SYNC_MAX_SECONDS (MAX_SECONDS, the
 # cg-sync row's), ROWS (all of the above), FMNIST.
 # Needs root, iproute2, openssh-server, /usr/bin/python3 with Debian's
@@ -100,7 +104,8 @@ EVAL_EVERY=${EVAL_EVERY:-25}
 MAX_SECONDS=${MAX_SECONDS:-600}
 SYNC_MAX_SECONDS=${SYNC_MAX_SECONDS:-$MAX_SECONDS}
 SSH_MUX=${SSH_MUX:-1}
-ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 ddp-localsgd50 ddp-localsgd200 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-q2-h200 cg-diloco-q2-h200-overlap cg-diloco-q2-h100-overlap cg-diloco-grow cg-sync50-diloco}
+OVERLAP_APPLY=${OVERLAP_APPLY:---outer-lr 0.5 --outer-momentum 0}
+ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 ddp-localsgd50 ddp-localsgd200 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-q2-h200 cg-diloco-q2-h200-slow cg-diloco-q2-h200-overlap cg-diloco-q2-h100-overlap cg-diloco-grow cg-sync50-diloco}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 PY=${DEB_PYTHON:-/usr/bin/python3}
 N=4
@@ -268,10 +273,15 @@ for r in $ROWS; do
 		cg cg-diloco-q2-h200-q4down diloco 200 1 "--codec q2" \
 			--down-codec q4 ;;
 	cg-diloco-q2-h200) cg cg-diloco-q2-h200 diloco 200 1 "--codec q2" ;;
+	cg-diloco-q2-h200-slow)
+		cg cg-diloco-q2-h200-slow diloco 200 1 "--codec q2" \
+			-A "$OVERLAP_APPLY" ;;
 	cg-diloco-q2-h200-overlap)
-		cg cg-diloco-q2-h200-overlap diloco 200 1 "--codec q2" --overlap ;;
+		cg cg-diloco-q2-h200-overlap diloco 200 1 "--codec q2" --overlap \
+			-A "$OVERLAP_APPLY" ;;
 	cg-diloco-q2-h100-overlap)
-		cg cg-diloco-q2-h100-overlap diloco 100 1 "--codec q2" --overlap ;;
+		cg cg-diloco-q2-h100-overlap diloco 100 1 "--codec q2" --overlap \
+			-A "$OVERLAP_APPLY" ;;
 	*) echo "cluster.sh: unknown row '$r'" >&2; exit 2 ;;
 	esac || echo "cluster.sh: $r failed" >&2
 done
