@@ -48,6 +48,9 @@
 #                   update one round stale, so the outer step at
 #                   OVERLAP_APPLY)
 #   cg-diloco-q2-h100-overlap  the same, 100 local steps a round
+#   cg-diloco-slow, cg-diloco-overlap  cg-diloco (50 local steps, f32
+#                   deltas: more bytes a step) at OVERLAP_APPLY, without
+#                   and with --overlap
 #   cg-diloco-grow  cg-diloco with rounds of 25 local steps, then 50,
 #                   then 100 (--steps 25x4,50x4,100)
 #   cg-sync50-diloco  50 synchronous rounds (one step each, the
@@ -105,7 +108,7 @@ MAX_SECONDS=${MAX_SECONDS:-600}
 SYNC_MAX_SECONDS=${SYNC_MAX_SECONDS:-$MAX_SECONDS}
 SSH_MUX=${SSH_MUX:-1}
 OVERLAP_APPLY=${OVERLAP_APPLY:---outer-lr 0.5 --outer-momentum 0}
-ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 ddp-localsgd50 ddp-localsgd200 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-q2-h200 cg-diloco-q2-h200-slow cg-diloco-q2-h200-overlap cg-diloco-q2-h100-overlap cg-diloco-grow cg-sync50-diloco}
+ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 ddp-localsgd50 ddp-localsgd200 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-q2-h200 cg-diloco-q2-h200-slow cg-diloco-q2-h200-overlap cg-diloco-q2-h100-overlap cg-diloco-slow cg-diloco-overlap cg-diloco-grow cg-sync50-diloco}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 PY=${DEB_PYTHON:-/usr/bin/python3}
 N=4
@@ -278,6 +281,11 @@ for r in $ROWS; do
 			-A "$OVERLAP_APPLY" ;;
 	cg-diloco-q2-h200-overlap)
 		cg cg-diloco-q2-h200-overlap diloco 200 1 "--codec q2" --overlap \
+			-A "$OVERLAP_APPLY" ;;
+	cg-diloco-slow)
+		cg cg-diloco-slow diloco "$DILOCO_STEPS" 1 "" -A "$OVERLAP_APPLY" ;;
+	cg-diloco-overlap)
+		cg cg-diloco-overlap diloco "$DILOCO_STEPS" 1 "" --overlap \
 			-A "$OVERLAP_APPLY" ;;
 	cg-diloco-q2-h100-overlap)
 		cg cg-diloco-q2-h100-overlap diloco 100 1 "--codec q2" --overlap \
