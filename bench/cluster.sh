@@ -25,6 +25,11 @@
 #   ddp-fp16        the same with DDP's fp16 compression hook
 #   ddp-psgd1/4     the same with its PowerSGD hook, rank 1 and 4 (error
 #                   feedback, warm start, 10 plain steps first)
+#   ddp-localsgd50/200  PyTorch's post-local SGD: 10 steps of DDP's
+#                   all-reduce, then each rank's Adam alone and the
+#                   parameters averaged every 50 or 200 steps
+#                   (PostLocalSGDOptimizer, PeriodicModelAverager),
+#                   scored right after an averaging
 #   cg-sync         cg-cluster --mode sync: a gradient of each host every
 #                   step, the model sent to each host every step
 #   cg-diloco       cg-cluster (DiLoCo): DILOCO_STEPS local Adam steps a
@@ -35,6 +40,17 @@
 #   cg-diloco-q2-h100-q4down  the same, the model's change sent down 4-bit
 #                   (cg-cluster --down-codec q4: each host keeps its copy)
 #   cg-diloco-q2-h200-q4down  the same, 200 local steps a round
+#   cg-diloco-q2-h200  cg-diloco-q2 with 200 local steps a round
+#   cg-diloco-q2-h200-slow  the same, the outer step at OVERLAP_APPLY
+#   cg-diloco-q2-h200-overlap  the same, overlapped (cg-cluster
+#                   --overlap: each host computes a round while the
+#                   round before goes up and its model down; the
+#                   update one round stale, so the outer step at
+#                   OVERLAP_APPLY)
+#   cg-diloco-q2-h100-overlap  the same, 100 local steps a round
+#   cg-diloco-slow, cg-diloco-overlap  cg-diloco (50 local steps, f32
+#                   deltas: more bytes a step) at OVERLAP_APPLY, without
+#                   and with --overlap
 #   cg-diloco-grow  cg-diloco with rounds of 25 local steps, then 50,
 #                   then 100 (--steps 25x4,50x4,100)
 #   cg-sync50-diloco  50 synchronous rounds (one step each, the
@@ -61,11 +77,13 @@
 # (environment): CG_BIN (build/cmd), RATE (10mbit), RTT (0), LOSS (0),
 # HOSTS_RELAY (CG_BIN/../tests/unit/linkrelay), TARGET (270),
 # HIDDEN (64), LAYERS (1), LATENT (16), BATCH (32), LR (1e-3), SEED (1),
-# DILOCO_STEPS (50), SYNC_CHUNK (25), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
+# DILOCO_STEPS (50), SYNC_CHUNK (25), OVERLAP_APPLY (--outer-lr 0.5
+# --outer-momentum 0), SSH_MUX (1), EVAL_EVERY (25, DDP's steps between
 # evaluations), MAX_SECONDS (600), SYNC_MAX_SECONDS (MAX_SECONDS, the
 # cg-sync row's), ROWS (all of the above), FMNIST.
 # Needs root, iproute2, openssh-server, /usr/bin/python3 with Debian's
-# python3-torch.
+# python3-torch (DEB_PYTHON: another python3 with torch, as
+# /opt/cg-bench-venv/bin/python).
 set -u
 cd "$(dirname "$0")/.."
 top=$PWD
@@ -89,7 +107,8 @@ EVAL_EVERY=${EVAL_EVERY:-25}
 MAX_SECONDS=${MAX_SECONDS:-600}
 SYNC_MAX_SECONDS=${SYNC_MAX_SECONDS:-$MAX_SECONDS}
 SSH_MUX=${SSH_MUX:-1}
-ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-grow cg-sync50-diloco}
+OVERLAP_APPLY=${OVERLAP_APPLY:---outer-lr 0.5 --outer-momentum 0}
+ROWS=${ROWS:-ddp ddp-fp16 ddp-psgd1 ddp-psgd4 ddp-localsgd50 ddp-localsgd200 cg-sync cg-diloco cg-diloco-q2 cg-diloco-q2-h100 cg-diloco-q2-h100-q4down cg-diloco-q2-h200-q4down cg-diloco-q2-h200 cg-diloco-q2-h200-slow cg-diloco-q2-h200-overlap cg-diloco-q2-h100-overlap cg-diloco-slow cg-diloco-overlap cg-diloco-grow cg-sync50-diloco}
 FMNIST=${FMNIST:-/usr/share/datasets/fashion-mnist}
 PY=${DEB_PYTHON:-/usr/bin/python3}
 N=4
@@ -137,9 +156,10 @@ row() {
 	echo "cluster.sh: $1" >&2
 }
 
-# ddp NAME HOOK [PSGD-RANK]
+# ddp NAME HOOK [PSGD-RANK [PERIOD]]
 ddp() {
-	local name=$1 hook=$2 prank=${3:-2} i b0 b1 port=$((29500 + RANDOM % 1000))
+	local name=$1 hook=$2 prank=${3:-2} period=${4:-50} i b0 b1
+	local port=$((29500 + RANDOM % 1000))
 	local pids=()
 	b0=$(sent)
 	for ((i = 0; i < N; i++)); do
@@ -148,7 +168,7 @@ ddp() {
 			--master "$HOSTS_NET.1" --port $port --data "$FMNIST" \
 			--seed "$SEED" --hidden "$HIDDEN" --layers "$LAYERS" \
 			--latent "$LATENT" --batch "$BATCH" --lr "$LR" --hook "$hook" \
-			--psgd-rank "$prank" --target "$TARGET" \
+			--psgd-rank "$prank" --period "$period" --target "$TARGET" \
 			--eval-every "$EVAL_EVERY" --max-seconds "$MAX_SECONDS" \
 			>"ddp.$name.$i" 2>"ddp.$name.$i.err" &
 		pids+=($!)
@@ -237,6 +257,8 @@ for r in $ROWS; do
 	ddp-fp16) ddp ddp-fp16 fp16 ;;
 	ddp-psgd1) ddp ddp-psgd1 powersgd 1 ;;
 	ddp-psgd4) ddp ddp-psgd4 powersgd 4 ;;
+	ddp-localsgd50) ddp ddp-localsgd50 localsgd 2 50 ;;
+	ddp-localsgd200) ddp ddp-localsgd200 localsgd 2 200 ;;
 	cg-sync) cg cg-sync sync 1 "$SYNC_CHUNK" ;;
 	cg-diloco) cg cg-diloco diloco "$DILOCO_STEPS" 1 ;;
 	cg-diloco-q2) cg cg-diloco-q2 diloco "$DILOCO_STEPS" 1 "--codec q2" ;;
@@ -253,6 +275,21 @@ for r in $ROWS; do
 	cg-diloco-q2-h200-q4down)
 		cg cg-diloco-q2-h200-q4down diloco 200 1 "--codec q2" \
 			--down-codec q4 ;;
+	cg-diloco-q2-h200) cg cg-diloco-q2-h200 diloco 200 1 "--codec q2" ;;
+	cg-diloco-q2-h200-slow)
+		cg cg-diloco-q2-h200-slow diloco 200 1 "--codec q2" \
+			-A "$OVERLAP_APPLY" ;;
+	cg-diloco-q2-h200-overlap)
+		cg cg-diloco-q2-h200-overlap diloco 200 1 "--codec q2" --overlap \
+			-A "$OVERLAP_APPLY" ;;
+	cg-diloco-slow)
+		cg cg-diloco-slow diloco "$DILOCO_STEPS" 1 "" -A "$OVERLAP_APPLY" ;;
+	cg-diloco-overlap)
+		cg cg-diloco-overlap diloco "$DILOCO_STEPS" 1 "" --overlap \
+			-A "$OVERLAP_APPLY" ;;
+	cg-diloco-q2-h100-overlap)
+		cg cg-diloco-q2-h100-overlap diloco 100 1 "--codec q2" --overlap \
+			-A "$OVERLAP_APPLY" ;;
 	*) echo "cluster.sh: unknown row '$r'" >&2; exit 2 ;;
 	esac || echo "cluster.sh: $r failed" >&2
 done

@@ -13,6 +13,14 @@ every step, through the communication hook --hook names:
   fp16       the buckets cast to f16 for the all-reduce (fp16_compress_hook)
   powersgd   PowerSGD (Vogels et al. 2019) of rank --psgd-rank, with error
              feedback and warm start, after --psgd-start plain steps
+  localsgd   post-local SGD (Lin et al. 2020): --localsgd-start steps of
+             DDP's all-reduce, then none (post_localSGD_hook without
+             its gradient all-reduce), each rank's Adam stepping alone,
+             and the ranks' parameters averaged every --period steps
+             (PostLocalSGDOptimizer with a PeriodicModelAverager,
+             torch.distributed.algorithms.model_averaging); scored
+             only right after an averaging, at least --eval-every steps
+             apart
 
 Every --eval-every steps rank 0 scores the test set (as torch_cvae.py: one
 noise sample per image, fixed noise) while the clock is stopped on every
@@ -60,10 +68,12 @@ def main():
     ap.add_argument("--latent", type=int, default=16)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--hook", choices=["none", "fp16", "powersgd"],
+    ap.add_argument("--hook", choices=["none", "fp16", "powersgd", "localsgd"],
                     default="none")
     ap.add_argument("--psgd-rank", type=int, default=2)
     ap.add_argument("--psgd-start", type=int, default=10)
+    ap.add_argument("--period", type=int, default=50)
+    ap.add_argument("--localsgd-start", type=int, default=10)
     ap.add_argument("--target", type=float, required=True)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--max-steps", type=int, default=100000)
@@ -92,6 +102,29 @@ def main():
             warm_start=True)
         ddp.register_comm_hook(st, powerSGD_hook.powerSGD_hook)
     opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
+    avg = None
+    if a.hook == "localsgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import \
+            post_localSGD_hook
+        from torch.distributed.algorithms.model_averaging import averagers
+        from torch.distributed.optim import PostLocalSGDOptimizer
+        st = post_localSGD_hook.PostLocalSGDState(
+            process_group=None, subgroup=None,
+            start_localSGD_iter=a.localsgd_start,
+            post_local_gradient_allreduce=False)
+        ddp.register_comm_hook(st, post_localSGD_hook.post_localSGD_hook)
+        avg = averagers.PeriodicModelAverager(
+            period=a.period, warmup_steps=a.localsgd_start)
+        opt = PostLocalSGDOptimizer(optim=opt, averager=avg)
+
+    def averaged():
+        # whether the step just taken ended with an averaging (the
+        # averager's count went past it)
+        if avg is None:
+            return True
+        k = avg.step - 1
+        return k >= a.localsgd_start and \
+            (k - a.localsgd_start) % a.period == 0
 
     gen = torch.Generator().manual_seed(a.seed)
     shard = torch.randperm(len(xtr), generator=gen)[a.rank::a.world]
@@ -102,7 +135,8 @@ def main():
     flag = torch.zeros(1)
     while True:
         t0 = time.perf_counter()
-        for _ in range(a.eval_every):
+        since = 0
+        while since < a.eval_every or not averaged():
             if pos + a.batch > len(perm):
                 perm, pos = torch.randperm(len(shard), generator=rgen), 0
             idx = shard[perm[pos:pos + a.batch]]
@@ -114,6 +148,7 @@ def main():
             loss.backward()
             opt.step()
             step += 1
+            since += 1
         train_s += time.perf_counter() - t0
         if a.rank == 0:
             nelbo = score(model, xte, yte, a.latent, a.seed)
