@@ -39,6 +39,7 @@
 #include "core/atomic.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
+#include "exchange/slice.h"
 #include "exchange/update.h"
 #include "exchange/stale.h"
 #include "model/model.h"
@@ -62,7 +63,9 @@ enum {
 	OPT_TARGET_EPSILON,
 	OPT_PEERS,
 	OPT_REVEAL,
-	OPT_UNMASK
+	OPT_UNMASK,
+	OPT_JOIN,
+	OPT_SLICE
 };
 
 /* After the options, the reducer's table of operations: made by
@@ -95,6 +98,8 @@ struct args {
 	char **inputs;                       /* [ninputs] */
 	int ninputs;
 	int quiet;
+	int slice_i, slice_n; /* --slice I/N (slice_n 0: none) */
+	int join;
 };
 
 #define CG_CTX struct args
@@ -130,6 +135,11 @@ static const struct cg_opt opts[] = {
      CG_OPT_PARSE(comp, cg_opt_compress)},
     {"log", OPT_LOG, "FILE", "append the call's figures to FILE (JSON lines)",
      CG_OPT_STR(log)},
+    CG_OPT_HEADING("Several coordinators, each a slice of the tensors:"),
+    {"slice", OPT_SLICE, "I/N",
+     "reduce only slice I of N (0 <= I < N) of the tensors", CG_OPT_CUSTOM},
+    {"join", OPT_JOIN, NULL, "join the N slices given into the whole reduction",
+     CG_OPT_FLAG(join)},
     CG_OPT_HEADING("Differential privacy (DP-FedAvg: each input a worker's):"),
     {"dp-clip", OPT_DP_CLIP, "C",
      "clip each input to L2 norm C over all its tensors; weigh them alike",
@@ -190,6 +200,24 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 
 	if (c == OPT_OP) {
 		e = (a->op = cg_reduce_op_parse(g->arg, &a->param)) == NULL;
+	} else if (c == OPT_SLICE) {
+		char *end;
+		long i, n = 0;
+		errno = 0;
+		i = strtol(g->arg, &end, 10);
+		e = end == g->arg || *end != '/';
+		if (!e) {
+			const char *ns = end + 1;
+			n = strtol(ns, &end, 10);
+			e = end == ns || *end != '\0';
+		}
+		e = e || errno != 0 || n < 1 || n > CG_SLICE_MAX || i < 0 ||
+		    i >= n;
+		if (e)
+			cg_seterr("'%.32s' is not I/N with 0 <= I < N <= %d",
+			          g->arg, CG_SLICE_MAX);
+		a->slice_i = e ? 0 : (int)i;
+		a->slice_n = e ? 0 : (int)n;
 	} else {
 		a->stale_given = 1;
 		e = cg_stale_weight_parse(g->arg, &a->stale) != 0;
@@ -251,6 +279,15 @@ validate(const struct args *a)
 	    (a->unmask || a->model || a->dp_clip > 0 || a->coded || a->dp_only))
 		return cg_usage("--reveal writes a reveal, not a reduction: no "
 		                "--unmask, --model, --codec or --dp-*");
+	if (a->join && (a->slice_n || a->model || a->coded || a->dp_clip > 0 ||
+	                a->dp_only || a->unmask || a->reveal ||
+	                a->op != cg_reduce_op_at(0)))
+		return cg_usage("--join lays slices side by side: no --slice, "
+		                "--op, --model, --codec, --budget, --unmask, "
+		                "--reveal or --dp-*");
+	if (a->slice_n && (a->reveal || a->unmask))
+		return cg_usage("--slice: masked inputs are not sliced (their "
+		                "masks cancel only in the whole sum)");
 	if (a->model && strcmp(a->model, "-") == 0)
 		return cg_usage("--model: a file, not standard input (the "
 		                "inputs may come from there)");
@@ -341,7 +378,12 @@ start(const struct args *a, struct call *c)
 	         a->max_staleness < 0 ? UINT64_MAX : (uint64_t)a->max_staleness,
 	         &a->stale) != 0))
 		return cg_warn(NULL), -1;
-	return start_dp(a, c);
+	if (start_dp(a, c) != 0)
+		return -1;
+	if (a->slice_n &&
+	    cg_reducer_set_slice(&c->r, a->slice_i, a->slice_n) != 0)
+		return cg_warn(NULL), -1;
+	return 0;
 }
 
 /*
@@ -477,6 +519,42 @@ out:
 	return rc;
 }
 
+/* --join: the slices given, joined into the whole reduction and
+ * written to a->out; the exit status. */
+static int
+run_join(const struct args *a)
+{
+	size_t count = 0, n = 0;
+	char **paths = cg_inputs_expand(a->inputs, a->ninputs, &count);
+	struct cg_update **u = calloc(count ? count : 1, sizeof(*u));
+	struct cg_file *f = NULL;
+	int errors = 0, stdin_used = 0;
+
+	if (paths == NULL || u == NULL) {
+		errors = cg_fail(NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (strcmp(paths[i], "-") == 0 && stdin_used++)
+			errors += cg_failx("standard input named twice");
+		else if ((u[n] = cg_update_read(paths[i])) == NULL)
+			errors += cg_fail(NULL);
+		else
+			n++;
+	}
+	if (errors == 0 && (f = cg_slice_join(u, (int)n)) == NULL)
+		errors = cg_fail(NULL);
+	if (errors == 0 && cg_file_write(f, a->out, a->comp) != 0)
+		errors = cg_fail(NULL);
+out:
+	cg_file_free(f);
+	for (size_t i = 0; i < n; i++)
+		cg_update_free(u[i]);
+	free(u);
+	cg_inputs_free(paths);
+	return errors ? CG_EXIT_FAILURE : CG_EXIT_OK;
+}
+
 /* The call: every input into the reducer, the result out; the exit
  * status. */
 static int
@@ -486,6 +564,8 @@ run(const struct args *a, struct call *c)
 
 	if (a->reveal)
 		return run_reveal(a);
+	if (a->join)
+		return run_join(a);
 	if (start(a, c) != 0 ||
 	    add_all(&c->r, a->inputs, a->ninputs, a->quiet) != 0 ||
 	    (a->unmask && add_reveals(&c->r, a->unmask) != 0) ||

@@ -159,12 +159,13 @@ EOF
 }
 
 @test "cg-reduce: a round with a poisoned worker, robust reduce then apply" {
-	# a pipeline from stdin: the honest mean of three, and the median of
-	# four with one sign-flipped, both applied (flip.cgg is worker 3's
-	# delta sign-flipped, standing for a fifth worker's: its manifest
-	# says worker 3, hence --allow-duplicates)
-	cg-reduce "$D"/d[012].cgg | cg-reduce --op clip-mean:10 \
-		--allow-duplicates - "$D/flip.cgg" "$D/d3.cgg" |
+	# a pipeline from stdin: centred clipping of five deltas, one
+	# sign-flipped, applied (flip.cgg is worker 3's delta sign-flipped,
+	# standing for a fifth worker's: its manifest says worker 3, hence
+	# --allow-duplicates; a mean of some of them would be refused, a
+	# clipping of reductions not being the clipping of their inputs)
+	cat "$D/d0.cgg" | cg-reduce --op clip-mean:10 --allow-duplicates - \
+		"$D"/d[12].cgg "$D/flip.cgg" "$D/d3.cgg" |
 		cg-apply -m "$D/model.cgm" --outer nesterov -o m.cgm
 	run -0 cg-inspect --verify m.cgm
 	run -0 cg-eval --json -m m.cgm -d "$D/fm-0.cgd"

@@ -26,6 +26,7 @@
 #include "exchange/dp.h"
 #include "exchange/reduce.h"
 #include "exchange/secagg.h"
+#include "exchange/slice.h"
 #include "file/sign.h"
 #include "model/model.h"
 
@@ -300,6 +301,24 @@ masked_sigma(const struct cg_reducer *r)
 	return r->share.sigma * sqrt(m / n);
 }
 
+int
+cg_reducer_set_slice(struct cg_reducer *r, int i, int n)
+{
+	if (r->op->passes > 1)
+		return cg_seterr("--op %s measures each input over the whole "
+		                 "update: it is not sliced",
+		                 r->op->name);
+	if (r->dp_clip > 0)
+		return cg_seterr("differential privacy clips each input over "
+		                 "the whole update: it is not sliced");
+	if (n < 1 || n > CG_SLICE_MAX || i < 0 || i >= n)
+		return cg_seterr("slice %d of %d: not 0 <= I < N <= %d", i, n,
+		                 CG_SLICE_MAX);
+	r->slice_i = i;
+	r->slice_n = n;
+	return 0;
+}
+
 /* Everything r holds but the names of the inputs left out. */
 static void
 release(struct cg_reducer *r)
@@ -386,11 +405,66 @@ fold_all(const struct cg_reduce_op *op, struct cg_file *acc,
 	}
 }
 
+/* u's "reduce" when u is a reduction's result, else "". */
+static const char *
+how_of(const struct cg_update *u)
+{
+	const cJSON *h =
+	    cJSON_GetObjectItemCaseSensitive(u->file->manifest, "reduce");
+
+	return cJSON_IsString(h) ? h->valuestring : "";
+}
+
+/* Whether r's operation reduces u, of "reduce" how, beside the first
+ * input, of r->first_how: results of reductions only by an operation
+ * that makes a tree, and by the same one (reduce.h).  0, or -1 with a
+ * message. */
+static int
+check_tree(const struct cg_reducer *r, const struct cg_update *u,
+           const char *how)
+{
+	const char *op = r->op->name;
+	/* the input to blame: u when it is a reduction (and, for a tree
+	 * operation, one of another), else the first input */
+	const int first = *how == '\0' || (r->op->tree && strcmp(how, op) == 0);
+	const char *by = first ? r->first_how : how;
+
+	if (*how == '\0' && r->first_how[0] == '\0')
+		return 0;
+	if (r->op->tree && (*how == '\0' || strcmp(how, op) == 0) &&
+	    (r->first_how[0] == '\0' || strcmp(r->first_how, op) == 0))
+		return 0;
+	if (!r->op->tree)
+		return cg_seterr("%s: %sa reduction by %s: --op %s of "
+		                 "reductions is not the %s of their inputs "
+		                 "(only mean and sum reduce in a tree)",
+		                 u->name, first ? "the first input is " : "",
+		                 by, op, op);
+	return cg_seterr("%s: %sa reduction by %s: --op %s does not "
+	                 "reduce it further (a tree reduces by one "
+	                 "operation)",
+	                 u->name, first ? "the first input is " : "", by, op);
+}
+
 /* Whether u may join the reduction whose first input is r->first. */
 static int
 check_input(const struct cg_reducer *r, const struct cg_update *u)
 {
 	const struct cg_update *a = r->first;
+
+	if (check_tree(r, u, how_of(u)) != 0)
+		return -1;
+	if (u->slice_n != a->slice_n || u->slice_i != a->slice_i) {
+		char su[32] = "whole", sa[32] = "whole";
+		if (u->slice_n)
+			snprintf(su, sizeof(su), "slice %d of %d", u->slice_i,
+			         u->slice_n);
+		if (a->slice_n)
+			snprintf(sa, sizeof(sa), "slice %d of %d", a->slice_i,
+			         a->slice_n);
+		cg_seterr("%s, the first input %s", su, sa);
+		goto fail;
+	}
 
 	if (u->kind != a->kind) {
 		cg_seterr("a %s among %ss", cg_update_kind_name(u->kind),
@@ -470,6 +544,18 @@ new_result(const struct cg_update *u)
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "contributors");
 	/* an earlier reduction's record is not this one's */
 	cJSON_DeleteItemFromObjectCaseSensitive(man, "staleness");
+	if (u->slice_n) {
+		/* at the end, where the join takes it off again */
+		cJSON *sl;
+		cJSON_DeleteItemFromObjectCaseSensitive(man, "slice");
+		if ((sl = cJSON_AddObjectToObject(man, "slice")) == NULL ||
+		    !cJSON_AddNumberToObject(sl, "index", u->slice_i) ||
+		    !cJSON_AddNumberToObject(sl, "of", u->slice_n)) {
+			cg_file_free(f);
+			cg_seterr("out of memory");
+			return NULL;
+		}
+	}
 	for (int i = 0; i < u->nviews; i++) {
 		const struct cg_uview *v = &u->views[i];
 		if (cg_file_add_zero(f, v->name, CG_F32, v->ndim, v->shape) ==
@@ -650,13 +736,15 @@ check_model_layout(const struct cg_reducer *r, const struct cg_update *u)
 	const struct cg_model *m = r->model;
 	int j = 0;
 
-	/* a partial update's views are some of the model's, in its order */
-	if (u->nviews != m->nviews && !(u->partial && u->nviews < m->nviews))
+	/* a partial update's views, and a slice's, are some of the
+	 * model's, in its order */
+	const int part = u->partial || u->slice_n;
+	if (u->nviews != m->nviews && !(part && u->nviews < m->nviews))
 		return cg_seterr("%s: %d tensors, the model %s has %d", u->name,
 		                 u->nviews, r->model_name, m->nviews);
 	for (int i = 0; i < u->nviews; i++, j++) {
 		const struct cg_uview *t = &u->views[i];
-		while (u->partial && j < m->nviews &&
+		while (part && j < m->nviews &&
 		       strcmp(m->views[j].name, t->name) != 0)
 			j++;
 		if (j == m->nviews)
@@ -774,6 +862,16 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 
 	if (cg_update_check_weight(u) != 0)
 		goto out;
+	if (r->slice_n && u->slice_n == 0 &&
+	    cg_update_cut(u, r->slice_i, r->slice_n) != 0)
+		goto out;
+	if (r->slice_n &&
+	    (u->slice_i != r->slice_i || u->slice_n != r->slice_n)) {
+		cg_seterr("%s: slice %d of %d, not the slice %d of %d reduced",
+		          u->name, u->slice_i, u->slice_n, r->slice_i,
+		          r->slice_n);
+		goto out;
+	}
 	if (r->model != NULL && (rc = measure(r, u, &stale, &factor)) != 0)
 		goto out;
 	rc = -1;
@@ -832,6 +930,8 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	}
 	if (r->first == NULL && (r->acc = new_result(u)) == NULL)
 		goto out;
+	if (r->first == NULL)
+		snprintf(r->first_how, sizeof(r->first_how), "%s", how_of(u));
 	if (r->model != NULL &&
 	    note_stale(r, u, (uint64_t)stale, factor, 0) != 0)
 		goto out;

@@ -89,6 +89,15 @@
  * rule, one update a peer key (secagg.h).  The result lists under
  * "contributors" every (worker, base) pair of its inputs, so that a
  * reduction of reductions refuses two that overlap.
+ *
+ * A tree: the result of a reduction (a manifest with "reduce") is an
+ * input again only to an operation of the row's tree = 1 (mean, sum),
+ * and to the same one: the mean of means weighted by their weights is
+ * the mean of everything, up to float rounding (the fold of each level
+ * rounds), where a median of medians, a trimmed mean of trimmed means,
+ * a sent-mean of sent-means (its weights are per element, which the
+ * result does not keep) or a sum of means is another statistic.  The
+ * result of one input may still be coded again alone.
  */
 #ifndef CG_REDUCE_H
 #define CG_REDUCE_H
@@ -126,6 +135,10 @@ struct cg_reduce_op {
 	                    * rule other than constant needs it) */
 	int masked;        /* 1: takes masked updates, of which it is the
 	                    * weighted mean (add them up apart, below) */
+	int tree;          /* 1: a reduction of its own results is the
+	                    * reduction of their inputs (mean, sum), so
+	                    * it takes them; 0: it refuses a result of
+	                    * any reduction beside another input */
 	void (*init)(float *acc, const float *x, size_t n, double w);
 	void (*add)(float *acc, const float *x, size_t n, double w);
 	void (*finish)(float *acc, size_t n, double wsum);
@@ -239,6 +252,12 @@ struct cg_reducer {
 	struct cg_dp_share share;
 	int share_set, noised;
 	uint64_t dp_clipped; /* inputs scaled down by the clip */
+	/* Slice slice_i of slice_n of the tensors (slice.h; slice_n 0:
+	 * all of them): whole inputs are cut to it as they come. */
+	int slice_i, slice_n;
+	/* The first input's "reduce" when it is a reduction's result, ""
+	 * for a worker's update: a tree reduces by one operation. */
+	char first_how[96];
 };
 
 /* A reducer running op with parameter param (cg_reduce_op_parse):
@@ -288,6 +307,15 @@ int cg_reducer_set_budget(struct cg_reducer *r, double q, double delta,
  */
 int cg_reducer_set_dp(struct cg_reducer *r, double clip, double sigma,
                       uint64_t seed);
+
+/*
+ * Make r the reduction of slice i of n of the tensors (slice.h), before
+ * the first input: whole inputs are cut to it, slices of it are taken
+ * as they are, other slices refused.  0, or -1 with a message: an
+ * operation of more than one pass (its norms are over the whole
+ * update), or differential privacy (its clip is over the whole update).
+ */
+int cg_reducer_set_slice(struct cg_reducer *r, int i, int n);
 
 /*
  * Add u (taken over: freed now when streaming or left out, at the end

@@ -327,6 +327,26 @@ parse(struct cg_update *u, const struct cg_file *f)
 	if (u->stage.count && u->partial)
 		return cg_seterr("manifest: a stage's update is not "
 		                 "\"partial\"");
+	{
+		const cJSON *sl =
+		    cJSON_GetObjectItemCaseSensitive(f->manifest, "slice");
+		const cJSON *si = cJSON_GetObjectItemCaseSensitive(sl, "index");
+		const cJSON *sn = cJSON_GetObjectItemCaseSensitive(sl, "of");
+		/* (the ranges first: a cast of a double past int's) */
+		if (sl &&
+		    (!cJSON_IsNumber(si) || !cJSON_IsNumber(sn) ||
+		     sn->valuedouble < 1 || sn->valuedouble > CG_SLICE_MAX ||
+		     sn->valuedouble != (int)sn->valuedouble ||
+		     si->valuedouble < 0 ||
+		     si->valuedouble >= sn->valuedouble ||
+		     si->valuedouble != (int)si->valuedouble))
+			return cg_seterr(
+			    "manifest: \"slice\" is not {\"index\": "
+			    "I, \"of\": N} with 0 <= I < N <= %d",
+			    CG_SLICE_MAX);
+		u->slice_i = sl ? si->valueint : 0;
+		u->slice_n = sl ? sn->valueint : 0;
+	}
 	/* a masked update says so in its codec; its "mask" must then be
 	 * whole, and no other update may carry one */
 	if (cg_uspec_masked(&u->spec)) {
@@ -496,6 +516,12 @@ cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 	if (u->mask) {
 		cg_seterr("masked (secure aggregation): only cg-reduce of "
 		          "every peer's update unmasks it");
+		goto fail;
+	}
+	if (u->slice_n) {
+		cg_seterr("slice %d of %d of a reduction: join the %d slices "
+		          "first (cg-reduce --join)",
+		          u->slice_i, u->slice_n, u->slice_n);
 		goto fail;
 	}
 	int found = 0;

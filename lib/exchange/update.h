@@ -14,6 +14,9 @@
 #ifndef CG_UPDATE_H
 #define CG_UPDATE_H
 
+/* The most slices a reduction is cut into (cg-reduce --slice). */
+#define CG_SLICE_MAX 4096
+
 #include <stdint.h>
 
 #include "cg.h"
@@ -47,6 +50,10 @@ struct cg_update {
 	struct {
 		int index, count, a, b;
 	} stage;
+	/* The manifest's "slice": {"index": I, "of": N} when the update
+	 * carries only slice I of N of its tensors (slice.h: a reduction
+	 * of one coordinator of N); slice_n is 0 for a whole update. */
+	int slice_i, slice_n;
 	/* Its dense views and the codec they are stored in (ucodec.h):
 	 * every number of an update is read through these. */
 	struct cg_uspec spec;

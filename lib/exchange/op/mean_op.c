@@ -21,6 +21,7 @@ const struct cg_reduce_op cg_reduce_op_mean = {
     .name = "mean",
     .help = "the mean weighted by each input's weight",
     .streams = 1,
+    .tree = 1,
     .weighs = 1,
     .masked = 1,
     .init = cg_op_scale_into,

@@ -22,6 +22,7 @@ const struct cg_reduce_op cg_reduce_op_sum = {
     .name = "sum",
     .help = "the plain sum",
     .streams = 1,
+    .tree = 1,
     .init = sum_init,
     .add = sum_add,
 };
