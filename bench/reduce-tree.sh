@@ -113,7 +113,7 @@ for W in $ws; do
 	# sliced among N coordinators, then the join
 	: >"$tmp/lv"
 	slice_bytes=0
-	for ((i = 0; i < N; i++)); do
+	for ((i = 1; i <= N; i++)); do
 		run "$tmp/s$i.cgg" --slice $i/$N -- "${ins[@]}" >>"$tmp/lv"
 		sb=$(tar xOf "$tmp/s$i.cgg" cg.json | jq '[.tensors[].bytes] | add')
 		[ "$sb" -gt "$slice_bytes" ] && slice_bytes=$sb

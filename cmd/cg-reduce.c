@@ -137,7 +137,7 @@ static const struct cg_opt opts[] = {
      CG_OPT_STR(log)},
     CG_OPT_HEADING("Several coordinators, each a slice of the tensors:"),
     {"slice", OPT_SLICE, "I/N",
-     "reduce only slice I of N (0 <= I < N) of the tensors", CG_OPT_CUSTOM},
+     "reduce only slice I of N (1 <= I <= N) of the tensors", CG_OPT_CUSTOM},
     {"join", OPT_JOIN, NULL, "join the N slices given into the whole reduction",
      CG_OPT_FLAG(join)},
     CG_OPT_HEADING("Differential privacy (DP-FedAvg: each input a worker's):"),
@@ -211,12 +211,12 @@ set_option(void *ctx, const struct cg_getopt *g, int c)
 			n = strtol(ns, &end, 10);
 			e = end == ns || *end != '\0';
 		}
-		e = e || errno != 0 || n < 1 || n > CG_SLICE_MAX || i < 0 ||
-		    i >= n;
+		e = e || errno != 0 || n < 1 || n > CG_SLICE_MAX || i < 1 ||
+		    i > n;
 		if (e)
-			cg_seterr("'%.32s' is not I/N with 0 <= I < N <= %d",
+			cg_seterr("'%.32s' is not I/N with 1 <= I <= N <= %d",
 			          g->arg, CG_SLICE_MAX);
-		a->slice_i = e ? 0 : (int)i;
+		a->slice_i = e ? 0 : (int)i - 1;
 		a->slice_n = e ? 0 : (int)n;
 	} else {
 		a->stale_given = 1;

@@ -168,22 +168,22 @@ same_figures() {
 	local all n k
 	all=$(manifest "$D/d0.cgg" | jq -c '[.tensors[].name]')
 	for n in 1 2 5 12; do
-		for ((k = 0; k < n; k++)); do
+		for ((k = 1; k <= n; k++)); do
 			cg-reduce --slice $k/$n "$D"/d?.cgg -o s$k.cgg
 			run -0 jq -c .slice <(manifest s$k.cgg)
-			assert_output "{\"index\":$k,\"of\":$n}"
+			assert_output "{\"index\":$((k - 1)),\"of\":$n}"
 			run -0 jq '.tensors | length' <(manifest s$k.cgg)
 			[ "$output" -ge 1 ]
 		done
 		run -0 bash -c 'for f in "$@"; do tar xOf $f cg.json; done |
-			jq -sc "[.[].tensors[].name]"' _ $(for ((k = 0; k < n; k++)); do echo s$k.cgg; done)
+			jq -sc "[.[].tensors[].name]"' _ $(for ((k = 1; k <= n; k++)); do echo s$k.cgg; done)
 		assert_output "$all"
 		rm s*.cgg
 	done
 	# two of the cvae's twelve tensors hold nearly all its values: each
 	# slice of two holds one, the boundary nearest the half
-	cg-reduce --slice 0/2 "$D"/d?.cgg -o s0.cgg
-	run -0 jq -c '[.tensors[].name] | [first, last]' <(manifest s0.cgg)
+	cg-reduce --slice 1/2 "$D"/d?.cgg -o s1.cgg
+	run -0 jq -c '[.tensors[].name] | [first, last]' <(manifest s1.cgg)
 	assert_output '["enc.0.w","dec.0.b"]'
 }
 
@@ -192,7 +192,7 @@ same_figures() {
 	for op in mean sum median trimmed-mean:0.2 sent-mean; do
 		cg-reduce --op $op "$D"/d?.cgg -o whole.cgg
 		for n in 1 3 12; do
-			for ((i = 0; i < n; i++)); do
+			for ((i = 1; i <= n; i++)); do
 				cg-reduce --op $op --slice $i/$n "$D"/d?.cgg -o s$i.cgg
 			done
 			# in any order
@@ -203,8 +203,8 @@ same_figures() {
 	done
 	# through pipes, compressed
 	cg-reduce "$D"/d?.cgg -o whole.cgg
-	cg-reduce --slice 1/2 "$D"/d?.cgg -z zstd -o s1.cgg
-	cg-reduce --slice 0/2 "$D"/d?.cgg | cg-reduce --join - s1.cgg >joined.cgg
+	cg-reduce --slice 2/2 "$D"/d?.cgg -z zstd -o s2.cgg
+	cg-reduce --slice 1/2 "$D"/d?.cgg | cg-reduce --join - s2.cgg >joined.cgg
 	cmp whole.cgg joined.cgg
 }
 
@@ -213,16 +213,16 @@ same_figures() {
 	cg-reduce "$D"/d[4-8].cgg -o r1.cgg
 	cg-reduce r0.cgg r1.cgg -o tree.cgg
 	local i
-	for i in 0 1 2; do
+	for i in 1 2 3; do
 		# each rack sends each coordinator its slice
 		cg-reduce --slice $i/3 "$D"/d[0-3].cgg -o r0-$i.cgg
 		cg-reduce --slice $i/3 "$D"/d[4-8].cgg -o r1-$i.cgg
 	done
-	# coordinator 0 told its slice, 1 and 2 not (their inputs say it)
-	cg-reduce --slice 0/3 r0-0.cgg r1-0.cgg -o c0.cgg
-	cg-reduce r0-1.cgg r1-1.cgg -o c1.cgg
+	# coordinator 1 told its slice, 2 and 3 not (their inputs say it)
+	cg-reduce --slice 1/3 r0-1.cgg r1-1.cgg -o c1.cgg
 	cg-reduce r0-2.cgg r1-2.cgg -o c2.cgg
-	cg-reduce --join c2.cgg c0.cgg c1.cgg -o joined.cgg
+	cg-reduce r0-3.cgg r1-3.cgg -o c3.cgg
+	cg-reduce --join c3.cgg c1.cgg c2.cgg -o joined.cgg
 	cmp tree.cgg joined.cgg
 	# a joined update applies as the whole one does
 	cg-apply -m "$D/model.cgm" --outer nesterov tree.cgg -o a.cgm
@@ -231,54 +231,54 @@ same_figures() {
 }
 
 @test "cg-reduce --slice, --join: what does not make the whole reduction is refused" {
-	for i in 0 1 2; do
+	for i in 1 2 3; do
 		cg-reduce --slice $i/3 "$D"/d[0-3].cgg -o s$i.cgg
 	done
-	cg-reduce --slice 1/3 "$D"/d[4-8].cgg -o t1.cgg
-	cg-reduce --slice 1/2 "$D"/d[0-3].cgg -o h1.cgg
-	cg-reduce --codec q8 s2.cgg -o s2.cgu
+	cg-reduce --slice 2/3 "$D"/d[4-8].cgg -o t2.cgg
+	cg-reduce --slice 2/2 "$D"/d[0-3].cgg -o h2.cgg
+	cg-reduce --codec q8 s3.cgg -o s3.cgu
 	refused() {
 		run -1 --separate-stderr "$@" -o out.cgg
 		assert_equal "${#stderr_lines[@]}" 1
 		assert_equal "$stderr" "$expect"
 		[ ! -e out.cgg ]
 	}
-	expect="cg-reduce: $D/d4.cgg: whole, the first input slice 0 of 3"
-	refused cg-reduce s0.cgg "$D"/d4.cgg
-	expect="cg-reduce: s1.cgg: slice 1 of 3, the first input slice 0 of 3"
-	refused cg-reduce s0.cgg s1.cgg
-	expect="cg-reduce: s1.cgg: slice 1 of 3, not the slice 0 of 3 reduced"
-	refused cg-reduce --slice 0/3 s1.cgg
-	expect="cg-reduce: s1.cgg: slice 1 of 3, not the slice 1 of 2 reduced"
-	refused cg-reduce --slice 1/2 s1.cgg
+	expect="cg-reduce: $D/d4.cgg: whole, the first input slice 1 of 3"
+	refused cg-reduce s1.cgg "$D"/d4.cgg
+	expect="cg-reduce: s2.cgg: slice 2 of 3, the first input slice 1 of 3"
+	refused cg-reduce s1.cgg s2.cgg
+	expect="cg-reduce: s2.cgg: slice 2 of 3, not the slice 1 of 3 reduced"
+	refused cg-reduce --slice 1/3 s2.cgg
+	expect="cg-reduce: s2.cgg: slice 2 of 3, not the slice 2 of 2 reduced"
+	refused cg-reduce --slice 2/2 s2.cgg
 	expect="cg-reduce: $D/d0.cgg: 13 slices of 12 tensors: a slice is one tensor at least"
-	refused cg-reduce --slice 12/13 "$D"/d0.cgg
+	refused cg-reduce --slice 13/13 "$D"/d0.cgg
 	expect="cg-reduce: --op clip-mean measures each input over the whole update: it is not sliced"
-	refused cg-reduce --op clip-mean:1 --slice 0/2 "$D"/d0.cgg "$D"/d1.cgg
+	refused cg-reduce --op clip-mean:1 --slice 1/2 "$D"/d0.cgg "$D"/d1.cgg
 	expect="cg-reduce: differential privacy clips each input over the whole update: it is not sliced"
-	refused cg-reduce --dp-clip 1 --slice 0/2 "$D"/d0.cgg "$D"/d1.cgg
-	expect="cg-reduce: s0.cgg: slice 0 of 3, but 2 slices given"
-	refused cg-reduce --join s0.cgg s2.cgg
-	expect="cg-reduce: s0.cgg: slice 0 of 3, as s0.cgg is"
-	refused cg-reduce --join s0.cgg s0.cgg s1.cgg
-	expect="cg-reduce: h1.cgg: slice 1 of 2, but 3 slices given"
-	refused cg-reduce --join s0.cgg h1.cgg s2.cgg
-	expect="cg-reduce: t1.cgg: not a slice of the reduction s0.cgg is a slice of (its manifest differs)"
-	refused cg-reduce --join s0.cgg t1.cgg s2.cgg
-	run -0 jq -r '.tensors[0].name' <(manifest s2.cgg)
-	expect="cg-reduce: s2.cgu: tensor $output: not dense f32 (only the slices as reduced join)"
-	refused cg-reduce --join s0.cgg s1.cgg s2.cgu
+	refused cg-reduce --dp-clip 1 --slice 1/2 "$D"/d0.cgg "$D"/d1.cgg
+	expect="cg-reduce: s1.cgg: slice 1 of 3, but 2 slices given"
+	refused cg-reduce --join s1.cgg s3.cgg
+	expect="cg-reduce: s1.cgg: slice 1 of 3, as s1.cgg is"
+	refused cg-reduce --join s1.cgg s1.cgg s2.cgg
+	expect="cg-reduce: h2.cgg: slice 2 of 2, but 3 slices given"
+	refused cg-reduce --join s1.cgg h2.cgg s3.cgg
+	expect="cg-reduce: t2.cgg: not a slice of the reduction s1.cgg is a slice of (its manifest differs)"
+	refused cg-reduce --join s1.cgg t2.cgg s3.cgg
+	run -0 jq -r '.tensors[0].name' <(manifest s3.cgg)
+	expect="cg-reduce: s3.cgu: tensor $output: not dense f32 (only the slices as reduced join)"
+	refused cg-reduce --join s1.cgg s2.cgg s3.cgu
 	expect="cg-reduce: $D/d0.cgg: a whole update, not a slice"
 	refused cg-reduce --join "$D"/d0.cgg
 	# a file whose "slice" lies about its tensors, or is no slice
-	rewrite "$D/d0.cgg" l0.cgg '.slice = {index: 0, of: 3}'
-	cg-reduce --slice 1/3 "$D"/d0.cgg -o l1.cgg
+	rewrite "$D/d0.cgg" l1.cgg '.slice = {index: 0, of: 3}'
 	cg-reduce --slice 2/3 "$D"/d0.cgg -o l2.cgg
-	expect="cg-reduce: l1.cgg: not a slice of the reduction l0.cgg is a slice of (its manifest differs)"
-	refused cg-reduce --join l0.cgg l1.cgg l2.cgg
-	rewrite l1.cgg l0.cgg '.slice = {index: 0, of: 3}'
-	expect="cg-reduce: l0.cgg: slice 0 of 3 does not hold the tensors of that slice"
-	refused cg-reduce --join l0.cgg l1.cgg l2.cgg
+	cg-reduce --slice 3/3 "$D"/d0.cgg -o l3.cgg
+	expect="cg-reduce: l2.cgg: not a slice of the reduction l1.cgg is a slice of (its manifest differs)"
+	refused cg-reduce --join l1.cgg l2.cgg l3.cgg
+	rewrite l2.cgg l1.cgg '.slice = {index: 0, of: 3}'
+	expect="cg-reduce: l1.cgg: slice 1 of 3 does not hold the tensors of that slice"
+	refused cg-reduce --join l1.cgg l2.cgg l3.cgg
 	local bad
 	for bad in '"x"' '{index: 2, of: 2}' '{index: 0, of: 1e300}' \
 		'{index: 0.5, of: 2}' '{of: 2}' '{index: -1, of: 2}'; do
@@ -287,18 +287,18 @@ same_figures() {
 		refused cg-reduce b.cgg
 	done
 	# cg-apply takes only the whole update
-	run -1 --separate-stderr cg-apply -m "$D/model.cgm" s0.cgg -o out.cgm
-	assert_equal "$stderr" "cg-apply: s0.cgg: slice 0 of 3 of a reduction: join the 3 slices first (cg-reduce --join)"
+	run -1 --separate-stderr cg-apply -m "$D/model.cgm" s1.cgg -o out.cgm
+	assert_equal "$stderr" "cg-apply: s1.cgg: slice 1 of 3 of a reduction: join the 3 slices first (cg-reduce --join)"
 	[ ! -e out.cgm ]
 }
 
 @test "cg-reduce --slice, --join: usage errors" {
 	local bad
-	for bad in 3/3 -1/2 1 1/ /2 0/0 0/4097 1/2x x/2; do
+	for bad in 0/3 4/3 -1/2 1 1/ /2 0/0 1/4097 1/2x x/2; do
 		run -2 --separate-stderr cg-reduce --slice "$bad" "$D"/d0.cgg
-		assert_equal "${stderr_lines[0]}" "cg-reduce: --slice: '$bad' is not I/N with 0 <= I < N <= 4096"
+		assert_equal "${stderr_lines[0]}" "cg-reduce: --slice: '$bad' is not I/N with 1 <= I <= N <= 4096"
 	done
-	for bad in "--slice 0/2" "--op sum" "--codec q8" "--model $D/model.cgm"; do
+	for bad in "--slice 1/2" "--op sum" "--codec q8" "--model $D/model.cgm"; do
 		run -2 --separate-stderr cg-reduce --join $bad "$D"/d0.cgg
 		[[ ${stderr_lines[0]} == "cg-reduce: --join lays slices side by side: no --slice, "* ]]
 	done

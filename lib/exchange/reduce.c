@@ -312,7 +312,7 @@ cg_reducer_set_slice(struct cg_reducer *r, int i, int n)
 		return cg_seterr("differential privacy clips each input over "
 		                 "the whole update: it is not sliced");
 	if (n < 1 || n > CG_SLICE_MAX || i < 0 || i >= n)
-		return cg_seterr("slice %d of %d: not 0 <= I < N <= %d", i, n,
+		return cg_seterr("slice %d of %d: not 1 <= I <= N <= %d", i + 1, n,
 		                 CG_SLICE_MAX);
 	r->slice_i = i;
 	r->slice_n = n;
@@ -457,10 +457,10 @@ check_input(const struct cg_reducer *r, const struct cg_update *u)
 	if (u->slice_n != a->slice_n || u->slice_i != a->slice_i) {
 		char su[32] = "whole", sa[32] = "whole";
 		if (u->slice_n)
-			snprintf(su, sizeof(su), "slice %d of %d", u->slice_i,
+			snprintf(su, sizeof(su), "slice %d of %d", u->slice_i + 1,
 			         u->slice_n);
 		if (a->slice_n)
-			snprintf(sa, sizeof(sa), "slice %d of %d", a->slice_i,
+			snprintf(sa, sizeof(sa), "slice %d of %d", a->slice_i + 1,
 			         a->slice_n);
 		cg_seterr("%s, the first input %s", su, sa);
 		goto fail;
@@ -868,7 +868,7 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	if (r->slice_n &&
 	    (u->slice_i != r->slice_i || u->slice_n != r->slice_n)) {
 		cg_seterr("%s: slice %d of %d, not the slice %d of %d reduced",
-		          u->name, u->slice_i, u->slice_n, r->slice_i,
+		          u->name, u->slice_i + 1, u->slice_n, r->slice_i + 1,
 		          r->slice_n);
 		goto out;
 	}

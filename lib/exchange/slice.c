@@ -27,8 +27,8 @@ cg_slice_bounds(const struct cg_uview *v, int nv, int i, int n, int *lo,
 		                 "tensor at least",
 		                 n, nv);
 	if (i < 0 || i >= n)
-		return cg_seterr("slice %d of %d: not one of 0 to %d", i, n,
-		                 n - 1);
+		return cg_seterr("slice %d of %d: not one of 1 to %d", i + 1, n,
+		                 n);
 	for (int t = 0; t < nv; t++)
 		total += v[t].n;
 	*lo = 0;
@@ -66,7 +66,7 @@ cg_update_cut(struct cg_update *u, int i, int n)
 
 	if (u->slice_n)
 		return cg_seterr("%s: slice %d of %d already, not whole",
-		                 u->name, u->slice_i, u->slice_n);
+		                 u->name, u->slice_i + 1, u->slice_n);
 	if (u->mask)
 		return cg_seterr("%s: masked: its masks cancel only in the "
 		                 "whole sum, which is not sliced",
@@ -108,10 +108,10 @@ order(struct cg_update *const *s, int n, const struct cg_update **o)
 		if (u->slice_n != n)
 			return cg_seterr("%s: slice %d of %d, but %d slices "
 			                 "given",
-			                 u->name, u->slice_i, u->slice_n, n);
+			                 u->name, u->slice_i + 1, u->slice_n, n);
 		if (o[u->slice_i] != NULL)
 			return cg_seterr("%s: slice %d of %d, as %s is",
-			                 u->name, u->slice_i, n,
+			                 u->name, u->slice_i + 1, n,
 			                 o[u->slice_i]->name);
 		o[u->slice_i] = u;
 	}
@@ -171,7 +171,7 @@ check_layout(const struct cg_update **o, int n)
 		    hi != at + o[k]->nviews)
 			rc = cg_seterr("%s: slice %d of %d does not hold the "
 			               "tensors of that slice",
-			               o[k]->name, k, n);
+			               o[k]->name, k + 1, n);
 		at += o[k]->nviews;
 	}
 	for (int a = 0; a < nv && rc == 0; a++)

@@ -521,7 +521,7 @@ cg_update_get(const struct cg_update *u, const struct cg_model *m, float *buf)
 	if (u->slice_n) {
 		cg_seterr("slice %d of %d of a reduction: join the %d slices "
 		          "first (cg-reduce --join)",
-		          u->slice_i, u->slice_n, u->slice_n);
+		          u->slice_i + 1, u->slice_n, u->slice_n);
 		goto fail;
 	}
 	int found = 0;
