@@ -31,9 +31,9 @@ enum { E1, E2, D0, D1, D2, NSTAGE };
 /* The nets' shapes and offsets, in buffer order. */
 struct net {
 	int C, F, K, Z;
-	int P1, P2, P;         /* positions of the three sizes of map */
-	int ch[NSTAGE];        /* each stage's channels */
-	int hw[NSTAGE];        /* and positions */
+	int P1, P2, P;               /* positions of the three sizes of map */
+	int ch[NSTAGE];              /* each stage's channels */
+	int hw[NSTAGE];              /* and positions */
 	struct cg_conv conv[NSTAGE]; /* D0 has none (the Linear layer) */
 	struct cg_conv out;
 	size_t cw[NSTAGE], cb[NSTAGE]; /* its weight and bias */
@@ -63,8 +63,8 @@ net_of(const struct cg_cvae_config *c, struct net *n)
 	size_t o = 0;
 
 	memset(n, 0, sizeof(*n));
-	if (C < 1 || C > CG_CVAE_MAX_CONV || H < 4 || W < 4 || H % 4 ||
-	    W % 4 || ch < 1 || (int64_t)H * W * ch != c->in_dim ||
+	if (C < 1 || C > CG_CVAE_MAX_CONV || H < 4 || W < 4 || H % 4 || W % 4 ||
+	    ch < 1 || (int64_t)H * W * ch != c->in_dim ||
 	    (int64_t)(H / 4) * (W / 4) * 2 * C > CG_CVAE_MAX_DIM)
 		return -1;
 	n->C = C, n->K = c->ncond, n->Z = c->latent;
@@ -105,8 +105,8 @@ net_of(const struct cg_cvae_config *c, struct net *n)
 	TAKE(ob, ch);
 	TAKE(prior, c->class_prior ? 2 * (size_t)c->ncond * c->latent : 0);
 	for (int s = 0; s < NSTAGE; s++)
-		TAKE(film[s], c->cond_every ? (size_t)c->ncond * 2 * n->ch[s]
-		                            : 0);
+		TAKE(film[s],
+		     c->cond_every ? (size_t)c->ncond * 2 * n->ch[s] : 0);
 #undef TAKE
 	n->end = o;
 	return 0;
@@ -163,8 +163,8 @@ cg_cvae_conv_nviews(const struct cg_cvae_config *c)
 /* The names of the stages' layers, norms and FiLM tables. */
 static const char *const conv_name[] = {"enc.c1", "enc.c2", "dec.0", "dec.c1",
                                         "dec.c2"};
-static const char *const norm_name[] = {"enc.n1", "enc.n2", "dec.n0",
-                                        "dec.n1", "dec.n2"};
+static const char *const norm_name[] = {"enc.n1", "enc.n2", "dec.n0", "dec.n1",
+                                        "dec.n2"};
 
 /* The views of stage s's layer and norm into v[0..4). */
 static void
@@ -197,9 +197,11 @@ cg_cvae_conv_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
 	stage_views(c, &n, E1, &v[i]), i += 4;
 	stage_views(c, &n, E2, &v[i]), i += 4;
 	cg_view_linear(&v[i], "enc.mu", n.muw, n.mub, c->latent,
-	               n.F + c->ncond), i += 2;
+	               n.F + c->ncond),
+	    i += 2;
 	cg_view_linear(&v[i], "enc.logvar", n.lvw, n.lvb, c->latent,
-	               n.F + c->ncond), i += 2;
+	               n.F + c->ncond),
+	    i += 2;
 	for (int s = D0; s <= D2; s++)
 		stage_views(c, &n, s, &v[i]), i += 4;
 	cg_view_conv(&v[i], "dec.out", n.ow, n.ob, &n.out), i += 2;
@@ -233,13 +235,15 @@ cg_cvae_conv_init(const struct cg_cvae_config *c, float *params,
 			const size_t in = (size_t)c->latent + c->ncond;
 			/* the heads come before the decoder in the buffer */
 			cg_init_uniform(params + n.muw,
-			                ((size_t)n.F + c->ncond + 1) * c->latent,
+			                ((size_t)n.F + c->ncond + 1) *
+			                    c->latent,
 			                (size_t)n.F + c->ncond, r);
 			cg_init_uniform(params + n.lvw,
-			                ((size_t)n.F + c->ncond + 1) * c->latent,
+			                ((size_t)n.F + c->ncond + 1) *
+			                    c->latent,
 			                (size_t)n.F + c->ncond, r);
-			cg_init_uniform(params + n.cw[s], (size_t)n.F * (in + 1),
-			                in, r);
+			cg_init_uniform(params + n.cw[s],
+			                (size_t)n.F * (in + 1), in, r);
 		} else
 			cg_init_uniform(params + n.cw[s],
 			                cg_conv_wsize(&n.conv[s]) + n.ch[s],
@@ -269,14 +273,14 @@ struct cg_cvae_cnet {
 	int max_batch;
 	void *mem;
 	struct stage st[NSTAGE];
-	float *hin;      /* [B, F + K]: a_2 ⊕ onehot, the heads' input */
-	float *din;      /* [B, Z + K]: z ⊕ onehot, the decoder's */
-	float *dhin;     /* [B, F + K] */
-	float *ddin;     /* [B, Z + K] */
-	float *u1, *u2;  /* [B, P1, 2C], [B, P, C]: the up-sampled maps */
-	float *s[3];     /* [B, widest map]: the maps' gradients */
-	float *de;       /* [B, 4C]: FiLM's rows' gradient */
-	float *col;      /* [ncol] */
+	float *hin;     /* [B, F + K]: a_2 ⊕ onehot, the heads' input */
+	float *din;     /* [B, Z + K]: z ⊕ onehot, the decoder's */
+	float *dhin;    /* [B, F + K] */
+	float *ddin;    /* [B, Z + K] */
+	float *u1, *u2; /* [B, P1, 2C], [B, P, C]: the up-sampled maps */
+	float *s[3];    /* [B, widest map]: the maps' gradients */
+	float *de;      /* [B, 4C]: FiLM's rows' gradient */
+	float *col;     /* [ncol] */
 	size_t ncol;
 };
 
@@ -333,7 +337,8 @@ cnet_prep(const struct cg_cvae_config *c, int max_batch)
 	for (int s = 0; s <= NSTAGE; s++) {
 		if (s == D0)
 			continue;
-		const struct cg_conv *cv = s == NSTAGE ? &w->n.out : &w->n.conv[s];
+		const struct cg_conv *cv =
+		    s == NSTAGE ? &w->n.out : &w->n.conv[s];
 		size_t k = cg_conv_scratch(cv, max_batch, COL_BUDGET);
 		if (k > w->ncol)
 			w->ncol = k;
@@ -477,13 +482,13 @@ cg_cvae_conv_decode(const struct cg_cvae_config *c, const float *params,
 	cg_linear_forward(w->st[D0].p, w->din, params + n->cw[D0],
 	                  params + n->cb[D0], B, c->latent + c->ncond, n->F);
 	stage_forward(w, params, D0, cond, B);
-	cg_upsample2_forward(w->u1, w->st[D0].a, B, c->height / 4,
-	                     c->width / 4, 2 * n->C);
+	cg_upsample2_forward(w->u1, w->st[D0].a, B, c->height / 4, c->width / 4,
+	                     2 * n->C);
 	cg_conv_forward(&n->conv[D1], w->st[D1].p, w->u1, params + n->cw[D1],
 	                params + n->cb[D1], B, w->col, w->ncol);
 	stage_forward(w, params, D1, cond, B);
-	cg_upsample2_forward(w->u2, w->st[D1].a, B, c->height / 2,
-	                     c->width / 2, n->C);
+	cg_upsample2_forward(w->u2, w->st[D1].a, B, c->height / 2, c->width / 2,
+	                     n->C);
 	cg_conv_forward(&n->conv[D2], w->st[D2].p, w->u2, params + n->cw[D2],
 	                params + n->cb[D2], B, w->col, w->ncol);
 	stage_forward(w, params, D2, cond, B);
@@ -507,18 +512,16 @@ cg_cvae_conv_decode_backward(const struct cg_cvae_config *c,
 	                 w->st[D2].a, params + n->ow, B, w->col, w->ncol);
 	stage_backward(w, params, D2, cond, B, s[0], s[1], s[2], grad);
 	memset(s[1], 0, Bs * n->P * C * sizeof(float));
-	cg_conv_backward(&n->conv[D2], s[1], grad + n->cw[D2],
-	                 grad + n->cb[D2], s[0], w->u2, params + n->cw[D2], B,
-	                 w->col, w->ncol);
+	cg_conv_backward(&n->conv[D2], s[1], grad + n->cw[D2], grad + n->cb[D2],
+	                 s[0], w->u2, params + n->cw[D2], B, w->col, w->ncol);
 	memset(s[0], 0, Bs * n->P1 * C * sizeof(float));
 	cg_upsample2_backward(s[0], s[1], B, c->height / 2, c->width / 2,
 	                      (int)C);
 	stage_backward(w, params, D1, cond, B, s[0], s[1], s[2], grad);
 	/* s1 = d u1; s0 = d a0, then d p0 */
 	memset(s[1], 0, Bs * n->P1 * 2 * C * sizeof(float));
-	cg_conv_backward(&n->conv[D1], s[1], grad + n->cw[D1],
-	                 grad + n->cb[D1], s[0], w->u1, params + n->cw[D1], B,
-	                 w->col, w->ncol);
+	cg_conv_backward(&n->conv[D1], s[1], grad + n->cw[D1], grad + n->cb[D1],
+	                 s[0], w->u1, params + n->cw[D1], B, w->col, w->ncol);
 	memset(s[0], 0, Bs * n->F * sizeof(float));
 	cg_upsample2_backward(s[0], s[1], B, c->height / 4, c->width / 4,
 	                      2 * (int)C);
@@ -552,11 +555,10 @@ cg_cvae_conv_encode_backward(const struct cg_cvae_config *c,
 	cg_concat_onehot_backward(s[0], w->dhin, B, n->F, c->ncond);
 	stage_backward(w, params, E2, cond, B, s[0], s[1], s[2], grad);
 	memset(s[1], 0, Bs * n->P1 * n->C * sizeof(float));
-	cg_conv_backward(&n->conv[E2], s[1], grad + n->cw[E2],
-	                 grad + n->cb[E2], s[0], w->st[E1].a,
-	                 params + n->cw[E2], B, w->col, w->ncol);
+	cg_conv_backward(&n->conv[E2], s[1], grad + n->cw[E2], grad + n->cb[E2],
+	                 s[0], w->st[E1].a, params + n->cw[E2], B, w->col,
+	                 w->ncol);
 	stage_backward(w, params, E1, cond, B, s[1], s[0], s[2], grad);
-	cg_conv_backward(&n->conv[E1], NULL, grad + n->cw[E1],
-	                 grad + n->cb[E1], s[1], x, params + n->cw[E1], B,
-	                 w->col, w->ncol);
+	cg_conv_backward(&n->conv[E1], NULL, grad + n->cw[E1], grad + n->cb[E1],
+	                 s[1], x, params + n->cw[E1], B, w->col, w->ncol);
 }

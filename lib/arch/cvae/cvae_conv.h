@@ -75,9 +75,8 @@ void cg_cvae_conv_decode(const struct cg_cvae_config *c, const float *params,
  */
 void cg_cvae_conv_decode_backward(const struct cg_cvae_config *c,
                                   const float *params, struct cg_cvae_cnet *n,
-                                  const int *cond, int B,
-                                  const float *dlogits, float *grad,
-                                  float *dz);
+                                  const int *cond, int B, const float *dlogits,
+                                  float *grad, float *dz);
 void cg_cvae_conv_encode_backward(const struct cg_cvae_config *c,
                                   const float *params, struct cg_cvae_cnet *n,
                                   const float *x, const int *cond, int B,
