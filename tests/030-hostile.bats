@@ -483,7 +483,9 @@ reject() {
 		-o "$BATS_FILE_TMPDIR/cnn.cgm"
 	cg-init -a cgan -d tr-0.cgd --conv 4 -o "$BATS_FILE_TMPDIR/gan.cgm"
 	cg-init -a cddpm -d tr-0.cgd --unet 4 -o "$BATS_FILE_TMPDIR/unet.cgm"
-	for m in cnn gan unet; do
+	cg-init -a cvae -d tr-0.cgd --conv 4 --latent 4 \
+		-o "$BATS_FILE_TMPDIR/vae.cgm"
+	for m in cnn gan unet vae; do
 		for c in image-lies image-odd image-none width-lies; do
 			mkbad "$c" "$m.cgm"
 			mv "$c.bad" "$m-$c.cgm"

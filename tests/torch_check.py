@@ -61,7 +61,12 @@ class Cvae:
     against a learnt N(prior.mu[c], exp(prior.logvar[c])) per condition c,
     else against N(0, I); with cond-every, every hidden layer after the
     first adds the row c of its own table [ncond, hidden] before the
-    ReLU."""
+    ReLU.  With conv > 0 the nets are cvae.h's convolutional ones: stride-2
+    3x3 convolutions down to H/4 x W/4 x 2 conv, the heads on that map
+    (channels-last) beside the one-hot, a Linear layer from z beside the
+    one-hot back to it, then nearest up-sampling and 3x3 convolutions;
+    each stage group norm, with cond-every FiLM (x (1 + s) + t from the
+    row c of its table), and SiLU."""
 
     name = "cvae"
     configs = [
@@ -78,6 +83,17 @@ class Cvae:
         # low-rank adapters on every linear layer's matrix, scale 3 / 2
         ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "latent=5",
          "lora=2", "lora-alpha=3", "lora-on=*.w", "batch=6", "seed=6"],
+        # the convolutional nets: FiLM and the class prior, neither,
+        # and a wider map of 3 channels
+        ["in_dim=64", "ncond=3", "hidden=8", "layers=1", "latent=3",
+         "conv=4", "image_h=8", "image_w=8", "image_c=1", "batch=4",
+         "seed=7"],
+        ["in_dim=64", "ncond=3", "hidden=8", "layers=1", "latent=3",
+         "conv=3", "class-prior=0", "cond-every=0", "image_h=8",
+         "image_w=8", "image_c=1", "batch=3", "seed=8"],
+        ["in_dim=288", "ncond=4", "hidden=8", "layers=1", "latent=4",
+         "conv=8", "image_h=8", "image_w=12", "image_c=3", "batch=3",
+         "seed=9"],
     ]
     tol = {"loss": (1e-5, 1e-5), "grad": (1e-4, 1e-5)}
     outputs = []
@@ -87,6 +103,10 @@ class Cvae:
             super().__init__()
             hidden, layers = cfg["hidden"], cfg["layers"]
             self.ncond = cfg["ncond"]
+            self.cfg = cfg
+            if cfg.get("conv", 0) > 0:
+                self.conv_nets(cfg)
+                return
 
             def mlp(d):
                 out = []
@@ -112,6 +132,86 @@ class Cvae:
                 for _ in range(2 * (layers - 1) if cfg.get("cond-every", 0)
                                else 0)])
 
+        def conv_nets(self, cfg):
+            """The convolutional nets of cvae.h (conv > 0)."""
+            C, K, ch, Z = cfg["conv"], cfg["ncond"], cfg["image_c"], \
+                cfg["latent"]
+            self.F = cfg["image_h"] // 4 * cfg["image_w"] // 4 * 2 * C
+
+            def norm(n):
+                g = next((g for g in (8, 4, 2) if n % g == 0 and n // g >= 2),
+                         1)
+                return nn.GroupNorm(g, n)
+            self.enc_c1 = nn.Conv2d(ch, C, 3, 2, 1)
+            self.enc_n1 = norm(C)
+            self.enc_c2 = nn.Conv2d(C, 2 * C, 3, 2, 1)
+            self.enc_n2 = norm(2 * C)
+            self.mu = nn.Linear(self.F + K, Z)
+            self.logvar = nn.Linear(self.F + K, Z)
+            self.dec_0 = nn.Linear(Z + K, self.F)
+            self.dec_n0 = norm(2 * C)
+            self.dec_c1 = nn.Conv2d(2 * C, C, 3, 1, 1)
+            self.dec_n1 = norm(C)
+            self.dec_c2 = nn.Conv2d(C, C, 3, 1, 1)
+            self.dec_n2 = norm(C)
+            self.out = nn.Conv2d(C, ch, 3, 1, 1)
+            self.prior = None
+            if cfg.get("class-prior", 0):
+                self.prior = nn.ParameterList([
+                    nn.Parameter(torch.zeros(K, Z)) for _ in range(2)])
+            self.rows = nn.ParameterList([
+                nn.Parameter(torch.zeros(K, 2 * n))
+                for n in ((C, 2 * C, 2 * C, C, C)
+                          if cfg.get("cond-every", 0) else ())])
+
+        def conv_tensors(self):
+            out = []
+            for n in ["enc.c1", "enc.n1", "enc.c2", "enc.n2", "enc.mu",
+                      "enc.logvar", "dec.0", "dec.n0", "dec.c1", "dec.n1",
+                      "dec.c2", "dec.n2", "dec.out"]:
+                m = {"enc.mu": self.mu, "enc.logvar": self.logvar,
+                     "dec.out": self.out}.get(n) or \
+                    getattr(self, n.replace(".", "_"))
+                g = ".g" if n.split(".")[1].startswith("n") else ".w"
+                out += [(n + g, m.weight), (n + ".b", m.bias)]
+            if self.prior is not None:
+                out += [("prior.mu", self.prior[0]),
+                        ("prior.logvar", self.prior[1])]
+            out += [(n + ".cond", r) for n, r in zip(
+                ["enc.n1", "enc.n2", "dec.n0", "dec.n1", "dec.n2"],
+                self.rows)]
+            return out
+
+        def stage(self, i, norm, p, cond):
+            """norm, FiLM from the rows of table i (cond-every), SiLU."""
+            a = norm(p)
+            if len(self.rows):
+                e = self.rows[i][cond]
+                n = a.shape[1]
+                a = a * (1 + e[:, :n, None, None]) + e[:, n:, None, None]
+            return F.silu(a)
+
+        def conv_forward(self, x, c, cond, eps):
+            """mu, logvar and the logits [B, in_dim] of the conv nets."""
+            H, W, ch = (self.cfg["image_h"], self.cfg["image_w"],
+                        self.cfg["image_c"])
+            B = x.shape[0]
+            a = x.view(B, H, W, ch).permute(0, 3, 1, 2)
+            a = self.stage(0, self.enc_n1, self.enc_c1(a), cond)
+            a = self.stage(1, self.enc_n2, self.enc_c2(a), cond)
+            h = torch.cat([a.permute(0, 2, 3, 1).reshape(B, -1), c], 1)
+            mu, logvar = self.mu(h), self.logvar(h)
+            z = mu + torch.exp(0.5 * logvar) * eps
+            a = self.dec_0(torch.cat([z, c], 1))
+            a = a.view(B, H // 4, W // 4, -1).permute(0, 3, 1, 2)
+            a = self.stage(2, self.dec_n0, a, cond)
+            a = self.dec_c1(F.interpolate(a, scale_factor=2))
+            a = self.stage(3, self.dec_n1, a, cond)
+            a = self.dec_c2(F.interpolate(a, scale_factor=2))
+            a = self.stage(4, self.dec_n2, a, cond)
+            logits = self.out(a).permute(0, 2, 3, 1).reshape(B, -1)
+            return mu, logvar, logits
+
         def hidden(self, side, h, cond):
             """side's (enc or dec) hidden layers on h, the rows of cond
             added where cond-every puts them."""
@@ -126,6 +226,8 @@ class Cvae:
 
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
+            if self.cfg.get("conv", 0) > 0:
+                return self.conv_tensors()
             enc = [m for m in self.enc if isinstance(m, nn.Linear)]
             dec = [m for m in self.dec if isinstance(m, nn.Linear)]
             lin = ([("enc.%d" % i, m) for i, m in enumerate(enc)] +
@@ -151,10 +253,13 @@ class Cvae:
         eps = f64(read_bin(d, "eps.bin", "<f4", B * Z)).view(B, Z)
         cond = i64(read_bin(d, "cond.bin", "<i4", B))
         c = F.one_hot(cond, net.ncond).to(x.dtype)
-        h = net.hidden("enc", torch.cat([x, c], 1), cond)
-        mu, logvar = net.mu(h), net.logvar(h)
-        z = mu + torch.exp(0.5 * logvar) * eps
-        logits = net.out(net.hidden("dec", torch.cat([z, c], 1), cond))
+        if cfg.get("conv", 0) > 0:
+            mu, logvar, logits = net.conv_forward(x, c, cond, eps)
+        else:
+            h = net.hidden("enc", torch.cat([x, c], 1), cond)
+            mu, logvar = net.mu(h), net.logvar(h)
+            z = mu + torch.exp(0.5 * logvar) * eps
+            logits = net.out(net.hidden("dec", torch.cat([z, c], 1), cond))
         rec = F.binary_cross_entropy_with_logits(
             logits, x, reduction="none").sum(1)
         if net.prior is not None:

@@ -189,8 +189,19 @@ key_find(const struct cg_arch *a, const char *name)
 	return NULL;
 }
 
+/* Whether a's option name is one of its quiet ones. */
+static int
+quiet(const struct cg_arch *a, const char *name)
+{
+	for (const char *const *q = a->quiet; q && *q; q++)
+		if (strcmp(*q, name) == 0)
+			return 1;
+	return 0;
+}
+
 /* a's key table: distinct names, each in the struct, every option a key,
- * a key of no option a range of whole numbers. */
+ * a key of no option a range of whole numbers, a quiet option's key
+ * optional with its default as absent. */
 static int
 check_keys(const struct cg_arch *a)
 {
@@ -225,6 +236,16 @@ check_keys(const struct cg_arch *a)
 		if (key_find(a, a->opts[i].name) == NULL)
 			return cg_seterr("arch %s: option --%s: no config key",
 			                 a->name, a->opts[i].name);
+	for (const char *const *q = a->quiet; q && *q; q++) {
+		const struct cg_arch_key *k = key_find(a, *q);
+		const struct cg_arch_opt *o = cg_arch_opt_find(a, *q);
+		if (k == NULL || o == NULL || !k->optional ||
+		    k->absent != o->dflt)
+			return cg_seterr("arch %s: quiet option %s: not an "
+			                 "option whose key is optional with "
+			                 "its default",
+			                 a->name, *q);
+	}
 	return 0;
 }
 
@@ -384,11 +405,14 @@ cg_arch_config(const struct cg_arch *a, const struct cg_shard *s,
 	}
 	if (a->config_from_shard(a, s, *config, *extra) != 0)
 		goto fail;
-	for (int i = 0; i < a->nopts; i++)
-		if (cJSON_AddNumberToObject(*config, a->opts[i].name,
-		                            vals ? vals[i] : a->opts[i].dflt) ==
+	for (int i = 0; i < a->nopts; i++) {
+		const double v = vals ? vals[i] : a->opts[i].dflt;
+		if (v == a->opts[i].dflt && quiet(a, a->opts[i].name))
+			continue;
+		if (cJSON_AddNumberToObject(*config, a->opts[i].name, v) ==
 		    NULL)
 			goto oom;
+	}
 	return 0;
 oom:
 	cg_seterr("out of memory");

@@ -216,6 +216,13 @@ struct cg_arch {
 	 */
 	const struct cg_arch_key *keys;
 	int nkeys;
+	/*
+	 * Options (NULL-terminated names, or NULL for none) left out of a
+	 * new model's config where they have their default, so that the
+	 * model is byte for byte one made before the option existed: each
+	 * one's key optional, its absent value the default.
+	 */
+	const char *const *quiet;
 	size_t config_size;
 	int (*check_config)(const void *config);
 	/*

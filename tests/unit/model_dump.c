@@ -176,15 +176,21 @@ cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	    int_of(m, "in_dim"),    int_of(m, "ncond"),
 	    int_of(m, "hidden"),    int_of(m, "layers"),
 	    int_of(m, "latent"),    int_of(m, "class-prior"),
-	    int_of(m, "cond-every")};
+	    int_of(m, "cond-every"), int_of(m, "conv"), 0, 0, 0};
 	size_t nx = (size_t)B * c.in_dim, ne = (size_t)B * c.latent;
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(ne, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
-	struct cg_cvae_ws *ws = cg_cvae_ws_new(&c, B);
-	int fb, rc = -1;
+	struct cg_cvae_ws *ws = NULL;
+	int fb, shape[3], rc = -1;
 
 	(void)T;
-	if (!x || !eps || !cond || !ws) {
+	/* The convolutional nets' image shape is the manifest's. */
+	if (c.conv > 0) {
+		if (m->arch->image_shape(m, shape) != 0)
+			goto out;
+		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
+	}
+	if (!x || !eps || !cond || (ws = cg_cvae_ws_new(&c, B)) == NULL) {
 		cg_seterr("out of memory");
 		goto out;
 	}

@@ -297,11 +297,19 @@ test_keys(const struct cg_shard *s)
 
 	struct cg_arch a = *cg_arch_find("cvae");
 	a.name = "cvae-short";
-	a.nkeys--; /* cond-every, an option, no longer read */
+	a.nkeys--; /* conv, an option, no longer read */
 	expect(cg_arch_register(&a) == -1 &&
-	           strcmp(cg_errmsg(), "arch cvae-short: option --cond-every: "
+	           strcmp(cg_errmsg(), "arch cvae-short: option --conv: "
 	                               "no config key") == 0,
 	       "an option without a config key refused at registration");
+	a = *cg_arch_find("cvae");
+	a.name = "cvae-loud";
+	static const char *const loud[] = {"hidden", NULL};
+	a.quiet = loud; /* a key that is not optional */
+	expect(cg_arch_register(&a) == -1 &&
+	           strstr(cg_errmsg(), "quiet option hidden") != NULL,
+	       "a quiet option whose key is not optional refused at "
+	       "registration");
 	a.nkeys++;
 	a.config_size = 2;
 	expect(cg_arch_register(&a) == -1 &&

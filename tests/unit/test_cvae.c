@@ -11,7 +11,10 @@
  * plain training's bits), each with the prior N(0, I) and with a learnt
  * prior per class (class_prior), with the condition at the first layers
  * and at every hidden layer (cond_every), and draws from the prior.  A
- * corrupted gradient must be caught.
+ * corrupted gradient must be caught.  The convolutional nets (conv):
+ * their shape checks and views, batch invariance, determinism, decoding,
+ * and every gradient against central
+ * differences (their forward pass against PyTorch's is torch_check.py's).
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -253,21 +256,21 @@ ref_loss(const struct tcase *t, double *rec, double *kl)
 static void
 test_config(void)
 {
-	struct cg_cvae_config good = {784, 10, 400, 2, 20, 0, 0};
-	struct cg_cvae_config prior = {784, 10, 400, 2, 20, 1, 0};
-	struct cg_cvae_config every = {784, 10, 400, 3, 20, 1, 1};
+	struct cg_cvae_config good = {784, 10, 400, 2, 20, 0, 0, 0, 0, 0, 0};
+	struct cg_cvae_config prior = {784, 10, 400, 2, 20, 1, 0, 0, 0, 0, 0};
+	struct cg_cvae_config every = {784, 10, 400, 3, 20, 1, 1, 0, 0, 0, 0};
 	struct cg_cvae_config bad[] = {
-	    {784, 10, 400, 2, 20, 2, 0},
-	    {784, 10, 400, 2, 20, -1, 0},
-	    {784, 10, 400, 2, 20, 0, 2},
-	    {0, 10, 400, 2, 20, 0, 0},
-	    {784, 0, 400, 2, 20, 0, 0},
-	    {784, 10, -1, 2, 20, 0, 0},
-	    {784, 10, 400, 0, 20, 0, 0},
-	    {784, 10, 400, 2, 0, 0, 0},
-	    {(1 << 20) + 1, 10, 4, 1, 2, 0, 0},
-	    {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, 0},
-	    {64, 10, 1 << 20, 64, 20, 0, 0},
+	    {784, 10, 400, 2, 20, 2, 0, 0, 0, 0, 0},
+	    {784, 10, 400, 2, 20, -1, 0, 0, 0, 0, 0},
+	    {784, 10, 400, 2, 20, 0, 2, 0, 0, 0, 0},
+	    {0, 10, 400, 2, 20, 0, 0, 0, 0, 0, 0},
+	    {784, 0, 400, 2, 20, 0, 0, 0, 0, 0, 0},
+	    {784, 10, -1, 2, 20, 0, 0, 0, 0, 0, 0},
+	    {784, 10, 400, 0, 20, 0, 0, 0, 0, 0, 0},
+	    {784, 10, 400, 2, 0, 0, 0, 0, 0, 0, 0},
+	    {(1 << 20) + 1, 10, 4, 1, 2, 0, 0, 0, 0, 0, 0},
+	    {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 0, 0, 0, 0, 0, 0},
+	    {64, 10, 1 << 20, 64, 20, 0, 0, 0, 0, 0, 0},
 	};
 	int ok = 1;
 
@@ -308,7 +311,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cvae_config c = {5, 3, 4, 3, 2, 0, 0};
+	struct cg_cvae_config c = {5, 3, 4, 3, 2, 0, 0, 0, 0, 0, 0};
 	struct cg_view v[MAXV];
 	const char *names[] = {
 	    "enc.0.w", "enc.0.b",   "enc.1.w",   "enc.1.b",      "enc.2.w",
@@ -381,7 +384,7 @@ test_views(void)
 static void
 test_init(void)
 {
-	struct cg_cvae_config c = {9, 3, 7, 2, 3, 0, 0};
+	struct cg_cvae_config c = {9, 3, 7, 2, 3, 0, 0, 0, 0, 0, 0};
 	size_t n = cg_cvae_nparams(&c);
 	float *p = xcalloc(n, sizeof(float)), *q = xcalloc(n, sizeof(float));
 	struct cg_view v[MAXV];
@@ -420,8 +423,8 @@ test_init(void)
 static void
 test_init_prior(void)
 {
-	struct cg_cvae_config c = {9, 3, 7, 2, 3, 0, 0};
-	struct cg_cvae_config cp = {9, 3, 7, 2, 3, 1, 1};
+	struct cg_cvae_config c = {9, 3, 7, 2, 3, 0, 0, 0, 0, 0, 0};
+	struct cg_cvae_config cp = {9, 3, 7, 2, 3, 1, 1, 0, 0, 0, 0};
 	size_t n = cg_cvae_nparams(&c), np = cg_cvae_nparams(&cp);
 	float *p = xcalloc(n, sizeof(float)), *q = xcalloc(np, sizeof(float));
 	struct cg_rng r;
@@ -448,7 +451,7 @@ test_init_prior(void)
 static void
 test_prior_sample(void)
 {
-	struct cg_cvae_config c = {6, 3, 5, 1, 4, 1, 0}, c0 = c;
+	struct cg_cvae_config c = {6, 3, 5, 1, 4, 1, 0, 0, 0, 0, 0}, c0 = c;
 	struct tcase t;
 	enum { B = 5 };
 	float z[B * 4];
@@ -480,9 +483,9 @@ test_prior_sample(void)
 static void
 test_errors(void)
 {
-	struct cg_cvae_config c = {6, 3, 5, 1, 2, 0, 0};
-	struct cg_cvae_config other = {6, 3, 5, 2, 2, 0, 0};
-	struct cg_cvae_config withprior = {6, 3, 5, 1, 2, 1, 0};
+	struct cg_cvae_config c = {6, 3, 5, 1, 2, 0, 0, 0, 0, 0, 0};
+	struct cg_cvae_config other = {6, 3, 5, 2, 2, 0, 0, 0, 0, 0, 0};
+	struct cg_cvae_config withprior = {6, 3, 5, 1, 2, 1, 0, 0, 0, 0, 0};
 	struct tcase t;
 	double loss;
 	int ok = 1;
@@ -754,6 +757,158 @@ test_distill(struct cg_cvae_config c, int B)
 	tcase_free(&t);
 }
 
+/*
+ * The convolutional nets' differences: their loss sums BCE over 64 to
+ * 192 pixels (some 50 to 150 a batch), whose float rounding, ~1e-5,
+ * makes ~5e-3 of noise in a difference of step 2e-3 (measured: 1% to
+ * 3% past FD_IMAGE's floor on every view, the directional check fine).
+ * The nets are smooth (SiLU, no kink), so a step of 1e-2 extrapolated
+ * (h^2 cancelled) keeps truncation small and the noise a fifth.
+ */
+static const struct fd_tol FD_CONV = {5e-3, 1e-2, 1e-1, 1, 2e-3};
+
+/* The view of t called name (dies if there is none). */
+static const struct cg_view *
+view(const struct tcase *t, const char *name)
+{
+	for (int i = 0; i < t->nv; i++)
+		if (strcmp(t->v[i].name, name) == 0)
+			return &t->v[i];
+	die(name);
+	return NULL;
+}
+
+/*
+ * The convolutional nets: views end to end, a batch the mean of its
+ * examples, the same bits twice, decoding, every gradient against
+ * central differences, and spoilt gradients caught.
+ */
+static void
+test_conv(struct cg_cvae_config c, int B)
+{
+	struct tcase t;
+	char what[192];
+	size_t at = 0;
+
+	tcase_init(&t, c, B, B);
+	printf("     conv=%d image %dx%dx%d cond=%d latent=%d class_prior=%d "
+	       "cond_every=%d, B=%d, %zu params, %d views\n",
+	       c.conv, c.height, c.width, c.channels, c.ncond, c.latent,
+	       c.class_prior, c.cond_every, B, t.np, t.nv);
+	int contiguous = t.nv == 26 + 2 * c.class_prior + 5 * c.cond_every;
+	for (int i = 0; i < t.nv; i++) {
+		contiguous &= t.v[i].off == at;
+		at += t.v[i].n;
+	}
+	expect(contiguous && at == t.np, "conv: views end to end, all of "
+	                                 "the buffer");
+	expect(view(&t, "dec.out.w")->n == (size_t)c.channels * c.conv * 9 &&
+	           view(&t, "enc.mu.w")->shape[1] ==
+	               (uint64_t)(c.height / 4 * (c.width / 4) * 2 * c.conv +
+	                          c.ncond),
+	       "conv: dec.out.w and enc.mu.w shaped as cvae.h says");
+
+	/* A batch is the mean of its examples. */
+	double whole = tloss(&t, NULL), sum = 0;
+	struct tcase one;
+	tcase_init(&one, c, 1, 1);
+	memcpy(one.params, t.params, t.np * sizeof(float));
+	for (int b = 0; b < B; b++) {
+		memcpy(one.x, t.x + (size_t)b * c.in_dim,
+		       c.in_dim * sizeof(float));
+		memcpy(one.eps, t.eps + (size_t)b * c.latent,
+		       c.latent * sizeof(float));
+		one.cond[0] = t.cond[b];
+		sum += tloss(&one, NULL);
+	}
+	snprintf(what, sizeof(what),
+	         "conv: batch loss %.9g is the mean of its examples' %.9g",
+	         whole, sum / B);
+	expect(fabs(whole - sum / B) <= 1e-5 * fabs(whole), what);
+
+	/* Decoding: the same bits twice, probabilities in (0, 1). */
+	float *z = xcalloc((size_t)B * c.latent, sizeof(float));
+	float *p1 = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	float *p2 = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	for (size_t i = 0; i < (size_t)B * c.latent; i++)
+		z[i] = cg_rng_normal(&rng);
+	int ok = cg_cvae_decode(&c, t.params, t.ws, z, t.cond, B, p1) == 0 &&
+	         cg_cvae_decode(&c, t.params, t.ws, z, t.cond, B, p2) == 0 &&
+	         memcmp(p1, p2, (size_t)B * c.in_dim * sizeof(float)) == 0;
+	for (size_t i = 0; ok && i < (size_t)B * c.in_dim; i++)
+		ok = p1[i] > 0 && p1[i] < 1;
+	expect(ok, "conv: decoding twice gives the same probabilities in "
+	           "(0, 1)");
+
+	/* Gradients: deterministic, and against central differences. */
+	tloss(&t, t.grad);
+	float *g2 = xcalloc(t.np, sizeof(float));
+	tloss(&t, g2);
+	expect(memcmp(g2, t.grad, t.np * sizeof(float)) == 0,
+	       "conv: deterministic gradient");
+	double worst = fd_views(&FD_CONV, t.v, t.nv, t.params, t.grad,
+	                        view_loss, &t, NULL, &rng, 0);
+	snprintf(what, sizeof(what),
+	         "conv=%d%s%s: every gradient vs central differences (worst "
+	         "rel err %.3g)",
+	         c.conv, c.class_prior ? " class prior" : "",
+	         c.cond_every ? " cond every" : "", worst);
+	expect(worst <= FD_CONV.tol, what);
+	const char *spoil[] = {"dec.c1.w", "enc.c1.w", "enc.n2.g",
+	                       c.cond_every ? "dec.n0.cond" : "dec.0.w",
+	                       c.class_prior ? "prior.logvar" : "enc.mu.b"};
+	for (int k = 0; k < 5; k++) {
+		const struct cg_view *v = view(&t, spoil[k]);
+		const float g = t.grad[v->off + 1];
+		t.grad[v->off + 1] += 0.1f + 0.05f * fabsf(g);
+		snprintf(what, sizeof(what),
+		         "conv: checker rejects %s's gradient 0.1 + 5%% off",
+		         spoil[k]);
+		expect(fd_views(&FD_CONV, t.v, t.nv, t.params, t.grad,
+		                view_loss, &t, NULL, &rng, 1) >
+		           FD_CONV.tol,
+		       what);
+		t.grad[v->off + 1] = g;
+	}
+	free(z);
+	free(p1);
+	free(p2);
+	free(g2);
+	tcase_free(&one);
+	tcase_free(&t);
+}
+
+/* The convolutional nets' configs that are refused, and what is. */
+static void
+test_conv_config(void)
+{
+	struct cg_cvae_config c = {36, 3, 8, 1, 3, 1, 1, 2, 6, 6, 1};
+
+	expect(cg_cvae_check_config(&c) != 0 &&
+	           strstr(cg_errmsg(), "6x6x1") != NULL,
+	       "conv: a side not a multiple of 4 refused");
+	c = (struct cg_cvae_config){64, 3, 8, 1, 3, 1, 1, 2, 8, 8, 2};
+	expect(cg_cvae_check_config(&c) != 0,
+	       "conv: a shape that is not in_dim's refused");
+	c = (struct cg_cvae_config){64, 3, 8, 1, 3, 1, 1, -1, 8, 8, 1};
+	expect(cg_cvae_check_config(&c) != 0, "conv: -1 refused");
+	c = (struct cg_cvae_config){64, 3, 8, 1, 3, 1, 1, CG_CVAE_MAX_CONV + 1,
+	                            8, 8, 1};
+	expect(cg_cvae_check_config(&c) != 0 &&
+	           strstr(cg_errmsg(), "conv") != NULL,
+	       "conv: past CG_CVAE_MAX_CONV refused");
+	c = (struct cg_cvae_config){64, 3, 8, 1, 3, 1, 1, 2, 8, 8, 1};
+	expect(cg_cvae_check_config(&c) == 0 && cg_cvae_nparams(&c) > 0,
+	       "conv: 8x8x1 at 2 channels accepted");
+	struct cg_cvae_ws *w = cg_cvae_ws_new(&c, 2);
+	struct cg_wmat m[CG_CVAE_NMATS(1)];
+	memset(m, 0, sizeof(m));
+	expect(w != NULL && cg_cvae_ws_set_mats(w, m) != 0,
+	       "conv: matrices as stored refused");
+	expect(cg_cvae_ws_bytes(&c, 2) > 0, "conv: its workspace's bytes");
+	cg_cvae_ws_free(w);
+}
+
 int
 main(void)
 {
@@ -775,14 +930,23 @@ main(void)
 		 * these seeds put no pre-activation within a step of 0 */
 		if (k > 0)
 			cg_rng_seed(&rng, 45 + (uint64_t)k);
-		test_forward((struct cg_cvae_config){13, 4, 9, 1, 3, p, e}, 5);
-		test_forward((struct cg_cvae_config){13, 4, 9, 3, 3, p, e}, 5);
-		test_grad((struct cg_cvae_config){7, 3, 6, 1, 3, p, e}, 4);
-		test_grad((struct cg_cvae_config){7, 3, 6, 2, 3, p, e}, 4);
-		test_distill((struct cg_cvae_config){7, 3, 6, 1, 3, p, e}, 4);
-		test_distill((struct cg_cvae_config){7, 3, 6, 2, 3, p, e}, 4);
+		test_forward((struct cg_cvae_config){13, 4, 9, 1, 3, p, e, 0, 0, 0, 0}, 5);
+		test_forward((struct cg_cvae_config){13, 4, 9, 3, 3, p, e, 0, 0, 0, 0}, 5);
+		test_grad((struct cg_cvae_config){7, 3, 6, 1, 3, p, e, 0, 0, 0, 0}, 4);
+		test_grad((struct cg_cvae_config){7, 3, 6, 2, 3, p, e, 0, 0, 0, 0}, 4);
+		test_distill((struct cg_cvae_config){7, 3, 6, 1, 3, p, e, 0, 0, 0, 0}, 4);
+		test_distill((struct cg_cvae_config){7, 3, 6, 2, 3, p, e, 0, 0, 0, 0}, 4);
 	}
 	test_prior_sample();
+	/* The convolutional nets, 8x8x1 and 4x8x2 images, with and
+	 * without the prior and FiLM. */
+	test_conv_config();
+	for (int k = 0; k < 2; k++)
+		test_conv((struct cg_cvae_config){64, 3, 8, 1, 3, k, k, 3, 8, 8,
+		                                  1},
+		          3);
+	test_conv((struct cg_cvae_config){64, 4, 8, 1, 2, 1, 1, 2, 4, 8, 2},
+	          3);
 	if (failures) {
 		printf("test_cvae: %d check(s) FAILED\n", failures);
 		return 1;

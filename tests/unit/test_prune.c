@@ -795,7 +795,7 @@ test_cvae_input_sq(void)
 	struct cg_model *m = cvae_model(5, 4, 2, 2, 13);
 	struct cg_cvae_config c = {
 	    5, 3, 4, 2, 2, (int)cg_json_u64(m->config, "class-prior", 0),
-	    (int)cg_json_u64(m->config, "cond-every", 0)};
+	    (int)cg_json_u64(m->config, "cond-every", 0), 0, 0, 0, 0};
 	const int B = 3, D = 5, K = 3, H = 4, Z = 2;
 	float x[15], eps[6];
 	int cond[3] = {0, 2, 1};

@@ -411,7 +411,7 @@ cvae_grad(const struct cg_model *m, uint64_t seed, float *g)
 	    (int)cg_json_u64(m->config, "layers", 0),
 	    (int)cg_json_u64(m->config, "latent", 0),
 	    (int)cg_json_u64(m->config, "class-prior", 0),
-	    (int)cg_json_u64(m->config, "cond-every", 0)};
+	    (int)cg_json_u64(m->config, "cond-every", 0), 0, 0, 0, 0};
 	enum { B = 16 };
 	float *x = xcalloc((size_t)B * c.in_dim, sizeof(float));
 	float *eps = xcalloc((size_t)B * c.latent, sizeof(float));

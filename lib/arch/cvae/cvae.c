@@ -10,6 +10,9 @@
  * backward needs.  The class prior's two tables, then the condition's
  * rows of the hidden layers after the first (cond_every), follow the
  * layers, so a model without them has the same layout up to there.
+ * The convolutional nets (conv > 0) are cvae_conv.c's: their layout and
+ * their passes on either side of the sample, the loss and the prior
+ * here, as the MLP's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "arch/cvae/cvae.h"
+#include "arch/cvae/cvae_conv.h"
 #include "core/arena.h"
 #include "nn/nn.h"
 
@@ -79,6 +83,8 @@ nlinear(const struct cg_cvae_config *c)
 static size_t
 prior_at(const struct cg_cvae_config *c)
 {
+	if (c->conv)
+		return cg_cvae_conv_prior_at(c);
 	struct linear ln = linear_at(c, nlinear(c) - 1);
 
 	return ln.b + ln.out;
@@ -98,6 +104,8 @@ cond_at(const struct cg_cvae_config *c, int side, int l)
 int
 cg_cvae_nviews(const struct cg_cvae_config *c)
 {
+	if (c->conv)
+		return cg_cvae_conv_nviews(c);
 	return 2 * nlinear(c) + (c->class_prior ? 2 : 0) +
 	       (c->cond_every ? 2 * (c->layers - 1) : 0);
 }
@@ -134,6 +142,11 @@ cg_cvae_check_config(const struct cg_cvae_config *c)
 	if (c->cond_every != 0 && c->cond_every != 1)
 		return cg_seterr("cvae: cond_every = %d: not 0 or 1",
 		                 c->cond_every);
+	if (c->conv < 0 || c->conv > CG_CVAE_MAX_CONV)
+		return cg_seterr("cvae: conv = %d: not in [0, %d]", c->conv,
+		                 CG_CVAE_MAX_CONV);
+	if (c->conv)
+		return cg_cvae_conv_check(c);
 
 	if (n > CG_CVAE_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
 		return cg_seterr("cvae: %llu parameters: more than %llu",
@@ -147,6 +160,8 @@ cg_cvae_nparams(const struct cg_cvae_config *c)
 {
 	if (cg_cvae_check_config(c) != 0)
 		return 0;
+	if (c->conv)
+		return cg_cvae_conv_nparams(c);
 	return cond_at(c, ENC, 1) +
 	       (c->cond_every
 	            ? 2 * (size_t)(c->layers - 1) * c->ncond * c->hidden
@@ -160,6 +175,8 @@ cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max)
 
 	if (cg_cvae_check_config(c) != 0)
 		return -1;
+	if (c->conv)
+		return cg_cvae_conv_views(c, v, max);
 	n = cg_cvae_nviews(c);
 	if (max < n)
 		return cg_seterr("cvae: %d views do not fit in %d", n, max);
@@ -206,6 +223,10 @@ cg_cvae_init(const struct cg_cvae_config *c, float *params, struct cg_rng *r)
 {
 	if (cg_cvae_check_config(c) != 0)
 		return;
+	if (c->conv) {
+		cg_cvae_conv_init(c, params, r);
+		return;
+	}
 	for (int i = 0; i < nlinear(c); i++) {
 		struct linear ln = linear_at(c, i);
 		float bound = 1.0f / sqrtf((float)ln.in);
@@ -251,6 +272,8 @@ struct cg_cvae_ws {
 	/* The matrices as stored (cg_cvae_ws_set_mats), else NULL. */
 	struct cg_wmat *mats; /* [CG_CVAE_NMATS(layers)] */
 	void *qscratch;       /* cg_qlinear_scratch(B, widest input) */
+	struct cg_cvae_cnet *cnet; /* the convolutional nets' (conv > 0) */
+	const float *x_in;         /* the last forward's images (conv) */
 };
 
 /* The workspace's buffers in struct order, in arena a (counting, then
@@ -263,7 +286,10 @@ lay(void *ws, struct cg_arena *a)
 	size_t B = w->max_batch, D = c->in_dim, K = c->ncond, H = c->hidden;
 	size_t Z = c->latent, L = c->layers;
 
-	w->enc_in = CG_ARENA_FLOATS(a, B, D + K);
+	/* The convolutional nets keep their own activations. */
+	if (c->conv)
+		H = L = 0;
+	w->enc_in = CG_ARENA_FLOATS(a, B, c->conv ? 0 : D + K);
 	w->enc_h = CG_ARENA_FLOATS(a, B, L * H);
 	w->mu = CG_ARENA_FLOATS(a, B, Z);
 	w->logvar = CG_ARENA_FLOATS(a, B, Z);
@@ -284,11 +310,12 @@ lay(void *ws, struct cg_arena *a)
 	w->rs = CG_ARENA_FLOATS(a, B, 1);
 }
 
-struct cg_cvae_ws *
-cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
+/* A workspace's struct for batches of up to max_batch, its arena not
+ * laid out; NULL with a message. */
+static struct cg_cvae_ws *
+ws_prep(const struct cg_cvae_config *c, int max_batch)
 {
 	struct cg_cvae_ws *w;
-	struct cg_arena a;
 
 	if (cg_cvae_check_config(c) != 0)
 		return NULL;
@@ -303,12 +330,42 @@ cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	return w;
+}
+
+struct cg_cvae_ws *
+cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
+{
+	struct cg_cvae_ws *w = ws_prep(c, max_batch);
+	struct cg_arena a;
+
+	if (w == NULL)
+		return NULL;
 	if (cg_arena_make(&a, lay, w, "cvae", max_batch) != 0) {
 		free(w);
 		return NULL;
 	}
 	w->mem = (float *)a.base;
+	if (c->conv && (w->cnet = cg_cvae_cnet_new(c, max_batch)) == NULL) {
+		cg_cvae_ws_free(w);
+		return NULL;
+	}
 	return w;
+}
+
+size_t
+cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch)
+{
+	struct cg_cvae_ws *w = ws_prep(c, max_batch);
+	size_t n, k = 0;
+
+	if (w == NULL)
+		return 0;
+	n = cg_arena_bytes(lay, w, sizeof(*w), "cvae", max_batch);
+	free(w);
+	if (n != 0 && c->conv && (k = cg_cvae_cnet_bytes(c, max_batch)) == 0)
+		return 0;
+	return n + k;
 }
 
 void
@@ -319,6 +376,7 @@ cg_cvae_ws_free(struct cg_cvae_ws *w)
 	free(w->mem);
 	free(w->mats);
 	free(w->qscratch);
+	cg_cvae_cnet_free(w->cnet);
 	free(w);
 }
 
@@ -330,6 +388,9 @@ cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats)
 	void *scratch = NULL;
 	int widest = 1;
 
+	if (mats != NULL && w->c.conv)
+		return cg_seterr("cvae: the convolutional nets multiply f32 "
+		                 "weights only");
 	if (mats != NULL) {
 		for (int i = 0; i < n; i++) {
 			struct linear ln = linear_at(&w->c, i);
@@ -365,7 +426,9 @@ check_call(const struct cg_cvae_config *c, const struct cg_cvae_ws *w,
 	if (c->in_dim != w->c.in_dim || c->ncond != w->c.ncond ||
 	    c->hidden != w->c.hidden || c->layers != w->c.layers ||
 	    c->latent != w->c.latent || c->class_prior != w->c.class_prior ||
-	    c->cond_every != w->c.cond_every)
+	    c->cond_every != w->c.cond_every || c->conv != w->c.conv ||
+	    (c->conv && (c->height != w->c.height || c->width != w->c.width ||
+	                 c->channels != w->c.channels)))
 		return cg_seterr("cvae: workspace made for another config");
 	if (B < 1 || B > w->max_batch)
 		return cg_seterr("cvae: batch %d: not in [1, %d]", B,
@@ -570,6 +633,15 @@ forward(const struct cg_cvae_config *c, const float *params,
 	const float *htop = w->enc_h + (L - 1) * hstride;
 	const float *dtop = w->dec_h + (L - 1) * hstride;
 
+	if (c->conv) {
+		w->x_in = x;
+		cg_cvae_conv_encode(c, params, w->cnet, x, cond, B, w->mu,
+		                    w->logvar);
+		cg_reparam_forward(w->z, w->mu, w->logvar, eps, (size_t)B * Z);
+		cg_cvae_conv_decode(c, params, w->cnet, w->z, cond, B,
+		                    w->logits);
+		return;
+	}
 	cg_concat_onehot_forward(w->enc_in, x, cond, B, D, K);
 	mlp_forward(c, w, params, ENC, w->enc_h, w->enc_in, cond, B, hstride);
 	linear(c, w, params, L, w->mu, htop, B, 0);
@@ -603,15 +675,21 @@ backward(const struct cg_cvae_config *c, const float *params,
 #define G(off) (grad ? grad + (off) : NULL)
 
 	/* Decoder backward, down to d(loss)/d(z). */
-	memset(w->dh0, 0, nh * sizeof(float));
-	if (sq)
-		cg_linear_ghost_sq(sq, w->dlogits, dtop, B, out.in, out.out, 1);
-	cg_linear_backward(w->dh0, G(out.w), G(out.b), w->dlogits, dtop,
-	                   params + out.w, B, out.in, out.out);
-	mlp_backward(c, params, grad, DEC, w->dec_h, w->dec_in, cond, w->dh0,
-	             w->dh1, w->ddec_in, B, hstride, sq);
 	memset(w->dz, 0, nz * sizeof(float));
-	cg_concat_onehot_backward(w->dz, w->ddec_in, B, Z, K);
+	if (c->conv)
+		cg_cvae_conv_decode_backward(c, params, w->cnet, cond, B,
+		                             w->dlogits, grad, w->dz);
+	else {
+		memset(w->dh0, 0, nh * sizeof(float));
+		if (sq)
+			cg_linear_ghost_sq(sq, w->dlogits, dtop, B, out.in,
+			                   out.out, 1);
+		cg_linear_backward(w->dh0, G(out.w), G(out.b), w->dlogits,
+		                   dtop, params + out.w, B, out.in, out.out);
+		mlp_backward(c, params, grad, DEC, w->dec_h, w->dec_in, cond,
+		             w->dh0, w->dh1, w->ddec_in, B, hstride, sq);
+		cg_concat_onehot_backward(w->dz, w->ddec_in, B, Z, K);
+	}
 
 	/* Sampling and KL, then the heads and the encoder. */
 	memset(w->dmu, 0, nz * sizeof(float));
@@ -634,6 +712,11 @@ backward(const struct cg_cvae_config *c, const float *params,
 			cg_gauss_kl_backward(w->dmu + r, w->dlogvar + r,
 			                     w->mu + r, w->logvar + r, sc, nb,
 			                     Z);
+	}
+	if (c->conv) {
+		cg_cvae_conv_encode_backward(c, params, w->cnet, w->x_in, cond,
+		                             B, w->dmu, w->dlogvar, grad);
+		return;
 	}
 	memset(w->dh0, 0, nh * sizeof(float));
 	if (sq) {
@@ -665,6 +748,9 @@ passes(const struct cg_cvae_config *c, const float *params,
 	if (grad != NULL && w->mats != NULL)
 		return cg_seterr("cvae: no gradient through matrices as "
 		                 "stored");
+	if (d != NULL && c->conv)
+		return cg_seterr("cvae: no distillation for the convolutional "
+		                 "nets");
 	forward(c, params, w, x, cond, eps, B);
 
 	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
@@ -733,6 +819,8 @@ cg_cvae_dp_forward_backward(const struct cg_cvae_config *c, const float *params,
 	if (w->mats != NULL)
 		return cg_seterr("cvae: no gradient through matrices as "
 		                 "stored");
+	if (c->conv)
+		return cg_seterr("cvae: no DP-SGD for the convolutional nets");
 	if (!(clip > 0 && clip <= 1e30))
 		return cg_seterr("cvae: clip %g: not in (0, 1e30]", clip);
 	forward(c, params, w, x, cond, eps, B);
@@ -823,6 +911,11 @@ cg_cvae_decode(const struct cg_cvae_config *c, const float *params,
 
 	if (check_call(c, w, cond, B) != 0)
 		return -1;
+	if (c->conv) {
+		cg_cvae_conv_decode(c, params, w->cnet, z, cond, B, probs);
+		cg_sigmoid_forward(probs, probs, (size_t)B * c->in_dim);
+		return 0;
+	}
 	hstride = (size_t)w->max_batch * c->hidden;
 	cg_concat_onehot_forward(w->dec_in, z, cond, B, c->latent, c->ncond);
 	mlp_forward(c, w, params, DEC, w->dec_h, w->dec_in, cond, B, hstride);
@@ -882,6 +975,9 @@ cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
 
 	if (check_call(c, w, cond, B) != 0)
 		return -1;
+	if (c->conv)
+		return cg_seterr("cvae: no input sums (Wanda) for the "
+		                 "convolutional nets");
 	hstride = (size_t)w->max_batch * c->hidden;
 	mu = linear_at(c, L);
 	lv = linear_at(c, L + 1);

@@ -24,6 +24,28 @@
  * concatenated to the layer's input, as the first layers take it; zero
  * at init).  The label then reaches the decoder's output through more
  * than one layer, and the encoder can take the class out of z.
+ *
+ * With conv = C > 0 both sides are convolutional (cvae_conv.c), on an
+ * image of H x W x ch channels-last, H and W multiples of 4, with F =
+ * (H/4)(W/4)(2C) and N(p) = FiLM(groupnorm(p), row cond of a table):
+ *
+ *   encoder  a_1 = silu(N(enc.c1 *2 x))                 [H/2, W/2, C]
+ *            a_2 = silu(N(enc.c2 *2 a_1))               [H/4, W/4, 2C]
+ *            mu, logvar = enc.mu, enc.logvar (a_2 ⊕ onehot(cond))
+ *   decoder  a_0 = silu(N(dec.0 (z ⊕ onehot(cond))))    [H/4, W/4, 2C]
+ *            a_3 = silu(N(dec.c1 * up(a_0)))            [H/2, W/2, C]
+ *            a_4 = silu(N(dec.c2 * up(a_3)))            [H, W, C]
+ *            logits = dec.out * a_4                     [H, W, ch]
+ *
+ * where * is a 3x3 convolution with padding 1 (*2 at stride 2) and its
+ * bias, up nearest up-sampling by 2, and the norms have 8 groups (or 4,
+ * 2, 1: the most that divide the channels into groups of 2 or more).  The one-hot enters the
+ * heads and the decoder's first layer as the MLP's first layers take
+ * it; with cond_every each of the five norms is followed by FiLM, a
+ * scale and a shift per channel from its own table [ncond, 2 channels]
+ * (zero at init: the identity), so the condition enters every stage;
+ * without, N is the group norm alone.  The loss, the class prior and
+ * sampling are the MLP's.  hidden and layers are unused.
  */
 #ifndef CG_CVAE_H
 #define CG_CVAE_H
@@ -47,7 +69,16 @@ struct cg_cvae_config {
 	int latent;      /* size of z */
 	int class_prior; /* 1: a learnt prior per condition; 0: N(0, I) */
 	int cond_every;  /* 1: the condition at every hidden layer; 0: first */
+	/*
+	 * The convolutional nets: 0 for none (the MLPs), else the channels
+	 * of the first map; height x width x channels is the image's shape
+	 * (what in_dim counts), read only when conv > 0.
+	 */
+	int conv;
+	int height, width, channels;
 };
+
+#define CG_CVAE_MAX_CONV 4096
 
 /* Largest value of any config field, largest parameter count and batch. */
 #define CG_CVAE_MAX_DIM (1 << 20)
@@ -56,8 +87,10 @@ struct cg_cvae_config {
 
 /*
  * Returns 0 if c is usable: every size in [1, CG_CVAE_MAX_DIM], class_prior
- * and cond_every 0 or 1, and the parameter count at most
- * CG_CVAE_MAX_PARAMS; else -1 with a message.
+ * and cond_every 0 or 1, conv in [0, CG_CVAE_MAX_CONV] (and with conv,
+ * an image whose sides are multiples of 4 and whose shape is in_dim's),
+ * and the parameter count at most CG_CVAE_MAX_PARAMS; else -1 with a
+ * message.
  */
 int cg_cvae_check_config(const struct cg_cvae_config *c);
 
@@ -75,6 +108,12 @@ size_t cg_cvae_nparams(const struct cg_cvae_config *c);
  * more); the layers' layout is the same with or without them.  Weights
  * are [out, in] like nn.Linear, decay 1; biases [out], the prior and the
  * condition's rows, decay 0.
+ * With conv: enc.c1 (.w [C, channels, 3, 3], .b), enc.n1 (.g, .b [C]),
+ * enc.c2, enc.n2 [2C], enc.mu, enc.logvar [latent, F + ncond], dec.0
+ * [F, latent + ncond], dec.n0 [2C], dec.c1, dec.n1, dec.c2, dec.n2 [C],
+ * dec.out [channels, C, 3, 3] (26 views), then the prior's 2, then with
+ * cond_every the FiLM tables enc.n1.cond, enc.n2.cond, dec.n0.cond,
+ * dec.n1.cond, dec.n2.cond [ncond, 2 x the norm's channels].
  * Returns the count, or -1 with a message if c is bad or max is too small.
  */
 int cg_cvae_views(const struct cg_cvae_config *c, struct cg_view *v, int max);
@@ -103,6 +142,9 @@ struct cg_cvae_ws;
 struct cg_cvae_ws *cg_cvae_ws_new(const struct cg_cvae_config *c,
                                   int max_batch);
 void cg_cvae_ws_free(struct cg_cvae_ws *w);
+/* The bytes cg_cvae_ws_new takes for c and max_batch; 0 with a message
+ * where it would fail for the config or the size. */
+size_t cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch);
 
 /*
  * The Linear layers' matrices for a model whose matrices stay as a file
@@ -116,7 +158,8 @@ void cg_cvae_ws_free(struct cg_cvae_ws *w);
  * their bytes borrowed and must outlive w's use) instead of the matrices
  * in params; NULL goes back to params.  Such a workspace runs losses and
  * decoding only (a gradient is refused).  Returns 0, or -1 with a
- * message (a matrix that cannot be multiplied as stored, out of memory).
+ * message (a matrix that cannot be multiplied as stored, the
+ * convolutional nets, out of memory).
  */
 int cg_cvae_ws_set_mats(struct cg_cvae_ws *w, const struct cg_wmat *mats);
 
@@ -145,7 +188,8 @@ int cg_cvae_forward_backward(const struct cg_cvae_config *c,
  * tau))), and *loss = mean of (1 - alpha) rec + kl, + alpha * teacher;
  * *rec and *kl are the plain parts, unweighed.  alpha = 0 gives the bits
  * of cg_cvae_forward_backward.  tau > 0, alpha in [0, 1].  Returns 0, or
- * -1 with a message as cg_cvae_forward_backward.
+ * -1 with a message as cg_cvae_forward_backward (and for the
+ * convolutional nets, which are not distilled).
  */
 int cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
                                      const float *params, struct cg_cvae_ws *w,
@@ -166,7 +210,7 @@ int cg_cvae_distill_forward_backward(const struct cg_cvae_config *c,
  * sum: one forward and two backward passes for the batch, not B.
  * norms [B] (or NULL) gets each |g_b|.  clip in (0, 1e30].  Returns 0,
  * or -1 with a message as cg_cvae_forward_backward (matrices as stored
- * are refused).
+ * and the convolutional nets are refused).
  */
 int cg_cvae_dp_forward_backward(const struct cg_cvae_config *c,
                                 const float *params, struct cg_cvae_ws *w,
@@ -203,7 +247,8 @@ int cg_cvae_prior_sample(const struct cg_cvae_config *c, const float *params,
  * for each layer in buffer order (enc.0 .. enc.mu, enc.logvar, dec.0 ..
  * dec.out) and each of its input columns j the sum over the B examples
  * of x_j^2 to sq (double; the layers' input widths end to end).
- * Returns 0, or -1 with a message as cg_cvae_forward_backward.
+ * Returns 0, or -1 with a message as cg_cvae_forward_backward (and for
+ * the convolutional nets).
  */
 int cg_cvae_input_sq(const struct cg_cvae_config *c, const float *params,
                      struct cg_cvae_ws *w, const float *x, const int *cond,

@@ -7,6 +7,8 @@
  * index), so that a batch split over workers sees the same noise as the
  * whole batch on one machine.  A teacher (cvae_distill) decodes its
  * posterior mean, without noise, so distillation keeps that property.
+ * The convolutional nets (--conv) take their image's shape from the
+ * manifest; a batch runs in chunks where the memory planner asks.
  */
 #include <math.h>
 #include <stddef.h>
@@ -31,10 +33,21 @@ struct cvae_ws {
 
 extern const struct cg_arch cg_arch_cvae;
 
+/*
+ * m's config: its keys, and for the convolutional nets the image's shape
+ * from the manifest, then checked whole.
+ */
 static int
-get_config(const cJSON *j, struct cg_cvae_config *c)
+get_config(const struct cg_model *m, struct cg_cvae_config *c)
 {
-	return cg_arch_read_config(&cg_arch_cvae, j, c);
+	if (cg_arch_read_config(&cg_arch_cvae, m->config, c) != 0)
+		return -1;
+	if (c->conv == 0)
+		return 0;
+	if (cg_arch_image_hwc(m, c->in_dim, &c->height, &c->width,
+	                      &c->channels) != 0)
+		return -1;
+	return cg_cvae_check_config(c);
 }
 
 static int
@@ -43,7 +56,7 @@ cvae_layout(struct cg_model *m)
 	struct cg_cvae_config c;
 	int nv;
 
-	if (get_config(m->config, &c) != 0)
+	if (get_config(m, &c) != 0)
 		return -1;
 	m->nparams = cg_cvae_nparams(&c);
 	nv = cg_cvae_nviews(&c);
@@ -59,7 +72,7 @@ cvae_init(struct cg_model *m, struct cg_rng *r)
 {
 	struct cg_cvae_config c;
 
-	if (get_config(m->config, &c) == 0)
+	if (get_config(m, &c) == 0)
 		cg_cvae_init(&c, m->params, r);
 }
 
@@ -90,7 +103,7 @@ cvae_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
 {
 	struct cg_cvae_config c;
 
-	if (get_config(m->config, &c) != 0)
+	if (get_config(m, &c) != 0 || c.conv)
 		return 0;
 	return i % 2 == 0 && i < 2 * CG_CVAE_NMATS(c.layers) &&
 	       cg_qlinear_keeps(dt);
@@ -130,7 +143,7 @@ get_ws(struct cg_model *m, int B)
 		return NULL;
 	}
 	m->ws = w;
-	if (get_config(m->config, &w->c) != 0 ||
+	if (get_config(m, &w->c) != 0 ||
 	    (w->ws = cg_cvae_ws_new(&w->c, B)) == NULL ||
 	    model_mats(m, &w->c, &w->mats) != 0 ||
 	    cg_cvae_ws_set_mats(w->ws, w->mats) != 0 ||
@@ -168,9 +181,10 @@ fill_batch(struct cvae_ws *w, const struct cg_shard *s, const uint64_t *ex,
 	}
 }
 
+/* A batch, or a chunk of one, whole (cvae_batch chunks). */
 static int
-cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-	   int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+cvae_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+	 int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
 {
 	struct cvae_ws *w = get_ws(m, B);
 	double loss, rec, kl;
@@ -187,6 +201,31 @@ cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	out->part[1] = kl;
 	out->n = (uint64_t)B;
 	return 0;
+}
+
+static int
+cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+	   int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	return cg_arch_chunked(m, cvae_run, s, ex, B, noise_seed, grad, out);
+}
+
+/* Its workspace for batches of B in chunks of chunk: the kernels', a
+ * chunk's inputs, and the chunks' gradient.  No checkpointing. */
+static size_t
+cvae_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
+{
+	struct cg_cvae_config c;
+	const int cap = cg_arch_chunk_of(B, chunk);
+	size_t n;
+
+	(void)checkpoint;
+	if (get_config(m, &c) != 0 || (n = cg_cvae_ws_bytes(&c, cap)) == 0)
+		return 0;
+	return n + sizeof(struct cvae_ws) +
+	       (size_t)cap * (((size_t)c.in_dim + c.latent) * sizeof(float) +
+	                      sizeof(int)) +
+	       cg_arch_chunk_bytes(m, B, cap);
 }
 
 static int
@@ -228,8 +267,11 @@ cvae_check_teacher(const struct cg_model *m, const struct cg_model *t)
 {
 	struct cg_cvae_config c, ct;
 
-	if (get_config(m->config, &c) != 0 || get_config(t->config, &ct) != 0)
+	if (get_config(m, &c) != 0 || get_config(t, &ct) != 0)
 		return -1;
+	if (c.conv || ct.conv)
+		return cg_seterr("no distillation for the convolutional nets "
+		                 "(--conv)");
 	if (c.in_dim != ct.in_dim)
 		return cg_seterr("the teacher's images have %d values, the "
 		                 "model's %d",
@@ -323,12 +365,24 @@ static const struct cg_arch_opt cvae_opts[] = {
      "a learnt prior of z per condition (0: N(0, I))"},
     {"cond-every", CG_ARCH_OPT_BOOL, 1, 0, 1,
      "the condition at every hidden layer (0: the first)"},
+    {"conv", CG_ARCH_OPT_INT, 0, 0, CG_CVAE_MAX_CONV,
+     "convolutional nets of this many channels (0: the MLPs)"},
 };
 
+/* A model of the MLPs is the bytes it was before the option. */
+static const char *const cvae_quiet[] = {"conv", NULL};
+
+/* What the keys alone say: the convolutional nets' image shape is the
+ * manifest's, which get_config adds and checks. */
 static int
-check_config(const void *c)
+check_config(const void *config)
 {
-	return cg_cvae_check_config(c);
+	struct cg_cvae_config c = *(const struct cg_cvae_config *)config;
+
+	if (cg_arch_conv_keys("cvae", "conv", &c.conv, CG_CVAE_MAX_CONV,
+	                      c.height) < 0)
+		return -1;
+	return cg_cvae_check_config(&c);
 }
 
 #define KEY(name, field, optional, absent)                                     \
@@ -344,6 +398,9 @@ static const struct cg_arch_key cvae_keys[] = {
     KEY("class-prior", class_prior, 1, 0),
     /* nor the condition past the first layers */
     KEY("cond-every", cond_every, 1, 0),
+    /* and were the MLPs */
+    {"conv", offsetof(struct cg_cvae_config, conv), 0, CG_CVAE_MAX_CONV, 1,
+     0},
 };
 #undef KEY
 
@@ -360,7 +417,9 @@ ends_with(const char *name, const char *suffix)
  * struct cg_arch's recondition.  The condition enters the cvae as the
  * last ncond columns of each side's first layer (enc.0.w, dec.0.w: a
  * one-hot after the input) and as the rows of prior.mu, prior.logvar
- * and the tables of cond-every (enc.L.cond, dec.L.cond); condition k's
+ * and the tables of cond-every (enc.L.cond, dec.L.cond; with conv the
+ * heads enc.mu.w and enc.logvar.w take the one-hot in enc.0.w's place,
+ * and the FiLM tables are enc.nL.cond, dec.nL.cond); condition k's
  * column or row is old's map[k] where old has it, else as m's init made
  * it.  Every other tensor is the same shape as old's, and copied.
  */
@@ -370,7 +429,7 @@ cvae_recondition(struct cg_model *m, const struct cg_model *old,
 {
 	struct cg_cvae_config c, o;
 
-	if (get_config(m->config, &c) != 0 || get_config(old->config, &o) != 0)
+	if (get_config(m, &c) != 0 || get_config(old, &o) != 0)
 		return -1;
 	if (m->nviews != old->nviews)
 		return cg_seterr("%d tensors, the old model %d", m->nviews,
@@ -382,7 +441,8 @@ cvae_recondition(struct cg_model *m, const struct cg_model *old,
 		if (strcmp(v->name, w->name) != 0 || v->ndim != w->ndim)
 			return cg_seterr("tensor %s: the old model's is %s",
 			                 v->name, w->name);
-		if (strcmp(v->name, "enc.0.w") == 0 ||
+		if (strcmp(v->name, c.conv ? "enc.mu.w" : "enc.0.w") == 0 ||
+		    (c.conv && strcmp(v->name, "enc.logvar.w") == 0) ||
 		    strcmp(v->name, "dec.0.w") == 0) {
 			/* [rows, base + ncond]: the input's columns, then
 			 * the condition's */
@@ -467,8 +527,11 @@ cvae_shrink(struct cg_model *m, const double *remove, cJSON *config,
 	double *score = NULL;
 	int rc = -1;
 
-	if (get_config(m->config, &c) != 0)
+	if (get_config(m, &c) != 0)
 		return -1;
+	if (c.conv)
+		return cg_seterr("cvae: no structured pruning of the "
+		                 "convolutional nets");
 	const int H = c.hidden, NL = c.layers;
 	const int k = cg_arch_removed(remove[0], H);
 	if (config != NULL && small == NULL) {
@@ -546,13 +609,15 @@ out:
 
 const struct cg_arch cg_arch_cvae = {
     .name = "cvae",
-    .summary = "conditional VAE (MLP encoder and decoder) for images",
+    .summary = "conditional VAE (MLP or CNN encoder and decoder) for "
+               "images",
     .loss_name = "nelbo",
     .part_names = {"rec", "kl", NULL},
     .opts = cvae_opts,
     .nopts = sizeof(cvae_opts) / sizeof(cvae_opts[0]),
     .keys = cvae_keys,
     .nkeys = sizeof(cvae_keys) / sizeof(cvae_keys[0]),
+    .quiet = cvae_quiet,
     .config_size = sizeof(struct cg_cvae_config),
     .check_config = check_config,
     .config_from_shard = cg_arch_image_from_shard,
@@ -563,6 +628,7 @@ const struct cg_arch cg_arch_cvae = {
     .init = cvae_init,
     .check_data = cg_arch_image_check,
     .batch = cvae_batch,
+    .ws_bytes = cvae_ws_bytes,
     .dp_batch = cvae_dp_batch,
     .sample_image = cvae_sample_image,
     .keeps = cvae_keeps,
