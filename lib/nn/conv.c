@@ -14,14 +14,28 @@
  * rather than keep it, and folds the input's gradient back by gathering
  * (each input position sums the rows that read it), so that threads
  * never write one element together and the sums run in one order.
+ *
+ * Where libcg has oneDNN, a convolution goes to its convolution
+ * primitives instead (nn/dnnl.h: no unfolding, kernels of its own) when
+ * the products' engine is auto or dnnl, in f32, or in bf16 where the
+ * products run bf16 on oneDNN (cg_bf16_native); the unfolding remains
+ * for the other engines, for bf16 emulated, for deterministic mode
+ * (oneDNN picks its kernels and its order of sums by CPU and splits the
+ * weight's gradient over threads), for the 1x1 case (the linear layer,
+ * which follows the products' rules), and where oneDNN makes no
+ * primitive.
  */
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/par.h"
 #include "nn/conv.h"
+#ifdef CG_HAVE_DNNL
+#include "nn/dnnl.h"
+#endif
 #include "nn/gemm.h"
 #include "nn/nn.h"
 #include "nn/vmath.h"
@@ -223,6 +237,33 @@ chunk(const struct cg_conv *c, int B, size_t ncol)
 	return n > (size_t)B ? B : (int)n;
 }
 
+static atomic_ulong dnnl_runs;
+
+unsigned long
+cg_conv_dnnl_runs(void)
+{
+	return atomic_load(&dnnl_runs);
+}
+
+/* Whether a convolution goes to oneDNN: -1 no, else its bf16 flag. */
+static int
+on_dnnl(const struct cg_conv *c)
+{
+#ifdef CG_HAVE_DNNL
+	const enum cg_engine e = cg_get_engine();
+
+	if (pointwise(c) || cg_deterministic() ||
+	    (e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL))
+		return -1;
+	if (cg_get_precision() == CG_PREC_BF16)
+		return cg_bf16_native() ? 1 : -1;
+	return 0;
+#else
+	(void)c;
+	return -1;
+#endif
+}
+
 void
 cg_conv_forward(const struct cg_conv *c, float *out, const float *inp,
                 const float *w, const float *b, int B, float *col,
@@ -235,6 +276,17 @@ cg_conv_forward(const struct cg_conv *c, float *out, const float *inp,
 		cg_linear_forward(out, inp, w, b, B * P, c->C, c->OC);
 		return;
 	}
+#ifdef CG_HAVE_DNNL
+	{
+		const int bf16 = on_dnnl(c);
+
+		if (bf16 >= 0 &&
+		    cg_dnnl_conv_forward(bf16, c, B, out, inp, w, b) == 0) {
+			atomic_fetch_add(&dnnl_runs, 1);
+			return;
+		}
+	}
+#endif
 	float *wp = col;
 
 	col += 2 * cg_conv_wsize(c);
@@ -283,6 +335,30 @@ cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw, float *db,
 	const int CKK = c->C * c->KH * c->KW, P = c->OH * c->OW;
 	int step;
 
+#ifdef CG_HAVE_DNNL
+	{
+		const int bf16 = on_dnnl(c);
+
+		/* What oneDNN could not do is left to the unfolding. */
+		if (bf16 >= 0 && dw &&
+		    cg_dnnl_conv_backward_weights(bf16, c, B, dw, dout, inp) ==
+		        0) {
+			atomic_fetch_add(&dnnl_runs, 1);
+			dw = NULL;
+		}
+		if (bf16 >= 0 && dinp &&
+		    cg_dnnl_conv_backward_data(bf16, c, B, dinp, dout, w) ==
+		        0) {
+			atomic_fetch_add(&dnnl_runs, 1);
+			dinp = NULL;
+		}
+		if (bf16 >= 0 && dw == NULL && dinp == NULL) {
+			if (db)
+				bias_grad(db, dout, (size_t)B * P, c->OC);
+			return;
+		}
+	}
+#endif
 	if (pointwise(c)) {
 		if (dw)
 			cg_linear_backward(dinp, dw, db, dout, inp, w, B * P,

@@ -82,6 +82,14 @@ void cg_conv_backward(const struct cg_conv *c, float *dinp, float *dw,
                       float *db, const float *dout, const float *inp,
                       const float *w, int B, float *col, size_t ncol);
 
+/*
+ * How many convolution passes (a forward, a backward's input gradient,
+ * a backward's weight gradient) oneDNN's primitives have run in this
+ * process: 0 where libcg has no oneDNN.  For tests: the engine that
+ * should take a convolution took it.
+ */
+unsigned long cg_conv_dnnl_runs(void);
+
 /* ------------------------------------------------------ up-sampling */
 
 /*

@@ -1,5 +1,6 @@
 /*
- * nn/dnnl.h - matrix products through oneDNN (libdnnl), the second engine.
+ * nn/dnnl.h - matrix products and convolutions through oneDNN (libdnnl),
+ * the second engine.
  *
  * Built only with -DCG_HAVE_DNNL (configure --with-dnnl, on where
  * Debian's libdnnl-dev is found).  nn/gemm.c is its one caller: it
@@ -33,6 +34,31 @@ extern "C" {
 int cg_dnnl_gemm(int bf16, int transA, int transB, int M, int N, int K,
                  float alpha, const void *A, int lda, const void *B, int ldb,
                  float beta, float *C, int ldc);
+
+/*
+ * 2-D convolutions (nn/conv.h's shapes, channels-last maps, weights
+ * [OC, C, KH, KW]) through oneDNN's convolution primitives, for B
+ * examples: operands of f32, or rounded to bf16 (bf16 != 0; sums and
+ * results in f32).  nn/conv.c is their one caller.  A primitive, with the
+ * reorders of its weights, is made once per direction, precision, shape
+ * and batch and kept (a table of CG_DNNL_CACHE, as for products).  Each
+ * returns 0, or -1 when oneDNN cannot make or run it: the caller takes
+ * another path, nothing having been written.
+ *
+ * cg_dnnl_conv_forward: out = conv(inp, w) + b (b NULL: none).
+ * cg_dnnl_conv_backward_data: dinp += the gradient of the input.
+ * cg_dnnl_conv_backward_weights: dw += the gradient of the weight (the
+ * bias's is the caller's).
+ */
+struct cg_conv;
+int cg_dnnl_conv_forward(int bf16, const struct cg_conv *c, int B, float *out,
+                         const float *inp, const float *w, const float *b);
+int cg_dnnl_conv_backward_data(int bf16, const struct cg_conv *c, int B,
+                               float *dinp, const float *dout,
+                               const float *w);
+int cg_dnnl_conv_backward_weights(int bf16, const struct cg_conv *c, int B,
+                                  float *dw, const float *dout,
+                                  const float *inp);
 
 /*
  * Whether this CPU runs bf16 products in hardware as oneDNN sees it

@@ -197,6 +197,96 @@ test_conv(void)
 	       "batch's at most");
 }
 
+/*
+ * The convolution on the engine in force against the built-in kernel's
+ * im2col, on shapes whose channel counts fall on and off oneDNN's blocks
+ * of 8: the output, and the gradients of the input and the weight added
+ * to non-zero buffers, each within 1e-4 of the largest magnitude.
+ * Returns how many cases ran.
+ */
+static int
+test_conv_vs_builtin(void)
+{
+	static const int cases[][8] = {
+	    /* B, C, H, W, OC, K, stride, pad */
+	    {3, 16, 13, 11, 24, 3, 1, 1}, {2, 8, 14, 14, 16, 3, 2, 1},
+	    {2, 5, 9, 12, 7, 5, 1, 2},    {3, 12, 15, 10, 9, 4, 2, 1},
+	    {2, 3, 11, 9, 8, 1, 2, 0},    {1, 32, 7, 7, 64, 3, 1, 1},
+	    {4, 1, 28, 28, 32, 3, 1, 1},  {2, 17, 10, 13, 3, 5, 2, 0},
+	};
+	const enum cg_engine e = cg_get_engine();
+	const int n = (int)(sizeof(cases) / sizeof(cases[0]));
+
+	for (int i = 0; i < n; i++) {
+		const int *k = cases[i];
+		struct cg_conv c;
+		float *x, *w, *b, *g, *col, *out[2], *dx[2], *dw[2], *db[2];
+		size_t nin, nout, nw, ncol;
+		double m[4] = {0}, big[4] = {0};
+		char what[200];
+
+		if (cg_conv_shape(&c, k[1], k[2], k[3], k[4], k[5], k[6],
+		                  k[7]) != 0) {
+			expect(0, "cg_conv_shape takes a good shape");
+			continue;
+		}
+		nin = (size_t)k[0] * c.H * c.W * c.C;
+		nout = (size_t)k[0] * c.OH * c.OW * c.OC;
+		nw = cg_conv_wsize(&c);
+		ncol = cg_conv_scratch(&c, k[0], (size_t)1 << 24);
+		x = falloc(nin), w = falloc(nw), b = falloc(c.OC);
+		g = falloc(nout), col = falloc(ncol ? ncol : 1);
+		fill(x, nin, -1, 1);
+		fill(w, nw, -0.3f, 0.3f);
+		fill(b, c.OC, -0.5f, 0.5f);
+		fill(g, nout, -1, 1);
+		for (int j = 0; j < 2; j++) {
+			out[j] = falloc(nout), dx[j] = falloc(nin);
+			dw[j] = falloc(nw), db[j] = falloc(c.OC);
+			for (size_t t = 0; t < nin; t++)
+				dx[j][t] = 0.25f;
+			for (size_t t = 0; t < nw; t++)
+				dw[j][t] = -0.5f;
+			for (int t = 0; t < c.OC; t++)
+				db[j][t] = 1;
+			cg_set_engine(j ? CG_ENGINE_BUILTIN : e);
+			cg_conv_forward(&c, out[j], x, w, b, k[0], col, ncol);
+			cg_conv_backward(&c, dx[j], dw[j], db[j], g, x, w, k[0],
+			                 col, ncol);
+		}
+		cg_set_engine(e);
+		for (size_t t = 0; t < nout; t++) {
+			m[0] = fmax(m[0], fabs(out[0][t] - out[1][t]));
+			big[0] = fmax(big[0], fabs(out[1][t]));
+		}
+		for (size_t t = 0; t < nin; t++) {
+			m[1] = fmax(m[1], fabs(dx[0][t] - dx[1][t]));
+			big[1] = fmax(big[1], fabs(dx[1][t]));
+		}
+		for (size_t t = 0; t < nw; t++) {
+			m[2] = fmax(m[2], fabs(dw[0][t] - dw[1][t]));
+			big[2] = fmax(big[2], fabs(dw[1][t]));
+		}
+		for (int t = 0; t < c.OC; t++) {
+			m[3] = fmax(m[3], fabs(db[0][t] - db[1][t]));
+			big[3] = fmax(big[3], fabs(db[1][t]));
+		}
+		snprintf(what, sizeof(what),
+		         "conv %s %dx%dx%dx%d -> %d, k%d s%d p%d against the "
+		         "built-in im2col: out, dinp, dw, db within 1e-4 of "
+		         "their largest (%.2g %.2g %.2g %.2g)",
+		         cg_engine_name(e), k[0], k[1], k[2], k[3], k[4], k[5],
+		         k[6], k[7], m[0], m[1], m[2], m[3]);
+		expect(m[0] <= 1e-4 * big[0] && m[1] <= 1e-4 * big[1] &&
+		           m[2] <= 1e-4 * big[2] && m[3] <= 1e-4 * big[3],
+		       what);
+		for (int j = 0; j < 2; j++)
+			free(out[j]), free(dx[j]), free(dw[j]), free(db[j]);
+		free(x), free(w), free(b), free(g), free(col);
+	}
+	return n;
+}
+
 /* ---------------------------------------------------------- up-sampling */
 
 enum { UB = 2, UH = 3, UW = 4, UC = 3 };
@@ -619,7 +709,23 @@ main(void)
 			continue;
 		}
 		printf("info engine %s\n", cg_engine_name(engines[e]));
+		unsigned long r0 = cg_conv_dnnl_runs();
 		test_conv();
+		if (engines[e] != CG_ENGINE_BUILTIN)
+			test_conv_vs_builtin();
+		unsigned long runs = cg_conv_dnnl_runs() - r0;
+		/* oneDNN takes the convolutions (but the linear 1x1) where
+		 * it is the engine, or auto with it built in; none else. */
+		int want = engines[e] == CG_ENGINE_DNNL ||
+		           (engines[e] == CG_ENGINE_AUTO &&
+		            cg_engine_built(CG_ENGINE_DNNL));
+		char what[160];
+		snprintf(what, sizeof(what),
+		         "engine %s: %lu convolution passes ran on oneDNN "
+		         "(%s)",
+		         cg_engine_name(engines[e]), runs,
+		         want ? "all but the 1x1's" : "none");
+		expect(want ? runs >= 100 : runs == 0, what);
 	}
 	cg_set_engine(CG_ENGINE_AUTO);
 	test_upsample();
