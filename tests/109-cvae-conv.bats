@@ -94,7 +94,11 @@ changed() {
 	[ "$chunk" -ge 1 ] && [ "$chunk" -lt 60 ]
 	[ "$(jq -r .memory_plan b.jsonl)" -le $((budget << 20)) ]
 	run -1 cg-inspect --diff -q a.cgg b.cgg
-	run -0 cg-inspect --diff -q --tolerance 5e-5 a.cgg b.cgg
+	# each tensor within 1e-5 relative L2 (the decoder's gradients are
+	# sums over 784 pixels, tens in size: an absolute bound says little;
+	# oneDNN's convolutions sum a chunk's examples in their own order)
+	cg-inspect --diff -j a.cgg b.cgg >d.jsonl || true
+	run -0 jq -s -e '[.[] | select(.tensor)] | length == 33 and all(.[]; (.status == "identical" or .status == "differs") and (.rel_l2 // 0) <= 1e-5)' d.jsonl
 	run -1 --separate-stderr g --checkpoint-activations -o c.cgg
 	[[ "$stderr" == *"has no activation checkpointing"* ]]
 	[ ! -e c.cgg ]
