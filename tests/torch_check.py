@@ -311,8 +311,9 @@ class Cddpm:
     snr-clip, of the noise); with unet > 0 a U-Net of three levels in
     its place (a residual block each way per level and one in the
     middle, skips concatenated, the embedding projected in each block).
-    The schedule, the time encoding and the noising are computed here
-    from their definitions, in float64."""
+    The schedule (linear, or with cosine=1 the cosine one), the time
+    encoding and the noising are computed here from their definitions,
+    in float64."""
 
     name = "cddpm"
     configs = [
@@ -361,6 +362,15 @@ class Cddpm:
         ["in_dim=512", "ncond=4", "hidden=8", "layers=1", "embed=6",
          "timesteps=1000", "unet=4", "attn=1", "film=1", "image_h=16",
          "image_w=16", "image_c=2", "batch=3", "seed=14"],
+        # the cosine schedule, the MLP at T = 50 (its largest betas) and
+        # the U-Net at 1000
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "embed=6",
+         "timesteps=50", "snr-clip=5", "predict-x0=1", "cosine=1",
+         "batch=12", "seed=15"],
+        ["in_dim=64", "ncond=3", "hidden=6", "layers=1", "embed=4",
+         "timesteps=1000", "snr-clip=5", "predict-x0=1", "unet=2", "film=1",
+         "cosine=1", "image_h=8", "image_w=8", "image_c=1", "batch=5",
+         "seed=16"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -499,6 +509,12 @@ class Cddpm:
         T = cfg["timesteps"]
         lo, hi = 0.1 / T, 20.0 / T
         beta = lo + (hi - lo) * torch.arange(T, dtype=torch.float64) / (T - 1)
+        if cfg.get("cosine"):
+            # Nichol and Dhariwal's: 1 - f((t + 1) / T) / f(t / T),
+            # clipped at 0.999
+            u = torch.arange(T + 1, dtype=torch.float64) / T
+            f = torch.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
+            beta = (1 - f[1:] / f[:-1]).clamp(max=0.999)
         abar = torch.cumprod(1 - beta, 0)[t][:, None].to(x0.dtype)
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * eps
         out = net(xt, t, cond, cfg["embed"])

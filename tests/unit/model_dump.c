@@ -292,7 +292,8 @@ cddpm_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	                            0,
 	                            0,
 	                            int_of(m, "attn"),
-	                            int_of(m, "film")};
+	                            int_of(m, "film"),
+	                            int_of(m, "cosine")};
 	size_t nx = (size_t)B * c.in_dim;
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(nx, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
