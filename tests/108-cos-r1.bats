@@ -1,10 +1,13 @@
 #!/usr/bin/env bats
-# 108-cos-r1.bats - the cddpm's cosine noise schedule (--cosine) through
-# the programs, and what a model's config may say of it.
+# 108-cos-r1.bats - the cddpm's cosine noise schedule (--cosine) and the
+# cgan's R1 penalty (--r1) through the programs, and what a model's
+# config may say of them.
 #
 # The schedule's values against their closed form, the loss, the
-# gradient and both samplers on it are tests/unit/test_cddpm's;
-# PyTorch's agreement is torch_check.py's.
+# gradient and both samplers on it are tests/unit/test_cddpm's; the
+# penalty against differences of D in x and its gradient against
+# central differences, tests/unit/test_cgan's; PyTorch's agreement
+# (double backpropagation for R1) is torch_check.py's.
 
 bats_require_minimum_version 1.5.0
 
@@ -19,6 +22,10 @@ setup_file() {
 		--timesteps 100
 	model cddpm train-0.cgd cos.cgm --hidden 24 --layers 1 --embed 8 \
 		--timesteps 100 --cosine
+	model cgan train-0.cgd gan.cgm --latent 8 --hidden 16 --layers 1
+	model cgan train-0.cgd r1.cgm --latent 8 --hidden 16 --layers 1 \
+		--r1 10
+	model cgan train-0.cgd cr1.cgm --latent 8 --conv 2 --r1 10
 }
 
 setup() {
@@ -121,5 +128,67 @@ with_config() {
 		cg-sample -m odd.cgm -c 2 -n 2 --steps 7 --seed 4 $s -f pgm \
 			-o l.pgm
 		! cmp -s c.pgm l.pgm
+	done
+}
+
+# ------------------------------------------------------------ cgan --r1
+
+@test "cg-init -a cgan --r1: the key in the config, the same weights" {
+	run -0 cg-init -a cgan --help
+	assert_output --partial '--r1 X'
+	run -0 manifest "$D/r1.cgm" '.config.r1'
+	assert_output 10
+	run -0 manifest "$D/gan.cgm" '.config.r1'
+	assert_output 0
+	[ "$(manifest "$D/r1.cgm" '[.tensors[].sha256]')" = \
+		"$(manifest "$D/gan.cgm" '[.tensors[].sha256]')" ]
+	for bad in --r1=-1 --r1=x --r1=1e7 --r1=nan "--r1"; do
+		run -2 --separate-stderr cg-init -a cgan -d "$D/train-0.cgd" \
+			$bad -o x.cgm
+		[[ $stderr == cg-init:* ]]
+		[ ! -e x.cgm ]
+	done
+}
+
+@test "cgan --r1: one step moves D otherwise and G as without it" {
+	for m in gan r1; do
+		cg-train-step -q -m "$D/$m.cgm" -d "$D/train-0.cgd" -e model \
+			-k 1 --batch 16 --seed 3 -o $m-1.cgm
+	done
+	# G's gradient, and so its first step, does not see the penalty
+	run -0 manifest gan-1.cgm '[.tensors[] | select(.name | startswith("gen.")) | .sha256]'
+	g=$output
+	run -0 manifest r1-1.cgm '[.tensors[] | select(.name | startswith("gen.")) | .sha256]'
+	[ "$output" = "$g" ]
+	run -0 manifest gan-1.cgm '[.tensors[] | select(.name == "disc.0.w" or .name == "disc.emb") | .sha256]'
+	d=$output
+	run -0 manifest r1-1.cgm '[.tensors[] | select(.name == "disc.0.w" or .name == "disc.emb") | .sha256]'
+	[ "$output" != "$d" ]
+	# the convolutional nets train with it, and cg-eval reads them
+	cg-train-step -q -m "$D/cr1.cgm" -d "$D/train-0.cgd" -e model -k 2 \
+		--batch 8 --seed 3 -o cr1-2.cgm
+	run -0 manifest cr1-2.cgm '[.config.r1, .config.conv, .step]'
+	assert_output '[10,2,2]'
+	run -0 cg-eval --json -m cr1-2.cgm -d "$D/test.cgd" --seed 1
+	jq -e '.d_hinge > 0' <<<"$output"
+}
+
+@test "cgan: a model without the r1 key has no penalty; a bad one is one line" {
+	with_config "$D/gan.cgm" 'del(.r1)'
+	cg-train-step -q -m odd.cgm -d "$D/train-0.cgd" -e model -k 2 \
+		--batch 10 --seed 1 -o old2.cgm
+	cg-train-step -q -m "$D/gan.cgm" -d "$D/train-0.cgd" -e model -k 2 \
+		--batch 10 --seed 1 -o new2.cgm
+	[ "$(manifest old2.cgm '[.loss, [.tensors[].sha256]]')" = \
+		"$(manifest new2.cgm '[.loss, [.tensors[].sha256]]')" ]
+	run -0 manifest old2.cgm '.config | has("r1")'
+	assert_output false
+	for bad in '.r1 = -1' '.r1 = "1"' '.r1 = null' '.r1 = 1e7'; do
+		with_config "$D/r1.cgm" "$bad"
+		run -1 --separate-stderr cg-train-step -m odd.cgm \
+			-d "$D/train-0.cgd" -e model -k 1 -o x.cgm
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ $stderr == "cg-train-step: odd.cgm: "*r1* ]]
+		[ ! -e x.cgm ]
 	done
 }

@@ -544,7 +544,10 @@ class Cgan:
     in training mode), the hinge loss.  The gradient to compare is L_G's
     for the generator's tensors and L_D's for the discriminator's: the
     backward objective here is L_D with the fakes detached plus L_G with
-    the discriminator's tensors detached."""
+    the discriminator's tensors detached.  With r1 = gamma, L_D adds
+    gamma / 2 mean |grad_x D(x, y)|^2 on the reals, grad_x D by
+    torch.autograd.grad with create_graph, so that its own gradient is
+    PyTorch's double backpropagation."""
 
     name = "cgan"
     configs = [
@@ -560,6 +563,19 @@ class Cgan:
         ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
          "sn-iters=2", "conv=2", "image_h=4", "image_w=8", "image_c=3",
          "batch=5", "seed=5"],
+        # the R1 penalty (its loss is L_D + R1): the MLPs at 1 and 3
+        # layers, and the two conv cases above with it (the same draws:
+        # R1 leaves the generator's gradient as it was)
+        ["in_dim=20", "ncond=4", "latent=5", "hidden=16", "layers=1",
+         "sn-iters=5", "r1=10", "batch=6", "seed=6"],
+        ["in_dim=12", "ncond=3", "latent=3", "hidden=8", "layers=3",
+         "sn-iters=3", "r1=2", "batch=9", "seed=7"],
+        ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
+         "sn-iters=3", "conv=3", "r1=10", "image_h=8", "image_w=8",
+         "image_c=1", "batch=4", "seed=4"],
+        ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
+         "sn-iters=2", "conv=2", "r1=5", "image_h=4", "image_w=8",
+         "image_c=3", "batch=5", "seed=5"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -699,12 +715,21 @@ class Cgan:
             uv.append((sn[off:off + r], sn[off + r:off + r + c]))
             off += r + c
         fake = net.generate(z, cond)
-        d_real = F.relu(1 - net.discriminate(x, cond, uv, False)).mean()
+        gamma = cfg.get("r1", 0)
+        x.requires_grad_(gamma > 0)
+        s_real = net.discriminate(x, cond, uv, False)
+        d_real = F.relu(1 - s_real).mean()
         d_fake = F.relu(1 + net.discriminate(fake.detach(), cond, uv,
                                              False)).mean()
         g = -net.discriminate(fake, cond, uv, True).mean()
-        return {"loss": d_real + d_fake, "d_real": d_real, "d_fake": d_fake,
-                "g": g, "backward": d_real + d_fake + g}, {}
+        loss = d_real + d_fake
+        if gamma > 0:
+            # R1: gamma / 2 mean |grad_x D(x, y)|^2 on the reals, its
+            # gradient by double backpropagation
+            gx, = torch.autograd.grad(s_real.sum(), x, create_graph=True)
+            loss = loss + gamma / 2 * (gx ** 2).sum(1).mean()
+        return {"loss": loss, "d_real": d_real, "d_fake": d_fake,
+                "g": g, "backward": loss + g}, {}
 
 
 # ------------------------------------------------------------------ cgpt
