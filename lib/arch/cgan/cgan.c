@@ -13,7 +13,10 @@
  * once per pass and their u, v kept for the backward pass.  The
  * convolutional nets (conv > 0) have their own layout (cnet_of) and
  * passes (cgen_*, cdisc_*), and share the projection head, the spectral
- * norms and the loss with the MLPs.
+ * norms and the loss with the MLPs.  The R1 penalty (r1 > 0) runs D
+ * backward once more on the reals for grad_x D, and then forward once
+ * more for the penalty's exact gradient (its section says why that is
+ * exact).
  */
 #include <math.h>
 #include <stdio.h>
