@@ -348,10 +348,16 @@ static int
 cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
-	struct cg_cgan_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
-	                           int_of(m, "latent"), int_of(m, "hidden"),
-	                           int_of(m, "layers"), int_of(m, "sn-iters"),
-	                           int_of(m, "conv"), 0, 0, 0,
+	struct cg_cgan_config c = {int_of(m, "in_dim"),
+	                           int_of(m, "ncond"),
+	                           int_of(m, "latent"),
+	                           int_of(m, "hidden"),
+	                           int_of(m, "layers"),
+	                           int_of(m, "sn-iters"),
+	                           int_of(m, "conv"),
+	                           0,
+	                           0,
+	                           0,
 	                           cg_json_num(m->config, "r1", 0)};
 	size_t nx = (size_t)B * c.in_dim, nz = (size_t)B * c.latent, nsn = 0;
 	float *x = calloc(nx, sizeof(float)), *z = calloc(nz, sizeof(float));

@@ -158,10 +158,9 @@ ref_abar(const struct cg_cddpm_config *c, int t)
 	double a = 1, lo = 0.1 / T, hi = 20.0 / T;
 
 	if (c->cosine)
-		return t < T - 1
-		           ? ref_cos_f((t + 1.0) / T) / ref_cos_f(0)
-		           : ref_cos_f((double)(T - 1) / T) / ref_cos_f(0) *
-		                 (1 - 0.999);
+		return t < T - 1 ? ref_cos_f((t + 1.0) / T) / ref_cos_f(0)
+		                 : ref_cos_f((double)(T - 1) / T) /
+		                       ref_cos_f(0) * (1 - 0.999);
 	for (int s = 0; s <= t; s++)
 		a *= 1 - (lo + (hi - lo) * s / (T - 1));
 	return a;
@@ -214,8 +213,8 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out,
 static void
 test_config(void)
 {
-	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5,
-	                            1,   0,  0,   0, 0,   0, 0, 0};
+	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5, 1,
+	                            0,   0,  0,   0, 0,   0,    0};
 	size_t want = 512 * 128 + 512 + 11 * 512 + 512 * 785 + 2 * (512 * 513) +
 	              784 * 513;
 
@@ -250,7 +249,8 @@ test_config(void)
 	       "2^20 wide and 64 deep: too many parameters");
 
 	/* Ho et al.'s schedule at T = 1000: abar_999 = 4.04e-5. */
-	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1, 0, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1,
+	                            0, 0, 0, 0, 0, 0,    0};
 	double *ab = xcalloc(1000, sizeof(double));
 	cg_cddpm_schedule(&h, ab);
 	char what[128];
@@ -285,15 +285,15 @@ test_config(void)
 		free(ab);
 	}
 	h.cosine = 2;
-	expect(cg_cddpm_check_config(&h) == -1 &&
-	           strstr(cg_errmsg(), "cosine"),
+	expect(cg_cddpm_check_config(&h) == -1 && strstr(cg_errmsg(), "cosine"),
 	       "cosine is 0 or 1");
 }
 
 static void
 test_views(void)
 {
-	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1,
+	                            0,  0, 0, 0, 0, 0,  0};
 	struct cg_view v[MAXV];
 	int n = cg_cddpm_views(&c, v, MAXV), ok = n == 9;
 	static const char *const names[] = {"time.w",  "time.b",  "cond.emb",
@@ -320,10 +320,10 @@ test_errors(void)
 	struct tcase t;
 	double loss = -1;
 
-	tcase_init(
-	    &t,
-	    (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0, 0, 0, 0},
-	    3);
+	tcase_init(&t,
+	           (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0,
+	                                    0, 0, 0},
+	           3);
 	t.cond[1] = 4;
 	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
 	                                 t.t, t.eps, 3, t.grad, &loss) == -1 &&
@@ -579,7 +579,8 @@ test_sample(int cosine)
 {
 	struct tcase t;
 	const int n = 3;
-	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1,
+	                            0,  0, 0, 0, 0, 0,  0};
 	int cond[3] = {1, 1, 1};
 	char what[160];
 
@@ -609,8 +610,8 @@ test_sample(int cosine)
 		snprintf(what, sizeof(what),
 		         "%s%s, %d steps, guidance %g: the sampler's images "
 		         "within %.2g of the loop's",
-		         runs[i].ddim ? "DDIM" : "DDPM", cosine ? " cosine" : "",
-		         runs[i].steps, runs[i].w, d);
+		         runs[i].ddim ? "DDIM" : "DDPM",
+		         cosine ? " cosine" : "", runs[i].steps, runs[i].w, d);
 		expect(d < 1e-5, what);
 	}
 
@@ -702,8 +703,8 @@ unet_count(size_t P0, int C, int ch, int E)
 static void
 test_unet_config(void)
 {
-	struct cg_cddpm_config c = {784, 10, 64, 3,  32, 1000, 5,
-	                            1,   16, 28, 28, 1,  0, 0, 0};
+	struct cg_cddpm_config c = {784, 10, 64, 3, 32, 1000, 5, 1,
+	                            16,  28, 28, 1, 0,  0,    0};
 	struct cg_view v[MAXV];
 	size_t emb = 64 * 32 + 64 + 11 * 64;
 	char what[160];
@@ -773,8 +774,8 @@ test_unet_config(void)
 	       "attn without a U-Net is refused");
 
 	/* attn: 6 views after mid's, d = 2C = 32. */
-	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
-	                             1,   16, 28, 28, 1,  1, 0, 0};
+	c = (struct cg_cddpm_config){784, 10, 64, 3, 32, 1000, 5, 1,
+	                             16,  28, 28, 1, 1,  0,    0};
 	n = cg_cddpm_views(&c, v, MAXV);
 	size_t d = 32;
 	snprintf(what, sizeof(what),
@@ -793,8 +794,8 @@ test_unet_config(void)
 	       what);
 
 	/* film: each block's emb [2 out, E]. */
-	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
-	                             1,   16, 28, 28, 1,  0, 1, 0};
+	c = (struct cg_cddpm_config){784, 10, 64, 3, 32, 1000, 5, 1,
+	                             16,  28, 28, 1, 0,  1,    0};
 	n = cg_cddpm_views(&c, v, MAXV);
 	snprintf(what, sizeof(what), "film: %d views, %zu parameters", n,
 	         cg_cddpm_nparams(&c));
@@ -870,51 +871,51 @@ main(void)
 	 * 0), clipped where some of the timesteps drawn pass the clip, on v
 	 * (clip past every snr); its x0, with the same and the loss on
 	 * eps. */
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0, 0, 0, 0, 0, 0},
-	    5);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0, 0, 0, 0, 0, 0},
-	    7);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-	    6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             5);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             7);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             6);
 	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0, 0, 0,
 	                                      0, 0, 0, 0, 0},
 	             6);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0, 0, 0, 0, 0, 0},
-	    7);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0, 0, 0, 0, 0, 0},
-	    5);
-	test_grad(
-	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0, 0, 0, 0, 0},
-	    4);
-	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_grad(
-	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0, 0, 0, 0, 0},
-	    5);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             7);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             5);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0,
+	                                   0, 0, 0, 0},
+	          4);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0,
+	                                   0, 0, 0},
+	          6);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0,
+	                                   0, 0, 0, 0},
+	          6);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0,
+	                                   0, 0, 0},
+	          6);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0,
+	                                   0, 0, 0, 0},
+	          5);
 	/* The cosine schedule: the loss, the gradient and both samplers. */
-	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 50, 5, 1, 0, 0,
-	                                      0, 0, 0, 0, 1},
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 50, 5, 1, 0, 0, 0,
+	                                      0, 0, 0, 1},
 	             6);
 	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 1000, EPS, 0, 0,
 	                                      0, 0, 0, 0, 0, 1},
 	             7);
-	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0,
-	                                   0, 0, 0, 1},
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0,
+	                                   0, 0, 1},
 	          6);
 	test_sample(0);
 	test_sample(1);
@@ -922,22 +923,22 @@ main(void)
 	/* The U-Net: 8x8x1 at 2 channels (groups of 1 and 2), 4x8x3 at 4
 	 * (down to 1x2 positions, groups of 1 to 4), each output. */
 	test_unet_config();
-	test_unet_batch(
-	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0, 0, 0},
-	    5);
-	test_grad(
-	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0, 0, 0},
-	    4);
-	test_grad(
-	    (struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8, 3, 0, 0, 0},
-	    3);
+	test_unet_batch((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2,
+	                                         8, 8, 1, 0, 0, 0},
+	                5);
+	test_grad((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8,
+	                                   1, 0, 0, 0},
+	          4);
+	test_grad((struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8,
+	                                   3, 0, 0, 0},
+	          3);
 	/* Self-attention over 3x2 positions. */
-	test_unet_batch(
-	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1, 0, 0},
-	    4);
-	test_grad(
-	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1, 0, 0},
-	    4);
+	test_unet_batch((struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2,
+	                                         12, 8, 1, 1, 0, 0},
+	                4);
+	test_grad((struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8,
+	                                   1, 1, 0, 0},
+	          4);
 	/* The embedding as scale and shift after the norm (film). */
 	test_unet_batch((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2,
 	                                         8, 8, 1, 0, 1, 0},

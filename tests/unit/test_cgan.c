@@ -607,7 +607,8 @@ test_errors(void)
 	struct tcase t;
 	struct cg_cgan_loss l = {-1, -1, -1, -1, -1};
 
-	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0}, 3);
+	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0},
+	           3);
 	t.cond[1] = 3;
 	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
 	                                3, t.grad, &l) == -1 &&
@@ -812,10 +813,14 @@ main(void)
 	test_config();
 	test_views();
 	test_errors();
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0}, 8);
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0}, 7);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0}, 6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0}, 6);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0},
+	             8);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0},
+	             7);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0},
+	          6);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0},
+	          6);
 	{
 		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1, 0};
 		expect(cg_cgan_check_config(&c) != 0 &&
@@ -827,10 +832,14 @@ main(void)
 	}
 	/* The convolutional nets: 4x4x1 and 4x8x2 images, against the
 	 * direct sums and central differences. */
-	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0}, 3);
-	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0}, 3);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0}, 3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0}, 3);
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0},
+	             3);
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0},
+	             3);
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0},
+	          3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0},
+	          3);
 	/* The R1 penalty: its value, and its gradient (the exact second
 	 * derivative) within every view's, the MLPs and the conv nets. */
 	test_r1((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 10}, 8);

@@ -1048,8 +1048,8 @@ cdisc_backward(const struct cg_cgan_config *c, const float *params,
 /* grad_x D of the reals, rows [0, B) of the last disc_fwd, into w->rg,
  * and each p_l into w->rp; returns sum_b |g_b|^2. */
 static double
-r1_grad_x(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
-          const float *x, const int *cond, int B)
+r1_grad_x(const struct cg_cgan_config *c, struct cg_cgan_ws *w, const float *x,
+          const int *cond, int B)
 {
 	const int D = c->in_dim;
 	double sum = 0;
@@ -1072,8 +1072,8 @@ r1_grad_x(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
 		cg_lrelu_backward(p1, w->dmid, w->h1, CG_CGAN_SLOPE,
 		                  (size_t)B * P1C);
 		memset(w->rg, 0, (size_t)B * D * sizeof(float));
-		cg_conv_backward(&n->d1, w->rg, NULL, NULL, p1, x,
-		                 w->sn[0].wsn, B, w->col, w->ncol);
+		cg_conv_backward(&n->d1, w->rg, NULL, NULL, p1, x, w->sn[0].wsn,
+		                 B, w->col, w->ncol);
 	} else {
 		const int H = c->hidden, L = c->layers;
 		const size_t stride = (size_t)2 * w->max_batch * H;
@@ -1129,17 +1129,18 @@ r1_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
 	if (c->conv) {
 		const struct cnet *n = &w->n;
 		const size_t P1C = (size_t)n->d1.OH * n->d1.OW * n->C;
-		const float *p2 = w->rp, *p1 = w->rp + (size_t)w->max_batch * n->F;
+		const float *p2 = w->rp,
+		            *p1 = w->rp + (size_t)w->max_batch * n->F;
 
 		cg_conv_backward(&n->d1, NULL, w->sn[0].dwsn, NULL, p1, w->rg,
 		                 w->sn[0].wsn, B, w->col, w->ncol);
-		cg_conv_forward(&n->d1, w->dpre2, w->rg, w->sn[0].wsn, NULL,
-		                B, w->col, w->ncol);
+		cg_conv_forward(&n->d1, w->dpre2, w->rg, w->sn[0].wsn, NULL, B,
+		                w->col, w->ncol);
 		memset(w->dmid, 0, (size_t)B * P1C * sizeof(float));
 		cg_lrelu_backward(w->dmid, w->dpre2, w->h1, CG_CGAN_SLOPE,
 		                  (size_t)B * P1C);
-		cg_conv_backward(&n->d2, NULL, w->sn[1].dwsn, NULL, p2,
-		                 w->dmid, w->sn[1].wsn, B, w->col, w->ncol);
+		cg_conv_backward(&n->d2, NULL, w->sn[1].dwsn, NULL, p2, w->dmid,
+		                 w->sn[1].wsn, B, w->col, w->ncol);
 		cg_conv_forward(&n->d2, w->dpre2, w->dmid, w->sn[1].wsn, NULL,
 		                B, w->col, w->ncol);
 		memset(w->dh, 0, (size_t)B * n->F * sizeof(float));

@@ -236,8 +236,7 @@ static const struct cg_arch_key cgan_keys[] = {
     KEY("hidden", hidden),
     KEY("layers", layers),
     KEY("sn-iters", sn_iters),
-    {"conv", offsetof(struct cg_cgan_config, conv), 0, CG_CGAN_MAX_CONV, 1,
-     0},
+    {"conv", offsetof(struct cg_cgan_config, conv), 0, CG_CGAN_MAX_CONV, 1, 0},
     /* nor a penalty */
     {"r1", offsetof(struct cg_cgan_config, r1), 0, CG_CGAN_MAX_R1, 1, 0},
 };
