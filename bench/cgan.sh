@@ -12,7 +12,8 @@
 # D and G step per training step.  A seed N is both cg-init's and
 # cg-train-step's --seed; SEEDS (default "1 2 3") says which are trained.
 # CONV=c makes the cgan the convolutional one (cg-init --conv c: G and D
-# DCGAN-like, c and 2c channels), on the same schedule.
+# DCGAN-like, c and 2c channels), on the same schedule.  R1=gamma adds
+# the R1 penalty on D (cg-init --r1 gamma; default 0, none).
 #
 # usage: bench/cgan.sh (from the top of the source tree, after a build in
 # build/; CG_BIN overrides where the programs are, SAMPLES the images
@@ -29,6 +30,7 @@ samples=${SAMPLES:-1000}
 lr=${LR:-4e-4}
 seeds=${SEEDS:-1 2 3}
 conv=${CONV:-0}
+r1=${R1:-0}
 beta1=${BETA1:-0.5}
 beta2=${BETA2:-0.999}
 tmp=$(mktemp -d)
@@ -68,11 +70,11 @@ train() {
 		--state "$tmp/gan$1.state" --threads "$threads" -o "$out/$4.cgm"
 }
 
-echo "# cgan: --conv $conv; seeds $seeds"
+echo "# cgan: --conv $conv --r1 $r1; seeds $seeds"
 for seed in $seeds; do
 	t0=$(date +%s)
 	"$bin/cg-init" -a cgan -d "$tmp/train-0.cgd" --seed "$seed" \
-		--conv "$conv" -o "$out/s${seed}-0.cgm"
+		--conv "$conv" --r1 "$r1" -o "$out/s${seed}-0.cgm"
 	train "$seed" "s${seed}-0" 469 "s${seed}-469"
 	train "$seed" "s${seed}-469" 1876 "s${seed}-2345"
 	t1=$(date +%s)

@@ -59,12 +59,13 @@ EOF
 	assert_output --partial '--unet N'
 	assert_output --partial '--attn'
 	assert_output --partial '--film'
+	assert_output --partial '--cosine'
 	refute_output --partial '--latent'
 }
 
 @test "cg-init -a cddpm: the config and the tensors" {
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '[.arch, .config, [.tensors[].name]]'"
-	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0,"attn":0,"film":1},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
+	assert_output '["cddpm",{"in_dim":784,"ncond":10,"hidden":48,"layers":2,"embed":16,"timesteps":100,"cond-drop":0.1,"snr-clip":5,"predict-x0":1,"unet":0,"attn":0,"film":1,"cosine":0},["time.w","time.b","cond.emb","hid.0.w","hid.0.b","hid.1.w","hid.1.b","out.w","out.b"]]'
 	run -0 bash -c "tar xOf '$D/dm.cgm' cg.json | jq -c '.tensors[2].shape'"
 	assert_output '[11,48]'
 }

@@ -77,12 +77,13 @@ changed() {
 	assert_output --partial '--latent N'
 	assert_output --partial '--sn-iters N'
 	assert_output --partial '--conv N'
+	assert_output --partial '--r1 X'
 	refute_output --partial '--timesteps'
 }
 
 @test "cg-init -a cgan: the config, the tensors and two parameter groups" {
 	run -0 manifest "$D/gan.cgm" '[.arch, .config, [.tensors[].name]]'
-	assert_output '["cgan",{"in_dim":784,"ncond":10,"latent":8,"hidden":32,"layers":2,"sn-iters":5,"conv":0},["gen.emb","gen.0.w","gen.0.b","gen.1.w","gen.1.b","gen.out.w","gen.out.b","disc.0.w","disc.0.b","disc.1.w","disc.1.b","disc.psi.w","disc.psi.b","disc.emb"]]'
+	assert_output '["cgan",{"in_dim":784,"ncond":10,"latent":8,"hidden":32,"layers":2,"sn-iters":5,"conv":0,"r1":0},["gen.emb","gen.0.w","gen.0.b","gen.1.w","gen.1.b","gen.out.w","gen.out.b","disc.0.w","disc.0.b","disc.1.w","disc.1.b","disc.psi.w","disc.psi.b","disc.emb"]]'
 	run -0 manifest "$D/gan.cgm" '[.groups[] | [.name, .offset, .size]]'
 	# gen: 10*32 + 32*9 + 32*33 + 784*33; disc: 32*785 + 32*33 + 33 + 320
 	assert_output '[["gen",0,27536],["disc",27536,26529]]'

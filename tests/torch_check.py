@@ -416,8 +416,9 @@ class Cddpm:
     snr-clip, of the noise); with unet > 0 a U-Net of three levels in
     its place (a residual block each way per level and one in the
     middle, skips concatenated, the embedding projected in each block).
-    The schedule, the time encoding and the noising are computed here
-    from their definitions, in float64."""
+    The schedule (linear, or with cosine=1 the cosine one), the time
+    encoding and the noising are computed here from their definitions,
+    in float64."""
 
     name = "cddpm"
     configs = [
@@ -466,6 +467,15 @@ class Cddpm:
         ["in_dim=512", "ncond=4", "hidden=8", "layers=1", "embed=6",
          "timesteps=1000", "unet=4", "attn=1", "film=1", "image_h=16",
          "image_w=16", "image_c=2", "batch=3", "seed=14"],
+        # the cosine schedule, the MLP at T = 50 (its largest betas) and
+        # the U-Net at 1000
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "embed=6",
+         "timesteps=50", "snr-clip=5", "predict-x0=1", "cosine=1",
+         "batch=12", "seed=15"],
+        ["in_dim=64", "ncond=3", "hidden=6", "layers=1", "embed=4",
+         "timesteps=1000", "snr-clip=5", "predict-x0=1", "unet=2", "film=1",
+         "cosine=1", "image_h=8", "image_w=8", "image_c=1", "batch=5",
+         "seed=16"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -604,6 +614,12 @@ class Cddpm:
         T = cfg["timesteps"]
         lo, hi = 0.1 / T, 20.0 / T
         beta = lo + (hi - lo) * torch.arange(T, dtype=torch.float64) / (T - 1)
+        if cfg.get("cosine"):
+            # Nichol and Dhariwal's: 1 - f((t + 1) / T) / f(t / T),
+            # clipped at 0.999
+            u = torch.arange(T + 1, dtype=torch.float64) / T
+            f = torch.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
+            beta = (1 - f[1:] / f[:-1]).clamp(max=0.999)
         abar = torch.cumprod(1 - beta, 0)[t][:, None].to(x0.dtype)
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * eps
         out = net(xt, t, cond, cfg["embed"])
@@ -633,7 +649,10 @@ class Cgan:
     in training mode), the hinge loss.  The gradient to compare is L_G's
     for the generator's tensors and L_D's for the discriminator's: the
     backward objective here is L_D with the fakes detached plus L_G with
-    the discriminator's tensors detached."""
+    the discriminator's tensors detached.  With r1 = gamma, L_D adds
+    gamma / 2 mean |grad_x D(x, y)|^2 on the reals, grad_x D by
+    torch.autograd.grad with create_graph, so that its own gradient is
+    PyTorch's double backpropagation."""
 
     name = "cgan"
     configs = [
@@ -649,6 +668,19 @@ class Cgan:
         ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
          "sn-iters=2", "conv=2", "image_h=4", "image_w=8", "image_c=3",
          "batch=5", "seed=5"],
+        # the R1 penalty (its loss is L_D + R1): the MLPs at 1 and 3
+        # layers, and the two conv cases above with it (the same draws:
+        # R1 leaves the generator's gradient as it was)
+        ["in_dim=20", "ncond=4", "latent=5", "hidden=16", "layers=1",
+         "sn-iters=5", "r1=10", "batch=6", "seed=6"],
+        ["in_dim=12", "ncond=3", "latent=3", "hidden=8", "layers=3",
+         "sn-iters=3", "r1=2", "batch=9", "seed=7"],
+        ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
+         "sn-iters=3", "conv=3", "r1=10", "image_h=8", "image_w=8",
+         "image_c=1", "batch=4", "seed=4"],
+        ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
+         "sn-iters=2", "conv=2", "r1=5", "image_h=4", "image_w=8",
+         "image_c=3", "batch=5", "seed=5"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -788,12 +820,21 @@ class Cgan:
             uv.append((sn[off:off + r], sn[off + r:off + r + c]))
             off += r + c
         fake = net.generate(z, cond)
-        d_real = F.relu(1 - net.discriminate(x, cond, uv, False)).mean()
+        gamma = cfg.get("r1", 0)
+        x.requires_grad_(gamma > 0)
+        s_real = net.discriminate(x, cond, uv, False)
+        d_real = F.relu(1 - s_real).mean()
         d_fake = F.relu(1 + net.discriminate(fake.detach(), cond, uv,
                                              False)).mean()
         g = -net.discriminate(fake, cond, uv, True).mean()
-        return {"loss": d_real + d_fake, "d_real": d_real, "d_fake": d_fake,
-                "g": g, "backward": d_real + d_fake + g}, {}
+        loss = d_real + d_fake
+        if gamma > 0:
+            # R1: gamma / 2 mean |grad_x D(x, y)|^2 on the reals, its
+            # gradient by double backpropagation
+            gx, = torch.autograd.grad(s_real.sum(), x, create_graph=True)
+            loss = loss + gamma / 2 * (gx ** 2).sum(1).mean()
+        return {"loss": loss, "d_real": d_real, "d_fake": d_fake,
+                "g": g, "backward": loss + g}, {}
 
 
 # ------------------------------------------------------------------ cgpt

@@ -298,7 +298,8 @@ cddpm_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	                            0,
 	                            0,
 	                            int_of(m, "attn"),
-	                            int_of(m, "film")};
+	                            int_of(m, "film"),
+	                            int_of(m, "cosine")};
 	size_t nx = (size_t)B * c.in_dim;
 	float *x = calloc(nx, sizeof(float)), *eps = calloc(nx, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
@@ -353,10 +354,17 @@ static int
 cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
           struct result *res)
 {
-	struct cg_cgan_config c = {int_of(m, "in_dim"), int_of(m, "ncond"),
-	                           int_of(m, "latent"), int_of(m, "hidden"),
-	                           int_of(m, "layers"), int_of(m, "sn-iters"),
-	                           int_of(m, "conv"), 0, 0, 0};
+	struct cg_cgan_config c = {int_of(m, "in_dim"),
+	                           int_of(m, "ncond"),
+	                           int_of(m, "latent"),
+	                           int_of(m, "hidden"),
+	                           int_of(m, "layers"),
+	                           int_of(m, "sn-iters"),
+	                           int_of(m, "conv"),
+	                           0,
+	                           0,
+	                           0,
+	                           cg_json_num(m->config, "r1", 0)};
 	size_t nx = (size_t)B * c.in_dim, nz = (size_t)B * c.latent, nsn = 0;
 	float *x = calloc(nx, sizeof(float)), *z = calloc(nz, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
@@ -413,7 +421,8 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 		memcpy(sn + nsn, v, cols * sizeof(float));
 		nsn += cols;
 	}
-	res->loss = l.d;
+	/* L_D's objective: the hinge and the R1 penalty */
+	res->loss = l.d + l.r1;
 	res->part_name[0] = "d_real";
 	res->part[0] = l.d_real;
 	res->part_name[1] = "d_fake";

@@ -139,12 +139,28 @@ ref_layer(const struct tcase *t, const char *layer, double *out,
 	}
 }
 
-/* The schedule in double, from its definition in cddpm.h. */
+/* Nichol and Dhariwal's f(u) = cos^2((u + 0.008) / 1.008 pi / 2). */
 static double
-ref_abar(int T, int t)
+ref_cos_f(double u)
 {
+	double q = cos((u + 0.008) / 1.008 * 3.14159265358979323846 / 2);
+
+	return q * q;
+}
+
+/* The schedule of c in double, from its definition in cddpm.h: the
+ * linear betas' product, or the cosine's closed form f((t + 1) / T) /
+ * f(0), the last step's beta (1, f(1) being 0) clipped at 0.999. */
+static double
+ref_abar(const struct cg_cddpm_config *c, int t)
+{
+	const int T = c->timesteps;
 	double a = 1, lo = 0.1 / T, hi = 20.0 / T;
 
+	if (c->cosine)
+		return t < T - 1 ? ref_cos_f((t + 1.0) / T) / ref_cos_f(0)
+		                 : ref_cos_f((double)(T - 1) / T) /
+		                       ref_cos_f(0) * (1 - 0.999);
 	for (int s = 0; s <= t; s++)
 		a *= 1 - (lo + (hi - lo) * s / (T - 1));
 	return a;
@@ -181,7 +197,7 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out,
 	ref_layer(t, "out", out, h, NULL, 0);
 	if (v)
 		memcpy(v, out, (size_t)c->in_dim * sizeof(double));
-	double ab = ref_abar(c->timesteps, ts);
+	double ab = ref_abar(c, ts);
 	for (int i = 0; i < c->in_dim; i++)
 		out[i] = c->predict_x0
 		             ? (xt[i] - sqrt(ab) * out[i]) / sqrt(1 - ab)
@@ -197,8 +213,8 @@ ref_net(const struct tcase *t, const double *xt, int ts, int cond, double *out,
 static void
 test_config(void)
 {
-	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5,
-	                            1,   0,  0,   0, 0,   0, 0};
+	struct cg_cddpm_config c = {784, 10, 512, 3, 128, 1000, 5, 1,
+	                            0,   0,  0,   0, 0,   0,    0};
 	size_t want = 512 * 128 + 512 + 11 * 512 + 512 * 785 + 2 * (512 * 513) +
 	              784 * 513;
 
@@ -233,7 +249,8 @@ test_config(void)
 	       "2^20 wide and 64 deep: too many parameters");
 
 	/* Ho et al.'s schedule at T = 1000: abar_999 = 4.04e-5. */
-	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config h = {4, 2, 3, 1, 2, 1000, 5, 1,
+	                            0, 0, 0, 0, 0, 0,    0};
 	double *ab = xcalloc(1000, sizeof(double));
 	cg_cddpm_schedule(&h, ab);
 	char what[128];
@@ -242,15 +259,41 @@ test_config(void)
 	         ab[999]);
 	expect(fabs(ab[0] - (1 - 1e-4)) < 1e-15 &&
 	           fabs(ab[999] - 4.04e-5) < 0.01e-5 &&
-	           fabs(ab[500] - ref_abar(1000, 500)) < 1e-12,
+	           fabs(ab[500] - ref_abar(&h, 500)) < 1e-12,
 	       what);
 	free(ab);
+
+	/* The cosine schedule against its closed form at T = 1000 and 50
+	 * (few steps: the largest betas), every t. */
+	for (int T = 50; T <= 1000; T += 950) {
+		struct cg_cddpm_config k = h;
+		double worst = 0;
+
+		k.timesteps = T;
+		k.cosine = 1;
+		ab = xcalloc((size_t)T, sizeof(double));
+		cg_cddpm_schedule(&k, ab);
+		for (int i = 0; i < T; i++) {
+			double r = ref_abar(&k, i);
+			worst = fmax(worst, fabs(ab[i] - r) / r);
+		}
+		snprintf(what, sizeof(what),
+		         "cosine schedule, T = %d: abar_0 = %.9g, abar_%d = "
+		         "%.4g, largest relative difference %.3g",
+		         T, ab[0], T - 1, ab[T - 1], worst);
+		expect(worst < 1e-12 && ab[0] < 1 && ab[T - 1] > 0, what);
+		free(ab);
+	}
+	h.cosine = 2;
+	expect(cg_cddpm_check_config(&h) == -1 && strstr(cg_errmsg(), "cosine"),
+	       "cosine is 0 or 1");
 }
 
 static void
 test_views(void)
 {
-	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {12, 3, 5, 2, 4, 50, 5, 1,
+	                            0,  0, 0, 0, 0, 0,  0};
 	struct cg_view v[MAXV];
 	int n = cg_cddpm_views(&c, v, MAXV), ok = n == 9;
 	static const char *const names[] = {"time.w",  "time.b",  "cond.emb",
@@ -277,10 +320,10 @@ test_errors(void)
 	struct tcase t;
 	double loss = -1;
 
-	tcase_init(
-	    &t,
-	    (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0, 0, 0},
-	    3);
+	tcase_init(&t,
+	           (struct cg_cddpm_config){6, 3, 4, 1, 2, 50, 5, 1, 0, 0, 0, 0,
+	                                    0, 0, 0},
+	           3);
 	t.cond[1] = 4;
 	expect(cg_cddpm_forward_backward(&t.c, t.params, t.ws, t.x0, t.cond,
 	                                 t.t, t.eps, 3, t.grad, &loss) == -1 &&
@@ -323,7 +366,7 @@ test_forward(struct cg_cddpm_config c, int B)
 	tcase_init(&t, c, B);
 	double loss = tloss(&t, NULL);
 	for (int b = 0; b < B; b++) {
-		double ab = ref_abar(c.timesteps, t.t[b]), s = 0;
+		double ab = ref_abar(&c, t.t[b]), s = 0;
 
 		for (int i = 0; i < D; i++) {
 			size_t k = (size_t)b * D + i;
@@ -354,9 +397,10 @@ test_forward(struct cg_cddpm_config c, int B)
 			dout = fmax(dout, fabs(e[i] - pred[(size_t)b * D + i]));
 	}
 	snprintf(what, sizeof(what),
-	         "layers=%d B=%d snr-clip %g x0 %d: loss %.9g vs %.9g, eps_hat "
-	         "within %.2g",
-	         c.layers, B, c.snr_clip, c.predict_x0, loss, want, dout);
+	         "layers=%d B=%d T=%d%s snr-clip %g x0 %d: loss %.9g vs %.9g, "
+	         "eps_hat within %.2g",
+	         c.layers, B, c.timesteps, c.cosine ? " cosine" : "",
+	         c.snr_clip, c.predict_x0, loss, want, dout);
 	expect(fabs(loss - want) < 1e-5 * (1 + want) && dout < 1e-4, what);
 
 	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1);
@@ -469,7 +513,7 @@ ref_sample(struct tcase *t, int cond, int n, const struct cg_cddpm_sampling *s,
 	const double eta = s->ddim ? 0 : 1;
 
 	for (int i = 0; i < T; i++)
-		ab[i] = ref_abar(T, i);
+		ab[i] = ref_abar(c, i);
 	for (int b = 0; b < n; b++) {
 		cv[b] = cond;
 		nv[b] = c->ncond;
@@ -531,14 +575,16 @@ maxdiff(const float *a, const float *b, size_t N)
 }
 
 static void
-test_sample(void)
+test_sample(int cosine)
 {
 	struct tcase t;
 	const int n = 3;
-	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {10, 3, 8, 2, 4, 50, 5, 1,
+	                            0,  0, 0, 0, 0, 0,  0};
 	int cond[3] = {1, 1, 1};
 	char what[160];
 
+	c.cosine = cosine;
 	tcase_init(&t, c, n);
 	const size_t N = (size_t)n * c.in_dim;
 	float *a = xcalloc(N, sizeof(float)), *b = xcalloc(N, sizeof(float));
@@ -562,10 +608,10 @@ test_sample(void)
 		ref_sample(&t, 1, n, &s, &r, ref);
 		double d = maxdiff(a, ref, N);
 		snprintf(what, sizeof(what),
-		         "%s, %d steps, guidance %g: the sampler's images "
+		         "%s%s, %d steps, guidance %g: the sampler's images "
 		         "within %.2g of the loop's",
-		         runs[i].ddim ? "DDIM" : "DDPM", runs[i].steps,
-		         runs[i].w, d);
+		         runs[i].ddim ? "DDIM" : "DDPM",
+		         cosine ? " cosine" : "", runs[i].steps, runs[i].w, d);
 		expect(d < 1e-5, what);
 	}
 
@@ -657,8 +703,8 @@ unet_count(size_t P0, int C, int ch, int E)
 static void
 test_unet_config(void)
 {
-	struct cg_cddpm_config c = {784, 10, 64, 3,  32, 1000, 5,
-	                            1,   16, 28, 28, 1,  0, 0};
+	struct cg_cddpm_config c = {784, 10, 64, 3, 32, 1000, 5, 1,
+	                            16,  28, 28, 1, 0,  0,    0};
 	struct cg_view v[MAXV];
 	size_t emb = 64 * 32 + 64 + 11 * 64;
 	char what[160];
@@ -728,8 +774,8 @@ test_unet_config(void)
 	       "attn without a U-Net is refused");
 
 	/* attn: 6 views after mid's, d = 2C = 32. */
-	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
-	                             1,   16, 28, 28, 1,  1, 0};
+	c = (struct cg_cddpm_config){784, 10, 64, 3, 32, 1000, 5, 1,
+	                             16,  28, 28, 1, 1,  0,    0};
 	n = cg_cddpm_views(&c, v, MAXV);
 	size_t d = 32;
 	snprintf(what, sizeof(what),
@@ -748,8 +794,8 @@ test_unet_config(void)
 	       what);
 
 	/* film: each block's emb [2 out, E]. */
-	c = (struct cg_cddpm_config){784, 10, 64, 3,  32, 1000, 5,
-	                             1,   16, 28, 28, 1,  0, 1};
+	c = (struct cg_cddpm_config){784, 10, 64, 3, 32, 1000, 5, 1,
+	                             16,  28, 28, 1, 0,  1,    0};
 	n = cg_cddpm_views(&c, v, MAXV);
 	snprintf(what, sizeof(what), "film: %d views, %zu parameters", n,
 	         cg_cddpm_nparams(&c));
@@ -825,72 +871,83 @@ main(void)
 	 * 0), clipped where some of the timesteps drawn pass the clip, on v
 	 * (clip past every snr); its x0, with the same and the loss on
 	 * eps. */
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0, 0, 0, 0, 0},
-	    5);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0, 0, 0, 0, 0},
-	    7);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0, 0, 0,
-	                                      0, 0, 0, 0},
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             5);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             7);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
 	             6);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0, 0, 0, 0, 0},
-	    7);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_forward(
-	    (struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0, 0, 0, 0, 0},
-	    5);
-	test_grad(
-	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0, 0, 0, 0},
-	    4);
-	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_grad(
-	    (struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0, 0, 0},
-	    6);
-	test_grad(
-	    (struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0, 0, 0, 0},
-	    5);
-	test_sample();
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 100, 1e6, 0, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 3, 8, 200, 5, 1, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             7);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 1000, 0, 1, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 50, EPS, 1, 0, 0,
+	                                      0, 0, 0, 0, 0},
+	             5);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 50, EPS, 0, 0, 0, 0,
+	                                   0, 0, 0, 0},
+	          4);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 0, 0, 0, 0, 0,
+	                                   0, 0, 0},
+	          6);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 1000, 0, 0, 0, 0, 0,
+	                                   0, 0, 0, 0},
+	          6);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0,
+	                                   0, 0, 0},
+	          6);
+	test_grad((struct cg_cddpm_config){7, 2, 6, 1, 4, 1000, 2, 1, 0, 0, 0,
+	                                   0, 0, 0, 0},
+	          5);
+	/* The cosine schedule: the loss, the gradient and both samplers. */
+	test_forward((struct cg_cddpm_config){13, 4, 9, 2, 8, 50, 5, 1, 0, 0, 0,
+	                                      0, 0, 0, 1},
+	             6);
+	test_forward((struct cg_cddpm_config){13, 4, 9, 1, 6, 1000, EPS, 0, 0,
+	                                      0, 0, 0, 0, 0, 1},
+	             7);
+	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0,
+	                                   0, 0, 1},
+	          6);
+	test_sample(0);
+	test_sample(1);
 
 	/* The U-Net: 8x8x1 at 2 channels (groups of 1 and 2), 4x8x3 at 4
 	 * (down to 1x2 positions, groups of 1 to 4), each output. */
 	test_unet_config();
-	test_unet_batch(
-	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0, 0},
-	    5);
-	test_grad(
-	    (struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8, 1, 0, 0},
-	    4);
-	test_grad(
-	    (struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8, 3, 0, 0},
-	    3);
-	/* Self-attention over 3x2 positions. */
-	test_unet_batch(
-	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1, 0},
-	    4);
-	test_grad(
-	    (struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8, 1, 1, 0},
-	    4);
-	/* The embedding as scale and shift after the norm (film). */
 	test_unet_batch((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2,
-	                                         8, 8, 1, 0, 1},
+	                                         8, 8, 1, 0, 0, 0},
 	                5);
 	test_grad((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8,
-	                                   1, 0, 1},
+	                                   1, 0, 0, 0},
 	          4);
 	test_grad((struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8,
-	                                   3, 1, 1},
+	                                   3, 0, 0, 0},
+	          3);
+	/* Self-attention over 3x2 positions. */
+	test_unet_batch((struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2,
+	                                         12, 8, 1, 1, 0, 0},
+	                4);
+	test_grad((struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1, 2, 12, 8,
+	                                   1, 1, 0, 0},
+	          4);
+	/* The embedding as scale and shift after the norm (film). */
+	test_unet_batch((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2,
+	                                         8, 8, 1, 0, 1, 0},
+	                5);
+	test_grad((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1, 2, 8, 8,
+	                                   1, 0, 1, 0},
+	          4);
+	test_grad((struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8,
+	                                   3, 1, 1, 0},
 	          3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);

@@ -553,7 +553,7 @@ tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
 static void
 test_config(void)
 {
-	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0};
+	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0, 0};
 	size_t gen = 10 * 512 + 512 * 65 + 512 * 513 + 784 * 513;
 	size_t disc = 512 * 785 + 512 * 513 + 513 + 10 * 512;
 
@@ -578,7 +578,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0};
+	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0, 0};
 	struct cg_view v[MAXV];
 	int n = cg_cgan_views(&c, v, MAXV), ok = n == 14;
 	static const char *const names[] = {
@@ -605,9 +605,10 @@ static void
 test_errors(void)
 {
 	struct tcase t;
-	struct cg_cgan_loss l = {-1, -1, -1, -1};
+	struct cg_cgan_loss l = {-1, -1, -1, -1, -1};
 
-	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0}, 3);
+	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0},
+	           3);
 	t.cond[1] = 3;
 	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
 	                                3, t.grad, &l) == -1 &&
@@ -685,7 +686,9 @@ view_loss(void *ctx, int v)
 {
 	struct tcase *t = ctx;
 
-	return t->v[v].off >= t->doff ? tloss(t, NULL).d : tloss(t, NULL).g;
+	struct cg_cgan_loss l = tloss(t, NULL);
+
+	return t->v[v].off >= t->doff ? l.d + l.r1 : l.g;
 }
 
 static const char *
@@ -693,7 +696,8 @@ view_tag(void *ctx, int v)
 {
 	struct tcase *t = ctx;
 
-	return t->v[v].off >= t->doff ? "of L_D" : "of L_G";
+	return t->v[v].off >= t->doff ? (t->c.r1 > 0 ? "of L_D + R1" : "of L_D")
+	                              : "of L_G";
 }
 
 /*
@@ -718,14 +722,14 @@ test_grad(struct cg_cgan_config c, int B)
 	tcase_init(&t, c, B);
 	tloss(&t, t.grad);
 	printf("     config in=%d cond=%d latent=%d hidden=%d layers=%d "
-	       "sn-iters=%d conv=%d, B=%d, %zu params\n",
+	       "sn-iters=%d conv=%d r1=%g, B=%d, %zu params\n",
 	       c.in_dim, c.ncond, c.latent, c.hidden, c.layers, c.sn_iters,
-	       c.conv, B, t.np);
+	       c.conv, c.r1, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d conv=%d: every gradient vs central differences "
-	         "(worst rel err %.3g)",
-	         c.layers, c.conv, worst);
+	         "layers=%d conv=%d r1=%g: every gradient vs central "
+	         "differences (worst rel err %.3g)",
+	         c.layers, c.conv, c.r1, worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	const struct cg_view *e = view(&t, "disc.emb");
@@ -740,6 +744,65 @@ test_grad(struct cg_cgan_config c, int B)
 	tcase_free(&t);
 }
 
+/*
+ * The R1 penalty of t's config (r1 > 0): its value against gamma / 2
+ * mean |grad_x D|^2 with grad_x D by central differences of the
+ * reference discriminator (piecewise linear in x: exact between kinks,
+ * which tcase_init keeps far from a step of 1e-5); the generator's
+ * gradient the same bytes as without the penalty, the discriminator's
+ * not.
+ */
+static void
+test_r1(struct cg_cgan_config c, int B)
+{
+	struct tcase t;
+	const double h = 1e-5;
+	double want = 0;
+	char what[160];
+
+	tcase_init(&t, c, B);
+	struct cg_cgan_loss l = tloss(&t, t.grad);
+	for (int b = 0; b < B; b++) {
+		double x[256];
+		for (int i = 0; i < c.in_dim; i++)
+			x[i] = t.x[(size_t)b * c.in_dim + i];
+		for (int i = 0; i < c.in_dim; i++) {
+			const double x0 = x[i];
+			x[i] = x0 + h;
+			double up = ref_disc(&t, x, t.cond[b]);
+			x[i] = x0 - h;
+			double dn = ref_disc(&t, x, t.cond[b]);
+			x[i] = x0;
+			want += (up - dn) / (2 * h) * (up - dn) / (2 * h);
+		}
+	}
+	want *= c.r1 / 2 / B;
+	snprintf(what, sizeof(what),
+	         "layers=%d conv=%d r1=%g: the penalty %.9g, by differences "
+	         "of D in x %.9g",
+	         c.layers, c.conv, c.r1, l.r1, want);
+	expect(fabs(l.r1 - want) < 1e-5 * want && want > 0, what);
+
+	struct tcase n;
+	struct cg_cgan_config c0 = c;
+	c0.r1 = 0;
+	tcase_init(&n, c0, B);
+	memcpy(n.params, t.params, t.np * sizeof(float));
+	memcpy(n.x, t.x, (size_t)B * c.in_dim * sizeof(float));
+	memcpy(n.z, t.z, (size_t)B * c.latent * sizeof(float));
+	struct cg_cgan_loss l0 = tloss(&n, n.grad);
+	double dd = 0;
+	for (size_t j = t.doff; j < t.np; j++)
+		dd = fmax(dd, fabs(t.grad[j] - n.grad[j]));
+	expect(l0.r1 == 0 && l0.d == l.d && l0.g == l.g &&
+	           memcmp(t.grad, n.grad, t.doff * sizeof(float)) == 0 &&
+	           dd > 1e-4,
+	       "R1 leaves the losses and G's gradient as they were and "
+	       "changes D's");
+	tcase_free(&n);
+	tcase_free(&t);
+}
+
 int
 main(void)
 {
@@ -750,25 +813,46 @@ main(void)
 	test_config();
 	test_views();
 	test_errors();
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0}, 8);
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0}, 7);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0}, 6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0}, 6);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0},
+	             8);
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0},
+	             7);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0},
+	          6);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0},
+	          6);
 	{
-		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1};
+		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1, 0};
 		expect(cg_cgan_check_config(&c) != 0 &&
 		           strstr(cg_errmsg(), "6x6x1") != NULL,
 		       "convolutional nets refuse a side not a multiple of 4");
-		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2};
+		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2, 0};
 		expect(cg_cgan_check_config(&c) != 0,
 		       "convolutional nets refuse a shape that is not in_dim's");
 	}
 	/* The convolutional nets: 4x4x1 and 4x8x2 images, against the
 	 * direct sums and central differences. */
-	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1}, 3);
-	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2}, 3);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1}, 3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2}, 3);
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0},
+	             3);
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0},
+	             3);
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0},
+	          3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0},
+	          3);
+	/* The R1 penalty: its value, and its gradient (the exact second
+	 * derivative) within every view's, the MLPs and the conv nets. */
+	test_r1((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 10}, 8);
+	test_r1((struct cg_cgan_config){13, 4, 5, 9, 2, 2, 0, 0, 0, 0, 3}, 7);
+	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10}, 3);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 10},
+	          6);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5},
+	          6);
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 10},
+	          3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4},
+	          3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

@@ -292,6 +292,8 @@ cg_cddpm_check_config(const struct cg_cddpm_config *c)
 		return cg_seterr("cddpm: attn without a U-Net");
 	if (c->film != 0 && c->film != 1)
 		return cg_seterr("cddpm: film = %d: not 0 or 1", c->film);
+	if (c->cosine != 0 && c->cosine != 1)
+		return cg_seterr("cddpm: cosine = %d: not 0 or 1", c->cosine);
 	if (c->unet) {
 		struct unet u;
 
@@ -526,6 +528,16 @@ cg_cddpm_init(const struct cg_cddpm_config *c, float *params, struct cg_rng *r)
 	}
 }
 
+/* Nichol and Dhariwal's f(u) = cos^2((u + s) / (1 + s) pi / 2), s =
+ * 0.008, at u = t / T in [0, 1]. */
+static double
+cosine_f(double u)
+{
+	const double s = 0.008, q = cos((u + s) / (1 + s) * M_PI / 2);
+
+	return q * q;
+}
+
 void
 cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar)
 {
@@ -534,7 +546,16 @@ cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar)
 	double a = 1;
 
 	for (int t = 0; t < T; t++) {
-		a *= 1 - (lo + (hi - lo) * t / (T - 1));
+		double beta = lo + (hi - lo) * t / (T - 1);
+
+		/* abar_t = f((t + 1) / T) / f(0) through the betas, so
+		 * that the clip (f(1) = 0 would give beta 1 and abar 0)
+		 * carries on to every later step */
+		if (c->cosine)
+			beta = fmin(1 - cosine_f((double)(t + 1) / T) /
+			                    cosine_f((double)t / T),
+			            CG_CDDPM_COSINE_MAX_BETA);
+		a *= 1 - beta;
 		abar[t] = a;
 	}
 }

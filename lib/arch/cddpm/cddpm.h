@@ -8,6 +8,12 @@
  * run linearly from 1e-4 to 0.02 at T = 1000 and, for other T, from
  * 1e-4 * 1000 / T to 0.02 * 1000 / T (Nichol and Dhariwal's scaling, so
  * that abar at the last step is about the same, 4e-5, for every T).
+ * With cosine, the betas are Nichol and Dhariwal's (2021) cosine
+ * schedule's: abar_t = f((t + 1) / T) / f(0), f(u) = cos^2((u + s) / (1
+ * + s) pi / 2), s = 0.008, through beta_t = 1 - abar_t / abar_{t-1}
+ * clipped at 0.999 (only the last one is: f(1) = 0).  It destroys the
+ * image more slowly at small t, where the linear one has taken most of
+ * it by t = T / 2, and ends at abar_{T-1} = 0.001 abar_{T-2}.
  *
  * The network, from (x_t, t, c):
  *   emb = time.w sin_emb(t) + time.b + cond.emb[c]           [hidden]
@@ -120,6 +126,7 @@ struct cg_cddpm_config {
 	int height, width, channels;
 	int attn; /* 1: self-attention after the U-Net's middle block */
 	int film; /* 1: each block scales and shifts its normed map by e */
+	int cosine; /* 1: the cosine schedule; 0: the linear betas */
 };
 
 #define CG_CDDPM_MAX_UNET 4096
@@ -136,13 +143,16 @@ struct cg_cddpm_config {
 #define CG_CDDPM_MAX_T 100000
 #define CG_CDDPM_MAX_SNR_CLIP 1e6
 #define CG_CDDPM_EPS_LOSS (-1.0)
+/* The cosine schedule's clip of its betas. */
+#define CG_CDDPM_COSINE_MAX_BETA 0.999
 
 /*
  * Returns 0 if c is usable: widths in [1, CG_CDDPM_MAX_DIM], embed even,
  * T in [CG_CDDPM_MIN_T, CG_CDDPM_MAX_T], snr_clip in [0,
  * CG_CDDPM_MAX_SNR_CLIP] or CG_CDDPM_EPS_LOSS, unet in [0,
  * CG_CDDPM_MAX_UNET] and, above 0, an image of in_dim values with sides
- * multiples of 4, attn 0 or 1 (1 only with the U-Net), film 0 or 1, and at most
+ * multiples of 4, attn 0 or 1 (1 only with the U-Net), film and cosine 0
+ * or 1, and at most
  * CG_CDDPM_MAX_PARAMS parameters; else -1 with a message.
  */
 int cg_cddpm_check_config(const struct cg_cddpm_config *c);

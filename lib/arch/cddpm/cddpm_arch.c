@@ -237,6 +237,8 @@ static const struct cg_arch_opt cddpm_opts[] = {
      "self-attention after the U-Net's middle block"},
     {"film", CG_ARCH_OPT_BOOL, 1, 0, 1,
      "U-Net: the embedding scales and shifts after each norm"},
+    {"cosine", CG_ARCH_OPT_BOOL, 0, 0, 1,
+     "the cosine noise schedule (Nichol and Dhariwal; 0: linear betas)"},
 };
 
 /* What the keys alone say: the U-Net's image shape is the manifest's,
@@ -280,6 +282,8 @@ static const struct cg_arch_key cddpm_keys[] = {
     KEY("attn", c.attn, 1, 0),
     /* nor scale and shift: the embedding added before the norm */
     KEY("film", c.film, 1, 0),
+    /* nor a schedule but the linear one */
+    KEY("cosine", c.cosine, 1, 0),
 };
 #undef KEY
 

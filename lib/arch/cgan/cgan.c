@@ -13,7 +13,10 @@
  * once per pass and their u, v kept for the backward pass.  The
  * convolutional nets (conv > 0) have their own layout (cnet_of) and
  * passes (cgen_*, cdisc_*), and share the projection head, the spectral
- * norms and the loss with the MLPs.
+ * norms and the loss with the MLPs.  The R1 penalty (r1 > 0) runs D
+ * backward once more on the reals for grad_x D, and then forward once
+ * more for the penalty's exact gradient (its section says why that is
+ * exact).
  */
 #include <math.h>
 #include <stdio.h>
@@ -230,6 +233,9 @@ cg_cgan_check_config(const struct cg_cgan_config *c)
 	if (c->conv < 0 || c->conv > CG_CGAN_MAX_CONV)
 		return cg_seterr("cgan: conv = %d: not in [0, %d]", c->conv,
 		                 CG_CGAN_MAX_CONV);
+	if (!(c->r1 >= 0 && c->r1 <= CG_CGAN_MAX_R1))
+		return cg_seterr("cgan: r1 = %g: not in [0, %g]", c->r1,
+		                 CG_CGAN_MAX_R1);
 	if (c->conv) {
 		struct cnet n;
 
@@ -441,6 +447,11 @@ struct cg_cgan_ws {
 	float *dmid; /* [2B, H/2 W/2 C] */
 	float *col;  /* [ncol] */
 	size_t ncol;
+	/* The R1 penalty's (r1 > 0; else empty), over the B reals. */
+	float *rg; /* [B, in_dim]: grad_x D, then d(penalty)/d(it) */
+	float *rp; /* each layer's gradient before its leaky ReLU: the
+	            * MLP's [layers][B, hidden], the conv's [B, F] then
+	            * [B, H/2 W/2 C] */
 };
 
 /* The workspace's buffers in struct order, then the spectral norms'
@@ -492,6 +503,9 @@ lay(void *ws, struct cg_arena *a)
 	w->phi = CG_ARENA_FLOATS(a, 2 * B, C ? (size_t)n->F : 0);
 	w->dmid = CG_ARENA_FLOATS(a, 2 * B, P1 * C);
 	w->col = CG_ARENA_FLOATS(a, w->ncol, 1);
+	w->rg = CG_ARENA_FLOATS(a, B, c->r1 > 0 ? D : 0);
+	w->rp = CG_ARENA_FLOATS(
+	    a, B, c->r1 > 0 ? (C ? (size_t)n->F + P1 * C : L * H) : 0);
 	for (int l = 0; l < disc_layers(c) + 2; l++) {
 		struct linear ln = disc_lin(c, l);
 		w->sn[l].wsn = CG_ARENA_FLOATS(a, ln.out, ln.in);
@@ -1013,6 +1027,151 @@ cdisc_backward(const struct cg_cgan_config *c, const float *params,
 		sn_backward(c, w, grad);
 }
 
+/* ------------------------------------------------------ the R1 penalty */
+
+/*
+ * D's gradient in its input, g = grad_x D(x, y), is a linear function of
+ * the normalised weights once the leaky ReLUs' slopes (1 or 0.2) are
+ * fixed by the forward pass, and they do not move under a small change
+ * of the weights or of x (the second derivative of a leaky ReLU is 0
+ * but at its kink).  Backward from ds = 1, layer l's gradient before its
+ * activation is p_l = slope_l (W_{l+1}^T p_{l+1}) (p_top = slope_top
+ * (psi + emb[y])), and g = W_0^T p_0.  For the penalty P = gamma / (2 B)
+ * sum_b |g_b|^2, with r_0 = dP/dg = gamma g / B, the exact second
+ * derivative is a forward pass of r through the same layers without
+ * their biases: dP/dW_l += p_l^T r_l (r_l [B, in] the layer's "input"),
+ * r_{l+1} = slope_l (W_l r_l), and at the head dP/dpsi and
+ * dP/demb[y] += r_top.  The biases get nothing; the normalised weights'
+ * gradients go through the spectral norms as L_D's do.
+ */
+
+/* grad_x D of the reals, rows [0, B) of the last disc_fwd, into w->rg,
+ * and each p_l into w->rp; returns sum_b |g_b|^2. */
+static double
+r1_grad_x(const struct cg_cgan_config *c, struct cg_cgan_ws *w, const float *x,
+          const int *cond, int B)
+{
+	const int D = c->in_dim;
+	double sum = 0;
+
+	for (int b = 0; b < B; b++)
+		w->ds[b] = 1;
+	if (c->conv) {
+		const struct cnet *n = &w->n;
+		const size_t P1C = (size_t)n->d1.OH * n->d1.OW * n->C;
+		float *p2 = w->rp, *p1 = w->rp + (size_t)w->max_batch * n->F;
+
+		head_backward(c, w, w->phi, n->F, cond, B, w->ds, NULL);
+		memset(p2, 0, (size_t)B * n->F * sizeof(float));
+		cg_lrelu_backward(p2, w->dh, w->phi, CG_CGAN_SLOPE,
+		                  (size_t)B * n->F);
+		memset(w->dmid, 0, (size_t)B * P1C * sizeof(float));
+		cg_conv_backward(&n->d2, w->dmid, NULL, NULL, p2, w->h1,
+		                 w->sn[1].wsn, B, w->col, w->ncol);
+		memset(p1, 0, (size_t)B * P1C * sizeof(float));
+		cg_lrelu_backward(p1, w->dmid, w->h1, CG_CGAN_SLOPE,
+		                  (size_t)B * P1C);
+		memset(w->rg, 0, (size_t)B * D * sizeof(float));
+		cg_conv_backward(&n->d1, w->rg, NULL, NULL, p1, x, w->sn[0].wsn,
+		                 B, w->col, w->ncol);
+	} else {
+		const int H = c->hidden, L = c->layers;
+		const size_t stride = (size_t)2 * w->max_batch * H;
+
+		head_backward(c, w, w->h + (L - 1) * stride, H, cond, B, w->ds,
+		              NULL);
+		for (int l = L - 1; l >= 0; l--) {
+			struct linear ln = disc_lin(c, l);
+			float *p = w->rp + (size_t)l * w->max_batch * H;
+
+			memset(p, 0, (size_t)B * H * sizeof(float));
+			cg_lrelu_backward(p, w->dh, w->h + l * stride,
+			                  CG_CGAN_SLOPE, (size_t)B * H);
+			cg_sgemm(0, 0, B, ln.in, H, 1.0f, p, H, w->sn[l].wsn,
+			         ln.in, 0.0f, l > 0 ? w->dh : w->rg, ln.in);
+		}
+	}
+	for (size_t i = 0; i < (size_t)B * D; i++)
+		sum += (double)w->rg[i] * w->rg[i];
+	return sum;
+}
+
+/* The head's share of dP: psi's and emb[y]'s normalised gradients +=
+ * r [B, F]. */
+static void
+r1_head(const struct cg_cgan_config *c, struct cg_cgan_ws *w, const float *r,
+        int F, const int *cond, int B)
+{
+	const int L = disc_layers(c);
+	float *dpsi = w->sn[L].dwsn;
+
+	for (int b = 0; b < B; b++) {
+		const float *rb = r + (size_t)b * F;
+		float *demb = w->sn[L + 1].dwsn + (size_t)cond[b] * F;
+		for (int j = 0; j < F; j++) {
+			dpsi[j] += rb[j];
+			demb[j] += rb[j];
+		}
+	}
+}
+
+/* grad += dP/d(D's weights), after r1_grad_x (w->rg, w->rp) and with
+ * its activations still in w. */
+static void
+r1_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
+            const int *cond, int B, float *grad)
+{
+	const float k = (float)(c->r1 / B);
+
+	for (size_t i = 0; i < (size_t)B * c->in_dim; i++)
+		w->rg[i] *= k;
+	sn_clear(c, w);
+	if (c->conv) {
+		const struct cnet *n = &w->n;
+		const size_t P1C = (size_t)n->d1.OH * n->d1.OW * n->C;
+		const float *p2 = w->rp,
+		            *p1 = w->rp + (size_t)w->max_batch * n->F;
+
+		cg_conv_backward(&n->d1, NULL, w->sn[0].dwsn, NULL, p1, w->rg,
+		                 w->sn[0].wsn, B, w->col, w->ncol);
+		cg_conv_forward(&n->d1, w->dpre2, w->rg, w->sn[0].wsn, NULL, B,
+		                w->col, w->ncol);
+		memset(w->dmid, 0, (size_t)B * P1C * sizeof(float));
+		cg_lrelu_backward(w->dmid, w->dpre2, w->h1, CG_CGAN_SLOPE,
+		                  (size_t)B * P1C);
+		cg_conv_backward(&n->d2, NULL, w->sn[1].dwsn, NULL, p2, w->dmid,
+		                 w->sn[1].wsn, B, w->col, w->ncol);
+		cg_conv_forward(&n->d2, w->dpre2, w->dmid, w->sn[1].wsn, NULL,
+		                B, w->col, w->ncol);
+		memset(w->dh, 0, (size_t)B * n->F * sizeof(float));
+		cg_lrelu_backward(w->dh, w->dpre2, w->phi, CG_CGAN_SLOPE,
+		                  (size_t)B * n->F);
+		r1_head(c, w, w->dh, n->F, cond, B);
+	} else {
+		const int H = c->hidden, L = c->layers;
+		const size_t stride = (size_t)2 * w->max_batch * H;
+		const float *r = w->rg;
+
+		for (int l = 0; l < L; l++) {
+			struct linear ln = disc_lin(c, l);
+			const float *p = w->rp + (size_t)l * w->max_batch * H;
+
+			/* dW [H, in] += p^T r; then W r, through the
+			 * slopes, is the next layer's r */
+			cg_sgemm(1, 0, H, ln.in, B, 1.0f, p, H, r, ln.in, 1.0f,
+			         w->sn[l].dwsn, ln.in);
+			cg_sgemm(0, 1, B, H, ln.in, 1.0f, r, ln.in,
+			         w->sn[l].wsn, ln.in, 0.0f, w->dpre2, H);
+			memset(w->dh, 0, (size_t)B * H * sizeof(float));
+			cg_lrelu_backward(w->dh, w->dpre2, w->h + l * stride,
+			                  CG_CGAN_SLOPE, (size_t)B * H);
+			r = w->dh;
+		}
+		r1_head(c, w, w->dh, H, cond, B);
+	}
+	sn_backward(c, w, grad);
+}
+
 /* The passes of either kind of net. */
 static void
 gen_fwd(const struct cg_cgan_config *c, const float *params,
@@ -1052,7 +1211,7 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
                          struct cg_cgan_loss *loss)
 {
 	const int D = c->in_dim;
-	double real = 0, fake = 0, g = 0;
+	double real = 0, fake = 0, g = 0, r1 = 0;
 
 	if (check_call(c, w, cond, B, w->max_batch) != 0)
 		return -1;
@@ -1070,14 +1229,19 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 		fake += sf > -1 ? 1 + sf : 0;
 		g -= sf;
 	}
+	if (c->r1 > 0 && (loss || grad))
+		r1 = c->r1 / 2 * r1_grad_x(c, w, w->dx, cond, B) / B;
 	if (loss) {
 		loss->d_real = real / B;
 		loss->d_fake = fake / B;
 		loss->d = loss->d_real + loss->d_fake;
 		loss->g = g / B;
+		loss->r1 = r1;
 	}
 	if (grad == NULL)
 		return 0;
+	if (c->r1 > 0)
+		r1_backward(c, w, cond, B, grad);
 	/* L_D: each real below the margin pulls up, each fake above -1
 	 * pushes down; the input (reals, fakes) is fixed. */
 	for (int b = 0; b < B; b++) {

@@ -29,7 +29,13 @@
  * same conditions:
  *   L_D = mean relu(1 - D(x_b, y_b)) + mean relu(1 + D(G(z_b, y_b), y_b))
  *   L_G = -mean D(G(z_b, y_b), y_b)
- * One pass gives both gradients at the same weights: d(L_D)/d(D's
+ * With r1 = gamma > 0, D's objective adds the R1 penalty of Mescheder et
+ * al. (2018) on the reals,
+ *   R1 = gamma / 2 mean |grad_x D(x_b, y_b)|^2,
+ * which holds D's slope at the data near 0 (its exact gradient, the
+ * second derivative, is cgan.c's; the spectral norms' u and v are held
+ * fixed in it as in the backward pass).
+ * One pass gives both gradients at the same weights: d(L_D (+ R1))/d(D's
  * parameters), the fakes held fixed, into D's part of the buffer, and
  * d(L_G)/d(G's parameters) into G's.  One optimizer step on the whole
  * buffer is then a simultaneous step of both nets.  The parameters live
@@ -86,6 +92,7 @@ struct cg_cgan_config {
 	 */
 	int conv;
 	int height, width, channels;
+	double r1; /* gamma of the R1 penalty on D (0: none) */
 };
 
 #define CG_CGAN_MAX_CONV 4096
@@ -96,13 +103,15 @@ struct cg_cgan_config {
 #define CG_CGAN_MAX_ITERS 1000
 #define CG_CGAN_MAX_PARAMS ((uint64_t)1 << 34)
 #define CG_CGAN_MAX_BATCH (1 << 23)
+/* The largest gamma of the R1 penalty. */
+#define CG_CGAN_MAX_R1 1e6
 /* The discriminator's leaky ReLU. */
 #define CG_CGAN_SLOPE 0.2f
 
 /*
  * Returns 0 if c is usable: widths in [1, CG_CGAN_MAX_DIM], layers in
- * [1, 64], sn_iters in [1, CG_CGAN_MAX_ITERS], at most CG_CGAN_MAX_PARAMS
- * parameters; else -1 with a message.
+ * [1, 64], sn_iters in [1, CG_CGAN_MAX_ITERS], r1 in [0, CG_CGAN_MAX_R1],
+ * at most CG_CGAN_MAX_PARAMS parameters; else -1 with a message.
  */
 int cg_cgan_check_config(const struct cg_cgan_config *c);
 
@@ -158,14 +167,15 @@ struct cg_cgan_loss {
 	double d_real; /* mean relu(1 - D(x, y)) */
 	double d_fake; /* mean relu(1 + D(G(z, y), y)) */
 	double g;      /* L_G = -mean D(G(z, y), y) */
+	double r1;     /* the R1 penalty (0 without it) */
 };
 
 /*
  * One training pass: x [B, in_dim] real images in [0, 1], cond [B] in
  * [0, ncond), z [B, latent] the noise (drawn by the caller).  *loss (may
  * be NULL) gets the figures above.  If grad != NULL, grad [nparams] +=
- * d(L_G)/d(generator's views) in the generator's range and d(L_D)/
- * d(discriminator's views) in the discriminator's.  Returns 0, or -1 with
+ * d(L_G)/d(generator's views) in the generator's range and d(L_D +
+ * R1)/d(discriminator's views) in the discriminator's.  Returns 0, or -1 with
  * a message (B outside [1, max_batch], a condition out of range, a
  * workspace made for another config); nothing is written on error.
  */

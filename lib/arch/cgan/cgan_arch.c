@@ -210,6 +210,8 @@ static const struct cg_arch_opt cgan_opts[] = {
      "power iterations per spectral norm, from a fixed start"},
     {"conv", CG_ARCH_OPT_INT, 0, 0, CG_CGAN_MAX_CONV,
      "convolutional nets of this many channels (0: the MLPs)"},
+    {"r1", CG_ARCH_OPT_FLOAT, 0, 0, CG_CGAN_MAX_R1,
+     "gamma of the R1 penalty gamma/2 |grad_x D|^2 on the reals (0: none)"},
 };
 
 /* What the keys alone say: the convolutional nets' image shape is the
@@ -234,8 +236,9 @@ static const struct cg_arch_key cgan_keys[] = {
     KEY("hidden", hidden),
     KEY("layers", layers),
     KEY("sn-iters", sn_iters),
-    {"conv", offsetof(struct cg_cgan_config, conv), 0, CG_CGAN_MAX_CONV, 1,
-     0},
+    {"conv", offsetof(struct cg_cgan_config, conv), 0, CG_CGAN_MAX_CONV, 1, 0},
+    /* nor a penalty */
+    {"r1", offsetof(struct cg_cgan_config, r1), 0, CG_CGAN_MAX_R1, 1, 0},
 };
 #undef KEY
 
