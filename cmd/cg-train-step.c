@@ -304,6 +304,7 @@ struct job {
 	struct cg_model *m;
 	struct cg_model *t; /* --teacher, or NULL */
 	struct cg_distill distill;
+	double carried; /* --distill-steps: the guidance the student carries */
 	struct cg_train_opts o; /* a's, with the teacher */
 	struct cg_shard *s;
 	struct cg_state *st; /* NULL without --state */
@@ -671,8 +672,11 @@ distill_steps(const struct args *a, struct job *j)
 		                "it twice",
 		                a->teacher, tg),
 		       -1;
+	/* a distilled teacher is run as it is drawn, without guidance;
+	 * the student's record keeps what it carries */
 	j->distill.steps = a->dsteps;
-	j->distill.guidance = tn > 0 ? tg : a->dguidance;
+	j->distill.guidance = tn > 0 ? 0 : a->dguidance;
+	j->carried = tn > 0 ? tg : a->dguidance;
 	return 0;
 }
 
@@ -934,8 +938,7 @@ emit(const struct args *a, struct job *j)
 		cg_json_set_num(m->manifest, "loss", j->res.mean.loss);
 		cg_json_set_num(m->manifest, "samples", seen);
 		if (a->dsteps &&
-		    cg_model_set_distilled(m, a->dsteps,
-		                           j->distill.guidance) != 0)
+		    cg_model_set_distilled(m, a->dsteps, j->carried) != 0)
 			return cg_warn(NULL), -1;
 		if (a->ex_given && dpsgd_record(a, j, m->manifest) != 0)
 			return cg_warn(NULL), -1;

@@ -85,6 +85,20 @@ manifest() {
 		--lr 1e-4 -o s8.cgm
 	# the guidance stays with the student
 	[ "$(manifest s8.cgm .distilled)" = '{"steps":8,"guidance":1}' ]
+	# and is not given again: the distilled teacher runs as it is drawn,
+	# unguided, as the same weights without a record do
+	mkdir p && tar xf s15.cgm -C p
+	jq -c 'del(.distilled)' p/cg.json >p/j && mv p/j p/cg.json
+	(cd p && tar cf ../p15.cgm cg.json $(tar tf ../s15.cgm | tail -n +2))
+	for t in s15 p15; do
+		cg-train-step -q -m s15.cgm -d all-0.cgd --teacher $t.cgm \
+			--distill-steps 8 --batch 16 --seed 2 -o g-$t.cgg
+	done
+	run -0 cg-inspect --diff -q g-s15.cgg g-p15.cgg
+	cg-train-step -q -m s15.cgm -d all-0.cgd --teacher p15.cgm \
+		--distill-steps 8 --distill-guidance 1 --batch 16 --seed 2 \
+		-o g-guided.cgg
+	run -1 cg-inspect --diff -q g-s15.cgg g-guided.cgg
 	run -1 cg-inspect --diff -q s15.cgm s8.cgm
 	# cg-sample draws it in its 8 DDIM steps unless told otherwise
 	cg-sample -m s8.cgm -c 0 -c 1 -n 2 --seed 3 -o a.pgm
