@@ -60,13 +60,13 @@ test_grid(void)
 		for (int N = 2; 2 * N - 1 <= Ts[k]; N++)
 			for (int i = 0; i < N; i++) {
 				int a = cg_cddpm_visited(i, N, Ts[k]);
-				if (cg_cddpm_visited(2 * i, 2 * N - 1,
-				                     Ts[k]) != a)
+				if (cg_cddpm_visited(2 * i, 2 * N - 1, Ts[k]) !=
+				    a)
 					bad++;
 				if (i == 0)
 					continue;
-				int mid = cg_cddpm_visited(2 * i - 1,
-				                           2 * N - 1, Ts[k]);
+				int mid = cg_cddpm_visited(2 * i - 1, 2 * N - 1,
+				                           Ts[k]);
 				if (!(mid > cg_cddpm_visited(i - 1, N, Ts[k]) &&
 				      mid < a))
 					bad++;
@@ -312,9 +312,8 @@ test_distill(const struct cg_shard *sh, const struct side *st,
 
 		cg_rng_derive(&er, NOISE_SEED, sh->index[c.ex[b]], 0);
 		const int i = (int)cg_rng_below(&er, (uint64_t)N);
-		const int cond = cg_rng_uniform(&er) < drop
-		                     ? ncond
-		                     : (int)sh->cond[c.ex[b]];
+		const int cond =
+		    cg_rng_uniform(&er) < drop ? ncond : (int)sh->cond[c.ex[b]];
 		const int t = cg_cddpm_visited(i, N, T);
 		const int s = i > 0 ? cg_cddpm_visited(i - 1, N, T) : -1;
 		const double at = ref_abar(t), as = s >= 0 ? ref_abar(s) : 1;
@@ -325,7 +324,7 @@ test_distill(const struct cg_shard *sh, const struct side *st,
 			x[j] = z[j];
 		}
 		if (i > 0) {
-			ref_step(te, ncond, x,  t,
+			ref_step(te, ncond, x, t,
 			         cg_cddpm_visited(2 * i - 1, 2 * N - 1, T),
 			         cond, g);
 			ref_step(te, ncond, x,
@@ -354,9 +353,9 @@ test_distill(const struct cg_shard *sh, const struct side *st,
 		teach += wx * stt / D / B;
 	}
 	const double loss = (1 - alpha) * data + alpha * teach;
-	const double rel = fmax(fabs(r.loss - loss) / loss,
-	                        fmax(fabs(r.data - data) / data,
-	                             fabs(r.teacher - teach) / teach));
+	const double rel = fmax(
+	    fabs(r.loss - loss) / loss,
+	    fmax(fabs(r.data - data) / data, fabs(r.teacher - teach) / teach));
 	snprintf(what, sizeof(what),
 	         "N %d guidance %g weight %g: loss %.6g, data %.6g, teacher "
 	         "%.6g as the double reference's (worst rel diff %.2g)",
@@ -368,9 +367,9 @@ test_distill(const struct cg_shard *sh, const struct side *st,
 	         land);
 	expect(land < 1e-9, what);
 
-	double worst = fd_views(&FD_IMAGE, st->m->views, st->m->nviews,
-	                        st->m->params, grad, fcase_loss, &c, NULL,
-	                        &rng, 1);
+	double worst =
+	    fd_views(&FD_IMAGE, st->m->views, st->m->nviews, st->m->params,
+	             grad, fcase_loss, &c, NULL, &rng, 1);
 	snprintf(what, sizeof(what),
 	         "N %d guidance %g weight %g: every view's gradient vs "
 	         "central differences (worst rel err %.3g)",
