@@ -36,6 +36,10 @@
 /* --teacher-temp: past these a softmax is one-hot or flat in float. */
 #define MIN_TEMP 0.05
 #define MAX_TEMP 100
+/* --distill-steps: the teacher's 2N - 1 within the largest T */
+#define MAX_DISTILL_STEPS 50000
+/* --distill-guidance, as cg-sample's --guidance */
+#define MAX_GUIDANCE 100
 /* --time-limit: a year */
 #define MAX_SECONDS (366.0 * 86400)
 /* --freeze: patterns at most */
@@ -47,6 +51,8 @@ enum {
 	OPT_CLIP,
 	OPT_CODEC,
 	OPT_DETERMINISTIC,
+	OPT_DISTILL_GUIDANCE,
+	OPT_DISTILL_STEPS,
 	OPT_DP_CLIP,
 	OPT_DP_NOISE,
 	OPT_DP_SEED,
@@ -84,6 +90,10 @@ struct args {
 	const char *emit_given; /* --emit was given */
 	double tau, alpha;
 	const char *tau_set, *alpha_set;
+	/* --distill-steps, --distill-guidance: step distillation */
+	int dsteps;
+	double dguidance;
+	const char *dguidance_set;
 	double start, time_limit; /* cg_now() at the start; 0: no limit */
 	struct cg_train_opts o;
 	struct cg_optim_cli oc;
@@ -180,8 +190,14 @@ static const struct cg_opt opts[] = {
      "the temperature of both distributions (1)",
      CG_OPT_F64(tau, MIN_TEMP, MAX_TEMP), CG_OPT_SEEN(tau_set)},
     {"teacher-weight", OPT_TEACHER_WEIGHT, "A",
-     "the teacher term's weight in [0, 1] (0.9)", CG_OPT_F64(alpha, 0, 1),
-     CG_OPT_SEEN(alpha_set)},
+     "the teacher term's weight in [0, 1] (0.9; 1 with --distill-steps)",
+     CG_OPT_F64(alpha, 0, 1), CG_OPT_SEEN(alpha_set)},
+    {"distill-steps", OPT_DISTILL_STEPS, "N",
+     "diffusion: one DDIM step of N learns two of the teacher's",
+     CG_OPT_INT(dsteps, 2, MAX_DISTILL_STEPS)},
+    {"distill-guidance", OPT_DISTILL_GUIDANCE, "W",
+     "the guidance of the teacher --distill-steps learns (0)",
+     CG_OPT_F64(dguidance, 0, MAX_GUIDANCE), CG_OPT_SEEN(dguidance_set)},
     {"log", OPT_LOG, "FILE", "append one JSON line of metrics",
      CG_OPT_STR(log)},
     {"max-memory", OPT_MAX_MEMORY, "SIZE",
@@ -289,6 +305,7 @@ struct job {
 	struct cg_model *m;
 	struct cg_model *t; /* --teacher, or NULL */
 	struct cg_distill distill;
+	double carried; /* --distill-steps: the guidance the student carries */
 	struct cg_train_opts o; /* a's, with the teacher */
 	struct cg_shard *s;
 	struct cg_state *st; /* NULL without --state */
@@ -398,6 +415,16 @@ validate(struct args *a)
 	if ((a->tau_set || a->alpha_set) && a->teacher == NULL)
 		return cg_usage("--%s needs --teacher",
 		                a->tau_set ? "teacher-temp" : "teacher-weight");
+	if (a->dsteps && a->teacher == NULL)
+		return cg_usage("--distill-steps needs --teacher");
+	if (a->dguidance_set && a->dsteps == 0)
+		return cg_usage("--distill-guidance needs --distill-steps");
+	if (a->dsteps && a->tau_set)
+		return cg_usage("--teacher-temp: step distillation has no "
+		                "temperature");
+	/* the student learns the teacher's steps alone unless told */
+	if (a->dsteps && !a->alpha_set)
+		a->alpha = 1;
 	if (a->teacher && strcmp(a->teacher, "-") == 0 &&
 	    (strcmp(a->model, "-") == 0 || strcmp(a->data, "-") == 0))
 		return cg_usage("the teacher and the %s cannot both be "
@@ -621,6 +648,48 @@ dpsgd_record(const struct args *a, struct job *j, struct cJSON *man)
 }
 
 /*
+ * --distill-steps N against the models: a diffusion student, and a
+ * teacher that samples on the grid of 2N - 1 steps (a plain one samples
+ * on any; a distilled one on its own, and already carries its
+ * guidance, which the student's record keeps).  0, or -1 said.
+ */
+static int
+distill_steps(const struct args *a, struct job *j)
+{
+	double tg;
+	int tn;
+
+	if (a->dsteps == 0)
+		return 0;
+	if (!j->m->arch->diffusion)
+		return cg_warnx("--distill-steps: %s models do not sample in "
+		                "steps",
+		                j->m->arch->name),
+		       -1;
+	if ((tn = cg_model_distilled(j->t, &tg)) < 0)
+		return cg_warn("%s", a->teacher), -1;
+	if (tn > 0 && tn != 2 * a->dsteps - 1)
+		return cg_warnx("%s: the teacher samples in %d steps, not the "
+		                "%d that --distill-steps %d halves%s",
+		                a->teacher, tn, 2 * a->dsteps - 1, a->dsteps,
+		                tn % 2 ? "" : " (an even count halves into "
+		                              "no grid: distill from 2N - 1)"),
+		       -1;
+	if (tn > 0 && a->dguidance != 0)
+		return cg_warnx("%s: a distilled teacher keeps its own "
+		                "guidance (%g): --distill-guidance would guide "
+		                "it twice",
+		                a->teacher, tg),
+		       -1;
+	/* a distilled teacher is run as it is drawn, without guidance;
+	 * the student's record keeps what it carries */
+	j->distill.steps = a->dsteps;
+	j->distill.guidance = tn > 0 ? 0 : a->dguidance;
+	j->carried = tn > 0 ? tg : a->dguidance;
+	return 0;
+}
+
+/*
  * Read the inputs, open the outputs, read and check the state, plan the
  * memory: everything that can fail before the work.  0, or -1 said.
  */
@@ -657,6 +726,8 @@ prepare(const struct args *a, struct job *j)
 		j->distill.teacher = j->t;
 		j->distill.alpha = a->alpha;
 		j->distill.tau = a->tau;
+		if (distill_steps(a, j) != 0)
+			return -1;
 	}
 	if (a->ex_given && dpsgd_plan(a, j) != 0)
 		return -1;
@@ -875,6 +946,9 @@ emit(const struct args *a, struct job *j)
 		              (double)j->res.samples;
 		cg_json_set_num(m->manifest, "loss", j->res.mean.loss);
 		cg_json_set_num(m->manifest, "samples", seen);
+		if (a->dsteps &&
+		    cg_model_set_distilled(m, a->dsteps, j->carried) != 0)
+			return cg_warn(NULL), -1;
 		if (a->ex_given && dpsgd_record(a, j, m->manifest) != 0)
 			return cg_warn(NULL), -1;
 		j->f = cg_model_file(m);

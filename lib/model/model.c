@@ -292,6 +292,46 @@ cg_model_check_teacher(const struct cg_model *m, struct cg_model *t,
 	return m->arch->check_teacher(m, t);
 }
 
+int
+cg_model_distilled(const struct cg_model *m, double *guidance)
+{
+	const cJSON *d =
+	    cJSON_GetObjectItemCaseSensitive(m->manifest, "distilled");
+	const cJSON *n, *g;
+
+	*guidance = 0;
+	if (d == NULL)
+		return 0;
+	n = cJSON_GetObjectItemCaseSensitive(d, "steps");
+	g = cJSON_GetObjectItemCaseSensitive(d, "guidance");
+	if (!cJSON_IsObject(d) || !cJSON_IsNumber(n) || !cJSON_IsNumber(g) ||
+	    !(n->valuedouble >= 2 && n->valuedouble <= 100000) ||
+	    n->valuedouble != floor(n->valuedouble) ||
+	    !(g->valuedouble >= 0) || !isfinite(g->valuedouble))
+		return cg_seterr("manifest: \"distilled\" is not {\"steps\": "
+		                 "N in [2, 100000], \"guidance\": w >= 0}");
+	*guidance = g->valuedouble;
+	return (int)n->valuedouble;
+}
+
+int
+cg_model_set_distilled(struct cg_model *m, int steps, double guidance)
+{
+	cJSON *d = cJSON_CreateObject();
+
+	if (d == NULL || !cJSON_AddNumberToObject(d, "steps", steps) ||
+	    !cJSON_AddNumberToObject(d, "guidance", guidance)) {
+		cJSON_Delete(d);
+		return cg_seterr("out of memory");
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(m->manifest, "distilled");
+	if (!cJSON_AddItemToObject(m->manifest, "distilled", d)) {
+		cJSON_Delete(d);
+		return cg_seterr("out of memory");
+	}
+	return 0;
+}
+
 void
 cg_model_free(struct cg_model *m)
 {

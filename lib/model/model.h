@@ -221,6 +221,18 @@ int cg_model_check_teacher(const struct cg_model *m, struct cg_model *t,
                            const struct cg_shard *s);
 
 /*
+ * The manifest's record of a step distillation, "distilled": {"steps":
+ * N, "guidance": w}: m was taught to sample in N DDIM steps what its
+ * teacher drew with guidance w in 2N - 1.  cg_model_distilled returns N
+ * (0 where m has no record) and *guidance (0 without one), or -1 with a
+ * message where the record is not two numbers in range (N a whole
+ * number in [2, 100000], w finite and >= 0).  cg_model_set_distilled
+ * writes it, in place of an earlier one; 0, or -1 out of memory.
+ */
+int cg_model_distilled(const struct cg_model *m, double *guidance);
+int cg_model_set_distilled(struct cg_model *m, int steps, double guidance);
+
+/*
  * Put the flat buffer buf [nparams] into file f as one f32 tensor per
  * view, borrowed (cg_file_add_ref: buf must outlive f), or decode from
  * f back into buf, checking names and shapes (a view of any dtype is

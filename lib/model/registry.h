@@ -146,6 +146,14 @@ struct cg_distill {
 	struct cg_model *teacher;
 	double alpha; /* the teacher term's weight, in [0, 1] */
 	double tau;   /* the temperature, > 0 */
+	/*
+	 * Step distillation (diffusion archs, which take nothing else): 0
+	 * for none, else N >= 2, one step of the student on its N-step DDIM
+	 * grid learns two of the teacher's on the grid of 2N - 1 steps
+	 * (cddpm.h's cg_cddpm_visited), the teacher guided by guidance.
+	 */
+	int steps;
+	double guidance;
 };
 
 /* What kind of value an architecture's config option takes. */

@@ -1148,43 +1148,49 @@ out_to_eps(const struct cg_cddpm_config *c, struct cg_cddpm_ws *w, const int *t,
 	}
 }
 
-int
-cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
-                          struct cg_cddpm_ws *w, const float *x0,
-                          const int *cond, const int *t, const float *eps,
-                          int B, float *grad, double *loss)
+/*
+ * The loss and, with grad, the backward pass, the network's input already
+ * in w->xt: toward targets x0 and eps [B, in_dim] (a v or eps loss reads
+ * eps, an x0 loss x0) and, with x0t, the teacher's x0t and epst, the
+ * loss then (1 - alpha) data + alpha teacher (*data and *teach its
+ * terms).  The targets need not be what w->xt was made from.
+ */
+static int
+fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
+    const float *x0, const float *eps, const float *x0t, const float *epst,
+    double alpha, const int *cond, const int *t, int B, float *grad,
+    double *loss, double *data, double *teach)
 {
 	const int D = c->in_dim, H = c->hidden, L = c->layers;
 	const size_t stride = (size_t)w->max_batch * H;
+	const float fa = (float)alpha, fd = (float)(1 - alpha);
 
-	if (check_call(c, w, cond, t, B) != 0)
-		return -1;
-	for (int b = 0; b < B; b++) {
-		const float sa = (float)sqrt(w->abar[t[b]]);
-		const float sn = (float)sqrt(1 - w->abar[t[b]]);
-		const size_t o = (size_t)b * D;
-		for (int i = 0; i < D; i++)
-			w->xt[o + i] = sa * x0[o + i] + sn * eps[o + i];
-	}
 	forward(c, params, w, cond, t, B);
 
 	const float scale = 2.0f / ((float)B * D);
-	double sum = 0;
+	double sum = 0, sumt = 0;
 	if (c->snr_clip == CG_CDDPM_EPS_LOSS && !c->predict_x0) {
 		/* The loss on eps_hat; with a gradient wanted, d(loss)/d(v)
 		 * = sqrt(abar_t) d(loss)/d(eps_hat) in the same pass. */
 		out_to_eps(c, w, t, B);
 		for (int b = 0; b < B; b++) {
 			const float gs = scale * (float)sqrt(w->abar[t[b]]);
-			double s = 0;
+			double s = 0, st = 0;
 			for (int i = 0; i < D; i++) {
 				const size_t k = (size_t)b * D + i;
 				const float d = w->out[k] - eps[k];
+				float g = d;
 				s += (double)d * d;
+				if (x0t) {
+					const float dt = w->out[k] - epst[k];
+					st += (double)dt * dt;
+					g = fd * d + fa * dt;
+				}
 				if (grad)
-					w->dout[k] = gs * d;
+					w->dout[k] = gs * g;
 			}
 			sum += s / D;
+			sumt += st / D;
 		}
 	} else {
 		/* The loss on x0_hat weighted wx (cddpm.h); on v_hat, the
@@ -1200,22 +1206,38 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 			const float sa = (float)sqrt(ab);
 			const float sn = (float)sqrt(1 - ab);
 			const float gs = scale * (float)wt;
-			double s = 0;
+			double s = 0, st = 0;
 			for (int i = 0; i < D; i++) {
 				const size_t k = (size_t)b * D + i;
 				const float d =
 				    w->out[k] -
 				    (c->predict_x0 ? x0[k]
 				                   : sa * eps[k] - sn * x0[k]);
+				float g = d;
 				s += (double)d * d;
+				if (x0t) {
+					const float dt =
+					    w->out[k] -
+					    (c->predict_x0
+					         ? x0t[k]
+					         : sa * epst[k] - sn * x0t[k]);
+					st += (double)dt * dt;
+					g = fd * d + fa * dt;
+				}
 				if (grad)
-					w->dout[k] = gs * d;
+					w->dout[k] = gs * g;
 			}
 			sum += wt * s / D;
+			sumt += wt * st / D;
 		}
 	}
+	if (data)
+		*data = sum / B;
+	if (teach)
+		*teach = sumt / B;
 	if (loss)
-		*loss = sum / B;
+		*loss = x0t ? (1 - alpha) * (sum / B) + alpha * (sumt / B)
+		            : sum / B;
 	if (grad == NULL)
 		return 0;
 	if (c->unet) {
@@ -1247,6 +1269,47 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 }
 
 int
+cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
+                          struct cg_cddpm_ws *w, const float *x0,
+                          const int *cond, const int *t, const float *eps,
+                          int B, float *grad, double *loss)
+{
+	const int D = c->in_dim;
+
+	if (check_call(c, w, cond, t, B) != 0)
+		return -1;
+	for (int b = 0; b < B; b++) {
+		const float sa = (float)sqrt(w->abar[t[b]]);
+		const float sn = (float)sqrt(1 - w->abar[t[b]]);
+		const size_t o = (size_t)b * D;
+		for (int i = 0; i < D; i++)
+			w->xt[o + i] = sa * x0[o + i] + sn * eps[o + i];
+	}
+	return fit(c, params, w, x0, eps, NULL, NULL, 0, cond, t, B, grad,
+	           loss, NULL, NULL);
+}
+
+int
+cg_cddpm_distill_forward_backward(const struct cg_cddpm_config *c,
+                                  const float *params, struct cg_cddpm_ws *w,
+                                  const float *xt, const float *x0,
+                                  const float *eps, const float *x0t,
+                                  const float *epst, double alpha,
+                                  const int *cond, const int *t, int B,
+                                  float *grad, double *loss, double *data,
+                                  double *teach)
+{
+	if (check_call(c, w, cond, t, B) != 0)
+		return -1;
+	if (!(alpha >= 0 && alpha <= 1))
+		return cg_seterr("cddpm: teacher weight %g: not in [0, 1]",
+		                 alpha);
+	memcpy(w->xt, xt, (size_t)B * c->in_dim * sizeof(float));
+	return fit(c, params, w, x0, eps, x0t, epst, alpha, cond, t, B, grad,
+	           loss, data, teach);
+}
+
+int
 cg_cddpm_predict(const struct cg_cddpm_config *c, const float *params,
                  struct cg_cddpm_ws *w, const float *xt, const int *cond,
                  const int *t, int B, float *out)
@@ -1262,14 +1325,104 @@ cg_cddpm_predict(const struct cg_cddpm_config *c, const float *params,
 
 /* -------------------------------------------------------------- sampling */
 
-/* The i-th of the N timesteps visited, ascending: round(i (T - 1) / (N -
- * 1)), T - 1 for N = 1. */
-static int
-visited(int i, int N, int T)
+int
+cg_cddpm_visited(int i, int N, int T)
 {
 	if (N == 1)
 		return T - 1;
 	return (int)floor((double)i * (T - 1) / (N - 1) + 0.5);
+}
+
+/*
+ * One step of the sampler for n chains x [n, in_dim], in place: chain b
+ * from timestep t[b] (tc where t is NULL) to s[b] (sc where s is NULL;
+ * -1 the clean image, abar 1), eta 0 DDIM's, 1 DDPM's (its noise drawn
+ * from r and scaled by temp).  The caller has checked n, the guidance
+ * and that w holds 2n examples where guided.
+ */
+static int
+step(const struct cg_cddpm_config *c, const float *params,
+     struct cg_cddpm_ws *w, float *x, const int *cond, const int *t,
+     const int *s, int tc, int sc, int n, double guidance, double eta,
+     float temp, struct cg_rng *r)
+{
+	const int D = c->in_dim;
+	const int guided = guidance != 0;
+	const int B = guided ? 2 * n : n;
+	int *cb = w->ibuf, *tb = w->ibuf + w->max_batch;
+
+	for (int b = 0; b < n; b++) {
+		cb[b] = cond[b];
+		tb[b] = t ? t[b] : tc;
+		if (guided) {
+			cb[n + b] = c->ncond;
+			tb[n + b] = tb[b];
+		}
+	}
+	for (int b = 0; b < B; b++)
+		memcpy(w->xt + (size_t)b * D, x + (size_t)(b % n) * D,
+		       (size_t)D * sizeof(float));
+	if (check_call(c, w, cb, tb, B) != 0)
+		return -1;
+	forward(c, params, w, cb, tb, B);
+	out_to_eps(c, w, tb, B);
+
+	const float gw = (float)guidance;
+	for (int b = 0; b < n; b++) {
+		const int sb = s ? s[b] : sc;
+		const double at = w->abar[tb[b]];
+		const double as = sb >= 0 ? w->abar[sb] : 1.0;
+		const double sig =
+		    eta * sqrt((1 - as) / (1 - at) * (1 - at / as));
+		const double dir = sqrt(fmax(1 - as - sig * sig, 0));
+		for (size_t k = (size_t)b * D; k < (size_t)(b + 1) * D; k++) {
+			float e = w->out[k];
+			if (guided)
+				e = (1 + gw) * e -
+				    gw * w->out[(size_t)n * D + k];
+			double x0 = (x[k] - sqrt(1 - at) * e) / sqrt(at);
+			x0 = x0 < -1 ? -1 : x0 > 1 ? 1 : x0;
+			/* eps that the clipped x0 and x agree on */
+			double ec = (x[k] - sqrt(at) * x0) / sqrt(1 - at);
+			double nx = sqrt(as) * x0 + dir * ec;
+			if (sig > 0)
+				nx += sig * temp * cg_rng_normal(r);
+			x[k] = (float)nx;
+		}
+	}
+	return 0;
+}
+
+static int
+check_guidance(double g)
+{
+	if (!(g >= 0) || !isfinite(g))
+		return cg_seterr("cddpm: guidance %g: not a finite number "
+		                 ">= 0",
+		                 g);
+	return 0;
+}
+
+int
+cg_cddpm_ddim_step(const struct cg_cddpm_config *c, const float *params,
+                   struct cg_cddpm_ws *w, float *x, const int *cond,
+                   const int *t, const int *s, int n, double guidance)
+{
+	const int B = guidance != 0 ? 2 * n : n;
+
+	if (check_guidance(guidance) != 0)
+		return -1;
+	if (n < 1 || B > w->max_batch)
+		return cg_seterr("cddpm: %d chains: not in [1, %d]", n,
+		                 guidance != 0 ? w->max_batch / 2
+		                               : w->max_batch);
+	for (int b = 0; b < n; b++)
+		if (s[b] < -1 || s[b] >= t[b])
+			return cg_seterr("cddpm: a step from timestep %d to "
+			                 "%d (chain %d): not to an earlier one",
+			                 t[b], s[b], b);
+	return step(c, params, w, x, cond, t, s, 0, 0, n, guidance, 0, 1.0f,
+	            NULL);
 }
 
 int
@@ -1288,54 +1441,20 @@ cg_cddpm_sample(const struct cg_cddpm_config *c, const float *params,
 	if (s->steps < 1 || s->steps > T)
 		return cg_seterr("cddpm: %d steps: not in [1, %d]", s->steps,
 		                 T);
-	if (!(s->guidance >= 0) || !isfinite(s->guidance))
-		return cg_seterr("cddpm: guidance %g: not a finite number "
-		                 ">= 0",
-		                 s->guidance);
-	int *cb = w->ibuf, *tb = w->ibuf + w->max_batch;
-	for (int b = 0; b < n; b++) {
-		cb[b] = cond[b];
-		if (guided)
-			cb[n + b] = c->ncond;
-	}
+	if (check_guidance(s->guidance) != 0)
+		return -1;
 	float *x = w->dout; /* [n, D]: the chain's state */
 	const float temp = (float)s->temperature;
 	for (size_t i = 0; i < (size_t)n * D; i++)
 		x[i] = temp * cg_rng_normal(r);
 
 	for (int i = s->steps - 1; i >= 0; i--) {
-		const int t = visited(i, s->steps, T);
-		const double at = w->abar[t];
-		const double as =
-		    i > 0 ? w->abar[visited(i - 1, s->steps, T)] : 1.0;
-		for (int b = 0; b < B; b++)
-			tb[b] = t;
-		for (int b = 0; b < B; b++)
-			memcpy(w->xt + (size_t)b * D, x + (size_t)(b % n) * D,
-			       (size_t)D * sizeof(float));
-		if (check_call(c, w, cb, tb, B) != 0)
+		const int t = cg_cddpm_visited(i, s->steps, T);
+		const int to =
+		    i > 0 ? cg_cddpm_visited(i - 1, s->steps, T) : -1;
+		if (step(c, params, w, x, cond, NULL, NULL, t, to, n,
+		         s->guidance, eta, temp, r) != 0)
 			return -1;
-		forward(c, params, w, cb, tb, B);
-		out_to_eps(c, w, tb, B);
-
-		const double sig =
-		    eta * sqrt((1 - as) / (1 - at) * (1 - at / as));
-		const double dir = sqrt(fmax(1 - as - sig * sig, 0));
-		const float gw = (float)s->guidance;
-		for (size_t k = 0; k < (size_t)n * D; k++) {
-			float e = w->out[k];
-			if (guided)
-				e = (1 + gw) * e -
-				    gw * w->out[(size_t)n * D + k];
-			double x0 = (x[k] - sqrt(1 - at) * e) / sqrt(at);
-			x0 = x0 < -1 ? -1 : x0 > 1 ? 1 : x0;
-			/* eps that the clipped x0 and x agree on */
-			double ec = (x[k] - sqrt(at) * x0) / sqrt(1 - at);
-			double nx = sqrt(as) * x0 + dir * ec;
-			if (sig > 0)
-				nx += sig * temp * cg_rng_normal(r);
-			x[k] = (float)nx;
-		}
 	}
 	for (size_t k = 0; k < (size_t)n * D; k++) {
 		float v = 0.5f * (x[k] + 1);

@@ -226,6 +226,28 @@ int cg_cddpm_forward_backward(const struct cg_cddpm_config *c,
                               double *loss);
 
 /*
+ * A distillation pass at a given network input: xt [B, in_dim] (not
+ * drawn here), the data's targets x0 and eps [B, in_dim] (for a pair
+ * that made xt, the loss of cg_cddpm_forward_backward) and the
+ * teacher's x0t and epst; a v or eps loss reads the eps targets, an x0
+ * loss the x0 ones, so a caller gives both, consistent with xt (eps =
+ * (xt - sqrt(abar_t) x0) / sqrt(1 - abar_t)).  *data and *teach (either
+ * may be NULL) are the same loss toward each, and *loss = (1 - alpha)
+ * *data + alpha *teach, alpha in [0, 1]; grad [nparams] += its
+ * gradient.  Returns 0, or -1 with a message as
+ * cg_cddpm_forward_backward.
+ */
+int cg_cddpm_distill_forward_backward(const struct cg_cddpm_config *c,
+                                      const float *params,
+                                      struct cg_cddpm_ws *w, const float *xt,
+                                      const float *x0, const float *eps,
+                                      const float *x0t, const float *epst,
+                                      double alpha, const int *cond,
+                                      const int *t, int B, float *grad,
+                                      double *loss, double *data,
+                                      double *teach);
+
+/*
  * The network alone: out [B, in_dim] = eps_hat(xt [B, in_dim], t [B],
  * cond [B]), conditions and t as cg_cddpm_forward_backward takes them.
  * Returns 0 or -1 with a message as that.
@@ -233,6 +255,24 @@ int cg_cddpm_forward_backward(const struct cg_cddpm_config *c,
 int cg_cddpm_predict(const struct cg_cddpm_config *c, const float *params,
                      struct cg_cddpm_ws *w, const float *xt, const int *cond,
                      const int *t, int B, float *out);
+
+/* The i-th of the N timesteps a sampler of N steps visits, ascending:
+ * round(i (T - 1) / (N - 1)), T - 1 for N = 1.  The grid of 2N - 1
+ * steps holds it at every other point: one step of the N-step grid is
+ * two of that one. */
+int cg_cddpm_visited(int i, int N, int T);
+
+/*
+ * One deterministic DDIM step (eta 0), as cg_cddpm_sample takes it, of n
+ * chains x [n, in_dim] in place: chain b, with condition cond[b], from
+ * timestep t[b] to s[b] < t[b] (-1: to the clean image, abar 1), x0
+ * predicted with guidance w >= 0 and clipped to [-1, 1].  The
+ * workspace must hold 2n examples where guidance != 0.  Returns 0, or
+ * -1 with a message (then x may be half stepped).
+ */
+int cg_cddpm_ddim_step(const struct cg_cddpm_config *c, const float *params,
+                       struct cg_cddpm_ws *w, float *x, const int *cond,
+                       const int *t, const int *s, int n, double guidance);
 
 /* How cg_cddpm_sample draws. */
 struct cg_cddpm_sampling {
@@ -245,8 +285,8 @@ struct cg_cddpm_sampling {
 /*
  * n images out [n, in_dim] in [0, 1] for conditions cond [n] (in [0,
  * ncond]; ncond draws unconditionally), noise drawn from r.  The N steps
- * visit the timesteps round(i (T - 1) / (N - 1)), i = N - 1 .. 0 (T - 1
- * alone for N = 1); each step predicts x0 from x and the guided eps,
+ * visit the timesteps cg_cddpm_visited(i, N, T), i = N - 1 .. 0; each
+ * step predicts x0 from x and the guided eps,
  * clips it to [-1, 1], takes eps again from the clipped x0, and moves to
  * the previous visited timestep s (abar_s = 1 past the first) by DDIM's
  * update x_s = sqrt(abar_s) x0 + sqrt(1 - abar_s - sigma^2) eps + sigma

@@ -8,10 +8,13 @@
  * its noise eps -- from (noise seed, example index) in that order, so
  * that a batch split over workers draws what the whole batch draws on
  * one machine.  Sampling follows m->diffusion: DDIM by default, 50 steps
- * (T if fewer), guidance 0 (the conditional model alone).  The U-Net
+ * (T if fewer; a model step distillation made, the steps its manifest
+ * says it learnt), guidance 0 (the conditional model alone; a distilled
+ * one carries its teacher's).  The U-Net
  * (--unet) takes the image's shape from the manifest; a model without
  * the key is the MLP.
  */
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,15 @@ struct cddpm_ws {
 	int cap;
 	float *x, *eps;
 	int *cond, *t;
+	/* Step distillation's (cddpm_distill), made at its first call for
+	 * cap examples: the noised images zt, the teacher's chains and
+	 * then its targets x0t and epst, a gathered chain sx [cap,
+	 * in_dim] each; each example's middle and last timestep, and the
+	 * gathered chains' conditions and timesteps [cap] each; the
+	 * schedule [T]. */
+	float *zt, *x0t, *epst, *sx;
+	int *mid, *to, *gc, *gt, *gs;
+	double *abar;
 };
 
 extern const struct cg_arch cg_arch_cddpm;
@@ -102,6 +114,9 @@ cddpm_free_ws(struct cg_model *m)
 	free(w->eps);
 	free(w->cond);
 	free(w->t);
+	free(w->zt);
+	free(w->mid);
+	free(w->abar);
 	free(w);
 	m->ws = NULL;
 	m->ws_batch = 0;
@@ -204,16 +219,199 @@ cddpm_sample_image(struct cg_model *m, const int *cond, int n,
 	const struct cg_diffusion_opts *o = &m->diffusion;
 	struct cg_cddpm_sampling s;
 	struct cddpm_ws *w = get_ws(m, o->guidance != 0 ? 2 * n : n);
+	double carried;
+	int taught;
 
-	if (w == NULL)
+	/* a student of step distillation samples in the steps it learnt */
+	if (w == NULL || (taught = cg_model_distilled(m, &carried)) < 0)
 		return -1;
 	s.guidance = o->guidance;
 	s.steps = o->steps != 0                    ? o->steps
+	          : taught > 0                     ? taught
 	          : w->c.timesteps < DEFAULT_STEPS ? w->c.timesteps
 	                                           : DEFAULT_STEPS;
 	s.ddim = o->sampler != CG_SAMPLER_DDPM;
 	s.temperature = temperature;
 	return cg_cddpm_sample(&w->c, m->params, w->ws, cond, n, &s, r, out);
+}
+
+/* ------------------------------------------------------- distillation */
+
+/*
+ * Progressive distillation (Salimans and Ho, 2022): the student learns
+ * to take in one DDIM step of its N-step grid what the teacher takes in
+ * two on the grid of 2N - 1 steps, which holds the student's at every
+ * other point (cg_cddpm_visited).  For each example, from the noise
+ * seed and its index as training draws them: i uniform in [0, N), t its
+ * i-th timestep, the condition dropped with probability cond-drop, eps;
+ * z_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) eps.  The teacher steps z_t
+ * to the grid's middle point and on to s, the student's next timestep
+ * (i = 0: one step, to the clean image), with its guidance on both; the
+ * student's target is the x0 from which its own DDIM step lands where
+ * the teacher did,
+ *   x0t = (z_s - (sig_s / sig_t) z_t) / (alpha_s - (sig_s / sig_t) alpha_t)
+ * (alpha = sqrt(abar), sig = sqrt(1 - abar)), weighted as training
+ * weighs x0 (cddpm.h), beside the data's x0 at the teacher weight.  A
+ * student sampled without guidance then draws what the guided teacher
+ * draws.  Nothing is drawn but what training draws: the split among
+ * workers changes nothing.
+ */
+static int
+cddpm_check_teacher(const struct cg_model *m, const struct cg_model *t)
+{
+	struct cg_cddpm_config c, ct;
+
+	if (get_config(m, &c, NULL) != 0 || get_config(t, &ct, NULL) != 0)
+		return -1;
+	if (c.in_dim != ct.in_dim)
+		return cg_seterr("the teacher's images have %d values, the "
+		                 "model's %d",
+		                 ct.in_dim, c.in_dim);
+	if (c.ncond != ct.ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 ct.ncond, c.ncond);
+	if (c.timesteps != ct.timesteps)
+		return cg_seterr("the teacher's schedule has %d timesteps, "
+		                 "the model's %d",
+		                 ct.timesteps, c.timesteps);
+	return 0;
+}
+
+/* w's distillation buffers for w->cap examples, if not made yet. */
+static int
+distill_bufs(struct cddpm_ws *w)
+{
+	const size_t n = (size_t)w->cap * w->c.in_dim;
+
+	if (w->zt)
+		return 0;
+	if ((w->zt = cg_alloc(4 * n * sizeof(float))) == NULL ||
+	    (w->mid = cg_alloc(5 * (size_t)w->cap * sizeof(int))) == NULL ||
+	    (w->abar = cg_alloc((size_t)w->c.timesteps * sizeof(double))) ==
+	        NULL) {
+		free(w->zt);
+		free(w->mid);
+		w->zt = NULL;
+		w->mid = NULL;
+		return -1;
+	}
+	w->x0t = w->zt + n;
+	w->epst = w->x0t + n;
+	w->sx = w->epst + n;
+	w->to = w->mid + w->cap;
+	w->gc = w->to + w->cap;
+	w->gt = w->gc + w->cap;
+	w->gs = w->gt + w->cap;
+	cg_cddpm_schedule(&w->c, w->abar);
+	return 0;
+}
+
+/* The teacher's second step, for the examples that take one: gathered
+ * into w->sx, stepped, put back into w->x0t. */
+static int
+second_step(struct cddpm_ws *w, struct cddpm_ws *tw, const float *tparams,
+            int B, double guidance)
+{
+	const size_t D = (size_t)w->c.in_dim;
+	int k = 0;
+
+	for (int b = 0; b < B; b++) {
+		if (w->mid[b] < 0)
+			continue;
+		memcpy(w->sx + k * D, w->x0t + b * D, D * sizeof(float));
+		w->gc[k] = w->cond[b];
+		w->gt[k] = w->mid[b];
+		w->gs[k] = w->to[b];
+		k++;
+	}
+	if (k == 0)
+		return 0;
+	if (cg_cddpm_ddim_step(&tw->c, tparams, tw->ws, w->sx, w->gc, w->gt,
+	                       w->gs, k, guidance) != 0)
+		return -1;
+	k = 0;
+	for (int b = 0; b < B; b++)
+		if (w->mid[b] >= 0)
+			memcpy(w->x0t + b * D, w->sx + (k++) * D,
+			       D * sizeof(float));
+	return 0;
+}
+
+static int
+cddpm_distill(struct cg_model *m, const struct cg_distill *d,
+              const struct cg_shard *s, const uint64_t *ex, int B,
+              uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cddpm_ws *w = get_ws(m, B), *tw;
+	double loss, data, teach;
+
+	if (w == NULL)
+		return -1;
+	const int D = w->c.in_dim, T = w->c.timesteps, N = d->steps;
+	if (N == 0)
+		return cg_seterr("cddpm: a diffusion model learns its "
+		                 "teacher's steps: the number of steps to "
+		                 "distill is missing");
+	if (N < 2 || 2 * N - 1 > T)
+		return cg_seterr("cddpm: %d steps to distill: not in [2, %d] "
+		                 "(the teacher's 2N - 1 at most T = %d)",
+		                 N, (T + 1) / 2, T);
+	if ((tw = get_ws(d->teacher, d->guidance != 0 ? 2 * B : B)) == NULL ||
+	    distill_bufs(w) != 0)
+		return -1;
+	for (int b = 0; b < B; b++) {
+		uint64_t len;
+		const uint8_t *px = cg_shard_example(s, ex[b], &len);
+		struct cg_rng r;
+
+		cg_rng_derive(&r, noise_seed, s->index[ex[b]], 0);
+		const int i = (int)cg_rng_below(&r, (uint64_t)N);
+		w->t[b] = cg_cddpm_visited(i, N, T);
+		w->mid[b] = i > 0 ? cg_cddpm_visited(2 * i - 1, 2 * N - 1, T)
+		                  : -1;
+		w->to[b] = i > 0 ? cg_cddpm_visited(i - 1, N, T) : -1;
+		w->cond[b] = cg_rng_uniform(&r) < w->drop ? w->c.ncond
+		                                          : (int)s->cond[ex[b]];
+		const float sa = (float)sqrt(w->abar[w->t[b]]);
+		const float sn = (float)sqrt(1 - w->abar[w->t[b]]);
+		for (int j = 0; j < D; j++) {
+			const size_t k = (size_t)b * D + j;
+			w->x[k] = px[j] * (1.0f / 127.5f) - 1.0f;
+			w->eps[k] = cg_rng_normal(&r);
+			w->zt[k] = sa * w->x[k] + sn * w->eps[k];
+		}
+	}
+	/* the teacher: z_t to the middle point (or the clean image), then
+	 * on to s */
+	memcpy(w->x0t, w->zt, (size_t)B * D * sizeof(float));
+	if (cg_cddpm_ddim_step(&tw->c, d->teacher->params, tw->ws, w->x0t,
+	                       w->cond, w->t, w->mid, B, d->guidance) != 0 ||
+	    second_step(w, tw, d->teacher->params, B, d->guidance) != 0)
+		return -1;
+	/* z_s into the x0 (and eps) of the student's one step to it */
+	for (int b = 0; b < B; b++) {
+		const double at = w->abar[w->t[b]];
+		const double as = w->to[b] >= 0 ? w->abar[w->to[b]] : 1.0;
+		const double ratio = sqrt(1 - as) / sqrt(1 - at);
+		const double den = sqrt(as) - ratio * sqrt(at);
+		for (int j = 0; j < D; j++) {
+			const size_t k = (size_t)b * D + j;
+			const double x0 = (w->x0t[k] - ratio * w->zt[k]) / den;
+			w->x0t[k] = (float)x0;
+			w->epst[k] =
+			    (float)((w->zt[k] - sqrt(at) * x0) / sqrt(1 - at));
+		}
+	}
+	if (cg_cddpm_distill_forward_backward(
+	        &w->c, m->params, w->ws, w->zt, w->x, w->eps, w->x0t, w->epst,
+	        d->alpha, w->cond, w->t, B, grad, &loss, &data, &teach) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->data = data;
+	out->teacher = teach;
+	out->n = (uint64_t)B;
+	return 0;
 }
 
 /* cg-init's options; their keys follow in_dim and ncond in the config. */
@@ -310,4 +508,6 @@ const struct cg_arch cg_arch_cddpm = {
     .sample_image = cddpm_sample_image,
     .diffusion = 1,
     .free_ws = cddpm_free_ws,
+    .check_teacher = cddpm_check_teacher,
+    .distill = cddpm_distill,
 };
