@@ -80,7 +80,7 @@ test_grid(void)
 static void
 test_steps(double guidance)
 {
-	struct cg_cddpm_config c = {D, 3, 8, 2, 6, T, 5, 1, 0, 0, 0, 0, 0, 0};
+	struct cg_cddpm_config c = {D, 3, 8, 2, 6, T, 5, 1, 0, 0, 0, 0, 0, 0, 0};
 	const int n = 4, N = 7;
 	size_t np = cg_cddpm_nparams(&c);
 	float *p = xcalloc(np, sizeof(float));
