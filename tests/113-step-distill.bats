@@ -146,6 +146,11 @@ manifest() {
 	run -1 --separate-stderr cg-train-step -m teacher.cgm -d all-0.cgd \
 		--teacher t200.cgm --distill-steps 8 -o s.cgm
 	stderr_has "schedule has 200 timesteps, the model's 100"
+	model cddpm all-0.cgd cos.cgm --hidden 32 --layers 2 --embed 16 \
+		--timesteps 100 --cosine
+	run -1 --separate-stderr cg-train-step -m teacher.cgm -d all-0.cgd \
+		--teacher cos.cgm --distill-steps 8 -o s.cgm
+	stderr_has "noise schedule is cosine, the model's linear (--cosine)"
 	# a cddpm teacher without steps to distill
 	run -1 --separate-stderr cg-train-step -m teacher.cgm -d all-0.cgd \
 		--teacher teacher.cgm -o s.cgm

@@ -274,6 +274,11 @@ cddpm_check_teacher(const struct cg_model *m, const struct cg_model *t)
 		return cg_seterr("the teacher's schedule has %d timesteps, "
 		                 "the model's %d",
 		                 ct.timesteps, c.timesteps);
+	if (c.cosine != ct.cosine)
+		return cg_seterr("the teacher's noise schedule is %s, the "
+		                 "model's %s (--cosine)",
+		                 ct.cosine ? "cosine" : "linear",
+		                 c.cosine ? "cosine" : "linear");
 	return 0;
 }
 
