@@ -184,7 +184,7 @@ class Cvae:
 
         def stage(self, i, norm, p, cond):
             """norm, FiLM from the rows of table i (cond-every), SiLU."""
-            a = norm(p)
+            a = group_norm(norm, p)
             if len(self.rows):
                 e = self.rows[i][cond]
                 n = a.shape[1]

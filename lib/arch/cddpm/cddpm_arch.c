@@ -441,7 +441,7 @@ static const struct cg_arch_opt cddpm_opts[] = {
     {"film", CG_ARCH_OPT_BOOL, 1, 0, 1,
      "U-Net: the embedding scales and shifts after each norm"},
     {"cosine", CG_ARCH_OPT_BOOL, 0, 0, 1,
-     "the cosine noise schedule (Nichol and Dhariwal; 0: linear betas)"},
+     "the cosine noise schedule (0: linear betas)"},
 };
 
 /* What the keys alone say: the U-Net's image shape is the manifest's,

@@ -211,7 +211,7 @@ static const struct cg_arch_opt cgan_opts[] = {
     {"conv", CG_ARCH_OPT_INT, 0, 0, CG_CGAN_MAX_CONV,
      "convolutional nets of this many channels (0: the MLPs)"},
     {"r1", CG_ARCH_OPT_FLOAT, 0, 0, CG_CGAN_MAX_R1,
-     "gamma of the R1 penalty gamma/2 |grad_x D|^2 on the reals (0: none)"},
+     "R1 penalty gamma/2 |grad_x D|^2 on the reals (0: none)"},
 };
 
 /* What the keys alone say: the convolutional nets' image shape is the
