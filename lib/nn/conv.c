@@ -245,11 +245,11 @@ cg_conv_dnnl_runs(void)
 	return atomic_load(&dnnl_runs);
 }
 
+#ifdef CG_HAVE_DNNL
 /* Whether a convolution goes to oneDNN: -1 no, else its bf16 flag. */
 static int
 on_dnnl(const struct cg_conv *c)
 {
-#ifdef CG_HAVE_DNNL
 	const enum cg_engine e = cg_get_engine();
 
 	if (pointwise(c) || cg_deterministic() ||
@@ -258,11 +258,8 @@ on_dnnl(const struct cg_conv *c)
 	if (cg_get_precision() == CG_PREC_BF16)
 		return cg_bf16_native() ? 1 : -1;
 	return 0;
-#else
-	(void)c;
-	return -1;
-#endif
 }
+#endif
 
 void
 cg_conv_forward(const struct cg_conv *c, float *out, const float *inp,
