@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -446,6 +447,17 @@ cg_upsample2_backward(float *dinp, const float *dout, int B, int H, int W,
 
 /* --------------------------------------------- group normalisation */
 
+/*
+ * Channels are innermost, so the kernels go over an example's map in
+ * blocks of up to GN_BLOCK consecutive channels: each channel keeps its
+ * own double sum down the positions (the lanes of the vectors are
+ * channels, and each channel's sum runs in position order whatever their
+ * width), and a group's sum is then its channels' sums in channel order.
+ * A group may straddle two blocks; its sum runs on across them.  Threads
+ * take whole examples, so that the bits do not depend on their number.
+ */
+enum { GN_BLOCK = 64 };
+
 void
 cg_groupnorm_forward(float *out, float *mean, float *rstd, const float *inp,
                      const float *gamma, const float *beta, int B, int HW,
@@ -454,33 +466,88 @@ cg_groupnorm_forward(float *out, float *mean, float *rstd, const float *inp,
 	const int CG = C / G;
 	const double N = (double)HW * CG;
 
-	PAR_FOR_DYN((size_t)B * HW * C)
-	for (long bg = 0; bg < (long)B * G; bg++) {
-		const int g = (int)(bg % G);
-		const long b = bg / G;
-		const float *x = inp + (size_t)b * HW * C + (size_t)g * CG;
-		float *o = out + (size_t)b * HW * C + (size_t)g * CG;
-		double s = 0, v = 0, m;
+	PAR_FOR((size_t)B * HW * C)
+	for (long b = 0; b < B; b++) {
+		const float *x = inp + (size_t)b * HW * C;
+		float *o = out + (size_t)b * HW * C;
+		float *m = mean + (size_t)b * G, *r = rstd + (size_t)b * G;
+		double s1[GN_BLOCK], s2[GN_BLOCK], g1 = 0, g2 = 0;
+		float fm[GN_BLOCK], fr[GN_BLOCK];
 
-		for (int p = 0; p < HW; p++)
-			for (int c = 0; c < CG; c++)
-				s += x[(size_t)p * C + c];
-		m = s / N;
-		for (int p = 0; p < HW; p++)
-			for (int c = 0; c < CG; c++) {
-				double d = x[(size_t)p * C + c] - m;
-				v += d * d;
-			}
-		const float fm = (float)m, fr = (float)(1 / sqrt(v / N + 1e-5));
-		mean[bg] = fm;
-		rstd[bg] = fr;
-		for (int p = 0; p < HW; p++)
-			for (int c = 0; c < CG; c++) {
-				const int ch = g * CG + c;
-				const size_t i = (size_t)p * C + c;
+		/* The mean: each channel's sum, then its group's. */
+		for (int c0 = 0; c0 < C; c0 += GN_BLOCK) {
+			const int n = C - c0 < GN_BLOCK ? C - c0 : GN_BLOCK;
 
-				o[i] = (x[i] - fm) * fr * gamma[ch] + beta[ch];
+			for (int c = 0; c < n; c++)
+				s1[c] = 0;
+			for (int p = 0; p < HW; p++) {
+				const float *xp = x + (size_t)p * C + c0;
+
+				SIMD()
+				for (int c = 0; c < n; c++)
+					s1[c] += xp[c];
 			}
+			for (int c = 0; c < n; c++) {
+				g1 += s1[c];
+				if ((c0 + c + 1) % CG == 0) {
+					m[(c0 + c) / CG] = (float)(g1 / N);
+					g1 = 0;
+				}
+			}
+		}
+		/* The variance about the rounded mean fm, with the shift put
+		 * back: mean((x - fm)^2) - (mean(x) - fm)^2. */
+		for (int c0 = 0; c0 < C; c0 += GN_BLOCK) {
+			const int n = C - c0 < GN_BLOCK ? C - c0 : GN_BLOCK;
+
+			for (int c = 0; c < n; c++) {
+				s1[c] = s2[c] = 0;
+				fm[c] = m[(c0 + c) / CG];
+			}
+			for (int p = 0; p < HW; p++) {
+				const float *xp = x + (size_t)p * C + c0;
+
+				SIMD()
+				for (int c = 0; c < n; c++) {
+					const double d = (double)xp[c] - fm[c];
+
+					s1[c] += d;
+					s2[c] += d * d;
+				}
+			}
+			for (int c = 0; c < n; c++) {
+				g1 += s1[c];
+				g2 += s2[c];
+				if ((c0 + c + 1) % CG == 0) {
+					const double sh = g1 / N;
+					double v = g2 / N - sh * sh;
+
+					v = v > 0 ? v : 0;
+					r[(c0 + c) / CG] =
+					    (float)(1 / sqrt(v + 1e-5));
+					g1 = g2 = 0;
+				}
+			}
+		}
+		/* out = (x - mean) rstd gamma + beta. */
+		for (int c0 = 0; c0 < C; c0 += GN_BLOCK) {
+			const int n = C - c0 < GN_BLOCK ? C - c0 : GN_BLOCK;
+			const float *ga = gamma + c0, *be = beta + c0;
+
+			for (int c = 0; c < n; c++) {
+				fm[c] = m[(c0 + c) / CG];
+				fr[c] = r[(c0 + c) / CG];
+			}
+			for (int p = 0; p < HW; p++) {
+				const size_t i = (size_t)p * C + c0;
+
+				SIMD()
+				for (int c = 0; c < n; c++)
+					o[i + c] =
+					    (x[i + c] - fm[c]) * fr[c] * ga[c] +
+					    be[c];
+			}
+		}
 	}
 }
 
@@ -493,67 +560,154 @@ cg_groupnorm_backward(float *dinp, float *dgamma, float *dbeta,
 	const int CG = C / G;
 	const double N = (double)HW * CG;
 
-	/* The input's gradient, a group at a time: with xhat the normalised
-	 * input and dxhat = dout gamma, rstd (dxhat - mean(dxhat) - xhat
-	 * mean(dxhat xhat)). */
-	PAR_FOR_DYN((size_t)B * HW * C)
-	for (long bg = 0; bg < (long)B * G; bg++) {
-		const int g = (int)(bg % G);
-		const long b = bg / G;
-		const size_t base = (size_t)b * HW * C + (size_t)g * CG;
-		const float m = mean[bg], r = rstd[bg];
-		double s1 = 0, s2 = 0;
-
-		for (int p = 0; p < HW; p++)
-			for (int c = 0; c < CG; c++) {
-				const size_t i = base + (size_t)p * C + c;
-				const double dx = (double)dout[i] * gamma[g * CG + c];
-
-				s1 += dx;
-				s2 += dx * ((inp[i] - m) * r);
-			}
-		const float a = (float)(s1 / N), k = (float)(s2 / N);
-		for (int p = 0; p < HW; p++)
-			for (int c = 0; c < CG; c++) {
-				const size_t i = base + (size_t)p * C + c;
-				const float xh = (inp[i] - m) * r;
-
-				dinp[i] += r * (dout[i] * gamma[g * CG + c] - a -
-				                xh * k);
-			}
-	}
-	/* The scale's and shift's, a channel at a time over every example. */
+	/* The input's gradient, an example at a time: with xhat the
+	 * normalised input and dxhat = dout gamma, rstd (dxhat - mean(dxhat)
+	 * - xhat mean(dxhat xhat)).  Per channel, the sums over positions of
+	 * dout and of dout xhat; gamma scales them into the group's. */
 	PAR_FOR((size_t)B * HW * C)
-	for (int ch = 0; ch < C; ch++) {
-		const int g = ch / CG;
-		double sg = 0, sb = 0;
+	for (long b = 0; b < B; b++) {
+		const size_t base = (size_t)b * HW * C;
+		const float *x = inp + base, *dy = dout + base;
+		float *dx = dinp + base;
+		const float *m = mean + (size_t)b * G,
+		            *r = rstd + (size_t)b * G;
+		double s1[GN_BLOCK], s2[GN_BLOCK], g1 = 0, g2 = 0;
+		float fm[GN_BLOCK], fr[GN_BLOCK], fa[GN_BLOCK], fk[GN_BLOCK];
+		float ga[GN_BLOCK], gk[GN_BLOCK];
+
+		/* A run of whole groups at a time, of up to GN_BLOCK channels
+		 * (or one group, where a group is wider): their sums, then
+		 * their gradient. */
+		for (int g0 = 0, g1n; g0 < G; g0 = g1n) {
+			const int ng = CG >= GN_BLOCK           ? 1
+			               : G - g0 < GN_BLOCK / CG ? G - g0
+			                                        : GN_BLOCK / CG;
+			const int cs = g0 * CG, ce = (g0 + ng) * CG;
+
+			g1n = g0 + ng;
+			for (int c0 = cs; c0 < ce; c0 += GN_BLOCK) {
+				const int n =
+				    ce - c0 < GN_BLOCK ? ce - c0 : GN_BLOCK;
+
+				for (int c = 0; c < n; c++) {
+					s1[c] = s2[c] = 0;
+					fm[c] = m[(c0 + c) / CG];
+					fr[c] = r[(c0 + c) / CG];
+				}
+				for (int p = 0; p < HW; p++) {
+					const size_t i = (size_t)p * C + c0;
+
+					SIMD()
+					for (int c = 0; c < n; c++) {
+						const double d = dy[i + c];
+
+						s1[c] += d;
+						s2[c] +=
+						    d * ((x[i + c] - fm[c]) *
+						         fr[c]);
+					}
+				}
+				for (int c = 0; c < n; c++) {
+					const double gc = gamma[c0 + c];
+
+					g1 += gc * s1[c];
+					g2 += gc * s2[c];
+					if ((c0 + c + 1) % CG == 0) {
+						const int k =
+						    (c0 + c) / CG - g0;
+
+						ga[k] = (float)(g1 / N);
+						gk[k] = (float)(g2 / N);
+						g1 = g2 = 0;
+					}
+				}
+			}
+			for (int c0 = cs; c0 < ce; c0 += GN_BLOCK) {
+				const int n =
+				    ce - c0 < GN_BLOCK ? ce - c0 : GN_BLOCK;
+				const float *gm = gamma + c0;
+
+				for (int c = 0; c < n; c++) {
+					const int k = (c0 + c) / CG;
+
+					fm[c] = m[k], fr[c] = r[k];
+					fa[c] = ga[k - g0], fk[c] = gk[k - g0];
+				}
+				for (int p = 0; p < HW; p++) {
+					const size_t i = (size_t)p * C + c0;
+
+					SIMD()
+					for (int c = 0; c < n; c++) {
+						const float xh =
+						    (x[i + c] - fm[c]) * fr[c];
+
+						dx[i + c] +=
+						    fr[c] *
+						    (dy[i + c] * gm[c] - fa[c] -
+						     xh * fk[c]);
+					}
+				}
+			}
+		}
+	}
+	/* The scale's and shift's, 8 channels at a time over every example in
+	 * order: blocks that small, so that narrow maps still split. */
+	PAR_FOR((size_t)B * HW * C)
+	for (int c0 = 0; c0 < C; c0 += 8) {
+		const int n = C - c0 < 8 ? C - c0 : 8;
+		double sg[8] = {0}, sb[8] = {0};
+		float fm[8], fr[8];
 
 		for (int b = 0; b < B; b++) {
-			const float m = mean[(size_t)b * G + g],
-			            r = rstd[(size_t)b * G + g];
-			const size_t base = (size_t)b * HW * C + ch;
+			const size_t base = (size_t)b * HW * C + c0;
 
+			for (int c = 0; c < n; c++) {
+				fm[c] = mean[(size_t)b * G + (c0 + c) / CG];
+				fr[c] = rstd[(size_t)b * G + (c0 + c) / CG];
+			}
 			for (int p = 0; p < HW; p++) {
 				const size_t i = base + (size_t)p * C;
 
-				sg += (double)dout[i] * ((inp[i] - m) * r);
-				sb += dout[i];
+				SIMD()
+				for (int c = 0; c < n; c++) {
+					sg[c] += (double)dout[i + c] *
+					         ((inp[i + c] - fm[c]) * fr[c]);
+					sb[c] += dout[i + c];
+				}
 			}
 		}
-		dgamma[ch] += (float)sg;
-		dbeta[ch] += (float)sb;
+		for (int c = 0; c < n; c++) {
+			dgamma[c0 + c] += (float)sg[c];
+			dbeta[c0 + c] += (float)sb[c];
+		}
 	}
 }
 
 /* ------------------------------------------------------------- SiLU */
 
-/* sigmoid(x) from the exponential of a non-positive number. */
+/*
+ * sigmoid(x) from the exponential of a non-positive number: 1 / (1 + e)
+ * for x >= 0, e / (1 + e) below.  The numerator is chosen on the sign
+ * bit, with integer operations: a float comparison may trap, so GCC will
+ * not if-convert it and the loops around would stay scalar.  -0 takes e
+ * = 1 either way, a NaN's SiLU is NaN whichever it takes, and -inf's is
+ * NaN (-inf times 0), as x / (1 + e^-x) makes it.
+ */
 static inline float
 sigm(float x)
 {
 	const float e = cg_exp_approx(-fabsf(x));
+	union {
+		float f;
+		uint32_t u;
+	} xb = {.f = x}, eb = {.f = e}, one = {.f = 1.0f}, num;
+	const uint32_t neg = 0u - (xb.u >> 31);
+	/* Below -87, where the exponential stops, 0: else x e^-87 would
+	 * grow with |x|. */
+	const uint32_t live = 0u - (uint32_t)(xb.u <= 0xc2ae0000u || !neg);
 
-	return x >= 0 ? 1 / (1 + e) : e / (1 + e);
+	num.u = ((eb.u & neg) | (one.u & ~neg)) & live;
+	return num.f / (1 + e);
 }
 
 void

@@ -438,6 +438,152 @@ test_silu(void)
 	free(d), free(g0);
 }
 
+/*
+ * SiLU over a dense sweep of [-80, 80] (every 2^-10) against the double
+ * formula: within 8 float ulp of x sigmoid(x); below -87, where
+ * sigmoid's exponential stops, 0 (-100 and -1e30).  +inf stays +inf, NaN
+ * stays NaN.  The backward's derivative against the double one at the
+ * same points, within 16 ulp of the larger of it and 1.
+ */
+static void
+test_silu_sweep(void)
+{
+	enum { SW = 163841 + 4 };
+	float *x = falloc(SW), *y = falloc(SW), *d = falloc(SW),
+	      *one = falloc(SW);
+	double rel = 0, drel = 0, tail = 0;
+
+	for (int i = 0; i < SW - 4; i++)
+		x[i] = -80.0f + (float)i / 1024;
+	x[SW - 4] = -100, x[SW - 3] = -1e30f, x[SW - 2] = INFINITY;
+	x[SW - 1] = NAN;
+	for (int i = 0; i < SW; i++)
+		one[i] = 1, d[i] = 0;
+	cg_silu_forward(y, x, SW);
+	cg_silu_backward(d, one, x, SW);
+	for (int i = 0; i < SW - 4; i++) {
+		const double s = 1 / (1 + exp(-(double)x[i]));
+		const double f = x[i] * s, df = s * (1 + x[i] * (1 - s));
+		const double e = fabs(y[i] - f) / (fabs(f) * 0x1p-23 + 1e-45);
+		/* 1 + x (1 - s) cancels near x = -1.28: relative to 1 there. */
+		const double de =
+		    fabs(d[i] - df) / (fmax(fabs(df), 1) * 0x1p-23);
+
+		rel = e > rel ? e : rel;
+		drel = de > drel ? de : drel;
+	}
+	for (int i = SW - 4; i < SW - 2; i++)
+		tail = fabs(y[i]) > tail ? fabs(y[i]) : tail;
+	printf("     silu: %.2f ulp forward, %.2f backward\n", rel, drel);
+	expect(rel <= 8, "silu_forward is within 8 ulp over [-80, 80]");
+	expect(drel <= 16, "silu_backward's derivative is within 16 ulp "
+	                   "over [-80, 80]");
+	expect(tail == 0, "silu_forward is 0 below -87");
+	expect(y[SW - 2] == INFINITY && isnan(y[SW - 1]) && isnan(d[SW - 1]),
+	       "silu is +inf at +inf and NaN at NaN");
+	free(x), free(y), free(d), free(one);
+}
+
+/*
+ * Group norms wider than the kernels' blocks of channels: groups that
+ * straddle two blocks (C 96, 24 to a group) and groups wider than a block
+ * (C 160, 80 to a group), forward and backward against the formulas in
+ * double.
+ */
+static void
+gn_wide(int B, int HW, int C, int G, const char *what)
+{
+	const int CG = C / G;
+	const size_t n = (size_t)B * HW * C;
+	float *x = falloc(n), *y = falloc(n), *dy = falloc(n), *dx = falloc(n);
+	float *ga = falloc(C), *be = falloc(C), *dg = falloc(C),
+	      *db = falloc(C);
+	float *m = falloc(B * G), *r = falloc(B * G);
+	double *ref = malloc(n * sizeof(double)),
+	       *rdx = malloc(n * sizeof(double));
+	double *rdg = calloc(C, sizeof(double)),
+	       *rdb = calloc(C, sizeof(double));
+	double bmax = 0, bwant = 0, pmax = 0, pwant = 0;
+	char msg[160];
+
+	fill(x, n, 1, 4); /* a mean well off 0 */
+	fill(ga, C, 0.5f, 1.5f);
+	fill(be, C, -0.5f, 0.5f);
+	fill(dy, n, -1, 1);
+	for (size_t i = 0; i < n; i++)
+		dx[i] = 0;
+	for (int c = 0; c < C; c++)
+		dg[c] = db[c] = 0;
+	cg_groupnorm_forward(y, m, r, x, ga, be, B, HW, C, G);
+	cg_groupnorm_backward(dx, dg, db, dy, x, ga, m, r, B, HW, C, G);
+	for (int b = 0; b < B; b++)
+		for (int k = 0; k < G; k++) {
+			const double N = (double)HW * CG;
+			double mu = 0, v = 0, a = 0, q = 0, rs;
+
+			for (int p = 0; p < HW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++)
+					mu += x[((size_t)b * HW + p) * C + c];
+			mu /= N;
+			for (int p = 0; p < HW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++) {
+					double t =
+					    x[((size_t)b * HW + p) * C + c] -
+					    mu;
+					v += t * t;
+				}
+			rs = 1 / sqrt(v / N + 1e-5);
+			for (int p = 0; p < HW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++) {
+					size_t i = ((size_t)b * HW + p) * C + c;
+					double xh = (x[i] - mu) * rs,
+					       g = (double)dy[i] * ga[c];
+
+					ref[i] = xh * ga[c] + be[c];
+					a += g, q += g * xh;
+					rdg[c] += (double)dy[i] * xh;
+					rdb[c] += dy[i];
+				}
+			a /= N, q /= N;
+			for (int p = 0; p < HW; p++)
+				for (int c = k * CG; c < (k + 1) * CG; c++) {
+					size_t i = ((size_t)b * HW + p) * C + c;
+					double xh = (x[i] - mu) * rs;
+
+					rdx[i] = rs * ((double)dy[i] * ga[c] -
+					               a - xh * q);
+				}
+		}
+	for (size_t i = 0; i < n; i++) {
+		bmax = fmax(bmax, fabs(dx[i] - rdx[i]));
+		bwant = fmax(bwant, fabs(rdx[i]));
+	}
+	for (int c = 0; c < C; c++) {
+		pmax = fmax(pmax,
+		            fmax(fabs(dg[c] - rdg[c]), fabs(db[c] - rdb[c])));
+		pwant = fmax(pwant, fmax(fabs(rdg[c]), fabs(rdb[c])));
+	}
+	snprintf(msg, sizeof(msg),
+	         "groupnorm_forward matches the double "
+	         "formula (%s)",
+	         what);
+	expect(fwdcheck(y, ref, n) <= 1, msg);
+	snprintf(msg, sizeof(msg),
+	         "groupnorm_backward matches the double "
+	         "formula (%s)",
+	         what);
+	expect(bmax <= 1e-5 * bwant && pmax <= 1e-5 * pwant, msg);
+	free(x), free(y), free(dy), free(dx), free(ga), free(be), free(dg);
+	free(db), free(m), free(r), free(ref), free(rdx), free(rdg), free(rdb);
+}
+
+static void
+test_groupnorm_wide(void)
+{
+	gn_wide(3, 10, 96, 4, "groups across blocks");
+	gn_wide(2, 7, 160, 2, "groups wider than a block");
+}
+
 /* ------------------------------------------------ pooling, add, concat */
 
 enum { PB = 2, PHW = 6, PC = 5, PC2 = 3 };
@@ -730,7 +876,9 @@ main(void)
 	cg_set_engine(CG_ENGINE_AUTO);
 	test_upsample();
 	test_groupnorm();
+	test_groupnorm_wide();
 	test_silu();
+	test_silu_sweep();
 	test_pool_add_concat();
 	test_checker();
 #ifdef _OPENMP
