@@ -1,0 +1,163 @@
+#!/bin/bash
+# conv-table.sh - the image models, fully connected and convolutional,
+# trained on the same examples and scored by the same CNN judge: one
+# table of conditional accuracy, Fréchet distance in the judge's
+# features and its spread over the classes (a class the model collapses
+# on shows there), with one row at equal wall time.
+#
+# The judge is bench/judge.sh's CNN (CONV=32: cg-init -a cclf --conv 32
+# --hidden 256 --layers 1; 4688 steps of Adam at 1e-3, then 2344 at
+# 1e-4, batch 128), trained here unless JUDGE names one, and its test
+# accuracy printed first.  MLP_JUDGE, if set, names bench/judge.sh's
+# MLP judge (784-1024-1024-10): every row is then scored by it too, the
+# figures earlier sections of bench/RESULTS.md give.
+#
+# Every generator is trained STEPS steps (2345: five epochs) of batch
+# 128 from cg-init's seed, in one cg-train-step call:
+#   cvae        cg-init -a cvae                  Adam 1e-3
+#   cvae-conv   cg-init -a cvae --conv 32        Adam 1e-3
+#   cddpm       cg-init -a cddpm                 Adam 1e-3, drawn with guidance 1
+#   cddpm-unet  cg-init -a cddpm --unet 16 --hidden 128 --embed 64
+#                                                Adam 1e-3, guidance 1
+#   cgan        cg-init -a cgan                  Adam 4e-4, betas 0.5 0.999
+#   cgan-conv   cg-init -a cgan --conv 32 --r1 10  the same
+# the cgans once for each seed of SEEDS ("1 2 3"), the others seed 1.
+# Then the equal-wall-time row: the MLP cddpm trained for as many
+# seconds as the U-Net's training took (cg-train-step --time-limit).
+# cg-eval --judge draws SAMPLES images a condition (1000), seed 1, the
+# diffusion models with their default 50 DDIM steps.
+#
+# usage: bench/conv-table.sh (from the top of the source tree, after a
+# build in build/).  Environment: CG_BIN (build/cmd), DATA
+# (/usr/share/datasets/fashion-mnist), THREADS (all cores), STEPS
+# (2345), SEEDS ("1 2 3"), SAMPLES (1000), MODELS (all of the above,
+# in that order), JUDGE, MLP_JUDGE, OUT (a directory that keeps the
+# models, their scores as JSON and a grid of each model's draws, a row
+# per class, seed 1).  Prints a table in Markdown.
+set -eu
+cd "$(dirname "$0")/.."
+bin=$(cd "${CG_BIN:-build/cmd}" && pwd)
+data=${DATA:-/usr/share/datasets/fashion-mnist}
+threads=${THREADS:-$(nproc)}
+steps=${STEPS:-2345}
+seeds=${SEEDS:-1 2 3}
+samples=${SAMPLES:-1000}
+models=${MODELS:-cvae cvae-conv cddpm cddpm-unet cgan cgan-conv}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+out=${OUT:-$tmp/out}
+mkdir -p "$out"
+
+say() { printf 'conv-table.sh: %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); threads $threads; steps $steps; samples $samples a condition"
+"$bin/cg-shard" -q -n 1 -o "$tmp/train" "$data"
+"$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
+train=$tmp/train-0.cgd
+test=$tmp/test-0.cgd
+
+if [ -n "${JUDGE:-}" ]; then
+	cp "$JUDGE" "$out/judge.cgm"
+else
+	say "training the CNN judge"
+	t0=$(date +%s)
+	"$bin/cg-init" -a cclf -d "$train" --conv 32 --hidden 256 --layers 1 \
+		--seed 1 -o "$out/judge.cgm"
+	"$bin/cg-train-step" -q -m "$out/judge.cgm" -d "$train" --emit model \
+		--steps "${JUDGE_STEPS1:-4688}" --batch 128 --lr 1e-3 --seed 1 \
+		--state "$tmp/judge.state" --threads "$threads" -o "$out/judge.cgm"
+	"$bin/cg-train-step" -q -m "$out/judge.cgm" -d "$train" --emit model \
+		--steps "${JUDGE_STEPS2:-2344}" --batch 128 --lr 1e-4 --seed 1 \
+		--state "$tmp/judge.state" --threads "$threads" -o "$out/judge.cgm"
+	say "judge trained in $(($(date +%s) - t0)) s"
+fi
+judge_acc=$("$bin/cg-eval" --json -q -m "$out/judge.cgm" -d "$test" \
+	--threads "$threads" | jq -r '.acc')
+echo "# CNN judge: test accuracy $judge_acc (goal >= 0.92)"
+if [ -n "${MLP_JUDGE:-}" ]; then
+	mlp_acc=$("$bin/cg-eval" --json -q -m "$MLP_JUDGE" -d "$test" \
+		--threads "$threads" | jq -r '.acc')
+	echo "# MLP judge ($MLP_JUDGE): test accuracy $mlp_acc"
+fi
+
+# make NAME SEED TIME-LIMIT: cg-init and cg-train-step for row NAME;
+# prints the training's wall seconds.
+make_model() {
+	local name=$1 seed=$2 limit=${3:-} init lr=1e-3 extra=
+	case $name in
+	cvae) init="-a cvae" ;;
+	cvae-conv) init="-a cvae --conv 32" ;;
+	cddpm|cddpm-eqwall) init="-a cddpm" ;;
+	cddpm-unet) init="-a cddpm --unet 16 --hidden 128 --embed 64" ;;
+	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
+	cgan-conv) init="-a cgan --conv 32 --r1 10"; lr=4e-4
+		extra="--beta1 0.5 --beta2 0.999" ;;
+	*) echo "conv-table.sh: no model $name" >&2; exit 1 ;;
+	esac
+	local n=$steps
+	[ -n "$limit" ] && { n=$((steps * 1000)); extra="$extra --time-limit $limit"; }
+	# shellcheck disable=SC2086
+	"$bin/cg-init" $init -d "$train" --seed "$seed" -o "$out/$name-s$seed.cgm"
+	local t0 t1
+	t0=$(date +%s.%N)
+	# shellcheck disable=SC2086
+	"$bin/cg-train-step" -q -m "$out/$name-s$seed.cgm" -d "$train" \
+		--emit model --steps "$n" --batch 128 --lr "$lr" $extra \
+		--seed "$seed" --threads "$threads" -o "$out/$name-s$seed.cgm"
+	t1=$(date +%s.%N)
+	echo "$t1 - $t0" | bc
+}
+
+# score NAME SEED JUDGE: cg-eval --judge's JSON line.
+score() {
+	local g=
+	case $1 in cddpm*) g="--guidance 1" ;; esac
+	# shellcheck disable=SC2086
+	"$bin/cg-eval" --json -q -m "$out/$1-s$2.cgm" -d "$test" --judge "$3" \
+		--judge-samples "$samples" --seed 1 $g --threads "$threads"
+}
+
+row() {
+	local name=$1 seed=$2 secs=$3 json params st
+	json=$(score "$name" "$seed" "$out/judge.cgm")
+	echo "$json" > "$out/$name-s$seed.json"
+	params=$("$bin/cg-inspect" --json "$out/$name-s$seed.cgm" |
+		jq '[.tensors[] | select(.name | startswith("opt.") | not) | .count] | add')
+	st=$("$bin/cg-inspect" --json "$out/$name-s$seed.cgm" | jq -r '.step')
+	"$bin/cg-sample" -m "$out/$name-s$seed.cgm" -n 10 --seed 1 \
+		-o "$out/$name-s$seed.png" 2>/dev/null || true
+	local mlp="| |"
+	if [ -n "${MLP_JUDGE:-}" ]; then
+		mlp=$(score "$name" "$seed" "$MLP_JUDGE" |
+			jq -r '"| \(.cond_acc * 10000 | round / 10000) | \(.frechet * 100 | round / 100) |"')
+	fi
+	echo "$json" | jq -r --arg n "$name" --arg s "$seed" --arg p "$params" \
+		--arg st "$st" --arg t "$(printf '%.0f' "$secs")" --arg mlp "$mlp" '
+		[.per_condition[] | select(.frechet != null)] as $pc
+		| ($pc | min_by(.frechet)) as $lo | ($pc | max_by(.frechet)) as $hi
+		| "| \($n) | \($s) | \($p) | \($st) | \($t) | \(.cond_acc * 10000 | round / 10000) | \(.frechet * 100 | round / 100) | \($lo.cond) \($lo.frechet * 100 | round / 100) - \($hi.cond) \($hi.frechet * 100 | round / 100) \($mlp)"'
+}
+
+echo
+echo "| model | seed | parameters | steps | train s | cond. acc | Fréchet distance | per class, lowest - highest | MLP judge: cond. acc | FD |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+unet_secs=
+for name in $models; do
+	case $name in cgan|cgan-conv) ss=$seeds ;; *) ss=1 ;; esac
+	for seed in $ss; do
+		say "training $name seed $seed"
+		secs=$(make_model "$name" "$seed")
+		[ "$name" = cddpm-unet ] && unet_secs=$secs
+		say "scoring $name seed $seed"
+		row "$name" "$seed" "$secs"
+	done
+done
+if [ -n "$unet_secs" ]; then
+	limit=$(printf '%.0f' "$unet_secs")
+	say "training cddpm-eqwall for $limit s"
+	secs=$(make_model cddpm-eqwall 1 "$limit")
+	row cddpm-eqwall 1 "$secs"
+fi
+echo
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
