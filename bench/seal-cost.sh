@@ -3,9 +3,11 @@
 # README's cvae (cg-init's defaults), the deltas sealed (--encrypt-to)
 # and opened (--seal-key), the reduction sealed too, against the same
 # deltas and reduction in the clear.  A sealed read opens the whole file
-# (AES-256-GCM, the chunks in parallel) into a memory file before it
-# reads it as a plain one; a sealed write seals the archive's bytes as
-# they go out.
+# (AES-256-GCM, a file's chunks in parallel, a pipe's one at a time)
+# into anonymous memory before it reads it in place as a plain one; a
+# sealed write seals the archive's bytes as they go out.  With PIPE=1
+# the first of the four inputs comes through a pipe (cat u0.cgg |
+# cg-reduce - u1.cgg ...), in both kinds of run.
 #
 # Then, for scale, a DiLoCo worker's call on the same model: 50 steps of
 # batch 32 on a quarter of the data, --emit delta with --state, its
@@ -21,13 +23,14 @@
 # CG_BIN overrides the programs' directory (build/cmd); DATA the dataset;
 # REPS the runs of each kind (11); THREADS cg-reduce's and
 # cg-train-step's -j (0: all cores); WORKER_REPS (3; 0: no worker's
-# call).
+# call); PIPE (0; 1: the first input through a pipe).
 set -eu
 bin=${CG_BIN:-build/cmd}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 reps=${REPS:-11}
 wreps=${WORKER_REPS:-3}
 j=${THREADS:-0}
+pipe=${PIPE:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -52,13 +55,24 @@ time_to() {
 	{ time "$@" 2>/dev/null; } 2>"$tmp/one"
 	awk '{ print $1, $2 + $3 }' "$tmp/one" >>"$log"
 }
+# reduce_to LOG IN0 ARG...: cg-reduce -j J IN0 ARG... timed into LOG;
+# IN0 through a pipe (cat IN0 | cg-reduce -j J - ARG...) where PIPE=1
+reduce_to() {
+	local log=$1 in0=$2
+	shift 2
+	if [ "$pipe" = 1 ]; then
+		time_to "$log" sh -c 'f=$1; shift; cat "$f" | "$@"' sh "$in0" \
+			"$bin/cg-reduce" -j "$j" - "$@"
+	else
+		time_to "$log" "$bin/cg-reduce" -j "$j" "$in0" "$@"
+	fi
+}
 plain() {
-	time_to "$tmp/tu" "$bin/cg-reduce" -j "$j" "$tmp"/u?.cgg \
-		-o "$tmp/ru.cgg"
+	reduce_to "$tmp/tu" "$tmp/u0.cgg" "$tmp"/u[123].cgg -o "$tmp/ru.cgg"
 }
 sealed() {
-	time_to "$tmp/ts" "$bin/cg-reduce" -j "$j" --seal-key "$tmp/k" \
-		--encrypt-to "$tmp/k.pub" "$tmp"/s?.cgg -o "$tmp/rs.cgg"
+	reduce_to "$tmp/ts" "$tmp/s0.cgg" --seal-key "$tmp/k" \
+		--encrypt-to "$tmp/k.pub" "$tmp"/s[123].cgg -o "$tmp/rs.cgg"
 }
 # one of each first, not timed: the inputs in the page cache
 plain
@@ -83,8 +97,8 @@ mu=$(cut -d' ' -f1 "$tmp/tu" | median)
 ms=$(cut -d' ' -f1 "$tmp/ts" | median)
 cu=$(cut -d' ' -f2 "$tmp/tu" | median)
 cs=$(cut -d' ' -f2 "$tmp/ts" | median)
-printf '# cg-reduce -j %s of 4 deltas of a cvae of %s parameters (%s bytes each, %s sealed), median of %s runs each, alternating\n' \
-	"$j" "$P" "$(stat -c %s "$tmp/u0.cgg")" "$(stat -c %s "$tmp/s0.cgg")" "$reps"
+printf '# cg-reduce -j %s of 4 deltas of a cvae of %s parameters (%s bytes each, %s sealed; PIPE=%s), median of %s runs each, alternating\n' \
+	"$j" "$P" "$(stat -c %s "$tmp/u0.cgg")" "$(stat -c %s "$tmp/s0.cgg")" "$pipe" "$reps"
 printf '%-24s %8s %8s\n' run wall_s cpu_s
 printf '%-24s %8.3f %8.3f\n' plain "$mu" "$cu"
 printf '%-24s %8.3f %8.3f\n' "sealed, opened" "$ms" "$cs"

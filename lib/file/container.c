@@ -1435,13 +1435,10 @@ prefixed_read(struct archive *a, void *data, const void **out)
 	return n;
 }
 
-static struct cg_file *read_fd(int fd, const char *display, int in_place,
-			       const char *late);
-
 /*
  * The sealed file whose bytes are pre [npre] and the rest of fd
- * (file/seal.h): opened whole into a memory file, which is then read as
- * a plain file is.
+ * (file/seal.h): opened whole into memory, every tag checked, which is
+ * then read in place as a mapped plain file is.
  */
 static struct cg_file *
 read_sealed(int fd, const char *display, const void *pre, size_t npre,
@@ -1455,11 +1452,6 @@ read_sealed(int fd, const char *display, const void *pre, size_t npre,
 	if (cg_unseal(fd, pre, npre, r.avail, &u) != 0) {
 		cg_errprefix(display);
 		return NULL;
-	}
-	if (u.mem == NULL) {
-		f = read_fd(u.fd, display, in_place, late);
-		cg_unsealed_free(&u);
-		return f;
 	}
 	/* Opened into memory: read in place, the members left where they
 	 * lie and the memory handed to the file, as a mapped plain file's

@@ -497,78 +497,6 @@ open_chunk(EVP_CIPHER_CTX *c, const unsigned char *head, uint64_t i, int last,
 	                 (unsigned long long)i);
 }
 
-/* Write buf [n] whole to fd: 0 or -1 with a message. */
-static int
-write_all(int fd, const unsigned char *buf, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, buf, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return cg_seterr("sealed: %s", w < 0 ? strerror(errno)
-			                                     : "write failed");
-		buf += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* The chunks of a stream, opened into out in order: 0 or -1. */
-static int
-open_stream(struct opener *o, int out, uint64_t max)
-{
-	size_t want = o->chunk + TAG + 1, nct = 0;
-	unsigned char *ct = malloc(want), *pt = malloc(o->chunk);
-	EVP_CIPHER_CTX *c = cipher(o->key, 0);
-	uint64_t total = 0;
-	int rc = -1;
-
-	if (ct == NULL || pt == NULL) {
-		cg_seterr("out of memory");
-		goto out;
-	}
-	if (c == NULL)
-		goto out;
-	for (uint64_t i = 0;; i++) {
-		ssize_t have = src_fill(o, ct, nct, want);
-		int last;
-		size_t n;
-		if (have < 0)
-			goto out;
-		/* a byte past a whole chunk: this one is not the last */
-		last = (size_t)have < want;
-		n = last ? (size_t)have : want - 1;
-		if (n < TAG) {
-			cg_seterr("sealed: cut short (chunk %llu has %zu "
-			          "bytes, less than its tag)",
-			          (unsigned long long)i, n);
-			goto out;
-		}
-		if ((total += n - TAG) > max) {
-			cg_seterr("sealed: more than %llu bytes inside (the "
-			          "limit, CG_MAX_BYTES)",
-			          (unsigned long long)max);
-			goto out;
-		}
-		if (open_chunk(c, o->head, i, last, ct, n, pt) != 0 ||
-		    write_all(out, pt, n - TAG) != 0)
-			goto out;
-		if (last)
-			break;
-		ct[0] = ct[want - 1];
-		nct = 1;
-	}
-	rc = 0;
-out:
-	if (pt)
-		OPENSSL_cleanse(pt, o->chunk);
-	free(pt);
-	free(ct);
-	EVP_CIPHER_CTX_free(c);
-	return rc;
-}
-
 #define HUGE_PAGE ((size_t)2 << 20)
 
 size_t
@@ -611,6 +539,130 @@ plain_alloc(size_t n)
 		munmap(a + need, len - lo - need);
 	madvise(a, need, MADV_HUGEPAGE); /* a hint: without it, small pages */
 	return a;
+}
+
+/*
+ * Memory for at least need bytes (plain_alloc's) that holds the used
+ * bytes of old, plain_alloc's memory of maplen bytes, which goes: its
+ * pages moved, not copied, to the start of the new run (mremap), huge
+ * pages and all.  NULL with a message, and old as it was.
+ */
+static unsigned char *
+plain_grow(unsigned char *old, size_t maplen, size_t used, size_t need)
+{
+	unsigned char *p = plain_alloc(need);
+
+	if (p == NULL)
+		return NULL;
+	if (mremap(old, maplen, maplen, MREMAP_MAYMOVE | MREMAP_FIXED, p) ==
+	    MAP_FAILED) {
+		/* not moved: copied */
+		memcpy(p, old, used);
+		munmap(old, maplen);
+	}
+	return p;
+}
+
+/* Write buf [n] whole to fd: 0 or -1 with a message. */
+static int
+write_all(int fd, const unsigned char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return cg_seterr("sealed: %s", w < 0 ? strerror(errno)
+			                                     : "write failed");
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * The chunks of a stream (a pipe, or bytes in memory) opened one at a
+ * time, in order, each read into one buffer and opened from there
+ * straight to its place in fresh memory (plain_alloc), which grows as
+ * they come (plain_grow: its pages moved, never copied); hint is the
+ * plaintext's length where known, else 0.  A chunk's bytes are kept
+ * only once its tag is checked, and the memory is handed out only once
+ * the last chunk's is: the memory and its length in *mem and *n, 0; or
+ * -1 with the failing chunk's message, and nothing kept.
+ */
+static int
+open_stream(struct opener *o, uint64_t max, size_t hint, unsigned char **mem,
+            size_t *n)
+{
+	size_t want = o->chunk + TAG + 1, nct = 0, len = 0, cap;
+	unsigned char *ct = malloc(want), *dst = NULL;
+	EVP_CIPHER_CTX *c = cipher(o->key, 0);
+	int rc = -1;
+
+	if (ct == NULL) {
+		cg_seterr("sealed: out of memory");
+		goto out;
+	}
+	if (c == NULL)
+		goto out;
+	cap = hint && hint <= max ? hint : 4 * o->chunk;
+	if ((dst = plain_alloc(cap)) == NULL)
+		goto out;
+	cap = cg_unsealed_len(cap);
+	for (uint64_t i = 0;; i++) {
+		ssize_t have = src_fill(o, ct, nct, want);
+		int last;
+		size_t k;
+		if (have < 0)
+			goto out;
+		/* a byte past a whole chunk: this one is not the last */
+		last = (size_t)have < want;
+		k = last ? (size_t)have : want - 1;
+		if (k < TAG) {
+			cg_seterr("sealed: cut short (chunk %llu has %zu "
+			          "bytes, less than its tag)",
+			          (unsigned long long)i, k);
+			goto out;
+		}
+		if (len + (k - TAG) > max) {
+			cg_seterr("sealed: more than %llu bytes inside (the "
+			          "limit, CG_MAX_BYTES)",
+			          (unsigned long long)max);
+			goto out;
+		}
+		if (len + (k - TAG) > cap) {
+			/* doubled, within the limit (checked above) */
+			size_t need = len + (k - TAG);
+			size_t next = cap * 2 > need ? cap * 2 : need;
+			unsigned char *p;
+			if (next > max)
+				next = (size_t)max;
+			if ((p = plain_grow(dst, cap, len, next)) == NULL)
+				goto out;
+			dst = p;
+			cap = cg_unsealed_len(next);
+		}
+		if (open_chunk(c, o->head, i, last, ct, k, dst + len) != 0)
+			goto out;
+		len += k - TAG;
+		if (last)
+			break;
+		ct[0] = ct[want - 1];
+		nct = 1;
+	}
+	/* what was grown past the plaintext's huge pages goes */
+	if (cap > cg_unsealed_len(len))
+		munmap(dst + cg_unsealed_len(len), cap - cg_unsealed_len(len));
+	*mem = dst;
+	*n = len;
+	dst = NULL;
+	rc = 0;
+out:
+	if (dst)
+		munmap(dst, cap);
+	free(ct);
+	EVP_CIPHER_CTX_free(c);
+	return rc;
 }
 
 /*
@@ -688,22 +740,26 @@ cg_unseal(int fd, const void *pre, size_t npre, uint64_t max,
           struct cg_unsealed *u)
 {
 	struct opener o = {.fd = fd, .pre = pre, .npre = npre};
-	struct stat st;
+	unsigned char *mem = NULL;
+	struct stat st = {0};
+	size_t hint = 0;
 	ssize_t got;
-	off_t pos;
+	off_t pos = -1;
 	int rc = -1;
 
-	*u = (struct cg_unsealed){.fd = -1};
+	*u = (struct cg_unsealed){.mem = NULL};
 	if ((got = src_fill(&o, o.head, 0, CG_SEAL_HEAD)) < 0 ||
 	    open_head(&o, (size_t)got) != 0)
 		goto done;
 	/* a regular file read from where the header ended, mapped whole
-	 * from a page: its chunks in parallel; else a chunk at a time */
-	pos =
-	    o.npre == 0 && fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
-	        ? lseek(fd, 0, SEEK_CUR)
-	        : -1;
-	if (pos == CG_SEAL_HEAD && st.st_size > pos) {
+	 * from a page: its chunks in parallel; else a chunk at a time, its
+	 * length, where known, sizing the memory */
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (pos = lseek(fd, 0, SEEK_CUR)) >= 0 && st.st_size > pos)
+		hint = (size_t)(st.st_size - pos) + o.npre;
+	else if (fd < 0)
+		hint = o.npre;
+	if (o.npre == 0 && pos == CG_SEAL_HEAD && st.st_size > pos) {
 		size_t size = (size_t)st.st_size;
 		unsigned char *map = mmap(NULL, size, PROT_READ,
 		                          MAP_PRIVATE | MAP_POPULATE, fd, 0);
@@ -711,28 +767,17 @@ cg_unseal(int fd, const void *pre, size_t npre, uint64_t max,
 			cg_seterr("sealed: %s", strerror(errno));
 			goto done;
 		}
-		rc = open_mapped(&o, map + pos, size - (size_t)pos, max,
-		                 (unsigned char **)&u->mem, &u->size);
+		rc = open_mapped(&o, map + pos, size - (size_t)pos, max, &mem,
+		                 &u->size);
 		munmap(map, size);
 		lseek(fd, 0, SEEK_END);
-		goto done;
-	}
-	if ((u->fd = memfd_create("cg-unsealed", MFD_CLOEXEC)) < 0) {
-		cg_seterr("sealed: %s", strerror(errno));
-		goto done;
-	}
-	if ((rc = open_stream(&o, u->fd, max)) == 0 &&
-	    lseek(u->fd, 0, SEEK_SET) != 0) {
-		cg_seterr("sealed: %s", strerror(errno));
-		rc = -1;
-	}
+	} else
+		rc = open_stream(&o, max, hint, &mem, &u->size);
+	u->mem = mem;
 done:
 	OPENSSL_cleanse(o.key, sizeof(o.key));
-	if (rc != 0) {
-		if (u->fd >= 0)
-			close(u->fd);
-		*u = (struct cg_unsealed){.fd = -1};
-	}
+	if (rc != 0)
+		*u = (struct cg_unsealed){.mem = NULL};
 	return rc;
 }
 
@@ -741,9 +786,7 @@ cg_unsealed_free(struct cg_unsealed *u)
 {
 	if (u->mem)
 		munmap(u->mem, cg_unsealed_len(u->size));
-	if (u->fd >= 0)
-		close(u->fd);
-	*u = (struct cg_unsealed){.fd = -1};
+	*u = (struct cg_unsealed){.mem = NULL};
 }
 
 int
@@ -754,8 +797,6 @@ cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max)
 
 	if (cg_unseal(fd, pre, npre, max, &u) != 0)
 		return -1;
-	if (u.mem == NULL)
-		return u.fd;
 	/* opened into memory: copied into a memory file */
 	if ((out = memfd_create("cg-unsealed", MFD_CLOEXEC)) < 0)
 		cg_seterr("sealed: %s", strerror(errno));

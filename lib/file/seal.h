@@ -112,14 +112,17 @@ void cg_sealer_free(struct cg_sealer *s);
 int cg_unseal_fd(int fd, const void *pre, size_t npre, uint64_t max);
 
 /*
- * The same, opened into memory where fd is a regular file (and npre is
- * 0): the chunks opened in parallel straight into anonymous memory, which
- * u->mem [u->size] holds (u->fd -1); else into a memory file, u->fd (u->mem
- * NULL).  0, or -1 with the same messages.  cg_unsealed_free frees
- * either; munmap(u->mem, cg_unsealed_len(u->size)) frees u->mem too.
+ * The same, opened into memory: u->mem [u->size] holds the plaintext,
+ * in anonymous memory on 2 MiB boundaries, cg_unsealed_len(u->size)
+ * long.  A regular file (npre 0) has its chunks opened in parallel,
+ * each straight to its place, which the file's size tells; a stream
+ * (a pipe, or pre alone) a chunk at a time, in order, each from one
+ * buffer straight to its place in memory that grows as they come.
+ * Nothing is kept of a file whose chunk fails a tag, the last one's
+ * included.  0, or -1 with the same messages.  cg_unsealed_free frees
+ * the memory; munmap(u->mem, cg_unsealed_len(u->size)) does too.
  */
 struct cg_unsealed {
-	int fd;
 	void *mem;
 	size_t size;
 };

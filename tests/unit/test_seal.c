@@ -10,14 +10,19 @@
  * tag), cut at every chunk's end and inside chunks, extended by a byte
  * and by a chunk, two chunks swapped, one dropped or repeated; each must
  * be refused, by both readers, with a message, and the memory file never
- * handed out.  No key, another key, and an Ed25519 key are refused with
- * the message each has.  Exit 0 pass, 1 fail (automake convention).
+ * handed out.  Through a pipe, a plaintext of megabytes in small chunks
+ * and in whole ones opens to its bytes as the stream's memory grows, and
+ * a last tag that lies, a chunk altered or a cut inside the last chunk
+ * hands nothing out.  No key, another key, and an Ed25519 key are
+ * refused with the message each has.  Exit 0 pass, 1 fail (automake
+ * convention).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -256,6 +261,95 @@ hostile(const unsigned char pub[32])
 	free(data);
 }
 
+/*
+ * Sealed bytes b [n] opened from a pipe (a child writes them) with
+ * cg_unseal: the stream's reader, whose memory grows as chunks come.
+ * 0 with the plaintext in *u, or -1 with a message.
+ */
+static int
+unseal_pipe(const unsigned char *b, size_t n, struct cg_unsealed *u)
+{
+	int p[2], rc, st;
+	pid_t pid;
+
+	if (pipe(p) != 0 || (pid = fork()) < 0)
+		abort();
+	if (pid == 0) {
+		close(p[0]);
+		for (size_t off = 0; off < n;) {
+			ssize_t w = write(p[1], b + off, n - off);
+			if (w <= 0)
+				_exit(1);
+			off += (size_t)w;
+		}
+		_exit(0);
+	}
+	close(p[1]);
+	rc = cg_unseal(p[0], NULL, 0, 1 << 30, u);
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return rc;
+}
+
+/*
+ * Through a pipe, the stream's reader grows its memory (2 MiB at first)
+ * past several doublings: a plaintext of 9 MiB and 3 bytes in chunks of
+ * 4 KiB and of 1 MiB opens to its bytes, in memory on a 2 MiB boundary;
+ * its last tag altered, a chunk's body altered, or cut inside its last
+ * chunk, it is refused and nothing handed out.
+ */
+static void
+streams(const unsigned char pub[32])
+{
+	const size_t plain = (9u << 20) + 3, chunks[] = {CHUNK, 1u << 20};
+	unsigned char *data = malloc(plain);
+	char what[96];
+
+	for (size_t i = 0; i < plain; i++)
+		data[i] = (unsigned char)(i * 13 + (i >> 12));
+	for (size_t c = 0; c < 2; c++) {
+		struct buf b = {0};
+		struct cg_unsealed u;
+		struct cg_sealer *s =
+		    cg_sealer_new_to(pub, chunks[c], buf_write, &b);
+		int ok = s && cg_sealer_write(s, data, plain) == 0 &&
+		         cg_sealer_close(s) == 0;
+		cg_sealer_free(s);
+		if (!ok)
+			abort();
+		ok = unseal_pipe(b.p, b.n, &u) == 0;
+		snprintf(what, sizeof(what),
+		         "9 MiB and 3 bytes in chunks of %zu through a pipe",
+		         chunks[c]);
+		expect(ok && u.size == plain &&
+		           memcmp(u.mem, data, plain) == 0 &&
+		           ((uintptr_t)u.mem & ((2u << 20) - 1)) == 0,
+		       what);
+		if (!ok)
+			fprintf(stderr, "%s\n", cg_errmsg());
+		cg_unsealed_free(&u);
+		b.p[b.n - 1] ^= 1; /* the last tag: known bad at the end */
+		ok = unseal_pipe(b.p, b.n, &u) != 0 && u.mem == NULL &&
+		     strstr(cg_errmsg(), "fails authentication") != NULL;
+		b.p[b.n - 1] ^= 1;
+		b.p[CG_SEAL_HEAD + 2 * (chunks[c] + 16) + 100] ^= 1;
+		ok = ok && unseal_pipe(b.p, b.n, &u) != 0 && u.mem == NULL &&
+		     strstr(cg_errmsg(), "chunk 2 fails authentication");
+		b.p[CG_SEAL_HEAD + 2 * (chunks[c] + 16) + 100] ^= 1;
+		ok = ok && unseal_pipe(b.p, b.n - 20, &u) != 0 &&
+		     u.mem == NULL &&
+		     strstr(cg_errmsg(), "fails authentication") != NULL;
+		snprintf(
+		    what, sizeof(what),
+		    "through a pipe, chunks of %zu: a lying tag, an altered "
+		    "chunk, a cut are refused",
+		    chunks[c]);
+		expect(ok, what);
+		free(b.p);
+	}
+	free(data);
+}
+
 int
 main(void)
 {
@@ -316,6 +410,7 @@ main(void)
 		return 1;
 	round_trips(pub);
 	hostile(pub);
+	streams(pub);
 	(void)other;
 
 	/* a sealed cg file, written and read by the container */
