@@ -184,17 +184,20 @@ trained() {
 		s=${pair%:*}
 		t=${pair#*:}
 		rm -f plain.log t.log c.log
-		cg-train-step -q -m "$s.cgm" -d all-0.cgd --steps 1 --batch 32 \
+		cg-train-step -q -m "$s.cgm" -d all-0.cgd --steps 1 --batch 64 \
 			--seed 3 --log plain.log -o g.cgg
-		cg-train-step -q -m "$s.cgm" -d all-0.cgd --steps 1 --batch 32 \
+		cg-train-step -q -m "$s.cgm" -d all-0.cgd --steps 1 --batch 64 \
 			--seed 3 --teacher "$t.cgm" --log t.log -o g.cgg
 		p=$(jq .memory_plan plain.log)
 		q=$(jq .memory_plan t.log)
 		echo "$s: planned $p plain, $q with the teacher"
 		[ "$q" -gt "$p" ]
-		cg-train-step -q -m "$s.cgm" -d all-0.cgd --steps 1 --batch 32 \
+		# a budget a quarter of the teacher's share below its plan:
+		# chunks (what the process holds besides moves by some pages
+		# from call to call, under the sanitizers most)
+		cg-train-step -q -m "$s.cgm" -d all-0.cgd --steps 1 --batch 64 \
 			--seed 3 --teacher "$t.cgm" --max-memory \
-			$(((q - (q - p) / 2) / 1024))K --log c.log -o g2.cgg
+			$(((q - (q - p) / 4) / 1024))K --log c.log -o g2.cgg
 		[ "$(jq .chunk c.log)" -gt 0 ]
 		run -0 cg-inspect --diff -q --tolerance 1e-5 g.cgg g2.cgg
 	done
