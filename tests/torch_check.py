@@ -292,6 +292,15 @@ class Cclf:
          "image_h=6", "image_w=5", "image_c=2", "batch=5", "seed=4"],
         ["in_dim=196", "ncond=10", "hidden=16", "layers=2", "conv=4",
          "image_h=14", "image_w=14", "image_c=1", "batch=3", "seed=5"],
+        # distilled toward a teacher's log-probabilities at tau
+        # (teacher=1: alpha in percent)
+        ["in_dim=20", "ncond=4", "hidden=16", "layers=2", "teacher=1",
+         "alpha=70", "tau=2", "batch=6", "seed=6"],
+        ["in_dim=33", "ncond=10", "hidden=24", "layers=1", "teacher=1",
+         "alpha=100", "tau=1", "batch=9", "seed=7"],
+        ["in_dim=60", "ncond=4", "hidden=12", "layers=1", "conv=3",
+         "image_h=6", "image_w=5", "image_c=2", "teacher=1", "alpha=40",
+         "tau=3", "batch=5", "seed=8"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6),
            "logits": (1e-4, 1e-6), "features": (1e-4, 1e-6)}
@@ -350,8 +359,19 @@ class Cclf:
         feat = net.hid(net.trunk(x, cfg))
         logits = net.out(feat)
         acc = (logits.argmax(1) == cond).double().mean()
-        return {"loss": F.cross_entropy(logits, cond), "acc": acc}, \
-            {"logits": logits, "features": feat}
+        ce = F.cross_entropy(logits, cond)
+        outs = {"logits": logits, "features": feat}
+        if "alpha_pct" not in cfg:
+            return {"loss": ce, "acc": acc}, outs
+        # Hinton et al.'s distillation: tau^2 KL(teacher || student),
+        # both at tau, mixed with the cross-entropy
+        a, tau = cfg["alpha_pct"] / 100, cfg["tau"]
+        tlogp = f64(read_bin(d, "tlogp.bin", "<f4", B * cfg["ncond"]))
+        kl = F.kl_div(F.log_softmax(logits / tau, 1),
+                      tlogp.view(B, -1), log_target=True,
+                      reduction="batchmean") * tau * tau
+        return {"loss": (1 - a) * ce + a * kl, "acc": acc, "data": ce,
+                "teacher": kl}, outs
 
 
 # ----------------------------------------------------------------- cddpm
@@ -681,6 +701,16 @@ class Cgan:
         ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
          "sn-iters=2", "conv=2", "r1=5", "image_h=4", "image_w=8",
          "image_c=3", "batch=5", "seed=5"],
+        # distilled toward a teacher's images (teacher=1: alpha in
+        # percent): the MLPs, with R1, and the conv nets
+        ["in_dim=20", "ncond=4", "latent=5", "hidden=16", "layers=2",
+         "sn-iters=5", "teacher=1", "alpha=60", "batch=6", "seed=8"],
+        ["in_dim=12", "ncond=3", "latent=3", "hidden=8", "layers=3",
+         "sn-iters=3", "r1=2", "teacher=1", "alpha=100", "batch=9",
+         "seed=9"],
+        ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
+         "sn-iters=3", "conv=3", "image_h=8", "image_w=8", "image_c=1",
+         "teacher=1", "alpha=50", "batch=4", "seed=10"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -833,8 +863,16 @@ class Cgan:
             # gradient by double backpropagation
             gx, = torch.autograd.grad(s_real.sum(), x, create_graph=True)
             loss = loss + gamma / 2 * (gx ** 2).sum(1).mean()
-        return {"loss": loss, "d_real": d_real, "d_fake": d_fake,
-                "g": g, "backward": loss + g}, {}
+        out = {"loss": loss, "d_real": d_real, "d_fake": d_fake, "g": g,
+               "backward": loss + g}
+        if "alpha_pct" in cfg:
+            # the generator's objective (1 - a) L_G + a T, T the squared
+            # distance to the teacher's images for the same z and y
+            a = cfg["alpha_pct"] / 100
+            target = f64(read_bin(d, "target.bin", "<f4", B * D)).view(B, D)
+            T = ((fake - target) ** 2).sum(1).mean()
+            out.update(teacher=T, backward=loss + (1 - a) * g + a * T)
+        return out, {}
 
 
 # ------------------------------------------------------------------ cgpt

@@ -199,17 +199,20 @@ cg_arch_chunk_bytes(const struct cg_model *m, int B, int cap)
 	return cap < B ? m->nparams * sizeof(float) : 0;
 }
 
-int
-cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
-                const struct cg_shard *s, const uint64_t *ex, int B,
-                uint64_t noise_seed, float *grad, struct cg_metrics *out)
+/* cg_arch_chunked's loop, over run or, with d, rund. */
+static int
+chunked(struct cg_model *m, cg_arch_batch_fn run, cg_arch_distill_fn rund,
+        const struct cg_distill *d, const struct cg_shard *s,
+        const uint64_t *ex, int B, uint64_t noise_seed, float *grad,
+        struct cg_metrics *out)
 {
 	const int cap = cg_arch_chunk_of(B, m->chunk);
 	float *g = NULL;
 	struct cg_metrics sum = {0}, part;
 
 	if (cap >= B)
-		return run(m, s, ex, B, noise_seed, grad, out);
+		return d ? rund(m, d, s, ex, B, noise_seed, grad, out)
+		         : run(m, s, ex, B, noise_seed, grad, out);
 	if (grad &&
 	    (g = cg_alloc((size_t)m->nparams * sizeof(float))) == NULL)
 		return -1;
@@ -219,7 +222,8 @@ cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
 
 		if (g)
 			memset(g, 0, (size_t)m->nparams * sizeof(float));
-		if (run(m, s, ex + at, n, noise_seed, g, &part) != 0) {
+		if ((d ? rund(m, d, s, ex + at, n, noise_seed, g, &part)
+		       : run(m, s, ex + at, n, noise_seed, g, &part)) != 0) {
 			free(g);
 			return -1;
 		}
@@ -239,6 +243,26 @@ cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
 	sum.n = (uint64_t)B;
 	*out = sum;
 	return 0;
+}
+
+int
+cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
+                const struct cg_shard *s, const uint64_t *ex, int B,
+                uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	return chunked(m, run, NULL, NULL, s, ex, B, noise_seed, grad, out);
+}
+
+int
+cg_arch_chunked_distill(struct cg_model *m, cg_arch_distill_fn run,
+                        const struct cg_distill *d, const struct cg_shard *s,
+                        const uint64_t *ex, int B, uint64_t noise_seed,
+                        float *grad, struct cg_metrics *out)
+{
+	if (d == NULL)
+		return cg_seterr("%s: distillation without a teacher",
+		                 m->arch->name);
+	return chunked(m, NULL, run, d, s, ex, B, noise_seed, grad, out);
 }
 
 /* ------------------------------------------------ structured pruning */

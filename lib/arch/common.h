@@ -105,6 +105,18 @@ typedef int (*cg_arch_batch_fn)(struct cg_model *m, const struct cg_shard *s,
 int cg_arch_chunked(struct cg_model *m, cg_arch_batch_fn run,
                     const struct cg_shard *s, const uint64_t *ex, int B,
                     uint64_t noise_seed, float *grad, struct cg_metrics *out);
+/* The same for struct cg_arch's distill: run is given d with each
+ * chunk, and the teacher runs on the chunk as the model does. */
+typedef int (*cg_arch_distill_fn)(struct cg_model *m,
+                                  const struct cg_distill *d,
+                                  const struct cg_shard *s, const uint64_t *ex,
+                                  int B, uint64_t noise_seed, float *grad,
+                                  struct cg_metrics *out);
+int cg_arch_chunked_distill(struct cg_model *m, cg_arch_distill_fn run,
+                            const struct cg_distill *d,
+                            const struct cg_shard *s, const uint64_t *ex, int B,
+                            uint64_t noise_seed, float *grad,
+                            struct cg_metrics *out);
 
 /* ------------------------------------------------ structured pruning */
 

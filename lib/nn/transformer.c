@@ -541,6 +541,17 @@ kl_row(float *d, const float *l, const float *lp, float tau, float g, int V)
 }
 
 void
+cg_distill_kl_forward_backward(double *kl, float *dlogits, const float *logits,
+                               const float *tlogp, float scale, float tau,
+                               size_t rows, int V)
+{
+	PAR_FOR(rows * V)
+	for (size_t r = 0; r < rows; r++)
+		kl[r] = kl_row(dlogits ? dlogits + r * V : NULL, logits + r * V,
+		               tlogp + r * V, tau, scale, V);
+}
+
+void
 cg_distill_xent_forward_backward(double *ce, double *kl, float *dlogits,
                                  const float *logits, const float *tlogp,
                                  const int *targets, const float *weight,

@@ -167,6 +167,17 @@ void cg_distill_xent_forward_backward(double *ce, double *kl, float *dlogits,
                                       const int *targets, const float *weight,
                                       float alpha, float tau, int B, int T,
                                       int V);
+/*
+ * The teacher term alone, for a classifier's rows (lib/arch/cclf): kl[r]
+ * = KL(p || q) of cg_distill_xent_forward_backward for each of rows rows,
+ * and with dlogits != NULL, dlogits[r] += scale (q - p) (scale: the
+ * loss's weight of kl[r] times tau, alpha tau / B for a batch mean of
+ * alpha tau^2 kl).  kl [rows] (double: written); dlogits, logits, tlogp
+ * [rows, V]; tau > 0.
+ */
+void cg_distill_kl_forward_backward(double *kl, float *dlogits,
+                                    const float *logits, const float *tlogp,
+                                    float scale, float tau, size_t rows, int V);
 
 #ifdef __cplusplus
 }

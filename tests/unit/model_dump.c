@@ -11,6 +11,9 @@
  * bf16=1, which gives every matrix product bf16 operands (nn/gemm.h),
  * and image_h, image_w and image_c, the image shape the manifest gives
  * (what a convolutional model reads).
+ * teacher=1 (cclf and cgan) distils: alpha=P, the teacher weight in
+ * percent (default 70), and tau=T, the temperature (cclf; default 2),
+ * go with it; config.txt then holds alpha_pct and tau.
  * lora=R (cvae and cgpt) gives the model low-rank adapters of rank R, as
  * cg-init --from MODEL --lora R makes them, on the matrices lora-on=GLOB
  * names (up to 4 such keys; the one string value taken), with scale
@@ -34,7 +37,10 @@
  *   cclf  x.bin [B, in_dim] (as cvae's), cond.bin [B] (int32); the loss
  *         and acc; logits.bin [B, ncond] and features.bin [B, hidden]
  *         (f32).  The weights are moved away from the init (N(0, 0.1)
- *         noise), so that the biases matter.
+ *         noise), so that the biases matter.  Distilled: tlogp.bin [B,
+ *         ncond] (f32), a teacher's log-probabilities at tau (its
+ *         logits N(0, 2)); the loss is the mix, and data and teacher
+ *         its terms (cg_cclf_distill_forward_backward).
  *   cddpm x0.bin [B, in_dim] in [-1, 1] (half the pixels -1 or 1), t.bin
  *         [B] (int32: 0, T - 1, then uniform), cond.bin [B] (int32: every
  *         condition and the null one, ncond, in turn: the drawn drop
@@ -47,7 +53,10 @@
  *         fixed); the loss (L_D) and d_real, d_fake and g (L_G).  grad.bin
  *         holds L_G's gradient in the generator's views and L_D's in the
  *         discriminator's.  The weights are moved away from the init
- *         (N(0, 0.1) noise).
+ *         (N(0, 0.1) noise).  Distilled: target.bin [B, in_dim] (f32),
+ *         a teacher's images (uniform in [0, 1], one in five 0 or 1);
+ *         teacher is T, and grad.bin's generator part that of (1 -
+ *         alpha) L_G + alpha T (cg_cgan_distill_forward_backward).
  *   cgpt  tokens.bin, targets.bin [B, positions] (int32), weight.bin
  *         (f32: about one position in four 0, with a target of -1 that
  *         must not be read, the others 1 / count, as arch_cgpt.c weighs
@@ -73,6 +82,7 @@
 #include "arch/cvae/cvae.h"
 #include "cg.h"
 #include "nn/gemm.h"
+#include "nn/transformer.h"
 #include "model/lora.h"
 #include "model/model.h"
 
@@ -124,11 +134,16 @@ write32(const char *name, const void *p, size_t n)
 /* --------------------------------------------------- the architectures */
 
 /* What a case computed: the loss and its named parts. */
+#define NPART 4
 struct result {
 	double loss;
-	const char *part_name[3];
-	double part[3];
+	const char *part_name[NPART];
+	double part[NPART];
 };
+
+/* Distilled cases (teacher=1): the teacher weight, or -1 for none, and
+ * the temperature. */
+static double d_alpha = -1, d_tau = 2;
 
 /* A case's inputs and one forward and backward pass: inputs written to
  * dir, grad [nparams] += the gradient.  0, or -1 with a message. */
@@ -264,9 +279,34 @@ cclf_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	for (int b = 0; b < B; b++)
 		cond[b] = (int32_t)cg_rng_below(r, (uint64_t)c.ncond);
 	res->part_name[0] = "acc";
-	if (cg_cclf_forward_backward(&c, m->params, ws, x, cond, B, grad,
-	                             &res->loss, &res->part[0]) != 0 ||
-	    write32("x.bin", x, nx) != 0 ||
+	if (d_alpha >= 0) {
+		float *tl = calloc((size_t)B * c.ncond, sizeof(float));
+		int fb;
+
+		if (tl == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < (size_t)B * c.ncond; i++)
+			tl[i] = 2 * cg_rng_normal(r);
+		cg_log_softmax_forward(tl, tl, (float)d_tau, (size_t)B,
+		                       c.ncond);
+		res->part_name[1] = "data";
+		res->part_name[2] = "teacher";
+		fb = cg_cclf_distill_forward_backward(
+		    &c, m->params, ws, x, cond, tl, d_alpha, d_tau, B, grad,
+		    &res->loss, &res->part[0], &res->part[1], &res->part[2]);
+		if (fb != 0 ||
+		    write32("tlogp.bin", tl, (size_t)B * c.ncond) != 0) {
+			free(tl);
+			goto out;
+		}
+		free(tl);
+	} else if (cg_cclf_forward_backward(&c, m->params, ws, x, cond, B,
+	                                    grad, &res->loss,
+	                                    &res->part[0]) != 0)
+		goto out;
+	if (write32("x.bin", x, nx) != 0 ||
 	    write32("cond.bin", cond, (size_t)B) != 0 ||
 	    write32("logits.bin", cg_cclf_logits(ws), (size_t)B * c.ncond) !=
 	        0 ||
@@ -370,7 +410,7 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
 	struct cg_cgan_ws *ws = NULL;
 	struct cg_cgan_loss l;
-	float *sn = NULL;
+	float *sn = NULL, *target = NULL;
 	int shape[3], rc = -1;
 	/* The discriminator's matrices: its layers (or 2 convolutions),
 	 * psi and the embedding, every other view from the first. */
@@ -399,8 +439,24 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 		z[i] = cg_rng_normal(r);
 	for (int b = 0; b < B; b++)
 		cond[b] = (int32_t)(b % c.ncond);
-	if (cg_cgan_forward_backward(&c, m->params, ws, x, cond, z, B, grad,
-	                             &l) != 0)
+	if (d_alpha >= 0) {
+		if ((target = calloc(nx, sizeof(float))) == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		for (size_t i = 0; i < nx; i++) {
+			float u = cg_rng_uniform(r);
+			target[i] = i % 5 == 0 ? (u < 0.5f ? 0.0f : 1.0f) : u;
+		}
+		if (cg_cgan_distill_forward_backward(&c, m->params, ws, x, cond,
+		                                     z, target, d_alpha, B,
+		                                     grad, &l) != 0 ||
+		    write32("target.bin", target, nx) != 0)
+			goto out;
+		res->part_name[3] = "teacher";
+		res->part[3] = l.teacher;
+	} else if (cg_cgan_forward_backward(&c, m->params, ws, x, cond, z, B,
+	                                    grad, &l) != 0)
 		goto out;
 	for (int i = 0; i < nmat; i++) {
 		const float *u, *v;
@@ -440,6 +496,7 @@ out:
 	free(z);
 	free(cond);
 	free(sn);
+	free(target);
 	return rc;
 }
 
@@ -533,6 +590,7 @@ static const struct {
 /* Case keys: what the dump takes, not the model's config. */
 struct keys {
 	long seed, batch, positions, bf16;
+	long teacher, alpha, tau; /* distilled; alpha in percent */
 	long image[3];         /* height, width, channels; 0: no "image" */
 	long lora, lora_alpha; /* rank (0: no adapters); 0: alpha = rank */
 	const char *glob[MAX_GLOBS];
@@ -578,6 +636,12 @@ parse_kv(const char *s, cJSON *cfg, struct keys *k)
 		k->positions = v;
 	else if (strcmp(key, "bf16") == 0)
 		k->bf16 = v;
+	else if (strcmp(key, "teacher") == 0)
+		k->teacher = v;
+	else if (strcmp(key, "alpha") == 0)
+		k->alpha = v;
+	else if (strcmp(key, "tau") == 0)
+		k->tau = v;
 	else if (strcmp(key, "lora") == 0)
 		k->lora = v;
 	else if (strcmp(key, "lora-alpha") == 0)
@@ -609,6 +673,12 @@ parse_args(int argc, char **argv, const char *defaults, cJSON *cfg,
 	for (int i = 3; i < argc; i++)
 		if (parse_kv(argv[i], cfg, k) != 0)
 			return -1;
+	if (k->teacher && (k->alpha > 100 || k->tau < 1)) {
+		fprintf(stderr, PROG ": alpha=%ld tau=%ld: alpha in [0, 100], "
+		                     "tau at least 1\n",
+		        k->alpha, k->tau);
+		return -1;
+	}
 	if (k->batch < 1) {
 		fprintf(stderr, PROG ": batch=%ld: at least 1\n", k->batch);
 		return -1;
@@ -645,6 +715,8 @@ write_text(const struct cg_model *m, const struct keys *k,
 	if (k->image[0] > 0)
 		fprintf(fp, "image_h %ld\nimage_w %ld\nimage_c %ld\n",
 		        k->image[0], k->image[1], k->image[2]);
+	if (k->teacher)
+		fprintf(fp, "alpha_pct %ld\ntau %ld\n", k->alpha, k->tau);
 	if (closeout(fp, "config.txt") != 0)
 		return -1;
 	if ((fp = openout("views.txt")) == NULL)
@@ -661,7 +733,7 @@ write_text(const struct cg_model *m, const struct keys *k,
 	if ((fp = openout("loss.txt")) == NULL)
 		return -1;
 	fprintf(fp, "loss %.17g\n", res->loss);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NPART; i++)
 		if (res->part_name[i] != NULL)
 			fprintf(fp, "%s %.17g\n", res->part_name[i],
 			        res->part[i]);
@@ -686,7 +758,7 @@ int
 main(int argc, char **argv)
 {
 	char path[4096];
-	struct keys k = {1, 0, 0, 0, {0, 0, 0}, 0, 0, {NULL}, 0};
+	struct keys k = {1, 0, 0, 0, 0, 70, 2, {0, 0, 0}, 0, 0, {NULL}, 0};
 	cJSON *extra = NULL;
 	struct result res = {0};
 	struct cg_model *m = NULL;
@@ -765,6 +837,18 @@ main(int argc, char **argv)
 	if ((grad = calloc(m->nparams, sizeof(float))) == NULL) {
 		cg_seterr("out of memory");
 		goto fail;
+	}
+	if (k.teacher) {
+		if (strcmp(argv[2], "cclf") != 0 &&
+		    strcmp(argv[2], "cgan") != 0) {
+			fprintf(stderr, PROG ": %s: no distilled case\n",
+			        argv[2]);
+			cg_model_free(m);
+			free(grad);
+			return 2;
+		}
+		d_alpha = k.alpha / 100.0;
+		d_tau = (double)k.tau;
 	}
 	cg_rng_seed(&r, (uint64_t)k.seed + 1);
 	cg_set_precision(k.bf16 ? CG_PREC_BF16 : CG_PREC_F32);

@@ -8,7 +8,10 @@
  * batch invariance (a batch is the mean of its examples), and every
  * parameter gradient against central differences, element by element
  * and along a random direction, reported per view.  A corrupted
- * gradient must be caught.  Exit 0 pass, 1 fail (automake convention).
+ * gradient must be caught.  Distillation (cg_cclf_distill_forward_backward):
+ * its teacher term against a direct computation in double, its gradient
+ * against central differences, teacher weight 0 giving plain training's
+ * bits.  Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 #include "arch/cclf/cclf.h"
 #include "cg.h"
 #include "cli/cli.h"
+#include "nn/transformer.h"
 
 #define TEST_NAME "test_cclf"
 #include "check.h"
@@ -327,6 +331,129 @@ test_grad(struct cg_cclf_config c, int B)
 	tcase_free(&t);
 }
 
+/* ------------------------------------------------------- distillation */
+
+/* A distilled case: t's, a teacher's log-probabilities at tau. */
+struct dcase {
+	struct tcase *t;
+	float *tlogp; /* [B, ncond] */
+	double alpha, tau;
+};
+
+static double
+dloss(struct dcase *d, float *grad, double *data, double *teach)
+{
+	struct tcase *t = d->t;
+	double loss;
+
+	if (cg_cclf_distill_forward_backward(&t->c, t->params, t->ws, t->x,
+	                                     t->cond, d->tlogp, d->alpha,
+	                                     d->tau, t->B, grad, &loss, NULL,
+	                                     data, teach) != 0)
+		die("cg_cclf_distill_forward_backward");
+	return loss;
+}
+
+static double
+dview_loss(void *ctx, int v)
+{
+	(void)v;
+	return dloss(ctx, NULL, NULL, NULL);
+}
+
+/*
+ * The distilled loss (1 - alpha) xent + alpha tau^2 KL(teacher ||
+ * student at tau): the teacher term against a direct computation in
+ * double from the logits, every gradient against central differences
+ * (the mix, then the teacher term alone), alpha 0 giving plain
+ * training's bits, and a bad weight or temperature refused.
+ */
+static void
+test_distill(struct cg_cclf_config c, int B)
+{
+	struct tcase t;
+	const int K = c.ncond;
+	char what[256];
+
+	tcase_init(&t, c, B);
+	struct dcase d = {&t, xcalloc((size_t)B * K, sizeof(float)), 0.7, 2};
+	/* A teacher far from uniform: logits N(0, 2). */
+	float *tl = xcalloc((size_t)B * K, sizeof(float));
+	for (int i = 0; i < B * K; i++)
+		tl[i] = 2 * cg_rng_normal(&rng);
+	cg_log_softmax_forward(d.tlogp, tl, (float)d.tau, (size_t)B, K);
+	double data, teach, loss = dloss(&d, NULL, &data, &teach);
+	double plain = tloss(&t, NULL, NULL);
+	/* directly: tau^2 mean_b sum_k p (log p - log q), q at tau */
+	const float *lg = cg_cclf_logits(t.ws);
+	double want = 0;
+	for (int b = 0; b < B; b++) {
+		const float *l = lg + (size_t)b * K;
+		double mx = -INFINITY, z = 0;
+		for (int k = 0; k < K; k++)
+			mx = fmax(mx, l[k] / d.tau);
+		for (int k = 0; k < K; k++)
+			z += exp(l[k] / d.tau - mx);
+		for (int k = 0; k < K; k++) {
+			double lp = d.tlogp[(size_t)b * K + k];
+			want += exp(lp) * (lp - (l[k] / d.tau - mx - log(z)));
+		}
+	}
+	want *= d.tau * d.tau / B;
+	snprintf(what, sizeof(what),
+	         "distilled: teacher term %.6f (direct %.6f), data %.6f "
+	         "(plain %.6f), loss %.6f their mix",
+	         teach, want, data, plain, loss);
+	expect(fabs(teach - want) < 1e-6 * (1 + want) && data == plain &&
+	           teach > 0 &&
+	           fabs(loss - (0.3 * data + 0.7 * teach)) < 1e-12 * (1 + loss),
+	       what);
+
+	/* Gradients: the mix, then the teacher term alone. */
+	const double alphas[2] = {0.7, 1};
+	for (int k = 0; k < 2; k++) {
+		d.alpha = alphas[k];
+		memset(t.grad, 0, t.np * sizeof(float));
+		dloss(&d, t.grad, NULL, NULL);
+		double worst = fd_views(&FD_IMAGE, t.v, t.nv, t.params, t.grad,
+		                        dview_loss, &d, NULL, &rng, 1);
+		snprintf(what, sizeof(what),
+		         "distilled (alpha %g, tau %g, layers=%d conv=%d): every "
+		         "gradient vs central differences (worst rel err %.3g)",
+		         d.alpha, d.tau, c.layers, c.conv, worst);
+		expect(worst <= FD_IMAGE.tol, what);
+	}
+	t.grad[t.v[0].off] += 0.05f;
+	expect(fd_views(&FD_IMAGE, t.v, 1, t.params, t.grad, dview_loss, &d,
+	                NULL, &rng, 1) > FD_IMAGE.tol,
+	       "distilled: checker rejects a gradient off by 0.05");
+
+	/* weight 0: plain training's loss and gradient, to the bit */
+	float *g0 = xcalloc(t.np, sizeof(float));
+	memset(t.grad, 0, t.np * sizeof(float));
+	d.alpha = 0;
+	double l0 = dloss(&d, t.grad, NULL, NULL);
+	double lp = tloss(&t, g0, NULL);
+	expect(l0 == lp && memcmp(t.grad, g0, t.np * sizeof(float)) == 0,
+	       "distilled with teacher weight 0: plain training's bits");
+	d.tau = 0;
+	expect(cg_cclf_distill_forward_backward(&c, t.params, t.ws, t.x, t.cond,
+	                                        d.tlogp, 0.5, 0, B, t.grad,
+	                                        NULL, NULL, NULL, NULL) != 0 &&
+	           cg_cclf_distill_forward_backward(
+	               &c, t.params, t.ws, t.x, t.cond, d.tlogp, 1.5, 1, B,
+	               t.grad, NULL, NULL, NULL, NULL) != 0 &&
+	           cg_cclf_distill_forward_backward(
+	               &c, t.params, t.ws, t.x, NULL, d.tlogp, 0.5, 1, B,
+	               t.grad, NULL, NULL, NULL, NULL) != 0,
+	       "distilled: temperature 0, weight 1.5 and no conditions "
+	       "refused");
+	free(g0);
+	free(tl);
+	free(d.tlogp);
+	tcase_free(&t);
+}
+
 /* The CNN's config: the image must be in_dim's, and big enough. */
 static void
 test_conv_config(void)
@@ -382,6 +509,9 @@ main(void)
 	test_grad((struct cg_cclf_config){48, 3, 6, 1, 2, 4, 4, 3}, 2);
 	test_grad((struct cg_cclf_config){36, 4, 5, 1, 2, 6, 6, 1}, 2);
 	test_conv_config();
+	test_distill((struct cg_cclf_config){7, 3, 6, 1, 0, 0, 0, 0}, 4);
+	test_distill((struct cg_cclf_config){7, 5, 6, 2, 0, 0, 0, 0}, 5);
+	test_distill((struct cg_cclf_config){48, 3, 6, 1, 2, 4, 4, 3}, 2);
 	if (failures) {
 		printf("test_cclf: %d check(s) FAILED\n", failures);
 		return 1;

@@ -14,6 +14,10 @@
  * power iterations that sigma is exact to float, so that the fixed-u, v
  * gradient is the true one).  Some reals lie past the hinge's margin, so
  * both of its branches are taken.  A corrupted gradient must be caught.
+ * Distillation (cg_cgan_distill_forward_backward): the teacher term
+ * against the squared distance of the generated images, the generator's
+ * mixed objective against central differences, the discriminator's
+ * gradient the bytes it is without a teacher, weight 0 plain training's.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -605,7 +609,7 @@ static void
 test_errors(void)
 {
 	struct tcase t;
-	struct cg_cgan_loss l = {-1, -1, -1, -1, -1};
+	struct cg_cgan_loss l = {-1, -1, -1, -1, -1, -1};
 
 	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0},
 	           3);
@@ -803,6 +807,121 @@ test_r1(struct cg_cgan_config c, int B)
 	tcase_free(&t);
 }
 
+/* ------------------------------------------------------- distillation */
+
+/* A distilled case: t's, a teacher's images and weight. */
+struct dcase {
+	struct tcase *t;
+	float *target; /* [B, in_dim] */
+	double alpha;
+};
+
+static struct cg_cgan_loss
+dloss(struct dcase *d, float *grad)
+{
+	struct tcase *t = d->t;
+	struct cg_cgan_loss l;
+
+	if (cg_cgan_distill_forward_backward(&t->c, t->params, t->ws, t->x,
+	                                     t->cond, t->z, d->target,
+	                                     d->alpha, t->B, grad, &l) != 0)
+		die("cg_cgan_distill_forward_backward");
+	return l;
+}
+
+/* (1 - alpha) L_G + alpha T for the generator's views, L_D (+ R1) for
+ * the discriminator's. */
+static double
+dview_loss(void *ctx, int v)
+{
+	struct dcase *d = ctx;
+	struct cg_cgan_loss l = dloss(d, NULL);
+
+	return d->t->v[v].off >= d->t->doff
+	           ? l.d + l.r1
+	           : (1 - d->alpha) * l.g + d->alpha * l.teacher;
+}
+
+static void
+test_distill(struct cg_cgan_config c, int B)
+{
+	struct tcase t, p;
+	const size_t N = (size_t)B * c.in_dim;
+	float *gen = xcalloc(N, sizeof(float));
+	char what[256];
+
+	tcase_init(&t, c, B);
+	struct dcase d = {&t, xcalloc(N, sizeof(float)), 0.6};
+	/* the teacher's images: the model's own, moved; some saturated */
+	if (cg_cgan_generate(&c, t.params, t.ws, t.z, t.cond, B, gen) != 0)
+		die("cg_cgan_generate");
+	double want = 0;
+	for (size_t i = 0; i < N; i++) {
+		float u = cg_rng_uniform(&rng);
+		d.target[i] = i % 5 == 0 ? (u < 0.5f ? 0.0f : 1.0f) : u;
+		want += ((double)gen[i] - d.target[i]) *
+		        ((double)gen[i] - d.target[i]);
+	}
+	want /= B;
+	struct cg_cgan_loss l = dloss(&d, t.grad), l0 = tloss(&t, NULL);
+	snprintf(what, sizeof(what),
+	         "distilled conv=%d: teacher term %.6f (direct %.6f), L_D and "
+	         "L_G as without a teacher",
+	         c.conv, l.teacher, want);
+	expect(fabs(l.teacher - want) < 1e-6 * (1 + want) && l.d == l0.d &&
+	           l.g == l0.g && l.r1 == l0.r1,
+	       what);
+	/* D's gradient the bytes of plain training, G's not */
+	tcase_init(&p, c, B);
+	memcpy(p.params, t.params, t.np * sizeof(float));
+	memcpy(p.x, t.x, N * sizeof(float));
+	memcpy(p.z, t.z, (size_t)B * c.latent * sizeof(float));
+	memcpy(p.cond, t.cond, (size_t)B * sizeof(int));
+	tloss(&p, p.grad);
+	expect(memcmp(t.grad + t.doff, p.grad + t.doff,
+	              (t.np - t.doff) * sizeof(float)) == 0 &&
+	           memcmp(t.grad, p.grad, t.doff * sizeof(float)) != 0,
+	       "distilled: D's gradient as without a teacher, G's another");
+
+	const double alphas[2] = {0.6, 1};
+	for (int k = 0; k < 2; k++) {
+		d.alpha = alphas[k];
+		memset(t.grad, 0, t.np * sizeof(float));
+		dloss(&d, t.grad);
+		double worst = fd_views(c.conv ? &FD_IMAGE_BENT : &FD_IMAGE,
+		                        t.v, t.nv, t.params, t.grad,
+		                        dview_loss, &d, NULL, &rng, 1);
+		snprintf(what, sizeof(what),
+		         "distilled (alpha %g, layers=%d conv=%d): every "
+		         "gradient vs central differences (worst rel err %.3g)",
+		         d.alpha, c.layers, c.conv, worst);
+		expect(worst <= FD_IMAGE.tol, what);
+	}
+	t.grad[1] += 0.05f;
+	expect(fd_views(&FD_IMAGE, t.v, 2, t.params, t.grad, dview_loss, &d,
+	                NULL, &rng, 1) > FD_IMAGE.tol,
+	       "distilled: checker rejects a gradient off by 0.05");
+
+	/* weight 0: plain training's gradient, to the bit */
+	d.alpha = 0;
+	memset(t.grad, 0, t.np * sizeof(float));
+	l = dloss(&d, t.grad);
+	expect(memcmp(t.grad, p.grad, t.np * sizeof(float)) == 0 &&
+	           l.d == l0.d && l.g == l0.g,
+	       "distilled with teacher weight 0: plain training's bits");
+	expect(cg_cgan_distill_forward_backward(&c, t.params, t.ws, t.x, t.cond,
+	                                        t.z, d.target, 1.5, B, t.grad,
+	                                        NULL) != 0 &&
+	           cg_cgan_distill_forward_backward(&c, t.params, t.ws, t.x,
+	                                            t.cond, t.z, NULL, 0.5, B,
+	                                            t.grad, NULL) != 0,
+	       "distilled: weight 1.5 and no target refused");
+	free(gen);
+	free(d.target);
+	tcase_free(&p);
+	tcase_free(&t);
+}
+
 int
 main(void)
 {
@@ -853,6 +972,13 @@ main(void)
 	          3);
 	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4},
 	          3);
+	/* Distillation: the MLPs, with R1, and the conv nets. */
+	test_distill((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0},
+	             6);
+	test_distill((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5},
+	             6);
+	test_distill(
+	    (struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0}, 3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

@@ -9,7 +9,10 @@
  * gradient comes from the arch's batch hook, added to a buffer that is
  * not zero (backward adds), and fd_views checks every view of it against
  * the loss the same hook reports.  A gradient spoilt in one element must
- * fail the check.  Every registered architecture (the built-in ones and
+ * fail the check.  A row with a teacher (its config over the defaults,
+ * the model made from another seed) checks the distilled gradient of
+ * the arch's distill hook, the teacher run as cg-train-step runs it.
+ * Every registered architecture (the built-in ones and
  * the test-only toy of arch_toy.c) needs a row: a new one without one
  * fails here.  Low-rank adapters (model/lora.h) on a cgpt and a cvae
  * have their own check, test_lora.  The kernel tests of each arch (test_cvae, ...) check more
@@ -49,23 +52,17 @@ static const char *const texts[NTEXT] = {"ab ba", "cab", "a bc abc", "ba"};
 
 /* -------------------------------------------------------- the table */
 
+struct fd_arch;
+
 /*
  * A GAN's gradient holds d L_G / d (generator) and d L_D / d
  * (discriminator): the loss the batch reports is L_D, and L_G its third
- * part.
+ * part.  Distilled, the generator's is (1 - alpha) L_G + alpha T, T the
+ * teacher term.
  */
 static double
-gan_loss(const struct cg_model *m, int v, const struct cg_metrics *r)
-{
-	for (int g = 0; g < m->ngroups; g++)
-		if (v >= m->groups[g].view0 &&
-		    v < m->groups[g].view0 + m->groups[g].nviews)
-			return strcmp(m->groups[g].name, "gen") == 0
-			           ? r->part[2]
-			           : r->loss;
-	die("a view in no group");
-	return 0;
-}
+gan_loss(const struct fd_arch *row, const struct cg_model *m, int v,
+         const struct cg_metrics *r);
 
 struct fd_arch {
 	const char *arch;
@@ -77,9 +74,30 @@ struct fd_arch {
 	float jitter; /* normal noise of this scale added to the weights */
 	const struct fd_tol *tol;
 	/* The figure view v's gradient is of; NULL: the loss. */
-	double (*loss)(const struct cg_model *m, int v,
-	               const struct cg_metrics *r);
+	double (*loss)(const struct fd_arch *row, const struct cg_model *m,
+	               int v, const struct cg_metrics *r);
+	/* Distilled: the teacher's config keys over the defaults (NULL:
+	 * no teacher), its weight and temperature. */
+	const char *teacher;
+	double alpha, tau;
 };
+
+static double
+gan_loss(const struct fd_arch *row, const struct cg_model *m, int v,
+         const struct cg_metrics *r)
+{
+	for (int g = 0; g < m->ngroups; g++)
+		if (v >= m->groups[g].view0 &&
+		    v < m->groups[g].view0 + m->groups[g].nviews) {
+			if (strcmp(m->groups[g].name, "gen") != 0)
+				return r->loss;
+			return row->teacher ? (1 - row->alpha) * r->data +
+			                          row->alpha * r->teacher
+			                    : r->part[2];
+		}
+	die("a view in no group");
+	return 0;
+}
 
 /* clang-format off */
 static const struct fd_arch rows[] = {
@@ -139,6 +157,26 @@ static const struct fd_arch rows[] = {
      .B = 4, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
     {.arch = "cvae", .config = "{\"hidden\":6,\"layers\":2,\"latent\":3}",
      .B = 4, .noise_seed = 8, .jitter = 0.1f, .tol = &FD_IMAGE},
+    /* Distilled: a wider teacher, a CNN teacher, and in chunks (the
+     * teacher in the same chunks).  Last, so that the rows above keep
+     * their draws (each row's seed is its index). */
+    {.arch = "cclf", .config = "{\"hidden\":6,\"layers\":1}", .B = 4,
+     .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE,
+     .teacher = "{\"hidden\":9,\"layers\":2}", .alpha = 0.7, .tau = 2},
+    {.arch = "cclf", .config = "{\"hidden\":6,\"layers\":2}", .B = 5,
+     .noise_seed = 7, .chunk = 2, .jitter = 0.1f, .tol = &FD_IMAGE,
+     .teacher = "{\"hidden\":5,\"layers\":1,\"conv\":2}", .alpha = 0.4,
+     .tau = 1},
+    {.arch = "cgan",
+     .config = "{\"latent\":4,\"hidden\":6,\"layers\":1,\"sn-iters\":300}",
+     .B = 6, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE,
+     .loss = gan_loss, .teacher = "{\"latent\":4,\"hidden\":10,"
+     "\"layers\":2}", .alpha = 0.6, .tau = 1},
+    {.arch = "cgan",
+     .config = "{\"latent\":4,\"hidden\":6,\"layers\":2,\"sn-iters\":300}",
+     .B = 6, .noise_seed = 7, .chunk = 4, .jitter = 0.1f, .tol = &FD_IMAGE,
+     .loss = gan_loss, .teacher = "{\"latent\":4,\"hidden\":8,"
+     "\"layers\":1}", .alpha = 1, .tau = 1},
 };
 /* clang-format on */
 
@@ -151,26 +189,41 @@ struct fd_case {
 	struct cg_model *m;
 	const struct cg_shard *s;
 	uint64_t ex[16];
+	const struct cg_distill *d; /* the row's teacher, or NULL */
 };
+
+/* The case's batch: grad (or NULL) += its gradient; the figures. */
+static struct cg_metrics
+case_batch(struct fd_case *c, float *grad)
+{
+	struct cg_metrics r;
+	struct cg_model *m = c->m;
+
+	if ((c->d ? m->arch->distill(m, c->d, c->s, c->ex, c->row->B,
+	                             c->row->noise_seed, grad, &r)
+	          : m->arch->batch(m, c->s, c->ex, c->row->B,
+	                           c->row->noise_seed, grad, &r)) != 0)
+		die(c->row->arch);
+	return r;
+}
 
 static double
 case_loss(void *ctx, int v)
 {
 	struct fd_case *c = ctx;
-	struct cg_metrics r;
+	struct cg_metrics r = case_batch(c, NULL);
 
-	if (c->m->arch->batch(c->m, c->s, c->ex, c->row->B, c->row->noise_seed,
-	                      NULL, &r) != 0)
-		die(c->row->arch);
-	return c->row->loss ? c->row->loss(c->m, v, &r) : r.loss;
+	return c->row->loss ? c->row->loss(c->row, c->m, v, &r) : r.loss;
 }
 
-/* The model of row: its config's defaults, then the row's keys. */
+/* The model of row (its config's defaults, then the keys of config),
+ * its weights from seed. */
 static struct cg_model *
-row_model(const struct fd_arch *row, const struct cg_shard *s)
+row_model(const struct fd_arch *row, const char *keys, uint64_t seed,
+          const struct cg_shard *s)
 {
 	const struct cg_arch *a = cg_arch_find(row->arch);
-	cJSON *config, *extra, *set = cJSON_Parse(row->config), *it;
+	cJSON *config, *extra, *set = cJSON_Parse(keys), *it;
 	struct cg_model *m;
 
 	if (a == NULL || set == NULL ||
@@ -188,7 +241,7 @@ row_model(const struct fd_arch *row, const struct cg_shard *s)
 			die(it->string);
 	}
 	cJSON_Delete(set);
-	if ((m = cg_model_create(row->arch, config, extra, 5)) == NULL ||
+	if ((m = cg_model_create(row->arch, config, extra, seed)) == NULL ||
 	    m->arch->check_data(m, s) != 0)
 		die(row->arch);
 	return m;
@@ -197,14 +250,29 @@ row_model(const struct fd_arch *row, const struct cg_shard *s)
 static void
 test_row(const struct fd_arch *row, const struct cg_shard *s)
 {
-	struct fd_case c = {row, row_model(row, s), s, {0}};
-	struct cg_model *m = c.m;
+	struct fd_case c = {row, row_model(row, row->config, 5, s), s, {0},
+	                    NULL};
+	struct cg_model *m = c.m, *t = NULL;
+	struct cg_distill d = {0};
 	struct cg_metrics r;
 	char what[256];
 
 	for (int b = 0; b < row->B; b++)
 		c.ex[b] = (uint64_t)b % s->n;
 	m->chunk = row->chunk;
+	if (row->teacher) {
+		/* as cg-train-step runs one: the student's chunks,
+		 * checkpointed */
+		t = row_model(row, row->teacher, 9, s);
+		if (cg_model_check_teacher(m, t, s) != 0)
+			die(cg_errmsg());
+		t->chunk = m->chunk;
+		t->checkpoint = 1;
+		for (size_t i = 0; i < t->nparams; i++)
+			t->params[i] += 0.3f * cg_rng_normal(&rng);
+		d = (struct cg_distill){t, row->alpha, row->tau, 0, 0};
+		c.d = &d;
+	}
 	/* Biases and the toy's shared logits away from 0, so that they
 	 * matter. */
 	for (size_t i = 0; i < m->nparams; i++)
@@ -213,18 +281,24 @@ test_row(const struct fd_arch *row, const struct cg_shard *s)
 	float *g = xcalloc(m->nparams, sizeof(float));
 	for (size_t i = 0; i < m->nparams; i++)
 		g[i] = 1.0f;
-	if (m->arch->batch(m, s, c.ex, row->B, row->noise_seed, g, &r) != 0)
-		die(row->arch);
+	r = case_batch(&c, g);
 	for (size_t i = 0; i < m->nparams; i++)
 		g[i] -= 1.0f;
 	printf("     %s %s, B=%d, chunk %d, %zu params, loss %.6g\n", row->arch,
 	       row->config, row->B, row->chunk, m->nparams, r.loss);
+	if (t)
+		printf("       distilled: teacher %s, alpha %g, tau %g: data "
+		       "%.6g, teacher term %.6g\n",
+		       row->teacher, row->alpha, row->tau, r.data, r.teacher);
+	if (t)
+		expect(r.teacher > 0 && r.data != 0,
+		       "distilled: both terms reported");
 	double worst = fd_views(row->tol, m->views, m->nviews, m->params, g,
 	                        case_loss, &c, NULL, &rng, 0);
 	snprintf(what, sizeof(what),
-	         "%s %s: every view's gradient vs central differences (worst "
-	         "rel err %.3g)",
-	         row->arch, row->config, worst);
+	         "%s %s%s: every view's gradient vs central differences "
+	         "(worst rel err %.3g)",
+	         row->arch, row->config, t ? " distilled" : "", worst);
 	expect(worst <= row->tol->tol, what);
 
 	/* The check must be able to fail: spoil one element of the last
@@ -239,6 +313,7 @@ test_row(const struct fd_arch *row, const struct cg_shard *s)
 	       what);
 	free(g);
 	cg_model_free(m);
+	cg_model_free(t);
 }
 
 /* ------------------------------------------------------- adapters */
@@ -310,7 +385,7 @@ test_lora(const struct lora_row *lr, const struct cg_shard *s)
 	if ((m = cg_model_create(row->arch, config, extra, 5)) == NULL ||
 	    m->lora == NULL || m->arch->check_data(m, s) != 0)
 		die(row->arch);
-	struct fd_case c = {row, m, s, {0}};
+	struct fd_case c = {row, m, s, {0}, NULL};
 	for (int b = 0; b < row->B; b++)
 		c.ex[b] = (uint64_t)b % s->n;
 	for (size_t i = 0; i < m->nparams; i++)

@@ -19,6 +19,7 @@
 #include "core/arena.h"
 #include "nn/conv.h"
 #include "nn/nn.h"
+#include "nn/transformer.h"
 
 /* ---------------------------------------------------------------- layout */
 
@@ -220,6 +221,7 @@ struct cg_cclf_ws {
 	float *rs;      /* [B], DP-SGD: each example's clip factor */
 	float *pw;      /* DP-SGD: one example's gradient of the largest
 	                 * stage, weight and bias */
+	double *kl; /* [B], distillation: each example's KL */
 };
 
 /* The workspace's buffers in struct order, in arena a (counting, then
@@ -251,6 +253,7 @@ lay(void *ws, struct cg_arena *a)
 		pw = n > pw ? n : pw;
 	}
 	w->pw = CG_ARENA_FLOATS(a, pw, 1);
+	w->kl = cg_arena_take(a, B, 1, sizeof(double));
 }
 
 /* A workspace's struct for batches of up to max_batch, its arena not
@@ -572,6 +575,58 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 		*acc = (double)right / B;
 	if (grad == NULL)
 		return 0;
+	mlp_backward(c, params, w, in, B, grad, NULL);
+	trunk_backward(params, w, x, B, grad, NULL);
+	return 0;
+}
+
+/* ------------------------------------------------------- distillation */
+
+int
+cg_cclf_distill_forward_backward(const struct cg_cclf_config *c,
+                                 const float *params, struct cg_cclf_ws *w,
+                                 const float *x, const int *cond,
+                                 const float *tlogp, double alpha, double tau,
+                                 int B, float *grad, double *loss, double *acc,
+                                 double *data, double *teacher)
+{
+	const int K = c->ncond;
+	double sum, kl = 0;
+	int right;
+
+	if (!(tau > 0) || !(alpha >= 0 && alpha <= 1))
+		return cg_seterr(
+		    "cclf: temperature %g or teacher weight %g out "
+		    "of range",
+		    tau, alpha);
+	if (cond == NULL)
+		return cg_seterr("cclf: distillation needs the conditions");
+	/* the forward pass alone, checked */
+	if (cg_cclf_forward_backward(c, params, w, x, cond, B, NULL, NULL,
+	                             NULL) != 0)
+		return -1;
+	/* The data term's gradient as plain training writes it, at weight
+	 * (1 - alpha) / B: (1 - 0) / B is 1 / B, so alpha 0 is plain
+	 * training to the bit.  Then the teacher term's, added. */
+	xent(&sum, &right, grad ? w->dlogits : NULL, w->logits, cond,
+	     (1.0f - (float)alpha) / (float)B, B, K);
+	cg_distill_kl_forward_backward(
+	    w->kl, grad && alpha != 0 ? w->dlogits : NULL, w->logits, tlogp,
+	    (float)(alpha * tau / B), (float)tau, (size_t)B, K);
+	for (int b = 0; b < B; b++)
+		kl += w->kl[b];
+	kl *= tau * tau / B;
+	if (data)
+		*data = sum / B;
+	if (teacher)
+		*teacher = kl;
+	if (loss)
+		*loss = (1.0 - alpha) * (sum / B) + alpha * kl;
+	if (acc)
+		*acc = (double)right / B;
+	if (grad == NULL)
+		return 0;
+	const float *in = w->t.stages ? w->act[w->t.stages - 1] : x;
 	mlp_backward(c, params, w, in, B, grad, NULL);
 	trunk_backward(params, w, x, B, grad, NULL);
 	return 0;

@@ -128,6 +128,29 @@ int cg_cclf_dp_forward_backward(const struct cg_cclf_config *c,
                                 double clip, float *grad, double *loss,
                                 double *acc, double *norms);
 
+/*
+ * Knowledge distillation (Hinton, Vinyals and Dean, 2015): as
+ * cg_cclf_forward_backward (cond needed), with the loss per example
+ *   (1 - alpha) xent + alpha tau^2 KL(p || q),
+ * p = exp(tlogp [B, ncond]) the teacher's class distribution at
+ * temperature tau (the log softmax of its logits / tau,
+ * cg_log_softmax_forward) and q = softmax(logits / tau) the model's; the
+ * factor tau^2 keeps the teacher term's gradient, tau (q - p) / B per
+ * logit, of the size of the data term's whatever tau.  Batch means:
+ * *data (the cross-entropy), *teacher (tau^2 KL), *loss (their mix),
+ * *acc as there; any may be NULL.  grad [nparams] += d(loss)/d(params).
+ * alpha in [0, 1] (0: the bytes of cg_cclf_forward_backward), tau > 0.
+ * Returns 0, or -1 with a message (those of cg_cclf_forward_backward,
+ * alpha or tau out of range); on error nothing is written.
+ */
+int cg_cclf_distill_forward_backward(const struct cg_cclf_config *c,
+                                     const float *params, struct cg_cclf_ws *w,
+                                     const float *x, const int *cond,
+                                     const float *tlogp, double alpha,
+                                     double tau, int B, float *grad,
+                                     double *loss, double *acc, double *data,
+                                     double *teacher);
+
 /* The logits [B, ncond] and the features [B, hidden] of the last
  * forward pass on w (valid until the next call on w). */
 const float *cg_cclf_logits(const struct cg_cclf_ws *w);

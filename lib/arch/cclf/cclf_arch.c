@@ -7,6 +7,12 @@
  * labels.  It generates nothing (no sample hook); it classifies
  * (struct cg_arch's classify), which is what makes a cclf model a judge
  * for cg-eval --judge.  It draws no randomness: noise_seed is unused.
+ *
+ * Distillation (cclf_distill): the teacher, a cclf of the same
+ * conditions and images but of any size or kind (an MLP or a CNN),
+ * classifies the very images of the student's batch, in the student's
+ * chunks; its class distribution at the temperature is the soft target
+ * of cg_cclf_distill_forward_backward.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -17,6 +23,7 @@
 #include "arch/cclf/cclf.h"
 #include "arch/common.h"
 #include "model/model.h"
+#include "nn/transformer.h"
 
 struct cclf_ws {
 	struct cg_cclf_config c;
@@ -24,6 +31,8 @@ struct cclf_ws {
 	int cap;
 	float *x;
 	int *cond;
+	float *tlogp; /* a teacher's: log softmax(logits / tau) [cap,
+	               * ncond], or NULL */
 };
 
 extern const struct cg_arch cg_arch_cclf;
@@ -99,6 +108,7 @@ cclf_free_ws(struct cg_model *m)
 	cg_cclf_ws_free(w->ws);
 	free(w->x);
 	free(w->cond);
+	free(w->tlogp);
 	free(w);
 	m->ws = NULL;
 	m->ws_batch = 0;
@@ -214,6 +224,101 @@ cclf_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 	       cg_arch_chunk_bytes(m, B, cap);
 }
 
+/* ------------------------------------------------------- distillation */
+
+/*
+ * A teacher must classify the student's images into its conditions: the
+ * same conditions (model.c compares their names), the same image shape
+ * (a CNN reads it from the manifest; an MLP of another shape of as many
+ * pixels would read the pixels in another order of meaning).  Its size
+ * and kind are its own.
+ */
+static int
+cclf_check_teacher(const struct cg_model *m, const struct cg_model *t)
+{
+	struct cg_cclf_config c, ct;
+	int sm[3], st[3];
+
+	if (get_config(m, &c) != 0 || get_config(t, &ct) != 0)
+		return -1;
+	if (c.ncond != ct.ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 ct.ncond, c.ncond);
+	if (c.in_dim != ct.in_dim)
+		return cg_seterr("the teacher's images have %d values, the "
+		                 "model's %d",
+		                 ct.in_dim, c.in_dim);
+	/* where both manifests give a shape, it is the same */
+	if (cg_arch_image_shape(m, (uint64_t)c.in_dim, sm) == 0 &&
+	    cg_arch_image_shape(t, (uint64_t)ct.in_dim, st) == 0 &&
+	    (sm[0] != st[0] || sm[1] != st[1] || sm[2] != st[2]))
+		return cg_seterr("the teacher reads images of %dx%dx%d, the "
+		                 "model %dx%dx%d",
+		                 st[0], st[1], st[2], sm[0], sm[1], sm[2]);
+	return 0;
+}
+
+/* The teacher's workspace for batches of B in chunks of chunk: its
+ * forward pass's and its log-probabilities. */
+static size_t
+cclf_teacher_bytes(struct cg_model *t, int B, int chunk)
+{
+	struct cg_cclf_config ct;
+	const int cap = cg_arch_chunk_of(B, chunk);
+	size_t n;
+
+	if (get_config(t, &ct) != 0 || (n = cg_cclf_ws_bytes(&ct, cap)) == 0)
+		return 0;
+	return n + sizeof(struct cclf_ws) +
+	       (size_t)cap * ((size_t)ct.in_dim * sizeof(float) + sizeof(int) +
+	                      (size_t)ct.ncond * sizeof(float));
+}
+
+/* A batch, or a chunk of one, whole (cclf_distill chunks). */
+static int
+cclf_distill_run(struct cg_model *m, const struct cg_distill *d,
+                 const struct cg_shard *s, const uint64_t *ex, int B,
+                 uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cg_model *t = d->teacher;
+	struct cclf_ws *w = get_ws(m, B), *tw;
+	double loss, acc, data, teach;
+
+	(void)noise_seed;
+	if (w == NULL || (tw = get_ws(t, B)) == NULL)
+		return -1;
+	if (tw->tlogp == NULL &&
+	    (tw->tlogp = cg_alloc((size_t)tw->cap * tw->c.ncond *
+	                          sizeof(float))) == NULL)
+		return -1;
+	load_batch(w, s, ex, B);
+	if (cg_cclf_forward_backward(&tw->c, t->params, tw->ws, w->x, NULL, B,
+	                             NULL, NULL, NULL) != 0)
+		return -1;
+	cg_log_softmax_forward(tw->tlogp, cg_cclf_logits(tw->ws), (float)d->tau,
+	                       (size_t)B, tw->c.ncond);
+	if (cg_cclf_distill_forward_backward(
+	        &w->c, m->params, w->ws, w->x, w->cond, tw->tlogp, d->alpha,
+	        d->tau, B, grad, &loss, &acc, &data, &teach) != 0)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->loss = loss;
+	out->part[0] = acc;
+	out->data = data;
+	out->teacher = teach;
+	out->n = (uint64_t)B;
+	return 0;
+}
+
+static int
+cclf_distill(struct cg_model *m, const struct cg_distill *d,
+             const struct cg_shard *s, const uint64_t *ex, int B,
+             uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	return cg_arch_chunked_distill(m, cclf_distill_run, d, s, ex, B,
+	                               noise_seed, grad, out);
+}
+
 static int
 cclf_classify(struct cg_model *m, const float *x, int n, float *logits,
               float *feat)
@@ -294,4 +399,7 @@ const struct cg_arch cg_arch_cclf = {
     .free_ws = cclf_free_ws,
     .classify = cclf_classify,
     .nfeatures = cclf_nfeatures,
+    .check_teacher = cclf_check_teacher,
+    .distill = cclf_distill,
+    .teacher_bytes = cclf_teacher_bytes,
 };

@@ -1204,18 +1204,27 @@ disc_bwd(const struct cg_cgan_config *c, const float *params,
 		disc_backward(c, params, w, x, cond, r0, m, ds, grad, dx);
 }
 
-int
-cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
-                         struct cg_cgan_ws *w, const float *x, const int *cond,
-                         const float *z, int B, float *grad,
-                         struct cg_cgan_loss *loss)
+/*
+ * The pass of cg_cgan_forward_backward, distilled toward target [B,
+ * in_dim] at weight alpha when target != NULL (the generator's
+ * objective (1 - alpha) L_G + alpha T, cg_cgan_distill_forward_backward).
+ */
+static int
+pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
+     const float *x, const int *cond, const float *z, int B, float *grad,
+     struct cg_cgan_loss *loss, const float *target, double alpha)
 {
 	const int D = c->in_dim;
-	double real = 0, fake = 0, g = 0, r1 = 0;
+	double real = 0, fake = 0, g = 0, r1 = 0, teach = 0;
 
 	if (check_call(c, w, cond, B, w->max_batch) != 0)
 		return -1;
 	gen_fwd(c, params, w, z, cond, B);
+	if (target != NULL)
+		for (size_t i = 0; i < (size_t)B * D; i++) {
+			const double e = (double)w->fake[i] - target[i];
+			teach += e * e;
+		}
 	/* Reals then fakes, one batch of 2B for the discriminator. */
 	memcpy(w->dx, x, (size_t)B * D * sizeof(float));
 	memcpy(w->dx + (size_t)B * D, w->fake, (size_t)B * D * sizeof(float));
@@ -1237,6 +1246,7 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 		loss->d = loss->d_real + loss->d_fake;
 		loss->g = g / B;
 		loss->r1 = r1;
+		loss->teacher = teach / B;
 	}
 	if (grad == NULL)
 		return 0;
@@ -1256,6 +1266,14 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 		w->ds[b] = -1.0f / B;
 	disc_bwd(c, params, w, w->dx + (size_t)B * D, w->cond2 + B, B, B,
 	         w->ds, NULL, w->dx);
+	/* Distilled: d/d(fake) of (1 - alpha) L_G + alpha T, T's being
+	 * 2 (fake - target) / B; at alpha 0 L_G's alone, to the bit. */
+	if (target != NULL && alpha != 0) {
+		const float a = (float)alpha, ka = 1.0f - a;
+		const float k = 2.0f * a / (float)B;
+		for (size_t i = 0; i < (size_t)B * D; i++)
+			w->dx[i] = ka * w->dx[i] + k * (w->fake[i] - target[i]);
+	}
 	for (size_t i = 0; i < (size_t)B * D; i++) {
 		const float f = w->fake[i];
 		w->dlogit[i] = w->dx[i] * f * (1 - f);
@@ -1265,6 +1283,31 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 	else
 		gen_backward(c, params, w, z, cond, B, grad);
 	return 0;
+}
+
+int
+cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
+                         struct cg_cgan_ws *w, const float *x, const int *cond,
+                         const float *z, int B, float *grad,
+                         struct cg_cgan_loss *loss)
+{
+	return pass(c, params, w, x, cond, z, B, grad, loss, NULL, 0);
+}
+
+int
+cg_cgan_distill_forward_backward(const struct cg_cgan_config *c,
+                                 const float *params, struct cg_cgan_ws *w,
+                                 const float *x, const int *cond,
+                                 const float *z, const float *target,
+                                 double alpha, int B, float *grad,
+                                 struct cg_cgan_loss *loss)
+{
+	if (!(alpha >= 0 && alpha <= 1))
+		return cg_seterr("cgan: teacher weight %g: not in [0, 1]",
+		                 alpha);
+	if (target == NULL)
+		return cg_seterr("cgan: distillation without a target");
+	return pass(c, params, w, x, cond, z, B, grad, loss, target, alpha);
 }
 
 int

@@ -168,6 +168,7 @@ struct cg_cgan_loss {
 	double d_fake; /* mean relu(1 + D(G(z, y), y)) */
 	double g;      /* L_G = -mean D(G(z, y), y) */
 	double r1;     /* the R1 penalty (0 without it) */
+	double teacher; /* distilled: T below (else 0) */
 };
 
 /*
@@ -183,6 +184,25 @@ int cg_cgan_forward_backward(const struct cg_cgan_config *c,
                              const float *params, struct cg_cgan_ws *w,
                              const float *x, const int *cond, const float *z,
                              int B, float *grad, struct cg_cgan_loss *loss);
+
+/*
+ * Distillation toward a teacher generator: as cg_cgan_forward_backward,
+ * with target [B, in_dim] the teacher's images G_t(z_b, y_b) for the
+ * same noise and conditions, and the generator's objective
+ *   (1 - alpha) L_G + alpha T,  T = mean_b |G(z_b, y_b) - target_b|^2
+ * (the squared distance summed over pixels, in [0, 1] each), loss->teacher
+ * = T.  The discriminator's objective is L_D (+ R1) as without a
+ * teacher: the model's own discriminator keeps learning the model's
+ * fakes.  alpha in [0, 1]; 0 gives cg_cgan_forward_backward's bytes.
+ * Returns 0, or -1 with a message (those of cg_cgan_forward_backward,
+ * alpha out of range, no target).
+ */
+int cg_cgan_distill_forward_backward(const struct cg_cgan_config *c,
+                                     const float *params, struct cg_cgan_ws *w,
+                                     const float *x, const int *cond,
+                                     const float *z, const float *target,
+                                     double alpha, int B, float *grad,
+                                     struct cg_cgan_loss *loss);
 
 /*
  * The generator alone: out [n, in_dim] = G(z [n, latent], cond [n]), n

@@ -12,7 +12,8 @@
  * cg-apply's on a reduced gradient or a DiLoCo delta) is one simultaneous step
  * of both nets.  The objective reported is L_D (its parts d_real and d_fake,
  * and g = L_G beside them): on held-out reals and fresh fakes, how well D still
- * tells them apart.
+ * tells them apart.  With a teacher (cgan_distill, below) the generator
+ * also learns the teacher generator's images for its own noise.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -128,17 +129,14 @@ get_ws(struct cg_model *m, int B)
 	return w;
 }
 
-/* A batch, or a chunk of one, whole (cgan_batch chunks). */
-static int
-cgan_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
-           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+/* Examples ex [B] of s into w: the images, their conditions, and each
+ * one's noise from (noise_seed, its index). */
+static void
+fill_batch(struct cgan_ws *w, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed)
 {
-	struct cgan_ws *w = get_ws(m, B);
-	struct cg_cgan_loss loss;
-
-	if (w == NULL)
-		return -1;
 	const int D = w->c.in_dim, Z = w->c.latent;
+
 	for (int b = 0; b < B; b++) {
 		uint64_t len;
 		const uint8_t *px = cg_shard_example(s, ex[b], &len);
@@ -151,15 +149,35 @@ cgan_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 		for (int i = 0; i < Z; i++)
 			w->z[(size_t)b * Z + i] = cg_rng_normal(&r);
 	}
+}
+
+/* A pass's figures into out: L_D the objective, its parts, L_G. */
+static void
+put_metrics(struct cg_metrics *out, const struct cg_cgan_loss *loss, int B)
+{
+	memset(out, 0, sizeof(*out));
+	out->loss = loss->d;
+	out->part[0] = loss->d_real;
+	out->part[1] = loss->d_fake;
+	out->part[2] = loss->g;
+	out->n = (uint64_t)B;
+}
+
+/* A batch, or a chunk of one, whole (cgan_batch chunks). */
+static int
+cgan_run(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
+           int B, uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cgan_ws *w = get_ws(m, B);
+	struct cg_cgan_loss loss;
+
+	if (w == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
 	if (cg_cgan_forward_backward(&w->c, m->params, w->ws, w->x, w->cond,
 	                             w->z, B, grad, &loss) != 0)
 		return -1;
-	memset(out, 0, sizeof(*out));
-	out->loss = loss.d;
-	out->part[0] = loss.d_real;
-	out->part[1] = loss.d_fake;
-	out->part[2] = loss.g;
-	out->n = (uint64_t)B;
+	put_metrics(out, &loss, B);
 	return 0;
 }
 
@@ -186,6 +204,108 @@ cgan_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 	       (size_t)cap * (((size_t)c.in_dim + c.latent) * sizeof(float) +
 	                      sizeof(int)) +
 	       cg_arch_chunk_bytes(m, B, cap);
+}
+
+/* ------------------------------------------------------- distillation */
+
+/*
+ * The teacher's generator draws, for each example, the image of the
+ * student's own noise z and condition; its images are the targets of
+ * cg_cgan_distill_forward_backward's squared distance T, and the
+ * generator's objective is (1 - alpha) L_G + alpha T.  Why the student's
+ * own discriminator and not the teacher's: the teacher's is fixed (the
+ * teacher file is read, never trained), and a fixed discriminator is a
+ * function the generator learns to fool with images no discriminator in
+ * training would pass, nothing correcting it; the student's keeps
+ * learning the student's fakes, so the adversarial term stays the
+ * game it is without a teacher, and the student stays a whole cgan that
+ * can train on after.  It is also the cheaper: the teacher runs its
+ * generator only.
+ *
+ * A teacher must take the same noise (latent) and conditions and draw
+ * images of the same shape; its size and kind (MLP or convolutional)
+ * are its own.  It draws nothing: z is the student's, from (noise seed,
+ * example index), so a distilled batch splits among workers as a plain
+ * one.  The teacher term has no temperature (it compares images, not
+ * distributions): a --teacher-temp other than 1 is refused.
+ */
+static int
+cgan_check_teacher(const struct cg_model *m, const struct cg_model *t)
+{
+	struct cg_cgan_config c, ct;
+	int sm[3], st[3];
+
+	if (get_config(m, &c) != 0 || get_config(t, &ct) != 0)
+		return -1;
+	if (c.ncond != ct.ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 ct.ncond, c.ncond);
+	if (c.in_dim != ct.in_dim)
+		return cg_seterr("the teacher's images have %d values, the "
+		                 "model's %d",
+		                 ct.in_dim, c.in_dim);
+	if (cg_arch_image_shape(m, (uint64_t)c.in_dim, sm) == 0 &&
+	    cg_arch_image_shape(t, (uint64_t)ct.in_dim, st) == 0 &&
+	    (sm[0] != st[0] || sm[1] != st[1] || sm[2] != st[2]))
+		return cg_seterr("the teacher draws images of %dx%dx%d, the "
+		                 "model %dx%dx%d",
+		                 st[0], st[1], st[2], sm[0], sm[1], sm[2]);
+	if (c.latent != ct.latent)
+		return cg_seterr("the teacher's noise has %d values, the "
+		                 "model's %d (--latent)",
+		                 ct.latent, c.latent);
+	return 0;
+}
+
+/* The teacher's workspace for batches of B in chunks of chunk. */
+static size_t
+cgan_teacher_bytes(struct cg_model *t, int B, int chunk)
+{
+	size_t n = cgan_ws_bytes(t, B, chunk, 0);
+
+	/* its generator's images, not a gradient of its chunks */
+	return n == 0
+	           ? 0
+	           : n - cg_arch_chunk_bytes(t, B, cg_arch_chunk_of(B, chunk));
+}
+
+/* A batch, or a chunk of one, whole (cgan_distill chunks). */
+static int
+cgan_distill_run(struct cg_model *m, const struct cg_distill *d,
+                 const struct cg_shard *s, const uint64_t *ex, int B,
+                 uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	struct cg_model *t = d->teacher;
+	struct cgan_ws *w = get_ws(m, B), *tw;
+	struct cg_cgan_loss loss;
+
+	if (w == NULL || (tw = get_ws(t, B)) == NULL)
+		return -1;
+	fill_batch(w, s, ex, B, noise_seed);
+	/* the teacher's images into its own x, which it reads not */
+	if (cg_cgan_generate(&tw->c, t->params, tw->ws, w->z, w->cond, B,
+	                     tw->x) != 0 ||
+	    cg_cgan_distill_forward_backward(&w->c, m->params, w->ws, w->x,
+	                                     w->cond, w->z, tw->x, d->alpha, B,
+	                                     grad, &loss) != 0)
+		return -1;
+	put_metrics(out, &loss, B);
+	out->data = loss.g;
+	out->teacher = loss.teacher;
+	return 0;
+}
+
+static int
+cgan_distill(struct cg_model *m, const struct cg_distill *d,
+             const struct cg_shard *s, const uint64_t *ex, int B,
+             uint64_t noise_seed, float *grad, struct cg_metrics *out)
+{
+	if (d->tau != 1)
+		return cg_seterr("cgan: --teacher-temp %g: the teacher term "
+		                 "compares images, and has no temperature",
+		                 d->tau);
+	return cg_arch_chunked_distill(m, cgan_distill_run, d, s, ex, B,
+	                               noise_seed, grad, out);
 }
 
 static int
@@ -265,4 +385,7 @@ const struct cg_arch cg_arch_cgan = {
     .sample_image = cgan_sample_image,
     .adversarial = 1,
     .free_ws = cgan_free_ws,
+    .check_teacher = cgan_check_teacher,
+    .distill = cgan_distill,
+    .teacher_bytes = cgan_teacher_bytes,
 };
