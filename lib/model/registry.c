@@ -19,7 +19,8 @@
  *      entries the data gives), nconds, layout, init, check_data, batch,
  *      free_ws, and sample_image (with image_shape) or sample_text, or
  *      for a classifier classify and nfeatures (with image_shape);
- *      ws_bytes if it chunks or checkpoints.  An image arch takes
+ *      ws_bytes if it chunks or checkpoints (with checkpoints, and
+ *      can_checkpoint where only some forms do).  An image arch takes
  *      config_from_shard, nconds, image_shape and check_data from
  *      lib/arch/common.h.  Its kernels
  *      live beside it in lib/arch/NAME/.

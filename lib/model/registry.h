@@ -357,6 +357,14 @@ struct cg_arch {
 	 * so (ws_bytes counts it), else 0: the planner then only chunks. */
 	int checkpoints;
 	/*
+	 * Optional, with checkpoints 1 (NULL: every model of the arch
+	 * checkpoints): 1 where m's batch recomputes activations (its
+	 * form has blocks to recompute), else 0 with a message saying
+	 * which form does; the planner then only chunks m, and refuses
+	 * checkpointing asked for.
+	 */
+	int (*can_checkpoint)(const struct cg_model *m);
+	/*
 	 * Inference (cg_model_read_infer): whether view i of m, stored in
 	 * a file as dtype dt, may stay so, the arch's forward pass and
 	 * sampling multiplying it through cg_qlinear_forward as m->stored

@@ -871,11 +871,19 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 	uint64_t fixed = resident + plan_reserve() + P; /* + the gradient */
 
 	memset(p, 0, sizeof(*p));
-	const int can_ckpt = m->arch->ws_bytes && m->arch->checkpoints;
+	int can_ckpt = m->arch->ws_bytes && m->arch->checkpoints;
 
 	if (checkpoint && !can_ckpt)
 		return cg_seterr("%s has no activation checkpointing",
 				 m->arch->name);
+	/* an arch that checkpoints some of its forms only (the
+	 * convolutional ones) says why not this one */
+	if (can_ckpt && m->arch->can_checkpoint &&
+	    !m->arch->can_checkpoint(m)) {
+		if (checkpoint)
+			return -1;
+		can_ckpt = 0;
+	}
 	if (o->emit == CG_EMIT_MODEL) {
 		fixed += need_m && !m->opt_m ? P : 0;
 		fixed += need_v && !m->opt_v ? P : 0;

@@ -155,9 +155,11 @@ struct cg_memplan {
  * activation checkpointing, the largest chunk that fits.  A teacher
  * (o->distill) runs in the same chunks, its workspace counted beside the
  * model's (struct cg_arch's teacher_bytes).  checkpoint != 0
- * asks for checkpointing whatever the budget.  Sets m->chunk and
+ * asks for checkpointing whatever the budget.  A model whose form has no
+ * checkpointing (struct cg_arch's can_checkpoint: an MLP where the
+ * convolutional form has it) is only chunked.  Sets m->chunk and
  * m->checkpoint, and *p.  Returns 0, or -1 with a message when nothing
- * fits or the arch cannot checkpoint.
+ * fits or checkpointing is asked of a model without it.
  */
 int cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 		  const struct cg_state *st, uint64_t budget,

@@ -205,7 +205,7 @@ cvae_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 			goto out;
 		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
 	}
-	if (!x || !eps || !cond || (ws = cg_cvae_ws_new(&c, B)) == NULL) {
+	if (!x || !eps || !cond || (ws = cg_cvae_ws_new(&c, B, 0)) == NULL) {
 		cg_seterr("out of memory");
 		goto out;
 	}
@@ -355,7 +355,7 @@ cddpm_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
 	}
 	if (!x || !eps || !cond || !t ||
-	    (ws = cg_cddpm_ws_new(&c, B)) == NULL) {
+	    (ws = cg_cddpm_ws_new(&c, B, 0)) == NULL) {
 		if (!x || !eps || !cond || !t)
 			cg_seterr("out of memory");
 		goto out;
@@ -424,7 +424,7 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 			goto out;
 		c.height = shape[0], c.width = shape[1], c.channels = shape[2];
 	}
-	if (!x || !z || !cond || (ws = cg_cgan_ws_new(&c, B)) == NULL) {
+	if (!x || !z || !cond || (ws = cg_cgan_ws_new(&c, B, 0)) == NULL) {
 		if (!x || !z || !cond)
 			cg_seterr("out of memory");
 		goto out;

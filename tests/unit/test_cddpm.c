@@ -16,7 +16,8 @@
  * null condition's embedding is the condition's.  The U-Net: its config
  * limits and view table, batch invariance, and every view's gradient
  * against central differences (its forward pass against PyTorch's is
- * torch_check.py's).  Exit 0 pass, 1 fail (automake convention).
+ * torch_check.py's); checkpointed, the same bits of loss and gradient.
+ * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ tcase_init(struct tcase *t, struct cg_cddpm_config c, int B)
 	t->B = B;
 	if ((t->np = cg_cddpm_nparams(&c)) == 0 ||
 	    (t->nv = cg_cddpm_views(&c, t->v, MAXV)) < 0 ||
-	    (t->ws = cg_cddpm_ws_new(&c, 2 * B)) == NULL)
+	    (t->ws = cg_cddpm_ws_new(&c, 2 * B, 0)) == NULL)
 		die("tcase_init");
 	t->params = xcalloc(t->np, sizeof(float));
 	t->grad = xcalloc(t->np, sizeof(float));
@@ -403,7 +404,7 @@ test_forward(struct cg_cddpm_config c, int B)
 	         c.snr_clip, c.predict_x0, loss, want, dout);
 	expect(fabs(loss - want) < 1e-5 * (1 + want) && dout < 1e-4, what);
 
-	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1);
+	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1, 0);
 	double sum = 0;
 	for (int b = 0; b < B; b++) {
 		double l;
@@ -823,7 +824,7 @@ test_unet_batch(struct cg_cddpm_config c, int B)
 
 	tcase_init(&t, c, B);
 	double loss = tloss(&t, NULL);
-	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1);
+	struct cg_cddpm_ws *one = cg_cddpm_ws_new(&c, 1, 0);
 	double sum = 0;
 	for (int b = 0; b < B; b++) {
 		double l;
@@ -854,6 +855,85 @@ test_unet_batch(struct cg_cddpm_config c, int B)
 	expect(ok, "unet: guided DDPM draws images in [0, 1]");
 	free(img);
 	cg_cddpm_ws_free(one);
+	tcase_free(&t);
+}
+
+/*
+ * A checkpointed workspace recomputes each residual block's activations
+ * from its input map with the same kernels: the loss, every gradient and
+ * a distilled pass's are the same bits as without, for a call that uses
+ * part of the workspace too, the sampler's prediction as well; and the
+ * workspace is smaller.  The MLP's is the same either way.
+ */
+static void
+test_unet_checkpoint(struct cg_cddpm_config c, int B)
+{
+	struct tcase t;
+	struct cg_cddpm_ws *ck;
+	char what[160];
+	int same = 1;
+
+	tcase_init(&t, c, B);
+	if ((ck = cg_cddpm_ws_new(&c, 2 * B, 1)) == NULL)
+		die("cg_cddpm_ws_new checkpointed");
+	float *g2 = xcalloc(t.np, sizeof(float));
+	const size_t D = (size_t)c.in_dim;
+	/* The whole batch, then B - 1 examples (rows of a part). */
+	for (int k = 0; k < 2; k++) {
+		const int n = k ? B - 1 : B;
+		double l1, l2, d1, d2, e1, e2;
+		memset(t.grad, 0, t.np * sizeof(float));
+		memset(g2, 0, t.np * sizeof(float));
+		if (cg_cddpm_forward_backward(&c, t.params, t.ws, t.x0, t.cond,
+		                              t.t, t.eps, n, t.grad,
+		                              &l1) != 0 ||
+		    cg_cddpm_forward_backward(&c, t.params, ck, t.x0, t.cond,
+		                              t.t, t.eps, n, g2, &l2) != 0)
+			die("cg_cddpm_forward_backward");
+		same &= l1 == l2 && l1 > 0 &&
+		        memcmp(t.grad, g2, t.np * sizeof(float)) == 0;
+		/* distilled: x_t, the targets and a teacher's made up */
+		memset(t.grad, 0, t.np * sizeof(float));
+		memset(g2, 0, t.np * sizeof(float));
+		if (cg_cddpm_distill_forward_backward(
+		        &c, t.params, t.ws, t.eps, t.x0, t.eps, t.eps, t.x0,
+		        0.3, t.cond, t.t, n, t.grad, &l1, &d1, &e1) != 0 ||
+		    cg_cddpm_distill_forward_backward(
+		        &c, t.params, ck, t.eps, t.x0, t.eps, t.eps, t.x0, 0.3,
+		        t.cond, t.t, n, g2, &l2, &d2, &e2) != 0)
+			die("cg_cddpm_distill_forward_backward");
+		same &= l1 == l2 && d1 == d2 && e1 == e2 &&
+		        memcmp(t.grad, g2, t.np * sizeof(float)) == 0;
+	}
+	float *p1 = xcalloc((size_t)B * D, sizeof(float));
+	float *p2 = xcalloc((size_t)B * D, sizeof(float));
+	if (cg_cddpm_predict(&c, t.params, t.ws, t.x0, t.cond, t.t, B, p1) !=
+	        0 ||
+	    cg_cddpm_predict(&c, t.params, ck, t.x0, t.cond, t.t, B, p2) != 0)
+		die("cg_cddpm_predict");
+	same &= memcmp(p1, p2, (size_t)B * D * sizeof(float)) == 0;
+	snprintf(what, sizeof(what),
+	         "unet %d, %dx%dx%d, attn %d film %d checkpointed: loss, "
+	         "gradients, distilled, prediction bit for bit",
+	         c.unet, c.height, c.width, c.channels, c.attn, c.film);
+	expect(same, what);
+
+	size_t b1 = cg_cddpm_ws_bytes(&c, 1, 1);
+	size_t b2 = cg_cddpm_ws_bytes(&c, 2 * B, 1);
+	size_t full = cg_cddpm_ws_bytes(&c, 2 * B, 0);
+	snprintf(what, sizeof(what),
+	         "    workspace for %d: %zu bytes checkpointed, %zu not", 2 * B,
+	         b2, full);
+	expect(b1 > 0 && b1 < b2 && b2 < full, what);
+	struct cg_cddpm_config mlp = c;
+	mlp.unet = 0, mlp.attn = 0;
+	expect(cg_cddpm_ws_bytes(&mlp, B, 1) == cg_cddpm_ws_bytes(&mlp, B, 0) &&
+	           cg_cddpm_ws_bytes(&mlp, B, 0) > 0,
+	       "    the MLP's workspace is the same checkpointed");
+	free(p1);
+	free(p2);
+	free(g2);
+	cg_cddpm_ws_free(ck);
 	tcase_free(&t);
 }
 
@@ -949,6 +1029,17 @@ main(void)
 	test_grad((struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS, 0, 4, 4, 8,
 	                                   3, 1, 1, 0},
 	          3);
+	/* Checkpointed: each form of block (film or the sum), with and
+	 * without attention, v and x0. */
+	test_unet_checkpoint((struct cg_cddpm_config){64, 3, 6, 1, 4, 100, 5, 1,
+	                                              2, 8, 8, 1, 0, 0, 0},
+	                     4);
+	test_unet_checkpoint((struct cg_cddpm_config){96, 3, 6, 1, 4, 100, 5, 1,
+	                                              4, 12, 8, 1, 1, 1, 0},
+	                     3);
+	test_unet_checkpoint((struct cg_cddpm_config){96, 2, 5, 1, 6, 50, EPS,
+	                                              0, 4, 4, 8, 3, 0, 1, 1},
+	                     3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

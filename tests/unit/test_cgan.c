@@ -498,7 +498,7 @@ tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
 	t->B = B;
 	if ((t->np = cg_cgan_nparams(&c)) == 0 ||
 	    (t->nv = cg_cgan_views(&c, t->v, MAXV)) < 0 ||
-	    (t->ws = cg_cgan_ws_new(&c, B)) == NULL)
+	    (t->ws = cg_cgan_ws_new(&c, B, 0)) == NULL)
 		die("tcase_init");
 	t->doff = cg_cgan_disc_off(&c);
 	t->params = xcalloc(t->np, sizeof(float));

@@ -13,9 +13,10 @@
  * and at every hidden layer (cond_every), and draws from the prior.  A
  * corrupted gradient must be caught.  The convolutional nets (conv):
  * their shape checks and views, batch invariance, determinism, decoding,
- * and every gradient against central
- * differences (their forward pass against PyTorch's is torch_check.py's).
- * Exit 0 pass, 1 fail (automake convention).
+ * and every gradient against central differences (their forward pass
+ * against PyTorch's is torch_check.py's); checkpointed, the same bits of
+ * loss and gradient from a smaller workspace.  Exit 0 pass, 1 fail
+ * (automake convention).
  */
 #include <math.h>
 #include <stdio.h>
@@ -84,7 +85,7 @@ tcase_init(struct tcase *t, struct cg_cvae_config c, int B, int max_batch)
 		t->eps[i] = cg_rng_normal(&rng);
 	for (int b = 0; b < B; b++)
 		t->cond[b] = (int)cg_rng_below(&rng, c.ncond);
-	if ((t->ws = cg_cvae_ws_new(&c, max_batch)) == NULL) {
+	if ((t->ws = cg_cvae_ws_new(&c, max_batch, 0)) == NULL) {
 		fprintf(stderr, "test_cvae: %s\n", cg_errmsg());
 		exit(1);
 	}
@@ -280,7 +281,7 @@ test_config(void)
 		ok &= cg_cvae_check_config(&bad[i]) == -1 &&
 		      strcmp(cg_errmsg(), "none") != 0 &&
 		      cg_cvae_nparams(&bad[i]) == 0 &&
-		      cg_cvae_ws_new(&bad[i], 4) == NULL;
+		      cg_cvae_ws_new(&bad[i], 4, 0) == NULL;
 	}
 	printf("     e.g. \"%s\"\n", cg_errmsg());
 	expect(ok, "bad configs rejected with a message (<= 0, > 2^20, "
@@ -302,8 +303,8 @@ test_config(void)
 	                                          2 * 2 * 10 * 400,
 	       "condition at every layer: 2 x (layers - 1) x ncond x hidden "
 	       "more");
-	expect(cg_cvae_ws_new(&good, 0) == NULL &&
-	           cg_cvae_ws_new(&good, CG_CVAE_MAX_BATCH + 1) == NULL,
+	expect(cg_cvae_ws_new(&good, 0, 0) == NULL &&
+	           cg_cvae_ws_new(&good, CG_CVAE_MAX_BATCH + 1, 0) == NULL,
 	       "workspace rejects batch 0 and batch > max");
 	cg_cvae_ws_free(NULL);
 }
@@ -900,13 +901,79 @@ test_conv_config(void)
 	c = (struct cg_cvae_config){64, 3, 8, 1, 3, 1, 1, 2, 8, 8, 1};
 	expect(cg_cvae_check_config(&c) == 0 && cg_cvae_nparams(&c) > 0,
 	       "conv: 8x8x1 at 2 channels accepted");
-	struct cg_cvae_ws *w = cg_cvae_ws_new(&c, 2);
+	struct cg_cvae_ws *w = cg_cvae_ws_new(&c, 2, 0);
 	struct cg_wmat m[CG_CVAE_NMATS(1)];
 	memset(m, 0, sizeof(m));
 	expect(w != NULL && cg_cvae_ws_set_mats(w, m) != 0,
 	       "conv: matrices as stored refused");
-	expect(cg_cvae_ws_bytes(&c, 2) > 0, "conv: its workspace's bytes");
+	expect(cg_cvae_ws_bytes(&c, 2, 0) > 0, "conv: its workspace's bytes");
 	cg_cvae_ws_free(w);
+}
+
+/*
+ * The convolutional nets checkpointed make each stage's maps again from
+ * its layer's output with the same kernels: the loss, its terms and
+ * every gradient are the same bits as without, for a call that uses part
+ * of the workspace too, and a decode after; the workspace is smaller.
+ * The MLP's is the same either way.
+ */
+static void
+test_conv_checkpoint(struct cg_cvae_config c, int B)
+{
+	struct tcase t;
+	struct cg_cvae_ws *ck;
+	char what[160];
+	int same = 1;
+
+	tcase_init(&t, c, B, B);
+	if ((ck = cg_cvae_ws_new(&c, B, 1)) == NULL)
+		die("cg_cvae_ws_new checkpointed");
+	float *g2 = xcalloc(t.np, sizeof(float));
+	for (int k = 0; k < 2; k++) {
+		const int n = k ? B - 1 : B;
+		double l1, l2, r1, r2, k1, k2;
+		memset(t.grad, 0, t.np * sizeof(float));
+		memset(g2, 0, t.np * sizeof(float));
+		if (cg_cvae_forward_backward(&c, t.params, t.ws, t.x, t.cond,
+		                             t.eps, n, t.grad, &l1, &r1,
+		                             &k1) != 0 ||
+		    cg_cvae_forward_backward(&c, t.params, ck, t.x, t.cond,
+		                             t.eps, n, g2, &l2, &r2, &k2) != 0)
+			die("cg_cvae_forward_backward");
+		same &= l1 == l2 && r1 == r2 && k1 == k2 && l1 > 0 &&
+		        memcmp(t.grad, g2, t.np * sizeof(float)) == 0;
+	}
+	const size_t D = (size_t)c.in_dim;
+	float *p1 = xcalloc((size_t)B * D, sizeof(float));
+	float *p2 = xcalloc((size_t)B * D, sizeof(float));
+	if (cg_cvae_decode(&c, t.params, t.ws, t.eps, t.cond, B, p1) != 0 ||
+	    cg_cvae_decode(&c, t.params, ck, t.eps, t.cond, B, p2) != 0)
+		die("cg_cvae_decode");
+	same &= memcmp(p1, p2, (size_t)B * D * sizeof(float)) == 0;
+	snprintf(what, sizeof(what),
+	         "conv %d, %dx%dx%d, prior %d film %d checkpointed: loss, "
+	         "terms, gradients, decode bit for bit",
+	         c.conv, c.height, c.width, c.channels, c.class_prior,
+	         c.cond_every);
+	expect(same, what);
+
+	size_t b1 = cg_cvae_ws_bytes(&c, 1, 1);
+	size_t b2 = cg_cvae_ws_bytes(&c, B, 1);
+	size_t full = cg_cvae_ws_bytes(&c, B, 0);
+	snprintf(what, sizeof(what),
+	         "    workspace for %d: %zu bytes checkpointed, %zu not", B, b2,
+	         full);
+	expect(b1 > 0 && b1 < b2 && b2 < full, what);
+	struct cg_cvae_config mlp = c;
+	mlp.conv = mlp.height = mlp.width = mlp.channels = 0;
+	expect(cg_cvae_ws_bytes(&mlp, B, 1) == cg_cvae_ws_bytes(&mlp, B, 0) &&
+	           cg_cvae_ws_bytes(&mlp, B, 0) > 0,
+	       "    the MLP's workspace is the same checkpointed");
+	free(p1);
+	free(p2);
+	free(g2);
+	cg_cvae_ws_free(ck);
+	tcase_free(&t);
 }
 
 int
@@ -947,6 +1014,12 @@ main(void)
 		          3);
 	test_conv((struct cg_cvae_config){64, 4, 8, 1, 2, 1, 1, 2, 4, 8, 2},
 	          3);
+	for (int k = 0; k < 2; k++)
+		test_conv_checkpoint(
+		    (struct cg_cvae_config){64, 3, 8, 1, 3, k, k, 3, 8, 8, 1},
+		    4);
+	test_conv_checkpoint(
+	    (struct cg_cvae_config){64, 4, 8, 1, 2, 1, 1, 2, 4, 8, 2}, 3);
 	if (failures) {
 		printf("test_cvae: %d check(s) FAILED\n", failures);
 		return 1;

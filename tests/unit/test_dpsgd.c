@@ -152,7 +152,7 @@ test_cvae(int layers, int class_prior, int cond_every)
 		v.eps[i] = cg_rng_normal(&rng);
 	for (int b = 0; b < B; b++)
 		v.cond[b] = b % v.c.ncond; /* classes shared in the batch */
-	if ((v.ws = cg_cvae_ws_new(&v.c, B)) == NULL)
+	if ((v.ws = cg_cvae_ws_new(&v.c, B, 0)) == NULL)
 		die("cvae workspace");
 
 	brute(vae_one, &v, v.np, 1e30, want, norms);

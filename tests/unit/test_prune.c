@@ -803,7 +803,7 @@ test_cvae_input_sq(void)
 	size_t *off = xcalloc((size_t)m->nviews, sizeof(size_t));
 	size_t n = cg_model_input_cols(m, off);
 	double *got = xcalloc(n, 8), *want = xcalloc(n, 8);
-	struct cg_cvae_ws *w = cg_cvae_ws_new(&c, B);
+	struct cg_cvae_ws *w = cg_cvae_ws_new(&c, B, 0);
 
 	cg_rng_seed(&r, 14);
 	for (int i = 0; i < B * D; i++)

@@ -416,7 +416,7 @@ cvae_grad(const struct cg_model *m, uint64_t seed, float *g)
 	float *x = xcalloc((size_t)B * c.in_dim, sizeof(float));
 	float *eps = xcalloc((size_t)B * c.latent, sizeof(float));
 	int cond[B];
-	struct cg_cvae_ws *ws = cg_cvae_ws_new(&c, B);
+	struct cg_cvae_ws *ws = cg_cvae_ws_new(&c, B, 0);
 	struct cg_rng r;
 	double loss, rec, kl;
 

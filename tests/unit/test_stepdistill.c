@@ -84,7 +84,7 @@ test_steps(double guidance)
 	const int n = 4, N = 7;
 	size_t np = cg_cddpm_nparams(&c);
 	float *p = xcalloc(np, sizeof(float));
-	struct cg_cddpm_ws *w = cg_cddpm_ws_new(&c, 2 * n);
+	struct cg_cddpm_ws *w = cg_cddpm_ws_new(&c, 2 * n, 0);
 	int cond[4] = {0, 1, 2, 3}, t[4], s[4];
 	float *x = xcalloc((size_t)n * D, sizeof(float));
 	float *a = xcalloc((size_t)n * D, sizeof(float));

@@ -565,6 +565,10 @@ cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar)
 struct cg_cddpm_ws {
 	struct cg_cddpm_config c;
 	int max_batch;
+	/* Checkpointed (a U-Net's only): act[] share one set, the largest
+	 * block's, which holds block held's (-1: none); the backward pass
+	 * recomputes a block's into it from the block's input map. */
+	int ckpt, held;
 	void *mem;
 	double *abar; /* [T] */
 	/* Each [max_batch, width]; the first B rows are used. */
@@ -603,6 +607,25 @@ struct cg_cddpm_ws {
 	size_t ncol;
 };
 
+/* One block's activations in arena a for B examples: Pi and Po floats
+ * of its input's and output's size, E of e's, G1 and G2 groups. */
+static void
+rb_lay(struct rb_act *ac, struct cg_arena *a, size_t B, size_t Pi, size_t Po,
+       size_t E, size_t G1, size_t G2, int film)
+{
+	ac->n1 = CG_ARENA_FLOATS(a, B, Pi);
+	ac->a1 = CG_ARENA_FLOATS(a, B, Pi);
+	ac->h1 = CG_ARENA_FLOATS(a, B, Po);
+	ac->n2 = CG_ARENA_FLOATS(a, B, Po);
+	ac->a2 = CG_ARENA_FLOATS(a, B, Po);
+	ac->f = CG_ARENA_FLOATS(a, B, film ? Po : 0);
+	ac->e = CG_ARENA_FLOATS(a, B, E);
+	ac->m1 = CG_ARENA_FLOATS(a, B, G1);
+	ac->r1 = CG_ARENA_FLOATS(a, B, G1);
+	ac->m2 = CG_ARENA_FLOATS(a, B, G2);
+	ac->r2 = CG_ARENA_FLOATS(a, B, G2);
+}
+
 /* The workspace's buffers, in arena a (counting, then assigning:
  * core/arena.h): the schedule's T doubles and the 2B ints first. */
 static void
@@ -636,26 +659,30 @@ lay(void *ws, struct cg_arena *a)
 		w->map[i] = CG_ARENA_FLOATS(a, B, map_size(u, i));
 		w->dmap[i] = CG_ARENA_FLOATS(a, B, map_size(u, i));
 	}
+	/* Each block's activations; checkpointed, one set of the largest
+	 * sizes that every block's pointers share. */
+	size_t mPi = 0, mPo = 0, mE = 0, mG1 = 0, mG2 = 0;
 	for (int i = 0; i < NRB; i++) {
 		const struct rb *k = &u->rb[i];
-		struct rb_act *ac = &w->act[i];
 		size_t Pi = (size_t)k->P * k->in, Po = (size_t)k->P * k->out;
 
-		ac->n1 = CG_ARENA_FLOATS(a, B, Pi);
-		ac->a1 = CG_ARENA_FLOATS(a, B, Pi);
-		ac->h1 = CG_ARENA_FLOATS(a, B, Po);
-		ac->n2 = CG_ARENA_FLOATS(a, B, Po);
-		ac->a2 = CG_ARENA_FLOATS(a, B, Po);
-		ac->f = CG_ARENA_FLOATS(a, B, u->film ? Po : 0);
-		ac->e = CG_ARENA_FLOATS(a, B, (size_t)u->ne * k->out);
-		ac->m1 = CG_ARENA_FLOATS(a, B, (size_t)k->G1);
-		ac->r1 = CG_ARENA_FLOATS(a, B, (size_t)k->G1);
-		ac->m2 = CG_ARENA_FLOATS(a, B, (size_t)k->G2);
-		ac->r2 = CG_ARENA_FLOATS(a, B, (size_t)k->G2);
+		if (!w->ckpt)
+			rb_lay(&w->act[i], a, B, Pi, Po, (size_t)u->ne * k->out,
+			       k->G1, k->G2, u->film);
+		mPi = Pi > mPi ? Pi : mPi;
+		mPo = Po > mPo ? Po : mPo;
+		mE = (size_t)u->ne * k->out > mE ? (size_t)u->ne * k->out : mE;
+		mG1 = (size_t)k->G1 > mG1 ? (size_t)k->G1 : mG1;
+		mG2 = (size_t)k->G2 > mG2 ? (size_t)k->G2 : mG2;
 		if (Pi > big)
 			big = Pi;
 		if (Po > big)
 			big = Po;
+	}
+	if (w->ckpt) {
+		rb_lay(&w->act[0], a, B, mPi, mPo, mE, mG1, mG2, u->film);
+		for (int i = 1; i < NRB; i++)
+			w->act[i] = w->act[0];
 	}
 	w->on = CG_ARENA_FLOATS(a, B, (size_t)u->P[0] * u->C);
 	w->oa = CG_ARENA_FLOATS(a, B, (size_t)u->P[0] * u->C);
@@ -680,7 +707,7 @@ lay(void *ws, struct cg_arena *a)
 /* A workspace's struct for batches of up to max_batch, its arena not
  * laid out; NULL with a message. */
 static struct cg_cddpm_ws *
-ws_prep(const struct cg_cddpm_config *c, int max_batch)
+ws_prep(const struct cg_cddpm_config *c, int max_batch, int checkpoint)
 {
 	struct cg_cddpm_ws *w;
 
@@ -697,6 +724,8 @@ ws_prep(const struct cg_cddpm_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	w->ckpt = checkpoint != 0 && c->unet > 0;
+	w->held = -1;
 	if (c->unet) {
 		struct unet *u = &w->u;
 
@@ -718,9 +747,9 @@ ws_prep(const struct cg_cddpm_config *c, int max_batch)
 }
 
 struct cg_cddpm_ws *
-cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
+cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch, int checkpoint)
 {
-	struct cg_cddpm_ws *w = ws_prep(c, max_batch);
+	struct cg_cddpm_ws *w = ws_prep(c, max_batch, checkpoint);
 	struct cg_arena a;
 
 	if (w == NULL)
@@ -735,9 +764,10 @@ cg_cddpm_ws_new(const struct cg_cddpm_config *c, int max_batch)
 }
 
 size_t
-cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch)
+cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch,
+                  int checkpoint)
 {
-	struct cg_cddpm_ws *w = ws_prep(c, max_batch);
+	struct cg_cddpm_ws *w = ws_prep(c, max_batch, checkpoint);
 	size_t n;
 
 	if (w == NULL)
@@ -857,16 +887,17 @@ forward(const struct cg_cddpm_config *c, const float *params,
 
 /* ----------------------------------------------------------- U-Net passes */
 
-/* Block i on its input map into its output map (cddpm.h's RB); its
- * activations stay in w->act[i]. */
+/* Block i's activations from its input map, up to conv2's input a2,
+ * into w->act[i] (checkpointed, the shared set: w->held = i).  The
+ * backward pass of a checkpointed workspace runs it again, the very
+ * arithmetic of the forward pass, so the activations are the same bits. */
 static void
-rb_forward(struct cg_cddpm_ws *w, const float *params, int i, int B)
+rb_acts(struct cg_cddpm_ws *w, const float *params, int i, int B)
 {
 	const struct unet *u = &w->u;
 	const struct rb *k = &u->rb[i];
 	struct rb_act *a = &w->act[i];
 	const float *x = w->map[rb_spec[i].in];
-	float *y = w->map[rb_spec[i].out];
 	const size_t ni = (size_t)B * k->P * k->in;
 	const size_t no = (size_t)B * k->P * k->out;
 
@@ -887,8 +918,22 @@ rb_forward(struct cg_cddpm_ws *w, const float *params, int i, int B)
 	} else {
 		cg_silu_forward(a->a2, a->n2, no);
 	}
-	cg_conv_forward(&k->c2, y, a->a2, params + k->c2w, params + k->c2b, B,
-	                w->col, w->ncol);
+	w->held = i;
+}
+
+/* Block i on its input map into its output map (cddpm.h's RB); its
+ * activations stay in w->act[i]. */
+static void
+rb_forward(struct cg_cddpm_ws *w, const float *params, int i, int B)
+{
+	const struct rb *k = &w->u.rb[i];
+	const float *x = w->map[rb_spec[i].in];
+	float *y = w->map[rb_spec[i].out];
+	const size_t no = (size_t)B * k->P * k->out;
+
+	rb_acts(w, params, i, B);
+	cg_conv_forward(&k->c2, y, w->act[i].a2, params + k->c2w,
+	                params + k->c2b, B, w->col, w->ncol);
 	if (k->in != k->out) {
 		cg_conv_forward(&k->sk, w->t1, x, params + k->skw,
 		                params + k->skb, B, w->col, w->ncol);
@@ -913,6 +958,10 @@ rb_backward(struct cg_cddpm_ws *w, const float *params, int i, int B,
 	const size_t ni = (size_t)B * k->P * k->in;
 	const size_t no = (size_t)B * k->P * k->out;
 
+	/* Checkpointed: the shared set holds the last block of the
+	 * forward pass (up.0) since then; the others recompute. */
+	if (w->ckpt && w->held != i)
+		rb_acts(w, params, i, B);
 	if (k->in != k->out)
 		cg_conv_backward(&k->sk, dx, grad + k->skw, grad + k->skb, dy,
 		                 x, params + k->skw, B, w->col, w->ncol);

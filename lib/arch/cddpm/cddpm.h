@@ -198,16 +198,24 @@ void cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar);
 /*
  * Activations workspace for batches of up to max_batch examples (the
  * schedule with them), allocated once; the passes allocate nothing.
+ * With checkpoint != 0 a U-Net's keeps the maps between its residual
+ * blocks (every map of the diagram above) and one block's activations
+ * inside it, the largest block's worth, and the backward pass
+ * recomputes each block's from its input map just before the block's
+ * backward: the same arithmetic, so the same bits of loss and gradient,
+ * for about one more pass of each block's first half.  The MLP keeps
+ * every activation either way (they are a few rows of hidden).
  * Returns NULL with a message on a bad config or max_batch, or out of
  * memory; the caller owns it.
  */
 struct cg_cddpm_ws;
 struct cg_cddpm_ws *cg_cddpm_ws_new(const struct cg_cddpm_config *c,
-                                    int max_batch);
+                                    int max_batch, int checkpoint);
 void cg_cddpm_ws_free(struct cg_cddpm_ws *w);
-/* The bytes cg_cddpm_ws_new(c, max_batch) allocates, counted without
- * allocating; 0 with a message where it would fail. */
-size_t cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch);
+/* The bytes cg_cddpm_ws_new(c, max_batch, checkpoint) allocates,
+ * counted without allocating; 0 with a message where it would fail. */
+size_t cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch,
+                         int checkpoint);
 
 /*
  * One training forward pass and, if grad != NULL, the backward pass.

@@ -12,7 +12,9 @@
  * says it learnt), guidance 0 (the conditional model alone; a distilled
  * one carries its teacher's).  The U-Net
  * (--unet) takes the image's shape from the manifest; a model without
- * the key is the MLP.
+ * the key is the MLP.  A U-Net checkpoints its residual blocks'
+ * activations when m->checkpoint says so (cddpm.h); the MLP has nothing
+ * to recompute, and refuses.
  */
 #include <math.h>
 #include <stddef.h>
@@ -32,6 +34,7 @@ struct cddpm_ws {
 	double drop;
 	struct cg_cddpm_ws *ws;
 	int cap;
+	int ckpt; /* whether ws checkpoints */
 	float *x, *eps;
 	int *cond, *t;
 	/* Step distillation's (cddpm_distill), made at its first call for
@@ -126,8 +129,9 @@ static struct cddpm_ws *
 get_ws(struct cg_model *m, int B)
 {
 	struct cddpm_ws *w = m->ws;
+	const int ckpt = m->checkpoint != 0;
 
-	if (w && w->cap >= B)
+	if (w && w->cap >= B && w->ckpt == ckpt)
 		return w;
 	cddpm_free_ws(m);
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
@@ -136,7 +140,7 @@ get_ws(struct cg_model *m, int B)
 	}
 	m->ws = w;
 	if (get_config(m, &w->c, &w->drop) != 0 ||
-	    (w->ws = cg_cddpm_ws_new(&w->c, B)) == NULL ||
+	    (w->ws = cg_cddpm_ws_new(&w->c, B, ckpt)) == NULL ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
 	    (w->eps = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
@@ -147,6 +151,7 @@ get_ws(struct cg_model *m, int B)
 		return NULL;
 	}
 	w->cap = m->ws_batch = B;
+	w->ckpt = ckpt;
 	return w;
 }
 
@@ -192,9 +197,9 @@ cddpm_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	return cg_arch_chunked(m, cddpm_run, s, ex, B, noise_seed, grad, out);
 }
 
-/* Its workspace for batches of B in chunks of chunk: the kernels', the
- * images, noise, conditions and timesteps of a chunk, and the chunks'
- * gradient.  No checkpointing. */
+/* Its workspace for batches of B in chunks of chunk: the kernels'
+ * (checkpointed or not), the images, noise, conditions and timesteps of
+ * a chunk, and the chunks' gradient. */
 static size_t
 cddpm_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 {
@@ -202,14 +207,30 @@ cddpm_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 	const int cap = cg_arch_chunk_of(B, chunk);
 	size_t n;
 
-	(void)checkpoint;
 	if (get_config(m, &c, NULL) != 0 ||
-	    (n = cg_cddpm_ws_bytes(&c, cap)) == 0)
+	    (n = cg_cddpm_ws_bytes(&c, cap, checkpoint)) == 0)
 		return 0;
 	return n + sizeof(struct cddpm_ws) +
 	       (size_t)cap * (2 * (size_t)c.in_dim * sizeof(float) +
 	                      2 * sizeof(int)) +
 	       cg_arch_chunk_bytes(m, B, cap);
+}
+
+/* The U-Net checkpoints; the MLP's activations are a few rows of
+ * hidden, nothing worth recomputing. */
+static int
+cddpm_can_checkpoint(const struct cg_model *m)
+{
+	struct cg_cddpm_config c;
+
+	if (get_config(m, &c, NULL) != 0)
+		return 0;
+	if (c.unet == 0) {
+		cg_seterr("cddpm: the MLP has no activation checkpointing "
+		          "(the U-Net, --unet, has)");
+		return 0;
+	}
+	return 1;
 }
 
 static int
@@ -510,6 +531,8 @@ const struct cg_arch cg_arch_cddpm = {
     .check_data = cg_arch_image_check,
     .batch = cddpm_batch,
     .ws_bytes = cddpm_ws_bytes,
+    .checkpoints = 1,
+    .can_checkpoint = cddpm_can_checkpoint,
     .sample_image = cddpm_sample_image,
     .diffusion = 1,
     .free_ws = cddpm_free_ws,

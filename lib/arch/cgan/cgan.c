@@ -13,7 +13,10 @@
  * once per pass and their u, v kept for the backward pass.  The
  * convolutional nets (conv > 0) have their own layout (cnet_of) and
  * passes (cgen_*, cdisc_*), and share the projection head, the spectral
- * norms and the loss with the MLPs.  The R1 penalty (r1 > 0) runs D
+ * norms and the loss with the MLPs; checkpointed, the generator keeps
+ * only its norms' inputs p0, p1, p2, and makes a norm's output and an
+ * up-sampled map again from them (no convolution) just before its
+ * backward pass reads them.  The R1 penalty (r1 > 0) runs D
  * backward once more on the reals for grad_x D, and then forward once
  * more for the penalty's exact gradient (its section says why that is
  * exact).
@@ -419,6 +422,10 @@ struct sn {
 struct cg_cgan_ws {
 	struct cg_cgan_config c;
 	int max_batch;
+	/* Checkpointed (the conv generator's only): a0, a1, a2 share one
+	 * map, which holds a_aheld (-1: none), and u1, u2 another, which
+	 * holds u_uheld. */
+	int ckpt, aheld, uheld;
 	void *mem;
 	/* Generator, each [max_batch, width]. */
 	float *g;      /* [layers][B, hidden], after ReLU */
@@ -484,16 +491,28 @@ lay(void *ws, struct cg_arena *a)
 	w->dpre2 = CG_ARENA_FLOATS(a, 2 * B, FW > P1 * C ? FW : P1 * C);
 	w->dx = CG_ARENA_FLOATS(a, 2 * B, D);
 	w->cond2 = cg_arena_take(a, 2, B, sizeof(int));
-	w->a0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
+	/* checkpointed: the largest of the maps that share */
+	size_t A = C ? (size_t)n->F : 0, U = P1 * 2 * C;
+	if (w->ckpt) {
+		A = A > P1 * C ? A : P1 * C;
+		A = A > P * C ? A : P * C;
+		U = U > P * C ? U : P * C;
+	}
+	w->a0 = CG_ARENA_FLOATS(a, B, A);
 	w->p0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
 	w->p1 = CG_ARENA_FLOATS(a, B, P1 * C);
 	w->p2 = CG_ARENA_FLOATS(a, B, P * C);
 	w->mean = CG_ARENA_FLOATS(a, B, C ? 3 * 8 : 0);
 	w->rstd = CG_ARENA_FLOATS(a, B, C ? 3 * 8 : 0);
-	w->u1 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
-	w->a1 = CG_ARENA_FLOATS(a, B, P1 * C);
-	w->u2 = CG_ARENA_FLOATS(a, B, P * C);
-	w->a2 = CG_ARENA_FLOATS(a, B, P * C);
+	w->u1 = CG_ARENA_FLOATS(a, B, U);
+	if (w->ckpt) {
+		w->a1 = w->a2 = w->a0;
+		w->u2 = w->u1;
+	} else {
+		w->a1 = CG_ARENA_FLOATS(a, B, P1 * C);
+		w->u2 = CG_ARENA_FLOATS(a, B, P * C);
+		w->a2 = CG_ARENA_FLOATS(a, B, P * C);
+	}
 	w->d0 = CG_ARENA_FLOATS(a, B, C ? (size_t)n->F : 0);
 	w->dm1 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
 	w->dm2 = CG_ARENA_FLOATS(a, B, P1 * 2 * C);
@@ -518,7 +537,7 @@ lay(void *ws, struct cg_arena *a)
 /* A workspace's struct for batches of up to max_batch, its arena not
  * laid out; NULL with a message. */
 static struct cg_cgan_ws *
-ws_prep(const struct cg_cgan_config *c, int max_batch)
+ws_prep(const struct cg_cgan_config *c, int max_batch, int checkpoint)
 {
 	struct cg_cgan_ws *w;
 
@@ -538,6 +557,8 @@ ws_prep(const struct cg_cgan_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	w->ckpt = checkpoint != 0 && c->conv > 0;
+	w->aheld = w->uheld = -1;
 	if (c->conv) {
 		/* The discriminator's convolutions see 2B rows. */
 		const struct cg_conv *cv[] = {&w->n.g1, &w->n.g2, &w->n.go,
@@ -556,9 +577,9 @@ ws_prep(const struct cg_cgan_config *c, int max_batch)
 }
 
 struct cg_cgan_ws *
-cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
+cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch, int checkpoint)
 {
-	struct cg_cgan_ws *w = ws_prep(c, max_batch);
+	struct cg_cgan_ws *w = ws_prep(c, max_batch, checkpoint);
 	struct cg_arena a;
 
 	if (w == NULL)
@@ -573,9 +594,9 @@ cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch)
 }
 
 size_t
-cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch)
+cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch, int checkpoint)
 {
-	struct cg_cgan_ws *w = ws_prep(c, max_batch);
+	struct cg_cgan_ws *w = ws_prep(c, max_batch, checkpoint);
 	size_t n;
 
 	if (w == NULL)
@@ -888,15 +909,68 @@ norm_relu_backward(float *dp, float *d, const float *a, const float *p,
 	                      HW, C, groups);
 }
 
+/*
+ * The conv generator's norm k (0, 1, 2) on its input p_k into a_k,
+ * and the up-sampling of a_{k-1} into u_k (k 1 or 2): in the forward
+ * pass, and again in a checkpointed backward pass where the shared map
+ * holds another (the same arithmetic on the same p: the same bits).
+ */
+static void
+cgen_norm(const float *params, struct cg_cgan_ws *w, int k, int B)
+{
+	const struct cnet *n = &w->n;
+	const size_t S = (size_t)B * 8;
+
+	if (k == 0)
+		norm_relu(w->a0, w->mean, w->rstd, w->p0, params + n->n0g,
+		          params + n->n0b, B, n->Hq * n->Wq, 2 * n->C, n->G0);
+	else if (k == 1)
+		norm_relu(w->a1, w->mean + S, w->rstd + S, w->p1,
+		          params + n->n1g, params + n->n1b, B,
+		          n->g1.H * n->g1.W, n->C, n->G);
+	else
+		norm_relu(w->a2, w->mean + 2 * S, w->rstd + 2 * S, w->p2,
+		          params + n->n2g, params + n->n2b, B,
+		          n->g2.H * n->g2.W, n->C, n->G);
+	w->aheld = k;
+}
+
+static void
+cgen_up(struct cg_cgan_ws *w, int k, int B)
+{
+	const struct cnet *n = &w->n;
+
+	if (k == 1)
+		cg_upsample2_forward(w->u1, w->a0, B, n->Hq, n->Wq, 2 * n->C);
+	else
+		cg_upsample2_forward(w->u2, w->a1, B, n->g1.H, n->g1.W, n->C);
+	w->uheld = k;
+}
+
+/* a_k and u_k for a backward pass (checkpointed: made again). */
+static void
+cgen_need_a(const float *params, struct cg_cgan_ws *w, int k, int B)
+{
+	if (w->ckpt && w->aheld != k)
+		cgen_norm(params, w, k, B);
+}
+
+static void
+cgen_need_u(const float *params, struct cg_cgan_ws *w, int k, int B)
+{
+	if (w->ckpt && w->uheld != k) {
+		cgen_need_a(params, w, k - 1, B);
+		cgen_up(w, k, B);
+	}
+}
+
 /* w->fake [B, in_dim] = G(z, cond), the convolutional generator. */
 static void
 cgen_forward(const struct cg_cgan_config *c, const float *params,
              struct cg_cgan_ws *w, const float *z, const int *cond, int B)
 {
 	const struct cnet *n = &w->n;
-	const int F = n->F, C = n->C;
-
-	const int P1 = n->g1.H * n->g1.W, P = n->g2.H * n->g2.W;
+	const int F = n->F;
 
 	cg_linear_forward(w->p0, z, params + n->g0w, params + n->g0b, B,
 	                  c->latent, F);
@@ -906,18 +980,15 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 		for (int j = 0; j < F; j++)
 			g[j] += e[j];
 	}
-	norm_relu(w->a0, w->mean, w->rstd, w->p0, params + n->n0g,
-	          params + n->n0b, B, n->Hq * n->Wq, 2 * C, n->G0);
-	cg_upsample2_forward(w->u1, w->a0, B, n->Hq, n->Wq, 2 * C);
+	cgen_norm(params, w, 0, B);
+	cgen_up(w, 1, B);
 	cg_conv_forward(&n->g1, w->p1, w->u1, params + n->g1w, params + n->g1b,
 	                B, w->col, w->ncol);
-	norm_relu(w->a1, w->mean + (size_t)B * 8, w->rstd + (size_t)B * 8,
-	          w->p1, params + n->n1g, params + n->n1b, B, P1, C, n->G);
-	cg_upsample2_forward(w->u2, w->a1, B, n->g1.H, n->g1.W, C);
+	cgen_norm(params, w, 1, B);
+	cgen_up(w, 2, B);
 	cg_conv_forward(&n->g2, w->p2, w->u2, params + n->g2w, params + n->g2b,
 	                B, w->col, w->ncol);
-	norm_relu(w->a2, w->mean + (size_t)B * 16, w->rstd + (size_t)B * 16,
-	          w->p2, params + n->n2g, params + n->n2b, B, P, C, n->G);
+	cgen_norm(params, w, 2, B);
 	cg_conv_forward(&n->go, w->fake, w->a2, params + n->gow,
 	                params + n->gob, B, w->col, w->ncol);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
@@ -940,6 +1011,7 @@ cgen_backward(const struct cg_cgan_config *c, const float *params,
 
 	/* db1 = d a2; db2 = d p2; db1 = d u2 */
 	memset(w->db1, 0, n2 * sizeof(float));
+	cgen_need_a(params, w, 2, B);
 	cg_conv_backward(&n->go, w->db1, grad + n->gow, grad + n->gob,
 	                 w->dlogit, w->a2, params + n->gow, B, w->col,
 	                 w->ncol);
@@ -947,20 +1019,24 @@ cgen_backward(const struct cg_cgan_config *c, const float *params,
 	                   grad + n->n2g, grad + n->n2b, w->mean + 2 * S,
 	                   w->rstd + 2 * S, B, P, C, n->G);
 	memset(w->db1, 0, n2 * sizeof(float));
+	cgen_need_u(params, w, 2, B);
 	cg_conv_backward(&n->g2, w->db1, grad + n->g2w, grad + n->g2b, w->db2,
 	                 w->u2, params + n->g2w, B, w->col, w->ncol);
 	/* dm1 = d a1; dm2 = d p1; dm1 = d u1 */
 	memset(w->dm1, 0, n1 * sizeof(float));
 	cg_upsample2_backward(w->dm1, w->db1, B, n->g1.H, n->g1.W, C);
+	cgen_need_a(params, w, 1, B);
 	norm_relu_backward(w->dm2, w->dm1, w->a1, w->p1, params + n->n1g,
 	                   grad + n->n1g, grad + n->n1b, w->mean + S,
 	                   w->rstd + S, B, P1, C, n->G);
 	memset(w->dm1, 0, 2 * n1 * sizeof(float));
+	cgen_need_u(params, w, 1, B);
 	cg_conv_backward(&n->g1, w->dm1, grad + n->g1w, grad + n->g1b, w->dm2,
 	                 w->u1, params + n->g1w, B, w->col, w->ncol);
 	/* d0 = d a0; dm2 = d p0 */
 	memset(w->d0, 0, (size_t)B * F * sizeof(float));
 	cg_upsample2_backward(w->d0, w->dm1, B, n->Hq, n->Wq, 2 * C);
+	cgen_need_a(params, w, 0, B);
 	norm_relu_backward(w->dm2, w->d0, w->a0, w->p0, params + n->n0g,
 	                   grad + n->n0g, grad + n->n0b, w->mean, w->rstd, B,
 	                   n->Hq * n->Wq, 2 * C, n->G0);

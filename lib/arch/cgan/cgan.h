@@ -150,16 +150,21 @@ void cg_cgan_init(const struct cg_cgan_config *c, float *params,
 
 /*
  * Workspace for batches of up to max_batch examples (the discriminator
- * sees twice that: reals and fakes), allocated once.  Returns NULL with a
- * message on a bad config or max_batch, or out of memory.
+ * sees twice that: reals and fakes), allocated once.  With checkpoint
+ * != 0 the convolutional generator keeps only its norms' inputs and
+ * makes their outputs and the up-sampled maps again in the backward
+ * pass (no convolution runs twice): the same bits, from a smaller
+ * workspace; the MLPs keep every activation either way.  Returns NULL
+ * with a message on a bad config or max_batch, or out of memory.
  */
 struct cg_cgan_ws;
-struct cg_cgan_ws *cg_cgan_ws_new(const struct cg_cgan_config *c,
-                                  int max_batch);
+struct cg_cgan_ws *cg_cgan_ws_new(const struct cg_cgan_config *c, int max_batch,
+                                  int checkpoint);
 void cg_cgan_ws_free(struct cg_cgan_ws *w);
-/* The bytes cg_cgan_ws_new(c, max_batch) allocates, counted without
- * allocating; 0 with a message where it would fail. */
-size_t cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch);
+/* The bytes cg_cgan_ws_new(c, max_batch, checkpoint) allocates, counted
+ * without allocating; 0 with a message where it would fail. */
+size_t cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch,
+                        int checkpoint);
 
 /* The figures of one pass (batch means). */
 struct cg_cgan_loss {

@@ -14,6 +14,8 @@
  * and g = L_G beside them): on held-out reals and fresh fakes, how well D still
  * tells them apart.  With a teacher (cgan_distill, below) the generator
  * also learns the teacher generator's images for its own noise.
+ * The convolutional generator checkpoints when m->checkpoint says so
+ * (cgan.h); the MLPs have nothing to recompute, and refuse.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@ struct cgan_ws {
 	struct cg_cgan_config c;
 	struct cg_cgan_ws *ws;
 	int cap;
+	int ckpt; /* whether ws checkpoints */
 	float *x, *z;
 	int *cond;
 };
@@ -106,8 +109,9 @@ static struct cgan_ws *
 get_ws(struct cg_model *m, int B)
 {
 	struct cgan_ws *w = m->ws;
+	const int ckpt = m->checkpoint != 0;
 
-	if (w && w->cap >= B)
+	if (w && w->cap >= B && w->ckpt == ckpt)
 		return w;
 	cgan_free_ws(m);
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
@@ -116,7 +120,7 @@ get_ws(struct cg_model *m, int B)
 	}
 	m->ws = w;
 	if (get_config(m, &w->c) != 0 ||
-	    (w->ws = cg_cgan_ws_new(&w->c, B)) == NULL ||
+	    (w->ws = cg_cgan_ws_new(&w->c, B, ckpt)) == NULL ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
 	    (w->z = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
@@ -126,6 +130,7 @@ get_ws(struct cg_model *m, int B)
 		return NULL;
 	}
 	w->cap = m->ws_batch = B;
+	w->ckpt = ckpt;
 	return w;
 }
 
@@ -188,8 +193,8 @@ cgan_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	return cg_arch_chunked(m, cgan_run, s, ex, B, noise_seed, grad, out);
 }
 
-/* Its workspace for batches of B in chunks of chunk: the kernels', a
- * chunk's inputs, and the chunks' gradient.  No checkpointing. */
+/* Its workspace for batches of B in chunks of chunk: the kernels'
+ * (checkpointed or not), a chunk's inputs, and the chunks' gradient. */
 static size_t
 cgan_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 {
@@ -197,8 +202,8 @@ cgan_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 	const int cap = cg_arch_chunk_of(B, chunk);
 	size_t n;
 
-	(void)checkpoint;
-	if (get_config(m, &c) != 0 || (n = cg_cgan_ws_bytes(&c, cap)) == 0)
+	if (get_config(m, &c) != 0 ||
+	    (n = cg_cgan_ws_bytes(&c, cap, checkpoint)) == 0)
 		return 0;
 	return n + sizeof(struct cgan_ws) +
 	       (size_t)cap * (((size_t)c.in_dim + c.latent) * sizeof(float) +
@@ -308,6 +313,23 @@ cgan_distill(struct cg_model *m, const struct cg_distill *d,
 	                               noise_seed, grad, out);
 }
 
+/* The convolutional generator checkpoints; the MLPs' activations are a
+ * few rows of hidden, nothing worth recomputing. */
+static int
+cgan_can_checkpoint(const struct cg_model *m)
+{
+	struct cg_cgan_config c;
+
+	if (get_config(m, &c) != 0)
+		return 0;
+	if (c.conv == 0) {
+		cg_seterr("cgan: the MLP has no activation checkpointing "
+		          "(the convolutional nets, --conv, have)");
+		return 0;
+	}
+	return 1;
+}
+
 static int
 cgan_sample_image(struct cg_model *m, const int *cond, int n,
                   double temperature, struct cg_rng *r, float *out)
@@ -382,6 +404,8 @@ const struct cg_arch cg_arch_cgan = {
     .check_data = cg_arch_image_check,
     .batch = cgan_batch,
     .ws_bytes = cgan_ws_bytes,
+    .checkpoints = 1,
+    .can_checkpoint = cgan_can_checkpoint,
     .sample_image = cgan_sample_image,
     .adversarial = 1,
     .free_ws = cgan_free_ws,

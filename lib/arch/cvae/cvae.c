@@ -334,7 +334,7 @@ ws_prep(const struct cg_cvae_config *c, int max_batch)
 }
 
 struct cg_cvae_ws *
-cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
+cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch, int checkpoint)
 {
 	struct cg_cvae_ws *w = ws_prep(c, max_batch);
 	struct cg_arena a;
@@ -346,7 +346,8 @@ cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 		return NULL;
 	}
 	w->mem = (float *)a.base;
-	if (c->conv && (w->cnet = cg_cvae_cnet_new(c, max_batch)) == NULL) {
+	if (c->conv &&
+	    (w->cnet = cg_cvae_cnet_new(c, max_batch, checkpoint)) == NULL) {
 		cg_cvae_ws_free(w);
 		return NULL;
 	}
@@ -354,7 +355,7 @@ cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch)
 }
 
 size_t
-cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch)
+cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch, int checkpoint)
 {
 	struct cg_cvae_ws *w = ws_prep(c, max_batch);
 	size_t n, k = 0;
@@ -363,7 +364,8 @@ cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch)
 		return 0;
 	n = cg_arena_bytes(lay, w, sizeof(*w), "cvae", max_batch);
 	free(w);
-	if (n != 0 && c->conv && (k = cg_cvae_cnet_bytes(c, max_batch)) == 0)
+	if (n != 0 && c->conv &&
+	    (k = cg_cvae_cnet_bytes(c, max_batch, checkpoint)) == 0)
 		return 0;
 	return n + k;
 }

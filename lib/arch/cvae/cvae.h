@@ -135,16 +135,20 @@ void cg_cvae_init(const struct cg_cvae_config *c, float *params,
 /*
  * Activations workspace for batches of up to max_batch examples, allocated
  * once; forward, backward and decode allocate nothing.  A workspace serves
- * one call at a time.  Returns NULL with a message on a bad config or
- * max_batch, or out of memory; the caller owns it.
+ * one call at a time.  With checkpoint != 0 the convolutional nets keep
+ * less and recompute the rest in the backward pass, to the same bits
+ * (cvae_conv.h); the MLP keeps every activation either way.  Returns
+ * NULL with a message on a bad config or max_batch, or out of memory;
+ * the caller owns it.
  */
 struct cg_cvae_ws;
-struct cg_cvae_ws *cg_cvae_ws_new(const struct cg_cvae_config *c,
-                                  int max_batch);
+struct cg_cvae_ws *cg_cvae_ws_new(const struct cg_cvae_config *c, int max_batch,
+                                  int checkpoint);
 void cg_cvae_ws_free(struct cg_cvae_ws *w);
-/* The bytes cg_cvae_ws_new takes for c and max_batch; 0 with a message
- * where it would fail for the config or the size. */
-size_t cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch);
+/* The bytes cg_cvae_ws_new takes for c, max_batch and checkpoint; 0
+ * with a message where it would fail for the config or the size. */
+size_t cg_cvae_ws_bytes(const struct cg_cvae_config *c, int max_batch,
+                        int checkpoint);
 
 /*
  * The Linear layers' matrices for a model whose matrices stay as a file

@@ -8,7 +8,9 @@
  * whole batch on one machine.  A teacher (cvae_distill) decodes its
  * posterior mean, without noise, so distillation keeps that property.
  * The convolutional nets (--conv) take their image's shape from the
- * manifest; a batch runs in chunks where the memory planner asks.
+ * manifest; a batch runs in chunks where the memory planner asks, and
+ * theirs checkpointed where it asks that (cvae_conv.h; the MLP has
+ * nothing to recompute, and refuses).
  */
 #include <math.h>
 #include <stddef.h>
@@ -26,6 +28,7 @@ struct cvae_ws {
 	struct cg_cvae_ws *ws;
 	struct cg_wmat *mats; /* an inference model's matrices, or NULL */
 	int cap;
+	int ckpt; /* whether ws checkpoints */
 	float *x, *eps;
 	int *cond;
 	float *tl; /* a teacher's: its logits / tau [cap, in_dim], or NULL */
@@ -134,8 +137,9 @@ static struct cvae_ws *
 get_ws(struct cg_model *m, int B)
 {
 	struct cvae_ws *w = m->ws;
+	const int ckpt = m->checkpoint != 0;
 
-	if (w && w->cap >= B)
+	if (w && w->cap >= B && w->ckpt == ckpt)
 		return w;
 	cvae_free_ws(m);
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
@@ -144,18 +148,19 @@ get_ws(struct cg_model *m, int B)
 	}
 	m->ws = w;
 	if (get_config(m, &w->c) != 0 ||
-	    (w->ws = cg_cvae_ws_new(&w->c, B)) == NULL ||
+	    (w->ws = cg_cvae_ws_new(&w->c, B, ckpt)) == NULL ||
 	    model_mats(m, &w->c, &w->mats) != 0 ||
 	    cg_cvae_ws_set_mats(w->ws, w->mats) != 0 ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
-		NULL ||
+	        NULL ||
 	    (w->eps = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
-		NULL ||
+	        NULL ||
 	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL) {
 		cvae_free_ws(m);
 		return NULL;
 	}
 	w->cap = m->ws_batch = B;
+	w->ckpt = ckpt;
 	return w;
 }
 
@@ -210,8 +215,8 @@ cvae_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 	return cg_arch_chunked(m, cvae_run, s, ex, B, noise_seed, grad, out);
 }
 
-/* Its workspace for batches of B in chunks of chunk: the kernels', a
- * chunk's inputs, and the chunks' gradient.  No checkpointing. */
+/* Its workspace for batches of B in chunks of chunk: the kernels'
+ * (checkpointed or not), a chunk's inputs, and the chunks' gradient. */
 static size_t
 cvae_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 {
@@ -219,13 +224,30 @@ cvae_ws_bytes(struct cg_model *m, int B, int chunk, int checkpoint)
 	const int cap = cg_arch_chunk_of(B, chunk);
 	size_t n;
 
-	(void)checkpoint;
-	if (get_config(m, &c) != 0 || (n = cg_cvae_ws_bytes(&c, cap)) == 0)
+	if (get_config(m, &c) != 0 ||
+	    (n = cg_cvae_ws_bytes(&c, cap, checkpoint)) == 0)
 		return 0;
 	return n + sizeof(struct cvae_ws) +
 	       (size_t)cap * (((size_t)c.in_dim + c.latent) * sizeof(float) +
 	                      sizeof(int)) +
 	       cg_arch_chunk_bytes(m, B, cap);
+}
+
+/* The convolutional nets checkpoint; the MLP's activations are a few
+ * rows of hidden beside its weights, nothing worth recomputing. */
+static int
+cvae_can_checkpoint(const struct cg_model *m)
+{
+	struct cg_cvae_config c;
+
+	if (get_config(m, &c) != 0)
+		return 0;
+	if (c.conv == 0) {
+		cg_seterr("cvae: the MLP has no activation checkpointing "
+		          "(the convolutional nets, --conv, have)");
+		return 0;
+	}
+	return 1;
 }
 
 static int
@@ -629,6 +651,8 @@ const struct cg_arch cg_arch_cvae = {
     .check_data = cg_arch_image_check,
     .batch = cvae_batch,
     .ws_bytes = cvae_ws_bytes,
+    .checkpoints = 1,
+    .can_checkpoint = cvae_can_checkpoint,
     .dp_batch = cvae_dp_batch,
     .sample_image = cvae_sample_image,
     .keeps = cvae_keeps,

@@ -9,6 +9,14 @@
  * so that the finite differences of the tests are smooth everywhere.
  * The gradients of the maps go through three scratch maps of the widest
  * map's size, in turn.
+ *
+ * Checkpointed (cg_cvae_cnet_new's checkpoint), each stage keeps only its
+ * layer's output p; the norm's, FiLM's and SiLU's maps of every stage
+ * share one set of the largest stage's size, and the two up-sampled maps
+ * one buffer.  The backward pass makes a stage's again from its p (the
+ * norm, FiLM and SiLU: no convolution) just before it reads them, and an
+ * up-sampled map from the stage below: the forward pass's arithmetic on
+ * the same inputs, so the same bits.
  */
 #include <math.h>
 #include <stdint.h>
@@ -271,6 +279,8 @@ struct cg_cvae_cnet {
 	struct cg_cvae_config c;
 	struct net n;
 	int max_batch;
+	int ckpt; /* 1: st[] share nrm, f, a, mean, rstd, e; u1 is u2 */
+	int held; /* the stage whose maps the shared set holds (-1: none) */
 	void *mem;
 	struct stage st[NSTAGE];
 	float *hin;     /* [B, F + K]: a_2 ⊕ onehot, the heads' input */
@@ -284,6 +294,20 @@ struct cg_cvae_cnet {
 	size_t ncol;
 };
 
+/* A stage's maps but p in arena a: B examples of N floats, ch
+ * channels. */
+static void
+stage_lay(struct stage *t, struct cg_arena *a, size_t B, size_t N, size_t ch,
+          int film)
+{
+	t->nrm = CG_ARENA_FLOATS(a, B, N);
+	t->f = CG_ARENA_FLOATS(a, B, film ? N : 0);
+	t->a = CG_ARENA_FLOATS(a, B, N);
+	t->mean = CG_ARENA_FLOATS(a, B, 8);
+	t->rstd = CG_ARENA_FLOATS(a, B, 8);
+	t->e = CG_ARENA_FLOATS(a, B, film ? 2 * ch : 0);
+}
+
 static void
 lay(void *ws, struct cg_arena *a)
 {
@@ -295,23 +319,36 @@ lay(void *ws, struct cg_arena *a)
 	                     : (size_t)n->P1 * 2 * C;
 	const int film = w->c.cond_every;
 
+	size_t most = 0, ch = 0; /* the largest stage's floats, channels */
+
 	for (int s = 0; s < NSTAGE; s++) {
 		struct stage *t = &w->st[s];
 		const size_t N = (size_t)n->hw[s] * n->ch[s];
 		t->p = CG_ARENA_FLOATS(a, B, N);
-		t->nrm = CG_ARENA_FLOATS(a, B, N);
-		t->f = CG_ARENA_FLOATS(a, B, film ? N : 0);
-		t->a = CG_ARENA_FLOATS(a, B, N);
-		t->mean = CG_ARENA_FLOATS(a, B, 8);
-		t->rstd = CG_ARENA_FLOATS(a, B, 8);
-		t->e = CG_ARENA_FLOATS(a, B, film ? 2 * (size_t)n->ch[s] : 0);
+		if (!w->ckpt)
+			stage_lay(t, a, B, N, n->ch[s], film);
+		most = N > most ? N : most;
+		ch = (size_t)n->ch[s] > ch ? (size_t)n->ch[s] : ch;
+	}
+	if (w->ckpt) {
+		struct stage *t = &w->st[0];
+		stage_lay(t, a, B, most, ch, film);
+		for (int s = 1; s < NSTAGE; s++) {
+			w->st[s].nrm = t->nrm, w->st[s].f = t->f;
+			w->st[s].a = t->a, w->st[s].mean = t->mean;
+			w->st[s].rstd = t->rstd, w->st[s].e = t->e;
+		}
 	}
 	w->hin = CG_ARENA_FLOATS(a, B, (size_t)n->F + K);
 	w->din = CG_ARENA_FLOATS(a, B, Z + K);
 	w->dhin = CG_ARENA_FLOATS(a, B, (size_t)n->F + K);
 	w->ddin = CG_ARENA_FLOATS(a, B, Z + K);
-	w->u1 = CG_ARENA_FLOATS(a, B, (size_t)n->P1 * 2 * C);
-	w->u2 = CG_ARENA_FLOATS(a, B, (size_t)n->P * C);
+	if (w->ckpt) {
+		w->u1 = w->u2 = CG_ARENA_FLOATS(a, B, M);
+	} else {
+		w->u1 = CG_ARENA_FLOATS(a, B, (size_t)n->P1 * 2 * C);
+		w->u2 = CG_ARENA_FLOATS(a, B, (size_t)n->P * C);
+	}
 	for (int i = 0; i < 3; i++)
 		w->s[i] = CG_ARENA_FLOATS(a, B, M);
 	w->de = CG_ARENA_FLOATS(a, B, 4 * C);
@@ -321,7 +358,7 @@ lay(void *ws, struct cg_arena *a)
 /* The struct of a workspace, its arena not laid out; NULL with a
  * message. */
 static struct cg_cvae_cnet *
-cnet_prep(const struct cg_cvae_config *c, int max_batch)
+cnet_prep(const struct cg_cvae_config *c, int max_batch, int checkpoint)
 {
 	struct cg_cvae_cnet *w;
 
@@ -333,6 +370,8 @@ cnet_prep(const struct cg_cvae_config *c, int max_batch)
 	}
 	w->c = *c;
 	w->max_batch = max_batch;
+	w->ckpt = checkpoint != 0;
+	w->held = -1;
 	net_of(c, &w->n);
 	for (int s = 0; s <= NSTAGE; s++) {
 		if (s == D0)
@@ -347,9 +386,9 @@ cnet_prep(const struct cg_cvae_config *c, int max_batch)
 }
 
 struct cg_cvae_cnet *
-cg_cvae_cnet_new(const struct cg_cvae_config *c, int max_batch)
+cg_cvae_cnet_new(const struct cg_cvae_config *c, int max_batch, int checkpoint)
 {
-	struct cg_cvae_cnet *w = cnet_prep(c, max_batch);
+	struct cg_cvae_cnet *w = cnet_prep(c, max_batch, checkpoint);
 	struct cg_arena a;
 
 	if (w == NULL)
@@ -363,9 +402,10 @@ cg_cvae_cnet_new(const struct cg_cvae_config *c, int max_batch)
 }
 
 size_t
-cg_cvae_cnet_bytes(const struct cg_cvae_config *c, int max_batch)
+cg_cvae_cnet_bytes(const struct cg_cvae_config *c, int max_batch,
+                   int checkpoint)
 {
-	struct cg_cvae_cnet *w = cnet_prep(c, max_batch);
+	struct cg_cvae_cnet *w = cnet_prep(c, max_batch, checkpoint);
 	size_t b;
 
 	if (w == NULL)
@@ -391,7 +431,7 @@ cg_cvae_cnet_free(struct cg_cvae_cnet *w)
  * of cond, SiLU into t->a.
  */
 static void
-stage_forward(const struct cg_cvae_cnet *w, const float *params, int s,
+stage_forward(struct cg_cvae_cnet *w, const float *params, int s,
               const int *cond, int B)
 {
 	const struct net *n = &w->n;
@@ -411,6 +451,18 @@ stage_forward(const struct cg_cvae_cnet *w, const float *params, int s,
 		f = t->f;
 	}
 	cg_silu_forward(t->a, f, N);
+	w->held = s;
+}
+
+/* Stage s's maps for its backward pass or a layer's: a checkpointed
+ * workspace makes them again from t->p where the shared set holds
+ * another stage's. */
+static void
+stage_need(struct cg_cvae_cnet *w, const float *params, int s, const int *cond,
+           int B)
+{
+	if (w->ckpt && w->held != s)
+		stage_forward(w, params, s, cond, B);
 }
 
 /*
@@ -419,7 +471,7 @@ stage_forward(const struct cg_cvae_cnet *w, const float *params, int s,
  * grad += the norm's and the FiLM table's.
  */
 static void
-stage_backward(const struct cg_cvae_cnet *w, const float *params, int s,
+stage_backward(struct cg_cvae_cnet *w, const float *params, int s,
                const int *cond, int B, float *da, float *t1, float *t2,
                float *grad)
 {
@@ -428,6 +480,8 @@ stage_backward(const struct cg_cvae_cnet *w, const float *params, int s,
 	const int HW = n->hw[s], Ch = n->ch[s];
 	const size_t N = (size_t)B * HW * Ch;
 	float *dn = t1;
+
+	stage_need(w, params, s, cond, B);
 
 	memset(t1, 0, N * sizeof(float));
 	cg_silu_backward(t1, da, w->c.cond_every ? t->f : t->nrm, N);
@@ -508,9 +562,16 @@ cg_cvae_conv_decode_backward(const struct cg_cvae_config *c,
 
 	/* s0 = d a4, then d p4; s1 = d u2; s0 = d a3, then d p3 */
 	memset(s[0], 0, Bs * n->P * C * sizeof(float));
+	stage_need(w, params, D2, cond, B);
 	cg_conv_backward(&n->out, s[0], grad + n->ow, grad + n->ob, dlogits,
 	                 w->st[D2].a, params + n->ow, B, w->col, w->ncol);
 	stage_backward(w, params, D2, cond, B, s[0], s[1], s[2], grad);
+	if (w->ckpt) {
+		/* u2 again: D1's maps, up-sampled */
+		stage_need(w, params, D1, cond, B);
+		cg_upsample2_forward(w->u2, w->st[D1].a, B, c->height / 2,
+		                     c->width / 2, (int)C);
+	}
 	memset(s[1], 0, Bs * n->P * C * sizeof(float));
 	cg_conv_backward(&n->conv[D2], s[1], grad + n->cw[D2], grad + n->cb[D2],
 	                 s[0], w->u2, params + n->cw[D2], B, w->col, w->ncol);
@@ -518,6 +579,12 @@ cg_cvae_conv_decode_backward(const struct cg_cvae_config *c,
 	cg_upsample2_backward(s[0], s[1], B, c->height / 2, c->width / 2,
 	                      (int)C);
 	stage_backward(w, params, D1, cond, B, s[0], s[1], s[2], grad);
+	if (w->ckpt) {
+		/* u1 again: D0's maps, up-sampled */
+		stage_need(w, params, D0, cond, B);
+		cg_upsample2_forward(w->u1, w->st[D0].a, B, c->height / 4,
+		                     c->width / 4, 2 * (int)C);
+	}
 	/* s1 = d u1; s0 = d a0, then d p0 */
 	memset(s[1], 0, Bs * n->P1 * 2 * C * sizeof(float));
 	cg_conv_backward(&n->conv[D1], s[1], grad + n->cw[D1], grad + n->cb[D1],
@@ -554,6 +621,7 @@ cg_cvae_conv_encode_backward(const struct cg_cvae_config *c,
 	memset(s[0], 0, Bs * n->F * sizeof(float));
 	cg_concat_onehot_backward(s[0], w->dhin, B, n->F, c->ncond);
 	stage_backward(w, params, E2, cond, B, s[0], s[1], s[2], grad);
+	stage_need(w, params, E1, cond, B);
 	memset(s[1], 0, Bs * n->P1 * n->C * sizeof(float));
 	cg_conv_backward(&n->conv[E2], s[1], grad + n->cw[E2], grad + n->cb[E2],
 	                 s[0], w->st[E1].a, params + n->cw[E2], B, w->col,

@@ -47,13 +47,16 @@ void cg_cvae_conv_init(const struct cg_cvae_config *c, float *params,
 
 /*
  * The nets' activations for batches of up to max_batch, allocated once
- * (NULL with a message); cg_cvae_cnet_bytes what that takes (0 with a
+ * (NULL with a message), checkpointed where checkpoint != 0 (each stage
+ * keeps its layer's output, the rest is made again in the backward
+ * pass: the same bits); cg_cvae_cnet_bytes what that takes (0 with a
  * message).  _free(NULL) is a no-op.
  */
 struct cg_cvae_cnet;
 struct cg_cvae_cnet *cg_cvae_cnet_new(const struct cg_cvae_config *c,
-                                      int max_batch);
-size_t cg_cvae_cnet_bytes(const struct cg_cvae_config *c, int max_batch);
+                                      int max_batch, int checkpoint);
+size_t cg_cvae_cnet_bytes(const struct cg_cvae_config *c, int max_batch,
+                          int checkpoint);
 void cg_cvae_cnet_free(struct cg_cvae_cnet *n);
 
 /*
