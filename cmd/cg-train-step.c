@@ -637,12 +637,25 @@ dpsgd_record(const struct args *a, struct job *j, struct cJSON *man)
 	if (cg_dp_append(&next, d->sigma, d->q, (uint64_t)j->res.steps) != 0)
 		return -1;
 	next.clip = 0;
+	next.nrelease = next.has_shard = 0;
 	if (a->o.emit != CG_EMIT_MODEL) {
+		unsigned char id[32], split[32];
+		int index;
 		next.clip = d->clip;
-		next.release =
+		next.nrelease = 1;
+		next.release[0] =
 		    (struct cg_dp_run){.sigma = d->sigma,
 		                       .q = d->q,
 		                       .steps = (uint64_t)j->res.steps};
+		/* the shard it trained on: cg-reduce takes releases of
+		 * disjoint shards together (privacy.h) */
+		if (cg_state_split(j->s->file, split, &index)) {
+			cg_state_identity(j->s->file, id);
+			cg_hex(next.shard[0].sha256, id);
+			cg_hex(next.shard[0].split, split);
+			next.shard[0].index = index;
+			next.has_shard = 1;
+		}
 	}
 	return cg_dp_write(man, &next);
 }

@@ -532,13 +532,21 @@ table_dp(FILE *fp, const struct cg_file *f)
 	fprintf(fp, "epsilon %.4g at delta %g, %llu release%s\n", dp.epsilon,
 	        dp.delta, (unsigned long long)cg_dp_rounds(&dp),
 	        cg_dp_rounds(&dp) == 1 ? "" : "s");
+	/* the runs of a max item (parallel releases) marked "|" */
 	for (int i = 0; i < dp.nhist; i++)
-		fprintf(fp, "  %llu x sigma %g, q %g\n",
+		fprintf(fp, "  %s%llu x sigma %g, q %g\n",
+		        dp.hist[i].alt || (i > 0 && dp.hist[i - 1].alt) ? "| "
+		                                                        : "",
 		        (unsigned long long)dp.hist[i].steps, dp.hist[i].sigma,
 		        dp.hist[i].q);
-	if (dp.clip > 0)
+	if (dp.clip > 0 && dp.nrelease == 1)
 		fprintf(fp, "  this update: clip %g, sigma %g, q %g\n", dp.clip,
-		        dp.release.sigma, dp.release.q);
+		        dp.release[0].sigma, dp.release[0].q);
+	else if (dp.clip > 0)
+		fprintf(fp,
+		        "  this update: the most of %d releases on disjoint "
+		        "shards, clip %g\n",
+		        dp.nrelease, dp.clip);
 	return 0;
 }
 

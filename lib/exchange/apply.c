@@ -240,8 +240,8 @@ next_dp(const struct cg_model *m, const char *mname, const struct cg_update *u,
 		                 "model %s at %g",
 		                 u->name, ud.delta, mname, next->delta);
 	double before = next->epsilon;
-	if (cg_dp_append(next, ud.release.sigma, ud.release.q,
-	                 ud.release.steps) != 0)
+	/* a parallel release (DP-SGD on disjoint shards) adds its max */
+	if (cg_dp_append_max(next, ud.release, ud.nrelease) != 0)
 		return -1;
 	if (o->target_epsilon > 0 && next->epsilon > o->target_epsilon)
 		return cg_seterr("%s: would bring epsilon to %.4g at delta %g "
@@ -324,7 +324,8 @@ cg_apply_update(struct cg_model *m, const char *mname,
 		for (int i = o->stage ? o->stage->v0 : 0;
 		     o->stage && i < o->stage->v1; i++)
 			in += present[i];
-		if (o->stage && (n != in || in != o->stage->v1 - o->stage->v0)) {
+		if (o->stage &&
+		    (n != in || in != o->stage->v1 - o->stage->v0)) {
 			cg_seterr("%s: %d tensors, %d of them the stage's (it "
 			          "has %d)",
 			          u->name, n, in, o->stage->v1 - o->stage->v0);
@@ -412,8 +413,8 @@ cg_apply_publish(struct cg_model *m, const char *mname,
 	m->step = step0;
 	cg_rng_derive(&e.rng, step0, 0x646f776eULL, 0);
 	/* with feedback, the residual becomes what the change did not carry */
-	f = cg_update_encode(m, NULL, CG_UPDATE_DELTA, d, u->samples,
-	                     u->weight, u->loss, &spec, &e, sent,
+	f = cg_update_encode(m, NULL, CG_UPDATE_DELTA, d, u->samples, u->weight,
+	                     u->loss, &spec, &e, sent,
 	                     feedback ? m->ef_down : NULL);
 	m->params = now;
 	m->step = step0 + 1;

@@ -341,6 +341,9 @@ release(struct cg_reducer *r)
 	cg_update_free(r->first);
 	cg_file_free(r->acc);
 	r->acc = NULL;
+	free(r->pdp);
+	free(r->pbase);
+	r->pdp = r->pbase = NULL;
 	r->kept = NULL;
 	r->first = NULL;
 	r->nkept = r->capkept = 0;
@@ -831,6 +834,100 @@ measure(struct cg_reducer *r, const struct cg_update *u, int64_t *stale,
 	return 0;
 }
 
+/*
+ * u's record in (a DP-SGD release of a shard) against r's so far: its
+ * base, checked against the first such input's or the model's, into
+ * *base, and r's releases with its own joined, into *joined (both
+ * allocated here, the caller's to free).  0, or -1 with a message.
+ */
+static int
+take_parallel(const struct cg_reducer *r, const struct cg_update *u,
+              const struct cg_dp *in, struct cg_dp **base,
+              struct cg_dp **joined)
+{
+	struct cg_dp *b = malloc(sizeof(*b)), *j = malloc(sizeof(*j));
+
+	*base = b;
+	*joined = j;
+	if (b == NULL || j == NULL)
+		return cg_seterr("out of memory");
+	if (r->dp_clip > 0)
+		return cg_seterr("%s: noised by DP-SGD already: it is not "
+		                 "clipped and noised again (--dp-clip)",
+		                 u->name);
+	if (r->first != NULL && r->pdp == NULL)
+		return cg_seterr("%s: noised by DP-SGD, among inputs without "
+		                 "differential privacy",
+		                 u->name);
+	if (cg_dp_base(in, b) != 0)
+		return cg_errprefix(u->name), -1;
+	if (r->pdp != NULL && in->delta != r->pdp->delta)
+		return cg_seterr("%s: dp: spent at delta %g, the first input "
+		                 "at %g",
+		                 u->name, in->delta, r->pdp->delta);
+	if (r->model != NULL) {
+		/* the round adds to the model's record, whatever older
+		 * model an input was computed from */
+		if (r->dp.nhist > 0 && in->delta != r->dp.delta)
+			return cg_seterr("%s: dp: spent at delta %g, the model "
+			                 "%s at %g",
+			                 u->name, in->delta, r->model_name,
+			                 r->dp.delta);
+		if (r->dp.nhist == 0 && b->nhist > 0)
+			return cg_seterr(
+			    "%s: dp: computed from a model that had "
+			    "spent epsilon %.4g; the model %s records "
+			    "none",
+			    u->name, b->epsilon, r->model_name);
+	} else if (r->pbase != NULL) {
+		if (!cg_dp_same_history(b, r->pbase))
+			return cg_seterr(
+			    "%s: dp: its record before its release "
+			    "is not the first input's",
+			    u->name);
+	}
+	if (r->pdp)
+		*j = *r->pdp;
+	else {
+		memset(j, 0, sizeof(*j));
+		j->delta = in->delta;
+	}
+	if (cg_dp_join(j, in) != 0)
+		return cg_errprefix(u->name), -1;
+	return 0;
+}
+
+/* The record of a round of DP-SGD inputs (r->pdp) into *next: the
+ * model's record, or theirs, with their parallel release after it.  0,
+ * or -1 with a message: another delta than --dp-delta's, or past
+ * --target-epsilon. */
+static int
+parallel_dp(const struct cg_reducer *r, struct cg_dp *next)
+{
+	*next = r->model ? r->dp : *r->pbase;
+	next->delta = r->pdp->delta;
+	if (r->dp_delta > 0 && r->dp_delta != next->delta)
+		return cg_seterr("--dp-delta %g: the inputs spent their budget "
+		                 "at delta %g",
+		                 r->dp_delta, next->delta);
+	if (cg_dp_append_max(next, r->pdp->release, r->pdp->nrelease) != 0)
+		return -1;
+	if (r->dp_target > 0 && next->epsilon > r->dp_target)
+		return cg_seterr("this round would spend epsilon %.4g at delta "
+		                 "%g in all (%.4g so far), past "
+		                 "--target-epsilon %g",
+		                 next->epsilon, next->delta, r->dp.epsilon,
+		                 r->dp_target);
+	next->clip = r->pdp->clip;
+	next->nrelease = r->pdp->nrelease;
+	next->has_shard = 1;
+	memcpy(next->release, r->pdp->release,
+	       (size_t)next->nrelease * sizeof(next->release[0]));
+	memcpy(next->shard, r->pdp->shard,
+	       (size_t)next->nrelease * sizeof(next->shard[0]));
+	return 0;
+}
+
 /* Note name among the inputs left out; 0, or -1 with a message. */
 static int
 note_left_out(struct cg_reducer *r, const char *name)
@@ -859,6 +956,8 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	double factor = 1;
 	int64_t stale = 0;
 	int rc = -1;
+	/* a DP-SGD release of a shard: its record, base and joined */
+	struct cg_dp *in = NULL, *pbase = NULL, *joined = NULL;
 
 	if (cg_update_check_weight(u) != 0)
 		goto out;
@@ -877,16 +976,35 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	rc = -1;
 	if (r->first != NULL && check_input(r, u) != 0)
 		goto out;
-	/* a noised release stands alone: it passes through a reduction of
-	 * one (a recode) with its record, and mixes with nothing */
-	if (cJSON_GetObjectItemCaseSensitive(u->file->manifest, "dp") &&
-	    (r->dp_clip > 0 || r->first != NULL)) {
+	if (cJSON_GetObjectItemCaseSensitive(u->file->manifest, "dp")) {
+		if ((in = malloc(sizeof(*in))) == NULL) {
+			cg_seterr("out of memory");
+			goto out;
+		}
+		if (cg_dp_read(u->file->manifest, in) < 0) {
+			cg_errprefix(u->name);
+			goto out;
+		}
+		/* DP-SGD on a shard: in parallel with others (privacy.h) */
+		if (in->has_shard && in->clip > 0 &&
+		    take_parallel(r, u, in, &pbase, &joined) != 0)
+			goto out;
+	} else if (r->pdp) {
+		cg_seterr("%s: no differential privacy, among inputs noised "
+		          "by DP-SGD",
+		          u->name);
+		goto out;
+	}
+	/* another noised release stands alone: it passes through a
+	 * reduction of one (a recode) with its record, and mixes with
+	 * nothing */
+	if (in && joined == NULL && (r->dp_clip > 0 || r->first != NULL)) {
 		cg_seterr("%s: noised for differential privacy already: it "
 		          "is reduced with no other input",
 		          u->name);
 		goto out;
 	}
-	if (r->acc &&
+	if (r->acc && r->pdp == NULL &&
 	    cJSON_GetObjectItemCaseSensitive(r->acc->manifest, "dp")) {
 		cg_seterr("%s: the first input was noised for differential "
 		          "privacy: it is reduced with no other input",
@@ -937,6 +1055,11 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 		goto out;
 	/* its weight in the sum; the total divided by stays w (reduce.h) */
 	u->weight = w * factor;
+	if (joined) {
+		/* one a worker: a Poisson sample's size is not private */
+		wt = (double)inputs;
+		u->weight = wt * factor;
+	}
 	if (r->dp_clip > 0) {
 		/* one worker, one vote, of norm at most the clip */
 		double c = cg_dp_clip_factor(cg_dp_update_norm(u), r->dp_clip);
@@ -986,8 +1109,20 @@ cg_reducer_add(struct cg_reducer *r, struct cg_update *u)
 	r->loss += wt * loss;
 	r->inputs += inputs;
 	cg_uident_set_add(&r->ids, &id);
+	if (joined) {
+		free(r->pdp);
+		r->pdp = joined;
+		joined = NULL;
+		if (r->pbase == NULL) {
+			r->pbase = pbase;
+			pbase = NULL;
+		}
+	}
 	rc = 0;
 out:
+	free(in);
+	free(pbase);
+	free(joined);
 	/* the message says why it is left out: kept unless no memory */
 	if (rc == 1 && note_left_out(r, u->name) != 0)
 		rc = -1;
@@ -1194,7 +1329,17 @@ cg_reducer_finish(struct cg_reducer *r)
 	const double sigma = r->dp_sigma > 0 ? r->dp_sigma
 	                     : r->masked     ? masked_sigma(r)
 	                                     : 0;
-	if (sigma > 0) {
+	if (r->pdp) {
+		struct cg_dp *next = malloc(sizeof(*next));
+		if (next == NULL || parallel_dp(r, next) != 0) {
+			if (next == NULL)
+				cg_seterr("out of memory");
+			free(next);
+			return NULL;
+		}
+		r->dp = *next;
+		free(next);
+	} else if (sigma > 0) {
 		struct cg_dp next;
 		if (r->dp_sigma > 0)
 			cg_dp_add_noise(f, r->dp_sigma * r->dp_clip / r->weight,
@@ -1203,14 +1348,16 @@ cg_reducer_finish(struct cg_reducer *r)
 			return NULL;
 		r->dp = next;
 		r->dp.clip = r->dp_sigma > 0 ? r->dp_clip : r->share.clip;
-		r->dp.release = (struct cg_dp_run){
+		r->dp.nrelease = 1;
+		r->dp.has_shard = 0;
+		r->dp.release[0] = (struct cg_dp_run){
 		    .sigma = sigma, .q = r->dp_q, .steps = 1};
 	} else if (r->dp_budget) {
 		cg_seterr("a privacy budget, but no noise in this round "
 		          "(--dp-noise here, or at the workers under --mask)");
 		return NULL;
 	}
-	r->noised = sigma > 0;
+	r->noised = sigma > 0 || r->pdp != NULL;
 	r->acc = NULL;
 	if (put_signers(f, r) != 0 ||
 	    cg_uident_set_put(&r->ids, f->manifest) != 0 ||

@@ -90,6 +90,20 @@
  * "contributors" every (worker, base) pair of its inputs, so that a
  * reduction of reductions refuses two that overlap.
  *
+ * Example-level DP-SGD updates (cg-train-step --example-clip: a "dp"
+ * record whose release names its shard) of workers on disjoint shards
+ * reduce together under any operation, each weighing one (its sample
+ * count is the size of its Poisson samples, which its noise does not
+ * cover): the result is a function of releases of which one example
+ * touches one, so its record is the round's parallel composition
+ * (privacy.h), after the model's record (cg_reducer_set_model) or, with
+ * none, the one the inputs were computed from, which must then be the
+ * same for all.  Refused, in one line: two of the same shard, of
+ * shards of different splits or of one index of a split; one beside an
+ * input without a record or with a noised release of no shard; one at
+ * another delta than the others or the model; one whose history does
+ * not end with its release; and any under --dp-clip.
+ *
  * A tree: the result of a reduction (a manifest with "reduce") is an
  * input again only to an operation of the row's tree = 1 (mean, sum),
  * and to the same one: the mean of means weighted by their weights is
@@ -252,6 +266,10 @@ struct cg_reducer {
 	struct cg_dp_share share;
 	int share_set, noised;
 	uint64_t dp_clipped; /* inputs scaled down by the clip */
+	/* Example-level DP-SGD updates on disjoint shards (privacy.h):
+	 * their releases joined so far, and the record the first was
+	 * computed from; NULL before the first such input. */
+	struct cg_dp *pdp, *pbase;
 	/* Slice slice_i of slice_n of the tensors (slice.h; slice_n 0:
 	 * all of them): whole inputs are cut to it as they come. */
 	int slice_i, slice_n;

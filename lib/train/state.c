@@ -184,6 +184,47 @@ out:
 }
 
 int
+cg_state_split(const struct cg_file *f, unsigned char out[32], int *index)
+{
+	const cJSON *sh =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "shard");
+	const cJSON *src =
+	    cJSON_GetObjectItemCaseSensitive(f->manifest, "source");
+	const cJSON *ix = cJSON_GetObjectItemCaseSensitive(sh, "index");
+	EVP_MD_CTX *c = NULL;
+	cJSON *cut = NULL;
+	char *a = NULL, *b = NULL;
+	unsigned int len = 32;
+	int rc = 0;
+
+	if (!cJSON_IsObject(sh) || !cJSON_IsObject(src) ||
+	    !cJSON_IsNumber(ix) ||
+	    !(ix->valuedouble >= -1 && ix->valuedouble < 1 << 24) ||
+	    ix->valuedouble != (int)ix->valuedouble)
+		return 0;
+	if ((cut = cJSON_Duplicate(sh, 1)) == NULL)
+		return 0;
+	cJSON_DeleteItemFromObjectCaseSensitive(cut, "index");
+	cJSON_DeleteItemFromObjectCaseSensitive(cut, "holdout");
+	if ((a = cJSON_PrintUnformatted(cut)) == NULL ||
+	    (b = cJSON_PrintUnformatted(src)) == NULL ||
+	    (c = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1)
+		goto out;
+	update_str(c, a);
+	update_str(c, b);
+	EVP_DigestFinal_ex(c, out, &len);
+	*index = (int)ix->valuedouble;
+	rc = 1;
+out:
+	EVP_MD_CTX_free(c);
+	cJSON_Delete(cut);
+	free(a);
+	free(b);
+	return rc;
+}
+
+int
 cg_state_digest(const struct cg_state *st, unsigned char out[32])
 {
 	if (st == NULL || !st->loaded)

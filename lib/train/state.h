@@ -144,6 +144,16 @@ int cg_state_write_to(struct cg_state *st, struct cg_out *o,
  */
 void cg_state_identity(const struct cg_file *f, unsigned char out[32]);
 
+/*
+ * The split a shard file f is one shard of, as cg-shard records it: the
+ * SHA-256 of its "shard" record less "index" and "holdout", and of its
+ * "source", printed unformatted, into out, and its index into *index
+ * (-1: the hold-out).  Two shards of one split share no example, so
+ * their DP-SGD releases compose in parallel (model/privacy.h).  1 with
+ * out set, 0 for a shard without such a record (out untouched).
+ */
+int cg_state_split(const struct cg_file *f, unsigned char out[32], int *index);
+
 /* The identity (cg_state_identity) of st as it was read, before a call
  * changed it: 1 with out set, or 0 for a state that was not read from a
  * file (out untouched).  Take it before the call changes st's tensors. */
