@@ -1,15 +1,24 @@
-"""torch_pipe.py - a cgpt trained as two pipeline stages by PyTorch's
+"""torch_pipe.py - a cgpt trained as pipeline stages by PyTorch's
 torch.distributed.pipelining (ScheduleGPipe or Schedule1F1B, the gloo
-backend, two processes on this machine), for bench/pipeline.sh.
+backend), for bench/pipeline.sh.
 
 The model is tests/torch_check.py's Block (cg's cgpt block: pre-LayerNorm,
 causal attention, tanh GELU) with cg's embeddings and untied head, cut as
-cg cuts it: stage 0 the embeddings and blocks [0, SPLIT), stage 1 the
-rest, the final LayerNorm and the head.  AdamW at 1e-3.  The batches are
-random bytes of the context's length (the work does not depend on them).
-After one step not timed, STEPS steps are timed between barriers.  Each
-rank prints one JSON line: its rank, seconds, tokens/s, CPU seconds
-(process_time) and peak RSS in MiB (getrusage).
+cg cuts it: stage 0 the embeddings and its blocks, the last stage its
+blocks, the final LayerNorm and the head, the blocks of stage i those
+from cut i - 1 to cut i (--cuts, N - 1 layers; two stages: --split).
+AdamW at 1e-3.  The batches are random bytes of the context's length
+(the work does not depend on them).  After one step not timed, STEPS
+steps are timed between barriers.  Each rank prints one JSON line: its
+rank, seconds, tokens/s, CPU seconds a step (process_time), peak RSS in
+MiB (getrusage), and with --ifname the bytes that interface sent and
+received over the timed steps (its statistics in /sys/class/net, which
+count what crosses the link: a rank alone in its network namespace).
+
+Without --rank, every rank runs on this machine (torch.multiprocessing,
+MASTER_ADDR 127.0.0.1); with --rank R, this process is rank R alone, of
+--stages, meeting the others at --master (each in a network namespace of
+its own, say, with GLOO_SOCKET_IFNAME naming its link).
 """
 import argparse
 import json
@@ -32,34 +41,43 @@ from torch_check import Block  # noqa: E402
 V = 257  # 256 bytes and the end of a text; no conditions here
 
 
-class First(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.wte = nn.Embedding(V, a.width)
-        self.wpe = nn.Embedding(a.context, a.width)
-        self.h = nn.ModuleList([Block(a.width, a.heads)
-                                for _ in range(a.split)])
+class Stage(nn.Module):
+    """Stage i of n: blocks [a, b), the embeddings on the first, the
+    final LayerNorm and the head on the last."""
 
-    def forward(self, tokens):
-        T = tokens.shape[1]
-        x = self.wte(tokens) + self.wpe(torch.arange(T))
-        for b in self.h:
-            x = b(x)
+    def __init__(self, args, i, n, a, b):
+        super().__init__()
+        self.first, self.last = i == 0, i == n - 1
+        if self.first:
+            self.wte = nn.Embedding(V, args.width)
+            self.wpe = nn.Embedding(args.context, args.width)
+        self.h = nn.ModuleList([Block(args.width, args.heads)
+                                for _ in range(a, b)])
+        if self.last:
+            self.lnf = nn.LayerNorm(args.width)
+            self.lm_head = nn.Linear(args.width, V, bias=False)
+
+    def forward(self, x):
+        if self.first:
+            T = x.shape[1]
+            x = self.wte(x) + self.wpe(torch.arange(T))
+        for blk in self.h:
+            x = blk(x)
+        if self.last:
+            x = self.lm_head(self.lnf(x))
         return x
 
 
-class Last(nn.Module):
-    def __init__(self, a):
-        super().__init__()
-        self.h = nn.ModuleList([Block(a.width, a.heads)
-                                for _ in range(a.layers - a.split)])
-        self.lnf = nn.LayerNorm(a.width)
-        self.lm_head = nn.Linear(a.width, V, bias=False)
-
-    def forward(self, x):
-        for b in self.h:
-            x = b(x)
-        return self.lm_head(self.lnf(x))
+def link_bytes(ifname):
+    """(tx, rx) bytes of interface ifname so far, or (0, 0) without."""
+    if not ifname:
+        return 0, 0
+    d = "/sys/class/net/%s/statistics/" % ifname
+    with open(d + "tx_bytes") as f:
+        tx = int(f.read())
+    with open(d + "rx_bytes") as f:
+        rx = int(f.read())
+    return tx, rx
 
 
 def loss_fn(logits, targets):
@@ -67,13 +85,18 @@ def loss_fn(logits, targets):
 
 
 def worker(rank, a):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    n = a.stages
+    if a.rank is None:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+    else:
+        os.environ["MASTER_ADDR"] = a.master
     os.environ["MASTER_PORT"] = str(a.port)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1 + rank)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    mod = First(a) if rank == 0 else Last(a)
-    stage = PipelineStage(mod, rank, 2, torch.device("cpu"))
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    bounds = [0] + a.cuts + [a.layers]
+    mod = Stage(a, rank, n, bounds[rank], bounds[rank + 1])
+    stage = PipelineStage(mod, rank, n, torch.device("cpu"))
     Sched = ScheduleGPipe if a.schedule == "gpipe" else Schedule1F1B
     sched = Sched(stage, n_microbatches=a.micro, loss_fn=loss_fn)
     opt = torch.optim.AdamW(mod.parameters(), lr=1e-3)
@@ -85,24 +108,30 @@ def worker(rank, a):
         opt.zero_grad()
         if rank == 0:
             sched.step(tokens)
-        else:
+        elif rank == n - 1:
             sched.step(target=targets)
+        else:
+            sched.step()
         opt.step()
 
     step()
     dist.barrier()
     t0, c0 = time.perf_counter(), time.process_time()
+    tx0, rx0 = link_bytes(a.ifname)
     for _ in range(a.steps):
         step()
     dist.barrier()
     t1, c1 = time.perf_counter(), time.process_time()
+    tx1, rx1 = link_bytes(a.ifname)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"rank": rank, "seconds": t1 - t0,
                       "tokens_per_s": a.steps * a.batch * a.context /
                       (t1 - t0),
                       "cpu_s_per_step": (c1 - c0) / a.steps,
                       "params": sum(p.numel() for p in mod.parameters()),
-                      "rss_mib": rss}), flush=True)
+                      "rss_mib": rss,
+                      "tx_bytes": tx1 - tx0, "rx_bytes": rx1 - rx0}),
+          flush=True)
     dist.destroy_process_group()
 
 
@@ -119,8 +148,27 @@ def main():
     p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--port", type=int, default=29571)
+    p.add_argument("--stages", type=int, default=2)
+    p.add_argument("--cuts", default=None,
+                   help="the layers the stages are cut at, a,b,...")
+    p.add_argument("--rank", type=int, default=None)
+    p.add_argument("--master", default="127.0.0.1")
+    p.add_argument("--ifname", default=None)
     a = p.parse_args()
-    mp.spawn(worker, args=(a,), nprocs=2, join=True)
+    if a.cuts is not None:
+        a.cuts = [int(c) for c in a.cuts.split(",")]
+    elif a.stages == 2:
+        a.cuts = [a.split]
+    else:
+        a.cuts = [a.layers * i // a.stages for i in range(1, a.stages)]
+    if len(a.cuts) != a.stages - 1 or \
+            [0] + a.cuts + [a.layers] != sorted([0] + a.cuts + [a.layers]):
+        p.error("--cuts: %d increasing layers within 0..%d"
+                % (a.stages - 1, a.layers))
+    if a.rank is None:
+        mp.spawn(worker, args=(a,), nprocs=a.stages, join=True)
+    else:
+        worker(a.rank, a)
 
 
 if __name__ == "__main__":

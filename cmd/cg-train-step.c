@@ -360,7 +360,6 @@ validate_stage(struct args *a)
 	                 : a->max_memory ? "--max-memory"
 	                 : a->ckpt       ? "--checkpoint-activations"
 	                 : a->dp_given   ? "--dp-clip"
-	                 : a->log        ? "--log"
 	                                 : NULL;
 
 	if (no)
@@ -1147,6 +1146,7 @@ stage_job(struct args *a, struct job *j)
 		    cg_uident_record(j->f->manifest, shard, so.worker[4]) != 0)
 			goto fail;
 	} else {
+		j->res.mean.loss = loss;
 		cg_json_set_num(j->m->manifest, "loss", loss);
 		cg_json_set_num(j->m->manifest, "samples",
 		                seen + (double)end[1]);
@@ -1159,6 +1159,16 @@ stage_job(struct args *a, struct job *j)
 	    cg_pipe_ready(&p, st.index, st.count) != 0 ||
 	    cg_pipe_commit(&p, st.index, st.count) != 0 ||
 	    cg_out_commit(&j->out) != 0)
+		goto fail;
+	j->rep = (struct cg_train_report){.emit = a->emit_name,
+	                                  .m = j->m,
+	                                  .res = &j->res,
+	                                  .steps = a->o.steps,
+	                                  .secs = so.step_s,
+	                                  .stage = &so,
+	                                  .stage_index = st.index,
+	                                  .stage_count = st.count};
+	if (a->log && cg_json_append(a->log, cg_train_log_json(&j->rep)) != 0)
 		goto fail;
 	rc = 0;
 fail:

@@ -30,6 +30,24 @@
 #                         the hosts to run this build's programs in this
 #                         environment (the thread count, BLAS kernels and
 #                         sanitizer options the bytes and the runs depend on)
+#   hosts_memory_skip_reason
+#                         prints why no host's memory can be limited here
+#                         (no memory cgroup, v1 or v2, that root can
+#                         write), or nothing
+#   hosts_memory I BYTES  host I's memory limited to BYTES: its sshd, and
+#                         so every login and what it runs, in a memory
+#                         cgroup of its own (cgm$$hI), which the kernel
+#                         keeps under BYTES by reclaim and, where that is
+#                         not enough, by killing (with swap, memory and
+#                         swap together); hosts_down removes it
+#   hosts_memory_stat I   "FAILCNT OOM_KILLS PEAK": of host I's cgroup, the
+#                         times it met its limit (v1: memory.failcnt and
+#                         memory.memsw.failcnt; v2: 'max' events),
+#                         the processes the kernel killed there, and the
+#                         most it held (bytes; page cache included) since
+#                         hosts_memory or hosts_memory_reset
+#   hosts_memory_reset I  sets host I's counters of hosts_memory_stat back
+#                         (not the kills, which are read as differences)
 #
 # hosts_up sets HOSTS_DIR (a directory of its own: keys, configs, logs, and
 # hostI/, a working directory for each host), HOSTS_SSH (the ssh command
@@ -73,7 +91,7 @@ hosts_skip_reason() {
 
 # namespaces and bridges of runs whose PID is gone, and their processes
 hosts__stale() {
-	local ns pid p
+	local ns pid p g
 	for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(cgn[0-9]*h[0-9]*\).*/\1/p'); do
 		pid=${ns#cgn}
 		pid=${pid%h*}
@@ -85,6 +103,14 @@ hosts__stale() {
 		ip link del "cgb$pid" 2>/dev/null
 		# a relay's pair (its relay ends when its veth goes)
 		ip link del "cgr${ns#cgn}" 2>/dev/null
+	done
+	# memory cgroups of such runs (hosts_memory), once empty
+	for g in /sys/fs/cgroup/memory/cgm[0-9]*h[0-9]* \
+		/sys/fs/cgroup/cgm[0-9]*h[0-9]*; do
+		[ -d "$g" ] || continue
+		pid=${g##*/cgm}
+		pid=${pid%h*}
+		kill -0 "$pid" 2>/dev/null || rmdir "$g" 2>/dev/null
 	done
 	return 0
 }
@@ -285,6 +311,7 @@ hosts_down() {
 		ip link del "cgr${pfx}h$i" 2>/dev/null
 	done
 	ip link del "cgb$pfx" 2>/dev/null
+	hosts__memory_down "$pfx"
 	rm -rf "$d"
 	HOSTS_DIR=
 	return 0
@@ -308,4 +335,133 @@ hosts_prefix() {
 		[ -z "${!v+set}" ] || env="$env$v=${!v} "
 	done
 	echo "env $env$(dirname "$(command -v cg-train-step)")/"
+}
+
+# ------------------------------------------------- memory-limited hosts
+
+# the memory cgroups' root, and its version: "v1 DIR", "v2 DIR", or
+# "none -"
+hosts__memory_root() {
+	if [ -w /sys/fs/cgroup/memory/memory.limit_in_bytes ] ||
+		[ -w /sys/fs/cgroup/memory/cgroup.procs ]; then
+		echo "v1 /sys/fs/cgroup/memory"
+	elif [ -f /sys/fs/cgroup/cgroup.controllers ] &&
+		grep -qw memory /sys/fs/cgroup/cgroup.controllers &&
+		grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+		echo "v2 /sys/fs/cgroup"
+	else
+		echo "none -"
+	fi
+}
+
+hosts_memory_skip_reason() {
+	local v root probe
+	read -r v root < <(hosts__memory_root)
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "not root: memory cgroups need root"
+	elif [ "$v" = none ]; then
+		echo "no memory cgroup here (neither /sys/fs/cgroup/memory nor a v2 memory controller)"
+	else
+		probe=$root/cgm$$probe
+		if ! mkdir "$probe" 2>/dev/null; then
+			echo "cannot make a memory cgroup under $root"
+		else
+			rmdir "$probe"
+		fi
+	fi
+}
+
+# hosts__memory_dir I: host I's cgroup directory
+hosts__memory_dir() {
+	local v root
+	read -r v root < <(hosts__memory_root)
+	echo "$root/cgm${HOSTS_PREFIX}h$1"
+}
+
+hosts_memory() {
+	local i=$1 bytes=$2 v root g pid p
+	read -r v root < <(hosts__memory_root)
+	[ "$v" != none ] || {
+		echo "hosts_memory: no memory cgroup here" >&2
+		return 1
+	}
+	g=$root/cgm${HOSTS_PREFIX}h$i
+	mkdir -p "$g" || return 1
+	if [ "$v" = v1 ]; then
+		# with swap, memory and swap together are limited too (the
+		# kernel refuses a memsw limit below the memory limit: memory
+		# first); without, a memsw limit would leave memory.failcnt
+		# at 0 when the limit is met
+		echo "$bytes" >"$g/memory.limit_in_bytes" || return 1
+		if [ "$(wc -l </proc/swaps)" -gt 1 ] &&
+			[ -w "$g/memory.memsw.limit_in_bytes" ]; then
+			echo "$bytes" >"$g/memory.memsw.limit_in_bytes" ||
+				return 1
+		fi
+		echo 0 >"$g/memory.failcnt" 2>/dev/null
+		echo 0 >"$g/memory.max_usage_in_bytes" 2>/dev/null
+	else
+		echo "$bytes" >"$g/memory.max" || return 1
+		[ ! -w "$g/memory.swap.max" ] || echo 0 >"$g/memory.swap.max"
+	fi
+	pid=$(cat "$HOSTS_DIR/sshd.$i.run") || return 1
+	echo "$pid" >"$g/cgroup.procs" || return 1
+	# and whatever its logins run now
+	for p in $(ip netns pids "cgn${HOSTS_PREFIX}h$i" 2>/dev/null); do
+		echo "$p" >"$g/cgroup.procs" 2>/dev/null
+	done
+	return 0
+}
+
+hosts_memory_stat() {
+	local v root g fail kills peak
+	read -r v root < <(hosts__memory_root)
+	g=$root/cgm${HOSTS_PREFIX}h$1
+	[ -d "$g" ] || return 1
+	if [ "$v" = v1 ]; then
+		# the memory and swap limit is the same: either may be met
+		fail=$(cat "$g/memory.failcnt")
+		[ ! -r "$g/memory.memsw.failcnt" ] ||
+			fail=$((fail + $(cat "$g/memory.memsw.failcnt")))
+		kills=$(sed -n 's/^oom_kill //p' "$g/memory.oom_control")
+		peak=$(cat "$g/memory.max_usage_in_bytes")
+	else
+		fail=$(sed -n 's/^max //p' "$g/memory.events")
+		kills=$(sed -n 's/^oom_kill //p' "$g/memory.events")
+		peak=$(cat "$g/memory.peak" 2>/dev/null || echo 0)
+	fi
+	echo "${fail:-0} ${kills:-0} ${peak:-0}"
+}
+
+hosts_memory_reset() {
+	local v root g
+	read -r v root < <(hosts__memory_root)
+	g=$root/cgm${HOSTS_PREFIX}h$1
+	if [ "$v" = v1 ]; then
+		echo 0 >"$g/memory.failcnt" &&
+			echo 0 >"$g/memory.max_usage_in_bytes" || return 1
+		[ ! -w "$g/memory.memsw.failcnt" ] ||
+			echo 0 >"$g/memory.memsw.failcnt"
+	else
+		# v2 counts its events for ever, and its peak since a write
+		# of its own (6.12 and later)
+		echo 0 >"$g/memory.peak" 2>/dev/null
+		return 0
+	fi
+}
+
+# hosts__memory_down PREFIX: the cgroups of run PREFIX removed, once
+# the processes hosts_down killed have left them
+hosts__memory_down() {
+	local v root g x
+	read -r v root < <(hosts__memory_root)
+	[ "$v" != none ] || return 0
+	for g in "$root"/cgm"$1"h[0-9]*; do
+		[ -d "$g" ] || continue
+		for x in $(seq 40); do
+			rmdir "$g" 2>/dev/null && break
+			sleep 0.05
+		done
+	done
+	return 0
 }

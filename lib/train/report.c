@@ -36,7 +36,7 @@ cg_train_log_json(const struct cg_train_report *r)
 	cJSON_AddNumberToObject(o, "steps", res->steps);
 	cJSON_AddNumberToObject(o, "samples", (double)res->samples);
 	cJSON_AddNumberToObject(o, "loss", res->mean.loss);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3 && r->stage == NULL; i++)
 		if (m->arch->part_names[i])
 			cJSON_AddNumberToObject(o, m->arch->part_names[i],
 			                        res->mean.part[i]);
@@ -47,9 +47,26 @@ cg_train_log_json(const struct cg_train_report *r)
 		cJSON_AddNumberToObject(o, "teacher_temp", r->distill->tau);
 	}
 	cJSON_AddNumberToObject(o, "seconds", r->secs);
-	cJSON_AddNumberToObject(o, "chunk", r->plan->chunk);
-	cJSON_AddBoolToObject(o, "checkpoint", r->plan->checkpoint);
-	cJSON_AddNumberToObject(o, "memory_plan", (double)r->plan->estimate);
+	if (r->plan) {
+		cJSON_AddNumberToObject(o, "chunk", r->plan->chunk);
+		cJSON_AddBoolToObject(o, "checkpoint", r->plan->checkpoint);
+		cJSON_AddNumberToObject(o, "memory_plan",
+		                        (double)r->plan->estimate);
+	}
+	if (r->stage) {
+		const struct cg_stage_opts *so = r->stage;
+		cJSON_AddNumberToObject(o, "stage", r->stage_index + 1);
+		cJSON_AddNumberToObject(o, "stages", r->stage_count);
+		cJSON_AddStringToObject(o, "schedule",
+		                        so->one_f_one_b ? "1f1b" : "gpipe");
+		cJSON_AddNumberToObject(o, "micro_batches", so->micro);
+		cJSON_AddStringToObject(o, "wire", so->bf16 ? "bf16" : "f32");
+		cJSON_AddNumberToObject(o, "wait_seconds", so->wait_s);
+		cJSON_AddNumberToObject(o, "first_step_seconds",
+		                        so->first_step_s);
+		cJSON_AddNumberToObject(o, "first_wait_seconds",
+		                        so->first_wait_s);
+	}
 	cJSON_AddNumberToObject(o, "memory_peak", (double)cg_rss_peak());
 	if (cg_json_num(c, "dense_bytes", 0) > 0) {
 		cJSON *sp = cJSON_GetObjectItemCaseSensitive(c, "spec");

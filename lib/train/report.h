@@ -30,12 +30,20 @@ struct cg_train_report {
 	const struct cg_file *coded;
 	double enc_secs;
 	int npeers;
+	/* A pipeline stage's call (then plan is NULL), else NULL: its
+	 * schedule and timings, and which stage of how many it is. */
+	const struct cg_stage_opts *stage;
+	int stage_index, stage_count;
 };
 
 /*
  * The --log line's object: emit, step, steps, samples, loss, the arch's
  * parts, the teacher's terms, seconds, the memory plan and peak, and an
  * encoded update's codec, update_bytes, dense_bytes and encode_seconds.
+ * A pipeline stage's has no parts and no plan, but its stage (from 1),
+ * stages, schedule, micro_batches, wire, and its timings: seconds (of
+ * its steps), wait_seconds, first_step_seconds and first_wait_seconds
+ * (train.h's struct cg_stage_opts).
  * A new object the caller owns, or NULL when out of memory.
  */
 struct cJSON *cg_train_log_json(const struct cg_train_report *r);

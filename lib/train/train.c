@@ -1024,6 +1024,7 @@ struct stage_run {
 	int bf16;       /* activations cross as bf16 */
 	int one_f_one_b;             /* the schedule: 1F1B, else GPipe */
 	int slots;                   /* micro-batches' inputs xs holds */
+	double wait;                 /* seconds waiting for a neighbour */
 	struct cg_sender *up, *down; /* to the stages above and below */
 	uint16_t *wire; /* [run, T, C] their bf16 words */
 };
@@ -1173,12 +1174,14 @@ stage_fwd(const struct cg_model *m, const struct cg_stage *st,
 	float *x = r->xs ? r->xs + (size_t)(j % r->slots) * r->run * r->T * r->C
 	                 : NULL;
 	uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
+	double t0 = cg_now();
 	if (st->index > 0 && (recv_act(r, p->up_in, "x", sa, x) != 0 ||
 	                      cg_frame_expect(p->up_in, "targets", CG_U32, 2,
 	                                      sa, r->targets + rt) != 0 ||
 	                      cg_frame_expect(p->up_in, "weight", CG_F32, 2, sa,
 	                                      r->weight + rt) != 0))
 		return -1;
+	r->wait += cg_now() - t0;
 	if (st->index == st->count - 1)
 		return 0;
 	if (ops->forward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x, nb,
@@ -1210,10 +1213,11 @@ stage_bwd(const struct cg_model *m, const struct cg_stage *st,
 	                 : NULL;
 	uint64_t sa[3] = {(uint64_t)nb, (uint64_t)r->T, (uint64_t)r->C};
 	uint64_t bits;
-	double part;
+	double part, t0 = cg_now();
 	if (!last && (recv_act(r, p->down_in, "dx", sa, r->dy) != 0 ||
 	              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
 		return -1;
+	r->wait += cg_now() - t0;
 	if (ops->backward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x,
 	                  r->targets + rt, r->weight + rt, r->dy, nb, r->grad,
 	                  r->dx, &part) != 0)
@@ -1419,10 +1423,12 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	uint64_t *ex = NULL;
 	if (st->index == 0 && (ex = cg_alloc((size_t)B * sizeof(*ex))) == NULL)
 		goto out;
+	so->step_s = so->wait_s = so->first_step_s = so->first_wait_s = 0;
 	for (int k = 0; k < o->steps; k++) {
-		double loss;
+		double loss, t0 = cg_now();
 		uint64_t wbits = 0;
 		double w = 0;
+		r.wait = 0;
 		if (st->index == 0) {
 			struct cg_rng nr;
 			uint64_t count;
@@ -1441,9 +1447,11 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 			w = round((double)count / B * (double)B);
 			memcpy(&wbits, &w, sizeof(w));
 		} else if (o->emit != CG_EMIT_MODEL) {
+			double t1 = cg_now();
 			if (cg_frame_expect(p->up_in, "tokens", CG_U64, 1,
 			                    (uint64_t[1]){1}, &wbits) != 0)
 				goto fail_ex;
+			r.wait += cg_now() - t1;
 			memcpy(&w, &wbits, sizeof(w));
 			if (!(w >= 0 && w <= (double)B * r.T)) {
 				cg_seterr("the previous stage says a step of "
@@ -1475,6 +1483,13 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 		} else
 			tokens += w;
 		stage_update(m, st, o, &e, r.grad, (float)w);
+		double dt = cg_now() - t0;
+		so->step_s += dt;
+		so->wait_s += r.wait;
+		if (k == 0) {
+			so->first_step_s = dt;
+			so->first_wait_s = r.wait;
+		}
 		if (o->progress)
 			o->progress(o->progress_ctx, k + 1, o->steps,
 			            st->index == 0 ? res->mean.loss / tokens

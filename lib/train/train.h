@@ -210,6 +210,12 @@ struct cg_stage_opts {
 	 * shard's identity in four little-endian words and the seed;
 	 * stage 0's caller sets it, the others hear it */
 	uint64_t worker[5];
+	/* what the call says of itself (--log): the wall seconds of its
+	 * steps, and of those the seconds it sat waiting for a neighbour's
+	 * frame (the schedule's bubble, and a slower neighbour's time);
+	 * the first step's apart, which waits for the stages below to
+	 * start */
+	double step_s, wait_s, first_step_s, first_wait_s;
 };
 int cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                    const struct cg_shard *s, struct cg_train_opts *o,
