@@ -28,6 +28,7 @@
 #include "nn/conv.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 
 /* Floats of unfolded input the convolutions may take at once (16 MiB). */
 #define COL_BUDGET ((size_t)1 << 22)
@@ -452,6 +453,7 @@ struct cg_cgan_ws {
 	float *rp; /* each layer's gradient before its leaky ReLU: the
 	            * MLP's [layers][B, hidden], the conv's [B, F] then
 	            * [B, H/2 W/2 C] */
+	struct cg_wset ks; /* the weights as stored (cg_cgan_ws_set_mats) */
 };
 
 /* The workspace's buffers in struct order, then the spectral norms'
@@ -594,9 +596,46 @@ cg_cgan_ws_free(struct cg_cgan_ws *w)
 {
 	if (w == NULL)
 		return;
+	cg_wset_free(&w->ks);
 	free(w->mem);
 	free(w->sn);
 	free(w);
+}
+
+int
+cg_cgan_ws_set_mats(struct cg_cgan_ws *w, const struct cg_wmat *mats, int nv)
+{
+	const struct cg_cgan_config *c = &w->c;
+	const int n = c->conv ? CG_CGAN_CONV_VIEWS : 4 * c->layers + 6;
+	const size_t doff = cg_cgan_disc_off(c);
+	struct cg_view *v;
+	struct cg_wset ks;
+
+	if (mats != NULL && nv != n)
+		return cg_seterr("cgan: %d weights for %d views", nv, n);
+	if ((v = calloc((size_t)n, sizeof(*v))) == NULL)
+		return cg_seterr("cgan: out of memory");
+	if (cg_cgan_views(c, v, n) < 0) {
+		free(v);
+		return -1;
+	}
+	/* the discriminator reads its weights through their spectral
+	 * norms, from params */
+	for (int i = 0; mats != NULL && i < n; i++)
+		if (v[i].off >= doff && mats[i].dtype != CG_F32) {
+			free(v);
+			return cg_seterr("cgan: tensor %s: the discriminator's "
+			                 "weights are read as f32",
+			                 v[i].name);
+		}
+	if (cg_wset_make(&ks, v, mats, n, w->max_batch) != 0) {
+		free(v);
+		return -1;
+	}
+	free(v);
+	cg_wset_free(&w->ks);
+	w->ks = ks;
+	return 0;
 }
 
 int
@@ -638,8 +677,8 @@ gen_forward(const struct cg_cgan_config *c, const float *params,
 	const size_t stride = (size_t)w->max_batch * H;
 	struct linear l0 = gen_lin(c, 0);
 
-	cg_linear_forward(w->g, z, params + l0.w, params + l0.b, B, c->latent,
-	                  H);
+	cg_wset_linear(&w->ks, w->g, z, params, l0.w, params + l0.b, B,
+	               c->latent, H, 0);
 	for (int b = 0; b < B; b++) {
 		float *g = w->g + (size_t)b * H;
 		const float *e = params + (size_t)cond[b] * H;
@@ -649,13 +688,13 @@ gen_forward(const struct cg_cgan_config *c, const float *params,
 	cg_relu_forward(w->g, w->g, (size_t)B * H);
 	for (int l = 1; l < c->layers; l++) {
 		struct linear ln = gen_lin(c, l);
-		cg_linear_relu_forward(w->g + l * stride,
-		                       w->g + (l - 1) * stride, params + ln.w,
-		                       params + ln.b, B, H, H);
+		cg_wset_linear(&w->ks, w->g + l * stride,
+		               w->g + (l - 1) * stride, params, ln.w,
+		               params + ln.b, B, H, H, 1);
 	}
 	struct linear o = gen_lin(c, c->layers);
-	cg_linear_forward(w->fake, w->g + (c->layers - 1) * stride,
-	                  params + o.w, params + o.b, B, H, c->in_dim);
+	cg_wset_linear(&w->ks, w->fake, w->g + (c->layers - 1) * stride,
+	               params, o.w, params + o.b, B, H, c->in_dim, 0);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
 }
 
@@ -898,8 +937,8 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 
 	const int P1 = n->g1.H * n->g1.W, P = n->g2.H * n->g2.W;
 
-	cg_linear_forward(w->p0, z, params + n->g0w, params + n->g0b, B,
-	                  c->latent, F);
+	cg_wset_linear(&w->ks, w->p0, z, params, n->g0w, params + n->g0b, B,
+	               c->latent, F, 0);
 	for (int b = 0; b < B; b++) {
 		float *g = w->p0 + (size_t)b * F;
 		const float *e = params + n->emb + (size_t)cond[b] * F;
@@ -909,16 +948,22 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 	norm_relu(w->a0, w->mean, w->rstd, w->p0, params + n->n0g,
 	          params + n->n0b, B, n->Hq * n->Wq, 2 * C, n->G0);
 	cg_upsample2_forward(w->u1, w->a0, B, n->Hq, n->Wq, 2 * C);
-	cg_conv_forward(&n->g1, w->p1, w->u1, params + n->g1w, params + n->g1b,
-	                B, w->col, w->ncol);
+	cg_conv_forward(&n->g1, w->p1, w->u1,
+	                cg_wset_floats(&w->ks, params, n->g1w,
+	                               cg_conv_wsize(&n->g1)),
+	                params + n->g1b, B, w->col, w->ncol);
 	norm_relu(w->a1, w->mean + (size_t)B * 8, w->rstd + (size_t)B * 8,
 	          w->p1, params + n->n1g, params + n->n1b, B, P1, C, n->G);
 	cg_upsample2_forward(w->u2, w->a1, B, n->g1.H, n->g1.W, C);
-	cg_conv_forward(&n->g2, w->p2, w->u2, params + n->g2w, params + n->g2b,
-	                B, w->col, w->ncol);
+	cg_conv_forward(&n->g2, w->p2, w->u2,
+	                cg_wset_floats(&w->ks, params, n->g2w,
+	                               cg_conv_wsize(&n->g2)),
+	                params + n->g2b, B, w->col, w->ncol);
 	norm_relu(w->a2, w->mean + (size_t)B * 16, w->rstd + (size_t)B * 16,
 	          w->p2, params + n->n2g, params + n->n2b, B, P, C, n->G);
-	cg_conv_forward(&n->go, w->fake, w->a2, params + n->gow,
+	cg_conv_forward(&n->go, w->fake, w->a2,
+	                cg_wset_floats(&w->ks, params, n->gow,
+	                               cg_conv_wsize(&n->go)),
 	                params + n->gob, B, w->col, w->ncol);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
 }
@@ -1215,6 +1260,8 @@ cg_cgan_forward_backward(const struct cg_cgan_config *c, const float *params,
 
 	if (check_call(c, w, cond, B, w->max_batch) != 0)
 		return -1;
+	if (grad != NULL && w->ks.n > 0)
+		return cg_seterr("cgan: no gradient through weights as stored");
 	gen_fwd(c, params, w, z, cond, B);
 	/* Reals then fakes, one batch of 2B for the discriminator. */
 	memcpy(w->dx, x, (size_t)B * D * sizeof(float));
