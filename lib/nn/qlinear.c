@@ -729,13 +729,16 @@ cg_wset_make(struct cg_wset *s, const struct cg_view *v,
 		s->cols[j] = v[i].ndim == 2 ? v[i].shape[1] : 0;
 		s->w[j] = mats[i];
 		s->n++;
-		if (multiplies(s, j)) {
-			if (s->cols[j] > widest)
-				widest = s->cols[j];
-		} else if (v[i].n > s->ndec)
+		/* a product of CG_WSET_GEMM_ROWS rows or more decodes too */
+		if (multiplies(s, j) && s->cols[j] > widest)
+			widest = s->cols[j];
+		if (v[i].n > s->ndec)
 			s->ndec = v[i].n;
 	}
 	if (widest > 0) {
+		/* the products of more rows decode */
+		if (rows > CG_WSET_GEMM_ROWS - 1)
+			rows = CG_WSET_GEMM_ROWS - 1;
 		s->qbytes = cg_qlinear_scratch(rows, (int)widest);
 		if ((s->qscratch = cg_alloc(s->qbytes)) == NULL)
 			goto oom;
@@ -798,7 +801,7 @@ cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
 			                  N);
 		return;
 	}
-	if (multiplies(s, i))
+	if (multiplies(s, i) && B < CG_WSET_GEMM_ROWS)
 		cg_qlinear_forward(out, inp, &s->w[i], bias, B, K, N,
 		                   s->qscratch);
 	else

@@ -121,9 +121,12 @@ void cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
  * where no product takes it (a convolution's weights, a matrix whose
  * rows are not whole blocks, bf16, q4_1), decoded whole into the set's
  * one scratch just before it is used, so that no more than one layer's
- * f32 copy exists at a time.  A decoded layer is the codec's decode of
- * the stored bytes, as reading the model whole makes it: the same
- * floats, the same arithmetic after.  An empty set (n 0) leaves every
+ * f32 copy exists at a time.  A product of CG_WSET_GEMM_ROWS rows or
+ * more decodes its layer too, whatever its type: the f32 product of
+ * many rows is faster than the stored one's dot products
+ * (bench/RESULTS.md, "The image models on stored weights").  A decoded
+ * layer is the codec's decode of the stored bytes, as reading the model
+ * whole makes it: the same floats, the same arithmetic after.  An empty set (n 0) leaves every
  * weight to the parameter buffer.
  */
 struct cg_wset {
@@ -137,6 +140,10 @@ struct cg_wset {
 	float *dec; /* [ndec]: the layer decoded last */
 	size_t ndec;
 };
+
+/* The rows of input from which a weight set decodes a layer it could
+ * multiply as stored. */
+#define CG_WSET_GEMM_ROWS 16
 
 /*
  * Make s from views v [nv] and the weights as stored mats [nv] (a
@@ -167,11 +174,12 @@ const float *cg_wset_floats(const struct cg_wset *s, const float *params,
  * out [B, N] = act(inp [B, K] @ W^T + bias [N]) (bias may be NULL; act a
  * ReLU with relu, else none), W [N, K] the weight at params + off:
  * cg_linear_forward (cg_linear_relu_forward) on params' floats where s
- * does not keep it, bit for bit the pass without a set; else
- * cg_qlinear_forward on the stored bytes where they are multiplied so
- * (B at most the rows s was made for), within qlinear's bounds above;
- * else the decoded floats through cg_linear_forward, bit for bit the
- * decoded model's (the ReLU after the product changes no bit).
+ * does not keep it, bit for bit the pass without a set; else, for B
+ * under CG_WSET_GEMM_ROWS, cg_qlinear_forward on the stored bytes where
+ * they are multiplied so (B at most the rows s was made for), within
+ * qlinear's bounds above; else the decoded floats through
+ * cg_linear_forward, bit for bit the decoded model's (the ReLU after the
+ * product changes no bit).
  */
 void cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
                     const float *params, size_t off, const float *bias,

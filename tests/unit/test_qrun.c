@@ -13,7 +13,9 @@
  * uses it (bf16, q4_1, a convolution, a matrix whose rows are not whole
  * blocks) the arithmetic is the reference's: the outputs must be equal
  * bit for bit, which they are for bf16 and q4_1 everywhere.  Where a
- * Linear layer is multiplied as stored (f16, q8_0, q4_0) the outputs
+ * Linear layer is multiplied as stored (f16, q8_0, q4_0, on fewer than
+ * CG_WSET_GEMM_ROWS rows: more decode, and are checked bit for bit at
+ * 16 rows) the outputs
  * must lie within a tolerance of the reference's largest magnitude: f16
  * 1e-5 (the same products summed in another order), q8_0 and q4_0 2e-2
  * (each layer's input rounded to q8_0 blocks, at most d/2 an element:
@@ -118,9 +120,10 @@ reldiff(const float *a, const float *b, size_t n, int *same)
 /* Judge one comparison: exact types equal, the others within tol. */
 static void
 judge(const char *what, enum cg_dtype dt, const float *got,
-      const float *want, size_t n)
+      const float *want, size_t n, int B)
 {
-	int same, exact = dt == CG_BF16 || dt == CG_Q4_1;
+	int same, exact = dt == CG_BF16 || dt == CG_Q4_1 ||
+	                  B >= CG_WSET_GEMM_ROWS;
 	double tol = dt == CG_F16 ? 1e-5 : 2e-2;
 	double d = reldiff(got, want, n, &same);
 	char msg[160];
@@ -147,9 +150,8 @@ unif(void)
 /* ---------------------------------------------------------------- cclf */
 
 static void
-run_cclf(struct cg_cclf_config c, const char *what)
+run_cclf(struct cg_cclf_config c, int B, const char *what)
 {
-	const int B = 5;
 	size_t np = cg_cclf_nparams(&c);
 	int nv = 2 * (c.layers + 1 + (c.conv ? CG_CCLF_STAGES : 0));
 	struct cg_view *v = xcalloc((size_t)nv, sizeof(*v));
@@ -159,10 +161,12 @@ run_cclf(struct cg_cclf_config c, const char *what)
 	struct cg_wmat *mats = xcalloc((size_t)nv, sizeof(*mats));
 	void **bytes = xcalloc((size_t)nv, sizeof(void *));
 	struct cg_cclf_ws *wr = cg_cclf_ws_new(&c, B), *ws = cg_cclf_ws_new(&c, B);
-	int cond[5] = {0, 1, 2, 0, 1};
+	int *cond = xcalloc((size_t)B, sizeof(int));
 	char msg[128];
 
 	expect(np > 0 && wr && ws && cg_cclf_views(&c, v, nv) == nv, what);
+	for (int b = 0; b < B; b++)
+		cond[b] = b % c.ncond;
 	cg_cclf_init(&c, p, &rng);
 	for (size_t i = 0; i < (size_t)B * c.in_dim; i++)
 		x[i] = cg_rng_uniform(&rng);
@@ -186,7 +190,7 @@ run_cclf(struct cg_cclf_config c, const char *what)
 		memcpy(ls + nl, cg_cclf_features(ws), nf * 4);
 		snprintf(msg, sizeof(msg), "%s (%d views kept), logits and "
 		         "features", what, k);
-		judge(msg, types[t], ls, lr, nl + nf);
+		judge(msg, types[t], ls, lr, nl + nf, B);
 		snprintf(msg, sizeof(msg), "%s %s: no gradient through stored "
 		         "weights", what, cg_dtype_name(types[t]));
 		expect(cg_cclf_forward_backward(&c, zero, ws, x, cond, B, grad,
@@ -210,7 +214,7 @@ run_cclf(struct cg_cclf_config c, const char *what)
 	cg_cclf_ws_free(wr);
 	cg_cclf_ws_free(ws);
 	free(v), free(p), free(dec), free(zero), free(x), free(grad);
-	free(mats), free(bytes);
+	free(mats), free(bytes), free(cond);
 }
 
 /* --------------------------------------------------------------- cddpm */
@@ -258,7 +262,7 @@ run_cddpm(struct cg_cddpm_config c, const char *what)
 		}
 		snprintf(msg, sizeof(msg), "%s (%d views kept), eps_hat", what,
 		         n);
-		judge(msg, types[k], o2, o1, (size_t)B * c.in_dim);
+		judge(msg, types[k], o2, o1, (size_t)B * c.in_dim, B);
 		/* a DDIM step with guidance runs 2B rows */
 		snprintf(msg, sizeof(msg), "%s %s: no gradient through stored "
 		         "weights", what, cg_dtype_name(types[k]));
@@ -326,11 +330,11 @@ run_cgan(struct cg_cgan_config c, const char *what)
 		}
 		snprintf(msg, sizeof(msg), "%s (%d views kept), G(z, y)", what,
 		         n);
-		judge(msg, types[k], o2, o1, (size_t)B * c.in_dim);
+		judge(msg, types[k], o2, o1, (size_t)B * c.in_dim, B);
 		float a[2] = {(float)l2.d, (float)l2.g};
 		float b[2] = {(float)l1.d, (float)l1.g};
 		snprintf(msg, sizeof(msg), "%s, the losses", what);
-		judge(msg, types[k], a, b, 2);
+		judge(msg, types[k], a, b, 2, B);
 		snprintf(msg, sizeof(msg), "%s %s: no gradient through stored "
 		         "weights", what, cg_dtype_name(types[k]));
 		expect(cg_cgan_forward_backward(&c, zero, ws, x, cond, z, B,
@@ -386,10 +390,16 @@ main(void)
 	cg_rng_seed(&rng, 119);
 	test_wset();
 	/* rows of whole blocks (in 64), and not (in 40: decoded) */
-	run_cclf((struct cg_cclf_config){64, 3, 32, 2, 0, 0, 0, 0}, "cclf mlp");
-	run_cclf((struct cg_cclf_config){40, 3, 32, 1, 0, 0, 0, 0},
+	run_cclf((struct cg_cclf_config){64, 3, 32, 2, 0, 0, 0, 0}, 5,
+	         "cclf mlp");
+	run_cclf((struct cg_cclf_config){40, 3, 32, 1, 0, 0, 0, 0}, 5,
 	         "cclf mlp, 40 inputs");
-	run_cclf((struct cg_cclf_config){64, 3, 32, 1, 4, 8, 8, 1}, "cclf cnn");
+	run_cclf((struct cg_cclf_config){64, 3, 32, 1, 4, 8, 8, 1}, 5,
+	         "cclf cnn");
+	/* a batch of CG_WSET_GEMM_ROWS rows decodes every layer: the
+	 * decoded model's bits in every type */
+	run_cclf((struct cg_cclf_config){64, 3, 32, 2, 0, 0, 0, 0},
+	         CG_WSET_GEMM_ROWS, "cclf mlp, a batch of 16");
 	run_cddpm((struct cg_cddpm_config){64, 3, 32, 2, 32, 50, 5, 1, 0, 0, 0,
 	                                   0, 0, 0, 0},
 	          "cddpm mlp");
