@@ -10,10 +10,13 @@
 # On Fashion-MNIST (DATA), each model is trained STEPS steps of Adam,
 # batch 128, seed 1 (a reduced budget: the figures are of quantizing a
 # model, not of a good one):
-#   clf  the judge, bench/judge.sh's cclf 784-1024-1024-10 at lr 1e-3
+#   judge a cclf 784-JUDGE-JUDGE-10 (JUDGE 256) at lr 1e-3, f32: the
+#        generators' judge
+#   clf  bench/judge.sh's cclf 784-1024-1024-10 at lr 1e-3
 #   dm   cg-init's default cddpm (the MLP)
 #   gan  cg-init's default cgan (the MLPs), lr 4e-4, beta1 0.5
-# and with CONV=1 also the convolutional forms, trained CONV_STEPS
+# (MODELS: which of clf dm gan) and with CONV=1 also the convolutional
+# forms, trained CONV_STEPS
 # steps (default STEPS / 4):
 #   cnn  cclf --conv 16 --hidden 256 --layers 1
 #   unet cddpm --unet 16 --attn
@@ -23,7 +26,7 @@
 # whose reading would count against f32 alone).  Then, for
 # every model and type (f32 first), one run each of:
 #   cg-eval --json on the first TEST (1000) test images (a classifier's xent and
-#     acc; a generator's loss, with --judge clf.cgm, the f32 judge, and
+#     acc; a generator's loss, with --judge judge.cgm, and
 #     --judge-samples SAMPLES: conditional accuracy and Frechet distance,
 #     drawn with --steps SSTEPS for the cddpm);
 #   cg-sample -n N (N images a condition, a grid; generators only);
@@ -67,10 +70,19 @@ train() {
 	echo "# $name: cg-init -a $arch $INIT; $k steps $TRAIN: $(($(date +%s) - t0)) s"
 }
 
-INIT="--hidden 1024 --layers 2" TRAIN="--lr 1e-3" train clf "$steps" cclf
-INIT="" TRAIN="" train dm "$steps" cddpm
-INIT="" TRAIN="--lr 4e-4 --beta1 0.5" train gan "$steps" cgan
-models="clf dm gan"
+models=${MODELS:-clf dm gan}
+# the generators' judge: features JUDGE wide (the Frechet distance's
+# matrix square root is cubic in it)
+INIT="--hidden ${JUDGE:-256} --layers 2" TRAIN="--lr 1e-3" \
+	train judge "$steps" cclf
+for m in $models; do
+	case $m in
+	clf) INIT="--hidden 1024 --layers 2" TRAIN="--lr 1e-3" \
+		train clf "$steps" cclf ;;
+	dm) INIT="" TRAIN="" train dm "$steps" cddpm ;;
+	gan) INIT="" TRAIN="--lr 4e-4 --beta1 0.5" train gan "$steps" cgan ;;
+	esac
+done
 if [ "$conv" = 1 ]; then
 	INIT="--conv 16 --hidden 256 --layers 1" TRAIN="--lr 1e-3" \
 		train cnn "$csteps" cclf
@@ -112,7 +124,7 @@ for m in $models; do
 			# shellcheck disable=SC2086 # $ds is options
 			set -- $(timed "$tmp/eval" "$bin/cg-eval" --json \
 				--threads "$threads" -m "$f" -d "$tmp/test-0.cgd" \
-				--judge "$tmp/clf.cgm" --judge-samples "$samples" \
+				--judge "$tmp/judge.cgm" --judge-samples "$samples" \
 				--seed 1 $ds)
 			er=$1 ew=$2
 			# shellcheck disable=SC2086
@@ -126,4 +138,27 @@ for m in $models; do
 		esac
 	done
 done
+# BIG=1: peak memory of larger untrained models (cg-init seed 2: cclf
+# and cddpm of 4 hidden layers of 2048, 14.2M and 15.7M parameters),
+# cg-eval on the TEST images, cg-sample -n 1 --steps 5 of the cddpm:
+#   big-MODEL TYPE file_KiB eval RSS_KiB S [sample RSS_KiB S]
+if [ "${BIG:-0}" = 1 ]; then
+	for a in clf dm; do
+		arch=$([ $a = clf ] && echo cclf || echo cddpm)
+		"$bin/cg-init" -a $arch -d "$tmp/test-0.cgd" --hidden 2048 \
+			--layers 4 --seed 2 -o "$tmp/big-$a.cgm"
+		for t in f32 $types; do
+			f=$tmp/big-$a-$t.cgm
+			"$bin/cg-quantize" -q --strip -o "$f" "$tmp/big-$a.cgm" "$t"
+			r=$(timed /dev/null "$bin/cg-eval" --threads "$threads" \
+				-m "$f" -d "$tmp/test-0.cgd")
+			s=""
+			[ $a = dm ] && s=$(timed /dev/null "$bin/cg-sample" \
+				--threads "$threads" -m "$f" -n 1 --steps 5 \
+				--seed 1 -o "$tmp/grid.png")
+			echo "big-$a $t $(($(stat -c %s "$f") / 1024)) eval $r" \
+				"sample $s"
+		done
+	done
+fi
 echo "# done, load: $(cut -d' ' -f1-3 /proc/loadavg)"
