@@ -38,7 +38,8 @@ cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
-	int K = argc > 2 ? atoi(argv[1]) : 1024, N = argc > 2 ? atoi(argv[2]) : 1024;
+	int K = argc > 2 ? atoi(argv[1]) : 1024,
+	    N = argc > 2 ? atoi(argv[2]) : 1024;
 	enum cg_dtype dt = CG_Q8_0;
 	struct cg_rng r;
 
@@ -48,7 +49,8 @@ main(int argc, char **argv)
 	size_t n = (size_t)K * N;
 	float *w = malloc(n * 4), *dec = malloc(n * 4);
 	void *q = malloc(n / c->block * c->bytes);
-	float *x = malloc((size_t)128 * K * 4), *y = malloc((size_t)128 * N * 4);
+	float *x = malloc((size_t)128 * K * 4),
+	      *y = malloc((size_t)128 * N * 4);
 	void *scr = malloc(cg_qlinear_scratch(128, K));
 	cg_rng_seed(&r, 1);
 	for (size_t i = 0; i < n; i++)

@@ -718,11 +718,12 @@ cg_wset_make(struct cg_wset *s, const struct cg_view *v,
 		if (mats[i].dtype == CG_F32)
 			continue;
 		c = cg_codec(mats[i].dtype);
-		if (c == NULL || c->kind != CG_KIND_FLOAT || c->decode == NULL ||
-		    v[i].n % c->block != 0) {
+		if (c == NULL || c->kind != CG_KIND_FLOAT ||
+		    c->decode == NULL || v[i].n % c->block != 0) {
 			cg_wset_free(s);
-			return cg_seterr("tensor %s: %s cannot be run as stored",
-			                 v[i].name, cg_dtype_name(mats[i].dtype));
+			return cg_seterr(
+			    "tensor %s: %s cannot be run as stored", v[i].name,
+			    cg_dtype_name(mats[i].dtype));
 		}
 		s->off[j] = v[i].off;
 		s->len[j] = v[i].n;
@@ -743,8 +744,7 @@ cg_wset_make(struct cg_wset *s, const struct cg_view *v,
 		if ((s->qscratch = cg_alloc(s->qbytes)) == NULL)
 			goto oom;
 	}
-	if (s->ndec > 0 &&
-	    (s->dec = cg_alloc(s->ndec * sizeof(float))) == NULL)
+	if (s->ndec > 0 && (s->dec = cg_alloc(s->ndec * sizeof(float))) == NULL)
 		goto oom;
 	return 0;
 oom:
@@ -786,8 +786,8 @@ cg_wset_floats(const struct cg_wset *s, const float *params, size_t off,
 
 void
 cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
-               const float *params, size_t off, const float *bias, int B,
-               int K, int N, int relu)
+               const float *params, size_t off, const float *bias, int B, int K,
+               int N, int relu)
 {
 	int i = entry(s, off);
 	size_t n = (size_t)B * N;

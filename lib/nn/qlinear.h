@@ -126,8 +126,8 @@ void cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
  * many rows is faster than the stored one's dot products
  * (bench/RESULTS.md, "The image models on stored weights").  A decoded
  * layer is the codec's decode of the stored bytes, as reading the model
- * whole makes it: the same floats, the same arithmetic after.  An empty set (n 0) leaves every
- * weight to the parameter buffer.
+ * whole makes it: the same floats, the same arithmetic after.  An
+ * empty set (n 0) leaves every weight to the parameter buffer.
  */
 struct cg_wset {
 	int n;
@@ -182,8 +182,8 @@ const float *cg_wset_floats(const struct cg_wset *s, const float *params,
  * product changes no bit).
  */
 void cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
-                    const float *params, size_t off, const float *bias,
-                    int B, int K, int N, int relu);
+                    const float *params, size_t off, const float *bias, int B,
+                    int K, int N, int relu);
 
 #ifdef __cplusplus
 }

@@ -119,11 +119,11 @@ reldiff(const float *a, const float *b, size_t n, int *same)
 
 /* Judge one comparison: exact types equal, the others within tol. */
 static void
-judge(const char *what, enum cg_dtype dt, const float *got,
-      const float *want, size_t n, int B)
+judge(const char *what, enum cg_dtype dt, const float *got, const float *want,
+      size_t n, int B)
 {
-	int same, exact = dt == CG_BF16 || dt == CG_Q4_1 ||
-	                  B >= CG_WSET_GEMM_ROWS;
+	int same,
+	    exact = dt == CG_BF16 || dt == CG_Q4_1 || B >= CG_WSET_GEMM_ROWS;
 	double tol = dt == CG_F16 ? 1e-5 : 2e-2;
 	double d = reldiff(got, want, n, &same);
 	char msg[160];
@@ -160,7 +160,8 @@ run_cclf(struct cg_cclf_config c, int B, const char *what)
 	float *grad = xcalloc(np, 4);
 	struct cg_wmat *mats = xcalloc((size_t)nv, sizeof(*mats));
 	void **bytes = xcalloc((size_t)nv, sizeof(void *));
-	struct cg_cclf_ws *wr = cg_cclf_ws_new(&c, B), *ws = cg_cclf_ws_new(&c, B);
+	struct cg_cclf_ws *wr = cg_cclf_ws_new(&c, B),
+	                  *ws = cg_cclf_ws_new(&c, B);
 	int *cond = xcalloc((size_t)B, sizeof(int));
 	char msg[128];
 
@@ -177,10 +178,10 @@ run_cclf(struct cg_cclf_config c, int B, const char *what)
 		float *lr = xcalloc(nl + nf, 4), *ls = xcalloc(nl + nf, 4);
 
 		if (cg_cclf_ws_set_mats(ws, mats, nv) != 0 ||
-		    cg_cclf_forward_backward(&c, dec, wr, x, NULL, B, NULL, NULL,
-		                             NULL) != 0 ||
-		    cg_cclf_forward_backward(&c, zero, ws, x, NULL, B, NULL, NULL,
-		                             NULL) != 0) {
+		    cg_cclf_forward_backward(&c, dec, wr, x, NULL, B, NULL,
+		                             NULL, NULL) != 0 ||
+		    cg_cclf_forward_backward(&c, zero, ws, x, NULL, B, NULL,
+		                             NULL, NULL) != 0) {
 			expect(0, cg_errmsg());
 			continue;
 		}
@@ -188,16 +189,20 @@ run_cclf(struct cg_cclf_config c, int B, const char *what)
 		memcpy(lr + nl, cg_cclf_features(wr), nf * 4);
 		memcpy(ls, cg_cclf_logits(ws), nl * 4);
 		memcpy(ls + nl, cg_cclf_features(ws), nf * 4);
-		snprintf(msg, sizeof(msg), "%s (%d views kept), logits and "
-		         "features", what, k);
+		snprintf(msg, sizeof(msg),
+		         "%s (%d views kept), logits and "
+		         "features",
+		         what, k);
 		judge(msg, types[t], ls, lr, nl + nf, B);
-		snprintf(msg, sizeof(msg), "%s %s: no gradient through stored "
-		         "weights", what, cg_dtype_name(types[t]));
+		snprintf(msg, sizeof(msg),
+		         "%s %s: no gradient through stored "
+		         "weights",
+		         what, cg_dtype_name(types[t]));
 		expect(cg_cclf_forward_backward(&c, zero, ws, x, cond, B, grad,
 		                                NULL, NULL) != 0 &&
-		       cg_cclf_dp_forward_backward(&c, zero, ws, x, cond, B, 1.0,
-		                                   grad, NULL, NULL,
-		                                   NULL) != 0,
+		           cg_cclf_dp_forward_backward(&c, zero, ws, x, cond, B,
+		                                       1.0, grad, NULL, NULL,
+		                                       NULL) != 0,
 		       msg);
 		for (int i = 0; i < nv; i++)
 			free(bytes[i]);
@@ -206,8 +211,8 @@ run_cclf(struct cg_cclf_config c, int B, const char *what)
 	}
 	/* back to params: the reference's bits */
 	expect(cg_cclf_ws_set_mats(ws, NULL, 0) == 0 &&
-	       cg_cclf_forward_backward(&c, p, ws, x, cond, B, grad, NULL,
-	                                NULL) == 0,
+	           cg_cclf_forward_backward(&c, p, ws, x, cond, B, grad, NULL,
+	                                    NULL) == 0,
 	       "cclf: set_mats(NULL) trains again");
 	expect(cg_cclf_ws_set_mats(ws, mats, nv - 1) != 0,
 	       "cclf: a wrong view count refused");
@@ -227,7 +232,8 @@ run_cddpm(struct cg_cddpm_config c, const char *what)
 	int nv = c.unet ? CG_CDDPM_UNET_VIEWS + c.attn * CG_CDDPM_ATTN_VIEWS
 	                : 2 * c.layers + 5;
 	struct cg_view *v = xcalloc((size_t)nv, sizeof(*v));
-	float *p = xcalloc(np, 4), *dec = xcalloc(np, 4), *zero = xcalloc(np, 4);
+	float *p = xcalloc(np, 4), *dec = xcalloc(np, 4),
+	      *zero = xcalloc(np, 4);
 	float *xt = xcalloc((size_t)B * c.in_dim, 4);
 	float *eps = xcalloc((size_t)B * c.in_dim, 4);
 	float *o1 = xcalloc((size_t)B * c.in_dim, 4);
@@ -264,8 +270,10 @@ run_cddpm(struct cg_cddpm_config c, const char *what)
 		         n);
 		judge(msg, types[k], o2, o1, (size_t)B * c.in_dim, B);
 		/* a DDIM step with guidance runs 2B rows */
-		snprintf(msg, sizeof(msg), "%s %s: no gradient through stored "
-		         "weights", what, cg_dtype_name(types[k]));
+		snprintf(msg, sizeof(msg),
+		         "%s %s: no gradient through stored "
+		         "weights",
+		         what, cg_dtype_name(types[k]));
 		expect(cg_cddpm_forward_backward(&c, zero, ws, xt, cond, t, eps,
 		                                 B, grad, NULL) != 0,
 		       msg);
@@ -273,8 +281,8 @@ run_cddpm(struct cg_cddpm_config c, const char *what)
 			free(bytes[i]);
 	}
 	expect(cg_cddpm_ws_set_mats(ws, NULL, 0) == 0 &&
-	       cg_cddpm_forward_backward(&c, p, ws, xt, cond, t, eps, B, grad,
-	                                 NULL) == 0,
+	           cg_cddpm_forward_backward(&c, p, ws, xt, cond, t, eps, B,
+	                                     grad, NULL) == 0,
 	       "cddpm: set_mats(NULL) trains again");
 	expect(cg_cddpm_ws_set_mats(ws, mats, nv + 1) != 0,
 	       "cddpm: a wrong view count refused");
@@ -293,7 +301,8 @@ run_cgan(struct cg_cgan_config c, const char *what)
 	size_t np = cg_cgan_nparams(&c);
 	int nv = c.conv ? CG_CGAN_CONV_VIEWS : 4 * c.layers + 6;
 	struct cg_view *v = xcalloc((size_t)nv, sizeof(*v));
-	float *p = xcalloc(np, 4), *dec = xcalloc(np, 4), *zero = xcalloc(np, 4);
+	float *p = xcalloc(np, 4), *dec = xcalloc(np, 4),
+	      *zero = xcalloc(np, 4);
 	float *z = xcalloc((size_t)B * c.latent, 4);
 	float *x = xcalloc((size_t)B * c.in_dim, 4);
 	float *o1 = xcalloc((size_t)B * c.in_dim, 4);
@@ -301,7 +310,8 @@ run_cgan(struct cg_cgan_config c, const char *what)
 	float *grad = xcalloc(np, 4);
 	struct cg_wmat *mats = xcalloc((size_t)nv, sizeof(*mats));
 	void **bytes = xcalloc((size_t)nv, sizeof(void *));
-	struct cg_cgan_ws *wr = cg_cgan_ws_new(&c, B), *ws = cg_cgan_ws_new(&c, B);
+	struct cg_cgan_ws *wr = cg_cgan_ws_new(&c, B),
+	                  *ws = cg_cgan_ws_new(&c, B);
 	int cond[4] = {0, 1, 2, 1};
 	struct cg_cgan_loss l1, l2;
 	char msg[128];
@@ -335,8 +345,10 @@ run_cgan(struct cg_cgan_config c, const char *what)
 		float b[2] = {(float)l1.d, (float)l1.g};
 		snprintf(msg, sizeof(msg), "%s, the losses", what);
 		judge(msg, types[k], a, b, 2, B);
-		snprintf(msg, sizeof(msg), "%s %s: no gradient through stored "
-		         "weights", what, cg_dtype_name(types[k]));
+		snprintf(msg, sizeof(msg),
+		         "%s %s: no gradient through stored "
+		         "weights",
+		         what, cg_dtype_name(types[k]));
 		expect(cg_cgan_forward_backward(&c, zero, ws, x, cond, z, B,
 		                                grad, NULL) != 0,
 		       msg);
@@ -350,8 +362,8 @@ run_cgan(struct cg_cgan_config c, const char *what)
 	expect(cg_cgan_ws_set_mats(ws, mats, nv) != 0,
 	       "cgan: a discriminator's weight not f32 refused");
 	expect(cg_cgan_ws_set_mats(ws, NULL, 0) == 0 &&
-	       cg_cgan_forward_backward(&c, p, ws, x, cond, z, B, grad, NULL) ==
-	           0,
+	           cg_cgan_forward_backward(&c, p, ws, x, cond, z, B, grad,
+	                                    NULL) == 0,
 	       "cgan: set_mats(NULL) trains again");
 	cg_cgan_ws_free(wr);
 	cg_cgan_ws_free(ws);

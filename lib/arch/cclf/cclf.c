@@ -571,10 +571,10 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 		const struct cg_conv *cv = &t->cv[s];
 		const size_t n = (size_t)B * cv->OH * cv->OW * cv->OC;
 
-		cg_conv_forward(cv, w->act[s], in,
-		                cg_wset_floats(&w->ks, params, t->w[s],
-		                               cg_conv_wsize(cv)),
-		                params + t->b[s], B, w->col, w->ncol);
+		cg_conv_forward(
+		    cv, w->act[s], in,
+		    cg_wset_floats(&w->ks, params, t->w[s], cg_conv_wsize(cv)),
+		    params + t->b[s], B, w->col, w->ncol);
 		cg_relu_forward(w->act[s], w->act[s], n);
 		in = w->act[s];
 	}

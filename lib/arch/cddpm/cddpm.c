@@ -760,16 +760,15 @@ cg_cddpm_ws_free(struct cg_cddpm_ws *w)
 }
 
 int
-cg_cddpm_ws_set_mats(struct cg_cddpm_ws *w, const struct cg_wmat *mats,
-                     int nv)
+cg_cddpm_ws_set_mats(struct cg_cddpm_ws *w, const struct cg_wmat *mats, int nv)
 {
 	const struct cg_cddpm_config *c = &w->c;
-	const int n = c->unet ? CG_CDDPM_UNET_VIEWS +
-	                            c->attn * CG_CDDPM_ATTN_VIEWS
-	                      : 2 * c->layers + 5;
+	const int n = c->unet
+	                  ? CG_CDDPM_UNET_VIEWS + c->attn * CG_CDDPM_ATTN_VIEWS
+	                  : 2 * c->layers + 5;
 	/* the attention's products take every position of a batch */
-	const int rows = c->unet && c->attn ? w->max_batch * w->u.P[2]
-	                                    : w->max_batch;
+	const int rows =
+	    c->unet && c->attn ? w->max_batch * w->u.P[2] : w->max_batch;
 	struct cg_view *v;
 	struct cg_wset ks;
 
@@ -1025,8 +1024,8 @@ attn_forward(struct cg_cddpm_ws *w, const float *params, int B)
 		cg_sgemm(0, 0, P, d, P, 1.0f, A, P, q + 2 * d, Q, 0.0f,
 		         w->ao + (size_t)b * P * d, d);
 	}
-	cg_wset_linear(&w->ks, y, w->ao, params, u->apw, params + u->apb,
-	               B * P, d, d, 0);
+	cg_wset_linear(&w->ks, y, w->ao, params, u->apw, params + u->apb, B * P,
+	               d, d, 0);
 	for (size_t j = 0; j < (size_t)B * P * d; j++)
 		y[j] += x[j];
 }

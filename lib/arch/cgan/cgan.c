@@ -693,8 +693,8 @@ gen_forward(const struct cg_cgan_config *c, const float *params,
 		               params + ln.b, B, H, H, 1);
 	}
 	struct linear o = gen_lin(c, c->layers);
-	cg_wset_linear(&w->ks, w->fake, w->g + (c->layers - 1) * stride,
-	               params, o.w, params + o.b, B, H, c->in_dim, 0);
+	cg_wset_linear(&w->ks, w->fake, w->g + (c->layers - 1) * stride, params,
+	               o.w, params + o.b, B, H, c->in_dim, 0);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
 }
 
@@ -948,23 +948,23 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 	norm_relu(w->a0, w->mean, w->rstd, w->p0, params + n->n0g,
 	          params + n->n0b, B, n->Hq * n->Wq, 2 * C, n->G0);
 	cg_upsample2_forward(w->u1, w->a0, B, n->Hq, n->Wq, 2 * C);
-	cg_conv_forward(&n->g1, w->p1, w->u1,
-	                cg_wset_floats(&w->ks, params, n->g1w,
-	                               cg_conv_wsize(&n->g1)),
-	                params + n->g1b, B, w->col, w->ncol);
+	cg_conv_forward(
+	    &n->g1, w->p1, w->u1,
+	    cg_wset_floats(&w->ks, params, n->g1w, cg_conv_wsize(&n->g1)),
+	    params + n->g1b, B, w->col, w->ncol);
 	norm_relu(w->a1, w->mean + (size_t)B * 8, w->rstd + (size_t)B * 8,
 	          w->p1, params + n->n1g, params + n->n1b, B, P1, C, n->G);
 	cg_upsample2_forward(w->u2, w->a1, B, n->g1.H, n->g1.W, C);
-	cg_conv_forward(&n->g2, w->p2, w->u2,
-	                cg_wset_floats(&w->ks, params, n->g2w,
-	                               cg_conv_wsize(&n->g2)),
-	                params + n->g2b, B, w->col, w->ncol);
+	cg_conv_forward(
+	    &n->g2, w->p2, w->u2,
+	    cg_wset_floats(&w->ks, params, n->g2w, cg_conv_wsize(&n->g2)),
+	    params + n->g2b, B, w->col, w->ncol);
 	norm_relu(w->a2, w->mean + (size_t)B * 16, w->rstd + (size_t)B * 16,
 	          w->p2, params + n->n2g, params + n->n2b, B, P, C, n->G);
-	cg_conv_forward(&n->go, w->fake, w->a2,
-	                cg_wset_floats(&w->ks, params, n->gow,
-	                               cg_conv_wsize(&n->go)),
-	                params + n->gob, B, w->col, w->ncol);
+	cg_conv_forward(
+	    &n->go, w->fake, w->a2,
+	    cg_wset_floats(&w->ks, params, n->gow, cg_conv_wsize(&n->go)),
+	    params + n->gob, B, w->col, w->ncol);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
 }
 
