@@ -623,10 +623,11 @@ cg_cgan_ws_set_mats(struct cg_cgan_ws *w, const struct cg_wmat *mats, int nv)
 	 * norms, from params */
 	for (int i = 0; mats != NULL && i < n; i++)
 		if (v[i].off >= doff && mats[i].dtype != CG_F32) {
+			cg_seterr("cgan: tensor %s: the discriminator's "
+			          "weights are read as f32",
+			          v[i].name);
 			free(v);
-			return cg_seterr("cgan: tensor %s: the discriminator's "
-			                 "weights are read as f32",
-			                 v[i].name);
+			return -1;
 		}
 	if (cg_wset_make(&ks, v, mats, n, w->max_batch) != 0) {
 		free(v);
