@@ -741,6 +741,31 @@ cg_model_read(const char *path)
 	return m;
 }
 
+/* Whether view i of inference model m, stored as dt, stays so (struct
+ * cg_arch's keeps says when). */
+static int
+keep_view(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	const struct cg_view *v = &m->views[i];
+	const struct cg_codec *c = cg_codec(dt);
+
+	if (dt == CG_F32 || c == NULL || m->arch->keeps == NULL)
+		return 0;
+	switch (m->arch->keeps(m, i, dt)) {
+	case CG_KEEP_PRODUCT:
+		return v->ndim == 2 && cg_wmat_ok(dt, v->shape[1]);
+	case CG_KEEP_ANY:
+		/* decoded whole, a pruned weight of a type without an exact
+		 * 0 reads as 0 below; the types the products take have one */
+		if (m->mask != NULL && !cg_qlinear_keeps(dt))
+			return 0;
+		return c->kind == CG_KIND_FLOAT && c->decode != NULL &&
+		       v->n % c->block == 0;
+	default:
+		return 0;
+	}
+}
+
 struct cg_model *
 cg_model_read_infer(const char *path)
 {
@@ -779,9 +804,7 @@ cg_model_read_infer(const char *path)
 			          v->name);
 			goto fail;
 		}
-		if (t->dtype != CG_F32 && m->arch->keeps &&
-		    m->arch->keeps(m, i, t->dtype) && v->ndim == 2 &&
-		    cg_wmat_ok(t->dtype, v->shape[1])) {
+		if (keep_view(m, i, t->dtype)) {
 			const struct cg_codec *c = cg_codec(t->dtype);
 			if (c->check && c->check(t->data, t->nelem) != 0) {
 				char who[CG_MAX_NAME + 8];
@@ -804,7 +827,7 @@ cg_model_read_infer(const char *path)
 		}
 	}
 	/* Pruned weights of the decoded views read as 0 (q4_1 keeps no exact
-	 * zero); the kept types (f16, q8_0, q4_0) encode 0 as 0. */
+	 * zero); the kept types (f16, q8_0, q4_0: keep_view) encode 0 as 0. */
 	for (int i = 0; m->mask && i < m->nviews; i++) {
 		const struct cg_view *v = &m->views[i];
 		if (m->stored[i].dtype != CG_F32)

@@ -366,9 +366,15 @@ struct cg_arch {
 	int (*can_checkpoint)(const struct cg_model *m);
 	/*
 	 * Inference (cg_model_read_infer): whether view i of m, stored in
-	 * a file as dtype dt, may stay so, the arch's forward pass and
-	 * sampling multiplying it through cg_qlinear_forward as m->stored
-	 * gives it.  NULL: every view is decoded to f32.
+	 * a file as dtype dt, may stay so.  CG_KEEP_PRODUCT (1): the arch's
+	 * forward pass and sampling multiply it through cg_qlinear_forward
+	 * as m->stored gives it (kept only where it is a matrix the
+	 * product takes: cg_wmat_ok).  CG_KEEP_ANY (2): they take it
+	 * through a weight set (nn/qlinear.h's cg_wset: multiplied as
+	 * stored where the product takes it, else decoded one layer at a
+	 * time), so any float dtype stays as stored, but for a pruned
+	 * model's dtypes that do not encode 0 exactly, decoded whole.  0:
+	 * decoded to f32.  NULL: every view is decoded to f32.
 	 */
 	int (*keeps)(const struct cg_model *m, int i, enum cg_dtype dt);
 	/*
@@ -429,6 +435,9 @@ struct cg_arch {
 /* The most kinds of structure (struct cg_arch's structures) an arch
  * names. */
 #define CG_ARCH_MAX_STRUCTURES 8
+
+/* What struct cg_arch's keeps answers. */
+enum { CG_KEEP_NONE, CG_KEEP_PRODUCT, CG_KEEP_ANY };
 
 /* The architecture called name, or NULL with a message. */
 const struct cg_arch *cg_arch_find(const char *name);

@@ -670,3 +670,144 @@ cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
 	cg_qlinear_forward_path(cg_qpath_current(), out, inp, w, bias, B, K, N,
 	                        scratch);
 }
+
+/* --------------------------------------------------------- weight sets */
+
+void
+cg_wset_free(struct cg_wset *s)
+{
+	if (s == NULL)
+		return;
+	free(s->off);
+	free(s->len);
+	free(s->cols);
+	free(s->w);
+	free(s->qscratch);
+	free(s->dec);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Whether s multiplies entry i as stored (else decodes it). */
+static int
+multiplies(const struct cg_wset *s, int i)
+{
+	return s->cols[i] > 0 && cg_wmat_ok(s->w[i].dtype, s->cols[i]);
+}
+
+int
+cg_wset_make(struct cg_wset *s, const struct cg_view *v,
+             const struct cg_wmat *mats, int nv, int rows)
+{
+	uint64_t widest = 0;
+	int n = 0;
+
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; mats != NULL && i < nv; i++)
+		n += mats[i].dtype != CG_F32;
+	if (n == 0)
+		return 0;
+	if ((s->off = calloc((size_t)n, sizeof(*s->off))) == NULL ||
+	    (s->len = calloc((size_t)n, sizeof(*s->len))) == NULL ||
+	    (s->cols = calloc((size_t)n, sizeof(*s->cols))) == NULL ||
+	    (s->w = calloc((size_t)n, sizeof(*s->w))) == NULL)
+		goto oom;
+	for (int i = 0; i < nv; i++) {
+		const struct cg_codec *c;
+		int j = s->n;
+
+		if (mats[i].dtype == CG_F32)
+			continue;
+		c = cg_codec(mats[i].dtype);
+		if (c == NULL || c->kind != CG_KIND_FLOAT ||
+		    c->decode == NULL || v[i].n % c->block != 0) {
+			cg_wset_free(s);
+			return cg_seterr(
+			    "tensor %s: %s cannot be run as stored", v[i].name,
+			    cg_dtype_name(mats[i].dtype));
+		}
+		s->off[j] = v[i].off;
+		s->len[j] = v[i].n;
+		s->cols[j] = v[i].ndim == 2 ? v[i].shape[1] : 0;
+		s->w[j] = mats[i];
+		s->n++;
+		/* a product of CG_WSET_GEMM_ROWS rows or more decodes too */
+		if (multiplies(s, j) && s->cols[j] > widest)
+			widest = s->cols[j];
+		if (v[i].n > s->ndec)
+			s->ndec = v[i].n;
+	}
+	if (widest > 0) {
+		/* the products of more rows decode */
+		if (rows > CG_WSET_GEMM_ROWS - 1)
+			rows = CG_WSET_GEMM_ROWS - 1;
+		s->qbytes = cg_qlinear_scratch(rows, (int)widest);
+		if ((s->qscratch = cg_alloc(s->qbytes)) == NULL)
+			goto oom;
+	}
+	if (s->ndec > 0 && (s->dec = cg_alloc(s->ndec * sizeof(float))) == NULL)
+		goto oom;
+	return 0;
+oom:
+	cg_wset_free(s);
+	return cg_seterr("out of memory");
+}
+
+/* The index of the entry at off, or -1. */
+static int
+entry(const struct cg_wset *s, size_t off)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->off[i] == off)
+			return i;
+	return -1;
+}
+
+const struct cg_wmat *
+cg_wset_at(const struct cg_wset *s, size_t off)
+{
+	int i = entry(s, off);
+
+	return i < 0 ? NULL : &s->w[i];
+}
+
+const float *
+cg_wset_floats(const struct cg_wset *s, const float *params, size_t off,
+               size_t n)
+{
+	int i = entry(s, off);
+
+	if (i < 0)
+		return params + off;
+	/* n is the view's length (cg_wset_make recorded it) */
+	(void)n;
+	cg_codec(s->w[i].dtype)->decode(s->dec, s->w[i].data, s->len[i]);
+	return s->dec;
+}
+
+void
+cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
+               const float *params, size_t off, const float *bias, int B, int K,
+               int N, int relu)
+{
+	int i = entry(s, off);
+	size_t n = (size_t)B * N;
+
+	if (i < 0) {
+		if (relu)
+			cg_linear_relu_forward(out, inp, params + off, bias, B,
+			                       K, N);
+		else
+			cg_linear_forward(out, inp, params + off, bias, B, K,
+			                  N);
+		return;
+	}
+	if (multiplies(s, i) && B < CG_WSET_GEMM_ROWS)
+		cg_qlinear_forward(out, inp, &s->w[i], bias, B, K, N,
+		                   s->qscratch);
+	else
+		cg_linear_forward(out, inp,
+		                  cg_wset_floats(s, params, off, (size_t)N * K),
+		                  bias, B, K, N);
+	for (size_t j = 0; relu && j < n; j++)
+		out[j] = out[j] > 0 ? out[j] : 0;
+}

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "cg.h"
+#include "nn/nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -109,6 +110,80 @@ void cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
 void cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
                              const struct cg_wmat *w, const float *bias,
                              int B, int K, int N, void *scratch);
+
+/* ------------------------------------------------------------ weight sets */
+
+/*
+ * The weights of a model read to run it (model.h's stored), by where
+ * each lies in the parameter buffer, for an architecture's passes: a
+ * view kept in a dtype other than f32 is either multiplied as stored
+ * (cg_qlinear_forward, a matrix [N, K] with cg_wmat_ok(dtype, K)) or,
+ * where no product takes it (a convolution's weights, a matrix whose
+ * rows are not whole blocks, bf16, q4_1), decoded whole into the set's
+ * one scratch just before it is used, so that no more than one layer's
+ * f32 copy exists at a time.  A product of CG_WSET_GEMM_ROWS rows or
+ * more decodes its layer too, whatever its type: the f32 product of
+ * many rows is faster than the stored one's dot products
+ * (bench/RESULTS.md, "The image models on stored weights").  A decoded
+ * layer is the codec's decode of the stored bytes, as reading the model
+ * whole makes it: the same floats, the same arithmetic after.  An
+ * empty set (n 0) leaves every weight to the parameter buffer.
+ */
+struct cg_wset {
+	int n;
+	size_t *off;       /* [n] each kept view's offset in the buffer */
+	size_t *len;       /* [n] its elements */
+	uint64_t *cols;    /* [n] its columns (K) as a matrix, or 0 */
+	struct cg_wmat *w; /* [n] its bytes as stored (borrowed) */
+	void *qscratch;    /* for the products: qbytes */
+	size_t qbytes;
+	float *dec; /* [ndec]: the layer decoded last */
+	size_t ndec;
+};
+
+/* The rows of input from which a weight set decodes a layer it could
+ * multiply as stored. */
+#define CG_WSET_GEMM_ROWS 16
+
+/*
+ * Make s from views v [nv] and the weights as stored mats [nv] (a
+ * model's views and stored, in the same order; mats NULL: the empty
+ * set): each view not CG_F32 goes in, a 2-D one multiplied as stored
+ * where cg_wmat_ok(its dtype, its columns), every other one decoded
+ * before use, which its dtype's codec must allow (a float type with a
+ * decoder).  The products' scratch is sized for rows rows of input at
+ * once (the most any one product of the arch multiplies).  The bytes
+ * are borrowed and must outlive s.  Returns 0, or -1 with a message (a
+ * dtype that cannot be decoded, out of memory); s is then empty.
+ */
+int cg_wset_make(struct cg_wset *s, const struct cg_view *v,
+                 const struct cg_wmat *mats, int nv, int rows);
+/* Release s's arrays; s is left empty.  An empty s: nothing. */
+void cg_wset_free(struct cg_wset *s);
+/* The kept weight at offset off in the buffer, or NULL where the
+ * buffer's own floats are the weight (f32, or s empty). */
+const struct cg_wmat *cg_wset_at(const struct cg_wset *s, size_t off);
+/*
+ * The n floats of the weight at params + off: params' own where s does
+ * not keep it, else s's bytes decoded into its scratch (valid until the
+ * next use of s; n must be the view's length).
+ */
+const float *cg_wset_floats(const struct cg_wset *s, const float *params,
+                            size_t off, size_t n);
+/*
+ * out [B, N] = act(inp [B, K] @ W^T + bias [N]) (bias may be NULL; act a
+ * ReLU with relu, else none), W [N, K] the weight at params + off:
+ * cg_linear_forward (cg_linear_relu_forward) on params' floats where s
+ * does not keep it, bit for bit the pass without a set; else, for B
+ * under CG_WSET_GEMM_ROWS, cg_qlinear_forward on the stored bytes where
+ * they are multiplied so (B at most the rows s was made for), within
+ * qlinear's bounds above; else the decoded floats through
+ * cg_linear_forward, bit for bit the decoded model's (the ReLU after the
+ * product changes no bit).
+ */
+void cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
+                    const float *params, size_t off, const float *bias, int B,
+                    int K, int N, int relu);
 
 #ifdef __cplusplus
 }

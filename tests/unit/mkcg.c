@@ -19,7 +19,9 @@
  * can tell: HOW is idx-range (the
  * first index of the first ".idx" tensor past every view), idx-repeat
  * (its second index equal to the first), scale-nan (the first block
- * scale of the first tensor of a block dtype a NaN), min-nan (the first
+ * scale of the first tensor of a block dtype a NaN), scale-big (that
+ * scale 65504, the largest finite half: a scale that lies but passes
+ * every check), min-nan (the first
  * block minimum of the first q4_1 tensor a NaN), lut-nan (the first table
  * entry of the first u8 ".val" of a topk:...,val=lut2 update a NaN), rows
  * (the first matrix
@@ -412,6 +414,11 @@ tamper(const char *in, const char *how)
 		if (strcmp(how, "scale-nan") == 0 && blk) {
 			p[0] = 0x00;
 			p[1] = 0x7e;
+			return f;
+		}
+		if (strcmp(how, "scale-big") == 0 && blk) {
+			p[0] = 0xff; /* 65504, the largest finite half */
+			p[1] = 0x7b;
 			return f;
 		}
 		if (strcmp(how, "lut-nan") == 0 && t->dtype == CG_U8 &&

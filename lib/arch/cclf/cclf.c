@@ -19,6 +19,7 @@
 #include "core/arena.h"
 #include "nn/conv.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 #include "nn/transformer.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -222,6 +223,7 @@ struct cg_cclf_ws {
 	float *pw;      /* DP-SGD: one example's gradient of the largest
 	                 * stage, weight and bias */
 	double *kl; /* [B], distillation: each example's KL */
+	struct cg_wset ks; /* the weights as stored (cg_cclf_ws_set_mats) */
 };
 
 /* The workspace's buffers in struct order, in arena a (counting, then
@@ -320,8 +322,31 @@ cg_cclf_ws_free(struct cg_cclf_ws *w)
 {
 	if (w == NULL)
 		return;
+	cg_wset_free(&w->ks);
 	free(w->mem);
 	free(w);
+}
+
+int
+cg_cclf_ws_set_mats(struct cg_cclf_ws *w, const struct cg_wmat *mats, int nv)
+{
+	const int n = 2 * (w->t.stages + w->c.layers + 1);
+	struct cg_view *v;
+	struct cg_wset ks;
+
+	if (mats != NULL && nv != n)
+		return cg_seterr("cclf: %d weights for %d views", nv, n);
+	if ((v = calloc((size_t)n, sizeof(*v))) == NULL)
+		return cg_seterr("cclf: out of memory");
+	if (cg_cclf_views(&w->c, v, n) < 0 ||
+	    cg_wset_make(&ks, v, mats, n, w->max_batch) != 0) {
+		free(v);
+		return -1;
+	}
+	free(v);
+	cg_wset_free(&w->ks);
+	w->ks = ks;
+	return 0;
 }
 
 const float *
@@ -500,6 +525,8 @@ cg_cclf_dp_forward_backward(const struct cg_cclf_config *c, const float *params,
 		return cg_seterr("cclf: clip %g: not in (0, 1e30]", clip);
 	if (cond == NULL)
 		return cg_seterr("cclf: a gradient needs the conditions");
+	if (w->ks.n > 0)
+		return cg_seterr("cclf: no gradient through weights as stored");
 	/* the forward pass alone, checked */
 	if (cg_cclf_forward_backward(c, params, w, x, cond, B, NULL, NULL,
 	                             NULL) != 0)
@@ -541,12 +568,16 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 
 	if (check_call(c, w, cond, B, grad) != 0)
 		return -1;
+	if (grad != NULL && w->ks.n > 0)
+		return cg_seterr("cclf: no gradient through weights as stored");
 	for (int s = 0; s < t->stages; s++) {
 		const struct cg_conv *cv = &t->cv[s];
 		const size_t n = (size_t)B * cv->OH * cv->OW * cv->OC;
 
-		cg_conv_forward(cv, w->act[s], in, params + t->w[s],
-		                params + t->b[s], B, w->col, w->ncol);
+		cg_conv_forward(
+		    cv, w->act[s], in,
+		    cg_wset_floats(&w->ks, params, t->w[s], cg_conv_wsize(cv)),
+		    params + t->b[s], B, w->col, w->ncol);
 		cg_relu_forward(w->act[s], w->act[s], n);
 		in = w->act[s];
 	}
@@ -554,14 +585,13 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 		struct linear ln = linear_at(c, t, l);
 		float *out = w->h + l * stride;
 
-		cg_linear_relu_forward(out, l == 0 ? in : out - stride,
-		                       params + ln.w, params + ln.b, B, ln.in,
-		                       ln.out);
+		cg_wset_linear(&w->ks, out, l == 0 ? in : out - stride, params,
+		               ln.w, params + ln.b, B, ln.in, ln.out, 1);
 	}
 	const float *top = w->h + (L - 1) * stride;
 	struct linear lo = linear_at(c, t, L);
-	cg_linear_forward(w->logits, top, params + lo.w, params + lo.b, B, H,
-	                  K);
+	cg_wset_linear(&w->ks, w->logits, top, params, lo.w, params + lo.b, B,
+	               H, K, 0);
 	if (cond == NULL)
 		return 0;
 

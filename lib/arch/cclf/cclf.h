@@ -22,6 +22,7 @@
 
 #include "cg.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -93,6 +94,20 @@ void cg_cclf_ws_free(struct cg_cclf_ws *w);
 /* The bytes cg_cclf_ws_new(c, max_batch) allocates, counted without
  * allocating; 0 with a message where it would fail. */
 size_t cg_cclf_ws_bytes(const struct cg_cclf_config *c, int max_batch);
+
+/*
+ * Have the passes on w take the weights of views with a dtype other than
+ * CG_F32 in mats [nv] (a model's stored, in cg_cclf_views order, nv its
+ * view count; copied, their bytes borrowed and outliving w's use) as
+ * stored instead of from params: the Linear layers multiplied as
+ * stored where qlinear takes them, the rest decoded one layer at a time
+ * (nn/qlinear.h's cg_wset); NULL goes back to params.  Such a workspace
+ * runs forward passes only (a gradient is refused).  Returns 0, or -1
+ * with a message (a count that is not the config's, a dtype that cannot
+ * be decoded, out of memory); w is then as it was.
+ */
+int cg_cclf_ws_set_mats(struct cg_cclf_ws *w, const struct cg_wmat *mats,
+                        int nv);
 
 /*
  * One forward pass and, if grad != NULL, the backward pass.

@@ -129,6 +129,8 @@ get_ws(struct cg_model *m, int B)
 	m->ws = w;
 	if (get_config(m, &w->c) != 0 ||
 	    (w->ws = cg_cclf_ws_new(&w->c, B)) == NULL ||
+	    (m->stored != NULL &&
+	     cg_cclf_ws_set_mats(w->ws, m->stored, m->nviews) != 0) ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
 	    (w->cond = cg_alloc((size_t)B * sizeof(int))) == NULL) {
@@ -137,6 +139,17 @@ get_ws(struct cg_model *m, int B)
 	}
 	w->cap = m->ws_batch = B;
 	return w;
+}
+
+/* Every weight (the even views: convolutions' and Linear layers') stays
+ * as stored, in any float dtype: the passes multiply it so or decode it
+ * one layer at a time (cg_cclf_ws_set_mats); the biases are decoded. */
+static int
+cclf_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	(void)m;
+	(void)dt;
+	return i % 2 == 0 ? CG_KEEP_ANY : CG_KEEP_NONE;
 }
 
 /* Examples ex [B] of s into w's inputs (pixels in [0, 1]) and labels. */
@@ -402,4 +415,5 @@ const struct cg_arch cg_arch_cclf = {
     .check_teacher = cclf_check_teacher,
     .distill = cclf_distill,
     .teacher_bytes = cclf_teacher_bytes,
+    .keeps = cclf_keeps,
 };

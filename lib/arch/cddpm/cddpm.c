@@ -27,6 +27,7 @@
 #include "nn/conv.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 
 /* Floats of unfolded input the convolutions may take at once (16 MiB). */
 #define COL_BUDGET ((size_t)1 << 22)
@@ -605,6 +606,7 @@ struct cg_cddpm_ws {
 	float *datt;         /* [P, P] */
 	float *col;          /* [ncol] */
 	size_t ncol;
+	struct cg_wset ks; /* the weights as stored (cg_cddpm_ws_set_mats) */
 };
 
 /* One block's activations in arena a for B examples: Pi and Po floats
@@ -782,8 +784,37 @@ cg_cddpm_ws_free(struct cg_cddpm_ws *w)
 {
 	if (w == NULL)
 		return;
+	cg_wset_free(&w->ks);
 	free(w->mem);
 	free(w);
+}
+
+int
+cg_cddpm_ws_set_mats(struct cg_cddpm_ws *w, const struct cg_wmat *mats, int nv)
+{
+	const struct cg_cddpm_config *c = &w->c;
+	const int n = c->unet
+	                  ? CG_CDDPM_UNET_VIEWS + c->attn * CG_CDDPM_ATTN_VIEWS
+	                  : 2 * c->layers + 5;
+	/* the attention's products take every position of a batch */
+	const int rows =
+	    c->unet && c->attn ? w->max_batch * w->u.P[2] : w->max_batch;
+	struct cg_view *v;
+	struct cg_wset ks;
+
+	if (mats != NULL && nv != n)
+		return cg_seterr("cddpm: %d weights for %d views", nv, n);
+	if ((v = calloc((size_t)n, sizeof(*v))) == NULL)
+		return cg_seterr("cddpm: out of memory");
+	if (cg_cddpm_views(c, v, n) < 0 ||
+	    cg_wset_make(&ks, v, mats, n, rows) != 0) {
+		free(v);
+		return -1;
+	}
+	free(v);
+	cg_wset_free(&w->ks);
+	w->ks = ks;
+	return 0;
 }
 
 /* --------------------------------------------------------------- passes */
@@ -828,8 +859,8 @@ embed_forward(const struct cg_cddpm_config *c, const float *params,
 		}
 	}
 	struct linear lt = linear_at(c, 0);
-	cg_linear_forward(w->emb, w->temb, params + lt.w, params + lt.b, B, E,
-	                  H);
+	cg_wset_linear(&w->ks, w->emb, w->temb, params, lt.w, params + lt.b, B,
+	               E, H, 0);
 	for (int b = 0; b < B; b++)
 		for (int j = 0; j < H; j++)
 			w->emb[(size_t)b * H + j] +=
@@ -873,19 +904,24 @@ forward(const struct cg_cddpm_config *c, const float *params,
 		struct linear ln = linear_at(c, l + 1);
 		float *h = w->h + l * stride;
 
-		cg_linear_forward(h, l == 0 ? w->xt : h - stride, params + ln.w,
-		                  params + ln.b, B, ln.in, ln.out);
+		cg_wset_linear(&w->ks, h, l == 0 ? w->xt : h - stride, params,
+		               ln.w, params + ln.b, B, ln.in, ln.out, 0);
 		for (size_t i = 0; i < (size_t)B * H; i++) {
 			float v = h[i] + w->emb[i];
 			h[i] = v > 0 ? v : 0;
 		}
 	}
 	struct linear lo = linear_at(c, c->layers + 1);
-	cg_linear_forward(w->out, w->h + (c->layers - 1) * stride,
-	                  params + lo.w, params + lo.b, B, H, c->in_dim);
+	cg_wset_linear(&w->ks, w->out, w->h + (c->layers - 1) * stride, params,
+	               lo.w, params + lo.b, B, H, c->in_dim, 0);
 }
 
 /* ----------------------------------------------------------- U-Net passes */
+
+/* The weights of convolution cv at params + off for a forward pass:
+ * params', or w's as stored decoded (until the next one). */
+#define WT(w, params, off, cv)                                                 \
+	cg_wset_floats(&(w)->ks, (params), (off), cg_conv_wsize(cv))
 
 /* Block i's activations from its input map, up to conv2's input a2,
  * into w->act[i] (checkpointed, the shared set: w->held = i).  The
@@ -904,10 +940,10 @@ rb_acts(struct cg_cddpm_ws *w, const float *params, int i, int B)
 	cg_groupnorm_forward(a->n1, a->m1, a->r1, x, params + k->n1g,
 	                     params + k->n1b, B, k->P, k->in, k->G1);
 	cg_silu_forward(a->a1, a->n1, ni);
-	cg_conv_forward(&k->c1, a->h1, a->a1, params + k->c1w, params + k->c1b,
-	                B, w->col, w->ncol);
-	cg_linear_forward(a->e, w->es, params + k->ew, params + k->eb, B, u->E,
-	                  u->ne * k->out);
+	cg_conv_forward(&k->c1, a->h1, a->a1, WT(w, params, k->c1w, &k->c1),
+	                params + k->c1b, B, w->col, w->ncol);
+	cg_wset_linear(&w->ks, a->e, w->es, params, k->ew, params + k->eb, B,
+	               u->E, u->ne * k->out, 0);
 	if (!u->film)
 		cg_add_channel_forward(a->h1, a->e, B, k->P, k->out);
 	cg_groupnorm_forward(a->n2, a->m2, a->r2, a->h1, params + k->n2g,
@@ -932,10 +968,10 @@ rb_forward(struct cg_cddpm_ws *w, const float *params, int i, int B)
 	const size_t no = (size_t)B * k->P * k->out;
 
 	rb_acts(w, params, i, B);
-	cg_conv_forward(&k->c2, y, w->act[i].a2, params + k->c2w,
+	cg_conv_forward(&k->c2, y, w->act[i].a2, WT(w, params, k->c2w, &k->c2),
 	                params + k->c2b, B, w->col, w->ncol);
 	if (k->in != k->out) {
-		cg_conv_forward(&k->sk, w->t1, x, params + k->skw,
+		cg_conv_forward(&k->sk, w->t1, x, WT(w, params, k->skw, &k->sk),
 		                params + k->skb, B, w->col, w->ncol);
 		x = w->t1;
 	}
@@ -1014,8 +1050,8 @@ attn_forward(struct cg_cddpm_ws *w, const float *params, int B)
 
 	cg_groupnorm_forward(w->an, w->am, w->ar, x, params + u->ang,
 	                     params + u->anb, B, P, d, u->Ga);
-	cg_linear_forward(w->qkv, w->an, params + u->aqw, params + u->aqb,
-	                  B * P, d, Q);
+	cg_wset_linear(&w->ks, w->qkv, w->an, params, u->aqw, params + u->aqb,
+	               B * P, d, Q, 0);
 	for (int b = 0; b < B; b++) {
 		const float *q = w->qkv + (size_t)b * P * Q;
 		float *A = w->att + (size_t)b * P * P;
@@ -1037,8 +1073,8 @@ attn_forward(struct cg_cddpm_ws *w, const float *params, int B)
 		cg_sgemm(0, 0, P, d, P, 1.0f, A, P, q + 2 * d, Q, 0.0f,
 		         w->ao + (size_t)b * P * d, d);
 	}
-	cg_linear_forward(y, w->ao, params + u->apw, params + u->apb, B * P, d,
-	                  d);
+	cg_wset_linear(&w->ks, y, w->ao, params, u->apw, params + u->apb, B * P,
+	               d, d, 0);
 	for (size_t j = 0; j < (size_t)B * P * d; j++)
 		y[j] += x[j];
 }
@@ -1099,14 +1135,16 @@ unet_forward(const float *params, struct cg_cddpm_ws *w, int B)
 	const int C = u->C;
 
 	cg_silu_forward(w->es, w->emb, (size_t)B * u->E);
-	cg_conv_forward(&u->cin, m[M_H0], w->xt, params + u->inw,
+	cg_conv_forward(&u->cin, m[M_H0], w->xt, WT(w, params, u->inw, &u->cin),
 	                params + u->inb, B, w->col, w->ncol);
 	rb_forward(w, params, RB_D0, B);
-	cg_conv_forward(&u->ds1, m[M_P1], m[M_S0], params + u->ds1w,
-	                params + u->ds1b, B, w->col, w->ncol);
+	cg_conv_forward(&u->ds1, m[M_P1], m[M_S0],
+	                WT(w, params, u->ds1w, &u->ds1), params + u->ds1b, B,
+	                w->col, w->ncol);
 	rb_forward(w, params, RB_D1, B);
-	cg_conv_forward(&u->ds2, m[M_P2], m[M_S1], params + u->ds2w,
-	                params + u->ds2b, B, w->col, w->ncol);
+	cg_conv_forward(&u->ds2, m[M_P2], m[M_S1],
+	                WT(w, params, u->ds2w, &u->ds2), params + u->ds2b, B,
+	                w->col, w->ncol);
 	rb_forward(w, params, RB_D2, B);
 	rb_forward(w, params, RB_MID, B);
 	if (u->attn)
@@ -1123,8 +1161,9 @@ unet_forward(const float *params, struct cg_cddpm_ws *w, int B)
 	cg_groupnorm_forward(w->on, w->om, w->orstd, m[M_U0], params + u->ong,
 	                     params + u->onb, B, u->P[0], C, u->Go);
 	cg_silu_forward(w->oa, w->on, (size_t)B * u->P[0] * C);
-	cg_conv_forward(&u->cout, w->out, w->oa, params + u->outw,
-	                params + u->outb, B, w->col, w->ncol);
+	cg_conv_forward(&u->cout, w->out, w->oa,
+	                WT(w, params, u->outw, &u->cout), params + u->outb, B,
+	                w->col, w->ncol);
 }
 
 /* Its backward given w->dout [B, in_dim]: grad += for the U-Net's
@@ -1214,6 +1253,9 @@ fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
 	const size_t stride = (size_t)w->max_batch * H;
 	const float fa = (float)alpha, fd = (float)(1 - alpha);
 
+	if (grad != NULL && w->ks.n > 0)
+		return cg_seterr("cddpm: no gradient through weights as "
+		                 "stored");
 	forward(c, params, w, cond, t, B);
 
 	const float scale = 2.0f / ((float)B * D);

@@ -103,6 +103,7 @@
 
 #include "cg.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -216,6 +217,21 @@ void cg_cddpm_ws_free(struct cg_cddpm_ws *w);
  * counted without allocating; 0 with a message where it would fail. */
 size_t cg_cddpm_ws_bytes(const struct cg_cddpm_config *c, int max_batch,
                          int checkpoint);
+
+/*
+ * Have the passes on w take the weights of views with a dtype other than
+ * CG_F32 in mats [nv] (a model's stored, in cg_cddpm_views order, nv its
+ * view count; copied, their bytes borrowed and outliving w's use) as
+ * stored instead of from params: the Linear layers multiplied as stored
+ * where qlinear takes them, the rest (the U-Net's convolutions) decoded
+ * one layer at a time (nn/qlinear.h's cg_wset); NULL goes back to
+ * params.  Such a workspace runs forward passes and sampling only (a
+ * gradient is refused).  Returns 0, or -1 with a message (a count that
+ * is not the config's, a dtype that cannot be decoded, out of memory);
+ * w is then as it was.
+ */
+int cg_cddpm_ws_set_mats(struct cg_cddpm_ws *w, const struct cg_wmat *mats,
+                         int nv);
 
 /*
  * One training forward pass and, if grad != NULL, the backward pass.

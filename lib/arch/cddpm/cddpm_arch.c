@@ -125,6 +125,21 @@ cddpm_free_ws(struct cg_model *m)
 	m->ws_batch = 0;
 }
 
+/* The weights (the views named *.w: the Linear layers' and the U-Net's
+ * convolutions') stay as stored in any float dtype, multiplied so or
+ * decoded one layer at a time (cg_cddpm_ws_set_mats); the condition
+ * table, the norms and the biases are decoded. */
+static int
+cddpm_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	const char *name = m->views[i].name;
+	size_t len = strlen(name);
+
+	(void)dt;
+	return len > 2 && strcmp(name + len - 2, ".w") == 0 ? CG_KEEP_ANY
+	                                                    : CG_KEEP_NONE;
+}
+
 static struct cddpm_ws *
 get_ws(struct cg_model *m, int B)
 {
@@ -141,6 +156,8 @@ get_ws(struct cg_model *m, int B)
 	m->ws = w;
 	if (get_config(m, &w->c, &w->drop) != 0 ||
 	    (w->ws = cg_cddpm_ws_new(&w->c, B, ckpt)) == NULL ||
+	    (m->stored != NULL &&
+	     cg_cddpm_ws_set_mats(w->ws, m->stored, m->nviews) != 0) ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
 	    (w->eps = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
@@ -537,5 +554,6 @@ const struct cg_arch cg_arch_cddpm = {
     .diffusion = 1,
     .free_ws = cddpm_free_ws,
     .check_teacher = cddpm_check_teacher,
+    .keeps = cddpm_keeps,
     .distill = cddpm_distill,
 };

@@ -31,6 +31,7 @@
 #include "nn/conv.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 
 /* Floats of unfolded input the convolutions may take at once (16 MiB). */
 #define COL_BUDGET ((size_t)1 << 22)
@@ -459,6 +460,7 @@ struct cg_cgan_ws {
 	float *rp; /* each layer's gradient before its leaky ReLU: the
 	            * MLP's [layers][B, hidden], the conv's [B, F] then
 	            * [B, H/2 W/2 C] */
+	struct cg_wset ks; /* the weights as stored (cg_cgan_ws_set_mats) */
 };
 
 /* The workspace's buffers in struct order, then the spectral norms'
@@ -615,9 +617,47 @@ cg_cgan_ws_free(struct cg_cgan_ws *w)
 {
 	if (w == NULL)
 		return;
+	cg_wset_free(&w->ks);
 	free(w->mem);
 	free(w->sn);
 	free(w);
+}
+
+int
+cg_cgan_ws_set_mats(struct cg_cgan_ws *w, const struct cg_wmat *mats, int nv)
+{
+	const struct cg_cgan_config *c = &w->c;
+	const int n = c->conv ? CG_CGAN_CONV_VIEWS : 4 * c->layers + 6;
+	const size_t doff = cg_cgan_disc_off(c);
+	struct cg_view *v;
+	struct cg_wset ks;
+
+	if (mats != NULL && nv != n)
+		return cg_seterr("cgan: %d weights for %d views", nv, n);
+	if ((v = calloc((size_t)n, sizeof(*v))) == NULL)
+		return cg_seterr("cgan: out of memory");
+	if (cg_cgan_views(c, v, n) < 0) {
+		free(v);
+		return -1;
+	}
+	/* the discriminator reads its weights through their spectral
+	 * norms, from params */
+	for (int i = 0; mats != NULL && i < n; i++)
+		if (v[i].off >= doff && mats[i].dtype != CG_F32) {
+			cg_seterr("cgan: tensor %s: the discriminator's "
+			          "weights are read as f32",
+			          v[i].name);
+			free(v);
+			return -1;
+		}
+	if (cg_wset_make(&ks, v, mats, n, w->max_batch) != 0) {
+		free(v);
+		return -1;
+	}
+	free(v);
+	cg_wset_free(&w->ks);
+	w->ks = ks;
+	return 0;
 }
 
 int
@@ -659,8 +699,8 @@ gen_forward(const struct cg_cgan_config *c, const float *params,
 	const size_t stride = (size_t)w->max_batch * H;
 	struct linear l0 = gen_lin(c, 0);
 
-	cg_linear_forward(w->g, z, params + l0.w, params + l0.b, B, c->latent,
-	                  H);
+	cg_wset_linear(&w->ks, w->g, z, params, l0.w, params + l0.b, B,
+	               c->latent, H, 0);
 	for (int b = 0; b < B; b++) {
 		float *g = w->g + (size_t)b * H;
 		const float *e = params + (size_t)cond[b] * H;
@@ -670,13 +710,13 @@ gen_forward(const struct cg_cgan_config *c, const float *params,
 	cg_relu_forward(w->g, w->g, (size_t)B * H);
 	for (int l = 1; l < c->layers; l++) {
 		struct linear ln = gen_lin(c, l);
-		cg_linear_relu_forward(w->g + l * stride,
-		                       w->g + (l - 1) * stride, params + ln.w,
-		                       params + ln.b, B, H, H);
+		cg_wset_linear(&w->ks, w->g + l * stride,
+		               w->g + (l - 1) * stride, params, ln.w,
+		               params + ln.b, B, H, H, 1);
 	}
 	struct linear o = gen_lin(c, c->layers);
-	cg_linear_forward(w->fake, w->g + (c->layers - 1) * stride,
-	                  params + o.w, params + o.b, B, H, c->in_dim);
+	cg_wset_linear(&w->ks, w->fake, w->g + (c->layers - 1) * stride, params,
+	               o.w, params + o.b, B, H, c->in_dim, 0);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
 }
 
@@ -972,8 +1012,8 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 	const struct cnet *n = &w->n;
 	const int F = n->F;
 
-	cg_linear_forward(w->p0, z, params + n->g0w, params + n->g0b, B,
-	                  c->latent, F);
+	cg_wset_linear(&w->ks, w->p0, z, params, n->g0w, params + n->g0b, B,
+	               c->latent, F, 0);
 	for (int b = 0; b < B; b++) {
 		float *g = w->p0 + (size_t)b * F;
 		const float *e = params + n->emb + (size_t)cond[b] * F;
@@ -982,15 +1022,21 @@ cgen_forward(const struct cg_cgan_config *c, const float *params,
 	}
 	cgen_norm(params, w, 0, B);
 	cgen_up(w, 1, B);
-	cg_conv_forward(&n->g1, w->p1, w->u1, params + n->g1w, params + n->g1b,
-	                B, w->col, w->ncol);
+	cg_conv_forward(
+	    &n->g1, w->p1, w->u1,
+	    cg_wset_floats(&w->ks, params, n->g1w, cg_conv_wsize(&n->g1)),
+	    params + n->g1b, B, w->col, w->ncol);
 	cgen_norm(params, w, 1, B);
 	cgen_up(w, 2, B);
-	cg_conv_forward(&n->g2, w->p2, w->u2, params + n->g2w, params + n->g2b,
-	                B, w->col, w->ncol);
+	cg_conv_forward(
+	    &n->g2, w->p2, w->u2,
+	    cg_wset_floats(&w->ks, params, n->g2w, cg_conv_wsize(&n->g2)),
+	    params + n->g2b, B, w->col, w->ncol);
 	cgen_norm(params, w, 2, B);
-	cg_conv_forward(&n->go, w->fake, w->a2, params + n->gow,
-	                params + n->gob, B, w->col, w->ncol);
+	cg_conv_forward(
+	    &n->go, w->fake, w->a2,
+	    cg_wset_floats(&w->ks, params, n->gow, cg_conv_wsize(&n->go)),
+	    params + n->gob, B, w->col, w->ncol);
 	cg_sigmoid_forward(w->fake, w->fake, (size_t)B * c->in_dim);
 }
 
@@ -1295,6 +1341,8 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 
 	if (check_call(c, w, cond, B, w->max_batch) != 0)
 		return -1;
+	if (grad != NULL && w->ks.n > 0)
+		return cg_seterr("cgan: no gradient through weights as stored");
 	gen_fwd(c, params, w, z, cond, B);
 	if (target != NULL)
 		for (size_t i = 0; i < (size_t)B * D; i++) {

@@ -71,6 +71,7 @@
 
 #include "cg.h"
 #include "nn/nn.h"
+#include "nn/qlinear.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -165,6 +166,23 @@ void cg_cgan_ws_free(struct cg_cgan_ws *w);
  * without allocating; 0 with a message where it would fail. */
 size_t cg_cgan_ws_bytes(const struct cg_cgan_config *c, int max_batch,
                         int checkpoint);
+
+/*
+ * Have the passes on w take the generator's weights of views with a
+ * dtype other than CG_F32 in mats [nv] (a model's stored, in
+ * cg_cgan_views order, nv its view count; copied, their bytes borrowed
+ * and outliving w's use) as stored instead of from params: the Linear
+ * layers multiplied as stored where qlinear takes them, the rest (the
+ * convolutions) decoded one layer at a time (nn/qlinear.h's cg_wset);
+ * NULL goes back to params.  The discriminator reads f32 weights only
+ * (their spectral norms are copies of them anyway).  Such a workspace
+ * runs forward passes and generation only (a gradient is refused).
+ * Returns 0, or -1 with a message (a count that is not the config's, a
+ * discriminator's weight not f32, a dtype that cannot be decoded, out
+ * of memory); w is then as it was.
+ */
+int cg_cgan_ws_set_mats(struct cg_cgan_ws *w, const struct cg_wmat *mats,
+                        int nv);
 
 /* The figures of one pass (batch means). */
 struct cg_cgan_loss {

@@ -105,6 +105,24 @@ cgan_free_ws(struct cg_model *m)
 	m->ws_batch = 0;
 }
 
+/* The generator's weights (views gen.*.w: its Linear layers' and
+ * convolutions') stay as stored in any float dtype, multiplied so or
+ * decoded one layer at a time (cg_cgan_ws_set_mats); its condition
+ * table, norms and biases are decoded, and the discriminator whole: its
+ * spectral norms copy its weights to f32 in any case. */
+static int
+cgan_keeps(const struct cg_model *m, int i, enum cg_dtype dt)
+{
+	const char *name = m->views[i].name;
+	size_t len = strlen(name);
+
+	(void)dt;
+	return strncmp(name, "gen.", 4) == 0 && len > 2 &&
+	               strcmp(name + len - 2, ".w") == 0
+	           ? CG_KEEP_ANY
+	           : CG_KEEP_NONE;
+}
+
 static struct cgan_ws *
 get_ws(struct cg_model *m, int B)
 {
@@ -121,6 +139,8 @@ get_ws(struct cg_model *m, int B)
 	m->ws = w;
 	if (get_config(m, &w->c) != 0 ||
 	    (w->ws = cg_cgan_ws_new(&w->c, B, ckpt)) == NULL ||
+	    (m->stored != NULL &&
+	     cg_cgan_ws_set_mats(w->ws, m->stored, m->nviews) != 0) ||
 	    (w->x = cg_alloc((size_t)B * w->c.in_dim * sizeof(float))) ==
 	        NULL ||
 	    (w->z = cg_alloc((size_t)B * w->c.latent * sizeof(float))) ==
@@ -412,4 +432,5 @@ const struct cg_arch cg_arch_cgan = {
     .check_teacher = cgan_check_teacher,
     .distill = cgan_distill,
     .teacher_bytes = cgan_teacher_bytes,
+    .keeps = cgan_keeps,
 };
