@@ -44,7 +44,7 @@ summary() {
 		for (i = 1; i <= nk; i++) { k = order[i]; m = s[k] / n[k]
 			v = n[k] > 1 ? (ss[k] - n[k] * m * m) / (n[k] - 1) : 0
 			printf "%-24s %3d %8.4f %7.4f %9.0f %9.0f %6.0f\n", k, n[k],
-				m, v > 0 ? sqrt(v) : 0, w[k] / n[k], c[k] / n[k], r[k] } }' "$@"
+				m, (v > 0 ? sqrt(v) : 0), w[k] / n[k], c[k] / n[k], r[k] } }' "$@"
 }
 if [ "${1:-}" = --summary ]; then
 	shift
