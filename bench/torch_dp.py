@@ -4,9 +4,12 @@ torch_cclf.py (Fashion-MNIST), the reference for cg-train-step
 --example-clip.
 
 Trains the cvae (784+10 -> hidden x layers -> latent heads; N(0, I)
-prior, the label at the first layers) or the MLP classifier (784 ->
-hidden x layers -> 10) for --epochs of Poisson-sampled batches of
-expected size --batch, each example's gradient clipped to --clip and
+prior, the label at the first layers) or the classifier (784 -> hidden
+x layers -> 10; with --conv C first cg's CNN trunk: three 3x3
+convolutions with ReLU, padding 1, strides 1, 2, 2, to C, 2C and 4C
+channels, the 7x7 map flattened channels-last) for --epochs of
+Poisson-sampled batches of expected size --batch, each example's
+gradient clipped to --clip and
 Gaussian noise added at the noise multiplier Opacus' RDP accountant
 picks for --epsilon at --delta (--epsilon 0: no DP, plain shuffled
 batches).  Adam at --lr.  Prints one JSON object: the held-out figure
@@ -23,11 +26,16 @@ Opacus' get_noise_multiplier for those and the spent epsilon from its
 RDP accountant; --init FILE starts from the weights of a safetensors
 file (cg-convert of a cg-init model: the classifier only).  --sigma S
 sets the noise multiplier instead of --epsilon (0: clipping alone).
+Without DP, --steps T stops after T shuffled batches (cg-train-step's
+steps).  The row also gives the process' peak RSS up to the end of
+training (train_maxrss_kib: the interpreter, torch, the training images
+and the training).
 """
-import struct
 import argparse
 import json
 import os
+import resource
+import struct
 import sys
 import time
 
@@ -36,11 +44,44 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_cvae import CVAE, load  # noqa: E402
+from torch_cvae import CVAE, load, read_idx  # noqa: E402
 
 
-def classifier(in_dim, hidden, layers, ncond):
+class NHWCFlat(nn.Module):
+    """An [B, C, H, W] map flattened channels-last, as cg's cclf lays its
+    trunk's last map out."""
+
+    def forward(self, x):
+        return x.permute(0, 2, 3, 1).reshape(len(x), -1)
+
+
+class Image(nn.Module):
+    """[B, H * W] pixels as the [B, 1, H, W] map of one channel."""
+
+    def __init__(self, h, w):
+        super().__init__()
+        self.h, self.w = h, w
+
+    def forward(self, x):
+        return x.view(len(x), 1, self.h, self.w)
+
+
+def classifier(in_dim, hidden, layers, ncond, conv=0, side=28):
+    """cg's cclf: with conv > 0 the CNN trunk of lib/arch/cclf (3x3,
+    padding 1, strides 1, 2, 2, channels conv, 2 conv, 4 conv, ReLU)
+    before the MLP."""
     mods, d = [], in_dim
+    if conv > 0:
+        mods.append(Image(side, side))
+        c, h = 1, side
+        for s in range(3):
+            mods += [nn.Conv2d(c, conv << s, 3, 1 if s == 0 else 2, 1),
+                     nn.ReLU()]
+            c = conv << s
+            if s:
+                h = (h - 1) // 2 + 1
+        mods.append(NHWCFlat())
+        d = c * h * h
     for _ in range(layers):
         mods += [nn.Linear(d, hidden), nn.ReLU()]
         d = hidden
@@ -82,13 +123,21 @@ def load_safetensors(path):
 
 
 def load_cclf_init(net, path):
-    """cg's cclf names (hid.I.w, hid.I.b, out.w, out.b) onto the
-    nn.Sequential of classifier(): the same [out, in] layout."""
+    """cg's cclf names (conv.I.w, conv.I.b, hid.I.w, hid.I.b, out.w,
+    out.b) onto the nn.Sequential of classifier(): the same [out, in]
+    and [out, in, 3, 3] layouts."""
     ts = load_safetensors(path)
+    cv = [m for m in net if isinstance(m, nn.Conv2d)]
     lin = [m for m in net if isinstance(m, nn.Linear)]
-    names = ["hid.%d" % i for i in range(len(lin) - 1)] + ["out"]
+    names = (["conv.%d" % i for i in range(len(cv))] +
+             ["hid.%d" % i for i in range(len(lin) - 1)] + ["out"])
+    want = set(nm + suf for nm in names for suf in (".w", ".b"))
+    have = set(k for k in ts if k != "__metadata__")
+    if want != have:
+        sys.exit("torch_dp.py: %s: tensors %s, not %s"
+                 % (path, sorted(have), sorted(want)))
     with torch.no_grad():
-        for m, nm in zip(lin, names):
+        for m, nm in zip(cv + lin, names):
             for attr, suf in (("weight", ".w"), ("bias", ".b")):
                 t = ts[nm + suf]
                 p = getattr(m, attr)
@@ -97,6 +146,17 @@ def load_cclf_init(net, path):
                              % (path, nm + suf, tuple(t.shape),
                                 tuple(p.shape)))
                 p.copy_(t)
+
+
+def load_limit(data_dir, split, limit):
+    """load()'s images and labels, the first limit (0: all) made float
+    alone: the process holds no more images than it trains on."""
+    x = read_idx(os.path.join(data_dir, "%s-images-idx3-ubyte.gz" % split))
+    y = read_idx(os.path.join(data_dir, "%s-labels-idx1-ubyte.gz" % split))
+    if limit > 0:
+        x, y = x[:limit], y[:limit]
+    x = torch.from_numpy(x.reshape(len(x), -1).astype("float32") / 255.0)
+    return x, torch.from_numpy(y.astype("int64"))
 
 
 def main():
@@ -110,6 +170,8 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--conv", type=int, default=0,
+                    help="cclf: the CNN trunk's first channels (0: the MLP)")
     ap.add_argument("--latent", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -119,7 +181,8 @@ def main():
     ap.add_argument("--sample-rate", type=float, default=0,
                     help="Poisson rate of the DP batches (0: Opacus' 1/batches)")
     ap.add_argument("--steps", type=int, default=0,
-                    help="with --sample-rate: the DP steps (0: epochs/rate)")
+                    help="with --sample-rate: the DP steps (0: epochs/rate);"
+                    " without DP: stop after this many batches")
     ap.add_argument("--sigma", type=float, default=-1,
                     help="the noise multiplier (default: from --epsilon)")
     ap.add_argument("--init", default="",
@@ -128,16 +191,13 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    xtr, ytr = load(a.data, "train")
-    xte, yte = load(a.data, "t10k")
-    if a.limit > 0:
-        xtr, ytr = xtr[:a.limit], ytr[:a.limit]
+    xtr, ytr = load_limit(a.data, "train", a.limit)
     ncond = 10
     if a.model == "cvae":
         net = VAELoss(CVAE(784, ncond, a.hidden, a.layers, a.latent),
                       a.latent)
     else:
-        net = classifier(784, a.hidden, a.layers, ncond)
+        net = classifier(784, a.hidden, a.layers, ncond, a.conv)
         if a.init:
             load_cclf_init(net, a.init)
     opt = torch.optim.Adam(net.parameters(), lr=a.lr)
@@ -190,13 +250,20 @@ def main():
             epochs=a.epochs, max_grad_norm=a.clip, poisson_sampling=True)
         sigma = opt.noise_multiplier
     if own is not None:
-        loader = [(xtr[i], ytr[i]) for i in own]
+        # gathered in the loop, as cg-train-step gathers its samples
+        loader = ((xtr[i], ytr[i]) for i in own)
 
-    seen = 0
+    plain_steps = a.steps if engine is None and a.steps > 0 else 0
+    if plain_steps:
+        a.epochs = -(-plain_steps * a.batch // len(xtr))
+    seen = taken = 0
     t0, c0 = time.perf_counter(), time.process_time()
     net.train()
     for _ in range(a.epochs):
         for x, y in loader:
+            if plain_steps and taken == plain_steps:
+                break
+            taken += 1
             if len(x) == 0:
                 continue
             out = net(x, y) if a.model == "cvae" else net(x)
@@ -208,13 +275,15 @@ def main():
             opt.step()
             seen += len(x)
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    xte, yte = load(a.data, "t10k")
 
     net.eval()
     torch.manual_seed(a.seed + 1)
     row = {"side": "opacus" if engine else "torch", "model": a.model,
            "epsilon_target": a.epsilon, "sigma": sigma, "clip": a.clip,
            "examples": seen, "train_s": secs, "examples_per_s": seen / secs,
-           "train_cpu_s": cpu,
+           "train_cpu_s": cpu, "train_maxrss_kib": rss, "conv": a.conv,
            "threads": a.threads, "torch": torch.__version__}
     if engine:
         import opacus
