@@ -98,6 +98,30 @@ cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim, int shape[3])
 }
 
 int
+cg_arch_same_images(const struct cg_model *m, const struct cg_model *t,
+                    int ncond, int t_ncond, int in_dim, int t_in_dim,
+                    const char *verb)
+{
+	int sm[3], st[3];
+
+	if (ncond != t_ncond)
+		return cg_seterr("the teacher has %d conditions, the model %d",
+		                 t_ncond, ncond);
+	if (in_dim != t_in_dim)
+		return cg_seterr("the teacher's images have %d values, the "
+		                 "model's %d",
+		                 t_in_dim, in_dim);
+	/* where both manifests give a shape, it is the same */
+	if (cg_arch_image_shape(m, (uint64_t)in_dim, sm) == 0 &&
+	    cg_arch_image_shape(t, (uint64_t)t_in_dim, st) == 0 &&
+	    (sm[0] != st[0] || sm[1] != st[1] || sm[2] != st[2]))
+		return cg_seterr("the teacher %s images of %dx%dx%d, the "
+		                 "model %dx%dx%d",
+		                 verb, st[0], st[1], st[2], sm[0], sm[1], sm[2]);
+	return 0;
+}
+
+int
 cg_arch_image_hwc(const struct cg_model *m, int in_dim, int *h, int *w,
                   int *ch)
 {

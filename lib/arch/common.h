@@ -33,6 +33,15 @@ int cg_arch_image_hwc(const struct cg_model *m, int in_dim, int *h, int *w,
 int cg_arch_image_shape(const struct cg_model *m, uint64_t in_dim,
                         int shape[3]);
 /*
+ * A teacher t of an image model m (check_teacher's common part): the same
+ * number of conditions, of values an image, and, where both manifests
+ * give one, the same image shape ("the teacher VERB images of HxWxC, the
+ * model ..."; verb "reads" or "draws").  Returns 0 or -1 with a message.
+ */
+int cg_arch_same_images(const struct cg_model *m, const struct cg_model *t,
+                        int ncond, int t_ncond, int in_dim, int t_in_dim,
+                        const char *verb);
+/*
  * check_config's first step for an arch whose convolutional form (*conv
  * > 0, the config key named key) takes its image shape from the
  * manifest, not from a key: until the manifest gives the image (height

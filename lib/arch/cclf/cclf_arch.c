@@ -250,25 +250,11 @@ static int
 cclf_check_teacher(const struct cg_model *m, const struct cg_model *t)
 {
 	struct cg_cclf_config c, ct;
-	int sm[3], st[3];
 
 	if (get_config(m, &c) != 0 || get_config(t, &ct) != 0)
 		return -1;
-	if (c.ncond != ct.ncond)
-		return cg_seterr("the teacher has %d conditions, the model %d",
-		                 ct.ncond, c.ncond);
-	if (c.in_dim != ct.in_dim)
-		return cg_seterr("the teacher's images have %d values, the "
-		                 "model's %d",
-		                 ct.in_dim, c.in_dim);
-	/* where both manifests give a shape, it is the same */
-	if (cg_arch_image_shape(m, (uint64_t)c.in_dim, sm) == 0 &&
-	    cg_arch_image_shape(t, (uint64_t)ct.in_dim, st) == 0 &&
-	    (sm[0] != st[0] || sm[1] != st[1] || sm[2] != st[2]))
-		return cg_seterr("the teacher reads images of %dx%dx%d, the "
-		                 "model %dx%dx%d",
-		                 st[0], st[1], st[2], sm[0], sm[1], sm[2]);
-	return 0;
+	return cg_arch_same_images(m, t, c.ncond, ct.ncond, c.in_dim,
+	                           ct.in_dim, "reads");
 }
 
 /* The teacher's workspace for batches of B in chunks of chunk: its

@@ -258,23 +258,12 @@ static int
 cgan_check_teacher(const struct cg_model *m, const struct cg_model *t)
 {
 	struct cg_cgan_config c, ct;
-	int sm[3], st[3];
 
 	if (get_config(m, &c) != 0 || get_config(t, &ct) != 0)
 		return -1;
-	if (c.ncond != ct.ncond)
-		return cg_seterr("the teacher has %d conditions, the model %d",
-		                 ct.ncond, c.ncond);
-	if (c.in_dim != ct.in_dim)
-		return cg_seterr("the teacher's images have %d values, the "
-		                 "model's %d",
-		                 ct.in_dim, c.in_dim);
-	if (cg_arch_image_shape(m, (uint64_t)c.in_dim, sm) == 0 &&
-	    cg_arch_image_shape(t, (uint64_t)ct.in_dim, st) == 0 &&
-	    (sm[0] != st[0] || sm[1] != st[1] || sm[2] != st[2]))
-		return cg_seterr("the teacher draws images of %dx%dx%d, the "
-		                 "model %dx%dx%d",
-		                 st[0], st[1], st[2], sm[0], sm[1], sm[2]);
+	if (cg_arch_same_images(m, t, c.ncond, ct.ncond, c.in_dim, ct.in_dim,
+	                        "draws") != 0)
+		return -1;
 	if (c.latent != ct.latent)
 		return cg_seterr("the teacher's noise has %d values, the "
 		                 "model's %d (--latent)",
