@@ -34,7 +34,9 @@
 # LAYERS [4], HEADS [4], CONTEXT [64], BATCH [16], MICRO [4], STAGES [2],
 # SPLIT [2] (two stages' cut; more stages are cut evenly), STEPS [4],
 # RATE [none: this machine], SCHEDULES [gpipe 1f1b], SIDES [cg torch],
-# WIRES [f32] (cg's --wire: with bf16 too, a cg row each; PyTorch's f32),
+# WIRES [f32] (cg's --wire: with bf16 too, a cg row each), TORCH_WIRES
+# [f32] (torch_pipe.py --wire: bf16 casts each stage's output, and so
+# the gradient that comes back, to bf16 at the stage boundary),
 # PY [/opt/cg-bench-venv/bin/python], FORTUNES [/usr/share/games/fortunes].
 set -eu
 cd "$(dirname "$0")/.."
@@ -54,6 +56,7 @@ RATE=${RATE:-}
 SCHEDULES=${SCHEDULES:-gpipe 1f1b}
 SIDES=${SIDES:-cg torch}
 WIRES=${WIRES:-f32}
+TORCH_WIRES=${TORCH_WIRES:-f32}
 PY=${PY:-/opt/cg-bench-venv/bin/python}
 FORTUNES=${FORTUNES:-/usr/share/games/fortunes}
 export PATH=$CG_BIN:$PATH LC_ALL=C OMP_NUM_THREADS=1
@@ -156,7 +159,8 @@ torch() {
 	local i pids=() rc=0
 	local args=(--width "$WIDTH" --layers "$LAYERS" --heads "$HEADS"
 		--context "$CONTEXT" --batch "$BATCH" --micro "$MICRO"
-		--steps "$STEPS" --stages "$N" --schedule "$1" --threads 1)
+		--steps "$STEPS" --stages "$N" --schedule "$1" --threads 1
+		--wire "${2:-f32}")
 	[ "$N" = 1 ] || args+=(--cuts "$cuts")
 	if [ -z "$RATE" ]; then
 		"$PY" "$top/bench/torch_pipe.py" "${args[@]}" >torch.jsonl
@@ -215,20 +219,23 @@ for sched in $SCHEDULES; do
 			"$(python3 "$top/bench/pipe_bubble.py" "$N" "$nmb" "$sched")" \
 			"$bubble"
 	done
-	if [[ " $SIDES " == *" torch "* ]]; then
-		torch "$sched"
+	for twire in $TORCH_WIRES; do
+		[[ " $SIDES " == *" torch "* ]] || continue
+		torch "$sched" "$twire"
 		if [ -n "$RATE" ]; then
 			bytes=$(jq -s "map(.tx_bytes) | add / $STEPS | round" torch.jsonl)
 		else
 			bytes="not measured"
 		fi
-		printf '| PyTorch | %s | %s | %s | %.0f | %s | %s | %s | not measured | - | %.3f |\n' \
-			"$sched" "$where" "$split" \
+		tside=PyTorch
+		[ "$twire" = f32 ] || tside="PyTorch, $twire at stage boundaries"
+		printf '| %s | %s | %s | %s | %.0f | %s | %s | %s | not measured | - | %.3f |\n' \
+			"$tside" "$sched" "$where" "$split" \
 			"$(jq -s 'map(select(.rank == 0))[0].tokens_per_s' torch.jsonl)" \
 			"$bytes" \
 			"$(jq -rs 'sort_by(.rank) | map(.cpu_s_per_step * 1000 | round / 1000 | tostring) | join(" ")' torch.jsonl)" \
 			"$(jq -rs 'sort_by(.rank) | map(.rss_mib | round | tostring) | join(" ")' torch.jsonl)" \
 			"$bubble"
-	fi
+	done
 done
 echo "pipeline.sh: load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

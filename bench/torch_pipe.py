@@ -48,6 +48,7 @@ class Stage(nn.Module):
     def __init__(self, args, i, n, a, b):
         super().__init__()
         self.first, self.last = i == 0, i == n - 1
+        self.bf16 = args.wire == "bf16"
         if self.first:
             self.wte = nn.Embedding(V, args.width)
             self.wpe = nn.Embedding(args.context, args.width)
@@ -61,10 +62,16 @@ class Stage(nn.Module):
         if self.first:
             T = x.shape[1]
             x = self.wte(x) + self.wpe(torch.arange(T))
+        elif self.bf16:
+            x = x.float()
         for blk in self.h:
             x = blk(x)
         if self.last:
             x = self.lm_head(self.lnf(x))
+        elif self.bf16:
+            # --wire bf16: what crosses to the next stage, and the
+            # gradient that comes back, in bf16; the stage computes f32
+            x = x.to(torch.bfloat16)
         return x
 
 
@@ -147,6 +154,7 @@ def main():
     p.add_argument("--split", type=int, default=2)
     p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--wire", choices=["f32", "bf16"], default="f32")
     p.add_argument("--port", type=int, default=29571)
     p.add_argument("--stages", type=int, default=2)
     p.add_argument("--cuts", default=None,
