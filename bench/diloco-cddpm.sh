@@ -8,7 +8,14 @@
 # programs' directory, DATA the Fashion-MNIST directory, OUTER rounds
 # (47) of INNER local Adam steps (50) on 4 workers of batch 32, the
 # single worker OUTER*INNER steps of batch 128; SAMPLES images a
-# condition (1000), GUIDANCE the guidance weight drawn with (1)).
+# condition (1000), GUIDANCE the guidance weight drawn with (1),
+# INIT_OPTS cg-init's options after -a cddpm (none: the MLP; the U-Net
+# of bench/conv-table.sh is "--unet 16 --hidden 128 --embed 64"),
+# SINGLE a one-worker model already trained so (cg-init's seed 1,
+# OUTER*INNER steps of batch 128 at seed 1, as bench/conv-table.sh's
+# rows are), scored instead of training it again, WORKER_THREADS each
+# worker's threads (1), THREADS the single worker's and cg-eval's (all
+# cores)).
 # The workers and the outer step are bench/diloco.sh's: stratified
 # shards, local Adam at 1e-3 with its state file, Nesterov on the mean
 # delta at 0.7, momentum 0.9.  Prints each model's figures and the
@@ -23,28 +30,40 @@ samples=${SAMPLES:-1000}
 guidance=${GUIDANCE:-1}
 steps=$((outer * inner))
 wt=${WORKER_THREADS:-1}
+threads=${THREADS:-$(nproc)}
+init_opts=${INIT_OPTS:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "# machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# $outer rounds of $inner steps, 4 workers of batch 32; one worker $steps steps of batch 128"
+echo "# cg-init -a cddpm $init_opts; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin/cg-shard" -q -n 4 --strategy stratified --seed 1 -o "$tmp/fm" "$data"
 "$bin/cg-shard" -q -n 1 -o "$tmp/all" "$data"
 "$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
-"$bin/cg-init" -a cddpm -d "$tmp/all-0.cgd" --seed 1 -o "$tmp/init.cgm"
+# shellcheck disable=SC2086
+"$bin/cg-init" -a cddpm $init_opts -d "$tmp/all-0.cgd" --seed 1 \
+	-o "$tmp/init.cgm"
 
 # judge MODEL: the judge's figures, one JSON line
 judge() {
 	"$bin/cg-eval" --json -q -m "$1" -d "$tmp/test-0.cgd" --judge "$judge" \
-		--judge-samples "$samples" --seed 1 --guidance "$guidance" |
+		--judge-samples "$samples" --seed 1 --guidance "$guidance" \
+		--threads "$threads" |
 		jq -c '{mse, cond_acc, frechet}'
 }
 
-t0=$(date +%s)
-"$bin/cg-train-step" -q -m "$tmp/init.cgm" -d "$tmp/all-0.cgd" --emit model \
-	--steps "$steps" --batch 128 --seed 1 -o "$tmp/single.cgm"
-t1=$(date +%s)
-echo "# single: trained in $((t1 - t0)) s"
+if [ -n "${SINGLE:-}" ]; then
+	cp "$SINGLE" "$tmp/single.cgm"
+	echo "# single: $SINGLE, step $("$bin/cg-inspect" --json "$SINGLE" | jq .step)"
+else
+	t0=$(date +%s)
+	"$bin/cg-train-step" -q -m "$tmp/init.cgm" -d "$tmp/all-0.cgd" \
+		--emit model --steps "$steps" --batch 128 --seed 1 \
+		--threads "$threads" -o "$tmp/single.cgm"
+	t1=$(date +%s)
+	echo "# single: trained in $((t1 - t0)) s"
+fi
 judge "$tmp/single.cgm" | tee "$tmp/single.json"
 
 cp "$tmp/init.cgm" "$tmp/dl.cgm"
