@@ -28,6 +28,7 @@
 #include "nn/gemm.h"
 #include "model/stage.h"
 #include "train/pipe.h"
+#include "train/plan.h"
 #include "file/frame.h"
 #include "train/train.h"
 
@@ -1024,6 +1025,7 @@ struct stage_run {
 	int bf16;       /* activations cross as bf16 */
 	int one_f_one_b;             /* the schedule: 1F1B, else GPipe */
 	int slots;                   /* micro-batches' inputs xs holds */
+	int keep; /* the sets of activations ws keeps (slots), or 0 */
 	double wait;                 /* seconds waiting for a neighbour */
 	struct cg_sender *up, *down; /* to the stages above and below */
 	uint16_t *wire; /* [run, T, C] their bf16 words */
@@ -1184,8 +1186,8 @@ stage_fwd(const struct cg_model *m, const struct cg_stage *st,
 	r->wait += cg_now() - t0;
 	if (st->index == st->count - 1)
 		return 0;
-	if (ops->forward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x, nb,
-	                 r->y) != 0 ||
+	if (ops->forward(m, r->ws, r->keep ? j % r->slots : 0,
+	                 r->tokens ? r->tokens + rt : NULL, x, nb, r->y) != 0 ||
 	    send_act(r, r->down, "x", sa, r->y) != 0 ||
 	    cg_sender_put(r->down, "targets", CG_U32, 2, sa, r->targets + rt) !=
 	        0 ||
@@ -1218,7 +1220,8 @@ stage_bwd(const struct cg_model *m, const struct cg_stage *st,
 	              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
 		return -1;
 	r->wait += cg_now() - t0;
-	if (ops->backward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x,
+	if (ops->backward(m, r->ws, r->keep ? j % r->slots : 0,
+	                  r->tokens ? r->tokens + rt : NULL, x,
 	                  r->targets + rt, r->weight + rt, r->dy, nb, r->grad,
 	                  r->dx, &part) != 0)
 		return -1;
@@ -1241,13 +1244,18 @@ stage_bwd(const struct cg_model *m, const struct cg_stage *st,
  * forward, then every one backward.  1F1B: N - 1 - index forward (the
  * warm-up), then one forward and one backward in turn, then the
  * backward passes left; a stage then holds the inputs of at most
- * N - index micro-batches.
+ * N - index micro-batches.  The last stage's forward pass is its
+ * backward call's: under either schedule it takes each micro-batch as
+ * it comes and sends its gradient up at once (under GPipe it would
+ * otherwise sit idle until the last one had come).
  */
 static int
 stage_step(const struct cg_model *m, const struct cg_stage *st,
            struct stage_run *r, int B, const struct cg_pipe *p, double *loss)
 {
-	int w = r->one_f_one_b ? st->count - 1 - st->index : r->nmb;
+	int w = r->one_f_one_b || st->index == st->count - 1
+	            ? st->count - 1 - st->index
+	            : r->nmb;
 
 	if (w > r->nmb)
 		w = r->nmb;
@@ -1339,6 +1347,44 @@ stage_finish(struct cg_model *m, const struct cg_stage *st,
 	}
 }
 
+/*
+ * Whether r keeps the activations of the micro-batches in flight (r->keep
+ * their sets, else 0): not on the last stage, nor where so->recompute,
+ * nor where so->max_memory cannot hold them (the plan's count of the
+ * stage's bytes: train/plan.h), so->kept and so->mem what was chosen.
+ * 0, or -1 with a message where even the stage without them does not
+ * fit so->max_memory.
+ */
+static int
+stage_keep(const struct cg_model *m, const struct cg_stage *st,
+           const struct cg_train_opts *o, struct cg_stage_opts *so,
+           struct stage_run *r)
+{
+	const int last = st->index == st->count - 1;
+	uint64_t need = 0;
+
+	r->keep = last || so->recompute ? 0 : r->slots;
+	if (cg_plan_stage_bytes(m, st, o->batch, so->micro, r->one_f_one_b,
+	                        r->bf16, r->keep, &need) != 0)
+		return -1;
+	if (so->max_memory && need > so->max_memory && r->keep) {
+		r->keep = 0;
+		if (cg_plan_stage_bytes(m, st, o->batch, so->micro,
+		                        r->one_f_one_b, r->bf16, 0, &need) != 0)
+			return -1;
+	}
+	so->kept = r->keep > 0;
+	so->mem = need;
+	if (so->max_memory && need > so->max_memory)
+		return cg_seterr("stage %d of %d: --max-memory %llu: the stage "
+		                 "takes %llu bytes with its forward passes run "
+		                 "again (fewer layers, or more micro-batches)",
+		                 st->index + 1, st->count,
+		                 (unsigned long long)so->max_memory,
+		                 (unsigned long long)need);
+	return 0;
+}
+
 int
 cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                const struct cg_shard *s, struct cg_train_opts *o,
@@ -1375,10 +1421,14 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	int nch = (B + most - 1) / most;
 	r.run = (B + nch - 1) / nch;
 	r.nmb = (B + r.run - 1) / r.run;
-	/* GPipe holds every micro-batch's input, 1F1B those in flight */
-	r.slots = r.one_f_one_b && st->count - st->index < r.nmb
+	/* GPipe holds every micro-batch's input, 1F1B those in flight, the
+	 * last stage one (stage_step) */
+	r.slots = st->index == st->count - 1 ? 1
+	          : r.one_f_one_b && st->count - st->index < r.nmb
 	              ? st->count - st->index
 	              : r.nmb;
+	if (stage_keep(m, st, o, so, &r) != 0)
+		return -1;
 	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
 	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
 	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||
@@ -1387,7 +1437,7 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (so->bf16 && (r.wire = cg_alloc(rtc * sizeof(uint16_t))) == NULL) ||
 	    (r.grad = lazy_floats(m->nparams)) == NULL ||
-	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL ||
+	    (r.ws = ops->stage_new(m, st->a, st->b, r.run, r.keep)) == NULL ||
 	    (st->index > 0 && (r.up = cg_sender_start(p->up_out)) == NULL) ||
 	    (st->index < st->count - 1 &&
 	     (r.down = cg_sender_start(p->down_out)) == NULL))
