@@ -1373,7 +1373,7 @@ stage_keep(const struct cg_model *m, const struct cg_stage *st,
 		                        r->one_f_one_b, r->bf16, 0, &need) != 0)
 			return -1;
 	}
-	so->kept = r->keep > 0;
+	so->kept = last || r->keep > 0; /* no forward pass run again */
 	so->mem = need;
 	if (so->max_memory && need > so->max_memory)
 		return cg_seterr("stage %d of %d: --max-memory %llu: the stage "

@@ -220,7 +220,8 @@ struct cg_stage_opts {
 	 * activations only where they fit, else refused */
 	int recompute;
 	uint64_t max_memory;
-	/* what the call chose: the activations kept, the bytes it takes */
+	/* what the call chose: the activations kept (no forward pass run
+	 * again: always on the last stage), the bytes it takes */
 	int kept;
 	uint64_t mem;
 	/* what the call says of itself (--log): the wall seconds of its
