@@ -1442,6 +1442,14 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	    (st->index < st->count - 1 &&
 	     (r.down = cg_sender_start(p->down_out)) == NULL))
 		goto out;
+	/* a micro-batch's frames whole in each pipe's buffer: the sender
+	 * writes them without waiting for the reader, the reader takes
+	 * them in one go */
+	size_t mbf = rtc * 4 + (size_t)r.run * r.T * 8 + 4096;
+	cg_pipe_widen(p->up_in, mbf);
+	cg_pipe_widen(p->up_out, mbf);
+	cg_pipe_widen(p->down_in, mbf);
+	cg_pipe_widen(p->down_out, mbf);
 	if (st->index == 0) {
 		if (s == NULL || s->n == 0)
 			goto nodata;
