@@ -77,10 +77,9 @@ struct cg_stage_ops {
 	 * *loss) or from dy; grad += the stage's share, dx (not the first)
 	 * = d(loss)/d(x). */
 	int (*backward)(const struct cg_model *m, void *ws, int k,
-	                const int *tokens,
-	                const float *x, const int *targets, const float *weight,
-	                const float *dy, int B, float *grad, float *dx,
-	                double *loss);
+	                const int *tokens, const float *x, const int *targets,
+	                const float *weight, const float *dy, int B,
+	                float *grad, float *dx, double *loss);
 	/* Text archs that sample across stages (else NULL): a generator of
 	 * layers [a, b) of m, next the link onward (NULL for the last
 	 * stage), *V the logits' length; NULL with a message. */

@@ -296,10 +296,8 @@ stage_mem(const struct search *s, int i, int a, int b, int keep)
 
 	if (keep)
 		ws += (sets - 1) * s->set[AT(s, a, b)];
-	return mem_of(s->poff[b] - s->poff[a], ws,
-	              (uint64_t)s->o->batch * s->T,
-	              (uint64_t)s->run * s->T * s->C, sets, i == 0,
-	              s->o->bf16);
+	return mem_of(s->poff[b] - s->poff[a], ws, (uint64_t)s->o->batch * s->T,
+	              (uint64_t)s->run * s->T * s->C, sets, i == 0, s->o->bf16);
 }
 
 /* Whether stage i at [a, b) keeps its activations: not the last
@@ -316,8 +314,8 @@ stage_keeps(const struct search *s, int i, int a, int b)
  * forward pass again unless kept (and on the last stage, for the
  * first time). */
 static void
-stage_time(const struct search *s, int i, int a, int b, double rows,
-           int keep, double *fwd, double *bwd)
+stage_time(const struct search *s, int i, int a, int b, double rows, int keep,
+           double *fwd, double *bwd)
 {
 	double f = s->flops[AT(s, a, b)] * rows / s->R[i];
 

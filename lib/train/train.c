@@ -1221,9 +1221,9 @@ stage_bwd(const struct cg_model *m, const struct cg_stage *st,
 		return -1;
 	r->wait += cg_now() - t0;
 	if (ops->backward(m, r->ws, r->keep ? j % r->slots : 0,
-	                  r->tokens ? r->tokens + rt : NULL, x,
-	                  r->targets + rt, r->weight + rt, r->dy, nb, r->grad,
-	                  r->dx, &part) != 0)
+	                  r->tokens ? r->tokens + rt : NULL, x, r->targets + rt,
+	                  r->weight + rt, r->dy, nb, r->grad, r->dx,
+	                  &part) != 0)
 		return -1;
 	if (!last)
 		memcpy(&part, &bits, sizeof(part));

@@ -458,8 +458,7 @@ ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint, int l0,
 	if (check_ws(c, max_batch) != 0)
 		return NULL;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    (w->blks = calloc((size_t)nset * nblk, sizeof(*w->blks))) ==
-	        NULL ||
+	    (w->blks = calloc((size_t)nset * nblk, sizeof(*w->blks))) == NULL ||
 	    (w->encs = calloc((size_t)nset, sizeof(*w->encs))) == NULL) {
 		if (w)
 			free(w->blks);
@@ -827,8 +826,9 @@ check_range(const struct cg_cgpt_config *c, int a, int b, int keep)
 	if (cg_cgpt_check_config(c) != 0)
 		return -1;
 	if (a < 0 || b <= a || b > c->L)
-		return cg_seterr("cgpt: blocks [%d, %d): not a range of [0, %d)",
-		                 a, b, c->L);
+		return cg_seterr(
+		    "cgpt: blocks [%d, %d): not a range of [0, %d)", a, b,
+		    c->L);
 	if (keep < 0 || keep > CG_CGPT_MAX_KEEP)
 		return cg_seterr("cgpt: %d sets of activations kept: not in "
 		                 "[0, %d]",

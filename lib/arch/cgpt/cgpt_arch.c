@@ -925,8 +925,8 @@ stage_forward(const struct cg_model *m, void *ws, int k, const int *tokens,
 {
 	struct cgpt_stage *st = ws;
 
-	return cg_cgpt_stage_forward(&st->c, m->params, st->ws, k, tokens, x,
-	                             B, st->c.T, y);
+	return cg_cgpt_stage_forward(&st->c, m->params, st->ws, k, tokens, x, B,
+	                             st->c.T, y);
 }
 
 static int
