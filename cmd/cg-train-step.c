@@ -1101,6 +1101,11 @@ stage_job(struct args *a, struct job *j)
 		       -1;
 	if (!first)
 		p.up_in = 0, p.up_out = 1;
+	/* the first stage knows the call's shape: refused before the
+	 * others start */
+	if (first && a->max_memory &&
+	    cg_train_stage_memory(j->m, &st, &a->o, &so) != 0)
+		goto fail;
 	if ((first && (j->s = cg_shard_open(a->data)) == NULL) ||
 	    cg_out_open(&j->out, a->out) != 0 ||
 	    (a->next && cg_pipe_spawn(&p, a->next) != 0))

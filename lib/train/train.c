@@ -1347,38 +1347,30 @@ stage_finish(struct cg_model *m, const struct cg_stage *st,
 	}
 }
 
-/*
- * Whether r keeps the activations of the micro-batches in flight (r->keep
- * their sets, else 0): not on the last stage, nor where so->recompute,
- * nor where so->max_memory cannot hold them (the plan's count of the
- * stage's bytes: train/plan.h), so->kept and so->mem what was chosen.
- * 0, or -1 with a message where even the stage without them does not
- * fit so->max_memory.
- */
-static int
-stage_keep(const struct cg_model *m, const struct cg_stage *st,
-           const struct cg_train_opts *o, struct cg_stage_opts *so,
-           struct stage_run *r)
+int
+cg_train_stage_memory(const struct cg_model *m, const struct cg_stage *st,
+                      const struct cg_train_opts *o, struct cg_stage_opts *so)
 {
 	const int last = st->index == st->count - 1;
+	int keep = !last && !so->recompute;
 	uint64_t need = 0;
 
-	r->keep = last || so->recompute ? 0 : r->slots;
-	if (cg_plan_stage_bytes(m, st, o->batch, so->micro, r->one_f_one_b,
-	                        r->bf16, r->keep, &need) != 0)
+	if (cg_plan_stage_bytes(m, st, o->batch, so->micro, so->one_f_one_b,
+	                        so->bf16, keep, &need) != 0)
 		return -1;
-	if (so->max_memory && need > so->max_memory && r->keep) {
-		r->keep = 0;
+	if (so->max_memory && need > so->max_memory && keep) {
+		keep = 0;
 		if (cg_plan_stage_bytes(m, st, o->batch, so->micro,
-		                        r->one_f_one_b, r->bf16, 0, &need) != 0)
+		                        so->one_f_one_b, so->bf16, 0,
+		                        &need) != 0)
 			return -1;
 	}
-	so->kept = last || r->keep > 0; /* no forward pass run again */
+	so->kept = last || keep; /* no forward pass run again */
 	so->mem = need;
 	if (so->max_memory && need > so->max_memory)
 		return cg_seterr("stage %d of %d: --max-memory %llu: the stage "
-		                 "takes %llu bytes with its forward passes run "
-		                 "again (fewer layers, or more micro-batches)",
+		                 "takes %llu bytes at the least (fewer layers, "
+		                 "or more micro-batches)",
 		                 st->index + 1, st->count,
 		                 (unsigned long long)so->max_memory,
 		                 (unsigned long long)need);
@@ -1427,8 +1419,9 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	          : r.one_f_one_b && st->count - st->index < r.nmb
 	              ? st->count - st->index
 	              : r.nmb;
-	if (stage_keep(m, st, o, so, &r) != 0)
+	if (cg_train_stage_memory(m, st, o, so) != 0)
 		return -1;
+	r.keep = so->kept && st->index < st->count - 1 ? r.slots : 0;
 	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
 	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
 	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||

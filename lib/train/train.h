@@ -231,6 +231,20 @@ struct cg_stage_opts {
 	 * start */
 	double step_s, wait_s, first_step_s, first_wait_s;
 };
+/*
+ * Whether stage st of m keeps the activations of the micro-batches in
+ * flight under o's batch and so's micro-batches, schedule and wire (as
+ * cg_train_stage would): not the last stage, nor with so->recompute,
+ * nor where so->max_memory cannot hold them (the plan's count of the
+ * stage's bytes: train/plan.h).  so->kept and so->mem get what is
+ * chosen.  0, or -1 with a message where even the stage without them
+ * does not fit so->max_memory.  cg_train_stage asks it once it has
+ * heard the first stage's options; the first stage's caller may ask it
+ * before starting the others.
+ */
+int cg_train_stage_memory(const struct cg_model *m, const struct cg_stage *st,
+                          const struct cg_train_opts *o,
+                          struct cg_stage_opts *so);
 int cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                    const struct cg_shard *s, struct cg_train_opts *o,
                    struct cg_stage_opts *so, const struct cg_pipe *p,
