@@ -234,8 +234,10 @@ int cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
  */
 size_t cg_cgpt_stage_off(const struct cg_cgpt_config *c, int l);
 
-/* The most sets of activations a stage's workspace keeps. */
-#define CG_CGPT_MAX_KEEP 4096
+/* The most sets of activations a stage's workspace keeps: one a
+ * micro-batch of a batch of CG_CGPT_MAX_BATCH sequences at most (what
+ * they take is the arena's to refuse). */
+#define CG_CGPT_MAX_KEEP CG_CGPT_MAX_BATCH
 
 /*
  * A workspace for micro-batches of up to max_batch sequences through
