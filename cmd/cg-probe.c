@@ -30,6 +30,7 @@
 
 enum {
 	OPT_JSON = CG_KEY_OWN,
+	OPT_CHECKPOINT,
 	OPT_MICRO,
 	OPT_PIPELINE,
 	OPT_PLAN,
@@ -52,6 +53,7 @@ struct args {
 	const char *plan, *probed; /* --plan's hosts; the probes' model */
 	long long micro;           /* --micro-batches; 0: the fastest */
 	int pipeline, wire;        /* 1: 1F1B; 1: bf16 */
+	int ckpt;                  /* --checkpoint-activations */
 	const char *micro_seen, *pipeline_seen, *wire_seen, *probed_seen;
 };
 
@@ -71,6 +73,9 @@ static const struct cg_opt opts[] = {
     {"windows", OPT_WINDOWS, "N",
      "cut the timed seconds into N windows; the median counts (5)",
      CG_OPT_I64(windows, 1, CG_PROBE_MAX_WINDOWS)},
+    {"checkpoint-activations", OPT_CHECKPOINT, NULL,
+     "--plan: no stage keeps activations: forward passes run again",
+     CG_OPT_FLAG(ckpt)},
     {"micro-batches", OPT_MICRO, "M",
      "--plan: the batch in M micro-batches (the fastest)",
      CG_OPT_I64(micro, 1, MAX_BATCH), CG_OPT_SEEN(micro_seen)},
@@ -104,7 +109,8 @@ static const struct cg_cli cli = {
                 "       cg-probe --plan HOSTS -m MODEL [-b B] [--micro-batches "
                 "M]\n"
                 "                [--pipeline NAME] [--wire DTYPE] [--probed "
-                "FILE] [--json]",
+                "FILE]\n"
+                "                [--checkpoint-activations] [--json]",
     .about = "Time a few seconds of real training steps of MODEL on SHARD on\n"
              "this host, after a warm-up, and print its examples/s and the\n"
              "weight cg-shard --weights takes for it (examples/s, relative).",
@@ -132,9 +138,11 @@ parse(int argc, char **argv, struct args *a)
 			                "be standard input");
 		return CG_CONTINUE;
 	}
-	if (a->micro_seen || a->pipeline_seen || a->wire_seen || a->probed_seen)
-		return cg_usage("--micro-batches, --pipeline, --wire and "
-		                "--probed are --plan's");
+	if (a->micro_seen || a->pipeline_seen || a->wire_seen ||
+	    a->probed_seen || a->ckpt)
+		return cg_usage("--micro-batches, --pipeline, --wire, "
+		                "--probed and --checkpoint-activations are "
+		                "--plan's");
 	if (a->data == NULL)
 		return cg_usage("no data shard (-d)");
 	if (strcmp(a->model, "-") == 0 && strcmp(a->data, "-") == 0)
@@ -215,13 +223,16 @@ plan_report(const struct args *a, const struct cg_model *m,
 		       a->batch, p->micro, p->run, pipeline_names[a->pipeline],
 		       wire_names[a->wire]);
 		printf("stage  host              layers      parameters  "
-		       "peak MiB  compute s\n");
+		       "peak MiB  compute s  activations\n");
 		for (int i = 0; i < p->count; i++)
-			printf("%-5d  %-16s  %4d:%-5d  %10llu  %8.1f  %9.4f\n",
+			printf("%-5d  %-16s  %4d:%-5d  %10llu  %8.1f  %9.4f  "
+			       "%s\n",
 			       i + 1, hs->h[i].name, p->st[i].a, p->st[i].b,
 			       (unsigned long long)p->st[i].params,
-			       (double)p->st[i].mem / (1 << 20),
-			       p->st[i].busy);
+			       (double)p->st[i].mem / (1 << 20), p->st[i].busy,
+			       i == p->count - 1 ? "-"
+			       : p->st[i].keep   ? "kept"
+			                         : "recomputed");
 		printf("step:       %.4f s predicted\n", p->step);
 		printf("bytes/step: %llu down, %llu up over each link\n",
 		       (unsigned long long)p->down, (unsigned long long)p->up);
@@ -262,6 +273,8 @@ plan_report(const struct args *a, const struct cg_model *m,
 			cJSON_AddNumberToObject(o, "peak_bytes",
 			                        (double)p->st[i].mem);
 			cJSON_AddNumberToObject(o, "compute_s", p->st[i].busy);
+			cJSON_AddBoolToObject(o, "kept_activations",
+			                      p->st[i].keep != 0);
 		}
 	return cg_json_print(stdout, j);
 }
@@ -277,7 +290,8 @@ plan_main(const struct args *a)
 	struct cg_plan_opts o = {.batch = (int)a->batch,
 	                         .micro = (int)a->micro,
 	                         .one_f_one_b = a->pipeline,
-	                         .bf16 = a->wire};
+	                         .bf16 = a->wire,
+	                         .recompute = a->ckpt};
 	int rc = CG_EXIT_FAILURE;
 
 	if (hs == NULL || p == NULL)

@@ -357,8 +357,6 @@ validate_stage(struct args *a)
 	                 : a->nfreeze    ? "--freeze"
 	                 : a->o.clip > 0 ? "--clip"
 	                 : a->time_limit ? "--time-limit"
-	                 : a->max_memory ? "--max-memory"
-	                 : a->ckpt       ? "--checkpoint-activations"
 	                 : a->dp_given   ? "--dp-clip"
 	                                 : NULL;
 
@@ -1072,7 +1070,9 @@ stage_job(struct args *a, struct job *j)
 	struct cg_stage st;
 	struct cg_stage_opts so = {.micro = (int)(a->micro ? a->micro : 1),
 	                           .bf16 = a->wire,
-	                           .one_f_one_b = a->pipeline};
+	                           .one_f_one_b = a->pipeline,
+	                           .recompute = a->ckpt,
+	                           .max_memory = a->max_memory};
 	int rc = -1;
 	uint64_t end[2];
 	unsigned char shard[32];
@@ -1101,6 +1101,11 @@ stage_job(struct args *a, struct job *j)
 		       -1;
 	if (!first)
 		p.up_in = 0, p.up_out = 1;
+	/* the first stage knows the call's shape: refused before the
+	 * others start */
+	if (first && a->max_memory &&
+	    cg_train_stage_memory(j->m, &st, &a->o, &so) != 0)
+		goto fail;
 	if ((first && (j->s = cg_shard_open(a->data)) == NULL) ||
 	    cg_out_open(&j->out, a->out) != 0 ||
 	    (a->next && cg_pipe_spawn(&p, a->next) != 0))

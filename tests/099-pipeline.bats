@@ -74,8 +74,9 @@ pipeline() {
 }
 
 @test "--pipeline 1f1b: the same bytes, frames larger than a pipe's buffer" {
-	# 16 KiB a row: a micro-batch of 8 rows is 128 KiB a frame, both
-	# neighbours sending before they read
+	# 16 KiB a row: a micro-batch of 8 rows is 128 KiB a frame, and a
+	# step's 4 more than a pipe holds (widened to one micro-batch's
+	# frames: 256 KiB), both neighbours sending before they read
 	small_cgpt "$D/t-0.cgd" w.cgm --layers 4 --width 128
 	run -0 cg-train-step -q -m w.cgm -d "$D/t-0.cgd" --emit model \
 		-k 2 -b 32 --micro-batches 4 -o u.cgm

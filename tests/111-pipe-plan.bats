@@ -50,8 +50,13 @@ ranges() {
 
 @test "equal hosts get equal ranges; a slower host gets fewer blocks" {
 	printf 'a 100 1G 100M\nb 100 1G -\n' > eq
-	run -0 ranges eq -b 8
+	# the first stage's forward passes run again: 4 passes' work a
+	# block against the last's 3 and the head
+	run -0 ranges eq -b 8 --checkpoint-activations
 	assert_output "0:2 2:4"
+	# its activations kept, 3 passes a block: it takes one more
+	run -0 ranges eq -b 8
+	assert_output "0:3 3:4"
 	# four stages of four blocks: one each
 	printf 'a 100 1G 1G\nb 100 1G 1G\nc 100 1G 1G\nd 100 1G -\n' > four
 	run -0 ranges four -b 8
@@ -78,11 +83,27 @@ ranges() {
 	printf 'a 100 1G 100M\nb 10 1G -\n' > h
 	run -0 ranges h -b 8
 	assert_output "0:3 3:4"
-	# the fast host's memory just below what three blocks take: two
-	peak=$(cg-probe --plan h -m "$D/m.cgm" -b 8 --json |
-		jq '.stages[0].peak_bytes')
+	# the fast host's memory just below what three blocks take with
+	# their activations kept: it keeps them no more
+	run -0 cg-probe --plan h -m "$D/m.cgm" -b 8 --micro-batches 2 --json
+	[ "$(jq '[.stages[].kept_activations] | tostring' <<<"$output")" = '"[true,false]"' ] ||
+		fail "$output"
+	kept=$(jq '.stages[0].peak_bytes' <<<"$output")
+	printf 'a 100 %d 100M\nb 10 1G -\n' $((kept - 1)) > less
+	run -0 cg-probe --plan less -m "$D/m.cgm" -b 8 --micro-batches 2 --json
+	jq -e '.stages[0].kept_activations == false and
+		.stages[0].layers == [0, 3] and .stages[0].peak_bytes < '"$kept" \
+		<<<"$output" || fail "$output"
+	# ... nor with --checkpoint-activations, which takes that least
+	run -0 cg-probe --plan h -m "$D/m.cgm" -b 8 --micro-batches 2 --json \
+		--checkpoint-activations
+	jq -e '[.stages[].kept_activations] == [false, false]' \
+		<<<"$output" || fail "$output"
+	peak=$(jq '.stages[0].peak_bytes' <<<"$output")
+	[ "$peak" -lt "$kept" ] || fail "$peak recomputing, $kept kept"
+	# below what three blocks take even recomputing: two
 	printf 'a 100 %d 100M\nb 10 1G -\n' $((peak - 1)) > short
-	run -0 ranges short -b 8
+	run -0 ranges short -b 8 --micro-batches 2
 	assert_output "0:2 2:4"
 	# one host, one micro-batch: the whole model's peak, and one byte
 	# less is refused

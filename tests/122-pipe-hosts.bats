@@ -93,8 +93,8 @@ kills() {
 			.first_step_seconds <= .seconds and
 			.first_wait_seconds <= .wait_seconds and
 			.first_wait_seconds <= .first_step_seconds and
-			.memory_peak > 0 and (has("memory_plan") | not) and
-			(has("chunk") | not)' "l.$s"
+			.memory_peak > 0 and .memory_plan > 0 and
+			(.checkpoint == false) and (has("chunk") | not)' "l.$s"
 	done
 	run -0 jq -s -e '.[0].loss == .[1].loss and .[1].loss == .[2].loss' \
 		l.1 l.2 l.3

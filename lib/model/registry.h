@@ -55,24 +55,31 @@ struct cg_stage_ops {
 	            const uint64_t *ex, int B, uint64_t noise_seed, int *tokens,
 	            int *targets, float *weight, uint64_t *count);
 	/* A workspace for layers [a, b) and micro-batches of up to mb rows
-	 * (free it with stage_free), or NULL with a message. */
-	void *(*stage_new)(const struct cg_model *m, int a, int b, int mb);
+	 * (free it with stage_free), or NULL with a message.  keep 0: the
+	 * backward pass runs the forward pass again; keep > 0: keep sets
+	 * of activations, each kept from a forward pass to the backward
+	 * pass of the same set (not run again). */
+	void *(*stage_new)(const struct cg_model *m, int a, int b, int mb,
+	                   int keep);
 	/* What layers [a, b) cost, for a plan (train/plan.h): *flops the
 	 * floating-point operations of one row forward, *ws the bytes
-	 * stage_new(m, a, b, mb) takes; 0, or -1 with a message. */
-	int (*cost)(const struct cg_model *m, int a, int b, int mb,
+	 * stage_new(m, a, b, mb, keep) takes; 0, or -1 with a message. */
+	int (*cost)(const struct cg_model *m, int a, int b, int mb, int keep,
 	            double *flops, size_t *ws);
 	void (*stage_free)(void *ws);
-	/* Forward, not the last stage: tokens (the first) or x into y. */
-	int (*forward)(const struct cg_model *m, void *ws, const int *tokens,
-	               const float *x, int B, float *y);
-	/* Forward again, then backward from the loss of targets and
-	 * weight (the last stage: *loss) or from dy; grad += the stage's
-	 * share, dx (not the first) = d(loss)/d(x). */
-	int (*backward)(const struct cg_model *m, void *ws, const int *tokens,
-	                const float *x, const int *targets, const float *weight,
-	                const float *dy, int B, float *grad, float *dx,
-	                double *loss);
+	/* Forward, not the last stage, on set k of the activations (0
+	 * where none are kept): tokens (the first) or x into y. */
+	int (*forward)(const struct cg_model *m, void *ws, int k,
+	               const int *tokens, const float *x, int B, float *y);
+	/* On set k: forward again (unless kept: set k's last forward
+	 * pass's, of the same input), then backward from the loss of
+	 * targets and weight (the last stage, whose forward pass this is:
+	 * *loss) or from dy; grad += the stage's share, dx (not the first)
+	 * = d(loss)/d(x). */
+	int (*backward)(const struct cg_model *m, void *ws, int k,
+	                const int *tokens, const float *x, const int *targets,
+	                const float *weight, const float *dy, int B,
+	                float *grad, float *dx, double *loss);
 	/* Text archs that sample across stages (else NULL): a generator of
 	 * layers [a, b) of m, next the link onward (NULL for the last
 	 * stage), *V the logits' length; NULL with a message. */

@@ -89,6 +89,26 @@ cg_pipe_close(struct cg_pipe *p)
 	return rc;
 }
 
+void
+cg_pipe_widen(int fd, size_t bytes)
+{
+#ifdef F_SETPIPE_SZ
+	int now;
+
+	if (fd < 0 || (now = fcntl(fd, F_GETPIPE_SZ)) < 0 ||
+	    (size_t)now >= bytes)
+		return;
+	/* the most the kernel lets this process have, down to what it has */
+	for (size_t want = bytes > 1u << 24 ? 1u << 24 : bytes;
+	     want > (size_t)now; want /= 2)
+		if (fcntl(fd, F_SETPIPE_SZ, (int)want) >= 0)
+			return;
+#else
+	(void)fd;
+	(void)bytes;
+#endif
+}
+
 int
 cg_pipe_say(int fd, const char *name, const uint64_t *v, int n)
 {

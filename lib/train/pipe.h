@@ -64,6 +64,15 @@ int cg_pipe_spawn(struct cg_pipe *p, const char *cmd);
  * a message when the child failed ("the next stage: exit 1"). */
 int cg_pipe_close(struct cg_pipe *p);
 
+/*
+ * Where fd is a pipe (or FIFO) whose buffer is smaller than bytes,
+ * make it that large, or as large as the kernel allows (Linux's
+ * F_SETPIPE_SZ; at most 16 MiB): a frame is then written whole without
+ * waiting for the reader, and read in one go.  Nothing where fd is no
+ * pipe or the system has no such call.
+ */
+void cg_pipe_widen(int fd, size_t bytes);
+
 /* The u64 words v [n] as frame name to fd; 0 or -1. */
 int cg_pipe_say(int fd, const char *name, const uint64_t *v, int n);
 /* Frame name of n u64 words from fd into v; 0 or -1 with a message. */

@@ -210,9 +210,57 @@ cg_plan_train_flops(const struct cg_model *m)
 		return cg_seterr("a %s model has no stage costs",
 		                 m->arch->name);
 	if ((L = ops->layers(m, 1, &T, &C)) < 0 ||
-	    ops->cost(m, 0, L, 1, &f, &ws) != 0)
+	    ops->cost(m, 0, L, 1, 0, &f, &ws) != 0)
 		return -1;
 	return 3 * f;
+}
+
+/* The peak bytes of a stage (plan.h) of P parameters, workspace ws, the
+ * first or another, sets micro-batches' inputs held. */
+static uint64_t
+mem_of(uint64_t P, uint64_t ws, uint64_t bt, uint64_t rtc, uint64_t sets,
+       int first, int bf16)
+{
+	uint64_t b = 16 * P + ws + 8 * bt + 12 * rtc;
+
+	if (bf16)
+		b += 2 * rtc;
+	return b + (first ? 4 * bt : 4 * sets * rtc);
+}
+
+/* The micro-batches' inputs (and kept sets) of stage i of N: every
+ * one's under GPipe, at most N - i under 1F1B, one on the last stage
+ * (it takes each as it comes). */
+static int
+sets_of(int i, int N, int nmb, int one_f_one_b)
+{
+	if (i == N - 1)
+		return 1;
+	return one_f_one_b && N - i < nmb ? N - i : nmb;
+}
+
+int
+cg_plan_stage_bytes(const struct cg_model *m, const struct cg_stage *st,
+                    int batch, int micro, int one_f_one_b, int bf16, int keep,
+                    uint64_t *bytes)
+{
+	const struct cg_stage_ops *ops = m->arch->stages;
+	int most = (batch + micro - 1) / micro;
+	int nch = (batch + most - 1) / most;
+	int run = (batch + nch - 1) / nch, nmb = (batch + run - 1) / run;
+	double f;
+	size_t ws;
+
+	int sets = sets_of(st->index, st->count, nmb, one_f_one_b);
+	if (ops == NULL || ops->cost == NULL)
+		return cg_seterr("a %s model has no stage costs",
+		                 m->arch->name);
+	if (ops->cost(m, st->a, st->b, run, keep ? sets : 0, &f, &ws) != 0)
+		return -1;
+	*bytes = mem_of(st->hi - st->lo, ws, (uint64_t)batch * st->T,
+	                (uint64_t)run * st->T * st->C, (uint64_t)sets,
+	                st->index == 0, bf16);
+	return 0;
 }
 
 /* What a search for one micro-batch count works on. */
@@ -225,6 +273,7 @@ struct search {
 	uint64_t *poff;         /* [L + 1] the flat offset of layer l */
 	double *flops;          /* [(L + 1)^2] forward, one row, [a, b) */
 	size_t *ws;             /* [(L + 1)^2] workspace at run rows */
+	size_t *set;            /* [(L + 1)^2] the bytes of a set kept more */
 	int run, nmb, last_rows;
 };
 
@@ -237,42 +286,50 @@ frame(size_t name, int ndim, uint64_t payload)
 	return 17 + name + 8 * (uint64_t)ndim + payload;
 }
 
-/* Peak bytes of stage i holding [a, b). */
+/* Peak bytes of stage i holding [a, b), its activations kept (keep)
+ * or not. */
 static uint64_t
-stage_mem(const struct search *s, int i, int a, int b)
+stage_mem(const struct search *s, int i, int a, int b, int keep)
 {
-	uint64_t P = s->poff[b] - s->poff[a];
-	uint64_t rtc = (uint64_t)s->run * s->T * s->C;
-	uint64_t bt = (uint64_t)s->o->batch * s->T;
-	uint64_t slots = s->o->one_f_one_b && s->N - i < s->nmb
-	                     ? (uint64_t)(s->N - i)
-	                     : (uint64_t)s->nmb;
-	uint64_t b_ = 16 * P + s->ws[AT(s, a, b)] + 8 * bt + 12 * rtc;
+	uint64_t sets = (uint64_t)sets_of(i, s->N, s->nmb, s->o->one_f_one_b);
+	uint64_t ws = s->ws[AT(s, a, b)];
 
-	if (s->o->bf16)
-		b_ += 2 * rtc;
-	b_ += i == 0 ? 4 * bt : 4 * slots * rtc;
-	return b_;
+	if (keep)
+		ws += (sets - 1) * s->set[AT(s, a, b)];
+	return mem_of(s->poff[b] - s->poff[a], ws, (uint64_t)s->o->batch * s->T,
+	              (uint64_t)s->run * s->T * s->C, sets, i == 0, s->o->bf16);
+}
+
+/* Whether stage i at [a, b) keeps its activations: not the last
+ * stage, not told to recompute, and its host's memory holds them. */
+static int
+stage_keeps(const struct search *s, int i, int a, int b)
+{
+	return i < s->N - 1 && !s->o->recompute &&
+	       stage_mem(s, i, a, b, 1) <= s->hs->h[i].mem;
 }
 
 /* Seconds of compute of one micro-batch of rows through stage i at
- * [a, b): forward (not the last stage) and backward. */
+ * [a, b): forward (not the last stage) and backward, which runs the
+ * forward pass again unless kept (and on the last stage, for the
+ * first time). */
 static void
-stage_time(const struct search *s, int i, int a, int b, double rows,
+stage_time(const struct search *s, int i, int a, int b, double rows, int keep,
            double *fwd, double *bwd)
 {
 	double f = s->flops[AT(s, a, b)] * rows / s->R[i];
 
 	*fwd = i < s->N - 1 ? f : 0;
-	*bwd = 3 * f;
+	*bwd = keep && i < s->N - 1 ? 2 * f : 3 * f;
 }
 
 /* ------------------------------------------------------------ playing it */
 
-/* The step of split cut [N + 1] (stage i holds [cut[i], cut[i+1])),
- * played out (plan.h); seconds, busy [N] each stage's compute. */
+/* The step of split cut [N + 1] (stage i holds [cut[i], cut[i+1]),
+ * keeping its activations where keep[i]), played out (plan.h);
+ * seconds, busy [N] each stage's compute. */
 static double
-play(const struct search *s, const int *cut, double *busy)
+play(const struct search *s, const int *cut, const int *keep, double *busy)
 {
 	const int N = s->N, M = s->nmb;
 	double *dn = malloc(sizeof(double) * (size_t)N * M * 2), *up;
@@ -293,7 +350,8 @@ play(const struct search *s, const int *cut, double *busy)
 	while (done < N) {
 		int moved = 0;
 		for (int i = 0; i < N; i++) {
-			const int w0 = s->o->one_f_one_b ? N - 1 - i : M;
+			const int w0 =
+			    s->o->one_f_one_b || i == N - 1 ? N - 1 - i : M;
 			const int w = w0 > M ? M : w0;
 			for (;;) {
 				int k = next[i], j, bw;
@@ -321,8 +379,8 @@ play(const struct search *s, const int *cut, double *busy)
 				double rows =
 				    j == M - 1 ? s->last_rows : s->run;
 				double fw, bk;
-				stage_time(s, i, cut[i], cut[i + 1], rows, &fw,
-				           &bk);
+				stage_time(s, i, cut[i], cut[i + 1], rows,
+				           keep[i], &fw, &bk);
 				double fin = ready + (bw ? bk : fw);
 				busy[i] += bw ? bk : fw;
 				free_at[i] = fin;
@@ -400,10 +458,11 @@ best_cut(const struct search *s, int *cut)
 				continue;
 			int bmax = i == N - 1 ? L : L - (N - 1 - i);
 			for (int b = i == N - 1 ? L : a + 1; b <= bmax; b++) {
-				if (stage_mem(s, i, a, b) > s->hs->h[i].mem)
+				if (stage_mem(s, i, a, b, 0) > s->hs->h[i].mem)
 					continue;
 				double fw, bk;
-				stage_time(s, i, a, b, s->run, &fw, &bk);
+				stage_time(s, i, a, b, s->run,
+				           stage_keeps(s, i, a, b), &fw, &bk);
 				double c = fw + bk;
 				double nm = c > mx[k0] ? c : mx[k0];
 				double ns = sum[k0] + c;
@@ -435,11 +494,18 @@ fill_costs(struct search *s)
 	const struct cg_stage_ops *ops = s->m->arch->stages;
 
 	for (int a = 0; a < s->L; a++)
-		for (int b = a + 1; b <= s->L; b++)
-			if (ops->cost(s->m, a, b, s->run,
+		for (int b = a + 1; b <= s->L; b++) {
+			size_t two;
+			if (ops->cost(s->m, a, b, s->run, 0,
 			              &s->flops[AT(s, a, b)],
-			              &s->ws[AT(s, a, b)]) != 0)
+			              &s->ws[AT(s, a, b)]) != 0 ||
+			    ops->cost(s->m, a, b, s->run, 2,
+			              &s->flops[AT(s, a, b)], &two) != 0)
 				return -1;
+			/* one set of activations, kept or not; each more
+			 * the same bytes */
+			s->set[AT(s, a, b)] = two - s->ws[AT(s, a, b)];
+		}
 	return 0;
 }
 
@@ -488,7 +554,9 @@ cg_plan_find(const struct cg_model *m, const struct cg_plan_hosts *hs,
 	s.poff = malloc((size_t)(s.L + 1) * sizeof(uint64_t));
 	s.flops = calloc(t2, sizeof(double));
 	s.ws = calloc(t2, sizeof(size_t));
-	if (s.poff == NULL || s.flops == NULL || s.ws == NULL) {
+	s.set = calloc(t2, sizeof(size_t));
+	if (s.poff == NULL || s.flops == NULL || s.ws == NULL ||
+	    s.set == NULL) {
 		cg_seterr("out of memory");
 		goto out;
 	}
@@ -514,7 +582,10 @@ cg_plan_find(const struct cg_model *m, const struct cg_plan_hosts *hs,
 		}
 		if (f == 0)
 			continue;
-		double t = play(&s, cut, busy);
+		int keep[CG_STAGE_MAX];
+		for (int i = 0; i < s.N; i++)
+			keep[i] = stage_keeps(&s, i, cut[i], cut[i + 1]);
+		double t = play(&s, cut, keep, busy);
 		if (t < 0) {
 			cg_seterr("out of memory");
 			goto out;
@@ -542,7 +613,8 @@ cg_plan_find(const struct cg_model *m, const struct cg_plan_hosts *hs,
 			ps->a = cut[i];
 			ps->b = cut[i + 1];
 			ps->params = s.poff[ps->b] - s.poff[ps->a];
-			ps->mem = stage_mem(&s, i, ps->a, ps->b);
+			ps->keep = keep[i];
+			ps->mem = stage_mem(&s, i, ps->a, ps->b, keep[i]);
 			ps->busy = busy[i];
 		}
 	}
@@ -556,5 +628,6 @@ out:
 	free(s.poff);
 	free(s.flops);
 	free(s.ws);
+	free(s.set);
 	return rc;
 }

@@ -9,9 +9,13 @@
  * operations a second by that model's count (the arch's stage cost:
  * the matrix products of a forward pass, three times that for a
  * training step).  Under that count a stage that is not the last does
- * each micro-batch's forward pass twice (once to send it on, once
- * before its backward pass: train.h), so 4 forward passes' work, the
- * last 3.  The step time is that of the schedule (GPipe or 1F1B, as
+ * each micro-batch's forward pass once and its backward pass (twice a
+ * forward pass's work), 3 forward passes' work, where its memory holds
+ * the activations of the micro-batches in flight; else (or told to
+ * recompute) it runs the forward pass again before the backward pass
+ * (train.h), 4.  The last stage's forward pass is its backward pass's
+ * first half: 3, and it takes each micro-batch as it comes under either
+ * schedule.  The step time is that of the schedule (GPipe or 1F1B, as
  * train.c runs it) played out: each stage's passes in its order, each
  * waiting for its input, each link sending its frames one after
  * another at its rate, a latency after each.  What is not counted:
@@ -21,16 +25,19 @@
  *
  * Memory is what a stage's call allocates (cg_train_stage): its
  * parameters, their gradient and two moments (16 bytes a parameter),
- * the arch's workspace for its layers at one micro-batch, the inputs
- * held (every micro-batch's under GPipe, at most count - index under
- * 1F1B), the batch's targets and weights, and three micro-batches of
- * activations in flight.  The program and its libraries are not
- * counted.
+ * the arch's workspace for its layers at one micro-batch (with a set of
+ * activations for each micro-batch in flight where they are kept), the
+ * inputs held (every micro-batch's under GPipe, at most count - index
+ * under 1F1B, one on the last stage), the batch's targets and weights,
+ * and three micro-batches of activations in flight.  The program and
+ * its libraries are not counted.
  *
  * The search: for each micro-batch count (the one given, or each of 1
  * to CG_PLAN_MAX_MICRO that cuts the batch differently), the
- * contiguous ranges whose slowest stage is fastest (ties: the least time in all) among those that fit
- * every host's memory; of those, the one whose step plays out fastest.
+ * contiguous ranges whose slowest stage is fastest (ties: the least time
+ * in all) among those that fit every host's memory (without kept
+ * activations at least; each stage keeps them where they fit); of
+ * those, the one whose step plays out fastest.
  */
 #ifndef CG_PLAN_H
 #define CG_PLAN_H
@@ -74,6 +81,7 @@ struct cg_plan_opts {
 	int micro;       /* micro-batches; 0: the fastest */
 	int one_f_one_b; /* the schedule: 1F1B, else GPipe */
 	int bf16;        /* activations on the wire as bf16, else f32 */
+	int recompute;   /* no stage keeps its activations */
 	/* the training operations an example of the model the rates were
 	 * probed with (cg_plan_train_flops); 0: the planned model's */
 	double probe_flops;
@@ -83,6 +91,7 @@ struct cg_plan_stage {
 	int a, b;        /* layers */
 	uint64_t params; /* parameters */
 	uint64_t mem;    /* peak bytes */
+	int keep;        /* its activations kept, else computed again */
 	double busy;     /* seconds of compute a step */
 };
 
@@ -97,6 +106,17 @@ struct cg_plan {
  * passes, the arch's stage cost), or -1 with a message (an arch without
  * stages). */
 double cg_plan_train_flops(const struct cg_model *m);
+
+/*
+ * The peak bytes (above) of stage st of m, keeping its activations
+ * (keep; the last stage's are never kept) or not, at batch in micro
+ * micro-batches under the schedule and wire given, into *bytes: what a
+ * stage's call holds it to (cg_train_stage's max_memory).  0, or -1
+ * with a message.
+ */
+int cg_plan_stage_bytes(const struct cg_model *m, const struct cg_stage *st,
+                        int batch, int micro, int one_f_one_b, int bf16,
+                        int keep, uint64_t *bytes);
 
 /*
  * The fastest split of m over hs for o (above), into *p.  Returns 0, or

@@ -66,6 +66,8 @@ cg_train_log_json(const struct cg_train_report *r)
 		                        so->first_step_s);
 		cJSON_AddNumberToObject(o, "first_wait_seconds",
 		                        so->first_wait_s);
+		cJSON_AddBoolToObject(o, "checkpoint", !so->kept);
+		cJSON_AddNumberToObject(o, "memory_plan", (double)so->mem);
 	}
 	cJSON_AddNumberToObject(o, "memory_peak", (double)cg_rss_peak());
 	if (cg_json_num(c, "dense_bytes", 0) > 0) {

@@ -42,8 +42,9 @@ struct cg_train_report {
  * encoded update's codec, update_bytes, dense_bytes and encode_seconds.
  * A pipeline stage's has no parts and no plan, but its stage (from 1),
  * stages, schedule, micro_batches, wire, and its timings: seconds (of
- * its steps), wait_seconds, first_step_seconds and first_wait_seconds
- * (train.h's struct cg_stage_opts).
+ * its steps), wait_seconds, first_step_seconds and first_wait_seconds,
+ * checkpoint (its forward passes run again, no activations kept) and
+ * memory_plan (train.h's struct cg_stage_opts).
  * A new object the caller owns, or NULL when out of memory.
  */
 struct cJSON *cg_train_log_json(const struct cg_train_report *r);

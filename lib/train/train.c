@@ -28,6 +28,7 @@
 #include "nn/gemm.h"
 #include "model/stage.h"
 #include "train/pipe.h"
+#include "train/plan.h"
 #include "file/frame.h"
 #include "train/train.h"
 
@@ -1024,6 +1025,7 @@ struct stage_run {
 	int bf16;       /* activations cross as bf16 */
 	int one_f_one_b;             /* the schedule: 1F1B, else GPipe */
 	int slots;                   /* micro-batches' inputs xs holds */
+	int keep; /* the sets of activations ws keeps (slots), or 0 */
 	double wait;                 /* seconds waiting for a neighbour */
 	struct cg_sender *up, *down; /* to the stages above and below */
 	uint16_t *wire; /* [run, T, C] their bf16 words */
@@ -1184,8 +1186,8 @@ stage_fwd(const struct cg_model *m, const struct cg_stage *st,
 	r->wait += cg_now() - t0;
 	if (st->index == st->count - 1)
 		return 0;
-	if (ops->forward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x, nb,
-	                 r->y) != 0 ||
+	if (ops->forward(m, r->ws, r->keep ? j % r->slots : 0,
+	                 r->tokens ? r->tokens + rt : NULL, x, nb, r->y) != 0 ||
 	    send_act(r, r->down, "x", sa, r->y) != 0 ||
 	    cg_sender_put(r->down, "targets", CG_U32, 2, sa, r->targets + rt) !=
 	        0 ||
@@ -1218,9 +1220,10 @@ stage_bwd(const struct cg_model *m, const struct cg_stage *st,
 	              cg_pipe_hear(p->down_in, "loss", &bits, 1) != 0))
 		return -1;
 	r->wait += cg_now() - t0;
-	if (ops->backward(m, r->ws, r->tokens ? r->tokens + rt : NULL, x,
-	                  r->targets + rt, r->weight + rt, r->dy, nb, r->grad,
-	                  r->dx, &part) != 0)
+	if (ops->backward(m, r->ws, r->keep ? j % r->slots : 0,
+	                  r->tokens ? r->tokens + rt : NULL, x, r->targets + rt,
+	                  r->weight + rt, r->dy, nb, r->grad, r->dx,
+	                  &part) != 0)
 		return -1;
 	if (!last)
 		memcpy(&part, &bits, sizeof(part));
@@ -1241,13 +1244,18 @@ stage_bwd(const struct cg_model *m, const struct cg_stage *st,
  * forward, then every one backward.  1F1B: N - 1 - index forward (the
  * warm-up), then one forward and one backward in turn, then the
  * backward passes left; a stage then holds the inputs of at most
- * N - index micro-batches.
+ * N - index micro-batches.  The last stage's forward pass is its
+ * backward call's: under either schedule it takes each micro-batch as
+ * it comes and sends its gradient up at once (under GPipe it would
+ * otherwise sit idle until the last one had come).
  */
 static int
 stage_step(const struct cg_model *m, const struct cg_stage *st,
            struct stage_run *r, int B, const struct cg_pipe *p, double *loss)
 {
-	int w = r->one_f_one_b ? st->count - 1 - st->index : r->nmb;
+	int w = r->one_f_one_b || st->index == st->count - 1
+	            ? st->count - 1 - st->index
+	            : r->nmb;
 
 	if (w > r->nmb)
 		w = r->nmb;
@@ -1340,6 +1348,36 @@ stage_finish(struct cg_model *m, const struct cg_stage *st,
 }
 
 int
+cg_train_stage_memory(const struct cg_model *m, const struct cg_stage *st,
+                      const struct cg_train_opts *o, struct cg_stage_opts *so)
+{
+	const int last = st->index == st->count - 1;
+	int keep = !last && !so->recompute;
+	uint64_t need = 0;
+
+	if (cg_plan_stage_bytes(m, st, o->batch, so->micro, so->one_f_one_b,
+	                        so->bf16, keep, &need) != 0)
+		return -1;
+	if (so->max_memory && need > so->max_memory && keep) {
+		keep = 0;
+		if (cg_plan_stage_bytes(m, st, o->batch, so->micro,
+		                        so->one_f_one_b, so->bf16, 0,
+		                        &need) != 0)
+			return -1;
+	}
+	so->kept = last || keep; /* no forward pass run again */
+	so->mem = need;
+	if (so->max_memory && need > so->max_memory)
+		return cg_seterr("stage %d of %d: --max-memory %llu: the stage "
+		                 "takes %llu bytes at the least (fewer layers, "
+		                 "or more micro-batches)",
+		                 st->index + 1, st->count,
+		                 (unsigned long long)so->max_memory,
+		                 (unsigned long long)need);
+	return 0;
+}
+
+int
 cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                const struct cg_shard *s, struct cg_train_opts *o,
                struct cg_stage_opts *so, const struct cg_pipe *p, float *out,
@@ -1375,10 +1413,15 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	int nch = (B + most - 1) / most;
 	r.run = (B + nch - 1) / nch;
 	r.nmb = (B + r.run - 1) / r.run;
-	/* GPipe holds every micro-batch's input, 1F1B those in flight */
-	r.slots = r.one_f_one_b && st->count - st->index < r.nmb
+	/* GPipe holds every micro-batch's input, 1F1B those in flight, the
+	 * last stage one (stage_step) */
+	r.slots = st->index == st->count - 1 ? 1
+	          : r.one_f_one_b && st->count - st->index < r.nmb
 	              ? st->count - st->index
 	              : r.nmb;
+	if (cg_train_stage_memory(m, st, o, so) != 0)
+		return -1;
+	r.keep = so->kept && st->index < st->count - 1 ? r.slots : 0;
 	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
 	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
 	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||
@@ -1387,11 +1430,19 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (so->bf16 && (r.wire = cg_alloc(rtc * sizeof(uint16_t))) == NULL) ||
 	    (r.grad = lazy_floats(m->nparams)) == NULL ||
-	    (r.ws = ops->stage_new(m, st->a, st->b, r.run)) == NULL ||
+	    (r.ws = ops->stage_new(m, st->a, st->b, r.run, r.keep)) == NULL ||
 	    (st->index > 0 && (r.up = cg_sender_start(p->up_out)) == NULL) ||
 	    (st->index < st->count - 1 &&
 	     (r.down = cg_sender_start(p->down_out)) == NULL))
 		goto out;
+	/* a micro-batch's frames whole in each pipe's buffer: the sender
+	 * writes them without waiting for the reader, the reader takes
+	 * them in one go */
+	size_t mbf = rtc * 4 + (size_t)r.run * r.T * 8 + 4096;
+	cg_pipe_widen(p->up_in, mbf);
+	cg_pipe_widen(p->up_out, mbf);
+	cg_pipe_widen(p->down_in, mbf);
+	cg_pipe_widen(p->down_out, mbf);
 	if (st->index == 0) {
 		if (s == NULL || s->n == 0)
 			goto nodata;

@@ -185,8 +185,11 @@ struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
  * activations and their gradients cross rounded to bf16 (half the bytes;
  * then not the unsplit call's bits).  Each step runs the batch in
  * micro-batches of the rows cgpt's chunks would hold under the same
- * count (each stage's forward pass again before its backward pass: only
- * the inputs of the micro-batches are held).  Then, by o->emit: model,
+ * count (each stage but the last keeps the activations of the
+ * micro-batches in flight from their forward to their backward pass;
+ * with so->recompute, or where so->max_memory cannot hold them, it
+ * holds only their inputs and runs each forward pass again before the
+ * backward pass: the same bits).  Then, by o->emit: model,
  * the optimizer's step on the stage's views; grad, no step, and out
  * [nparams] (zeros, the caller's) gets in the stage's range the mean
  * gradient per scored token of the call; delta, steps on moments of the
@@ -210,6 +213,17 @@ struct cg_stage_opts {
 	 * shard's identity in four little-endian words and the seed;
 	 * stage 0's caller sets it, the others hear it */
 	uint64_t worker[5];
+	/* each stage's own: recompute, run each forward pass again before
+	 * its backward pass, not keeping the activations of the
+	 * micro-batches in flight; max_memory (0: none), the bytes the
+	 * stage may take by the plan's count (train/plan.h): kept
+	 * activations only where they fit, else refused */
+	int recompute;
+	uint64_t max_memory;
+	/* what the call chose: the activations kept (no forward pass run
+	 * again: always on the last stage), the bytes it takes */
+	int kept;
+	uint64_t mem;
 	/* what the call says of itself (--log): the wall seconds of its
 	 * steps, and of those the seconds it sat waiting for a neighbour's
 	 * frame (the schedule's bubble, and a slower neighbour's time);
@@ -217,6 +231,20 @@ struct cg_stage_opts {
 	 * start */
 	double step_s, wait_s, first_step_s, first_wait_s;
 };
+/*
+ * Whether stage st of m keeps the activations of the micro-batches in
+ * flight under o's batch and so's micro-batches, schedule and wire (as
+ * cg_train_stage would): not the last stage, nor with so->recompute,
+ * nor where so->max_memory cannot hold them (the plan's count of the
+ * stage's bytes: train/plan.h).  so->kept and so->mem get what is
+ * chosen.  0, or -1 with a message where even the stage without them
+ * does not fit so->max_memory.  cg_train_stage asks it once it has
+ * heard the first stage's options; the first stage's caller may ask it
+ * before starting the others.
+ */
+int cg_train_stage_memory(const struct cg_model *m, const struct cg_stage *st,
+                          const struct cg_train_opts *o,
+                          struct cg_stage_opts *so);
 int cg_train_stage(struct cg_model *m, const struct cg_stage *st,
                    const struct cg_shard *s, struct cg_train_opts *o,
                    struct cg_stage_opts *so, const struct cg_pipe *p,

@@ -285,9 +285,15 @@ struct cg_cgpt_ws {
 	int max_batch;
 	int ckpt; /* 1: blk[] share one scratch set but for res3 */
 	int l0, nblk; /* blk[i] holds block l0 + i's: a stage's, or all */
+	/* a stage's sets of activations: kept, one for each micro-batch
+	 * in flight (its forward pass not run again before its backward
+	 * pass), else one */
+	int kept, nset;
 	void *mem;
-	float *encoded;                   /* [B, T, C] */
-	struct acts *blk;                 /* [L] */
+	float *encoded;                   /* [B, T, C] the set in use's */
+	struct acts *blk;                 /* [nblk] the set in use's */
+	float **encs;                     /* [nset] each set's encoded */
+	struct acts *blks;                /* [nset * nblk] each set's blk */
 	float *lnf, *lnf_mean, *lnf_rstd; /* [B, T, C], [B, T], [B, T] */
 	float *logits;                    /* [B, T, V] */
 	float *branch;                    /* [B, T, C] a Linear's output */
@@ -337,16 +343,27 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 		TAKE((a)->fch, R, F);                                          \
 		TAKE((a)->fch_gelu, R, F);                                     \
 	} while (0)
-	TAKE(w->encoded, R, C);
-	if (w->ckpt)
-		TAKE_ACTS(&shared);
-	for (int l = 0; l < w->nblk; l++) {
-		struct acts *a = ar->base ? &w->blk[l] : &dummy;
+	for (int s = 0; s < w->nset; s++) {
+		float *enc;
+		TAKE(enc, R, C);
+		if (ar->base)
+			w->encs[s] = enc;
 		if (w->ckpt)
-			*a = shared;
-		else
-			TAKE_ACTS(a);
-		TAKE(a->res3, R, C);
+			TAKE_ACTS(&shared);
+		for (int l = 0; l < w->nblk; l++) {
+			struct acts *a = ar->base
+			                     ? &w->blks[(size_t)s * w->nblk + l]
+			                     : &dummy;
+			if (w->ckpt)
+				*a = shared;
+			else
+				TAKE_ACTS(a);
+			TAKE(a->res3, R, C);
+		}
+	}
+	if (ar->base) {
+		w->encoded = w->encs[0];
+		w->blk = w->blks;
 	}
 	TAKE(w->lnf, R, C);
 	TAKE(w->lnf_mean, R, 1);
@@ -396,16 +413,17 @@ check_ws(const struct cg_cgpt_config *c, int max_batch)
 	return 0;
 }
 
-/* The bytes ws_new(c, max_batch, checkpoint, any l0, nblk) allocates,
- * or 0 with a message. */
+/* The bytes ws_new(c, max_batch, checkpoint, any l0, nblk, nset)
+ * allocates, or 0 with a message. */
 static size_t
 ws_bytes(const struct cg_cgpt_config *c, int max_batch, int checkpoint,
-         int nblk)
+         int nblk, int nset)
 {
 	struct cg_cgpt_ws w = {.c = *c,
 	                       .max_batch = max_batch,
 	                       .ckpt = checkpoint != 0,
-	                       .nblk = nblk};
+	                       .nblk = nblk,
+	                       .nset = nset};
 	struct cg_arena a = {0};
 
 	if (check_ws(c, max_batch) != 0)
@@ -416,20 +434,22 @@ ws_bytes(const struct cg_cgpt_config *c, int max_batch, int checkpoint,
 		          max_batch);
 		return 0;
 	}
-	return a.used + sizeof(w) + (size_t)nblk * sizeof(struct acts);
+	return a.used + sizeof(w) +
+	       (size_t)nset * (nblk * sizeof(struct acts) + sizeof(float *));
 }
 
 size_t
 cg_cgpt_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
                  int checkpoint)
 {
-	return ws_bytes(c, max_batch, checkpoint, c->L);
+	return ws_bytes(c, max_batch, checkpoint, c->L, 1);
 }
 
-/* A workspace for blocks [l0, l0 + nblk) of c. */
+/* A workspace for blocks [l0, l0 + nblk) of c, nset sets of their
+ * activations. */
 static struct cg_cgpt_ws *
 ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint, int l0,
-       int nblk)
+       int nblk, int nset)
 {
 	struct cg_cgpt_ws *w;
 	struct cg_arena a = {0};
@@ -438,7 +458,10 @@ ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint, int l0,
 	if (check_ws(c, max_batch) != 0)
 		return NULL;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    (w->blk = calloc((size_t)nblk, sizeof(*w->blk))) == NULL) {
+	    (w->blks = calloc((size_t)nset * nblk, sizeof(*w->blks))) == NULL ||
+	    (w->encs = calloc((size_t)nset, sizeof(*w->encs))) == NULL) {
+		if (w)
+			free(w->blks);
 		free(w);
 		cg_seterr("cgpt: out of memory");
 		return NULL;
@@ -448,6 +471,7 @@ ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint, int l0,
 	w->ckpt = checkpoint != 0;
 	w->l0 = l0;
 	w->nblk = nblk;
+	w->nset = nset;
 	snprintf(what, sizeof(what), "cgpt: workspace for batch %d",
 	         max_batch);
 	carve(w, &a);
@@ -464,7 +488,7 @@ fail:
 struct cg_cgpt_ws *
 cg_cgpt_ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint)
 {
-	return ws_new(c, max_batch, checkpoint, 0, c->L);
+	return ws_new(c, max_batch, checkpoint, 0, c->L, 1);
 }
 
 void
@@ -473,7 +497,8 @@ cg_cgpt_ws_free(struct cg_cgpt_ws *w)
 	if (w == NULL)
 		return;
 	free(w->mem);
-	free(w->blk);
+	free(w->blks);
+	free(w->encs);
 	free(w->mats);
 	free(w->qscratch);
 	free(w);
@@ -794,32 +819,44 @@ cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
 
 /* ----------------------------------------------------- pipeline stages */
 
-struct cg_cgpt_ws *
-cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c, int max_batch, int a,
-                     int b)
+/* The checks of a stage workspace's arguments; 0 or -1 with a message. */
+static int
+check_range(const struct cg_cgpt_config *c, int a, int b, int keep)
 {
 	if (cg_cgpt_check_config(c) != 0)
+		return -1;
+	if (a < 0 || b <= a || b > c->L)
+		return cg_seterr(
+		    "cgpt: blocks [%d, %d): not a range of [0, %d)", a, b,
+		    c->L);
+	if (keep < 0 || keep > CG_CGPT_MAX_KEEP)
+		return cg_seterr("cgpt: %d sets of activations kept: not in "
+		                 "[0, %d]",
+		                 keep, CG_CGPT_MAX_KEEP);
+	return 0;
+}
+
+struct cg_cgpt_ws *
+cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c, int max_batch, int a,
+                     int b, int keep)
+{
+	struct cg_cgpt_ws *w;
+
+	if (check_range(c, a, b, keep) != 0)
 		return NULL;
-	if (a < 0 || b <= a || b > c->L) {
-		cg_seterr("cgpt: blocks [%d, %d): not a range of [0, %d)", a, b,
-		          c->L);
-		return NULL;
-	}
-	return ws_new(c, max_batch, 0, a, b - a);
+	if ((w = ws_new(c, max_batch, 0, a, b - a, keep > 0 ? keep : 1)) !=
+	    NULL)
+		w->kept = keep > 0;
+	return w;
 }
 
 size_t
 cg_cgpt_stage_ws_bytes(const struct cg_cgpt_config *c, int max_batch, int a,
-                       int b)
+                       int b, int keep)
 {
-	if (cg_cgpt_check_config(c) != 0)
+	if (check_range(c, a, b, keep) != 0)
 		return 0;
-	if (a < 0 || b <= a || b > c->L) {
-		cg_seterr("cgpt: blocks [%d, %d): not a range of [0, %d)", a, b,
-		          c->L);
-		return 0;
-	}
-	return ws_bytes(c, max_batch, 0, b - a);
+	return ws_bytes(c, max_batch, 0, b - a, keep > 0 ? keep : 1);
 }
 
 double
@@ -839,9 +876,10 @@ cg_cgpt_stage_flops(const struct cg_cgpt_config *c, int a, int b)
 	return f * T;
 }
 
-/* The checks of a stage's call; 0 or -1 with a message. */
+/* The checks of a stage's call on set k of w's activations, which it
+ * takes; 0 or -1 with a message. */
 static int
-check_stage(const struct cg_cgpt_config *c, const struct cg_cgpt_ws *w,
+check_stage(const struct cg_cgpt_config *c, struct cg_cgpt_ws *w, int k,
             const int *tokens, const int *targets, const float *weight, int B,
             int T)
 {
@@ -849,6 +887,11 @@ check_stage(const struct cg_cgpt_config *c, const struct cg_cgpt_ws *w,
 
 	if (w->ckpt || w->mats)
 		return cg_seterr("cgpt: not a stage's workspace");
+	if (k < 0 || k >= w->nset)
+		return cg_seterr("cgpt: set %d of activations: not in [0, %d)",
+		                 k, w->nset);
+	w->encoded = w->encs[k];
+	w->blk = w->blks + (size_t)k * w->nblk;
 	if (check_call(c, w, w->l0 == 0 ? tokens : NULL, B, T) != 0)
 		return -1;
 	for (size_t i = 0; targets && i < (size_t)B * T; i++)
@@ -879,10 +922,10 @@ stage_forward(const struct cg_cgpt_config *c, const float *params,
 
 int
 cg_cgpt_stage_forward(const struct cg_cgpt_config *c, const float *params,
-                      struct cg_cgpt_ws *w, const int *tokens, const float *x,
-                      int B, int T, float *y)
+                      struct cg_cgpt_ws *w, int k, const int *tokens,
+                      const float *x, int B, int T, float *y)
 {
-	if (check_stage(c, w, tokens, NULL, NULL, B, T) != 0)
+	if (check_stage(c, w, k, tokens, NULL, NULL, B, T) != 0)
 		return -1;
 	stage_forward(c, params, w, tokens, x, B, T);
 	memcpy(y, block_input(w, w->l0 + w->nblk),
@@ -892,18 +935,23 @@ cg_cgpt_stage_forward(const struct cg_cgpt_config *c, const float *params,
 
 int
 cg_cgpt_stage_backward(const struct cg_cgpt_config *c, const float *params,
-                       struct cg_cgpt_ws *w, const int *tokens, const float *x,
-                       const int *targets, const float *weight, const float *dy,
-                       int B, int T, float *grad, float *dx, double *loss)
+                       struct cg_cgpt_ws *w, int k, const int *tokens,
+                       const float *x, const int *targets, const float *weight,
+                       const float *dy, int B, int T, float *grad, float *dx,
+                       double *loss)
 {
 	const int C = c->C, V = cg_cgpt_vocab(c), BT = B * T;
 	const int top = w->l0 + w->nblk;
 	const size_t N = (size_t)BT * C;
 
-	if (check_stage(c, w, tokens, top == c->L ? targets : NULL, weight, B,
-	                T) != 0)
+	if (check_stage(c, w, k, tokens, top == c->L ? targets : NULL, weight,
+	                B, T) != 0)
 		return -1;
-	stage_forward(c, params, w, tokens, x, B, T);
+	/* kept: set k holds the activations of its forward pass (the same
+	 * floats again would come of running it: the same kernels on the
+	 * same inputs); the last stage's forward pass is this call's */
+	if (!w->kept || top == c->L)
+		stage_forward(c, params, w, tokens, x, B, T);
 	*loss = 0;
 	if (top == c->L) {
 		/* as cg_cgpt_forward_backward: head, loss, head's backward */

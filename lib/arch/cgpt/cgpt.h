@@ -234,41 +234,57 @@ int cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
  */
 size_t cg_cgpt_stage_off(const struct cg_cgpt_config *c, int l);
 
-/* A workspace for micro-batches of up to max_batch sequences through
- * blocks [a, b) of c (0 <= a < b <= L), never checkpointed: it holds the
- * activations of those blocks only.  NULL with a message. */
-struct cg_cgpt_ws *cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c,
-                                        int max_batch, int a, int b);
+/* The most sets of activations a stage's workspace keeps: one a
+ * micro-batch of a batch of CG_CGPT_MAX_BATCH sequences at most (what
+ * they take is the arena's to refuse). */
+#define CG_CGPT_MAX_KEEP CG_CGPT_MAX_BATCH
 
-/* The bytes cg_cgpt_stage_ws_new(c, max_batch, a, b) allocates, or 0
- * with a message. */
+/*
+ * A workspace for micro-batches of up to max_batch sequences through
+ * blocks [a, b) of c (0 <= a < b <= L), never checkpointed: it holds the
+ * activations of those blocks only.  keep 0: one set of them, which
+ * each backward pass fills again by running the forward pass before it;
+ * keep > 0: keep sets, set k holding what the forward pass on set k
+ * left, for its backward pass (no forward pass again; the last stage's
+ * backward pass runs its only one).  NULL with a message.
+ */
+struct cg_cgpt_ws *cg_cgpt_stage_ws_new(const struct cg_cgpt_config *c,
+                                        int max_batch, int a, int b, int keep);
+
+/* The bytes cg_cgpt_stage_ws_new(c, max_batch, a, b, keep) allocates,
+ * or 0 with a message: a set more adds the same bytes each time. */
 size_t cg_cgpt_stage_ws_bytes(const struct cg_cgpt_config *c, int max_batch,
-                              int a, int b);
+                              int a, int b, int keep);
 /* The floating-point operations of one sequence of T positions forward
  * through blocks [a, b) of c (and the head where b = L): the matrix
  * products', the element-wise work not counted. */
 double cg_cgpt_stage_flops(const struct cg_cgpt_config *c, int a, int b);
 
 /*
- * The stage's forward pass, a < b < L (not the last stage): from tokens
- * [B, T] where a = 0, else from x [B, T, C], the output of block b - 1
- * into y [B, T, C].  Returns 0, or -1 with a message (sizes, a token out
- * of range).
+ * The stage's forward pass on set k of w's activations (0 where w keeps
+ * none), a < b < L (not the last stage): from tokens [B, T] where a = 0,
+ * else from x [B, T, C], the output of block b - 1 into y [B, T, C].
+ * Returns 0, or -1 with a message (sizes, a set not w's, a token out of
+ * range).
  */
 int cg_cgpt_stage_forward(const struct cg_cgpt_config *c, const float *params,
-                          struct cg_cgpt_ws *w, const int *tokens,
+                          struct cg_cgpt_ws *w, int k, const int *tokens,
                           const float *x, int B, int T, float *y);
 
 /*
- * The stage's forward pass again (as cg_cgpt_stage_forward: tokens or
- * x), then its backward pass: from the loss of targets and weight [B, T]
- * (as cg_cgpt_forward_backward's; *loss gets it) where b = L, else from
- * dy [B, T, C] = d(loss)/d(its output) (*loss = 0).  grad [nparams] +=
- * its parameters' share; where a > 0, dx [B, T, C] = d(loss)/d(x).
- * Returns 0, or -1 with a message (a token or target out of range).
+ * On set k: where w keeps no activations, or b = L, the stage's forward
+ * pass (again, but for the last stage: as cg_cgpt_stage_forward, tokens
+ * or x); where it keeps them, the forward pass that the last
+ * cg_cgpt_stage_forward on set k ran, of the same tokens or x, is
+ * taken as it left them (the same floats).  Then its backward pass:
+ * from the loss of targets and weight [B, T] (as
+ * cg_cgpt_forward_backward's; *loss gets it) where b = L, else from dy
+ * [B, T, C] = d(loss)/d(its output) (*loss = 0).  grad [nparams] += its
+ * parameters' share; where a > 0, dx [B, T, C] = d(loss)/d(x).  Returns
+ * 0, or -1 with a message (a token or target out of range).
  */
 int cg_cgpt_stage_backward(const struct cg_cgpt_config *c, const float *params,
-                           struct cg_cgpt_ws *w, const int *tokens,
+                           struct cg_cgpt_ws *w, int k, const int *tokens,
                            const float *x, const int *targets,
                            const float *weight, const float *dy, int B, int T,
                            float *grad, float *dx, double *loss);

@@ -890,7 +890,7 @@ stage_free(void *ws)
 }
 
 static void *
-stage_new(const struct cg_model *m, int a, int b, int mb)
+stage_new(const struct cg_model *m, int a, int b, int mb, int keep)
 {
 	struct cgpt_stage *st = calloc(1, sizeof(*st));
 
@@ -899,7 +899,7 @@ stage_new(const struct cg_model *m, int a, int b, int mb)
 		return NULL;
 	}
 	if (get_config(m->config, &st->c) != 0 ||
-	    (st->ws = cg_cgpt_stage_ws_new(&st->c, mb, a, b)) == NULL) {
+	    (st->ws = cg_cgpt_stage_ws_new(&st->c, mb, a, b, keep)) == NULL) {
 		stage_free(st);
 		return NULL;
 	}
@@ -907,36 +907,36 @@ stage_new(const struct cg_model *m, int a, int b, int mb)
 }
 
 static int
-stage_cost(const struct cg_model *m, int a, int b, int mb, double *flops,
-           size_t *ws)
+stage_cost(const struct cg_model *m, int a, int b, int mb, int keep,
+           double *flops, size_t *ws)
 {
 	struct cg_cgpt_config c;
 
 	if (get_config(m->config, &c) != 0 ||
-	    (*ws = cg_cgpt_stage_ws_bytes(&c, mb, a, b)) == 0)
+	    (*ws = cg_cgpt_stage_ws_bytes(&c, mb, a, b, keep)) == 0)
 		return -1;
 	*flops = cg_cgpt_stage_flops(&c, a, b);
 	return 0;
 }
 
 static int
-stage_forward(const struct cg_model *m, void *ws, const int *tokens,
+stage_forward(const struct cg_model *m, void *ws, int k, const int *tokens,
               const float *x, int B, float *y)
 {
 	struct cgpt_stage *st = ws;
 
-	return cg_cgpt_stage_forward(&st->c, m->params, st->ws, tokens, x, B,
+	return cg_cgpt_stage_forward(&st->c, m->params, st->ws, k, tokens, x, B,
 	                             st->c.T, y);
 }
 
 static int
-stage_backward(const struct cg_model *m, void *ws, const int *tokens,
+stage_backward(const struct cg_model *m, void *ws, int k, const int *tokens,
                const float *x, const int *targets, const float *weight,
                const float *dy, int B, float *grad, float *dx, double *loss)
 {
 	struct cgpt_stage *st = ws;
 
-	return cg_cgpt_stage_backward(&st->c, m->params, st->ws, tokens, x,
+	return cg_cgpt_stage_backward(&st->c, m->params, st->ws, k, tokens, x,
 	                              targets, weight, dy, B, st->c.T, grad, dx,
 	                              loss);
 }
