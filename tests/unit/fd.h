@@ -317,4 +317,24 @@ fd_views(const struct fd_tol *t, const struct cg_view *v, int nv, float *params,
 	return all;
 }
 
+/*
+ * fd_views, quiet, over views v[from..nv) only: for a check that must fail,
+ * from the view that holds the spoilt gradient.  The directions are those
+ * a check of all views draws for them, and r is left where that check
+ * leaves it, so that what the test draws next is the same either way.
+ */
+static inline double
+fd_reject(const struct fd_tol *t, const struct cg_view *v, int nv, int from,
+          float *params, const float *g, fd_view_loss f, void *ctx,
+          struct cg_rng *r)
+{
+	struct cg_rng s = *r;
+
+	fd_skip(v, from, &s);
+	double e =
+	    fd_views(t, v + from, nv - from, params, g, f, ctx, NULL, &s, 1);
+	fd_skip(v, nv, r);
+	return e;
+}
+
 #endif

@@ -446,19 +446,12 @@ check_grad(struct tcase *t, const float *grad, int quiet)
 }
 
 /* The same, quiet, over the views from *from on: where a spoilt gradient
- * lies, for a check that must fail (fd_views returns at its first error
- * above the tolerance), its directions and rng left as check_grad's. */
+ * lies, for a check that must fail (fd_reject). */
 static double
 check_grad_from(struct tcase *t, const float *grad, const struct cg_view *from)
 {
-	const int i = (int)(from - t->v);
-	struct cg_rng r = rng;
-
-	fd_skip(t->v, i, &r);
-	double e = fd_views(&FD_IMAGE, t->v + i, t->nv - i, t->params, grad,
-	                    view_loss, t, NULL, &r, 1);
-	fd_skip(t->v, t->nv, &rng);
-	return e;
+	return fd_reject(&FD_IMAGE, t->v, t->nv, (int)(from - t->v), t->params,
+	                 grad, view_loss, t, &rng);
 }
 
 static void
