@@ -103,6 +103,7 @@ static const struct cg_cli cli = {
              "only.",
     .opts = opts,
     .epilog = epilog,
+    .no_operands = 1, /* --film 0 is --film=0 */
 };
 
 /* The sections of every architecture (only's, when not NULL), then the

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # 071-cli.bats - what the programs share: --version and -V, usage errors
-# worded alike, --help made from the option table, the process name
+# worded alike, a bool option's value as the next word where no operand
+# can be meant, --help made from the option table, the process name
 # after the start-up re-exec, and the progress line on a terminal of 50
 # columns (in tmux), redrawn in place rather than scrolled.
 #
@@ -84,8 +85,29 @@ teardown() {
 	# the architectures' options are in cg-init's table too
 	run -2 --separate-stderr cg-init --hidden
 	assert_equal "${stderr_lines[0]}" "cg-init: option '--hidden' needs an argument"
-	run -2 --separate-stderr cg-init --tied 1
+	run -2 --separate-stderr cg-init --tied 1 x
 	assert_equal "${stderr_lines[0]}" "cg-init: unexpected argument"
+}
+
+@test "cg-init: a bool option's value as the next word, --film 0 as --film=0" {
+	local o="-a cddpm -d $D/fm-0.cgd --hidden 8 --layers 1 --embed 8
+		--timesteps 100 --unet 2"
+	cg-init $o --film=0 -o eq0.cgm
+	cg-init $o --film 0 -o sp0.cgm
+	cmp eq0.cgm sp0.cgm
+	run -0 bash -c "tar xOf sp0.cgm cg.json | jq -c .config.film"
+	assert_output 0
+	cg-init $o --film 1 -o sp1.cgm
+	cg-init $o --film -o alone.cgm
+	cmp sp1.cgm alone.cgm
+	! cmp -s sp0.cgm sp1.cgm
+	# a word that is no value is the option's error, not a stray one
+	run -2 --separate-stderr cg-init $o --film yes -o x.cgm
+	assert_equal "${stderr_lines[0]}" \
+		"cg-init: --film: 'yes' is not a whole number in [0, 1]"
+	run -2 --separate-stderr cg-init $o --film 0 1 -o x.cgm
+	assert_equal "${stderr_lines[0]}" "cg-init: unexpected argument"
+	[ ! -e x.cgm ]
 }
 
 @test "--help: every option of the table, aligned, within 79 columns" {

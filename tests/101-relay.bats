@@ -7,7 +7,9 @@
 # half of it (it crosses one link of two), bytes cross the lossy links
 # intact both ways through ssh, the losses are real (TCP retransmitted),
 # and the veths still count what crossed them.  Lower bounds only: a
-# loaded machine adds its own latency.
+# loaded machine adds its own latency.  Under set -e, hosts_up removes a
+# dead run's leftovers though each removal may find its object gone, and
+# hosts_down may be called twice.
 #
 # The tests that need hosts skip where network namespaces cannot be made
 # (not root, no ip, no sshd).
@@ -75,6 +77,31 @@ connect_ms() {
 @test "hosts_up: a RTT that is not a whole number of ms is refused" {
 	run -1 hosts_up 1 "" 12.5
 	assert_output "hosts_up: RTT '12.5' is not a whole number of ms"
+}
+
+@test "hosts_up and hosts_down under set -e: a dead run's two hosts and their one bridge removed" {
+	[ -z "$HOSTS_SKIP" ] || skip "$HOSTS_SKIP"
+	# above any pid_max (2^22): a run whose PID is surely gone
+	local dead=$((4200000 + $$)) i
+	for i in 0 1; do
+		ip netns add "cgn${dead}h$i"
+		ip link add "cgv${dead}h$i" type veth peer name "cgp${dead}h$i" \
+			netns "cgn${dead}h$i"
+	done
+	ip link add "cgb$dead" type bridge
+	ip link set "cgv${dead}h0" master "cgb$dead"
+	ip link set "cgv${dead}h1" master "cgb$dead"
+	# the first host's removal takes the bridge: the second finds it gone
+	run -0 bash -c 'set -e; . "$1"; hosts_up 1; $HOSTS_SSH host0 true
+		hosts_down; hosts_down; echo up and down' _ \
+		"$BATS_TEST_DIRNAME/hosts.sh"
+	assert_output 'up and down'
+	run ip netns list
+	refute_output --partial "cgn${dead}h"
+	run ip link show "cgb$dead"
+	[ "$status" -ne 0 ]
+	# this file's hosts, whose run lives, are left alone
+	[ -z "${HOSTS_DIR:-}" ] || ip netns pids "cgn${HOSTS_PREFIX}h1" >/dev/null
 }
 
 @test "a round trip between two hosts takes at least the RTT" {

@@ -13,7 +13,8 @@
 #                         back), and LOSS (0 to 1) loses that share of
 #                         the frames each way on each link (linkrelay)
 #   hosts_down            removes all of it; safe to call twice, and from a
-#                         trap (trap hosts_down EXIT) or a bats teardown
+#                         trap (trap hosts_down EXIT) or a bats teardown,
+#                         under set -e too
 #   hosts_bytes I         "RX TX": the bytes host I's link has carried from
 #                         the host and to it since hosts_up
 #   hosts_cut I           host I fails: its link down, then every process
@@ -63,9 +64,12 @@
 # keep them apart; what goes from one to another over ssh is counted by
 # its veth (hosts_bytes).  Names carry this shell's PID (cgb$$, cgv$$hI,
 # cgn$$hI), so two runs do not meet, and namespaces left by a run that
-# was killed (its PID gone) are removed by the next hosts_up.  The kernel
-# here has no netem: a delay or a loss is made in user space.  With RTT
-# or LOSS, a host's veth is not in the bridge: a second veth pair
+# was killed (its PID gone) are removed by the next hosts_up.  Every
+# removal may find its object gone already (another run's hosts_up
+# cleaning the same leftovers, a veth that went with its namespace): it
+# is not an error, and the functions run under set -e as without it.
+# The kernel here has no netem: a delay or a loss is made in user space.
+# With RTT or LOSS, a host's veth is not in the bridge: a second veth pair
 # (cgr$$hI, its peer cgs$$hI in the bridge) is, and linkrelay
 # (tests/unit/linkrelay.c; HOSTS_RELAY, else the one on PATH) copies
 # every frame between cgv$$hI and cgr$$hI after the delay; the token
@@ -89,7 +93,9 @@ hosts_skip_reason() {
 	fi
 }
 
-# namespaces and bridges of runs whose PID is gone, and their processes
+# namespaces and bridges of runs whose PID is gone, and their processes:
+# each removal may find its object gone (a bridge the run's other host
+# took, another hosts_up at the same leftovers), which is no error
 hosts__stale() {
 	local ns pid p g
 	for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(cgn[0-9]*h[0-9]*\).*/\1/p'); do
@@ -97,12 +103,12 @@ hosts__stale() {
 		pid=${pid%h*}
 		kill -0 "$pid" 2>/dev/null && continue
 		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill "$p" 2>/dev/null
+			kill "$p" 2>/dev/null || :
 		done
-		ip netns del "$ns" 2>/dev/null
-		ip link del "cgb$pid" 2>/dev/null
+		ip netns del "$ns" 2>/dev/null || :
+		ip link del "cgb$pid" 2>/dev/null || :
 		# a relay's pair (its relay ends when its veth goes)
-		ip link del "cgr${ns#cgn}" 2>/dev/null
+		ip link del "cgr${ns#cgn}" 2>/dev/null || :
 	done
 	# memory cgroups of such runs (hosts_memory), once empty
 	for g in /sys/fs/cgroup/memory/cgm[0-9]*h[0-9]* \
@@ -110,7 +116,7 @@ hosts__stale() {
 		[ -d "$g" ] || continue
 		pid=${g##*/cgm}
 		pid=${pid%h*}
-		kill -0 "$pid" 2>/dev/null || rmdir "$g" 2>/dev/null
+		kill -0 "$pid" 2>/dev/null || rmdir "$g" 2>/dev/null || :
 	done
 	return 0
 }
@@ -125,7 +131,7 @@ hosts_up() {
 		;;
 	esac
 	if [ "$rtt" != 0 ] || [ "$loss" != 0 ]; then
-		relay=${HOSTS_RELAY:-$(command -v linkrelay)}
+		relay=${HOSTS_RELAY:-$(command -v linkrelay || :)}
 		[ -x "$relay" ] || {
 			echo "hosts_up: no linkrelay (HOSTS_RELAY, PATH)" >&2
 			return 1
@@ -145,7 +151,9 @@ hosts_up() {
 	done
 	HOSTS_NET=10.77.$x
 	# sshd's privilege separation directory, which it checks for
-	[ -d /run/sshd ] || mkdir -m 755 /run/sshd
+	# (another run may make it meanwhile)
+	[ -d /run/sshd ] || mkdir -m 755 /run/sshd 2>/dev/null ||
+		[ -d /run/sshd ] || { hosts_down; return 1; }
 	ssh-keygen -q -t ed25519 -N '' -C cg-test-host -f "$d/host_key" &&
 		ssh-keygen -q -t ed25519 -N '' -C cg-test-client -f "$d/id" &&
 		cp "$d/id.pub" "$d/authorized_keys" || { hosts_down; return 1; }
@@ -275,7 +283,7 @@ hosts_cut() {
 	local p
 	ip link set "cgv${HOSTS_PREFIX}h$1" down || return 1
 	for p in $(ip netns pids "cgn${HOSTS_PREFIX}h$1" 2>/dev/null); do
-		kill -KILL "$p" 2>/dev/null
+		kill -KILL "$p" 2>/dev/null || :
 	done
 	return 0
 }
@@ -292,7 +300,7 @@ hosts_down() {
 	[ -n "$d" ] || return 0
 	if [ -f "$d/pids" ]; then
 		while read -r pid; do
-			kill "$pid" 2>/dev/null
+			kill "$pid" 2>/dev/null || :
 		done <"$d/pids"
 		while read -r pid; do
 			for i in $(seq 40); do
@@ -302,15 +310,16 @@ hosts_down() {
 		done <"$d/pids"
 	fi
 	for i in $(seq 0 $((${HOSTS_N:-0} - 1))); do
-		# what the sessions started and left behind
+		# what the sessions started and left behind; the veth goes
+		# with its namespace, the relay's pair may not exist
 		for p in $(ip netns pids "cgn${pfx}h$i" 2>/dev/null); do
-			kill "$p" 2>/dev/null
+			kill "$p" 2>/dev/null || :
 		done
-		ip netns del "cgn${pfx}h$i" 2>/dev/null
-		ip link del "cgv${pfx}h$i" 2>/dev/null
-		ip link del "cgr${pfx}h$i" 2>/dev/null
+		ip netns del "cgn${pfx}h$i" 2>/dev/null || :
+		ip link del "cgv${pfx}h$i" 2>/dev/null || :
+		ip link del "cgr${pfx}h$i" 2>/dev/null || :
 	done
-	ip link del "cgb$pfx" 2>/dev/null
+	ip link del "cgb$pfx" 2>/dev/null || :
 	hosts__memory_down "$pfx"
 	rm -rf "$d"
 	HOSTS_DIR=
@@ -398,8 +407,8 @@ hosts_memory() {
 			echo "$bytes" >"$g/memory.memsw.limit_in_bytes" ||
 				return 1
 		fi
-		echo 0 >"$g/memory.failcnt" 2>/dev/null
-		echo 0 >"$g/memory.max_usage_in_bytes" 2>/dev/null
+		echo 0 >"$g/memory.failcnt" 2>/dev/null || :
+		echo 0 >"$g/memory.max_usage_in_bytes" 2>/dev/null || :
 	else
 		echo "$bytes" >"$g/memory.max" || return 1
 		[ ! -w "$g/memory.swap.max" ] || echo 0 >"$g/memory.swap.max"
@@ -408,7 +417,7 @@ hosts_memory() {
 	echo "$pid" >"$g/cgroup.procs" || return 1
 	# and whatever its logins run now
 	for p in $(ip netns pids "cgn${HOSTS_PREFIX}h$i" 2>/dev/null); do
-		echo "$p" >"$g/cgroup.procs" 2>/dev/null
+		echo "$p" >"$g/cgroup.procs" 2>/dev/null || :
 	done
 	return 0
 }
@@ -445,7 +454,7 @@ hosts_memory_reset() {
 	else
 		# v2 counts its events for ever, and its peak since a write
 		# of its own (6.12 and later)
-		echo 0 >"$g/memory.peak" 2>/dev/null
+		echo 0 >"$g/memory.peak" 2>/dev/null || :
 		return 0
 	fi
 }

@@ -595,8 +595,8 @@ words_of(char *buf, size_t cap, const struct cg_opt *o)
  * per option of cli's table, for scripts/bash-completion: "--LONG -S ARG
  * KIND [WORD...]", where -S is "-" without a short option, ARG the
  * argument's name in --help ("-": none) and KIND flag (no argument),
- * optional (only as --LONG=ARG), file, dir, word (one of the WORDs) or
- * value (anything else).  Returns what main returns.
+ * optional (an argument that may be left out), file, dir, word (one of
+ * the WORDs) or value (anything else).  Returns what main returns.
  */
 static int
 list_options(const struct cg_cli *cli)
@@ -672,6 +672,13 @@ cg_getopt_next(struct cg_getopt *g)
 	g->name = g->namebuf;
 	g->opt = o;
 	g->arg = optarg;
+	/* --NAME ARG for an optional argument, where no operand can be
+	 * meant: the word is the argument, as getopt takes a required one
+	 * (moving optind past it keeps its permutation right) */
+	if (optarg == NULL && o->arg && o->arg[0] == '[' &&
+	    g->cli->no_operands && optind < g->argc &&
+	    g->argv[optind][0] != '-')
+		g->arg = g->argv[optind++];
 	if (strcmp(o->name, "help") == 0 || strcmp(o->name, "version") == 0) {
 		if (o->name[0] == 'h')
 			cg_cli_help(stdout, g->cli);

@@ -187,8 +187,10 @@ struct cg_opt {
 	const char *name;
 	int key; /* a letter (also -KEY) or an enum from CG_KEY_OWN */
 	/* The argument's name in --help; NULL: takes none; "[=...]": it is
-	 * optional, and given only as --NAME=ARG (getopt's
-	 * optional_argument; g->arg is NULL without it). */
+	 * optional (getopt's optional_argument; g->arg is NULL without
+	 * it), given as --NAME=ARG, or as --NAME ARG where the program
+	 * takes no operands (struct cg_cli's no_operands) and ARG does
+	 * not start with '-'. */
 	const char *arg;
 	const char *help; /* may hold "\n"; longer lines are wrapped */
 	enum cg_opt_type type;
@@ -265,6 +267,11 @@ struct cg_cli {
 	const char *about;         /* --help: what the program does */
 	const struct cg_opt *opts; /* ends with {0} */
 	const char *epilog;        /* --help: after the options (or NULL) */
+	/* The program takes no operands (its main says "unexpected
+	 * argument" to any): a row's optional argument may then be the
+	 * next word, --film 0 as --film=0, which elsewhere would be an
+	 * operand (cg-reduce --x 1 FILE: the file 1). */
+	int no_operands;
 };
 
 /* Print --help: the synopsis, about, the options, the epilog. */

@@ -516,8 +516,9 @@ run_begin(struct run *r)
  * clipped sum in chunks of at most the batch, the noise, divided by the
  * expected batch, into grad (and, in grad mode, added to out); its mean
  * loss into *bm (n 0 for an empty sample).  The sample and the noise
- * draw from the secret seed and the step's index, the model's noise
- * from nseed as in a plain step.  0, or -1 with a message.
+ * draw from the secret seed and the step's index, each in a domain
+ * that no stream of the model's seed uses, the model's noise from nseed
+ * as in a plain step.  0, or -1 with a message.
  */
 static int
 run_dp_batch(struct run *r, uint64_t index, uint64_t nseed,
@@ -531,9 +532,13 @@ run_dp_batch(struct run *r, uint64_t index, uint64_t nseed,
 	struct cg_rng sr, zr;
 	struct cg_metrics part;
 
+	/* Domains of their own: no stream of --seed derives from
+	 * "poisson" or "dp-noise", so that equal seeds share no draw (the
+	 * model noise's is "noise", with the same index) */
 	cg_rng_derive(&sr, dp->seed, 0x706f6973736f6eULL /* "poisson" */,
 	              index);
-	cg_rng_derive(&zr, dp->seed, 0x6e6f697365ULL /* "noise" */, index);
+	cg_rng_derive(&zr, dp->seed, 0x64702d6e6f697365ULL /* "dp-noise" */,
+	              index);
 	for (uint64_t i = 0; i < n; i++)
 		/* q 1: everyone, without a draw that could miss */
 		if (dp->q >= 1 || cg_rng_uniform(&sr) < dp->q)

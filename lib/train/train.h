@@ -22,7 +22,9 @@ enum cg_order { CG_ORDER_SHUFFLE, CG_ORDER_SEQUENTIAL };
  * expected batch q n: one release of the subsampled Gaussian mechanism
  * of noise multiplier sigma at rate q per step (core/rdp.h counts what
  * they spend).  The sampling and the noise draw from seed, which must
- * stay secret: who knows it can take the noise back out.
+ * stay secret: who knows it can take the noise back out.  Their streams
+ * are apart from every stream of the options' seed (the data order, the
+ * model noise), even where the two seeds are equal.
  */
 struct cg_dpsgd {
 	double clip;  /* C > 0 */

@@ -275,6 +275,11 @@ static const struct cg_opt opts_all[] = {
 
 static const struct cg_cli cli_all = {
     .name = "cg-all", .synopsis = "[--tied[=0|1]]", .opts = opts_all};
+/* The same table in a program that takes no operands. */
+static const struct cg_cli cli_none = {.name = "cg-none",
+                                       .synopsis = "[--tied[=0|1]]",
+                                       .opts = opts_all,
+                                       .no_operands = 1};
 
 struct seen {
 	int n, keys[8];
@@ -312,6 +317,35 @@ test_all(void)
 	           ind == 3 && strcmp(argv[3], "f") == 0,
 	       "cg_getopt_all: each option to set, \"[=...]\" optional, the "
 	       "operand after");
+	/* with operands, a word after the option stays one, a file 1 too */
+	char *one[] = {"x", "--tied", "1", NULL};
+	s.n = 0;
+	expect(cg_getopt_all(&cli_all, 3, one, record, &s, &ind) ==
+	               CG_CONTINUE &&
+	           s.n == 1 && s.args[0] == NULL && ind == 2 &&
+	           strcmp(one[2], "1") == 0,
+	       "cg_getopt_all: with operands, --tied 1 is --tied and the "
+	       "operand 1");
+	/* without, the next word is the argument unless it starts with -;
+	 * one that is not a value is the row's to refuse */
+	char *none[] = {"x",      "--tied", "0",      "--tied", "--tied=1",
+	                "--tied", "yes",    "--tied", NULL};
+	s.n = 0;
+	expect(cg_getopt_all(&cli_none, 8, none, record, &s, &ind) ==
+	               CG_CONTINUE &&
+	           s.n == 5 && strcmp(s.args[0], "0") == 0 &&
+	           s.args[1] == NULL && strcmp(s.args[2], "1") == 0 &&
+	           strcmp(s.args[3], "yes") == 0 && s.keys[3] == OPT_TIED &&
+	           s.args[4] == NULL && ind == 8,
+	       "cg_getopt_all: without operands, --tied 0 is --tied=0");
+	char *mixed[] = {"x", "f", "--tied", "0", "g", NULL};
+	s.n = 0;
+	expect(cg_getopt_all(&cli_none, 5, mixed, record, &s, &ind) ==
+	               CG_CONTINUE &&
+	           s.n == 1 && strcmp(s.args[0], "0") == 0 && ind == 3 &&
+	           strcmp(mixed[3], "f") == 0 && strcmp(mixed[4], "g") == 0,
+	       "cg_getopt_all: --tied 0 among stray words: they are moved "
+	       "after, the 0 taken");
 	s.n = 0;
 	expect(cg_getopt_all(&cli_all, 4, stop, record, &s, &ind) == 7 &&
 	           s.n == 1,

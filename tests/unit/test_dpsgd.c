@@ -14,6 +14,14 @@
  * and two layers, and the classifier, MLP and CNN; with C huge, the
  * clipped sum is B times the plain mean gradient.  A bad clip is
  * refused.  A corrupted sum must be caught.
+ *
+ * Then the streams of a whole step (cg_train_run): with a clip no
+ * gradient comes near and a noise multiplier that drowns it, the
+ * gradient is the secret noise, which must be the normals of the
+ * stream of --dp-seed's own domain, and must not be the model noise's
+ * stream (--seed's "noise" domain at the step's index) when --seed is
+ * --dp-seed; with no noise, the cvae's reparameterisation noise (its
+ * gradient) follows --seed and not --dp-seed.
  * Exit 0 pass, 1 fail (automake convention).
  */
 #include <math.h>
@@ -21,12 +29,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "arch/all.h"
 #include "arch/cclf/cclf.h"
 #include "arch/cvae/cvae.h"
 #include "cg.h"
+#include "model/model.h"
+#include "train/train.h"
 
 #define TEST_NAME "test_dpsgd"
 #include "check.h"
+#include "shards.h"
 
 #define B 9
 #define ATOL 2e-5
@@ -313,9 +327,117 @@ test_cclf_conv(void)
 	cg_cclf_ws_free(v.ws);
 }
 
+/* ------------------------------------------------------- the streams */
+
+/* The domains of cg_rng_derive that train.c draws a step's streams from:
+ * the model noise's seed from the options' seed, the DP noise from the
+ * secret one. */
+#define MODEL_NOISE 0x6e6f697365ULL    /* "noise" */
+#define DP_NOISE 0x64702d6e6f697365ULL /* "dp-noise" */
+#define NIMG 8
+
+/* Pearson's correlation of x [n] with the normals of the stream (seed,
+ * domain, 0), drawn as cg_rng_normal draws them. */
+static double
+corr_stream(const float *x, size_t n, uint64_t seed, uint64_t domain)
+{
+	double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+	struct cg_rng r;
+
+	cg_rng_derive(&r, seed, domain, 0);
+	for (size_t i = 0; i < n; i++) {
+		double y = cg_rng_normal(&r);
+		sx += x[i];
+		sy += y;
+		sxx += (double)x[i] * x[i];
+		syy += y * y;
+		sxy += x[i] * y;
+	}
+	double cxy = sxy - sx * sy / (double)n, cxx = sxx - sx * sx / (double)n,
+	       cyy = syy - sy * sy / (double)n;
+	return cxy / sqrt(cxx * cyy);
+}
+
+/* One DP-SGD step of a fresh cvae over s in grad mode, every example
+ * sampled: its gradient into g [*np] (malloc'd). */
+static float *
+dp_step(const struct cg_shard *s, double clip, double sigma, uint64_t seed,
+        uint64_t dp_seed, size_t *np)
+{
+	cJSON *cfg = cJSON_CreateObject();
+	struct cg_dpsgd dp = {
+	    .clip = clip, .sigma = sigma, .q = 1, .seed = dp_seed};
+	struct cg_train_opts o = {.steps = 1,
+	                          .batch = NIMG,
+	                          .seed = seed,
+	                          .emit = CG_EMIT_GRAD,
+	                          .dpsgd = &dp};
+	struct cg_train_result res;
+	struct cg_model *m;
+	float *g;
+
+	cJSON_AddNumberToObject(cfg, "in_dim", 64);
+	cJSON_AddNumberToObject(cfg, "ncond", 3);
+	cJSON_AddNumberToObject(cfg, "hidden", 8);
+	cJSON_AddNumberToObject(cfg, "layers", 1);
+	cJSON_AddNumberToObject(cfg, "latent", 2);
+	if ((m = cg_model_create("cvae", cfg, NULL, 1)) == NULL)
+		die("cvae model");
+	cg_optim_defaults(&o.opt, CG_OPT_SGD);
+	*np = m->nparams;
+	g = xcalloc(*np, sizeof(float));
+	if (cg_train_run(m, s, &o, NULL, g, &res) != 0)
+		die(cg_errmsg());
+	cg_model_free(m);
+	return g;
+}
+
+static void
+test_streams(void)
+{
+	struct cg_shard *s = image_shard(NIMG, 8, 8, "images", NULL);
+	char what[160];
+	size_t np;
+	double c;
+
+	/* clip 1e-6, sigma 1e6: the noise's std 1 against a clipped sum
+	 * of norm 8e-6 at most; equal seeds */
+	float *g = dp_step(s, 1e-6, 1e6, 5, 5, &np);
+	c = corr_stream(g, np, 5, DP_NOISE);
+	snprintf(what, sizeof(what),
+	         "the noise is the normals of --dp-seed's domain "
+	         "(correlation %.6f over %zu parameters)",
+	         c, np);
+	expect(c > 0.9999, what);
+	c = corr_stream(g, np, 5, MODEL_NOISE);
+	snprintf(what, sizeof(what),
+	         "--seed 5 --dp-seed 5: the noise is not the model noise's "
+	         "stream (correlation %.6f)",
+	         c);
+	expect(fabs(c) < 0.15, what);
+	free(g);
+
+	/* no noise: the gradient is the cvae's, its reparameterisation
+	 * noise from --seed alone */
+	float *a = dp_step(s, 1e30, 0, 5, 5, &np);
+	float *b = dp_step(s, 1e30, 0, 5, 6, &np);
+	float *d = dp_step(s, 1e30, 0, 6, 5, &np);
+	expect(memcmp(a, b, np * sizeof(float)) == 0,
+	       "no noise: another --dp-seed, the same model noise");
+	expect(memcmp(a, d, np * sizeof(float)) != 0,
+	       "no noise: another --seed, other model noise");
+	free(a);
+	free(b);
+	free(d);
+	cg_shard_free(s);
+}
+
 int
 main(void)
 {
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
+	test_streams();
 	cg_rng_seed(&rng, 34);
 	for (int layers = 1; layers <= 2; layers++)
 		for (int cp = 0; cp <= 1; cp++)
