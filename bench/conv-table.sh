@@ -20,7 +20,7 @@
 #   cddpm-unet  cg-init -a cddpm --unet 16 --hidden 128 --embed 64
 #                                                Adam 1e-3, guidance 1
 #   cgan        cg-init -a cgan                  Adam 4e-4, betas 0.5 0.999
-#   cgan-conv   cg-init -a cgan --conv 32 --r1 10  the same
+#   cgan-conv   cg-init -a cgan --conv 32 --r1 R1  the same (R1: 10)
 # the cgans once for each seed of SEEDS ("1 2 3"), the others seed 1.
 # Then the equal-wall-time row: the MLP cddpm trained for as many
 # seconds as the U-Net's training took (cg-train-step --time-limit).
@@ -30,7 +30,7 @@
 # usage: bench/conv-table.sh (from the top of the source tree, after a
 # build in build/).  Environment: CG_BIN (build/cmd), DATA
 # (/usr/share/datasets/fashion-mnist), THREADS (all cores), STEPS
-# (2345), SEEDS ("1 2 3"), SAMPLES (1000), MODELS (all of the above,
+# (2345), SEEDS ("1 2 3"), SAMPLES (1000), R1 (10), MODELS (all of the above,
 # in that order), JUDGE, MLP_JUDGE, OUT (a directory that keeps the
 # models, their scores as JSON and a grid of each model's draws, a row
 # per class, seed 1).  Prints a table in Markdown.
@@ -43,6 +43,7 @@ steps=${STEPS:-2345}
 seeds=${SEEDS:-1 2 3}
 samples=${SAMPLES:-1000}
 models=${MODELS:-cvae cvae-conv cddpm cddpm-unet cgan cgan-conv}
+r1=${R1:-10}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${OUT:-$tmp/out}
@@ -91,7 +92,7 @@ make_model() {
 	cddpm|cddpm-eqwall) init="-a cddpm" ;;
 	cddpm-unet) init="-a cddpm --unet 16 --hidden 128 --embed 64" ;;
 	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
-	cgan-conv) init="-a cgan --conv 32 --r1 10"; lr=4e-4
+	cgan-conv) init="-a cgan --conv 32 --r1 $r1"; lr=4e-4
 		extra="--beta1 0.5 --beta2 0.999" ;;
 	*) echo "conv-table.sh: no model $name" >&2; exit 1 ;;
 	esac
@@ -109,10 +110,15 @@ make_model() {
 	echo "$t1 - $t0" | bc
 }
 
+# guidance NAME: the diffusion models' guidance weight, scored and drawn.
+guidance() {
+	case $1 in cddpm*) echo "--guidance 1" ;; esac
+}
+
 # score NAME SEED JUDGE: cg-eval --judge's JSON line.
 score() {
-	local g=
-	case $1 in cddpm*) g="--guidance 1" ;; esac
+	local g
+	g=$(guidance "$1")
 	# shellcheck disable=SC2086
 	"$bin/cg-eval" --json -q -m "$out/$1-s$2.cgm" -d "$test" --judge "$3" \
 		--judge-samples "$samples" --seed 1 $g --threads "$threads"
@@ -125,8 +131,9 @@ row() {
 	params=$("$bin/cg-inspect" --json "$out/$name-s$seed.cgm" |
 		jq '[.tensors[] | select(.name | startswith("opt.") | not) | .count] | add')
 	st=$("$bin/cg-inspect" --json "$out/$name-s$seed.cgm" | jq -r '.step')
+	# shellcheck disable=SC2046
 	"$bin/cg-sample" -m "$out/$name-s$seed.cgm" -n 10 --seed 1 \
-		-o "$out/$name-s$seed.png" 2>/dev/null || true
+		$(guidance "$name") -o "$out/$name-s$seed.png" 2>/dev/null || true
 	local mlp="| |"
 	if [ -n "${MLP_JUDGE:-}" ]; then
 		mlp=$(score "$name" "$seed" "$MLP_JUDGE" |
