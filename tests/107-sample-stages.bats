@@ -20,11 +20,7 @@ setup_file() {
 	# of 80 bytes slide it
 	small_cgpt t-0.cgd m.cgm --layers 3 --context 16
 	cg-train-step -q -m m.cgm -d t-0.cgd --emit model -k 20 -b 8 -o u.cgm
-	for n in 2 3; do
-		for i in $(seq 1 "$n"); do
-			cg-convert -S "$i/$n" u.cgm -o "s$i-$n.cgm"
-		done
-	done
+	stages u.cgm 2 3
 }
 
 setup() {

@@ -22,11 +22,7 @@ setup_file() {
 	small_cgpt t-0.cgd m.cgm --layers 4
 	cg-train-step -q -m m.cgm -d t-0.cgd --emit model -k 3 -b 8 \
 		--micro-batches 3 -o u.cgm
-	for n in 2 3; do
-		for i in $(seq 1 $n); do
-			cg-convert -S "$i/$n" m.cgm -o "s$i-$n.cgm"
-		done
-	done
+	stages m.cgm 2 3
 }
 
 setup() {

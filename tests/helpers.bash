@@ -63,6 +63,18 @@ small_cgpt() {
 		--heads 2 "$@"
 }
 
+# stages MODEL N...: MODEL cut into N pipeline stages for each N, stage
+# I of N in sI-N.cgm
+stages() {
+	local m=$1 n i
+	shift
+	for n in "$@"; do
+		for i in $(seq 1 "$n"); do
+			cg-convert -S "$i/$n" "$m" -o "s$i-$n.cgm" || return 1
+		done
+	done
+}
+
 archs() {
 	cg-init --help | sed -n 's/^ *-a, --arch NAME *architecture: //p' |
 		tr -s ', ' '\n\n'
