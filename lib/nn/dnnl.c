@@ -11,6 +11,12 @@
  * beta a sum post-op: dst = alpha * op(A) op(B) + beta * dst.  The
  * scratchpad is the caller's (user mode), allocated per call, so that no
  * buffer is shared between threads; so is the stream (one per thread).
+ * A product or convolution of fewer multiply-adds than the BLAS path
+ * shares out (gemm.c's 64^3) is made and run on the calling thread
+ * alone: oneDNN would open a parallel region for each, whose wake-ups
+ * cost more than the arithmetic (a small U-Net's gradient took 6 times
+ * as long on 3 threads as on one).  The choice follows from the shape,
+ * so a given shape at a given thread count always gives the same bits.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,8 +24,42 @@
 
 #include <dnnl.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "nn/conv.h"
 #include "nn/dnnl.h"
+
+/* Multiply-adds under which a primitive runs on the calling thread. */
+#define SERIAL_WORK ((double)64 * 64 * 64)
+
+/* For work multiply-adds: 0, or the thread count to give back to
+ * serial_end after making and running the primitive on one thread. */
+static int
+serial_begin(double work)
+{
+#ifdef _OPENMP
+	int n = omp_get_max_threads();
+
+	if (work < SERIAL_WORK && n > 1) {
+		omp_set_num_threads(1);
+		return n;
+	}
+#endif
+	(void)work;
+	return 0;
+}
+
+static void
+serial_end(int n)
+{
+#ifdef _OPENMP
+	if (n > 0)
+		omp_set_num_threads(n);
+#endif
+	(void)n;
+}
 
 struct key {
 	int bf16, ta, tb, M, N, K, lda, ldb, ldc;
@@ -163,10 +203,10 @@ lookup(const struct key *k, struct prim *p)
 	return r;
 }
 
-int
-cg_dnnl_gemm(int bf16, int transA, int transB, int M, int N, int K,
-             float alpha, const void *A, int lda, const void *B, int ldb,
-             float beta, float *C, int ldc)
+static int
+gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
+     const void *A, int lda, const void *B, int ldb, float beta, float *C,
+     int ldc)
 {
 	struct key k;
 	struct prim p;
@@ -216,6 +256,19 @@ out:
 	if (!cached)
 		dnnl_primitive_destroy(p.p);
 	return ok ? 0 : -1;
+}
+
+int
+cg_dnnl_gemm(int bf16, int transA, int transB, int M, int N, int K,
+             float alpha, const void *A, int lda, const void *B, int ldb,
+             float beta, float *C, int ldc)
+{
+	const int n = serial_begin((double)M * N * K);
+	const int r = gemm(bf16, transA, transB, M, N, K, alpha, A, lda, B,
+	                   ldb, beta, C, ldc);
+
+	serial_end(n);
+	return r;
 }
 
 /* ------------------------------------------------------------- probes */
@@ -604,8 +657,8 @@ reorder_run(dnnl_primitive_t r, dnnl_stream_t s, struct mems *ms,
  * or its gradient; b the bias (FWD).
  */
 static int
-conv(int dir, int bf16, const struct cg_conv *c, int B, float *x, float *wt,
-     float *y, const float *b)
+conv_run(int dir, int bf16, const struct cg_conv *c, int B, float *x,
+         float *wt, float *y, const float *b)
 {
 	struct ckey k;
 	struct cprim p;
@@ -704,6 +757,19 @@ out:
 	if (!cached)
 		cprim_free(&p);
 	return ok ? 0 : -1;
+}
+
+/* conv_run, on one thread where the convolution is small. */
+static int
+conv(int dir, int bf16, const struct cg_conv *c, int B, float *x, float *wt,
+     float *y, const float *b)
+{
+	const int n = serial_begin((double)B * c->OH * c->OW * c->OC * c->C *
+	                           c->KH * c->KW);
+	const int r = conv_run(dir, bf16, c, B, x, wt, y, b);
+
+	serial_end(n);
+	return r;
 }
 
 int
