@@ -168,10 +168,13 @@ median() {
 	jq -e '.examples_per_s <= 1.1 * .examples / (.cpu_seconds / 0.25)' \
 		<<<"$out" >/dev/null
 	# the free group allows what the affinity does: this machine's CPUs
+	# (nproc's count without OMP_NUM_THREADS, which it would print)
+	local cpus
+	cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 	out=$(probe_json "$FREE")
 	cap=$(jq .cpu_cap <<<"$out")
-	[ "$cap" = "$(nproc)" ] || {
-		echo "free group: cpu_cap $cap, nproc $(nproc)"
+	[ "$cap" = "$cpus" ] || {
+		echo "free group: cpu_cap $cap, nproc $cpus"
 		return 1
 	}
 	run -0 cg-probe -m "$D/model.cgm" -d "$D/fm-0.cgd" -j 1 --seconds 0.2 \
