@@ -48,8 +48,12 @@ setup_file() {
 		env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
 			make -s -C src distclean >/dev/null 2>&1
 	fi
+	# on every CPU (nproc without OMP_NUM_THREADS, which it would print)
+	local jobs
+	jobs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 	(cd src && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
-		DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -us -uc -b) \
+		DEB_BUILD_OPTIONS="nocheck parallel=$jobs" \
+		dpkg-buildpackage -us -uc -b) \
 		>build.log 2>&1 || {
 		tail -n 30 build.log
 		return 1
