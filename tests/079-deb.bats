@@ -34,9 +34,9 @@ why_not() {
 }
 
 setup_file() {
-	local why
-	why=$(why_not)
-	[ -z "$why" ] || skip "$why"
+	# nothing to build: setup skips each test (a skip in setup_file
+	# itself is a failure to this bats)
+	[ -z "$(why_not)" ] || return 0
 	cd "$BATS_FILE_TMPDIR" || return 1
 	mkdir src
 	tar -C "$CG_SRCDIR" --exclude=./.git --exclude='./build*' \
