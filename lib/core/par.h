@@ -12,6 +12,9 @@
 
 /* Element counts under which OpenMP costs more than it saves. */
 #define PAR_MIN 32768
+/* Multiply-adds of a matrix product or convolution under which threads
+ * cost more than they save (nn/gemm.c, nn/dnnl.c). */
+#define PAR_MIN_WORK (64 * 64 * 64)
 
 /* Split the next for loop over threads when n is large enough; _DYN
  * hands out one iteration at a time, for iterations of uneven cost. */

@@ -28,21 +28,20 @@
 #include <omp.h>
 #endif
 
+#include "core/par.h"
 #include "nn/conv.h"
 #include "nn/dnnl.h"
 
-/* Multiply-adds under which a primitive runs on the calling thread. */
-#define SERIAL_WORK ((double)64 * 64 * 64)
-
-/* For work multiply-adds: 0, or the thread count to give back to
- * serial_end after making and running the primitive on one thread. */
+/* For work multiply-adds: 0, or, where work is under PAR_MIN_WORK, the
+ * thread count to give back to serial_end after making and running the
+ * primitive on one thread. */
 static int
 serial_begin(double work)
 {
 #ifdef _OPENMP
 	int n = omp_get_max_threads();
 
-	if (work < SERIAL_WORK && n > 1) {
+	if (work < PAR_MIN_WORK && n > 1) {
 		omp_set_num_threads(1);
 		return n;
 	}

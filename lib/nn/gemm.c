@@ -24,6 +24,7 @@
 #include <cblas.h>
 #endif
 
+#include "core/par.h"
 #include "nn/gemm.h"
 #ifdef CG_HAVE_DNNL
 #include "nn/dnnl.h"
@@ -50,8 +51,6 @@
 #define NC 256       /* columns of C per tile, at most */
 #define KC 256       /* slice of K packed at a time */
 
-/* Work (M*N*K) under which threads cost more than they save. */
-#define PAR_MIN_WORK (64 * 64 * 64)
 
 /* ------------------------------------------------------------ reference */
 
