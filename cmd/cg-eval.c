@@ -79,6 +79,7 @@ struct opts {
 	/* Generation only; gen_opt is the long name of one that was
 	 * given, for the message when --generate is not. */
 	const char *gen_opt;
+	int have_temperature; /* for --generate's or --judge's noise */
 	struct cg_gen_opts gen; /* sampler.max_bytes 0: per reference */
 };
 
@@ -120,9 +121,11 @@ static const struct cg_opt opts[] = {
      "+ " STR(CG_GEN_EXTRA) ", at most " STR(CG_GEN_CAP) ")",
      CG_OPT_U64_IN(gen.sampler.max_bytes, 1, MAX_MAX_BYTES),
      CG_OPT_SEEN_LAST(gen_opt)},
-    {"temperature", OPT_TEMPERATURE, "T", "of the logits (default 0: greedy)",
+    {"temperature", OPT_TEMPERATURE, "T",
+     "of the logits (default 0: greedy); with --judge, the scale of an "
+     "image model's noise, as cg-sample's (default 1)",
      CG_OPT_F64(gen.sampler.temperature, 0, MAX_TEMPERATURE),
-     CG_OPT_SEEN_LAST(gen_opt)},
+     CG_OPT_SEEN(have_temperature)},
     {"top-k", OPT_TOP_K, "K",
      "draw from the K likeliest bytes (default 0: all)",
      CG_OPT_INT(gen.sampler.top_k, 0, MAX_TOP_K), CG_OPT_SEEN_LAST(gen_opt)},
@@ -151,7 +154,8 @@ static const struct cg_cli cli = {
                 "-m TEXT-MODEL -d SHARD ... --generate [--limit N]\n"
                 " [--temperature T] [--top-k K] [--top-p P] [--max-bytes N]\n"
                 "-m IMAGE-MODEL -d SHARD ... --judge CLF [--judge-samples N]\n"
-                " [--seed N] [--guidance W] [--steps N] [--sampler ddim|ddpm]",
+                " [--seed N] [--temperature T]\n"
+                " [--guidance W] [--steps N] [--sampler ddim|ddpm]",
     .about = "Score a model on data shards and print the mean loss.",
     .opts = opts,
     .epilog =
@@ -235,6 +239,8 @@ validate(const struct opts *o)
 		return cg_usage("only one input can be standard input");
 	if (o->gen_opt && !o->generate)
 		return cg_usage("--%s needs --generate", o->gen_opt);
+	if (o->have_temperature && !o->generate && !o->judge)
+		return cg_usage("--temperature needs --generate or --judge");
 	if (o->have_judge_samples && !o->judge)
 		return cg_usage("--judge-samples needs --judge");
 	if (o->diff_opt && !o->judge)
@@ -254,6 +260,14 @@ restart(struct cg_progress *pb)
 
 	cg_progress_init(pb, pb->fp, pb->label, !pb->on);
 	pb->drawn = drawn;
+}
+
+/* The scale of the noise --judge draws images from: cg-sample's default,
+ * 1, unless --temperature is given. */
+static double
+judge_temperature(const struct opts *o)
+{
+	return o->have_temperature ? o->gen.sampler.temperature : 1.0;
 }
 
 /* Score one shard and print its line.  Returns 0, or -1 with a message
@@ -293,7 +307,7 @@ eval_one(const struct opts *o, struct cg_model *m, struct cg_model *judge,
 		struct cg_judge_opts jo = {
 		    .samples = o->judge_samples,
 		    .seed = o->seed,
-		    .temperature = 1.0, /* cg-sample's */
+		    .temperature = judge_temperature(o),
 		    .batch = o->batch,
 		    .progress = cg_progress_cb,
 		    .progress_ctx = &pb,
@@ -311,6 +325,7 @@ eval_one(const struct opts *o, struct cg_model *m, struct cg_model *judge,
 	    .deterministic = o->deterministic, .m = m, .s = s, .r = &r,
 	    .sampler = &o->gen.sampler, .gen = o->generate ? &g : NULL,
 	    .judge = o->judge, .judge_samples = o->judge_samples,
+	    .judge_temperature = judge_temperature(o),
 	    .diffusion = &o->diffusion, .jr = judge ? &jr : NULL,
 	};
 	if (!o->json)

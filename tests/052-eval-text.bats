@@ -168,13 +168,17 @@ EOF
 }
 
 @test "cg-eval: generation options are usage errors without --generate" {
-	for o in "--limit 3" "--max-bytes 9" "--temperature 1" "--top-k 2" \
-		"--top-p 0.5"; do
+	for o in "--limit 3" "--max-bytes 9" "--top-k 2" "--top-p 0.5"; do
 		run -2 --separate-stderr cg-eval $o -m "$D/m.cgm" \
 			-d "$D/fort-0.cgd"
 		[[ ${stderr_lines[0]} == "cg-eval: ${o% *} needs --generate" ]]
 		[ -z "$output" ]
 	done
+	# an image model's --judge takes it too
+	run -2 --separate-stderr cg-eval --temperature 1 -m "$D/m.cgm" \
+		-d "$D/fort-0.cgd"
+	[[ ${stderr_lines[0]} == "cg-eval: --temperature needs --generate or --judge" ]]
+	[ -z "$output" ]
 }
 
 @test "cg-eval --generate: bad numbers are usage errors" {

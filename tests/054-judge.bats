@@ -216,6 +216,33 @@ lie() {
 	jq -e --argjson a "$a" '.frechet != $a.frechet' <<<"$output"
 }
 
+@test "cg-eval --judge --temperature: the scale of the noise, recorded; 1 is the default" {
+	run -0 cg-eval --json -m "$D/vae.cgm" -d "$D/test-0.cgd" \
+		--judge "$D/clf.cgm" --judge-samples 20 --seed 3
+	a=$output
+	jq -e '.temperature == 1' <<<"$a"
+	run -0 cg-eval --json -m "$D/vae.cgm" -d "$D/test-0.cgd" \
+		--judge "$D/clf.cgm" --judge-samples 20 --seed 3 --temperature 1
+	[ "$output" = "$a" ]
+	run -0 cg-eval --json -m "$D/vae.cgm" -d "$D/test-0.cgd" \
+		--judge "$D/clf.cgm" --judge-samples 20 --seed 3 --temperature 0.5
+	jq -e --argjson a "$a" '.temperature == 0.5 and .frechet != $a.frechet' \
+		<<<"$output"
+	# no noise at all: every image of a condition is the same one, so
+	# each condition's images are all one class or all another
+	run -0 cg-eval --json -m "$D/vae.cgm" -d "$D/test-0.cgd" \
+		--judge "$D/clf.cgm" --judge-samples 20 --seed 3 --temperature 0
+	jq -e 'all(.per_condition[]; .acc == 0 or .acc == 1)' <<<"$output"
+	run -0 cg-eval -m "$D/vae.cgm" -d "$D/test-0.cgd" \
+		--judge "$D/clf.cgm" --judge-samples 10 --temperature 0.5
+	assert_line --index 3 "judge $D/clf.cgm (10 images per condition, seed 0, 32 features; temperature 0.5)"
+	for t in -1 x 1001; do
+		run -2 --separate-stderr cg-eval -m "$D/vae.cgm" \
+			-d "$D/test-0.cgd" --judge "$D/clf.cgm" --temperature "$t"
+		[[ ${stderr_lines[0]} == 'cg-eval: --temperature'* ]]
+	done
+}
+
 # ------------------------------------- a diffusion model's drawing options
 
 @test "cg-eval --help documents --guidance, --steps and --sampler" {

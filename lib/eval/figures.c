@@ -80,6 +80,8 @@ judge_table(FILE *fp, const struct cg_figures *f)
 	fprintf(fp, "judge %s (%d images per condition, seed %llu, %d features",
 	        f->judge, f->judge_samples, (unsigned long long)f->seed,
 	        f->jr->nfeatures);
+	if (f->judge_temperature != 1.0)
+		fprintf(fp, "; temperature %g", f->judge_temperature);
 	if (f->m->arch->diffusion) {
 		fprintf(fp, "; guidance %g, %s", d->guidance, sampler_name(d));
 		if (d->steps > 0)
@@ -144,6 +146,7 @@ judge_json(cJSON *j, const struct cg_figures *f)
 	cJSON_AddStringToObject(j, "judge", f->judge);
 	cJSON_AddNumberToObject(j, "judge_samples", f->judge_samples);
 	cJSON_AddNumberToObject(j, "judge_features", f->jr->nfeatures);
+	cJSON_AddNumberToObject(j, "temperature", f->judge_temperature);
 	if (f->m->arch->diffusion) {
 		cJSON_AddNumberToObject(j, "guidance", d->guidance);
 		cJSON_AddStringToObject(j, "sampler", sampler_name(d));

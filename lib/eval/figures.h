@@ -35,9 +35,11 @@ struct cg_figures {
 	const struct cg_sampler *sampler;
 	const struct cg_gen_result *gen;
 	/* With --judge, else jr NULL: the classifier's name as given, the
-	 * images drawn per condition, a diffusion model's sampler. */
+	 * images drawn per condition and the scale of their noise, a
+	 * diffusion model's sampler. */
 	const char *judge;
 	int judge_samples;
+	double judge_temperature;
 	const struct cg_diffusion_opts *diffusion;
 	const struct cg_judge_result *jr;
 };

@@ -224,9 +224,13 @@ cg_sym_eig(double *w, double *u, double *a, int d)
 			                 "matrix: no convergence",
 			                 d, d);
 		}
-		double dd = (w[m - 1] - w[m]) / 2, e2 = off[m - 1] * off[m - 1];
-		double mu =
-		    w[m] - e2 / (dd + (dd >= 0 ? 1 : -1) * sqrt(dd * dd + e2));
+		/* the eigenvalue of the last 2x2 nearer w[m]: w[m] - e^2 /
+		 * (dd + sign(dd) sqrt(dd^2 + e^2)), dd half the diagonals'
+		 * difference, in terms of t = dd / e, whose square neither
+		 * underflows nor overflows where e's or dd's would (a
+		 * covariance of features all but equal is ~1e-30 and less) */
+		double e = off[m - 1], t = (w[m - 1] - w[m]) / 2 / e;
+		double mu = w[m] - e / (t + copysign(hypot(t, 1), t));
 		double x = w[l] - mu, z = off[l];
 		for (size_t k = l; k < m; k++) {
 			double r = hypot(x, z), c = x / r, s = z / r;

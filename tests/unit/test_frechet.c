@@ -146,6 +146,111 @@ test_eig(void)
 	free(v);
 }
 
+/* The same for matrices of rank 1, 2 and 3, of entries near 1 and near
+ * 1e-13 (the covariance of a judge's features of images all the same
+ * but for rounding, drawn without noise, has one eigenvalue ~1e-12 and
+ * the rest ~1e-30): their zero eigenvalues are where the QR steps drive
+ * off-diagonals down to where their squares underflow. */
+static void
+test_eig_lowrank(void)
+{
+	const int d = 32;
+	double a[1024], b[1024], v[1024], w[32], x[3][32];
+	struct cg_rng r;
+
+	cg_rng_seed(&r, 11);
+	for (int c = 0; c < 6; c++) {
+		const int rank = 1 + c % 3;
+		const double size = c < 3 ? 1 : 3e-7; /* of the vectors */
+		double err = 0, scale = 0;
+
+		for (int k = 0; k < rank; k++)
+			for (int i = 0; i < d; i++)
+				/* ReLU features: some 0 in every vector */
+				x[k][i] = i % 5 == 0 ? 0
+				                     : size * cg_rng_normal(&r);
+		for (int i = 0; i < d; i++)
+			for (int j = 0; j < d; j++) {
+				double s = 0;
+				for (int k = 0; k < rank; k++)
+					s += x[k][i] * x[k][j];
+				a[i * d + j] = s;
+				scale = fmax(scale, fabs(s));
+			}
+		memcpy(b, a, sizeof(a));
+		CHECK(cg_sym_eig(w, v, b, d) == 0, "rank %d, scale %g: %s", rank,
+		      scale, cg_errmsg());
+		for (int i = 0; i < d; i++)
+			for (int j = 0; j < d; j++) {
+				double s = 0;
+				for (int q = 0; q < d; q++)
+					s += v[q * d + i] * w[q] * v[q * d + j];
+				err = fmax(err, fabs(s - a[i * d + j]) / scale);
+			}
+		CHECK(err < 1e-12,
+		      "eig of rank %d, scale %g: |U^T W U - A| / max|A| %.3g",
+		      rank, scale, err);
+	}
+	expect(failures == 0, "eig of 32x32 matrices of rank 1, 2 and 3, "
+	                      "entries near 1 and near 1e-13");
+}
+
+/* A block of equal diagonals whose off-diagonal's square underflows,
+ * [[-e, e], [e, -e]] for e = 1e-172 (where the QR steps left the
+ * covariance of a judge's features of images all the same but for
+ * rounding): eigenvalues 0 and -2e, not a nan from the shift. */
+static void
+test_eig_tiny(void)
+{
+	static const double scales[] = {1e-172, 1e-160, 1e-300, 1};
+
+	for (size_t c = 0; c < sizeof(scales) / sizeof(scales[0]); c++) {
+		const double e = scales[c];
+		double a[4] = {-e, e, e, -e}, v[4], w[2], lo, hi;
+
+		CHECK(cg_sym_eig(w, v, a, 2) == 0, "e = %g: %s", e, cg_errmsg());
+		lo = fmin(w[0], w[1]);
+		hi = fmax(w[0], w[1]);
+		CHECK(fabs(lo + 2 * e) <= 1e-15 * e && fabs(hi) <= 1e-15 * e,
+		      "e = %g: eigenvalues %.17g %.17g, want %.17g and 0", e, lo,
+		      hi, -2 * e);
+	}
+	expect(failures == 0, "eig of [[-e, e], [e, -e]], e down to 1e-300");
+}
+
+/* One set of identical vectors: its covariance is 0 but for rounding,
+ * and its distance to another is |mu1 - mu2|^2 + tr(S2) (as a judge's
+ * images all the same, drawn without noise, give). */
+static void
+test_point(void)
+{
+	const int d = 32, n = 20;
+	float *x = xcalloc((size_t)n * d, sizeof(float));
+	float *y = xcalloc((size_t)n * d, sizeof(float));
+	double mu1[32], mu2[32], s1[1024], s2[1024], got, want = 0;
+	struct cg_rng r;
+
+	cg_rng_seed(&r, 5);
+	for (int j = 0; j < d; j++)
+		x[j] = (float)cg_rng_normal(&r) * 3.7f;
+	for (int i = 1; i < n; i++)
+		memcpy(x + (size_t)i * d, x, d * sizeof(float));
+	for (int i = 0; i < n * d; i++)
+		y[i] = (float)cg_rng_normal(&r);
+	fit(x, n, d, mu1, s1);
+	fit(y, n, d, mu2, s2);
+	for (int j = 0; j < d; j++)
+		want += (mu1[j] - mu2[j]) * (mu1[j] - mu2[j]);
+	want += trace(s2, d);
+	CHECK(cg_frechet(&got, mu1, s1, mu2, s2, d) == 0, "%s", cg_errmsg());
+	CHECK(fabs(got - want) < 1e-9 * want, "point: %.17g, want %.17g", got,
+	      want);
+	expect(fabs(got - want) < 1e-9 * want,
+	       "a set of identical vectors: |mu1 - mu2|^2 + tr(S2)");
+	free(x);
+	free(y);
+}
+
 /* Diagonal covariances: d^2 = |mu1 - mu2|^2 + sum (sqrt a - sqrt b)^2,
  * singular ones included. */
 static void
@@ -203,6 +308,9 @@ main(void)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		checks += test_file(dir, cases[i]);
 	test_eig();
+	test_eig_lowrank();
+	test_eig_tiny();
+	test_point();
 	test_diagonal();
 	test_errors();
 	printf("%s: %d stored cases, %d failures\n", failures ? "FAIL" : "PASS",
