@@ -25,15 +25,18 @@
 # Then the equal-wall-time row: the MLP cddpm trained for as many
 # seconds as the U-Net's training took (cg-train-step --time-limit).
 # cg-eval --judge draws SAMPLES images a condition (1000), seed 1, the
-# diffusion models with their default 50 DDIM steps.
+# diffusion models with their default 50 DDIM steps, the cvaes and cgans
+# at cg-sample's temperature TEMPERATURE (1: the noise they were trained
+# on; below 1 their likelier draws).
 #
 # usage: bench/conv-table.sh (from the top of the source tree, after a
 # build in build/).  Environment: CG_BIN (build/cmd), DATA
 # (/usr/share/datasets/fashion-mnist), THREADS (all cores), STEPS
-# (2345), SEEDS ("1 2 3"), SAMPLES (1000), R1 (10), MODELS (all of the above,
-# in that order), JUDGE, MLP_JUDGE, OUT (a directory that keeps the
-# models, their scores as JSON and a grid of each model's draws, a row
-# per class, seed 1).  Prints a table in Markdown.
+# (2345), SEEDS ("1 2 3"), SAMPLES (1000), R1 (10), TEMPERATURE (1),
+# MODELS (all of the above, in that order), JUDGE, MLP_JUDGE, OUT (a
+# directory that keeps the models, their scores as JSON and a grid of
+# each model's draws, a row per class, seed 1).  Prints a table in
+# Markdown.
 set -eu
 cd "$(dirname "$0")/.."
 bin=$(cd "${CG_BIN:-build/cmd}" && pwd)
@@ -52,7 +55,7 @@ mkdir -p "$out"
 say() { printf 'conv-table.sh: %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); threads $threads; steps $steps; samples $samples a condition"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); threads $threads; steps $steps; samples $samples a condition; temperature ${TEMPERATURE:-1}"
 "$bin/cg-shard" -q -n 1 -o "$tmp/train" "$data"
 "$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
 train=$tmp/train-0.cgd
@@ -110,9 +113,13 @@ make_model() {
 	echo "$t1 - $t0" | bc
 }
 
-# guidance NAME: the diffusion models' guidance weight, scored and drawn.
+# guidance NAME: the diffusion models' guidance weight, the others'
+# temperature (TEMPERATURE, when set), scored and drawn.
 guidance() {
-	case $1 in cddpm*) echo "--guidance 1" ;; esac
+	case $1 in
+	cddpm*) echo "--guidance 1" ;;
+	*) [ -z "${TEMPERATURE:-}" ] || echo "--temperature $TEMPERATURE" ;;
+	esac
 }
 
 # score NAME SEED JUDGE: cg-eval --judge's JSON line.

@@ -49,10 +49,6 @@ verify_all() {
 }
 
 @test "examples/resume/loop.sh killed at 100 instants (CG_CRASH_KILLS): no torn file, the same bytes at the end" {
-	# one thread inside and no product on the BLAS: scripts/test-all's
-	# passes that change only those (CG_TEST_AGAIN) would run it again
-	# as it ran
-	[ -z "${CG_TEST_AGAIN:-}" ] || skip "run once, in the plain pass"
 	# the uninterrupted run, a copy after every round
 	local j t0 t1 total=0
 	cp -r "$D/start" ref
