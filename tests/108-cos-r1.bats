@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# 108-cos-r1.bats - the cddpm's cosine noise schedule (--cosine) and the
-# cgan's R1 penalty (--r1) through the programs, and what a model's
-# config may say of them.
+# 108-cos-r1.bats - the cddpm's cosine noise schedule (--cosine), the
+# cgan's R1 penalty (--r1) and its discriminator's 4x4 kernels
+# (--disc-kernel 4) through the programs, and what a model's config may
+# say of them.
 #
 # The schedule's values against their closed form, the loss, the
 # gradient and both samplers on it are tests/unit/test_cddpm's; the
@@ -26,6 +27,8 @@ setup_file() {
 	model cgan train-0.cgd r1.cgm --latent 8 --hidden 16 --layers 1 \
 		--r1 10
 	model cgan train-0.cgd cr1.cgm --latent 8 --conv 2 --r1 10
+	model cgan train-0.cgd c3.cgm --latent 8 --conv 2
+	model cgan train-0.cgd c4.cgm --latent 8 --conv 2 --disc-kernel 4
 }
 
 setup() {
@@ -191,4 +194,55 @@ with_config() {
 		[[ $stderr == "cg-train-step: odd.cgm: "*r1* ]]
 		[ ! -e x.cgm ]
 	done
+}
+
+@test "cg-init -a cgan --disc-kernel 4: D's kernels 4x4, the key in the config; 3 is no key" {
+	run -0 cg-init -a cgan --help
+	assert_output --partial '--disc-kernel N'
+	run -0 manifest "$D/c4.cgm" '[.config["disc-kernel"], (.tensors[] | select(.name == "disc.c1.w" or .name == "disc.c2.w") | .shape)]'
+	assert_output '[4,[2,1,4,4],[4,2,4,4]]'
+	# the default writes no key: a model as made before it existed
+	run -0 manifest "$D/c3.cgm" '[(.config | has("disc-kernel")), (.tensors[] | select(.name == "disc.c1.w") | .shape)]'
+	assert_output '[false,[2,1,3,3]]'
+	cg-init -a cgan -d "$D/train-0.cgd" --seed 1 --latent 8 --conv 2 \
+		--disc-kernel 3 -o three.cgm
+	cmp three.cgm "$D/c3.cgm"
+	# it trains, scores, draws
+	cg-train-step -q -m "$D/c4.cgm" -d "$D/train-0.cgd" -e model -k 2 \
+		--batch 8 --seed 3 -o c4-2.cgm
+	run -0 cg-eval --json -m c4-2.cgm -d "$D/test.cgd" --seed 1
+	jq -e '.d_hinge > 0' <<<"$output"
+	cg-sample -m c4-2.cgm -n 2 -o c4.png
+	for bad in --disc-kernel=2 --disc-kernel=5 --disc-kernel=x; do
+		run -2 --separate-stderr cg-init -a cgan -d "$D/train-0.cgd" \
+			--conv 2 $bad -o x.cgm
+		[[ $stderr == cg-init:* ]]
+		[ ! -e x.cgm ]
+	done
+	# the MLP discriminator has no kernel to set
+	run -1 --separate-stderr cg-init -a cgan -d "$D/train-0.cgd" \
+		--disc-kernel 4 -o x.cgm
+	[[ $stderr == 'cg-init: '*'disc-kernel = 4 without conv'* ]]
+	[ ! -e x.cgm ]
+}
+
+@test "cgan: a disc-kernel in a model other than 3 or 4, or without conv, is one line" {
+	for bad in '.["disc-kernel"] = 5' '.["disc-kernel"] = "4"' \
+		'.["disc-kernel"] = 3.5'; do
+		with_config "$D/c4.cgm" "$bad"
+		run -1 --separate-stderr cg-train-step -m odd.cgm \
+			-d "$D/train-0.cgd" -e model -k 1 -o x.cgm
+		[ "${#stderr_lines[@]}" -eq 1 ]
+		[[ $stderr == "cg-train-step: odd.cgm: "*disc-kernel* ]]
+		[ ! -e x.cgm ]
+	done
+	# a kernel of 3 named on a model of 4x4 tensors: the shapes disagree
+	with_config "$D/c4.cgm" '.["disc-kernel"] = 3'
+	run -1 --separate-stderr cg-eval -m odd.cgm -d "$D/test.cgd"
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-eval: odd.cgm: "* ]]
+	with_config "$D/gan.cgm" '.["disc-kernel"] = 4'
+	run -1 --separate-stderr cg-eval -m odd.cgm -d "$D/test.cgd"
+	[ "${#stderr_lines[@]}" -eq 1 ]
+	[[ $stderr == "cg-eval: odd.cgm: "*'without conv'* ]]
 }

@@ -704,6 +704,13 @@ class Cgan:
         ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
          "sn-iters=2", "conv=2", "r1=5", "image_h=4", "image_w=8",
          "image_c=3", "batch=5", "seed=5"],
+        # the discriminator's 4x4 kernels, without R1 and with it
+        ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
+         "sn-iters=3", "conv=3", "disc-kernel=4", "image_h=8",
+         "image_w=8", "image_c=1", "batch=4", "seed=12"],
+        ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
+         "sn-iters=2", "conv=2", "disc-kernel=4", "r1=5", "image_h=4",
+         "image_w=8", "image_c=3", "batch=5", "seed=13"],
         # distilled toward a teacher's images (teacher=1: alpha in
         # percent): the MLPs, with R1, and the conv nets
         ["in_dim=20", "ncond=4", "latent=5", "hidden=16", "layers=2",
@@ -751,8 +758,9 @@ class Cgan:
             self.gen_c2 = nn.Conv2d(C, C, 3, 1, 1)
             self.gen_n2 = nn.GroupNorm(groups(C), C)
             self.gen_out = nn.Conv2d(C, ch, 3, 1, 1)
-            self.disc_c1 = nn.Conv2d(ch, C, 3, 2, 1)
-            self.disc_c2 = nn.Conv2d(C, 2 * C, 3, 2, 1)
+            k = cfg.get("disc-kernel", 3)
+            self.disc_c1 = nn.Conv2d(ch, C, k, 2, 1)
+            self.disc_c2 = nn.Conv2d(C, 2 * C, k, 2, 1)
             self.psi = nn.Linear(self.F, 1)
             self.disc_emb = nn.Embedding(K, self.F)
 
@@ -844,7 +852,8 @@ class Cgan:
             [(1, H), (K, H)]
         if cfg.get("conv", 0) > 0:
             C, Fw = cfg["conv"], net.F
-            shapes = [(C, cfg["image_c"] * 9), (2 * C, C * 9), (1, Fw),
+            kk = cfg.get("disc-kernel", 3) ** 2
+            shapes = [(C, cfg["image_c"] * kk), (2 * C, C * kk), (1, Fw),
                       (K, Fw)]
         sn = f64(read_bin(d, "sn.bin", "<f4",
                           sum(r + c for r, c in shapes)))

@@ -404,7 +404,8 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	                           0,
 	                           0,
 	                           0,
-	                           cg_json_num(m->config, "r1", 0)};
+	                           cg_json_num(m->config, "r1", 0),
+	                           (int)cg_json_num(m->config, "disc-kernel", 3)};
 	size_t nx = (size_t)B * c.in_dim, nz = (size_t)B * c.latent, nsn = 0;
 	float *x = calloc(nx, sizeof(float)), *z = calloc(nz, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
@@ -462,7 +463,7 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 		const float *u, *v;
 		double sigma;
 		const struct cg_view *w = &m->views[first + 2 * i];
-		/* A convolution's weight is the matrix [out, in x 9]. */
+		/* A convolution's weight is the matrix [out, in x k x k]. */
 		const size_t rows = w->shape[0], cols = w->n / rows;
 
 		(void)cg_cgan_sn_vectors(ws, i, &u, &v, &sigma);

@@ -256,9 +256,10 @@ ref_sigma(const struct tcase *t, int i, const struct cg_view *w)
 }
 
 /*
- * out [OH, OW, OC] = the 3x3 convolution (padding 1, stride st) of in [H,
- * W, C] by view prefix NAME, its weight divided by scale, summed directly;
- * each output's distance from 0 goes to ref_kink when kink.
+ * out [OH, OW, OC] = the KxK convolution (K the weight's side, 3 or 4;
+ * padding 1, stride st) of in [H, W, C] by view prefix NAME, its weight
+ * divided by scale, summed directly; each output's distance from 0 goes
+ * to ref_kink when kink.
  */
 static void
 ref_conv(const struct tcase *t, const char *name, const double *in, int H,
@@ -268,20 +269,20 @@ ref_conv(const struct tcase *t, const char *name, const double *in, int H,
 	snprintf(wn, sizeof(wn), "%s.w", name);
 	snprintf(bn, sizeof(bn), "%s.b", name);
 	const struct cg_view *w = view(t, wn), *b = view(t, bn);
-	const int OC = (int)w->shape[0], OH = (H - 1) / st + 1,
-	          OW = (W - 1) / st + 1;
+	const int OC = (int)w->shape[0], K = (int)w->shape[2],
+	          OH = (H + 2 - K) / st + 1, OW = (W + 2 - K) / st + 1;
 
 	for (int oh = 0; oh < OH; oh++)
 		for (int ow = 0; ow < OW; ow++)
 			for (int o = 0; o < OC; o++) {
 				double s = 0;
 				for (int c = 0; c < C; c++)
-					for (int kh = 0; kh < 3; kh++)
-						for (int kw = 0; kw < 3; kw++) {
+					for (int kh = 0; kh < K; kh++)
+						for (int kw = 0; kw < K; kw++) {
 							int ih = oh * st - 1 + kh, iw = ow * st - 1 + kw;
 							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
 								continue;
-							s += (double)t->params[w->off + ((size_t)(o * C + c) * 3 + kh) * 3 + kw] *
+							s += (double)t->params[w->off + ((size_t)(o * C + c) * K + kh) * K + kw] *
 							     in[(ih * W + iw) * C + c];
 						}
 				double v = s / scale + t->params[b->off + o];
@@ -557,7 +558,7 @@ tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
 static void
 test_config(void)
 {
-	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0, 0};
+	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0, 0, 3};
 	size_t gen = 10 * 512 + 512 * 65 + 512 * 513 + 784 * 513;
 	size_t disc = 512 * 785 + 512 * 513 + 513 + 10 * 512;
 
@@ -582,7 +583,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0, 0};
+	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0, 0, 3};
 	struct cg_view v[MAXV];
 	int n = cg_cgan_views(&c, v, MAXV), ok = n == 14;
 	static const char *const names[] = {
@@ -611,7 +612,7 @@ test_errors(void)
 	struct tcase t;
 	struct cg_cgan_loss l = {-1, -1, -1, -1, -1, -1};
 
-	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0},
+	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0, 3},
 	           3);
 	t.cond[1] = 3;
 	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
@@ -644,7 +645,7 @@ test_forward(struct cg_cgan_config c, int B)
 	double real = 0, fake = 0, g = 0, worst = 0;
 	double *img = xcalloc((size_t)c.in_dim, sizeof(double));
 	float *gen = xcalloc((size_t)B * c.in_dim, sizeof(float));
-	char what[160];
+	char what[256];
 	int past = 0;
 
 	tcase_init(&t, c, B);
@@ -670,10 +671,10 @@ test_forward(struct cg_cgan_config c, int B)
 	double err = fmax(fmax(fabs(l.d_real - real), fabs(l.d_fake - fake)),
 	                  fmax(fabs(l.g - g), fabs(l.d - real - fake)));
 	snprintf(what, sizeof(what),
-	         "layers=%d conv=%d: d_real %.6f d_fake %.6f g %.6f as the "
-	         "reference (max diff %.2g; %d of %d reals past the margin), "
-	         "G's images %.2g",
-	         c.layers, c.conv, l.d_real, l.d_fake, l.g, err, past, B,
+	         "layers=%d conv=%d dk=%d: d_real %.6f d_fake %.6f g %.6f as "
+	         "the reference (max diff %.2g; %d of %d reals past the "
+	         "margin), G's images %.2g",
+	         c.layers, c.conv, c.disc_kernel, l.d_real, l.d_fake, l.g, err, past, B,
 	         worst);
 	expect(err < 1e-5 && worst < 1e-6 && past > 0 && past < B, what);
 	struct cg_cgan_loss l2 = tloss(&t, t.grad);
@@ -741,9 +742,9 @@ test_grad(struct cg_cgan_config c, int B)
 	       c.conv, c.r1, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d conv=%d r1=%g: every gradient vs central "
+	         "layers=%d conv=%d dk=%d r1=%g: every gradient vs central "
 	         "differences (worst rel err %.3g)",
-	         c.layers, c.conv, c.r1, worst);
+	         c.layers, c.conv, c.disc_kernel, c.r1, worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	const struct cg_view *e = view(&t, "disc.emb");
@@ -792,9 +793,9 @@ test_r1(struct cg_cgan_config c, int B)
 	}
 	want *= c.r1 / 2 / B;
 	snprintf(what, sizeof(what),
-	         "layers=%d conv=%d r1=%g: the penalty %.9g, by differences "
-	         "of D in x %.9g",
-	         c.layers, c.conv, c.r1, l.r1, want);
+	         "layers=%d conv=%d dk=%d r1=%g: the penalty %.9g, by "
+	         "differences of D in x %.9g",
+	         c.layers, c.conv, c.disc_kernel, c.r1, l.r1, want);
 	expect(fabs(l.r1 - want) < 1e-5 * want && want > 0, what);
 
 	struct tcase n;
@@ -942,53 +943,72 @@ main(void)
 	test_config();
 	test_views();
 	test_errors();
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0},
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0, 3},
 	             8);
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0},
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0, 3},
 	             7);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0},
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3},
 	          6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0},
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0, 3},
 	          6);
 	{
-		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1, 0};
+		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1, 0, 3};
 		expect(cg_cgan_check_config(&c) != 0 &&
 		           strstr(cg_errmsg(), "6x6x1") != NULL,
 		       "convolutional nets refuse a side not a multiple of 4");
-		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2, 0};
+		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2, 0, 3};
 		expect(cg_cgan_check_config(&c) != 0,
 		       "convolutional nets refuse a shape that is not in_dim's");
 	}
 	/* The convolutional nets: 4x4x1 and 4x8x2 images, against the
 	 * direct sums and central differences. */
-	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0},
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 3},
 	             3);
-	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0},
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0, 3},
 	             3);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0},
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3},
 	          3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0},
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0, 3},
 	          3);
 	/* The R1 penalty: its value, and its gradient (the exact second
 	 * derivative) within every view's, the MLPs and the conv nets. */
-	test_r1((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 10}, 8);
-	test_r1((struct cg_cgan_config){13, 4, 5, 9, 2, 2, 0, 0, 0, 0, 3}, 7);
-	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10}, 3);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 10},
+	test_r1((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 10, 3}, 8);
+	test_r1((struct cg_cgan_config){13, 4, 5, 9, 2, 2, 0, 0, 0, 0, 3, 3}, 7);
+	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10, 3}, 3);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 10, 3},
 	          6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5},
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3},
 	          6);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 10},
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 10, 3},
 	          3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4},
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 3},
 	          3);
 	/* Distillation: the MLPs, with R1, and the conv nets. */
-	test_distill((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0},
+	test_distill((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3},
 	             6);
-	test_distill((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5},
+	test_distill((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3},
 	             6);
 	test_distill(
-	    (struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0}, 3);
+	    (struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3}, 3);
+	/* The discriminator's 4x4 kernels (disc-kernel 4), with R1 too (last:
+	 * the draws of the cases above stay as they were). */
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 4},
+	             3);
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0, 4},
+	             3);
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 4},
+	          3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0, 4},
+	          3);
+	{
+		struct cg_cgan_config c = {64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 0, 5};
+		expect(cg_cgan_check_config(&c) != 0 &&
+		           strstr(cg_errmsg(), "disc-kernel = 5") != NULL,
+		       "a disc-kernel other than 3 or 4 is refused");
+	}
+	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10, 4}, 3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 4},
+	          3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

@@ -71,6 +71,7 @@ static int
 cnet_of(const struct cg_cgan_config *c, struct cnet *n)
 {
 	const int C = c->conv, H = c->height, W = c->width, ch = c->channels;
+	const int dk = c->disc_kernel;
 	size_t o = 0;
 
 	memset(n, 0, sizeof(*n));
@@ -84,8 +85,10 @@ cnet_of(const struct cg_cgan_config *c, struct cnet *n)
 	if (cg_conv_shape(&n->g1, 2 * C, H / 2, W / 2, C, 3, 1, 1) != 0 ||
 	    cg_conv_shape(&n->g2, C, H, W, C, 3, 1, 1) != 0 ||
 	    cg_conv_shape(&n->go, C, H, W, ch, 3, 1, 1) != 0 ||
-	    cg_conv_shape(&n->d1, ch, H, W, C, 3, 2, 1) != 0 ||
-	    cg_conv_shape(&n->d2, C, H / 2, W / 2, 2 * C, 3, 2, 1) != 0)
+	    cg_conv_shape(&n->d1, ch, H, W, C, dk, 2, 1) != 0 ||
+	    cg_conv_shape(&n->d2, C, H / 2, W / 2, 2 * C, dk, 2, 1) != 0 ||
+	    n->d1.OH != H / 2 || n->d1.OW != W / 2 || n->d2.OH != n->Hq ||
+	    n->d2.OW != n->Wq)
 		return -1;
 #define TAKE(f, k) (n->f = o, o += (size_t)(k))
 	TAKE(emb, (size_t)c->ncond * n->F);
@@ -162,7 +165,7 @@ static struct linear
 disc_lin(const struct cg_cgan_config *c, int l)
 {
 	if (c->conv) {
-		/* The convolutions as matrices [out, in x 9], psi, the
+		/* The convolutions as matrices [out, in x k x k], psi, the
 		 * embedding. */
 		struct cnet n;
 		struct linear ln;
@@ -240,6 +243,9 @@ cg_cgan_check_config(const struct cg_cgan_config *c)
 	if (!(c->r1 >= 0 && c->r1 <= CG_CGAN_MAX_R1))
 		return cg_seterr("cgan: r1 = %g: not in [0, %g]", c->r1,
 		                 CG_CGAN_MAX_R1);
+	if (c->conv && c->disc_kernel != 3 && c->disc_kernel != 4)
+		return cg_seterr("cgan: disc-kernel = %d: 3 or 4",
+		                 c->disc_kernel);
 	if (c->conv) {
 		struct cnet n;
 
@@ -378,7 +384,7 @@ cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 		}
 	for (int i = 0; i < 5; i++)
 		cg_init_uniform(params + at[i], cg_conv_wsize(cv[i]) + cv[i]->OC,
-		             (size_t)cv[i]->C * 9, r);
+		             (size_t)cv[i]->C * cv[i]->KH * cv[i]->KW, r);
 	cg_init_uniform(params + n.psiw, (size_t)n.F + 1, (size_t)n.F, r);
 	for (size_t j = 0; j < (size_t)c->ncond * n.F; j++)
 		params[n.demb + j] = cg_rng_normal(r);

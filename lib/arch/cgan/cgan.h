@@ -55,13 +55,13 @@
  *                  h = lrelu(SN(disc.c2) *2 h_1)                  [H/4, W/4, 2C]
  *                  D(x, y) as above on h flattened (F features)
  *
- * where * is a 3x3 convolution with padding 1 (*2 at stride 2) and its
- * bias, up nearest up-sampling by 2, Ni group normalisation (gen.ni.g
+ * where * is a 3x3 convolution with padding 1 (*2: at stride 2, and
+ * disc_kernel x disc_kernel) and its bias, up nearest up-sampling by 2, Ni group normalisation (gen.ni.g
  * and gen.ni.b its scale and shift; 8 groups, or 4, 2, 1 where 8 does
  * not divide the channels): without it, a generator of ReLUs died (every
  * unit at 0, black images) within an epoch at 32 channels
  * (bench/RESULTS.md).  SN of a convolution is that of its weight as a
- * matrix [out, in x 9], as PyTorch's spectral_norm takes it.
+ * matrix [out, in x k x k], as PyTorch's spectral_norm takes it.
  */
 #ifndef CG_CGAN_H
 #define CG_CGAN_H
@@ -94,6 +94,14 @@ struct cg_cgan_config {
 	int conv;
 	int height, width, channels;
 	double r1; /* gamma of the R1 penalty on D (0: none) */
+	/*
+	 * The side of the discriminator's two convolutions at stride 2: 3
+	 * (the first models'), or 4, which reaches every pixel from the
+	 * same number of places (a 3 reaches the odd ones from two, the
+	 * even ones from one, and the generator learns that grid: its
+	 * images are hatched).  Read only when conv > 0.
+	 */
+	int disc_kernel;
 };
 
 #define CG_CGAN_MAX_CONV 4096

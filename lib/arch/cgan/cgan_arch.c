@@ -363,7 +363,13 @@ static const struct cg_arch_opt cgan_opts[] = {
      "convolutional nets of this many channels (0: the MLPs)"},
     {"r1", CG_ARCH_OPT_FLOAT, 0, 0, CG_CGAN_MAX_R1,
      "R1 penalty gamma/2 |grad_x D|^2 on the reals (0: none)"},
+    {"disc-kernel", CG_ARCH_OPT_INT, 3, 3, 4,
+     "--conv: side of D's stride-2 kernels (4: no hatching)"},
 };
+
+/* Left out of a model's config at its default: a model made before it
+ * is byte for byte one made after. */
+static const char *const cgan_quiet[] = {"disc-kernel", NULL};
 
 /* What the keys alone say: the convolutional nets' image shape is the
  * manifest's, which get_config adds and checks. */
@@ -372,6 +378,10 @@ check_config(const void *config)
 {
 	struct cg_cgan_config c = *(const struct cg_cgan_config *)config;
 
+	if (c.conv == 0 && c.disc_kernel != 3)
+		return cg_seterr("cgan: disc-kernel = %d without conv: the "
+		                 "MLP discriminator has no kernel",
+		                 c.disc_kernel);
 	if (cg_arch_conv_keys("cgan", "conv", &c.conv, CG_CGAN_MAX_CONV,
 	                      c.height) < 0)
 		return -1;
@@ -390,6 +400,9 @@ static const struct cg_arch_key cgan_keys[] = {
     {"conv", offsetof(struct cg_cgan_config, conv), 0, CG_CGAN_MAX_CONV, 1, 0},
     /* nor a penalty */
     {"r1", offsetof(struct cg_cgan_config, r1), 0, CG_CGAN_MAX_R1, 1, 0},
+    /* nor a kernel of 4 */
+    {"disc-kernel", offsetof(struct cg_cgan_config, disc_kernel), 3, 4, 1,
+     3},
 };
 #undef KEY
 
@@ -403,6 +416,7 @@ const struct cg_arch cg_arch_cgan = {
     .nopts = sizeof(cgan_opts) / sizeof(cgan_opts[0]),
     .keys = cgan_keys,
     .nkeys = sizeof(cgan_keys) / sizeof(cgan_keys[0]),
+    .quiet = cgan_quiet,
     .config_size = sizeof(struct cg_cgan_config),
     .check_config = check_config,
     .config_from_shard = cg_arch_image_from_shard,
