@@ -204,6 +204,7 @@ test_judge(void)
 	                       .r = &r,
 	                       .judge = "clf.cgm",
 	                       .judge_samples = 6,
+	                       .judge_temperature = 1,
 	                       .diffusion = &d,
 	                       .jr = &jr};
 	const char *all = "condition             drawn        acc       real"
@@ -228,9 +229,26 @@ test_judge(void)
 	    "{\"model\":\"m\",\"data\":\"d\",\"arch\":\"vae\",\"step\":0,"
 	    "\"seed\":9,\"examples\":1,\"nelbo\":33.271064666877372,\"rec\":0,"
 	    "\"kl\":0,\"bits_per_dim\":2,\"judge\":\"clf.cgm\","
-	    "\"judge_samples\":6,\"judge_features\":32,\"cond_acc\":0.5,"
-	    "\"judge_real_acc\":0.75,\"frechet\":null,\"per_condition\":[]}",
+	    "\"judge_samples\":6,\"judge_features\":32,\"temperature\":1,"
+	    "\"cond_acc\":0.5,\"judge_real_acc\":0.75,\"frechet\":null,"
+	    "\"per_condition\":[]}",
 	    "json: the judge's call and figures");
+	/* a temperature other than 1 is named in the table */
+	f.judge_temperature = 0.5;
+	header = 1;
+	snprintf(want, sizeof(want),
+	         "         1    33.2711     0.0000     0.0000     2.0000  d\n"
+	         "judge clf.cgm (6 images per condition, seed 9, 32 features; "
+	         "temperature 0.5)\n%s",
+	         all);
+	expect_str(table(&f, &header), want,
+	           "table: a temperature other than 1");
+	char *t = json(&f);
+	expect(strstr(t, "\"temperature\":0.5,") != NULL,
+	       "json: the temperature");
+	free(t);
+	f.judge_temperature = 1;
+	header = 0;
 	m.arch = &dm;
 	snprintf(want, sizeof(want),
 	         "  examples        mse  data\n"
@@ -256,7 +274,7 @@ test_judge(void)
 	    "{\"model\":\"m\",\"data\":\"d\",\"arch\":\"dm\",\"step\":0,"
 	    "\"seed\":9,\"examples\":1,\"mse\":33.271064666877372,"
 	    "\"judge\":\"clf.cgm\",\"judge_samples\":6,\"judge_features\":32,"
-	    "\"guidance\":1.5,\"sampler\":\"ddim\",\"steps\":5,"
+	    "\"temperature\":1,\"guidance\":1.5,\"sampler\":\"ddim\",\"steps\":5,"
 	    "\"cond_acc\":0.5,\"judge_real_acc\":0.75,\"frechet\":null,"
 	    "\"per_condition\":[]}",
 	    "json: a diffusion model's steps");
