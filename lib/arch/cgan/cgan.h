@@ -96,10 +96,9 @@ struct cg_cgan_config {
 	double r1; /* gamma of the R1 penalty on D (0: none) */
 	/*
 	 * The side of the discriminator's two convolutions at stride 2: 3
-	 * (the first models'), or 4, which reaches every pixel from the
-	 * same number of places (a 3 reaches the odd ones from two, the
-	 * even ones from one, and the generator learns that grid: its
-	 * images are hatched).  Read only when conv > 0.
+	 * (the first models'), or 4, DCGAN's, which reaches every pixel
+	 * from two places (a 3 reaches the odd ones from two, the even
+	 * ones from one).  Read only when conv > 0.
 	 */
 	int disc_kernel;
 };

@@ -364,7 +364,7 @@ static const struct cg_arch_opt cgan_opts[] = {
     {"r1", CG_ARCH_OPT_FLOAT, 0, 0, CG_CGAN_MAX_R1,
      "R1 penalty gamma/2 |grad_x D|^2 on the reals (0: none)"},
     {"disc-kernel", CG_ARCH_OPT_INT, 3, 3, 4,
-     "--conv: side of D's stride-2 kernels (4: no hatching)"},
+     "--conv: side of D's two kernels at stride 2"},
 };
 
 /* Left out of a model's config at its default: a model made before it
