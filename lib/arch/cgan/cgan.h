@@ -56,12 +56,13 @@
  *                  D(x, y) as above on h flattened (F features)
  *
  * where * is a 3x3 convolution with padding 1 (*2: at stride 2, and
- * disc_kernel x disc_kernel) and its bias, up nearest up-sampling by 2, Ni group normalisation (gen.ni.g
- * and gen.ni.b its scale and shift; 8 groups, or 4, 2, 1 where 8 does
- * not divide the channels): without it, a generator of ReLUs died (every
- * unit at 0, black images) within an epoch at 32 channels
- * (bench/RESULTS.md).  SN of a convolution is that of its weight as a
- * matrix [out, in x k x k], as PyTorch's spectral_norm takes it.
+ * disc_kernel x disc_kernel) and its bias, up nearest up-sampling by 2,
+ * Ni group normalisation (gen.ni.g and gen.ni.b its scale and shift; 8
+ * groups, or 4, 2, 1 where 8 does not divide the channels): without it,
+ * a generator of ReLUs died (every unit at 0, black images) within an
+ * epoch at 32 channels (bench/RESULTS.md).  SN of a convolution is that
+ * of its weight as a matrix [out, in x k x k], as PyTorch's
+ * spectral_norm takes it.
  */
 #ifndef CG_CGAN_H
 #define CG_CGAN_H
