@@ -20,10 +20,12 @@
 # into a training shard and a held-out one.  The base is made over for
 # the new shard's condition (cg-init --from: its one condition row new,
 # everything else kept), then for STEPS steps of batch 16:
-#   lora     adapters of rank R (scale 1) on every matrix of the blocks
-#            (h.*.w: qkv, proj, fc, proj of each layer), lr LORA_LR;
-#            LORA lists more than one as R or R:ALPHA (the scale is
-#            ALPHA / R), each its own row
+#   lora     adapters of rank R (scale 1) on the matrices LORA_ON names
+#            (globs, 'h.*.w' by default: qkv, proj, fc, proj of each
+#            layer; 'h.*.w wte lm_head.w' adds the embedding, whose rows
+#            hold the new condition's, and the head), lr LORA_LR; LORA
+#            lists more than one as R or R:ALPHA (the scale is ALPHA /
+#            R), each its own row
 #   full     every tensor, lr 1e-3
 #   scratch  cg-init's model for the new shard alone, lr 1e-3
 # and the held-out shard scored (cg-eval: bpb).  Then one worker call of
@@ -33,7 +35,9 @@
 #
 # Environment: CG_BIN (programs, default build/cmd), BASE (200), WARMUP
 # (30), BASE_SCHEDULE (constant), BASE_MODEL, STEPS (60), R (8), LORA
-# (R), LORA_LR (3e-3), SEED (1), THREADS (2).
+# (R), LORA_ON (h.*.w), LORA_LR (3e-3), SEED (1: the base, the shards'
+# split), TRAIN_SEED (SEED: the adapters' first values and the batches
+# of every fine-tuning row), THREADS (2).
 set -eu
 src=${1:?usage: bench/finetune.sh FORTUNES CATEGORY OUT}
 cat=${2:?usage: bench/finetune.sh FORTUNES CATEGORY OUT}
@@ -45,11 +49,14 @@ base_sched=${BASE_SCHEDULE:-constant}
 steps=${STEPS:-60}
 r=${R:-8}
 lora=${LORA:-$r}
+lora_on=${LORA_ON:-h.*.w}
 lora_lr=${LORA_LR:-3e-3}
 seed=${SEED:-1}
+tseed=${TRAIN_SEED:-$seed}
 j=${THREADS:-2}
 arch="--context 128 --width 256 --layers 4 --heads 4"
-train="--batch 16 --opt adamw --wd 0.1 --seed $seed -j $j -q"
+base_train="--batch 16 --opt adamw --wd 0.1 --seed $seed -j $j -q"
+train="--batch 16 --opt adamw --wd 0.1 --seed $tseed -j $j -q"
 
 mkdir -p "$out/base" "$out/new"
 for f in "$src"/*; do
@@ -79,7 +86,7 @@ else
 		-o "$out/init.cgm"
 	# shellcheck disable=SC2086 # options, split on purpose
 	"$bin/cg-train-step" -m "$out/init.cgm" -d "$out/b-0.cgd" \
-		--emit model --steps "$base" $train --lr 1e-3 \
+		--emit model --steps "$base" $base_train --lr 1e-3 \
 		--warmup "$warmup" $sched -o "$out/base.cgm"
 	echo "base: $base steps ($base_sched, warm-up $warmup) in" \
 		"$(($(date +%s) - t0)) s"
@@ -93,16 +100,22 @@ echo "base, made over for $cat, 0 steps: held-out bpb $(bpb "$out/grown.cgm")"
 
 # the adapters: lora-R (alpha R) or lora-R-ALPHA for each of LORA
 adapters=
+on=
+set -f
+for g in $lora_on; do on="$on --lora-on $g"; done
 for v in $lora; do
 	ra=${v%%:*} al=
 	case $v in *:*) al=${v#*:} ;; esac
 	name=lora-$ra${al:+-$al}
+	# shellcheck disable=SC2086 # options, split on purpose
 	"$bin/cg-init" --from "$out/grown.cgm" --lora "$ra" \
-		${al:+--lora-alpha "$al"} --lora-on 'h.*.w' --seed "$seed" \
+		${al:+--lora-alpha "$al"} $on --seed "$tseed" \
 		-o "$out/${name}0.cgm"
 	adapters="$adapters $name"
 done
-"$bin/cg-init" -a cgpt -d "$out/s-0.cgd" $arch --seed "$seed" \
+set +f
+echo "adapters on:$on"
+"$bin/cg-init" -a cgpt -d "$out/s-0.cgd" $arch --seed "$tseed" \
 	-o "$out/scratch0.cgm"
 for m in full $adapters scratch; do
 	case $m in

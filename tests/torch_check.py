@@ -943,6 +943,14 @@ class Cgpt:
         ["ncond=2", "context=8", "width=12", "layers=2", "heads=3",
          "tied=0", "lora=3", "lora-alpha=1", "lora-on=h.1.attn.*",
          "lora-on=lm_head.w", "batch=2", "positions=8", "seed=6"],
+        # on the embedding, which holds the conditions' rows: tied (the
+        # head reads the merged table too), and beside the head
+        ["ncond=2", "context=8", "width=12", "layers=2", "heads=3",
+         "tied=1", "lora=2", "lora-alpha=2", "lora-on=wte",
+         "lora-on=h.0.mlp.fc.w", "batch=2", "positions=8", "seed=7"],
+        ["ncond=3", "context=8", "width=12", "layers=1", "heads=2",
+         "tied=0", "lora=3", "lora-alpha=6", "lora-on=wte",
+         "lora-on=lm_head.w", "batch=3", "positions=6", "seed=8"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-7),
            "logits": (1e-4, 1e-5)}
@@ -993,7 +1001,7 @@ class Cgpt:
         for b in net.h:
             x = b(x)
         x = net.lnf(x)
-        out = (x @ net.wte.weight.t() if net.lm_head is None
+        out = (x @ table(net.wte).t() if net.lm_head is None
                else net.lm_head(x))
         # Weight-0 positions carry target -1: never read, as in cg.
         tgt = torch.where(weight > 0, targets, torch.zeros_like(targets))
@@ -1038,6 +1046,33 @@ class LoRALinear(nn.Linear):
                 (x @ self.lora_a.t() @ self.lora_b.t()) * self.scale)
 
 
+class LoRAEmbedding(nn.Embedding):
+    """An nn.Embedding whose table is W + (alpha / r) B A, A [r, dim] and
+    B [rows, r] trained: cg's adapters on an embedding view [rows, dim]
+    (the table as a matrix [out, in])."""
+
+    def __init__(self, emb, r, alpha):
+        super().__init__(emb.num_embeddings, emb.embedding_dim)
+        self.to(emb.weight.dtype)
+        self.weight.requires_grad_(False)
+        self.lora_a = nn.Parameter(emb.weight.new_zeros(r, emb.embedding_dim))
+        self.lora_b = nn.Parameter(emb.weight.new_zeros(emb.num_embeddings,
+                                                        r))
+        self.scale = alpha / r
+
+    def merged(self):
+        """The table as the model uses it."""
+        return self.weight + (self.lora_b @ self.lora_a) * self.scale
+
+    def forward(self, x):
+        return F.embedding(x, self.merged())
+
+
+def table(emb):
+    """An embedding's table as the model uses it (adapters merged)."""
+    return emb.merged() if isinstance(emb, LoRAEmbedding) else emb.weight
+
+
 def add_lora(d, net, names):
     """Where the dump has adapters (lora.txt; views named NAME.lora_a and
     NAME.lora_b after the arch's), each target NAME's nn.Linear of net in
@@ -1056,11 +1091,15 @@ def add_lora(d, net, names):
         w = params.get(name[:-len(".lora_a")])
         hit = [(parent, key) for parent in net.modules()
                for key, m in parent.named_children()
-               if isinstance(m, nn.Linear) and m.weight is w]
+               if isinstance(m, (nn.Linear, nn.Embedding)) and
+               m.weight is w]
         if w is None or len(hit) != 1:
-            raise DumpError("%s: no linear layer of the model" % name)
+            raise DumpError("%s: no linear layer or embedding of the "
+                            "model" % name)
         parent, key = hit[0]
-        lin = LoRALinear(getattr(parent, key), r, alpha)
+        m = getattr(parent, key)
+        lin = (LoRALinear(m, r, alpha) if isinstance(m, nn.Linear)
+               else LoRAEmbedding(m, r, alpha))
         setattr(parent, key, lin)
         out += [(name, lin.lora_a), (name[:-1] + "b", lin.lora_b)]
     return out

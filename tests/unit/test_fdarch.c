@@ -350,6 +350,14 @@ static const struct lora_row lora_rows[] = {
       .tol = &FD_TEXT_FINE},
      "{\"r\":2,\"alpha\":3,\"targets\":[\"h.0.attn.qkv.w\","
      "\"h.1.mlp.proj.w\",\"lm_head.w\"]}"},
+    /* the embedding, whose rows hold the conditions', tied: the head
+     * reads the merged table too */
+    {{.arch = "cgpt",
+      .config = "{\"context\":6,\"width\":8,\"layers\":2,\"heads\":2,"
+                "\"tied\":1}",
+      .text = 1, .B = 3, .noise_seed = 9, .jitter = 0.1f,
+      .tol = &FD_TEXT_FINE},
+     "{\"r\":2,\"alpha\":4,\"targets\":[\"wte\",\"h.1.attn.proj.w\"]}"},
     {{.arch = "cvae",
       .config = "{\"hidden\":6,\"layers\":2,\"latent\":3}",
       .B = 4, .noise_seed = 7, .jitter = 0.1f, .tol = &FD_IMAGE},
