@@ -4,8 +4,13 @@
 # WIDTH, LAYERS blocks, 4 heads, AdamW) trained in BATCH examples a step
 # in MICRO micro-batches, every stage on one thread.
 #
-# Each row: the host's figure probed (cg-probe -j 1 at the micro-batch,
-# the batch a stage's calls run), a hosts file of N such hosts, the plan
+# Each row: the hosts' figures probed (cg-probe -j 1 at the micro-batch,
+# the batch a stage's calls run: PROBE=together, the default, runs the
+# N hosts' probes at once, each host's figure its own, as cg-probe run
+# on every host of a cluster at the same time gives them: where hosts
+# share cores, as these stages and test hosts share this machine's,
+# what each trains while the others run; PROBE=alone probes one, on an
+# otherwise idle machine, for every host), a hosts file of the N hosts, the plan
 # (--micro-batches MICRO, the row's schedule and wire), its stages cut
 # as it prints them (cg-convert -S -L), and the stages trained through
 # pipes: all on this machine ("local"), or stage I on test host I-1
@@ -25,6 +30,7 @@
 #
 # Environment (defaults in brackets): CG_BIN [build/cmd], WIDTH [256],
 # LAYERS [4], CONTEXT [64], BATCH [16], MICRO [4], STEPS [4],
+# PROBE [together],
 # RATE [100mbit], ROWS [local1-gpipe local2-gpipe local2-1f1b
 # local4-gpipe hosts2-gpipe hosts2-gpipe-bf16], FORTUNES [/usr/share/games/fortunes],
 # HOSTS_RELAY [CG_BIN/../tests/unit/linkrelay].
@@ -39,6 +45,11 @@ BATCH=${BATCH:-16}
 MICRO=${MICRO:-4}
 STEPS=${STEPS:-4}
 RATE=${RATE:-100mbit}
+PROBE=${PROBE:-together}
+case $PROBE in
+together | alone) ;;
+*) echo "pipe-plan.sh: PROBE=$PROBE: not together or alone" >&2; exit 2 ;;
+esac
 ROWS=${ROWS:-local1-gpipe local2-gpipe local2-1f1b local4-gpipe hosts2-gpipe hosts2-gpipe-bf16}
 FORTUNES=${FORTUNES:-/usr/share/games/fortunes}
 export HOSTS_RELAY=${HOSTS_RELAY:-$CG_BIN/../tests/unit/linkrelay}
@@ -112,7 +123,7 @@ run() {
 	echo
 }
 
-printf '| row | stages | where | schedule | wire | probe ex/s | split | predicted s/step | measured s/step | measured/predicted | CPU s/step per stage, predicted/measured | bytes/step down (predicted) | peak MiB per stage, predicted/max RSS |\n'
+printf '| row | stages | where | schedule | wire | probe ex/s, each host | split | predicted s/step | measured s/step | measured/predicted | CPU s/step per stage, predicted/measured | bytes/step down (predicted) | peak MiB per stage, predicted/max RSS |\n'
 printf '|---|---:|---|---|---|---:|---|---:|---:|---:|---|---:|---|\n'
 for row in $ROWS; do
 	case $row in
@@ -130,21 +141,32 @@ for row in $ROWS; do
 		hosts_up 2 "$RATE" || exit 1
 		up=1
 	fi
-	# the host's figure, just before the row (the load of this machine
-	# moves): one thread at the micro-batch
-	probe=$(cg-probe -m m.cgm -d f-0.cgd -b "$mb" -j 1 --seconds 5 --json) ||
-		exit 1
-	rate=$(jq .examples_per_s <<<"$probe")
-	# and in examples a CPU second: the figure of a host of its own
-	cpurate=$(jq '.examples / .cpu_seconds' <<<"$probe")
-	echo "pipe-plan.sh: $row: one thread trains $rate examples/s at batch $mb" >&2
+	# the hosts' figures, just before the row (the load of this
+	# machine moves): one thread at the micro-batch, a probe for each
+	# host at once (or one for all)
+	np=$n
+	[ "$PROBE" = together ] || np=1
+	for ((i = 0; i < np; i++)); do
+		cg-probe -m m.cgm -d f-0.cgd -b "$mb" -j 1 --seconds 5 \
+			--json >"probe$i.json" &
+	done
+	for ((i = 0; i < np; i++)); do
+		wait -n || exit 1
+	done
 	: >hosts
+	: >cpuhosts
+	rate=
 	for ((i = 0; i < n; i++)); do
+		p=probe$((np > 1 ? i : 0)).json
 		l=$link
 		[ "$i" -lt $((n - 1)) ] || l=-
-		echo "h$i $rate 64G $l" >>hosts
+		r=$(jq .examples_per_s "$p")
+		rate="$rate${rate:+ }$(printf '%.2f' "$r")"
+		echo "h$i $r 64G $l" >>hosts
+		# and in examples a CPU second: the figure of a host of its own
+		echo "h$i $(jq '.examples / .cpu_seconds' "$p") 64G $l" >>cpuhosts
 	done
-	sed "s/^\(h[0-9]*\) [^ ]*/\1 $cpurate/" hosts >cpuhosts
+	echo "pipe-plan.sh: $row: one thread a host trains $rate examples/s at batch $mb" >&2
 	cpuplan=$(cg-probe --plan cpuhosts -m m.cgm -b "$BATCH" \
 		--micro-batches "$MICRO" --pipeline "$sched" --wire "$wire" \
 		--json) || exit 1
@@ -171,7 +193,7 @@ for row in $ROWS; do
 	for ((i = 1; i <= n; i++)); do
 		rss="$rss $(jq ".stages[$((i - 1))].peak_bytes / 1048576 | floor" <<<"$plan")/${b[n + i]}"
 	done
-	printf '| %s | %d | %s | %s | %s | %.2f | %s | %.3f | %.3f | %.2f |%s | %s |%s |\n' \
+	printf '| %s | %d | %s | %s | %s | %s | %s | %.3f | %.3f | %.2f |%s | %s |%s |\n' \
 		"$row" "$n" "$where" "$sched" "$wire" "$rate" \
 		"$(jq -r '[.stages[].layers | "\(.[0]):\(.[1])"] | join(" ")' <<<"$plan")" \
 		"$pred" "$meas" "$(echo "$meas / $pred" | bc -l)" "$cpu" \

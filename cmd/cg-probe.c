@@ -52,12 +52,14 @@ struct args {
 	int json;
 	const char *plan, *probed; /* --plan's hosts; the probes' model */
 	long long micro;           /* --micro-batches; 0: the fastest */
-	int pipeline, wire;        /* 1: 1F1B; 1: bf16 */
+	int pipeline, wire;        /* 1: 1F1B; wire_names' index */
 	int ckpt;                  /* --checkpoint-activations */
 	const char *micro_seen, *pipeline_seen, *wire_seen, *probed_seen;
 };
 
-static const char *const wire_names[] = {"f32", "bf16", NULL};
+/* --wire's names, the dtypes' own */
+static const char *const wire_names[] = {"f32", "bf16", "q8_0", NULL};
+static const enum cg_dtype wire_types[] = {CG_F32, CG_BF16, CG_Q8_0};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", NULL};
 
 #define CG_CTX struct args
@@ -93,7 +95,7 @@ static const struct cg_opt opts[] = {
     {"seed", OPT_SEED, "N", "data order and model noise (0)", CG_OPT_U64(seed)},
     CG_OPT_THREADS(threads, CG_THREADS_HELP),
     {"wire", OPT_WIRE, "DTYPE",
-     "--plan: activations on the wire as f32 or bf16",
+     "--plan: activations on the wire as f32, bf16 or q8_0",
      CG_OPT_ENUM(wire, wire_names), CG_OPT_SEEN(wire_seen)},
     {"json", OPT_JSON, NULL, "one JSON object instead of the table",
      CG_OPT_FLAG(json)},
@@ -290,7 +292,7 @@ plan_main(const struct args *a)
 	struct cg_plan_opts o = {.batch = (int)a->batch,
 	                         .micro = (int)a->micro,
 	                         .one_f_one_b = a->pipeline,
-	                         .bf16 = a->wire,
+	                         .wire = wire_types[a->wire],
 	                         .recompute = a->ckpt};
 	int rc = CG_EXIT_FAILURE;
 

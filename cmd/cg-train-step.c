@@ -100,7 +100,7 @@ struct args {
 	long long micro;  /* --micro-batches; 0: the arch's chunks */
 	const char *next; /* --next: the next pipeline stage's command */
 	int stage;        /* a pipeline stage's call (--next, or no -d) */
-	int wire;         /* --wire: 1 bf16 */
+	int wire;         /* --wire: wire_names' index */
 	int pipeline;     /* --pipeline: 1 1F1B */
 	enum cg_compress comp;
 	long long steps, batch;
@@ -127,7 +127,9 @@ struct args {
 /* --emit's and --order's names, in their enums' order. */
 static const char *const emit_names[] = {"grad", "delta", "model", NULL};
 static const char *const order_names[] = {"shuffle", "sequential", NULL};
-static const char *const wire_names[] = {"f32", "bf16", NULL};
+/* --wire's names, the dtypes' own */
+static const char *const wire_names[] = {"f32", "bf16", "q8_0", NULL};
+static const enum cg_dtype wire_types[] = {CG_F32, CG_BF16, CG_Q8_0};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", NULL};
 
 /* --mask-round TEXT, of at most CG_MASK_ROUND_MAX bytes. */
@@ -212,7 +214,8 @@ static const struct cg_opt opts[] = {
      "the first stage's schedule: gpipe or 1f1b (gpipe)",
      CG_OPT_ENUM(pipeline, pipeline_names)},
     {"wire", OPT_WIRE, "DTYPE",
-     "the first stage's activations between stages: f32 or bf16 (f32)",
+     "the first stage's activations between stages: f32, bf16 or q8_0 "
+     "(f32)",
      CG_OPT_ENUM(wire, wire_names)},
     {"checkpoint-activations", OPT_CHECKPOINT, NULL,
      "recompute activations in the backward pass", CG_OPT_FLAG(ckpt)},
@@ -1069,7 +1072,7 @@ stage_job(struct args *a, struct job *j)
 	struct cg_pipe p = CG_PIPE_NONE;
 	struct cg_stage st;
 	struct cg_stage_opts so = {.micro = (int)(a->micro ? a->micro : 1),
-	                           .bf16 = a->wire,
+	                           .wire = wire_types[a->wire],
 	                           .one_f_one_b = a->pipeline,
 	                           .recompute = a->ckpt,
 	                           .max_memory = a->max_memory};
@@ -1101,10 +1104,9 @@ stage_job(struct args *a, struct job *j)
 		       -1;
 	if (!first)
 		p.up_in = 0, p.up_out = 1;
-	/* the first stage knows the call's shape: refused before the
-	 * others start */
-	if (first && a->max_memory &&
-	    cg_train_stage_memory(j->m, &st, &a->o, &so) != 0)
+	/* the first stage knows the call's shape and wire: refused before
+	 * the others start */
+	if (first && cg_train_stage_memory(j->m, &st, &a->o, &so) != 0)
 		goto fail;
 	if ((first && (j->s = cg_shard_open(a->data)) == NULL) ||
 	    cg_out_open(&j->out, a->out) != 0 ||

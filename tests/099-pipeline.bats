@@ -212,11 +212,24 @@ pipeline() {
 	[[ $stderr == *"for stage 2 of 3, not 2 of 2"* ]]
 	[ "$(echo "$stderr" | wc -l)" -eq 1 ]
 	[ ! -e o2.cgm ]
+	# q8_0 on the wire, the first block of the first activations'
+	# frame ("x", its payload 42 bytes in) given a scale that is no
+	# number (f16 0x7e00)
+	cg-train-step -q -m s1.cgm -d "$D/t-0.cgd" -e model -k 1 -b 4 \
+		--wire q8_0 -o o1.cgm \
+		--next 'tee q8 | cg-train-step -q -m s2.cgm -e model -o ok.cgm'
+	off=$(grep -obUaP 'CGF1\x01x' q8 | head -n 1 | cut -d: -f1)
+	[ -n "$off" ]
+	printf '\000\176' | dd of=q8 bs=1 seek=$((off + 42)) conv=notrunc 2>/dev/null
+	run -1 --separate-stderr cg-train-step -m s2.cgm -e model -o o2.cgm < q8
+	[ "$stderr" = "cg-train-step: x: block 0 has a scale that is not finite" ] ||
+		fail "$stderr"
+	[ ! -e o2.cgm ]
 }
 
-@test "--wire bf16: about half the bytes down the pipe, a model near the f32 one" {
+@test "--wire bf16 and q8_0: about half and a quarter of the bytes down the pipe, a model near the f32 one" {
 	stages 2
-	for w in f32 bf16; do
+	for w in f32 bf16 q8_0; do
 		run -0 cg-train-step -q -m s1.cgm -d "$D/t-0.cgd" -e model -k 3 \
 			-b 8 --micro-batches 3 --wire "$w" -o "o1-$w.cgm" --next \
 			"tee down-$w | cg-train-step -q -m s2.cgm -e model -o o2-$w.cgm"
@@ -224,14 +237,38 @@ pipeline() {
 	done
 	cmp j-f32.cgm "$D/u.cgm"
 	run ! cmp -s j-bf16.cgm "$D/u.cgm"
-	f=$(wc -c < down-f32) b=$(wc -c < down-bf16)
+	run ! cmp -s j-q8_0.cgm "$D/u.cgm"
+	run ! cmp -s j-q8_0.cgm j-bf16.cgm
+	f=$(wc -c < down-f32) b=$(wc -c < down-bf16) q=$(wc -c < down-q8_0)
 	[ $((b * 10)) -lt $((f * 6)) ] || fail "bf16: $b bytes down, f32 $f"
-	# the same loss to 4 digits: bf16 rounds the activations only
-	run -0 jq -n --argjson a "$(tar xOf j-f32.cgm cg.json | jq .loss)" \
-		--argjson b "$(tar xOf j-bf16.cgm cg.json | jq .loss)" \
-		'($a - $b) | fabs < 1e-3 * $a'
-	assert_output true
+	[ $((q * 10)) -lt $((f * 4)) ] || fail "q8_0: $q bytes down, f32 $f"
+	# the same loss to 4 digits: the wire rounds the activations and
+	# their gradients only
+	for w in bf16 q8_0; do
+		run -0 jq -n --argjson a "$(tar xOf j-f32.cgm cg.json | jq .loss)" \
+			--argjson b "$(tar xOf "j-$w.cgm" cg.json | jq .loss)" \
+			'($a - $b) | fabs < 1e-3 * $a'
+		assert_output true
+	done
+	# and each joined model near the f32 one: every tensor's cosine
+	# to it 0.999 or more (both about 0.9995 at the least)
+	for w in bf16 q8_0; do
+		run -1 cg-inspect --diff j-f32.cgm "j-$w.cgm"
+		run -0 awk '$2 == "differs" && $NF < 0.999 { print $1, $NF }' \
+			<<<"$output"
+		[ -z "$output" ] || fail "$w: far from f32: $output"
+	done
 	run -2 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --wire bf16 -o x
+	# q8_0 blocks of 32 do not cut a sequence of 6 x 8 values
+	small_cgpt "$D/t-0.cgd" odd.cgm --context 6 --width 8 --layers 2
+	cg-convert -S 1/2 odd.cgm -o odd1.cgm
+	cg-convert -S 2/2 odd.cgm -o odd2.cgm
+	run -1 --separate-stderr cg-train-step -q -m odd1.cgm -d "$D/t-0.cgd" \
+		-e model -b 4 --wire q8_0 -o x \
+		--next 'cg-train-step -q -m odd2.cgm -e model -o y'
+	[[ $stderr == *"--wire q8_0: a sequence's 6 x 8 activations are not whole blocks of 32" ]] ||
+		fail "$stderr"
+	[ ! -e x ] && [ ! -e y ]
 	run -2 cg-train-step -q -m "$D/m.cgm" -d "$D/t-0.cgd" --pipeline 1f1b \
 		-o x
 }

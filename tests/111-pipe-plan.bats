@@ -128,21 +128,20 @@ ranges() {
 	printf 'a 100 1G 100M\nb 100 1G -\n' > h
 	cg-convert -S 1/2 "$D/m.cgm" -o s1.cgm
 	cg-convert -S 2/2 "$D/m.cgm" -o s2.cgm
-	for wire in f32 bf16; do
+	for wire in f32 bf16 q8_0; do
 		run -0 cg-probe --plan h -m "$D/m.cgm" -b 8 --micro-batches 2 \
 			--wire "$wire" --json
 		down=$(jq .bytes_down <<<"$output")
 		up=$(jq .bytes_up <<<"$output")
 		# by hand, 2 micro-batches of 4 rows of T 32, C 16: "x" 42 +
 		# 8192 (f32), "targets" 40 + 512, "weight" 39 + 512; up "dx"
-		# 43 + 8192, "loss" 37
-		if [ "$wire" = f32 ]; then
-			[ "$down" = 18674 ] && [ "$up" = 16544 ] ||
-				fail "f32: $down down, $up up"
-		else
-			[ "$down" = 10482 ] && [ "$up" = 8352 ] ||
-				fail "bf16: $down down, $up up"
-		fi
+		# 43 + 8192, "loss" 37; bf16 half the activations' bytes,
+		# q8_0 34 bytes a block of 32 (2176 for 2048 values)
+		case $wire in
+		f32) [ "$down" = 18674 ] && [ "$up" = 16544 ] ;;
+		bf16) [ "$down" = 10482 ] && [ "$up" = 8352 ] ;;
+		q8_0) [ "$down" = 6642 ] && [ "$up" = 4512 ] ;;
+		esac || fail "$wire: $down down, $up up"
 		run -0 cg-train-step -q -m s1.cgm -d "$D/t-0.cgd" -e model -k 3 \
 			-b 8 --micro-batches 2 --wire "$wire" -o o1.cgm \
 			--next "tee d.bin | cg-train-step -q -m s2.cgm -e model -o o2.cgm | tee u.bin"

@@ -219,12 +219,12 @@ cg_plan_train_flops(const struct cg_model *m)
  * first or another, sets micro-batches' inputs held. */
 static uint64_t
 mem_of(uint64_t P, uint64_t ws, uint64_t bt, uint64_t rtc, uint64_t sets,
-       int first, int bf16)
+       int first, enum cg_dtype wire)
 {
 	uint64_t b = 16 * P + ws + 8 * bt + 12 * rtc;
 
-	if (bf16)
-		b += 2 * rtc;
+	if (wire != CG_F32) /* the encoded words */
+		b += (uint64_t)ceil(cg_plan_wire_bytes(wire, (double)rtc));
 	return b + (first ? 4 * bt : 4 * sets * rtc);
 }
 
@@ -241,8 +241,8 @@ sets_of(int i, int N, int nmb, int one_f_one_b)
 
 int
 cg_plan_stage_bytes(const struct cg_model *m, const struct cg_stage *st,
-                    int batch, int micro, int one_f_one_b, int bf16, int keep,
-                    uint64_t *bytes)
+                    int batch, int micro, int one_f_one_b,
+                    enum cg_dtype wire, int keep, uint64_t *bytes)
 {
 	const struct cg_stage_ops *ops = m->arch->stages;
 	int most = (batch + micro - 1) / micro;
@@ -259,7 +259,7 @@ cg_plan_stage_bytes(const struct cg_model *m, const struct cg_stage *st,
 		return -1;
 	*bytes = mem_of(st->hi - st->lo, ws, (uint64_t)batch * st->T,
 	                (uint64_t)run * st->T * st->C, (uint64_t)sets,
-	                st->index == 0, bf16);
+	                st->index == 0, wire);
 	return 0;
 }
 
@@ -279,6 +279,14 @@ struct search {
 
 #define AT(s, a, b) ((size_t)(a) * ((s)->L + 1) + (b))
 
+double
+cg_plan_wire_bytes(enum cg_dtype wire, double n)
+{
+	const struct cg_codec *c = cg_codec(wire);
+
+	return c == NULL ? 4 * n : n * c->bytes / c->block;
+}
+
 /* Frame bytes (file/frame.h): the header, then the payload. */
 static uint64_t
 frame(size_t name, int ndim, uint64_t payload)
@@ -297,7 +305,7 @@ stage_mem(const struct search *s, int i, int a, int b, int keep)
 	if (keep)
 		ws += (sets - 1) * s->set[AT(s, a, b)];
 	return mem_of(s->poff[b] - s->poff[a], ws, (uint64_t)s->o->batch * s->T,
-	              (uint64_t)s->run * s->T * s->C, sets, i == 0, s->o->bf16);
+	              (uint64_t)s->run * s->T * s->C, sets, i == 0, s->o->wire);
 }
 
 /* Whether stage i at [a, b) keeps its activations: not the last
@@ -333,7 +341,7 @@ play(const struct search *s, const int *cut, const int *keep, double *busy)
 {
 	const int N = s->N, M = s->nmb;
 	double *dn = malloc(sizeof(double) * (size_t)N * M * 2), *up;
-	double wire = s->o->bf16 ? 2 : 4, end = 0;
+	double wire = cg_plan_wire_bytes(s->o->wire, 1), end = 0;
 	int *next, done = 0;
 
 	if (dn == NULL || (next = calloc((size_t)N, sizeof(int))) == NULL) {
@@ -597,7 +605,7 @@ cg_plan_find(const struct cg_model *m, const struct cg_plan_hosts *hs,
 		p->micro = s.nmb;
 		p->run = s.run;
 		p->step = t;
-		double w = o->bf16 ? 2 : 4;
+		double w = cg_plan_wire_bytes(o->wire, 1);
 		p->down = p->up = 0;
 		for (int j = 0; j < s.nmb; j++) {
 			uint64_t rows =

@@ -80,7 +80,7 @@ struct cg_plan_opts {
 	int batch;       /* examples a step */
 	int micro;       /* micro-batches; 0: the fastest */
 	int one_f_one_b; /* the schedule: 1F1B, else GPipe */
-	int bf16;        /* activations on the wire as bf16, else f32 */
+	enum cg_dtype wire; /* activations on the wire: f32, bf16 or q8_0 */
 	int recompute;   /* no stage keeps its activations */
 	/* the training operations an example of the model the rates were
 	 * probed with (cg_plan_train_flops); 0: the planned model's */
@@ -115,8 +115,12 @@ double cg_plan_train_flops(const struct cg_model *m);
  * with a message.
  */
 int cg_plan_stage_bytes(const struct cg_model *m, const struct cg_stage *st,
-                        int batch, int micro, int one_f_one_b, int bf16,
-                        int keep, uint64_t *bytes);
+                        int batch, int micro, int one_f_one_b,
+                        enum cg_dtype wire, int keep, uint64_t *bytes);
+
+/* The bytes n values of activations take on the wire (f32, bf16, or
+ * q8_0's 34 bytes a block of 32), fractions of a block counted. */
+double cg_plan_wire_bytes(enum cg_dtype wire, double n);
 
 /*
  * The fastest split of m over hs for o (above), into *p.  Returns 0, or

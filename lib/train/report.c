@@ -60,7 +60,7 @@ cg_train_log_json(const struct cg_train_report *r)
 		cJSON_AddStringToObject(o, "schedule",
 		                        so->one_f_one_b ? "1f1b" : "gpipe");
 		cJSON_AddNumberToObject(o, "micro_batches", so->micro);
-		cJSON_AddStringToObject(o, "wire", so->bf16 ? "bf16" : "f32");
+		cJSON_AddStringToObject(o, "wire", cg_dtype_name(so->wire));
 		cJSON_AddNumberToObject(o, "wait_seconds", so->wait_s);
 		cJSON_AddNumberToObject(o, "first_step_seconds",
 		                        so->first_step_s);

@@ -1027,13 +1027,13 @@ struct stage_run {
 	float *y, *dy, *dx; /* [run, T, C] */
 	float *grad;        /* [nparams], written in the stage's range */
 	void *ws;
-	int bf16;       /* activations cross as bf16 */
+	enum cg_dtype wire; /* what activations cross as (so->wire) */
 	int one_f_one_b;             /* the schedule: 1F1B, else GPipe */
 	int slots;                   /* micro-batches' inputs xs holds */
 	int keep; /* the sets of activations ws keeps (slots), or 0 */
 	double wait;                 /* seconds waiting for a neighbour */
 	struct cg_sender *up, *down; /* to the stages above and below */
-	uint16_t *wire; /* [run, T, C] their bf16 words */
+	void *words; /* [run, T, C] in the wire's dtype, unless f32 */
 };
 
 static void
@@ -1047,11 +1047,45 @@ stage_run_free(const struct cg_model *m, struct stage_run *r)
 	free(r->dy);
 	free(r->dx);
 	free(r->grad);
-	free(r->wire);
+	free(r->words);
 	cg_sender_stop(r->up);
 	cg_sender_stop(r->down);
 	if (r->ws)
 		m->arch->stages->stage_free(r->ws);
+}
+
+/* The wires in the order of their codes in the head frame (0 f32, 1
+ * bf16, 2 q8_0). */
+static const enum cg_dtype wires[] = {CG_F32, CG_BF16, CG_Q8_0};
+#define NWIRES ((int)(sizeof(wires) / sizeof(wires[0])))
+
+static int
+wire_code(enum cg_dtype wire)
+{
+	for (int i = 0; i < NWIRES; i++)
+		if (wires[i] == wire)
+			return i;
+	return -1;
+}
+
+/* Whether activations of stage st can cross as wire: f32, bf16, or
+ * q8_0 where a sequence's T x C values are whole blocks.  0, or -1 with
+ * a message. */
+static int
+wire_check(const struct cg_stage *st, enum cg_dtype wire)
+{
+	uint64_t nb;
+
+	if (wire_code(wire) < 0)
+		return cg_seterr("the activations cross as f32, bf16 or q8_0, "
+		                 "not %s",
+		                 cg_dtype_name(wire));
+	if (cg_dtype_bytes(wire, (uint64_t)st->T * st->C, &nb) != 0)
+		return cg_seterr("--wire %s: a sequence's %d x %d activations "
+		                 "are not whole blocks of %u",
+		                 cg_dtype_name(wire), st->T, st->C,
+		                 cg_codec(wire)->block);
+	return 0;
 }
 
 /* The handshake: stage 0 says the call's shape, the others hear it and
@@ -1069,7 +1103,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 	                 (uint64_t)o->batch,
 	                 (uint64_t)so->micro,
 	                 m->step,
-	                 (uint64_t)(so->bf16 != 0),
+	                 (uint64_t)wire_code(so->wire),
 	                 (uint64_t)(so->one_f_one_b != 0),
 	                 (uint64_t)o->emit,
 	                 (uint64_t)st->b};
@@ -1089,7 +1123,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 			                 (unsigned long long)h[5],
 			                 (unsigned long long)m->step);
 		if (h[2] < 1 || h[2] > 1 << 30 || h[3] < 1 || h[3] > 1 << 20 ||
-		    h[4] < 1 || h[4] > h[3] || h[6] > 1 || h[7] > 1 ||
+		    h[4] < 1 || h[4] > h[3] || h[6] >= NWIRES || h[7] > 1 ||
 		    h[8] > CG_EMIT_MODEL)
 			return cg_seterr("the previous stage asks for %llu "
 			                 "steps of %llu in %llu micro-batches",
@@ -1112,7 +1146,7 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 		o->steps = (int)h[2];
 		o->batch = (int)h[3];
 		so->micro = (int)h[4];
-		so->bf16 = (int)h[6];
+		so->wire = wires[h[6]];
 		so->one_f_one_b = (int)h[7];
 		h[0]++;
 		if (o->emit != CG_EMIT_MODEL &&
@@ -1128,18 +1162,20 @@ stage_head(const struct cg_model *m, const struct cg_stage *st,
 }
 
 /* Activations or their gradient x [shape] as frame name to the sender
- * to: f32, or rounded to bf16 through r->wire.  0 or -1. */
+ * to: f32, or encoded in the wire's dtype through r->words.  0 or -1. */
 static int
 send_act(struct stage_run *r, struct cg_sender *to, const char *name,
          const uint64_t *shape, const float *x)
 {
 	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
 
-	if (!r->bf16)
+	if (r->wire == CG_F32)
 		return cg_sender_put(to, name, CG_F32, 3, shape, x);
-	for (size_t i = 0; i < n; i++)
-		r->wire[i] = cg_f32_to_bf16(x[i]);
-	return cg_sender_put(to, name, CG_BF16, 3, shape, r->wire);
+	if (cg_codec(r->wire)->encode(r->words, x, n) != 0) {
+		cg_errprefix(name);
+		return -1;
+	}
+	return cg_sender_put(to, name, r->wire, 3, shape, r->words);
 }
 
 /* The frame send_act sent, from fd into x [shape] as f32.  0 or -1. */
@@ -1148,13 +1184,19 @@ recv_act(struct stage_run *r, int fd, const char *name, const uint64_t *shape,
          float *x)
 {
 	size_t n = (size_t)(shape[0] * shape[1] * shape[2]);
+	const struct cg_codec *c = cg_codec(r->wire);
 
-	if (!r->bf16)
+	if (r->wire == CG_F32)
 		return cg_frame_expect(fd, name, CG_F32, 3, shape, x);
-	if (cg_frame_expect(fd, name, CG_BF16, 3, shape, r->wire) != 0)
+	if (cg_frame_expect(fd, name, r->wire, 3, shape, r->words) != 0)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		x[i] = cg_bf16_to_f32(r->wire[i]);
+	/* a block whose scale is no number, refused as a reader of a
+	 * file refuses it */
+	if (c->check && c->check(r->words, n) != 0) {
+		cg_errprefix(name);
+		return -1;
+	}
+	c->decode(x, r->words, n);
 	return 0;
 }
 
@@ -1360,13 +1402,15 @@ cg_train_stage_memory(const struct cg_model *m, const struct cg_stage *st,
 	int keep = !last && !so->recompute;
 	uint64_t need = 0;
 
+	if (wire_check(st, so->wire) != 0)
+		return -1;
 	if (cg_plan_stage_bytes(m, st, o->batch, so->micro, so->one_f_one_b,
-	                        so->bf16, keep, &need) != 0)
+	                        so->wire, keep, &need) != 0)
 		return -1;
 	if (so->max_memory && need > so->max_memory && keep) {
 		keep = 0;
 		if (cg_plan_stage_bytes(m, st, o->batch, so->micro,
-		                        so->one_f_one_b, so->bf16, 0,
+		                        so->one_f_one_b, so->wire, 0,
 		                        &need) != 0)
 			return -1;
 	}
@@ -1404,13 +1448,14 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 	    o->qat != CG_F32 || o->deadline > 0)
 		return cg_seterr("a stage's call: no clip, freeze, teacher, "
 		                 "DP-SGD, QAT or deadline");
-	if (stage_head(m, st, o, so, p) != 0)
+	/* the wire heard checked with the memory, below */
+	if (wire_check(st, so->wire) != 0 || stage_head(m, st, o, so, p) != 0)
 		return -1;
 	/* as cg_train_run: a grad or delta call's K batches are one model
 	 * step's, their noise counted from step * K */
 	if (o->emit != CG_EMIT_MODEL)
 		e.noise0 = m->step * (uint64_t)o->steps;
-	r.bf16 = so->bf16;
+	r.wire = so->wire;
 	r.one_f_one_b = so->one_f_one_b;
 	const int B = o->batch;
 	/* the chunks of cgpt's batch under m->chunk = ceil(B / M) */
@@ -1428,12 +1473,15 @@ cg_train_stage(struct cg_model *m, const struct cg_stage *st,
 		return -1;
 	r.keep = so->kept && st->index < st->count - 1 ? r.slots : 0;
 	size_t bt = (size_t)B * r.T, rtc = (size_t)r.run * r.T * r.C;
+	uint64_t wb;
 	if ((r.targets = cg_alloc(bt * sizeof(int))) == NULL ||
 	    (r.weight = cg_alloc(bt * sizeof(float))) == NULL ||
 	    (r.y = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (r.dy = cg_alloc(rtc * sizeof(float))) == NULL ||
 	    (r.dx = cg_alloc(rtc * sizeof(float))) == NULL ||
-	    (so->bf16 && (r.wire = cg_alloc(rtc * sizeof(uint16_t))) == NULL) ||
+	    (so->wire != CG_F32 &&
+	     (cg_dtype_bytes(so->wire, rtc, &wb) != 0 ||
+	      (r.words = cg_alloc((size_t)wb)) == NULL)) ||
 	    (r.grad = lazy_floats(m->nparams)) == NULL ||
 	    (r.ws = ops->stage_new(m, st->a, st->b, r.run, r.keep)) == NULL ||
 	    (st->index > 0 && (r.up = cg_sender_start(p->up_out)) == NULL) ||

@@ -183,9 +183,11 @@ struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
  * train/pipe.h): m a stage's model (cg_stage_read) holding stage st;
  * stage 0 reads shard s (NULL elsewhere) and says o's steps and batch,
  * its emit and so down the pipe, which the others take from it into o
- * and so (their own o->emit must be stage 0's).  With so->bf16 the
- * activations and their gradients cross rounded to bf16 (half the bytes;
- * then not the unsplit call's bits).  Each step runs the batch in
+ * and so (their own o->emit must be stage 0's).  With so->wire bf16 the
+ * activations and their gradients cross rounded to bf16 (half the
+ * bytes), with q8_0 in blocks of 32 values with one f16 scale (34 bytes
+ * a block, 27% of f32's; a sequence's values, T x C, must be whole
+ * blocks); then not the unsplit call's bits.  Each step runs the batch in
  * micro-batches of the rows cgpt's chunks would hold under the same
  * count (each stage but the last keeps the activations of the
  * micro-batches in flight from their forward to their backward pass;
@@ -198,7 +200,7 @@ struct cg_file *cg_update_file(const struct cg_model *base, const char *kind,
  * call's own from zero, out's range gets the new parameters less the
  * old, and m is left as it was.  With the same options the bits are
  * those cg_train_run makes with m->chunk = ceil(B / so->micro), when
- * so->bf16 is 0: joined, the stages' outputs are the unsplit call's.  No
+ * so->wire is f32: joined, the stages' outputs are the unsplit call's.  No
  * clip, freeze, teacher, DP-SGD, QAT or deadline.  res: stage 0's is the
  * call's; the others know no losses (the "end" frame brings the mean),
  * but of a grad or delta call the tokens (res->weight).
@@ -209,7 +211,9 @@ struct cg_pipe;
 /* What stage 0 says down the pipe beside o's steps and batch. */
 struct cg_stage_opts {
 	int micro; /* micro-batches a batch is run in */
-	int bf16;  /* activations and gradients bf16 on the wire, not f32 */
+	/* activations and their gradients on the wire: CG_F32, CG_BF16 or
+	 * CG_Q8_0 (cg_train_wire_ok) */
+	enum cg_dtype wire;
 	int one_f_one_b; /* the schedule: 1F1B, else GPipe */
 	/* grad and delta: who computes the update (exchange/uident.h), the
 	 * shard's identity in four little-endian words and the seed;
@@ -240,7 +244,9 @@ struct cg_stage_opts {
  * nor where so->max_memory cannot hold them (the plan's count of the
  * stage's bytes: train/plan.h).  so->kept and so->mem get what is
  * chosen.  0, or -1 with a message where even the stage without them
- * does not fit so->max_memory.  cg_train_stage asks it once it has
+ * does not fit so->max_memory, or where so->wire cannot carry the
+ * stage's activations (not f32, bf16 or q8_0, or q8_0 and a sequence's
+ * T x C values not whole blocks).  cg_train_stage asks it once it has
  * heard the first stage's options; the first stage's caller may ask it
  * before starting the others.
  */
