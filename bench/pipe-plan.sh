@@ -5,12 +5,12 @@
 # in MICRO micro-batches, every stage on one thread.
 #
 # Each row: the hosts' figures probed (cg-probe -j 1 at the micro-batch,
-# the batch a stage's calls run: PROBE=together, the default, runs the
+# the batch a stage's calls run: PROBE=alone, the default, probes one,
+# on an otherwise idle machine, for every host; PROBE=together runs the
 # N hosts' probes at once, each host's figure its own, as cg-probe run
 # on every host of a cluster at the same time gives them: where hosts
 # share cores, as these stages and test hosts share this machine's,
-# what each trains while the others run; PROBE=alone probes one, on an
-# otherwise idle machine, for every host), a hosts file of the N hosts, the plan
+# what each trains while the others run), a hosts file of the N hosts, the plan
 # (--micro-batches MICRO, the row's schedule and wire), its stages cut
 # as it prints them (cg-convert -S -L), and the stages trained through
 # pipes: all on this machine ("local"), or stage I on test host I-1
@@ -30,7 +30,7 @@
 #
 # Environment (defaults in brackets): CG_BIN [build/cmd], WIDTH [256],
 # LAYERS [4], CONTEXT [64], BATCH [16], MICRO [4], STEPS [4],
-# PROBE [together],
+# PROBE [alone],
 # RATE [100mbit], ROWS [local1-gpipe local2-gpipe local2-1f1b
 # local4-gpipe hosts2-gpipe hosts2-gpipe-bf16], FORTUNES [/usr/share/games/fortunes],
 # HOSTS_RELAY [CG_BIN/../tests/unit/linkrelay].
@@ -45,7 +45,7 @@ BATCH=${BATCH:-16}
 MICRO=${MICRO:-4}
 STEPS=${STEPS:-4}
 RATE=${RATE:-100mbit}
-PROBE=${PROBE:-together}
+PROBE=${PROBE:-alone}
 case $PROBE in
 together | alone) ;;
 *) echo "pipe-plan.sh: PROBE=$PROBE: not together or alone" >&2; exit 2 ;;

@@ -34,7 +34,7 @@
 # LAYERS [4], HEADS [4], CONTEXT [64], BATCH [16], MICRO [4], STAGES [2],
 # SPLIT [2] (two stages' cut; more stages are cut evenly), STEPS [4],
 # RATE [none: this machine], SCHEDULES [gpipe 1f1b], SIDES [cg torch],
-# WIRES [f32] (cg's --wire: with bf16 too, a cg row each), TORCH_WIRES
+# WIRES [f32] (cg's --wire: with bf16 or q8_0 too, a cg row each), TORCH_WIRES
 # [f32] (torch_pipe.py --wire: bf16 casts each stage's output, and so
 # the gradient that comes back, to bf16 at the stage boundary),
 # PY [/opt/cg-bench-venv/bin/python], FORTUNES [/usr/share/games/fortunes].
