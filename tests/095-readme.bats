@@ -388,6 +388,21 @@ make_small() {
 	assert_line --regexp '^small +[0-9.]+ bits per byte$'
 }
 
+@test "examples/finetune/run.sh" {
+	run -0 --separate-stderr "$top/examples/finetune/run.sh" "$PWD/finetune"
+	assert_line "output in $PWD/finetune"
+	local m
+	for m in grown lora full frozen merged; do
+		assert_line --regexp "^$m +[0-9.]+ bits per byte\$"
+	done
+	# the merged model scores as its adapters
+	[ "$(grep '^lora ' <<<"$output" | awk '{ print $2 }')" = \
+		"$(grep '^merged ' <<<"$output" | awk '{ print $2 }')" ]
+	# the adapters' delta is a fraction of the whole model's
+	[[ $output =~ a\ round\'s\ delta:\ ([0-9]+)\ bytes\ with\ adapters,\ ([0-9]+)\ with ]]
+	[ $((BASH_REMATCH[1] * 3)) -lt "${BASH_REMATCH[2]}" ]
+}
+
 @test "examples/resume/run.sh" {
 	run -0 --separate-stderr "$top/examples/resume/run.sh" "$PWD/resume"
 	[ "$(grep -c '^killed at step [0-9]* of 10$' <<<"$output")" -eq 3 ]
