@@ -1076,8 +1076,8 @@ def table(emb):
 def add_lora(d, net, names):
     """Where the dump has adapters (lora.txt; views named NAME.lora_a and
     NAME.lora_b after the arch's), each target NAME's nn.Linear of net in
-    place replaced by a LoRALinear; the adapters' (name, parameter) in
-    view order.  No adapters: []."""
+    place replaced by a LoRALinear, its nn.Embedding by a LoRAEmbedding;
+    the adapters' (name, parameter) in view order.  No adapters: []."""
     path = os.path.join(d, "lora.txt")
     if not os.path.exists(path):
         return []
@@ -1098,10 +1098,10 @@ def add_lora(d, net, names):
                             "model" % name)
         parent, key = hit[0]
         m = getattr(parent, key)
-        lin = (LoRALinear(m, r, alpha) if isinstance(m, nn.Linear)
-               else LoRAEmbedding(m, r, alpha))
-        setattr(parent, key, lin)
-        out += [(name, lin.lora_a), (name[:-1] + "b", lin.lora_b)]
+        m = (LoRALinear(m, r, alpha) if isinstance(m, nn.Linear)
+             else LoRAEmbedding(m, r, alpha))
+        setattr(parent, key, m)
+        out += [(name, m.lora_a), (name[:-1] + "b", m.lora_b)]
     return out
 
 
