@@ -31,7 +31,8 @@
 # Environment: CG_BIN (programs, default build/cmd; copy them elsewhere
 # if a rebuild could happen during the run), BASE (cvae 1400, cgpt 1500),
 # STEPS (cvae 400, cgpt 300), TYPE (q4_0), BITS (budgets, "4.5 6"),
-# SEED (1), THREADS (2), SCHED (constant, or cosine: see below);
+# SEED (1), THREADS (2), SCHED (constant, or cosine: see below), WIDTH
+# and LAYERS (the cgpt's, 128 and 2);
 # AGAIN=1 keeps the shards and models of an earlier run in OUT and makes
 # only the quantized files and the table.
 set -eu
@@ -69,8 +70,9 @@ cgpt)
 	made "$bin/cg-shard" -q -w 49,1 -s random --holdout-fraction 0.05 \
 		--seed "$seed" --holdout "$out/held.cgd" -o "$out/train" "$data"
 	made mv "$out/train-1.cgd" "$out/valid.cgd"
-	made "$bin/cg-init" -a cgpt -d "$out/train-0.cgd" --context 64 --width 128 \
-		--layers 2 --heads 4 --seed "$seed" -o "$out/init.cgm"
+	made "$bin/cg-init" -a cgpt -d "$out/train-0.cgd" --context 64 \
+		--width "${WIDTH:-128}" --layers "${LAYERS:-2}" --heads 4 \
+		--seed "$seed" -o "$out/init.cgm"
 	train="--batch 16 --opt adamw --lr 1e-3 --wd 0.1 --seed $seed -j $j -q"
 	;;
 *)
