@@ -57,9 +57,8 @@ struct args {
 	const char *micro_seen, *pipeline_seen, *wire_seen, *probed_seen;
 };
 
-/* --wire's names, the dtypes' own */
+/* --wire's names, the dtypes' own (cg_dtype_parse takes them) */
 static const char *const wire_names[] = {"f32", "bf16", "q8_0", NULL};
-static const enum cg_dtype wire_types[] = {CG_F32, CG_BF16, CG_Q8_0};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", NULL};
 
 #define CG_CTX struct args
@@ -292,10 +291,10 @@ plan_main(const struct args *a)
 	struct cg_plan_opts o = {.batch = (int)a->batch,
 	                         .micro = (int)a->micro,
 	                         .one_f_one_b = a->pipeline,
-	                         .wire = wire_types[a->wire],
 	                         .recompute = a->ckpt};
 	int rc = CG_EXIT_FAILURE;
 
+	cg_dtype_parse(wire_names[a->wire], &o.wire);
 	if (hs == NULL || p == NULL)
 		cg_warnx("out of memory");
 	else if (cg_plan_hosts_read(a->plan, hs) != 0 ||

@@ -127,9 +127,8 @@ struct args {
 /* --emit's and --order's names, in their enums' order. */
 static const char *const emit_names[] = {"grad", "delta", "model", NULL};
 static const char *const order_names[] = {"shuffle", "sequential", NULL};
-/* --wire's names, the dtypes' own */
+/* --wire's names, the dtypes' own (cg_dtype_parse takes them) */
 static const char *const wire_names[] = {"f32", "bf16", "q8_0", NULL};
-static const enum cg_dtype wire_types[] = {CG_F32, CG_BF16, CG_Q8_0};
 static const char *const pipeline_names[] = {"gpipe", "1f1b", NULL};
 
 /* --mask-round TEXT, of at most CG_MASK_ROUND_MAX bytes. */
@@ -1072,7 +1071,6 @@ stage_job(struct args *a, struct job *j)
 	struct cg_pipe p = CG_PIPE_NONE;
 	struct cg_stage st;
 	struct cg_stage_opts so = {.micro = (int)(a->micro ? a->micro : 1),
-	                           .wire = wire_types[a->wire],
 	                           .one_f_one_b = a->pipeline,
 	                           .recompute = a->ckpt,
 	                           .max_memory = a->max_memory};
@@ -1080,6 +1078,7 @@ stage_job(struct args *a, struct job *j)
 	uint64_t end[2];
 	unsigned char shard[32];
 
+	cg_dtype_parse(wire_names[a->wire], &so.wire);
 	if ((j->m = cg_stage_read(a->model, &st)) == NULL)
 		return cg_warn(a->data ? NULL : "no data shard (-d), and"), -1;
 	const int first = st.index == 0, last = st.index == st.count - 1;
