@@ -87,7 +87,7 @@ verify_all() {
 		fi
 		wait $pid || true
 		# a worker may still be on its way out: wait for the group
-		while kill -0 -- -$pid 2>/dev/null; do sleep 0.01; done
+		group_wait $pid
 		kills=$((kills + 1))
 		verify_all run
 		! ls -A run | grep -q '^\.' || temps=$((temps + 1))

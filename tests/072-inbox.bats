@@ -283,7 +283,7 @@ where() {
 			continue
 		fi
 		wait $pid || true
-		while kill -0 -- -$pid 2>/dev/null; do sleep 0.01; done
+		group_wait $pid
 		kills=$((kills + 1))
 		# nothing torn under a final name
 		verify_all run

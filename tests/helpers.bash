@@ -24,6 +24,11 @@
 #       others
 #   archs
 #       the architectures cg-init lists, one per line
+#   group_wait PGID
+#       returns once no process of group PGID is alive: one killed is
+#       gone when it has exited, as a zombie (it runs and writes nothing
+#       more) as well; kill -0 counts a zombie until init reaps it,
+#       which some inits (a micro-VM's) do about every 2 s
 #
 # Each function fails (status 1, with cg-shard's or cg-init's message) as
 # the program it runs does.  Fixtures are made per file: each takes under
@@ -90,5 +95,22 @@ default_models() {
 		else
 			model "$a" "$img" "$a.cgm" || return 1
 		fi
+	done
+}
+
+group_wait() {
+	local g=$1 s l alive
+	while :; do
+		alive=
+		for s in /proc/[0-9]*/stat; do
+			{ read -r l <"$s"; } 2>/dev/null || continue
+			# pid (comm) state ppid pgrp ...: comm may hold anything
+			l=${l##*) }
+			set -- $l
+			case $1 in Z | X) continue ;; esac
+			[ "$3" = "$g" ] && { alive=1; break; }
+		done
+		[ -n "$alive" ] || return 0
+		sleep 0.01
 	done
 }

@@ -300,6 +300,15 @@ hosts_mend() {
 	hosts__answers "$1"
 }
 
+# hosts__alive PID: PID has not exited (a zombie has, though kill -0
+# finds it until it is reaped: by init, which some inits do only every
+# few seconds, for a daemon)
+hosts__alive() {
+	local s
+	{ read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1
+	case ${s##*) } in Z* | X*) return 1 ;; esac
+}
+
 hosts_down() {
 	local d=${HOSTS_DIR:-} pid i p pfx=${HOSTS_PREFIX:-$$}
 	[ -n "$d" ] || return 0
@@ -309,7 +318,7 @@ hosts_down() {
 		done <"$d/pids"
 		while read -r pid; do
 			for i in $(seq 40); do
-				kill -0 "$pid" 2>/dev/null || break
+				hosts__alive "$pid" || break
 				sleep 0.05
 			done
 		done <"$d/pids"

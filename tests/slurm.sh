@@ -117,6 +117,15 @@ slurm_up() {
 	return 1
 }
 
+# slurm__alive PID: PID has not exited (a zombie has, though kill -0
+# finds it until it is reaped: by init, which some inits do only every
+# few seconds, for a daemon)
+slurm__alive() {
+	local s
+	{ read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1
+	case ${s##*) } in Z* | X*) return 1 ;; esac
+}
+
 slurm_down() {
 	local d=${SLURM_DIR:-} pid x
 	[ -n "$d" ] || return 0
@@ -125,7 +134,7 @@ slurm_down() {
 		for pid in $(tac "$d/pids"); do
 			kill "$pid" 2>/dev/null
 			for x in $(seq 50); do
-				kill -0 "$pid" 2>/dev/null || break
+				slurm__alive "$pid" || break
 				sleep 0.05
 			done
 		done

@@ -32,6 +32,19 @@ step() {
 	cg-inspect --no-stats "$1" | sed -n 's/^step: *//p'
 }
 
+# running PGID: a process of group PGID has not exited.  A zombie has
+# (it writes nothing more), though kill -0 finds it until init reaps it,
+# which some inits do only every few seconds.
+running() {
+	for s in /proc/[0-9]*/stat; do
+		{ read -r l <"$s"; } 2>/dev/null || continue
+		l=${l##*) }	# pid (comm) state ppid pgrp ...
+		set -- $l
+		[ "$1" != Z ] && [ "$1" != X ] && [ "$3" = "$pgid" ] && return 0
+	done
+	return 1
+}
+
 # Cut short three times, once the model is at step 2, 4 and 6 and a
 # round is under way, then run to the end.
 for i in 2 4 6; do
@@ -41,7 +54,8 @@ for i in 2 4 6; do
 	sleep 0.02
 	kill -KILL -"$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
-	while kill -0 -"$pid" 2>/dev/null; do sleep 0.01; done
+	pgid=$pid
+	while running; do sleep 0.01; done
 	echo "killed at step $(step cut/model.cgm) of $ROUNDS"
 	cg-inspect --verify -q cut/*
 done
