@@ -14,15 +14,20 @@
 #   25000 of cpu.cfs_period_us 100000; the free probe runs in a group
 #   of its own, uncapped, both of the largest weight (as in
 #   tests/073-probe.bats); it needs root.
+#   Then a round in each group, which is what a probe's weight is for:
+#   one cg-train-step call of the steps the free probe's rate does in
+#   ROUND_SECONDS (20), a quarter of them capped; its examples over its
+#   wall time, capped over free, beside the probes' ratio.
 #
 # Environment: CG_BIN (programs, default build/cmd), DATA, FORTUNES,
-# SECONDS_ (5).
+# SECONDS_ (5), ROUND_SECONDS (20; 0: no rounds).
 set -eu
 runs=${1:-5}
 bin=${CG_BIN:-build/cmd}
 data=${DATA:-/usr/share/datasets/fashion-mnist}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
 secs=${SECONDS_:-5}
+round_secs=${ROUND_SECONDS:-20}
 PATH=$(cd "$bin" && pwd):$PATH
 export LC_ALL=C
 
@@ -70,8 +75,19 @@ median() {
 }
 
 echo "cap: $how; $runs runs of each, one thread, $secs s each" >&2
-echo "| model | free examples/s (median) | capped examples/s (median) | capped / free |"
-echo "|---|---|---|---|"
+# round GROUP MODEL SHARD BATCH STEPS: a cg-train-step call's examples/s
+round() {
+	t0=$(date +%s.%N)
+	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$1" \
+		cg-train-step -q -j 1 -m "$work/$2.cgm" -d "$3" -b "$4" -k "$5" \
+		-e delta -o "$work/round.cgu"
+	t1=$(date +%s.%N)
+	awk -v k="$5" -v b="$4" -v t0="$t0" -v t1="$t1" \
+		'BEGIN { printf "%.1f", k * b / (t1 - t0) }'
+}
+
+echo "| model | free examples/s (median) | capped examples/s (median) | capped / free | round free examples/s | round capped | round capped / free |"
+echo "|---|---|---|---|---|---|---|"
 for m in cvae cgpt; do
 	if [ $m = cvae ]; then
 		shard=$work/fm-0.cgd batch=32
@@ -95,5 +111,14 @@ for m in cvae cgpt; do
 	done
 	f=$(median <"$work/free")
 	c=$(median <"$work/capped")
-	echo "| $m | $f | $c | $(awk -v f="$f" -v c="$c" 'BEGIN { printf "%.3f", c / f }') |"
+	rf=- rc=- rr=-
+	if [ "$round_secs" != 0 ]; then
+		k=$(awk -v f="$f" -v s="$round_secs" -v b="$batch" \
+			'BEGIN { printf "%d", f * s / b }')
+		rf=$(round "$free" "$m" "$shard" "$batch" "$k")
+		rc=$(round "$capped" "$m" "$shard" "$batch" $((k / 4)))
+		rr=$(awk -v f="$rf" -v c="$rc" 'BEGIN { printf "%.3f", c / f }')
+		echo "$m round: $k steps free $rf, $((k / 4)) capped $rc" >&2
+	fi
+	echo "| $m | $f | $c | $(awk -v f="$f" -v c="$c" 'BEGIN { printf "%.3f", c / f }') | $rf | $rc | $rr |"
 done
