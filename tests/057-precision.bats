@@ -8,7 +8,9 @@
 # deterministic bf16 update has the same bytes at any thread count and
 # under any engine CG_GEMM_ENGINE forces, differs from the f32 one, and
 # cg-audit makes it again from its record.  Where the products are
-# emulated, one line says so (not with -q); a CG_GEMM_ENGINE that is not
+# emulated, one line says so (not with -q), and why (no bf16 hardware,
+# or avx512_bf16's dot product, which auto leaves for being slower than
+# f32, gemm.c); a CG_GEMM_ENGINE that is not
 # an engine, or not built in, is one line and exit 1.  Every engine built
 # in trains the same step to within float's rounding.  The products
 # themselves are test_nn's; the gradients against float64 and PyTorch's
@@ -48,13 +50,22 @@ loss() {
 }
 
 @test "every architecture: a bf16 step's loss is within 1% of f32's, and not the same" {
-	for a in $(archs); do
-		f=$(loss "$a" f32) && b=$(loss "$a" bf16) || fail "$a: no loss"
-		echo "$a: f32 $f bf16 $b"
-		awk -v f="$f" -v b="$b" 'BEGIN {
-			d = f - b; if (d < 0) d = -d; m = f < 0 ? -f : f
-			exit !(d <= 0.01 * m && d > 0) }' ||
-			fail "$a: f32 $f, bf16 $b"
+	# auto, and oneDNN where built: its bf16 on the CPU's dot product
+	# or AMX where it has them (auto takes only AMX), emulated if not
+	local engines=auto
+	! CG_GEMM_ENGINE=dnnl cg-train-step -q -m cvae.cgm -d fm-0.cgd \
+		--batch 8 -o /dev/null 2>/dev/null || engines="auto dnnl"
+	for e in $engines; do
+		for a in $(archs); do
+			f=$(loss "$a" f32) &&
+				b=$(loss "$a" bf16 CG_GEMM_ENGINE=$e) ||
+				fail "$a: no loss"
+			echo "$a ($e): f32 $f bf16 $b"
+			awk -v f="$f" -v b="$b" 'BEGIN {
+				d = f - b; if (d < 0) d = -d; m = f < 0 ? -f : f
+				exit !(d <= 0.01 * m && d > 0) }' ||
+				fail "$a ($e): f32 $f, bf16 $b"
+		done
 	done
 }
 
@@ -110,6 +121,26 @@ loss() {
 	run -0 --separate-stderr cg-train-step -m cvae.cgm -d fm-0.cgd \
 		--batch 8 -o /dev/null
 	assert_equal "$stderr" ''
+	# oneDNN held below avx512_bf16, or to it where the CPU has it (its
+	# dot product, which auto leaves to CG_GEMM_ENGINE=dnnl)
+	if CG_GEMM_ENGINE=dnnl cg-train-step -q -m cvae.cgm -d fm-0.cgd \
+		--batch 8 -o /dev/null 2>/dev/null; then
+		run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX2 cg-train-step \
+			-m cvae.cgm -d fm-0.cgd --batch 8 --precision bf16 -o /dev/null
+		assert_equal "$stderr" \
+			"cg-train-step: bf16 products emulated in f32 (no avx512_bf16 or amx_bf16 on this CPU): the same numbers, no faster"
+		if grep -qw avx512_bf16 /proc/cpuinfo; then
+			run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 \
+				cg-train-step -m cvae.cgm -d fm-0.cgd --batch 8 \
+				--precision bf16 -o /dev/null
+			assert_equal "$stderr" \
+				"cg-train-step: bf16 products emulated in f32 (this CPU's avx512_bf16 is slower than its f32; CG_GEMM_ENGINE=dnnl runs it): the same numbers, no faster"
+			run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 \
+				CG_GEMM_ENGINE=dnnl cg-train-step -m cvae.cgm \
+				-d fm-0.cgd --batch 8 --precision bf16 -o /dev/null
+			assert_equal "$stderr" ''
+		fi
+	fi
 	run -1 --separate-stderr env CG_GEMM_ENGINE=cuda cg-train-step \
 		-m cvae.cgm -d fm-0.cgd -o /dev/null
 	assert_equal "$stderr" \

@@ -307,11 +307,13 @@ cg_dnnl_bf16_impl(void)
 int
 cg_dnnl_bf16(void)
 {
-	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-	const dnnl_cpu_isa_t want = dnnl_cpu_isa_avx512_core_bf16;
+	unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+	const unsigned dot = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+	const unsigned amx = (unsigned)dnnl_cpu_isa_avx512_core_amx;
 
-	return ((unsigned)isa & (unsigned)want) == (unsigned)want &&
-	       strcmp(cg_dnnl_bf16_impl(), "none") != 0;
+	if ((isa & dot) != dot || strcmp(cg_dnnl_bf16_impl(), "none") == 0)
+		return 0;
+	return (isa & amx) == amx ? 2 : 1;
 }
 
 /* ------------------------------------------------------- convolutions */

@@ -62,8 +62,8 @@ int cg_dnnl_conv_backward_weights(int bf16, const struct cg_conv *c, int B,
 
 /*
  * Whether this CPU runs bf16 products in hardware as oneDNN sees it
- * (avx512_bf16 or AMX, within DNNL_MAX_CPU_ISA when that is set) and a
- * bf16 primitive can be made: 1 or 0, found once.
+ * (within DNNL_MAX_CPU_ISA when that is set) and a bf16 primitive can be
+ * made: 2 on AMX's tiles, 1 on avx512_bf16's dot product alone, 0 not.
  */
 int cg_dnnl_bf16(void);
 

@@ -338,6 +338,18 @@ cg_get_engine(void)
 	return engine;
 }
 
+/*
+ * Which bf16 hardware auto takes: AMX only.  avx512_bf16's dot product
+ * (vdpbf16ps) does 32 multiply-adds an instruction against an f32 FMA's
+ * 16, but an Intel core issues it at a quarter of the FMA's rate: on a
+ * Xeon of family 6 model 207 (avx512_bf16, AMX not exposed) it made 86
+ * GFLOP/s a core against 176 (bench/bf16-peak.c), oneDNN's bf16 matmul
+ * 150 GFLOP/s on two cores against its f32's 234, and a 20-step cgpt
+ * call took 1.5 times as long as in f32 where emulated bf16 took 1.1
+ * times (bench/RESULTS.md, "bf16 on avx512_bf16 without AMX").  So there
+ * bf16 is emulated on the f32 engine unless CG_GEMM_ENGINE=dnnl asks for
+ * the dot product.
+ */
 void
 cg_set_precision(enum cg_precision p)
 {
@@ -346,7 +358,18 @@ cg_set_precision(enum cg_precision p)
 #ifdef CG_HAVE_DNNL
 	if (p == CG_PREC_BF16 && !deterministic &&
 	    (engine == CG_ENGINE_AUTO || engine == CG_ENGINE_DNNL))
-		bf16_native = cg_dnnl_bf16();
+		bf16_native =
+		    cg_dnnl_bf16() >= (engine == CG_ENGINE_DNNL ? 1 : 2);
+#endif
+}
+
+int
+cg_bf16_hardware(void)
+{
+#ifdef CG_HAVE_DNNL
+	return cg_dnnl_bf16();
+#else
+	return 0;
 #endif
 }
 

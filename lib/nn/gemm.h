@@ -93,8 +93,10 @@ int cg_engine_built(enum cg_engine e);
  * The precision of every product's operands, for the whole process:
  * f32, or bf16 (operands rounded to bf16 to nearest even, sums and C in
  * f32; mixed-precision training keeps everything else in f32).  bf16 runs
- * on oneDNN where the CPU has bf16 instructions (avx512_bf16, AMX) and
- * the engine is auto or dnnl, and is emulated otherwise: the operands
+ * on oneDNN where the CPU has AMX and the engine is auto or dnnl, or
+ * has avx512_bf16's dot product and the engine is dnnl (auto leaves it:
+ * slower than f32 arithmetic where measured, gemm.c), and is emulated
+ * otherwise: the operands
  * rounded in f32 and multiplied by the f32 engine, which gives the same
  * products (a product of two bf16 values is exact in f32) in another
  * order of sums, and no speed.  In deterministic mode it is always
@@ -107,6 +109,9 @@ enum cg_precision cg_get_precision(void);
 /* 1 where bf16 products run on the CPU's bf16 instructions (oneDNN),
  * 0 where they are emulated or the precision is f32. */
 int cg_bf16_native(void);
+/* The bf16 hardware oneDNN finds: 2 AMX, 1 avx512_bf16's dot product
+ * alone, 0 none (or no oneDNN built in). */
+int cg_bf16_hardware(void);
 /* oneDNN's implementation of bf16 products ("brg:avx512_core_amx_bf16"),
  * or "emulated". */
 const char *cg_bf16_impl(void);
