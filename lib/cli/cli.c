@@ -204,8 +204,10 @@ opt_left(char *buf, size_t cap, const struct cg_opt *o)
 	                o->arg ? o->arg : "");
 }
 
-/* text from column col, its words wrapped at HELP_WIDTH, its "\n"s
- * kept; the cursor is at column at. */
+/* text from column col, its words wrapped at HELP_WIDTH; the cursor is
+ * at column at.  A "\n" in the text is a space like any other: the
+ * texts are broken for the source's width, and a break kept there left
+ * a word alone on a line wherever the column ran out just before it. */
 static void
 print_wrapped(FILE *fp, const char *text, int col, int at)
 {
@@ -224,13 +226,8 @@ print_wrapped(FILE *fp, const char *text, int col, int at)
 		fprintf(fp, "%.*s", (int)n, p);
 		at += (int)n;
 		p += n;
-		if (*p == '\n') {
-			fprintf(fp, "\n%*s", col, "");
-			at = col;
+		while (*p == ' ' || *p == '\n')
 			p++;
-		} else
-			while (*p == ' ')
-				p++;
 	}
 	fputc('\n', fp);
 }
