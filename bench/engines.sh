@@ -13,6 +13,13 @@ reps=${2:-9}
 [ -f "$dir/lib/libcg.a" ] || { echo "engines.sh: $dir/lib/libcg.a: build first" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# OpenBLAS's kernels as the programs choose them (lib/cli/runtime.c):
+# SkylakeX on an AVX-512 CPU, which Debian's OpenBLAS 0.3.21 may not
+# know (a Xeon of family 6 model 207 ran as a Prescott, 32-51 GFLOP/s)
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx512f /proc/cpuinfo &&
+	grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+	export OPENBLAS_CORETYPE=SkylakeX
+fi
 # the libraries the build links, as its Makefile has them
 libs=$(sed -n 's/^\(BLAS_LIBS\|DNNL_LIBS\) = //p' "$dir/Makefile" | tr '\n' ' ')
 # shellcheck disable=SC2086 # $libs is words

@@ -999,7 +999,7 @@ cg_set_compute(int deterministic, int precision, int quiet)
 		    : e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL
 		        ? "CG_GEMM_ENGINE"
 		    : cg_bf16_hardware() == 1
-		        ? "this CPU's avx512_bf16 is slower than its f32; "
+		        ? "avx512_bf16 without AMX, measured slower than f32; "
 		          "CG_GEMM_ENGINE=dnnl runs it"
 		    : cg_engine_built(CG_ENGINE_DNNL)
 		        ? "no avx512_bf16 or amx_bf16 on this CPU"
