@@ -423,10 +423,10 @@ cddpm_distill(struct cg_model *m, const struct cg_distill *d,
 		                                          : (int)s->cond[ex[b]];
 		const float sa = (float)sqrt(w->abar[w->t[b]]);
 		const float sn = (float)sqrt(1 - w->abar[w->t[b]]);
-		cg_rng_normals(&r, w->eps + (size_t)b * D, (size_t)D);
 		for (int j = 0; j < D; j++) {
 			const size_t k = (size_t)b * D + j;
 			w->x[k] = px[j] * (1.0f / 127.5f) - 1.0f;
+			w->eps[k] = cg_rng_normal(&r);
 			w->zt[k] = sa * w->x[k] + sn * w->eps[k];
 		}
 	}
