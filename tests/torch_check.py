@@ -43,6 +43,15 @@ import subprocess
 import sys
 import tempfile
 
+# A test pass may hold cg's oneDNN to AVX2 (DNNL_MAX_CPU_ISA): that is
+# for model_dump, which runs cg.  PyTorch links oneDNN too, and its
+# autocast asks it for bf16 products wherever the CPU has avx512_bf16:
+# under the cap it fails ("could not create a primitive descriptor
+# iterator"), so the reference runs without the cap and model_dump with
+# the environment it was given.
+DUMP_ENV = dict(os.environ)
+os.environ.pop("DNNL_MAX_CPU_ISA", None)
+
 try:
     import numpy as np
     import torch
@@ -1341,7 +1350,8 @@ def main():
             for cfg in arch.configs:
                 with tempfile.TemporaryDirectory() as d:
                     r = subprocess.run([target, d, arch.name] + cfg +
-                                       (["bf16=1"] if bf16 else []))
+                                       (["bf16=1"] if bf16 else []),
+                                       env=DUMP_ENV)
                     if r.returncode != 0:
                         print("torch_check: %s %s failed (%d)"
                               % (target, arch.name, r.returncode))
