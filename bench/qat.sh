@@ -31,8 +31,9 @@
 # Environment: CG_BIN (programs, default build/cmd; copy them elsewhere
 # if a rebuild could happen during the run), BASE (cvae 1400, cgpt 1500),
 # STEPS (cvae 400, cgpt 300), TYPE (q4_0), BITS (budgets, "4.5 6"),
-# SEED (1), THREADS (2), SCHED (constant, or cosine: see below), WIDTH
-# and LAYERS (the cgpt's, 128 and 2);
+# SEED (1), THREADS (2), SCHED (constant, cosine or finetune: see
+# below), FT_LR (3e-4) and FT_SEED (7) for SCHED=finetune, WIDTH and
+# LAYERS (the cgpt's, 128 and 2);
 # AGAIN=1 keeps the shards and models of an earlier run in OUT and makes
 # only the quantized files and the table.
 set -eu
@@ -83,10 +84,30 @@ esac
 
 # SCHED=cosine: the learning rate of both phases one cosine from its
 # peak (after 30 steps of warm-up) to 1e-4 at the last step
-if [ "${SCHED:-constant}" = cosine ]; then
+# SCHED=finetune: the base one cosine of its own to 1e-4 (a finished
+# training), then each way a fine-tune from it with a fresh optimizer:
+# FT_LR after 10 steps of warm-up, one cosine to FT_LR/10 at the last
+# step, the batches drawn with FT_SEED (no --state: neither way inherits
+# the base's moments or cursor)
+tune=
+case ${SCHED:-constant} in
+constant) ;;
+cosine)
 	train="$train --schedule cosine --warmup 30 --total $((base + steps))"
 	train="$train --lr-min 1e-4"
-fi
+	;;
+finetune)
+	ftlr=${FT_LR:-3e-4}
+	tune=$(echo "$train" | sed "s/--lr [^ ]*/--lr $ftlr/; s/--seed [^ ]*/--seed ${FT_SEED:-7}/")
+	tune="$tune --schedule cosine --warmup 10 --total $steps"
+	tune="$tune --lr-min $(awk "BEGIN { print $ftlr / 10 }")"
+	train="$train --schedule cosine --warmup 30 --total $base --lr-min 1e-4"
+	;;
+*)
+	echo "qat.sh: SCHED=$SCHED: constant, cosine or finetune" >&2
+	exit 2
+	;;
+esac
 
 ev() { "$bin/cg-eval" --json -j "$j" -m "$1" -d "$out/held.cgd" | jq ".$fig"; }
 now() { date +%s.%N; }
@@ -98,12 +119,18 @@ t1=$(now)
 # both ways go on from the same data cursor
 made cp "$out/base.state" "$out/f32.state"
 made cp "$out/base.state" "$out/qat.state"
+if [ -n "$tune" ]; then
+	# a fine-tune: the same fresh start both ways
+	set -- $tune
+else
+	set -- $train --state "$out/f32.state"
+fi
 made "$bin/cg-train-step" -m "$out/base.cgm" -d "$out/train-0.cgd" --emit model \
-	--steps "$steps" $train --state "$out/f32.state" -o "$out/f32.cgm"
+	--steps "$steps" "$@" -o "$out/f32.cgm"
 t2=$(now)
+[ -n "$tune" ] || set -- $train --state "$out/qat.state"
 made "$bin/cg-train-step" -m "$out/base.cgm" -d "$out/train-0.cgd" --emit model \
-	--steps "$steps" $train --qat "$type" --state "$out/qat.state" \
-	-o "$out/qat.cgm"
+	--steps "$steps" "$@" --qat "$type" -o "$out/qat.cgm"
 t3=$(now)
 "$bin/cg-quantize" --strip -o "$out/f32-$type.cgm" "$out/f32.cgm" "$type" \
 	2>"$out/ptq.txt"
@@ -137,6 +164,8 @@ row "PTQ $type" "$out/f32-$type.cgm" "$qbits"
 row "QAT $type (last $steps steps --qat)" "$out/qat-$type.cgm" "$qbits"
 "$bin/cg-quantize" -q --strip -o "$out/qat-strip.cgm" "$out/qat.cgm" f32
 row "QAT masters, f32" "$out/qat-strip.cgm" 32
+ptq=$(ev "$out/f32-$type.cgm")
+qat=$(ev "$out/qat-$type.cgm")
 for b in $bits; do
 	abits=$(sed -n 's/.*: \([0-9.]*\) bits per weight over.*/\1/p' \
 		"$out/alloc$b.txt")
@@ -144,6 +173,8 @@ for b in $bits; do
 done
 row "PTQ q4_1" "$out/f32-q4_1.cgm" 5.00
 row "PTQ q8_0" "$out/f32-q8_0.cgm" 8.50
+printf 'QAT removes %.0f%% of PTQ %s'"'"'s gap to f32\n' \
+	"$(echo "100 * ($ptq - $qat) / ($ptq - $f32)" | bc -l)" "$type"
 printf 'seconds: base %.0f, %s f32 steps %.0f, %s qat steps %.0f, quantize %.1f, allocations %.0f\n' \
 	"$(echo "$t1 - $t0" | bc -l)" "$steps" "$(echo "$t2 - $t1" | bc -l)" \
 	"$steps" "$(echo "$t3 - $t2" | bc -l)" "$(echo "$t4 - $t3" | bc -l)" \
