@@ -98,7 +98,8 @@ cosine)
 	;;
 finetune)
 	ftlr=${FT_LR:-3e-4}
-	tune=$(echo "$train" | sed "s/--lr [^ ]*/--lr $ftlr/; s/--seed [^ ]*/--seed ${FT_SEED:-7}/")
+	tune=$(echo "$train" | sed 's/--lr [^ ]*//; s/--seed [^ ]*//')
+	tune="$tune --lr $ftlr --seed ${FT_SEED:-7}"
 	tune="$tune --schedule cosine --warmup 10 --total $steps"
 	tune="$tune --lr-min $(awk "BEGIN { print $ftlr / 10 }")"
 	train="$train --schedule cosine --warmup 30 --total $base --lr-min 1e-4"
