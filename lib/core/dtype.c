@@ -704,8 +704,151 @@ q4_0_try(const float *x, const float *w, float d32, uint16_t *dh,
 	return err;
 }
 
+/* A try's levels of x at scale d (id its inverse) into q, and each
+ * element's term of the squared error into t, made as q4_0_try makes
+ * them (in a loop of their own, which the compiler vectorizes: GCC
+ * makes the clamp's branches selects only where comparisons may not
+ * trap, which none of these flags' values depend on). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-trapping-math")))
+#endif
+static void
+q4_0_terms(const float *restrict x, const float *restrict w, float d,
+           float id, unsigned char *restrict q, double *restrict t)
+{
+	for (int j = 0; j < QK; j++) {
+		float v = x[j] * id + 8.5f;
+		/* q4_0_try's level: v truncated, within [0, 15] */
+		int l = (int)(v <= 0 ? 0 : v >= 15 ? 15 : v);
+		double e = (double)(d * (float)(l - 8)) - (double)x[j];
+		q[j] = (unsigned char)l;
+		t[j] = w[j] * e * e;
+	}
+}
+
+/* The refit's terms of levels q, as q4_0_encode_fit's loop makes them. */
+static void
+refit_terms(const float *restrict x, const float *restrict w,
+            const unsigned char *restrict q, double *restrict tx,
+            double *restrict tq)
+{
+	for (int j = 0; j < QK; j++) {
+		int l = q[j] - 8;
+		tx[j] = (double)w[j] * l * x[j];
+		tq[j] = (double)w[j] * l * l;
+	}
+}
+
+/*
+ * A q4_0 block fitted as q4_0_encode_fit's loop below would fit it, its
+ * starts' rounds worked out side by side: round r of every start at once
+ * (each start's own error summed in element order, in double, as
+ * q4_0_try sums it, so every error has the same bits; the starts' sums
+ * are independent, which keeps the core busy where one sum waits on the
+ * last), then every try compared with the best in the loop's order (the
+ * reference's try, then start 0's rounds, start 1's, ...), so the same
+ * try wins.  best, bd and bq come in as the reference's try and leave as
+ * the winner.  -1 where a start meets a scale f16 cannot hold (the loop
+ * then goes on from the levels of the try before, which this does not
+ * keep): the caller fits that block with the loop.
+ */
 static int
-q4_0_encode_fit(void *dst, const float *src, size_t n)
+q4_0_fit_starts(const float *x, const float *w, float max, double *best,
+                uint16_t *bd, unsigned char *bq)
+{
+	enum { S = FIT_STARTS + 1, R = FIT_ROUNDS };
+	float d[S], dd[S], id[S];
+	double err[S][R], term[S][QK], term2[S][QK];
+	uint16_t dh[S][R];
+	unsigned char q[S][R][QK];
+	int nr[S], on[S];
+
+	for (int k = 0; k < S; k++) {
+		d[k] = max / -(8.0f - (float)k / 4);
+		nr[k] = 0;
+		on[k] = 1;
+	}
+	/* Every start is worked out in every round, those that have ended
+	 * too (their scale stays, and what is made of it is not kept), so
+	 * that the sums run over a fixed count, in registers. */
+	for (int r = 0; r < R; r++) {
+		double acc[S] = {0}, sqx[S] = {0}, sqq[S] = {0};
+		for (int k = 0; k < S; k++) {
+			dh[k][r] = cg_f32_to_f16(d[k]);
+			dd[k] = cg_f16_to_f32(dh[k][r]);
+			if (!isfinite(dd[k]))
+				return -1;
+			id[k] = inv_scale(dd[k]);
+			q4_0_terms(x, w, dd[k], id[k], q[k][r], term[k]);
+		}
+		for (int j = 0; j < QK; j++)
+			for (int k = 0; k < S; k++)
+				acc[k] += term[k][j];
+		for (int k = 0; k < S; k++)
+			if (on[k]) {
+				err[k][r] = acc[k];
+				nr[k] = r + 1;
+			}
+		if (r == R - 1)
+			break;
+		/* the refits; a start whose levels are all 8 ends here */
+		for (int k = 0; k < S; k++)
+			refit_terms(x, w, q[k][r], term[k], term2[k]);
+		for (int j = 0; j < QK; j++)
+			for (int k = 0; k < S; k++) {
+				sqx[k] += term[k][j];
+				sqq[k] += term2[k][j];
+			}
+		for (int k = 0; k < S; k++)
+			if (on[k] && sqq[k] == 0)
+				on[k] = 0;
+			else if (on[k])
+				d[k] = (float)(sqx[k] / sqq[k]);
+	}
+	for (int k = 0; k < S; k++)
+		for (int r = 0; r < nr[k]; r++)
+			if (err[k][r] < *best) {
+				*best = err[k][r];
+				*bd = dh[k][r];
+				memcpy(bq, q[k][r], QK);
+			}
+	return 0;
+}
+
+/* The block x fitted by the loop itself: every start's rounds in turn,
+ * as q4_0_fit_starts must equal. */
+static void
+q4_0_fit_loop(const float *x, const float *w, float max, double *best,
+              uint16_t *bd, unsigned char *bq)
+{
+	unsigned char q[QK];
+	uint16_t dh;
+	double err;
+
+	for (int k = 0; k <= FIT_STARTS; k++) {
+		/* the extreme level at 8 - k/4 steps instead of 8 */
+		float d = max / -(8.0f - (float)k / 4);
+		for (int r = 0; r < FIT_ROUNDS; r++) {
+			double sqx = 0, sqq = 0;
+			err = q4_0_try(x, w, d, &dh, q);
+			if (err < *best) {
+				*best = err;
+				*bd = dh;
+				memcpy(bq, q, QK);
+			}
+			for (int j = 0; j < QK; j++) {
+				sqx += (double)w[j] * (q[j] - 8) * x[j];
+				sqq += (double)w[j] * (q[j] - 8) * (q[j] - 8);
+			}
+			if (sqq == 0)
+				break;
+			d = (float)(sqx / sqq);
+		}
+	}
+}
+
+static int
+q4_0_fit(void *dst, const float *src, size_t n, int loop)
 {
 	unsigned char *b = dst;
 
@@ -714,37 +857,33 @@ q4_0_encode_fit(void *dst, const float *src, size_t n)
 	for (size_t i = 0; i < n; i += QK, b += 2 + QK / 2) {
 		const float *x = src + i;
 		float max = signed_max(x);
-		unsigned char q[QK], bq[QK];
-		uint16_t dh, bd;
-		double best, err;
+		unsigned char bq[QK];
+		uint16_t bd;
+		double best;
 		float w[QK];
 
 		fit_weights(x, w);
 		best = q4_0_try(x, w, max / -8, &bd, bq);
-		for (int k = 0; k <= FIT_STARTS; k++) {
-			/* the extreme level at 8 - k/4 steps instead of 8 */
-			float d = max / -(8.0f - (float)k / 4);
-			for (int r = 0; r < FIT_ROUNDS; r++) {
-				double sqx = 0, sqq = 0;
-				err = q4_0_try(x, w, d, &dh, q);
-				if (err < best) {
-					best = err;
-					bd = dh;
-					memcpy(bq, q, QK);
-				}
-				for (int j = 0; j < QK; j++) {
-					sqx += (double)w[j] * (q[j] - 8) * x[j];
-					sqq += (double)w[j] * (q[j] - 8) * (q[j] - 8);
-				}
-				if (sqq == 0)
-					break;
-				d = (float)(sqx / sqq);
-			}
+		if (loop || q4_0_fit_starts(x, w, max, &best, &bd, bq) != 0) {
+			best = q4_0_try(x, w, max / -8, &bd, bq);
+			q4_0_fit_loop(x, w, max, &best, &bd, bq);
 		}
 		put16(b, bd);
 		put_nibbles(b + 2, bq);
 	}
 	return 0;
+}
+
+static int
+q4_0_encode_fit(void *dst, const float *src, size_t n)
+{
+	return q4_0_fit(dst, src, n, 0);
+}
+
+int
+cg_q4_0_encode_fit_loop(void *dst, const float *src, size_t n)
+{
+	return q4_0_fit(dst, src, n, 1);
 }
 
 /* ------------------------------------------------ stochastic rounding */

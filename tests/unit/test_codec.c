@@ -498,6 +498,59 @@ test_fit(void)
 	       "only q4_0 and q4_1 have a fitted encoder");
 }
 
+/* q4_0's fitted encoder works its starts out side by side; its bytes
+ * must be those of the loop its definition states, block for block:
+ * blocks at every scale, skewed, with outliers, on the grid, all zero
+ * or all but one, tiny (scales f16 holds as subnormals or not at all)
+ * and large enough that a start's scale passes f16's range (the
+ * encoder then fits the block by the loop). */
+static void
+test_fit_loop(void)
+{
+	enum { N = 20000 };
+	static float x[N * 32];
+	static unsigned char a[N * 18], b[N * 18];
+	const struct cg_codec *c = cg_codec(CG_Q4_0);
+	struct cg_rng r;
+	int differ = 0, first = -1;
+
+	cg_rng_seed(&r, 29);
+	for (int i = 0; i < N; i++) {
+		float *v = x + (size_t)i * 32;
+		float scale = powf(10.0f, (float)(i % 13) - 9);
+		int kind = (i / 13) % 8;
+		for (int j = 0; j < 32; j++) {
+			float g = cg_rng_normal(&r);
+			switch (kind) {
+			case 0: v[j] = g * scale; break;
+			case 1: v[j] = fabsf(g) * scale + 0.3f * scale; break;
+			case 2: v[j] = j == 5 ? 40 * scale : g * scale; break;
+			case 3: v[j] = (float)((int)(g * 4) % 8) * scale; break;
+			case 4: v[j] = j == 9 ? g * scale : 0; break;
+			case 5: v[j] = 0; break;
+			case 6: v[j] = g * 1e-7f; break;
+			default: /* a start's scale max / 6 beyond f16 */
+				v[j] = j == 0 ? -500000.0f : g * 60000.0f;
+				break;
+			}
+		}
+	}
+	CHECK(c->encode_fit(a, x, (size_t)N * 32) == 0 &&
+	          cg_q4_0_encode_fit_loop(b, x, (size_t)N * 32) == 0,
+	      "q4_0 fitted encodes");
+	for (int i = 0; i < N; i++)
+		if (memcmp(a + (size_t)i * 18, b + (size_t)i * 18, 18) != 0) {
+			differ++;
+			if (first < 0)
+				first = i;
+		}
+	char what[128];
+	snprintf(what, sizeof(what),
+	         "q4_0 fitted side by side = the loop, %d blocks (%d differ, "
+	         "the first %d)", N, differ, first);
+	expect(differ == 0, what);
+}
+
 /* ----------------------------------------------------------- edge cases */
 
 static uint16_t
@@ -689,6 +742,7 @@ main(void)
 	test_roundtrips();
 	test_half_reference();
 	test_fit();
+	test_fit_loop();
 	test_edges();
 	test_tensors();
 	printf("%s: %d stored vectors, %d failures\n",
