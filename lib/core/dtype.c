@@ -739,6 +739,38 @@ refit_terms(const float *restrict x, const float *restrict w,
 	}
 }
 
+/* sum[k] = t[k][0] + t[k][1] + ... in that order, for the nine starts:
+ * nine sums in registers at once (an array of them would make each add
+ * wait on a store). */
+_Static_assert(FIT_STARTS + 1 == 9, "sum9 sums nine starts");
+static void
+sum9(double (*t)[QK], double *sum)
+{
+	double a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0,
+	       a7 = 0, a8 = 0;
+
+	for (int j = 0; j < QK; j++) {
+		a0 += t[0][j];
+		a1 += t[1][j];
+		a2 += t[2][j];
+		a3 += t[3][j];
+		a4 += t[4][j];
+		a5 += t[5][j];
+		a6 += t[6][j];
+		a7 += t[7][j];
+		a8 += t[8][j];
+	}
+	sum[0] = a0;
+	sum[1] = a1;
+	sum[2] = a2;
+	sum[3] = a3;
+	sum[4] = a4;
+	sum[5] = a5;
+	sum[6] = a6;
+	sum[7] = a7;
+	sum[8] = a8;
+}
+
 /*
  * A q4_0 block fitted as q4_0_encode_fit's loop below would fit it, its
  * starts' rounds worked out side by side: round r of every start at once
@@ -772,7 +804,7 @@ q4_0_fit_starts(const float *x, const float *w, float max, double *best,
 	 * too (their scale stays, and what is made of it is not kept), so
 	 * that the sums run over a fixed count, in registers. */
 	for (int r = 0; r < R; r++) {
-		double acc[S] = {0}, sqx[S] = {0}, sqq[S] = {0};
+		double acc[S], sqx[S], sqq[S];
 		for (int k = 0; k < S; k++) {
 			dh[k][r] = cg_f32_to_f16(d[k]);
 			dd[k] = cg_f16_to_f32(dh[k][r]);
@@ -781,9 +813,7 @@ q4_0_fit_starts(const float *x, const float *w, float max, double *best,
 			id[k] = inv_scale(dd[k]);
 			q4_0_terms(x, w, dd[k], id[k], q[k][r], term[k]);
 		}
-		for (int j = 0; j < QK; j++)
-			for (int k = 0; k < S; k++)
-				acc[k] += term[k][j];
+		sum9(term, acc);
 		for (int k = 0; k < S; k++)
 			if (on[k]) {
 				err[k][r] = acc[k];
@@ -794,11 +824,8 @@ q4_0_fit_starts(const float *x, const float *w, float max, double *best,
 		/* the refits; a start whose levels are all 8 ends here */
 		for (int k = 0; k < S; k++)
 			refit_terms(x, w, q[k][r], term[k], term2[k]);
-		for (int j = 0; j < QK; j++)
-			for (int k = 0; k < S; k++) {
-				sqx[k] += term[k][j];
-				sqq[k] += term2[k][j];
-			}
+		sum9(term, sqx);
+		sum9(term2, sqq);
 		for (int k = 0; k < S; k++)
 			if (on[k] && sqq[k] == 0)
 				on[k] = 0;
