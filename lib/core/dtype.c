@@ -639,8 +639,151 @@ fit_weights(const float *x, float *w)
 		w[j] = fabsf(x[j]) + rms;
 }
 
+/* A q4_1 try's levels of x at scale d (id its inverse) and minimum m
+ * into q, and each element's error term into t, as q4_1_try makes them
+ * (vectorized; see q4_0_terms). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-trapping-math")))
+#endif
+static void
+q4_1_terms(const float *restrict x, const float *restrict w, float d,
+           float m, float id, unsigned char *restrict q, double *restrict t)
+{
+	for (int j = 0; j < QK; j++) {
+		float v = (x[j] - m) * id + 0.5f;
+		/* q4_1_try's level: v truncated, within [0, 15] */
+		int l = (int)(v <= 0 ? 0 : v >= 15 ? 15 : v);
+		double e = (double)(d * (float)l + m) - (double)x[j];
+		q[j] = (unsigned char)l;
+		t[j] = w[j] * e * e;
+	}
+}
+
+/* fit_line's terms of levels q that depend on them, as it makes them. */
+static void
+line_terms(const float *restrict x, const float *restrict w,
+           const unsigned char *restrict q, double *restrict tq,
+           double *restrict tqq, double *restrict tqx)
+{
+	for (int j = 0; j < QK; j++) {
+		tq[j] = w[j] * q[j];
+		tqq[j] = w[j] * q[j] * q[j];
+		tqx[j] = w[j] * q[j] * x[j];
+	}
+}
+
+static void sum9(double (*t)[QK], double *sum);
+
+/*
+ * A q4_1 block fitted as the loop of q4_1_fit_loop fits it, its starts
+ * worked out side by side as q4_0_fit_starts works out q4_0's (each sum
+ * of fit_line's in element order; the two that do not depend on the
+ * levels made once).  -1 where a start's scale or minimum is no f16
+ * (the caller then fits the block by the loop).
+ */
 static int
-q4_1_encode_fit(void *dst, const float *src, size_t n)
+q4_1_fit_starts(const float *x, const float *w, float min, float max,
+                double *best, uint16_t *bd, uint16_t *bm, unsigned char *bq)
+{
+	enum { S = FIT_STARTS + 1, R = FIT_ROUNDS };
+	float d[S], m[S], dd[S], mm[S], id[S];
+	double err[S][R], t1[S][QK], t2[S][QK], t3[S][QK];
+	double acc[S], sq[S], sqq[S], sqx[S], sw = 0, sx = 0;
+	uint16_t dh[S][R], mh[S][R];
+	unsigned char q[S][R][QK];
+	int nr[S], on[S];
+
+	for (int j = 0; j < QK; j++) {
+		sw += w[j];
+		sx += w[j] * x[j];
+	}
+	for (int k = 0; k < S; k++) {
+		float cut = (max - min) * (float)k / 64;
+		d[k] = (max - min - 2 * cut) / 15;
+		m[k] = min + cut;
+		nr[k] = 0;
+		on[k] = 1;
+	}
+	for (int r = 0; r < R; r++) {
+		for (int k = 0; k < S; k++) {
+			dh[k][r] = cg_f32_to_f16(d[k]);
+			mh[k][r] = cg_f32_to_f16(m[k]);
+			dd[k] = cg_f16_to_f32(dh[k][r]);
+			mm[k] = cg_f16_to_f32(mh[k][r]);
+			if (!isfinite(dd[k]) || !isfinite(mm[k]))
+				return -1;
+			id[k] = inv_scale(dd[k]);
+			q4_1_terms(x, w, dd[k], mm[k], id[k], q[k][r], t1[k]);
+		}
+		sum9(t1, acc);
+		for (int k = 0; k < S; k++)
+			if (on[k]) {
+				err[k][r] = acc[k];
+				nr[k] = r + 1;
+			}
+		if (r == R - 1)
+			break;
+		for (int k = 0; k < S; k++)
+			line_terms(x, w, q[k][r], t1[k], t2[k], t3[k]);
+		sum9(t1, sq);
+		sum9(t2, sqq);
+		sum9(t3, sqx);
+		for (int k = 0; k < S; k++) {
+			double det = sw * sqq[k] - sq[k] * sq[k];
+			if (!on[k])
+				continue;
+			if (det <= 0) {
+				on[k] = 0;
+				continue;
+			}
+			d[k] = (float)((sw * sqx[k] - sq[k] * sx) / det);
+			m[k] = (float)((sqq[k] * sx - sq[k] * sqx[k]) / det);
+			if (fabsf(d[k]) > 65504.0f || fabsf(m[k]) > 65504.0f)
+				on[k] = 0;
+		}
+	}
+	for (int k = 0; k < S; k++)
+		for (int r = 0; r < nr[k]; r++)
+			if (err[k][r] < *best) {
+				*best = err[k][r];
+				*bd = dh[k][r];
+				*bm = mh[k][r];
+				memcpy(bq, q[k][r], QK);
+			}
+	return 0;
+}
+
+/* The block x fitted by the loop itself, as q4_1_fit_starts must
+ * equal. */
+static void
+q4_1_fit_loop(const float *x, const float *w, float min, float max,
+              double *best, uint16_t *bd, uint16_t *bm, unsigned char *bq)
+{
+	unsigned char q[QK];
+	uint16_t dh, mh;
+	double err;
+
+	for (int k = 0; k <= FIT_STARTS; k++) {
+		/* a span narrowed by k/64 on both sides */
+		float cut = (max - min) * (float)k / 64;
+		float d = (max - min - 2 * cut) / 15, m = min + cut;
+		for (int r = 0; r < FIT_ROUNDS; r++) {
+			err = q4_1_try(x, w, d, m, &dh, &mh, q);
+			if (err < *best) {
+				*best = err;
+				*bd = dh;
+				*bm = mh;
+				memcpy(bq, q, QK);
+			}
+			if (fit_line(x, w, q, &d, &m) != 0 ||
+			    fabsf(d) > 65504.0f || fabsf(m) > 65504.0f)
+				break;
+		}
+	}
+}
+
+static int
+q4_1_fit(void *dst, const float *src, size_t n, int loop)
 {
 	unsigned char *b = dst;
 
@@ -649,36 +792,37 @@ q4_1_encode_fit(void *dst, const float *src, size_t n)
 	for (size_t i = 0; i < n; i += QK, b += 4 + QK / 2) {
 		const float *x = src + i;
 		float min, max;
-		unsigned char q[QK], bq[QK];
-		uint16_t dh, mh, bd, bm;
-		double best, err;
+		unsigned char bq[QK];
+		uint16_t bd, bm;
+		double best;
 		float w[QK];
 
 		fit_weights(x, w);
 		block_range(x, &min, &max);
 		best = q4_1_try(x, w, (max - min) / 15, min, &bd, &bm, bq);
-		for (int k = 0; k <= FIT_STARTS; k++) {
-			/* a span narrowed by k/64 on both sides */
-			float cut = (max - min) * (float)k / 64;
-			float d = (max - min - 2 * cut) / 15, m = min + cut;
-			for (int r = 0; r < FIT_ROUNDS; r++) {
-				err = q4_1_try(x, w, d, m, &dh, &mh, q);
-				if (err < best) {
-					best = err;
-					bd = dh;
-					bm = mh;
-					memcpy(bq, q, QK);
-				}
-				if (fit_line(x, w, q, &d, &m) != 0 ||
-				    fabsf(d) > 65504.0f || fabsf(m) > 65504.0f)
-					break;
-			}
+		if (loop || q4_1_fit_starts(x, w, min, max, &best, &bd, &bm,
+		                            bq) != 0) {
+			best = q4_1_try(x, w, (max - min) / 15, min, &bd, &bm,
+			                bq);
+			q4_1_fit_loop(x, w, min, max, &best, &bd, &bm, bq);
 		}
 		put16(b, bd);
 		put16(b + 2, bm);
 		put_nibbles(b + 4, bq);
 	}
 	return 0;
+}
+
+static int
+q4_1_encode_fit(void *dst, const float *src, size_t n)
+{
+	return q4_1_fit(dst, src, n, 0);
+}
+
+int
+cg_q4_1_encode_fit_loop(void *dst, const float *src, size_t n)
+{
+	return q4_1_fit(dst, src, n, 1);
 }
 
 /* A q4_0 block of scale d (rounded to f16 here), as q4_1_try. */

@@ -108,11 +108,12 @@ struct cg_codec {
 
 /* The row of t, or NULL with a message for a value outside the enum. */
 const struct cg_codec *cg_codec(enum cg_dtype t);
-/* q4_0's encode_fit as its definition states it, one start's rounds after
- * another; encode_fit works the starts out side by side (several times
- * faster) and must give these bytes for every src (the tests hold them
- * to it). */
+/* q4_0's and q4_1's encode_fit as their definition states them, one
+ * start's rounds after another; encode_fit works the starts out side by
+ * side (faster) and must give these bytes for every src (the tests hold
+ * them to it). */
 int cg_q4_0_encode_fit_loop(void *dst, const float *src, size_t n);
+int cg_q4_1_encode_fit_loop(void *dst, const float *src, size_t n);
 /* Its name, or "?" outside the enum. */
 const char *cg_dtype_name(enum cg_dtype t);
 /* Parse a dtype name; returns -1 (with message) if unknown. */
