@@ -678,8 +678,9 @@ static void sum9(double (*t)[QK], double *sum);
  * A q4_1 block fitted as the loop of q4_1_fit_loop fits it, its starts
  * worked out side by side as q4_0_fit_starts works out q4_0's (each sum
  * of fit_line's in element order; the two that do not depend on the
- * levels made once).  -1 where a start's scale or minimum is no f16
- * (the caller then fits the block by the loop).
+ * levels made once).  best, bd, bm and bq as q4_0_fit_starts takes
+ * them; -1, and they untouched, where a start's scale or minimum is no
+ * f16 (the caller then fits the block by the loop).
  */
 static int
 q4_1_fit_starts(const float *x, const float *w, float min, float max,
@@ -736,10 +737,16 @@ q4_1_fit_starts(const float *x, const float *w, float min, float max,
 				on[k] = 0;
 				continue;
 			}
-			d[k] = (float)((sw * sqx[k] - sq[k] * sx) / det);
-			m[k] = (float)((sqq[k] * sx - sq[k] * sqx[k]) / det);
-			if (fabsf(d[k]) > 65504.0f || fabsf(m[k]) > 65504.0f)
+			float nd = (float)((sw * sqx[k] - sq[k] * sx) / det);
+			float nm = (float)((sqq[k] * sx - sq[k] * sqx[k]) / det);
+			/* an ended start keeps its last scale, which f16
+			 * holds, so it cannot send the block to the loop */
+			if (fabsf(nd) > 65504.0f || fabsf(nm) > 65504.0f) {
 				on[k] = 0;
+				continue;
+			}
+			d[k] = nd;
+			m[k] = nm;
 		}
 	}
 	for (int k = 0; k < S; k++)
@@ -801,11 +808,8 @@ q4_1_fit(void *dst, const float *src, size_t n, int loop)
 		block_range(x, &min, &max);
 		best = q4_1_try(x, w, (max - min) / 15, min, &bd, &bm, bq);
 		if (loop || q4_1_fit_starts(x, w, min, max, &best, &bd, &bm,
-		                            bq) != 0) {
-			best = q4_1_try(x, w, (max - min) / 15, min, &bd, &bm,
-			                bq);
+		                            bq) != 0)
 			q4_1_fit_loop(x, w, min, max, &best, &bd, &bm, bq);
-		}
 		put16(b, bd);
 		put16(b + 2, bm);
 		put_nibbles(b + 4, bq);
@@ -924,9 +928,9 @@ sum9(double (*t)[QK], double *sum)
  * last), then every try compared with the best in the loop's order (the
  * reference's try, then start 0's rounds, start 1's, ...), so the same
  * try wins.  best, bd and bq come in as the reference's try and leave as
- * the winner.  -1 where a start meets a scale f16 cannot hold (the loop
- * then goes on from the levels of the try before, which this does not
- * keep): the caller fits that block with the loop.
+ * the winner, or untouched with -1 where a start meets a scale f16
+ * cannot hold (the loop then goes on from the levels of the try before,
+ * which this does not keep): the caller fits that block with the loop.
  */
 static int
 q4_0_fit_starts(const float *x, const float *w, float max, double *best,
@@ -1035,10 +1039,8 @@ q4_0_fit(void *dst, const float *src, size_t n, int loop)
 
 		fit_weights(x, w);
 		best = q4_0_try(x, w, max / -8, &bd, bq);
-		if (loop || q4_0_fit_starts(x, w, max, &best, &bd, bq) != 0) {
-			best = q4_0_try(x, w, max / -8, &bd, bq);
+		if (loop || q4_0_fit_starts(x, w, max, &best, &bd, bq) != 0)
 			q4_0_fit_loop(x, w, max, &best, &bd, bq);
-		}
 		put16(b, bd);
 		put_nibbles(b + 2, bq);
 	}

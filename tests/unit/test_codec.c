@@ -532,8 +532,11 @@ test_fit_loop(void)
 			case 6: v[j] = g * 1e-7f; break;
 			default: /* q4_0: a start's scale max / 6 beyond f16 */
 				v[j] = j == 0 ? -500000.0f : g * 60000.0f;
-				if (i % 2) /* q4_1: a span near f16's */
+				if (i % 4 == 1) /* q4_1: a span near f16's */
 					v[j] = j == 0 ? -60000.0f : fabsf(g) * 8000.0f;
+				if (i % 4 == 3) /* q4_1: a refit past it */
+					v[j] = (j % 2 ? 65504.0f : -65504.0f) *
+					       (1 - fabsf(g) / 64);
 				break;
 			}
 		}
