@@ -684,7 +684,11 @@ class Cgan:
     the discriminator's tensors detached.  With r1 = gamma, L_D adds
     gamma / 2 mean |grad_x D(x, y)|^2 on the reals, grad_x D by
     torch.autograd.grad with create_graph, so that its own gradient is
-    PyTorch's double backpropagation."""
+    PyTorch's double backpropagation.  With aux = lambda, the
+    discriminator's features feed a Linear classifier too, L_D adds
+    lambda times its cross-entropy on the reals (F.cross_entropy) and
+    L_G lambda times its cross-entropy on the fakes, through the
+    discriminator's tensors detached."""
 
     name = "cgan"
     configs = [
@@ -730,6 +734,18 @@ class Cgan:
         ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
          "sn-iters=3", "conv=3", "image_h=8", "image_w=8", "image_c=1",
          "teacher=1", "alpha=50", "batch=4", "seed=10"],
+        # the auxiliary classifier (AC-GAN): the MLPs, with R1, the conv
+        # nets with 4x4 kernels and R1, distilled
+        ["in_dim=20", "ncond=4", "latent=5", "hidden=16", "layers=2",
+         "sn-iters=5", "aux=1", "batch=6", "seed=14"],
+        ["in_dim=12", "ncond=3", "latent=3", "hidden=8", "layers=1",
+         "sn-iters=3", "r1=2", "aux=3", "batch=9", "seed=15"],
+        ["in_dim=64", "ncond=3", "latent=4", "hidden=8", "layers=1",
+         "sn-iters=3", "conv=3", "disc-kernel=4", "r1=5", "aux=2",
+         "image_h=8", "image_w=8", "image_c=1", "batch=4", "seed=16"],
+        ["in_dim=96", "ncond=4", "latent=5", "hidden=8", "layers=1",
+         "sn-iters=2", "conv=2", "aux=1", "image_h=4", "image_w=8",
+         "image_c=3", "teacher=1", "alpha=40", "batch=5", "seed=17"],
     ]
     tol = {"loss": (1e-5, 1e-6), "grad": (1e-4, 1e-6)}
     outputs = []
@@ -752,6 +768,8 @@ class Cgan:
                  for i in range(layers)])
             self.psi = nn.Linear(H, 1)
             self.disc_emb = nn.Embedding(K, H)
+            if cfg.get("aux", 0) > 0:
+                self.cls = nn.Linear(H, K)
 
         def conv_nets(self, cfg):
             """The DCGAN-like nets of cgan.h (conv > 0)."""
@@ -772,9 +790,17 @@ class Cgan:
             self.disc_c2 = nn.Conv2d(C, 2 * C, k, 2, 1)
             self.psi = nn.Linear(self.F, 1)
             self.disc_emb = nn.Embedding(K, self.F)
+            if cfg.get("aux", 0) > 0:
+                self.cls = nn.Linear(self.F, K)
 
         def named_tensors(self):
             """(cg view name, parameter) in cg's buffer order."""
+            cls = ([("disc.cls.w", self.cls.weight),
+                    ("disc.cls.b", self.cls.bias)]
+                   if self.cfg.get("aux", 0) > 0 else [])
+            return self.named_tensors_but_cls() + cls
+
+        def named_tensors_but_cls(self):
             if self.cfg.get("conv", 0) > 0:
                 out = [("gen.emb", self.gen_emb.weight),
                        ("gen.0.w", self.gen0.weight),
@@ -825,6 +851,11 @@ class Cgan:
 
         def discriminate(self, x, y, uv, fixed):
             """D(x, y); with fixed, the discriminator's tensors detached."""
+            return self.discriminate_cls(x, y, uv, fixed)[0]
+
+        def discriminate_cls(self, x, y, uv, fixed):
+            """D(x, y) and the classifier's logits (None without
+            one)."""
             def t(p):
                 return p.detach() if fixed else p
 
@@ -840,7 +871,7 @@ class Cgan:
                 h = self.flat(h)
                 s = F.linear(h, sn(t(self.psi.weight), 2), t(self.psi.bias))
                 e = sn(t(self.disc_emb.weight), 3)[y]
-                return s[:, 0] + (h * e).sum(1)
+                return s[:, 0] + (h * e).sum(1), self.logits(h, t)
             h = x
             for i, m in enumerate(self.disc):
                 h = F.leaky_relu(F.linear(h, sn(t(m.weight), i), t(m.bias)),
@@ -848,7 +879,12 @@ class Cgan:
             L = len(self.disc)
             s = F.linear(h, sn(t(self.psi.weight), L), t(self.psi.bias))
             e = sn(t(self.disc_emb.weight), L + 1)[y]
-            return s[:, 0] + (h * e).sum(1)
+            return s[:, 0] + (h * e).sum(1), self.logits(h, t)
+
+        def logits(self, h, t):
+            if self.cfg.get("aux", 0) == 0:
+                return None
+            return F.linear(h, t(self.cls.weight), t(self.cls.bias))
 
     @staticmethod
     def run(net, cfg, d):
@@ -873,26 +909,38 @@ class Cgan:
         fake = net.generate(z, cond)
         gamma = cfg.get("r1", 0)
         x.requires_grad_(gamma > 0)
-        s_real = net.discriminate(x, cond, uv, False)
+        s_real, c_real = net.discriminate_cls(x, cond, uv, False)
         d_real = F.relu(1 - s_real).mean()
         d_fake = F.relu(1 + net.discriminate(fake.detach(), cond, uv,
                                              False)).mean()
-        g = -net.discriminate(fake, cond, uv, True).mean()
+        s_g, c_fake = net.discriminate_cls(fake, cond, uv, True)
+        g = -s_g.mean()
         loss = d_real + d_fake
+        lam = cfg.get("aux", 0)
+        aux = {}
+        if lam > 0:
+            # the classifier: D learns the reals' classes, G to draw
+            # what it takes for their condition (D's tensors detached)
+            aux = {"aux_real": F.cross_entropy(c_real, cond),
+                   "aux_fake": F.cross_entropy(c_fake, cond)}
+            loss = loss + lam * aux["aux_real"]
+            g_obj = g + lam * aux["aux_fake"]
+        else:
+            g_obj = g
         if gamma > 0:
             # R1: gamma / 2 mean |grad_x D(x, y)|^2 on the reals, its
             # gradient by double backpropagation
             gx, = torch.autograd.grad(s_real.sum(), x, create_graph=True)
             loss = loss + gamma / 2 * (gx ** 2).sum(1).mean()
         out = {"loss": loss, "d_real": d_real, "d_fake": d_fake, "g": g,
-               "backward": loss + g}
+               "backward": loss + g_obj, **aux}
         if "alpha_pct" in cfg:
             # the generator's objective (1 - a) L_G + a T, T the squared
             # distance to the teacher's images for the same z and y
             a = cfg["alpha_pct"] / 100
             target = f64(read_bin(d, "target.bin", "<f4", B * D)).view(B, D)
             T = ((fake - target) ** 2).sum(1).mean()
-            out.update(teacher=T, backward=loss + (1 - a) * g + a * T)
+            out.update(teacher=T, backward=loss + (1 - a) * g_obj + a * T)
         return out, {}
 
 

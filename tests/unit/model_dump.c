@@ -134,7 +134,7 @@ write32(const char *name, const void *p, size_t n)
 /* --------------------------------------------------- the architectures */
 
 /* What a case computed: the loss and its named parts. */
-#define NPART 4
+#define NPART 6
 struct result {
 	double loss;
 	const char *part_name[NPART];
@@ -405,7 +405,8 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 	                           0,
 	                           0,
 	                           cg_json_num(m->config, "r1", 0),
-	                           (int)cg_json_num(m->config, "disc-kernel", 3)};
+	                           (int)cg_json_num(m->config, "disc-kernel", 3),
+	                           cg_json_num(m->config, "aux", 0)};
 	size_t nx = (size_t)B * c.in_dim, nz = (size_t)B * c.latent, nsn = 0;
 	float *x = calloc(nx, sizeof(float)), *z = calloc(nz, sizeof(float));
 	int32_t *cond = calloc((size_t)B, sizeof(int32_t));
@@ -478,8 +479,15 @@ cgan_case(struct cg_model *m, int B, int T, struct cg_rng *r, float *grad,
 		memcpy(sn + nsn, v, cols * sizeof(float));
 		nsn += cols;
 	}
-	/* L_D's objective: the hinge and the R1 penalty */
-	res->loss = l.d + l.r1;
+	/* L_D's objective: the hinge, the R1 penalty and the classifier's
+	 * cross-entropy of the reals */
+	res->loss = l.d + l.r1 + c.aux * l.aux_real;
+	if (c.aux > 0) {
+		res->part_name[4] = "aux_real";
+		res->part[4] = l.aux_real;
+		res->part_name[5] = "aux_fake";
+		res->part[5] = l.aux_fake;
+	}
 	res->part_name[0] = "d_real";
 	res->part[0] = l.d_real;
 	res->part_name[1] = "d_fake";

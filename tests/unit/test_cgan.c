@@ -41,6 +41,9 @@ static struct cg_rng rng;
 /* The smallest |pre-activation| of a ReLU or leaky ReLU the reference
  * met since it was last set: how near the passes run to a kink. */
 static double ref_kink = INFINITY;
+/* The auxiliary classifier's cross-entropy for the condition of the last
+ * reference discriminator's call (aux > 0; else 0). */
+static double ref_ce;
 
 /* ------------------------------------------------------------ kernels */
 
@@ -345,6 +348,25 @@ ref_norm_relu(const struct tcase *t, const char *name, double *a, int HW,
 	}
 }
 
+/* ref_ce = the classifier's cross-entropy of features h [F] for y (0
+ * without one). */
+static void
+ref_aux(const struct tcase *t, const double *h, int F, int y)
+{
+	double lg[16], mx = -INFINITY, sum = 0;
+
+	ref_ce = 0;
+	if (t->c.aux <= 0)
+		return;
+	ref_linear(t, "disc.cls", h, lg, 1);
+	for (int k = 0; k < t->c.ncond; k++)
+		mx = fmax(mx, lg[k]);
+	for (int k = 0; k < t->c.ncond; k++)
+		sum += exp(lg[k] - mx);
+	ref_ce = log(sum) + mx - lg[y];
+	(void)F;
+}
+
 /* The convolutional discriminator's score, as cgan.h writes it. */
 static double
 ref_cdisc(const struct tcase *t, const double *x, int y)
@@ -369,6 +391,7 @@ ref_cdisc(const struct tcase *t, const double *x, int y)
 	for (int j = 0; j < F; j++)
 		s += h2[j] * (t->params[pw->off + j] / sp +
 		              t->params[e->off + (size_t)y * F + j] / se);
+	ref_aux(t, h2, F, y);
 	return s;
 }
 
@@ -433,6 +456,7 @@ ref_disc(const struct tcase *t, const double *x, int y)
 	for (int j = 0; j < H; j++)
 		s += in[j] * (t->params[pw->off + j] / sp +
 		              t->params[e->off + (size_t)y * H + j] / se);
+	ref_aux(t, in, H, y);
 	return s;
 }
 
@@ -558,7 +582,7 @@ tcase_init(struct tcase *t, struct cg_cgan_config c, int B)
 static void
 test_config(void)
 {
-	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0, 0, 3};
+	struct cg_cgan_config c = {784, 10, 64, 512, 2, 5, 0, 0, 0, 0, 0, 3, 0};
 	size_t gen = 10 * 512 + 512 * 65 + 512 * 513 + 784 * 513;
 	size_t disc = 512 * 785 + 512 * 513 + 513 + 10 * 512;
 
@@ -583,7 +607,7 @@ test_config(void)
 static void
 test_views(void)
 {
-	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0, 0, 3};
+	struct cg_cgan_config c = {12, 3, 4, 5, 2, 1, 0, 0, 0, 0, 0, 3, 0};
 	struct cg_view v[MAXV];
 	int n = cg_cgan_views(&c, v, MAXV), ok = n == 14;
 	static const char *const names[] = {
@@ -606,13 +630,69 @@ test_views(void)
 	expect(cg_cgan_views(&c, v, 13) == -1, "views: too small a table");
 }
 
+/*
+ * With aux: the classifier's two views after the rest, every other view
+ * where it was; cg-init's draws of the rest the same bytes as without
+ * (the classifier is drawn last); lambda out of range refused.
+ */
+static void
+test_aux_layout(struct cg_cgan_config c)
+{
+	struct cg_cgan_config c0 = c;
+	struct cg_view v[MAXV], v0[MAXV];
+	struct cg_rng r, r0;
+	char what[160];
+
+	c0.aux = 0;
+	int n = cg_cgan_views(&c, v, MAXV), n0 = cg_cgan_views(&c0, v0, MAXV);
+	size_t np = cg_cgan_nparams(&c), np0 = cg_cgan_nparams(&c0);
+	int ok = n == n0 + 2 && n == cg_cgan_nviews(&c) &&
+	         n0 == cg_cgan_nviews(&c0) &&
+	         np == np0 + (size_t)c.ncond * (v[n - 2].shape[1] + 1) &&
+	         cg_cgan_disc_off(&c) == cg_cgan_disc_off(&c0);
+	for (int i = 0; ok && i < n0; i++)
+		ok &= strcmp(v[i].name, v0[i].name) == 0 &&
+		      v[i].off == v0[i].off && v[i].n == v0[i].n;
+	ok &= ok && strcmp(v[n - 2].name, "disc.cls.w") == 0 &&
+	      strcmp(v[n - 1].name, "disc.cls.b") == 0 &&
+	      v[n - 2].off == np0 && v[n - 2].shape[0] == (size_t)c.ncond &&
+	      v[n - 2].decay == 1 && v[n - 1].decay == 0 &&
+	      v[n - 1].off + v[n - 1].n == np;
+	snprintf(what, sizeof(what),
+	         "aux, conv=%d: disc.cls.w [%zu, %zu] and .b after the other "
+	         "%d views, which stay where they were",
+	         c.conv, ok ? v[n - 2].shape[0] : 0,
+	         ok ? v[n - 2].shape[1] : 0, n0);
+	expect(ok, what);
+	float *p = xcalloc(np, sizeof(float)), *p0 = xcalloc(np0, sizeof(float));
+	cg_rng_seed(&r, 5);
+	cg_rng_seed(&r0, 5);
+	cg_cgan_init(&c, p, &r);
+	cg_cgan_init(&c0, p0, &r0);
+	double mx = 0;
+	for (size_t i = np0; i < np; i++)
+		mx = fmax(mx, fabs(p[i]));
+	expect(memcmp(p, p0, np0 * sizeof(float)) == 0 && mx > 0 &&
+	           mx <= 1 / sqrt((double)v[n - 2].shape[1]),
+	       "aux: the rest drawn as without it, the classifier as a "
+	       "Linear");
+	free(p);
+	free(p0);
+	c.aux = -1;
+	expect(cg_cgan_check_config(&c) != 0 && strstr(cg_errmsg(), "aux"),
+	       "aux below 0 refused");
+	c.aux = 2 * CG_CGAN_MAX_AUX;
+	expect(cg_cgan_check_config(&c) != 0 && strstr(cg_errmsg(), "aux"),
+	       "aux past its largest refused");
+}
+
 static void
 test_errors(void)
 {
 	struct tcase t;
-	struct cg_cgan_loss l = {-1, -1, -1, -1, -1, -1};
+	struct cg_cgan_loss l = {-1, -1, -1, -1, -1, -1, -1, -1};
 
-	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0, 3},
+	tcase_init(&t, (struct cg_cgan_config){6, 3, 2, 4, 1, 3, 0, 0, 0, 0, 0, 3, 0},
 	           3);
 	t.cond[1] = 3;
 	expect(cg_cgan_forward_backward(&t.c, t.params, t.ws, t.x, t.cond, t.z,
@@ -642,7 +722,7 @@ static void
 test_forward(struct cg_cgan_config c, int B)
 {
 	struct tcase t;
-	double real = 0, fake = 0, g = 0, worst = 0;
+	double real = 0, fake = 0, g = 0, worst = 0, ar = 0, af = 0;
 	double *img = xcalloc((size_t)c.in_dim, sizeof(double));
 	float *gen = xcalloc((size_t)B * c.in_dim, sizeof(float));
 	char what[256];
@@ -657,12 +737,14 @@ test_forward(struct cg_cgan_config c, int B)
 		for (int i = 0; i < c.in_dim; i++)
 			x[i] = t.x[(size_t)b * c.in_dim + i];
 		double sr = ref_disc(&t, x, t.cond[b]);
+		ar += ref_ce / B;
 		ref_gen(&t, t.z + (size_t)b * c.latent, t.cond[b], img);
 		for (int i = 0; i < c.in_dim; i++)
 			worst =
 			    fmax(worst,
 			         fabs(img[i] - gen[(size_t)b * c.in_dim + i]));
 		double sf = ref_disc(&t, img, t.cond[b]);
+		af += ref_ce / B;
 		real += fmax(0, 1 - sr) / B;
 		fake += fmax(0, 1 + sf) / B;
 		g -= sf / B;
@@ -670,15 +752,19 @@ test_forward(struct cg_cgan_config c, int B)
 	}
 	double err = fmax(fmax(fabs(l.d_real - real), fabs(l.d_fake - fake)),
 	                  fmax(fabs(l.g - g), fabs(l.d - real - fake)));
+	err = fmax(err, fmax(fabs(l.aux_real - ar), fabs(l.aux_fake - af)));
 	snprintf(what, sizeof(what),
-	         "layers=%d conv=%d dk=%d: d_real %.6f d_fake %.6f g %.6f as "
-	         "the reference (max diff %.2g; %d of %d reals past the "
-	         "margin), G's images %.2g",
-	         c.layers, c.conv, c.disc_kernel, l.d_real, l.d_fake, l.g, err, past, B,
-	         worst);
-	expect(err < 1e-5 && worst < 1e-6 && past > 0 && past < B, what);
+	         "layers=%d conv=%d dk=%d aux=%g: d_real %.6f d_fake %.6f g "
+	         "%.6f aux %.6f %.6f as the reference (max diff %.2g; %d of "
+	         "%d reals past the margin), G's images %.2g",
+	         c.layers, c.conv, c.disc_kernel, c.aux, l.d_real, l.d_fake,
+	         l.g, l.aux_real, l.aux_fake, err, past, B, worst);
+	expect(err < 1e-5 && worst < 1e-6 && past > 0 && past < B &&
+	           (c.aux > 0) == (ar > 0 && af > 0),
+	       what);
 	struct cg_cgan_loss l2 = tloss(&t, t.grad);
-	expect(l2.d == l.d && l2.g == l.g,
+	expect(l2.d == l.d && l2.g == l.g && l2.aux_real == l.aux_real &&
+	           l2.aux_fake == l.aux_fake,
 	       "the losses are the same with the backward pass");
 	free(img);
 	free(gen);
@@ -693,7 +779,8 @@ view_loss(void *ctx, int v)
 
 	struct cg_cgan_loss l = tloss(t, NULL);
 
-	return t->v[v].off >= t->doff ? l.d + l.r1 : l.g;
+	return t->v[v].off >= t->doff ? l.d + l.r1 + t->c.aux * l.aux_real
+	                              : l.g + t->c.aux * l.aux_fake;
 }
 
 static const char *
@@ -701,8 +788,11 @@ view_tag(void *ctx, int v)
 {
 	struct tcase *t = ctx;
 
-	return t->v[v].off >= t->doff ? (t->c.r1 > 0 ? "of L_D + R1" : "of L_D")
-	                              : "of L_G";
+	if (t->v[v].off < t->doff)
+		return t->c.aux > 0 ? "of L_G + aux CE" : "of L_G";
+	return t->c.r1 > 0 ? (t->c.aux > 0 ? "of L_D + R1 + aux CE"
+	                                   : "of L_D + R1")
+	                   : (t->c.aux > 0 ? "of L_D + aux CE" : "of L_D");
 }
 
 /*
@@ -737,14 +827,14 @@ test_grad(struct cg_cgan_config c, int B)
 	tcase_init(&t, c, B);
 	tloss(&t, t.grad);
 	printf("     config in=%d cond=%d latent=%d hidden=%d layers=%d "
-	       "sn-iters=%d conv=%d r1=%g, B=%d, %zu params\n",
+	       "sn-iters=%d conv=%d r1=%g aux=%g, B=%d, %zu params\n",
 	       c.in_dim, c.ncond, c.latent, c.hidden, c.layers, c.sn_iters,
-	       c.conv, c.r1, B, t.np);
+	       c.conv, c.r1, c.aux, B, t.np);
 	double worst = check_grad(&t, t.grad, 0);
 	snprintf(what, sizeof(what),
-	         "layers=%d conv=%d dk=%d r1=%g: every gradient vs central "
-	         "differences (worst rel err %.3g)",
-	         c.layers, c.conv, c.disc_kernel, c.r1, worst);
+	         "layers=%d conv=%d dk=%d r1=%g aux=%g: every gradient vs "
+	         "central differences (worst rel err %.3g)",
+	         c.layers, c.conv, c.disc_kernel, c.r1, c.aux, worst);
 	expect(worst <= FD_IMAGE.tol, what);
 
 	const struct cg_view *e = view(&t, "disc.emb");
@@ -848,9 +938,12 @@ dview_loss(void *ctx, int v)
 	struct dcase *d = ctx;
 	struct cg_cgan_loss l = dloss(d, NULL);
 
+	const double aux = d->t->c.aux;
+
 	return d->t->v[v].off >= d->t->doff
-	           ? l.d + l.r1
-	           : (1 - d->alpha) * l.g + d->alpha * l.teacher;
+	           ? l.d + l.r1 + aux * l.aux_real
+	           : (1 - d->alpha) * (l.g + aux * l.aux_fake) +
+	                 d->alpha * l.teacher;
 }
 
 static void
@@ -943,72 +1036,100 @@ main(void)
 	test_config();
 	test_views();
 	test_errors();
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0, 3},
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 0, 3, 0},
 	             8);
-	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0, 3},
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 3, 2, 0, 0, 0, 0, 0, 3, 0},
 	             7);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3},
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3, 0},
 	          6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0, 3},
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 0, 3, 0},
 	          6);
 	{
-		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1, 0, 3};
+		struct cg_cgan_config c = {36, 3, 4, 6, 1, 5, 2, 6, 6, 1, 0, 3, 0};
 		expect(cg_cgan_check_config(&c) != 0 &&
 		           strstr(cg_errmsg(), "6x6x1") != NULL,
 		       "convolutional nets refuse a side not a multiple of 4");
-		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2, 0, 3};
+		c = (struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 2, 0, 3, 0};
 		expect(cg_cgan_check_config(&c) != 0,
 		       "convolutional nets refuse a shape that is not in_dim's");
 	}
 	/* The convolutional nets: 4x4x1 and 4x8x2 images, against the
 	 * direct sums and central differences. */
-	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 3},
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 3, 0},
 	             3);
-	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0, 3},
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0, 3, 0},
 	             3);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3},
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3, 0},
 	          3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0, 3},
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0, 3, 0},
 	          3);
 	/* The R1 penalty: its value, and its gradient (the exact second
 	 * derivative) within every view's, the MLPs and the conv nets. */
-	test_r1((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 10, 3}, 8);
-	test_r1((struct cg_cgan_config){13, 4, 5, 9, 2, 2, 0, 0, 0, 0, 3, 3}, 7);
-	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10, 3}, 3);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 10, 3},
+	test_r1((struct cg_cgan_config){13, 4, 5, 9, 1, 5, 0, 0, 0, 0, 10, 3, 0}, 8);
+	test_r1((struct cg_cgan_config){13, 4, 5, 9, 2, 2, 0, 0, 0, 0, 3, 3, 0}, 7);
+	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10, 3, 0}, 3);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 10, 3, 0},
 	          6);
-	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3},
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3, 0},
 	          6);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 10, 3},
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 10, 3, 0},
 	          3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 3},
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 3, 0},
 	          3);
 	/* Distillation: the MLPs, with R1, and the conv nets. */
-	test_distill((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3},
+	test_distill((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3, 0},
 	             6);
-	test_distill((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3},
+	test_distill((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3, 0},
 	             6);
 	test_distill(
-	    (struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3}, 3);
+	    (struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3, 0}, 3);
 	/* The discriminator's 4x4 kernels (disc-kernel 4), with R1 too (last:
 	 * the draws of the cases above stay as they were). */
-	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 4},
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 4, 0},
 	             3);
-	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0, 4},
+	test_forward((struct cg_cgan_config){64, 2, 3, 6, 1, 2, 1, 4, 8, 2, 0, 4, 0},
 	             3);
-	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 4},
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 4, 0},
 	          3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0, 4},
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 0, 4, 0},
 	          3);
 	{
-		struct cg_cgan_config c = {64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 0, 5};
+		struct cg_cgan_config c = {64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 0, 5, 0};
 		expect(cg_cgan_check_config(&c) != 0 &&
 		           strstr(cg_errmsg(), "disc-kernel = 5") != NULL,
 		       "a disc-kernel other than 3 or 4 is refused");
 	}
-	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10, 4}, 3);
-	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 4},
+	test_r1((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1, 10, 4, 0}, 3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 4, 0},
 	          3);
+	/* The auxiliary classifier (aux): its layout, its cross-entropies
+	 * against the reference, every gradient of L_D + lambda CE(reals)
+	 * and L_G + lambda CE(fakes), with R1 and distilled too. */
+	test_aux_layout((struct cg_cgan_config){12, 3, 4, 5, 2, 1, 0, 0, 0, 0,
+	                                        0, 3, 1});
+	test_aux_layout((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 2, 8, 8, 1,
+	                                        0, 4, 0.5});
+	test_forward((struct cg_cgan_config){13, 4, 5, 9, 2, 5, 0, 0, 0, 0, 0, 3,
+	                                     1.5},
+	             8);
+	test_forward((struct cg_cgan_config){64, 3, 4, 6, 1, 5, 1, 8, 8, 1, 0, 4,
+	                                     2},
+	             3);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 1, 300, 0, 0, 0, 0, 0, 3,
+	                                  1},
+	          6);
+	test_grad((struct cg_cgan_config){7, 3, 4, 6, 2, 300, 0, 0, 0, 0, 5, 3,
+	                                  2},
+	          6);
+	test_grad((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0, 3,
+	                                  1},
+	          3);
+	test_grad((struct cg_cgan_config){128, 2, 3, 6, 1, 300, 2, 8, 8, 2, 4, 4,
+	                                  0.7},
+	          3);
+	test_distill((struct cg_cgan_config){16, 3, 4, 6, 1, 300, 2, 4, 4, 1, 0,
+	                                     3, 1},
+	             3);
 	if (failures) {
 		printf(TEST_NAME ": %d check(s) FAILED\n", failures);
 		return 1;

@@ -214,6 +214,34 @@ disc_lin(const struct cg_cgan_config *c, int l)
 	return ln;
 }
 
+/* The width of the discriminator's features: the MLP's hidden, the
+ * convolutional nets' F. */
+static int
+feat_width(const struct cg_cgan_config *c)
+{
+	if (c->conv) {
+		struct cnet n;
+
+		cnet_of(c, &n);
+		return n.F;
+	}
+	return c->hidden;
+}
+
+/* The auxiliary classifier (aux > 0): disc.cls.w [ncond, F], then
+ * disc.cls.b [ncond], after every other tensor. */
+static struct linear
+cls_lin(const struct cg_cgan_config *c)
+{
+	struct linear e = disc_lin(c, disc_layers(c) + 1), ln;
+
+	ln.in = feat_width(c);
+	ln.out = c->ncond;
+	ln.w = e.b;
+	ln.b = ln.w + (size_t)ln.out * ln.in;
+	return ln;
+}
+
 int
 cg_cgan_check_config(const struct cg_cgan_config *c)
 {
@@ -246,6 +274,11 @@ cg_cgan_check_config(const struct cg_cgan_config *c)
 	if (c->conv && c->disc_kernel != 3 && c->disc_kernel != 4)
 		return cg_seterr("cgan: disc-kernel = %d: 3 or 4",
 		                 c->disc_kernel);
+	if (!(c->aux >= 0 && c->aux <= CG_CGAN_MAX_AUX))
+		return cg_seterr("cgan: aux = %g: not in [0, %g]", c->aux,
+		                 CG_CGAN_MAX_AUX);
+	/* the classifier's, with aux */
+	const uint64_t K = c->ncond, A = c->aux > 0;
 	if (c->conv) {
 		struct cnet n;
 
@@ -256,18 +289,20 @@ cg_cgan_check_config(const struct cg_cgan_config *c)
 			                 "most %d features)",
 			                 c->height, c->width, c->channels,
 			                 c->in_dim, CG_CGAN_MAX_DIM);
-		if (n.end > CG_CGAN_MAX_PARAMS || n.end > SIZE_MAX / sizeof(float))
+		const uint64_t all = n.end + A * (K * (uint64_t)n.F + K);
+		if (all > CG_CGAN_MAX_PARAMS || all > SIZE_MAX / sizeof(float))
 			return cg_seterr("cgan: %llu parameters: more than "
 			                 "%llu",
-			                 (unsigned long long)n.end,
+			                 (unsigned long long)all,
 			                 (unsigned long long)CG_CGAN_MAX_PARAMS);
 		return 0;
 	}
 	/* Widths at most 2^20 and layers 64: no wrap below 2^63. */
-	uint64_t D = c->in_dim, K = c->ncond, H = c->hidden, Z = c->latent;
+	uint64_t D = c->in_dim, H = c->hidden, Z = c->latent;
 	uint64_t L = c->layers, hh = H * H + H;
 	uint64_t n = K * H + H * Z + H + (L - 1) * hh + D * H + D + /* G */
-	             H * D + H + (L - 1) * hh + H + 1 + K * H;      /* D */
+	             H * D + H + (L - 1) * hh + H + 1 + K * H +     /* D */
+	             A * (K * H + K);
 
 	if (n > CG_CGAN_MAX_PARAMS || n > SIZE_MAX / sizeof(float))
 		return cg_seterr("cgan: %llu parameters: more than %llu",
@@ -281,18 +316,25 @@ cg_cgan_nparams(const struct cg_cgan_config *c)
 {
 	if (cg_cgan_check_config(c) != 0)
 		return 0;
-	struct linear e = disc_lin(c, disc_layers(c) + 1);
-	return e.b;
+	if (c->aux > 0)
+		return cls_lin(c).b + (size_t)c->ncond;
+	return disc_lin(c, disc_layers(c) + 1).b;
+}
+
+int
+cg_cgan_nviews(const struct cg_cgan_config *c)
+{
+	if (cg_cgan_check_config(c) != 0)
+		return 0;
+	return (c->conv ? CG_CGAN_CONV_VIEWS : 4 * c->layers + 6) +
+	       (c->aux > 0 ? 2 : 0);
 }
 
 static int
-cnet_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
+cnet_views(const struct cg_cgan_config *c, struct cg_view *v)
 {
 	struct cnet n;
 
-	if (max < CG_CGAN_CONV_VIEWS)
-		return cg_seterr("cgan: %d views do not fit in %d",
-		                 CG_CGAN_CONV_VIEWS, max);
 	cnet_of(c, &n);
 	cg_view_set(&v[0], "gen.emb", n.emb, (size_t)c->ncond, n.F, 0);
 	cg_view_linear(&v[1], "gen.0", n.g0w, n.g0b, n.F, c->latent);
@@ -312,18 +354,12 @@ cnet_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 	return CG_CGAN_CONV_VIEWS;
 }
 
-int
-cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
+/* The MLPs' views (those of the auxiliary classifier aside). */
+static int
+mlp_views(const struct cg_cgan_config *c, struct cg_view *v)
 {
 	int n = 0;
 
-	if (cg_cgan_check_config(c) != 0)
-		return -1;
-	if (c->conv)
-		return cnet_views(c, v, max);
-	if (max < 4 * c->layers + 6)
-		return cg_seterr("cgan: %d views do not fit in %d",
-		                 4 * c->layers + 6, max);
 	cg_view_set(&v[n++], "gen.emb", 0, (size_t)c->ncond, c->hidden, 0);
 	for (int l = 0; l <= c->layers; l++) {
 		struct linear ln = gen_lin(c, l);
@@ -349,6 +385,26 @@ cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
 	}
 	struct linear e = disc_lin(c, c->layers + 1);
 	cg_view_set(&v[n++], "disc.emb", e.w, (size_t)c->ncond, c->hidden, 0);
+	return n;
+}
+
+int
+cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max)
+{
+	int n, need;
+
+	if (cg_cgan_check_config(c) != 0)
+		return -1;
+	need = cg_cgan_nviews(c);
+	if (max < need)
+		return cg_seterr("cgan: %d views do not fit in %d", need, max);
+	n = c->conv ? cnet_views(c, v) : mlp_views(c, v);
+	if (c->aux > 0) {
+		struct linear k = cls_lin(c);
+
+		cg_view_linear(&v[n], "disc.cls", k.w, k.b, k.out, k.in);
+		n += 2;
+	}
 	return n;
 }
 
@@ -390,17 +446,12 @@ cnet_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 		params[n.demb + j] = cg_rng_normal(r);
 }
 
-void
-cg_cgan_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
+/* The MLPs' init, in buffer order as cg_cgan_init's. */
+static void
+mlp_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 {
 	size_t ne = (size_t)c->ncond * c->hidden;
 
-	if (cg_cgan_check_config(c) != 0)
-		return;
-	if (c->conv) {
-		cnet_init(c, params, r);
-		return;
-	}
 	/* gen.emb and gen.0 are one Linear on (z, one-hot(y)): one bound. */
 	const float gb = 1.0f / sqrtf((float)(c->latent + c->ncond));
 	for (size_t j = 0; j < ne; j++)
@@ -416,6 +467,19 @@ cg_cgan_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
 	struct linear e = disc_lin(c, c->layers + 1);
 	for (size_t j = 0; j < ne; j++)
 		params[e.w + j] = cg_rng_normal(r);
+}
+
+void
+cg_cgan_init(const struct cg_cgan_config *c, float *params, struct cg_rng *r)
+{
+	if (cg_cgan_check_config(c) != 0)
+		return;
+	if (c->conv)
+		cnet_init(c, params, r);
+	else
+		mlp_init(c, params, r);
+	if (c->aux > 0)
+		init_linear(params, cls_lin(c), r);
 }
 
 /* ------------------------------------------------------------- workspace */
@@ -466,6 +530,9 @@ struct cg_cgan_ws {
 	float *rp; /* each layer's gradient before its leaky ReLU: the
 	            * MLP's [layers][B, hidden], the conv's [B, F] then
 	            * [B, H/2 W/2 C] */
+	/* The auxiliary classifier's (aux > 0; else empty), over 2B rows. */
+	float *lg; /* [2B, ncond]: its logits, then their softmax */
+	float *dl; /* [2B, ncond]: the gradient reaching the logits */
 	struct cg_wset ks; /* the weights as stored (cg_cgan_ws_set_mats) */
 };
 
@@ -533,6 +600,8 @@ lay(void *ws, struct cg_arena *a)
 	w->rg = CG_ARENA_FLOATS(a, B, c->r1 > 0 ? D : 0);
 	w->rp = CG_ARENA_FLOATS(
 	    a, B, c->r1 > 0 ? (C ? (size_t)n->F + P1 * C : L * H) : 0);
+	w->lg = CG_ARENA_FLOATS(a, 2 * B, c->aux > 0 ? (size_t)c->ncond : 0);
+	w->dl = CG_ARENA_FLOATS(a, 2 * B, c->aux > 0 ? (size_t)c->ncond : 0);
 	for (int l = 0; l < disc_layers(c) + 2; l++) {
 		struct linear ln = disc_lin(c, l);
 		w->sn[l].wsn = CG_ARENA_FLOATS(a, ln.out, ln.in);
@@ -633,7 +702,7 @@ int
 cg_cgan_ws_set_mats(struct cg_cgan_ws *w, const struct cg_wmat *mats, int nv)
 {
 	const struct cg_cgan_config *c = &w->c;
-	const int n = c->conv ? CG_CGAN_CONV_VIEWS : 4 * c->layers + 6;
+	const int n = cg_cgan_nviews(c);
 	const size_t doff = cg_cgan_disc_off(c);
 	struct cg_view *v;
 	struct cg_wset ks;
@@ -743,7 +812,8 @@ disc_normalise(const struct cg_cgan_config *c, const float *params,
 }
 
 /* The projection head: w->s [n] = psi . phi + psi.b + emb[y] . phi for
- * the features phi [n, F] (normalised psi and emb, of w->sn). */
+ * the features phi [n, F] (normalised psi and emb, of w->sn); with aux,
+ * the classifier's logits w->lg [n, ncond] = cls.w phi + cls.b too. */
 static void
 head_forward(const struct cg_cgan_config *c, const float *params,
              struct cg_cgan_ws *w, const float *phi, int F, const int *cond,
@@ -762,17 +832,23 @@ head_forward(const struct cg_cgan_config *c, const float *params,
 			s += (double)f[j] * (psi[j] + e[j]);
 		w->s[b] = (float)s;
 	}
+	if (c->aux > 0) {
+		struct linear k = cls_lin(c);
+		cg_linear_forward(w->lg, phi, params + k.w, params + k.b, n, F,
+		                  c->ncond);
+	}
 }
 
 /*
- * Its backward given ds [n]: w->dh [n, F] = the gradient reaching phi;
- * with grad, psi's and emb's normalised gradients += (w->sn's dwsn) and
- * psi.b's.
+ * Its backward given ds [n] and, with aux, dl [n, ncond] (the gradient
+ * reaching the classifier's logits, or NULL for none): w->dh [n, F] = the
+ * gradient reaching phi; with grad, psi's and emb's normalised gradients
+ * += (w->sn's dwsn), psi.b's, and the classifier's (given dl).
  */
 static void
-head_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
-              const float *phi, int F, const int *cond, int n,
-              const float *ds, float *grad)
+head_backward(const struct cg_cgan_config *c, const float *params,
+              struct cg_cgan_ws *w, const float *phi, int F, const int *cond,
+              int n, const float *ds, const float *dl, float *grad)
 {
 	const int L = disc_layers(c);
 	const float *psi = w->sn[L].wsn, *emb = w->sn[L + 1].wsn;
@@ -793,6 +869,21 @@ head_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
 				demb[j] += g * f[j];
 			}
 			grad[disc_lin(c, L).b] += g;
+		}
+	}
+	if (c->aux > 0 && dl != NULL) {
+		struct linear k = cls_lin(c);
+		const int K = c->ncond;
+
+		/* dh += dl cls.w; cls.w's gradient += dl^T phi */
+		cg_sgemm(0, 0, n, F, K, 1.0f, dl, K, params + k.w, F, 1.0f,
+		         w->dh, F);
+		if (grad) {
+			cg_sgemm(1, 0, K, F, n, 1.0f, dl, K, phi, F, 1.0f,
+			         grad + k.w, F);
+			for (int b = 0; b < n; b++)
+				for (int j = 0; j < K; j++)
+					grad[k.b + j] += dl[(size_t)b * K + j];
 		}
 	}
 }
@@ -850,7 +941,7 @@ disc_forward(const struct cg_cgan_config *c, const float *params,
 static void
 disc_backward(const struct cg_cgan_config *c, const float *params,
               struct cg_cgan_ws *w, const float *x, const int *cond, int r0,
-              int n, const float *ds, float *grad, float *dx)
+              int n, const float *ds, const float *dl, float *grad, float *dx)
 {
 	const int H = c->hidden, L = c->layers;
 	const size_t stride = (size_t)2 * w->max_batch * H;
@@ -859,7 +950,7 @@ disc_backward(const struct cg_cgan_config *c, const float *params,
 	if (grad)
 		sn_clear(c, w);
 	/* The head: s = (psi + emb[y]) . phi + psi.b. */
-	head_backward(c, w, phi, H, cond, n, ds, grad);
+	head_backward(c, params, w, phi, H, cond, n, ds, dl, grad);
 	for (int l = L - 1; l >= 0; l--) {
 		struct linear ln = disc_lin(c, l);
 		const float *h = w->h + l * stride + (size_t)r0 * H;
@@ -1124,7 +1215,8 @@ cdisc_forward(const struct cg_cgan_config *c, const float *params,
 static void
 cdisc_backward(const struct cg_cgan_config *c, const float *params,
                struct cg_cgan_ws *w, const float *x, const int *cond, int r0,
-               int m, const float *ds, float *grad, float *dx)
+               int m, const float *ds, const float *dl, float *grad,
+               float *dx)
 {
 	const struct cnet *n = &w->n;
 	const size_t P1C = (size_t)n->d1.OH * n->d1.OW * n->C;
@@ -1133,7 +1225,7 @@ cdisc_backward(const struct cg_cgan_config *c, const float *params,
 
 	if (grad)
 		sn_clear(c, w);
-	head_backward(c, w, phi, n->F, cond, m, ds, grad);
+	head_backward(c, params, w, phi, n->F, cond, m, ds, dl, grad);
 	memset(w->dpre2, 0, (size_t)m * n->F * sizeof(float));
 	cg_lrelu_backward(w->dpre2, w->dh, phi, CG_CGAN_SLOPE,
 	                  (size_t)m * n->F);
@@ -1189,7 +1281,8 @@ r1_grad_x(const struct cg_cgan_config *c, struct cg_cgan_ws *w, const float *x,
 		const size_t P1C = (size_t)n->d1.OH * n->d1.OW * n->C;
 		float *p2 = w->rp, *p1 = w->rp + (size_t)w->max_batch * n->F;
 
-		head_backward(c, w, w->phi, n->F, cond, B, w->ds, NULL);
+		head_backward(c, NULL, w, w->phi, n->F, cond, B, w->ds, NULL,
+		              NULL);
 		memset(p2, 0, (size_t)B * n->F * sizeof(float));
 		cg_lrelu_backward(p2, w->dh, w->phi, CG_CGAN_SLOPE,
 		                  (size_t)B * n->F);
@@ -1206,8 +1299,8 @@ r1_grad_x(const struct cg_cgan_config *c, struct cg_cgan_ws *w, const float *x,
 		const int H = c->hidden, L = c->layers;
 		const size_t stride = (size_t)2 * w->max_batch * H;
 
-		head_backward(c, w, w->h + (L - 1) * stride, H, cond, B, w->ds,
-		              NULL);
+		head_backward(c, NULL, w, w->h + (L - 1) * stride, H, cond, B,
+		              w->ds, NULL, NULL);
 		for (int l = L - 1; l >= 0; l--) {
 			struct linear ln = disc_lin(c, l);
 			float *p = w->rp + (size_t)l * w->max_batch * H;
@@ -1324,12 +1417,55 @@ disc_fwd(const struct cg_cgan_config *c, const float *params,
 static void
 disc_bwd(const struct cg_cgan_config *c, const float *params,
          struct cg_cgan_ws *w, const float *x, const int *cond, int r0, int m,
-         const float *ds, float *grad, float *dx)
+         const float *ds, const float *dl, float *grad, float *dx)
 {
 	if (c->conv)
-		cdisc_backward(c, params, w, x, cond, r0, m, ds, grad, dx);
+		cdisc_backward(c, params, w, x, cond, r0, m, ds, dl, grad, dx);
 	else
-		disc_backward(c, params, w, x, cond, r0, m, ds, grad, dx);
+		disc_backward(c, params, w, x, cond, r0, m, ds, dl, grad, dx);
+}
+
+/*
+ * The classifier's cross-entropies over the 2B rows of the last
+ * disc_fwd (w->lg, made their softmax here): *real and *fake their sums
+ * over the reals' rows and the fakes'.
+ */
+static void
+aux_loss(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
+         const int *cond2, int B, double *real, double *fake)
+{
+	const int K = c->ncond;
+
+	*real = *fake = 0;
+	for (int r = 0; r < 2 * B; r++) {
+		float *p = w->lg + (size_t)r * K;
+		double mx = p[0], sum = 0;
+
+		for (int j = 1; j < K; j++)
+			mx = p[j] > mx ? p[j] : mx;
+		for (int j = 0; j < K; j++)
+			sum += exp((double)p[j] - mx);
+		const double ce = log(sum) - ((double)p[cond2[r]] - mx);
+		*(r < B ? real : fake) += ce;
+		for (int j = 0; j < K; j++)
+			p[j] = (float)(exp((double)p[j] - mx) / sum);
+	}
+}
+
+/* w->dl's rows [r0, r0 + n) = k (softmax - one-hot(y)), from w->lg. */
+static void
+aux_grad(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
+         const int *cond2, int r0, int n, float k)
+{
+	const int K = c->ncond;
+
+	for (int r = r0; r < r0 + n; r++) {
+		const float *p = w->lg + (size_t)r * K;
+		float *d = w->dl + (size_t)r * K;
+
+		for (int j = 0; j < K; j++)
+			d[j] = k * (p[j] - (j == cond2[r] ? 1.0f : 0.0f));
+	}
 }
 
 /*
@@ -1342,8 +1478,9 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
      const float *x, const int *cond, const float *z, int B, float *grad,
      struct cg_cgan_loss *loss, const float *target, double alpha)
 {
-	const int D = c->in_dim;
+	const int D = c->in_dim, K = c->ncond;
 	double real = 0, fake = 0, g = 0, r1 = 0, teach = 0;
+	double areal = 0, afake = 0;
 
 	if (check_call(c, w, cond, B, w->max_batch) != 0)
 		return -1;
@@ -1368,6 +1505,8 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 		fake += sf > -1 ? 1 + sf : 0;
 		g -= sf;
 	}
+	if (c->aux > 0)
+		aux_loss(c, w, w->cond2, B, &areal, &afake);
 	if (c->r1 > 0 && (loss || grad))
 		r1 = c->r1 / 2 * r1_grad_x(c, w, w->dx, cond, B) / B;
 	if (loss) {
@@ -1377,6 +1516,8 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 		loss->g = g / B;
 		loss->r1 = r1;
 		loss->teacher = teach / B;
+		loss->aux_real = areal / B;
+		loss->aux_fake = afake / B;
 	}
 	if (grad == NULL)
 		return 0;
@@ -1388,14 +1529,24 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 		w->ds[b] = w->s[b] < 1 ? -1.0f / B : 0.0f;
 		w->ds[B + b] = w->s[B + b] > -1 ? 1.0f / B : 0.0f;
 	}
-	disc_bwd(c, params, w, w->dx, w->cond2, 0, 2 * B, w->ds, grad, NULL);
+	/* and lambda CE on the reals alone: the fakes' rows get 0 */
+	if (c->aux > 0) {
+		aux_grad(c, w, w->cond2, 0, B, (float)(c->aux / B));
+		memset(w->dl + (size_t)B * K, 0, (size_t)B * K * sizeof(float));
+	}
+	disc_bwd(c, params, w, w->dx, w->cond2, 0, 2 * B, w->ds,
+	         c->aux > 0 ? w->dl : NULL, grad, NULL);
 	/* L_G = -mean D(fake): to the fakes alone, then through G.  The
 	 * fakes' gradient goes to the reals' rows of dx, which the pass
 	 * above no longer needs. */
 	for (int b = 0; b < B; b++)
 		w->ds[b] = -1.0f / B;
+	/* L_G's lambda CE of the fakes */
+	if (c->aux > 0)
+		aux_grad(c, w, w->cond2, B, B, (float)(c->aux / B));
 	disc_bwd(c, params, w, w->dx + (size_t)B * D, w->cond2 + B, B, B,
-	         w->ds, NULL, w->dx);
+	         w->ds, c->aux > 0 ? w->dl + (size_t)B * K : NULL, NULL,
+	         w->dx);
 	/* Distilled: d/d(fake) of (1 - alpha) L_G + alpha T, T's being
 	 * 2 (fake - target) / B; at alpha 0 L_G's alone, to the bit. */
 	if (target != NULL && alpha != 0) {

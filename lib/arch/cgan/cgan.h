@@ -35,6 +35,19 @@
  * which holds D's slope at the data near 0 (its exact gradient, the
  * second derivative, is cgan.c's; the spectral norms' u and v are held
  * fixed in it as in the backward pass).
+ * With aux = lambda > 0, D also has an auxiliary classifier on its
+ * features h (AC-GAN, Odena et al. 2017), logits
+ *   c(x) = disc.cls.w h + disc.cls.b                      [ncond]
+ * (not normalised: it is not part of the score D, which stays
+ * 1-Lipschitz), and each net's objective adds lambda times a
+ * cross-entropy:
+ *   L_D += lambda mean CE(c(x_b), y_b)           (the reals: D learns
+ *                                                 the classes)
+ *   L_G += lambda mean CE(c(G(z_b, y_b)), y_b)   (the fakes: G draws
+ *                                                 what D takes for y_b)
+ * D is not asked to classify the fakes (AC-GAN's first form does, and
+ * rewards a generator whose draws are merely easy to classify).  R1
+ * stays on the score D alone.
  * One pass gives both gradients at the same weights: d(L_D (+ R1))/d(D's
  * parameters), the fakes held fixed, into D's part of the buffer, and
  * d(L_G)/d(G's parameters) into G's.  One optimizer step on the whole
@@ -102,6 +115,9 @@ struct cg_cgan_config {
 	 * ones from one).  Read only when conv > 0.
 	 */
 	int disc_kernel;
+	/* lambda of the auxiliary classifier's cross-entropies (0: no
+	 * classifier, and no disc.cls tensors) */
+	double aux;
 };
 
 #define CG_CGAN_MAX_CONV 4096
@@ -114,6 +130,8 @@ struct cg_cgan_config {
 #define CG_CGAN_MAX_BATCH (1 << 23)
 /* The largest gamma of the R1 penalty. */
 #define CG_CGAN_MAX_R1 1e6
+/* The largest lambda of the auxiliary classifier. */
+#define CG_CGAN_MAX_AUX 1e3
 /* The discriminator's leaky ReLU. */
 #define CG_CGAN_SLOPE 0.2f
 
@@ -141,9 +159,13 @@ size_t cg_cgan_disc_off(const struct cg_cgan_config *c);
  * in_dim], disc.0.b, ..., disc.psi.w [1, hidden], disc.psi.b [1],
  * disc.emb [ncond, hidden]: 2 layers + 3 generator views, then 2 layers +
  * 3 discriminator views.  Matrices decay 1; biases and embeddings 0.
+ * Either kind, with aux > 0, then disc.cls.w [ncond, F] (F the MLP's
+ * hidden) and disc.cls.b [ncond]: cg_cgan_nviews(c) in all.
  * Returns the count, or -1 with a message if c is bad or max too small.
  */
 int cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max);
+/* The views of c (cg_cgan_views's count); 0 where c is bad. */
+int cg_cgan_nviews(const struct cg_cgan_config *c);
 
 /*
  * Seeded weights drawn from r in buffer order: each Linear as PyTorch's
@@ -151,7 +173,8 @@ int cg_cgan_views(const struct cg_cgan_config *c, struct cg_view *v, int max);
  * and gen.0 as one Linear on (z, one-hot(y)) (fan_in latent + ncond: with
  * the embedding standard normal, the condition drowned the noise and
  * each condition's draws came out alike), disc.emb standard normal
- * (nn.Embedding's default).  c must pass
+ * (nn.Embedding's default), disc.cls (with aux) a Linear, drawn last.  c
+ * must pass
  * cg_cgan_check_config (else nothing is written).
  */
 void cg_cgan_init(const struct cg_cgan_config *c, float *params,
@@ -199,6 +222,10 @@ struct cg_cgan_loss {
 	double d_fake; /* mean relu(1 + D(G(z, y), y)) */
 	double g;      /* L_G = -mean D(G(z, y), y) */
 	double r1;     /* the R1 penalty (0 without it) */
+	/* the auxiliary classifier's mean cross-entropies on the reals
+	 * and on the fakes, unweighted (0 without it): L_D adds lambda
+	 * aux_real, L_G lambda aux_fake */
+	double aux_real, aux_fake;
 	double teacher; /* distilled: T below (else 0) */
 };
 

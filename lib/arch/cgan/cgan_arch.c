@@ -65,7 +65,7 @@ cgan_layout(struct cg_model *m)
 	if (get_config(m, &c) != 0)
 		return -1;
 	m->nparams = cg_cgan_nparams(&c);
-	nv = c.conv ? CG_CGAN_CONV_VIEWS : 4 * c.layers + 6;
+	nv = cg_cgan_nviews(&c);
 	if ((m->views = calloc((size_t)nv, sizeof(*m->views))) == NULL)
 		return cg_seterr("out of memory");
 	if ((m->nviews = cg_cgan_views(&c, m->views, nv)) < 0)
@@ -365,11 +365,13 @@ static const struct cg_arch_opt cgan_opts[] = {
      "R1 penalty gamma/2 |grad_x D|^2 on the reals (0: none)"},
     {"disc-kernel", CG_ARCH_OPT_INT, 3, 3, 4,
      "--conv: side of D's two kernels at stride 2"},
+    {"aux", CG_ARCH_OPT_FLOAT, 0, 0, CG_CGAN_MAX_AUX,
+     "weight of an auxiliary classifier's cross-entropy (AC-GAN; 0: none)"},
 };
 
 /* Left out of a model's config at its default: a model made before it
  * is byte for byte one made after. */
-static const char *const cgan_quiet[] = {"disc-kernel", NULL};
+static const char *const cgan_quiet[] = {"disc-kernel", "aux", NULL};
 
 /* What the keys alone say: the convolutional nets' image shape is the
  * manifest's, which get_config adds and checks. */
@@ -403,6 +405,8 @@ static const struct cg_arch_key cgan_keys[] = {
     /* nor a kernel of 4 */
     {"disc-kernel", offsetof(struct cg_cgan_config, disc_kernel), 3, 4, 1,
      3},
+    /* nor a classifier */
+    {"aux", offsetof(struct cg_cgan_config, aux), 0, CG_CGAN_MAX_AUX, 1, 0},
 };
 #undef KEY
 
