@@ -20,7 +20,7 @@
 #   cddpm-unet  cg-init -a cddpm --unet 16 --hidden 128 --embed 64
 #                                                Adam 1e-3, guidance 1
 #   cgan        cg-init -a cgan                  Adam 4e-4, betas 0.5 0.999
-#   cgan-conv   cg-init -a cgan --conv 32 --r1 R1 --disc-kernel DK
+#   cgan-conv   cg-init -a cgan --conv 32 --r1 R1 --disc-kernel DK --aux AUX
 #                                                the same (R1: 10, DK: 3)
 # the cgans once for each seed of SEEDS ("1 2 3"), the others seed 1.
 # Then the equal-wall-time row: the MLP cddpm trained for as many
@@ -34,6 +34,7 @@
 # build in build/).  Environment: CG_BIN (build/cmd), DATA
 # (/usr/share/datasets/fashion-mnist), THREADS (all cores), STEPS
 # (2345), SEEDS ("1 2 3"), SAMPLES (1000), R1 (10), DISC_KERNEL (3),
+# AUX (0: the auxiliary classifier's weight),
 # TEMPERATURE (1),
 # MODELS (all of the above, in that order), JUDGE, MLP_JUDGE, OUT (a
 # directory that keeps the models, their scores as JSON and a grid of
@@ -50,6 +51,7 @@ samples=${SAMPLES:-1000}
 models=${MODELS:-cvae cvae-conv cddpm cddpm-unet cgan cgan-conv}
 r1=${R1:-10}
 dk=${DISC_KERNEL:-3}
+aux=${AUX:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${OUT:-$tmp/out}
@@ -98,7 +100,7 @@ make_model() {
 	cddpm|cddpm-eqwall) init="-a cddpm" ;;
 	cddpm-unet) init="-a cddpm --unet 16 --hidden 128 --embed 64" ;;
 	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
-	cgan-conv) init="-a cgan --conv 32 --r1 $r1 --disc-kernel $dk"; lr=4e-4
+	cgan-conv) init="-a cgan --conv 32 --r1 $r1 --disc-kernel $dk --aux $aux"; lr=4e-4
 		extra="--beta1 0.5 --beta2 0.999" ;;
 	*) echo "conv-table.sh: no model $name" >&2; exit 1 ;;
 	esac

@@ -244,6 +244,14 @@ make_small() {
 	done
 	grep -q "out/judge/clf.cgm (4 images per condition, seed 1, 16 features)" log
 	grep -Eq '^all +40 ' log
+	# the convolutional nets with the auxiliary classifier
+	make_small fashion-cgan log2 single OUT="$PWD/conv" \
+		DATA="$fx/fashion-mnist-mini" STEPS=2 LATENT=4 \
+		INITOPTS="--conv 2 --r1 0.1 --disc-kernel 4 --aux 1"
+	[ -s conv/single/samples.png ]
+	grep -q "conv/single/model.cgm (cgan, step 2)" log2
+	tar xOf conv/single/model.cgm cg.json |
+		jq -e '.config | .conv == 2 and .aux == 1 and .["disc-kernel"] == 4'
 }
 
 @test "examples/cluster: make diloco sync on the test hosts (small sizes)" {
