@@ -31,6 +31,9 @@
 #   CCLF_CONV_STEPS, CGAN_CONV_STEPS, CDDPM_UNET_STEPS [10, 10, 10],
 #   CCLF_CONV_RUNS, CGAN_CONV_RUNS, CDDPM_UNET_RUNS [3, 3, 3]
 #                the same for the convolutional models
+#   CGAN_CONV_OPTS more cg-init options of cgan-conv, key=value words
+#                ("r1=0.1 disc-kernel=4 aux=1": the quality table's
+#                model; PyTorch's takes the same) [none]
 #   REDUCE_RUNS  runs of each cg-reduce and cat line; 0 leaves cg-reduce
 #                out [5]
 #   TUNE_CVAE_STEPS, TUNE_CGPT_STEPS, TUNE_CDDPM_STEPS, TUNE_CGAN_STEPS
@@ -183,7 +186,9 @@ for m in $models; do
 	cclf-conv) "$bin/cg-init" -a cclf -d "$tmp/fm-0.cgd" --conv 32 \
 		--hidden 256 --layers 1 --seed 1 -o "$tmp/$m.cgm" ;;
 	cgan-conv) "$bin/cg-init" -a cgan -d "$tmp/fm-0.cgd" --conv 32 \
-		--seed 1 -o "$tmp/$m.cgm" ;;
+		$(for kv in ${CGAN_CONV_OPTS:-}; do
+			printf -- '--%s %s ' "${kv%%=*}" "${kv#*=}"
+		done) --seed 1 -o "$tmp/$m.cgm" ;;
 	cddpm-unet) "$bin/cg-init" -a cddpm -d "$tmp/fm-0.cgd" --unet 16 \
 		--hidden 128 --embed 64 --seed 1 -o "$tmp/$m.cgm" ;;
 	# cg-init's defaults, as bench/cddpm.sh and bench/cgan.sh train them

@@ -137,7 +137,20 @@ CGAN = {"in_dim": 784, "ncond": 10, "latent": 64, "hidden": 512,
 IMAGE = {"image_h": 28, "image_w": 28, "image_c": 1}
 CCLF_CONV = dict(IMAGE, in_dim=784, ncond=10, hidden=256, layers=1,
                  conv=32, batch=128, lr=1e-3)
-CGAN_CONV = dict(CGAN, conv=32, **IMAGE)
+
+
+def opts_of(words):
+    """cg-init's options of a model as key=value words (speed.sh's
+    CGAN_CONV_OPTS: "r1=0.1 disc-kernel=4 aux=1"), as a config's keys."""
+    out = {}
+    for w in words.split():
+        k, v = w.split("=", 1)
+        out[k] = float(v) if k in ("r1", "aux") else int(v)
+    return out
+
+
+CGAN_CONV = dict(CGAN, conv=32, **IMAGE,
+                 **opts_of(os.environ.get("CGAN_CONV_OPTS", "")))
 CDDPM_UNET = dict(CDDPM, hidden=128, embed=64, unet=16, film=1, attn=0,
                   batch=64, **IMAGE)
 
@@ -468,14 +481,27 @@ def run_model(a, model, torch):
                 # D on the reals and the fakes once; L_D's gradient for
                 # D (not reaching G), L_G's back through the same D to G:
                 # lib/arch/cgan/cgan.c's work, no second pass of D forward.
-                # The power iteration stays f32 (cg's does too).
+                # The power iteration stays f32 (cg's does too).  With
+                # r1, the R1 penalty by double backpropagation; with aux,
+                # the classifier's cross-entropies (torch_check's Cgan).
+                gamma, lam = cfg.get("r1", 0), cfg.get("aux", 0)
+                x.requires_grad_(gamma > 0)
                 with amp():
                     fake = m.generate(z, yb)
-                    s_real = m.discriminate(x, yb, uv, False)
-                    s_fake = m.discriminate(fake, yb, uv, False)
+                    s_real, c_real = m.discriminate_cls(x, yb, uv, False)
+                    s_fake, c_fake = m.discriminate_cls(fake, yb, uv,
+                                                        False)
                     ld = (F.relu(1 - s_real).mean() +
                           F.relu(1 + s_fake).mean())
                     lg = -s_fake.mean()
+                    if lam > 0:
+                        ld = ld + lam * F.cross_entropy(c_real, yb)
+                        lg = lg + lam * F.cross_entropy(c_fake, yb)
+                    if gamma > 0:
+                        gx, = torch.autograd.grad(s_real.sum(), x,
+                                                  create_graph=True)
+                        ld = ld + gamma / 2 * (
+                            gx.float() ** 2).flatten(1).sum(1).mean()
                 gd = torch.autograd.grad(ld, dp, retain_graph=True)
                 gg = torch.autograd.grad(lg, gp)
                 for p, g in zip(dp + gp, gd + gg):
@@ -997,7 +1023,10 @@ def report(a):
             "cclf-conv": "cclf conv 32-64-128, 6272-256-10, batch 128, "
                          "Adam",
             "cgan-conv": "cgan conv 32, G 64-7x7x64-32-32-1, D 32-64, "
-                         "batch 128, Adam",
+                         "batch 128, Adam" +
+                         "".join(", %s %g" % kv for kv in sorted(
+                             opts_of(os.environ.get("CGAN_CONV_OPTS",
+                                                    "")).items())),
             "cddpm-unet": "cddpm U-Net 16/32/32, film, T1000, batch 64, "
                           "Adam"}
     over = {}
