@@ -17,14 +17,15 @@
 #   cvae        cg-init -a cvae                  Adam 1e-3
 #   cvae-conv   cg-init -a cvae --conv 32        Adam 1e-3
 #   cddpm       cg-init -a cddpm                 Adam 1e-3, drawn with guidance 1
-#   cddpm-unet  cg-init -a cddpm --unet 16 --hidden 128 --embed 64
+#   cddpm-unet  cg-init -a cddpm --unet UNET --hidden 128 --embed 64
 #                                                Adam 1e-3, guidance 1
 #   cgan        cg-init -a cgan                  Adam 4e-4, betas 0.5 0.999
 #   cgan-conv   cg-init -a cgan --conv 32 --r1 R1 --disc-kernel DK --aux AUX
 #                                                the same (R1: 10, DK: 3)
 # the cgans once for each seed of SEEDS ("1 2 3"), the others seed 1.
-# Then the equal-wall-time row: the MLP cddpm trained for as many
-# seconds as the U-Net's training took (cg-train-step --time-limit).
+# Then, unless EQWALL is 0, the equal-wall-time row: the MLP cddpm
+# trained for as many seconds as the U-Net's training took
+# (cg-train-step --time-limit).
 # cg-eval --judge draws SAMPLES images a condition (1000), seed 1, the
 # diffusion models with their default 50 DDIM steps, the cvaes and cgans
 # at cg-sample's temperature TEMPERATURE (1: the noise they were trained
@@ -34,7 +35,8 @@
 # build in build/).  Environment: CG_BIN (build/cmd), DATA
 # (/usr/share/datasets/fashion-mnist), THREADS (all cores), STEPS
 # (2345), SEEDS ("1 2 3"), SAMPLES (1000), R1 (10), DISC_KERNEL (3),
-# AUX (0: the auxiliary classifier's weight),
+# AUX (0: the auxiliary classifier's weight), UNET (16: the U-Net's
+# channels), EQWALL (1),
 # TEMPERATURE (1),
 # MODELS (all of the above, in that order), JUDGE, MLP_JUDGE, OUT (a
 # directory that keeps the models, their scores as JSON and a grid of
@@ -52,6 +54,7 @@ models=${MODELS:-cvae cvae-conv cddpm cddpm-unet cgan cgan-conv}
 r1=${R1:-10}
 dk=${DISC_KERNEL:-3}
 aux=${AUX:-0}
+unet=${UNET:-16}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=${OUT:-$tmp/out}
@@ -98,7 +101,7 @@ make_model() {
 	cvae) init="-a cvae" ;;
 	cvae-conv) init="-a cvae --conv 32" ;;
 	cddpm|cddpm-eqwall) init="-a cddpm" ;;
-	cddpm-unet) init="-a cddpm --unet 16 --hidden 128 --embed 64" ;;
+	cddpm-unet) init="-a cddpm --unet $unet --hidden 128 --embed 64" ;;
 	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
 	cgan-conv) init="-a cgan --conv 32 --r1 $r1 --disc-kernel $dk --aux $aux"; lr=4e-4
 		extra="--beta1 0.5 --beta2 0.999" ;;
@@ -172,7 +175,7 @@ for name in $models; do
 		row "$name" "$seed" "$secs"
 	done
 done
-if [ -n "$unet_secs" ]; then
+if [ -n "$unet_secs" ] && [ "${EQWALL:-1}" != 0 ]; then
 	limit=$(printf '%.0f' "$unet_secs")
 	say "training cddpm-eqwall for $limit s"
 	secs=$(make_model cddpm-eqwall 1 "$limit")
