@@ -40,16 +40,6 @@ manifest() {
 	tar xOf "$1" cg.json | jq -c "$2"
 }
 
-# with_config MODEL FILTER: MODEL with its config changed by jq FILTER,
-# as odd.cgm (the manifest's digests cover the tensors, not the config)
-with_config() {
-	rm -rf m && mkdir m
-	tar -xf "$1" -C m
-	jq -c ".config |= ($2)" m/cg.json >m/cg.json.new
-	mv m/cg.json.new m/cg.json
-	tar --format=ustar -cf odd.cgm -C m $(tar -tf "$1")
-}
-
 @test "cg-init --cosine: the key in the config, the same weights" {
 	run -0 manifest "$D/cos.cgm" '.config.cosine'
 	assert_output 1

@@ -34,16 +34,6 @@ manifest() {
 	tar xOf "$1" cg.json | jq -c "$2"
 }
 
-# with_config MODEL FILTER: MODEL with its config changed by jq FILTER,
-# as odd.cgm (the manifest's digests cover the tensors, not the config)
-with_config() {
-	rm -rf m && mkdir m
-	tar -xf "$1" -C m
-	jq -c ".config |= ($2)" m/cg.json >m/cg.json.new
-	mv m/cg.json.new m/cg.json
-	tar --format=ustar -cf odd.cgm -C m $(tar -tf "$1")
-}
-
 @test "cg-init -a cgan --aux: the classifier's tensors last, the others drawn as without it; 0 is no key" {
 	run -0 cg-init -a cgan --help
 	assert_output --partial '--aux X'

@@ -114,3 +114,14 @@ group_wait() {
 		sleep 0.01
 	done
 }
+
+# with_config MODEL FILTER: MODEL with its config changed by jq FILTER,
+# as odd.cgm in the current directory (the manifest's digests cover the
+# tensors, not the config: a model whose config lies)
+with_config() {
+	rm -rf m && mkdir m
+	tar -xf "$1" -C m
+	jq -c ".config |= ($2)" m/cg.json >m/cg.json.new
+	mv m/cg.json.new m/cg.json
+	tar --format=ustar -cf odd.cgm -C m $(tar -tf "$1")
+}
