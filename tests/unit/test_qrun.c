@@ -418,9 +418,9 @@ main(void)
 	run_cddpm((struct cg_cddpm_config){64, 3, 32, 2, 32, 50, 5, 1, 8, 8, 8,
 	                                   1, 1, 1, 0},
 	          "cddpm unet");
-	run_cgan((struct cg_cgan_config){64, 3, 32, 32, 2, 3, 0, 0, 0, 0, 0, 3},
+	run_cgan((struct cg_cgan_config){64, 3, 32, 32, 2, 3, 0, 0, 0, 0, 0, 3, 0},
 	         "cgan mlp");
-	run_cgan((struct cg_cgan_config){64, 3, 32, 32, 1, 3, 8, 8, 8, 1, 0, 3},
+	run_cgan((struct cg_cgan_config){64, 3, 32, 32, 1, 3, 8, 8, 8, 1, 0, 3, 0},
 	         "cgan conv");
 	if (failures) {
 		printf("test_qrun: %d check(s) FAILED\n", failures);
