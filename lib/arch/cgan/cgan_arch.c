@@ -366,7 +366,7 @@ static const struct cg_arch_opt cgan_opts[] = {
     {"disc-kernel", CG_ARCH_OPT_INT, 3, 3, 4,
      "--conv: side of D's two kernels at stride 2"},
     {"aux", CG_ARCH_OPT_FLOAT, 0, 0, CG_CGAN_MAX_AUX,
-     "weight of an auxiliary classifier's cross-entropy (AC-GAN; 0: none)"},
+     "weight of an auxiliary classifier (AC-GAN; 0: none)"},
 };
 
 /* Left out of a model's config at its default: a model made before it
