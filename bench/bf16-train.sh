@@ -4,19 +4,22 @@
 # the cgpt of bench/cgpt-parity.sh (context 128, width 256, 4 layers, 4
 # heads; batch 16, AdamW 3e-4, weight decay 0.1; held-out bits per byte
 # every EVERY steps up to STEPS), each trained from the same weights in
-# f32 and in bf16; the difference of the two in percent, and each call's
-# wall time.  Where the CPU has no bf16 instructions, bf16 is emulated
-# (the same numbers, no faster; cg-train-step says so).
+# f32 and in each of PRECISIONS (bf16; "bf16 f16" adds f16 with its
+# dynamic loss scaling at cg-train-step's defaults); each one's
+# difference from f32 in percent, and each call's wall time.  Where the
+# CPU has no bf16 instructions, bf16 is emulated (the same numbers, no
+# faster; cg-train-step says so); f16 is emulated everywhere.
 #
 # usage: bench/bf16-train.sh [STEPS] (from the top of the source tree
 # after a build; CG_BIN, EVERY (1000), THREADS (all cores), MODELS
-# ("cvae cgpt") override).
+# ("cvae cgpt"), PRECISIONS (bf16) override).
 set -eu
 steps=${1:-3000}
 every=${EVERY:-1000}
 bin=${CG_BIN:-build/cmd}
 threads=${THREADS:-$(nproc)}
 models=${MODELS:-cvae cgpt}
+precs=${PRECISIONS:-bf16}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
 fortunes=${FORTUNES:-/usr/share/games/fortunes}
 tmp=$(mktemp -d)
@@ -38,48 +41,44 @@ for m in $models; do
 		"$bin/cg-shard" -q -n 1 -o "$tmp/fm" "$fmnist"
 		"$bin/cg-shard" -q -n 1 --test -o "$tmp/fmtest" "$fmnist"
 		"$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --seed 1 -o "$tmp/cvae.cgm"
-		printf '%-5s %8s %12s %10s\n' model precision test_nelbo train_s
-		for p in f32 bf16; do
+		printf '%-5s %8s %12s %10s %9s\n' model precision test_nelbo train_s diff%
+		for p in f32 $precs; do
 			s=$(secs "$bin/cg-train-step" -q -m "$tmp/cvae.cgm" \
 				-d "$tmp/fm-0.cgd" --emit model --steps 2345 \
 				--precision "$p" -j "$threads" -o "$tmp/cvae-$p.cgm")
 			n=$("$bin/cg-eval" -q --json -m "$tmp/cvae-$p.cgm" \
 				-d "$tmp/fmtest-0.cgd" | jq -r .nelbo)
-			eval "nelbo_$p=$n"
-			printf '%-5s %8s %12.4f %10.1f\n' cvae "$p" "$n" "$s"
+			[ "$p" = f32 ] && nelbo_f32=$n
+			printf '%-5s %8s %12.4f %10.1f %+9.3f\n' cvae "$p" "$n" "$s" \
+				"$(pct "$nelbo_f32" "$n")"
 		done
-		# shellcheck disable=SC2154 # set by the eval above
-		printf 'cvae: bf16 nelbo %+.3f%% of f32\n' "$(pct "$nelbo_f32" "$nelbo_bf16")"
 		;;
 	cgpt)
 		"$bin/cg-shard" -q -n 1 --holdout-fraction 0.05 \
 			--holdout "$tmp/held.cgd" --seed 1 -o "$tmp/ft" "$fortunes"
 		"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 \
 			--width 256 --layers 4 --heads 4 --seed 1 -o "$tmp/cgpt.cgm"
-		cp "$tmp/cgpt.cgm" "$tmp/cgpt-f32.cgm"
-		cp "$tmp/cgpt.cgm" "$tmp/cgpt-bf16.cgm"
-		printf '%6s %10s %10s %9s %10s %10s\n' step f32_bpb bf16_bpb diff% \
-			f32_s bf16_s
+		printf '%6s %9s %10s %9s %8s\n' step precision bpb diff% train_s
+		for p in f32 $precs; do
+			cp "$tmp/cgpt.cgm" "$tmp/cgpt-$p.cgm"
+		done
 		done=0
 		while [ "$done" -lt "$steps" ]; do
 			k=$every
 			[ $((done + k)) -gt "$steps" ] && k=$((steps - done))
-			for p in f32 bf16; do
+			done=$((done + k))
+			for p in f32 $precs; do
 				s=$(secs "$bin/cg-train-step" -q -m "$tmp/cgpt-$p.cgm" \
 					-d "$tmp/ft-0.cgd" --emit model --steps "$k" \
 					--batch 16 --opt adamw --lr 3e-4 --wd 0.1 \
 					--seed 1 --precision "$p" -j "$threads" \
 					-o "$tmp/cgpt-$p.cgm")
-				eval "s_$p=$s"
 				b=$("$bin/cg-eval" --json --seed 0 --batch 500 \
 					-m "$tmp/cgpt-$p.cgm" -d "$tmp/held.cgd" | jq -r .bpb)
-				eval "bpb_$p=$b"
+				[ "$p" = f32 ] && bpb_f32=$b
+				printf '%6d %9s %10.4f %+9.3f %8.1f\n' "$done" "$p" "$b" \
+					"$(pct "$bpb_f32" "$b")" "$s"
 			done
-			done=$((done + k))
-			# shellcheck disable=SC2154 # set by the evals above
-			printf '%6d %10.4f %10.4f %+9.3f %10.1f %10.1f\n' "$done" \
-				"$bpb_f32" "$bpb_bf16" "$(pct "$bpb_f32" "$bpb_bf16")" \
-				"$s_f32" "$s_bf16"
 		done
 		;;
 	*)

@@ -75,6 +75,8 @@ enum {
 	OPT_ORDER,
 	OPT_PEERS,
 	OPT_PRECISION,
+	OPT_LOSS_SCALE,
+	OPT_SCALE_GROWTH,
 	OPT_QAT,
 	OPT_SEED,
 	OPT_TARGET_EPSILON,
@@ -110,6 +112,10 @@ struct args {
 	struct cg_uspec codec;
 	double decay;
 	int quiet, ckpt, coded, no_feedback, deterministic, precision;
+	/* --loss-scale, --scale-growth: f16's dynamic loss scaling */
+	double loss_scale;
+	long long scale_growth;
+	const char *scale_given;
 	const char *mask, *peers, *mask_round; /* --mask and its options */
 	long long mask_bits, mask_threshold;
 	/* --dp-clip, --dp-noise, --dp-seed: a share of DP's noise */
@@ -224,6 +230,12 @@ static const struct cg_opt opts[] = {
      "kernels); a grad or delta records its call for cg-audit",
      CG_OPT_FLAG(deterministic)},
     CG_OPT_PRECISION(OPT_PRECISION, precision),
+    {"loss-scale", OPT_LOSS_SCALE, "S",
+     "f16: the loss scale to start at, a power of two (65536)",
+     CG_OPT_F64(loss_scale, 1, 16777216), CG_OPT_SEEN(scale_given)},
+    {"scale-growth", OPT_SCALE_GROWTH, "N",
+     "f16: double the scale after N good steps; 0 never (2000)",
+     CG_OPT_I64(scale_growth, 0, 1 << 30), CG_OPT_SEEN(scale_given)},
     {"compress", 'z', "ALG", "none, gzip or zstd (none)",
      CG_OPT_PARSE(comp, cg_opt_compress)},
     {"codec", OPT_CODEC, "SPEC",
@@ -366,6 +378,9 @@ validate_stage(struct args *a)
 		return cg_usage("%s: not with a pipeline stage (--next, or "
 		                "--emit without -d)",
 		                no);
+	if (a->precision == CG_PREC_F16)
+		return cg_usage("--precision f16: not with a pipeline stage "
+		                "(no loss scaling across stages yet)");
 	if (strcmp(a->model, "-") == 0)
 		return cg_usage("a pipeline stage's model is a file, not "
 		                "standard input");
@@ -429,6 +444,21 @@ validate(struct args *a)
 		return cg_usage("the teacher and the %s cannot both be "
 		                "standard input",
 		                strcmp(a->model, "-") == 0 ? "model" : "shard");
+	if (a->scale_given && a->precision != CG_PREC_F16)
+		return cg_usage("--loss-scale and --scale-growth are f16's "
+		                "(--precision f16)");
+	if (a->precision == CG_PREC_F16) {
+		int e;
+		if (frexp(a->loss_scale, &e) != 0.5)
+			return cg_usage("--loss-scale %g: not a power of two",
+			                a->loss_scale);
+		if (a->ex_given)
+			return cg_usage("--precision f16 and --example-clip "
+			                "conflict: DP-SGD clips unscaled "
+			                "gradients");
+		a->o.loss_scale = a->loss_scale;
+		a->o.scale_growth = (int)a->scale_growth;
+	}
 	/* where a clock stops the call is not in its inputs */
 	if (a->deterministic && a->time_limit > 0)
 		return cg_usage("--deterministic and --time-limit conflict: "
@@ -820,6 +850,17 @@ payload_verified(const struct args *a, const struct job *j)
 	return 0;
 }
 
+/* f16: a micro-batch whose scaled gradient was not finite (ctx: the
+ * progress line). */
+static void
+skipped(void *ctx, int step, int total, double scale)
+{
+	(void)ctx;
+	cg_warnx("step %d of %d: the gradient at loss scale %g is not finite: "
+	         "step skipped, the scale halved",
+	         step, total, scale);
+}
+
 /* The training itself, with its progress line.  0, or -1 said. */
 static int
 train(const struct args *a, struct job *j)
@@ -832,6 +873,7 @@ train(const struct args *a, struct job *j)
 	cg_progress_init(&pb, stderr, cg_getprogname(), a->quiet);
 	o.progress = cg_progress_cb;
 	o.progress_ctx = &pb;
+	o.skip = skipped;
 	t0 = cg_now();
 	rc = cg_train_run(j->m, j->s, &o, j->st, j->buf, &j->res);
 	j->rep = (struct cg_train_report){.emit = a->emit_name,
@@ -1219,7 +1261,9 @@ main(int argc, char **argv)
 	                 .batch = 128,
 	                 .decay = 1,
 	                 .tau = 1,
-	                 .alpha = 0.9};
+	                 .alpha = 0.9,
+	                 .loss_scale = 65536,
+	                 .scale_growth = 2000};
 	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
 	int rc;
 

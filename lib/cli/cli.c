@@ -973,7 +973,7 @@ cg_set_threads(int n)
 	 * OpenMP's threads (lib/nn/gemm.c). */
 }
 
-const char *const cg_precision_names[] = {"f32", "bf16", NULL};
+const char *const cg_precision_names[] = {"f32", "bf16", "f16", NULL};
 
 int
 cg_set_compute(int deterministic, int precision, int quiet)
@@ -990,7 +990,13 @@ cg_set_compute(int deterministic, int precision, int quiet)
 		                 "(configure --with-%s)",
 		                 env, e == CG_ENGINE_BLAS ? "blas" : "dnnl");
 	cg_set_deterministic(deterministic);
-	cg_set_precision(precision ? CG_PREC_BF16 : CG_PREC_F32);
+	cg_set_precision((enum cg_precision)precision);
+	if (precision == CG_PREC_F16) {
+		if (!quiet)
+			cg_warnx("f16 products emulated in f32: the same "
+			         "numbers, no faster");
+		return 0;
+	}
 	if (precision && !cg_bf16_native() && !quiet)
 		cg_warnx(
 		    "bf16 products emulated in f32 (%s): the same numbers, "

@@ -148,7 +148,7 @@ int cg_finish_stdout(int status);
  * (CG_OPTIM_OPTS), a program's own start at CG_KEY_OWN. */
 #define CG_KEY_LIB 0x100
 #define CG_KEY_OWN 0x200
-#define CG_OPT_MAX 64 /* rows of a table, headings included */
+#define CG_OPT_MAX 80 /* rows of a table, headings included */
 
 /*
  * How a row's argument is stored: at the row's off in the ctx given to
@@ -404,7 +404,7 @@ int cg_compress_parse(const char *s, enum cg_compress *out);
  */
 extern const char *const cg_precision_names[];
 #define CG_PRECISION_HELP                                                      \
-	"f32 or bf16: the operands of every matrix product (f32)"
+	"f32, bf16 or f16: the operands of every matrix product (f32)"
 /* clang-format off */
 #define CG_OPT_PRECISION(key, f) \
 	{"precision", key, "P", CG_PRECISION_HELP, \
@@ -415,8 +415,8 @@ extern const char *const cg_precision_names[];
  * How this process multiplies matrices: the engine CG_GEMM_ENGINE names
  * (auto, blas, builtin or dnnl; unset or empty: auto), deterministic mode
  * (on != 0) and the precision.  Where bf16 is asked for and this CPU or
- * build has no bf16 products, one line on stderr says that they are
- * emulated (unless quiet).  0, or -1 with a message: an engine that is
+ * build has no bf16 products, and wherever f16 is, one line on stderr
+ * says that they are emulated (unless quiet).  0, or -1 with a message: an engine that is
  * not a name or not built in.
  */
 int cg_set_compute(int deterministic, int precision, int quiet);

@@ -24,6 +24,7 @@
 #include <cblas.h>
 #endif
 
+#include "core/half.h"
 #include "core/par.h"
 #include "nn/gemm.h"
 #ifdef CG_HAVE_DNNL
@@ -379,6 +380,30 @@ cg_get_precision(void)
 	return precision;
 }
 
+static float loss_scale = 1.0f;
+
+void
+cg_set_loss_scale(float s)
+{
+	loss_scale = s;
+}
+
+float
+cg_loss_scale(void)
+{
+	return loss_scale;
+}
+
+void
+cg_loss_scale_apply(float *d, size_t n)
+{
+	const float s = loss_scale;
+
+	if (s != 1.0f)
+		for (size_t i = 0; i < n; i++)
+			d[i] *= s;
+}
+
 int
 cg_bf16_native(void)
 {
@@ -555,6 +580,22 @@ f32_sgemm(int transA, int transB, int M, int N, int K, float alpha,
  */
 #define BF16_MIN_WORK (64 * 64 * 64)
 
+/*
+ * f16 products (CG_PREC_F16): the operands rounded to IEEE half to
+ * nearest even (core/half.h: beyond 65504 they become inf, below 2^-14
+ * subnormal, below 2^-25 zero), the sums in f32.  A product of two halves
+ * is exact in f32 (11 + 11 significant bits, and no product of halves
+ * leaves f32's normal range), so emulation on the f32 engine gives the
+ * products f16 hardware gives, in another order of sums.  Always
+ * emulated: oneDNN's f16 products need avx512_fp16, which no CPU this
+ * was built on has had to prove them.
+ */
+static inline uint32_t
+f16_bits(float f)
+{
+	return as_bits(half_to_float(float_to_half(f)));
+}
+
 static inline uint32_t
 bf16_bits(float f)
 {
@@ -600,7 +641,8 @@ scratch(int which, size_t bytes)
 }
 
 /* The rows x cols matrix at src (rows ld apart) rounded to bf16, packed
- * (rows cols apart) at dst: bf16's bits (half) or f32 with them. */
+ * (rows cols apart) at dst: bf16's bits (half) or f32 with them; in f16
+ * precision rounded to f16, always as f32 (half is then 0). */
 static void
 round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 {
@@ -612,7 +654,11 @@ round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 #endif
 	for (int r = 0; r < rows; r++) {
 		const float *s = src + (size_t)r * ld;
-		if (half) {
+		if (precision == CG_PREC_F16) {
+			uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
+			for (int c = 0; c < cols; c++)
+				d[c] = f16_bits(s[c]);
+		} else if (half) {
 			uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
 			for (int c = 0; c < cols; c++)
 				d[c] = (uint16_t)bf16_bits(s[c]);
@@ -651,7 +697,7 @@ round_slice(void *dst, int half, const float *X, int ld, int trans,
 }
 
 /*
- * One bf16 product, slice by slice of K: the slice's operands rounded
+ * One bf16 (or f16) product, slice by slice of K: the slice's operands rounded
  * into this thread's buffers, then oneDNN or the f32 path (whole: shared
  * out among threads as cg_sgemm shares an f32 product), each slice after
  * the first adding to C.  Where no buffer can be had the operands stay
@@ -710,7 +756,7 @@ cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
               float alpha, const float *A, int lda, const float *B, int ldb,
               float beta, float *C, int ldc)
 {
-	if (precision != CG_PREC_BF16) {
+	if (precision == CG_PREC_F32) {
 		f32_part(b, transA, transB, K, alpha, A, lda, B, ldb, beta, C,
 		         ldc);
 		return;
@@ -728,7 +774,7 @@ cg_sgemm(int transA, int transB, int M, int N, int K, float alpha,
          const float *A, int lda, const float *B, int ldb, float beta, float *C,
          int ldc)
 {
-	if (precision == CG_PREC_BF16)
+	if (precision != CG_PREC_F32)
 		bf16_product(1, transA, transB, M, N, K, alpha, A, lda, B, ldb,
 		             beta, C, ldc);
 	else

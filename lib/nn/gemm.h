@@ -12,6 +12,8 @@
 #ifndef CG_GEMM_H
 #define CG_GEMM_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -103,9 +105,31 @@ int cg_engine_built(enum cg_engine e);
  * emulated on the built-in kernel: the same bits everywhere.  Set it
  * before any product runs.
  */
-enum cg_precision { CG_PREC_F32, CG_PREC_BF16 };
+enum cg_precision { CG_PREC_F32, CG_PREC_BF16, CG_PREC_F16 };
 void cg_set_precision(enum cg_precision p);
 enum cg_precision cg_get_precision(void);
+
+/*
+ * f16 (CG_PREC_F16): operands rounded to IEEE half to nearest even (past
+ * 65504 inf, below 2^-14 subnormal), sums and C in f32; always emulated
+ * on the f32 engine as bf16 is where it has no hardware (gemm.c says
+ * why), the same products in another order of sums.  Half's range is
+ * narrow, so training in f16 scales its loss (below).
+ */
+
+/*
+ * The loss scale (dynamic loss scaling of f16 training; 1 unless a
+ * trainer sets it): every arch multiplies the gradient that seeds its
+ * backward pass (d(loss)/d(its outputs), and every term added to it) by
+ * it, so that gradients below half's range are lifted into it in the
+ * products; the parameters' gradients come out times the scale, and the
+ * trainer divides it out (train/train.c).  A power of two, so that in
+ * f32 the scaled gradient is the unscaled one times it, bit for bit.
+ * cg_loss_scale_apply: n floats at d times it (nothing when it is 1).
+ */
+void cg_set_loss_scale(float s);
+float cg_loss_scale(void);
+void cg_loss_scale_apply(float *d, size_t n);
 /* 1 where bf16 products run on the CPU's bf16 instructions (oneDNN),
  * 0 where they are emulated or the precision is f32. */
 int cg_bf16_native(void);

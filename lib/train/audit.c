@@ -12,7 +12,9 @@
  *               "schedule", "warmup", "total", "lr_min"},
  *     "data": {"sha256": the shard's identity},
  *     "state": {"sha256": the starting state's identity} (absent: none),
- *     "chunk": C, "checkpoint": bool, and "distilled": true with a teacher
+ *     "chunk": C, "checkpoint": bool, and "distilled": true with a teacher,
+ *     "precision": "bf16" or "f16" where not f32, and in f16
+ *     "loss_scale": S, "scale_growth": N (struct cg_train_opts)
  *
  * The recomputation is cg-train-step's call again: the same plan, the
  * same state, cg_train_run, then a comparison of bits view by view.  An
@@ -108,6 +110,11 @@ cg_call_record(cJSON *manifest, const struct cg_train_opts *o,
 	/* f32, the default, is not said: such records keep their bytes */
 	if (cg_get_precision() == CG_PREC_BF16)
 		cJSON_AddStringToObject(c, "precision", "bf16");
+	if (cg_get_precision() == CG_PREC_F16) {
+		cJSON_AddStringToObject(c, "precision", "f16");
+		cJSON_AddNumberToObject(c, "loss_scale", o->loss_scale);
+		cJSON_AddNumberToObject(c, "scale_growth", o->scale_growth);
+	}
 	cJSON_DeleteItemFromObjectCaseSensitive(manifest, "call");
 	cJSON_AddItemToObject(manifest, "call", c);
 	return 0;
@@ -250,13 +257,25 @@ cg_call_read(const struct cg_update *u, struct cg_call *c)
 	c->distilled =
 	    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "distilled"));
 	if (cJSON_GetObjectItemCaseSensitive(r, "precision") != NULL) {
-		static const char *const precs[] = {"f32", "bf16"};
-		int p = name_of(r, "precision", precs, 2);
+		static const char *const precs[] = {"f32", "bf16", "f16"};
+		int p = name_of(r, "precision", precs, 3);
+		double ls, sg;
 		if (p < 0)
 			return cg_seterr("%s: its call record's precision is "
-			                 "not f32 or bf16",
+			                 "not f32, bf16 or f16",
 			                 u->name);
-		c->bf16 = p == 1;
+		c->precision = p;
+		/* f16's loss scaling: a power of two cg_train_run checks */
+		if (p == CG_PREC_F16 &&
+		    (num(r, "loss_scale", 1, 16777216, &ls) ||
+		     whole(r, "scale_growth", 0, 1 << 30, &sg)))
+			return cg_seterr("%s: its call record's loss scaling is "
+			                 "not well formed",
+			                 u->name);
+		if (p == CG_PREC_F16) {
+			c->o.loss_scale = ls;
+			c->o.scale_growth = (int)sg;
+		}
 	}
 	return 0;
 }
@@ -350,7 +369,7 @@ cg_audit_update(const struct cg_update *u, struct cg_model *m,
 		return -1;
 	/* the call again, as cg-train-step made it */
 	cg_set_deterministic(1);
-	cg_set_precision(c.bf16 ? CG_PREC_BF16 : CG_PREC_F32);
+	cg_set_precision((enum cg_precision)c.precision);
 	if (cg_train_plan(m, &c.o, st, 0, 0, c.checkpoint, &plan) != 0)
 		goto out;
 	m->chunk = c.chunk;

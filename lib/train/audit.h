@@ -30,7 +30,8 @@ struct cg_call {
 	unsigned char state[32]; /* that state's identity (cg_state_digest) */
 	int chunk, checkpoint;   /* its memory plan (cg_train_plan) */
 	int distilled;           /* it learned from a teacher */
-	int bf16;                /* its products had bf16 operands */
+	int precision;           /* its products' operands: enum cg_precision
+	                            (f16: c->o's loss_scale, scale_growth) */
 };
 
 /*

@@ -47,6 +47,10 @@ cg_train_log_json(const struct cg_train_report *r)
 		cJSON_AddNumberToObject(o, "teacher_temp", r->distill->tau);
 	}
 	cJSON_AddNumberToObject(o, "seconds", r->secs);
+	if (res->loss_scale > 0) { /* f16 */
+		cJSON_AddNumberToObject(o, "loss_scale", res->loss_scale);
+		cJSON_AddNumberToObject(o, "skipped", res->skipped);
+	}
 	if (r->plan) {
 		cJSON_AddNumberToObject(o, "chunk", r->plan->chunk);
 		cJSON_AddBoolToObject(o, "checkpoint", r->plan->checkpoint);

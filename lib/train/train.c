@@ -10,6 +10,7 @@
  * four workers with batch 32 see exactly what one worker with batch 128
  * sees when the shards are a round-robin split read in order.
  */
+#include <float.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
@@ -190,6 +191,9 @@ state_holds(const struct cg_state *st, const char *name, uint64_t n)
 
 /* ---------------------------------------------------------- the loop */
 
+struct run;
+static int scale_begin(struct run *r);
+
 static void
 add_metrics(struct cg_metrics *acc, const struct cg_metrics *b)
 {
@@ -294,6 +298,16 @@ struct run {
 	int ntv;
 	size_t Pt;
 	float *pc, *gc; /* [Pt], delta with frozen views; else NULL */
+	/* Loss scaling (o->loss_scale > 0): the scale and the good
+	 * micro-batches in a row, kept in the state where there is one
+	 * (st_scale, st_good); skip: the last micro-batch was skipped;
+	 * skip_tokens: the scored tokens of skipped ones (text grad). */
+	float scale;
+	uint64_t good;
+	float *st_scale;
+	uint64_t *st_good;
+	int skip;
+	double skip_tokens;
 };
 
 /* What sets one mode apart: its arrays before the first step, whether an
@@ -318,9 +332,11 @@ grad_end(struct run *r)
 {
 	/* The batch function gives means; K of them make K times the mean
 	 * gradient (text: tokens times it). */
-	const float inv =
-	    r->text ? (r->tokens > 0 ? (float)(1.0 / r->tokens) : 0.0f)
-	            : 1.0f / (float)r->res->steps;
+	const double tokens = r->tokens - r->skip_tokens;
+	const int steps = r->res->steps - r->res->skipped;
+	const float inv = r->text ? (tokens > 0 ? (float)(1.0 / tokens) : 0.0f)
+	                  : steps > 0 ? 1.0f / (float)steps
+	                              : 0.0f;
 
 	for (size_t i = 0; i < r->P; i++)
 		r->out[i] *= inv;
@@ -508,7 +524,95 @@ run_begin(struct run *r)
 			return -1;
 		memcpy(&r->cursor, r->st_cursor, sizeof(r->cursor));
 	}
+	if (o->loss_scale > 0 && scale_begin(r) != 0)
+		return -1;
 	return 0;
+}
+
+/* ------------------------------------------------------ loss scaling */
+
+#define MAX_SCALE 16777216.0f /* 2^24 */
+
+/* x is a power of two in [1, 2^24]. */
+static int
+scale_ok(double x)
+{
+	int e;
+
+	return x >= 1 && x <= MAX_SCALE && frexp(x, &e) == 0.5;
+}
+
+/* The scale a call starts at: its state's, else o->loss_scale. */
+static int
+scale_begin(struct run *r)
+{
+	const struct cg_train_opts *o = r->o;
+
+	if (o->dpsgd)
+		return cg_seterr("DP-SGD: not with loss scaling (f16): its "
+		                 "clipping takes the unscaled gradients");
+	if (!scale_ok(o->loss_scale))
+		return cg_seterr("loss scale %g: not a power of two in [1, "
+		                 "2^24]",
+		                 o->loss_scale);
+	r->scale = (float)o->loss_scale;
+	if (r->st == NULL)
+		return 0;
+	if ((r->st_scale = cg_state_put(r->st, "amp.scale", CG_F32, 1)) ==
+	        NULL ||
+	    (r->st_good = cg_state_put(r->st, "amp.good", CG_U64, 1)) == NULL)
+		return -1;
+	if (*r->st_scale == 0) /* new: the state had none */
+		return 0;
+	if (!scale_ok(*r->st_scale))
+		return cg_seterr("the state's loss scale (amp.scale) %g: not "
+		                 "a power of two in [1, 2^24]",
+		                 (double)*r->st_scale);
+	r->scale = *r->st_scale;
+	memcpy(&r->good, r->st_good, sizeof(r->good));
+	return 0;
+}
+
+/*
+ * After micro-batch k's gradient was made at the scale: divide it out
+ * (exact: a power of two) and check it.  Finite: the scale doubles after
+ * o->scale_growth of those in a row; 0.  Not: the gradient is zeroed,
+ * the scale halved, the skip counted and told; 1.  At scale 1 nothing
+ * is left to back off: -1 with a message (the gradient itself is not
+ * finite).
+ */
+static int
+unscale(struct run *r, int k)
+{
+	const struct cg_train_opts *o = r->o;
+	const float inv = 1.0f / r->scale;
+	float *g = r->grad;
+	int bad = 0;
+
+	for (size_t i = 0; i < r->P; i++) {
+		g[i] *= inv;
+		bad |= !(fabsf(g[i]) <= FLT_MAX);
+	}
+	if (!bad) {
+		if (o->scale_growth > 0 && ++r->good >= (uint64_t)o->scale_growth) {
+			r->good = 0;
+			if (r->scale < MAX_SCALE)
+				r->scale *= 2;
+		}
+		return 0;
+	}
+	if (r->scale <= 1)
+		return cg_seterr("step %d of %d: the gradient is not finite at "
+		                 "loss scale 1: training diverged (a lower "
+		                 "--lr, or --clip)",
+		                 k + 1, o->steps);
+	if (o->skip)
+		o->skip(o->progress_ctx, k + 1, o->steps, r->scale);
+	memset(g, 0, r->P * sizeof(float));
+	r->scale /= 2;
+	r->good = 0;
+	r->res->skipped++;
+	return 1;
 }
 
 /*
@@ -606,8 +710,11 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	cg_rng_derive(&nr, o->seed, 0x6e6f697365ULL, noise);
 	uint64_t nseed = cg_rng_u64(&nr);
 	/* Text in grad mode: each micro-batch's per-token mean gradient is
-	 * added in weighted by its tokens. */
-	float *g = o->emit == CG_EMIT_GRAD && !r->text ? r->out : r->grad;
+	 * added in weighted by its tokens; scaled, every gradient is
+	 * checked in grad before it counts. */
+	const int scaled = o->loss_scale > 0;
+	float *g = o->emit == CG_EMIT_GRAD && !r->text && !scaled ? r->out
+	                                                          : r->grad;
 	if (g == r->grad && !r->grad_clear)
 		memset(r->grad, 0, r->P * sizeof(float));
 	r->grad_clear = 0;
@@ -618,9 +725,12 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 	 * passes straight through to the masters put back after it */
 	if (r->qat && cg_qat_apply(r->qat, m) != 0)
 		return -1;
+	if (scaled)
+		cg_set_loss_scale(r->scale);
 	int rc = o->distill ? m->arch->distill(m, o->distill, r->s, r->ex, B,
 	                                       nseed, g, bm)
 	                    : m->arch->batch(m, r->s, r->ex, B, nseed, g, bm);
+	cg_set_loss_scale(1.0f);
 	if (rc == 0)
 		cg_lora_grad(m, g);
 	cg_qat_restore(r->qat, m);
@@ -634,16 +744,25 @@ run_batch(struct run *r, int k, uint64_t step0, struct cg_metrics *bm)
 		                 "diverged (a lower --lr, or --clip)",
 		                 k + 1, o->steps,
 		                 isnan(bm->loss) ? "NaN" : "infinite");
+	r->skip = 0;
+	if (scaled && (r->skip = unscale(r, k)) < 0)
+		return -1;
 	if (r->text) {
 		double before = r->tokens;
 		add_text_metrics(&r->res->mean, bm, &r->tokens);
-		if (o->emit == CG_EMIT_GRAD) {
+		if (r->skip)
+			r->skip_tokens += r->tokens - before;
+		else if (o->emit == CG_EMIT_GRAD) {
 			const float w = (float)(r->tokens - before);
 			for (size_t i = 0; i < r->P; i++)
 				r->out[i] += w * r->grad[i];
 		}
-	} else
+	} else {
 		add_metrics(&r->res->mean, bm);
+		if (scaled && !r->skip && o->emit == CG_EMIT_GRAD)
+			for (size_t i = 0; i < r->P; i++)
+				r->out[i] += r->grad[i];
+	}
 	return 0;
 }
 
@@ -766,8 +885,13 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 
 		if (run_batch(&r, k, step0, &bm) != 0)
 			goto out;
-		if (md->steps)
+		if (md->steps && !r.skip)
 			run_step(&r);
+		else if (md->steps) { /* skipped: no update, the step counts */
+			r.grad_clear = 1; /* unscale zeroed it */
+			if (o->emit == CG_EMIT_MODEL)
+				m->step++;
+		}
 		if (o->page_out)
 			cg_shard_page_out(s);
 		/* a payload that fails its digest stops the call at once */
@@ -790,10 +914,21 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 	if (o->dpsgd == NULL) /* DP-SGD counts what its samples took */
 		res->samples = (uint64_t)done * (uint64_t)o->batch;
 	res->weight = r.text ? r.tokens : (double)res->samples;
+	if (o->emit == CG_EMIT_GRAD) /* the gradient is of the rest */
+		res->weight = r.text ? r.tokens - r.skip_tokens
+		                     : (double)res->samples -
+		                           (double)res->skipped * o->batch;
 	if (md->end)
 		md->end(&r);
 	if (r.st_cursor)
 		memcpy(r.st_cursor, &r.cursor, sizeof(r.cursor));
+	if (o->loss_scale > 0) {
+		res->loss_scale = r.scale;
+		if (r.st_scale) {
+			*r.st_scale = r.scale;
+			memcpy(r.st_good, &r.good, sizeof(r.good));
+		}
+	}
 	rc = 0;
 out:
 	run_free(&r);
@@ -820,7 +955,7 @@ plan_reserve(void)
 #ifdef _OPENMP
 	threads = omp_get_max_threads();
 #endif
-	if (cg_get_precision() == CG_PREC_BF16)
+	if (cg_get_precision() != CG_PREC_F32) /* bf16 or f16 */
 		per += (uint64_t)4 << 20;
 	return ((uint64_t)8 << 20) + threads * per;
 }

@@ -74,6 +74,23 @@ struct cg_train_opts {
 	 * one release.  No distillation; an arch without dp_batch is
 	 * refused. */
 	const struct cg_dpsgd *dpsgd;
+	/*
+	 * Dynamic loss scaling (f16 products, nn/gemm.h): loss_scale > 0
+	 * is the scale a call starts at where its state keeps none
+	 * ("amp.scale", "amp.good"), a power of two in [1, 2^24]; 0: none.
+	 * Each micro-batch's gradient is made at the scale, then checked
+	 * and divided by it: one with an element not finite is skipped (no
+	 * optimizer step, nothing in a grad; the model's step count moves
+	 * on), the scale halved and the skip logged; after scale_growth
+	 * good micro-batches in a row (0: never) the scale doubles.  Not
+	 * with DP-SGD.  res->skipped counts the skips, res->loss_scale is
+	 * the scale at the end.
+	 */
+	double loss_scale;
+	int scale_growth;
+	/* Called for each micro-batch skipped (may be NULL): its number
+	 * (from 1), the call's, and the scale it had, with progress_ctx. */
+	void (*skip)(void *ctx, int step, int total, double scale);
 	/* Called after each micro-batch with the mean loss so far (may be
 	 * NULL). */
 	void (*progress)(void *ctx, int done, int total, double loss);
@@ -117,6 +134,8 @@ struct cg_train_result {
 	double weight;	  /* what a reduction weighs it by: scored tokens
 			     for text, else samples */
 	double grad_norm; /* of the emitted gradient (grad mode) */
+	int skipped;	  /* micro-batches skipped by loss scaling */
+	double loss_scale; /* at the end (o->loss_scale > 0), else 0 */
 };
 
 /*

@@ -32,6 +32,7 @@
 
 #include "arch/common.h"
 #include "model/model.h"
+#include "nn/gemm.h"
 
 #define TOY_MAX_PARAMS ((uint64_t)1 << 26)
 
@@ -172,7 +173,9 @@ toy_batch(struct cg_model *m, const struct cg_shard *s, const uint64_t *ex,
 		k = (int)s->cond[ex[b]];
 		for (int i = 0; i < c.in_dim; i++) {
 			double z = logit(m, &c, k, i), x = px[i] / 255.0;
-			double g = (1.0 / (1.0 + exp(-z)) - x) / B;
+			/* times f16's loss scale, as every arch's seed */
+			double g = cg_loss_scale() *
+			           ((1.0 / (1.0 + exp(-z)) - x) / B);
 
 			loss += softplus(z) - x * z;
 			if (grad == NULL)

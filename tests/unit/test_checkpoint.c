@@ -5,8 +5,10 @@
  * For each form that checkpoints (the cddpm's U-Net, with and without
  * FiLM and attention; the cvae's convolutional nets, with and without
  * FiLM; the cgan's convolutional generator, with and without the R1
- * penalty), a batch through the arch's batch function: the loss and the
- * gradient are the same bits checkpointed or not, whole or in chunks
+ * penalty and the auxiliary classifier), a batch through the arch's
+ * batch function: the loss and the gradient are the same bits
+ * checkpointed or not, whole or in chunks, and at f16's loss scale 2^10
+ * the gradient is 2^10 times, bit for bit
  * (the noise of each example is drawn from the seed before the forward
  * pass, so a recomputation draws nothing); its ws_bytes is smaller
  * checkpointed, whole and in chunks of one.  The planner: a budget
@@ -28,6 +30,7 @@
 #include "check.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "nn/gemm.h"
 #include "train/train.h"
 
 #include "shards.h"
@@ -102,6 +105,25 @@ test_form(const char *what, struct cg_model *m, const struct cg_shard *s)
 		           mt[0].n == mt[1].n &&
 		           memcmp(g[0], g[1], np * sizeof(float)) == 0,
 		       msg);
+		/* f16's loss scale: 2^10 times the gradient, bit for bit */
+		float *g2 = xcalloc(np, sizeof(float));
+		struct cg_metrics m2;
+		m->arch->free_ws(m);
+		m->checkpoint = 0;
+		cg_set_loss_scale(1024);
+		if (m->arch->batch(m, s, ex, B, 77, g2, &m2) != 0)
+			die("batch");
+		cg_set_loss_scale(1);
+		size_t off = 0;
+		for (size_t i = 0; i < np && off == 0; i++)
+			if (g2[i] != 1024 * g[0][i])
+				off = i + 1;
+		snprintf(msg, sizeof(msg),
+		         "%s, chunks of %d: at loss scale 2^10 the gradient "
+		         "is 2^10 times, bit for bit (first off: %zu)",
+		         what, chunk ? chunk : B, off);
+		expect(off == 0 && m2.loss == mt[0].loss, msg);
+		free(g2);
 		free(g[0]);
 		free(g[1]);
 	}
@@ -214,18 +236,19 @@ main(void)
 	test_mlp("cvae, the MLP", m);
 	cg_model_free(m);
 
-	static const char *const gk[] = {"latent", "hidden", "conv", "r1"};
-	const double gan[][4] = {{8, 16, 4, 0}, {8, 16, 2, 1}};
+	static const char *const gk[] = {"latent", "hidden", "conv", "r1",
+	                                 "aux"};
+	const double gan[][5] = {{8, 16, 4, 0, 0}, {8, 16, 2, 1, 2}};
 	for (int i = 0; i < 2; i++) {
 		char what[96];
-		m = make("cgan", s, gk, gan[i], 4);
-		snprintf(what, sizeof(what), "cgan --conv %g, r1 %g", gan[i][2],
-		         gan[i][3]);
+		m = make("cgan", s, gk, gan[i], 5);
+		snprintf(what, sizeof(what), "cgan --conv %g, r1 %g, aux %g",
+		         gan[i][2], gan[i][3], gan[i][4]);
 		test_form(what, m, s);
 		cg_model_free(m);
 	}
-	const double gmlp[] = {8, 16, 0, 0};
-	m = make("cgan", s, gk, gmlp, 4);
+	const double gmlp[] = {8, 16, 0, 0, 0};
+	m = make("cgan", s, gk, gmlp, 5);
 	test_mlp("cgan, the MLP", m);
 	cg_model_free(m);
 	cg_shard_free(s);

@@ -32,6 +32,7 @@
 #include "data/shard.h"
 #include "data/split.h"
 #include "model/model.h"
+#include "nn/gemm.h"
 
 #define TEST_NAME "test_fdarch"
 #include "check.h"
@@ -312,6 +313,30 @@ test_row(const struct fd_arch *row, const struct cg_shard *s)
 	                1) > row->tol->tol,
 	       what);
 	free(g);
+
+	/* f16's loss scale (nn/gemm.h): the gradient made at 2^10 is 2^10
+	 * times the one made at 1, bit for bit (the arch scales every
+	 * term of its seed), and the loss is the same. */
+	float *g1 = xcalloc(m->nparams, sizeof(float)),
+	      *g2 = xcalloc(m->nparams, sizeof(float));
+	struct cg_metrics r1 = case_batch(&c, g1);
+	cg_set_loss_scale(1024);
+	struct cg_metrics r2 = case_batch(&c, g2);
+	cg_set_loss_scale(1);
+	size_t off = 0, nz = 0;
+	for (size_t i = 0; i < m->nparams; i++) {
+		nz += g1[i] != 0;
+		if (g2[i] != 1024 * g1[i] && off == 0)
+			off = i + 1;
+	}
+	snprintf(what, sizeof(what),
+	         "%s %s%s: at loss scale 2^10 the gradient is 2^10 times, "
+	         "bit for bit (%zu of %zu nonzero; first off: %zu)",
+	         row->arch, row->config, t ? " distilled" : "", nz, m->nparams,
+	         off);
+	expect(off == 0 && nz > 0 && r1.loss == r2.loss, what);
+	free(g1);
+	free(g2);
 	cg_model_free(m);
 	cg_model_free(t);
 }

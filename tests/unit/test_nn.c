@@ -99,13 +99,21 @@ round_bf16(float *v, size_t n)
 		v[i] = cg_bf16_to_f32(cg_f32_to_bf16(v[i]));
 }
 
+/* v [n] rounded to f16 (to nearest even), in place. */
+static void
+round_f16(float *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = cg_f16_to_f32(cg_f32_to_f16(v[i]));
+}
+
 /*
- * With bf16 set, the reference is made from A and B rounded to bf16: a
- * product of bf16 values is exact in float, so a bf16 product with float
- * sums is held to the same bound.
+ * With bf16 (prec CG_PREC_BF16) or f16 set, the reference is made from A
+ * and B rounded to it: a product of bf16 or f16 values is exact in float,
+ * so such a product with float sums is held to the same bound.
  */
 static double
-gemm_case_in(gemmfn fn, int bf16, int ta, int tb, int M, int N, int K,
+gemm_case_in(gemmfn fn, int prec, int ta, int tb, int M, int N, int K,
              float alpha, float beta, int pad)
 {
 	int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
@@ -124,9 +132,12 @@ gemm_case_in(gemmfn fn, int bf16, int ta, int tb, int M, int N, int K,
 	memcpy(R, C, nc * sizeof(float));
 	S = abs_copy(C, nc);
 	fn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	if (bf16) {
+	if (prec == CG_PREC_BF16) {
 		round_bf16(A, na);
 		round_bf16(B, nb);
+	} else if (prec == CG_PREC_F16) {
+		round_f16(A, na);
+		round_f16(B, nb);
 	}
 	cg_sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
 	{
@@ -165,8 +176,8 @@ static double
 gemm_case(gemmfn fn, int ta, int tb, int M, int N, int K, float alpha,
           float beta, int pad)
 {
-	return gemm_case_in(fn, cg_get_precision() == CG_PREC_BF16, ta, tb, M,
-	                    N, K, alpha, beta, pad);
+	return gemm_case_in(fn, (int)cg_get_precision(), ta, tb, M, N, K,
+	                    alpha, beta, pad);
 }
 
 /* cg_sgemm as three callers' threads would share it: cg_sgemm_part. */
@@ -183,11 +194,14 @@ gemm_parts(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 
 static void
 test_gemm_paths(const char *label, int builtin_too);
+static void
+test_f16_range(void);
 
 /*
- * Every engine built in, in f32 and in bf16, whole and in parts; in bf16
+ * Every engine built in, in f32, bf16 and f16, whole and in parts; in bf16
  * the result must also be measurably off the unrounded product (the
- * operands really are rounded), by more than float's bound.
+ * operands really are rounded), by more than float's bound (f16's
+ * rounding, 8 times finer, is shown exactly in test_f16_range).
  */
 static void
 test_gemm(void)
@@ -202,14 +216,16 @@ test_gemm(void)
 			       cg_engine_name(engines[e]));
 			continue;
 		}
-		for (int prec = 0; prec < 2; prec++) {
-			cg_set_precision(prec ? CG_PREC_BF16 : CG_PREC_F32);
+		for (int prec = 0; prec < 3; prec++) {
+			cg_set_precision((enum cg_precision)prec);
 			snprintf(label, sizeof(label), "engine %s, %s%s",
 			         cg_engine_name(engines[e]),
-			         prec ? "bf16 " : "f32",
-			         prec ? cg_bf16_impl() : "");
+			         prec == 2   ? "f16"
+			         : prec == 1 ? "bf16 "
+			                     : "f32",
+			         prec == 1 ? cg_bf16_impl() : "");
 			test_gemm_paths(label, e == 0 && prec == 0);
-			if (prec) {
+			if (prec == 1) {
 				double e1 = gemm_case_in(cg_sgemm, 0, 0, 1, 64,
 				                         64, 512, 1, 0, 0);
 				snprintf(label + strlen(label),
@@ -224,8 +240,52 @@ test_gemm(void)
 	cg_set_deterministic(1);
 	cg_set_precision(CG_PREC_BF16);
 	test_gemm_paths("deterministic bf16", 0);
+	cg_set_precision(CG_PREC_F16);
+	test_gemm_paths("deterministic f16", 0);
 	cg_set_deterministic(0);
+	test_f16_range();
 	cg_set_precision(CG_PREC_F32);
+	cg_set_engine(CG_ENGINE_AUTO);
+}
+
+/*
+ * f16's narrow range, on every engine: an operand past 65504 makes an
+ * infinite product, one below half's least subnormal (2^-24) a zero, one
+ * of 2^-20 a subnormal kept exactly; scaled by 2^16, the small one is
+ * kept (what loss scaling is for).
+ */
+static void
+test_f16_range(void)
+{
+	static const enum cg_engine engines[] = {
+	    CG_ENGINE_BUILTIN, CG_ENGINE_BLAS, CG_ENGINE_DNNL, CG_ENGINE_AUTO};
+	const float a[5] = {70000, 1e-8f, 0x1p-20f, 1e-8f * 65536,
+	                    1 + 0x1p-12f};
+	float b[1] = {1}, c[5];
+
+	for (size_t e = 0; e < sizeof(engines) / sizeof(engines[0]); e++) {
+		char what[160];
+
+		if (cg_set_engine(engines[e]) != 0)
+			continue;
+		cg_set_precision(CG_PREC_F16);
+		/* [5, 1] x [1, 1] */
+		cg_sgemm(0, 0, 5, 1, 1, 1, a, 1, b, 1, 0, c, 1);
+		snprintf(what, sizeof(what),
+		         "engine %s, f16: 7e4 -> %g, 1e-8 -> %g, 2^-20 -> "
+		         "%a, 1 + 2^-12 -> %a, 1e-8 x 2^16 -> %g (f16's %g)",
+		         cg_engine_name(engines[e]), c[0], c[1], c[2], c[4],
+		         c[3], cg_f16_to_f32(cg_f32_to_f16(1e-8f * 65536)));
+		expect(isinf(c[0]) && c[0] > 0 && c[1] == 0 &&
+		           c[2] == 0x1p-20f && c[4] == 1 &&
+		           c[3] == cg_f16_to_f32(cg_f32_to_f16(1e-8f * 65536)) &&
+		           c[3] > 0,
+		       what);
+		cg_set_precision(CG_PREC_F32);
+		cg_sgemm(0, 0, 5, 1, 1, 1, a, 1, b, 1, 0, c, 1);
+		expect(c[0] == 70000 && c[1] == 1e-8f && c[4] == a[4],
+		       "f32 after f16: the operands as they are");
+	}
 	cg_set_engine(CG_ENGINE_AUTO);
 }
 
@@ -247,7 +307,7 @@ test_gemm_paths(const char *label, int builtin_too)
 	} paths[] = {{"builtin", cg_sgemm_builtin},
 	             {"cg_sgemm", cg_sgemm},
 	             {"cg_sgemm_part", gemm_parts}};
-	int bf16 = cg_get_precision() == CG_PREC_BF16;
+	int prec = (int)cg_get_precision();
 
 	for (size_t p = !builtin_too; p < sizeof(paths) / sizeof(paths[0]);
 	     p++) {
@@ -258,7 +318,7 @@ test_gemm_paths(const char *label, int builtin_too)
 			for (int t = 0; t < 4; t++)
 				for (size_t a = 0; a < 5; a++) {
 					double e = gemm_case_in(
-					    paths[p].fn, bf16 && p > 0, t & 1,
+					    paths[p].fn, p > 0 ? prec : 0, t & 1,
 					                     t >> 1, sz[s][0],
 					                     sz[s][1], sz[s][2],
 					                     ab[a][0], ab[a][1],

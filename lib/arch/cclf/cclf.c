@@ -17,6 +17,7 @@
 
 #include "arch/cclf/cclf.h"
 #include "core/arena.h"
+#include "nn/gemm.h"
 #include "nn/conv.h"
 #include "nn/nn.h"
 #include "nn/qlinear.h"
@@ -605,6 +606,7 @@ cg_cclf_forward_backward(const struct cg_cclf_config *c, const float *params,
 		*acc = (double)right / B;
 	if (grad == NULL)
 		return 0;
+	cg_loss_scale_apply(w->dlogits, (size_t)B * K);
 	mlp_backward(c, params, w, in, B, grad, NULL);
 	trunk_backward(params, w, x, B, grad, NULL);
 	return 0;
@@ -656,6 +658,7 @@ cg_cclf_distill_forward_backward(const struct cg_cclf_config *c,
 		*acc = (double)right / B;
 	if (grad == NULL)
 		return 0;
+	cg_loss_scale_apply(w->dlogits, (size_t)B * K);
 	const float *in = w->t.stages ? w->act[w->t.stages - 1] : x;
 	mlp_backward(c, params, w, in, B, grad, NULL);
 	trunk_backward(params, w, x, B, grad, NULL);

@@ -1258,7 +1258,8 @@ fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
 		                 "stored");
 	forward(c, params, w, cond, t, B);
 
-	const float scale = 2.0f / ((float)B * D);
+	/* d(loss)/d(out) times the loss scale (nn/gemm.h) */
+	const float scale = cg_loss_scale() * 2.0f / ((float)B * D);
 	double sum = 0, sumt = 0;
 	if (c->snr_clip == CG_CDDPM_EPS_LOSS && !c->predict_x0) {
 		/* The loss on eps_hat; with a gradient wanted, d(loss)/d(v)

@@ -1342,7 +1342,8 @@ static void
 r1_backward(const struct cg_cgan_config *c, struct cg_cgan_ws *w,
             const int *cond, int B, float *grad)
 {
-	const float k = (float)(c->r1 / B);
+	/* times the loss scale (nn/gemm.h), as every gradient term */
+	const float k = cg_loss_scale() * (float)(c->r1 / B);
 
 	for (size_t i = 0; i < (size_t)B * c->in_dim; i++)
 		w->rg[i] *= k;
@@ -1523,15 +1524,17 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 		return 0;
 	if (c->r1 > 0)
 		r1_backward(c, w, cond, B, grad);
+	/* Every seed below times the loss scale (nn/gemm.h). */
+	const float ls = cg_loss_scale(), lb = ls / (float)B;
 	/* L_D: each real below the margin pulls up, each fake above -1
 	 * pushes down; the input (reals, fakes) is fixed. */
 	for (int b = 0; b < B; b++) {
-		w->ds[b] = w->s[b] < 1 ? -1.0f / B : 0.0f;
-		w->ds[B + b] = w->s[B + b] > -1 ? 1.0f / B : 0.0f;
+		w->ds[b] = w->s[b] < 1 ? -lb : 0.0f;
+		w->ds[B + b] = w->s[B + b] > -1 ? lb : 0.0f;
 	}
 	/* and lambda CE on the reals alone: the fakes' rows get 0 */
 	if (c->aux > 0) {
-		aux_grad(c, w, w->cond2, 0, B, (float)(c->aux / B));
+		aux_grad(c, w, w->cond2, 0, B, ls * (float)(c->aux / B));
 		memset(w->dl + (size_t)B * K, 0, (size_t)B * K * sizeof(float));
 	}
 	disc_bwd(c, params, w, w->dx, w->cond2, 0, 2 * B, w->ds,
@@ -1540,10 +1543,10 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 	 * fakes' gradient goes to the reals' rows of dx, which the pass
 	 * above no longer needs. */
 	for (int b = 0; b < B; b++)
-		w->ds[b] = -1.0f / B;
+		w->ds[b] = -lb;
 	/* L_G's lambda CE of the fakes */
 	if (c->aux > 0)
-		aux_grad(c, w, w->cond2, B, B, (float)(c->aux / B));
+		aux_grad(c, w, w->cond2, B, B, ls * (float)(c->aux / B));
 	disc_bwd(c, params, w, w->dx + (size_t)B * D, w->cond2 + B, B, B,
 	         w->ds, c->aux > 0 ? w->dl + (size_t)B * K : NULL, NULL,
 	         w->dx);
@@ -1551,7 +1554,7 @@ pass(const struct cg_cgan_config *c, const float *params, struct cg_cgan_ws *w,
 	 * 2 (fake - target) / B; at alpha 0 L_G's alone, to the bit. */
 	if (target != NULL && alpha != 0) {
 		const float a = (float)alpha, ka = 1.0f - a;
-		const float k = 2.0f * a / (float)B;
+		const float k = ls * (2.0f * a / (float)B);
 		for (size_t i = 0; i < (size_t)B * D; i++)
 			w->dx[i] = ka * w->dx[i] + k * (w->fake[i] - target[i]);
 	}

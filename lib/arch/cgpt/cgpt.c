@@ -20,6 +20,7 @@
 
 #include "arch/cgpt/cgpt.h"
 #include "core/arena.h"
+#include "nn/gemm.h"
 #include "nn/nn.h"
 #include "nn/qlinear.h"
 #include "nn/transformer.h"
@@ -752,6 +753,7 @@ cg_cgpt_forward_backward(const struct cg_cgpt_config *c, const float *params,
 		zero(w->dlogits, (size_t)BT * V);
 		cg_xent_forward_backward(w->losses, w->dlogits, w->logits,
 		                         targets, weight, B, T, V);
+		cg_loss_scale_apply(w->dlogits, (size_t)BT * V);
 	} else
 		cg_xent_forward(w->losses, w->logits, targets, weight, B, T, V);
 	if (loss != NULL) {
@@ -812,8 +814,10 @@ cg_cgpt_distill_forward_backward(const struct cg_cgpt_config *c,
 		*teacher = st;
 	if (loss != NULL)
 		*loss = (1.0 - alpha) * sd + alpha * st;
-	if (grad != NULL)
+	if (grad != NULL) {
+		cg_loss_scale_apply(w->dlogits, (size_t)BT * V);
 		backward(c, params, w, tokens, B, T, grad);
+	}
 	return 0;
 }
 

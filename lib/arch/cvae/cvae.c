@@ -22,6 +22,7 @@
 #include "arch/cvae/cvae.h"
 #include "arch/cvae/cvae_conv.h"
 #include "core/arena.h"
+#include "nn/gemm.h"
 #include "nn/nn.h"
 
 /* ---------------------------------------------------------------- layout */
@@ -755,8 +756,9 @@ passes(const struct cg_cvae_config *c, const float *params,
 		                 "nets");
 	forward(c, params, w, x, cond, eps, B);
 
-	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass. */
-	float scale = 1.0f / B;
+	/* Loss; with a gradient wanted, d(loss)/d(logits) in the same pass,
+	 * times the loss scale (nn/gemm.h), as every gradient term is. */
+	float scale = cg_loss_scale() / B;
 	/* Distilled, the data's reconstruction term is weighed by 1 -
 	 * alpha ((1 - 0) * scale is scale: alpha 0 is plain training to the
 	 * bit), and the teacher's term by alpha. */
