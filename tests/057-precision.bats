@@ -33,17 +33,13 @@ setup() {
 	cd "$BATS_FILE_TMPDIR"
 }
 
-# shard ARCH: the shard ARCH trains on
-shard() {
-	if [ "$1" = cgpt ]; then echo fort-0.cgd; else echo fm-0.cgd; fi
-}
 
 # loss ARCH PRECISION [ENV...]: the loss of one step of 32 examples
 loss() {
 	local a=$1 p=$2
 	shift 2
 	rm -f "$BATS_TEST_TMPDIR/l.json"
-	env "$@" cg-train-step -q -m "$a.cgm" -d "$(shard "$a")" --batch 32 \
+	env "$@" cg-train-step -q -m "$a.cgm" -d "$(arch_shard "$a")" --batch 32 \
 		--precision "$p" --log "$BATS_TEST_TMPDIR/l.json" \
 		-o /dev/null || return 1
 	jq -r .loss "$BATS_TEST_TMPDIR/l.json"

@@ -31,11 +31,6 @@ setup() {
 	cd "$BATS_FILE_TMPDIR"
 }
 
-# shard ARCH: the shard ARCH trains on
-shard() {
-	if [ "$1" = cgpt ]; then echo fort-0.cgd; else echo fm-0.cgd; fi
-}
-
 # weights FILE: the digests of a model's weights (not its moments)
 weights() {
 	tar xOf "$1" cg.json |
@@ -45,9 +40,9 @@ weights() {
 @test "every architecture: an f16 step's loss is within 1% of f32's and not the same, at scale 65536, nothing skipped" {
 	for a in $(archs); do
 		rm -f "$BATS_TEST_TMPDIR/f.json" "$BATS_TEST_TMPDIR/h.json"
-		cg-train-step -q -m "$a.cgm" -d "$(shard "$a")" --batch 32 \
+		cg-train-step -q -m "$a.cgm" -d "$(arch_shard "$a")" --batch 32 \
 			--log "$BATS_TEST_TMPDIR/f.json" -o /dev/null
-		cg-train-step -q -m "$a.cgm" -d "$(shard "$a")" --batch 32 \
+		cg-train-step -q -m "$a.cgm" -d "$(arch_shard "$a")" --batch 32 \
 			--precision f16 --log "$BATS_TEST_TMPDIR/h.json" \
 			-o /dev/null
 		f=$(jq -r .loss "$BATS_TEST_TMPDIR/f.json")

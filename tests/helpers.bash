@@ -85,6 +85,13 @@ archs() {
 		tr -s ', ' '\n\n'
 }
 
+# arch_shard ARCH: the shard of images fm-0.cgd, or of texts fort-0.cgd
+# for the cgpt, that ARCH trains on (as setup_file's `images fm -n 1;
+# texts fort -n 1; default_models fm-0.cgd fort-0.cgd` makes them)
+arch_shard() {
+	if [ "$1" = cgpt ]; then echo fort-0.cgd; else echo fm-0.cgd; fi
+}
+
 default_models() {
 	local img=$1 txt=$2 a help
 	shift 2
