@@ -42,6 +42,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 
 # A test pass may hold cg's oneDNN to AVX2 (DNNL_MAX_CPU_ISA): that is
 # for model_dump, which runs cg.  PyTorch links oneDNN too, and its
@@ -1081,6 +1082,15 @@ ARCHS = {a.name: a for a in (Cvae, Cclf, Cddpm, Cgan, Cgpt)}
 # distances from float64.
 AUTOCAST_TOL = {"loss": (2 ** -7, 2e-3), "grad": 0.05}
 
+# --f16: cg's f16 products (model_dump f16=1: operands rounded to IEEE
+# half, u = 2^-11, with the trainer's loss scaling) against float64: a
+# loss (or its part) within 4u plus 5e-4, the whole gradient (relative,
+# in the 2-norm) within 0.01.  Where this PyTorch runs autocast in
+# float16 on the CPU (2.x; Debian's 1.13 does bfloat16 alone there) its
+# distances are printed beside cg's, and cg's gradient must also be
+# within 0.01 of autocast's or the nearer to float64.
+F16_TOL = {"loss": (2 ** -9, 5e-4), "grad": 0.01}
+
 
 # ---------------------------------------------------------- shared code
 
@@ -1295,16 +1305,28 @@ def check(arch, d):
     return ok
 
 
-def autocast(arch, cfg, d, params):
+def autocast(arch, cfg, d, params, dtype=torch.bfloat16):
     """The losses and the gradient (in view order) of arch in float32 under
-    torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's mixed precision
-    on cg's weights and inputs."""
+    torch.autocast("cpu", dtype=dtype): PyTorch's mixed precision on cg's
+    weights and inputs; None where this PyTorch does not run autocast in
+    dtype on the CPU."""
     DTYPE[0] = torch.float32
     try:
         net = arch.Net(cfg).float()
         views, tensors = load_views(d, net, params)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ctx = torch.autocast("cpu", dtype=dtype)
+        try:
+            ctx.__enter__()
+        except RuntimeError:  # 1.13: "only support Bfloat16"
+            return None, None
+        try:
+            if not torch.is_autocast_cpu_enabled():
+                return None, None
             losses, _ = arch.run(net, cfg, d)
+        finally:
+            ctx.__exit__(None, None, None)
         (losses.pop("backward") if "backward" in losses
          else losses["loss"]).backward()
     finally:
@@ -1349,26 +1371,65 @@ def check_bf16(arch, d):
     return ok
 
 
-def check_dir(arch, d, bf16=False):
+def check_f16(arch, d):
+    """cg with f16 operands and loss scaling (model_dump f16=1) against the
+    float64 model: True if within F16_TOL; PyTorch's autocast in float16
+    beside it where it has one on the CPU."""
+    cfg, want, params, got, net, _, tensors = read_case(arch, d, " f16")
+    got = got.astype(np.float64)
+    ref, _ = arch.run(net, cfg, d)
+    (ref.pop("backward") if "backward" in ref else ref["loss"]).backward()
+    g64 = np.concatenate([grad_of(p).numpy() for _, p in tensors])
+    ac, gac = autocast(arch, cfg, d, params, torch.float16)
+    ok = True
+    rtol, atol = F16_TOL["loss"]
+    for key in sorted(want):
+        r = ref[key].item()
+        diff = abs(want[key] - r)
+        good = diff <= atol + rtol * abs(r)
+        ok &= good
+        print("  %-4s %-18s cg %.7g float64 %.7g: diff %.3g%s"
+              % ("ok" if good else "FAIL", key, want[key], r, diff,
+                 "" if ac is None else
+                 "; autocast f16 %.3g" % abs(ac[key] - r)))
+
+    def rel(a, b):
+        return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+    e_cg = rel(got, g64)
+    # beside autocast: within the tolerance of it, or the nearer float64
+    good = e_cg <= F16_TOL["grad"] and (
+        gac is None or rel(got, gac) <= F16_TOL["grad"] or
+        e_cg <= rel(gac, g64))
+    ok &= good
+    print("  %-4s gradient            from float64: cg %.3g%s"
+          % ("ok" if good else "FAIL", e_cg,
+             "" if gac is None else ", autocast f16 %.3g" % rel(gac, g64)))
+    return ok
+
+
+def check_dir(arch, d, prec=None):
     try:
-        return check_bf16(arch, d) if bf16 else check(arch, d)
+        return (check_bf16(arch, d) if prec == "bf16" else
+                check_f16(arch, d) if prec == "f16" else check(arch, d))
     except (DumpError, OSError, KeyError, ValueError) as e:
         print("torch_check: %s: %s" % (d, e))
         return False
 
 
 def usage(code):
-    print("usage: torch_check.py [--autocast] [--arch ARCH]... "
+    print("usage: torch_check.py [--autocast | --f16] [--arch ARCH]... "
           "[DIR | MODEL_DUMP]",
           file=sys.stderr if code else sys.stdout)
     sys.exit(code)
 
 
 def main():
-    args, archs, bf16 = sys.argv[1:], [], False
-    while args and args[0] in ("--arch", "--autocast", "-h", "--help"):
-        if args[0] == "--autocast":
-            bf16, args = True, args[1:]
+    args, archs, prec = sys.argv[1:], [], None
+    while args and args[0] in ("--arch", "--autocast", "--f16", "-h",
+                               "--help"):
+        if args[0] in ("--autocast", "--f16"):
+            prec = "bf16" if args[0] == "--autocast" else "f16"
+            args = args[1:]
             continue
         if args[0] != "--arch":
             usage(0)
@@ -1391,21 +1452,21 @@ def main():
         except (OSError, KeyError) as e:
             print("torch_check: %s: arch.txt: %s" % (target, e))
             sys.exit(1)
-        ok = check_dir(arch, target, bf16)
+        ok = check_dir(arch, target, prec)
     elif os.access(target, os.X_OK):
         ok = True
         for arch in archs or ARCHS.values():
             for cfg in arch.configs:
                 with tempfile.TemporaryDirectory() as d:
                     r = subprocess.run([target, d, arch.name] + cfg +
-                                       (["bf16=1"] if bf16 else []),
+                                       (["%s=1" % prec] if prec else []),
                                        env=DUMP_ENV)
                     if r.returncode != 0:
                         print("torch_check: %s %s failed (%d)"
                               % (target, arch.name, r.returncode))
                         ok = False
                         continue
-                    ok &= check_dir(arch, d, bf16)
+                    ok &= check_dir(arch, d, prec)
     else:
         print("torch_check: %s: not a dump directory nor a program" % target)
         sys.exit(1)

@@ -9,6 +9,9 @@
  * after the row's defaults below, except seed (of the weights and the
  * inputs), batch and, for cgpt, positions, which shape the case,
  * bf16=1, which gives every matrix product bf16 operands (nn/gemm.h),
+ * f16=1, which gives them f16 operands with the trainer's loss scaling
+ * (the gradient made at 65536, halved while it is not finite, the scale
+ * divided out),
  * and image_h, image_w and image_c, the image shape the manifest gives
  * (what a convolutional model reads).
  * teacher=1 (cclf and cgan) distils: alpha=P, the teacher weight in
@@ -68,6 +71,7 @@
  * success, 1 on failure, 2 on a usage error.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -598,7 +602,7 @@ static const struct {
 
 /* Case keys: what the dump takes, not the model's config. */
 struct keys {
-	long seed, batch, positions, bf16;
+	long seed, batch, positions, bf16, f16;
 	long teacher, alpha, tau; /* distilled; alpha in percent */
 	long image[3];         /* height, width, channels; 0: no "image" */
 	long lora, lora_alpha; /* rank (0: no adapters); 0: alpha = rank */
@@ -645,6 +649,8 @@ parse_kv(const char *s, cJSON *cfg, struct keys *k)
 		k->positions = v;
 	else if (strcmp(key, "bf16") == 0)
 		k->bf16 = v;
+	else if (strcmp(key, "f16") == 0)
+		k->f16 = v;
 	else if (strcmp(key, "teacher") == 0)
 		k->teacher = v;
 	else if (strcmp(key, "alpha") == 0)
@@ -767,7 +773,7 @@ int
 main(int argc, char **argv)
 {
 	char path[4096];
-	struct keys k = {1, 0, 0, 0, 0, 70, 2, {0, 0, 0}, 0, 0, {NULL}, 0};
+	struct keys k = {1, 0, 0, 0, 0, 0, 70, 2, {0, 0, 0}, 0, 0, {NULL}, 0};
 	cJSON *extra = NULL;
 	struct result res = {0};
 	struct cg_model *m = NULL;
@@ -859,11 +865,27 @@ main(int argc, char **argv)
 		d_alpha = k.alpha / 100.0;
 		d_tau = (double)k.tau;
 	}
-	cg_rng_seed(&r, (uint64_t)k.seed + 1);
-	cg_set_precision(k.bf16 ? CG_PREC_BF16 : CG_PREC_F32);
-	if (rows[row].run(m, (int)k.batch, (int)k.positions, &r, grad, &res) !=
-	    0)
-		goto fail;
+	cg_set_precision(k.f16    ? CG_PREC_F16
+	                 : k.bf16 ? CG_PREC_BF16
+	                          : CG_PREC_F32);
+	/* f16: as cg-train-step scales a step's loss (train/train.c) */
+	for (float scale = k.f16 ? 65536.0f : 1.0f;; scale /= 2) {
+		int finite = 1;
+		cg_rng_seed(&r, (uint64_t)k.seed + 1);
+		memset(grad, 0, m->nparams * sizeof(float));
+		cg_set_loss_scale(scale);
+		int brc = rows[row].run(m, (int)k.batch, (int)k.positions, &r,
+		                       grad, &res);
+		cg_set_loss_scale(1);
+		if (brc != 0)
+			goto fail;
+		for (size_t i = 0; i < m->nparams; i++) {
+			grad[i] /= scale;
+			finite &= isfinite(grad[i]) != 0;
+		}
+		if (finite || scale <= 1)
+			break;
+	}
 	snprintf(path, sizeof(path), "%s/model.cgm", dir);
 	if (write_text(m, &k, &res) != 0 || write_lora(m) != 0 ||
 	    write32("params.bin", m->params, m->nparams) != 0 ||
