@@ -5,7 +5,8 @@
 # heads; batch 16, AdamW 3e-4, weight decay 0.1; held-out bits per byte
 # every EVERY steps up to STEPS), each trained from the same weights in
 # f32 and in each of PRECISIONS (bf16; "bf16 f16" adds f16 with its
-# dynamic loss scaling at cg-train-step's defaults); each one's
+# dynamic loss scaling at cg-train-step's defaults, f16-unscaled f16
+# with the loss scale held at 1, what the scaling buys); each one's
 # difference from f32 in percent, and each call's wall time.  Where the
 # CPU has no bf16 instructions, bf16 is emulated (the same numbers, no
 # faster; cg-train-step says so); f16 is emulated everywhere.
@@ -28,6 +29,13 @@ trap 'rm -rf "$tmp"' EXIT
 echo "# machine: $(uname -m), $(nproc) cores ($(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')); threads $threads; load $(cut -d' ' -f1-3 /proc/loadavg)"
 # pct A B: 100 (B - A) / A
 pct() { echo "100 * ($2 - $1) / $1" | bc -l; }
+# popts P: cg-train-step's options for a row of PRECISIONS
+popts() {
+	case $1 in
+	f16-unscaled) echo "--precision f16 --loss-scale 1 --scale-growth 0" ;;
+	*) echo "--precision $1" ;;
+	esac
+}
 # secs COMMAND...: run it, print its wall seconds
 secs() {
 	t0=$(date +%s.%N)
@@ -41,15 +49,16 @@ for m in $models; do
 		"$bin/cg-shard" -q -n 1 -o "$tmp/fm" "$fmnist"
 		"$bin/cg-shard" -q -n 1 --test -o "$tmp/fmtest" "$fmnist"
 		"$bin/cg-init" -a cvae -d "$tmp/fm-0.cgd" --seed 1 -o "$tmp/cvae.cgm"
-		printf '%-5s %8s %12s %10s %9s\n' model precision test_nelbo train_s diff%
+		printf '%-5s %12s %12s %10s %9s\n' model precision test_nelbo train_s diff%
 		for p in f32 $precs; do
+			# shellcheck disable=SC2046 # the options split on purpose
 			s=$(secs "$bin/cg-train-step" -q -m "$tmp/cvae.cgm" \
 				-d "$tmp/fm-0.cgd" --emit model --steps 2345 \
-				--precision "$p" -j "$threads" -o "$tmp/cvae-$p.cgm")
+				$(popts "$p") -j "$threads" -o "$tmp/cvae-$p.cgm")
 			n=$("$bin/cg-eval" -q --json -m "$tmp/cvae-$p.cgm" \
 				-d "$tmp/fmtest-0.cgd" | jq -r .nelbo)
 			[ "$p" = f32 ] && nelbo_f32=$n
-			printf '%-5s %8s %12.4f %10.1f %+9.3f\n' cvae "$p" "$n" "$s" \
+			printf '%-5s %12s %12.4f %10.1f %+9.3f\n' cvae "$p" "$n" "$s" \
 				"$(pct "$nelbo_f32" "$n")"
 		done
 		;;
@@ -58,7 +67,7 @@ for m in $models; do
 			--holdout "$tmp/held.cgd" --seed 1 -o "$tmp/ft" "$fortunes"
 		"$bin/cg-init" -a cgpt -d "$tmp/ft-0.cgd" --context 128 \
 			--width 256 --layers 4 --heads 4 --seed 1 -o "$tmp/cgpt.cgm"
-		printf '%6s %9s %10s %9s %8s\n' step precision bpb diff% train_s
+		printf '%6s %12s %10s %9s %8s\n' step precision bpb diff% train_s
 		for p in f32 $precs; do
 			cp "$tmp/cgpt.cgm" "$tmp/cgpt-$p.cgm"
 		done
@@ -68,15 +77,16 @@ for m in $models; do
 			[ $((done + k)) -gt "$steps" ] && k=$((steps - done))
 			done=$((done + k))
 			for p in f32 $precs; do
+				# shellcheck disable=SC2046 # the options split on purpose
 				s=$(secs "$bin/cg-train-step" -q -m "$tmp/cgpt-$p.cgm" \
 					-d "$tmp/ft-0.cgd" --emit model --steps "$k" \
 					--batch 16 --opt adamw --lr 3e-4 --wd 0.1 \
-					--seed 1 --precision "$p" -j "$threads" \
+					--seed 1 $(popts "$p") -j "$threads" \
 					-o "$tmp/cgpt-$p.cgm")
 				b=$("$bin/cg-eval" --json --seed 0 --batch 500 \
 					-m "$tmp/cgpt-$p.cgm" -d "$tmp/held.cgd" | jq -r .bpb)
 				[ "$p" = f32 ] && bpb_f32=$b
-				printf '%6d %9s %10.4f %+9.3f %8.1f\n' "$done" "$p" "$b" \
+				printf '%6d %12s %10.4f %+9.3f %8.1f\n' "$done" "$p" "$b" \
 					"$(pct "$bpb_f32" "$b")" "$s"
 			done
 		done
