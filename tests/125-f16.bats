@@ -91,6 +91,9 @@ weights() {
 	[ "$n" -ge 1 ] && [ "$n" -lt 6 ]
 	run -0 jq -c '.samples' g.json
 	assert_output 768
+	# its weight in a reduction: the examples of the steps it holds
+	run -0 jq -c '.weight' <(tar xOf g.cgg cg.json)
+	assert_output $((768 - 128 * n))
 	run -0 cg-inspect -j --no-stats g.cgg
 	jq -e '.' <<<"$output" >/dev/null
 }
