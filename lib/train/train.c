@@ -191,9 +191,6 @@ state_holds(const struct cg_state *st, const char *name, uint64_t n)
 
 /* ---------------------------------------------------------- the loop */
 
-struct run;
-static int scale_begin(struct run *r);
-
 static void
 add_metrics(struct cg_metrics *acc, const struct cg_metrics *b)
 {
@@ -451,84 +448,6 @@ frozen_begin(struct run *r)
 	return 0;
 }
 
-/* What every mode needs before its own begin: the checks, the order of
- * the examples, the batch and gradient arrays, where the data stream
- * stands.  0, or -1 with a message. */
-static int
-run_begin(struct run *r)
-{
-	struct cg_model *m = r->m;
-	const struct cg_train_opts *o = r->o;
-
-	if (o->steps < 1 || o->batch < 1)
-		return cg_seterr("steps and batch must be positive");
-	/* W trains not: its gradient is the adapters' (model/lora.h) */
-	for (int i = 0; m->lora && i < m->nviews; i++)
-		if (!cg_lora_is_adapter(m, i) && (!o->frozen || !o->frozen[i]))
-			return cg_seterr("tensor %s: a model with adapters "
-			                 "trains them alone (cg_train_freeze)",
-			                 m->views[i].name);
-	if (r->s->n == 0)
-		return cg_seterr("the shard holds no examples");
-	if (m->arch->check_data(m, r->s) != 0)
-		return -1;
-	if (o->distill) {
-		struct cg_model *t = o->distill->teacher;
-		if (cg_model_check_teacher(m, t, r->s) != 0)
-			return -1;
-		/* Forward only: checkpointing keeps the block outputs and no
-		 * more, at no cost (see cg_train_plan). */
-		t->chunk = m->chunk;
-		t->checkpoint = 1;
-		/* a teacher with adapters runs merged */
-		if (cg_lora_merge(t, 1) != 0)
-			return -1;
-	}
-	if (o->qat != CG_F32 &&
-	    (r->qat = cg_qat_new(m, o->qat, NULL, 0)) == NULL)
-		return -1;
-	if (o->dpsgd) {
-		const struct cg_dpsgd *dp = o->dpsgd;
-		if (m->arch->dp_batch == NULL)
-			return cg_seterr("DP-SGD: per-example clipping is not "
-			                 "done for %s models yet",
-			                 m->arch->name);
-		if (o->distill)
-			return cg_seterr("DP-SGD: no distillation (the "
-			                 "teacher's outputs are not clipped)");
-		if (r->qat || m->lora)
-			return cg_seterr("DP-SGD: not with %s yet (its "
-			                 "per-example pass runs the f32 weights)",
-			                 r->qat ? "--qat" : "adapters");
-		if (!(dp->clip > 0) || !(dp->sigma >= 0) ||
-		    !(dp->q > 0 && dp->q <= 1))
-			return cg_seterr("DP-SGD: clip %g, sigma %g or rate %g "
-			                 "out of range",
-			                 dp->clip, dp->sigma, dp->q);
-		if ((r->pex = cg_alloc(r->s->n * sizeof(*r->pex))) == NULL)
-			return -1;
-	}
-	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
-		return -1;
-	if ((r->ex = cg_alloc((size_t)o->batch * sizeof(*r->ex))) == NULL ||
-	    (r->grad = cg_alloc(r->P * sizeof(float))) == NULL)
-		return -1;
-	r->Pt = r->P;
-	if (o->frozen && frozen_begin(r) != 0)
-		return -1;
-	r->cursor = start_cursor(m, o);
-	if (r->st) {
-		if (cg_train_state_init(r->st, m, o) != 0 ||
-		    (r->st_cursor = cg_state_put(r->st, "cursor", CG_U64, 1)) ==
-		        NULL)
-			return -1;
-		memcpy(&r->cursor, r->st_cursor, sizeof(r->cursor));
-	}
-	if (o->loss_scale > 0 && scale_begin(r) != 0)
-		return -1;
-	return 0;
-}
-
 /* ------------------------------------------------------ loss scaling */
 
 #define MAX_SCALE 16777216.0f /* 2^24 */
@@ -613,6 +532,84 @@ unscale(struct run *r, int k)
 	r->good = 0;
 	r->res->skipped++;
 	return 1;
+}
+
+/* What every mode needs before its own begin: the checks, the order of
+ * the examples, the batch and gradient arrays, where the data stream
+ * stands.  0, or -1 with a message. */
+static int
+run_begin(struct run *r)
+{
+	struct cg_model *m = r->m;
+	const struct cg_train_opts *o = r->o;
+
+	if (o->steps < 1 || o->batch < 1)
+		return cg_seterr("steps and batch must be positive");
+	/* W trains not: its gradient is the adapters' (model/lora.h) */
+	for (int i = 0; m->lora && i < m->nviews; i++)
+		if (!cg_lora_is_adapter(m, i) && (!o->frozen || !o->frozen[i]))
+			return cg_seterr("tensor %s: a model with adapters "
+			                 "trains them alone (cg_train_freeze)",
+			                 m->views[i].name);
+	if (r->s->n == 0)
+		return cg_seterr("the shard holds no examples");
+	if (m->arch->check_data(m, r->s) != 0)
+		return -1;
+	if (o->distill) {
+		struct cg_model *t = o->distill->teacher;
+		if (cg_model_check_teacher(m, t, r->s) != 0)
+			return -1;
+		/* Forward only: checkpointing keeps the block outputs and no
+		 * more, at no cost (see cg_train_plan). */
+		t->chunk = m->chunk;
+		t->checkpoint = 1;
+		/* a teacher with adapters runs merged */
+		if (cg_lora_merge(t, 1) != 0)
+			return -1;
+	}
+	if (o->qat != CG_F32 &&
+	    (r->qat = cg_qat_new(m, o->qat, NULL, 0)) == NULL)
+		return -1;
+	if (o->dpsgd) {
+		const struct cg_dpsgd *dp = o->dpsgd;
+		if (m->arch->dp_batch == NULL)
+			return cg_seterr("DP-SGD: per-example clipping is not "
+			                 "done for %s models yet",
+			                 m->arch->name);
+		if (o->distill)
+			return cg_seterr("DP-SGD: no distillation (the "
+			                 "teacher's outputs are not clipped)");
+		if (r->qat || m->lora)
+			return cg_seterr("DP-SGD: not with %s yet (its "
+			                 "per-example pass runs the f32 weights)",
+			                 r->qat ? "--qat" : "adapters");
+		if (!(dp->clip > 0) || !(dp->sigma >= 0) ||
+		    !(dp->q > 0 && dp->q <= 1))
+			return cg_seterr("DP-SGD: clip %g, sigma %g or rate %g "
+			                 "out of range",
+			                 dp->clip, dp->sigma, dp->q);
+		if ((r->pex = cg_alloc(r->s->n * sizeof(*r->pex))) == NULL)
+			return -1;
+	}
+	if (order_init(&r->ord, r->s->n, o->order, o->seed) != 0)
+		return -1;
+	if ((r->ex = cg_alloc((size_t)o->batch * sizeof(*r->ex))) == NULL ||
+	    (r->grad = cg_alloc(r->P * sizeof(float))) == NULL)
+		return -1;
+	r->Pt = r->P;
+	if (o->frozen && frozen_begin(r) != 0)
+		return -1;
+	r->cursor = start_cursor(m, o);
+	if (r->st) {
+		if (cg_train_state_init(r->st, m, o) != 0 ||
+		    (r->st_cursor = cg_state_put(r->st, "cursor", CG_U64, 1)) ==
+		        NULL)
+			return -1;
+		memcpy(&r->cursor, r->st_cursor, sizeof(r->cursor));
+	}
+	if (o->loss_scale > 0 && scale_begin(r) != 0)
+		return -1;
+	return 0;
 }
 
 /*
