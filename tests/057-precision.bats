@@ -57,9 +57,7 @@ loss() {
 				b=$(loss "$a" bf16 CG_GEMM_ENGINE=$e) ||
 				fail "$a: no loss"
 			echo "$a ($e): f32 $f bf16 $b"
-			awk -v f="$f" -v b="$b" 'BEGIN {
-				d = f - b; if (d < 0) d = -d; m = f < 0 ? -f : f
-				exit !(d <= 0.01 * m && d > 0) }' ||
+			within_pct "$f" "$b" && [ "$f" != "$b" ] ||
 				fail "$a ($e): f32 $f, bf16 $b"
 		done
 	done
@@ -70,8 +68,7 @@ loss() {
 	b=$(jq -r .nelbo <<<"$output")
 	run -0 cg-eval -q --json -m cvae.cgm fm-0.cgd
 	f=$(jq -r .nelbo <<<"$output")
-	awk -v f="$f" -v b="$b" 'BEGIN { d = f - b; if (d < 0) d = -d
-		exit !(d <= 0.01 * (f < 0 ? -f : f)) }' || fail "f32 $f bf16 $b"
+	within_pct "$f" "$b" || fail "f32 $f bf16 $b"
 	run -0 cg-sample -m cgpt.cgm -c 0 -n 2 --seed 3 --precision bf16 \
 		--max-bytes 40
 	[ -n "$output" ]

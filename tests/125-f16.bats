@@ -48,10 +48,7 @@ weights() {
 		f=$(jq -r .loss "$BATS_TEST_TMPDIR/f.json")
 		h=$(jq -r .loss "$BATS_TEST_TMPDIR/h.json")
 		echo "$a: f32 $f f16 $h"
-		awk -v f="$f" -v b="$h" 'BEGIN {
-			d = f - b; if (d < 0) d = -d; m = f < 0 ? -f : f
-			exit !(d <= 0.01 * m && d > 0) }' ||
-			fail "$a: f32 $f, f16 $h"
+		within_pct "$f" "$h" && [ "$f" != "$h" ] || fail "$a: f32 $f, f16 $h"
 		run -0 jq -c '[.loss_scale, .skipped]' "$BATS_TEST_TMPDIR/h.json"
 		assert_output '[65536,0]'
 		run -0 jq -c 'has("loss_scale")' "$BATS_TEST_TMPDIR/f.json"
@@ -145,9 +142,7 @@ weights() {
 	h=$(jq -r .nelbo <<<"$output")
 	run -0 cg-eval -q --json -m cvae.cgm fm-0.cgd
 	f=$(jq -r .nelbo <<<"$output")
-	awk -v f="$f" -v b="$h" 'BEGIN { d = f - b; if (d < 0) d = -d
-		exit !(d <= 0.01 * (f < 0 ? -f : f) && d > 0) }' ||
-		fail "f32 $f f16 $h"
+	within_pct "$f" "$h" && [ "$f" != "$h" ] || fail "f32 $f f16 $h"
 	run -0 cg-sample -m cgpt.cgm -c 0 -n 2 --seed 3 --precision f16 \
 		--max-bytes 40
 	[ -n "$output" ]

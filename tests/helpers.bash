@@ -92,6 +92,12 @@ arch_shard() {
 	if [ "$1" = cgpt ]; then echo fort-0.cgd; else echo fm-0.cgd; fi
 }
 
+# within_pct F B: F and B, two numbers, within 1% of F of each other
+within_pct() {
+	awk -v f="$1" -v b="$2" 'BEGIN { d = f - b; if (d < 0) d = -d
+		exit !(d <= 0.01 * (f < 0 ? -f : f)) }'
+}
+
 default_models() {
 	local img=$1 txt=$2 a help
 	shift 2
