@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # 071-cli.bats - what the programs share: --version and -V, usage errors
 # worded alike, a bool option's value as the next word where no operand
-# can be meant, --help made from the option table, the process name
-# after the start-up re-exec, and the progress line on a terminal of 50
+# can be meant, --help made from the option table, the runtimes' settings
+# taken at load without a second start, and the progress line on a terminal of 50
 # columns (in tmux), redrawn in place rather than scrolled.
 #
 # Made once per file: a cvae model and shard from the Fashion-MNIST
@@ -176,18 +176,89 @@ help_col() {
 	refute_output --partial 'draws none yet'
 }
 
+# lib/cli/runtime.c answers OpenMP's and OpenBLAS's reads of their
+# settings at load (its getenv) instead of writing them into the
+# environment and starting the program again.  Each library says what it
+# took: libgomp's OMP_DISPLAY_ENV=VERBOSE lists GOMP_SPINCOUNT on stderr,
+# OpenBLAS's OPENBLAS_VERBOSE=2 its kernel set ("Core: ...").
+# (An array, not a function: a command started with & is then the
+# program itself, and $! its PID.)
+clean_env=(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_NUM_THREADS
+	-u OPENBLAS_CORETYPE -u CG_NO_REEXEC -u CG_NO_RUNTIME_DEFAULTS)
+
+@test "the runtimes' settings reach OpenMP where unset, the user's where set" {
+	ldd "$(command -v cg-inspect)" | grep -q 'libgomp\.so' ||
+		skip "not built with GNU OpenMP"
+	spin() { grep -o "GOMP_SPINCOUNT = '[0-9]*'" err; }
+	"${clean_env[@]}" OMP_DISPLAY_ENV=VERBOSE cg-inspect --version 2>err
+	assert_equal "$(spin)" "GOMP_SPINCOUNT = '1000'"
+	"${clean_env[@]}" OMP_DISPLAY_ENV=VERBOSE GOMP_SPINCOUNT=7 cg-inspect --version 2>err
+	assert_equal "$(spin)" "GOMP_SPINCOUNT = '7'"
+	# OMP_WAIT_POLICY set: the policy's own spin, not ours
+	"${clean_env[@]}" OMP_DISPLAY_ENV=VERBOSE OMP_WAIT_POLICY=passive \
+		cg-inspect --version 2>err
+	assert_equal "$(spin)" "GOMP_SPINCOUNT = '0'"
+	for off in CG_NO_RUNTIME_DEFAULTS CG_NO_REEXEC; do
+		"${clean_env[@]}" OMP_DISPLAY_ENV=VERBOSE $off=1 cg-inspect --version 2>err
+		[ "$(spin)" != "GOMP_SPINCOUNT = '1000'" ]
+	done
+}
+
+@test "the runtimes' settings reach OpenBLAS: its kernels and its threads" {
+	ldd "$(command -v cg-inspect)" | grep -q 'libopenblas' ||
+		skip "built without OpenBLAS"
+	core() { grep -o 'Core: [A-Za-z0-9]*' out; }
+	"${clean_env[@]}" OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=Haswell \
+		cg-inspect --version >out 2>&1
+	assert_equal "$(core)" "Core: Haswell"
+	"${clean_env[@]}" OPENBLAS_VERBOSE=2 cg-inspect --version >out 2>&1
+	if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
+		grep -qw avx512vl /proc/cpuinfo; then
+		assert_equal "$(core)" "Core: SkylakeX"
+	else
+		[ "$(core)" != "Core: SkylakeX" ]
+	fi
+	# OPENBLAS_NUM_THREADS=1: OpenBLAS starts no threads of its own at
+	# load.  cg-inspect held by a FIFO it opens has only its own thread;
+	# without the defaults, OpenBLAS starts one a core but one.
+	[ "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" -gt 1 ] ||
+		skip "one core: OpenBLAS starts no threads"
+	local n fd
+	for want in 1 many; do
+		mkfifo m.fifo
+		if [ "$want" = 1 ]; then
+			"${clean_env[@]}" cg-inspect m.fifo >/dev/null 2>&1 &
+		else
+			"${clean_env[@]}" -u OMP_NUM_THREADS -u GOTO_NUM_THREADS \
+				CG_NO_RUNTIME_DEFAULTS=1 cg-inspect m.fifo \
+				>/dev/null 2>&1 &
+		fi
+		PID=$!
+		exec {fd}>m.fifo # returns once cg-inspect has opened it
+		n=$(ls /proc/$PID/task | wc -l)
+		exec {fd}>&-
+		wait $PID || true
+		PID=
+		rm m.fifo
+		if [ "$want" = 1 ]; then
+			assert_equal "$n" 1
+		else
+			[ "$n" -gt 1 ]
+		fi
+	done
+}
+
 # The process is held inside main by a FIFO it opens (open blocks until
-# a writer comes), which is after the re-exec of lib/cli/runtime.c.
-@test "after the start-up re-exec the process keeps its name (ps, pgrep -x)" {
+# a writer comes).  It is the program first started: its name, and an
+# environment with none of the settings written into it.
+@test "a program starts once: its name (ps, pgrep -x), its environment untouched" {
 	mkfifo m.fifo
-	env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_NUM_THREADS \
-		-u OPENBLAS_CORETYPE -u CG_NO_REEXEC \
-		cg-train-step -m m.fifo -d "$D/fm-0.cgd" -o g.cgg 2>err &
+	"${clean_env[@]}" cg-train-step -m m.fifo -d "$D/fm-0.cgd" -o g.cgg 2>err &
 	PID=$!
 	local fd
 	exec {fd}>m.fifo # returns once cg-train-step has opened it
-	# the re-exec did happen: our mark is in the environment it got
-	tr '\0' '\n' </proc/$PID/environ | grep -qx 'CG_NO_REEXEC=exec:cg-train-step'
+	tr '\0' '\n' </proc/$PID/environ >env.txt
+	run -1 grep -E '^(GOMP_SPINCOUNT|OMP_WAIT_POLICY|OPENBLAS_[A-Z_]*|CG_NO_REEXEC)=' env.txt
 	assert_equal "$(cat /proc/$PID/comm)" cg-train-step
 	assert_equal "$(ps -o comm= -p $PID)" cg-train-step
 	run pgrep -x cg-train-step

@@ -1,11 +1,23 @@
 /*
- * cli/runtime.c - settings the OpenMP and BLAS runtimes read before main.
+ * cli/runtime.c - the settings the OpenMP and BLAS runtimes read before
+ * main.
  *
  * Both libraries read their environment once, in their own constructors,
- * before any code of ours runs, and setting the environment that early is
- * not possible from an executable.  So a cg program that finds the
- * settings unset sets them and executes itself again (once: the second
- * run finds them set), which costs a few milliseconds at start.
+ * before any code of ours runs, and the environment cannot be set that
+ * early from an executable (a function in .preinit_array runs first, but
+ * the C library's own initializer then sets environ back to the kernel's
+ * array).  So the programs answer the libraries' question themselves:
+ * this file defines getenv and secure_getenv, and the dynamic linker
+ * binds every library's calls to an executable's definition ahead of the
+ * C library's.  They answer from the environment as it is and, for the
+ * names below where the user set none, with the programs' default.
+ * Nothing is written into the environment: a cg program started by
+ * another makes the same choice itself, and any other program the
+ * libraries' own.  (The programs used to set the variables and execute
+ * themselves again, which loaded every library twice: 5-8 ms a call.)
+ * The C library's own reads (locale, tunables) do not come here and need
+ * not.  libcg.so is built without this file: a program of one's own
+ * keeps the C library's getenv.
  *
  * How long OpenMP's threads spin before they sleep after a parallel
  * region: GNU OpenMP (GCC's) spins 300000 rounds by default, which on a
@@ -26,121 +38,94 @@
  * oldest x86-64 kernels, several times slower.  The unit tests compare
  * the BLAS results with a reference kernel.
  *
- * Anything the user set is left alone; CG_NO_REEXEC=1 turns this off.
- *
- * The kernel names a process (its "comm", what ps, top and pgrep show)
- * after the file it executes, here "exe"; the name the process had
- * before travels in the mark CG_NO_REEXEC=exec:NAME and is given back
- * after the exec, so that `pgrep -x cg-train-step` finds the program.
- * /proc/self/exe is executed rather than a path read from it, as that
- * is the very file running even if the path has been replaced since.
+ * Anything the user set is taken as set; CG_NO_RUNTIME_DEFAULTS (or its
+ * older name, CG_NO_REEXEC) set to anything turns the defaults off.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #ifdef __linux__
-#include <sys/prctl.h>
+#include <sys/auxv.h>
 #endif
 
 #include "cg.h"
 
-/* Our mark from the exec below: "exec", or "exec:NAME" with the name the
- * process had before it. */
-static int
-is_mark(const char *v)
+extern char **environ;
+
+/* name's value in the environment, or NULL: as the C library's getenv. */
+static char *
+lookup(const char *name)
 {
-	return strncmp(v, "exec", 4) == 0 && (v[4] == '\0' || v[4] == ':');
+	size_t n;
+
+	if (name == NULL || environ == NULL || strchr(name, '=') != NULL)
+		return NULL;
+	n = strlen(name);
+	for (char **e = environ; *e != NULL; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
 }
 
-/* Give the process back its name from the mark (comm is at most 15
- * bytes; the kernel cuts a longer one). */
-static void
-keep_name(const char *mark)
-{
-#if defined(__linux__) && defined(PR_SET_NAME)
-	char name[16];
-
-	if (mark[4] != ':' || mark[5] == '\0')
-		return;
-	snprintf(name, sizeof(name), "%s", mark + 5);
-	prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
-#else
-	(void)mark;
-#endif
-}
-
-/* CG_NO_REEXEC's value for the exec: the mark with the process's name. */
-static void
-make_mark(char *buf, size_t cap)
-{
-	snprintf(buf, cap, "exec");
-#if defined(__linux__) && defined(PR_GET_NAME)
-	char name[17] = "";
-
-	if (prctl(PR_GET_NAME, (unsigned long)name, 0UL, 0UL, 0UL) == 0 &&
-	    name[0] != '\0')
-		snprintf(buf, cap, "exec:%.16s", name);
-#endif
-}
-
-__attribute__((constructor)) static void
-cg_runtime_init(int argc, char **argv, char **envp)
-{
-	int change = 0;
-
-	(void)envp;
-	if (argc < 1 || argv == NULL)
-		return;
-	if (getenv("CG_NO_REEXEC") != NULL) {
-		/* Our own mark from the exec below, or the user's wish. */
-		const char *mark = getenv("CG_NO_REEXEC");
-		if (is_mark(mark)) {
-			keep_name(mark);
-			unsetenv("CG_NO_REEXEC");
-		}
-		return;
-	}
-	if (getenv("OMP_WAIT_POLICY") == NULL) {
-#if defined(__GNUC__) && !defined(__clang__)
-		if (getenv("GOMP_SPINCOUNT") == NULL) {
-			setenv("GOMP_SPINCOUNT", "1000", 1);
-			change = 1;
-		}
-#else
-		setenv("OMP_WAIT_POLICY", "passive", 1);
-		change = 1;
-#endif
-	}
 #if defined(CG_HAVE_CBLAS)
-	/* lib/nn/gemm.c runs the BLAS on the calling thread; told so only
-	 * after start, OpenBLAS has already made its own threads, which
-	 * spin (sched_yield) for a while on cores we need. */
-	if (getenv("OPENBLAS_NUM_THREADS") == NULL) {
-		setenv("OPENBLAS_NUM_THREADS", "1", 1);
-		change = 1;
-	}
-#endif
-#if defined(CG_HAVE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+/* Whether the OpenBLAS kernels for Skylake-X run on this CPU. */
+static int
+avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	/* May run before the constructor that fills in what
+	 * __builtin_cpu_supports reads: fill it in first (idempotent). */
 	__builtin_cpu_init();
-	if (getenv("OPENBLAS_CORETYPE") == NULL &&
-	    __builtin_cpu_supports("avx512f") &&
-	    __builtin_cpu_supports("avx512bw") &&
-	    __builtin_cpu_supports("avx512vl")) {
-		setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-		change = 1;
-	}
+	return __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl");
+#else
+	return 0;
 #endif
-	if (change) {
-		char mark[32];
+}
+#endif
 
-		/* Mark the attempt so that a failed exec is not retried. */
-		make_mark(mark, sizeof(mark));
-		setenv("CG_NO_REEXEC", mark, 1);
-		execv("/proc/self/exe", argv);
-		/* No /proc: carry on with the settings as they were. */
-		unsetenv("CG_NO_REEXEC");
-	}
+/* The programs' value for an unset name, or NULL.  The strings are
+ * constant; getenv's callers do not write to what it returns. */
+static char *
+preset(const char *name)
+{
+	if (lookup("CG_NO_RUNTIME_DEFAULTS") != NULL ||
+	    lookup("CG_NO_REEXEC") != NULL)
+		return NULL;
+#if defined(__GNUC__) && !defined(__clang__)
+	if (strcmp(name, "GOMP_SPINCOUNT") == 0 &&
+	    lookup("OMP_WAIT_POLICY") == NULL)
+		return (char *)"1000";
+#else
+	if (strcmp(name, "OMP_WAIT_POLICY") == 0)
+		return (char *)"passive";
+#endif
+#if defined(CG_HAVE_CBLAS)
+	if (strcmp(name, "OPENBLAS_NUM_THREADS") == 0)
+		return (char *)"1";
+	if (strcmp(name, "OPENBLAS_CORETYPE") == 0 && avx512())
+		return (char *)"SkylakeX";
+#endif
+	return NULL;
+}
+
+char *
+getenv(const char *name)
+{
+	char *v = lookup(name);
+
+	return v != NULL ? v : preset(name);
+}
+
+/* As the C library's: nothing for a set-user-ID or set-group-ID run. */
+char *
+secure_getenv(const char *name)
+{
+#ifdef __linux__
+	if (getauxval(AT_SECURE) != 0)
+		return NULL;
+#endif
+	return getenv(name);
 }
 
 /* Referenced by cg_set_threads so that every program links this file. */
