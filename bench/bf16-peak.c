@@ -1,8 +1,12 @@
 /*
  * bf16-peak.c - the arithmetic peak of this CPU's f32 FMA against its
- * bf16 dot-product instruction, the ceiling of any --precision bf16.
+ * bf16 dot-product instruction, the ceiling of any --precision bf16, and
+ * where built with -mavx512fp16, against its f16 FMA, the ceiling of any
+ * --precision f16 product.
  *
  *   cc -O2 -fopenmp -mavx512f -mavx512bf16 bench/bf16-peak.c -o bf16-peak
+ *   cc -O2 -fopenmp -mavx512f -mavx512bf16 -mavx512fp16 \
+ *      bench/bf16-peak.c -o bf16-peak
  *   ./bf16-peak [threads]
  *
  * Each thread runs 24 independent accumulator chains (more than either
@@ -10,6 +14,12 @@
  * throughput: vfmadd231ps zmm does 16 multiply-adds, vdpbf16ps zmm 32
  * (pairs of bf16 products summed into 16 f32 lanes).  Prints GFLOP/s of
  * each (a multiply-add is 2 FLOPs) and their ratio; the best of 5.
+ *
+ * With -mavx512fp16 (and a CPU that has it), one more: vfmadd231ph
+ * zmm, 32 multiply-adds of halves summed in half precision, the only
+ * f16 arithmetic faster than f32's.  A product of halves summed in f32
+ * (as --precision f16 sums) widens its operands once, as it packs them,
+ * and then runs at the f32 FMA's rate.
  */
 #include <immintrin.h>
 #include <omp.h>
@@ -81,6 +91,35 @@ run_bf16(float *sink)
 	return now() - t0;
 }
 
+#ifdef __AVX512FP16__
+static double
+run_f16(float *sink)
+{
+	double t0 = now();
+#pragma omp parallel
+	{
+		__m512h acc[CHAINS];
+		__m512h a = _mm512_set1_ph((_Float16)1.0001f);
+		__m512h b = _mm512_set1_ph((_Float16)0.9999f);
+		for (int j = 0; j < CHAINS; j++)
+			acc[j] = _mm512_setzero_ph();
+		for (long i = 0; i < ITERS; i++) {
+#pragma GCC unroll 24
+			for (int j = 0; j < CHAINS; j++)
+				acc[j] = _mm512_fmadd_ph(a, b, acc[j]);
+			__asm__ volatile("" : "+v"(a));
+		}
+		float s = 0;
+		for (int j = 0; j < CHAINS; j++)
+			s += (float)_mm512_reduce_add_ph(acc[j]);
+#pragma omp atomic
+		*sink += s;
+	}
+	return now() - t0;
+}
+
+#endif
+
 int
 main(int argc, char **argv)
 {
@@ -99,8 +138,21 @@ main(int argc, char **argv)
 	double n = (double)ITERS * CHAINS * threads;
 	double gf = n * 16 * 2 / best_f / 1e9, gb = n * 32 * 2 / best_b / 1e9;
 	printf("{\"threads\": %d, \"f32_fma_gflops\": %.1f, "
-	       "\"bf16_dot_gflops\": %.1f, \"bf16_over_f32\": %.3f, "
-	       "\"sink\": %g}\n",
-	       threads, gf, gb, gb / gf, sink);
+	       "\"bf16_dot_gflops\": %.1f, \"bf16_over_f32\": %.3f, ",
+	       threads, gf, gb, gb / gf);
+#ifdef __AVX512FP16__
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512fp16")) {
+		double best_h = 1e30;
+		for (int r = 0; r < 5; r++) {
+			double h = run_f16(&sink);
+			best_h = h < best_h ? h : best_h;
+		}
+		double gh = n * 32 * 2 / best_h / 1e9;
+		printf("\"f16_fma_gflops\": %.1f, \"f16_over_f32\": %.3f, ",
+		       gh, gh / gf);
+	}
+#endif
+	printf("\"sink\": %g}\n", sink);
 	return 0;
 }

@@ -587,8 +587,14 @@ f32_sgemm(int transA, int transB, int M, int N, int K, float alpha,
  * is exact in f32 (11 + 11 significant bits, and no product of halves
  * leaves f32's normal range), so emulation on the f32 engine gives the
  * products f16 hardware gives, in another order of sums.  Always
- * emulated: oneDNN's f16 products need avx512_fp16, which no CPU this
- * was built on has had to prove them.
+ * emulated, on every CPU: Debian's oneDNN 2.6 makes no f16 matmul, on a
+ * Xeon with avx512_fp16 either (dnnl_unimplemented, for f32 or f16
+ * results), and there f16 arithmetic is faster than f32's only where it
+ * sums in half precision (vfmadd231ph: 2.15 times vfmadd231ps's rate,
+ * bench/bf16-peak.c); summed in f32, as here, the operands are widened
+ * once and multiplied at f32's rate (PyTorch's oneDNN 3 runs its f16
+ * matmul there as fast as its f32, no faster; bench/RESULTS.md, "f16
+ * products on avx512_fp16").
  */
 static inline uint32_t
 f16_bits(float f)
