@@ -255,7 +255,8 @@ lie() {
 }
 
 @test "cg-eval --guidance, --steps, --sampler: usage errors as cg-sample's" {
-	for opt in "--guidance 1" "--steps 5" "--sampler ddpm"; do
+	for opt in "--guidance 1" "--steps 5" "--sampler ddpm" \
+		"--guidance-interval 0:0.5"; do
 		run -2 --separate-stderr cg-eval -m "$D/dm.cgm" \
 			-d "$D/test-0.cgd" $opt
 		[[ ${stderr_lines[0]} == "cg-eval: ${opt%% *} needs --judge" ]]
@@ -265,7 +266,8 @@ lie() {
 		[[ ${stderr_lines[0]} == "cg-eval: $D/vae.cgm: ${opt%% *} is for diffusion models (cvae is not one)" ]]
 	done
 	for bad in "--guidance -1" "--guidance nan" "--guidance 1e9" \
-		"--steps 0" "--steps 1.5" "--steps 100001" "--sampler ddpm2"; do
+		"--steps 0" "--steps 1.5" "--steps 100001" "--sampler ddpm2" \
+		"--guidance-interval 0.9:0.1" "--guidance-interval 0:2"; do
 		run -2 --separate-stderr cg-eval -m "$D/dm.cgm" \
 			-d "$D/test-0.cgd" --judge "$D/clf.cgm" $bad
 		[[ ${stderr_lines[0]} == "cg-eval: ${bad%% *}"* ]]
@@ -305,10 +307,24 @@ lie() {
 	run -0 j --guidance 1.5 --steps 7 --sampler ddpm
 	jq -e '.guidance == 1.5 and .sampler == "ddpm" and .steps == 7' \
 		<<<"$output"
+	jq -e 'has("guidance_interval") | not' <<<"$output"
+	# guidance on a part of the schedule: recorded, and other draws than
+	# guidance everywhere; over the whole of it, the same draws
+	g3=$(j --guidance 3)
+	run -0 j --guidance 3 --guidance-interval 0.2:0.8
+	jq -e --argjson g "$g3" '.guidance_interval == [0.2, 0.8]
+		and .frechet != $g.frechet' <<<"$output"
+	run -0 j --guidance 3 --guidance-interval 0:1
+	jq -e --argjson g "$g3" '.guidance_interval == [0, 1]
+		and .frechet == $g.frechet and .per_condition == $g.per_condition' \
+		<<<"$output"
 	# and the table's header says them
 	run -0 cg-eval -m "$D/dm.cgm" -d "$D/test-0.cgd" --judge "$D/clf.cgm" \
 		--judge-samples 2 --guidance 3 --steps 5
 	assert_line --index 3 "judge $D/clf.cgm (2 images per condition, seed 0, 32 features; guidance 3, ddim, 5 steps)"
+	run -0 cg-eval -m "$D/dm.cgm" -d "$D/test-0.cgd" --judge "$D/clf.cgm" \
+		--judge-samples 2 --guidance 3 --guidance-interval 0.25:0.5 --steps 5
+	assert_line --index 3 "judge $D/clf.cgm (2 images per condition, seed 0, 32 features; guidance 3 at t/T in [0.25, 0.5], ddim, 5 steps)"
 	run -0 cg-eval -m "$D/dm.cgm" -d "$D/test-0.cgd" --judge "$D/clf.cgm" \
 		--judge-samples 2 --sampler ddpm
 	assert_line --index 3 "judge $D/clf.cgm (2 images per condition, seed 0, 32 features; guidance 0, ddpm, its default steps)"

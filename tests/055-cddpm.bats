@@ -294,15 +294,33 @@ with_config() {
 	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
 		--guidance 0 -o f.pgm
 	cmp a.pgm f.pgm
+	# guidance over the whole schedule is guidance; over a part of it,
+	# neither guided nor unguided images
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
+		--guidance 2 --guidance-interval 0:1 -o g.pgm
+	cmp e.pgm g.pgm
+	cg-sample -m "$D/dm.cgm" -c 3 -n 4 --steps 10 --seed 5 \
+		--guidance 2 --guidance-interval 0.3:0.7 -o h.pgm
+	! cmp -s a.pgm h.pgm
+	! cmp -s e.pgm h.pgm
 }
 
 @test "cg-sample: bad diffusion options are usage errors" {
 	for bad in "--guidance -1" "--guidance nan" "--guidance 1e9" \
 		"--steps 0" "--steps 1.5" "--steps 100001" "--sampler ddpm2" \
-		"--sampler"; do
+		"--sampler" "--guidance-interval 0.5" \
+		"--guidance-interval 0:1.5" "--guidance-interval -0.1:1" \
+		"--guidance-interval 0:" "--guidance-interval a:b" \
+		"--guidance-interval 0:1:1" "--guidance-interval nan:1"; do
 		run -2 --separate-stderr cg-sample -m "$D/dm.cgm" $bad -o x.png
 		[[ ${stderr_lines[0]} == cg-sample:* ]]
 	done
+	run -2 --separate-stderr cg-sample -m "$D/dm.cgm" \
+		--guidance-interval 0.7:0.3 -o x.png
+	[[ ${stderr_lines[0]} == "cg-sample: --guidance-interval: 0.7:0.3: LO above HI"* ]]
+	run -2 --separate-stderr cg-sample -m "$D/dm.cgm" \
+		--guidance-interval 0.5 -o x.png
+	[[ ${stderr_lines[0]} == "cg-sample: --guidance-interval: '0.5': not LO:HI, each in [0, 1]"* ]]
 	[ ! -e x.png ]
 }
 
@@ -314,7 +332,8 @@ with_config() {
 }
 
 @test "cg-sample: the diffusion options are refused for other archs" {
-	for opt in "--guidance 1" "--steps 5" "--sampler ddim"; do
+	for opt in "--guidance 1" "--steps 5" "--sampler ddim" \
+		"--guidance-interval 0:1"; do
 		run -2 --separate-stderr cg-sample -m "$D/vae.cgm" $opt -o x.png
 		[[ ${stderr_lines[0]} == "cg-sample: $D/vae.cgm: ${opt%% *} is for diffusion models (cvae is not one)" ]]
 	done

@@ -558,7 +558,12 @@ void cg_optim_cli_finish(const struct cg_optim_cli *a, struct cg_optim *o);
  * noting the last given in its member seen, so that both programs take
  * the same words with the same limits.
  */
-enum { CG_KEY_GUIDANCE = CG_KEY_LIB + 0x40, CG_KEY_SAMPLER, CG_KEY_STEPS };
+enum {
+	CG_KEY_GUIDANCE = CG_KEY_LIB + 0x40,
+	CG_KEY_SAMPLER,
+	CG_KEY_STEPS,
+	CG_KEY_GUIDANCE_INTERVAL
+};
 #define CG_DIFFUSION_MAX_GUIDANCE 1000.0
 #define CG_DIFFUSION_MAX_STEPS 100000
 
@@ -571,6 +576,12 @@ enum { CG_KEY_GUIDANCE = CG_KEY_LIB + 0x40, CG_KEY_SAMPLER, CG_KEY_STEPS };
 	 "(default 0: the conditional model alone)", \
 	 .type = CG_TYPE_F64, .off = CG_DIFFUSION_AT(m, guidance), .flo = 0, \
 	 .fhi = CG_DIFFUSION_MAX_GUIDANCE, CG_OPT_SEEN(s), \
+	 .flags = CG_OPT_F_LAST}, \
+	{"guidance-interval", CG_KEY_GUIDANCE_INTERVAL, "LO:HI", \
+	 "guide only the steps from noise levels t/T in [LO, HI] (0 clean, " \
+	 "1 pure noise; default 0:1)", \
+	 .type = CG_TYPE_PARSE, .off = CG_OPT_AT(m), \
+	 .parse = cg_opt_guidance_interval, CG_OPT_SEEN(s), \
 	 .flags = CG_OPT_F_LAST}, \
 	{"sampler", CG_KEY_SAMPLER, "NAME", \
 	 "ddim (deterministic after the first noise, the default) or ddpm " \
@@ -586,5 +597,7 @@ enum { CG_KEY_GUIDANCE = CG_KEY_LIB + 0x40, CG_KEY_SAMPLER, CG_KEY_STEPS };
 
 /* --sampler's parser (enum cg_diffusion_sampler). */
 int cg_opt_sampler(const char *arg, void *where);
+/* --guidance-interval's parser (LO:HI into a struct cg_diffusion_opts). */
+int cg_opt_guidance_interval(const char *arg, void *where);
 
 #endif

@@ -83,7 +83,10 @@ judge_table(FILE *fp, const struct cg_figures *f)
 	if (f->judge_temperature != 1.0)
 		fprintf(fp, "; temperature %g", f->judge_temperature);
 	if (f->m->arch->diffusion) {
-		fprintf(fp, "; guidance %g, %s", d->guidance, sampler_name(d));
+		fprintf(fp, "; guidance %g", d->guidance);
+		if (d->interval)
+			fprintf(fp, " at t/T in [%g, %g]", d->glo, d->ghi);
+		fprintf(fp, ", %s", sampler_name(d));
 		if (d->steps > 0)
 			fprintf(fp, ", %d steps", d->steps);
 		else
@@ -149,6 +152,11 @@ judge_json(cJSON *j, const struct cg_figures *f)
 	cJSON_AddNumberToObject(j, "temperature", f->judge_temperature);
 	if (f->m->arch->diffusion) {
 		cJSON_AddNumberToObject(j, "guidance", d->guidance);
+		if (d->interval) {
+			const double iv[2] = {d->glo, d->ghi};
+			cJSON_AddItemToObject(j, "guidance_interval",
+			                      cJSON_CreateDoubleArray(iv, 2));
+		}
 		cJSON_AddStringToObject(j, "sampler", sampler_name(d));
 		if (d->steps > 0)
 			cJSON_AddNumberToObject(j, "steps", d->steps);

@@ -547,11 +547,14 @@ ref_sample(struct tcase *t, int cond, int n, const struct cg_cddpm_sampling *s,
 		        0)
 			die("cg_cddpm_predict");
 		double sig = eta * sqrt((1 - as) / (1 - at) * (1 - at / as));
+		/* guided where the step's t / (T - 1) is in the interval */
+		double f = (double)ts / (T - 1);
+		double w = !s->interval || (f >= s->glo && f <= s->ghi)
+		               ? s->guidance
+		               : 0;
 		for (size_t k = 0; k < (size_t)n * D; k++) {
-			double e = s->guidance == 0
-			               ? ec[k]
-			               : (1 + s->guidance) * ec[k] -
-			                     s->guidance * eu[k];
+			double e = w == 0 ? ec[k]
+			                  : (1 + w) * ec[k] - w * eu[k];
 			double x0 = fmin(
 			    fmax((x[k] - sqrt(1 - at) * e) / sqrt(at), -1), 1);
 			double e2 = (x[k] - sqrt(at) * x0) / sqrt(1 - at);
@@ -604,12 +607,19 @@ test_sample(int cosine)
 		double w;
 		int steps, ddim;
 		double temp;
-	} runs[] = {{0, 50, 1, 1}, {0, 7, 1, 1},     {2.5, 10, 1, 1},
-	            {0, 50, 0, 1}, {1.5, 6, 0, 0.8}, {0, 1, 1, 1}};
+		int interval;
+		double glo, ghi;
+	} runs[] = {{0, 50, 1, 1, 0, 0, 0},     {0, 7, 1, 1, 0, 0, 0},
+	            {2.5, 10, 1, 1, 0, 0, 0},   {0, 50, 0, 1, 0, 0, 0},
+	            {1.5, 6, 0, 0.8, 0, 0, 0},  {0, 1, 1, 1, 0, 0, 0},
+	            {2.5, 10, 1, 1, 1, 0.2, 0.6}, {1.5, 6, 0, 0.8, 1, 0, 0.5},
+	            {3, 50, 1, 1, 1, 0.5, 1}};
 
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
-		struct cg_cddpm_sampling s = {runs[i].w, runs[i].steps,
-		                              runs[i].ddim, runs[i].temp};
+		struct cg_cddpm_sampling s = {runs[i].w,     runs[i].steps,
+		                              runs[i].ddim,  runs[i].temp,
+		                              runs[i].interval, runs[i].glo,
+		                              runs[i].ghi};
 		cg_rng_seed(&r, 5);
 		if (cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a) !=
 		    0)
@@ -618,15 +628,17 @@ test_sample(int cosine)
 		ref_sample(&t, 1, n, &s, &r, ref);
 		double d = maxdiff(a, ref, N);
 		snprintf(what, sizeof(what),
-		         "%s%s, %d steps, guidance %g: the sampler's images "
-		         "within %.2g of the loop's",
+		         "%s%s, %d steps, guidance %g (t/T in [%g, %g]): the "
+		         "sampler's images within %.2g of the loop's",
 		         runs[i].ddim ? "DDIM" : "DDPM",
-		         cosine ? " cosine" : "", runs[i].steps, runs[i].w, d);
+		         cosine ? " cosine" : "", runs[i].steps, runs[i].w,
+		         runs[i].interval ? runs[i].glo : 0,
+		         runs[i].interval ? runs[i].ghi : 1, d);
 		expect(d < 1e-5, what);
 	}
 
 	/* DDIM: the seed alone decides; a second seed changes the images. */
-	struct cg_cddpm_sampling s = {0, 20, 1, 1};
+	struct cg_cddpm_sampling s = {0, 20, 1, 1, 0, 0, 0};
 	cg_rng_seed(&r, 9);
 	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, a);
 	cg_rng_seed(&r, 9);
@@ -643,6 +655,36 @@ test_sample(int cosine)
 	cg_rng_seed(&r, 9);
 	cg_cddpm_sample(&c, t.params, t.ws, cond, n, &s, &r, b);
 	expect(maxdiff(a, b, N) > 1e-3, "guidance 3 changes the images");
+
+	/* The guidance interval: [0, 1] is every step, the same bytes;
+	 * one that holds none of the 20 steps' timesteps (every 49/19 of T)
+	 * is no guidance, the same bytes; a part of it is neither. */
+	{
+		struct cg_cddpm_sampling si = s;
+		float *c2 = xcalloc(N, sizeof(float));
+		si.interval = 1;
+		si.glo = 0;
+		si.ghi = 1;
+		cg_rng_seed(&r, 9);
+		cg_cddpm_sample(&c, t.params, t.ws, cond, n, &si, &r, c2);
+		expect(memcmp(b, c2, N * sizeof(float)) == 0,
+		       "guidance at t/T in [0, 1]: the bytes of guidance at "
+		       "every step");
+		si.glo = 0.01; /* between t = 0 and t = 3 (3/49 = 0.061) */
+		si.ghi = 0.05;
+		cg_rng_seed(&r, 9);
+		cg_cddpm_sample(&c, t.params, t.ws, cond, n, &si, &r, c2);
+		expect(memcmp(a, c2, N * sizeof(float)) == 0,
+		       "guidance at no step's t/T: the bytes of guidance 0");
+		si.glo = 0.3;
+		si.ghi = 0.7;
+		cg_rng_seed(&r, 9);
+		cg_cddpm_sample(&c, t.params, t.ws, cond, n, &si, &r, c2);
+		expect(maxdiff(a, c2, N) > 1e-4 && maxdiff(b, c2, N) > 1e-4,
+		       "guidance at t/T in [0.3, 0.7]: neither guidance 0's "
+		       "images nor guidance 3's");
+		free(c2);
+	}
 	const struct cg_view *ce = view(&t, "cond.emb");
 	memcpy(t.params + ce->off + (size_t)c.ncond * c.hidden,
 	       t.params + ce->off + (size_t)1 * c.hidden,
@@ -852,7 +894,7 @@ test_unet_batch(struct cg_cddpm_config c, int B)
 
 	/* The sampler runs the U-Net as it runs the MLP: guided DDPM, the
 	 * conditional and null passes as one batch of 2B. */
-	struct cg_cddpm_sampling smp = {1.5, 4, 0, 1};
+	struct cg_cddpm_sampling smp = {1.5, 4, 0, 1, 0, 0, 0};
 	float *img = xcalloc((size_t)B * D, sizeof(float));
 	struct cg_rng r;
 	int ok = 1;

@@ -88,7 +88,7 @@ test_steps(double guidance)
 	int cond[4] = {0, 1, 2, 3}, t[4], s[4];
 	float *x = xcalloc((size_t)n * D, sizeof(float));
 	float *a = xcalloc((size_t)n * D, sizeof(float));
-	struct cg_cddpm_sampling sm = {guidance, N, 1, 0.8};
+	struct cg_cddpm_sampling sm = {guidance, N, 1, 0.8, 0, 0, 0};
 	struct cg_rng r0, r1;
 	char what[128];
 

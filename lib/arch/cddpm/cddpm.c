@@ -1544,8 +1544,13 @@ cg_cddpm_sample(const struct cg_cddpm_config *c, const float *params,
 		const int t = cg_cddpm_visited(i, s->steps, T);
 		const int to =
 		    i > 0 ? cg_cddpm_visited(i - 1, s->steps, T) : -1;
-		if (step(c, params, w, x, cond, NULL, NULL, t, to, n,
-		         s->guidance, eta, temp, r) != 0)
+		/* the guidance interval, in the schedule's fraction */
+		const double f = T > 1 ? (double)t / (T - 1) : 0;
+		const double g =
+		    !s->interval || (f >= s->glo && f <= s->ghi) ? s->guidance
+		                                                 : 0;
+		if (step(c, params, w, x, cond, NULL, NULL, t, to, n, g, eta,
+		         temp, r) != 0)
 			return -1;
 	}
 	for (size_t k = 0; k < (size_t)n * D; k++) {

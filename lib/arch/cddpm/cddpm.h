@@ -304,6 +304,10 @@ struct cg_cddpm_sampling {
 	int steps;       /* N in [1, T]: timesteps visited */
 	int ddim;        /* 1: DDIM, deterministic (eta 0); 0: DDPM */
 	double temperature; /* scales the starting noise and DDPM's noise */
+	/* interval 1: guided only at the steps from a timestep t with
+	 * glo <= t / (T - 1) <= ghi, unguided at the others; 0: every step */
+	int interval;
+	double glo, ghi;
 };
 
 /*

@@ -269,6 +269,9 @@ cddpm_sample_image(struct cg_model *m, const int *cond, int n,
 	if (w == NULL || (taught = cg_model_distilled(m, &carried)) < 0)
 		return -1;
 	s.guidance = o->guidance;
+	s.interval = o->interval;
+	s.glo = o->glo;
+	s.ghi = o->ghi;
 	s.steps = o->steps != 0                    ? o->steps
 	          : taught > 0                     ? taught
 	          : w->c.timesteps < DEFAULT_STEPS ? w->c.timesteps
