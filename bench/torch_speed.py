@@ -86,7 +86,7 @@ CONV_MODELS = ("cclf-conv", "cgan-conv", "cddpm-unet")
 LAYOUTS = ("nchw", "channels_last")
 PRECISIONS = ("f32", "bf16")
 THREAD_VARS = ("OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "GOMP_",
-               "CG_NO_REEXEC")
+               "CG_NO_REEXEC", "CG_NO_RUNTIME_DEFAULTS")
 
 # OpenBLAS kernel sets the benches may force, best first, with the CPU
 # flags each needs.
