@@ -54,13 +54,19 @@ while read -r f; do
 done <"$tmp/files" >"$tmp/inc"
 
 # Call edges from the objects: "D SYMBOL FILE" and "U SYMBOL FILE".
+# A definition in the C library's place (cli/runtime.c's getenv, which
+# the programs' libraries are bound to) is no edge: the files that call
+# getenv call the C library's, by its declaration, and link as well
+# without that file (libcg.so is built without it).
+interposed=" getenv secure_getenv "
 : >"$tmp/call"
 if [ -n "$obj" ]; then
 	while read -r f; do
 		case $f in *.c) ;; *) continue ;; esac
 		o=$obj/${f%.c}.o
 		[ -f "$o" ] || continue
-		nm -g --defined-only "$o" | awk -v f="$f" 'NF == 3 { print "D", $3, f }'
+		nm -g --defined-only "$o" | awk -v f="$f" -v skip="$interposed" \
+			'NF == 3 && index(skip, " " $3 " ") == 0 { print "D", $3, f }'
 		nm -u "$o" | awk -v f="$f" '{ print "U", $NF, f }'
 	done <"$tmp/files" >"$tmp/syms"
 	awk '$1 == "D" { d[$2] = $3; next }
