@@ -221,14 +221,14 @@ make_small() {
 	make_small fashion-cddpm log single sync diloco judge OUT="$PWD/out" \
 		DATA="$fx/fashion-mnist-mini" STEPS=2 ROUNDS=2 OUTER=2 INNER=2 \
 		HIDDEN=32 LAYERS=1 DSTEPS=5 JHIDDEN=16 JSTEPS=2 JSTEPS2=2 \
-		JSAMPLES=4
+		JSAMPLES=4 GUIDANCE_INTERVAL=0:0.5
 	for w in single sync diloco; do
 		[ -s "out/$w/samples.png" ] || { echo "no $w/samples.png"; false; }
 		grep -q "out/$w/model.cgm (cddpm, step 2)" log
 	done
 	# the three runs' evals, and the single model's again beside the judge
 	[ "$(grep -Ec '^ +examples +mse +data' log)" -eq 4 ]
-	grep -q "out/judge/clf.cgm (4 images per condition, seed 1, 16 features; guidance 1, ddim, 5 steps)" log
+	grep -q "out/judge/clf.cgm (4 images per condition, seed 1, 16 features; guidance 1 at t/T in \[0, 0.5\], ddim, 5 steps)" log
 	grep -Eq '^all +40 ' log
 }
 
