@@ -1081,39 +1081,25 @@ cg_opt_sampler(const char *arg, void *where)
 	return 0;
 }
 
-/* One end of --guidance-interval: a number in [0, 1], all of s. */
-static int
-interval_end(const char *s, const char *end, double *out)
-{
-	char buf[64], *e;
-	size_t n = (size_t)(end - s);
-
-	if (n == 0 || n >= sizeof(buf))
-		return -1;
-	memcpy(buf, s, n);
-	buf[n] = '\0';
-	errno = 0;
-	*out = strtod(buf, &e);
-	return *e != '\0' || errno != 0 || !(*out >= 0 && *out <= 1) ? -1
-	                                                              : 0;
-}
-
 int
 cg_opt_guidance_interval(const char *arg, void *where)
 {
+	const char *what = "--guidance-interval";
 	struct cg_diffusion_opts *o = where;
 	const char *colon = strchr(arg, ':');
+	char lo_s[64];
 	double lo, hi;
 
-	if (colon == NULL ||
-	    interval_end(arg, colon, &lo) != 0 ||
-	    interval_end(colon + 1, colon + strlen(colon), &hi) != 0)
-		return cg_seterr("--guidance-interval: '%.32s': not LO:HI, "
-		                 "each in [0, 1]",
-		                 arg);
+	if (colon == NULL || (size_t)(colon - arg) >= sizeof(lo_s))
+		return cg_seterr("%s: '%.32s': not LO:HI, each in [0, 1]",
+		                 what, arg);
+	memcpy(lo_s, arg, (size_t)(colon - arg));
+	lo_s[colon - arg] = '\0';
+	if (cg_parse_f64(what, lo_s, 0, 1, &lo) != 0 ||
+	    cg_parse_f64(what, colon + 1, 0, 1, &hi) != 0)
+		return -1;
 	if (lo > hi)
-		return cg_seterr("--guidance-interval: %g:%g: LO above HI",
-		                 lo, hi);
+		return cg_seterr("%s: %g:%g: LO above HI", what, lo, hi);
 	o->interval = 1;
 	o->glo = lo;
 	o->ghi = hi;
