@@ -77,7 +77,7 @@ cg_init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
 
 static void
 linear_forward(float *out, const float *inp, const float *w, const float *b,
-               int B, int C, int OC, int relu)
+               const float *add, int B, int C, int OC, int relu)
 {
 	int nt = cg_sgemm_threads(B, OC, C);
 
@@ -96,6 +96,13 @@ linear_forward(float *out, const float *inp, const float *w, const float *b,
 		/* out[B, OC] (+)= inp[B, C] @ w[OC, C]^T */
 		cg_sgemm_part(&k, 0, 1, C, 1.0f, inp, C, w, C,
 		              b != NULL ? 1.0f : 0.0f, out, OC);
+		if (add != NULL && k.n > 0)
+			for (int i = k.i0; i < k.i0 + k.m; i++) {
+				float *o = out + (size_t)i * OC + k.j0;
+				const float *a = add + (size_t)i * OC + k.j0;
+				for (int j = 0; j < k.n; j++)
+					o[j] += a[j];
+			}
 		if (relu && k.n > 0)
 			for (int i = k.i0; i < k.i0 + k.m; i++) {
 				float *o = out + (size_t)i * OC + k.j0;
@@ -109,14 +116,22 @@ void
 cg_linear_forward(float *out, const float *inp, const float *w, const float *b,
                   int B, int C, int OC)
 {
-	linear_forward(out, inp, w, b, B, C, OC, 0);
+	linear_forward(out, inp, w, b, NULL, B, C, OC, 0);
 }
 
 void
 cg_linear_relu_forward(float *out, const float *inp, const float *w,
                        const float *b, int B, int C, int OC)
 {
-	linear_forward(out, inp, w, b, B, C, OC, 1);
+	linear_forward(out, inp, w, b, NULL, B, C, OC, 1);
+}
+
+void
+cg_linear_add_relu_forward(float *out, const float *inp, const float *w,
+                           const float *b, const float *add, int B, int C,
+                           int OC)
+{
+	linear_forward(out, inp, w, b, add, B, C, OC, 1);
 }
 
 /*

@@ -81,6 +81,14 @@ void cg_linear_backward_set(float *dinp, float *dw, float *db,
 void cg_linear_relu_forward(float *out, const float *inp, const float *w,
                             const float *b, int B, int C, int OC);
 /*
+ * The same with add [B, OC] added before the ReLU: out = max((inp @ w^T +
+ * b) + add, 0), the sum in that order (the bits of cg_linear_forward,
+ * then the addition, then the ReLU, each in turn), in the same pass.
+ */
+void cg_linear_add_relu_forward(float *out, const float *inp, const float *w,
+                                const float *b, const float *add, int B, int C,
+                                int OC);
+/*
  * Backward of cg_linear_relu_forward, given dout [B, OC] = d(loss)/d(out)
  * and out [B, OC] its output: dpre [B, OC] (scratch, written) gets
  * d(loss)/d(inp @ w^T + b); dw and db accumulate as in cg_linear_backward,

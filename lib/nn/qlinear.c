@@ -785,6 +785,23 @@ cg_wset_floats(const struct cg_wset *s, const float *params, size_t off,
 }
 
 void
+cg_wset_linear_add_relu(const struct cg_wset *s, float *out, const float *inp,
+                        const float *params, size_t off, const float *bias,
+                        const float *add, int B, int K, int N)
+{
+	if (entry(s, off) < 0) {
+		cg_linear_add_relu_forward(out, inp, params + off, bias, add, B,
+		                           K, N);
+		return;
+	}
+	cg_wset_linear(s, out, inp, params, off, bias, B, K, N, 0);
+	for (size_t j = 0; j < (size_t)B * N; j++) {
+		float v = out[j] + add[j];
+		out[j] = v > 0 ? v : 0;
+	}
+}
+
+void
 cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
                const float *params, size_t off, const float *bias, int B, int K,
                int N, int relu)

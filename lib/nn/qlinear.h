@@ -184,6 +184,14 @@ const float *cg_wset_floats(const struct cg_wset *s, const float *params,
 void cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
                     const float *params, size_t off, const float *bias, int B,
                     int K, int N, int relu);
+/* The same without relu's choice and with add [B, N] added before the
+ * ReLU: out = max((inp @ W^T + bias) + add, 0) (where s does not keep W,
+ * cg_linear_add_relu_forward: the addition and the ReLU in the product's
+ * pass, the bits of doing them after it). */
+void cg_wset_linear_add_relu(const struct cg_wset *s, float *out,
+                             const float *inp, const float *params,
+                             size_t off, const float *bias, const float *add,
+                             int B, int K, int N);
 
 #ifdef __cplusplus
 }

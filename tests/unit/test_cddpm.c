@@ -426,6 +426,60 @@ test_forward(struct cg_cddpm_config c, int B)
 	tcase_free(&t);
 }
 
+/*
+ * The time encodings a workspace keeps (a slot a timestep modulo 1024):
+ * timesteps that share a slot, in turn, predict what a fresh workspace
+ * predicts, bit for bit, and so does the training pass's loss.
+ */
+static void
+test_time_slots(void)
+{
+	struct cg_cddpm_config c = {13, 4, 9, 2, 8, 3000, 5, 1,
+	                             0,  0, 0, 0, 0, 0, 0};
+	struct tcase t;
+	const int D = c.in_dim, ts[] = {5, 1029, 2053, 5, 2999, 951, 1029};
+	float *p1 = xcalloc((size_t)D, sizeof(float));
+	float *p2 = xcalloc((size_t)D, sizeof(float));
+	int same = 1;
+
+	tcase_init(&t, c, 4);
+	for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
+		struct cg_cddpm_ws *fresh = cg_cddpm_ws_new(&c, 1, 0);
+		int cond = (int)i % (c.ncond + 1);
+		if (fresh == NULL ||
+		    cg_cddpm_predict(&c, t.params, t.ws, t.x0, &cond, ts + i, 1,
+		                     p1) != 0 ||
+		    cg_cddpm_predict(&c, t.params, fresh, t.x0, &cond, ts + i,
+		                     1, p2) != 0)
+			die("cg_cddpm_predict");
+		same &= memcmp(p1, p2, (size_t)D * sizeof(float)) == 0;
+		cg_cddpm_ws_free(fresh);
+	}
+	expect(same, "timesteps sharing a kept encoding's slot (T 3000): a "
+	             "fresh workspace's predictions, bit for bit");
+	/* the batch's own timesteps, then ones that evict them, then the
+	 * first again: each loss a fresh workspace's */
+	double l[3], f[3];
+	for (int k = 0; k < 3; k++) {
+		struct cg_cddpm_ws *keep = t.ws;
+		l[k] = tloss(&t, NULL);
+		if ((t.ws = cg_cddpm_ws_new(&c, t.B, 0)) == NULL)
+			die("cg_cddpm_ws_new");
+		f[k] = tloss(&t, NULL);
+		cg_cddpm_ws_free(t.ws);
+		t.ws = keep;
+		for (int b = 0; b < t.B; b++)
+			t.t[b] = (t.t[b] + (k ? c.timesteps - 1024 : 1024)) %
+			         c.timesteps;
+	}
+	expect(l[0] == f[0] && l[1] == f[1] && l[2] == f[2] && l[0] == l[2],
+	       "a batch's loss, its encodings evicted and made again: a "
+	       "fresh workspace's, bit for bit");
+	free(p1);
+	free(p2);
+	tcase_free(&t);
+}
+
 /* The loss whose gradient view v of t holds. */
 static double
 view_loss(void *ctx, int v)
@@ -1048,6 +1102,7 @@ main(void)
 	test_grad((struct cg_cddpm_config){7, 3, 6, 2, 6, 100, 5, 1, 0, 0, 0, 0,
 	                                   0, 0, 1},
 	          6);
+	test_time_slots();
 	test_sample(0);
 	test_sample(1);
 

@@ -614,6 +614,33 @@ test_linear_relu(void)
 		         nt, zeros, no);
 		expect(same_bits(out, ref, no) && zeros > 0 && zeros < (int)no,
 		       what);
+		/* With a term added before the ReLU: linear, the addition,
+		 * then the ReLU, in turn, bit for bit. */
+		{
+			float *add = falloc(no), *aref = falloc(no);
+			int az = 0;
+			fill(add, no, -0.5f, 0.5f);
+			cg_linear_forward(aref, inp, w, b, B, C, OC);
+			for (size_t i = 0; i < no; i++) {
+				float v = aref[i] + add[i];
+				aref[i] = v > 0 ? v : 0;
+				az += aref[i] == 0;
+			}
+			fill(out, no, 5, 6); /* written, not added to */
+			cg_linear_add_relu_forward(out, inp, w, b, add, B, C,
+			                           OC);
+			snprintf(what, sizeof(what),
+			         "linear+add+relu forward, %d thread(s): "
+			         "linear, the addition, then relu bit for bit "
+			         "(%d of %zu zero)",
+			         nt, az, no);
+			expect(same_bits(out, aref, no) && az > 0 &&
+			           az < (int)no,
+			       what);
+			free(add);
+			free(aref);
+			cg_linear_relu_forward(out, inp, w, b, B, C, OC);
+		}
 		wf = worst_over_bound(out, one, sout, no, C + 1);
 		snprintf(what, sizeof(what),
 		         "linear+relu forward, %d thread(s), %s: one thread's "

@@ -24,6 +24,7 @@
 
 #include "arch/cddpm/cddpm.h"
 #include "core/arena.h"
+#include "core/par.h"
 #include "nn/conv.h"
 #include "nn/gemm.h"
 #include "nn/nn.h"
@@ -563,6 +564,15 @@ cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar)
 
 /* ------------------------------------------------------------- workspace */
 
+/* The slots of the time encodings a workspace keeps (tenc above): every
+ * timestep's where there are at most 1024. */
+#define TSLOTS_MAX 1024
+static size_t
+tslots(const struct cg_cddpm_config *c)
+{
+	return c->timesteps < TSLOTS_MAX ? (size_t)c->timesteps : TSLOTS_MAX;
+}
+
 struct cg_cddpm_ws {
 	struct cg_cddpm_config c;
 	int max_batch;
@@ -574,6 +584,13 @@ struct cg_cddpm_ws {
 	double *abar; /* [T] */
 	/* Each [max_batch, width]; the first B rows are used. */
 	float *temb; /* [B, embed]: sin_emb(t) */
+	/* sin_emb(t) of the last timestep t of each slot t % TSLOTS seen
+	 * (tslot[s] = t + 1; 0: none yet), so that a step copies the
+	 * encodings of timesteps seen before: they cost a sine and a cosine
+	 * in double an element, on one thread, a tenth of a step once */
+	float *tenc;  /* [TSLOTS, embed] */
+	int *tslot;   /* [TSLOTS] */
+	double *rsum; /* [2][B]: the loss's sums, row by row */
 	float *emb;  /* [B, hidden]: time and condition embedding */
 	float *xt;   /* [B, in_dim]: the network's input */
 	float *h;    /* [layers][B, hidden], after ReLU */
@@ -644,6 +661,9 @@ lay(void *ws, struct cg_arena *a)
 	w->abar = cg_arena_take(a, (size_t)c->timesteps, 1, sizeof(double));
 	w->ibuf = cg_arena_take(a, 2, B, sizeof(int));
 	w->temb = CG_ARENA_FLOATS(a, B, E);
+	w->tenc = CG_ARENA_FLOATS(a, tslots(c), E);
+	w->tslot = cg_arena_take(a, tslots(c), 1, sizeof(int));
+	w->rsum = cg_arena_take(a, 2, B, sizeof(double));
 	w->emb = CG_ARENA_FLOATS(a, B, H);
 	w->xt = CG_ARENA_FLOATS(a, B, D);
 	w->h = CG_ARENA_FLOATS(a, B, L * H);
@@ -849,18 +869,25 @@ embed_forward(const struct cg_cddpm_config *c, const float *params,
 {
 	const int E = c->embed, H = c->hidden, half = c->embed / 2;
 	const float *cemb = params + emb_off(c);
+	const size_t ns = tslots(c);
 
 	for (int b = 0; b < B; b++) {
-		float *e = w->temb + (size_t)b * E;
-		for (int i = 0; i < half; i++) {
-			double f = exp(-log(10000.0) * i / half) * t[b];
-			e[i] = (float)sin(f);
-			e[half + i] = (float)cos(f);
+		const size_t k = (size_t)t[b] % ns;
+		float *e = w->tenc + k * E;
+		if (w->tslot[k] != t[b] + 1) {
+			for (int i = 0; i < half; i++) {
+				double f = exp(-log(10000.0) * i / half) * t[b];
+				e[i] = (float)sin(f);
+				e[half + i] = (float)cos(f);
+			}
+			w->tslot[k] = t[b] + 1;
 		}
+		memcpy(w->temb + (size_t)b * E, e, (size_t)E * sizeof(float));
 	}
 	struct linear lt = linear_at(c, 0);
 	cg_wset_linear(&w->ks, w->emb, w->temb, params, lt.w, params + lt.b, B,
 	               E, H, 0);
+	PAR_FOR((size_t)B * H)
 	for (int b = 0; b < B; b++)
 		for (int j = 0; j < H; j++)
 			w->emb[(size_t)b * H + j] +=
@@ -878,10 +905,17 @@ embed_backward(const struct cg_cddpm_config *c, const float *params,
 	cg_linear_backward(NULL, grad + lt.w, grad + lt.b, w->demb, w->temb,
 	                   params + lt.w, B, c->embed, H);
 	float *gemb = grad + emb_off(c);
-	for (int b = 0; b < B; b++)
-		for (int j = 0; j < H; j++)
-			gemb[(size_t)cond[b] * H + j] +=
-			    w->demb[(size_t)b * H + j];
+	/* threads over columns: each element's sum in the order of b */
+	PAR_FOR((size_t)B * H)
+	for (int j0 = 0; j0 < H; j0 += 64) {
+		const int m = H - j0 < 64 ? H - j0 : 64;
+		for (int b = 0; b < B; b++) {
+			float *g = gemb + (size_t)cond[b] * H + j0;
+			const float *d = w->demb + (size_t)b * H + j0;
+			for (int j = 0; j < m; j++)
+				g[j] += d[j];
+		}
+	}
 }
 
 static void unet_forward(const float *params, struct cg_cddpm_ws *w, int B);
@@ -904,12 +938,10 @@ forward(const struct cg_cddpm_config *c, const float *params,
 		struct linear ln = linear_at(c, l + 1);
 		float *h = w->h + l * stride;
 
-		cg_wset_linear(&w->ks, h, l == 0 ? w->xt : h - stride, params,
-		               ln.w, params + ln.b, B, ln.in, ln.out, 0);
-		for (size_t i = 0; i < (size_t)B * H; i++) {
-			float v = h[i] + w->emb[i];
-			h[i] = v > 0 ? v : 0;
-		}
+		/* h = relu((x W^T + b) + emb), in the product's pass */
+		cg_wset_linear_add_relu(&w->ks, h, l == 0 ? w->xt : h - stride,
+		                        params, ln.w, params + ln.b, w->emb, B,
+		                        ln.in, ln.out);
 	}
 	struct linear lo = linear_at(c, c->layers + 1);
 	cg_wset_linear(&w->ks, w->out, w->h + (c->layers - 1) * stride, params,
@@ -1261,10 +1293,14 @@ fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
 	/* d(loss)/d(out) times the loss scale (nn/gemm.h) */
 	const float scale = cg_loss_scale() * 2.0f / ((float)B * D);
 	double sum = 0, sumt = 0;
+	/* Each row's sums on some thread (rs, rt), then added in the order
+	 * of the rows: the bits of one thread's loop. */
+	double *rs = w->rsum, *rt = w->rsum + B;
 	if (c->snr_clip == CG_CDDPM_EPS_LOSS && !c->predict_x0) {
 		/* The loss on eps_hat; with a gradient wanted, d(loss)/d(v)
 		 * = sqrt(abar_t) d(loss)/d(eps_hat) in the same pass. */
 		out_to_eps(c, w, t, B);
+		PAR_FOR((size_t)B * D)
 		for (int b = 0; b < B; b++) {
 			const float gs = scale * (float)sqrt(w->abar[t[b]]);
 			double s = 0, st = 0;
@@ -1281,14 +1317,19 @@ fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
 				if (grad)
 					w->dout[k] = gs * g;
 			}
-			sum += s / D;
-			sumt += st / D;
+			rs[b] = s;
+			rt[b] = st;
+		}
+		for (int b = 0; b < B; b++) {
+			sum += rs[b] / D;
+			sumt += rt[b] / D;
 		}
 	} else {
 		/* The loss on x0_hat weighted wx (cddpm.h); on v_hat, the
 		 * same loss, weighted wx / (snr + 1), from v = sqrt(abar) eps
 		 * - sqrt(1 - abar) x0 directly: no cancellation at large
 		 * t. */
+		PAR_FOR((size_t)B * D)
 		for (int b = 0; b < B; b++) {
 			const double ab = w->abar[t[b]], snr = ab / (1 - ab);
 			const double wx = c->snr_clip == CG_CDDPM_EPS_LOSS
@@ -1319,8 +1360,12 @@ fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
 				if (grad)
 					w->dout[k] = gs * g;
 			}
-			sum += wt * s / D;
-			sumt += wt * st / D;
+			rs[b] = wt * s;
+			rt[b] = wt * st;
+		}
+		for (int b = 0; b < B; b++) {
+			sum += rs[b] / D;
+			sumt += rt[b] / D;
 		}
 	}
 	if (data)
@@ -1353,6 +1398,7 @@ fit(const struct cg_cddpm_config *c, const float *params, struct cg_cddpm_ws *w,
 		                        grad + ln.b, w->dpre, w->dh, h,
 		                        l > 0 ? h - stride : w->xt,
 		                        params + ln.w, B, ln.in, ln.out);
+		PAR_FOR_SIMD(nh)
 		for (size_t i = 0; i < nh; i++)
 			w->demb[i] += w->dpre[i];
 	}
@@ -1370,6 +1416,7 @@ cg_cddpm_forward_backward(const struct cg_cddpm_config *c, const float *params,
 
 	if (check_call(c, w, cond, t, B) != 0)
 		return -1;
+	PAR_FOR((size_t)B * D)
 	for (int b = 0; b < B; b++) {
 		const float sa = (float)sqrt(w->abar[t[b]]);
 		const float sn = (float)sqrt(1 - w->abar[t[b]]);
