@@ -135,7 +135,7 @@ normal_or_zero(float x)
  * decay.  With zero_g (a constant where step_slice calls it), each
  * gradient element is set to 0 once read, in the same pass, so that the
  * next step's accumulation needs no pass of its own to clear it (a
- * separate memset wrote the gradient's lines once more: 3% of a cddpm
+ * separate memset wrote the gradient's lines once more: 2% of a cddpm
  * step).
  */
 static inline __attribute__((always_inline)) void
