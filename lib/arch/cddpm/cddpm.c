@@ -564,7 +564,7 @@ cg_cddpm_schedule(const struct cg_cddpm_config *c, double *abar)
 
 /* ------------------------------------------------------------- workspace */
 
-/* The slots of the time encodings a workspace keeps (tenc above): every
+/* The slots of the time encodings a workspace keeps (tenc, below): every
  * timestep's where there are at most 1024. */
 #define TSLOTS_MAX 1024
 static size_t
@@ -584,7 +584,7 @@ struct cg_cddpm_ws {
 	double *abar; /* [T] */
 	/* Each [max_batch, width]; the first B rows are used. */
 	float *temb; /* [B, embed]: sin_emb(t) */
-	/* sin_emb(t) of the last timestep t of each slot t % TSLOTS seen
+	/* sin_emb(t) of the last timestep t seen in each slot t % tslots()
 	 * (tslot[s] = t + 1; 0: none yet), so that a step copies the
 	 * encodings of timesteps seen before: they cost a sine and a cosine
 	 * in double an element, on one thread, a tenth of a step once */
