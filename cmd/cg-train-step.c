@@ -56,6 +56,8 @@ enum {
 	OPT_DP_CLIP,
 	OPT_DP_NOISE,
 	OPT_DP_SEED,
+	OPT_EMA,
+	OPT_EMA_OUT,
 	OPT_EXAMPLE_CLIP,
 	OPT_EXAMPLE_DELTA,
 	OPT_EXAMPLE_NOISE,
@@ -89,6 +91,7 @@ enum {
 /* What the command line asks for. */
 struct args {
 	const char *model, *data, *out, *state, *log, *emit_name, *teacher;
+	const char *ema_out; /* --ema-out; --ema is o.ema */
 	const char *emit_given; /* --emit was given */
 	double tau, alpha;
 	const char *tau_set, *alpha_set;
@@ -205,6 +208,11 @@ static const struct cg_opt opts[] = {
     {"distill-guidance", OPT_DISTILL_GUIDANCE, "W",
      "the guidance of the teacher --distill-steps learns (0)",
      CG_OPT_F64(dguidance, 0, MAX_GUIDANCE), CG_OPT_SEEN(dguidance_set)},
+    {"ema", OPT_EMA, "DECAY",
+     "keep a moving average of the weights (decay 0.999, say)",
+     CG_OPT_F64(o.ema, 0, 1), CG_OPT_POSITIVE},
+    {"ema-out", OPT_EMA_OUT, "FILE", "write the moving average as a model",
+     CG_OPT_STR(ema_out)},
     {"log", OPT_LOG, "FILE", "append one JSON line of metrics",
      CG_OPT_STR(log)},
     {"max-memory", OPT_MAX_MEMORY, "SIZE",
@@ -333,8 +341,11 @@ struct job {
 	struct cg_dp dp;       /* the model's record (--example-clip) */
 	struct cg_train_result res;
 	struct cg_file *f;
-	struct cg_out out, sout;
-	float *buf; /* grad and delta: what is emitted [nparams] */
+	struct cg_out out, sout, eout; /* eout: --ema-out */
+	struct cg_file *ef;            /* --ema-out's file */
+	/* grad and delta: what is emitted; model with --ema: the moving
+	 * average [nparams] */
+	float *buf;
 	uint8_t *frozen; /* --freeze: [nviews], 1 where frozen; or NULL */
 	struct cg_train_report rep; /* what the call did, for the log */
 	int shown; /* a progress line was drawn: the summary follows */
@@ -366,6 +377,7 @@ static int
 validate_stage(struct args *a)
 {
 	const char *no = a->state        ? "--state"
+	                 : a->o.ema > 0  ? "--ema"
 	                 : a->mask       ? "--mask"
 	                 : a->teacher    ? "--teacher"
 	                 : a->nfreeze    ? "--freeze"
@@ -426,6 +438,24 @@ validate(struct args *a)
 		return cg_usage("--state: '-' is not a file");
 	if (a->state && strcmp(a->state, a->out) == 0)
 		return cg_usage("--state and -o name the same file");
+	if (a->ema_out && a->o.ema == 0)
+		return cg_usage("--ema-out needs --ema DECAY");
+	if (a->o.ema > 0) {
+		if (a->o.emit != CG_EMIT_MODEL)
+			return cg_usage("--ema: a moving average of the weights "
+			                "is kept by --emit model");
+		if (a->o.ema >= 1)
+			return cg_usage("--ema %g: the decay is below 1",
+			                a->o.ema);
+		if (a->ema_out == NULL && a->state == NULL)
+			return cg_usage("--ema: give --ema-out FILE (or "
+			                "--state FILE, which keeps it)");
+		if (a->ema_out && (strcmp(a->ema_out, a->out) == 0 ||
+		                   (a->state && strcmp(a->ema_out, a->state) == 0)))
+			return cg_usage("--ema-out names the same file as %s",
+			                strcmp(a->ema_out, a->out) == 0 ? "-o"
+			                                                : "--state");
+	}
 	if ((a->tau_set || a->alpha_set) && a->teacher == NULL)
 		return cg_usage("--%s needs --teacher",
 		                a->tau_set ? "teacher-temp" : "teacher-weight");
@@ -786,7 +816,8 @@ prepare(const struct args *a, struct job *j)
 	/* Open the outputs first: a terminal on stdout or an unwritable
 	 * directory is refused before any work is done. */
 	if (cg_out_open(&j->out, a->out) != 0 ||
-	    (a->state && cg_out_open(&j->sout, a->state) != 0))
+	    (a->state && cg_out_open(&j->sout, a->state) != 0) ||
+	    (a->ema_out && cg_out_open(&j->eout, a->ema_out) != 0))
 		return cg_warn(NULL), -1;
 	/* A state must belong to this call: see cg_state_check. */
 	if (a->state) {
@@ -823,7 +854,7 @@ prepare(const struct args *a, struct job *j)
 	}
 	if (j->st && cg_train_state_init(j->st, j->m, job_opts(a, j)) != 0)
 		return cg_warn("%s", a->state), -1;
-	if (a->o.emit != CG_EMIT_MODEL &&
+	if ((a->o.emit != CG_EMIT_MODEL || a->o.ema > 0) &&
 	    (j->buf = cg_alloc(j->m->nparams * sizeof(float))) == NULL)
 		return cg_warn(NULL), -1;
 	/* a budget no update of this model fits is said before the work */
@@ -984,8 +1015,9 @@ encode(const struct args *a, struct job *j)
 static int
 emit(const struct args *a, struct job *j)
 {
-	struct cg_out *outs[2] = {&j->out, &j->sout};
+	struct cg_out *outs[3] = {&j->out, &j->sout, &j->eout};
 	struct cg_model *m = j->m;
+	size_t nout = 1;
 
 	/* a diverged model's numbers are no output: refused as cg-reduce
 	 * refuses them, before the state or the output is touched */
@@ -1008,6 +1040,10 @@ emit(const struct args *a, struct job *j)
 		j->f = cg_model_file(m);
 		if (j->st)
 			cg_state_call_next(&j->call, m);
+		if (a->ema_out &&
+		    (cg_model_check_finite(m, j->buf) != 0 ||
+		     (j->ef = cg_model_file_ema(m, j->buf, a->o.ema)) == NULL))
+			return cg_warn("--ema-out"), -1;
 	} else if (a->coded) {
 		if (encode(a, j) != 0)
 			return cg_warn(NULL), -1;
@@ -1036,16 +1072,22 @@ emit(const struct args *a, struct job *j)
 	 * is verified: an output written in place (standard output, a
 	 * pipe) waits for it before the first byte, one written under a
 	 * temporary name before the rename. */
-	if ((j->out.tmp == NULL || (j->st && j->sout.tmp == NULL)) &&
+	if ((j->out.tmp == NULL || (j->st && j->sout.tmp == NULL) ||
+	     (j->ef && j->eout.tmp == NULL)) &&
 	    payload_verified(a, j) != 0)
 		return -1;
 	if (cg_file_write_to(j->f, &j->out, a->comp) != 0 ||
 	    (j->st &&
-	     cg_state_write_to(j->st, &j->sout, &j->call, &j->out) != 0))
+	     cg_state_write_to(j->st, &j->sout, &j->call, &j->out) != 0) ||
+	    (j->ef && cg_file_write_to(j->ef, &j->eout, a->comp) != 0))
 		return cg_warn(NULL), -1;
 	if (payload_verified(a, j) != 0)
 		return -1;
-	if (cg_out_commit_all(outs, j->st ? 2 : 1) != 0)
+	if (j->st)
+		nout = 2;
+	if (j->ef)
+		outs[nout++] = &j->eout;
+	if (cg_out_commit_all(outs, nout) != 0)
 		return cg_warn(NULL), -1;
 	if (a->log && cg_json_append(a->log, cg_train_log_json(&j->rep)) != 0)
 		return cg_warn(NULL), -1;
@@ -1243,6 +1285,8 @@ job_free(struct job *j)
 {
 	cg_out_abort(&j->out);
 	cg_out_abort(&j->sout);
+	cg_out_abort(&j->eout);
+	cg_file_free(j->ef);
 	cg_file_free(j->f);
 	free(j->buf);
 	free(j->frozen);
@@ -1264,7 +1308,7 @@ main(int argc, char **argv)
 	                 .alpha = 0.9,
 	                 .loss_scale = 65536,
 	                 .scale_growth = 2000};
-	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}};
+	struct job j = {.out = {.fd = -1}, .sout = {.fd = -1}, .eout = {.fd = -1}};
 	int rc;
 
 	a.start = cg_now();

@@ -897,8 +897,10 @@ put_groups(struct cg_model *m)
 	return 0;
 }
 
-struct cg_file *
-cg_model_file(struct cg_model *m)
+/* m's file with params in place of its parameters; its optimizer's and
+ * outer loop's arrays too when full. */
+static struct cg_file *
+model_file(struct cg_model *m, const float *params, int full)
 {
 	struct cg_file *f = cg_file_new("model");
 	uint64_t n[1] = {m->nparams};
@@ -918,9 +920,13 @@ cg_model_file(struct cg_model *m)
 			goto fail;
 		cJSON_AddItemToObject(f->manifest, it->string, dup);
 	}
-	if (cg_model_put_views(m, f, m->params) != 0 ||
+	if (cg_model_put_views(m, f, params) != 0 ||
 	    cg_model_put_mask(m, f) != 0)
 		goto fail;
+	if (!full)
+		return f;
+	/* trained on, a moving average's model is a model of its own */
+	cJSON_DeleteItemFromObjectCaseSensitive(f->manifest, "ema");
 	if (m->opt_m && !cg_file_add_ref(f, "opt.m", CG_F32, 1, n, m->opt_m))
 		goto fail;
 	if (m->opt_v && !cg_file_add_ref(f, "opt.v", CG_F32, 1, n, m->opt_v))
@@ -935,6 +941,33 @@ cg_model_file(struct cg_model *m)
 fail:
 	cg_file_free(f);
 	return NULL;
+}
+
+struct cg_file *
+cg_model_file(struct cg_model *m)
+{
+	return model_file(m, m->params, 1);
+}
+
+struct cg_file *
+cg_model_file_ema(struct cg_model *m, const float *avg, double decay)
+{
+	struct cg_file *f = model_file(m, avg, 0);
+	cJSON *man = f ? f->manifest : NULL, *g;
+
+	if (f == NULL)
+		return NULL;
+	/* no moments: an optimizer that goes on from it starts anew */
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "opt_t");
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(man, "groups"))
+		cg_json_set_num(g, "opt_t", 0);
+	cJSON_DeleteItemFromObjectCaseSensitive(man, "ema");
+	if (cJSON_AddNumberToObject(man, "ema", decay) == NULL) {
+		cg_seterr("out of memory");
+		cg_file_free(f);
+		return NULL;
+	}
+	return f;
 }
 
 int

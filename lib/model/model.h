@@ -125,6 +125,13 @@ struct cg_model *cg_model_from_file(const struct cg_file *f,
 /* The model as a cg file (the caller frees it, before m: the file
  * borrows m's arrays), or NULL. */
 struct cg_file *cg_model_file(struct cg_model *m);
+/* The model with the moving average avg [nparams] (cg_train_opts' ema)
+ * as its parameters, as a file: no optimizer's or outer loop's arrays
+ * (they belong to the parameters trained, not to their average), the
+ * manifest's "ema" its decay.  The file borrows avg and m's arrays;
+ * NULL with a message. */
+struct cg_file *cg_model_file_ema(struct cg_model *m, const float *avg,
+                                  double decay);
 /* Write atomically (path "-": stdout).  Returns 0 or -1. */
 int cg_model_write(struct cg_model *m, const char *path, enum cg_compress c);
 void cg_model_free(struct cg_model *m);

@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/clock.h"
+#include "core/par.h"
 #include "exchange/update.h"
 #include "model/qat.h"
 #include "nn/gemm.h"
@@ -164,10 +165,25 @@ cg_train_state_init(struct cg_state *st, const struct cg_model *m,
 	const uint64_t P = cg_train_trained(m, o->frozen);
 	uint64_t c;
 	int have = cg_state_get_u64(st, "cursor", &c);
+	void *avg;
+	int ema;
 
 	if (have < 0 ||
 	    (!have && cg_state_put_u64(st, "cursor", start_cursor(m, o)) != 0))
 		return -1;
+	/* The moving average (o->ema): kept, or started from the
+	 * parameters; a call without one would leave it behind. */
+	if ((ema = cg_state_get(st, "ema", CG_F32, m->nparams, &avg)) < 0)
+		return -1;
+	if (ema && !(o->ema > 0))
+		return cg_seterr("the state keeps a moving average of the "
+		                 "parameters (ema): give --ema, or start a "
+		                 "new state");
+	if (!ema && o->ema > 0 && o->emit == CG_EMIT_MODEL) {
+		if ((avg = cg_state_put(st, "ema", CG_F32, m->nparams)) == NULL)
+			return -1;
+		memcpy(avg, m->params, m->nparams * sizeof(float));
+	}
 	if (o->emit != CG_EMIT_DELTA)
 		return 0;
 	if (cg_state_put(st, "opt.t", CG_U64, 1) == NULL ||
@@ -305,6 +321,9 @@ struct run {
 	uint64_t *st_good;
 	int skip;
 	double skip_tokens;
+	/* The moving average of the parameters (o->ema): the state's
+	 * "ema", or out without a state. */
+	float *ema;
 };
 
 /* What sets one mode apart: its arrays before the first step, whether an
@@ -534,6 +553,53 @@ unscale(struct run *r, int k)
 	return 1;
 }
 
+/* ------------------------------------------------- the moving average */
+
+/* Where the average lives and what it starts from (train.h's ema).  0,
+ * or -1 with a message. */
+static int
+ema_begin(struct run *r)
+{
+	const struct cg_train_opts *o = r->o;
+	void *have = NULL;
+
+	if (o->ema == 0)
+		return 0; /* a state's is refused by cg_train_state_init */
+	if (o->emit != CG_EMIT_MODEL)
+		return cg_seterr("a moving average of the parameters is kept "
+		                 "by a call that emits the model");
+	if (!(o->ema > 0 && o->ema < 1))
+		return cg_seterr("moving average's decay %g: not in (0, 1)",
+		                 o->ema);
+	/* the state's, made by cg_train_state_init */
+	if (r->st) {
+		if (cg_state_get(r->st, "ema", CG_F32, r->P, &have) != 1)
+			return cg_seterr("the state has no moving average");
+		r->ema = have;
+		return 0;
+	}
+	if ((r->ema = r->out) == NULL)
+		return cg_seterr("a moving average needs an output array");
+	memcpy(r->ema, r->m->params, r->P * sizeof(float));
+	return 0;
+}
+
+/* The average's move after a step (train.h's ema), on the threads. */
+static void
+ema_step(struct run *r)
+{
+	const double n = (double)r->m->step;
+	const double w = (1 + n) / (10 + n);
+	const float k = 1.0f - (float)(w < r->o->ema ? w : r->o->ema);
+	const float *p = r->m->params;
+	float *a = r->ema;
+	const long long P = (long long)r->P;
+
+	PAR_FOR_SIMD(P)
+	for (long long i = 0; i < P; i++)
+		a[i] += k * (p[i] - a[i]);
+}
+
 /* What every mode needs before its own begin: the checks, the order of
  * the examples, the batch and gradient arrays, where the data stream
  * stands.  0, or -1 with a message. */
@@ -609,7 +675,7 @@ run_begin(struct run *r)
 	}
 	if (o->loss_scale > 0 && scale_begin(r) != 0)
 		return -1;
-	return 0;
+	return ema_begin(r);
 }
 
 /*
@@ -882,9 +948,11 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 
 		if (run_batch(&r, k, step0, &bm) != 0)
 			goto out;
-		if (md->steps && !r.skip)
+		if (md->steps && !r.skip) {
 			run_step(&r);
-		else if (md->steps) { /* skipped: no update, the step counts */
+			if (r.ema)
+				ema_step(&r);
+		} else if (md->steps) { /* skipped: no update, the step counts */
 			r.grad_clear = 1; /* unscale zeroed it */
 			if (o->emit == CG_EMIT_MODEL)
 				m->step++;
@@ -917,6 +985,11 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		                           (double)res->skipped * o->batch;
 	if (md->end)
 		md->end(&r);
+	if (r.ema) {
+		cg_model_mask(m, r.ema);
+		if (r.ema != out)
+			memcpy(out, r.ema, r.P * sizeof(float));
+	}
 	if (r.st_cursor)
 		memcpy(r.st_cursor, &r.cursor, sizeof(r.cursor));
 	if (o->loss_scale > 0) {
@@ -1025,6 +1098,12 @@ cg_train_plan(struct cg_model *m, const struct cg_train_opts *o,
 	if (o->emit == CG_EMIT_MODEL) {
 		fixed += need_m && !m->opt_m ? P : 0;
 		fixed += need_v && !m->opt_v ? P : 0;
+		/* the moving average: out, and the state's when it has
+		 * none yet */
+		if (o->ema > 0)
+			fixed += P + (st && !state_holds(st, "ema", m->nparams)
+			                  ? P
+			                  : 0);
 	} else {
 		fixed += P; /* out */
 		if (o->emit == CG_EMIT_DELTA) {

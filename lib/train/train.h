@@ -88,6 +88,19 @@ struct cg_train_opts {
 	 */
 	double loss_scale;
 	int scale_growth;
+	/*
+	 * An exponential moving average of the parameters (model mode):
+	 * ema is its decay in (0, 1); 0: none.  After each optimizer step
+	 * the average a moves toward the parameters p by
+	 * a += (1 - d) (p - a), d = min(ema, (1 + n) / (10 + n)) with n the
+	 * model's step count after the step, so that the first steps,
+	 * far from the start, are not outweighed by it.  It starts from
+	 * the parameters at the call's start, or from the state's ("ema")
+	 * where the state keeps one; it is left in out [nparams] at the
+	 * end (masked as the model is).  A state that keeps an average is
+	 * refused by a call without one (the average would miss steps).
+	 */
+	double ema;
 	/* Called for each micro-batch skipped (may be NULL): its number
 	 * (from 1), the call's, and the scale it had, with progress_ctx. */
 	void (*skip)(void *ctx, int step, int total, double scale);
@@ -116,9 +129,11 @@ size_t cg_train_trained(const struct cg_model *m, const uint8_t *frozen);
  * Worker state kept between calls (lib/train/state.h), by name: "cursor" (u64,
  * examples consumed) for every emit kind and, for delta, the inner
  * optimizer's "opt.t" (u64, steps taken), "opt.m" and "opt.v" (f32 [P],
- * as the optimizer needs them).  Put them into st where st has none (the
- * cursor where a call without a state starts, the rest zeroed), checking
- * that those st has fit m: 0, or -1 with a message.
+ * as the optimizer needs them), and for a model call with o->ema the
+ * moving average "ema" (f32 [nparams]).  Put them into st where st has
+ * none (the cursor where a call without a state starts, the average the
+ * parameters, the rest zeroed), checking that those st has fit m and
+ * that o keeps an average where st has one: 0, or -1 with a message.
  * cg_train_run does the same itself; a caller that calls this first gets
  * a misfit state reported apart from the run's errors.
  */
@@ -143,7 +158,8 @@ struct cg_train_result {
  * mean gradient [nparams] (for text, the mean per scored token over all
  * micro-batches: each weighted by its tokens); in delta mode the new - old
  * weights and m is left as it was; in model mode m is trained in place
- * (m->step += K) and out is unused.  st may be NULL (no state between
+ * (m->step += K) and out receives the moving average of the parameters
+ * (o->ema), unused without one.  st may be NULL (no state between
  * calls): the cursor is then derived from m's step, as it is for a state
  * that has none.  Of a shard opened with cg_shard_open_late, the call
  * stops at the first step after the payload fails its digest; it does

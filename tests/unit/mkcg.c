@@ -35,7 +35,8 @@
  * tensor the next float above it (one weight of an update changed by one
  * ulp, a file valid in every other way); huge sets every element of the
  * first f32 tensor to 1e30 (a model a step of training sends past the
- * floats while its loss stays finite).
+ * floats while its loss stays finite); short makes the first 1-D f32
+ * tensor one element shorter (a state's array of another model's size).
  * For a coded update IN (a "layout" in its manifest) HOW may also be
  * idx-far (the last index of the first u32 ".idx" tensor 10^7 past its
  * view's end, so that only the range check can tell), idx-count (that
@@ -404,6 +405,13 @@ tamper(const char *in, const char *how)
 		}
 		if (strcmp(how, "drop") == 0)
 			return without(f, t);
+		if (strcmp(how, "short") == 0 && t->dtype == CG_F32 &&
+		    t->ndim == 1 && t->nelem > 1) {
+			t->shape[0]--;
+			t->nelem--;
+			t->nbytes -= 4;
+			return f;
+		}
 		if (strcmp(how, "huge") == 0 && t->dtype == CG_F32 &&
 		    t->nelem > 0) {
 			float *x = t->data;
