@@ -18,11 +18,14 @@
 #   cvae-conv   cg-init -a cvae --conv 32        Adam 1e-3
 #   cddpm       cg-init -a cddpm                 Adam 1e-3, drawn with guidance 1
 #   cddpm-unet  cg-init -a cddpm --unet UNET --hidden 128 --embed 64
-#                                                Adam 1e-3, guidance 1
+#                 UNET_INIT                      Adam 1e-3, UNET_GUIDANCE
 #   cgan        cg-init -a cgan                  Adam 4e-4, betas 0.5 0.999
 #   cgan-conv   cg-init -a cgan --conv 32 --r1 R1 --disc-kernel DK --aux AUX
 #                                                the same (R1: 10, DK: 3)
 # the cgans once for each seed of SEEDS ("1 2 3"), the others seed 1.
+# With EMA (a decay, e.g. 0.999) the diffusion models are trained with
+# cg-train-step --ema EMA and their moving average is what is scored and
+# drawn (the trained weights beside it, NAME-sSEED.trained.cgm).
 # Then, unless EQWALL is 0, the equal-wall-time row: the MLP cddpm
 # trained for as many seconds as the U-Net's training took
 # (cg-train-step --time-limit).
@@ -36,7 +39,9 @@
 # (/usr/share/datasets/fashion-mnist), THREADS (all cores), STEPS
 # (2345), SEEDS ("1 2 3"), SAMPLES (1000), R1 (10), DISC_KERNEL (3),
 # AUX (0: the auxiliary classifier's weight), UNET (16: the U-Net's
-# channels), EQWALL (1),
+# channels), UNET_INIT (more cg-init options for it, e.g. --cosine),
+# UNET_GUIDANCE (its cg-eval and cg-sample options: "--guidance 1"),
+# EMA (none), EQWALL (1),
 # TEMPERATURE (1),
 # MODELS (all of the above, in that order), JUDGE, MLP_JUDGE, OUT (a
 # directory that keeps the models, their scores as JSON and a grid of
@@ -64,6 +69,7 @@ say() { printf 'conv-table.sh: %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); threads $threads; steps $steps; samples $samples a condition; temperature ${TEMPERATURE:-1}"
+echo "# U-Net: --unet $unet ${UNET_INIT:-}, scored with ${UNET_GUIDANCE:---guidance 1}; moving average: ${EMA:-none}"
 "$bin/cg-shard" -q -n 1 -o "$tmp/train" "$data"
 "$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
 train=$tmp/train-0.cgd
@@ -101,22 +107,26 @@ make_model() {
 	cvae) init="-a cvae" ;;
 	cvae-conv) init="-a cvae --conv 32" ;;
 	cddpm|cddpm-eqwall) init="-a cddpm" ;;
-	cddpm-unet) init="-a cddpm --unet $unet --hidden 128 --embed 64" ;;
+	cddpm-unet) init="-a cddpm --unet $unet --hidden 128 --embed 64 ${UNET_INIT:-}" ;;
 	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
 	cgan-conv) init="-a cgan --conv 32 --r1 $r1 --disc-kernel $dk --aux $aux"; lr=4e-4
 		extra="--beta1 0.5 --beta2 0.999" ;;
 	*) echo "conv-table.sh: no model $name" >&2; exit 1 ;;
 	esac
-	local n=$steps
+	local n=$steps m=$out/$name-s$seed.cgm
 	[ -n "$limit" ] && { n=$((steps * 1000)); extra="$extra --time-limit $limit"; }
+	# the moving average is the model scored, the weights beside it
+	case $name in cddpm*) [ -z "${EMA:-}" ] ||
+		{ extra="$extra --ema $EMA --ema-out $m"; m=$out/$name-s$seed.trained.cgm; } ;;
+	esac
 	# shellcheck disable=SC2086
-	"$bin/cg-init" $init -d "$train" --seed "$seed" -o "$out/$name-s$seed.cgm"
+	"$bin/cg-init" $init -d "$train" --seed "$seed" -o "$m"
 	local t0 t1
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
-	"$bin/cg-train-step" -q -m "$out/$name-s$seed.cgm" -d "$train" \
+	"$bin/cg-train-step" -q -m "$m" -d "$train" \
 		--emit model --steps "$n" --batch 128 --lr "$lr" $extra \
-		--seed "$seed" --threads "$threads" -o "$out/$name-s$seed.cgm"
+		--seed "$seed" --threads "$threads" -o "$m"
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc
 }
@@ -125,6 +135,7 @@ make_model() {
 # temperature (TEMPERATURE, when set), scored and drawn.
 guidance() {
 	case $1 in
+	cddpm-unet) echo "${UNET_GUIDANCE:---guidance 1}" ;;
 	cddpm*) echo "--guidance 1" ;;
 	*) [ -z "${TEMPERATURE:-}" ] || echo "--temperature $TEMPERATURE" ;;
 	esac
