@@ -6,8 +6,9 @@
 # accumulator that decays (--feedback-decay), cg-reduce --op sent-mean
 # averages each element over the workers that sent it, and cg-apply adds
 # the result at outer lr 1 without momentum; every worker, reducing the
-# same four files, holds the coordinator's model bit for bit.  Hostile
-# lut2 files are refused with one line.  The programs come from PATH.
+# same four files, holds the coordinator's model bit for bit; with
+# idx=gap the indices go as gaps and the models are the same bits.
+# Hostile lut2 files are refused with one line.  The programs come from PATH.
 
 bats_require_minimum_version 1.5.0
 
@@ -75,6 +76,40 @@ dec.out.w.val u8 $((16 + (k + 3) / 4))"
 	run -0 jq -r '.tensors[] | select(.name == "ef.residual") | .zero_frac' \
 		<(cg-inspect --json s0.state)
 	[ "$(echo "$output < 0.5" | bc)" = 1 ]
+}
+
+@test "idx=gap: the same rounds, the same models bit for bit, smaller files under zstd" {
+	local r w c
+	# wdelta CODEC W MODEL OUT STATE: worker W's delta under CODEC
+	wdelta() {
+		cg-train-step -q -m "$3" -d "$D/fm-$2.cgd" --emit delta \
+			--steps 2 --batch 8 --seed 1 --codec "$1" \
+			--feedback-decay 0.95 --state "$5" -o "$4"
+	}
+	for m in a0 a1 g0 g1; do cp "$D/model.cgm" "$m.cgm"; done
+	for r in 1 2; do
+		for w in 0 1; do
+			c=topk:k=4,val=lut2,chunk=256
+			wdelta "$c" "$w" "a$w.cgm" "a$w.cgu" "sa$w.state"
+			wdelta "$c,idx=gap" "$w" "g$w.cgm" "g$w.cgu" "sg$w.state"
+		done
+		cg-reduce --op sent-mean a?.cgu -o amean.cgu
+		cg-reduce --op sent-mean g?.cgu -o gmean.cgu
+		for w in 0 1; do
+			outer "a$w.cgm" amean.cgu
+			outer "g$w.cgm" gmean.cgu
+		done
+	done
+	[ "$(digest a0.cgm)" = "$(digest g0.cgm)" ]
+	[ "$(digest a1.cgm)" = "$(digest g1.cgm)" ]
+	[ "$(digest a0.cgm)" != "$(digest "$D/model.cgm")" ]
+	run -0 jq -r '.codec | [.spec, .idx] | join(" ")' <(manifest g0.cgu)
+	assert_output "topk:k=4,val=lut2,chunk=256,idx=gap gap"
+	local za zg
+	za=$(zstd -q -19 -c a0.cgu | wc -c)
+	zg=$(zstd -q -19 -c g0.cgu | wc -c)
+	echo "zstd: plain $za, gaps $zg"
+	[ "$zg" -lt "$za" ]
 }
 
 @test "sent-mean: the plain mean's support, each element the mean of those that sent it" {

@@ -223,6 +223,9 @@ cg_uspec_parse(const char *str, struct cg_uspec *s)
 			                 str, p);
 		p = comma ? comma + 1 : NULL;
 	}
+	/* a gap is counted from the run's start: there must be runs */
+	if (s->gap && s->chunk == 0)
+		return cg_seterr("codec '%.64s': idx=gap needs chunk=C", str);
 	return 0;
 }
 

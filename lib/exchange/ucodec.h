@@ -72,6 +72,7 @@ struct cg_uspec {
 	int rank;            /* lowrank */
 	int sr;              /* block: stochastic rounding */
 	int lut;             /* topk: values as 2-bit codes into a table */
+	int gap;             /* topk: indices as gaps within their run */
 };
 
 /* What an encoder may use besides the values. */

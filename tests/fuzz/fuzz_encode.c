@@ -98,8 +98,9 @@ spec_text(unsigned which, unsigned p, char *buf, size_t n)
 		         2u << (p / 16 % 10));
 		break;
 	case 11:
-		snprintf(buf, n, "topk:k=%u,chunk=%u,val=%s", p % 8 + 1,
-		         8u << (p / 8 % 8), val[p % 7]);
+		snprintf(buf, n, "topk:k=%u,chunk=%u,val=%s%s", p % 8 + 1,
+		         8u << (p / 8 % 8), val[p % 7],
+		         p / 64 % 2 ? ",idx=gap" : "");
 		break;
 	case 12: snprintf(buf, n, "sign"); break;
 	default: snprintf(buf, n, "lowrank:%u", p % 9 + 1); break;

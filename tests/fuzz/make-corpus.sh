@@ -50,6 +50,7 @@ cg-shard -q -o ts "$fx/text/escapes.tsv"
 # state file
 cg-init -a cvae -d img-0.cgd --hidden 2 --layers 1 --latent 1 -o m.cgm
 for c in f32 f16 q8 q4 q2 topk:0.1 topk:k=3,chunk=64 topk:k=3,chunk=64,val=lut2 \
+	topk:k=3,chunk=64,val=lut2,idx=gap \
 	sign lowrank:1; do
 	n=$(echo "$c" | tr -c 'a-z0-9\n' _)
 	cg-train-step -q -m m.cgm -d img-0.cgd --batch 4 --codec "$c" \

@@ -1034,11 +1034,14 @@ specs(void)
 	                             "topk:0.01",  "topk:k=100,val=f32",
 	                             "topk:0.03,chunk=64,val=q2_0",
 	                             "topk:k=64,chunk=4096,val=lut2",
+	                             "topk:k=64,chunk=4096,val=lut2,idx=gap",
 	                             "sign",       "lowrank:8"};
 	static const char *bad[] = {"q3", "topk:2", "topk:k=0", "topk:val=u8",
 	                            "topk:val=lut3", "topk:val=lut",
 	                            "topk:chunk=1", "topk:chunk=70000",
-	                            "lowrank:0", "q8:fast", "topk:0.1,x=1", ""};
+	                            "lowrank:0", "q8:fast", "topk:0.1,x=1",
+	                            "topk:0.1,idx=gap", "topk:0.1,chunk=64,idx=gaps",
+	                            ""};
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++) {
 		ok &= cg_uspec_parse(good[i], &s) == 0;
@@ -1117,6 +1120,116 @@ registry(void)
 	           "by its name");
 }
 
+/*
+ * topk's idx=gap: the same file as without it but for the indices, which
+ * are each run's first and then the differences (each >= 1); every
+ * window of every view, at any start, decodes to the bits of the plain
+ * file's; gaps that run past the run, or a gap of 0, are refused.
+ */
+static void
+gaps(const char *dir)
+{
+	static const char *spec[] = {"topk:0.1,chunk=16,val=lut2",
+	                             "topk:0.3,chunk=7,val=f32",
+	                             "topk:k=3,chunk=300,val=q2_0",
+	                             "topk:0.05,chunk=1000,val=f16"};
+	struct cg_rng r;
+	struct cg_uenc e = {0};
+	static float x[P], y[P], yg[P];
+	char gs[64], path[1024], path2[1024];
+	int ok = 1;
+
+	cg_rng_seed(&r, 77);
+	fill(x, P, &r, 1);
+	snprintf(path, sizeof(path), "%s/plain.cgu", dir);
+	snprintf(path2, sizeof(path2), "%s/gap.cgu", dir);
+	for (size_t si = 0; si < sizeof(spec) / sizeof(*spec); si++) {
+		snprintf(gs, sizeof(gs), "%s,idx=gap", spec[si]);
+		struct cg_file *f = encode(spec[si], x, y, &e);
+		struct cg_file *g = encode(gs, x, yg, &e);
+		int same = memcmp(y, yg, sizeof(y)) == 0;
+		for (size_t i = 0; i < f->ntensors; i++) {
+			const struct cg_tensor *a = f->tensors[i];
+			const struct cg_tensor *b = cg_file_find(g, a->name);
+			size_t len = strlen(a->name);
+			if (b == NULL || b->nbytes != a->nbytes) {
+				same = 0;
+				continue;
+			}
+			if (strcmp(a->name + len - 4, ".idx") != 0) {
+				same &= memcmp(a->data, b->data, a->nbytes) == 0;
+				continue;
+			}
+			/* the plain indices are the gaps' sums in each run */
+			struct cg_uspec s;
+			cg_uspec_parse(spec[si], &s);
+			uint64_t kc = s.count ? s.count : (uint64_t)ceil(s.frac * s.chunk);
+			uint64_t sum = 0, wide = a->dtype == CG_U8 ? 1 : 2;
+			for (uint64_t q = 0; q < a->nelem; q++) {
+				uint64_t pa = 0, pb = 0;
+				memcpy(&pa, (unsigned char *)a->data + q * wide, wide);
+				memcpy(&pb, (unsigned char *)b->data + q * wide, wide);
+				sum = q % kc ? sum + pb : pb;
+				same &= sum == pa && (q % kc == 0 || pb >= 1);
+			}
+		}
+		if (cg_file_write(f, path, CG_COMPRESS_NONE) != 0 ||
+		    cg_file_write(g, path2, CG_COMPRESS_NONE) != 0)
+			die("write");
+		cg_file_free(f);
+		cg_file_free(g);
+		/* windows of every start and length up to 40, read back */
+		struct cg_file *fa = cg_file_read(path), *fb = cg_file_read(path2);
+		struct cg_uspec sa, sb;
+		struct cg_uview *va, *vb;
+		int na, nb;
+		if (fa == NULL || fb == NULL || cg_ubind(fa, &sa, &va, &na) != 0 ||
+		    cg_ubind(fb, &sb, &vb, &nb) != 0)
+			die(cg_errmsg());
+		for (int i = 0; i < na; i++)
+			for (uint64_t lo = 0; lo < va[i].n; lo++)
+				for (size_t n = 1; n <= 40 && lo + n <= va[i].n; n++) {
+					float oa[40], ob[40];
+					cg_udecode(&sa, &va[i], lo, n, oa);
+					cg_udecode(&sb, &vb[i], lo, n, ob);
+					same &= memcmp(oa, ob, n * sizeof(float)) == 0;
+				}
+		free(va);
+		free(vb);
+		cg_file_free(fa);
+		cg_file_free(fb);
+		ok &= same;
+		CHECK(same, "%s: the plain file's values, bit for bit, at every "
+		            "window", gs);
+	}
+	expect(ok, "idx=gap: indices as gaps within their runs, the same "
+	           "values decoded");
+
+	/* hostile gaps */
+	struct cg_file *f = encode("topk:0.25,chunk=8,idx=gap", x, y, &e);
+	unsigned char *p = tensor(f, "w.idx")->data;
+	p[1] = 0; /* the second of a run's two: a gap of 0 */
+	const char *m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "w.idx: index") && strstr(m, "repeated or out of order"),
+	       "idx=gap: a gap of 0 is refused");
+	f = encode("topk:0.25,chunk=8,idx=gap", x, y, &e);
+	p = tensor(f, "w.idx")->data;
+	p[1] = 255; /* past the run of 8 */
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "w.idx: index") && strstr(m, "outside its 8 elements"),
+	       "idx=gap: gaps that sum past the run are refused");
+	f = encode("topk:0.25,chunk=8,idx=gap", x, y, &e);
+	cJSON *c2 = cJSON_GetObjectItemCaseSensitive(f->manifest, "codec");
+	cJSON_ReplaceItemInObject(c2, "spec",
+	                          cJSON_CreateString("topk:0.25,idx=gap"));
+	m = verdict(f, dir);
+	printf("     (%s)\n", m);
+	expect(strstr(m, "idx=gap needs chunk=C") != NULL,
+	       "idx=gap without runs is refused");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1137,6 +1250,7 @@ main(int argc, char **argv)
 	trees();
 	hostile(dir);
 	lut2(dir);
+	gaps(dir);
 	registry();
 	char cmd[1100];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
