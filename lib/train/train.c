@@ -987,7 +987,7 @@ cg_train_run(struct cg_model *m, const struct cg_shard *s,
 		md->end(&r);
 	if (r.ema) {
 		cg_model_mask(m, r.ema);
-		if (r.ema != out)
+		if (out && r.ema != out) /* with a state, out may be NULL */
 			memcpy(out, r.ema, r.P * sizeof(float));
 	}
 	if (r.st_cursor)

@@ -97,7 +97,8 @@ struct cg_train_opts {
 	 * far from the start, are not outweighed by it.  It starts from
 	 * the parameters at the call's start, or from the state's ("ema")
 	 * where the state keeps one; it is left in out [nparams] at the
-	 * end (masked as the model is).  A state that keeps an average is
+	 * end (masked as the model is; with a state, which holds it too,
+	 * out may be NULL).  A state that keeps an average is
 	 * refused by a call without one (the average would miss steps).
 	 */
 	double ema;

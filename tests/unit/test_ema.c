@@ -126,6 +126,10 @@ main(void)
 	expect(cg_state_get(st, "ema", CG_F32, P, &p) == 1 &&
 	           memcmp(p, avg, P * sizeof(float)) == 0,
 	       "the state keeps it as \"ema\"");
+	o = opts(1, DECAY);
+	expect(cg_train_run(c, s, &o, st, NULL, &res) == 0 &&
+	           memcmp(p, avg, P * sizeof(float)) != 0,
+	       "with a state, no output array: the state's average moves on");
 
 	/* ---- refused */
 	o = opts(1, 0);
