@@ -9,9 +9,10 @@
 # under any engine CG_GEMM_ENGINE forces, differs from the f32 one, and
 # cg-audit makes it again from its record.  Where the products are
 # emulated, one line says so (not with -q), and why (no bf16 hardware,
-# or avx512_bf16's dot product, which auto leaves for being slower than
-# f32, gemm.c); a CG_GEMM_ENGINE that is not
-# an engine, or not built in, is one line and exit 1.  Every engine built
+# or avx512_bf16's dot product where auto measured it slower than f32's
+# FMA, gemm.c; CG_BF16_DOT=fast or slow stands for that measurement); a
+# CG_GEMM_ENGINE that is not an engine, or not built in, or a
+# CG_BF16_DOT that is neither, is one line and exit 1.  Every engine built
 # in trains the same step to within float's rounding.  The products
 # themselves are test_nn's; the gradients against float64 and PyTorch's
 # autocast are torch-autocast.sh's.
@@ -47,7 +48,8 @@ loss() {
 
 @test "every architecture: a bf16 step's loss is within 1% of f32's, and not the same" {
 	# auto, and oneDNN where built: its bf16 on the CPU's dot product
-	# or AMX where it has them (auto takes only AMX), emulated if not
+	# or AMX where it has them (auto takes the dot product only where
+	# it measures it faster than f32), emulated if not
 	local engines=auto
 	! CG_GEMM_ENGINE=dnnl cg-train-step -q -m cvae.cgm -d fm-0.cgd \
 		--batch 8 -o /dev/null 2>/dev/null || engines="auto dnnl"
@@ -115,7 +117,7 @@ loss() {
 		--batch 8 -o /dev/null
 	assert_equal "$stderr" ''
 	# oneDNN held below avx512_bf16, or to it where the CPU has it (its
-	# dot product, which auto leaves to CG_GEMM_ENGINE=dnnl)
+	# dot product, which auto takes where it measures it fast)
 	if CG_GEMM_ENGINE=dnnl cg-train-step -q -m cvae.cgm -d fm-0.cgd \
 		--batch 8 -o /dev/null 2>/dev/null; then
 		run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX2 cg-train-step \
@@ -123,10 +125,21 @@ loss() {
 		assert_equal "$stderr" \
 			"cg-train-step: bf16 products emulated in f32 (no avx512_bf16 or amx_bf16 on this CPU): the same numbers, no faster"
 		if grep -qw avx512_bf16 /proc/cpuinfo; then
+			# auto measures the dot product against f32's FMA
+			# (gemm.c); CG_BF16_DOT stands for the measurement
+			run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 \
+				CG_BF16_DOT=slow cg-train-step -m cvae.cgm \
+				-d fm-0.cgd --batch 8 --precision bf16 -o /dev/null
+			assert_equal "$stderr" \
+				"cg-train-step: bf16 products emulated in f32 (avx512_bf16 without AMX, CG_BF16_DOT=slow; CG_GEMM_ENGINE=dnnl runs it): the same numbers, no faster"
+			run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 \
+				CG_BF16_DOT=fast cg-train-step -m cvae.cgm \
+				-d fm-0.cgd --batch 8 --precision bf16 -o /dev/null
+			assert_equal "$stderr" ''
 			run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 \
 				cg-train-step -m cvae.cgm -d fm-0.cgd --batch 8 \
 				--precision bf16 -o /dev/null
-			assert_equal "$stderr" \
+			[ "$stderr" = '' ] || assert_equal "$stderr" \
 				"cg-train-step: bf16 products emulated in f32 (avx512_bf16 without AMX, measured slower than f32; CG_GEMM_ENGINE=dnnl runs it): the same numbers, no faster"
 			run -0 --separate-stderr env DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 \
 				CG_GEMM_ENGINE=dnnl cg-train-step -m cvae.cgm \
@@ -134,6 +147,10 @@ loss() {
 			assert_equal "$stderr" ''
 		fi
 	fi
+	run -1 --separate-stderr env CG_BF16_DOT=quick cg-train-step \
+		-m cvae.cgm -d fm-0.cgd --precision bf16 -o /dev/null
+	assert_equal "$stderr" \
+		"cg-train-step: CG_BF16_DOT=quick: not fast or slow"
 	run -1 --separate-stderr env CG_GEMM_ENGINE=cuda cg-train-step \
 		-m cvae.cgm -d fm-0.cgd -o /dev/null
 	assert_equal "$stderr" \

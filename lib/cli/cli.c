@@ -985,6 +985,11 @@ cg_set_compute(int deterministic, int precision, int quiet)
 		return cg_seterr("CG_GEMM_ENGINE=%.40s: not an engine (auto, "
 		                 "blas, builtin or dnnl)",
 		                 env);
+	env = getenv("CG_BF16_DOT");
+	if (env != NULL && *env != '\0' && strcmp(env, "fast") != 0 &&
+	    strcmp(env, "slow") != 0)
+		return cg_seterr("CG_BF16_DOT=%.40s: not fast or slow", env);
+	env = getenv("CG_GEMM_ENGINE");
 	if (cg_set_engine(e) != 0)
 		return cg_seterr("CG_GEMM_ENGINE=%s: not built into this cg "
 		                 "(configure --with-%s)",
@@ -1004,6 +1009,10 @@ cg_set_compute(int deterministic, int precision, int quiet)
 		    deterministic ? "deterministic mode"
 		    : e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL
 		        ? "CG_GEMM_ENGINE"
+		    : cg_bf16_hardware() == 1 && getenv("CG_BF16_DOT") != NULL &&
+		            *getenv("CG_BF16_DOT") != '\0'
+		        ? "avx512_bf16 without AMX, CG_BF16_DOT=slow; "
+		          "CG_GEMM_ENGINE=dnnl runs it"
 		    : cg_bf16_hardware() == 1
 		        ? "avx512_bf16 without AMX, measured slower than f32; "
 		          "CG_GEMM_ENGINE=dnnl runs it"

@@ -16,7 +16,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CG_BF16_CVT 1 /* the CPU may round to bf16 itself (round_rows) */
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -309,6 +314,7 @@ static int deterministic;
 static enum cg_precision precision = CG_PREC_F32;
 static enum cg_engine engine = CG_ENGINE_AUTO;
 static int bf16_native; /* bf16 products go to oneDNN (cg_set_precision) */
+static int bf16_cvt;    /* and the CPU rounds their operands (round_rows) */
 
 void
 cg_set_deterministic(int on)
@@ -340,17 +346,117 @@ cg_get_engine(void)
 }
 
 /*
- * Which bf16 hardware auto takes: AMX only.  avx512_bf16's dot product
- * (vdpbf16ps) does 32 multiply-adds an instruction against an f32 FMA's
- * 16, but an Intel core issues it at a quarter of the FMA's rate: on a
- * Xeon of family 6 model 207 (avx512_bf16, AMX not exposed) it made 86
- * GFLOP/s a core against 176 (bench/bf16-peak.c), oneDNN's bf16 matmul
- * 150 GFLOP/s on two cores against its f32's 234, and a 20-step cgpt
- * call took 1.5 times as long as in f32 where emulated bf16 took 1.1
- * times (bench/RESULTS.md, "bf16 on avx512_bf16 without AMX").  So there
- * bf16 is emulated on the f32 engine unless CG_GEMM_ENGINE=dnnl asks for
- * the dot product.
+ * avx512_bf16's dot product (vdpbf16ps) does 32 multiply-adds an
+ * instruction against an f32 FMA's 16, and how often a core issues it
+ * differs by CPU: an Intel Xeon of family 6 model 207 (avx512_bf16, AMX
+ * not exposed) ran it at a quarter of the FMA's rate, 86 GFLOP/s a core
+ * against 176 (bench/bf16-peak.c; a 20-step cgpt call 1.5 times as long
+ * as in f32), an AMD EPYC of family 26 at the FMA's rate, 517 against
+ * 258 (bench/RESULTS.md, "bf16 on avx512_bf16 without AMX").  So it is
+ * measured, once a process, where auto would take it: twelve chains of
+ * each instruction timed in turn, the best of five runs of each.  The
+ * two kinds of CPU lie a factor of four apart (0.49 and 2.0), far from
+ * the threshold (1.5) and from what a busy machine's noise moves.
+ * CG_BF16_DOT=fast or slow stands for the measurement (tests, and a
+ * user who wants the same choice on every run).
  */
+static double dot_ratio = -1;
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(CG_HAVE_DNNL)
+#define DOT_ROUNDS 2048
+
+static double
+now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static double
+dot_ns(float *sink)
+{
+	__m512 c[12];
+	__m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80);
+	double t0;
+
+	for (int i = 0; i < 12; i++)
+		c[i] = _mm512_set1_ps((float)i);
+	t0 = now_ns();
+	for (int r = 0; r < DOT_ROUNDS; r++)
+		for (int i = 0; i < 12; i++) {
+			c[i] = _mm512_dpbf16_ps(c[i], a, a);
+			__asm__ volatile("" : "+v"(c[i]));
+		}
+	t0 = now_ns() - t0;
+	for (int i = 1; i < 12; i++)
+		c[0] = _mm512_add_ps(c[0], c[i]);
+	*sink += _mm512_reduce_add_ps(c[0]);
+	return t0;
+}
+
+__attribute__((target("avx512f"))) static double
+fma_ns(float *sink)
+{
+	__m512 c[12];
+	__m512 a = _mm512_set1_ps(1.0f);
+	double t0;
+
+	for (int i = 0; i < 12; i++)
+		c[i] = _mm512_set1_ps((float)i);
+	t0 = now_ns();
+	for (int r = 0; r < DOT_ROUNDS; r++)
+		for (int i = 0; i < 12; i++) {
+			c[i] = _mm512_fmadd_ps(c[i], a, a);
+			__asm__ volatile("" : "+v"(c[i]));
+		}
+	t0 = now_ns() - t0;
+	for (int i = 1; i < 12; i++)
+		c[0] = _mm512_add_ps(c[0], c[i]);
+	*sink += _mm512_reduce_add_ps(c[0]);
+	return t0;
+}
+#endif
+
+double
+cg_bf16_dot_ratio(void)
+{
+	if (dot_ratio >= 0)
+		return dot_ratio;
+	dot_ratio = 0;
+#if defined(__x86_64__) && defined(__GNUC__) && defined(CG_HAVE_DNNL)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512bf16")) {
+		double d = 1e30, f = 1e30;
+		float sink = 0;
+
+		for (int i = 0; i < 5; i++) {
+			double t = dot_ns(&sink);
+			d = t < d ? t : d;
+			t = fma_ns(&sink);
+			f = t < f ? t : f;
+		}
+		/* multiply-adds a second: 32 an instruction against 16 */
+		dot_ratio = d > 0 && sink == sink ? 2 * f / d : 0;
+	}
+#endif
+	return dot_ratio;
+}
+
+/* Whether auto takes avx512_bf16's dot product (oneDNN has it, AMX not). */
+static int
+dot_fast(void)
+{
+	const char *v = getenv("CG_BF16_DOT");
+
+	if (v != NULL && strcmp(v, "fast") == 0)
+		return 1;
+	if (v != NULL && strcmp(v, "slow") == 0)
+		return 0;
+	return cg_bf16_dot_ratio() >= 1.5;
+}
+
 void
 cg_set_precision(enum cg_precision p)
 {
@@ -358,9 +464,19 @@ cg_set_precision(enum cg_precision p)
 	bf16_native = 0;
 #ifdef CG_HAVE_DNNL
 	if (p == CG_PREC_BF16 && !deterministic &&
-	    (engine == CG_ENGINE_AUTO || engine == CG_ENGINE_DNNL))
-		bf16_native =
-		    cg_dnnl_bf16() >= (engine == CG_ENGINE_DNNL ? 1 : 2);
+	    (engine == CG_ENGINE_AUTO || engine == CG_ENGINE_DNNL)) {
+		int hw = cg_dnnl_bf16();
+
+		bf16_native = hw == 2 || (hw == 1 && (engine == CG_ENGINE_DNNL ||
+		                                      dot_fast()));
+	}
+#endif
+#ifdef CG_BF16_CVT
+	bf16_cvt = 0;
+	if (bf16_native) {
+		__builtin_cpu_init();
+		bf16_cvt = __builtin_cpu_supports("avx512bf16") != 0;
+	}
 #endif
 }
 
@@ -646,6 +762,30 @@ scratch(int which, size_t bytes)
 	return mine->p[which];
 }
 
+#ifdef CG_BF16_CVT
+/*
+ * A row rounded to bf16 by the CPU (vcvtneps2bf16, 16 at a time): to
+ * nearest even as bf16_bits, but a subnormal input rounds to zero (the
+ * instruction assumes DAZ).  Only for the products oneDNN makes in bf16,
+ * whose dot product and tiles take subnormal inputs for zero anyway.
+ * Rounding was a tenth of a cgpt step in bf16 on a CPU with
+ * avx512_bf16, and this made the step 16% shorter there.
+ */
+__attribute__((target("avx512f,avx512bf16"))) static void
+bf16_row_cpu(uint16_t *d, const float *s, int n)
+{
+	int c = 0;
+
+	for (; c + 16 <= n; c += 16) {
+		__m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(s + c));
+		_mm256_storeu_si256((__m256i *)(void *)(d + c), (__m256i)h);
+	}
+	for (; c < n; c++)
+		d[c] = (uint16_t)bf16_bits(s[c]);
+}
+
+#endif
+
 /* The rows x cols matrix at src (rows ld apart) rounded to bf16, packed
  * (rows cols apart) at dst: bf16's bits (half) or f32 with them; in f16
  * precision rounded to f16, always as f32 (half is then 0). */
@@ -653,6 +793,9 @@ static void
 round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 {
 	size_t n = (size_t)rows * cols;
+#ifdef CG_BF16_CVT
+	int cpu = half && bf16_cvt;
+#endif
 
 	(void)n;
 #ifdef _OPENMP
@@ -666,6 +809,12 @@ round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 				d[c] = f16_bits(s[c]);
 		} else if (half) {
 			uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
+#ifdef CG_BF16_CVT
+			if (cpu) {
+				bf16_row_cpu(d, s, cols);
+				continue;
+			}
+#endif
 			for (int c = 0; c < cols; c++)
 				d[c] = (uint16_t)bf16_bits(s[c]);
 		} else {

@@ -96,9 +96,9 @@ int cg_engine_built(enum cg_engine e);
  * f32, or bf16 (operands rounded to bf16 to nearest even, sums and C in
  * f32; mixed-precision training keeps everything else in f32).  bf16 runs
  * on oneDNN where the CPU has AMX and the engine is auto or dnnl, or
- * has avx512_bf16's dot product and the engine is dnnl (auto leaves it:
- * slower than f32 arithmetic where measured, gemm.c), and is emulated
- * otherwise: the operands
+ * has avx512_bf16's dot product and the engine is dnnl, or auto where
+ * that dot product is measured fast enough (cg_bf16_dot_ratio), and is
+ * emulated otherwise: the operands
  * rounded in f32 and multiplied by the f32 engine, which gives the same
  * products (a product of two bf16 values is exact in f32) in another
  * order of sums, and no speed.  In deterministic mode it is always
@@ -136,6 +136,12 @@ int cg_bf16_native(void);
 /* The bf16 hardware oneDNN finds: 2 AMX, 1 avx512_bf16's dot product
  * alone, 0 none (or no oneDNN built in). */
 int cg_bf16_hardware(void);
+/* avx512_bf16's dot product's multiply-adds a second over the f32 FMA's
+ * on one core, measured once (about 1 ms); 0 where the CPU has no
+ * avx512_bf16 or cg has no oneDNN.  Auto takes the dot product for bf16
+ * products where it is 1.5 or more (CG_BF16_DOT=fast or slow decides
+ * instead). */
+double cg_bf16_dot_ratio(void);
 /* oneDNN's implementation of bf16 products ("brg:avx512_core_amx_bf16"),
  * or "emulated". */
 const char *cg_bf16_impl(void);

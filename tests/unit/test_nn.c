@@ -194,6 +194,18 @@ gemm_parts(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 
 static void
 test_gemm_paths(const char *label, int builtin_too);
+
+/* Whether the CPU has avx512_bf16. */
+static int
+cpu_bf16(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512bf16") != 0;
+#else
+	return 0;
+#endif
+}
 static void
 test_f16_range(void);
 
@@ -235,6 +247,31 @@ test_gemm(void)
 				         e1);
 				expect(e1 > 4, label);
 			}
+		}
+	}
+	/* auto and avx512_bf16's dot product: measured against the f32
+	 * FMA, or as CG_BF16_DOT says */
+	{
+		double r = cg_bf16_dot_ratio();
+
+		printf("info bf16 dot product / f32 FMA: %.3f\n", r);
+		expect(cpu_bf16() && cg_engine_built(CG_ENGINE_DNNL)
+		           ? r > 0 && r < 1e6
+		           : r == 0,
+		       "the dot product's rate is measured where it exists");
+		if (cg_bf16_hardware() == 1) {
+			cg_set_engine(CG_ENGINE_AUTO);
+			setenv("CG_BF16_DOT", "slow", 1);
+			cg_set_precision(CG_PREC_BF16);
+			expect(!cg_bf16_native(), "CG_BF16_DOT=slow: emulated");
+			setenv("CG_BF16_DOT", "fast", 1);
+			cg_set_precision(CG_PREC_BF16);
+			expect(cg_bf16_native(), "CG_BF16_DOT=fast: native");
+			test_gemm_paths("auto, bf16 on the dot product", 0);
+			unsetenv("CG_BF16_DOT");
+			cg_set_precision(CG_PREC_BF16);
+			expect(cg_bf16_native() == (r >= 1.5),
+			       "auto takes the dot product where measured fast");
 		}
 	}
 	cg_set_deterministic(1);
