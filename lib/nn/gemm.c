@@ -351,10 +351,11 @@ cg_get_engine(void)
  * differs by CPU: an Intel Xeon of family 6 model 207 (avx512_bf16, AMX
  * not exposed) ran it at a quarter of the FMA's rate, 86 GFLOP/s a core
  * against 176 (bench/bf16-peak.c; a 20-step cgpt call 1.5 times as long
- * as in f32), an AMD EPYC of family 26 at the FMA's rate, 517 against
- * 258 (bench/RESULTS.md, "bf16 on avx512_bf16 without AMX").  So it is
- * measured, once a process, where auto would take it: twelve chains of
- * each instruction timed in turn, the best of five runs of each.  The
+ * as in f32: bench/RESULTS.md, "bf16 on avx512_bf16 without AMX"), an
+ * AMD EPYC of family 26 at the FMA's rate, 517 against 258 (a cgpt step
+ * three quarters of f32's: "bf16 on an AMD EPYC with avx512_bf16").  So
+ * it is measured, once a process, where auto would take it: twelve
+ * chains of each instruction timed in turn, the best of five.  The
  * two kinds of CPU lie a factor of four apart (0.49 and 2.0), far from
  * the threshold (1.5) and from what a busy machine's noise moves.
  * CG_BF16_DOT=fast or slow stands for the measurement (tests, and a
@@ -437,8 +438,9 @@ cg_bf16_dot_ratio(void)
 			t = fma_ns(&sink);
 			f = t < f ? t : f;
 		}
-		/* multiply-adds a second: 32 an instruction against 16 */
-		dot_ratio = d > 0 && sink == sink ? 2 * f / d : 0;
+		/* multiply-adds a second: 32 an instruction against 16
+		 * (sink keeps the chains' results alive) */
+		dot_ratio = d > 0 && sink != 0 ? 2 * f / d : 0;
 	}
 #endif
 	return dot_ratio;
