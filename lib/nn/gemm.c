@@ -353,7 +353,7 @@ cg_get_engine(void)
  * against 176 (bench/bf16-peak.c; a 20-step cgpt call 1.5 times as long
  * as in f32: bench/RESULTS.md, "bf16 on avx512_bf16 without AMX"), an
  * AMD EPYC of family 26 at the FMA's rate, 517 against 258 (a cgpt step
- * three quarters of f32's: "bf16 on an AMD EPYC with avx512_bf16").  So
+ * 0.75-0.85 of f32's: "bf16 on an AMD EPYC with avx512_bf16").  So
  * it is measured, once a process, where auto would take it: twelve
  * chains of each instruction timed in turn, the best of five.  The
  * two kinds of CPU lie a factor of four apart (0.49 and 2.0), far from
