@@ -165,6 +165,16 @@ meta threads "$threads"
 meta cg_version "$("$bin/cg-train-step" --version | awk '{ print $NF }')"
 meta load_before "$(uptime | sed 's/.*load average: //')"
 say "load average before: $(uptime | sed 's/.*load average: //')"
+# cg's rows run in this environment: OpenBLAS settings in it are cg's
+# kernels too (a machine that set OPENBLAS_CORETYPE=Haswell and
+# OPENBLAS_L2_SIZE=512 halved cg's f32 products on an AVX-512 CPU)
+for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE OPENBLAS_VERBOSE; do
+	eval "val=\${$v:-}"
+	if [ -n "$val" ]; then
+		say "warning: $v=$val is set: cg's OpenBLAS runs with it"
+		meta "env_$v" "$val"
+	fi
+done
 
 # ------------------------------------------------------------ data, models
 # the fortunes' shard also makes cg-reduce's gradient, and torch_speed.py
