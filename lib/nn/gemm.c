@@ -314,7 +314,7 @@ static int deterministic;
 static enum cg_precision precision = CG_PREC_F32;
 static enum cg_engine engine = CG_ENGINE_AUTO;
 static int bf16_native; /* bf16 products go to oneDNN (cg_set_precision) */
-static int bf16_cvt;    /* and the CPU rounds their operands (round_rows) */
+static int bf16_cvt;    /* the CPU rounds bf16 operands (round_rows) */
 
 void
 cg_set_deterministic(int on)
@@ -471,7 +471,7 @@ cg_set_precision(enum cg_precision p)
 #endif
 #ifdef CG_BF16_CVT
 	bf16_cvt = 0;
-	if (bf16_native) {
+	if (p == CG_PREC_BF16 && !deterministic) {
 		__builtin_cpu_init();
 		bf16_cvt = __builtin_cpu_supports("avx512bf16") != 0;
 	}
@@ -764,10 +764,12 @@ scratch(int which, size_t bytes)
 /*
  * A row rounded to bf16 by the CPU (vcvtneps2bf16, 16 at a time): to
  * nearest even as bf16_bits, but a subnormal input rounds to zero (the
- * instruction assumes DAZ).  Only for the products oneDNN makes in bf16,
- * whose dot product and tiles take subnormal inputs for zero anyway.
- * Rounding was a tenth of a cgpt step in bf16 on a CPU with
- * avx512_bf16, and this made the step 16% shorter there.
+ * instruction assumes DAZ), as the dot product and AMX's tiles take
+ * subnormal inputs anyway.  Not in deterministic mode, whose bits are
+ * the same on every CPU.  Rounding was a tenth of a cgpt step in bf16
+ * on a CPU with avx512_bf16, and this made the step 16% shorter there.
+ * bf16_row_cpu writes bf16's bits, bf16_row_cpu32 f32 with them (the
+ * emulated products, and the attention's blocks too small for oneDNN).
  */
 __attribute__((target("avx512f,avx512bf16"))) static void
 bf16_row_cpu(uint16_t *d, const float *s, int n)
@@ -782,6 +784,19 @@ bf16_row_cpu(uint16_t *d, const float *s, int n)
 		d[c] = (uint16_t)bf16_bits(s[c]);
 }
 
+__attribute__((target("avx512f,avx512bf16"))) static void
+bf16_row_cpu32(uint32_t *d, const float *s, int n)
+{
+	int c = 0;
+
+	for (; c + 16 <= n; c += 16) {
+		__m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(s + c));
+		__m512i w = _mm512_cvtepu16_epi32((__m256i)h);
+		_mm512_storeu_si512((void *)(d + c), _mm512_slli_epi32(w, 16));
+	}
+	for (; c < n; c++)
+		d[c] = bf16_bits(s[c]) << 16;
+}
 #endif
 
 /* The rows x cols matrix at src (rows ld apart) rounded to bf16, packed
@@ -792,7 +807,7 @@ round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 {
 	size_t n = (size_t)rows * cols;
 #ifdef CG_BF16_CVT
-	int cpu = half && bf16_cvt;
+	int cpu = bf16_cvt && precision == CG_PREC_BF16;
 #endif
 
 	(void)n;
@@ -817,6 +832,12 @@ round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 				d[c] = (uint16_t)bf16_bits(s[c]);
 		} else {
 			uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
+#ifdef CG_BF16_CVT
+			if (cpu) {
+				bf16_row_cpu32(d, s, cols);
+				continue;
+			}
+#endif
 			for (int c = 0; c < cols; c++)
 				d[c] = bf16_bits(s[c]) << 16;
 		}
