@@ -314,7 +314,9 @@ static int deterministic;
 static enum cg_precision precision = CG_PREC_F32;
 static enum cg_engine engine = CG_ENGINE_AUTO;
 static int bf16_native; /* bf16 products go to oneDNN (cg_set_precision) */
-static int bf16_cvt;    /* the CPU rounds bf16 operands (round_rows) */
+#ifdef CG_BF16_CVT
+static int bf16_cvt; /* the CPU rounds bf16 operands (round_rows) */
+#endif
 
 void
 cg_set_deterministic(int on)
@@ -442,6 +444,7 @@ cg_bf16_dot_ratio(void)
 	return dot_ratio;
 }
 
+#ifdef CG_HAVE_DNNL
 /* Whether auto takes avx512_bf16's dot product (oneDNN has it, AMX not). */
 static int
 dot_fast(void)
@@ -454,6 +457,7 @@ dot_fast(void)
 		return 0;
 	return cg_bf16_dot_ratio() >= 1.5;
 }
+#endif
 
 void
 cg_set_precision(enum cg_precision p)
