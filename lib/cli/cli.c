@@ -979,17 +979,17 @@ int
 cg_set_compute(int deterministic, int precision, int quiet)
 {
 	const char *env = getenv("CG_GEMM_ENGINE");
+	const char *dot = getenv("CG_BF16_DOT"); /* gemm.c reads it */
 	enum cg_engine e = CG_ENGINE_AUTO;
 
+	if (dot != NULL && *dot == '\0')
+		dot = NULL;
 	if (env != NULL && *env != '\0' && cg_engine_parse(env, &e) != 0)
 		return cg_seterr("CG_GEMM_ENGINE=%.40s: not an engine (auto, "
 		                 "blas, builtin or dnnl)",
 		                 env);
-	env = getenv("CG_BF16_DOT");
-	if (env != NULL && *env != '\0' && strcmp(env, "fast") != 0 &&
-	    strcmp(env, "slow") != 0)
-		return cg_seterr("CG_BF16_DOT=%.40s: not fast or slow", env);
-	env = getenv("CG_GEMM_ENGINE");
+	if (dot != NULL && strcmp(dot, "fast") != 0 && strcmp(dot, "slow") != 0)
+		return cg_seterr("CG_BF16_DOT=%.40s: not fast or slow", dot);
 	if (cg_set_engine(e) != 0)
 		return cg_seterr("CG_GEMM_ENGINE=%s: not built into this cg "
 		                 "(configure --with-%s)",
@@ -1009,8 +1009,7 @@ cg_set_compute(int deterministic, int precision, int quiet)
 		    deterministic ? "deterministic mode"
 		    : e != CG_ENGINE_AUTO && e != CG_ENGINE_DNNL
 		        ? "CG_GEMM_ENGINE"
-		    : cg_bf16_hardware() == 1 && getenv("CG_BF16_DOT") != NULL &&
-		            *getenv("CG_BF16_DOT") != '\0'
+		    : cg_bf16_hardware() == 1 && dot != NULL
 		        ? "avx512_bf16 without AMX, CG_BF16_DOT=slow; "
 		          "CG_GEMM_ENGINE=dnnl runs it"
 		    : cg_bf16_hardware() == 1

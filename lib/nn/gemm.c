@@ -811,7 +811,7 @@ round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 {
 	size_t n = (size_t)rows * cols;
 #ifdef CG_BF16_CVT
-	int cpu = bf16_cvt && precision == CG_PREC_BF16;
+	int cpu = bf16_cvt; /* set only for bf16 */
 #endif
 
 	(void)n;
