@@ -731,11 +731,13 @@ bf16_bits(float f)
 	return ((x & 0x7fffffff) > 0x7f800000 ? q : r) >> 16;
 }
 
-/* Per-thread buffers for the rounded operands, grown as needed and kept;
- * each thread's pair hangs on a list so that it stays reachable. */
+/* Per-thread buffers for the rounded operands, grown as needed and kept
+ * (two for bf16_product's slices, CG_ROUND_BUFFERS for callers' whole
+ * operands); each thread's set hangs on a list so that it stays
+ * reachable. */
 struct scratch {
-	void *p[2];
-	size_t n[2];
+	void *p[2 + CG_ROUND_BUFFERS];
+	size_t n[2 + CG_ROUND_BUFFERS];
 	struct scratch *next;
 };
 static _Thread_local struct scratch *mine;
@@ -803,49 +805,57 @@ bf16_row_cpu32(uint32_t *d, const float *s, int n)
 }
 #endif
 
-/* The rows x cols matrix at src (rows ld apart) rounded to bf16, packed
- * (rows cols apart) at dst: bf16's bits (half) or f32 with them; in f16
- * precision rounded to f16, always as f32 (half is then 0). */
+/* Row r of the rows x cols matrix at src (rows ld apart) rounded to bf16,
+ * packed (rows cols apart) at dst: bf16's bits (half) or f32 with them;
+ * in f16 precision rounded to f16, always as f32 (half is then 0). */
+static void
+round_row(void *dst, int half, const float *src, int r, int cols, int ld)
+{
+	const float *s = src + (size_t)r * ld;
+
+	if (precision == CG_PREC_F16) {
+		uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
+		for (int c = 0; c < cols; c++)
+			d[c] = f16_bits(s[c]);
+	} else if (half) {
+		uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
+#ifdef CG_BF16_CVT
+		if (bf16_cvt) { /* set only for bf16 */
+			bf16_row_cpu(d, s, cols);
+			return;
+		}
+#endif
+		for (int c = 0; c < cols; c++)
+			d[c] = (uint16_t)bf16_bits(s[c]);
+	} else {
+		uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
+#ifdef CG_BF16_CVT
+		if (bf16_cvt) {
+			bf16_row_cpu32(d, s, cols);
+			return;
+		}
+#endif
+		for (int c = 0; c < cols; c++)
+			d[c] = bf16_bits(s[c]) << 16;
+	}
+}
+
+/* The whole matrix so; shared among threads only when it is big and no
+ * parallel region is running (a region of one thread still costs its
+ * fork: attention rounds a row at a time). */
 static void
 round_rows(void *dst, int half, const float *src, int rows, int cols, int ld)
 {
-	size_t n = (size_t)rows * cols;
-#ifdef CG_BF16_CVT
-	int cpu = bf16_cvt; /* set only for bf16 */
-#endif
-
-	(void)n;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (n >= (1 << 18) && !omp_in_parallel())
-#endif
-	for (int r = 0; r < rows; r++) {
-		const float *s = src + (size_t)r * ld;
-		if (precision == CG_PREC_F16) {
-			uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
-			for (int c = 0; c < cols; c++)
-				d[c] = f16_bits(s[c]);
-		} else if (half) {
-			uint16_t *d = (uint16_t *)dst + (size_t)r * cols;
-#ifdef CG_BF16_CVT
-			if (cpu) {
-				bf16_row_cpu(d, s, cols);
-				continue;
-			}
-#endif
-			for (int c = 0; c < cols; c++)
-				d[c] = (uint16_t)bf16_bits(s[c]);
-		} else {
-			uint32_t *d = (uint32_t *)dst + (size_t)r * cols;
-#ifdef CG_BF16_CVT
-			if (cpu) {
-				bf16_row_cpu32(d, s, cols);
-				continue;
-			}
-#endif
-			for (int c = 0; c < cols; c++)
-				d[c] = bf16_bits(s[c]) << 16;
-		}
+	if ((size_t)rows * cols >= (1 << 18) && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+		for (int r = 0; r < rows; r++)
+			round_row(dst, half, src, r, cols, ld);
+		return;
 	}
+#endif
+	for (int r = 0; r < rows; r++)
+		round_row(dst, half, src, r, cols, ld);
 }
 
 /*
@@ -925,6 +935,113 @@ bf16_product(int whole, int transA, int transB, int M, int N, int K,
 #endif
 		f32(transA, transB, M, N, n, alpha, a, la, b, lb, bt, C, ldc);
 	}
+}
+
+/* ------------------------------------------------ operands rounded once */
+
+int
+cg_rounded_size(int M, int N, int K)
+{
+	if (precision == CG_PREC_F32)
+		return 0;
+	return bf16_native && (double)M * N * K >= BF16_MIN_WORK ? 2 : 4;
+}
+
+void *
+cg_round_buffer(int which, size_t bytes)
+{
+	if (which < 0 || which >= CG_ROUND_BUFFERS)
+		return NULL;
+	return scratch(2 + which, bytes ? bytes : 1);
+}
+
+void
+cg_round_rows(void *dst, int es, const float *src, int rows, int cols, int ld)
+{
+	if (rows > 0 && cols > 0)
+		round_rows(dst, es == 2, src, rows, cols, ld);
+}
+
+/* The stored rows x cols of bf16 bits (ld apart) as f32, packed. */
+static void
+widen(float *d, const uint16_t *s, int rows, int cols, int ld)
+{
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < cols; c++) {
+			uint32_t x = (uint32_t)s[(size_t)r * ld + c] << 16;
+			memcpy(&d[(size_t)r * cols + c], &x, 4);
+		}
+}
+
+static float
+bf16_at(const uint16_t *p, size_t i)
+{
+	uint32_t x = (uint32_t)p[i] << 16;
+	float f;
+
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+void
+cg_sgemm_rounded(int es, int transA, int transB, int M, int N, int K,
+                 float alpha, const void *A, int lda, const void *B, int ldb,
+                 float beta, float *C, int ldc)
+{
+	const uint16_t *a = A, *b = B;
+	int ar = transA ? K : M, ac = transA ? M : K;
+	int br = transB ? N : K, bc = transB ? K : N;
+	float *wa, *wb;
+
+	if (M <= 0 || N <= 0)
+		return;
+	if (es != 2 || K <= 0) {
+		f32_one(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C,
+		        ldc);
+		return;
+	}
+#ifdef CG_HAVE_DNNL
+	if (cg_dnnl_gemm(1, transA, transB, M, N, K, alpha, A, lda, B, ldb,
+	                 beta, C, ldc) == 0)
+		return;
+#endif
+	/* oneDNN failed: the bf16 operands widened to f32, or read one by
+	 * one where no buffer can be had; the product is the same */
+	wa = scratch(0, (size_t)ar * ac * sizeof(float));
+	wb = wa ? scratch(1, (size_t)br * bc * sizeof(float)) : NULL;
+	if (wb != NULL) {
+		widen(wa, a, ar, ac, lda);
+		widen(wb, b, br, bc, ldb);
+		f32_one(transA, transB, M, N, K, alpha, wa, ac, wb, bc, beta,
+		        C, ldc);
+		return;
+	}
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++) {
+			float s = 0, *c = C + (size_t)i * ldc + j;
+
+			for (int k = 0; k < K; k++)
+				s += bf16_at(a, transA ? (size_t)k * lda + i
+				                       : (size_t)i * lda + k) *
+				     bf16_at(b, transB ? (size_t)j * ldb + k
+				                       : (size_t)k * ldb + j);
+			*c = alpha * s + (beta == 0 ? 0 : beta * *c);
+		}
+}
+
+void
+cg_sgemm_rounded_part(const struct cg_block *b, int es, int transA,
+                      int transB, int K, float alpha, const void *A, int lda,
+                      const void *B, int ldb, float beta, float *C, int ldc)
+{
+	const char *a = A, *bb = B;
+
+	if (b->m <= 0 || b->n <= 0)
+		return;
+	a += (transA ? (size_t)b->i0 : (size_t)b->i0 * lda) * es;
+	bb += (transB ? (size_t)b->j0 * ldb : (size_t)b->j0) * es;
+	cg_sgemm_rounded(es, transA, transB, b->m, b->n, K, alpha, a, lda, bb,
+	                 ldb, beta, C + (size_t)b->i0 * ldc + b->j0, ldc);
 }
 
 /* ---------------------------------------------------------- interface */

@@ -53,6 +53,37 @@ void cg_sgemm_part(const struct cg_block *b, int transA, int transB, int K,
                    float alpha, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc);
 
+/*
+ * Products whose operands are rounded once and read by more than one
+ * product or thread (a Linear's weight by every thread's block, its
+ * output gradient by both products of the backward pass, attention's
+ * keys by every block of queries).  cg_rounded_size is the bytes of an
+ * element of an M x N x K product's rounded operands: 0 in f32 precision
+ * (nothing to round: take cg_sgemm), 2 where the product goes to oneDNN
+ * in bf16 (bf16's bits), 4 otherwise (f32 holding the rounded value: bf16
+ * or f16).  cg_round_rows rounds rows x cols at src (rows ld apart) to
+ * such elements at dst, packed (rows cols apart; dst may be src when es
+ * is 4), on the calling thread, as cg_sgemm rounds its operands.
+ * cg_sgemm_rounded and cg_sgemm_rounded_part are cg_sgemm's product on
+ * the calling thread, and cg_sgemm_part's, on operands so rounded (lda
+ * and ldb in elements): the same bits as cg_sgemm's in deterministic
+ * mode.  cg_round_buffer is the calling thread's which-th buffer (of
+ * CG_ROUND_BUFFERS) of at least bytes, kept and reused by the next call
+ * with the same which; NULL where memory runs out (then take cg_sgemm).
+ */
+#define CG_ROUND_BUFFERS 4
+int cg_rounded_size(int M, int N, int K);
+void *cg_round_buffer(int which, size_t bytes);
+void cg_round_rows(void *dst, int es, const float *src, int rows, int cols,
+                   int ld);
+void cg_sgemm_rounded(int es, int transA, int transB, int M, int N, int K,
+                      float alpha, const void *A, int lda, const void *B,
+                      int ldb, float beta, float *C, int ldc);
+void cg_sgemm_rounded_part(const struct cg_block *b, int es, int transA,
+                           int transB, int K, float alpha, const void *A,
+                           int lda, const void *B, int ldb, float beta,
+                           float *C, int ldc);
+
 /* The portable blocked kernel (OpenMP over tiles of C when _OPENMP). */
 void cg_sgemm_builtin(int transA, int transB, int M, int N, int K, float alpha,
                       const float *A, int lda, const float *B, int ldb,

@@ -76,12 +76,24 @@ cg_init_uniform(float *p, size_t n, size_t fan_in, struct cg_rng *r)
 #endif
 
 static void
-linear_forward(float *out, const float *inp, const float *w, const float *b,
-               const float *add, int B, int C, int OC, int relu)
+linear_forward(float *out, const float *inp, const void *rinp, int res,
+               const float *w, const float *b, const float *add, int B,
+               int C, int OC, int relu)
 {
 	int nt = cg_sgemm_threads(B, OC, C);
+	int es = cg_rounded_size(B, OC, C);
+	char *ri = NULL, *rw = NULL;
+	const int given = es && rinp != NULL && res == es;
 
 	(void)nt;
+	/* bf16 (or f16): both operands rounded once, each thread a share of
+	 * their rows, instead of every thread rounding the whole weight;
+	 * the input not at all where its producer rounded it (given) */
+	if (es && ((ri = given ? (char *)rinp
+	                       : cg_round_buffer(0, (size_t)B * C * es)) ==
+	               NULL ||
+	           (rw = cg_round_buffer(1, (size_t)OC * C * es)) == NULL))
+		es = 0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
@@ -94,8 +106,25 @@ linear_forward(float *out, const float *inp, const float *w, const float *b,
 				memcpy(out + (size_t)i * OC + k.j0, b + k.j0,
 				       (size_t)k.n * sizeof(float));
 		/* out[B, OC] (+)= inp[B, C] @ w[OC, C]^T */
-		cg_sgemm_part(&k, 0, 1, C, 1.0f, inp, C, w, C,
-		              b != NULL ? 1.0f : 0.0f, out, OC);
+		if (es) {
+			int o, cnt;
+
+			cg_split(B, PART_ID(), PART_COUNT(), &o, &cnt);
+			if (!given)
+				cg_round_rows(ri + (size_t)o * C * es, es,
+				              inp + (size_t)o * C, cnt, C, C);
+			cg_split(OC, PART_ID(), PART_COUNT(), &o, &cnt);
+			cg_round_rows(rw + (size_t)o * C * es, es,
+			              w + (size_t)o * C, cnt, C, C);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+			cg_sgemm_rounded_part(&k, es, 0, 1, C, 1.0f, ri, C, rw,
+			                      C, b != NULL ? 1.0f : 0.0f, out,
+			                      OC);
+		} else
+			cg_sgemm_part(&k, 0, 1, C, 1.0f, inp, C, w, C,
+			              b != NULL ? 1.0f : 0.0f, out, OC);
 		if (add != NULL && k.n > 0)
 			for (int i = k.i0; i < k.i0 + k.m; i++) {
 				float *o = out + (size_t)i * OC + k.j0;
@@ -116,14 +145,21 @@ void
 cg_linear_forward(float *out, const float *inp, const float *w, const float *b,
                   int B, int C, int OC)
 {
-	linear_forward(out, inp, w, b, NULL, B, C, OC, 0);
+	linear_forward(out, inp, NULL, 0, w, b, NULL, B, C, OC, 0);
+}
+
+void
+cg_linear_forward_r(float *out, const float *inp, const void *rinp, int es,
+                    const float *w, const float *b, int B, int C, int OC)
+{
+	linear_forward(out, inp, rinp, es, w, b, NULL, B, C, OC, 0);
 }
 
 void
 cg_linear_relu_forward(float *out, const float *inp, const float *w,
                        const float *b, int B, int C, int OC)
 {
-	linear_forward(out, inp, w, b, NULL, B, C, OC, 1);
+	linear_forward(out, inp, NULL, 0, w, b, NULL, B, C, OC, 1);
 }
 
 void
@@ -131,7 +167,7 @@ cg_linear_add_relu_forward(float *out, const float *inp, const float *w,
                            const float *b, const float *add, int B, int C,
                            int OC)
 {
-	linear_forward(out, inp, w, b, add, B, C, OC, 1);
+	linear_forward(out, inp, NULL, 0, w, b, add, B, C, OC, 1);
 }
 
 /*
@@ -144,13 +180,31 @@ cg_linear_add_relu_forward(float *out, const float *inp, const float *w,
  */
 static void
 linear_backward(float *dinp, float *dw, float *db, float *dpre,
-                const float *dout, const float *out, const float *inp,
-                const float *w, int B, int C, int OC, int relu, int set)
+                const float *dout, const void *rdout, const float *out,
+                const float *inp, const void *rinp, int res, const float *w,
+                int B, int C, int OC, int relu, int set)
 {
 	/* Both products are B x C x OC multiply-adds. */
 	int nt = cg_sgemm_threads(B, C, OC);
 	const float *d = relu ? dpre : dout;
+	int es = cg_rounded_size(B, C, OC);
+	char *rd = NULL, *rw = NULL, *ri = NULL;
+	/* rounded by their producers: d (not with relu) and inp */
+	const int gd = es && res == es && rdout != NULL && !relu;
+	const int gi = es && res == es && rinp != NULL;
 
+	/* bf16 (or f16): d, w and inp rounded once, each by a share of the
+	 * threads, instead of d once for each product */
+	if (es && ((rd = gd ? (char *)rdout
+	                    : cg_round_buffer(0, (size_t)B * OC * es)) ==
+	               NULL ||
+	           (dinp != NULL &&
+	            (rw = cg_round_buffer(1, (size_t)OC * C * es)) == NULL) ||
+	           (dw != NULL &&
+	            (ri = gi ? (char *)rinp
+	                     : cg_round_buffer(2, (size_t)B * C * es)) ==
+	                NULL)))
+		es = 0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
@@ -166,10 +220,28 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 			 * added to a cleared buffer. */
 			for (size_t i = a; i < e; i++)
 				dpre[i] = out[i] > 0 ? dout[i] + 0.0f : 0.0f;
-#ifdef _OPENMP
-#pragma omp barrier
-#endif
 		}
+		if (es) {
+			cg_split(B, id, n, &o, &cnt);
+			if (!gd)
+				cg_round_rows(rd + (size_t)o * OC * es, es,
+				              d + (size_t)o * OC, cnt, OC, OC);
+			if (rw != NULL) {
+				cg_split(OC, id, n, &o, &cnt);
+				cg_round_rows(rw + (size_t)o * C * es, es,
+				              w + (size_t)o * C, cnt, C, C);
+			}
+			if (ri != NULL && !gi) {
+				cg_split(B, id, n, &o, &cnt);
+				cg_round_rows(ri + (size_t)o * C * es, es,
+				              inp + (size_t)o * C, cnt, C, C);
+			}
+		}
+#ifdef _OPENMP
+		if (relu || es) {
+#pragma omp barrier
+		}
+#endif
 		/*
 		 * The two products are independent and of the same size:
 		 * with two threads or more, half of them (the first) make
@@ -183,14 +255,25 @@ linear_backward(float *dinp, float *dw, float *db, float *dpre,
 		if (dinp != NULL && (!split || id < half)) {
 			struct cg_block k =
 			    cg_sgemm_block(id, split ? half : n, B, C);
-			cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
-			              set ? 0.0f : 1.0f, dinp, C);
+			if (es)
+				cg_sgemm_rounded_part(&k, es, 0, 0, OC, 1.0f,
+				                      rd, OC, rw, C,
+				                      set ? 0.0f : 1.0f, dinp,
+				                      C);
+			else
+				cg_sgemm_part(&k, 0, 0, OC, 1.0f, d, OC, w, C,
+				              set ? 0.0f : 1.0f, dinp, C);
 		}
 		if (dw != NULL && (!split || id >= half)) {
 			/* dw[OC, C] += d[B, OC]^T @ inp[B, C] */
 			struct cg_block k = cg_sgemm_block(wid, wn, OC, C);
-			cg_sgemm_part(&k, 1, 0, B, 1.0f, d, OC, inp, C, 1.0f,
-			              dw, C);
+			if (es)
+				cg_sgemm_rounded_part(&k, es, 1, 0, B, 1.0f,
+				                      rd, OC, ri, C, 1.0f, dw,
+				                      C);
+			else
+				cg_sgemm_part(&k, 1, 0, B, 1.0f, d, OC, inp, C,
+				              1.0f, dw, C);
 			/* db: column sums of d, by blocks of 64 of this part's
 			 * columns: rows stream, sums stay hot. */
 			if (db != NULL) {
@@ -218,14 +301,26 @@ void
 cg_linear_backward(float *dinp, float *dw, float *db, const float *dout,
                    const float *inp, const float *w, int B, int C, int OC)
 {
-	linear_backward(dinp, dw, db, NULL, dout, NULL, inp, w, B, C, OC, 0, 0);
+	linear_backward(dinp, dw, db, NULL, dout, NULL, NULL, inp, NULL, 0, w, B,
+	                C, OC, 0, 0);
 }
 
 void
 cg_linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
                        const float *inp, const float *w, int B, int C, int OC)
 {
-	linear_backward(dinp, dw, db, NULL, dout, NULL, inp, w, B, C, OC, 0, 1);
+	linear_backward(dinp, dw, db, NULL, dout, NULL, NULL, inp, NULL, 0, w, B,
+	                C, OC, 0, 1);
+}
+
+void
+cg_linear_backward_set_r(float *dinp, float *dw, float *db, const float *dout,
+                         const void *rdout, const float *inp,
+                         const void *rinp, int es, const float *w, int B,
+                         int C, int OC)
+{
+	linear_backward(dinp, dw, db, NULL, dout, rdout, NULL, inp, rinp, es, w,
+	                B, C, OC, 0, 1);
 }
 
 void
@@ -233,7 +328,8 @@ cg_linear_relu_backward(float *dinp, float *dw, float *db, float *dpre,
                         const float *dout, const float *out, const float *inp,
                         const float *w, int B, int C, int OC)
 {
-	linear_backward(dinp, dw, db, dpre, dout, out, inp, w, B, C, OC, 1, 1);
+	linear_backward(dinp, dw, db, dpre, dout, NULL, out, inp, NULL, 0, w, B,
+	                C, OC, 1, 1);
 }
 
 void

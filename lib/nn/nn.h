@@ -74,6 +74,21 @@ void cg_linear_backward_set(float *dinp, float *dw, float *db,
                             const float *dout, const float *inp,
                             const float *w, int B, int C, int OC);
 /*
+ * The same two with operands their producers rounded for the products
+ * (cg_gelu_forward_r): rinp [B, C] and rdout [B, OC], of es bytes an
+ * element as cg_rounded_size gives for the product (nn/gemm.h), packed.
+ * Each is taken where it is not NULL and es is the size the product
+ * wants here; otherwise the kernel rounds inp or dout itself.  The same
+ * bits as cg_linear_forward and cg_linear_backward_set.
+ */
+void cg_linear_forward_r(float *out, const float *inp, const void *rinp,
+                         int es, const float *w, const float *b, int B, int C,
+                         int OC);
+void cg_linear_backward_set_r(float *dinp, float *dw, float *db,
+                              const float *dout, const void *rdout,
+                              const float *inp, const void *rinp, int es,
+                              const float *w, int B, int C, int OC);
+/*
  * Linear then ReLU in one pass over threads: out = max(inp @ w^T + b, 0).
  * Same shapes as cg_linear_forward; the same bits as it and
  * cg_relu_forward in turn.

@@ -214,15 +214,30 @@ cg_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_A 0.044715f
 
+static inline float
+gelu_at(float x)
+{
+	float th = tanh_approx(GELU_K * (x + GELU_A * x * x * x));
+
+	return 0.5f * x * (1.0f + th);
+}
+
+static inline float
+gelu_grad_at(float x)
+{
+	float th = tanh_approx(GELU_K * (x + GELU_A * x * x * x));
+	float sech2 = 1.0f - th * th;
+
+	return 0.5f * (1.0f + th) +
+	       0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+}
+
 void
 cg_gelu_forward(float *out, const float *inp, size_t N)
 {
 	PAR_FOR_SIMD(N)
-	for (size_t i = 0; i < N; i++) {
-		float x = inp[i];
-		float th = tanh_approx(GELU_K * (x + GELU_A * x * x * x));
-		out[i] = 0.5f * x * (1.0f + th);
-	}
+	for (size_t i = 0; i < N; i++)
+		out[i] = gelu_at(inp[i]);
 }
 
 static void
@@ -231,15 +246,64 @@ gelu_backward(float *dinp, const float *dout, const float *inp, size_t N,
 {
 	PAR_FOR_SIMD(N)
 	for (size_t i = 0; i < N; i++) {
-		float x = inp[i];
-		float th = tanh_approx(GELU_K * (x + GELU_A * x * x * x));
-		float sech2 = 1.0f - th * th;
-		float g =
-		    0.5f * (1.0f + th) +
-		    0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+		float g = gelu_grad_at(inp[i]);
 		/* set: + 0.0f gives what adding to a cleared array gives,
 		 * a -0 included. */
 		dinp[i] = (set ? 0.0f : dinp[i]) + g * dout[i];
+	}
+}
+
+/*
+ * The output also rounded for the next product, a span at a time while
+ * it is in cache (the product would otherwise read it all back to round
+ * it: a tenth of a bf16 cgpt step went to such passes).
+ */
+#define GELU_SPAN 1024
+
+void
+cg_gelu_forward_r(float *out, void *rout, int es, const float *inp, size_t N)
+{
+	size_t ns = (N + GELU_SPAN - 1) / GELU_SPAN;
+
+	if (rout == NULL || es == 0) {
+		cg_gelu_forward(out, inp, N);
+		return;
+	}
+	PAR_FOR(N)
+	for (size_t s = 0; s < ns; s++) {
+		size_t i0 = s * GELU_SPAN;
+		int n = (int)(N - i0 < GELU_SPAN ? N - i0 : GELU_SPAN);
+		float *o = out + i0;
+		const float *x = inp + i0;
+
+		SIMD()
+		for (int i = 0; i < n; i++)
+			o[i] = gelu_at(x[i]);
+		cg_round_rows((char *)rout + i0 * es, es, o, 1, n, n);
+	}
+}
+
+void
+cg_gelu_backward_set_r(float *dinp, void *rdinp, int es, const float *dout,
+                       const float *inp, size_t N)
+{
+	size_t ns = (N + GELU_SPAN - 1) / GELU_SPAN;
+
+	if (rdinp == NULL || es == 0) {
+		gelu_backward(dinp, dout, inp, N, 1);
+		return;
+	}
+	PAR_FOR(N)
+	for (size_t s = 0; s < ns; s++) {
+		size_t i0 = s * GELU_SPAN;
+		int n = (int)(N - i0 < GELU_SPAN ? N - i0 : GELU_SPAN);
+		float *d = dinp + i0;
+		const float *x = inp + i0, *g = dout + i0;
+
+		SIMD()
+		for (int i = 0; i < n; i++)
+			d[i] = 0.0f + gelu_grad_at(x[i]) * g[i];
+		cg_round_rows((char *)rdinp + i0 * es, es, d, 1, n, n);
 	}
 }
 
@@ -309,6 +373,33 @@ cg_attention_row(float *o, float *a, const float *q, const float *k,
  */
 #define ATT_BLOCK 32
 
+/*
+ * bf16 (or f16) products: each (sequence, head)'s q, k, v (and in the
+ * backward pass dout) rounded once into the thread's buffer, as f32
+ * holding the rounded values, and every block's products made on them
+ * (cg_sgemm_rounded), instead of each product rounding its operands
+ * again: the keys and values were rounded once per block of queries.
+ * The blocks are too small for oneDNN (BF16_MIN_WORK), so the products
+ * stay on the f32 engine, as cg_sgemm would run them.  The scores' and
+ * the softmax gradient's blocks are rounded where they are made.  NULL
+ * in f32 precision, or where no buffer can be had (then cg_sgemm).
+ */
+static float *
+att_rounded(int T, int hs)
+{
+	if (cg_get_precision() == CG_PREC_F32)
+		return NULL;
+	return cg_round_buffer(3, ((size_t)4 * T * hs + (size_t)T * T) *
+	                              sizeof(float));
+}
+
+/* rows x hs of a head, rows ld apart, rounded to dst (hs apart) */
+static void
+att_round(float *dst, const float *src, int rows, int hs, int ld)
+{
+	cg_round_rows(dst, 4, src, rows, hs, ld);
+}
+
 void
 cg_attention_forward(float *out, float *att, const float *qkv, int B, int T,
                      int C, int NH)
@@ -323,7 +414,32 @@ cg_attention_forward(float *out, float *att, const float *qkv, int B, int T,
 		const float *q = qkv + (size_t)b * T * C3 + h * hs;
 		float *a = att + (size_t)bh * T * T;
 		float *o = out + (size_t)b * T * C + h * hs;
+		/* rounded: q, k, v [T, hs] each, a block of scores */
+		float *r = att_rounded(T, hs);
 
+		if (r != NULL) {
+			float *rq = r, *rk = rq + (size_t)T * hs;
+			float *rv = rk + (size_t)T * hs, *ra = rv + (size_t)T * hs;
+
+			att_round(rq, q, T, hs, C3);
+			att_round(rk, q + C, T, hs, C3);
+			att_round(rv, q + 2 * C, T, hs, C3);
+			for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+				int m = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
+				int n = r0 + m;
+				float *ar = a + (size_t)r0 * T;
+				cg_sgemm_rounded(4, 0, 1, m, n, hs, scale,
+				                 rq + (size_t)r0 * hs, hs, rk, hs,
+				                 0, ar, T);
+				for (int t = r0; t < r0 + m; t++)
+					causal_softmax_row(a + (size_t)t * T, t,
+					                   T);
+				cg_round_rows(ra, 4, ar, m, n, T);
+				cg_sgemm_rounded(4, 0, 0, m, hs, n, 1, ra, n, rv,
+				                 hs, 0, o + (size_t)r0 * C, C);
+			}
+			continue;
+		}
 		for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
 			int m = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
 			int n = r0 + m; /* keys 0..n-1 */
@@ -359,15 +475,39 @@ cg_attention_backward(float *dqkv, float *scratch, const float *dout,
 		const float *go = dout + (size_t)b * T * C + h * hs;
 		const float *a = att + (size_t)bh * T * T;
 		float *d = scratch + (size_t)bh * T * T;
+		/* rounded: q, k, v, dout [T, hs] each, att [T, T] */
+		float *r = att_rounded(T, hs);
+		float *rq = r, *rk = NULL, *rv = NULL, *rg = NULL, *ra = NULL;
 
+		if (r != NULL) {
+			rk = rq + (size_t)T * hs, rv = rk + (size_t)T * hs;
+			rg = rv + (size_t)T * hs, ra = rg + (size_t)T * hs;
+			att_round(rq, q, T, hs, C3);
+			att_round(rk, k, T, hs, C3);
+			att_round(rv, v, T, hs, C3);
+			att_round(rg, go, T, hs, C);
+			/* each row up to the end of its block: the column
+			 * blocks read no further (zeros past the diagonal) */
+			for (int t = 0; t < T; t++) {
+				int e = (t / ATT_BLOCK + 1) * ATT_BLOCK;
+				cg_round_rows(ra + (size_t)t * T, 4,
+				              a + (size_t)t * T, 1, e < T ? e : T,
+				              T);
+			}
+		}
 		/* Row blocks: d = dout v^T, then through the softmax,
 		 * d = att * (d - sum_j att d) / sqrt(hs), then dq += d k. */
 		for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
 			int m = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
 			int n = r0 + m;
 			float *dr0 = d + (size_t)r0 * T;
-			cg_sgemm(0, 1, m, n, hs, 1, go + (size_t)r0 * C,
-			                 C, v, C3, 0, dr0, T);
+			if (r != NULL)
+				cg_sgemm_rounded(4, 0, 1, m, n, hs, 1,
+				                 rg + (size_t)r0 * hs, hs, rv, hs,
+				                 0, dr0, T);
+			else
+				cg_sgemm(0, 1, m, n, hs, 1, go + (size_t)r0 * C,
+				         C, v, C3, 0, dr0, T);
 			for (int t = r0; t < r0 + m; t++) {
 				const float *ar = a + (size_t)t * T;
 				float *dr = d + (size_t)t * T;
@@ -378,8 +518,16 @@ cg_attention_backward(float *dqkv, float *scratch, const float *dout,
 				for (int j = t + 1; j < n; j++)
 					dr[j] = 0;
 			}
-			cg_sgemm(0, 0, m, hs, n, 1, dr0, T, k, C3, 1,
-			                 dq + (size_t)r0 * C3, C3);
+			/* d is read by products only: rounded in place */
+			if (r != NULL) {
+				for (int t = r0; t < r0 + m; t++)
+					cg_round_rows(d + (size_t)t * T, 4,
+					              d + (size_t)t * T, 1, n, T);
+				cg_sgemm_rounded(4, 0, 0, m, hs, n, 1, dr0, T, rk,
+				                 hs, 1, dq + (size_t)r0 * C3, C3);
+			} else
+				cg_sgemm(0, 0, m, hs, n, 1, dr0, T, k, C3, 1,
+				         dq + (size_t)r0 * C3, C3);
 		}
 		/* Column blocks: keys and values of block c are seen by the
 		 * queries from c0 on: dv += att^T dout, dk += d^T q. */
@@ -388,6 +536,16 @@ cg_attention_backward(float *dqkv, float *scratch, const float *dout,
 			int n = T - c0; /* queries c0..T-1 */
 			const float *ac = a + (size_t)c0 * T + c0;
 			const float *dc = d + (size_t)c0 * T + c0;
+			if (r != NULL) {
+				cg_sgemm_rounded(4, 1, 0, m, hs, n, 1,
+				                 ra + (size_t)c0 * T + c0, T,
+				                 rg + (size_t)c0 * hs, hs, 1,
+				                 dv + (size_t)c0 * C3, C3);
+				cg_sgemm_rounded(4, 1, 0, m, hs, n, 1, dc, T,
+				                 rq + (size_t)c0 * hs, hs, 1,
+				                 dk + (size_t)c0 * C3, C3);
+				continue;
+			}
 			cg_sgemm(1, 0, m, hs, n, 1, ac, T,
 			                 go + (size_t)c0 * C, C, 1,
 			                 dv + (size_t)c0 * C3, C3);

@@ -76,6 +76,17 @@ void cg_gelu_backward(float *dinp, const float *dout, const float *inp,
 /* The same, but dinp is WRITTEN: no pass to clear it first. */
 void cg_gelu_backward_set(float *dinp, const float *dout, const float *inp,
                           size_t N);
+/*
+ * The same, cg_gelu_forward and cg_gelu_backward_set, each also writing
+ * its output rounded for a product (nn/gemm.h's cg_round_rows, es bytes
+ * an element) at rout or rdinp, packed, for cg_linear_forward_r and
+ * cg_linear_backward_set_r; NULL or es 0: as the plain ones.  The same
+ * bits as the plain ones.
+ */
+void cg_gelu_forward_r(float *out, void *rout, int es, const float *inp,
+                       size_t N);
+void cg_gelu_backward_set_r(float *dinp, void *rdinp, int es,
+                            const float *dout, const float *inp, size_t N);
 
 /* ----------------------------------------------------- causal attention */
 

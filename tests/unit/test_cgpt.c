@@ -31,6 +31,7 @@
 #include "data/shard.h"
 #include "data/split.h"
 #include "model/model.h"
+#include "nn/gemm.h"
 #include "nn/transformer.h"
 
 #define TEST_NAME "test_cgpt"
@@ -555,6 +556,65 @@ test_fresh_loss(void)
 	snprintf(what, sizeof(what), "fresh model: loss %.4f, ln V = %.4f",
 	         loss, lnv);
 	expect(fabs(loss - lnv) < 0.05, what);
+	tcase_free(&t);
+}
+
+/*
+ * bf16 and f16: a workspace made in that precision rounds GELU's output
+ * and gradient as they are made (the FFN's products read them rounded);
+ * one made in f32 leaves the products to round them.  Both give the
+ * same bits of loss and gradient, in deterministic mode and on oneDNN's
+ * bf16 where the CPU runs it (the FFN's products are large enough:
+ * 64 x 32 x 128); and the bf16 step is not f32's.
+ */
+static void
+test_rounded_ffn(void)
+{
+	struct cg_cgpt_config c = {2, 16, 32, 2, 2, 0, 0, 0};
+	static const struct {
+		int prec, det;
+		const char *name;
+	} modes[] = {{CG_PREC_BF16, 0, "bf16"},
+	             {CG_PREC_BF16, 1, "deterministic bf16"},
+	             {CG_PREC_F16, 1, "deterministic f16"}};
+	struct tcase t;
+	float *g32, *gplain;
+	double l32, lplain, lfused;
+
+	tcase_init(&t, c, 4, 16, 0); /* its workspace made in f32 */
+	g32 = xcalloc(t.np, sizeof(float));
+	gplain = xcalloc(t.np, sizeof(float));
+	l32 = tloss(&t, g32);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		struct cg_cgpt_ws *f32ws = t.ws;
+		char what[256];
+		int same, differs = 0;
+
+		cg_set_deterministic(modes[m].det);
+		cg_set_precision((enum cg_precision)modes[m].prec);
+		memset(gplain, 0, t.np * sizeof(float));
+		lplain = tloss(&t, gplain);
+		if ((t.ws = cg_cgpt_ws_new(&c, 4, 0)) == NULL)
+			die("cg_cgpt_ws_new");
+		memset(t.grad, 0, t.np * sizeof(float));
+		lfused = tloss(&t, t.grad);
+		cg_cgpt_ws_free(t.ws);
+		t.ws = f32ws;
+		same = memcmp(&lplain, &lfused, sizeof(double)) == 0 &&
+		       memcmp(gplain, t.grad, t.np * sizeof(float)) == 0;
+		for (size_t i = 0; i < t.np; i++)
+			differs += gplain[i] != g32[i];
+		snprintf(what, sizeof(what),
+		         "cgpt in %s: GELU's rounding in its own pass or the "
+		         "products', the same bits (loss %.9g, %.9g; f32 "
+		         "%.9g; %d of %zu gradients off f32's)",
+		         modes[m].name, lplain, lfused, l32, differs, t.np);
+		expect(same && differs > (int)t.np / 2, what);
+	}
+	cg_set_deterministic(0);
+	cg_set_precision(CG_PREC_F32);
+	free(g32);
+	free(gplain);
 	tcase_free(&t);
 }
 
@@ -1122,6 +1182,7 @@ main(void)
 	test_gradients(1);
 	test_distill();
 	test_halves();
+	test_rounded_ffn();
 	test_prefix();
 	test_errors();
 	test_arch();

@@ -195,6 +195,36 @@ gemm_parts(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 static void
 test_gemm_paths(const char *label, int builtin_too);
 
+/* cg_sgemm_rounded (whole, rounded_parts 0, or in 3 parts) on operands
+ * rounded by cg_round_rows to elements of rounded_es bytes. */
+static int rounded_es, rounded_parts;
+
+static void
+gemm_rounded(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+             int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+	size_t es = (size_t)rounded_es;
+	char *ra = malloc((size_t)ar * ac * es + 1);
+	char *rb = malloc((size_t)br * bc * es + 1);
+
+	if (ra == NULL || rb == NULL)
+		abort();
+	cg_round_rows(ra, rounded_es, A, ar, ac, lda);
+	cg_round_rows(rb, rounded_es, B, br, bc, ldb);
+	if (!rounded_parts)
+		cg_sgemm_rounded(rounded_es, ta, tb, M, N, K, alpha, ra, ac,
+		                 rb, bc, beta, C, ldc);
+	for (int p = 0; rounded_parts && p < 3; p++) {
+		struct cg_block b = cg_sgemm_block(p, 3, M, N);
+		cg_sgemm_rounded_part(&b, rounded_es, ta, tb, K, alpha, ra,
+		                      ac, rb, bc, beta, C, ldc);
+	}
+	free(ra);
+	free(rb);
+}
+
+
 /* Whether the CPU has avx512_bf16. */
 static int
 cpu_bf16(void)
@@ -280,6 +310,42 @@ test_gemm(void)
 	cg_set_precision(CG_PREC_F16);
 	test_gemm_paths("deterministic f16", 0);
 	cg_set_deterministic(0);
+	/* operands rounded once by the caller: f32 holding bf16 or f16
+	 * (4), bf16's bits (2: oneDNN, or widened where it is not built) */
+	{
+		static const struct {
+			int prec, es;
+		} r[] = {{CG_PREC_BF16, 4}, {CG_PREC_BF16, 2}, {CG_PREC_F16, 4}};
+
+		for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+			for (int parts = 0; parts <= 1; parts++) {
+				char what[256];
+				double worst = 0;
+
+				cg_set_precision((enum cg_precision)r[i].prec);
+				rounded_es = r[i].es, rounded_parts = parts;
+				for (int t = 0; t < 4; t++) {
+					worst = fmax(worst, gemm_case(gemm_rounded, t & 1,
+					                              t >> 1, 97, 130,
+					                              257, 1.5f,
+					                              -0.5f, 1));
+					worst = fmax(worst, gemm_case(gemm_rounded, t & 1,
+					                              t >> 1, 13, 31,
+					                              29, 1, 0, 2));
+					worst = fmax(worst, gemm_case(gemm_rounded, t & 1,
+					                              t >> 1, 4, 5, 0,
+					                              1, 0.5f, 1));
+				}
+				snprintf(what, sizeof(what),
+				         "cg_sgemm_rounded%s, %s, %d-byte "
+				         "operands: vs reference, 4 transposes "
+				         "x 3 sizes, worst error/tol %.3g",
+				         parts ? "_part" : "",
+				         r[i].prec == CG_PREC_F16 ? "f16" : "bf16",
+				         r[i].es, worst);
+				expect(worst <= 1, what);
+			}
+	}
 	test_f16_range();
 	cg_set_precision(CG_PREC_F32);
 	cg_set_engine(CG_ENGINE_AUTO);
@@ -746,6 +812,209 @@ test_linear_relu(void)
 		free(bufs[i]);
 }
 
+/*
+ * The Linear kernels in bf16 and f16: each operand rounded once (shared
+ * among the threads) and the products of the rounded values summed in
+ * float.  Against a double reference from the same rounded operands (the
+ * order of float sums is all that differs) and far from the unrounded
+ * one; deterministic mode's bits the same at 1, 2 and 3 threads.  One
+ * size small enough that its products stay emulated on one thread, two
+ * large enough for oneDNN's bf16 where the CPU runs it and shared among
+ * threads (by rows of the output, by columns); with and without the ReLU,
+ * the bias gradient from the unrounded output gradient.
+ */
+static double
+lrnd(int prec, float f)
+{
+	return prec == CG_PREC_F16 ? cg_f16_to_f32(cg_f32_to_f16(f))
+	                           : cg_bf16_to_f32(cg_f32_to_bf16(f));
+}
+
+/* |a - b| / |b| over n, in L2 */
+static double
+lrel2(const float *a, const double *b, size_t n)
+{
+	double e = 0, r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		e += (a[i] - b[i]) * (a[i] - b[i]);
+		r += b[i] * b[i];
+	}
+	return sqrt(e / (r > 0 ? r : 1e-300));
+}
+
+/* out = act(inp w^T + b) (ro); dinp, dw, db from dout (rounded operands
+ * where prec, else exact) */
+static void
+linear_low_ref(int prec, int relu, const float *inp, const float *w,
+               const float *b, const float *out, const float *dout, int B,
+               int C, int OC, double *ro, double *rdi, double *rdw,
+               double *rdb)
+{
+#define R(x) (prec ? lrnd(prec, x) : (double)(x))
+	for (int i = 0; i < B; i++)
+		for (int o = 0; o < OC; o++) {
+			double s = b[o];
+			for (int k = 0; k < C; k++)
+				s += R(inp[(size_t)i * C + k]) *
+				     R(w[(size_t)o * C + k]);
+			ro[(size_t)i * OC + o] = relu && s < 0 ? 0 : s;
+		}
+	memset(rdi, 0, (size_t)B * C * sizeof(double));
+	memset(rdw, 0, (size_t)OC * C * sizeof(double));
+	memset(rdb, 0, (size_t)OC * sizeof(double));
+	for (int i = 0; i < B; i++)
+		for (int o = 0; o < OC; o++) {
+			float d = dout[(size_t)i * OC + o];
+			if (relu && !(out[(size_t)i * OC + o] > 0))
+				d = 0;
+			rdb[o] += d;
+			for (int k = 0; k < C; k++) {
+				rdi[(size_t)i * C + k] +=
+				    R(d) * R(w[(size_t)o * C + k]);
+				rdw[(size_t)o * C + k] +=
+				    R(d) * R(inp[(size_t)i * C + k]);
+			}
+		}
+#undef R
+}
+
+static void
+test_linear_low(void)
+{
+	static const int sz[][3] = {{37, 45, 70}, {100, 96, 66}, {40, 64, 200}};
+	static const struct {
+		int prec, det;
+		const char *name;
+	} modes[] = {{CG_PREC_BF16, 0, "bf16"},
+	             {CG_PREC_BF16, 1, "deterministic bf16"},
+	             {CG_PREC_F16, 1, "deterministic f16"}};
+#ifdef _OPENMP
+	int threads = omp_get_max_threads();
+#endif
+
+	for (size_t z = 0; z < 3; z++)
+		for (int relu = 0; relu <= 1; relu++) {
+			int B = sz[z][0], C = sz[z][1], OC = sz[z][2];
+			size_t ni = (size_t)B * C, nw = (size_t)OC * C,
+			       no = (size_t)B * OC;
+			float *inp = falloc(ni), *w = falloc(nw),
+			      *b = falloc(OC), *dout = falloc(no),
+			      *out = falloc(no), *dpre = falloc(no),
+			      *dinp = falloc(ni), *dw = falloc(nw),
+			      *db = falloc(OC), *first = falloc(no + ni + nw);
+			double *ro = calloc(no, 8), *rdi = calloc(ni, 8),
+			       *rdw = calloc(nw, 8), *rdb = calloc(OC, 8);
+			double *xo = calloc(no, 8), *xdi = calloc(ni, 8),
+			       *xdw = calloc(nw, 8), *xdb = calloc(OC, 8);
+
+			fill(inp, ni, -1, 1);
+			fill(w, nw, -1, 1);
+			fill(b, OC, -1, 1);
+			fill(dout, no, -1, 1);
+			for (size_t m = 0; m < 3; m++)
+				for (int nt = 1; nt <= 3; nt++) {
+					char what[320];
+					double e[4], x[4];
+					int same = 1;
+
+#ifdef _OPENMP
+					omp_set_num_threads(nt);
+#endif
+					cg_set_deterministic(modes[m].det);
+					cg_set_precision(
+					    (enum cg_precision)modes[m].prec);
+					if (relu)
+						cg_linear_relu_forward(
+						    out, inp, w, b, B, C, OC);
+					else
+						cg_linear_forward(out, inp, w,
+						                  b, B, C, OC);
+					fill(dinp, ni, 5, 6); /* written */
+					memset(dw, 0, nw * sizeof(float));
+					memset(db, 0, OC * sizeof(float));
+					if (relu)
+						cg_linear_relu_backward(
+						    dinp, dw, db, dpre, dout,
+						    out, inp, w, B, C, OC);
+					else
+						cg_linear_backward_set(
+						    dinp, dw, db, dout, inp, w,
+						    B, C, OC);
+					linear_low_ref(modes[m].prec, relu,
+					               inp, w, b, out, dout, B,
+					               C, OC, ro, rdi, rdw, rdb);
+					linear_low_ref(0, relu, inp, w, b, out,
+					               dout, B, C, OC, xo, xdi,
+					               xdw, xdb);
+					e[0] = lrel2(out, ro, no);
+					e[1] = lrel2(dinp, rdi, ni);
+					e[2] = lrel2(dw, rdw, nw);
+					e[3] = lrel2(db, rdb, OC);
+					x[0] = lrel2(out, xo, no);
+					x[1] = lrel2(dinp, xdi, ni);
+					x[2] = lrel2(dw, xdw, nw);
+					x[3] = lrel2(db, xdb, OC);
+					if (modes[m].det && nt == 1) {
+						memcpy(first, out, no * 4);
+						memcpy(first + no, dinp, ni * 4);
+						memcpy(first + no + ni, dw, nw * 4);
+					} else if (modes[m].det)
+						same = same_bits(first, out,
+						                 no) &&
+						       same_bits(first + no,
+						                 dinp, ni) &&
+						       same_bits(first + no + ni,
+						                 dw, nw);
+					snprintf(
+					    what, sizeof(what),
+					    "linear%s %dx%dx%d in %s (%s), %d "
+					    "thread(s): out, dinp, dw, db off "
+					    "the rounded operands' reference "
+					    "by %.2g %.2g %.2g %.2g, off the "
+					    "unrounded one by %.2g %.2g %.2g%s",
+					    relu ? "+relu" : "", B, C, OC,
+					    modes[m].name,
+					    cg_rounded_size(B, OC, C) == 2
+					        ? cg_bf16_impl()
+					        : "emulated",
+					    nt, e[0], e[1], e[2], e[3], x[0],
+					    x[1], x[2],
+					    modes[m].det && nt > 1
+					        ? "; one thread's bits"
+					        : "");
+					expect(e[0] < 1e-6 && e[1] < 1e-6 &&
+					           e[2] < 1e-6 && e[3] < 1e-6 &&
+					           x[0] > 1e-4 && x[1] > 1e-4 &&
+					           x[2] > 1e-4 && same,
+					       what);
+				}
+			cg_set_deterministic(0);
+			cg_set_precision(CG_PREC_F32);
+			free(inp);
+			free(w);
+			free(b);
+			free(dout);
+			free(out);
+			free(dpre);
+			free(dinp);
+			free(dw);
+			free(db);
+			free(first);
+			free(ro);
+			free(rdi);
+			free(rdw);
+			free(rdb);
+			free(xo);
+			free(xdi);
+			free(xdw);
+			free(xdb);
+		}
+#ifdef _OPENMP
+	omp_set_num_threads(threads);
+#endif
+}
+
 static void
 test_relu_sigmoid(void)
 {
@@ -1037,6 +1306,7 @@ main(void)
 	test_vmath();
 	test_relu_sigmoid();
 	test_linear_relu();
+	test_linear_low();
 	test_bce();
 	test_kl_reparam();
 	test_concat();

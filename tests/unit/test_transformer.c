@@ -27,6 +27,7 @@
 #endif
 
 #include "cg.h"
+#include "nn/gemm.h"
 #include "nn/transformer.h"
 
 #define TEST_NAME "test_transformer"
@@ -172,6 +173,53 @@ gelu_loss(void *ctx)
 	return dot(g->out, g->r, GN);
 }
 
+/*
+ * cg_gelu_forward_r and cg_gelu_backward_set_r: the plain kernels' bits,
+ * and beside them their outputs rounded as cg_round_rows rounds them,
+ * over spans of the threads' share that end mid-array (N = 2500), in
+ * bf16 (4- and 2-byte elements) and f16.
+ */
+static void
+test_gelu_rounded(void)
+{
+	enum { N = 2500 };
+	static const int prec[] = {CG_PREC_BF16, CG_PREC_BF16, CG_PREC_F16};
+	static const int esz[] = {4, 2, 4};
+	float *x = falloc(N), *dy = falloc(N), *a = falloc(N), *b = falloc(N);
+	char *ra = malloc(4 * N), *rb = malloc(4 * N);
+
+	fill(x, N, -4, 4);
+	fill(dy, N, -1, 1);
+	for (int m = 0; m < 3; m++) {
+		char what[160];
+		int es = esz[m], ok;
+
+		cg_set_precision((enum cg_precision)prec[m]);
+		cg_gelu_forward(a, x, N);
+		cg_gelu_forward_r(b, rb, es, x, N);
+		cg_round_rows(ra, es, a, 1, N, N);
+		ok = memcmp(a, b, N * sizeof(float)) == 0 &&
+		     memcmp(ra, rb, (size_t)N * es) == 0;
+		cg_gelu_backward_set(a, dy, x, N);
+		cg_gelu_backward_set_r(b, rb, es, dy, x, N);
+		cg_round_rows(ra, es, a, 1, N, N);
+		ok &= memcmp(a, b, N * sizeof(float)) == 0 &&
+		      memcmp(ra, rb, (size_t)N * es) == 0;
+		snprintf(what, sizeof(what),
+		         "gelu forward and backward, %s, %d-byte rounded "
+		         "copies: the plain bits, the copies rounded from them",
+		         prec[m] == CG_PREC_F16 ? "f16" : "bf16", es);
+		expect(ok, what);
+	}
+	cg_set_precision(CG_PREC_F32);
+	free(x);
+	free(dy);
+	free(a);
+	free(b);
+	free(ra);
+	free(rb);
+}
+
 static void
 test_gelu(void)
 {
@@ -205,6 +253,7 @@ test_gelu(void)
 	       "gelu_backward_set writes what gelu_backward adds to zeros");
 	free(dinp);
 	free(g0);
+	test_gelu_rounded();
 }
 
 /* ------------------------------------------------------------ attention */
@@ -395,6 +444,175 @@ test_attention_blocks(void)
 	free(rout);
 	free(ratt);
 	free(rdqkv);
+}
+
+/*
+ * bf16 and f16 products (cg_set_precision): attention rounds q, k, v and
+ * dout once a (sequence, head), the weights and the softmax's gradient
+ * a block at a time, and sums the products of the rounded values in
+ * float.  The reference does the same in double, from the kernel's own
+ * weights (its softmax is checked against the scores of rounded q and k
+ * first): what differs is the order of float sums and, rarely, a
+ * gradient rounded the other way from a tie.  The kernel must be near
+ * that reference, and far from the unrounded one (the rounding is
+ * there), on 3 blocks of rows with the last one partial.
+ */
+static double
+rnd(int prec, double x)
+{
+	float f = (float)x;
+
+	return prec == CG_PREC_F16 ? cg_f16_to_f32(cg_f32_to_f16(f))
+	                           : cg_bf16_to_f32(cg_f32_to_bf16(f));
+}
+
+/* |a - b| / |b| over n, in L2 */
+static double
+rel2(const float *a, const double *b, size_t n)
+{
+	double e = 0, r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		e += (a[i] - b[i]) * (a[i] - b[i]);
+		r += b[i] * b[i];
+	}
+	return sqrt(e / (r > 0 ? r : 1e-300));
+}
+
+static void
+ref_attention_low(int prec, double *out, double *att, double *dqkv,
+                  const float *qkv, const float *katt, const float *dout,
+                  int B, int T, int C, int NH)
+{
+	int hs = C / NH;
+	double *d = malloc((size_t)T * sizeof(double));
+	const double sc = 1 / sqrt(hs);
+#define QKV(b, t, part, i) rnd(prec, qkv[((size_t)(b) * T + (t)) * 3 * C + \
+                                         (part) * C + h * hs + (i)])
+
+	memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(double));
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++)
+			for (int t = 0; t < T; t++) {
+				size_t ro = (((size_t)b * NH + h) * T + t) * T;
+				const float *ka = katt + ro;
+				double *a = att + ro, mx = -INFINITY, sum = 0;
+				const float *go = dout + ((size_t)b * T + t) * C +
+				                  h * hs;
+				size_t qo = ((size_t)b * T + t) * 3 * C + h * hs;
+				double s = 0;
+
+				for (int j = 0; j < T; j++) {
+					double x = 0;
+					for (int i = 0; i < hs && j <= t; i++)
+						x += QKV(b, t, 0, i) *
+						     QKV(b, j, 1, i);
+					a[j] = j <= t ? x * sc : -INFINITY;
+					mx = a[j] > mx ? a[j] : mx;
+				}
+				for (int j = 0; j < T; j++)
+					sum += a[j] = exp(a[j] - mx);
+				for (int j = 0; j < T; j++)
+					a[j] /= sum;
+				/* from here on, the kernel's weights */
+				for (int i = 0; i < hs; i++) {
+					double o = 0;
+					for (int j = 0; j <= t; j++)
+						o += rnd(prec, ka[j]) *
+						     QKV(b, j, 2, i);
+					out[((size_t)b * T + t) * C + h * hs +
+					    i] = o;
+				}
+				for (int j = 0; j <= t; j++) {
+					size_t jo = ((size_t)b * T + j) * 3 * C +
+					            h * hs;
+					d[j] = 0;
+					for (int i = 0; i < hs; i++) {
+						d[j] += rnd(prec, go[i]) *
+						        QKV(b, j, 2, i);
+						dqkv[jo + 2 * C + i] +=
+						    rnd(prec, ka[j]) *
+						    rnd(prec, go[i]);
+					}
+					s += ka[j] * d[j];
+				}
+				for (int j = 0; j <= t; j++) {
+					size_t jo = ((size_t)b * T + j) * 3 * C +
+					            h * hs;
+					double g = rnd(prec, ka[j] * (d[j] - s) *
+					                         sc);
+					for (int i = 0; i < hs; i++) {
+						dqkv[qo + i] += g * QKV(b, j, 1, i);
+						dqkv[jo + C + i] +=
+						    g * QKV(b, t, 0, i);
+					}
+				}
+			}
+#undef QKV
+	free(d);
+}
+
+static void
+test_attention_low(void)
+{
+	enum { B = 2, T = 70, C = 32, NH = 2 };
+	size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+	size_t na = (size_t)B * NH * T * T;
+	float *qkv = falloc(nq), *out = falloc(no), *dout = falloc(no);
+	float *att = falloc(na), *scratch = falloc(na), *dqkv = falloc(nq);
+	double *rout = calloc(no, sizeof(double)), *ratt = calloc(na, 8);
+	double *rdqkv = calloc(nq, sizeof(double));
+	double *xout = calloc(no, sizeof(double)), *xatt = calloc(na, 8);
+	double *xdqkv = calloc(nq, sizeof(double));
+	static const struct {
+		int prec, det;
+		const char *name;
+	} modes[] = {{CG_PREC_BF16, 0, "bf16"},
+	             {CG_PREC_BF16, 1, "deterministic bf16"},
+	             {CG_PREC_F16, 1, "deterministic f16"}};
+
+	fill(qkv, nq, -1, 1);
+	fill(dout, no, -1, 1);
+	/* unrounded: the double reference */
+	ref_attention(xout, xatt, qkv, B, T, C, NH);
+	ref_attention_backward(xdqkv, xatt, dout, qkv, B, T, C, NH);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		char what[256];
+		double eo, ed, xo, xd;
+
+		cg_set_deterministic(modes[m].det);
+		cg_set_precision((enum cg_precision)modes[m].prec);
+		cg_attention_forward(out, att, qkv, B, T, C, NH);
+		memset(dqkv, 0, nq * sizeof(float));
+		cg_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C,
+		                      NH);
+		ref_attention_low(modes[m].prec, rout, ratt, rdqkv, qkv, att,
+		                  dout, B, T, C, NH);
+		eo = rel2(out, rout, no), ed = rel2(dqkv, rdqkv, nq);
+		xo = rel2(out, xout, no), xd = rel2(dqkv, xdqkv, nq);
+		snprintf(what, sizeof(what),
+		         "attention in %s: weights from rounded q, k; output "
+		         "and gradient off the rounded products' reference by "
+		         "%.2g, %.2g, off the unrounded one by %.2g, %.2g",
+		         modes[m].name, eo, ed, xo, xd);
+		expect(fwdcheck(att, ratt, na) <= 1 && eo < 1e-6 &&
+		           ed < 2e-5 && xo > 1e-4 && xd > 1e-4,
+		       what);
+	}
+	cg_set_deterministic(0);
+	cg_set_precision(CG_PREC_F32);
+	free(qkv);
+	free(out);
+	free(dout);
+	free(att);
+	free(scratch);
+	free(dqkv);
+	free(rout);
+	free(ratt);
+	free(rdqkv);
+	free(xout);
+	free(xatt);
+	free(xdqkv);
 }
 
 /* ------------------------------------------------------------- residual */
@@ -636,6 +854,7 @@ main(void)
 	test_gelu();
 	test_attention();
 	test_attention_blocks();
+	test_attention_low();
 	test_residual();
 	test_xent();
 	test_checker();

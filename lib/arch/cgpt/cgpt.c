@@ -278,6 +278,7 @@ struct acts {
 	float *res2;                      /* [B, T, C] after attention */
 	float *ln2, *ln2_mean, *ln2_rstd; /* [B, T, C], [B, T], [B, T] */
 	float *fch, *fch_gelu;            /* [B, T, F] */
+	void *fch_gelu_r;                 /* [B, T, F] rounded, or NULL */
 	float *res3;                      /* [B, T, C] the block's output */
 };
 
@@ -290,6 +291,11 @@ struct cg_cgpt_ws {
 	 * in flight (its forward pass not run again before its backward
 	 * pass), else one */
 	int kept, nset;
+	/* bytes of an element of the FFN products' rounded operands at
+	 * max_batch in the precision set when the workspace was made
+	 * (cg_rounded_size), 0 in f32: GELU's output and gradient are
+	 * rounded as they are made, not read back by each product */
+	int res;
 	void *mem;
 	float *encoded;                   /* [B, T, C] the set in use's */
 	struct acts *blk;                 /* [nblk] the set in use's */
@@ -305,6 +311,7 @@ struct cg_cgpt_ws {
 	float *dqkv;      /* [B, T, 3A] */
 	float *datty;     /* [B, T, A] */
 	float *dfch_gelu; /* [B, T, F] */
+	void *dfch_r;     /* [B, T, F] d(loss)/d(fch) rounded, or NULL */
 	float *dlogits;   /* [B, T, V] */
 	float *dscratch;  /* [B, NH, T, T] */
 	/* The matrices as stored (cg_cgpt_ws_set_mats), else NULL. */
@@ -343,6 +350,8 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 		TAKE((a)->ln2_rstd, R, 1);                                     \
 		TAKE((a)->fch, R, F);                                          \
 		TAKE((a)->fch_gelu, R, F);                                     \
+		(a)->fch_gelu_r =                                              \
+		    w->res ? cg_arena_take(ar, R, F, (size_t)w->res) : NULL;  \
 	} while (0)
 	for (int s = 0; s < w->nset; s++) {
 		float *enc;
@@ -379,6 +388,7 @@ carve(struct cg_cgpt_ws *w, struct cg_arena *ar)
 	TAKE(w->dqkv, R, 3 * A);
 	TAKE(w->datty, R, A);
 	TAKE(w->dfch_gelu, R, F);
+	w->dfch_r = w->res ? cg_arena_take(ar, R, F, (size_t)w->res) : NULL;
 	TAKE(w->dlogits, R, V);
 	TAKE(w->dscratch, att, w->c.T);
 #undef TAKE_ACTS
@@ -414,6 +424,14 @@ check_ws(const struct cg_cgpt_config *c, int max_batch)
 	return 0;
 }
 
+/* The element size of the FFN products' rounded operands for BT rows
+ * (both are BT x C x F multiply-adds): 0 in f32. */
+static int
+ffn_rounded(const struct cg_cgpt_config *c, int BT)
+{
+	return cg_rounded_size(BT, c->C, cg_cgpt_ffn(c));
+}
+
 /* The bytes ws_new(c, max_batch, checkpoint, any l0, nblk, nset)
  * allocates, or 0 with a message. */
 static size_t
@@ -429,6 +447,7 @@ ws_bytes(const struct cg_cgpt_config *c, int max_batch, int checkpoint,
 
 	if (check_ws(c, max_batch) != 0)
 		return 0;
+	w.res = ffn_rounded(c, max_batch * c->T);
 	carve(&w, &a);
 	if (a.overflow) {
 		cg_seterr("cgpt: workspace for batch %d: too large",
@@ -473,6 +492,7 @@ ws_new(const struct cg_cgpt_config *c, int max_batch, int checkpoint, int l0,
 	w->l0 = l0;
 	w->nblk = nblk;
 	w->nset = nset;
+	w->res = ffn_rounded(c, max_batch * c->T);
 	snprintf(what, sizeof(what), "cgpt: workspace for batch %d",
 	         max_batch);
 	carve(w, &a);
@@ -605,9 +625,17 @@ block_forward(const struct cg_cgpt_config *c, const float *p,
 	cg_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
 	                     p + k.ln2w, p + k.ln2b, B, T, C);
 	linear(w, 4 * l + 2, a->fch, a->ln2, p + k.fcw, p + k.fcb, BT, C, F);
-	cg_gelu_forward(a->fch_gelu, a->fch, (size_t)BT * F);
-	linear(w, 4 * l + 3, w->branch, a->fch_gelu, p + k.mprojw,
-	       p + k.mprojb, BT, F, C);
+	/* GELU's output rounded as it is made for the products that read
+	 * it (here and in the backward pass), where the precision asks */
+	int es = ffn_rounded(c, BT);
+	void *r = es && es == w->res && w->mats == NULL ? a->fch_gelu_r : NULL;
+	cg_gelu_forward_r(a->fch_gelu, r, es, a->fch, (size_t)BT * F);
+	if (r != NULL)
+		cg_linear_forward_r(w->branch, a->fch_gelu, r, es, p + k.mprojw,
+		                    p + k.mprojb, BT, F, C);
+	else
+		linear(w, 4 * l + 3, w->branch, a->fch_gelu, p + k.mprojw,
+		       p + k.mprojb, BT, F, C);
 	cg_residual_forward(a->res3, a->res2, w->branch, N);
 }
 
@@ -673,14 +701,22 @@ block_backward(const struct cg_cgpt_config *c, const float *params,
 	float *g = grad;
 	size_t NF = (size_t)BT * F;
 
+	/* the FFN's operands rounded by GELU's passes (block_forward) */
+	int es = ffn_rounded(c, BT);
+	int fused = es && es == w->res && w->mats == NULL;
+
 	/* res3 = res2 + mlp(ln2(res2)) */
-	cg_linear_backward_set(w->dfch_gelu, g + k.mprojw, g + k.mprojb,
-	                       w->dres, a->fch_gelu, p + k.mprojw, BT, F, C);
+	cg_linear_backward_set_r(w->dfch_gelu, g + k.mprojw, g + k.mprojb,
+	                         w->dres, NULL, a->fch_gelu,
+	                         fused ? a->fch_gelu_r : NULL, es,
+	                         p + k.mprojw, BT, F, C);
 	/* fch_gelu is spent: it takes d(loss)/d(fch). */
 	float *dfch = a->fch_gelu;
-	cg_gelu_backward_set(dfch, w->dfch_gelu, a->fch, NF);
-	cg_linear_backward_set(w->dln, g + k.fcw, g + k.fcb, dfch, a->ln2,
-	                       p + k.fcw, BT, C, F);
+	cg_gelu_backward_set_r(dfch, fused ? w->dfch_r : NULL, es,
+	                       w->dfch_gelu, a->fch, NF);
+	cg_linear_backward_set_r(w->dln, g + k.fcw, g + k.fcb, dfch,
+	                         fused ? w->dfch_r : NULL, a->ln2, NULL, es,
+	                         p + k.fcw, BT, C, F);
 	cg_layernorm_backward(w->dres, g + k.ln2w, g + k.ln2b, w->dln, a->res2,
 	                      p + k.ln2w, a->ln2_mean, a->ln2_rstd, B, T, C);
 	/* res2 = res + proj(attention(qkv(ln1(res)))) */
