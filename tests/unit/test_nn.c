@@ -29,6 +29,7 @@
 #include "check.h"
 
 #include "fd.h"
+#include "lowp.h"
 
 static struct cg_rng rng;
 
@@ -822,36 +823,17 @@ test_linear_relu(void)
  * large enough for oneDNN's bf16 where the CPU runs it and shared among
  * threads (by rows of the output, by columns); with and without the ReLU,
  * the bias gradient from the unrounded output gradient.
+ *
+ * linear_low_ref: out = act(inp w^T + b) (ro); dinp, dw, db from dout
+ * (rounded operands where prec, else exact).
  */
-static double
-lrnd(int prec, float f)
-{
-	return prec == CG_PREC_F16 ? cg_f16_to_f32(cg_f32_to_f16(f))
-	                           : cg_bf16_to_f32(cg_f32_to_bf16(f));
-}
-
-/* |a - b| / |b| over n, in L2 */
-static double
-lrel2(const float *a, const double *b, size_t n)
-{
-	double e = 0, r = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		e += (a[i] - b[i]) * (a[i] - b[i]);
-		r += b[i] * b[i];
-	}
-	return sqrt(e / (r > 0 ? r : 1e-300));
-}
-
-/* out = act(inp w^T + b) (ro); dinp, dw, db from dout (rounded operands
- * where prec, else exact) */
 static void
 linear_low_ref(int prec, int relu, const float *inp, const float *w,
                const float *b, const float *out, const float *dout, int B,
                int C, int OC, double *ro, double *rdi, double *rdw,
                double *rdb)
 {
-#define R(x) (prec ? lrnd(prec, x) : (double)(x))
+#define R(x) (prec ? lowp_round(prec, x) : (double)(x))
 	for (int i = 0; i < B; i++)
 		for (int o = 0; o < OC; o++) {
 			double s = b[o];
@@ -947,14 +929,14 @@ test_linear_low(void)
 					linear_low_ref(0, relu, inp, w, b, out,
 					               dout, B, C, OC, xo, xdi,
 					               xdw, xdb);
-					e[0] = lrel2(out, ro, no);
-					e[1] = lrel2(dinp, rdi, ni);
-					e[2] = lrel2(dw, rdw, nw);
-					e[3] = lrel2(db, rdb, OC);
-					x[0] = lrel2(out, xo, no);
-					x[1] = lrel2(dinp, xdi, ni);
-					x[2] = lrel2(dw, xdw, nw);
-					x[3] = lrel2(db, xdb, OC);
+					e[0] = lowp_rel2(out, ro, no);
+					e[1] = lowp_rel2(dinp, rdi, ni);
+					e[2] = lowp_rel2(dw, rdw, nw);
+					e[3] = lowp_rel2(db, rdb, OC);
+					x[0] = lowp_rel2(out, xo, no);
+					x[1] = lowp_rel2(dinp, xdi, ni);
+					x[2] = lowp_rel2(dw, xdw, nw);
+					x[3] = lowp_rel2(db, xdb, OC);
 					if (modes[m].det && nt == 1) {
 						memcpy(first, out, no * 4);
 						memcpy(first + no, dinp, ni * 4);

@@ -38,6 +38,7 @@
 #define FWD_ATOL 1e-6
 #define FWD_RTOL 1e-5
 #include "kernel.h"
+#include "lowp.h"
 
 /* ------------------------------------------------------------ embedding */
 
@@ -457,28 +458,6 @@ test_attention_blocks(void)
  * that reference, and far from the unrounded one (the rounding is
  * there), on 3 blocks of rows with the last one partial.
  */
-static double
-rnd(int prec, double x)
-{
-	float f = (float)x;
-
-	return prec == CG_PREC_F16 ? cg_f16_to_f32(cg_f32_to_f16(f))
-	                           : cg_bf16_to_f32(cg_f32_to_bf16(f));
-}
-
-/* |a - b| / |b| over n, in L2 */
-static double
-rel2(const float *a, const double *b, size_t n)
-{
-	double e = 0, r = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		e += (a[i] - b[i]) * (a[i] - b[i]);
-		r += b[i] * b[i];
-	}
-	return sqrt(e / (r > 0 ? r : 1e-300));
-}
-
 static void
 ref_attention_low(int prec, double *out, double *att, double *dqkv,
                   const float *qkv, const float *katt, const float *dout,
@@ -487,8 +466,9 @@ ref_attention_low(int prec, double *out, double *att, double *dqkv,
 	int hs = C / NH;
 	double *d = malloc((size_t)T * sizeof(double));
 	const double sc = 1 / sqrt(hs);
-#define QKV(b, t, part, i) rnd(prec, qkv[((size_t)(b) * T + (t)) * 3 * C + \
-                                         (part) * C + h * hs + (i)])
+#define QKV(b, t, part, i)                                                     \
+	lowp_round(prec, qkv[((size_t)(b) * T + (t)) * 3 * C + (part) * C +    \
+	                     h * hs + (i)])
 
 	memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(double));
 	for (int b = 0; b < B; b++)
@@ -518,7 +498,7 @@ ref_attention_low(int prec, double *out, double *att, double *dqkv,
 				for (int i = 0; i < hs; i++) {
 					double o = 0;
 					for (int j = 0; j <= t; j++)
-						o += rnd(prec, ka[j]) *
+						o += lowp_round(prec, ka[j]) *
 						     QKV(b, j, 2, i);
 					out[((size_t)b * T + t) * C + h * hs +
 					    i] = o;
@@ -528,19 +508,19 @@ ref_attention_low(int prec, double *out, double *att, double *dqkv,
 					            h * hs;
 					d[j] = 0;
 					for (int i = 0; i < hs; i++) {
-						d[j] += rnd(prec, go[i]) *
+						d[j] += lowp_round(prec, go[i]) *
 						        QKV(b, j, 2, i);
 						dqkv[jo + 2 * C + i] +=
-						    rnd(prec, ka[j]) *
-						    rnd(prec, go[i]);
+						    lowp_round(prec, ka[j]) *
+						    lowp_round(prec, go[i]);
 					}
 					s += ka[j] * d[j];
 				}
 				for (int j = 0; j <= t; j++) {
 					size_t jo = ((size_t)b * T + j) * 3 * C +
 					            h * hs;
-					double g = rnd(prec, ka[j] * (d[j] - s) *
-					                         sc);
+					double g = lowp_round(
+					    prec, ka[j] * (d[j] - s) * sc);
 					for (int i = 0; i < hs; i++) {
 						dqkv[qo + i] += g * QKV(b, j, 1, i);
 						dqkv[jo + C + i] +=
@@ -588,8 +568,8 @@ test_attention_low(void)
 		                      NH);
 		ref_attention_low(modes[m].prec, rout, ratt, rdqkv, qkv, att,
 		                  dout, B, T, C, NH);
-		eo = rel2(out, rout, no), ed = rel2(dqkv, rdqkv, nq);
-		xo = rel2(out, xout, no), xd = rel2(dqkv, xdqkv, nq);
+		eo = lowp_rel2(out, rout, no), ed = lowp_rel2(dqkv, rdqkv, nq);
+		xo = lowp_rel2(out, xout, no), xd = lowp_rel2(dqkv, xdqkv, nq);
 		snprintf(what, sizeof(what),
 		         "attention in %s: weights from rounded q, k; output "
 		         "and gradient off the rounded products' reference by "
