@@ -1,7 +1,8 @@
 /*
  * lowp.h - what the bf16 and f16 kernel tests (test_nn, test_transformer)
- * share: a value rounded as the products round their operands, and the
- * relative distance of a result from a double reference.
+ * share: the precisions they run, a value rounded as the products round
+ * their operands, and the relative distance of a result from a double
+ * reference.
  */
 #ifndef CG_TEST_LOWP_H
 #define CG_TEST_LOWP_H
@@ -11,6 +12,19 @@
 
 #include "cg.h"
 #include "nn/gemm.h"
+
+/* The precisions the tests run: bf16 as the CPU runs it (oneDNN where
+ * it can), and deterministic bf16 and f16 (emulated, the same bytes on
+ * every CPU). */
+struct lowp_mode {
+	int prec, det;
+	const char *name;
+};
+#define LOWP_MODES 3
+static const struct lowp_mode lowp_modes[LOWP_MODES] = {
+    {CG_PREC_BF16, 0, "bf16"},
+    {CG_PREC_BF16, 1, "deterministic bf16"},
+    {CG_PREC_F16, 1, "deterministic f16"}};
 
 /* x rounded to bf16 (prec CG_PREC_BF16) or f16, to nearest even. */
 static inline double

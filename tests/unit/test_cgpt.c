@@ -38,6 +38,7 @@
 #include "check.h"
 
 #include "fd.h"
+#include "lowp.h"
 
 #define MAXV 256
 
@@ -571,12 +572,7 @@ static void
 test_rounded_ffn(void)
 {
 	struct cg_cgpt_config c = {2, 16, 32, 2, 2, 0, 0, 0};
-	static const struct {
-		int prec, det;
-		const char *name;
-	} modes[] = {{CG_PREC_BF16, 0, "bf16"},
-	             {CG_PREC_BF16, 1, "deterministic bf16"},
-	             {CG_PREC_F16, 1, "deterministic f16"}};
+	const struct lowp_mode *modes = lowp_modes;
 	struct tcase t;
 	float *g32, *gplain;
 	double l32, lplain, lfused;
@@ -585,7 +581,7 @@ test_rounded_ffn(void)
 	g32 = xcalloc(t.np, sizeof(float));
 	gplain = xcalloc(t.np, sizeof(float));
 	l32 = tloss(&t, g32);
-	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+	for (size_t m = 0; m < LOWP_MODES; m++) {
 		struct cg_cgpt_ws *f32ws = t.ws;
 		char what[256];
 		int same, differs = 0;

@@ -865,12 +865,7 @@ static void
 test_linear_low(void)
 {
 	static const int sz[][3] = {{37, 45, 70}, {100, 96, 66}, {40, 64, 200}};
-	static const struct {
-		int prec, det;
-		const char *name;
-	} modes[] = {{CG_PREC_BF16, 0, "bf16"},
-	             {CG_PREC_BF16, 1, "deterministic bf16"},
-	             {CG_PREC_F16, 1, "deterministic f16"}};
+	const struct lowp_mode *modes = lowp_modes;
 #ifdef _OPENMP
 	int threads = omp_get_max_threads();
 #endif
@@ -894,7 +889,7 @@ test_linear_low(void)
 			fill(w, nw, -1, 1);
 			fill(b, OC, -1, 1);
 			fill(dout, no, -1, 1);
-			for (size_t m = 0; m < 3; m++)
+			for (size_t m = 0; m < LOWP_MODES; m++)
 				for (int nt = 1; nt <= 3; nt++) {
 					char what[320];
 					double e[4], x[4];

@@ -544,19 +544,14 @@ test_attention_low(void)
 	double *rdqkv = calloc(nq, sizeof(double));
 	double *xout = calloc(no, sizeof(double)), *xatt = calloc(na, 8);
 	double *xdqkv = calloc(nq, sizeof(double));
-	static const struct {
-		int prec, det;
-		const char *name;
-	} modes[] = {{CG_PREC_BF16, 0, "bf16"},
-	             {CG_PREC_BF16, 1, "deterministic bf16"},
-	             {CG_PREC_F16, 1, "deterministic f16"}};
+	const struct lowp_mode *modes = lowp_modes;
 
 	fill(qkv, nq, -1, 1);
 	fill(dout, no, -1, 1);
 	/* unrounded: the double reference */
 	ref_attention(xout, xatt, qkv, B, T, C, NH);
 	ref_attention_backward(xdqkv, xatt, dout, qkv, B, T, C, NH);
-	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+	for (size_t m = 0; m < LOWP_MODES; m++) {
 		char what[256];
 		double eo, ed, xo, xd;
 
