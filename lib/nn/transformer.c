@@ -260,51 +260,52 @@ gelu_backward(float *dinp, const float *dout, const float *inp, size_t N,
  */
 #define GELU_SPAN 1024
 
-void
-cg_gelu_forward_r(float *out, void *rout, int es, const float *inp, size_t N)
+/* GELU (dy NULL) or its gradient written (dy, the output's) into y, and
+ * y rounded into r, a span at a time. */
+static void
+gelu_rounded(float *y, void *r, int es, const float *x, const float *dy,
+             size_t N)
 {
 	size_t ns = (N + GELU_SPAN - 1) / GELU_SPAN;
 
-	if (rout == NULL || es == 0) {
-		cg_gelu_forward(out, inp, N);
-		return;
-	}
 	PAR_FOR(N)
 	for (size_t s = 0; s < ns; s++) {
 		size_t i0 = s * GELU_SPAN;
 		int n = (int)(N - i0 < GELU_SPAN ? N - i0 : GELU_SPAN);
-		float *o = out + i0;
-		const float *x = inp + i0;
+		float *o = y + i0;
+		const float *xi = x + i0;
 
-		SIMD()
-		for (int i = 0; i < n; i++)
-			o[i] = gelu_at(x[i]);
-		cg_round_rows((char *)rout + i0 * es, es, o, 1, n, n);
+		if (dy == NULL) {
+			SIMD()
+			for (int i = 0; i < n; i++)
+				o[i] = gelu_at(xi[i]);
+		} else {
+			const float *g = dy + i0;
+			SIMD()
+			for (int i = 0; i < n; i++)
+				o[i] = 0.0f + gelu_grad_at(xi[i]) * g[i];
+		}
+		cg_round_rows((char *)r + i0 * es, es, o, 1, n, n);
 	}
+}
+
+void
+cg_gelu_forward_r(float *out, void *rout, int es, const float *inp, size_t N)
+{
+	if (rout == NULL || es == 0)
+		cg_gelu_forward(out, inp, N);
+	else
+		gelu_rounded(out, rout, es, inp, NULL, N);
 }
 
 void
 cg_gelu_backward_set_r(float *dinp, void *rdinp, int es, const float *dout,
                        const float *inp, size_t N)
 {
-	size_t ns = (N + GELU_SPAN - 1) / GELU_SPAN;
-
-	if (rdinp == NULL || es == 0) {
+	if (rdinp == NULL || es == 0)
 		gelu_backward(dinp, dout, inp, N, 1);
-		return;
-	}
-	PAR_FOR(N)
-	for (size_t s = 0; s < ns; s++) {
-		size_t i0 = s * GELU_SPAN;
-		int n = (int)(N - i0 < GELU_SPAN ? N - i0 : GELU_SPAN);
-		float *d = dinp + i0;
-		const float *x = inp + i0, *g = dout + i0;
-
-		SIMD()
-		for (int i = 0; i < n; i++)
-			d[i] = 0.0f + gelu_grad_at(x[i]) * g[i];
-		cg_round_rows((char *)rdinp + i0 * es, es, d, 1, n, n);
-	}
+	else
+		gelu_rounded(dinp, rdinp, es, inp, dout, N);
 }
 
 void
