@@ -22,7 +22,10 @@
 # Environment: CG_BIN (directory holding cg-shard, cg-init, cg-sample
 # and mkcg; default build/cmd, with mkcg from build/tests/unit), ROUNDS (5),
 # BYTES (512), THREADS (1), DTYPES ("q8_0 q4_0 f16"), DATA (the fortunes
-# directory), CG_QKERNEL (passed on: the kernel path).
+# directory), CG_QKERNEL (passed on: the kernel path), BASE_BIN (a
+# second build's directory, e.g. an older commit's: each round runs every
+# dtype but f32 with it too, labelled DTYPE@base, and the summary gives
+# each dtype's rate against its base's).
 set -eu
 bin=${CG_BIN:-build/cmd}
 mkcg=$bin/mkcg
@@ -42,17 +45,23 @@ for d in $dtypes; do
 	"$mkcg" -t "$d" "$tmp/f32.cgm" "$tmp/$d.cgm"
 done
 
-# run DTYPE N: one cg-sample of N bytes; prints "WALL RSS_KIB".
+base=${BASE_BIN:-}
+
+# run DTYPE N [BIN]: one cg-sample of N bytes (BIN's, default bin's);
+# prints "WALL RSS_KIB", the wall in milliseconds' precision.
 run() {
-	/usr/bin/time -o "$tmp/time" -f '%e %M' "$bin/cg-sample" \
+	t0=$(date +%s%N)
+	/usr/bin/time -o "$tmp/time" -f '%M' "${3:-$bin}/cg-sample" \
 		--threads "$threads" -m "$tmp/$1.cgm" -c 0 --temperature 0 \
 		--max-bytes "$2" --separator '' -o "$tmp/out"
+	t1=$(date +%s%N)
 	got=$(stat -c %s "$tmp/out")
 	if [ "$got" -ne "$2" ]; then
 		echo "qsample.sh: $1: $got bytes of $2 (end-of-text came first)" >&2
 		exit 1
 	fi
-	cat "$tmp/time"
+	echo "$t0 $t1 $(cat "$tmp/time")" |
+		awk '{ printf "%.3f %s\n", ($2 - $1) / 1e9, $3 }'
 }
 
 echo "model: $(stat -c %s "$tmp/f32.cgm") bytes f32; $(for d in $dtypes; do
@@ -68,6 +77,14 @@ for r in $(seq "$rounds"); do
 		echo "$r $d $full $one $rss" >>"$tmp/runs"
 		echo "round $r $d: ${full} s for $bytes bytes, ${one} s for 1," \
 			"peak ${rss} KiB"
+		[ -n "$base" ] && [ "$d" != f32 ] || continue
+		set -- $(run "$d" "$bytes" "$base")
+		full=$1 rss=$2
+		set -- $(run "$d" 1 "$base")
+		one=$1
+		echo "$r $d@base $full $one $rss" >>"$tmp/runs"
+		echo "round $r $d@base: ${full} s for $bytes bytes, ${one} s" \
+			"for 1, peak ${rss} KiB"
 	done
 done
 
@@ -90,7 +107,7 @@ function median(a, n,   i, j, t) {
 	rss[d, k] = $5
 }
 END {
-	printf "%-6s %12s %20s %10s %10s %10s %7s\n", "dtype", "tokens/s",
+	printf "%-10s %12s %20s %10s %10s %10s %7s\n", "dtype", "tokens/s",
 	       "spread", "vs f32", "e2e B/s", "peak KiB", "vs f32"
 	for (i = 1; i <= nd; i++) {
 		d = order[i]
@@ -102,8 +119,15 @@ END {
 		}
 		mr[d] = median(r, n[d]); me = median(e, n[d])
 		mm[d] = median(m, n[d])
-		printf "%-6s %12.1f %9.1f-%-10.1f %9.2fx %10.1f %10d %6.3fx\n",
+		printf "%-10s %12.1f %9.1f-%-10.1f %9.2fx %10.1f %10d %6.3fx\n",
 		       d, mr[d], lo, hi, mr[d] / mr["f32"], me, mm[d],
 		       mm[d] / mm["f32"]
+	}
+	for (i = 1; i <= nd; i++) {
+		d = order[i]
+		if ((d "@base") in mr)
+			printf "%s against the base build: %.2fx tokens/s, " \
+			       "%.3fx peak\n", d, mr[d] / mr[d "@base"],
+			       mm[d] / mm[d "@base"]
 	}
 }' "$tmp/runs"

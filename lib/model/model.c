@@ -344,6 +344,8 @@ cg_model_free(struct cg_model *m)
 		munmap(m->params, m->params_map);
 	else
 		free(m->params);
+	for (int i = 0; m->stored != NULL && i < m->nviews; i++)
+		cg_wmat_unpack(&m->stored[i]);
 	free(m->stored);
 	cg_file_free(m->src);
 	free(m->views);
@@ -815,6 +817,17 @@ cg_model_read_infer(const char *path)
 			m->stored[i].dtype = t->dtype;
 			m->stored[i].data = t->data;
 			kept++;
+			/* packed for the VNNI path where the file's pages of
+			 * the stored bytes can be given back for it (so the
+			 * model costs its file's size still); they are read
+			 * again only by what decodes them */
+			if (t->borrowed && v->ndim == 2) {
+				if (cg_wmat_pack(&m->stored[i], (int)v->shape[0],
+				                 (int)v->shape[1]) != 0)
+					goto fail;
+				if (m->stored[i].pack != NULL)
+					(void)cg_file_page_out(f, t);
+			}
 			continue;
 		}
 		if (cg_tensor_to_f32(t, m->params + v->off) != 0)

@@ -11,7 +11,11 @@
  * qlinear.h for CG_QKERNEL).  The NEON path sums a block's int8 products
  * in vectors and its f32 block terms in the portable path's order, so
  * its block products give the portable path's bits; its f16 product
- * sums in four lanes.
+ * sums in four lanes.  On the VNNI path a q8_0 matrix packed at load
+ * (cg_wmat_pack) is multiplied 16 rows at a time instead: each 4 bytes
+ * of the input broadcast against 16 rows' 4 weights, so that at batch 1
+ * the weights stream through at the memory's rate, with no sum across
+ * lanes per row.
  *
  * A block of a q8_0 weight row is 2 bytes of f16 scale d_w and 32 int8;
  * of a q4_0 row 2 bytes of scale and 16 bytes, element j < 16 the low
@@ -37,7 +41,10 @@
  * roundings of the VNNI path are the most): its error is at most
  * gamma(K / 32 + 10) (sum_b |d_w d_b| a_b + |bias|), a_b = sum_{k in b}
  * |q_w,k q_x,k| >= |s_b| (a lane's partial sum may exceed |s_b|, never
- * a_b), gamma(n) = n u / (1 - n u).  f16 weights are exact in f32, and
+ * a_b), gamma(n) = n u / (1 - n u).  The packed path converts each
+ * block's integer sum exactly (|s_b| < 2^24), rounds d_w d_b once and
+ * adds by one fused multiply-add a block, then the bias: a chain of
+ * K / 32 + 1, within the same bound.  f16 weights are exact in f32, and
  * their dot product's error is gamma(K + 10) (sum_k |w_k x_k| + |bias|)
  * for the same reason (a chain of at most K products and sums, plus the
  * trees and the bias).
@@ -355,6 +362,158 @@ f16_vnni(const unsigned char *w, const float *x, int K)
 }
 
 static const struct qkernels k_vnni = {{q8_vnni, q4_vnni}, f16_vnni};
+
+/*
+ * cg_qlinear_quantize's blocks (nb of them) on AVX-512, with the same
+ * bits: the same maximum, the same division for the scale and for each
+ * value, rounded to nearest even as lrintf does (the default mode).
+ * sums, when not NULL, gets -128 times each block's sum of q.
+ */
+T_VNNI static void
+quantize_vnni(int8_t *q, float *d, int32_t *sums, const float *x, size_t nb)
+{
+	const __m512 sign = _mm512_set1_ps(-0.0f);
+
+	for (size_t b = 0; b < nb; b++, x += QK, q += QK) {
+		__m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+		/* nan, infinities: 0x01 | 0x80 (nans), 0x08 | 0x10 */
+		if (_mm512_fpclass_ps_mask(x0, 0x99) |
+		    _mm512_fpclass_ps_mask(x1, 0x99)) {
+			d[b] = NAN;
+			memset(q, 0, QK);
+			if (sums)
+				sums[b] = 0;
+			continue;
+		}
+		float m = _mm512_reduce_max_ps(_mm512_max_ps(
+		    _mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+		if (m == 0) {
+			d[b] = 0;
+			memset(q, 0, QK);
+			if (sums)
+				sums[b] = 0;
+			continue;
+		}
+		float s = m / 127;
+		__m512 sv = _mm512_set1_ps(s);
+		__m512i q0 = _mm512_cvtps_epi32(_mm512_div_ps(x0, sv));
+		__m512i q1 = _mm512_cvtps_epi32(_mm512_div_ps(x1, sv));
+		d[b] = s;
+		_mm_storeu_si128((__m128i *)(void *)q, _mm512_cvtepi32_epi8(q0));
+		_mm_storeu_si128((__m128i *)(void *)(q + 16),
+		                 _mm512_cvtepi32_epi8(q1));
+		if (sums)
+			sums[b] = -128 * _mm512_reduce_add_epi32(
+			                     _mm512_add_epi32(q0, q1));
+	}
+}
+
+/*
+ * One packed group (cg_wmat_pack: 16 rows) against input row q of nb
+ * blocks, scales d and sums' corrections c (-128 times each block's sum
+ * of q): out [16] = the rows' products + bias [16] (bias may be NULL).
+ * A block's 8 runs of 4 columns go to vpdpbusd with the 4 inputs
+ * broadcast: lane r sums (w + 128) q over row r's 32 columns, from c,
+ * which leaves sum w q exactly; then one rounding of the scales'
+ * product and one of the fused multiply-add a block.
+ */
+T_VNNI static void
+q8_packed_vnni(float *out, const unsigned char *pk, const int8_t *q,
+               const float *d, const int32_t *c, const float *bias, int nb)
+{
+	__m512 acc = _mm512_setzero_ps();
+
+	for (int b = 0; b < nb; b++, pk += 16 * Q8_BYTES, q += QK) {
+		/* two chains of 4 products, so that the adds overlap */
+		__m512i s0 = _mm512_set1_epi32(c[b]);
+		__m512i s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+		for (int j = 0; j < QK / 4; j += 2) {
+			int32_t x0, x1;
+			memcpy(&x0, q + 4 * j, 4);
+			memcpy(&x1, q + 4 * j + 4, 4);
+			s0 = _mm512_dpbusd_epi32(
+			    s0,
+			    _mm512_loadu_si512((const void *)(pk + 32 + 64 * j)),
+			    _mm512_set1_epi32(x0));
+			s1 = _mm512_dpbusd_epi32(
+			    s1,
+			    _mm512_loadu_si512((const void *)(pk + 96 + 64 * j)),
+			    _mm512_set1_epi32(x1));
+		}
+		__m512i s = _mm512_add_epi32(s0, s1);
+		__m512 sc = _mm512_mul_ps(
+		    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk)),
+		    _mm512_set1_ps(d[b]));
+		acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+	}
+	if (bias != NULL)
+		acc = _mm512_add_ps(acc, _mm512_loadu_ps(bias));
+	_mm512_storeu_ps(out, acc);
+}
+
+/* 4 bytes of the input, read where they lie (the broadcast then folds
+ * into vpdpbusd's memory operand). */
+typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
+#define X4(q, j) _mm512_set1_epi32(*(const q4bytes *)(const void *)((q) + 4 * (j)))
+
+/* Row block of the packed kernels: q8_packed_vnni's arithmetic on
+ * weights w0..w7, scales dw (f32), input block q, scale d, correction
+ * c, into the f32 accumulator acc. */
+#define PACKED_BLOCK(acc, q, d, c)                                             \
+	do {                                                                   \
+		__m512i s0_ = _mm512_set1_epi32(c);                            \
+		__m512i s1_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1,   \
+		                                  X4(q, 1));                    \
+		s0_ = _mm512_dpbusd_epi32(s0_, w0, X4(q, 0));                  \
+		s0_ = _mm512_dpbusd_epi32(s0_, w2, X4(q, 2));                  \
+		s1_ = _mm512_dpbusd_epi32(s1_, w3, X4(q, 3));                  \
+		s0_ = _mm512_dpbusd_epi32(s0_, w4, X4(q, 4));                  \
+		s1_ = _mm512_dpbusd_epi32(s1_, w5, X4(q, 5));                  \
+		s0_ = _mm512_dpbusd_epi32(s0_, w6, X4(q, 6));                  \
+		s1_ = _mm512_dpbusd_epi32(s1_, w7, X4(q, 7));                  \
+		(acc) = _mm512_fmadd_ps(                                       \
+		    _mm512_cvtepi32_ps(_mm512_add_epi32(s0_, s1_)),             \
+		    _mm512_mul_ps(dw, _mm512_set1_ps(d)), (acc));               \
+	} while (0)
+
+/*
+ * q8_packed_vnni for four input rows at once, rows ldq (q), ldd (d, c)
+ * and ldo (out) apart: each block's weights read once for the four, the
+ * same bits as four calls.
+ */
+T_VNNI static void
+q8_packed4_vnni(float *out, size_t ldo, const unsigned char *pk,
+                const int8_t *q, size_t ldq, const float *d,
+                const int32_t *c, size_t ldd, const float *bias, int nb)
+{
+	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+
+	for (int b = 0; b < nb; b++, pk += 16 * Q8_BYTES) {
+		const __m512i *wp = (const __m512i *)(const void *)(pk + 32);
+		__m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 1),
+		        w2 = _mm512_loadu_si512(wp + 2), w3 = _mm512_loadu_si512(wp + 3),
+		        w4 = _mm512_loadu_si512(wp + 4), w5 = _mm512_loadu_si512(wp + 5),
+		        w6 = _mm512_loadu_si512(wp + 6), w7 = _mm512_loadu_si512(wp + 7);
+		__m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk));
+		const int8_t *qb = q + (size_t)QK * b;
+		PACKED_BLOCK(a0, qb, d[b], c[b]);
+		PACKED_BLOCK(a1, qb + ldq, d[ldd + b], c[ldd + b]);
+		PACKED_BLOCK(a2, qb + 2 * ldq, d[2 * ldd + b], c[2 * ldd + b]);
+		PACKED_BLOCK(a3, qb + 3 * ldq, d[3 * ldd + b], c[3 * ldd + b]);
+	}
+	if (bias != NULL) {
+		__m512 bv = _mm512_loadu_ps(bias);
+		a0 = _mm512_add_ps(a0, bv);
+		a1 = _mm512_add_ps(a1, bv);
+		a2 = _mm512_add_ps(a2, bv);
+		a3 = _mm512_add_ps(a3, bv);
+	}
+	_mm512_storeu_ps(out, a0);
+	_mm512_storeu_ps(out + ldo, a1);
+	_mm512_storeu_ps(out + 2 * ldo, a2);
+	_mm512_storeu_ps(out + 3 * ldo, a3);
+}
 #endif /* CG_QX86 */
 
 #ifdef CG_QNEON
@@ -585,14 +744,31 @@ cg_qlinear_scratch(int B, int K)
 {
 	size_t nb = (size_t)B * (size_t)(K / QK);
 
-	/* the int8 values, then the scales 64-byte aligned */
-	return ((nb * QK + 63) & ~(size_t)63) + nb * sizeof(float) + 64;
+	/* the int8 values, then the scales 64-byte aligned, then the
+	 * blocks' sums for a packed product */
+	return ((nb * QK + 63) & ~(size_t)63) + nb * sizeof(float) +
+	       nb * sizeof(int32_t) + 64;
 }
 
 void
 cg_qlinear_quantize(int8_t *q, float *d, const float *inp, int B, int K)
 {
+	cg_qlinear_quantize_path(cg_qpath_current(), q, d, inp, B, K);
+}
+
+void
+cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d,
+                         const float *inp, int B, int K)
+{
 	size_t nb = (size_t)B * (size_t)(K / QK);
+
+#ifdef CG_QX86
+	if (p == CG_QPATH_VNNI) {
+		quantize_vnni(q, d, NULL, inp, nb);
+		return;
+	}
+#endif
+	(void)p;
 
 	for (size_t b = 0; b < nb; b++) {
 		const float *x = inp + b * QK;
@@ -651,11 +827,43 @@ cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
 	float *d = (float *)((char *)scratch +
 	                     (((size_t)B * nb * QK + 63) & ~(size_t)63));
 
-	cg_qlinear_quantize(q, d, inp, B, K);
+	int n0 = 0; /* the rows the packed groups leave */
+
+#ifdef CG_QX86
+	if (p == CG_QPATH_VNNI && w->pack != NULL && w->dtype == CG_Q8_0) {
+		const unsigned char *pk = w->pack;
+		int32_t *c = (int32_t *)(d + (size_t)B * nb);
+		const int G = N / 16;
+
+		quantize_vnni(q, d, c, inp, (size_t)B * nb);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (work >= QPAR_MIN)
 #endif
-	for (int n = 0; n < N; n++)
+		for (int g = 0; g < G; g++) {
+			int i = 0;
+			for (; i + 4 <= B; i += 4)
+				q8_packed4_vnni(
+				    out + (size_t)i * N + 16 * g, (size_t)N,
+				    pk + (size_t)g * nb * 16 * Q8_BYTES,
+				    q + (size_t)i * K, (size_t)K,
+				    d + (size_t)i * nb, c + (size_t)i * nb,
+				    (size_t)nb, bias ? bias + 16 * g : NULL, nb);
+			for (; i < B; i++)
+				q8_packed_vnni(
+				    out + (size_t)i * N + 16 * g,
+				    pk + (size_t)g * nb * 16 * Q8_BYTES,
+				    q + (size_t)i * K, d + (size_t)i * nb,
+				    c + (size_t)i * nb, bias ? bias + 16 * g : NULL,
+				    nb);
+		}
+		n0 = 16 * G;
+	} else
+#endif
+		cg_qlinear_quantize_path(p, q, d, inp, B, K);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (work >= QPAR_MIN)
+#endif
+	for (int n = n0; n < N; n++)
 		for (int i = 0; i < B; i++)
 			out[(size_t)i * N + n] =
 			    dot(wd + (size_t)n * rowbytes,
@@ -669,6 +877,52 @@ cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
 {
 	cg_qlinear_forward_path(cg_qpath_current(), out, inp, w, bias, B, K, N,
 	                        scratch);
+}
+
+/* ------------------------------------------------------------ packing */
+
+size_t
+cg_wmat_packed_bytes(int N, int K)
+{
+	return (size_t)(N / 16) * 16 * (size_t)(K / QK) * Q8_BYTES;
+}
+
+int
+cg_wmat_pack(struct cg_wmat *w, int N, int K)
+{
+	const unsigned char *src = w->data;
+	unsigned char *pk;
+	int nb = K / QK;
+
+	cg_wmat_unpack(w);
+	if (w->dtype != CG_Q8_0 || N < 16 || K <= 0 || K % QK != 0 ||
+	    cg_qpath_current() != CG_QPATH_VNNI)
+		return 0;
+	if ((pk = cg_alloc(cg_wmat_packed_bytes(N, K))) == NULL)
+		return cg_seterr("out of memory");
+	for (size_t g = 0; g < (size_t)(N / 16); g++)
+		for (size_t b = 0; b < (size_t)nb; b++) {
+			unsigned char *o = pk + (g * nb + b) * 16 * Q8_BYTES;
+			for (int r = 0; r < 16; r++) {
+				const unsigned char *blk =
+				    src + ((16 * g + r) * nb + b) * Q8_BYTES;
+				o[2 * r] = blk[0];
+				o[2 * r + 1] = blk[1];
+				for (int j = 0; j < QK / 4; j++)
+					for (int t = 0; t < 4; t++)
+						o[32 + 64 * j + 4 * r + t] =
+						    blk[2 + 4 * j + t] ^ 0x80;
+			}
+		}
+	w->pack = pk;
+	return 0;
+}
+
+void
+cg_wmat_unpack(struct cg_wmat *w)
+{
+	free(w->pack);
+	w->pack = NULL;
 }
 
 /* --------------------------------------------------------- weight sets */
@@ -694,12 +948,21 @@ multiplies(const struct cg_wset *s, int i)
 	return s->cols[i] > 0 && cg_wmat_ok(s->w[i].dtype, s->cols[i]);
 }
 
+/* Whether entry i's products of any number of rows are the stored
+ * ones: packed weights on the VNNI path (faster than decoding and the
+ * f32 product at every batch: bench/RESULTS.md, "int8 products"). */
+static int
+packed_rows(const struct cg_wset *s, int i)
+{
+	return s->w[i].pack != NULL && cg_qpath_current() == CG_QPATH_VNNI;
+}
+
 int
 cg_wset_make(struct cg_wset *s, const struct cg_view *v,
              const struct cg_wmat *mats, int nv, int rows)
 {
 	uint64_t widest = 0;
-	int n = 0;
+	int n = 0, packed = 0;
 
 	memset(s, 0, sizeof(*s));
 	for (int i = 0; mats != NULL && i < nv; i++)
@@ -733,14 +996,16 @@ cg_wset_make(struct cg_wset *s, const struct cg_view *v,
 		/* a product of CG_WSET_GEMM_ROWS rows or more decodes too */
 		if (multiplies(s, j) && s->cols[j] > widest)
 			widest = s->cols[j];
+		packed |= multiplies(s, j) && packed_rows(s, j);
 		if (v[i].n > s->ndec)
 			s->ndec = v[i].n;
 	}
 	if (widest > 0) {
-		/* the products of more rows decode */
-		if (rows > CG_WSET_GEMM_ROWS - 1)
+		/* the products of more rows decode, but packed ones */
+		if (rows > CG_WSET_GEMM_ROWS - 1 && !packed)
 			rows = CG_WSET_GEMM_ROWS - 1;
 		s->qbytes = cg_qlinear_scratch(rows, (int)widest);
+		s->qrows = rows;
 		if ((s->qscratch = cg_alloc(s->qbytes)) == NULL)
 			goto oom;
 	}
@@ -818,7 +1083,8 @@ cg_wset_linear(const struct cg_wset *s, float *out, const float *inp,
 			                  N);
 		return;
 	}
-	if (multiplies(s, i) && B < CG_WSET_GEMM_ROWS)
+	if (multiplies(s, i) && B <= s->qrows &&
+	    (B < CG_WSET_GEMM_ROWS || packed_rows(s, i)))
 		cg_qlinear_forward(out, inp, &s->w[i], bias, B, K, N,
 		                   s->qscratch);
 	else

@@ -43,10 +43,12 @@
 extern "C" {
 #endif
 
-/* A weight matrix [N, K] as stored (borrowed bytes). */
+/* A weight matrix [N, K] as stored (borrowed bytes), and optionally the
+ * same weights packed for the VNNI path (cg_wmat_pack). */
 struct cg_wmat {
 	enum cg_dtype dtype; /* CG_F32, CG_F16, CG_Q8_0 or CG_Q4_0 */
 	const void *data;
+	void *pack; /* owned by whoever packed it; NULL: none */
 };
 
 /* Elements of an input block. */
@@ -84,7 +86,8 @@ int cg_qlinear_keeps(enum cg_dtype dt);
 
 /*
  * Bytes of scratch cg_qlinear_forward needs for B rows of K inputs
- * (the q8_0 form of the input): B * (K / 32) * (32 + 4), rounded up.
+ * (the q8_0 form of the input and its blocks' sums): B * (K / 32) *
+ * (32 + 8), rounded up.
  */
 size_t cg_qlinear_scratch(int B, int K);
 
@@ -95,6 +98,10 @@ size_t cg_qlinear_scratch(int B, int K);
  * d = 0, a block holding a NaN or infinity d = NaN (its products are NaN).
  */
 void cg_qlinear_quantize(int8_t *q, float *d, const float *inp, int B, int K);
+/* The same on path p (which must be supported; the same bits on every
+ * path), for tests. */
+void cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d,
+                              const float *inp, int B, int K);
 
 /*
  * out [B, N] = inp [B, K] @ w^T + bias [N] (bias may be NULL), w [N, K]
@@ -106,7 +113,25 @@ void cg_qlinear_quantize(int8_t *q, float *d, const float *inp, int B, int K);
 void cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
                         const float *bias, int B, int K, int N,
                         void *scratch);
-/* The same on path p (which must be supported), for tests. */
+/*
+ * q8_0 weights [N, K] (K % 32 == 0) packed for the AVX-512 VNNI path,
+ * which then multiplies 16 rows at a time: rows in groups of 16, each
+ * group block by block, a block's 16 f16 scales and then its 512 weights
+ * as 8 runs of 16 rows x 4 consecutive columns, every weight plus 128
+ * (its sign bit flipped) so that it is the product's unsigned operand;
+ * the same 34 bytes a block, so that the integer sums are those of the
+ * stored bytes and the sums of rows N - N % 16 on are the row kernel's.
+ * Sets w->pack (freed by cg_wmat_unpack) where that path is the one in
+ * use (cg_qpath_current), the dtype q8_0 and N >= 16; else leaves it
+ * NULL.  Returns 0, or -1 with a message (out of memory).  The bytes
+ * packed are those of rows [0, N - N % 16): cg_wmat_packed_bytes.
+ */
+int cg_wmat_pack(struct cg_wmat *w, int N, int K);
+void cg_wmat_unpack(struct cg_wmat *w);
+size_t cg_wmat_packed_bytes(int N, int K);
+
+/* The same on path p (which must be supported), for tests; a packed w's
+ * pack is used on the VNNI path only. */
 void cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
                              const struct cg_wmat *w, const float *bias,
                              int B, int K, int N, void *scratch);
@@ -124,7 +149,11 @@ void cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
  * f32 copy exists at a time.  A product of CG_WSET_GEMM_ROWS rows or
  * more decodes its layer too, whatever its type: the f32 product of
  * many rows is faster than the stored one's dot products
- * (bench/RESULTS.md, "The image models on stored weights").  A decoded
+ * (bench/RESULTS.md, "The image models on stored weights"); but a
+ * packed q8_0 matrix on the VNNI path (cg_wmat_pack) is multiplied as
+ * stored at any number of rows up to those the set was made for, its
+ * 16-row int8 products being the faster ("int8 products 16 rows at
+ * once").  A decoded
  * layer is the codec's decode of the stored bytes, as reading the model
  * whole makes it: the same floats, the same arithmetic after.  An
  * empty set (n 0) leaves every weight to the parameter buffer.
@@ -137,6 +166,7 @@ struct cg_wset {
 	struct cg_wmat *w; /* [n] its bytes as stored (borrowed) */
 	void *qscratch;    /* for the products: qbytes */
 	size_t qbytes;
+	int qrows; /* the rows of input qscratch holds */
 	float *dec; /* [ndec]: the layer decoded last */
 	size_t ndec;
 };
@@ -175,8 +205,9 @@ const float *cg_wset_floats(const struct cg_wset *s, const float *params,
  * ReLU with relu, else none), W [N, K] the weight at params + off:
  * cg_linear_forward (cg_linear_relu_forward) on params' floats where s
  * does not keep it, bit for bit the pass without a set; else, for B
- * under CG_WSET_GEMM_ROWS, cg_qlinear_forward on the stored bytes where
- * they are multiplied so (B at most the rows s was made for), within
+ * under CG_WSET_GEMM_ROWS (any B up to the rows s was made for where
+ * the matrix is packed for the path in use), cg_qlinear_forward on the
+ * stored bytes where they are multiplied so, within
  * qlinear's bounds above; else the decoded floats through
  * cg_linear_forward, bit for bit the decoded model's (the ReLU after the
  * product changes no bit).

@@ -353,17 +353,66 @@ causal_softmax_row(float *a, int t, int T)
 		a[j] = 0;
 }
 
+/* dotf of q with the four rows k, k + ld, k + 2 ld, k + 3 ld, into s:
+ * dotf's bits for each, its chains of additions side by side. */
+static inline void
+dotf4(float s[4], const float *q, const float *k, size_t ld, int n)
+{
+	const float *k0 = k, *k1 = k + ld, *k2 = k1 + ld, *k3 = k2 + ld;
+	float a0[LANES] = {0}, a1[LANES] = {0}, a2[LANES] = {0},
+	      a3[LANES] = {0};
+	int i = 0;
+
+	for (; i + LANES <= n; i += LANES)
+		for (int l = 0; l < LANES; l++) {
+			a0[l] += q[i + l] * k0[i + l];
+			a1[l] += q[i + l] * k1[i + l];
+			a2[l] += q[i + l] * k2[i + l];
+			a3[l] += q[i + l] * k3[i + l];
+		}
+	s[0] = cg_fold_f(a0);
+	s[1] = cg_fold_f(a1);
+	s[2] = cg_fold_f(a2);
+	s[3] = cg_fold_f(a3);
+	for (; i < n; i++) {
+		s[0] += q[i] * k0[i];
+		s[1] += q[i] * k1[i];
+		s[2] += q[i] * k2[i];
+		s[3] += q[i] * k3[i];
+	}
+}
+
 void
 cg_attention_row(float *o, float *a, const float *q, const float *k,
                  const float *v, size_t ld, int t, int hs)
 {
 	const float scale = 1.0f / sqrtf((float)hs);
+	int j = 0;
 
-	for (int j = 0; j <= t; j++)
+	/* four keys at a time: four chains of additions, not one */
+	for (; j + 4 <= t + 1; j += 4) {
+		float s[4];
+		dotf4(s, q, k + j * ld, ld, hs);
+		for (int r = 0; r < 4; r++)
+			a[j + r] = scale * s[r];
+	}
+	for (; j <= t; j++)
 		a[j] = scale * dotf(q, k + j * ld, hs);
 	causal_softmax_row(a, t, t + 1);
 	memset(o, 0, (size_t)hs * sizeof(float));
-	for (int j = 0; j <= t; j++)
+	/* four values a pass over o, which then is read and written a
+	 * quarter as often */
+	for (j = 0; j + 4 <= t + 1; j += 4) {
+		const float *v0 = v + j * ld, *v1 = v0 + ld, *v2 = v1 + ld,
+		            *v3 = v2 + ld;
+		const float a0 = a[j], a1 = a[j + 1], a2 = a[j + 2],
+		            a3 = a[j + 3];
+		SIMD()
+		for (int i = 0; i < hs; i++)
+			o[i] += (a0 * v0[i] + a1 * v1[i]) +
+			        (a2 * v2[i] + a3 * v3[i]);
+	}
+	for (; j <= t; j++)
 		axpy(o, a[j], v + j * ld, hs);
 }
 

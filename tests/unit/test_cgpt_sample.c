@@ -735,7 +735,7 @@ test_stored(void)
 
 	/* f32 entries: the very bits of the params path */
 	for (int i = 0; i < nm; i++)
-		mats[i] = (struct cg_wmat){CG_F32, params + v[idx[i]].off};
+		mats[i] = (struct cg_wmat){CG_F32, params + v[idx[i]].off, NULL};
 	struct cg_cgpt_gen *g = cg_cgpt_gen_new(&c, params);
 	struct cg_cgpt_gen *h = cg_cgpt_gen_new_mats(&c, params, mats);
 	if (g == NULL || h == NULL)
@@ -773,7 +773,7 @@ test_stored(void)
 			if (cd->encode(bytes[i], params + x->off, x->n) != 0)
 				die("encode");
 			cd->decode(deq + x->off, bytes[i], x->n);
-			mats[i] = (struct cg_wmat){dts[t], bytes[i]};
+			mats[i] = (struct cg_wmat){dts[t], bytes[i], NULL};
 		}
 		struct cg_cgpt_gen *gd = cg_cgpt_gen_new(&c, deq);
 		struct cg_cgpt_gen *gq = cg_cgpt_gen_new_mats(&c, deq, mats);
@@ -806,7 +806,7 @@ test_stored(void)
 	                                   .L = 1, .NH = 2, .tied = 1};
 	struct cg_wmat m48[CG_CGPT_NMATS(1)];
 	for (int i = 0; i < CG_CGPT_NMATS(1); i++)
-		m48[i] = (struct cg_wmat){i == 1 ? CG_Q8_0 : CG_F32, params};
+		m48[i] = (struct cg_wmat){i == 1 ? CG_Q8_0 : CG_F32, params, NULL};
 	struct cg_cgpt_ws *w48 = cg_cgpt_ws_new(&c48, 1, 0);
 	expect(w48 && cg_cgpt_ws_set_mats(w48, m48) == -1 &&
 	           cg_cgpt_gen_new_mats(&c48, params, m48) == NULL,

@@ -44,6 +44,7 @@ unif(struct cg_rng *r)
 
 /* The worst ratio of error to bound seen, for the report. */
 static double worst_full, worst_arith;
+static int packed_cases; /* products run on packed weights */
 
 /*
  * Check out [B, N] of path p against the exact products of the decoded
@@ -153,7 +154,7 @@ run_case(enum cg_dtype dt, const void *raw, int B, int K, int N, float amp,
 	float *outp = xcalloc((size_t)B * N, sizeof(float));
 	float *out = xcalloc((size_t)B * N, sizeof(float));
 	void *scratch = xcalloc(cg_qlinear_scratch(B, K), 1);
-	struct cg_wmat w = {dt, wq};
+	struct cg_wmat w = {dt, wq, NULL};
 
 	if (raw)
 		memcpy(wq, raw, bytes);
@@ -179,6 +180,27 @@ run_case(enum cg_dtype dt, const void *raw, int B, int K, int N, float amp,
 		                        scratch);
 		check_product((enum cg_qpath)p, dt, out, outp, wf, inp,
 		              with_bias ? bias : NULL, B, K, N, what);
+	}
+	/* q8_0 packed in groups of 16 rows for the VNNI path, where it
+	 * runs: the same bounds, every row (the groups' and the rest) */
+	if (cg_qpath_current() == CG_QPATH_VNNI) {
+		char pw[96];
+		if (cg_wmat_pack(&w, N, K) != 0)
+			die("pack");
+		CHECK((w.pack != NULL) == (dt == CG_Q8_0 && N >= 16),
+		      "%s: packed %s", what, w.pack ? "yes" : "no");
+		if (w.pack != NULL) {
+			snprintf(pw, sizeof(pw), "%s packed", what);
+			for (size_t i = 0; i < (size_t)B * N; i++)
+				out[i] = NAN;
+			cg_qlinear_forward_path(CG_QPATH_VNNI, out, inp, &w,
+			                        with_bias ? bias : NULL, B, K,
+			                        N, scratch);
+			check_product(CG_QPATH_VNNI, dt, out, outp, wf, inp,
+			              with_bias ? bias : NULL, B, K, N, pw);
+			packed_cases++;
+		}
+		cg_wmat_unpack(&w);
 	}
 	free(wf);
 	free(bias);
@@ -234,6 +256,28 @@ check_quantize(struct cg_rng *r)
 	       worst);
 	expect(bad == 0 && worst > 0.495, "input quantized within d / 2");
 
+	/* every path quantizes to the same bits: these inputs, halves
+	 * (ties) where the scale is 1, a NaN, an infinity of each sign */
+	for (int k = 0; k < 32; k++)
+		x[3 * K + k] = k == 0 ? 127.0f : (float)(k % 9) - 4.5f;
+	x[4 * K + 7] = NAN;
+	x[4 * K + 40] = INFINITY;
+	x[4 * K + 77] = -INFINITY;
+	for (int p = 1; p < CG_QPATH_N; p++) {
+		int8_t qp[8 * 256], q0[8 * 256];
+		float dp[8 * 8], d0[8 * 8];
+		if (!cg_qpath_supported((enum cg_qpath)p))
+			continue;
+		cg_qlinear_quantize_path(CG_QPATH_PORTABLE, q0, d0, x, B, K);
+		cg_qlinear_quantize_path((enum cg_qpath)p, qp, dp, x, B, K);
+		char what[64];
+		snprintf(what, sizeof(what), "%s quantizes to the portable bits",
+		         cg_qpath_name((enum cg_qpath)p));
+		expect(memcmp(q0, qp, sizeof(q0)) == 0 &&
+		           memcmp(d0, dp, sizeof(d0)) == 0,
+		       what);
+	}
+
 	/* a NaN or an infinity makes the block's scale NaN */
 	x[5] = NAN;
 	x[40] = INFINITY;
@@ -250,7 +294,12 @@ main(void)
 	static const int shapes[][3] = {
 	    /* B, K, N */
 	    {1, 32, 7}, {3, 64, 5}, {4, 96, 9}, {1, 512, 33}, {5, 2048, 4},
+	    {1, 64, 16}, {3, 96, 40}, {2, 2048, 48},
 	};
+
+	/* the VNNI path runs where the CPU has it and nothing forces
+	 * another (CG_QKERNEL, deterministic mode) */
+	int vnni_runs = cg_qpath_current() == CG_QPATH_VNNI;
 
 	cg_rng_seed(&r, 20260512);
 	for (int p = 0; p < CG_QPATH_N; p++)
@@ -289,8 +338,8 @@ main(void)
 	 * inputs of both signs: the sign change on the input must not
 	 * overflow. */
 	{
-		int K = 96, N = 2, B = 3, before = failures;
-		unsigned char raw[2 * 3 * 34];
+		int K = 96, N = 18, B = 3, before = failures;
+		unsigned char raw[18 * 3 * 34];
 		float *x = inputs(B, K, &r);
 		for (int b = 0; b < N * K / 32; b++) {
 			uint16_t h = cg_f32_to_f16(b % 2 ? 0.01f : 0.002f);
@@ -313,7 +362,7 @@ main(void)
 		float *x = inputs(B, K, &r), w[6 * 40], a[18], b[18];
 		for (int i = 0; i < N * K; i++)
 			w[i] = unif(&r);
-		struct cg_wmat m = {CG_F32, w};
+		struct cg_wmat m = {CG_F32, w, NULL};
 		cg_qlinear_forward(a, x, &m, NULL, B, K, N, NULL);
 		cg_linear_forward(b, x, w, NULL, B, K, N);
 		expect(memcmp(a, b, sizeof(a)) == 0,
@@ -334,7 +383,7 @@ main(void)
 		if (cg_codec(CG_Q8_0)->encode(wq, wf, (size_t)N * K) != 0)
 			die("encode");
 		x[K + 3] = NAN;
-		struct cg_wmat m = {CG_Q8_0, wq};
+		struct cg_wmat m = {CG_Q8_0, wq, NULL};
 		for (int p = 0; p < CG_QPATH_N; p++) {
 			if (!cg_qpath_supported((enum cg_qpath)p))
 				continue;
@@ -367,6 +416,9 @@ main(void)
 	           cg_qpath_current() == CG_QPATH_PORTABLE,
 	       "CG_QKERNEL=portable is taken");
 
+	if (vnni_runs)
+		expect(packed_cases >= 5, "q8_0 packed for the VNNI path");
+	printf("     packed q8_0 products checked: %d\n", packed_cases);
 	printf("     worst error / bound: %.3g of the full bound, %.3g of "
 	       "the arithmetic term\n",
 	       worst_full, worst_arith);
