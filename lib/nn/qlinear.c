@@ -462,45 +462,51 @@ typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
  * c, into the f32 accumulator acc. */
 #define PACKED_BLOCK(acc, q, d, c)                                             \
 	do {                                                                   \
-		__m512i s0_ = _mm512_set1_epi32(c);                            \
+		__m512i s0_ = _mm512_dpbusd_epi32(_mm512_set1_epi32(c), w0,     \
+		                                  X4(q, 0));                    \
 		__m512i s1_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1,   \
 		                                  X4(q, 1));                    \
-		s0_ = _mm512_dpbusd_epi32(s0_, w0, X4(q, 0));                  \
-		s0_ = _mm512_dpbusd_epi32(s0_, w2, X4(q, 2));                  \
-		s1_ = _mm512_dpbusd_epi32(s1_, w3, X4(q, 3));                  \
+		__m512i s2_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w2,   \
+		                                  X4(q, 2));                    \
+		__m512i s3_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w3,   \
+		                                  X4(q, 3));                    \
 		s0_ = _mm512_dpbusd_epi32(s0_, w4, X4(q, 4));                  \
 		s1_ = _mm512_dpbusd_epi32(s1_, w5, X4(q, 5));                  \
-		s0_ = _mm512_dpbusd_epi32(s0_, w6, X4(q, 6));                  \
-		s1_ = _mm512_dpbusd_epi32(s1_, w7, X4(q, 7));                  \
-		(acc) = _mm512_fmadd_ps(                                       \
-		    _mm512_cvtepi32_ps(_mm512_add_epi32(s0_, s1_)),             \
-		    _mm512_mul_ps(dw, _mm512_set1_ps(d)), (acc));               \
+		s2_ = _mm512_dpbusd_epi32(s2_, w6, X4(q, 6));                  \
+		s3_ = _mm512_dpbusd_epi32(s3_, w7, X4(q, 7));                  \
+		s0_ = _mm512_add_epi32(_mm512_add_epi32(s0_, s1_),              \
+		                       _mm512_add_epi32(s2_, s3_));             \
+		(acc) = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0_),                \
+		                        _mm512_mul_ps(dw, _mm512_set1_ps(d)),    \
+		                        (acc));                                 \
 	} while (0)
 
 /*
- * q8_packed_vnni for four input rows at once, rows ldq (q), ldd (d, c)
- * and ldo (out) apart: each block's weights read once for the four, the
- * same bits as four calls.
+ * q8_packed_vnni for four input rows at once, their blocks interleaved
+ * (interleave4): block b of row r at q + 128 b + 32 r, its scale and
+ * correction at d [4 b + r] and c [4 b + r]; out's rows ldo apart.  Each
+ * block's weights are read once for the four; the same bits as four
+ * calls of q8_packed_vnni.
  */
 T_VNNI static void
 q8_packed4_vnni(float *out, size_t ldo, const unsigned char *pk,
-                const int8_t *q, size_t ldq, const float *d,
-                const int32_t *c, size_t ldd, const float *bias, int nb)
+                const int8_t *q, const float *d, const int32_t *c,
+                const float *bias, int nb)
 {
 	__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 
-	for (int b = 0; b < nb; b++, pk += 16 * Q8_BYTES) {
+	for (int b = 0; b < nb;
+	     b++, pk += 16 * Q8_BYTES, q += 4 * QK, d += 4, c += 4) {
 		const __m512i *wp = (const __m512i *)(const void *)(pk + 32);
 		__m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 1),
 		        w2 = _mm512_loadu_si512(wp + 2), w3 = _mm512_loadu_si512(wp + 3),
 		        w4 = _mm512_loadu_si512(wp + 4), w5 = _mm512_loadu_si512(wp + 5),
 		        w6 = _mm512_loadu_si512(wp + 6), w7 = _mm512_loadu_si512(wp + 7);
 		__m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk));
-		const int8_t *qb = q + (size_t)QK * b;
-		PACKED_BLOCK(a0, qb, d[b], c[b]);
-		PACKED_BLOCK(a1, qb + ldq, d[ldd + b], c[ldd + b]);
-		PACKED_BLOCK(a2, qb + 2 * ldq, d[2 * ldd + b], c[2 * ldd + b]);
-		PACKED_BLOCK(a3, qb + 3 * ldq, d[3 * ldd + b], c[3 * ldd + b]);
+		PACKED_BLOCK(a0, q, d[0], c[0]);
+		PACKED_BLOCK(a1, q + QK, d[1], c[1]);
+		PACKED_BLOCK(a2, q + 2 * QK, d[2], c[2]);
+		PACKED_BLOCK(a3, q + 3 * QK, d[3], c[3]);
 	}
 	if (bias != NULL) {
 		__m512 bv = _mm512_loadu_ps(bias);
@@ -745,9 +751,10 @@ cg_qlinear_scratch(int B, int K)
 	size_t nb = (size_t)B * (size_t)(K / QK);
 
 	/* the int8 values, then the scales 64-byte aligned, then the
-	 * blocks' sums for a packed product */
-	return ((nb * QK + 63) & ~(size_t)63) + nb * sizeof(float) +
-	       nb * sizeof(int32_t) + 64;
+	 * blocks' sums for a packed product, and all three again with the
+	 * rows' blocks interleaved four by four (interleave4) */
+	return 2 * (((nb * QK + 63) & ~(size_t)63) + nb * sizeof(float) +
+	            nb * sizeof(int32_t) + 64);
 }
 
 void
@@ -790,6 +797,24 @@ cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d,
 		for (int j = 0; j < QK; j++)
 			q[b * QK + j] = (int8_t)lrintf(x[j] / s);
 	}
+}
+
+/* Rows [0, B4) of q [B4, nb * 32], d and c [B4, nb] (B4 % 4 == 0)
+ * interleaved four by four, for q8_packed4_vnni: block b of row i at qi
+ * + ((i / 4 * nb + b) * 4 + i % 4) * 32, its scale and correction at
+ * that index / 32 of di and ci. */
+static void
+interleave4(int8_t *qi, float *di, int32_t *ci, const int8_t *q,
+            const float *d, const int32_t *c, int B4, int nb)
+{
+	for (int i = 0; i < B4; i++)
+		for (int b = 0; b < nb; b++) {
+			size_t at = ((size_t)(i / 4) * nb + b) * 4 + i % 4;
+			size_t from = (size_t)i * nb + b;
+			memcpy(qi + at * QK, q + from * QK, QK);
+			di[at] = d[from];
+			ci[at] = c[from];
+		}
 }
 
 void
@@ -835,19 +860,26 @@ cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
 		int32_t *c = (int32_t *)(d + (size_t)B * nb);
 		const int G = N / 16;
 
+		const int B4 = B / 4 * 4; /* the rows four at a time */
+		int8_t *qi = (int8_t *)(c + (size_t)B * nb);
+		qi = (int8_t *)(((uintptr_t)qi + 63) & ~(uintptr_t)63);
+		float *di = (float *)(qi + (size_t)B4 * K);
+		int32_t *ci = (int32_t *)(di + (size_t)B4 * nb);
+
 		quantize_vnni(q, d, c, inp, (size_t)B * nb);
+		interleave4(qi, di, ci, q, d, c, B4, nb);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (work >= QPAR_MIN)
 #endif
 		for (int g = 0; g < G; g++) {
 			int i = 0;
-			for (; i + 4 <= B; i += 4)
+			for (; i < B4; i += 4)
 				q8_packed4_vnni(
 				    out + (size_t)i * N + 16 * g, (size_t)N,
 				    pk + (size_t)g * nb * 16 * Q8_BYTES,
-				    q + (size_t)i * K, (size_t)K,
-				    d + (size_t)i * nb, c + (size_t)i * nb,
-				    (size_t)nb, bias ? bias + 16 * g : NULL, nb);
+				    qi + (size_t)i * K, di + (size_t)i * nb,
+				    ci + (size_t)i * nb,
+				    bias ? bias + 16 * g : NULL, nb);
 			for (; i < B; i++)
 				q8_packed_vnni(
 				    out + (size_t)i * N + 16 * g,

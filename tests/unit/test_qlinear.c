@@ -294,7 +294,7 @@ main(void)
 	static const int shapes[][3] = {
 	    /* B, K, N */
 	    {1, 32, 7}, {3, 64, 5}, {4, 96, 9}, {1, 512, 33}, {5, 2048, 4},
-	    {1, 64, 16}, {3, 96, 40}, {2, 2048, 48},
+	    {1, 64, 16}, {3, 96, 40}, {2, 2048, 48}, {5, 64, 32}, {9, 512, 17},
 	};
 
 	/* the VNNI path runs where the CPU has it and nothing forces
