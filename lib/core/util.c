@@ -74,7 +74,7 @@ cg_first_nonfinite(const float *x, uint64_t n)
 #define HUGE_FROM ((size_t)4 << 20)
 
 void *
-cg_alloc(size_t n)
+cg_alloc_raw(size_t n)
 {
 	void *p = NULL;
 	size_t sz = (n + 63) & ~(size_t)63;
@@ -86,7 +86,17 @@ cg_alloc(size_t n)
 	}
 	if (sz >= HUGE_FROM)
 		advise_huge(p, sz);
-	memset(p, 0, sz ? sz : 64);
+	return p;
+}
+
+void *
+cg_alloc(size_t n)
+{
+	void *p = cg_alloc_raw(n);
+
+	if (p != NULL)
+		memset(p, 0, ((n + 63) & ~(size_t)63) ? (n + 63) & ~(size_t)63
+		                                      : 64);
 	return p;
 }
 

@@ -11,6 +11,9 @@
 /* 64-byte aligned zeroed allocation (free with free()); NULL on failure
  * with a message. */
 void *cg_alloc(size_t n);
+/* The same, not zeroed: for a buffer written whole before it is read
+ * (the first write is then the kernel's first touch of each page). */
+void *cg_alloc_raw(size_t n);
 /* The first element of x [n] that is an inf or a nan, or n: a run of
  * values at a time without a branch, then the element. */
 uint64_t cg_first_nonfinite(const float *x, uint64_t n);

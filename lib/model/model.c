@@ -15,6 +15,7 @@
  * parameters); the reader demands the layout's names, ranges and frozen
  * flags and takes only the step counts.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <fnmatch.h>
@@ -344,9 +345,8 @@ cg_model_free(struct cg_model *m)
 		munmap(m->params, m->params_map);
 	else
 		free(m->params);
-	for (int i = 0; m->stored != NULL && i < m->nviews; i++)
-		cg_wmat_unpack(&m->stored[i]);
 	free(m->stored);
+	free(m->pack);
 	cg_file_free(m->src);
 	free(m->views);
 	free(m->groups);
@@ -768,6 +768,53 @@ keep_view(const struct cg_model *m, int i, enum cg_dtype dt)
 	}
 }
 
+/* The matrix of view i of m (2-D, kept) and its pack's bytes where the
+ * file's pages of it can be given back for the pack (so that the model
+ * still costs its file's size); 0: not packed. */
+static size_t
+pack_size(const struct cg_model *m, const struct cg_file *f, int i)
+{
+	const struct cg_view *v = &m->views[i];
+	struct cg_tensor *t;
+
+	if (m->stored[i].dtype == CG_F32 || v->ndim != 2 ||
+	    v->shape[0] > INT_MAX || v->shape[1] > INT_MAX ||
+	    (t = view_tensor(v, f)) == NULL || !t->borrowed)
+		return 0;
+	return cg_wmat_pack_bytes(&m->stored[i], (int)v->shape[0],
+	                          (int)v->shape[1]);
+}
+
+/*
+ * Pack m's kept matrices for the kernels' path (nn/qlinear.h: q8_0 on
+ * AVX-512 VNNI) into one buffer, and give back the file's pages of each
+ * (read again only by what decodes them).  One buffer of them all, so
+ * that it is huge pages where the kernel has them.  0, or -1 with a
+ * message.
+ */
+static int
+pack_stored(struct cg_model *m, struct cg_file *f)
+{
+	size_t total = 0, at = 0;
+
+	for (int i = 0; i < m->nviews; i++)
+		total += (pack_size(m, f, i) + 63) & ~(size_t)63;
+	if (total == 0)
+		return 0;
+	if ((m->pack = cg_alloc_raw(total)) == NULL)
+		return -1;
+	for (int i = 0; i < m->nviews; i++) {
+		size_t n = pack_size(m, f, i);
+		if (n == 0)
+			continue;
+		cg_wmat_pack(&m->stored[i], (int)m->views[i].shape[0],
+		             (int)m->views[i].shape[1], (char *)m->pack + at);
+		(void)cg_file_page_out(f, view_tensor(&m->views[i], f));
+		at += (n + 63) & ~(size_t)63;
+	}
+	return 0;
+}
+
 struct cg_model *
 cg_model_read_infer(const char *path)
 {
@@ -817,17 +864,6 @@ cg_model_read_infer(const char *path)
 			m->stored[i].dtype = t->dtype;
 			m->stored[i].data = t->data;
 			kept++;
-			/* packed for the VNNI path where the file's pages of
-			 * the stored bytes can be given back for it (so the
-			 * model costs its file's size still); they are read
-			 * again only by what decodes them */
-			if (t->borrowed && v->ndim == 2) {
-				if (cg_wmat_pack(&m->stored[i], (int)v->shape[0],
-				                 (int)v->shape[1]) != 0)
-					goto fail;
-				if (m->stored[i].pack != NULL)
-					(void)cg_file_page_out(f, t);
-			}
 			continue;
 		}
 		if (cg_tensor_to_f32(t, m->params + v->off) != 0)
@@ -861,6 +897,8 @@ cg_model_read_infer(const char *path)
 		goto fail;
 	}
 	if (m->lora && cg_lora_merge(m, 1) != 0)
+		goto fail;
+	if (kept > 0 && pack_stored(m, f) != 0)
 		goto fail;
 	if (kept == 0) {
 		/* Nothing lies in f: an ordinary model. */

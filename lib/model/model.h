@@ -74,6 +74,7 @@ struct cg_model {
 	 */
 	struct cg_wmat *stored;
 	struct cg_file *src;
+	void *pack; /* the stored matrices packed for the kernels, or NULL */
 	size_t params_map; /* nonzero: params is a mapping of that many bytes */
 	/* Low-rank adapters (model/lora.h; the manifest's "lora"), their
 	 * views after the arch's; NULL: none. */

@@ -452,6 +452,28 @@ q8_packed_vnni(float *out, const unsigned char *pk, const int8_t *q,
 	_mm512_storeu_ps(out, acc);
 }
 
+/* One group-block of cg_wmat_pack: blk the block of the group's first
+ * row, rows rowbytes apart (15 rowbytes < 2^31): each run of 4 columns
+ * gathered from the 16 rows. */
+T_VNNI static void
+pack_vnni(unsigned char *o, const unsigned char *blk, size_t rowbytes)
+{
+	const __m512i idx = _mm512_mullo_epi32(
+	    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+	                      15),
+	    _mm512_set1_epi32((int)rowbytes));
+	const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
+
+	for (size_t r = 0; r < 16; r++)
+		memcpy(o + 2 * r, blk + r * rowbytes, 2);
+	for (int j = 0; j < QK / 4; j++)
+		_mm512_storeu_si512(
+		    (void *)(o + 32 + 64 * j),
+		    _mm512_xor_si512(_mm512_i32gather_epi32(
+		                         idx, (const void *)(blk + 2 + 4 * j), 1),
+		                     flip));
+}
+
 /* 4 bytes of the input, read where they lie (the broadcast then folds
  * into vpdpbusd's memory operand). */
 typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
@@ -914,47 +936,54 @@ cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
 /* ------------------------------------------------------------ packing */
 
 size_t
-cg_wmat_packed_bytes(int N, int K)
+cg_wmat_pack_bytes(const struct cg_wmat *w, int N, int K)
 {
-	return (size_t)(N / 16) * 16 * (size_t)(K / QK) * Q8_BYTES;
-}
-
-int
-cg_wmat_pack(struct cg_wmat *w, int N, int K)
-{
-	const unsigned char *src = w->data;
-	unsigned char *pk;
-	int nb = K / QK;
-
-	cg_wmat_unpack(w);
 	if (w->dtype != CG_Q8_0 || N < 16 || K <= 0 || K % QK != 0 ||
 	    cg_qpath_current() != CG_QPATH_VNNI)
 		return 0;
-	if ((pk = cg_alloc(cg_wmat_packed_bytes(N, K))) == NULL)
-		return cg_seterr("out of memory");
-	for (size_t g = 0; g < (size_t)(N / 16); g++)
-		for (size_t b = 0; b < (size_t)nb; b++) {
-			unsigned char *o = pk + (g * nb + b) * 16 * Q8_BYTES;
-			for (int r = 0; r < 16; r++) {
-				const unsigned char *blk =
-				    src + ((16 * g + r) * nb + b) * Q8_BYTES;
-				o[2 * r] = blk[0];
-				o[2 * r + 1] = blk[1];
-				for (int j = 0; j < QK / 4; j++)
-					for (int t = 0; t < 4; t++)
-						o[32 + 64 * j + 4 * r + t] =
-						    blk[2 + 4 * j + t] ^ 0x80;
-			}
-		}
-	w->pack = pk;
-	return 0;
+	return (size_t)(N / 16) * 16 * (size_t)(K / QK) * Q8_BYTES;
 }
 
 void
-cg_wmat_unpack(struct cg_wmat *w)
+cg_wmat_pack(struct cg_wmat *w, int N, int K, void *dst)
 {
-	free(w->pack);
+	const unsigned char *src = w->data;
+	unsigned char *pk = dst;
+	const size_t nb = (size_t)(K / QK);
+
 	w->pack = NULL;
+	if (cg_wmat_pack_bytes(w, N, K) == 0)
+		return;
+	/* 4 bytes at a time, each byte's sign bit flipped; the pages
+	 * first touched here, by every thread */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)N * K >= QPAR_MIN)
+#endif
+	for (int g = 0; g < N / 16; g++)
+		for (size_t b = 0; b < nb; b++) {
+			unsigned char *o =
+			    pk + ((size_t)g * nb + b) * 16 * Q8_BYTES;
+#ifdef CG_QX86
+			if (nb * Q8_BYTES * 15 < ((size_t)1 << 31)) {
+				pack_vnni(o, src + (16 * (size_t)g * nb + b) * Q8_BYTES,
+				          nb * Q8_BYTES);
+				continue;
+			}
+#endif
+			for (size_t r = 0; r < 16; r++) {
+				const unsigned char *blk =
+				    src + ((16 * (size_t)g + r) * nb + b) *
+				              Q8_BYTES;
+				memcpy(o + 2 * r, blk, 2);
+				for (int j = 0; j < QK / 4; j++) {
+					uint32_t v;
+					memcpy(&v, blk + 2 + 4 * j, 4);
+					v ^= 0x80808080u;
+					memcpy(o + 32 + 64 * j + 4 * r, &v, 4);
+				}
+			}
+		}
+	w->pack = pk;
 }
 
 /* --------------------------------------------------------- weight sets */

@@ -121,14 +121,15 @@ void cg_qlinear_forward(float *out, const float *inp, const struct cg_wmat *w,
  * (its sign bit flipped) so that it is the product's unsigned operand;
  * the same 34 bytes a block, so that the integer sums are those of the
  * stored bytes and the sums of rows N - N % 16 on are the row kernel's.
- * Sets w->pack (freed by cg_wmat_unpack) where that path is the one in
- * use (cg_qpath_current), the dtype q8_0 and N >= 16; else leaves it
- * NULL.  Returns 0, or -1 with a message (out of memory).  The bytes
- * packed are those of rows [0, N - N % 16): cg_wmat_packed_bytes.
+ * cg_wmat_pack_bytes is the bytes of w's pack, or 0 where none is made:
+ * unless the VNNI path is the one in use (cg_qpath_current), the dtype
+ * q8_0, N >= 16 and K whole blocks.  cg_wmat_pack writes rows [0, N - N
+ * % 16) packed to dst (that many bytes, the caller's: it must outlive
+ * w's use) and points w->pack at it; where the size is 0, it sets
+ * w->pack to NULL.
  */
-int cg_wmat_pack(struct cg_wmat *w, int N, int K);
-void cg_wmat_unpack(struct cg_wmat *w);
-size_t cg_wmat_packed_bytes(int N, int K);
+size_t cg_wmat_pack_bytes(const struct cg_wmat *w, int N, int K);
+void cg_wmat_pack(struct cg_wmat *w, int N, int K, void *dst);
 
 /* The same on path p (which must be supported), for tests; a packed w's
  * pack is used on the VNNI path only. */

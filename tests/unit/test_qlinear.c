@@ -185,8 +185,8 @@ run_case(enum cg_dtype dt, const void *raw, int B, int K, int N, float amp,
 	 * runs: the same bounds, every row (the groups' and the rest) */
 	if (cg_qpath_current() == CG_QPATH_VNNI) {
 		char pw[96];
-		if (cg_wmat_pack(&w, N, K) != 0)
-			die("pack");
+		size_t pb = cg_wmat_pack_bytes(&w, N, K);
+		cg_wmat_pack(&w, N, K, pb ? xcalloc(pb, 1) : NULL);
 		CHECK((w.pack != NULL) == (dt == CG_Q8_0 && N >= 16),
 		      "%s: packed %s", what, w.pack ? "yes" : "no");
 		if (w.pack != NULL) {
@@ -200,7 +200,8 @@ run_case(enum cg_dtype dt, const void *raw, int B, int K, int N, float amp,
 			              with_bias ? bias : NULL, B, K, N, pw);
 			packed_cases++;
 		}
-		cg_wmat_unpack(&w);
+		free(w.pack);
+		w.pack = NULL;
 	}
 	free(wf);
 	free(bias);

@@ -91,6 +91,7 @@ encode_model(enum rule r, const struct cg_view *v, int nv, enum cg_dtype dt,
 	memcpy(zero, params, np * sizeof(float));
 	for (int i = 0; i < nv; i++) {
 		bytes[i] = NULL;
+		mats[i].pack = NULL;
 		mats[i].dtype = CG_F32;
 		mats[i].data = dec + v[i].off;
 		if (!kept(r, &v[i], i) || v[i].n % c->block != 0)
@@ -105,10 +106,12 @@ encode_model(enum rule r, const struct cg_view *v, int nv, enum cg_dtype dt,
 		mats[i].dtype = dt;
 		mats[i].data = bytes[i];
 		/* packed for the VNNI path as a model read to run is */
-		if (v[i].ndim == 2 &&
-		    cg_wmat_pack(&mats[i], (int)v[i].shape[0],
-		                 (int)v[i].shape[1]) != 0)
-			expect(0, "pack");
+		if (v[i].ndim == 2) {
+			int N = (int)v[i].shape[0], K = (int)v[i].shape[1];
+			size_t pb = cg_wmat_pack_bytes(&mats[i], N, K);
+			if (pb > 0)
+				cg_wmat_pack(&mats[i], N, K, xcalloc(pb, 1));
+		}
 		packed_any |= mats[i].pack != NULL;
 		n++;
 	}
@@ -219,7 +222,8 @@ run_cclf(struct cg_cclf_config c, int B, const char *what)
 		                                       NULL) != 0,
 		       msg);
 		for (int i = 0; i < nv; i++) {
-			cg_wmat_unpack(&mats[i]);
+			free(mats[i].pack);
+			mats[i].pack = NULL;
 			free(bytes[i]);
 		}
 		free(lr);
@@ -294,7 +298,8 @@ run_cddpm(struct cg_cddpm_config c, const char *what)
 		                                 B, grad, NULL) != 0,
 		       msg);
 		for (int i = 0; i < nv; i++) {
-			cg_wmat_unpack(&mats[i]);
+			free(mats[i].pack);
+			mats[i].pack = NULL;
 			free(bytes[i]);
 		}
 	}
@@ -371,7 +376,8 @@ run_cgan(struct cg_cgan_config c, const char *what)
 		                                grad, NULL) != 0,
 		       msg);
 		for (int i = 0; i < nv; i++) {
-			cg_wmat_unpack(&mats[i]);
+			free(mats[i].pack);
+			mats[i].pack = NULL;
 			free(bytes[i]);
 		}
 	}
