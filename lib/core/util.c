@@ -93,10 +93,10 @@ void *
 cg_alloc(size_t n)
 {
 	void *p = cg_alloc_raw(n);
+	size_t sz = (n + 63) & ~(size_t)63;
 
 	if (p != NULL)
-		memset(p, 0, ((n + 63) & ~(size_t)63) ? (n + 63) & ~(size_t)63
-		                                      : 64);
+		memset(p, 0, sz ? sz : 64);
 	return p;
 }
 

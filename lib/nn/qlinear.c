@@ -399,7 +399,8 @@ quantize_vnni(int8_t *q, float *d, int32_t *sums, const float *x, size_t nb)
 		__m512i q0 = _mm512_cvtps_epi32(_mm512_div_ps(x0, sv));
 		__m512i q1 = _mm512_cvtps_epi32(_mm512_div_ps(x1, sv));
 		d[b] = s;
-		_mm_storeu_si128((__m128i *)(void *)q, _mm512_cvtepi32_epi8(q0));
+		_mm_storeu_si128((__m128i *)(void *)q,
+		                 _mm512_cvtepi32_epi8(q0));
 		_mm_storeu_si128((__m128i *)(void *)(q + 16),
 		                 _mm512_cvtepi32_epi8(q1));
 		if (sums)
@@ -408,6 +409,76 @@ quantize_vnni(int8_t *q, float *d, int32_t *sums, const float *x, size_t nb)
 	}
 }
 
+/* One group-block of cg_wmat_pack: blk the block of the group's first
+ * row, rows rowbytes apart (15 rowbytes < 2^31): each run of 4 columns
+ * gathered from the 16 rows. */
+T_VNNI static void
+pack_vnni(unsigned char *o, const unsigned char *blk, size_t rowbytes)
+{
+	const __m512i idx =
+	    _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+	                                         10, 11, 12, 13, 14, 15),
+	                       _mm512_set1_epi32((int)rowbytes));
+	const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
+
+	for (size_t r = 0; r < 16; r++)
+		memcpy(o + 2 * r, blk + r * rowbytes, 2);
+	for (int j = 0; j < QK / 4; j++)
+		_mm512_storeu_si512(
+		    (void *)(o + 32 + 64 * j),
+		    _mm512_xor_si512(
+		        _mm512_i32gather_epi32(
+		            idx, (const void *)(blk + 2 + 4 * j), 1),
+		        flip));
+}
+
+/* 4 bytes of the input, read where they lie (the broadcast then folds
+ * into vpdpbusd's memory operand). */
+typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
+#define X4(q, j)                                                               \
+	_mm512_set1_epi32(*(const q4bytes *)(const void *)((q) + 4 * (j)))
+
+/* Row block of the packed kernels on weights w0..w7 and scales dw (f32:
+ * LOAD_RUNS), input block q, scale d, correction c, into the f32
+ * accumulator acc: four chains of vpdpbusd (integer sums: exact in any
+ * order), then one rounding of the scales' product and one of the
+ * fused multiply-add. */
+#define PACKED_BLOCK(acc, q, d, c)                                             \
+	do {                                                                   \
+		__m512i s0_ =                                                  \
+		    _mm512_dpbusd_epi32(_mm512_set1_epi32(c), w0, X4(q, 0));   \
+		__m512i s1_ =                                                  \
+		    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, X4(q, 1)); \
+		__m512i s2_ =                                                  \
+		    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w2, X4(q, 2)); \
+		__m512i s3_ =                                                  \
+		    _mm512_dpbusd_epi32(_mm512_setzero_si512(), w3, X4(q, 3)); \
+		s0_ = _mm512_dpbusd_epi32(s0_, w4, X4(q, 4));                  \
+		s1_ = _mm512_dpbusd_epi32(s1_, w5, X4(q, 5));                  \
+		s2_ = _mm512_dpbusd_epi32(s2_, w6, X4(q, 6));                  \
+		s3_ = _mm512_dpbusd_epi32(s3_, w7, X4(q, 7));                  \
+		s0_ = _mm512_add_epi32(_mm512_add_epi32(s0_, s1_),             \
+		                       _mm512_add_epi32(s2_, s3_));            \
+		(acc) = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0_),               \
+		                        _mm512_mul_ps(dw, _mm512_set1_ps(d)),  \
+		                        (acc));                                \
+	} while (0)
+
+/* A packed block at pk: its 8 runs of weights w0..w7 and its 16
+ * scales dw, for PACKED_BLOCK. */
+#define LOAD_RUNS(pk)                                                          \
+	const __m512i *wp_ = (const __m512i *)(const void *)((pk) + 32);       \
+	const __m512i w0 = _mm512_loadu_si512(wp_),                            \
+	              w1 = _mm512_loadu_si512(wp_ + 1),                        \
+	              w2 = _mm512_loadu_si512(wp_ + 2),                        \
+	              w3 = _mm512_loadu_si512(wp_ + 3),                        \
+	              w4 = _mm512_loadu_si512(wp_ + 4),                        \
+	              w5 = _mm512_loadu_si512(wp_ + 5),                        \
+	              w6 = _mm512_loadu_si512(wp_ + 6),                        \
+	              w7 = _mm512_loadu_si512(wp_ + 7);                        \
+	const __m512 dw =                                                      \
+	    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk)))
+
 /*
  * One packed group (cg_wmat_pack: 16 rows) against input row q of nb
  * blocks, scales d and sums' corrections c (-128 times each block's sum
@@ -415,7 +486,7 @@ quantize_vnni(int8_t *q, float *d, int32_t *sums, const float *x, size_t nb)
  * A block's 8 runs of 4 columns go to vpdpbusd with the 4 inputs
  * broadcast: lane r sums (w + 128) q over row r's 32 columns, from c,
  * which leaves sum w q exactly; then one rounding of the scales'
- * product and one of the fused multiply-add a block.
+ * product and one of the fused multiply-add a block (PACKED_BLOCK).
  */
 T_VNNI static void
 q8_packed_vnni(float *out, const unsigned char *pk, const int8_t *q,
@@ -424,84 +495,13 @@ q8_packed_vnni(float *out, const unsigned char *pk, const int8_t *q,
 	__m512 acc = _mm512_setzero_ps();
 
 	for (int b = 0; b < nb; b++, pk += 16 * Q8_BYTES, q += QK) {
-		/* two chains of 4 products, so that the adds overlap */
-		__m512i s0 = _mm512_set1_epi32(c[b]);
-		__m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-		for (int j = 0; j < QK / 4; j += 2) {
-			int32_t x0, x1;
-			memcpy(&x0, q + 4 * j, 4);
-			memcpy(&x1, q + 4 * j + 4, 4);
-			s0 = _mm512_dpbusd_epi32(
-			    s0,
-			    _mm512_loadu_si512((const void *)(pk + 32 + 64 * j)),
-			    _mm512_set1_epi32(x0));
-			s1 = _mm512_dpbusd_epi32(
-			    s1,
-			    _mm512_loadu_si512((const void *)(pk + 96 + 64 * j)),
-			    _mm512_set1_epi32(x1));
-		}
-		__m512i s = _mm512_add_epi32(s0, s1);
-		__m512 sc = _mm512_mul_ps(
-		    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk)),
-		    _mm512_set1_ps(d[b]));
-		acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc);
+		LOAD_RUNS(pk);
+		PACKED_BLOCK(acc, q, d[b], c[b]);
 	}
 	if (bias != NULL)
 		acc = _mm512_add_ps(acc, _mm512_loadu_ps(bias));
 	_mm512_storeu_ps(out, acc);
 }
-
-/* One group-block of cg_wmat_pack: blk the block of the group's first
- * row, rows rowbytes apart (15 rowbytes < 2^31): each run of 4 columns
- * gathered from the 16 rows. */
-T_VNNI static void
-pack_vnni(unsigned char *o, const unsigned char *blk, size_t rowbytes)
-{
-	const __m512i idx = _mm512_mullo_epi32(
-	    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-	                      15),
-	    _mm512_set1_epi32((int)rowbytes));
-	const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
-
-	for (size_t r = 0; r < 16; r++)
-		memcpy(o + 2 * r, blk + r * rowbytes, 2);
-	for (int j = 0; j < QK / 4; j++)
-		_mm512_storeu_si512(
-		    (void *)(o + 32 + 64 * j),
-		    _mm512_xor_si512(_mm512_i32gather_epi32(
-		                         idx, (const void *)(blk + 2 + 4 * j), 1),
-		                     flip));
-}
-
-/* 4 bytes of the input, read where they lie (the broadcast then folds
- * into vpdpbusd's memory operand). */
-typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
-#define X4(q, j) _mm512_set1_epi32(*(const q4bytes *)(const void *)((q) + 4 * (j)))
-
-/* Row block of the packed kernels: q8_packed_vnni's arithmetic on
- * weights w0..w7, scales dw (f32), input block q, scale d, correction
- * c, into the f32 accumulator acc. */
-#define PACKED_BLOCK(acc, q, d, c)                                             \
-	do {                                                                   \
-		__m512i s0_ = _mm512_dpbusd_epi32(_mm512_set1_epi32(c), w0,     \
-		                                  X4(q, 0));                    \
-		__m512i s1_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1,   \
-		                                  X4(q, 1));                    \
-		__m512i s2_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w2,   \
-		                                  X4(q, 2));                    \
-		__m512i s3_ = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w3,   \
-		                                  X4(q, 3));                    \
-		s0_ = _mm512_dpbusd_epi32(s0_, w4, X4(q, 4));                  \
-		s1_ = _mm512_dpbusd_epi32(s1_, w5, X4(q, 5));                  \
-		s2_ = _mm512_dpbusd_epi32(s2_, w6, X4(q, 6));                  \
-		s3_ = _mm512_dpbusd_epi32(s3_, w7, X4(q, 7));                  \
-		s0_ = _mm512_add_epi32(_mm512_add_epi32(s0_, s1_),              \
-		                       _mm512_add_epi32(s2_, s3_));             \
-		(acc) = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0_),                \
-		                        _mm512_mul_ps(dw, _mm512_set1_ps(d)),    \
-		                        (acc));                                 \
-	} while (0)
 
 /*
  * q8_packed_vnni for four input rows at once, their blocks interleaved
@@ -519,12 +519,7 @@ q8_packed4_vnni(float *out, size_t ldo, const unsigned char *pk,
 
 	for (int b = 0; b < nb;
 	     b++, pk += 16 * Q8_BYTES, q += 4 * QK, d += 4, c += 4) {
-		const __m512i *wp = (const __m512i *)(const void *)(pk + 32);
-		__m512i w0 = _mm512_loadu_si512(wp), w1 = _mm512_loadu_si512(wp + 1),
-		        w2 = _mm512_loadu_si512(wp + 2), w3 = _mm512_loadu_si512(wp + 3),
-		        w4 = _mm512_loadu_si512(wp + 4), w5 = _mm512_loadu_si512(wp + 5),
-		        w6 = _mm512_loadu_si512(wp + 6), w7 = _mm512_loadu_si512(wp + 7);
-		__m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk));
+		LOAD_RUNS(pk);
 		PACKED_BLOCK(a0, q, d[0], c[0]);
 		PACKED_BLOCK(a1, q + QK, d[1], c[1]);
 		PACKED_BLOCK(a2, q + 2 * QK, d[2], c[2]);
@@ -786,8 +781,8 @@ cg_qlinear_quantize(int8_t *q, float *d, const float *inp, int B, int K)
 }
 
 void
-cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d,
-                         const float *inp, int B, int K)
+cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d, const float *inp,
+                         int B, int K)
 {
 	size_t nb = (size_t)B * (size_t)(K / QK);
 
@@ -826,8 +821,8 @@ cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d,
  * + ((i / 4 * nb + b) * 4 + i % 4) * 32, its scale and correction at
  * that index / 32 of di and ci. */
 static void
-interleave4(int8_t *qi, float *di, int32_t *ci, const int8_t *q,
-            const float *d, const int32_t *c, int B4, int nb)
+interleave4(int8_t *qi, float *di, int32_t *ci, const int8_t *q, const float *d,
+            const int32_t *c, int B4, int nb)
 {
 	for (int i = 0; i < B4; i++)
 		for (int b = 0; b < nb; b++) {
@@ -907,8 +902,8 @@ cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
 				    out + (size_t)i * N + 16 * g,
 				    pk + (size_t)g * nb * 16 * Q8_BYTES,
 				    q + (size_t)i * K, d + (size_t)i * nb,
-				    c + (size_t)i * nb, bias ? bias + 16 * g : NULL,
-				    nb);
+				    c + (size_t)i * nb,
+				    bias ? bias + 16 * g : NULL, nb);
 		}
 		n0 = 16 * G;
 	} else
@@ -954,8 +949,8 @@ cg_wmat_pack(struct cg_wmat *w, int N, int K, void *dst)
 	w->pack = NULL;
 	if (cg_wmat_pack_bytes(w, N, K) == 0)
 		return;
-	/* 4 bytes at a time, each byte's sign bit flipped; the pages
-	 * first touched here, by every thread */
+		/* 4 bytes at a time, each byte's sign bit flipped; the pages
+		 * first touched here, by every thread */
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * K >= QPAR_MIN)
 #endif
@@ -965,15 +960,17 @@ cg_wmat_pack(struct cg_wmat *w, int N, int K, void *dst)
 			    pk + ((size_t)g * nb + b) * 16 * Q8_BYTES;
 #ifdef CG_QX86
 			if (nb * Q8_BYTES * 15 < ((size_t)1 << 31)) {
-				pack_vnni(o, src + (16 * (size_t)g * nb + b) * Q8_BYTES,
+				pack_vnni(o,
+				          src + (16 * (size_t)g * nb + b) *
+				                    Q8_BYTES,
 				          nb * Q8_BYTES);
 				continue;
 			}
 #endif
 			for (size_t r = 0; r < 16; r++) {
 				const unsigned char *blk =
-				    src + ((16 * (size_t)g + r) * nb + b) *
-				              Q8_BYTES;
+				    src +
+				    ((16 * (size_t)g + r) * nb + b) * Q8_BYTES;
 				memcpy(o + 2 * r, blk, 2);
 				for (int j = 0; j < QK / 4; j++) {
 					uint32_t v;

@@ -167,7 +167,7 @@ struct cg_wset {
 	struct cg_wmat *w; /* [n] its bytes as stored (borrowed) */
 	void *qscratch;    /* for the products: qbytes */
 	size_t qbytes;
-	int qrows; /* the rows of input qscratch holds */
+	int qrows;  /* the rows of input qscratch holds */
 	float *dec; /* [ndec]: the layer decoded last */
 	size_t ndec;
 };

@@ -735,7 +735,8 @@ test_stored(void)
 
 	/* f32 entries: the very bits of the params path */
 	for (int i = 0; i < nm; i++)
-		mats[i] = (struct cg_wmat){CG_F32, params + v[idx[i]].off, NULL};
+		mats[i] =
+		    (struct cg_wmat){CG_F32, params + v[idx[i]].off, NULL};
 	struct cg_cgpt_gen *g = cg_cgpt_gen_new(&c, params);
 	struct cg_cgpt_gen *h = cg_cgpt_gen_new_mats(&c, params, mats);
 	if (g == NULL || h == NULL)
@@ -806,7 +807,8 @@ test_stored(void)
 	                                   .L = 1, .NH = 2, .tied = 1};
 	struct cg_wmat m48[CG_CGPT_NMATS(1)];
 	for (int i = 0; i < CG_CGPT_NMATS(1); i++)
-		m48[i] = (struct cg_wmat){i == 1 ? CG_Q8_0 : CG_F32, params, NULL};
+		m48[i] =
+		    (struct cg_wmat){i == 1 ? CG_Q8_0 : CG_F32, params, NULL};
 	struct cg_cgpt_ws *w48 = cg_cgpt_ws_new(&c48, 1, 0);
 	expect(w48 && cg_cgpt_ws_set_mats(w48, m48) == -1 &&
 	           cg_cgpt_gen_new_mats(&c48, params, m48) == NULL,

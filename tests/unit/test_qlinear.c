@@ -272,7 +272,8 @@ check_quantize(struct cg_rng *r)
 		cg_qlinear_quantize_path(CG_QPATH_PORTABLE, q0, d0, x, B, K);
 		cg_qlinear_quantize_path((enum cg_qpath)p, qp, dp, x, B, K);
 		char what[64];
-		snprintf(what, sizeof(what), "%s quantizes to the portable bits",
+		snprintf(what, sizeof(what),
+		         "%s quantizes to the portable bits",
 		         cg_qpath_name((enum cg_qpath)p));
 		expect(memcmp(q0, qp, sizeof(q0)) == 0 &&
 		           memcmp(d0, dp, sizeof(d0)) == 0,
@@ -294,8 +295,8 @@ main(void)
 	struct cg_rng r;
 	static const int shapes[][3] = {
 	    /* B, K, N */
-	    {1, 32, 7}, {3, 64, 5}, {4, 96, 9}, {1, 512, 33}, {5, 2048, 4},
-	    {1, 64, 16}, {3, 96, 40}, {2, 2048, 48}, {5, 64, 32}, {9, 512, 17},
+	    {1, 32, 7},  {3, 64, 5},  {4, 96, 9},    {1, 512, 33}, {5, 2048, 4},
+	    {1, 64, 16}, {3, 96, 40}, {2, 2048, 48}, {5, 64, 32},  {9, 512, 17},
 	};
 
 	/* the VNNI path runs where the CPU has it and nothing forces

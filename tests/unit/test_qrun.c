@@ -138,9 +138,8 @@ static void
 judge(const char *what, enum cg_dtype dt, const float *got, const float *want,
       size_t n, int B)
 {
-	int same,
-	    exact = dt == CG_BF16 || dt == CG_Q4_1 ||
-	            (B >= CG_WSET_GEMM_ROWS && !packed_any);
+	int same, exact = dt == CG_BF16 || dt == CG_Q4_1 ||
+	                  (B >= CG_WSET_GEMM_ROWS && !packed_any);
 	double tol = dt == CG_F16 ? 1e-5 : 2e-2;
 	double d = reldiff(got, want, n, &same);
 	char msg[160];
