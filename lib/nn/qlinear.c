@@ -816,6 +816,7 @@ cg_qlinear_quantize_path(enum cg_qpath p, int8_t *q, float *d, const float *inp,
 	}
 }
 
+#ifdef CG_QX86
 /* Rows [0, B4) of q [B4, nb * 32], d and c [B4, nb] (B4 % 4 == 0)
  * interleaved four by four, for q8_packed4_vnni: block b of row i at qi
  * + ((i / 4 * nb + b) * 4 + i % 4) * 32, its scale and correction at
@@ -833,6 +834,7 @@ interleave4(int8_t *qi, float *di, int32_t *ci, const int8_t *q, const float *d,
 			ci[at] = c[from];
 		}
 }
+#endif
 
 void
 cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
