@@ -23,19 +23,26 @@
  * qlinear.h's bound, a few 1e-3 of a layer's outputs, through up to
  * five layers).  The largest relative difference is printed.  A
  * gradient through stored weights, a wrong view count and a dtype no
- * codec decodes are refused.  Exit 0 pass, 1 fail.
+ * codec decodes are refused.  A q8_0 model read to run from a plain file
+ * has its matrices packed where the VNNI path runs, from a compressed
+ * one not, with logits within the tolerance.  Exit 0 pass, 1 fail.
  */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "arch/all.h"
 #include "arch/cclf/cclf.h"
 #include "arch/cddpm/cddpm.h"
 #include "arch/cgan/cgan.h"
 #include "cg.h"
 #include "cli/cli.h"
+#include "eval/quantize.h"
+#include "model/model.h"
 #include "nn/qlinear.h"
 
 #define TEST_NAME "test_qrun"
@@ -420,12 +427,111 @@ test_wset(void)
 	cg_wset_free(&s);
 }
 
+/* ---------------------------------------------------- a model read to run */
+
+/*
+ * A q8_0 cclf written as cg-quantize writes it, read to run
+ * (cg_model_read_infer) from the plain file and from a gzip copy: where
+ * the VNNI path runs, the plain file's matrices of 16 rows or more are
+ * packed (nn/qlinear.h), the compressed one's are not (reading it made
+ * a copy of its bytes already); elsewhere neither is.  Both give logits
+ * within the tolerance of each other.
+ */
+static void
+test_read_packed(void)
+{
+	const struct cg_cclf_config c = {64, 3, 32, 2, 0, 0, 0, 0};
+	const int B = 6;
+	char dir[] = "/tmp/test_qrun.XXXXXX", f32[64], q8[64], gz[64];
+	cJSON *cfg =
+	    cJSON_Parse("{\"in_dim\":64,\"ncond\":3,\"hidden\":32,\"layers\":2,"
+	                "\"conv\":0}");
+	struct cg_model *m, *a = NULL, *b = NULL;
+	struct cg_file *in = NULL, *out = NULL;
+	struct cg_quant_rule rule = {.type = CG_Q8_0};
+	struct cg_quant_view *rep;
+	int vnni, packed = 0, big = 0, unpacked = 0, same;
+	double d;
+
+	if (cg_qpath_init() != 0) /* as a read to run does: CG_QKERNEL */
+		die(cg_errmsg());
+	vnni = cg_qpath_current() == CG_QPATH_VNNI;
+	if (mkdtemp(dir) == NULL || cfg == NULL ||
+	    (m = cg_model_create("cclf", cfg, NULL, 5)) == NULL)
+		die("a cclf");
+	snprintf(f32, sizeof(f32), "%s/f32.cgm", dir);
+	snprintf(q8, sizeof(q8), "%s/q8.cgm", dir);
+	snprintf(gz, sizeof(gz), "%s/q8.cgm.gz", dir);
+	rep = xcalloc((size_t)m->nviews, sizeof(*rep));
+	if (cg_model_write(m, f32, CG_COMPRESS_NONE) != 0 ||
+	    (in = cg_file_read(f32)) == NULL ||
+	    (out = cg_quantize(in, m, &rule, rep)) == NULL ||
+	    cg_file_write(out, q8, CG_COMPRESS_NONE) != 0 ||
+	    cg_file_write(out, gz, CG_COMPRESS_GZIP) != 0 ||
+	    (a = cg_model_read_infer(q8)) == NULL ||
+	    (b = cg_model_read_infer(gz)) == NULL)
+		die(cg_errmsg());
+	for (int i = 0; i < a->nviews; i++) {
+		const struct cg_view *v = &a->views[i];
+		int wants = vnni && a->stored[i].dtype == CG_Q8_0 &&
+		            v->ndim == 2 && v->shape[0] >= 16;
+		big += a->stored[i].dtype == CG_Q8_0 && v->ndim == 2 &&
+		       v->shape[0] >= 16;
+		packed += (a->stored[i].pack != NULL) == wants;
+		unpacked += b->stored[i].pack == NULL;
+	}
+	expect(big == 2 && packed == a->nviews && unpacked == b->nviews &&
+	           (a->pack != NULL) == vnni && b->pack == NULL,
+	       vnni ? "read to run from a plain file: its two q8_0 matrices "
+	              "of 32 rows packed, from a gzip copy none"
+	            : "read to run without the VNNI path: nothing packed");
+
+	/* the logits of both, through the stored weights */
+	struct cg_cclf_ws *wa = cg_cclf_ws_new(&c, B),
+	                  *wb = cg_cclf_ws_new(&c, B);
+	float *x = xcalloc((size_t)B * c.in_dim, sizeof(float));
+	for (size_t i = 0; i < (size_t)B * c.in_dim; i++)
+		x[i] = cg_rng_uniform(&rng);
+	if (wa == NULL || wb == NULL ||
+	    cg_cclf_ws_set_mats(wa, a->stored, a->nviews) != 0 ||
+	    cg_cclf_ws_set_mats(wb, b->stored, b->nviews) != 0 ||
+	    cg_cclf_forward_backward(&c, a->params, wa, x, NULL, B, NULL, NULL,
+	                             NULL) != 0 ||
+	    cg_cclf_forward_backward(&c, b->params, wb, x, NULL, B, NULL, NULL,
+	                             NULL) != 0)
+		die(cg_errmsg());
+	d = reldiff(cg_cclf_logits(wa), cg_cclf_logits(wb), (size_t)B * c.ncond,
+	            &same);
+	printf("     packed against not: logits apart by %.3g of the "
+	       "largest\n",
+	       d);
+	expect(d <= 2e-2 && (vnni || same),
+	       "the logits of the two within 2e-2 (the same bits without "
+	       "the VNNI path)");
+	cg_cclf_ws_free(wa);
+	cg_cclf_ws_free(wb);
+	free(x);
+	free(rep);
+	cg_file_free(in);
+	cg_file_free(out);
+	cg_model_free(a);
+	cg_model_free(b);
+	cg_model_free(m);
+	unlink(f32);
+	unlink(q8);
+	unlink(gz);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
 	cg_set_threads(0);
 	cg_rng_seed(&rng, 119);
 	test_wset();
+	if (cg_arch_all() != 0)
+		die("cg_arch_all");
+	test_read_packed();
 	/* rows of whole blocks (in 64), and not (in 40: decoded) */
 	run_cclf((struct cg_cclf_config){64, 3, 32, 2, 0, 0, 0, 0}, 5,
 	         "cclf mlp");
