@@ -41,6 +41,8 @@
 # AUX (0: the auxiliary classifier's weight), UNET (16: the U-Net's
 # channels), UNET_INIT (more cg-init options for it, e.g. --cosine),
 # UNET_GUIDANCE (its cg-eval and cg-sample options: "--guidance 1"),
+# UNET_TRAIN (more cg-train-step options for it, e.g. "--schedule cosine
+# --total 2345"),
 # EMA (none), EQWALL (1),
 # TEMPERATURE (1),
 # MODELS (all of the above, in that order), JUDGE, MLP_JUDGE, OUT (a
@@ -69,7 +71,7 @@ say() { printf 'conv-table.sh: %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); threads $threads; steps $steps; samples $samples a condition; temperature ${TEMPERATURE:-1}"
-echo "# U-Net: --unet $unet ${UNET_INIT:-}, scored with ${UNET_GUIDANCE:---guidance 1}; moving average: ${EMA:-none}"
+echo "# U-Net: --unet $unet ${UNET_INIT:-}, trained with ${UNET_TRAIN:-(no more options)}, scored with ${UNET_GUIDANCE:---guidance 1}; moving average: ${EMA:-none}"
 "$bin/cg-shard" -q -n 1 -o "$tmp/train" "$data"
 "$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
 train=$tmp/train-0.cgd
@@ -107,7 +109,8 @@ make_model() {
 	cvae) init="-a cvae" ;;
 	cvae-conv) init="-a cvae --conv 32" ;;
 	cddpm|cddpm-eqwall) init="-a cddpm" ;;
-	cddpm-unet) init="-a cddpm --unet $unet --hidden 128 --embed 64 ${UNET_INIT:-}" ;;
+	cddpm-unet) init="-a cddpm --unet $unet --hidden 128 --embed 64 ${UNET_INIT:-}"
+		extra="${UNET_TRAIN:-}" ;;
 	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
 	cgan-conv) init="-a cgan --conv 32 --r1 $r1 --disc-kernel $dk --aux $aux"; lr=4e-4
 		extra="--beta1 0.5 --beta2 0.999" ;;
