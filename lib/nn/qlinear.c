@@ -479,6 +479,13 @@ typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
 	const __m512 dw =                                                      \
 	    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pk)))
 
+/* How far ahead (in packed blocks of 16 rows) q8_packed_vnni asks for its
+ * weights: one row at a time reads them faster than the CPU's own
+ * prefetch brings them (the 25.6M cgpt's 27 MB a token, one thread, on
+ * an AMD EPYC of family 26: 0.56-0.63 ms a pass without, 0.49-0.53 at
+ * 24; 4 blocks ahead was slower than none). */
+#define PACK_AHEAD 24
+
 /*
  * One packed group (cg_wmat_pack: 16 rows) against input row q of nb
  * blocks, scales d and sums' corrections c (-128 times each block's sum
@@ -495,6 +502,11 @@ q8_packed_vnni(float *out, const unsigned char *pk, const int8_t *q,
 	__m512 acc = _mm512_setzero_ps();
 
 	for (int b = 0; b < nb; b++, pk += 16 * Q8_BYTES, q += QK) {
+		/* an address past the matrix is only a hint: no access */
+		uintptr_t ahead = (uintptr_t)pk + PACK_AHEAD * 16 * Q8_BYTES;
+		for (int l = 0; l < 16 * Q8_BYTES; l += 64)
+			_mm_prefetch((const char *)(ahead + (uintptr_t)l),
+			             _MM_HINT_T0);
 		LOAD_RUNS(pk);
 		PACKED_BLOCK(acc, q, d[b], c[b]);
 	}

@@ -382,6 +382,14 @@ dotf4(float s[4], const float *q, const float *k, size_t ld, int n)
 	}
 }
 
+/* Ask for the cache lines of x [n] ahead of their use. */
+static inline void
+prefetch_row(const float *x, int n)
+{
+	for (int i = 0; i < n; i += 16)
+		__builtin_prefetch(x + i, 0, 2);
+}
+
 void
 cg_attention_row(float *o, float *a, const float *q, const float *k,
                  const float *v, size_t ld, int t, int hs)
@@ -389,9 +397,18 @@ cg_attention_row(float *o, float *a, const float *q, const float *k,
 	const float scale = 1.0f / sqrtf((float)hs);
 	int j = 0;
 
+	/* The cache's rows come from memory (a token's weights pass through
+	 * the caches between two uses of a layer's keys): the values are
+	 * asked for now, to be there after the scores, and the keys eight
+	 * rows ahead of the products (one thread, the 25.6M cgpt: 5% more
+	 * tokens a second). */
+	for (int r = 0; r <= t; r++)
+		prefetch_row(v + (size_t)r * ld, hs);
 	/* four keys at a time: four chains of additions, not one */
 	for (; j + 4 <= t + 1; j += 4) {
 		float s[4];
+		for (int r = j + 8; r < j + 12 && r <= t; r++)
+			prefetch_row(k + (size_t)r * ld, hs);
 		dotf4(s, q, k + j * ld, ld, hs);
 		for (int r = 0; r < 4; r++)
 			a[j + r] = scale * s[r];
