@@ -923,6 +923,9 @@ cg_qlinear_forward_path(enum cg_qpath p, float *out, const float *inp,
 	} else
 #endif
 		cg_qlinear_quantize_path(p, q, d, inp, B, K);
+	/* the rows left: none, or a few, after packed groups (no team of
+	 * threads started for no rows) */
+	work = (size_t)B * K * (N - n0);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (work >= QPAR_MIN)
 #endif
