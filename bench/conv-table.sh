@@ -42,7 +42,8 @@
 # channels), UNET_INIT (more cg-init options for it, e.g. --cosine),
 # UNET_GUIDANCE (its cg-eval and cg-sample options: "--guidance 1"),
 # UNET_TRAIN (more cg-train-step options for it, e.g. "--schedule cosine
-# --total 2345"),
+# --total 2345"), UNET_BATCH (128: its batch; its steps then STEPS x 128 /
+# UNET_BATCH, so that it sees the same examples as the other rows),
 # EMA (none), EQWALL (1),
 # TEMPERATURE (1),
 # MODELS (all of the above, in that order), JUDGE, MLP_JUDGE, OUT (a
@@ -71,7 +72,7 @@ say() { printf 'conv-table.sh: %s: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); threads $threads; steps $steps; samples $samples a condition; temperature ${TEMPERATURE:-1}"
-echo "# U-Net: --unet $unet ${UNET_INIT:-}, trained with ${UNET_TRAIN:-(no more options)}, scored with ${UNET_GUIDANCE:---guidance 1}; moving average: ${EMA:-none}"
+echo "# U-Net: --unet $unet ${UNET_INIT:-}, batch ${UNET_BATCH:-128}, trained with ${UNET_TRAIN:-(no more options)}, scored with ${UNET_GUIDANCE:---guidance 1}; moving average: ${EMA:-none}"
 "$bin/cg-shard" -q -n 1 -o "$tmp/train" "$data"
 "$bin/cg-shard" -q -n 1 --test -o "$tmp/test" "$data"
 train=$tmp/train-0.cgd
@@ -104,19 +105,19 @@ fi
 # make NAME SEED TIME-LIMIT: cg-init and cg-train-step for row NAME;
 # prints the training's wall seconds.
 make_model() {
-	local name=$1 seed=$2 limit=${3:-} init lr=1e-3 extra=
+	local name=$1 seed=$2 limit=${3:-} init lr=1e-3 extra="" batch=128
 	case $name in
 	cvae) init="-a cvae" ;;
 	cvae-conv) init="-a cvae --conv 32" ;;
 	cddpm|cddpm-eqwall) init="-a cddpm" ;;
 	cddpm-unet) init="-a cddpm --unet $unet --hidden 128 --embed 64 ${UNET_INIT:-}"
-		extra="${UNET_TRAIN:-}" ;;
+		extra="${UNET_TRAIN:-}"; batch=${UNET_BATCH:-128} ;;
 	cgan) init="-a cgan"; lr=4e-4; extra="--beta1 0.5 --beta2 0.999" ;;
 	cgan-conv) init="-a cgan --conv 32 --r1 $r1 --disc-kernel $dk --aux $aux"; lr=4e-4
 		extra="--beta1 0.5 --beta2 0.999" ;;
 	*) echo "conv-table.sh: no model $name" >&2; exit 1 ;;
 	esac
-	local n=$steps m=$out/$name-s$seed.cgm
+	local n=$((steps * 128 / batch)) m=$out/$name-s$seed.cgm
 	[ -n "$limit" ] && { n=$((steps * 1000)); extra="$extra --time-limit $limit"; }
 	# the moving average is the model scored, the weights beside it
 	case $name in cddpm*) [ -z "${EMA:-}" ] ||
@@ -128,7 +129,7 @@ make_model() {
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
 	"$bin/cg-train-step" -q -m "$m" -d "$train" \
-		--emit model --steps "$n" --batch 128 --lr "$lr" $extra \
+		--emit model --steps "$n" --batch "$batch" --lr "$lr" $extra \
 		--seed "$seed" --threads "$threads" -o "$m"
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc
