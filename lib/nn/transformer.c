@@ -400,7 +400,7 @@ cg_attention_row(float *o, float *a, const float *q, const float *k,
 	/* The cache's rows come from memory (a token's weights pass through
 	 * the caches between two uses of a layer's keys): the values are
 	 * asked for now, to be there after the scores, and the keys eight
-	 * rows ahead of the products (one thread, the 25.6M cgpt: 5% more
+	 * rows ahead of the products (one thread, the 25.6M cgpt: 3-5% more
 	 * tokens a second). */
 	for (int r = 0; r <= t; r++)
 		prefetch_row(v + (size_t)r * ld, hs);
