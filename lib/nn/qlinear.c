@@ -432,8 +432,9 @@ pack_vnni(unsigned char *o, const unsigned char *blk, size_t rowbytes)
 		        flip));
 }
 
-/* 4 bytes of the input, read where they lie (the broadcast then folds
- * into vpdpbusd's memory operand). */
+/* 4 bytes of the input, read where they lie and broadcast (GCC 12 does
+ * not fold the broadcast into vpdpbusd's memory operand; forced, it was
+ * no faster). */
 typedef int32_t __attribute__((may_alias, aligned(1))) q4bytes;
 #define X4(q, j)                                                               \
 	_mm512_set1_epi32(*(const q4bytes *)(const void *)((q) + 4 * (j)))
